@@ -1,0 +1,527 @@
+//! Generic trace elements: the decoders' output, protocol independent.
+//!
+//! [`TraceElement`] carries what OpenCSD's generic element carries; its
+//! `Display` form is OpenCSD's, character for character, so listings made
+//! with it compare line by line with OpenCSD's.
+
+use std::fmt::{self, Write as _};
+
+use crate::arch::{ExceptionLevel, InstrSubType, InstrType, Isa, SecurityState};
+use crate::memory::MemSpace;
+
+/// Element type (OpenCSD's `ocsd_gen_trc_elem_t`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum ElemType {
+    #[default]
+    Unknown,
+    NoSync,
+    TraceOn,
+    EoTrace,
+    PeContext,
+    InstrRange,
+    IRangeNoPath,
+    AddrNacc,
+    AddrUnknown,
+    Exception,
+    ExceptionRet,
+    Timestamp,
+    CycleCount,
+    Event,
+    SwTrace,
+    SyncMarker,
+    MemTrans,
+    Instrumentation,
+    ItmTrace,
+    Custom,
+}
+
+impl ElemType {
+    /// The name OpenCSD prints.
+    pub fn name(self) -> &'static str {
+        match self {
+            ElemType::Unknown => "OCSD_GEN_TRC_ELEM_UNKNOWN",
+            ElemType::NoSync => "OCSD_GEN_TRC_ELEM_NO_SYNC",
+            ElemType::TraceOn => "OCSD_GEN_TRC_ELEM_TRACE_ON",
+            ElemType::EoTrace => "OCSD_GEN_TRC_ELEM_EO_TRACE",
+            ElemType::PeContext => "OCSD_GEN_TRC_ELEM_PE_CONTEXT",
+            ElemType::InstrRange => "OCSD_GEN_TRC_ELEM_INSTR_RANGE",
+            ElemType::IRangeNoPath => "OCSD_GEN_TRC_ELEM_I_RANGE_NOPATH",
+            ElemType::AddrNacc => "OCSD_GEN_TRC_ELEM_ADDR_NACC",
+            ElemType::AddrUnknown => "OCSD_GEN_TRC_ELEM_ADDR_UNKNOWN",
+            ElemType::Exception => "OCSD_GEN_TRC_ELEM_EXCEPTION",
+            ElemType::ExceptionRet => "OCSD_GEN_TRC_ELEM_EXCEPTION_RET",
+            ElemType::Timestamp => "OCSD_GEN_TRC_ELEM_TIMESTAMP",
+            ElemType::CycleCount => "OCSD_GEN_TRC_ELEM_CYCLE_COUNT",
+            ElemType::Event => "OCSD_GEN_TRC_ELEM_EVENT",
+            ElemType::SwTrace => "OCSD_GEN_TRC_ELEM_SWTRACE",
+            ElemType::SyncMarker => "OCSD_GEN_TRC_ELEM_SYNC_MARKER",
+            ElemType::MemTrans => "OCSD_GEN_TRC_ELEM_MEMTRANS",
+            ElemType::Instrumentation => "OCSD_GEN_TRC_ELEM_INSTRUMENTATION",
+            ElemType::ItmTrace => "OCSD_GEN_TRC_ELEM_ITMTRACE",
+            ElemType::Custom => "OCSD_GEN_TRC_ELEM_CUSTOM",
+        }
+    }
+}
+
+/// Why trace was (re)started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum TraceOnReason {
+    #[default]
+    Normal,
+    Overflow,
+    ExDebug,
+}
+
+/// Why the decoder is not synchronised, or why trace ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum UnsyncInfo {
+    #[default]
+    Unknown,
+    InitDecoder,
+    ResetDecoder,
+    Overflow,
+    Discard,
+    BadPacket,
+    Eot,
+}
+
+/// Kind of event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum EventType {
+    #[default]
+    Unknown,
+    Trigger,
+    Numbered,
+}
+
+/// Transactional memory operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum MemTrans {
+    #[default]
+    TraceInit,
+    Start,
+    Commit,
+    Fail,
+}
+
+/// PE context: what a PE_CONTEXT element reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct PeContext {
+    pub security: SecurityState,
+    pub exception_level: ExceptionLevel,
+    pub el_valid: bool,
+    pub bits64: bool,
+    pub context_id: u32,
+    pub ctxt_id_valid: bool,
+    pub vmid: u32,
+    pub vmid_valid: bool,
+}
+
+/// Software trace (STM) message details.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct SwTraceInfo {
+    pub master_id: u16,
+    pub channel_id: u16,
+    /// Payload size in bits (0: no payload).
+    pub payload_bits: u8,
+    /// Number of payload packets.
+    pub payload_num_packets: u8,
+    pub marker: bool,
+    pub has_timestamp: bool,
+    pub trigger: bool,
+    pub frequency: bool,
+    pub id_valid: bool,
+    pub global_err: bool,
+    pub master_err: bool,
+}
+
+/// ITM packet kinds carried by an ITMTRACE element.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum ItmPktKind {
+    #[default]
+    /// Software instrumentation (stimulus port write).
+    Swit,
+    /// Hardware source (DWT) packet.
+    Dwt,
+    /// Local timestamp.
+    TsLocal,
+    /// Global timestamp.
+    TsGlobal,
+}
+
+/// ITM element details.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct ItmInfo {
+    pub kind: ItmPktKind,
+    /// Stimulus port / DWT discriminator.
+    pub channel_or_desc: u8,
+    /// Payload size in bytes.
+    pub payload_size: u8,
+    /// Overflow preceded this packet.
+    pub overflow: bool,
+    /// Local timestamp relation (TC bits): 0 sync, 1 TS delayed, 2 packet delayed, 3 both.
+    pub ts_relation: u8,
+    pub value: u32,
+}
+
+/// One generic trace element (OpenCSD's `OcsdTraceElement`).
+///
+/// Fields are valid according to [`TraceElement::elem_type`]; the rest keep
+/// their last values, as the decoders reuse one element per stream.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct TraceElement {
+    pub elem_type: ElemType,
+    pub isa: Isa,
+    /// Start address (ranges, ADDR_NACC, ...).
+    pub st_addr: u64,
+    /// End address: one past the last instruction of a range, or the
+    /// preferred return address of an exception.
+    pub en_addr: u64,
+    pub context: PeContext,
+    pub timestamp: u64,
+    pub cycle_count: u32,
+    pub has_cc: bool,
+    pub last_i_type: InstrType,
+    pub last_i_subtype: InstrSubType,
+    pub last_instr_exec: bool,
+    pub last_instr_sz: u8,
+    pub last_instr_cond: bool,
+    pub num_instr_range: u32,
+    pub excep_ret_addr: bool,
+    pub excep_ret_addr_br_tgt: bool,
+    pub exception_number: u32,
+    pub trace_on_reason: TraceOnReason,
+    pub unsync_info: UnsyncInfo,
+    pub event_type: EventType,
+    pub event_number: u16,
+    pub sw_trace: SwTraceInfo,
+    /// Software trace payload (little endian), valid for `sw_trace.payload_bits`.
+    pub sw_payload: u64,
+    pub sync_marker_value: u32,
+    pub mem_trans: MemTrans,
+    /// Memory space of an ADDR_NACC.
+    pub mem_space: MemSpace,
+    pub ite_el: u8,
+    pub ite_value: u64,
+    pub itm: ItmInfo,
+    pub has_ts: bool,
+    /// Custom element payload text (custom decoders).
+    pub custom_text: Option<&'static str>,
+}
+
+impl TraceElement {
+    pub fn new(elem_type: ElemType) -> Self {
+        TraceElement { elem_type, ..Default::default() }
+    }
+
+    /// Starts a new element of `elem_type`, clearing the per-element flags
+    /// and keeping the context, as OpenCSD's `setType` does.
+    pub fn set_type(&mut self, elem_type: ElemType) {
+        self.elem_type = elem_type;
+        self.has_cc = false;
+        self.last_instr_cond = false;
+        self.excep_ret_addr = false;
+        self.excep_ret_addr_br_tgt = false;
+        self.has_ts = false;
+    }
+
+    pub fn set_cycle_count(&mut self, cc: u32) {
+        self.cycle_count = cc;
+        self.has_cc = true;
+    }
+
+    /// Writes the element as OpenCSD prints it into `out`.
+    pub fn write_to(&self, out: &mut String) {
+        let _ = self.write_fmt_to(out);
+    }
+
+    fn write_fmt_to(&self, o: &mut String) -> fmt::Result {
+        o.push_str(self.elem_type.name());
+        o.push('(');
+        match self.elem_type {
+            ElemType::InstrRange => {
+                write!(o, "exec range=0x{:x}:[0x{:x}] ", self.st_addr, self.en_addr)?;
+                write!(o, "num_i({}) ", self.num_instr_range)?;
+                write!(o, "last_sz({}) ", self.last_instr_sz)?;
+                write!(o, "(ISA={}) ", self.isa)?;
+                o.push_str(if self.last_instr_exec { "E " } else { "N " });
+                o.push_str(match self.last_i_type {
+                    InstrType::Other => "--- ",
+                    InstrType::Branch => "BR  ",
+                    InstrType::BranchIndirect => "iBR ",
+                    InstrType::Isb => "ISB ",
+                    InstrType::DsbDmb => "DSB.DMB",
+                    InstrType::WfiWfe => "WFI.WFE",
+                    InstrType::Tstart => "TSTART",
+                });
+                o.push_str(match self.last_i_subtype {
+                    InstrSubType::None => "",
+                    InstrSubType::BranchLink => "b+link ",
+                    InstrSubType::V8Ret => "A64:ret ",
+                    InstrSubType::V8Eret => "A64:eret ",
+                    InstrSubType::V7ImpliedRet => "V7:impl ret",
+                });
+                if self.last_instr_cond {
+                    o.push_str(" <cond>");
+                }
+            }
+            ElemType::AddrNacc => {
+                write!(o, " 0x{:x}; Memspace [0x{:x}:{}] ", self.st_addr, self.mem_space.bits(), self.mem_space)?;
+            }
+            ElemType::IRangeNoPath => {
+                write!(o, "first 0x{:x}:[next 0x{:x}] ", self.st_addr, self.en_addr)?;
+                write!(o, "num_i({}) ", self.num_instr_range)?;
+            }
+            ElemType::Exception => {
+                if self.excep_ret_addr {
+                    write!(o, "pref ret addr:0x{:x}", self.en_addr)?;
+                    if self.excep_ret_addr_br_tgt {
+                        o.push_str(" [addr also prev br tgt]");
+                    }
+                    o.push_str("; ");
+                }
+                write!(o, "excep num (0x{:02x}) ", self.exception_number)?;
+            }
+            ElemType::PeContext => {
+                write!(o, "(ISA={}) ", self.isa)?;
+                if self.context.el_valid {
+                    if let Some(n) = self.context.exception_level.number() {
+                        write!(o, "EL{n}")?;
+                    }
+                }
+                o.push_str(match self.context.security {
+                    SecurityState::Secure => "S; ",
+                    SecurityState::NonSecure => "N; ",
+                    SecurityState::Root => "Root; ",
+                    SecurityState::Realm => "Realm; ",
+                });
+                o.push_str(if self.context.bits64 { "64-bit; " } else { "32-bit; " });
+                if self.context.vmid_valid {
+                    write!(o, "VMID=0x{:x}; ", self.context.vmid)?;
+                }
+                if self.context.ctxt_id_valid {
+                    write!(o, "CTXTID=0x{:x}; ", self.context.context_id)?;
+                }
+            }
+            ElemType::TraceOn => {
+                o.push_str(match self.trace_on_reason {
+                    TraceOnReason::Normal => " [begin or filter]",
+                    TraceOnReason::Overflow => " [overflow]",
+                    TraceOnReason::ExDebug => " [debug restart]",
+                });
+            }
+            ElemType::Timestamp => {
+                write!(o, " [ TS=0x{:012x}]; ", self.timestamp)?;
+            }
+            ElemType::SwTrace => self.write_sw_trace(o)?,
+            ElemType::Event => match self.event_type {
+                EventType::Trigger => o.push_str(" Trigger; "),
+                EventType::Numbered => write!(o, " Numbered:{}; ", self.event_number)?,
+                EventType::Unknown => {}
+            },
+            ElemType::EoTrace | ElemType::NoSync => {
+                o.push_str(match self.unsync_info {
+                    UnsyncInfo::Unknown => " [undefined]",
+                    UnsyncInfo::InitDecoder => " [init-decoder]",
+                    UnsyncInfo::ResetDecoder => " [reset-decoder]",
+                    UnsyncInfo::Overflow => " [overflow]",
+                    UnsyncInfo::Discard => " [discard]",
+                    UnsyncInfo::BadPacket => " [bad-packet]",
+                    UnsyncInfo::Eot => " [end-of-trace]",
+                });
+            }
+            ElemType::SyncMarker => {
+                write!(o, " [Timestamp marker(0x{:08x})]", self.sync_marker_value)?;
+            }
+            ElemType::MemTrans => {
+                o.push_str(match self.mem_trans {
+                    MemTrans::TraceInit => "Init",
+                    MemTrans::Start => "Start",
+                    MemTrans::Commit => "Commit",
+                    MemTrans::Fail => "Fail",
+                });
+            }
+            ElemType::Instrumentation => {
+                write!(o, "EL{}; 0x{:016x}", self.ite_el, self.ite_value)?;
+            }
+            ElemType::ItmTrace => self.write_itm(o)?,
+            ElemType::Custom => {
+                if let Some(t) = self.custom_text {
+                    o.push_str(t);
+                }
+            }
+            _ => {}
+        }
+        if self.has_cc {
+            write!(o, " [CC={}]; ", self.cycle_count)?;
+        }
+        o.push(')');
+        Ok(())
+    }
+
+    fn write_sw_trace(&self, o: &mut String) -> fmt::Result {
+        let sw = &self.sw_trace;
+        if sw.global_err {
+            o.push_str("{Global Error.}");
+            return Ok(());
+        }
+        if sw.id_valid {
+            write!(o, " (Ma:0x{:02x}; Ch:0x{:02x}) ", sw.master_id, sw.channel_id)?;
+        } else {
+            o.push_str("(Ma:0x??; Ch:0x??) ");
+        }
+        if sw.payload_bits > 0 {
+            let v = self.sw_payload;
+            match sw.payload_bits {
+                4 => write!(o, "0x{:01x}", v & 0xf)?,
+                8 => write!(o, "0x{:02x}", v & 0xff)?,
+                16 => write!(o, "0x{:04x}", v & 0xffff)?,
+                32 => write!(o, "0x{:08x}", v & 0xffff_ffff)?,
+                64 => write!(o, "0x{:016x}", v)?,
+                _ => o.push_str("0x{Data Error : unsupported bit width.}"),
+            }
+            o.push_str("; ");
+        }
+        if sw.marker {
+            o.push_str("+Mrk ");
+        }
+        if sw.trigger {
+            o.push_str("Trig ");
+        }
+        if sw.has_timestamp {
+            write!(o, " [ TS=0x{:012x}]; ", self.timestamp)?;
+        }
+        if sw.frequency {
+            o.push_str("Freq");
+        }
+        if sw.master_err {
+            o.push_str("{Master Error.}");
+        }
+        Ok(())
+    }
+
+    fn write_itm(&self, o: &mut String) -> fmt::Result {
+        let itm = &self.itm;
+        if itm.overflow {
+            o.push_str("ITM_OVERFLOW; ");
+        }
+        let width = (itm.payload_size as usize).max(1) * 2;
+        match itm.kind {
+            ItmPktKind::Swit => {
+                write!(o, "ITM_SWIT (ch: 0x{:x}; Data: 0x{:0w$x}) ", itm.channel_or_desc, itm.value, w = width)?;
+            }
+            ItmPktKind::Dwt => {
+                write!(o, "ITM_DWT (desc: 0x{:x}; Data: 0x{:0w$x}) ", itm.channel_or_desc, itm.value, w = width)?;
+            }
+            ItmPktKind::TsLocal => {
+                let rel = match itm.ts_relation & 3 {
+                    0 => "TS Sync",
+                    1 => "TS Delay",
+                    2 => "Packet Delay",
+                    _ => "TS and Packet Delay",
+                };
+                write!(o, "ITM_TS_LOCAL ( TS delta: 0x{:08x}, {{ {rel}}}; TS cumulative: 0x{:016x}) ", itm.value, self.timestamp)?;
+            }
+            ItmPktKind::TsGlobal => {
+                write!(o, "ITM_TS_GLOBAL ( TS: 0x{:x}) ", self.timestamp)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for TraceElement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut s = String::with_capacity(96);
+        self.write_to(&mut s);
+        f.write_str(&s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(e: &TraceElement) -> String {
+        e.to_string()
+    }
+
+    #[test]
+    fn instr_range_forms() {
+        let mut e = TraceElement::new(ElemType::InstrRange);
+        e.st_addr = 0xffffffc000096a00;
+        e.en_addr = 0xffffffc000096a10;
+        e.num_instr_range = 4;
+        e.last_instr_sz = 4;
+        e.isa = Isa::Aarch64;
+        e.last_instr_exec = true;
+        e.last_i_type = InstrType::BranchIndirect;
+        e.last_i_subtype = InstrSubType::V8Ret;
+        assert_eq!(
+            text(&e),
+            "OCSD_GEN_TRC_ELEM_INSTR_RANGE(exec range=0xffffffc000096a00:[0xffffffc000096a10] num_i(4) last_sz(4) (ISA=A64) E iBR A64:ret )"
+        );
+        e.last_i_type = InstrType::Branch;
+        e.last_i_subtype = InstrSubType::None;
+        e.last_instr_exec = false;
+        e.last_instr_cond = true;
+        e.set_cycle_count(12);
+        assert_eq!(
+            text(&e),
+            "OCSD_GEN_TRC_ELEM_INSTR_RANGE(exec range=0xffffffc000096a00:[0xffffffc000096a10] num_i(4) last_sz(4) (ISA=A64) N BR   <cond> [CC=12]; )"
+        );
+    }
+
+    #[test]
+    fn context_exception_and_markers() {
+        let mut e = TraceElement::new(ElemType::PeContext);
+        e.isa = Isa::Aarch64;
+        e.context = PeContext {
+            security: SecurityState::NonSecure,
+            exception_level: ExceptionLevel::El1,
+            el_valid: true,
+            bits64: true,
+            vmid: 0,
+            vmid_valid: true,
+            context_id: 0x2a,
+            ctxt_id_valid: true,
+        };
+        assert_eq!(text(&e), "OCSD_GEN_TRC_ELEM_PE_CONTEXT((ISA=A64) EL1N; 64-bit; VMID=0x0; CTXTID=0x2a; )");
+
+        let mut x = TraceElement::new(ElemType::Exception);
+        x.excep_ret_addr = true;
+        x.en_addr = 0x2caa4;
+        x.exception_number = 2;
+        assert_eq!(text(&x), "OCSD_GEN_TRC_ELEM_EXCEPTION(pref ret addr:0x2caa4; excep num (0x02) )");
+
+        let mut n = TraceElement::new(ElemType::AddrNacc);
+        n.st_addr = 0xc0076a4c;
+        n.mem_space = MemSpace::N;
+        assert_eq!(text(&n), "OCSD_GEN_TRC_ELEM_ADDR_NACC( 0xc0076a4c; Memspace [0x6:Any NS] )");
+
+        let mut t = TraceElement::new(ElemType::Timestamp);
+        t.timestamp = 0x58e90bb867;
+        t.set_cycle_count(3);
+        assert_eq!(text(&t), "OCSD_GEN_TRC_ELEM_TIMESTAMP( [ TS=0x0058e90bb867];  [CC=3]; )");
+
+        let mut s = TraceElement::new(ElemType::NoSync);
+        s.unsync_info = UnsyncInfo::InitDecoder;
+        assert_eq!(text(&s), "OCSD_GEN_TRC_ELEM_NO_SYNC( [init-decoder])");
+        let mut m = TraceElement::new(ElemType::SyncMarker);
+        m.sync_marker_value = 0;
+        assert_eq!(text(&m), "OCSD_GEN_TRC_ELEM_SYNC_MARKER( [Timestamp marker(0x00000000)])");
+        assert_eq!(text(&TraceElement::new(ElemType::ExceptionRet)), "OCSD_GEN_TRC_ELEM_EXCEPTION_RET()");
+    }
+
+    #[test]
+    fn software_trace_forms() {
+        let mut e = TraceElement::new(ElemType::SwTrace);
+        e.sw_trace = SwTraceInfo { master_id: 0x20, channel_id: 3, payload_bits: 32, id_valid: true, ..Default::default() };
+        e.sw_payload = 0x1234;
+        assert_eq!(text(&e), "OCSD_GEN_TRC_ELEM_SWTRACE( (Ma:0x20; Ch:0x03) 0x00001234; )");
+        e.sw_trace.id_valid = false;
+        e.sw_trace.frequency = true;
+        e.sw_payload = 0x0124f800;
+        assert_eq!(text(&e), "OCSD_GEN_TRC_ELEM_SWTRACE((Ma:0x??; Ch:0x??) 0x0124f800; Freq)");
+    }
+}

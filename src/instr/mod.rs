@@ -1,0 +1,1 @@
+//! Instruction classification for program-flow following (A64, A32, T32).

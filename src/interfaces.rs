@@ -1,0 +1,81 @@
+//! The interfaces that join the components of a decode tree. Each is used
+//! as a trait object, so components can be swapped for a user's own.
+
+use crate::arch::InstrInfo;
+use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
+use crate::elem::TraceElement;
+use crate::error::ErrCode;
+use crate::memory::MemSpace;
+
+/// Raw trace bytes in (OpenCSD's `ITrcDataIn`): the input of a frame
+/// deformatter or of a packet processor.
+#[doc(alias = "ITrcDataIn")]
+pub trait TrcDataIn {
+    /// Sends `op` with, for [`DatapathOp::Data`], the block `data` whose
+    /// first byte is at `index` in the trace buffer. Returns the response
+    /// and how many bytes of `data` were used; on a wait the caller sends
+    /// [`DatapathOp::Flush`] until it gets `Cont`, then sends the rest.
+    fn trace_data_in(&mut self, op: DatapathOp, index: TrcIndex, data: &[u8]) -> (DatapathResp, usize);
+}
+
+/// Decoded packets in (OpenCSD's `IPktDataIn`): the input of a packet
+/// decoder, or of a packet printer in packet-only mode. `index` is the
+/// trace index of the packet's first byte; `pkt` is `None` for the
+/// non-data operations.
+#[doc(alias = "IPktDataIn")]
+pub trait PktDataIn<P> {
+    fn packet_data_in(&mut self, op: DatapathOp, index: TrcIndex, pkt: Option<&P>) -> DatapathResp;
+}
+
+/// Packet monitor (OpenCSD's `IPktRawDataMon`): sees each packet with the
+/// raw bytes it was built from, before it goes on to the decoder.
+#[doc(alias = "IPktRawDataMon")]
+pub trait PktRawDataMon<P> {
+    fn raw_packet_data_mon(&mut self, op: DatapathOp, index: TrcIndex, pkt: Option<&P>, raw: &[u8]);
+}
+
+/// Generic trace elements out (OpenCSD's `ITrcGenElemIn`): what a decoder
+/// produces and a client consumes.
+#[doc(alias = "ITrcGenElemIn")]
+pub trait TrcGenElemIn {
+    fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp;
+}
+
+/// Memory image of the traced target (OpenCSD's `ITargetMemAccess`).
+#[doc(alias = "ITargetMemAccess")]
+pub trait TargetMemAccess {
+    /// Reads up to `buf.len()` bytes at `address` as seen in `mem_space` by
+    /// the core traced on `trace_id`. Returns how many bytes were read
+    /// (0 when nothing is mapped there); never more than exist.
+    fn read_target_memory(&mut self, address: u64, trace_id: u8, mem_space: MemSpace, buf: &mut [u8]) -> Result<usize, ErrCode>;
+
+    /// Drops any cached memory for `trace_id` (memory changed under it).
+    fn invalidate_mem_acc_cache(&mut self, _trace_id: u8) {}
+}
+
+/// Instruction classifier (OpenCSD's `IInstrDecode`): fills in the output
+/// fields of `info` from its inputs.
+#[doc(alias = "IInstrDecode")]
+pub trait InstrDecode {
+    fn decode_instruction(&mut self, info: &mut InstrInfo) -> Result<(), ErrCode>;
+}
+
+/// Raw frame monitor (OpenCSD's `ITrcRawFrameIn`): sees the deformatter's
+/// input frames and the per-ID data it unpacks.
+#[doc(alias = "ITrcRawFrameIn")]
+pub trait TrcRawFrameIn {
+    fn trace_raw_frame_in(&mut self, op: DatapathOp, index: TrcIndex, kind: RawFrameKind, data: &[u8], trace_id: Option<u8>);
+}
+
+/// What a raw frame monitor is shown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RawFrameKind {
+    /// Bytes as captured, frame by frame (with any syncs).
+    Packed,
+    /// Half-frame syncs.
+    HSync,
+    /// Frame syncs.
+    FSync,
+    /// Data unpacked for one trace ID.
+    IdData,
+}

@@ -1,0 +1,619 @@
+//! Target memory: images of the traced program, and the mapper that picks
+//! the image for an address and memory space.
+//!
+//! Accessors come in three kinds: file regions (read on demand, through the
+//! mapper's page cache), in-memory buffers, and callbacks. ELF files are
+//! mapped by their loadable segments. The [`MemAccMapper`] refuses
+//! overlapping images in overlapping memory spaces, reads never cross the
+//! end of an image and never return bytes that are not there.
+
+use std::fmt::{self, Write as _};
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+use crate::error::ErrCode;
+use crate::interfaces::TargetMemAccess;
+
+/// Memory space(s): a set of exception level / security state pairs
+/// (OpenCSD's `ocsd_mem_space_acc_t`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MemSpace(u8);
+
+impl MemSpace {
+    pub const NONE: MemSpace = MemSpace(0x00);
+    pub const EL1S: MemSpace = MemSpace(0x01);
+    pub const EL1N: MemSpace = MemSpace(0x02);
+    pub const EL2: MemSpace = MemSpace(0x04);
+    pub const EL3: MemSpace = MemSpace(0x08);
+    pub const EL2S: MemSpace = MemSpace(0x10);
+    pub const EL1R: MemSpace = MemSpace(0x20);
+    pub const EL2R: MemSpace = MemSpace(0x40);
+    pub const ROOT: MemSpace = MemSpace(0x80);
+    /// Any secure space.
+    pub const S: MemSpace = MemSpace(0x19);
+    /// Any non-secure space.
+    pub const N: MemSpace = MemSpace(0x06);
+    /// Any realm space.
+    pub const R: MemSpace = MemSpace(0x60);
+    pub const ANY: MemSpace = MemSpace(0xff);
+
+    pub const fn bits(self) -> u8 {
+        self.0
+    }
+    pub const fn from_bits(bits: u8) -> MemSpace {
+        MemSpace(bits)
+    }
+    /// True when the two sets share a space.
+    pub const fn intersects(self, other: MemSpace) -> bool {
+        self.0 & other.0 != 0
+    }
+
+    /// Parses a snapshot `space=` value (`EL1N`, `EL2`, `S`, `N`, `ANY`, ...).
+    /// An empty string is `ANY`; an unknown name is `None`.
+    pub fn from_snapshot_name(name: &str) -> Option<MemSpace> {
+        Some(match name {
+            "" | "ANY" => MemSpace::ANY,
+            "EL1S" | "SP" => MemSpace::EL1S,
+            "EL1N" | "P" | "NP" => MemSpace::EL1N,
+            "EL1R" => MemSpace::EL1R,
+            "EL2S" => MemSpace::EL2S,
+            "EL2" | "EL2N" | "H" => MemSpace::EL2,
+            "EL2R" => MemSpace::EL2R,
+            "EL3" => MemSpace::EL3,
+            "ROOT" => MemSpace::ROOT,
+            "S" => MemSpace::S,
+            "N" => MemSpace::N,
+            "R" => MemSpace::R,
+            _ => return None,
+        })
+    }
+}
+
+impl Default for MemSpace {
+    fn default() -> Self {
+        MemSpace::ANY
+    }
+}
+
+impl fmt::Display for MemSpace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = match *self {
+            MemSpace::NONE => "None",
+            MemSpace::EL1S => "EL1S",
+            MemSpace::EL1N => "EL1N",
+            MemSpace::EL2 => "EL2N",
+            MemSpace::EL3 => "EL3",
+            MemSpace::EL2S => "EL2S",
+            MemSpace::EL1R => "EL1R",
+            MemSpace::EL2R => "EL2R",
+            MemSpace::ROOT => "Root",
+            MemSpace::S => "Any S",
+            MemSpace::N => "Any NS",
+            MemSpace::R => "Any R",
+            MemSpace::ANY => "Any",
+            other => {
+                const NAMES: [&str; 8] = ["EL1S", "EL1N", "EL2N", "EL3", "EL2S", "EL1R", "EL2R", "Root"];
+                for (bit, n) in NAMES.iter().enumerate() {
+                    if other.0 & (1 << bit) != 0 {
+                        write!(f, "{n},")?;
+                    }
+                }
+                return Ok(());
+            }
+        };
+        f.write_str(name)
+    }
+}
+
+/// An inclusive address range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct AddrRange {
+    pub start: u64,
+    /// Last address in the range (inclusive).
+    pub end: u64,
+}
+
+impl AddrRange {
+    /// The range of `size` (> 0) bytes at `start`; `None` if it would wrap.
+    pub fn with_size(start: u64, size: u64) -> Option<AddrRange> {
+        if size == 0 {
+            return None;
+        }
+        Some(AddrRange { start, end: start.checked_add(size - 1)? })
+    }
+    pub fn contains(&self, addr: u64) -> bool {
+        addr >= self.start && addr <= self.end
+    }
+    pub fn overlaps(&self, other: &AddrRange) -> bool {
+        self.start <= other.end && other.start <= self.end
+    }
+    /// Bytes available from `addr` to the end of the range, capped at `want`.
+    pub fn bytes_from(&self, addr: u64, want: usize) -> usize {
+        if !self.contains(addr) {
+            return 0;
+        }
+        let avail = self.end - addr + 1;
+        if avail >= want as u64 { want } else { avail as usize }
+    }
+}
+
+/// The kind of an accessor, as shown in the mapped-ranges listing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AccessorKind {
+    File,
+    Buffer,
+    Callback,
+}
+
+/// One memory image.
+pub trait MemAccessor {
+    fn kind(&self) -> AccessorKind;
+    /// The address ranges this accessor serves.
+    fn ranges(&self) -> &[AddrRange];
+    fn mem_space(&self) -> MemSpace;
+    /// Reads bytes at `addr` into `buf`, never past the end of the range
+    /// holding `addr`. Returns how many bytes were read.
+    fn read(&mut self, addr: u64, buf: &mut [u8]) -> usize;
+    /// Whether reads should go through the mapper's page cache.
+    fn cacheable(&self) -> bool {
+        false
+    }
+    /// Appends the description OpenCSD logs for the mapped-ranges listing.
+    fn describe(&self, out: &mut String) {
+        describe_ranges(self.kind(), self.ranges(), self.mem_space(), out);
+    }
+}
+
+fn describe_ranges(kind: AccessorKind, ranges: &[AddrRange], space: MemSpace, out: &mut String) {
+    let tag = match kind {
+        AccessorKind::File => "FileAcc",
+        AccessorKind::Buffer => "BuffAcc",
+        AccessorKind::Callback => "CB  Acc",
+    };
+    for (i, r) in ranges.iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        let _ = write!(out, "{tag}; Range::0x{:x}:{:x}; Mem Space::{space}", r.start, r.end);
+    }
+}
+
+/// A region of a file mapped at an address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct FileRegion {
+    range: AddrRange,
+    file_offset: u64,
+}
+
+/// A file (or regions of it) mapped into target memory. The file is read
+/// on demand.
+pub struct FileAccessor {
+    path: PathBuf,
+    file: File,
+    /// Usable size: OpenCSD rounds the file length down to an even number.
+    file_size: u64,
+    regions: Vec<FileRegion>,
+    ranges: Vec<AddrRange>,
+    space: MemSpace,
+}
+
+impl FileAccessor {
+    /// Maps `size` bytes of the file at `offset` to `start`; `offset` and
+    /// `size` both 0 map the whole file. Fails with `NotInit` (as OpenCSD
+    /// does) if the file is missing or too short for the region.
+    pub fn open(path: impl Into<PathBuf>, start: u64, offset: u64, size: u64, space: MemSpace) -> Result<FileAccessor, ErrCode> {
+        let path = path.into();
+        let file = File::open(&path).map_err(|_| ErrCode::NotInit)?;
+        let len = file.metadata().map_err(|_| ErrCode::NotInit)?.len();
+        let mut acc = FileAccessor { path, file, file_size: len & !1, regions: Vec::new(), ranges: Vec::new(), space };
+        let size = if offset == 0 && size == 0 { acc.file_size } else { size };
+        if !acc.add_region(start, offset, size) {
+            return Err(ErrCode::NotInit);
+        }
+        Ok(acc)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Adds another region of the same file. Returns false when it would
+    /// overlap an existing region or run past the end of the file.
+    pub fn add_region(&mut self, start: u64, offset: u64, size: u64) -> bool {
+        if self.file_size == 0 || size == 0 {
+            return false;
+        }
+        let Some(end_off) = offset.checked_add(size) else { return false };
+        if end_off > self.file_size {
+            return false;
+        }
+        let Some(range) = AddrRange::with_size(start, size) else { return false };
+        if self.ranges.iter().any(|r| r.overlaps(&range)) {
+            return false;
+        }
+        self.regions.push(FileRegion { range, file_offset: offset });
+        self.regions.sort_by_key(|r| r.range.start);
+        self.ranges = self.regions.iter().map(|r| r.range).collect();
+        true
+    }
+
+    /// True when `addr` starts one of the regions.
+    pub fn starts_region(&self, addr: u64) -> bool {
+        self.regions.iter().any(|r| r.range.start == addr)
+    }
+
+    fn region_for(&self, addr: u64) -> Option<&FileRegion> {
+        self.regions.iter().find(|r| r.range.contains(addr))
+    }
+}
+
+impl MemAccessor for FileAccessor {
+    fn kind(&self) -> AccessorKind {
+        AccessorKind::File
+    }
+    fn ranges(&self) -> &[AddrRange] {
+        &self.ranges
+    }
+    fn mem_space(&self) -> MemSpace {
+        self.space
+    }
+    fn cacheable(&self) -> bool {
+        true
+    }
+    fn read(&mut self, addr: u64, buf: &mut [u8]) -> usize {
+        let Some(region) = self.region_for(addr).copied() else { return 0 };
+        let n = region.range.bytes_from(addr, buf.len());
+        let pos = region.file_offset + (addr - region.range.start);
+        if self.file.seek(SeekFrom::Start(pos)).is_err() {
+            return 0;
+        }
+        let mut done = 0;
+        while done < n {
+            match self.file.read(&mut buf[done..n]) {
+                Ok(0) | Err(_) => break,
+                Ok(k) => done += k,
+            }
+        }
+        done
+    }
+    fn describe(&self, out: &mut String) {
+        describe_ranges(self.kind(), &self.ranges, self.space, out);
+        let _ = write!(out, "\nFilename={}", self.path.display());
+    }
+}
+
+/// An in-memory image.
+pub struct BufferAccessor {
+    range: [AddrRange; 1],
+    data: Vec<u8>,
+    space: MemSpace,
+}
+
+impl BufferAccessor {
+    /// Maps `data` at `start`. Fails for an empty buffer or one that would
+    /// wrap the address space.
+    pub fn new(start: u64, data: Vec<u8>, space: MemSpace) -> Result<BufferAccessor, ErrCode> {
+        let range = AddrRange::with_size(start, data.len() as u64).ok_or(ErrCode::MemAccRangeInvalid)?;
+        Ok(BufferAccessor { range: [range], data, space })
+    }
+}
+
+impl MemAccessor for BufferAccessor {
+    fn kind(&self) -> AccessorKind {
+        AccessorKind::Buffer
+    }
+    fn ranges(&self) -> &[AddrRange] {
+        &self.range
+    }
+    fn mem_space(&self) -> MemSpace {
+        self.space
+    }
+    fn read(&mut self, addr: u64, buf: &mut [u8]) -> usize {
+        let n = self.range[0].bytes_from(addr, buf.len());
+        let off = (addr - self.range[0].start) as usize;
+        buf[..n].copy_from_slice(&self.data[off..off + n]);
+        n
+    }
+}
+
+/// The callback a [`CallbackAccessor`] calls: `(address, space, buffer)`
+/// returns the number of bytes written into the buffer.
+pub type MemReadFn = Box<dyn FnMut(u64, MemSpace, &mut [u8]) -> usize>;
+
+/// An image served by a user callback (e.g. a live target or a debugger).
+pub struct CallbackAccessor {
+    range: [AddrRange; 1],
+    space: MemSpace,
+    read_fn: MemReadFn,
+}
+
+impl CallbackAccessor {
+    pub fn new(start: u64, end_inclusive: u64, space: MemSpace, read_fn: MemReadFn) -> Result<CallbackAccessor, ErrCode> {
+        if end_inclusive < start {
+            return Err(ErrCode::MemAccRangeInvalid);
+        }
+        Ok(CallbackAccessor { range: [AddrRange { start, end: end_inclusive }], space, read_fn })
+    }
+}
+
+impl MemAccessor for CallbackAccessor {
+    fn kind(&self) -> AccessorKind {
+        AccessorKind::Callback
+    }
+    fn ranges(&self) -> &[AddrRange] {
+        &self.range
+    }
+    fn mem_space(&self) -> MemSpace {
+        self.space
+    }
+    fn cacheable(&self) -> bool {
+        true
+    }
+    fn read(&mut self, addr: u64, buf: &mut [u8]) -> usize {
+        let n = self.range[0].bytes_from(addr, buf.len());
+        let got = (self.read_fn)(addr, self.space, &mut buf[..n]);
+        got.min(n)
+    }
+}
+
+/// Page cache settings (`-macc_cache_*` in the lister).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CacheConfig {
+    pub enabled: bool,
+    pub page_size: usize,
+    pub num_pages: usize,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        CacheConfig { enabled: true, page_size: 2048, num_pages: 16 }
+    }
+}
+
+impl CacheConfig {
+    pub const MIN_PAGE_SIZE: usize = 64;
+    pub const MAX_PAGE_SIZE: usize = 16384;
+    pub const MIN_PAGES: usize = 4;
+    pub const MAX_PAGES: usize = 256;
+}
+
+struct CachePage {
+    acc: usize,
+    start: u64,
+    len: usize,
+    data: Vec<u8>,
+    used: u64,
+}
+
+/// A small page cache in front of slow accessors.
+struct PageCache {
+    cfg: CacheConfig,
+    pages: Vec<CachePage>,
+    tick: u64,
+}
+
+impl PageCache {
+    fn new(cfg: CacheConfig) -> PageCache {
+        PageCache { cfg, pages: Vec::new(), tick: 0 }
+    }
+
+    fn read(&mut self, acc_idx: usize, acc: &mut dyn MemAccessor, addr: u64, buf: &mut [u8]) -> usize {
+        self.tick += 1;
+        let tick = self.tick;
+        let page_size = self.cfg.page_size as u64;
+        let page_start = addr - addr % page_size;
+        let slot = match self.pages.iter().position(|p| p.acc == acc_idx && p.start == page_start) {
+            Some(i) => i,
+            None => {
+                let i = if self.pages.len() < self.cfg.num_pages {
+                    self.pages.push(CachePage { acc: acc_idx, start: 0, len: 0, data: vec![0; self.cfg.page_size], used: 0 });
+                    self.pages.len() - 1
+                } else {
+                    self.pages.iter().enumerate().min_by_key(|(_, p)| p.used).map(|(i, _)| i).unwrap_or(0)
+                };
+                let p = &mut self.pages[i];
+                p.acc = acc_idx;
+                p.start = page_start;
+                // Fill from the first address in the page the image holds.
+                let fill_from = page_start.max(addr_range_start(acc, addr));
+                let off = (fill_from - page_start) as usize;
+                let got = acc.read(fill_from, &mut p.data[off..]);
+                p.len = off + got;
+                if off > 0 {
+                    p.data[..off].fill(0);
+                }
+                i
+            }
+        };
+        let p = &mut self.pages[slot];
+        p.used = tick;
+        let off = (addr - p.start) as usize;
+        if off >= p.len {
+            return 0;
+        }
+        let n = buf.len().min(p.len - off);
+        buf[..n].copy_from_slice(&p.data[off..off + n]);
+        n
+    }
+
+    fn invalidate(&mut self) {
+        self.pages.clear();
+    }
+}
+
+fn addr_range_start(acc: &dyn MemAccessor, addr: u64) -> u64 {
+    acc.ranges().iter().find(|r| r.contains(addr)).map(|r| r.start).unwrap_or(addr)
+}
+
+/// A mapped image: file accessors are kept by type so regions can be added.
+enum Image {
+    File(FileAccessor),
+    Other(Box<dyn MemAccessor>),
+}
+
+impl Image {
+    fn acc(&self) -> &dyn MemAccessor {
+        match self {
+            Image::File(f) => f,
+            Image::Other(b) => b.as_ref(),
+        }
+    }
+    fn acc_mut(&mut self) -> &mut dyn MemAccessor {
+        match self {
+            Image::File(f) => f,
+            Image::Other(b) => b.as_mut(),
+        }
+    }
+    fn holds(&self, addr: u64, space: MemSpace) -> bool {
+        let a = self.acc();
+        a.mem_space().intersects(space) && a.ranges().iter().any(|r| r.contains(addr))
+    }
+}
+
+/// Picks the image for an address and memory space; the decoders' view of
+/// target memory.
+pub struct MemAccMapper {
+    images: Vec<Image>,
+    last: Option<usize>,
+    cache: PageCache,
+}
+
+impl Default for MemAccMapper {
+    fn default() -> Self {
+        MemAccMapper::new(CacheConfig::default())
+    }
+}
+
+impl MemAccMapper {
+    pub fn new(cache: CacheConfig) -> MemAccMapper {
+        MemAccMapper { images: Vec::new(), last: None, cache: PageCache::new(cache) }
+    }
+
+    pub fn set_cache_config(&mut self, cfg: CacheConfig) {
+        self.cache = PageCache::new(cfg);
+    }
+
+    fn check_overlap(&self, acc: &dyn MemAccessor) -> Result<(), ErrCode> {
+        if acc.ranges().is_empty() {
+            return Err(ErrCode::MemAccRangeInvalid);
+        }
+        let clash = self.images.iter().map(Image::acc).any(|a| {
+            a.mem_space().intersects(acc.mem_space()) && a.ranges().iter().any(|r| acc.ranges().iter().any(|n| r.overlaps(n)))
+        });
+        if clash { Err(ErrCode::MemAccOverlap) } else { Ok(()) }
+    }
+
+    fn push(&mut self, image: Image) -> Result<(), ErrCode> {
+        self.check_overlap(image.acc())?;
+        self.images.push(image);
+        self.cache.invalidate();
+        Ok(())
+    }
+
+    /// Adds an image. Fails with `MemAccOverlap` when it overlaps an image
+    /// already mapped in an overlapping memory space.
+    pub fn add_accessor(&mut self, acc: Box<dyn MemAccessor>) -> Result<(), ErrCode> {
+        self.push(Image::Other(acc))
+    }
+
+    /// Maps a region of a file (OpenCSD's add / update of a binary file
+    /// region): the first region of a path creates its accessor; later
+    /// regions of the same path are added to it, and a region starting
+    /// where one already starts is accepted as it is. `offset` and `size`
+    /// both 0 map the whole file.
+    pub fn add_file_region(&mut self, path: &Path, start: u64, offset: u64, size: u64, space: MemSpace) -> Result<(), ErrCode> {
+        let existing = self.images.iter_mut().find_map(|img| match img {
+            Image::File(f) if f.path() == path => Some(f),
+            _ => None,
+        });
+        if let Some(file) = existing {
+            if file.starts_region(start) {
+                return Ok(());
+            }
+            if !file.add_region(start, offset, size) {
+                return Err(ErrCode::InvalidParamVal);
+            }
+            self.cache.invalidate();
+            return Ok(());
+        }
+        let acc = FileAccessor::open(path, start, offset, size, space)?;
+        self.push(Image::File(acc))
+    }
+
+    /// Maps the loadable segments of an ELF file; returns how many.
+    pub fn add_elf_file(&mut self, path: &Path, space: MemSpace) -> Result<usize, crate::error::Error> {
+        let bytes = std::fs::read(path).map_err(|e| crate::error::Error::Io { path: path.to_path_buf(), source: e })?;
+        let elf = goblin::elf::Elf::parse(&bytes).map_err(|e| crate::error::Error::Snapshot {
+            path: path.to_path_buf(),
+            line: None,
+            message: format!("not a readable ELF file: {e}"),
+        })?;
+        let mut mapped = 0;
+        for ph in elf.program_headers.iter().filter(|ph| ph.p_type == goblin::elf::program_header::PT_LOAD && ph.p_filesz > 0) {
+            self.add_file_region(path, ph.p_vaddr, ph.p_offset, ph.p_filesz, space)
+                .map_err(|c| crate::error::Error::code(c, format!("{}: segment at 0x{:x}", path.display(), ph.p_vaddr)))?;
+            mapped += 1;
+        }
+        Ok(mapped)
+    }
+
+    /// Number of images mapped.
+    pub fn len(&self) -> usize {
+        self.images.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.images.is_empty()
+    }
+
+    /// The mapped-ranges listing, one image after another, each prefixed
+    /// as OpenCSD's `logMappedRanges` prefixes it.
+    pub fn describe(&self, out: &mut String) {
+        for img in &self.images {
+            out.push_str("Gen_Info : ");
+            img.acc().describe(out);
+            out.push('\n');
+        }
+    }
+
+    fn find(&mut self, addr: u64, space: MemSpace) -> Option<usize> {
+        if let Some(i) = self.last {
+            if self.images[i].holds(addr, space) {
+                return Some(i);
+            }
+        }
+        let i = self.images.iter().position(|img| img.holds(addr, space))?;
+        self.last = Some(i);
+        Some(i)
+    }
+
+    /// Reads target memory: as many bytes as the image holding `addr` has,
+    /// up to `buf.len()`.
+    pub fn read(&mut self, addr: u64, space: MemSpace, buf: &mut [u8]) -> usize {
+        let Some(i) = self.find(addr, space) else { return 0 };
+        let acc = self.images[i].acc_mut();
+        if self.cache.cfg.enabled && acc.cacheable() {
+            let mut done = 0;
+            while done < buf.len() {
+                let Some(at) = addr.checked_add(done as u64) else { break };
+                let n = self.cache.read(i, acc, at, &mut buf[done..]);
+                if n == 0 {
+                    break;
+                }
+                done += n;
+            }
+            done
+        } else {
+            acc.read(addr, buf)
+        }
+    }
+}
+
+impl TargetMemAccess for MemAccMapper {
+    fn read_target_memory(&mut self, address: u64, _trace_id: u8, mem_space: MemSpace, buf: &mut [u8]) -> Result<usize, ErrCode> {
+        Ok(self.read(address, mem_space, buf))
+    }
+    fn invalidate_mem_acc_cache(&mut self, _trace_id: u8) {
+        self.cache.invalidate();
+    }
+}
