@@ -4,16 +4,32 @@
 //! each protocol's packets, follows the program through its memory image,
 //! and produces generic trace elements.
 //!
-//! The library is a decode tree of components joined through the traits in
-//! [`interfaces`], with OpenCSD's flow control ([`datapath`]).
+//! The library is a decode tree ([`tree::DecodeTree`]) of components joined
+//! through the traits in [`interfaces`], with OpenCSD's flow control
+//! ([`datapath`]). A tree is built from an Arm snapshot directory
+//! ([`snapshot::Snapshot`]) or by hand; protocols are created through a
+//! [`decoder::DecoderRegistry`], to which users can add their own.
 
 pub mod arch;
 pub mod datapath;
+pub mod decoder;
+pub mod deformatter;
 pub mod elem;
+pub mod ete;
+pub mod etmv3;
+pub mod etmv4;
+pub mod itm;
 pub mod error;
 pub mod instr;
 pub mod interfaces;
+pub mod logger;
 pub mod memory;
+pub mod printers;
+pub mod protocols;
+pub mod ptm;
+pub mod snapshot;
+pub mod stm;
+pub mod tree;
 
 pub use datapath::{DatapathOp, DatapathResp, TrcIndex};
 pub use elem::{ElemType, TraceElement};

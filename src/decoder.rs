@@ -1,0 +1,350 @@
+//! Decoders and their registry.
+//!
+//! A protocol is registered by name with a [`DecoderFactory`]; the tree
+//! builder creates each trace source's decoder through it. A created
+//! decoder is a [`TraceComponent`]: a `TrcDataIn` taking the source's byte
+//! stream, that a packet printer can be attached to.
+//!
+//! Most protocols are a packet processor (bytes to packets) followed by a
+//! packet decoder (packets to generic elements). [`Pipeline`] joins the two
+//! with a packet monitor, so a protocol only writes its
+//! [`PacketProcessor`] and its `PktDataIn` decoder.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use crate::arch::ArchProfile;
+use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
+use crate::elem::TraceElement;
+use crate::error::{ErrCode, Error};
+use crate::interfaces::{InstrDecode, PktDataIn, PktRawDataMon, TargetMemAccess, TrcDataIn, TrcGenElemIn};
+use crate::logger::{ErrorLogger, Shared};
+use crate::printers::{PacketPrinter, TracePacket};
+
+/// Whether decoders list packets only or decode them fully.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum DecodeMode {
+    /// Packet processing only: packets go to an attached packet sink.
+    PacketsOnly,
+    /// Full decode to generic elements.
+    #[default]
+    FullDecode,
+}
+
+/// Options passed to every decoder (the lister's decode flags).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DecoderOptions {
+    /// Check A64 opcodes and raise an error on invalid ones.
+    pub aa64_opcode_check: bool,
+    /// Maximum instructions in one range before an error (0: no limit).
+    pub instr_range_limit: u32,
+    /// ETE: split source-address ranges on N atoms.
+    pub src_addr_n: bool,
+    /// Check direct branches against the memory image (consistency).
+    pub direct_br_cond: bool,
+    /// Strict checks of conditional branches.
+    pub strict_br_cond: bool,
+    /// Check ranges are continuous.
+    pub range_cont: bool,
+    /// Halt on a decode error instead of resynchronising.
+    pub halt_on_error: bool,
+}
+
+/// A trace source's register values, resolved for one protocol.
+#[derive(Clone, Debug, Default)]
+pub struct SourceConfig {
+    /// Device name in the snapshot (`ETM_0`).
+    pub name: String,
+    /// Device type (`ETM4.2`, `PTM1.0`, `STM`...).
+    pub device_type: String,
+    /// Registers by name (without `(...)` decorations), in file order.
+    pub regs: Vec<(String, u64)>,
+    /// The core it traces, for PE trace.
+    pub core: Option<CoreConfig>,
+}
+
+impl SourceConfig {
+    /// A register by name (case-insensitive).
+    pub fn reg(&self, name: &str) -> Option<u64> {
+        self.regs.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| *v)
+    }
+    /// A register, or a default.
+    pub fn reg_or(&self, name: &str, default: u64) -> u64 {
+        self.reg(name).unwrap_or(default)
+    }
+}
+
+/// The core a PE trace source is attached to.
+#[derive(Clone, Debug, Default)]
+pub struct CoreConfig {
+    pub name: String,
+    pub core_type: String,
+    pub profile: ArchProfile,
+}
+
+/// A register a protocol reads from the snapshot: required, or with a
+/// default when missing.
+#[derive(Clone, Copy, Debug)]
+pub struct RegSpec {
+    pub name: &'static str,
+    pub required: bool,
+    pub default: u64,
+}
+
+impl RegSpec {
+    pub const fn required(name: &'static str) -> Self {
+        RegSpec { name, required: true, default: 0 }
+    }
+    pub const fn optional(name: &'static str, default: u64) -> Self {
+        RegSpec { name, required: false, default }
+    }
+}
+
+/// Routes generic elements to whatever sink is attached (none: dropped).
+#[derive(Default)]
+pub struct ElemRouter {
+    out: Option<Box<dyn TrcGenElemIn>>,
+}
+
+impl ElemRouter {
+    pub fn set(&mut self, out: Option<Box<dyn TrcGenElemIn>>) {
+        self.out = out;
+    }
+    pub fn is_attached(&self) -> bool {
+        self.out.is_some()
+    }
+}
+
+impl TrcGenElemIn for ElemRouter {
+    fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp {
+        match self.out.as_mut() {
+            Some(o) => o.trace_elem_in(index, trace_id, elem),
+            None => DatapathResp::Cont,
+        }
+    }
+}
+
+impl<T: TrcGenElemIn + ?Sized> TrcGenElemIn for Rc<RefCell<T>> {
+    fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp {
+        self.borrow_mut().trace_elem_in(index, trace_id, elem)
+    }
+}
+
+impl<T: TrcDataIn + ?Sized> TrcDataIn for Rc<RefCell<T>> {
+    fn trace_data_in(&mut self, op: DatapathOp, index: TrcIndex, data: &[u8]) -> (DatapathResp, usize) {
+        self.borrow_mut().trace_data_in(op, index, data)
+    }
+}
+
+/// What a decoder is connected to when it is created.
+#[derive(Clone)]
+pub struct DecodeContext {
+    pub mode: DecodeMode,
+    /// Instance number for component names (`DCD_ETMV4_0016`): the trace ID
+    /// slot the decoder sits on (0 on a single-source tree).
+    pub instance_id: u8,
+    /// Target memory (full decode only).
+    pub mem: Option<Shared<dyn TargetMemAccess>>,
+    pub instr: Shared<dyn InstrDecode>,
+    /// Where generic elements go.
+    pub elem_out: Shared<ElemRouter>,
+    pub err_log: Shared<ErrorLogger>,
+    pub options: DecoderOptions,
+}
+
+/// A created decoder for one trace source.
+pub trait TraceComponent: TrcDataIn {
+    /// Protocol name (`ETMV4I`, `PTM`, ...).
+    fn protocol_name(&self) -> &str;
+    /// Attaches a packet printer: as a monitor of every packet with its raw
+    /// bytes (`monitor`), or, in packet-only mode, as the packet sink.
+    fn attach_packet_printer(&mut self, printer: PacketPrinter, monitor: bool) -> Result<(), ErrCode>;
+}
+
+/// Creates decoders of one protocol.
+pub trait DecoderFactory {
+    /// Protocol name shown in listings and used to look the factory up.
+    fn protocol_name(&self) -> &str;
+    /// Snapshot device types handled (`ETM4`, `PTM`, ...), compared with
+    /// the device type up to its first `.`.
+    fn device_types(&self) -> &[&str];
+    /// Whether the source traces a core (PE trace) rather than standing
+    /// alone (software trace).
+    fn is_pe_trace(&self) -> bool {
+        true
+    }
+    /// Registers read from the snapshot.
+    fn registers(&self) -> &[RegSpec];
+    /// The trace ID the configuration gives.
+    fn trace_id(&self, cfg: &SourceConfig) -> u8;
+    /// Creates the decoder. `cfg` has every register of
+    /// [`DecoderFactory::registers`] resolved.
+    fn create(&self, cfg: &SourceConfig, ctx: &DecodeContext) -> Result<Box<dyn TraceComponent>, Error>;
+}
+
+/// The protocols known to a decode tree.
+pub struct DecoderRegistry {
+    factories: Vec<Rc<dyn DecoderFactory>>,
+}
+
+impl Default for DecoderRegistry {
+    fn default() -> Self {
+        DecoderRegistry::builtin()
+    }
+}
+
+impl DecoderRegistry {
+    /// An empty registry.
+    pub fn empty() -> Self {
+        DecoderRegistry { factories: Vec::new() }
+    }
+
+    /// The built-in protocols.
+    pub fn builtin() -> Self {
+        let mut r = DecoderRegistry::empty();
+        for f in crate::protocols::builtin_factories() {
+            // Built-in names are distinct.
+            let _ = r.register(f);
+        }
+        r
+    }
+
+    /// Registers a protocol; fails if the name is taken.
+    pub fn register(&mut self, factory: Rc<dyn DecoderFactory>) -> Result<(), ErrCode> {
+        if self.find(factory.protocol_name()).is_some() {
+            return Err(ErrCode::DcdregNameRepeat);
+        }
+        self.factories.push(factory);
+        Ok(())
+    }
+
+    /// A protocol by name.
+    pub fn find(&self, name: &str) -> Option<Rc<dyn DecoderFactory>> {
+        self.factories.iter().find(|f| f.protocol_name() == name).cloned()
+    }
+
+    /// The protocol for a snapshot device type (`ETM4.2` matches `ETM4`).
+    pub fn for_device_type(&self, device_type: &str) -> Option<Rc<dyn DecoderFactory>> {
+        let base = device_type.split('.').next().unwrap_or(device_type);
+        self.factories.iter().find(|f| f.device_types().iter().any(|t| *t == base)).cloned()
+    }
+
+    /// Names of the registered protocols.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.factories.iter().map(|f| f.protocol_name())
+    }
+}
+
+/// Where a packet processor sends each packet: the monitor first, then the
+/// packet sink (the decoder, or a printer in packet-only mode).
+pub struct PacketOut<'a, P> {
+    pub mon: Option<&'a mut (dyn PktRawDataMon<P> + 'static)>,
+    pub sink: Option<&'a mut (dyn PktDataIn<P> + 'static)>,
+}
+
+impl<P> PacketOut<'_, P> {
+    /// Sends one packet; returns the sink's response.
+    pub fn emit(&mut self, index: TrcIndex, pkt: &P, raw: &[u8]) -> DatapathResp {
+        if let Some(m) = self.mon.as_mut() {
+            m.raw_packet_data_mon(DatapathOp::Data, index, Some(pkt), raw);
+        }
+        match self.sink.as_mut() {
+            Some(s) => s.packet_data_in(DatapathOp::Data, index, Some(pkt)),
+            None => DatapathResp::Cont,
+        }
+    }
+}
+
+/// Bytes to packets for one protocol.
+pub trait PacketProcessor {
+    type Packet: TracePacket + 'static;
+    /// Processes `data` (first byte at `index`), emitting complete packets.
+    /// Stops after a packet whose sink answered other than continue, and
+    /// returns that response with the bytes used up to that packet's end.
+    fn process(&mut self, index: TrcIndex, data: &[u8], out: &mut PacketOut<'_, Self::Packet>) -> (DatapathResp, usize);
+    /// End of trace: emits any partial packet.
+    fn eot(&mut self, out: &mut PacketOut<'_, Self::Packet>) -> DatapathResp;
+    /// Drops partial state; resynchronise on what follows.
+    fn reset(&mut self, index: TrcIndex);
+}
+
+/// A packet processor, its monitor and its packet sink, as one component.
+pub struct Pipeline<PP: PacketProcessor> {
+    name: &'static str,
+    proc: PP,
+    mon: Option<Box<dyn PktRawDataMon<PP::Packet>>>,
+    sink: Option<Box<dyn PktDataIn<PP::Packet>>>,
+}
+
+impl<PP: PacketProcessor> Pipeline<PP> {
+    /// A pipeline; `decoder` is `None` in packet-only mode.
+    pub fn new(name: &'static str, proc: PP, decoder: Option<Box<dyn PktDataIn<PP::Packet>>>) -> Self {
+        Pipeline { name, proc, mon: None, sink: decoder }
+    }
+    pub fn processor(&self) -> &PP {
+        &self.proc
+    }
+    pub fn set_monitor(&mut self, mon: Option<Box<dyn PktRawDataMon<PP::Packet>>>) {
+        self.mon = mon;
+    }
+    pub fn set_sink(&mut self, sink: Option<Box<dyn PktDataIn<PP::Packet>>>) {
+        self.sink = sink;
+    }
+}
+
+impl<PP: PacketProcessor> TrcDataIn for Pipeline<PP> {
+    fn trace_data_in(&mut self, op: DatapathOp, index: TrcIndex, data: &[u8]) -> (DatapathResp, usize) {
+        match op {
+            DatapathOp::Data => {
+                let mut out = PacketOut { mon: self.mon.as_deref_mut(), sink: self.sink.as_deref_mut() };
+                self.proc.process(index, data, &mut out)
+            }
+            DatapathOp::Eot => {
+                let mut out = PacketOut { mon: self.mon.as_deref_mut(), sink: self.sink.as_deref_mut() };
+                let mut r = self.proc.eot(&mut out);
+                if let Some(s) = self.sink.as_mut() {
+                    r = r.worst(s.packet_data_in(DatapathOp::Eot, index, None));
+                }
+                if let Some(m) = self.mon.as_mut() {
+                    m.raw_packet_data_mon(DatapathOp::Eot, index, None, &[]);
+                }
+                (r, 0)
+            }
+            DatapathOp::Flush => {
+                let r = match self.sink.as_mut() {
+                    Some(s) => s.packet_data_in(DatapathOp::Flush, index, None),
+                    None => DatapathResp::Cont,
+                };
+                (r, 0)
+            }
+            DatapathOp::Reset => {
+                self.proc.reset(index);
+                let mut r = DatapathResp::Cont;
+                if let Some(s) = self.sink.as_mut() {
+                    r = s.packet_data_in(DatapathOp::Reset, index, None);
+                }
+                if let Some(m) = self.mon.as_mut() {
+                    m.raw_packet_data_mon(DatapathOp::Reset, index, None, &[]);
+                }
+                (r, 0)
+            }
+        }
+    }
+}
+
+impl<PP: PacketProcessor> TraceComponent for Pipeline<PP> {
+    fn protocol_name(&self) -> &str {
+        self.name
+    }
+    fn attach_packet_printer(&mut self, printer: PacketPrinter, monitor: bool) -> Result<(), ErrCode> {
+        if monitor {
+            self.mon = Some(Box::new(printer));
+        } else {
+            if self.sink.is_some() {
+                return Err(ErrCode::AttachTooMany);
+            }
+            self.sink = Some(Box::new(printer));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,590 @@
+//! CoreSight frame deformatter: splits 16-byte formatter frames into one
+//! byte stream per trace ID, each byte keeping its index in the buffer.
+//!
+//! Input can be memory-aligned frames (ETB, ETR), a TPIU stream with frame
+//! syncs (FSYNC `ff ff ff 7f`) and optionally half-frame syncs (HSYNC
+//! `ff 7f`), or DSTREAM captures (FSYNC streams cut into blocks). Frames are
+//! unpacked as the CoreSight architecture lays them out: even bytes carry
+//! an ID (bit 0 set) or data (bit 0 in byte 15), odd bytes are data.
+//!
+//! Unpacked data goes to an [`IdStreamSink`]; a downstream `Wait` stops the
+//! deformatter mid-frame and a later `Flush` delivers the rest, so nothing
+//! is lost or repeated.
+
+use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
+use crate::error::{ErrCode, Severity, TraceError};
+use crate::interfaces::{RawFrameKind, TrcDataIn, TrcRawFrameIn};
+use crate::logger::ErrLink;
+
+const FRAME_SIZE: usize = 16;
+const FSYNC: [u8; 4] = [0xff, 0xff, 0xff, 0x7f];
+const HSYNC: [u8; 2] = [0xff, 0x7f];
+
+/// Input format and monitoring options.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeformatterConfig {
+    /// Frames are 16-byte aligned in memory (ETB/ETR); no syncs in-frame.
+    pub mem_aligned: bool,
+    /// The stream carries FSYNCs (TPIU, DSTREAM).
+    pub fsyncs: bool,
+    /// The stream carries HSYNCs (TPIU with half-frame syncs).
+    pub hsyncs: bool,
+    /// With memory-aligned frames: four consecutive FSYNCs reset the
+    /// decoders (the padding some capture drivers insert between blocks).
+    pub reset_on_4x_fsync: bool,
+    /// Show raw input frames to the raw frame monitor.
+    pub raw_packed: bool,
+    /// Show unpacked per-ID data to the raw frame monitor.
+    pub raw_unpacked: bool,
+}
+
+impl DeformatterConfig {
+    /// Memory-aligned frames (ETB/ETR buffers).
+    pub fn mem_aligned() -> Self {
+        DeformatterConfig { mem_aligned: true, ..Default::default() }
+    }
+    /// A TPIU / DSTREAM stream with frame syncs.
+    pub fn fsync_stream() -> Self {
+        DeformatterConfig { fsyncs: true, ..Default::default() }
+    }
+
+    /// Checks the combination, as OpenCSD's deformatter does.
+    pub fn validate(&self) -> Result<(), &'static str> {
+        if !(self.mem_aligned || self.fsyncs || self.hsyncs) {
+            return Err("No Config Flags Set");
+        }
+        if self.mem_aligned && (self.fsyncs || self.hsyncs) {
+            return Err("Invalid Config Flag Combination Set");
+        }
+        Ok(())
+    }
+
+    /// The block size multiple input must come in.
+    pub fn alignment(&self) -> usize {
+        if self.hsyncs {
+            2
+        } else if self.fsyncs {
+            4
+        } else {
+            16
+        }
+    }
+}
+
+/// Where unpacked per-ID data goes.
+pub trait IdStreamSink {
+    /// Whether anything consumes data for `id`.
+    fn is_attached(&self, id: u8) -> bool;
+    /// Data for `id` starting at `index`; returns the response and bytes used.
+    fn id_data_in(&mut self, id: u8, index: TrcIndex, data: &[u8]) -> (DatapathResp, usize);
+    /// Sends a non-data operation to every attached stream; returns the
+    /// most severe response.
+    fn all_ids_op(&mut self, op: DatapathOp, index: TrcIndex) -> DatapathResp;
+}
+
+/// A simple table of per-ID consumers, for using the deformatter on its own.
+pub struct IdStreamTable {
+    streams: Vec<Option<Box<dyn TrcDataIn>>>,
+}
+
+impl Default for IdStreamTable {
+    fn default() -> Self {
+        IdStreamTable { streams: (0..128).map(|_| None).collect() }
+    }
+}
+
+impl IdStreamTable {
+    /// Attaches `sink` to `id` (0..=127), replacing any previous one.
+    pub fn attach(&mut self, id: u8, sink: Box<dyn TrcDataIn>) -> Result<(), ErrCode> {
+        let slot = self.streams.get_mut(id as usize).ok_or(ErrCode::InvalidId)?;
+        *slot = Some(sink);
+        Ok(())
+    }
+    pub fn detach(&mut self, id: u8) -> Option<Box<dyn TrcDataIn>> {
+        self.streams.get_mut(id as usize).and_then(Option::take)
+    }
+}
+
+impl IdStreamSink for IdStreamTable {
+    fn is_attached(&self, id: u8) -> bool {
+        matches!(self.streams.get(id as usize), Some(Some(_)))
+    }
+    fn id_data_in(&mut self, id: u8, index: TrcIndex, data: &[u8]) -> (DatapathResp, usize) {
+        match self.streams.get_mut(id as usize) {
+            Some(Some(s)) => s.trace_data_in(DatapathOp::Data, index, data),
+            _ => (DatapathResp::Cont, data.len()),
+        }
+    }
+    fn all_ids_op(&mut self, op: DatapathOp, index: TrcIndex) -> DatapathResp {
+        let mut worst = DatapathResp::Cont;
+        for s in self.streams.iter_mut().flatten() {
+            worst = worst.worst(s.trace_data_in(op, index, &[]).0);
+        }
+        worst
+    }
+}
+
+/// Byte counts by kind (the lister's `-stats` demux figures).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DemuxStats {
+    /// Bytes delivered to attached IDs.
+    pub valid_id_bytes: u64,
+    /// Bytes for IDs nothing is attached to.
+    pub no_id_bytes: u64,
+    /// Bytes for reserved IDs (0x00, 0x70..=0x7f).
+    pub reserved_id_bytes: u64,
+    /// Bytes before any ID was seen.
+    pub unknown_id_bytes: u64,
+    /// Frame overhead: ID bytes, flag bytes and syncs.
+    pub frame_bytes: u64,
+}
+
+/// One run of data for one ID unpacked from the current frame.
+#[derive(Clone, Copy, Default)]
+struct Chunk {
+    id: Option<u8>,
+    index: TrcIndex,
+    data: [u8; FRAME_SIZE],
+    valid: usize,
+    used: usize,
+}
+
+impl Chunk {
+    fn push(&mut self, b: u8) {
+        // At most 15 data bytes come out of one frame.
+        if self.valid < FRAME_SIZE {
+            self.data[self.valid] = b;
+            self.valid += 1;
+        }
+    }
+}
+
+struct Fault(TraceError, DatapathResp);
+
+/// The frame deformatter (OpenCSD's `TraceFormatterFrameDecoder`).
+pub struct FrameDeformatter {
+    cfg: DeformatterConfig,
+    raw_mon: Option<Box<dyn TrcRawFrameIn>>,
+    raw_enabled: [bool; 128],
+    err: Option<ErrLink>,
+    stats: DemuxStats,
+
+    // stream state
+    synced: bool,
+    first_data: bool,
+    curr_idx: TrcIndex,
+    curr_id: Option<u8>,
+
+    // frame being extracted
+    frame: [u8; FRAME_SIZE],
+    frame_len: usize,
+    frame_sof: TrcIndex,
+
+    // unpacked output of the current frame
+    chunks: [Chunk; 8],
+    chunk_count: usize,
+    chunks_done: usize,
+
+    highest: DatapathResp,
+}
+
+impl FrameDeformatter {
+    pub fn new(cfg: DeformatterConfig) -> Self {
+        FrameDeformatter {
+            cfg,
+            raw_mon: None,
+            raw_enabled: [true; 128],
+            err: None,
+            stats: DemuxStats::default(),
+            synced: false,
+            first_data: false,
+            curr_idx: 0,
+            curr_id: None,
+            frame: [0; FRAME_SIZE],
+            frame_len: 0,
+            frame_sof: 0,
+            chunks: [Chunk::default(); 8],
+            chunk_count: 0,
+            chunks_done: 0,
+            highest: DatapathResp::Cont,
+        }
+    }
+
+    pub fn config(&self) -> DeformatterConfig {
+        self.cfg
+    }
+
+    /// Changes the input format. Fails (and logs) an invalid combination.
+    pub fn configure(&mut self, cfg: DeformatterConfig) -> Result<(), ErrCode> {
+        if let Err(msg) = cfg.validate() {
+            self.log(TraceError::new(Severity::Error, ErrCode::InvalidParamVal).with_message(msg));
+            return Err(ErrCode::InvalidParamVal);
+        }
+        self.cfg = cfg;
+        Ok(())
+    }
+
+    /// Sets the error logger link.
+    pub fn set_error_link(&mut self, err: ErrLink) {
+        self.err = Some(err);
+    }
+
+    /// Attaches the raw frame monitor.
+    pub fn set_raw_monitor(&mut self, mon: Option<Box<dyn TrcRawFrameIn>>) {
+        self.raw_mon = mon;
+    }
+
+    /// Restricts raw unpacked output to the given IDs (all when `None`).
+    pub fn set_raw_id_filter(&mut self, ids: Option<&[u8]>) {
+        match ids {
+            None => self.raw_enabled = [true; 128],
+            Some(list) => {
+                self.raw_enabled = [false; 128];
+                for &id in list {
+                    if let Some(e) = self.raw_enabled.get_mut(id as usize) {
+                        *e = true;
+                    }
+                }
+            }
+        }
+    }
+
+    pub fn stats(&self) -> DemuxStats {
+        self.stats
+    }
+
+    fn log(&self, e: TraceError) {
+        if let Some(l) = &self.err {
+            l.log(&e);
+        }
+    }
+
+    fn raw(&mut self, index: TrcIndex, kind: RawFrameKind, data: &[u8], id: Option<u8>) {
+        if let Some(m) = self.raw_mon.as_mut() {
+            m.trace_raw_frame_in(DatapathOp::Data, index, kind, data, id);
+        }
+    }
+
+    fn collate(&mut self, resp: DatapathResp) {
+        self.highest = self.highest.worst(resp);
+    }
+
+    /// Processes one data-path operation, sending unpacked data to `sink`.
+    pub fn trace_data_in(&mut self, op: DatapathOp, index: TrcIndex, data: &[u8], sink: &mut dyn IdStreamSink) -> (DatapathResp, usize) {
+        self.highest = DatapathResp::Cont;
+        match op {
+            DatapathOp::Reset => {
+                self.reset_state();
+                (sink.all_ids_op(DatapathOp::Reset, index), 0)
+            }
+            DatapathOp::Flush => {
+                let r = sink.all_ids_op(DatapathOp::Flush, 0);
+                self.collate(r);
+                if self.highest.is_cont() {
+                    self.output_frame(sink);
+                }
+                (self.highest, 0)
+            }
+            DatapathOp::Eot => (sink.all_ids_op(DatapathOp::Eot, 0), 0),
+            DatapathOp::Data => {
+                if data.is_empty() {
+                    return (DatapathResp::FatalInvalidParam, 0);
+                }
+                // Output still held back by a wait goes first.
+                if self.chunks_done < self.chunk_count && !self.output_frame(sink) {
+                    return (self.highest, 0);
+                }
+                match self.process(index, data, sink) {
+                    Ok(used) => (self.highest, used),
+                    Err(Fault(e, resp)) => {
+                        self.log(e);
+                        self.collate(resp);
+                        (self.highest, data.len())
+                    }
+                }
+            }
+        }
+    }
+
+    fn reset_state(&mut self) {
+        self.synced = false;
+        self.first_data = false;
+        self.curr_id = None;
+        self.frame_len = 0;
+        self.chunk_count = 0;
+        self.chunks_done = 0;
+    }
+
+    fn process(&mut self, index: TrcIndex, data: &[u8], sink: &mut dyn IdStreamSink) -> Result<usize, Fault> {
+        if !self.first_data {
+            self.curr_idx = index;
+        } else if self.curr_idx != index {
+            return Err(Fault(
+                TraceError::new(Severity::Error, ErrCode::DfmtrNotContTrace).at(index),
+                DatapathResp::FatalInvalidData,
+            ));
+        }
+        self.first_data = true;
+        let align = self.cfg.alignment();
+        if data.len() % align != 0 {
+            return Err(Fault(
+                TraceError::new(Severity::Error, ErrCode::InvalidParamVal)
+                    .with_message(format!("Input block incorrect size, must be {align} byte multiple")),
+                DatapathResp::FatalInvalidData,
+            ));
+        }
+
+        let mut pos = 0usize;
+        if !self.synced {
+            if self.cfg.fsyncs {
+                match data.windows(4).position(|w| w == FSYNC) {
+                    Some(p) => {
+                        self.synced = true;
+                        pos = p;
+                    }
+                    None => pos = data.len(),
+                }
+                self.curr_idx += pos as TrcIndex;
+            } else {
+                self.synced = true;
+            }
+        }
+        if !self.synced {
+            return Ok(pos);
+        }
+
+        loop {
+            let (cont, used) = self.extract_frame(data, pos, sink)?;
+            pos += used;
+            if !cont {
+                break;
+            }
+            self.unpack_frame();
+            if !self.output_frame(sink) {
+                break;
+            }
+        }
+        Ok(pos)
+    }
+
+    /// Pulls the next frame (or the part of it this block holds) out of
+    /// `data` from `pos`. Returns whether a full frame is ready and how
+    /// many input bytes were consumed.
+    fn extract_frame(&mut self, data: &[u8], pos: usize, sink: &mut dyn IdStreamSink) -> Result<(bool, usize), Fault> {
+        let mut fsync_bytes = 0usize;
+        let mut hsync_bytes = 0usize;
+        let mut ex_bytes = 0usize;
+        let cont;
+
+        if self.cfg.mem_aligned {
+            if self.cfg.reset_on_4x_fsync {
+                let n = data[pos..].chunks_exact(4).take_while(|w| *w == FSYNC).count();
+                if n > 0 {
+                    fsync_bytes = n * 4;
+                    if self.cfg.raw_packed || self.cfg.raw_unpacked {
+                        let idx = self.curr_idx;
+                        self.raw_mon_bytes(idx, RawFrameKind::FSync, &data[pos..pos + fsync_bytes]);
+                    }
+                    if n % 4 == 0 {
+                        let r = sink.all_ids_op(DatapathOp::Reset, self.curr_idx);
+                        self.collate(r);
+                        self.curr_id = None;
+                        self.frame_len = 0;
+                    } else {
+                        return Err(Fault(
+                            TraceError::new(Severity::Error, ErrCode::DfmtrBadFhSync)
+                                .at(self.curr_idx)
+                                .with_message("Incorrect FSYNC frame reset pattern"),
+                            DatapathResp::FatalInvalidData,
+                        ));
+                    }
+                }
+            }
+            let start = pos + fsync_bytes;
+            if data.len() - start < FRAME_SIZE {
+                self.frame_len = 0;
+                cont = false;
+            } else {
+                self.frame.copy_from_slice(&data[start..start + FRAME_SIZE]);
+                self.frame_len = FRAME_SIZE;
+                self.frame_sof = self.curr_idx + fsync_bytes as TrcIndex;
+                ex_bytes = FRAME_SIZE;
+                cont = true;
+            }
+        } else {
+            let mut p = pos;
+            let mut more = p < data.len();
+            if self.cfg.fsyncs && more && self.frame_len == 0 {
+                while more && data[p..].starts_with(&FSYNC) {
+                    fsync_bytes += 4;
+                    p += 4;
+                    more = p < data.len();
+                }
+            }
+            while self.frame_len < FRAME_SIZE && more {
+                if self.frame_len % 4 == 0 && data[p..].starts_with(&FSYNC) {
+                    return Err(Fault(
+                        TraceError::new(Severity::Error, ErrCode::DfmtrBadFhSync).at(self.curr_idx).with_message("Bad FSYNC in frame."),
+                        DatapathResp::FatalInvalidData,
+                    ));
+                }
+                if self.frame_len == 0 {
+                    self.frame_sof = self.curr_idx + fsync_bytes as TrcIndex;
+                }
+                if p + 1 >= data.len() {
+                    // Odd trailing byte (cannot happen with aligned input).
+                    break;
+                }
+                let pair = [data[p], data[p + 1]];
+                if pair == HSYNC {
+                    if !self.cfg.hsyncs {
+                        return Err(Fault(
+                            TraceError::new(Severity::Error, ErrCode::DfmtrBadFhSync).at(self.curr_idx).with_message("Bad HSYNC in frame."),
+                            DatapathResp::FatalInvalidData,
+                        ));
+                    }
+                    hsync_bytes += 2;
+                } else {
+                    self.frame[self.frame_len] = pair[0];
+                    self.frame[self.frame_len + 1] = pair[1];
+                    self.frame_len += 2;
+                    ex_bytes += 2;
+                }
+                p += 2;
+                more = p < data.len();
+            }
+            cont = more || self.frame_len == FRAME_SIZE;
+        }
+
+        let total = ex_bytes + fsync_bytes + hsync_bytes;
+        if (self.frame_len == FRAME_SIZE || !cont) && self.cfg.raw_packed && total > 0 {
+            let idx = self.curr_idx;
+            self.raw_mon_bytes(idx, RawFrameKind::Packed, &data[pos..pos + total]);
+        }
+        self.curr_idx += total as TrcIndex;
+        self.stats.frame_bytes += (fsync_bytes + hsync_bytes) as u64;
+        Ok((cont && self.frame_len == FRAME_SIZE, total))
+    }
+
+    fn raw_mon_bytes(&mut self, index: TrcIndex, kind: RawFrameKind, bytes: &[u8]) {
+        if let Some(m) = self.raw_mon.as_mut() {
+            m.trace_raw_frame_in(DatapathOp::Data, index, kind, bytes, None);
+        }
+    }
+
+    /// Splits the extracted frame into per-ID chunks.
+    fn unpack_frame(&mut self) {
+        let f = self.frame;
+        let flags = f[15];
+        let sof = self.frame_sof;
+        let mut cur = 0usize;
+        self.chunks[0] = Chunk { id: self.curr_id, index: sof, ..Chunk::default() };
+        let mut overhead = 1u64; // byte 15
+        for (pair, i) in (0..14).step_by(2).enumerate() {
+            let flag = flags & (1 << pair) != 0;
+            let mut data_for_old_id = false;
+            if f[i] & 1 != 0 {
+                overhead += 1;
+                let new_id = (f[i] >> 1) & 0x7f;
+                if Some(new_id) != self.curr_id {
+                    // Flag set: the byte after the ID still belongs to the old ID.
+                    data_for_old_id = flag;
+                    if data_for_old_id {
+                        self.chunks[cur].push(f[i + 1]);
+                    }
+                    self.curr_id = Some(new_id);
+                    if self.chunks[cur].valid > 0 {
+                        cur += 1;
+                        self.chunks[cur] = Chunk { index: sof + i as TrcIndex, ..Chunk::default() };
+                    }
+                    self.chunks[cur].id = self.curr_id;
+                }
+            } else {
+                self.chunks[cur].push(f[i] | flag as u8);
+            }
+            if !data_for_old_id {
+                self.chunks[cur].push(f[i + 1]);
+            }
+        }
+        if f[14] & 1 != 0 {
+            self.curr_id = Some((f[14] >> 1) & 0x7f);
+            overhead += 1;
+        } else {
+            self.chunks[cur].push(f[14] | ((flags & 0x80) != 0) as u8);
+        }
+        self.stats.frame_bytes += overhead;
+        self.frame_len = 0;
+        self.chunk_count = cur + 1;
+        self.chunks_done = 0;
+    }
+
+    /// Delivers the unpacked chunks; false when a downstream component
+    /// asked to wait (or failed).
+    fn output_frame(&mut self, sink: &mut dyn IdStreamSink) -> bool {
+        while self.chunks_done < self.chunk_count {
+            let c = self.chunks[self.chunks_done];
+            let data = &c.data[..c.valid];
+            match c.id {
+                Some(id) if sink.is_attached(id) => {
+                    if self.cfg.raw_unpacked && c.used == 0 && self.raw_enabled[id as usize & 0x7f] {
+                        self.raw(c.index, RawFrameKind::IdData, data, Some(id));
+                    }
+                    let (resp, used) = if c.used < c.valid {
+                        sink.id_data_in(id, c.index + c.used as TrcIndex, &data[c.used..])
+                    } else {
+                        (DatapathResp::Cont, 0)
+                    };
+                    self.collate(resp);
+                    self.stats.valid_id_bytes += used as u64;
+                    if !self.highest.is_cont() {
+                        let chunk = &mut self.chunks[self.chunks_done];
+                        chunk.used = (chunk.used + used).min(chunk.valid);
+                        if chunk.used == chunk.valid {
+                            self.chunks_done += 1;
+                        }
+                        return false;
+                    }
+                    self.chunks_done += 1;
+                }
+                Some(id) => {
+                    if self.cfg.raw_unpacked && self.raw_enabled[id as usize & 0x7f] {
+                        self.raw(c.index, RawFrameKind::IdData, data, Some(id));
+                    }
+                    if id == 0 || id >= 0x70 {
+                        self.stats.reserved_id_bytes += c.valid as u64;
+                    } else {
+                        self.stats.no_id_bytes += c.valid as u64;
+                    }
+                    self.chunks_done += 1;
+                }
+                None => {
+                    if self.cfg.raw_unpacked {
+                        self.raw(c.index, RawFrameKind::IdData, data, None);
+                    }
+                    self.stats.unknown_id_bytes += c.valid as u64;
+                    self.chunks_done += 1;
+                }
+            }
+        }
+        true
+    }
+}
+
+/// A deformatter with its own table of per-ID consumers: a complete
+/// `TrcDataIn` for frame-formatted input.
+pub struct Demux {
+    pub deformatter: FrameDeformatter,
+    pub streams: IdStreamTable,
+}
+
+impl Demux {
+    pub fn new(cfg: DeformatterConfig) -> Self {
+        Demux { deformatter: FrameDeformatter::new(cfg), streams: IdStreamTable::default() }
+    }
+}
+
+impl TrcDataIn for Demux {
+    fn trace_data_in(&mut self, op: DatapathOp, index: TrcIndex, data: &[u8]) -> (DatapathResp, usize) {
+        self.deformatter.trace_data_in(op, index, data, &mut self.streams)
+    }
+}

@@ -1,0 +1,11 @@
+//! ETE (Armv9 Embedded Trace Extension): packet processor and decoder.
+
+use std::rc::Rc;
+
+use crate::decoder::DecoderFactory;
+use crate::protocols::{Undecoded, ETE};
+
+/// The protocol's factory for the decoder registry.
+pub fn factory() -> Rc<dyn DecoderFactory> {
+    Rc::new(Undecoded(&ETE))
+}

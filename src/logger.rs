@@ -1,0 +1,197 @@
+//! Message and error logging.
+//!
+//! [`MsgLogger`] writes text to any of stdout, stderr and a file, as
+//! OpenCSD's message logger does; printers and the lister write through it.
+//! [`ErrorLogger`] names the components that raise errors and writes each
+//! error as `NAME : 0x0019 (OCSD_ERR_...) [...]; TrcIdx=..; CS ID=..; msg`,
+//! without a line break, exactly as OpenCSD's default error logger does.
+
+use std::cell::RefCell;
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::Path;
+use std::rc::Rc;
+
+use crate::error::{Severity, TraceError};
+
+/// Shared ownership of a component on the (single-threaded) data path.
+pub type Shared<T> = Rc<RefCell<T>>;
+
+/// Wraps a value for sharing between components.
+pub fn shared<T>(v: T) -> Shared<T> {
+    Rc::new(RefCell::new(v))
+}
+
+/// Where text output goes.
+#[derive(Default)]
+pub struct MsgLogger {
+    stdout: Option<BufWriter<io::Stdout>>,
+    stderr: bool,
+    file: Option<BufWriter<File>>,
+    /// Output kept in memory (tests, embedding).
+    capture: Option<String>,
+}
+
+impl MsgLogger {
+    /// A logger that writes nowhere.
+    pub fn none() -> Self {
+        MsgLogger::default()
+    }
+
+    /// A logger that keeps everything in memory; see [`MsgLogger::captured`].
+    pub fn capture() -> Self {
+        MsgLogger { stdout: None, stderr: false, file: None, capture: Some(String::new()) }
+    }
+
+    pub fn set_stdout(&mut self, on: bool) {
+        self.stdout = on.then(|| BufWriter::with_capacity(1 << 16, io::stdout()));
+    }
+
+    pub fn set_stderr(&mut self, on: bool) {
+        self.stderr = on;
+    }
+
+    /// Writes to `path` (created or truncated).
+    pub fn set_file(&mut self, path: &Path) -> io::Result<()> {
+        self.file = Some(BufWriter::with_capacity(1 << 16, File::create(path)?));
+        Ok(())
+    }
+
+    /// Appends text (no line break is added).
+    pub fn log_msg(&mut self, msg: &str) {
+        if let Some(o) = self.stdout.as_mut() {
+            let _ = o.write_all(msg.as_bytes());
+        }
+        if self.stderr {
+            let _ = io::stderr().write_all(msg.as_bytes());
+        }
+        if let Some(f) = self.file.as_mut() {
+            let _ = f.write_all(msg.as_bytes());
+        }
+        if let Some(c) = self.capture.as_mut() {
+            c.push_str(msg);
+        }
+    }
+
+    /// Text captured so far (empty unless made with [`MsgLogger::capture`]).
+    pub fn captured(&self) -> &str {
+        self.capture.as_deref().unwrap_or("")
+    }
+
+    /// Takes the captured text, leaving the capture empty.
+    pub fn take_captured(&mut self) -> String {
+        self.capture.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    pub fn flush(&mut self) {
+        if let Some(o) = self.stdout.as_mut() {
+            let _ = o.flush();
+        }
+        if let Some(f) = self.file.as_mut() {
+            let _ = f.flush();
+        }
+    }
+}
+
+impl Drop for MsgLogger {
+    fn drop(&mut self) {
+        self.flush();
+    }
+}
+
+/// Handle of a component registered with an [`ErrorLogger`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ErrSource(usize);
+
+/// Collects errors from the components of a tree and prints them.
+pub struct ErrorLogger {
+    names: Vec<String>,
+    verbosity: Severity,
+    out: Option<Shared<MsgLogger>>,
+    last: Option<TraceError>,
+    count: usize,
+}
+
+impl Default for ErrorLogger {
+    fn default() -> Self {
+        ErrorLogger { names: Vec::new(), verbosity: Severity::Info, out: None, last: None, count: 0 }
+    }
+}
+
+impl ErrorLogger {
+    pub fn new(verbosity: Severity, out: Option<Shared<MsgLogger>>) -> Self {
+        ErrorLogger { verbosity, out, ..Default::default() }
+    }
+
+    pub fn set_output(&mut self, out: Option<Shared<MsgLogger>>) {
+        self.out = out;
+    }
+
+    /// Registers a component by name (e.g. `DCD_ETMV4_0016`).
+    pub fn register_source(&mut self, name: impl Into<String>) -> ErrSource {
+        self.names.push(name.into());
+        ErrSource(self.names.len() - 1)
+    }
+
+    fn name(&self, src: ErrSource) -> &str {
+        self.names.get(src.0).map(String::as_str).unwrap_or("unknown")
+    }
+
+    /// Logs an error raised by `src`.
+    pub fn log_error(&mut self, src: ErrSource, err: &TraceError) {
+        self.count += 1;
+        if err.severity <= self.verbosity && err.severity != Severity::None {
+            if let Some(out) = &self.out {
+                let mut s = String::with_capacity(160);
+                s.push_str(self.name(src));
+                s.push_str(" : ");
+                err.write_details(&mut s);
+                out.borrow_mut().log_msg(&s);
+            }
+        }
+        log::debug!("{} : {}", self.name(src), err);
+        self.last = Some(err.clone());
+    }
+
+    /// Logs a message at a severity.
+    pub fn log_message(&mut self, src: ErrSource, sev: Severity, msg: &str) {
+        if sev <= self.verbosity {
+            if let Some(out) = &self.out {
+                let line = format!("{} : {}", self.name(src), msg);
+                out.borrow_mut().log_msg(&line);
+            }
+        }
+    }
+
+    /// The most recent error.
+    pub fn last_error(&self) -> Option<&TraceError> {
+        self.last.as_ref()
+    }
+
+    /// How many errors were logged.
+    pub fn error_count(&self) -> usize {
+        self.count
+    }
+}
+
+/// A component's link to the tree's error logger.
+#[derive(Clone)]
+pub struct ErrLink {
+    logger: Shared<ErrorLogger>,
+    src: ErrSource,
+}
+
+impl ErrLink {
+    pub fn new(logger: &Shared<ErrorLogger>, name: impl Into<String>) -> Self {
+        let src = logger.borrow_mut().register_source(name);
+        ErrLink { logger: logger.clone(), src }
+    }
+
+    pub fn log(&self, err: &TraceError) {
+        self.logger.borrow_mut().log_error(self.src, err);
+    }
+
+    pub fn message(&self, sev: Severity, msg: &str) {
+        self.logger.borrow_mut().log_message(self.src, sev, msg);
+    }
+}

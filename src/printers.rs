@@ -1,0 +1,278 @@
+//! Printers that turn packets, elements and raw frames into OpenCSD's
+//! listing lines.
+
+use std::fmt::Write as _;
+
+use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
+use crate::elem::TraceElement;
+use crate::interfaces::{PktDataIn, PktRawDataMon, RawFrameKind, TrcGenElemIn, TrcRawFrameIn};
+use crate::logger::{MsgLogger, Shared};
+
+/// A packet that can describe itself the way OpenCSD's packet `toString`
+/// does (the text after the raw bytes in a listing).
+pub trait TracePacket {
+    fn write_desc(&self, out: &mut String);
+}
+
+/// Counts down forced `Wait` responses (the lister's `-test_waits N`: the
+/// first N items answer `Wait`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TestWaits {
+    remaining: u32,
+}
+
+impl TestWaits {
+    pub fn new(n: u32) -> Self {
+        TestWaits { remaining: n }
+    }
+    pub fn remaining(&self) -> u32 {
+        self.remaining
+    }
+    fn next(&mut self) -> DatapathResp {
+        if self.remaining > 0 {
+            self.remaining -= 1;
+            DatapathResp::Wait
+        } else {
+            DatapathResp::Cont
+        }
+    }
+}
+
+/// Prints packets of one trace ID: as the packet sink in packet-only mode
+/// (`Idx:..; ID:..;\tdesc`), or as a monitor with raw bytes
+/// (`Idx:..; ID:..; [0x.. ];\tdesc`).
+pub struct PacketPrinter {
+    trace_id: u8,
+    out: Shared<MsgLogger>,
+    waits: TestWaits,
+    line: String,
+}
+
+impl PacketPrinter {
+    pub fn new(trace_id: u8, out: Shared<MsgLogger>) -> Self {
+        PacketPrinter { trace_id, out, waits: TestWaits::default(), line: String::with_capacity(256) }
+    }
+
+    /// Forces `Wait` on the first `n` packets (packet-only mode).
+    pub fn set_test_waits(&mut self, n: u32) {
+        self.waits = TestWaits::new(n);
+    }
+
+    fn non_data(&mut self, op: DatapathOp) {
+        let text = match op {
+            DatapathOp::Eot => "END OF TRACE DATA",
+            DatapathOp::Reset => "RESET operation on trace decode path",
+            _ => return,
+        };
+        self.line.clear();
+        let _ = writeln!(self.line, "ID:{:x}\t{}", self.trace_id, text);
+        self.out.borrow_mut().log_msg(&self.line);
+    }
+}
+
+impl<P: TracePacket> PktDataIn<P> for PacketPrinter {
+    fn packet_data_in(&mut self, op: DatapathOp, index: TrcIndex, pkt: Option<&P>) -> DatapathResp {
+        match (op, pkt) {
+            (DatapathOp::Data, Some(pkt)) => {
+                self.line.clear();
+                let _ = write!(self.line, "Idx:{}; ID:{:x};\t", index, self.trace_id);
+                pkt.write_desc(&mut self.line);
+                self.line.push('\n');
+                self.out.borrow_mut().log_msg(&self.line);
+                self.waits.next()
+            }
+            (op, _) => {
+                self.non_data(op);
+                DatapathResp::Cont
+            }
+        }
+    }
+}
+
+impl<P: TracePacket> PktRawDataMon<P> for PacketPrinter {
+    fn raw_packet_data_mon(&mut self, op: DatapathOp, index: TrcIndex, pkt: Option<&P>, raw: &[u8]) {
+        match (op, pkt) {
+            (DatapathOp::Data, Some(pkt)) => {
+                self.line.clear();
+                let _ = write!(self.line, "Idx:{}; ID:{:x}; [", index, self.trace_id);
+                for b in raw {
+                    let _ = write!(self.line, "0x{b:02x} ");
+                }
+                self.line.push_str("];\t");
+                pkt.write_desc(&mut self.line);
+                self.line.push('\n');
+                self.out.borrow_mut().log_msg(&self.line);
+            }
+            (op, _) => self.non_data(op),
+        }
+    }
+}
+
+/// Prints generic elements: `Idx:..; ID:..; OCSD_GEN_TRC_ELEM_...(...)`.
+pub struct GenElemPrinter {
+    out: Shared<MsgLogger>,
+    waits: TestWaits,
+    need_ack: bool,
+    mute: bool,
+    line: String,
+    count: u64,
+}
+
+impl GenElemPrinter {
+    pub fn new(out: Shared<MsgLogger>) -> Self {
+        GenElemPrinter { out, waits: TestWaits::default(), need_ack: false, mute: false, line: String::with_capacity(256), count: 0 }
+    }
+    /// Forces `Wait` on the first `n` elements.
+    pub fn set_test_waits(&mut self, n: u32) {
+        self.waits = TestWaits::new(n);
+    }
+    pub fn test_waits_remaining(&self) -> u32 {
+        self.waits.remaining()
+    }
+    /// A `Wait` was returned and not yet acknowledged by the caller.
+    pub fn need_ack_wait(&self) -> bool {
+        self.need_ack
+    }
+    pub fn ack_wait(&mut self) {
+        self.need_ack = false;
+    }
+    /// Counts elements without printing them (profiling).
+    pub fn set_mute(&mut self, mute: bool) {
+        self.mute = mute;
+    }
+    pub fn element_count(&self) -> u64 {
+        self.count
+    }
+}
+
+impl TrcGenElemIn for GenElemPrinter {
+    fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp {
+        self.count += 1;
+        if !self.mute {
+            self.line.clear();
+            let _ = write!(self.line, "Idx:{}; ID:{:x}; ", index, trace_id);
+            elem.write_to(&mut self.line);
+            self.line.push('\n');
+            self.out.borrow_mut().log_msg(&self.line);
+        }
+        if self.need_ack {
+            self.out.borrow_mut().log_msg("ERROR: Generic Element Printer; New element without previous _WAIT acknowledged\n");
+            self.need_ack = false;
+        }
+        let resp = self.waits.next();
+        if resp.is_wait() {
+            self.need_ack = true;
+        }
+        resp
+    }
+}
+
+/// Prints raw frames and unpacked per-ID data
+/// (`Frame Data; Index    N;    RAW_PACKED; ff ff ...`).
+pub struct RawFramePrinter {
+    out: Shared<MsgLogger>,
+    line: String,
+}
+
+impl RawFramePrinter {
+    pub fn new(out: Shared<MsgLogger>) -> Self {
+        RawFramePrinter { out, line: String::with_capacity(256) }
+    }
+}
+
+impl TrcRawFrameIn for RawFramePrinter {
+    fn trace_raw_frame_in(&mut self, op: DatapathOp, index: TrcIndex, kind: RawFrameKind, data: &[u8], trace_id: Option<u8>) {
+        if op != DatapathOp::Data {
+            return;
+        }
+        self.line.clear();
+        let _ = write!(self.line, "Frame Data; Index{index:7}; ");
+        match kind {
+            RawFrameKind::Packed => self.line.push_str("   RAW_PACKED; "),
+            RawFrameKind::HSync => self.line.push_str("        HSYNC; "),
+            RawFrameKind::FSync => self.line.push_str("        FSYNC; "),
+            RawFrameKind::IdData => {
+                self.line.push_str("  ID_DATA[");
+                match trace_id {
+                    Some(id) => {
+                        let _ = write!(self.line, "0x{id:02x}");
+                    }
+                    None => self.line.push_str("????"),
+                }
+                self.line.push_str("]; ");
+            }
+        }
+        for (i, b) in data.iter().enumerate() {
+            if i > 0 && i % 16 == 0 {
+                self.line.push('\n');
+            }
+            let _ = write!(self.line, "{b:02x} ");
+        }
+        self.line.push('\n');
+        self.out.borrow_mut().log_msg(&self.line);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::elem::{ElemType, UnsyncInfo};
+    use crate::logger::shared;
+
+    struct P;
+    impl TracePacket for P {
+        fn write_desc(&self, out: &mut String) {
+            out.push_str("I_ASYNC : Alignment Synchronisation.");
+        }
+    }
+
+    #[test]
+    fn packet_lines() {
+        let out = shared(MsgLogger::capture());
+        let mut p = PacketPrinter::new(0x10, out.clone());
+        PktRawDataMon::<P>::raw_packet_data_mon(&mut p, DatapathOp::Data, 4, Some(&P), &[0x00, 0x80]);
+        assert_eq!(PktDataIn::<P>::packet_data_in(&mut p, DatapathOp::Data, 16, Some(&P)), DatapathResp::Cont);
+        PktRawDataMon::<P>::raw_packet_data_mon(&mut p, DatapathOp::Eot, 0, None, &[]);
+        PktDataIn::<P>::packet_data_in(&mut p, DatapathOp::Reset, 0, None);
+        assert_eq!(
+            out.borrow().captured(),
+            "Idx:4; ID:10; [0x00 0x80 ];\tI_ASYNC : Alignment Synchronisation.\n\
+             Idx:16; ID:10;\tI_ASYNC : Alignment Synchronisation.\n\
+             ID:10\tEND OF TRACE DATA\n\
+             ID:10\tRESET operation on trace decode path\n"
+        );
+    }
+
+    #[test]
+    fn element_lines_and_test_waits() {
+        let out = shared(MsgLogger::capture());
+        let mut p = GenElemPrinter::new(out.clone());
+        p.set_test_waits(1);
+        let mut e = TraceElement::new(ElemType::NoSync);
+        e.unsync_info = UnsyncInfo::InitDecoder;
+        assert_eq!(p.trace_elem_in(86, 0x10, &e), DatapathResp::Wait);
+        assert!(p.need_ack_wait());
+        p.ack_wait();
+        assert_eq!(p.trace_elem_in(87, 0x10, &e), DatapathResp::Cont);
+        assert_eq!(
+            out.borrow().captured(),
+            "Idx:86; ID:10; OCSD_GEN_TRC_ELEM_NO_SYNC( [init-decoder])\nIdx:87; ID:10; OCSD_GEN_TRC_ELEM_NO_SYNC( [init-decoder])\n"
+        );
+    }
+
+    #[test]
+    fn raw_frame_lines() {
+        let out = shared(MsgLogger::capture());
+        let mut p = RawFramePrinter::new(out.clone());
+        let frame: Vec<u8> = [0xff, 0xff, 0xff, 0x7f, 0x03].into_iter().chain(std::iter::repeat_n(0, 15)).collect();
+        p.trace_raw_frame_in(DatapathOp::Data, 0, RawFrameKind::Packed, &frame, None);
+        p.trace_raw_frame_in(DatapathOp::Data, 4, RawFrameKind::IdData, &[0, 0x80], Some(1));
+        p.trace_raw_frame_in(DatapathOp::Data, 4, RawFrameKind::IdData, &[0xd4], None);
+        assert_eq!(
+            out.borrow().captured(),
+            "Frame Data; Index      0;    RAW_PACKED; ff ff ff 7f 03 00 00 00 00 00 00 00 00 00 00 00 \n00 00 00 00 \n\
+             Frame Data; Index      4;   ID_DATA[0x01]; 00 80 \n\
+             Frame Data; Index      4;   ID_DATA[????]; d4 \n"
+        );
+    }
+}

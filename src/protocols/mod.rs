@@ -1,0 +1,156 @@
+//! The built-in trace protocols and their factories.
+//!
+//! Each protocol says which snapshot device types it decodes, which
+//! registers it reads, and how its trace ID is found. Protocols whose
+//! packet processor has not landed yet are registered with
+//! [`Undecoded`], which takes their byte stream and lists nothing, so a
+//! tree still has a place (and a printer) for every declared source.
+
+use std::rc::Rc;
+
+use crate::datapath::{DatapathResp, TrcIndex};
+use crate::decoder::{DecodeContext, DecoderFactory, PacketOut, PacketProcessor, Pipeline, RegSpec, SourceConfig, TraceComponent};
+use crate::error::Error;
+use crate::printers::TracePacket;
+
+/// A protocol's identity: name, device types, registers and trace ID rule.
+pub struct ProtocolInfo {
+    pub name: &'static str,
+    pub device_types: &'static [&'static str],
+    pub registers: &'static [RegSpec],
+    /// Register holding the trace ID, and the shift of the 7-bit ID in it.
+    pub trace_id_reg: (&'static str, u32),
+    pub pe_trace: bool,
+}
+
+impl ProtocolInfo {
+    pub fn trace_id(&self, cfg: &SourceConfig) -> u8 {
+        let (reg, shift) = self.trace_id_reg;
+        ((cfg.reg_or(reg, 0) >> shift) & 0x7f) as u8
+    }
+}
+
+const ETMV4_REGS: &[RegSpec] = &[
+    RegSpec::required("TRCCONFIGR"),
+    RegSpec::required("TRCTRACEIDR"),
+    RegSpec::required("TRCIDR0"),
+    RegSpec::optional("TRCIDR1", 0x4100_F403),
+    RegSpec::required("TRCIDR2"),
+    RegSpec::optional("TRCIDR8", 0),
+    RegSpec::optional("TRCIDR9", 0),
+    RegSpec::optional("TRCIDR10", 0),
+    RegSpec::optional("TRCIDR11", 0),
+    RegSpec::optional("TRCIDR12", 0),
+    RegSpec::optional("TRCIDR13", 0),
+];
+
+const ETE_REGS: &[RegSpec] = &[
+    RegSpec::required("TRCCONFIGR"),
+    RegSpec::required("TRCTRACEIDR"),
+    RegSpec::required("TRCIDR0"),
+    RegSpec::optional("TRCIDR1", 0x4100_F403),
+    RegSpec::required("TRCIDR2"),
+    RegSpec::optional("TRCIDR8", 0),
+    RegSpec::optional("TRCDEVARCH", 0x4770_5A13),
+];
+
+const ETMV3_PTM_REGS: &[RegSpec] = &[
+    RegSpec::required("ETMIDR"),
+    RegSpec::required("ETMCR"),
+    RegSpec::required("ETMCCER"),
+    RegSpec::required("ETMTRACEIDR"),
+];
+
+pub const ETMV4: ProtocolInfo = ProtocolInfo {
+    name: "ETMV4I",
+    device_types: &["ETM4"],
+    registers: ETMV4_REGS,
+    trace_id_reg: ("TRCTRACEIDR", 0),
+    pe_trace: true,
+};
+pub const ETE: ProtocolInfo =
+    ProtocolInfo { name: "ETE", device_types: &["ETE"], registers: ETE_REGS, trace_id_reg: ("TRCTRACEIDR", 0), pe_trace: true };
+pub const ETMV3: ProtocolInfo =
+    ProtocolInfo { name: "ETMV3", device_types: &["ETM3"], registers: ETMV3_PTM_REGS, trace_id_reg: ("ETMTRACEIDR", 0), pe_trace: true };
+pub const PTM: ProtocolInfo = ProtocolInfo {
+    name: "PTM",
+    device_types: &["PTM1", "PFT1"],
+    registers: ETMV3_PTM_REGS,
+    trace_id_reg: ("ETMTRACEIDR", 0),
+    pe_trace: true,
+};
+pub const STM: ProtocolInfo = ProtocolInfo {
+    name: "STM",
+    device_types: &["STM"],
+    registers: &[RegSpec::required("STMTCSR")],
+    trace_id_reg: ("STMTCSR", 16),
+    pe_trace: false,
+};
+pub const ITM: ProtocolInfo = ProtocolInfo {
+    name: "ITM",
+    device_types: &["ITM"],
+    registers: &[RegSpec::required("ITMTCR")],
+    trace_id_reg: ("ITMTCR", 16),
+    pe_trace: false,
+};
+
+/// The built-in protocol factories.
+pub fn builtin_factories() -> Vec<Rc<dyn DecoderFactory>> {
+    vec![
+        crate::etmv4::factory(),
+        crate::ete::factory(),
+        crate::ptm::factory(),
+        crate::etmv3::factory(),
+        crate::stm::factory(),
+        crate::itm::factory(),
+    ]
+}
+
+/// Factory for a protocol whose packet decode is not implemented yet: the
+/// source gets a place in the tree, its data is taken and nothing is listed.
+pub struct Undecoded(pub &'static ProtocolInfo);
+
+/// Packet type of [`Undecoded`]: never produced.
+pub enum NoPacket {}
+
+impl TracePacket for NoPacket {
+    fn write_desc(&self, _out: &mut String) {
+        match *self {}
+    }
+}
+
+/// Takes bytes and produces no packets.
+pub struct SwallowBytes;
+
+impl PacketProcessor for SwallowBytes {
+    type Packet = NoPacket;
+    fn process(&mut self, _index: TrcIndex, data: &[u8], _out: &mut PacketOut<'_, NoPacket>) -> (DatapathResp, usize) {
+        (DatapathResp::Cont, data.len())
+    }
+    fn eot(&mut self, _out: &mut PacketOut<'_, NoPacket>) -> DatapathResp {
+        DatapathResp::Cont
+    }
+    fn reset(&mut self, _index: TrcIndex) {}
+}
+
+impl DecoderFactory for Undecoded {
+    fn protocol_name(&self) -> &str {
+        self.0.name
+    }
+    fn device_types(&self) -> &[&str] {
+        self.0.device_types
+    }
+    fn is_pe_trace(&self) -> bool {
+        self.0.pe_trace
+    }
+    fn registers(&self) -> &[RegSpec] {
+        self.0.registers
+    }
+    fn trace_id(&self, cfg: &SourceConfig) -> u8 {
+        self.0.trace_id(cfg)
+    }
+    fn create(&self, _cfg: &SourceConfig, _ctx: &DecodeContext) -> Result<Box<dyn TraceComponent>, Error> {
+        log::warn!("{}: packet decode for this protocol is not available yet; its data is skipped", self.0.name);
+        Ok(Box::new(Pipeline::new(self.0.name, SwallowBytes, None)))
+    }
+}

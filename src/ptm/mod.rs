@@ -1,0 +1,11 @@
+//! PTM (Program Flow Trace): packet processor and decoder.
+
+use std::rc::Rc;
+
+use crate::decoder::DecoderFactory;
+use crate::protocols::{Undecoded, PTM};
+
+/// The protocol's factory for the decoder registry.
+pub fn factory() -> Rc<dyn DecoderFactory> {
+    Rc::new(Undecoded(&PTM))
+}

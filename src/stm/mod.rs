@@ -1,0 +1,11 @@
+//! STM (System Trace Macrocell, STPv2): packet processor and decoder.
+
+use std::rc::Rc;
+
+use crate::decoder::DecoderFactory;
+use crate::protocols::{Undecoded, STM};
+
+/// The protocol's factory for the decoder registry.
+pub fn factory() -> Rc<dyn DecoderFactory> {
+    Rc::new(Undecoded(&STM))
+}

@@ -1,0 +1,289 @@
+//! The decode tree: a frame deformatter (or a single unformatted source),
+//! one decoder per trace ID, and the services decoders share (target
+//! memory, instruction decode, element output, error log).
+
+use std::path::Path;
+use std::rc::Rc;
+
+use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
+use crate::decoder::{DecodeContext, DecodeMode, DecoderOptions, DecoderRegistry, ElemRouter, SourceConfig, TraceComponent};
+use crate::deformatter::{DeformatterConfig, FrameDeformatter, IdStreamSink};
+use crate::error::{ErrCode, Error};
+use crate::instr::ArmInstrDecoder;
+use crate::interfaces::{InstrDecode, TrcDataIn, TrcGenElemIn, TrcRawFrameIn};
+use crate::logger::{shared, ErrLink, ErrorLogger, MsgLogger, Shared};
+use crate::memory::{CacheConfig, MemAccMapper, MemSpace};
+use crate::printers::PacketPrinter;
+
+/// How the trace buffer is laid out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SourceFormat {
+    /// CoreSight formatted frames, split by a deformatter.
+    Formatted(DeformatterConfig),
+    /// One unformatted source (e.g. TRBE, or a single ETM into a FIFO).
+    Single,
+}
+
+/// One decoder in the tree.
+pub struct TreeElement {
+    /// Protocol name (`ETMV4I`...).
+    pub protocol: String,
+    /// Snapshot source name, where known.
+    pub source_name: String,
+    /// Trace ID from the source's configuration.
+    pub config_trace_id: u8,
+    pub component: Box<dyn TraceComponent>,
+}
+
+struct Elements {
+    slots: Vec<Option<TreeElement>>,
+    filter: Option<[bool; 128]>,
+}
+
+impl Elements {
+    fn enabled(&self, id: u8) -> bool {
+        self.filter.is_none_or(|f| f[id as usize & 0x7f])
+    }
+}
+
+impl IdStreamSink for Elements {
+    fn is_attached(&self, id: u8) -> bool {
+        self.enabled(id) && matches!(self.slots.get(id as usize), Some(Some(_)))
+    }
+    fn id_data_in(&mut self, id: u8, index: TrcIndex, data: &[u8]) -> (DatapathResp, usize) {
+        if !self.enabled(id) {
+            return (DatapathResp::Cont, data.len());
+        }
+        match self.slots.get_mut(id as usize) {
+            Some(Some(e)) => e.component.trace_data_in(DatapathOp::Data, index, data),
+            _ => (DatapathResp::Cont, data.len()),
+        }
+    }
+    fn all_ids_op(&mut self, op: DatapathOp, index: TrcIndex) -> DatapathResp {
+        let filter = self.filter;
+        let mut worst = DatapathResp::Cont;
+        for (id, e) in self.slots.iter_mut().enumerate() {
+            if let Some(e) = e {
+                if filter.is_none_or(|f| f[id]) {
+                    worst = worst.worst(e.component.trace_data_in(op, index, &[]).0);
+                }
+            }
+        }
+        worst
+    }
+}
+
+/// A decode tree.
+pub struct DecodeTree {
+    format: SourceFormat,
+    mode: DecodeMode,
+    deformatter: Option<FrameDeformatter>,
+    elements: Elements,
+    mapper: Option<Shared<MemAccMapper>>,
+    instr: Shared<dyn InstrDecode>,
+    elem_out: Shared<ElemRouter>,
+    err_log: Shared<ErrorLogger>,
+    registry: Rc<DecoderRegistry>,
+    options: DecoderOptions,
+}
+
+impl DecodeTree {
+    /// A tree for `format`, decoding in `mode`, with the built-in protocols.
+    pub fn new(format: SourceFormat, mode: DecodeMode) -> DecodeTree {
+        DecodeTree::with_registry(format, mode, Rc::new(DecoderRegistry::builtin()))
+    }
+
+    /// A tree using the protocols in `registry` (for custom decoders).
+    pub fn with_registry(format: SourceFormat, mode: DecodeMode, registry: Rc<DecoderRegistry>) -> DecodeTree {
+        let err_log = shared(ErrorLogger::default());
+        let deformatter = match format {
+            SourceFormat::Formatted(cfg) => {
+                let mut d = FrameDeformatter::new(cfg);
+                d.set_error_link(ErrLink::new(&err_log, "DFMT_CSFRAMES"));
+                Some(d)
+            }
+            SourceFormat::Single => None,
+        };
+        let mapper = (mode == DecodeMode::FullDecode).then(|| shared(MemAccMapper::new(CacheConfig::default())));
+        DecodeTree {
+            format,
+            mode,
+            deformatter,
+            elements: Elements { slots: (0..128).map(|_| None).collect(), filter: None },
+            mapper,
+            instr: shared(ArmInstrDecoder::default()),
+            elem_out: shared(ElemRouter::default()),
+            err_log,
+            registry,
+            options: DecoderOptions::default(),
+        }
+    }
+
+    pub fn format(&self) -> SourceFormat {
+        self.format
+    }
+    pub fn mode(&self) -> DecodeMode {
+        self.mode
+    }
+    pub fn registry(&self) -> &DecoderRegistry {
+        &self.registry
+    }
+
+    /// Options passed to decoders created from now on.
+    pub fn set_decoder_options(&mut self, options: DecoderOptions) {
+        self.options = options;
+    }
+    pub fn decoder_options(&self) -> DecoderOptions {
+        self.options
+    }
+
+    /// The error logger shared by the tree's components.
+    pub fn error_logger(&self) -> &Shared<ErrorLogger> {
+        &self.err_log
+    }
+
+    /// Sends logged errors to `out` (as well as to the `log` crate).
+    pub fn set_error_output(&mut self, out: Option<Shared<MsgLogger>>) {
+        self.err_log.borrow_mut().set_output(out);
+    }
+
+    /// Replaces the instruction decoder used by decoders created from now on.
+    pub fn set_instr_decoder(&mut self, instr: Shared<dyn InstrDecode>) {
+        self.instr = instr;
+    }
+
+    /// The memory mapper (full decode only).
+    pub fn mem_mapper(&self) -> Option<&Shared<MemAccMapper>> {
+        self.mapper.as_ref()
+    }
+
+    /// Maps a region of a binary file (see [`MemAccMapper::add_file_region`]).
+    pub fn add_file_region(&mut self, path: &Path, start: u64, offset: u64, size: u64, space: MemSpace) -> Result<(), ErrCode> {
+        let m = self.mapper.as_ref().ok_or(ErrCode::NotInit)?;
+        m.borrow_mut().add_file_region(path, start, offset, size, space)
+    }
+
+    /// The deformatter, for a formatted source.
+    pub fn deformatter_mut(&mut self) -> Option<&mut FrameDeformatter> {
+        self.deformatter.as_mut()
+    }
+
+    /// Attaches a raw frame monitor to the deformatter.
+    pub fn set_raw_frame_monitor(&mut self, mon: Box<dyn TrcRawFrameIn>) -> Result<(), ErrCode> {
+        let d = self.deformatter.as_mut().ok_or(ErrCode::DcdtNoFormatter)?;
+        d.set_raw_monitor(Some(mon));
+        Ok(())
+    }
+
+    /// Sets where generic elements go.
+    pub fn set_gen_elem_out(&mut self, out: Box<dyn TrcGenElemIn>) {
+        self.elem_out.borrow_mut().set(Some(out));
+    }
+
+    /// Limits decoding to the given trace IDs (`None`: all).
+    pub fn set_id_filter(&mut self, ids: Option<&[u8]>) {
+        self.elements.filter = ids.map(|list| {
+            let mut f = [false; 128];
+            for &id in list {
+                f[id as usize & 0x7f] = true;
+            }
+            f
+        });
+        if let Some(d) = self.deformatter.as_mut() {
+            d.set_raw_id_filter(ids);
+        }
+    }
+
+    /// The context a decoder is created with.
+    pub fn decode_context(&self) -> DecodeContext {
+        DecodeContext {
+            mode: self.mode,
+            instance_id: 0,
+            mem: self.mapper.as_ref().map(|m| m.clone() as Shared<dyn crate::interfaces::TargetMemAccess>),
+            instr: self.instr.clone(),
+            elem_out: self.elem_out.clone(),
+            err_log: self.err_log.clone(),
+            options: self.options,
+        }
+    }
+
+    /// Creates a decoder for `cfg` with the registered protocol `protocol`
+    /// and places it on the trace ID its configuration gives (ID 0 on a
+    /// single-source tree). Returns that ID.
+    pub fn create_decoder(&mut self, protocol: &str, cfg: &SourceConfig) -> Result<u8, Error> {
+        let factory = self
+            .registry
+            .find(protocol)
+            .ok_or_else(|| Error::code(ErrCode::DcdregNameUnknown, format!("no decoder registered as '{protocol}'")))?;
+        let config_id = factory.trace_id(cfg);
+        let slot_id = match self.format {
+            SourceFormat::Formatted(_) => config_id,
+            SourceFormat::Single => 0,
+        };
+        if self.elements.slots[slot_id as usize].is_some() {
+            return Err(Error::code(ErrCode::AttachTooMany, format!("trace ID 0x{slot_id:x} already has a decoder")));
+        }
+        let mut ctx = self.decode_context();
+        ctx.instance_id = slot_id;
+        let component = factory.create(cfg, &ctx)?;
+        self.elements.slots[slot_id as usize] = Some(TreeElement {
+            protocol: factory.protocol_name().to_string(),
+            source_name: cfg.name.clone(),
+            config_trace_id: config_id,
+            component,
+        });
+        Ok(slot_id)
+    }
+
+    /// Places a hand-made decoder on `id`.
+    pub fn add_decoder(&mut self, id: u8, protocol: &str, component: Box<dyn TraceComponent>) -> Result<(), ErrCode> {
+        let slot = self.elements.slots.get_mut(id as usize).ok_or(ErrCode::InvalidId)?;
+        if slot.is_some() {
+            return Err(ErrCode::AttachTooMany);
+        }
+        *slot = Some(TreeElement { protocol: protocol.to_string(), source_name: String::new(), config_trace_id: id, component });
+        Ok(())
+    }
+
+    /// The decoders, in trace ID order.
+    pub fn elements(&self) -> impl Iterator<Item = (u8, &TreeElement)> {
+        self.elements.slots.iter().enumerate().filter_map(|(id, e)| e.as_ref().map(|e| (id as u8, e)))
+    }
+
+    /// Number of decoders.
+    pub fn decoder_count(&self) -> usize {
+        self.elements.slots.iter().flatten().count()
+    }
+
+    /// Attaches a packet printer writing to `out` to the decoder on `id`.
+    pub fn attach_packet_printer(&mut self, id: u8, out: Shared<MsgLogger>, monitor: bool, test_waits: u32) -> Result<(), ErrCode> {
+        let e = self.elements.slots.get_mut(id as usize).and_then(Option::as_mut).ok_or(ErrCode::InvalidId)?;
+        let mut p = PacketPrinter::new(id, out);
+        p.set_test_waits(test_waits);
+        e.component.attach_packet_printer(p, monitor)
+    }
+
+    /// Logs the mapped memory images as OpenCSD's `logMappedRanges` does.
+    pub fn describe_mapped_ranges(&self, out: &mut String) {
+        out.push_str("Gen_Info : Mapped Memory Accessors\n");
+        if let Some(m) = &self.mapper {
+            m.borrow().describe(out);
+        }
+        out.push_str("Gen_Info : ========================\n");
+    }
+}
+
+impl TrcDataIn for DecodeTree {
+    fn trace_data_in(&mut self, op: DatapathOp, index: TrcIndex, data: &[u8]) -> (DatapathResp, usize) {
+        match self.deformatter.as_mut() {
+            Some(d) => d.trace_data_in(op, index, data, &mut self.elements),
+            None => match op {
+                DatapathOp::Data => match self.elements.slots.iter_mut().flatten().next() {
+                    Some(e) => e.component.trace_data_in(op, index, data),
+                    None => (DatapathResp::Cont, data.len()),
+                },
+                _ => (self.elements.all_ids_op(op, index), 0),
+            },
+        }
+    }
+}
