@@ -186,6 +186,11 @@ pub struct FrameDeformatter {
     chunks_done: usize,
 
     highest: DatapathResp,
+
+    /// Start of a possible FSYNC cut off by the end of the last block
+    /// (half-frame sync streams only, where FSYNCs need not be 4-aligned).
+    stash: [u8; 4],
+    stash_len: usize,
 }
 
 impl FrameDeformatter {
@@ -207,6 +212,8 @@ impl FrameDeformatter {
             chunk_count: 0,
             chunks_done: 0,
             highest: DatapathResp::Cont,
+            stash: [0; 4],
+            stash_len: 0,
         }
     }
 
@@ -313,6 +320,7 @@ impl FrameDeformatter {
         self.frame_len = 0;
         self.chunk_count = 0;
         self.chunks_done = 0;
+        self.stash_len = 0;
     }
 
     fn process(&mut self, index: TrcIndex, data: &[u8], sink: &mut dyn IdStreamSink) -> Result<usize, Fault> {
@@ -337,13 +345,7 @@ impl FrameDeformatter {
         let mut pos = 0usize;
         if !self.synced {
             if self.cfg.fsyncs {
-                match data.windows(4).position(|w| w == FSYNC) {
-                    Some(p) => {
-                        self.synced = true;
-                        pos = p;
-                    }
-                    None => pos = data.len(),
-                }
+                pos = self.find_first_fsync(data);
                 self.curr_idx += pos as TrcIndex;
             } else {
                 self.synced = true;
@@ -365,6 +367,34 @@ impl FrameDeformatter {
             }
         }
         Ok(pos)
+    }
+
+    /// Looks for the first FSYNC, which may straddle blocks. Returns where
+    /// synchronised data starts in `data` (at the FSYNC, or after the end of
+    /// one completed from the previous block), or `data.len()` if none.
+    fn find_first_fsync(&mut self, data: &[u8]) -> usize {
+        if self.stash_len > 0 {
+            let need = 4 - self.stash_len;
+            let avail = need.min(data.len());
+            if data[..avail] == FSYNC[self.stash_len..self.stash_len + avail] {
+                if avail == need {
+                    self.stash_len = 0;
+                    self.synced = true;
+                    return need;
+                }
+                self.stash_len += avail;
+                return data.len();
+            }
+            self.stash_len = 0;
+        }
+        if let Some(p) = data.windows(4).position(|w| w == FSYNC) {
+            self.synced = true;
+            return p;
+        }
+        // Keep the longest tail that could start an FSYNC.
+        self.stash_len = (1..=3.min(data.len())).rev().find(|&k| FSYNC.starts_with(&data[data.len() - k..])).unwrap_or(0);
+        self.stash[..self.stash_len].copy_from_slice(&data[data.len() - self.stash_len..]);
+        data.len()
     }
 
     /// Pulls the next frame (or the part of it this block holds) out of
@@ -414,11 +444,40 @@ impl FrameDeformatter {
         } else {
             let mut p = pos;
             let mut more = p < data.len();
+            if self.stash_len > 0 && more {
+                // Finish the FSYNC the last block may have cut, or take the
+                // held bytes as frame data after all.
+                let need = 4 - self.stash_len;
+                let avail = (data.len() - p).min(need);
+                let mut joined = self.stash;
+                joined[self.stash_len..self.stash_len + avail].copy_from_slice(&data[p..p + avail]);
+                if avail == need && joined == FSYNC {
+                    fsync_bytes += need;
+                    p += need;
+                    more = p < data.len();
+                } else {
+                    self.frame_sof = self.curr_idx - self.stash_len as TrcIndex;
+                    for pair in self.stash[..self.stash_len].chunks_exact(2) {
+                        self.frame[self.frame_len] = pair[0];
+                        self.frame[self.frame_len + 1] = pair[1];
+                        self.frame_len += 2;
+                    }
+                }
+                self.stash_len = 0;
+            }
             if self.cfg.fsyncs && more && self.frame_len == 0 {
                 while more && data[p..].starts_with(&FSYNC) {
                     fsync_bytes += 4;
                     p += 4;
                     more = p < data.len();
+                }
+                let rest = &data[p..];
+                if self.cfg.hsyncs && !rest.is_empty() && rest.len() < 4 && rest.len() % 2 == 0 && FSYNC.starts_with(rest) {
+                    self.stash[..rest.len()].copy_from_slice(rest);
+                    self.stash_len = rest.len();
+                    hsync_bytes += rest.len();
+                    p = data.len();
+                    more = false;
                 }
             }
             while self.frame_len < FRAME_SIZE && more {

@@ -18,6 +18,7 @@ pub mod elem;
 pub mod ete;
 pub mod etmv3;
 pub mod etmv4;
+pub mod formatter;
 pub mod itm;
 pub mod error;
 pub mod instr;

@@ -9,11 +9,12 @@
 //! expected.
 
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 use ini::{Ini, ParseOption};
 
 use crate::arch::ArchProfile;
-use crate::decoder::{CoreConfig, DecodeMode, DecoderFactory, SourceConfig};
+use crate::decoder::{CoreConfig, DecodeMode, DecoderFactory, DecoderRegistry, SourceConfig};
 use crate::error::{ErrCode, Error, Result, Severity, TraceError};
 use crate::logger::ErrLink;
 use crate::memory::MemSpace;
@@ -273,7 +274,7 @@ impl Snapshot {
                     })?;
                     dev.regs.push(RegValue { name, decoration, value });
                 }
-            } else if sec.len() >= 4 && sec[..4].eq_ignore_ascii_case("dump") {
+            } else if sec.get(..4).is_some_and(|p| p.eq_ignore_ascii_case("dump")) {
                 let line = f.section_line(sec);
                 let file = IniText::value(&entries, "file")
                     .filter(|v| !v.is_empty())
@@ -393,11 +394,18 @@ impl Snapshot {
 /// sources are logged (component `ss2_dcdtree`) and the source is skipped.
 pub struct TreeBuilder<'a> {
     ss: &'a Snapshot,
+    registry: Rc<DecoderRegistry>,
 }
 
 impl<'a> TreeBuilder<'a> {
+    /// A builder using the built-in protocols.
     pub fn new(ss: &'a Snapshot) -> Self {
-        TreeBuilder { ss }
+        TreeBuilder { ss, registry: Rc::new(DecoderRegistry::builtin()) }
+    }
+
+    /// A builder using the protocols in `registry` (with user decoders).
+    pub fn with_registry(ss: &'a Snapshot, registry: Rc<DecoderRegistry>) -> Self {
+        TreeBuilder { ss, registry }
     }
 
     /// Returns `Ok(None)` when no decoder could be created.
@@ -413,7 +421,7 @@ impl<'a> TreeBuilder<'a> {
             "dstream_coresight" => SourceFormat::Formatted(DeformatterConfig::fsync_stream()),
             _ => SourceFormat::Formatted(DeformatterConfig::mem_aligned()),
         };
-        let mut tree = DecodeTree::new(format, mode);
+        let mut tree = DecodeTree::with_registry(format, mode, self.registry.clone());
         tree_setup(&mut tree);
         let log = ErrLink::new(tree.error_logger(), "ss2_dcdtree");
         let log_err = |code: ErrCode, msg: String| log.log(&TraceError::new(Severity::Error, code).with_message(msg));

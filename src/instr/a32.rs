@@ -6,7 +6,7 @@
 //! condition field is not AL (or the unconditional NV space) counts as
 //! conditional, branch or not.
 
-use super::{Decoded, IndirectRule, Kind, Pattern, first_match, pat, sign_extend};
+use super::{Decoded, IndirectRule, Kind, Pattern, pat, sign_extend};
 use crate::arch::{InstrSubType, Isa};
 
 const NOT_BRANCH: IndirectRule = IndirectRule::NotBranch;

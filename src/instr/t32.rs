@@ -62,7 +62,6 @@ const DIRECT: &[(Pattern, Option<Direct>)] = &[
     (pat(0xffc0_f001, 0xf000_c001), Some(Direct::LoopStart)),
 ];
 
-const NOT_BRANCH: IndirectRule = IndirectRule::NotBranch;
 const BRANCH: IndirectRule = IndirectRule::PLAIN;
 
 /// Instructions that write the PC from a register or memory, first match

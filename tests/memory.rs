@@ -1,0 +1,222 @@
+//! Target memory: accessors, the mapper's choice by address and memory
+//! space, overlaps, reads at image ends, the cache, and ELF images.
+
+mod common;
+
+use std::cell::Cell;
+use std::rc::Rc;
+
+use common::{temp_dir, write_files, Rng};
+use coresight_decode::error::ErrCode;
+use coresight_decode::interfaces::TargetMemAccess;
+use coresight_decode::memory::{BufferAccessor, CacheConfig, CallbackAccessor, FileAccessor, MemAccMapper, MemSpace};
+
+fn buf(start: u64, data: &[u8], space: MemSpace) -> Box<BufferAccessor> {
+    Box::new(BufferAccessor::new(start, data.to_vec(), space).unwrap())
+}
+
+#[test]
+fn picks_image_by_address_and_space() {
+    let mut m = MemAccMapper::default();
+    m.add_accessor(buf(0x1000, &[1; 16], MemSpace::EL1N)).unwrap();
+    m.add_accessor(buf(0x1000, &[2; 16], MemSpace::EL1S)).unwrap();
+    m.add_accessor(buf(0x2000, &[3; 16], MemSpace::ANY)).unwrap();
+    let mut b = [0u8; 4];
+    assert_eq!(m.read(0x1004, MemSpace::EL1N, &mut b), 4);
+    assert_eq!(b, [1; 4]);
+    assert_eq!(m.read(0x1004, MemSpace::EL1S, &mut b), 4);
+    assert_eq!(b, [2; 4]);
+    assert_eq!(m.read(0x1004, MemSpace::EL2, &mut b), 0);
+    assert_eq!(m.read(0x2000, MemSpace::EL3, &mut b), 4);
+    assert_eq!(b, [3; 4]);
+    // "Any non-secure" finds the EL1N image.
+    assert_eq!(m.read(0x100c, MemSpace::N, &mut b), 4);
+    assert_eq!(b, [1; 4]);
+}
+
+#[test]
+fn overlapping_images_in_overlapping_spaces_are_refused() {
+    let mut m = MemAccMapper::default();
+    m.add_accessor(buf(0x1000, &[0; 0x100], MemSpace::ANY)).unwrap();
+    assert_eq!(m.add_accessor(buf(0x10ff, &[0; 4], MemSpace::EL1N)), Err(ErrCode::MemAccOverlap));
+    assert_eq!(m.add_accessor(buf(0x0ff0, &[0; 0x20], MemSpace::ANY)), Err(ErrCode::MemAccOverlap));
+    m.add_accessor(buf(0x1100, &[0; 4], MemSpace::ANY)).unwrap();
+    let mut s = MemAccMapper::default();
+    s.add_accessor(buf(0x1000, &[0; 0x10], MemSpace::S)).unwrap();
+    s.add_accessor(buf(0x1000, &[0; 0x10], MemSpace::N)).unwrap();
+    assert_eq!(s.len(), 2);
+}
+
+#[test]
+fn reads_stop_at_the_end_of_an_image() {
+    let mut m = MemAccMapper::default();
+    m.add_accessor(buf(0x1000, &[7, 8, 9], MemSpace::ANY)).unwrap();
+    m.add_accessor(buf(0x1003, &[10, 11], MemSpace::ANY)).unwrap();
+    let mut b = [0xaau8; 8];
+    // Only the first image's bytes; never garbage past its end.
+    assert_eq!(m.read(0x1001, MemSpace::ANY, &mut b), 2);
+    assert_eq!(b, [8, 9, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa]);
+    assert_eq!(m.read(0x0fff, MemSpace::ANY, &mut b), 0);
+    // The top of the address space does not wrap.
+    m.add_accessor(buf(u64::MAX - 1, &[1, 2], MemSpace::ANY)).unwrap();
+    assert_eq!(m.read(u64::MAX, MemSpace::ANY, &mut b), 1);
+    assert_eq!(b[0], 2);
+    assert!(BufferAccessor::new(u64::MAX, vec![0; 2], MemSpace::ANY).is_err());
+}
+
+#[test]
+fn file_images_offsets_lengths_and_regions() {
+    let dir = temp_dir("mem_files");
+    let data: Vec<u8> = (0..=255u8).collect();
+    write_files(&dir, &[("img.bin", &data), ("odd.bin", &data[..15])]);
+    let img = dir.join("img.bin");
+
+    let mut m = MemAccMapper::default();
+    m.add_file_region(&img, 0x8000, 0, 0, MemSpace::ANY).unwrap();
+    let mut b = [0u8; 4];
+    assert_eq!(m.read(0x80fe, MemSpace::ANY, &mut b), 2);
+    assert_eq!(&b[..2], &[254, 255]);
+    // The same file again at the same start is accepted as it is; at
+    // another address, a second region of it is added.
+    m.add_file_region(&img, 0x8000, 0, 0, MemSpace::ANY).unwrap();
+    m.add_file_region(&img, 0x20000, 0x10, 0x8, MemSpace::ANY).unwrap();
+    assert_eq!(m.len(), 1);
+    assert_eq!(m.read(0x20006, MemSpace::ANY, &mut b), 2);
+    assert_eq!(&b[..2], &[0x16, 0x17]);
+
+    // Offset and length within the file.
+    let mut m = MemAccMapper::default();
+    m.add_file_region(&img, 0x100, 0x40, 0x10, MemSpace::EL1N).unwrap();
+    assert_eq!(m.read(0x10e, MemSpace::EL1N, &mut b), 2);
+    assert_eq!(&b[..2], &[0x4e, 0x4f]);
+    let mut desc = String::new();
+    m.describe(&mut desc);
+    assert_eq!(desc, format!("Gen_Info : FileAcc; Range::0x100:10f; Mem Space::EL1N\nFilename={}\n", img.display()));
+
+    // A region running past the end of the file, a missing file: not
+    // initialised (OpenCSD's code for both). Odd-sized files lose their
+    // last byte, as OpenCSD rounds the size down to even.
+    assert_eq!(FileAccessor::open(&img, 0, 0xf8, 0x10, MemSpace::ANY).err(), Some(ErrCode::NotInit));
+    assert_eq!(FileAccessor::open(dir.join("none.bin"), 0, 0, 0, MemSpace::ANY).err(), Some(ErrCode::NotInit));
+    let mut m = MemAccMapper::default();
+    m.add_file_region(&dir.join("odd.bin"), 0, 0, 0, MemSpace::ANY).unwrap();
+    let mut big = [0u8; 32];
+    assert_eq!(m.read(0, MemSpace::ANY, &mut big), 14);
+}
+
+#[test]
+fn cache_gives_the_same_bytes_as_direct_reads() {
+    let dir = temp_dir("mem_cache");
+    let mut rng = Rng::new(3);
+    let data = rng.bytes(20_000);
+    write_files(&dir, &[("img.bin", &data)]);
+    let mut cached = MemAccMapper::new(CacheConfig { enabled: true, page_size: 256, num_pages: 4 });
+    let mut direct = MemAccMapper::new(CacheConfig { enabled: false, ..CacheConfig::default() });
+    for m in [&mut cached, &mut direct] {
+        m.add_file_region(&dir.join("img.bin"), 0x4000, 0, 0, MemSpace::ANY).unwrap();
+    }
+    for _ in 0..2000 {
+        let addr = 0x3ff0 + rng.below(20_100);
+        let len = 1 + rng.below(700) as usize;
+        let (mut a, mut b) = (vec![0u8; len], vec![0u8; len]);
+        let na = cached.read(addr, MemSpace::ANY, &mut a);
+        let nb = direct.read(addr, MemSpace::ANY, &mut b);
+        assert_eq!(na, nb, "addr {addr:#x} len {len}");
+        assert_eq!(a[..na], b[..nb]);
+        let off = addr.saturating_sub(0x4000) as usize;
+        if na > 0 {
+            assert_eq!(&a[..na], &data[off..off + na]);
+        }
+    }
+}
+
+#[test]
+fn callback_images_are_cached_and_invalidated() {
+    let calls = Rc::new(Cell::new(0u32));
+    let c = calls.clone();
+    let acc = CallbackAccessor::new(
+        0x1000,
+        0x1fff,
+        MemSpace::ANY,
+        Box::new(move |addr, _space, out: &mut [u8]| {
+            c.set(c.get() + 1);
+            for (i, b) in out.iter_mut().enumerate() {
+                *b = (addr as usize + i) as u8;
+            }
+            out.len()
+        }),
+    )
+    .unwrap();
+    let mut m = MemAccMapper::default();
+    m.add_accessor(Box::new(acc)).unwrap();
+    let mut b = [0u8; 4];
+    for _ in 0..10 {
+        assert_eq!(m.read_target_memory(0x1010, 0, MemSpace::EL1N, &mut b), Ok(4));
+    }
+    assert_eq!(b, [0x10, 0x11, 0x12, 0x13]);
+    assert_eq!(calls.get(), 1);
+    m.invalidate_mem_acc_cache(0);
+    m.read(0x1010, MemSpace::ANY, &mut b);
+    assert_eq!(calls.get(), 2);
+}
+
+/// A minimal little-endian ELF64 with one loadable segment carrying
+/// `code` at `vaddr`, and a bss-only segment that must not be mapped.
+fn elf64(vaddr: u64, code: &[u8]) -> Vec<u8> {
+    let mut e = vec![0x7f, b'E', b'L', b'F', 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+    let ph_off = 64u64;
+    let data_off = 0x100u64;
+    e.extend(2u16.to_le_bytes()); // ET_EXEC
+    e.extend(183u16.to_le_bytes()); // AArch64
+    e.extend(1u32.to_le_bytes());
+    e.extend(vaddr.to_le_bytes()); // entry
+    e.extend(ph_off.to_le_bytes());
+    e.extend(0u64.to_le_bytes()); // no sections
+    e.extend(0u32.to_le_bytes());
+    e.extend(64u16.to_le_bytes());
+    e.extend(56u16.to_le_bytes());
+    e.extend(2u16.to_le_bytes()); // two program headers
+    e.extend(64u16.to_le_bytes());
+    e.extend(0u16.to_le_bytes());
+    e.extend(0u16.to_le_bytes());
+    for (off, addr, filesz, memsz) in [(data_off, vaddr, code.len() as u64, code.len() as u64), (0, vaddr + 0x10000, 0, 0x100)] {
+        e.extend(1u32.to_le_bytes()); // PT_LOAD
+        e.extend(5u32.to_le_bytes());
+        e.extend(off.to_le_bytes());
+        e.extend(addr.to_le_bytes());
+        e.extend(addr.to_le_bytes());
+        e.extend(filesz.to_le_bytes());
+        e.extend(memsz.to_le_bytes());
+        e.extend(0x1000u64.to_le_bytes());
+    }
+    e.resize(data_off as usize, 0);
+    e.extend(code);
+    e
+}
+
+#[test]
+fn elf_images_map_their_loadable_segments() {
+    let dir = temp_dir("mem_elf");
+    let code: Vec<u8> = [0xd503201fu32, 0xd65f03c0].iter().flat_map(|w| w.to_le_bytes()).collect();
+    write_files(&dir, &[("prog.elf", &elf64(0x40_0000, &code)), ("notelf.bin", b"hello")]);
+    let mut m = MemAccMapper::default();
+    assert_eq!(m.add_elf_file(&dir.join("prog.elf"), MemSpace::ANY).unwrap(), 1);
+    let mut b = [0u8; 8];
+    assert_eq!(m.read(0x40_0000, MemSpace::ANY, &mut b), 8);
+    assert_eq!(b.to_vec(), code);
+    assert_eq!(m.read(0x41_0000, MemSpace::ANY, &mut b), 0);
+    let err = m.add_elf_file(&dir.join("notelf.bin"), MemSpace::ANY).unwrap_err().to_string();
+    assert!(err.contains("notelf.bin") && err.contains("not a readable ELF file"), "{err}");
+}
+
+#[test]
+fn memory_space_names() {
+    assert_eq!(MemSpace::EL2.to_string(), "EL2N");
+    assert_eq!(MemSpace::S.to_string(), "Any S");
+    assert_eq!(MemSpace::N.to_string(), "Any NS");
+    assert_eq!(MemSpace::ANY.to_string(), "Any");
+    assert_eq!(MemSpace::from_bits(0x03).to_string(), "EL1S,EL1N,");
+    assert_eq!(MemSpace::from_snapshot_name("EL2"), Some(MemSpace::EL2));
+    assert_eq!(MemSpace::from_snapshot_name(""), Some(MemSpace::ANY));
+    assert_eq!(MemSpace::from_snapshot_name("EL7"), None);
+}

@@ -1,0 +1,212 @@
+//! Snapshot reading: a good snapshot parsed in full, and broken ones that
+//! must give an error naming the file, the line and what was expected.
+
+mod common;
+
+use std::path::Path;
+
+use common::{temp_dir, write_files};
+use coresight_decode::decoder::DecodeMode;
+use coresight_decode::error::Error;
+use coresight_decode::logger::{shared, MsgLogger};
+use coresight_decode::snapshot::{parse_number, Snapshot, TreeBuilder};
+
+const SNAPSHOT_INI: &str = "; test snapshot\n[snapshot]\nversion=1.0\ndescription=unit test\n\n[device_list]\ndevice0=cpu_0.ini\ndevice1=etm_0.ini\ndevice2=stm.ini\n\n[trace]\nmetadata=trace.ini\n";
+const CPU_INI: &str = "[device]\nname=cpu_0\nclass=core\ntype=Cortex-A53\n\n[regs]\nPC(size:64)=0xFFFFFFC000081000\nSP(size:64)=0\n\n[dump1]\nfile=mem.bin\naddress=0x1000\nlength=0x10\n\n[dump.text]\nfile=mem2.bin\naddress=0x8000\noffset=4\nlength=8\nspace=EL1N\n";
+const ETM_INI: &str = "[device]\nname=etm_0\nclass=trace_source\ntype=ETM4.2\n\n[regs]\nTRCCONFIGR(id:0x4)=0x00000001\nTRCTRACEIDR(id:0x10)=0x10\nTRCIDR0(id:0x78)=0x28000EA1\nTRCIDR1=0x4100F403\nTRCIDR2(id:0x7A)=0x20001088\nTRCIDR8=0\nTRCIDR9=0\nTRCIDR10=0\nTRCIDR11=0\nTRCIDR12=0\nTRCIDR13=0\n";
+const STM_INI: &str = "[device]\nname=STM_0\nclass=trace_source\ntype=STM\n[regs]\nSTMTCSR(0x3A0)=0x00200007\n";
+const TRACE_INI: &str = "[trace_buffers]\nbuffers=buffer1,buffer0,\n\n[buffer0]\nname=ETB_0\nfile=a.bin,b.bin\nformat=coresight\n\n[buffer1]\nname=ETB_1\nfile=c.bin\nformat=source_data\n\n[source_buffers]\netm_0=ETB_0\nSTM_0=ETB_0\n\n[core_trace_sources]\ncpu_0=etm_0\n";
+
+fn good_snapshot(name: &str) -> std::path::PathBuf {
+    let dir = temp_dir(name);
+    write_files(
+        &dir,
+        &[
+            ("snapshot.ini", SNAPSHOT_INI.as_bytes()),
+            ("cpu_0.ini", CPU_INI.as_bytes()),
+            ("etm_0.ini", ETM_INI.as_bytes()),
+            ("stm.ini", STM_INI.as_bytes()),
+            ("trace.ini", TRACE_INI.as_bytes()),
+            ("mem.bin", &[0u8; 0x20]),
+            ("mem2.bin", &[1u8; 0x11]),
+            ("a.bin", &[0u8; 16]),
+            ("b.bin", &[0u8; 16]),
+            ("c.bin", &[0u8; 4]),
+        ],
+    );
+    dir
+}
+
+#[test]
+fn numbers_parse_as_c_does() {
+    assert_eq!(parse_number("0x1F"), Some(31));
+    assert_eq!(parse_number("0X1f"), Some(31));
+    assert_eq!(parse_number("17"), Some(17));
+    assert_eq!(parse_number("017"), Some(15));
+    assert_eq!(parse_number("0"), Some(0));
+    assert_eq!(parse_number("0xFFFFFFFFFFFFFFFF"), Some(u64::MAX));
+    assert_eq!(parse_number("1O"), None);
+    assert_eq!(parse_number(""), None);
+}
+
+#[test]
+fn good_snapshot_is_read_in_full() {
+    let dir = good_snapshot("ss_good");
+    let ss = Snapshot::load(&dir).unwrap();
+    assert_eq!(ss.version, "1.0");
+    assert_eq!(ss.description, "unit test");
+    assert_eq!(ss.devices.len(), 3);
+    let cpu = ss.device("cpu_0").unwrap();
+    assert!(cpu.is_core());
+    assert_eq!(cpu.device_type, "Cortex-A53");
+    assert_eq!(cpu.regs[0].name, "PC");
+    assert_eq!(cpu.regs[0].decoration.as_deref(), Some("size:64"));
+    assert_eq!(cpu.regs[0].value, 0xFFFF_FFC0_0008_1000);
+    assert_eq!(cpu.dumps.len(), 2);
+    assert_eq!((cpu.dumps[0].address, cpu.dumps[0].length, cpu.dumps[0].offset), (0x1000, 0x10, 0));
+    assert_eq!((cpu.dumps[1].file.as_str(), cpu.dumps[1].offset, cpu.dumps[1].space.as_str()), ("mem2.bin", 4, "EL1N"));
+    let etm = ss.device("etm_0").unwrap();
+    assert_eq!(etm.regs.iter().find(|r| r.name == "TRCIDR0").unwrap().decoration.as_deref(), Some("id:0x78"));
+    // Buffers come in section order; multi-file buffers keep their files.
+    assert_eq!(ss.buffer_names(), vec!["ETB_0", "ETB_1"]);
+    assert_eq!(ss.buffer("ETB_0").unwrap().files, vec!["a.bin", "b.bin"]);
+    // Sources sorted by name, with their cores.
+    assert_eq!(ss.sources_of("ETB_0"), vec![("STM_0", None), ("etm_0", Some("cpu_0"))]);
+    assert!(ss.path_of("a.bin").ends_with("ss_good/a.bin"));
+}
+
+#[test]
+fn tree_from_snapshot_maps_memory_and_places_decoders() {
+    let dir = good_snapshot("ss_tree");
+    let ss = Snapshot::load(&dir).unwrap();
+    let out = shared(MsgLogger::capture());
+    let tree = TreeBuilder::new(&ss)
+        .build("ETB_0", DecodeMode::FullDecode, |t| t.set_error_output(Some(out.clone())))
+        .unwrap()
+        .unwrap();
+    let ids: Vec<(u8, &str)> = tree.elements().map(|(id, e)| (id, e.protocol.as_str())).collect();
+    assert_eq!(ids, vec![(0x10, "ETMV4I"), (0x20, "STM")]);
+    let mut map = String::new();
+    tree.describe_mapped_ranges(&mut map);
+    let p = |f: &str| format!("{}{}", ss.dir, f);
+    assert_eq!(
+        map,
+        format!(
+            "Gen_Info : Mapped Memory Accessors\n\
+             Gen_Info : FileAcc; Range::0x1000:100f; Mem Space::Any\nFilename={}\n\
+             Gen_Info : FileAcc; Range::0x8000:8007; Mem Space::EL1N\nFilename={}\n\
+             Gen_Info : ========================\n",
+            p("mem.bin"),
+            p("mem2.bin")
+        )
+    );
+    assert_eq!(out.borrow().captured(), "");
+}
+
+#[test]
+fn tree_builder_logs_problems_as_opencsd_does() {
+    let dir = good_snapshot("ss_tree_problems");
+    // Unknown core, a missing register, a missing memory file.
+    write_files(
+        &dir,
+        &[
+            ("cpu_0.ini", b"[device]\nname=cpu_0\nclass=core\ntype=Cortex-Z99\n[dump]\nfile=nothere.bin\naddress=0\n"),
+            ("stm.ini", b"[device]\nname=STM_0\nclass=trace_source\ntype=STM\n[regs]\n"),
+        ],
+    );
+    let ss = Snapshot::load(&dir).unwrap();
+    let out = shared(MsgLogger::capture());
+    let tree = TreeBuilder::new(&ss).build("ETB_0", DecodeMode::FullDecode, |t| t.set_error_output(Some(out.clone()))).unwrap();
+    assert!(tree.is_none());
+    assert_eq!(
+        out.borrow().captured(),
+        "ss2_dcdtree : Error:Missing STMTCSR\n\
+         ss2_dcdtree : 0x0026 (OCSD_ERR_TEST_SS_TO_DECODER) [test snapshot to decode tree conversion error]; Failed to create decoder for none core source STM_0.\n\
+         ss2_dcdtree : 0x0026 (OCSD_ERR_TEST_SS_TO_DECODER) [test snapshot to decode tree conversion error]; Unrecognized Core name Cortex-Z99. Cannot evaluate profile or architecture.\
+         ss2_dcdtree : 0x0026 (OCSD_ERR_TEST_SS_TO_DECODER) [test snapshot to decode tree conversion error]; Failed to create decoder for source etm_0.\n"
+    );
+}
+
+fn broken(name: &str, file: &str, contents: &str) -> Error {
+    let dir = good_snapshot(name);
+    write_files(&dir, &[(file, contents.as_bytes())]);
+    Snapshot::load(&dir).expect_err("broken snapshot must not load")
+}
+
+fn assert_snapshot_err(e: Error, file: &str, line: Option<usize>, text: &str) {
+    let msg = e.to_string();
+    match e {
+        Error::Snapshot { path, line: l, message } => {
+            assert!(path.ends_with(file), "{msg}");
+            assert_eq!(l, line, "{msg}");
+            assert!(message.contains(text), "{msg}");
+        }
+        other => panic!("expected a snapshot error, got {other:?}"),
+    }
+}
+
+#[test]
+fn broken_files_name_file_line_and_problem() {
+    assert_snapshot_err(
+        broken("ss_bad_reg", "etm_0.ini", "[device]\nname=etm_0\nclass=trace_source\ntype=ETM4\n[regs]\nTRCIDR0=0x12\nTRCIDR1=banana\n"),
+        "etm_0.ini",
+        Some(7),
+        "register TRCIDR1: expected a number (decimal or 0x hex), found 'banana'",
+    );
+    assert_snapshot_err(
+        broken("ss_no_addr", "cpu_0.ini", "[device]\nname=cpu_0\nclass=core\ntype=Cortex-A53\n\n[dump1]\nfile=mem.bin\n"),
+        "cpu_0.ini",
+        Some(6),
+        "[dump1] has no 'address='",
+    );
+    assert_snapshot_err(
+        broken("ss_no_device", "stm.ini", "[regs]\nA=1\n"),
+        "stm.ini",
+        None,
+        "missing [device] section",
+    );
+    assert_snapshot_err(
+        broken("ss_no_type", "stm.ini", "[device]\nname=STM_0\nclass=trace_source\n"),
+        "stm.ini",
+        Some(1),
+        "[device] has no 'type='",
+    );
+    assert_snapshot_err(
+        broken("ss_missing_buf", "trace.ini", "[trace_buffers]\nbuffers=buffer0,buffer9\n[buffer0]\nname=B\nfile=a.bin\nformat=coresight\n"),
+        "trace.ini",
+        Some(2),
+        "buffer 'buffer9' is listed but has no [buffer9] section",
+    );
+    assert_snapshot_err(
+        broken("ss_bad_format", "trace.ini", "[trace_buffers]\nbuffers=buffer0\n[buffer0]\nname=B\nfile=a.bin\nformat=tpiu_magic\n"),
+        "trace.ini",
+        Some(6),
+        "buffer format 'tpiu_magic': expected coresight, dstream_coresight or source_data",
+    );
+    assert_snapshot_err(
+        broken(
+            "ss_unknown_buffer",
+            "trace.ini",
+            "[trace_buffers]\nbuffers=buffer0\n[buffer0]\nname=B\nfile=a.bin\nformat=coresight\n[source_buffers]\netm_0=NOPE\n",
+        ),
+        "trace.ini",
+        Some(8),
+        "source 'etm_0' writes to unknown buffer 'NOPE'",
+    );
+    assert_snapshot_err(
+        broken("ss_missing_dev", "snapshot.ini", "[device_list]\ndevice0=cpu_0.ini\ndevice1=gone.ini\n"),
+        "snapshot.ini",
+        Some(3),
+        "cannot read device file 'gone.ini'",
+    );
+    assert_snapshot_err(broken("ss_syntax", "etm_0.ini", "[device\nname=x\n"), "etm_0.ini", Some(3), "not a valid .ini file");
+    assert_snapshot_err(broken("ss_no_list", "snapshot.ini", "[snapshot]\nversion=1\n"), "snapshot.ini", None, "missing [device_list]");
+}
+
+#[test]
+fn missing_directory_is_an_io_error_naming_the_file() {
+    let e = Snapshot::load(Path::new(env!("CARGO_TARGET_TMPDIR")).join("does_not_exist")).unwrap_err();
+    let msg = e.to_string();
+    assert!(matches!(e, Error::Io { .. }), "{msg}");
+    assert!(msg.contains("does_not_exist/snapshot.ini"), "{msg}");
+}
