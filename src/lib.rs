@@ -19,6 +19,7 @@ pub mod ete;
 pub mod etmv3;
 pub mod etmv4;
 pub mod formatter;
+pub mod generator;
 pub mod itm;
 pub mod error;
 pub mod instr;
@@ -29,6 +30,7 @@ pub mod printers;
 pub mod protocols;
 pub mod ptm;
 pub mod snapshot;
+pub mod snapshot_writer;
 pub mod stm;
 pub mod tree;
 
@@ -36,3 +38,8 @@ pub use datapath::{DatapathOp, DatapathResp, TrcIndex};
 pub use elem::{ElemType, TraceElement};
 pub use error::{ErrCode, Error, Result, TraceError};
 pub use interfaces::{InstrDecode, PktDataIn, PktRawDataMon, TargetMemAccess, TrcDataIn, TrcGenElemIn};
+
+/// The README's examples, compiled as doctests.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

@@ -1,0 +1,184 @@
+//! Trace generator: makes snapshots whose truth is known.
+//!
+//! From a seed it builds a small random program as real machine code,
+//! walks a random execution path through it, encodes that execution as a
+//! trace protocol's packets the way a trace unit would, and writes a
+//! complete snapshot (registers consistent with the configuration, the
+//! buffer, the memory image) together with the truth: the executed
+//! instruction ranges, or the software messages, in order.
+
+pub mod a64;
+pub mod etmv4;
+
+use std::fmt::{self, Write as _};
+
+use crate::elem::{ElemType, TraceElement};
+use crate::formatter::{FormatterConfig, FrameFormatter};
+use crate::snapshot_writer::SnapshotSpec;
+
+/// Deterministic random numbers (xorshift64*): the same seed gives the
+/// same snapshot on every machine.
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x2545_F491_4F6C_DD1D | 1)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    /// 0..n (n > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+    /// True with probability `num`/`den`.
+    pub fn chance(&mut self, num: u64, den: u64) -> bool {
+        self.below(den) < num
+    }
+    pub fn range(&mut self, lo: u64, hi_inclusive: u64) -> u64 {
+        lo + self.below(hi_inclusive - lo + 1)
+    }
+}
+
+/// Protocols the generator can produce.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GenProtocol {
+    Etmv4,
+}
+
+impl GenProtocol {
+    pub fn from_name(s: &str) -> Option<GenProtocol> {
+        match s.to_ascii_lowercase().as_str() {
+            "etmv4" | "etm4" | "etmv4i" => Some(GenProtocol::Etmv4),
+            _ => None,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            GenProtocol::Etmv4 => "etmv4",
+        }
+    }
+}
+
+/// How the trace buffer is laid out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BufferLayout {
+    /// One source, no frame formatting (`source_data`).
+    Unformatted,
+    /// CoreSight frames (`coresight`).
+    Formatted,
+}
+
+/// Generation options.
+#[derive(Clone, Copy, Debug)]
+pub struct GenOptions {
+    pub seed: u64,
+    pub protocol: GenProtocol,
+    pub layout: BufferLayout,
+    /// Approximate number of waypoints (branches) or messages.
+    pub length: usize,
+}
+
+impl Default for GenOptions {
+    fn default() -> Self {
+        GenOptions { seed: 1, protocol: GenProtocol::Etmv4, layout: BufferLayout::Formatted, length: 200 }
+    }
+}
+
+/// One item of the truth.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Truth {
+    /// Instructions executed from `start` up to (not including) `end`; the
+    /// last one a waypoint, taken (`exec`) or not.
+    Range { start: u64, end: u64, count: u32, exec: bool },
+    /// A software message.
+    Message { master: u16, channel: u16, bits: u8, payload: u64, marker: bool, timestamp: Option<u64> },
+}
+
+impl fmt::Display for Truth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Truth::Range { start, end, count, exec } => {
+                write!(f, "range 0x{start:x} 0x{end:x} {count} {}", if exec { "E" } else { "N" })
+            }
+            Truth::Message { master, channel, bits, payload, marker, timestamp } => {
+                write!(f, "msg {master:#x} {channel:#x} {bits} 0x{payload:x}")?;
+                if marker {
+                    f.write_str(" marker")?;
+                }
+                if let Some(ts) = timestamp {
+                    write!(f, " ts=0x{ts:x}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl Truth {
+    /// The truth item a decoded element stands for, if any.
+    pub fn from_element(e: &TraceElement) -> Option<Truth> {
+        match e.elem_type {
+            ElemType::InstrRange => {
+                Some(Truth::Range { start: e.st_addr, end: e.en_addr, count: e.num_instr_range, exec: e.last_instr_exec })
+            }
+            ElemType::SwTrace if e.sw_trace.payload_bits > 0 => Some(Truth::Message {
+                master: e.sw_trace.master_id,
+                channel: e.sw_trace.channel_id,
+                bits: e.sw_trace.payload_bits,
+                payload: e.sw_payload,
+                marker: e.sw_trace.marker,
+                timestamp: e.sw_trace.has_timestamp.then_some(e.timestamp),
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// A generated snapshot and its truth.
+pub struct Generated {
+    pub spec: SnapshotSpec,
+    pub truth: Vec<Truth>,
+}
+
+impl Generated {
+    /// The truth as text, one item a line.
+    pub fn truth_text(&self) -> String {
+        let mut s = String::new();
+        for t in &self.truth {
+            let _ = writeln!(s, "{t}");
+        }
+        s
+    }
+}
+
+/// Generates a snapshot.
+pub fn generate(opts: &GenOptions) -> Generated {
+    match opts.protocol {
+        GenProtocol::Etmv4 => etmv4::generate(opts),
+    }
+}
+
+/// Lays out one source's bytes as the buffer format asks.
+pub(crate) fn layout_buffer(layout: BufferLayout, trace_id: u8, bytes: &[u8], rng: &mut Rng) -> (Vec<u8>, &'static str) {
+    match layout {
+        BufferLayout::Unformatted => (bytes.to_vec(), "source_data"),
+        BufferLayout::Formatted => {
+            let mut f = FrameFormatter::new(FormatterConfig::default());
+            // Feed in uneven pieces, as a funnel would interleave them.
+            let mut i = 0;
+            while i < bytes.len() {
+                let n = (1 + rng.below(24) as usize).min(bytes.len() - i);
+                f.push(trace_id, &bytes[i..i + n]);
+                i += n;
+            }
+            (f.finish(), "coresight")
+        }
+    }
+}
