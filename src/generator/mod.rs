@@ -8,6 +8,7 @@
 //! instruction ranges, or the software messages, in order.
 
 pub mod a64;
+pub mod check;
 pub mod etmv4;
 
 use std::fmt::{self, Write as _};
