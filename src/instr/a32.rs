@@ -49,15 +49,15 @@ const INDIRECT: &[(Pattern, IndirectRule)] = &[
     (pat(0x0e00_f000, 0x0000_f000), BRANCH),
 ];
 
-/// BLX <label> (NV space); bit 24 is H, the halfword offset.
+/// `BLX <label>` (NV space); bit 24 is H, the halfword offset.
 const BLX_IMM: Pattern = pat(0xfe00_0000, 0xfa00_0000);
-/// B / BL <label> (any condition but NV); bit 24 links.
+/// `B`/`BL <label>` (any condition but NV); bit 24 links.
 const B_BL: Pattern = pat(0x0e00_0000, 0x0a00_0000);
 const COND_NV: Pattern = pat(0xf000_0000, 0xf000_0000);
 
 /// DSB / DMB / ISB (Armv7+), option field in bits 3:0.
 const BARRIER: Pattern = pat(0xfff0_0000, 0xf570_0000);
-/// The Armv6 CP15 barrier operations, MCR p15, 0, Rt, c7, <CRm>, <opc2>.
+/// The Armv6 CP15 barrier operations, `MCR p15, 0, Rt, c7, <CRm>, <opc2>`.
 const CP15_BARRIER: Pattern = pat(0x0fff_0f00, 0x0e07_0f00);
 /// WFE (bit 0 clear) / WFI (bit 0 set), any condition but NV.
 const WFI_WFE: Pattern = pat(0x0fff_fffe, 0x0320_f002);

@@ -47,6 +47,7 @@ pub struct ArmInstrDecoder {
 
 impl ArmInstrDecoder {
     /// A decoder with the A64 opcode check off and no IT block open.
+    #[must_use]
     pub fn new() -> Self {
         Self::default()
     }
@@ -60,6 +61,7 @@ impl ArmInstrDecoder {
     }
 
     /// Whether the A64 opcode check is on.
+    #[must_use]
     pub fn aa64_opcode_check(&self) -> bool {
         self.aa64_opcode_check
     }
@@ -73,6 +75,7 @@ impl ArmInstrDecoder {
     }
 
     /// Number of instructions still covered by the current T32 IT block.
+    #[must_use]
     pub fn it_block_remaining(&self) -> u8 {
         self.it_remaining
     }

@@ -5,7 +5,7 @@
 //! instruction is in the high half and its patterns never look at the low
 //! half (which holds whatever follows it in memory).
 //!
-//! Only B<c> (both encodings) and CBZ/CBNZ count as conditional in
+//! Only `B<c>` (both encodings) and CBZ/CBNZ count as conditional in
 //! themselves; with IT-block tracking on, the decoder also marks every
 //! instruction inside an IT block.
 
@@ -15,6 +15,7 @@ use crate::arch::{InstrSubType, Isa};
 /// Whether `first_halfword` starts a 32-bit T32 instruction (bits 15:11
 /// are 0b11101, 0b11110 or 0b11111).
 #[inline]
+#[must_use]
 pub fn is_wide_thumb(first_halfword: u16) -> bool {
     first_halfword & 0xf800 >= 0xe800
 }
@@ -22,15 +23,15 @@ pub fn is_wide_thumb(first_halfword: u16) -> bool {
 /// The forms of direct branch, by how their target is encoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Direct {
-    /// B<c> <label>, 16-bit (T1): imm8.
+    /// `B<c> <label>`, 16-bit (T1): imm8.
     CondNarrow,
-    /// B <label>, 16-bit (T2): imm11.
+    /// `B <label>`, 16-bit (T2): imm11.
     Narrow,
-    /// B<c>.W <label> (T3): S:J2:J1:imm6:imm11.
+    /// `B<c>.W <label>` (T3): S:J2:J1:imm6:imm11.
     CondWide,
-    /// B.W <label> (T4) and BL <label>: S:I1:I2:imm10:imm11; hw2 bit 14 links.
+    /// `B.W <label>` (T4) and `BL <label>`: S:I1:I2:imm10:imm11; hw2 bit 14 links.
     Wide,
-    /// BLX <label>: as BL, to A32, from Align(PC, 4).
+    /// `BLX <label>`: as BL, to A32, from Align(PC, 4).
     BlxImm,
     /// CBZ / CBNZ: i:imm5, forward only.
     CompareZero,
@@ -99,13 +100,13 @@ const INDIRECT: &[(Pattern, IndirectRule)] = &[
 
 /// DSB / DMB / ISB, option field in bits 3:0 of hw2.
 const BARRIER: Pattern = pat(0xffff_ff00, 0xf3bf_8f00);
-/// The Armv6 CP15 barrier operations, MCR p15, 0, Rt, c7, <CRm>, <opc2>.
+/// The Armv6 CP15 barrier operations, `MCR p15, 0, Rt, c7, <CRm>, <opc2>`.
 const CP15_BARRIER: Pattern = pat(0xffff_0f00, 0xee07_0f00);
 /// WFE.W / WFI.W.
 const WFI_WFE_WIDE: Pattern = pat(0xffff_fffe, 0xf3af_8002);
 /// WFE / WFI (16-bit).
 const WFI_WFE_NARROW: Pattern = pat(0xffef_0000, 0xbf20_0000);
-/// IT{x{y{z}}} <firstcond>: 16-bit, mask (bits 3:0) nonzero.
+/// `IT{x{y{z}}} <firstcond>`: 16-bit, mask (bits 3:0) nonzero.
 const IT: Pattern = pat(0xff00_0000, 0xbf00_0000);
 
 /// Target of a direct branch, with bit 0 set when it stays in T32.
@@ -142,8 +143,8 @@ fn branch_target(form: Direct, op: u32, addr: u32) -> u32 {
     }
 }
 
-/// immh:imml:'0' of the Armv8.1-M loop branches (immh = hw2[10:1],
-/// imml = hw2[11]).
+/// `immh:imml:'0'` of the Armv8.1-M loop branches (`immh` = hw2 bits
+/// 10:1, `imml` = hw2 bit 11).
 fn loop_offset(hw2: u32) -> u32 {
     ((hw2 & 0x7fe) << 1) | ((hw2 >> 10) & 2)
 }

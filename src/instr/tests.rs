@@ -689,8 +689,7 @@ fn check_invariants(info: &InstrInfo, r: Result<(), ErrCode>) {
             assert!(matches!(info.instr_type, Branch | Indirect), "{op:#x}");
         }
         match info.sub_type {
-            V8Ret | V8Eret => assert_eq!(info.instr_type, Indirect, "{op:#x}"),
-            V7ImpliedRet => assert_eq!(info.instr_type, Indirect, "{op:#x}"),
+            V8Ret | V8Eret | V7ImpliedRet => assert_eq!(info.instr_type, Indirect, "{op:#x}"),
             BranchLink => assert!(info.is_link),
             InstrSubType::None => {}
         }
