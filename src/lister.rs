@@ -1,0 +1,567 @@
+//! The trace packet lister: lists and decodes the trace in an Arm
+//! snapshot, taking OpenCSD's `trc_pkt_lister` options and writing its
+//! listing format byte for byte. The `trc_pkt_lister` program is a thin
+//! wrapper around [`run`]; `trc_regress` runs it in-process.
+
+use std::fs::File;
+use std::io::Read;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
+use crate::decoder::{DecodeMode, DecoderOptions};
+use crate::interfaces::TrcDataIn;
+use crate::logger::{shared, MsgLogger, Shared};
+use crate::memory::CacheConfig;
+use crate::printers::{GenElemPrinter, RawFramePrinter};
+use crate::snapshot::Snapshot;
+use crate::tree::{DecodeTree, SourceFormat};
+
+/// The log file OpenCSD's lister writes by default.
+pub const DEFAULT_LOGFILE: &str = "trc_pkt_lister.ppl";
+
+#[derive(Default)]
+struct Opts {
+    ss_dir: Option<String>,
+    src_name: Option<String>,
+    ids: Vec<u8>,
+    multi_session: bool,
+    decode: bool,
+    decode_only: bool,
+    pkt_mon: bool,
+    dstream_format: bool,
+    tpiu: bool,
+    tpiu_hsync: bool,
+    raw_packed: bool,
+    raw_unpacked: bool,
+    stats: bool,
+    no_time_print: bool,
+    profile: bool,
+    test_waits: u32,
+    dec: DecoderOptions,
+    cache: CacheConfig,
+}
+
+struct Lister<'e> {
+    out: Shared<MsgLogger>,
+    opts: Opts,
+    env: &'e dyn Fn(&str) -> Option<String>,
+}
+
+fn parse_c_number(s: &str) -> Option<i64> {
+    let (neg, s) = match s.strip_prefix('-') {
+        Some(r) => (true, r),
+        None => (false, s),
+    };
+    let v = crate::snapshot::parse_number(s)? as i64;
+    Some(if neg { -v } else { v })
+}
+
+fn help_text() -> String {
+    let mut s = String::new();
+    s.push_str("Trace Packet Lister - commands\n\n");
+    s.push_str("Snapshot:\n\n");
+    s.push_str("-ss_dir <dir>       Set the directory path to a trace snapshot\n");
+    s.push_str("-ss_verbose         Verbose output when reading the snapshot\n");
+    s.push_str("\nDecode:\n\n");
+    s.push_str("-id <n>             Set an ID to list (may be used multiple times) - default if no id set is for all IDs to be printed\n");
+    s.push_str("-src_name <name>    List packets from a given snapshot source name (defaults to first source found)\n");
+    s.push_str("-multi_session      Decode all buffers listed in the snapshot in turn, with the configuration of the first (ignored with -src_name)\n");
+    s.push_str("-dstream_format     Input is DSTREAM framed.\n");
+    s.push_str("-tpiu               Input from TPIU - sync by FSYNC.\n");
+    s.push_str("-tpiu_hsync         Input from TPIU - sync by FSYNC and HSYNC.\n");
+    s.push_str("-decode             Full decode of the packets from the trace snapshot (default is to list undecoded packets only\n");
+    s.push_str("-decode_only        Does not list the undecoded packets, just the trace decode.\n");
+    s.push_str("-pkt_mon            Packet monitor output: list packets with their raw bytes, no decode.\n");
+    s.push_str("-o_raw_packed       Output raw packed trace frames\n");
+    s.push_str("-o_raw_unpacked     Output raw unpacked trace data per ID\n");
+    s.push_str("-stats              Output packet processing statistics (if available).\n");
+    s.push_str("-no_time_print      Do not print the elapsed time at the end of the buffer.\n");
+    s.push_str("-src_addr_n         ETE protocol: Split source address ranges on N atoms\n");
+    s.push_str("\nConsistency checks:\n\n");
+    s.push_str("-aa64_opcode_chk    Check for correct AA64 opcodes (MSW != 0x0000)\n");
+    s.push_str("-direct_br_cond     Check for N atoms on unconditional direct branches.\n");
+    s.push_str("-strict_br_cond     Check for N atoms on all unconditional branches.\n");
+    s.push_str("-range_cont         Check for address consistency between ranges after none taken branches.\n");
+    s.push_str("-halt_err           Halt on packet/image errors - default is to reset and attempt to recover.\n");
+    s.push_str("\nDevelopment:\n\n");
+    s.push_str("-test_waits <N>     Force wait from packet printer for N packets - test the wait/flush mechanisms for the decoder\n");
+    s.push_str("-profile            Mute logging output while profiling library performance.\n");
+    s.push_str("-macc_cache_disable Switch off caching on memory accessor.\n");
+    s.push_str("-macc_cache_p_size <N> Set size of caching pages.\n");
+    s.push_str("-macc_cache_p_num <N>  Set number of caching pages.\n");
+    s.push_str("\nOutput:\n");
+    s.push_str("   Setting any of these options cancels the default output to file & stdout,\n   using _only_ the options supplied.\n\n");
+    s.push_str("-logstdout          Output to stdout -> console.\n");
+    s.push_str("-logstderr          Output to stderr.\n");
+    s.push_str(&format!("-logfile            Output to default file - {DEFAULT_LOGFILE}\n"));
+    s.push_str("-logfilename <name> Output to file <name> \n");
+    s.push_str("\nEnvironment:\n\n");
+    s.push_str("OPENCSD_INSTR_RANGE_LIMIT=<N>       Error if more than N instructions are decoded in one range.\n");
+    s.push_str("OPENCSD_ERR_ON_AA64_BAD_OPCODE=1    As -aa64_opcode_chk.\n");
+    s
+}
+
+/// The output the logging options select (default: stdout and
+/// `trc_pkt_lister.ppl`); an error for a `-logfilename` without a name or
+/// a file that cannot be created.
+pub fn output_for_args(args: &[String]) -> Result<MsgLogger, String> {
+    let (mut stdout, mut stderr, mut file) = (false, false, None::<String>);
+    let mut changed = false;
+    let mut i = 0;
+    while i < args.len() {
+        match args[i].as_str() {
+            "-logstdout" => {
+                stdout = true;
+                changed = true;
+            }
+            "-logstderr" => {
+                stderr = true;
+                changed = true;
+            }
+            "-logfile" => {
+                file.get_or_insert_with(|| DEFAULT_LOGFILE.to_string());
+                changed = true;
+            }
+            "-logfilename" => {
+                i += 1;
+                let name = args.get(i).ok_or("Bad logger command line options\nProgram Exiting\n")?;
+                file = Some(name.clone());
+                changed = true;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    if !changed {
+        stdout = true;
+        file = Some(DEFAULT_LOGFILE.to_string());
+    }
+    let mut log = MsgLogger::none();
+    log.set_stdout(stdout);
+    log.set_stderr(stderr);
+    if let Some(f) = file {
+        if let Err(e) = log.set_file(&PathBuf::from(&f)) {
+            return Err(format!("Trace Packet Lister : Error: cannot open log file {f}: {e}\n"));
+        }
+    }
+    Ok(log)
+}
+
+impl Lister<'_> {
+    fn msg(&self, s: &str) {
+        self.out.borrow_mut().log_msg(s);
+    }
+
+    /// Parses the decode options. Returns false to stop (help or error).
+    fn parse(&mut self, args: &[String]) -> bool {
+        let mut i = 0;
+        let value = |i: &mut usize| -> Option<String> {
+            *i += 1;
+            args.get(*i).cloned()
+        };
+        while i < args.len() {
+            let a = args[i].as_str();
+            match a {
+                "-ss_dir" => match value(&mut i) {
+                    Some(v) => self.opts.ss_dir = Some(v),
+                    None => {
+                        self.msg("Trace Packet Lister : Error: Missing directory string on -ss_dir option\n");
+                        return false;
+                    }
+                },
+                "-id" => match value(&mut i) {
+                    Some(v) => {
+                        let id = parse_c_number(&v).unwrap_or(0) as u8;
+                        if id == 0 || id >= 0x70 {
+                            self.msg(&format!("Trace Packet Lister : Error: invalid ID number 0x{id:x} on -id option\n"));
+                            return false;
+                        }
+                        self.opts.ids.push(id);
+                    }
+                    None => {
+                        self.msg("Trace Packet Lister : Error: No ID number on -id option\n");
+                        return false;
+                    }
+                },
+                "-src_name" => match value(&mut i) {
+                    Some(v) => self.opts.src_name = Some(v),
+                    None => {
+                        self.msg("Trace Packet Lister : Error: Missing source name string on -src_name option\n");
+                        return false;
+                    }
+                },
+                "-test_waits" => match value(&mut i) {
+                    Some(v) => self.opts.test_waits = parse_c_number(&v).unwrap_or(0).clamp(0, u32::MAX as i64) as u32,
+                    None => {
+                        self.msg("Trace Packet Lister : Error: wait count value on -test_waits option\n");
+                        return false;
+                    }
+                },
+                "-macc_cache_p_size" | "-macc_cache_p_num" => match value(&mut i).and_then(|v| parse_c_number(&v)) {
+                    Some(n) => {
+                        let n = n.max(0) as usize;
+                        if a == "-macc_cache_p_size" {
+                            self.opts.cache.page_size = n.clamp(CacheConfig::MIN_PAGE_SIZE, CacheConfig::MAX_PAGE_SIZE);
+                        } else {
+                            self.opts.cache.num_pages = n.clamp(CacheConfig::MIN_PAGES, CacheConfig::MAX_PAGES);
+                        }
+                    }
+                    None => {
+                        self.msg(&format!("Trace Packet Lister : Error: missing or bad value on {a} option\n"));
+                        return false;
+                    }
+                },
+                "-macc_cache_disable" => self.opts.cache.enabled = false,
+                "-multi_session" => self.opts.multi_session = true,
+                "-o_raw_packed" => self.opts.raw_packed = true,
+                "-o_raw_unpacked" => self.opts.raw_unpacked = true,
+                "-ss_verbose" => {}
+                "-decode" => self.opts.decode = true,
+                "-decode_only" => {
+                    self.opts.decode_only = true;
+                    self.opts.decode = true;
+                }
+                "-pkt_mon" => self.opts.pkt_mon = true,
+                "-dstream_format" => self.opts.dstream_format = true,
+                "-tpiu" => self.opts.tpiu = true,
+                "-tpiu_hsync" => {
+                    self.opts.tpiu = true;
+                    self.opts.tpiu_hsync = true;
+                }
+                "-stats" => self.opts.stats = true,
+                "-no_time_print" => self.opts.no_time_print = true,
+                "-profile" => self.opts.profile = true,
+                "-src_addr_n" => self.opts.dec.src_addr_n = true,
+                "-aa64_opcode_chk" => self.opts.dec.aa64_opcode_check = true,
+                "-direct_br_cond" => self.opts.dec.direct_br_cond = true,
+                "-strict_br_cond" => self.opts.dec.strict_br_cond = true,
+                "-range_cont" => self.opts.dec.range_cont = true,
+                "-halt_err" => self.opts.dec.halt_on_error = true,
+                "-help" | "--help" | "-h" => {
+                    self.msg(&help_text());
+                    return false;
+                }
+                "-logstdout" | "-logstderr" | "-logfile" => {}
+                "-logfilename" => i += 1,
+                other => self.msg(&format!("Trace Packet Lister : Warning: Ignored unknown option {other}.\n")),
+            }
+            i += 1;
+        }
+        if let Some(v) = (self.env)("OPENCSD_INSTR_RANGE_LIMIT") {
+            if let Some(n) = parse_c_number(v.trim()) {
+                self.opts.dec.instr_range_limit = n.clamp(0, u32::MAX as i64) as u32;
+            }
+        }
+        if (self.env)("OPENCSD_ERR_ON_AA64_BAD_OPCODE").is_some() {
+            self.opts.dec.aa64_opcode_check = true;
+        }
+        if self.opts.src_name.is_some() {
+            self.opts.multi_session = false;
+        }
+        true
+    }
+
+    fn run(&mut self) {
+        let ss_path = self.opts.ss_dir.clone().unwrap_or_else(|| "./".to_string());
+        self.msg(&format!("Trace Packet Lister : reading snapshot from path {ss_path}\n"));
+        if !std::path::Path::new(&ss_path).is_dir() {
+            self.msg(&format!("Trace Packet Lister : Snapshot path{ss_path} not found\n"));
+            return;
+        }
+        let ss = match Snapshot::load(&ss_path) {
+            Ok(s) => s,
+            Err(e) => {
+                self.msg(&format!("Trace Packet Lister : Error: {e}\n"));
+                self.msg("Trace Packet Lister : Failed to read snapshot\n");
+                return;
+            }
+        };
+        let names: Vec<String> = ss.buffer_names().into_iter().map(str::to_string).collect();
+        if names.is_empty() {
+            self.msg("Trace Packet Lister : No trace source buffer names found\n");
+            return;
+        }
+        let source = match &self.opts.src_name {
+            None => names[0].clone(),
+            Some(n) if names.contains(n) => n.clone(),
+            Some(n) => {
+                self.msg(&format!("Trace Packet Lister : Trace source name {n} not found\n"));
+                let mut s = String::from("Valid source names are:-\n");
+                for n in &names {
+                    s.push_str(n);
+                    s.push('\n');
+                }
+                self.msg(&s);
+                return;
+            }
+        };
+        self.msg(&format!("Using {source} as trace source\n"));
+        self.list(&ss, &source, &names);
+    }
+
+    fn list(&mut self, ss: &Snapshot, source: &str, names: &[String]) {
+        let mode = if self.opts.decode { DecodeMode::FullDecode } else { DecodeMode::PacketsOnly };
+        let out = self.out.clone();
+        let dec_opts = self.opts.dec;
+        let cache = self.opts.cache;
+        let tree = ss.build_tree(source, mode, |t| {
+            t.set_error_output(Some(out.clone()));
+            t.set_decoder_options(dec_opts);
+            if let Some(m) = t.mem_mapper() {
+                m.borrow_mut().set_cache_config(cache);
+            }
+        });
+        let mut tree = match tree {
+            Ok(Some(t)) => t,
+            Ok(None) => {
+                self.msg("Trace Packet Lister : No supported protocols found.\n");
+                return;
+            }
+            Err(e) => {
+                self.msg(&format!("Trace Packet Lister : Error: {e}\n"));
+                return;
+            }
+        };
+
+        // Packet printers, in trace ID order.
+        let mut printers = 0;
+        if !self.opts.decode_only {
+            let ids: Vec<(u8, String)> = tree.elements().map(|(id, e)| (id, e.protocol.clone())).collect();
+            for (id, proto) in ids {
+                if !self.opts.ids.is_empty() && !self.opts.ids.contains(&id) {
+                    continue;
+                }
+                let monitor = self.opts.decode || self.opts.pkt_mon;
+                let waits = if monitor { 0 } else { self.opts.test_waits };
+                match tree.attach_packet_printer(id, self.out.clone(), monitor, waits) {
+                    Ok(()) => {
+                        printers += 1;
+                        self.msg(&format!("Trace Packet Lister : Protocol printer {proto} on Trace ID 0x{id:x}\n"));
+                    }
+                    Err(_) => self.msg(&format!("Trace Packet Lister : Failed to Protocol printer {proto} on Trace ID 0x{id:x}\n")),
+                }
+            }
+        }
+
+        // Deformatter input format and raw frame output.
+        if let SourceFormat::Formatted(mut cfg) = tree.format() {
+            if self.opts.tpiu {
+                cfg.fsyncs = true;
+                cfg.mem_aligned = false;
+            }
+            if self.opts.tpiu_hsync {
+                cfg.hsyncs = true;
+            }
+            if !(cfg.fsyncs || cfg.hsyncs) {
+                cfg.mem_aligned = true;
+            }
+            cfg.raw_packed = self.opts.raw_packed;
+            cfg.raw_unpacked = self.opts.raw_unpacked;
+            if let Some(d) = tree.deformatter_mut() {
+                let _ = d.configure(cfg);
+            }
+            if self.opts.raw_packed || self.opts.raw_unpacked {
+                let _ = tree.set_raw_frame_monitor(Box::new(RawFramePrinter::new(self.out.clone())));
+            }
+        }
+
+        let mut elem_printer = None;
+        if self.opts.decode {
+            let p = shared(GenElemPrinter::new(self.out.clone()));
+            p.borrow_mut().set_test_waits(self.opts.test_waits);
+            p.borrow_mut().set_mute(self.opts.profile);
+            tree.set_gen_elem_out(Box::new(p.clone()));
+            elem_printer = Some(p);
+            self.msg("Trace Packet Lister : Set trace element decode printer\n");
+            let mut s = String::new();
+            tree.describe_mapped_ranges(&mut s);
+            self.msg(&s);
+        }
+
+        if !self.opts.decode && printers == 0 {
+            self.msg("Trace Packet Lister : No supported protocols found.\n");
+            return;
+        }
+        tree.set_id_filter((!self.opts.ids.is_empty()).then_some(self.opts.ids.as_slice()));
+
+        let Some(buf) = ss.buffer(source) else { return };
+        if !self.opts.multi_session {
+            self.process_buffer(&mut tree, &ss.buffer_paths(buf), elem_printer.as_ref());
+            return;
+        }
+        for (n, name) in names.iter().enumerate() {
+            self.msg(&format!("####### Multi Session decode: Buffer {} of {}; Source name = {}.\n\n", n + 1, names.len(), name));
+            let Some(b) = ss.buffer(name) else {
+                self.msg(&format!("Trace Packet Lister : ERROR : Multi-session decode for buffer {name} - buffer not found. Aborting.\n\n"));
+                break;
+            };
+            if !self.process_buffer(&mut tree, &ss.buffer_paths(b), elem_printer.as_ref()) {
+                self.msg(&format!("Trace Packet Lister : ERROR : Multi-session decode for buffer {name} failed. Aborting.\n\n"));
+                break;
+            }
+            tree.trace_data_in(DatapathOp::Reset, 0, &[]);
+            self.msg(&format!("####### Buffer {} : {} Complete\n\n", n + 1, name));
+        }
+    }
+
+    /// Pushes a data block through the tree, flushing on waits. Returns the
+    /// last response.
+    fn push(&self, tree: &mut DecodeTree, index: &mut TrcIndex, data: &[u8], printer: Option<&Shared<GenElemPrinter>>, resp: &mut DatapathResp) {
+        let mut done = 0;
+        while done < data.len() && !resp.is_fatal() {
+            if resp.is_cont() {
+                let (r, used) = tree.trace_data_in(DatapathOp::Data, *index, &data[done..]);
+                *resp = r;
+                done += used;
+                *index += used as TrcIndex;
+                if let Some(p) = printer {
+                    if p.borrow().need_ack_wait() && resp.is_cont() {
+                        self.msg("Trace Packet Lister : WARNING : Data in; data Path expected WAIT response\n");
+                    }
+                }
+            } else {
+                if let Some(p) = printer {
+                    p.borrow_mut().ack_wait();
+                }
+                *resp = tree.trace_data_in(DatapathOp::Flush, 0, &[]).0;
+            }
+        }
+    }
+
+    /// Decodes one buffer (its files in order). Returns false on failure.
+    fn process_buffer(&self, tree: &mut DecodeTree, files: &[PathBuf], printer: Option<&Shared<GenElemPrinter>>) -> bool {
+        let start = Instant::now();
+        let mut readers = Vec::new();
+        for f in files {
+            match File::open(f) {
+                Ok(h) => readers.push(h),
+                Err(_) => {
+                    self.msg("Trace Packet Lister : Error : Unable to open trace buffer.\n");
+                    return false;
+                }
+            }
+        }
+        let mut input = readers.into_iter().fold(Box::new(std::io::empty()) as Box<dyn Read>, |acc, r| Box::new(acc.chain(r)));
+        let mut index: TrcIndex = 0;
+        let mut resp = DatapathResp::Cont;
+        let mut block = vec![0u8; 1024];
+        let mut at_eof = false;
+        while !at_eof && !resp.is_fatal() {
+            let want = if self.opts.dstream_format { 512 - 8 } else { block.len() };
+            let n = read_full(&mut input, &mut block[..want]);
+            if n < want {
+                at_eof = true;
+            }
+            self.push(tree, &mut index, &block[..n], printer, &mut resp);
+            if self.opts.dstream_format {
+                // As OpenCSD's lister, the footer is read into the start of
+                // the data block: at the end of the file the bytes already
+                // there (the last footer, or the last data) are shown again.
+                if !at_eof && read_full(&mut input, &mut block[..8]) < 8 {
+                    at_eof = true;
+                }
+                if self.opts.raw_packed {
+                    let mut s = String::from("DSTREAM footer [");
+                    for b in &block[..8] {
+                        s.push_str(&format!("0x{b:x} "));
+                    }
+                    s.push_str("]\n");
+                    self.msg(&s);
+                }
+            }
+        }
+        if resp.is_fatal() {
+            self.msg("Trace Packet Lister : Data Path fatal error\n");
+            if let Some(e) = tree.error_logger().borrow().last_error() {
+                self.msg(&format!("ERROR:{e}\n"));
+            }
+        } else {
+            let mut r = tree.trace_data_in(DatapathOp::Eot, 0, &[]).0;
+            while r.is_wait() {
+                if let Some(p) = printer {
+                    p.borrow_mut().ack_wait();
+                }
+                r = tree.trace_data_in(DatapathOp::Flush, 0, &[]).0;
+                if r.is_cont() {
+                    r = tree.trace_data_in(DatapathOp::Eot, 0, &[]).0;
+                }
+            }
+        }
+        let mut s = format!("Trace Packet Lister : Trace buffer done, processed {index} bytes");
+        if self.opts.no_time_print {
+            s.push_str(".\n");
+        } else {
+            s.push_str(&format!(" in {:.8} seconds.\n", start.elapsed().as_secs_f64()));
+        }
+        self.msg(&s);
+        if self.opts.stats {
+            self.print_stats(tree);
+        }
+        if self.opts.profile {
+            if let Some(p) = printer {
+                self.msg(&format!("Trace Packet Lister : Profile : {} generic elements.\n", p.borrow().element_count()));
+            }
+        }
+        !resp.is_fatal()
+    }
+
+    fn print_stats(&self, tree: &mut DecodeTree) {
+        let mut s = String::from("\nReading packet decoder statistics....\n\n");
+        if let Some(d) = tree.deformatter_mut() {
+            let st = d.stats();
+            s.push_str("Frame Demux Stats\n");
+            s.push_str(&format!("Trace data bytes sent to registered ID decoders: {}\n", st.valid_id_bytes));
+            s.push_str(&format!("Trace data bytes without registered ID decoders: {}\n", st.no_id_bytes));
+            s.push_str(&format!("Trace data bytes with unknown ID: {}\n", st.unknown_id_bytes));
+            s.push_str(&format!("Trace data bytes with reserved ID: {}\n", st.reserved_id_bytes));
+            s.push_str(&format!("Frame demux bytes, ID bytes and sync bytes: {}\n", st.frame_bytes));
+        }
+        self.msg(&s);
+    }
+}
+
+/// Reads until `buf` is full or the input ends; returns bytes read.
+fn read_full(r: &mut dyn Read, buf: &mut [u8]) -> usize {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    n
+}
+
+/// Runs the lister with `argv` (`argv[0]` is the program name shown in the
+/// banner), reading `OPENCSD_*` settings through `env`, writing to `out`.
+/// Returns the process exit status.
+pub fn run(argv: &[String], env: &dyn Fn(&str) -> Option<String>, out: Shared<MsgLogger>) -> i32 {
+    let args = argv.get(1..).unwrap_or(&[]);
+    {
+        let mut o = out.borrow_mut();
+        o.log_msg("Trace Packet Lister: CS Decode library testing\n");
+        o.log_msg("-----------------------------------------------\n\n");
+        o.log_msg(&format!("** Library Version : {} (coresight-decode)\n\n", env!("CARGO_PKG_VERSION")));
+        let mut cmd = String::from("Test Command Line:-\n");
+        cmd.push_str(argv.first().map(String::as_str).unwrap_or("trc_pkt_lister"));
+        cmd.push_str("   ");
+        for a in args {
+            cmd.push_str(a);
+            cmd.push_str("  ");
+        }
+        cmd.push_str("\n\n");
+        o.log_msg(&cmd);
+    }
+    let mut lister = Lister { out: out.clone(), opts: Opts::default(), env };
+    let status = if lister.parse(args) {
+        lister.run();
+        0
+    } else {
+        1
+    };
+    out.borrow_mut().flush();
+    status
+}
