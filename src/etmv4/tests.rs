@@ -1,0 +1,1 @@
+//! Unit tests for the ETMv4 packet processor and decoder.
