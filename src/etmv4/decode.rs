@@ -1360,7 +1360,7 @@ impl EtmV4Decoder {
             if self.cfg.is_m_profile() {
                 tail_chain = ret_addr == 0xFFFF_FFFE;
             }
-            if self.instr.instr_addr != ret_addr && !tail_chain {
+            if self.instr.instr_addr < ret_addr && !tail_chain {
                 let mut range_out = false;
                 let (range, w) = match self.trace_to_waypoint(Some(ret_addr)) {
                     Ok(v) => v,
