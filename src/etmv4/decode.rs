@@ -396,6 +396,8 @@ pub struct EtmV4Decoder {
     /// Where the next range must start (range continuity check).
     next_range_check: Option<u64>,
     code: CodeCache,
+    /// End of trace handled (a repeated EOT only sends what is left).
+    eot_done: bool,
 }
 
 impl EtmV4Decoder {
@@ -440,6 +442,7 @@ impl EtmV4Decoder {
             out_stack: OutStack::new(),
             next_range_check: None,
             code: CodeCache::new(),
+            eot_done: false,
         };
         d.reset_decoder();
         d
@@ -1577,7 +1580,10 @@ impl EtmV4Decoder {
     }
 
     fn on_eot(&mut self) -> DatapathResp {
-        self.commit_elem_on_eot();
+        if !self.eot_done {
+            self.eot_done = true;
+            self.commit_elem_on_eot();
+        }
         self.out_stack.send(&self.out, self.trace_id)
     }
 
@@ -1600,6 +1606,7 @@ impl PktDataIn<EtmV4Packet> for EtmV4Decoder {
         match op {
             DatapathOp::Data => match pkt {
                 Some(p) => {
+                    self.eot_done = false;
                     self.index_curr_pkt = index;
                     self.process_packet(p)
                 }
@@ -1608,6 +1615,7 @@ impl PktDataIn<EtmV4Packet> for EtmV4Decoder {
             DatapathOp::Eot => self.on_eot(),
             DatapathOp::Flush => self.on_flush(),
             DatapathOp::Reset => {
+                self.eot_done = false;
                 self.unsync_info = UnsyncInfo::ResetDecoder;
                 self.reset_decoder();
                 DatapathResp::Cont
