@@ -281,8 +281,14 @@ struct CodeCache {
     data: Vec<[u8; LINE]>,
 }
 
-const LINE: usize = 64;
-const LINES: usize = 256;
+const LINE: usize = 256;
+const LINES: usize = 1024;
+const LINE_SHIFT: u32 = LINE.trailing_zeros();
+
+/// A64 op0 (bits 28:26) and its value for branches, exception generation
+/// and system instructions: the only group holding waypoints.
+const A64_GROUP_MASK: u32 = 0x1C00_0000;
+const A64_GROUP_BRANCH_SYS: u32 = 0x1400_0000;
 const NO_TAG: u64 = 1;
 
 impl CodeCache {
@@ -301,7 +307,7 @@ impl CodeCache {
     fn read4(&mut self, mem: &mut dyn TargetMemAccess, addr: u64, trace_id: u8, space: MemSpace) -> Option<u32> {
         let base = addr & !(LINE as u64 - 1);
         let off = (addr - base) as usize;
-        let slot = ((addr >> 6) as usize) & (LINES - 1);
+        let slot = ((addr >> LINE_SHIFT) as usize) & (LINES - 1);
         let (tag, sp, start, end) = self.tags[slot];
         if tag == base && sp == space.bits() && off >= start as usize && off + 4 <= end as usize {
             let d = &self.data[slot];
@@ -314,7 +320,7 @@ impl CodeCache {
     fn fill(&mut self, mem: &mut dyn TargetMemAccess, addr: u64, trace_id: u8, space: MemSpace) -> Option<u32> {
         let base = addr & !(LINE as u64 - 1);
         let off = (addr - base) as usize;
-        let slot = ((addr >> 6) as usize) & (LINES - 1);
+        let slot = ((addr >> LINE_SHIFT) as usize) & (LINES - 1);
         let got = mem.read_target_memory(addr, trace_id, space, &mut self.data[slot][off..]).unwrap_or(0).min(LINE - off);
         self.tags[slot] = (base, space.bits(), off as u16, (off + got) as u16);
         if got >= 4 {
@@ -1207,7 +1213,17 @@ impl EtmV4Decoder {
                 result = Err(ErrCode::InvalidOpcode);
                 break;
             }
-            if let Err(e) = dec.decode_instruction(&mut self.instr) {
+            if self.instr.isa == Isa::Aarch64 && opcode & A64_GROUP_MASK != A64_GROUP_BRANCH_SYS {
+                // Outside the branch / exception / system group no A64
+                // instruction is a waypoint: skip the classifier.
+                self.instr.instr_type = InstrType::Other;
+                self.instr.sub_type = InstrSubType::None;
+                self.instr.instr_size = 4;
+                self.instr.is_conditional = false;
+                self.instr.is_link = false;
+                self.instr.next_isa = Isa::Aarch64;
+                self.instr.thumb_it_conditions = 0;
+            } else if let Err(e) = dec.decode_instruction(&mut self.instr) {
                 result = Err(e);
                 break;
             }
