@@ -571,10 +571,11 @@ impl EtmV4Decoder {
                         self.do_trace_info(pkt);
                         self.state = State::DecodePackets;
                         self.ret_stack.flush();
-                    } else if self.cfg.is_ete() && pkt.pkt_type == PktType::Event {
-                        if let Err(Fault::Fatal(_)) = self.decode_packet(pkt) {
-                            return DatapathResp::FatalInvalidData;
-                        }
+                    } else if self.cfg.is_ete()
+                        && pkt.pkt_type == PktType::Event
+                        && let Err(Fault::Fatal(_)) = self.decode_packet(pkt)
+                    {
+                        return DatapathResp::FatalInvalidData;
                     }
                     return resp;
                 }
@@ -1057,16 +1058,12 @@ impl EtmV4Decoder {
                     self.stack.clear();
                     break;
                 }
-                P0Kind::TransStart => {
-                    if self.cfg.comm_trans_p0() {
-                        self.stack.clear();
-                        break;
-                    }
+                P0Kind::TransStart if self.cfg.comm_trans_p0() => {
+                    self.stack.clear();
+                    break;
                 }
-                P0Kind::TransFail | P0Kind::TransCommit => {
-                    if self.max_spec_depth == 0 || self.curr_spec_depth == 0 {
-                        self.process_trans(&elem);
-                    }
+                P0Kind::TransFail | P0Kind::TransCommit if self.max_spec_depth == 0 || self.curr_spec_depth == 0 => {
+                    self.process_trans(&elem);
                 }
                 P0Kind::Event | P0Kind::Ts | P0Kind::Cc | P0Kind::TsCc => self.process_ts_cc_event(&elem),
                 P0Kind::Marker => self.process_marker(&elem),
@@ -1300,12 +1297,11 @@ impl EtmV4Decoder {
                 _ => {}
             }
             self.set_range(range, taken);
-            if self.options.range_cont {
-                if let Some(expect) = self.next_range_check {
-                    if expect != range.st {
-                        return self.bad_image(elem.index, "Discontinuous ranges - Inconsistent program image for decode\n");
-                    }
-                }
+            if self.options.range_cont
+                && let Some(expect) = self.next_range_check
+                && expect != range.st
+            {
+                return self.bad_image(elem.index, "Discontinuous ranges - Inconsistent program image for decode\n");
             }
             self.next_range_check = if taken { None } else { Some(next_addr) };
             if ete_eret {
@@ -1341,11 +1337,11 @@ impl EtmV4Decoder {
         let mut used = 0usize;
         if !reset_pkt {
             let mut idx = 1;
-            if let Some(e) = self.stack.get(idx) {
-                if e.kind == P0Kind::Ctxt {
-                    ctxt = Some(*e);
-                    idx += 1;
-                }
+            if let Some(e) = self.stack.get(idx)
+                && e.kind == P0Kind::Ctxt
+            {
+                ctxt = Some(*e);
+                idx += 1;
             }
             let addr = match self.stack.get(idx) {
                 Some(e) if e.kind == P0Kind::Addr => *e,
@@ -1439,11 +1435,11 @@ impl EtmV4Decoder {
         } else {
             let mut idx = 1;
             let mut ctxt = None;
-            if let Some(e) = self.stack.get(idx) {
-                if e.kind == P0Kind::Ctxt {
-                    ctxt = Some(*e);
-                    idx += 1;
-                }
+            if let Some(e) = self.stack.get(idx)
+                && e.kind == P0Kind::Ctxt
+            {
+                ctxt = Some(*e);
+                idx += 1;
             }
             let addr = match self.stack.get(idx) {
                 Some(e) if e.kind == P0Kind::Addr => *e,
