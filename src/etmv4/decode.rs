@@ -285,6 +285,9 @@ const LINE: usize = 256;
 const LINES: usize = 1024;
 const LINE_SHIFT: u32 = LINE.trailing_zeros();
 
+/// Unseen speculative elements accepted beyond the maximum depth.
+const MAX_UNSEEN_EXTRA: i64 = 256;
+
 /// A64 op0 (bits 28:26) and its value for branches, exception generation
 /// and system instructions: the only group holding waypoints.
 const A64_GROUP_MASK: u32 = 0x1C00_0000;
@@ -609,7 +612,10 @@ impl EtmV4Decoder {
     fn do_trace_info(&mut self, pkt: &EtmV4Packet) {
         self.cc_threshold = pkt.cc_threshold();
         self.curr_spec_depth = pkt.curr_spec_depth() as i64;
-        for _ in 0..self.curr_spec_depth {
+        // Valid trace never has more than the maximum speculation depth
+        // outstanding; a corrupt count is not allowed to flood the stack.
+        let unseen = self.curr_spec_depth.min(self.max_spec_depth + MAX_UNSEEN_EXTRA);
+        for _ in 0..unseen {
             self.stack.push_back(P0Elem::new(P0Kind::UnseenUncommitted, true, pkt.pkt_type, self.index_curr_pkt));
         }
         self.stack.push_back(P0Elem::new(P0Kind::TraceInfo, false, pkt.pkt_type, self.index_curr_pkt));
@@ -1276,7 +1282,7 @@ impl EtmV4Decoder {
                         if self.instr.is_link {
                             self.ret_stack.push(next_addr, self.instr.isa);
                         }
-                    } else if self.options.direct_br_cond && !self.instr.is_conditional {
+                    } else if (self.options.direct_br_cond || self.options.strict_br_cond) && !self.instr.is_conditional {
                         return self.bad_image(elem.index, "Inconsistent program image - N atom on unconditional direct branch");
                     }
                 }

@@ -800,3 +800,59 @@ fn factory_reads_registers() {
     let c = EtmV4Config::from_source(&cfg);
     assert_eq!((c.trace_id(), c.ia_size_max(), c.cid_size()), (0x12, 64, 32));
 }
+
+#[test]
+fn decode_inconsistent_image_checks() {
+    // N atom on the unconditional `b` at 0x1008.
+    let mut t = preamble();
+    t.extend_from_slice(&[0xf6]);
+    let opts = DecoderOptions { direct_br_cond: true, ..Default::default() };
+    let run = decode(cfg_dec(), &[(0x1000, a64_program())], &t, opts, 0);
+    assert_eq!(run.elems[3], "Idx:25; ID:10; OCSD_GEN_TRC_ELEM_NO_SYNC( [bad-packet])");
+    assert!(run.errors.contains("(OCSD_ERR_BAD_DECODE_IMAGE)") && run.errors.contains("TrcIdx=25; CS ID=10;"), "{}", run.errors);
+    // Without the check the N atom is followed.
+    let run = decode(cfg_dec(), &[(0x1000, a64_program())], &t, DecoderOptions::default(), 0);
+    assert!(run.elems[3].contains("exec range=0x1000:[0x100c] num_i(3) last_sz(4) (ISA=A64) N BR"), "{:?}", run.elems);
+}
+
+#[test]
+fn random_input_never_panics() {
+    // Pseudo-random bytes (some runs with sync sequences spliced in) through
+    // processors and decoders of several configurations.
+    let mut seed = 0x1234_5678_9abc_def0u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let mut cfgs = vec![cfg_dec(), a_cfg()];
+    let mut spec = cfg_dec();
+    spec.idr8 = 16;
+    spec.idr0 |= 0x3 << 15;
+    spec.configr |= (1 << 12) | (1 << 4);
+    spec.idr0 &= !0x2000_0000;
+    cfgs.push(spec);
+    let mut m = a_cfg();
+    m.arch = ArchProfile::new(ArchVersion::V8r3, CoreProfile::CortexM);
+    cfgs.push(m);
+    let mut image = a64_program();
+    for _ in 0..256 {
+        image.extend_from_slice(&(next() as u32).to_le_bytes());
+    }
+    for (n, cfg) in cfgs.into_iter().enumerate() {
+        for round in 0..4 {
+            let mut data = Vec::new();
+            for i in 0..3000 {
+                if i % 400 == 0 {
+                    data.extend_from_slice(&ASYNC);
+                    data.extend_from_slice(&[0x01, 0x00, 0x04, 0x85, 0x00, 0x08, 0, 0, 0, 0, 0, 0, 0x31]);
+                }
+                data.push(next() as u8);
+            }
+            let opts = DecoderOptions { range_cont: round & 1 == 1, strict_br_cond: round & 2 == 2, ..Default::default() };
+            let run = decode(cfg.clone(), &[(0x1000, image.clone())], &data, opts, (n * round) as u32 * 7);
+            assert!(run.elems.last().is_some_and(|e| e.contains("EO_TRACE")), "cfg {n} round {round}");
+        }
+    }
+}
