@@ -274,12 +274,14 @@ pub struct Pipeline<PP: PacketProcessor> {
     proc: PP,
     mon: Option<Box<dyn PktRawDataMon<PP::Packet>>>,
     sink: Option<Box<dyn PktDataIn<PP::Packet>>>,
+    /// End of trace fully delivered (a repeated EOT is ignored).
+    eot_done: bool,
 }
 
 impl<PP: PacketProcessor> Pipeline<PP> {
     /// A pipeline; `decoder` is `None` in packet-only mode.
     pub fn new(name: &'static str, proc: PP, decoder: Option<Box<dyn PktDataIn<PP::Packet>>>) -> Self {
-        Pipeline { name, proc, mon: None, sink: decoder }
+        Pipeline { name, proc, mon: None, sink: decoder, eot_done: false }
     }
     pub fn processor(&self) -> &PP {
         &self.proc
@@ -296,18 +298,32 @@ impl<PP: PacketProcessor> TrcDataIn for Pipeline<PP> {
     fn trace_data_in(&mut self, op: DatapathOp, index: TrcIndex, data: &[u8]) -> (DatapathResp, usize) {
         match op {
             DatapathOp::Data => {
+                self.eot_done = false;
                 let mut out = PacketOut { mon: self.mon.as_deref_mut(), sink: self.sink.as_deref_mut() };
                 self.proc.process(index, data, &mut out)
             }
             DatapathOp::Eot => {
+                // On a wait the caller flushes and sends EOT again: the
+                // sink and monitor see the end of trace once everything
+                // before it has gone through.
+                if self.eot_done {
+                    return (DatapathResp::Cont, 0);
+                }
                 let mut out = PacketOut { mon: self.mon.as_deref_mut(), sink: self.sink.as_deref_mut() };
                 let mut r = self.proc.eot(&mut out);
+                if r.is_wait() {
+                    return (r, 0);
+                }
                 if let Some(s) = self.sink.as_mut() {
                     r = r.worst(s.packet_data_in(DatapathOp::Eot, index, None));
+                }
+                if r.is_wait() {
+                    return (r, 0);
                 }
                 if let Some(m) = self.mon.as_mut() {
                     m.raw_packet_data_mon(DatapathOp::Eot, index, None, &[]);
                 }
+                self.eot_done = true;
                 (r, 0)
             }
             DatapathOp::Flush => {
@@ -318,6 +334,7 @@ impl<PP: PacketProcessor> TrcDataIn for Pipeline<PP> {
                 (r, 0)
             }
             DatapathOp::Reset => {
+                self.eot_done = false;
                 self.proc.reset(index);
                 let mut r = DatapathResp::Cont;
                 if let Some(s) = self.sink.as_mut() {

@@ -477,6 +477,14 @@ impl Lister<'_> {
                 self.msg(&format!("ERROR:{e}\n"));
             }
         } else {
+            // Let a decoder that asked to wait on the last block finish it
+            // before the end of trace goes in.
+            while resp.is_wait() {
+                if let Some(p) = printer {
+                    p.borrow_mut().ack_wait();
+                }
+                resp = tree.trace_data_in(DatapathOp::Flush, 0, &[]).0;
+            }
             let mut r = tree.trace_data_in(DatapathOp::Eot, 0, &[]).0;
             while r.is_wait() {
                 if let Some(p) = printer {

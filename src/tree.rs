@@ -66,6 +66,12 @@ impl IdStreamSink for Elements {
             if let Some(e) = e {
                 if filter.is_none_or(|f| f[id]) {
                     worst = worst.worst(e.component.trace_data_in(op, index, &[]).0);
+                    // End of trace goes out one decoder at a time: on a wait
+                    // the caller flushes and sends it again, and decoders
+                    // that have finished ignore the repeat.
+                    if op == DatapathOp::Eot && worst.is_wait() {
+                        break;
+                    }
                 }
             }
         }

@@ -1,0 +1,327 @@
+//! ETMv4 trace unit configuration, read from its ID and control registers.
+//!
+//! The packet processor and decoder only ever look at the interpreted
+//! values held here; everything is worked out once, when the decoder is
+//! created. ETE shares this structure (its major version is 5).
+
+use crate::arch::{ArchProfile, ArchVersion, CoreProfile};
+use crate::decoder::SourceConfig;
+
+/// Conditional (non-branch) instruction tracing mode (TRCCONFIGR.COND).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum CondTrace {
+    #[default]
+    Disabled,
+    Loads,
+    Stores,
+    LoadsStores,
+    All,
+}
+
+/// Q element support (TRCIDR0.QSUPP).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum QSupport {
+    #[default]
+    None,
+    InstrCountOnly,
+    NoInstrCountOnly,
+    Full,
+}
+
+/// Register values of one ETMv4 (or ETE) trace unit and what they mean.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EtmV4Config {
+    pub idr0: u32,
+    pub idr1: u32,
+    pub idr2: u32,
+    pub idr8: u32,
+    pub idr9: u32,
+    pub idr10: u32,
+    pub idr11: u32,
+    pub idr12: u32,
+    pub idr13: u32,
+    pub configr: u32,
+    pub traceidr: u32,
+    /// Architecture and profile of the traced core.
+    pub arch: ArchProfile,
+}
+
+impl Default for EtmV4Config {
+    /// OpenCSD's default register set (an ETMv4.0 on an Armv7-A core).
+    fn default() -> Self {
+        EtmV4Config {
+            idr0: 0x2800_0EA1,
+            idr1: 0x4100_F403,
+            idr2: 0x0000_0488,
+            idr8: 0,
+            idr9: 0,
+            idr10: 0,
+            idr11: 0,
+            idr12: 0,
+            idr13: 0,
+            configr: 0xC1,
+            traceidr: 0,
+            arch: ArchProfile::new(ArchVersion::V7, CoreProfile::CortexA),
+        }
+    }
+}
+
+impl EtmV4Config {
+    /// Reads the registers from a source's resolved configuration.
+    pub fn from_source(cfg: &SourceConfig) -> EtmV4Config {
+        let d = EtmV4Config::default();
+        let r = |name: &str, def: u32| cfg.reg(name).map(|v| v as u32).unwrap_or(def);
+        let arch = cfg
+            .core
+            .as_ref()
+            .map(|c| c.profile)
+            .filter(|p| p.arch != ArchVersion::Unknown)
+            .unwrap_or(ArchProfile::new(ArchVersion::V8, CoreProfile::CortexA));
+        EtmV4Config {
+            idr0: r("TRCIDR0", d.idr0),
+            idr1: r("TRCIDR1", d.idr1),
+            idr2: r("TRCIDR2", d.idr2),
+            idr8: r("TRCIDR8", 0),
+            idr9: r("TRCIDR9", 0),
+            idr10: r("TRCIDR10", 0),
+            idr11: r("TRCIDR11", 0),
+            idr12: r("TRCIDR12", 0),
+            idr13: r("TRCIDR13", 0),
+            configr: r("TRCCONFIGR", d.configr),
+            traceidr: r("TRCTRACEIDR", 0),
+            arch,
+        }
+    }
+
+    // ---- TRCIDR0 ----
+
+    /// Load / store instructions traced as P0 elements.
+    pub fn ls_as_instr_p0(&self) -> bool {
+        self.idr0 & 0x6 == 0x6
+    }
+    pub fn has_data_trace(&self) -> bool {
+        self.idr0 & 0x18 == 0x18
+    }
+    pub fn has_branch_broadcast(&self) -> bool {
+        self.idr0 & 0x20 != 0
+    }
+    pub fn has_cond_trace(&self) -> bool {
+        self.idr0 & 0x40 != 0
+    }
+    pub fn has_cycle_count_i(&self) -> bool {
+        self.idr0 & 0x80 != 0
+    }
+    pub fn has_ret_stack(&self) -> bool {
+        self.idr0 & 0x200 != 0
+    }
+    pub fn num_events(&self) -> u8 {
+        ((self.idr0 >> 10) & 0x3) as u8 + 1
+    }
+    pub fn q_support(&self) -> QSupport {
+        match (self.idr0 >> 15) & 0x3 {
+            0 => QSupport::None,
+            1 => QSupport::InstrCountOnly,
+            2 => QSupport::NoInstrCountOnly,
+            _ => QSupport::Full,
+        }
+    }
+    pub fn has_q_elem(&self) -> bool {
+        self.q_support() != QSupport::None
+    }
+    pub fn has_q_filter(&self) -> bool {
+        self.idr0 & 0x4000 != 0 && self.has_q_elem()
+    }
+    pub fn has_trc_excp_data(&self) -> bool {
+        self.idr0 & 0x20000 != 0
+    }
+    /// Global timestamp size in bits (0: no timestamps).
+    pub fn timestamp_size(&self) -> u32 {
+        match (self.idr0 >> 24) & 0x1F {
+            0x6 => 48,
+            0x8 => 64,
+            _ => 0,
+        }
+    }
+    /// TRCIDR0.COMMOPT = 1: cycle count packets carry no commit section.
+    pub fn commit_opt1(&self) -> bool {
+        self.idr0 & 0x2000_0000 != 0 && self.has_cycle_count_i()
+    }
+    /// ETE: transaction start is a P0 element (TRCIDR0.COMMTRANS).
+    pub fn comm_trans_p0(&self) -> bool {
+        self.idr0 & 0x4000_0000 == 0
+    }
+
+    // ---- TRCIDR1 ----
+
+    pub fn major_version(&self) -> u8 {
+        ((self.idr1 >> 8) & 0xF) as u8
+    }
+    pub fn minor_version(&self) -> u8 {
+        ((self.idr1 >> 4) & 0xF) as u8
+    }
+    /// `0xMm`: major and minor version (ETMv4.2 is 0x42, ETE 0x5m).
+    pub fn full_version(&self) -> u8 {
+        (self.major_version() << 4) | self.minor_version()
+    }
+    /// ETE (architecture major version 5) rather than ETMv4.
+    pub fn is_ete(&self) -> bool {
+        self.major_version() >= 5
+    }
+
+    // ---- TRCIDR2 ----
+
+    /// Largest instruction address size: 32 or 64.
+    pub fn ia_size_max(&self) -> u32 {
+        if self.idr2 & 0x1F == 0x8 { 64 } else { 32 }
+    }
+    /// Context ID size in bits (0 or 32).
+    pub fn cid_size(&self) -> u32 {
+        if (self.idr2 >> 5) & 0x1F == 0x4 { 32 } else { 0 }
+    }
+    /// VMID size in bits (0, 8, 16 or 32).
+    pub fn vmid_size(&self) -> u32 {
+        match (self.idr2 >> 10) & 0x1F {
+            1 => 8,
+            2 if self.minor_version() > 0 => 16,
+            4 if self.minor_version() > 0 => 32,
+            _ => 0,
+        }
+    }
+    /// Cycle counter size in bits.
+    pub fn cc_size(&self) -> u32 {
+        ((self.idr2 >> 25) & 0xF) + 12
+    }
+    pub fn vmid_opt(&self) -> bool {
+        self.idr2 & 0x2000_0000 != 0 && self.minor_version() > 0
+    }
+    /// WFI / WFE are traced as branches (TRCIDR2.WFXMODE, v4.3 and later).
+    pub fn wfi_wfe_branch(&self) -> bool {
+        self.idr2 & 0x8000_0000 != 0 && self.full_version() >= 0x43
+    }
+
+    // ---- TRCIDR8..13 ----
+
+    /// Maximum speculation depth.
+    pub fn max_spec_depth(&self) -> u32 {
+        self.idr8
+    }
+    pub fn p0_key_max(&self) -> u32 {
+        if self.idr9 == 0 { 1 } else { self.idr9 }
+    }
+    pub fn p1_key_max(&self) -> u32 {
+        self.idr10
+    }
+    pub fn p1_spcl_key_max(&self) -> u32 {
+        self.idr11
+    }
+    pub fn cond_key_max(&self) -> u32 {
+        self.idr12
+    }
+    pub fn cond_spec_key_max(&self) -> u32 {
+        self.idr13
+    }
+
+    // ---- TRCTRACEIDR ----
+
+    pub fn trace_id(&self) -> u8 {
+        (self.traceidr & 0x7F) as u8
+    }
+
+    // ---- TRCCONFIGR ----
+
+    pub fn enabled_ls_p0(&self) -> bool {
+        self.configr & 0x6 != 0
+    }
+    pub fn enabled_da_trace(&self) -> bool {
+        self.has_data_trace() && self.enabled_ls_p0() && self.configr & (1 << 16) != 0
+    }
+    pub fn enabled_dv_trace(&self) -> bool {
+        self.has_data_trace() && self.enabled_ls_p0() && self.configr & (1 << 17) != 0
+    }
+    pub fn enabled_data_trace(&self) -> bool {
+        self.enabled_da_trace() || self.enabled_dv_trace()
+    }
+    /// Branch broadcast enabled.
+    pub fn enabled_br_broad(&self) -> bool {
+        self.configr & (1 << 3) != 0
+    }
+    /// Cycle counting enabled.
+    pub fn enabled_cci(&self) -> bool {
+        self.configr & (1 << 4) != 0
+    }
+    pub fn enabled_cid(&self) -> bool {
+        self.configr & (1 << 6) != 0
+    }
+    pub fn enabled_vmid(&self) -> bool {
+        self.configr & (1 << 7) != 0
+    }
+    pub fn enabled_cond_trace(&self) -> CondTrace {
+        match (self.configr >> 8) & 0x7 {
+            1 => CondTrace::Loads,
+            2 => CondTrace::Stores,
+            3 => CondTrace::LoadsStores,
+            7 => CondTrace::All,
+            _ => CondTrace::Disabled,
+        }
+    }
+    pub fn enabled_ts(&self) -> bool {
+        self.configr & (1 << 11) != 0
+    }
+    pub fn enabled_ret_stack(&self) -> bool {
+        self.configr & (1 << 12) != 0
+    }
+    pub fn enabled_qe(&self) -> bool {
+        self.configr & (0x3 << 13) != 0
+    }
+
+    // ---- core ----
+
+    /// M-profile core: T32 only, v8-M exception and function-return rules.
+    pub fn is_m_profile(&self) -> bool {
+        self.arch.profile == CoreProfile::CortexM
+    }
+    /// Armv8 or later (any v8 / AArch64 variant).
+    pub fn is_v8_arch(&self) -> bool {
+        matches!(self.arch.arch, ArchVersion::V8 | ArchVersion::V8r3 | ArchVersion::Aa64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn juno_registers() {
+        let c = EtmV4Config { idr0: 0x2800_0EA1, idr1: 0x4100_F402, idr2: 0x488, configr: 0xC1, traceidr: 0x14, ..Default::default() };
+        assert_eq!(c.ia_size_max(), 64);
+        assert_eq!(c.cid_size(), 32);
+        assert_eq!(c.vmid_size(), 8);
+        assert_eq!(c.full_version(), 0x40);
+        assert!(c.enabled_cid() && c.enabled_vmid());
+        assert!(!c.enabled_ret_stack() && c.has_ret_stack());
+        assert!(c.commit_opt1());
+        assert!(!c.has_q_elem());
+        assert_eq!(c.cc_size(), 12);
+        assert_eq!(c.trace_id(), 0x14);
+        assert_eq!(c.timestamp_size(), 64);
+        assert!(!c.is_ete());
+    }
+
+    #[test]
+    fn m_profile_registers() {
+        let c = EtmV4Config {
+            idr0: 0x2800_06E1,
+            idr1: 0x4100_F454,
+            idr2: 0x4,
+            configr: 1,
+            arch: ArchProfile::new(ArchVersion::V8r3, CoreProfile::CortexM),
+            ..Default::default()
+        };
+        assert_eq!(c.ia_size_max(), 32);
+        assert_eq!(c.cid_size(), 0);
+        assert_eq!(c.vmid_size(), 0);
+        assert_eq!(c.full_version(), 0x45);
+        assert!(c.is_m_profile() && c.is_v8_arch());
+        assert!(!c.wfi_wfe_branch());
+    }
+}

@@ -1,0 +1,1643 @@
+//! ETMv4 / ETE packet decoder: packets to generic trace elements.
+//!
+//! Packets become elements on a speculation stack ("P0" elements: atoms,
+//! exceptions, ...; and the non-P0 ones that travel with them: addresses,
+//! contexts, timestamps, ...). Commit, cancel, mispredict and discard
+//! resolve the stack from its oldest end; committed atoms are followed
+//! through the program image to the next waypoint, producing instruction
+//! ranges. Output elements collect on a small stack and are sent in order,
+//! honouring a `Wait` from the sink: sending resumes on the next flush.
+
+use std::collections::VecDeque;
+
+use crate::arch::{ExceptionLevel, InstrInfo, InstrSubType, InstrType, Isa, SecurityState};
+use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
+use crate::decoder::{DecodeContext, DecoderOptions, ElemRouter};
+use crate::elem::{ElemType, EventType, TraceElement, TraceOnReason, UnsyncInfo};
+use crate::error::{ErrCode, Severity, TraceError};
+use crate::interfaces::{InstrDecode, PktDataIn, TargetMemAccess, TrcGenElemIn};
+use crate::logger::{ErrLink, Shared};
+use crate::memory::MemSpace;
+
+use super::config::EtmV4Config;
+use super::packet::{Atoms, EtmV4Packet, PktContext, PktType};
+
+/// Decoder state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    /// Not synchronised: report it, then wait for an alignment sync.
+    NoSync,
+    WaitSync,
+    /// Synchronised: wait for the trace info packet decode starts from.
+    WaitTraceInfo,
+    DecodePackets,
+    /// Resolving the speculation stack / sending elements.
+    ResolveElements,
+}
+
+/// Kind of a speculation-stack element.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum P0Kind {
+    Atom,
+    Addr,
+    Ctxt,
+    TraceOn,
+    Exception,
+    ExceptionRet,
+    Event,
+    Ts,
+    Cc,
+    TsCc,
+    Marker,
+    Q,
+    FuncRet,
+    SrcAddr,
+    TransTraceInit,
+    TransStart,
+    TransCommit,
+    TransFail,
+    Ite,
+    /// Speculative elements from before the trace info packet.
+    UnseenUncommitted,
+    TraceInfo,
+}
+
+/// One speculation-stack element. Small and `Copy`: the stack never
+/// allocates once it has grown to its working size.
+#[derive(Clone, Copy, Debug)]
+struct P0Elem {
+    kind: P0Kind,
+    /// A genuine P0 element (counts for commit and cancel).
+    is_p0: bool,
+    root_pkt: PktType,
+    index: TrcIndex,
+    addr: u64,
+    addr_is: u8,
+    context: PktContext,
+    atoms: Atoms,
+    excep_num: u16,
+    /// Exception address is also the previous branch target.
+    prev_same: bool,
+    params: [u32; 3],
+    q_count: u32,
+    q_has_addr: bool,
+    ite_el: u8,
+    ite_value: u64,
+}
+
+impl P0Elem {
+    fn new(kind: P0Kind, is_p0: bool, root_pkt: PktType, index: TrcIndex) -> Self {
+        P0Elem {
+            kind,
+            is_p0,
+            root_pkt,
+            index,
+            addr: 0,
+            addr_is: 0,
+            context: PktContext::default(),
+            atoms: Atoms::default(),
+            excep_num: 0,
+            prev_same: false,
+            params: [0; 3],
+            q_count: 0,
+            q_has_addr: false,
+            ite_el: 0,
+            ite_value: 0,
+        }
+    }
+
+    /// Takes the oldest atom: true for E.
+    fn commit_oldest(&mut self) -> bool {
+        let e = self.atoms.en_bits & 1 != 0;
+        self.atoms.num -= 1;
+        self.atoms.en_bits >>= 1;
+        e
+    }
+
+    /// Cancels up to `n` of the newest atoms; returns how many.
+    fn cancel_newest(&mut self, n: u32) -> u32 {
+        let k = n.min(self.atoms.num as u32);
+        self.atoms.num -= k as u8;
+        k
+    }
+
+    fn mispredict_newest(&mut self) {
+        if self.atoms.num > 0 {
+            self.atoms.en_bits ^= 1 << (self.atoms.num - 1);
+        }
+    }
+}
+
+/// What resolving the stack still has to do.
+#[derive(Clone, Copy, Debug, Default)]
+struct ElemRes {
+    commit: i64,
+    cancel: i64,
+    mispredict: bool,
+    discard: bool,
+}
+
+impl ElemRes {
+    fn pending(&self) -> bool {
+        self.commit != 0 || self.cancel != 0 || self.mispredict || self.discard
+    }
+}
+
+/// Return address stack (TRCCONFIGR.RS), as the trace unit keeps it.
+#[derive(Clone, Debug)]
+struct ReturnStack {
+    active: bool,
+    entries: [(u64, Isa); 16],
+    head: usize,
+    num: i32,
+    pop_pending: bool,
+}
+
+impl ReturnStack {
+    fn new(active: bool) -> Self {
+        ReturnStack { active, entries: [(0, Isa::Unknown); 16], head: 0, num: 0, pop_pending: false }
+    }
+    fn flush(&mut self) {
+        self.head = 0;
+        self.num = 0;
+    }
+    fn overflow(&self) -> bool {
+        self.num < 0
+    }
+    fn push(&mut self, addr: u64, isa: Isa) {
+        if !self.active {
+            return;
+        }
+        if self.overflow() {
+            self.num = 0;
+            self.head = 0;
+        }
+        if self.num > 0 {
+            self.head = (self.head + 1) & 0xF;
+        }
+        self.entries[self.head] = (addr, isa);
+        if self.num < 16 {
+            self.num += 1;
+        }
+    }
+    fn pop(&mut self) -> (u64, Isa) {
+        let mut v = (u64::MAX, Isa::Unknown);
+        if self.active {
+            if self.num > 0 {
+                v = self.entries[self.head];
+                self.head = self.head.wrapping_sub(1) & 0xF;
+            }
+            self.num -= 1;
+        }
+        self.pop_pending = false;
+        v
+    }
+    fn set_pop_pending(&mut self) {
+        self.pop_pending = self.active;
+    }
+    fn pop_pending(&self) -> bool {
+        self.active && self.pop_pending
+    }
+}
+
+/// Generic elements waiting to be sent. Slots are reused; a new element
+/// starts with the previous one's ISA and PE context, as OpenCSD's do.
+struct OutStack {
+    elems: Vec<(TrcIndex, TraceElement)>,
+    curr: usize,
+    send_idx: usize,
+    to_send: usize,
+}
+
+impl OutStack {
+    fn new() -> Self {
+        OutStack { elems: vec![(0, TraceElement::default()); 8], curr: 0, send_idx: 0, to_send: 0 }
+    }
+
+    fn copy_persistent(&mut self, from: usize, to: usize) {
+        let (isa, ctx) = (self.elems[from].1.isa, self.elems[from].1.context);
+        let e = &mut self.elems[to].1;
+        e.isa = isa;
+        e.context = ctx;
+    }
+
+    fn reset(&mut self) {
+        if self.curr > 0 {
+            self.copy_persistent(self.curr, 0);
+        }
+        self.curr = 0;
+        self.send_idx = 0;
+        self.to_send = 0;
+    }
+
+    fn add(&mut self, index: TrcIndex) {
+        if self.to_send > 0 {
+            self.curr += 1;
+            if self.curr >= self.elems.len() {
+                self.elems.push((0, TraceElement::default()));
+            }
+            self.copy_persistent(self.curr - 1, self.curr);
+        }
+        self.elems[self.curr].0 = index;
+        self.to_send += 1;
+    }
+
+    fn add_type(&mut self, index: TrcIndex, t: ElemType) {
+        self.add(index);
+        self.elems[self.curr].1.set_type(t);
+    }
+
+    fn cur(&mut self) -> &mut TraceElement {
+        &mut self.elems[self.curr].1
+    }
+
+    fn cur_ref(&self) -> &TraceElement {
+        &self.elems[self.curr].1
+    }
+
+    fn send(&mut self, out: &Shared<ElemRouter>, trace_id: u8) -> DatapathResp {
+        let mut resp = DatapathResp::Cont;
+        if self.to_send > 0 {
+            let mut o = out.borrow_mut();
+            while self.to_send > 0 && resp.is_cont() {
+                let (idx, e) = &self.elems[self.send_idx];
+                resp = o.trace_elem_in(*idx, trace_id, e);
+                self.send_idx += 1;
+                self.to_send -= 1;
+            }
+        }
+        if self.to_send == 0 {
+            self.reset();
+        }
+        resp
+    }
+}
+
+/// Small cache of program memory in 64-byte lines, in front of the
+/// target memory interface (the walk between waypoints reads every
+/// opcode through it).
+struct CodeCache {
+    tags: Vec<(u64, u8, u16, u16)>,
+    data: Vec<[u8; LINE]>,
+}
+
+const LINE: usize = 256;
+const LINES: usize = 1024;
+const LINE_SHIFT: u32 = LINE.trailing_zeros();
+
+/// Unseen speculative elements accepted beyond the maximum depth.
+const MAX_UNSEEN_EXTRA: i64 = 256;
+
+/// A64 op0 (bits 28:26) and its value for branches, exception generation
+/// and system instructions: the only group holding waypoints.
+const A64_GROUP_MASK: u32 = 0x1C00_0000;
+const A64_GROUP_BRANCH_SYS: u32 = 0x1400_0000;
+const NO_TAG: u64 = 1;
+
+impl CodeCache {
+    fn new() -> Self {
+        CodeCache { tags: vec![(NO_TAG, 0, 0, 0); LINES], data: vec![[0; LINE]; LINES] }
+    }
+
+    fn invalidate(&mut self) {
+        for t in &mut self.tags {
+            t.0 = NO_TAG;
+        }
+    }
+
+    /// Reads the 4 bytes at `addr`; `None` when they are not all there.
+    #[inline]
+    fn read4(&mut self, mem: &mut dyn TargetMemAccess, addr: u64, trace_id: u8, space: MemSpace) -> Option<u32> {
+        let base = addr & !(LINE as u64 - 1);
+        let off = (addr - base) as usize;
+        let slot = ((addr >> LINE_SHIFT) as usize) & (LINES - 1);
+        let (tag, sp, start, end) = self.tags[slot];
+        if tag == base && sp == space.bits() && off >= start as usize && off + 4 <= end as usize {
+            let d = &self.data[slot];
+            return Some(u32::from_le_bytes([d[off], d[off + 1], d[off + 2], d[off + 3]]));
+        }
+        self.fill(mem, addr, trace_id, space)
+    }
+
+    #[cold]
+    fn fill(&mut self, mem: &mut dyn TargetMemAccess, addr: u64, trace_id: u8, space: MemSpace) -> Option<u32> {
+        let base = addr & !(LINE as u64 - 1);
+        let off = (addr - base) as usize;
+        let slot = ((addr >> LINE_SHIFT) as usize) & (LINES - 1);
+        let got = mem.read_target_memory(addr, trace_id, space, &mut self.data[slot][off..]).unwrap_or(0).min(LINE - off);
+        self.tags[slot] = (base, space.bits(), off as u16, (off + got) as u16);
+        if got >= 4 {
+            let d = &self.data[slot];
+            return Some(u32::from_le_bytes([d[off], d[off + 1], d[off + 2], d[off + 3]]));
+        }
+        if off + got < LINE {
+            // The image ends here.
+            return None;
+        }
+        // Straddles two lines: read directly.
+        let mut b = [0u8; 4];
+        let n = mem.read_target_memory(addr, trace_id, space, &mut b).unwrap_or(0);
+        (n == 4).then(|| u32::from_le_bytes(b))
+    }
+}
+
+/// Result of walking to a waypoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum WpResult {
+    NotFound,
+    Found,
+    /// Memory at the current address could not be read.
+    Nacc,
+}
+
+/// An instruction range walked.
+#[derive(Clone, Copy, Debug, Default)]
+struct Range {
+    st: u64,
+    en: u64,
+    num: u32,
+}
+
+/// Outcome of a decode step that may have hit a stream error: the error
+/// was logged and the decoder reset to resynchronise (`Resync`), or it is
+/// to stop decode (`Fatal`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fault {
+    Resync,
+    Fatal(ErrCode),
+}
+
+type Step = Result<(), Fault>;
+
+/// The ETMv4 / ETE instruction trace decoder.
+pub struct EtmV4Decoder {
+    cfg: EtmV4Config,
+    trace_id: u8,
+    err: ErrLink,
+    mem: Option<Shared<dyn TargetMemAccess>>,
+    instr_dec: Shared<dyn InstrDecode>,
+    out: Shared<ElemRouter>,
+    options: DecoderOptions,
+
+    state: State,
+    unsync_info: UnsyncInfo,
+    index_curr_pkt: TrcIndex,
+
+    stack: VecDeque<P0Elem>,
+    kept: Vec<P0Elem>,
+    res: ElemRes,
+    curr_spec_depth: i64,
+    max_spec_depth: i64,
+
+    need_ctxt: bool,
+    need_addr: bool,
+    elem_pending_addr: bool,
+    prev_overflow: bool,
+    last_is: u8,
+    is_64bit: bool,
+    is_secure: bool,
+    cc_threshold: u32,
+    ete_first_ts_marker: bool,
+
+    instr: InstrInfo,
+    ret_stack: ReturnStack,
+    out_stack: OutStack,
+    /// Where the next range must start (range continuity check).
+    next_range_check: Option<u64>,
+    code: CodeCache,
+    /// End of trace handled (a repeated EOT only sends what is left).
+    eot_done: bool,
+}
+
+impl EtmV4Decoder {
+    /// A decoder for `cfg`, connected as `ctx` says.
+    pub fn new(cfg: EtmV4Config, ctx: &DecodeContext) -> Self {
+        let name = if cfg.is_ete() { "DCD_ETE" } else { "DCD_ETMV4" };
+        let err = ErrLink::new(&ctx.err_log, format!("{}_{:04}", name, ctx.instance_id));
+        let instr = InstrInfo {
+            pe_type: cfg.arch,
+            wfi_wfe_branch: cfg.wfi_wfe_branch(),
+            dsb_dmb_waypoints: false,
+            track_it_block: true,
+            ..Default::default()
+        };
+        let mut d = EtmV4Decoder {
+            trace_id: cfg.trace_id(),
+            max_spec_depth: cfg.max_spec_depth() as i64,
+            ret_stack: ReturnStack::new(cfg.enabled_ret_stack()),
+            cfg,
+            err,
+            mem: ctx.mem.clone(),
+            instr_dec: ctx.instr.clone(),
+            out: ctx.elem_out.clone(),
+            options: ctx.options,
+            state: State::NoSync,
+            unsync_info: UnsyncInfo::InitDecoder,
+            index_curr_pkt: 0,
+            stack: VecDeque::with_capacity(64),
+            kept: Vec::with_capacity(16),
+            res: ElemRes::default(),
+            curr_spec_depth: 0,
+            need_ctxt: true,
+            need_addr: true,
+            elem_pending_addr: false,
+            prev_overflow: false,
+            last_is: 0,
+            is_64bit: false,
+            is_secure: true,
+            cc_threshold: 0,
+            ete_first_ts_marker: false,
+            instr,
+            out_stack: OutStack::new(),
+            next_range_check: None,
+            code: CodeCache::new(),
+            eot_done: false,
+        };
+        d.reset_decoder();
+        d
+    }
+
+    fn reset_decoder(&mut self) {
+        self.state = State::NoSync;
+        self.is_secure = true;
+        self.is_64bit = false;
+        self.cc_threshold = 0;
+        self.curr_spec_depth = 0;
+        self.need_ctxt = true;
+        self.need_addr = true;
+        self.elem_pending_addr = false;
+        self.prev_overflow = false;
+        self.stack.clear();
+        self.out_stack.reset();
+        self.last_is = 0;
+        self.res = ElemRes::default();
+        self.next_range_check = None;
+        self.ete_first_ts_marker = false;
+    }
+
+    fn log(&self, sev: Severity, code: ErrCode, index: Option<TrcIndex>, msg: &str) {
+        let mut e = TraceError::new(sev, code).with_message(msg);
+        if let Some(i) = index {
+            e = e.at(i).on_id(self.trace_id);
+        }
+        self.err.log(&e);
+    }
+
+    /// Logs a stream error; resets to resynchronise unless told to halt.
+    fn packet_err(&mut self, code: ErrCode, sev: Severity, index: Option<TrcIndex>, msg: &str) -> Step {
+        self.log(sev, code, index, msg);
+        if self.options.halt_on_error {
+            return Err(Fault::Fatal(code));
+        }
+        self.reset_decoder();
+        self.state = State::NoSync;
+        self.unsync_info = UnsyncInfo::BadPacket;
+        Err(Fault::Resync)
+    }
+
+    fn seq_err(&mut self, code: ErrCode, index: Option<TrcIndex>, msg: &str) -> Step {
+        self.packet_err(code, Severity::Error, index, msg)
+    }
+
+    fn bad_packet(&mut self, msg: &str) -> Step {
+        let idx = Some(self.index_curr_pkt);
+        self.packet_err(ErrCode::BadDecodePkt, Severity::Warn, idx, msg)
+    }
+
+    fn calc_isa(&self, sf: bool, is: u8) -> Isa {
+        if self.cfg.is_m_profile() {
+            Isa::Thumb2
+        } else if sf {
+            Isa::Aarch64
+        } else if is == 0 {
+            Isa::Arm
+        } else {
+            Isa::Thumb2
+        }
+    }
+
+    fn set_instr_addr_isa(&mut self, addr: u64, is: u8) {
+        self.instr.instr_addr = addr;
+        self.instr.isa = self.calc_isa(self.is_64bit, is);
+    }
+
+    /// Memory space of the current PE context.
+    fn mem_space(&self) -> MemSpace {
+        let c = &self.out_stack.cur_ref().context;
+        let el = if c.el_valid { c.exception_level } else { ExceptionLevel::Unknown };
+        match c.security {
+            SecurityState::Root => MemSpace::ROOT,
+            SecurityState::Realm => match el {
+                ExceptionLevel::El0 | ExceptionLevel::El1 => MemSpace::EL1R,
+                ExceptionLevel::El2 => MemSpace::EL2R,
+                _ => MemSpace::R,
+            },
+            _ if !c.el_valid => {
+                if self.is_secure {
+                    MemSpace::S
+                } else {
+                    MemSpace::N
+                }
+            }
+            SecurityState::Secure => match el {
+                ExceptionLevel::El3 => MemSpace::EL3,
+                ExceptionLevel::El2 => MemSpace::EL2S,
+                _ => MemSpace::EL1S,
+            },
+            SecurityState::NonSecure => match el {
+                ExceptionLevel::El3 => MemSpace::EL3,
+                ExceptionLevel::El2 => MemSpace::EL2,
+                _ => MemSpace::EL1N,
+            },
+        }
+    }
+
+    // ---------------- packet handling ----------------
+
+    fn process_packet(&mut self, pkt: &EtmV4Packet) -> DatapathResp {
+        let mut resp = DatapathResp::Cont;
+        loop {
+            match self.state {
+                State::NoSync => {
+                    resp = self.send_no_sync();
+                }
+                State::WaitSync => {
+                    if pkt.pkt_type == PktType::Async {
+                        self.state = State::WaitTraceInfo;
+                    }
+                    return resp;
+                }
+                State::WaitTraceInfo => {
+                    self.need_ctxt = true;
+                    self.need_addr = true;
+                    if pkt.pkt_type == PktType::TraceInfo {
+                        self.do_trace_info(pkt);
+                        self.state = State::DecodePackets;
+                        self.ret_stack.flush();
+                    } else if self.cfg.is_ete()
+                        && pkt.pkt_type == PktType::Event
+                        && let Err(Fault::Fatal(_)) = self.decode_packet(pkt)
+                    {
+                        return DatapathResp::FatalInvalidData;
+                    }
+                    return resp;
+                }
+                State::DecodePackets => match self.decode_packet(pkt) {
+                    Err(Fault::Fatal(_)) => return DatapathResp::FatalInvalidData,
+                    _ => {
+                        if self.state != State::ResolveElements {
+                            return resp;
+                        }
+                    }
+                },
+                State::ResolveElements => {
+                    resp = self.resolve_elements();
+                    if self.state == State::DecodePackets || !resp.is_cont() {
+                        return resp;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Reports loss of synchronisation and starts waiting for a sync.
+    fn send_no_sync(&mut self) -> DatapathResp {
+        self.out_stack.reset();
+        self.out_stack.add_type(self.index_curr_pkt, ElemType::NoSync);
+        self.out_stack.cur().unsync_info = self.unsync_info;
+        self.state = State::WaitSync;
+        self.out_stack.send(&self.out, self.trace_id)
+    }
+
+    fn do_trace_info(&mut self, pkt: &EtmV4Packet) {
+        self.cc_threshold = pkt.cc_threshold();
+        self.curr_spec_depth = pkt.curr_spec_depth() as i64;
+        // Valid trace never has more than the maximum speculation depth
+        // outstanding; a corrupt count is not allowed to flood the stack.
+        let unseen = self.curr_spec_depth.min(self.max_spec_depth + MAX_UNSEEN_EXTRA);
+        for _ in 0..unseen {
+            self.stack.push_back(P0Elem::new(P0Kind::UnseenUncommitted, true, pkt.pkt_type, self.index_curr_pkt));
+        }
+        self.stack.push_back(P0Elem::new(P0Kind::TraceInfo, false, pkt.pkt_type, self.index_curr_pkt));
+        if self.cfg.is_ete() && pkt.trace_info.in_trans_state() {
+            self.stack.push_back(P0Elem::new(P0Kind::TransTraceInit, false, pkt.pkt_type, self.index_curr_pkt));
+        }
+    }
+
+    fn push(&mut self, kind: P0Kind, is_p0: bool, pkt: &EtmV4Packet) -> &mut P0Elem {
+        self.stack.push_back(P0Elem::new(kind, is_p0, pkt.pkt_type, self.index_curr_pkt));
+        self.stack.back_mut().expect("just pushed")
+    }
+
+    fn push_addr(&mut self, kind: P0Kind, is_p0: bool, pkt: &EtmV4Packet) {
+        self.last_is = pkt.addr_is;
+        let e = self.push(kind, is_p0, pkt);
+        e.addr = pkt.addr.val;
+        e.addr_is = pkt.addr_is;
+    }
+
+    fn push_ctxt(&mut self, pkt: &EtmV4Packet) {
+        let is = self.last_is;
+        let e = self.push(P0Kind::Ctxt, false, pkt);
+        e.context = pkt.context;
+        e.addr_is = is;
+    }
+
+    fn decode_packet(&mut self, pkt: &EtmV4Packet) -> Step {
+        use PktType as T;
+        let mut is_addr = false;
+        match pkt.pkt_type {
+            T::Async | T::Ignore => {}
+            T::TraceInfo => {
+                self.push(P0Kind::TraceInfo, false, pkt);
+            }
+            T::TraceOn => {
+                self.push(P0Kind::TraceOn, false, pkt);
+            }
+            T::AtomF1 | T::AtomF2 | T::AtomF3 | T::AtomF4 | T::AtomF5 | T::AtomF6 => {
+                let e = self.push(P0Kind::Atom, true, pkt);
+                e.atoms = pkt.atoms;
+                self.curr_spec_depth += pkt.atoms.num as i64;
+            }
+            T::Ctxt => self.push_ctxt(pkt),
+            T::AddrMatch => {
+                self.push_addr(P0Kind::Addr, false, pkt);
+                is_addr = true;
+            }
+            T::AddrCtxtL32IS0 | T::AddrCtxtL32IS1 | T::AddrCtxtL64IS0 | T::AddrCtxtL64IS1 => {
+                self.last_is = pkt.addr_is;
+                self.push_ctxt(pkt);
+                self.push_addr(P0Kind::Addr, false, pkt);
+                is_addr = true;
+            }
+            T::AddrL32IS0 | T::AddrL32IS1 | T::AddrL64IS0 | T::AddrL64IS1 | T::AddrSIS0 | T::AddrSIS1 => {
+                self.push_addr(P0Kind::Addr, false, pkt);
+                is_addr = true;
+            }
+            T::SrcAddrMatch | T::SrcAddrSIS0 | T::SrcAddrSIS1 | T::SrcAddrL32IS0 | T::SrcAddrL32IS1 | T::SrcAddrL64IS0 | T::SrcAddrL64IS1 => {
+                self.push_addr(P0Kind::SrcAddr, true, pkt);
+                self.curr_spec_depth += 1;
+            }
+            T::Except => {
+                let e = self.push(P0Kind::Exception, true, pkt);
+                e.prev_same = pkt.exception.addr_interp == 0x2;
+                e.excep_num = pkt.exception.exc_type;
+                self.elem_pending_addr = true;
+            }
+            T::PeReset => {
+                let e = self.push(P0Kind::Exception, true, pkt);
+                e.excep_num = pkt.exception.exc_type;
+                self.curr_spec_depth += 1;
+            }
+            T::ExceptRtn => {
+                // A P0 element on v7-M only.
+                let v7m = self.cfg.arch.arch == crate::arch::ArchVersion::V7 && self.cfg.is_m_profile();
+                self.push(P0Kind::ExceptionRet, v7m, pkt);
+                if v7m {
+                    self.curr_spec_depth += 1;
+                }
+            }
+            T::FuncRet => {
+                if self.cfg.is_v8_arch() && self.cfg.is_m_profile() {
+                    self.push(P0Kind::FuncRet, true, pkt);
+                    self.curr_spec_depth += 1;
+                }
+            }
+            T::Q => {
+                let has_addr = pkt.q.addr_present;
+                let e = self.push(P0Kind::Q, true, pkt);
+                e.q_count = pkt.q.count;
+                if has_addr {
+                    e.q_has_addr = true;
+                    e.addr = pkt.addr.val;
+                    e.addr_is = pkt.addr_is;
+                    self.curr_spec_depth += 1;
+                } else {
+                    self.elem_pending_addr = true;
+                }
+            }
+            T::Event => {
+                let e = self.push(P0Kind::Event, false, pkt);
+                e.params[0] = pkt.event_val as u32;
+            }
+            T::CcntF1 | T::CcntF2 | T::CcntF3 => {
+                let e = self.push(P0Kind::Cc, false, pkt);
+                e.params[0] = if pkt.cc_valid { pkt.cycle_count } else { 0 };
+                if pkt.commit_valid {
+                    self.res.commit = pkt.commit_elements as i64;
+                }
+            }
+            T::Timestamp => {
+                let with_cc = self.cfg.enabled_cci();
+                let ts = if pkt.ts_valid { pkt.timestamp } else { 0 };
+                let cc = if pkt.cc_valid { pkt.cycle_count } else { 0 };
+                let e = self.push(if with_cc { P0Kind::TsCc } else { P0Kind::Ts }, false, pkt);
+                e.params = [ts as u32, (ts >> 32) as u32, if with_cc { cc } else { 0 }];
+            }
+            T::TsMarker => {
+                self.push(P0Kind::Marker, false, pkt);
+            }
+            T::TransSt => {
+                let p0 = self.cfg.comm_trans_p0();
+                self.push(P0Kind::TransStart, p0, pkt);
+                if p0 {
+                    self.curr_spec_depth += 1;
+                }
+            }
+            T::TransCommit => {
+                self.push(P0Kind::TransCommit, false, pkt);
+            }
+            T::TransFail => {
+                self.push(P0Kind::TransFail, false, pkt);
+            }
+            T::Ite => {
+                let e = self.push(P0Kind::Ite, false, pkt);
+                e.ite_el = pkt.ite_el;
+                e.ite_value = pkt.ite_value;
+            }
+            T::BadSequence => return self.bad_packet("Bad byte sequence in packet."),
+            T::BadTraceMode => return self.bad_packet("Invalid packet type for trace mode."),
+            T::Reserved => return self.bad_packet("Reserved packet header"),
+            T::ReservedCfg => return self.bad_packet("Reserved packet header for current configuration"),
+            T::Mispredict | T::CancelF1Mispred | T::CancelF2 | T::CancelF3 => {
+                self.res.mispredict = true;
+                if pkt.atoms.num > 0 {
+                    let e = self.push(P0Kind::Atom, true, pkt);
+                    e.atoms = pkt.atoms;
+                    self.curr_spec_depth += pkt.atoms.num as i64;
+                }
+                self.res.cancel = pkt.cancel_elements as i64;
+            }
+            T::CancelF1 => self.res.cancel = pkt.cancel_elements as i64,
+            T::Commit => self.res.commit = pkt.commit_elements as i64,
+            T::Overflow | T::Discard => {
+                if pkt.pkt_type == T::Overflow {
+                    self.prev_overflow = true;
+                }
+                self.curr_spec_depth = 0;
+                self.res.discard = true;
+            }
+            T::CondFlush
+            | T::CondIF1
+            | T::CondIF2
+            | T::CondIF3
+            | T::CondResF1
+            | T::CondResF2
+            | T::CondResF3
+            | T::CondResF4
+            | T::NumDsMkr
+            | T::UnnumDsMkr => {
+                let idx = Some(self.index_curr_pkt);
+                return self.packet_err(ErrCode::UnsuppDecodePkt, Severity::Error, idx, "Data trace related, unsupported packet type.");
+            }
+            T::NotSync | T::IncompleteEot | T::NoErrType | T::Extension => {
+                // Not synchronised data, or a partial packet at the end: nothing to decode.
+            }
+        }
+
+        if is_addr && self.elem_pending_addr {
+            self.curr_spec_depth += 1;
+            self.elem_pending_addr = false;
+        }
+        if self.curr_spec_depth > self.max_spec_depth {
+            self.res.commit = self.curr_spec_depth - self.max_spec_depth;
+        }
+        if self.res.pending() {
+            self.state = State::ResolveElements;
+        }
+        Ok(())
+    }
+
+    // ---------------- resolution ----------------
+
+    fn resolve_elements(&mut self) -> DatapathResp {
+        let mut resp = DatapathResp::Cont;
+        loop {
+            if self.out_stack.to_send > 0 {
+                resp = self.out_stack.send(&self.out, self.trace_id);
+            } else if self.res.pending() {
+                let mut r = Ok(());
+                if self.res.commit != 0 {
+                    r = self.commit_elements();
+                }
+                if r.is_ok() && self.res.commit == 0 {
+                    if self.res.cancel != 0 {
+                        r = self.cancel_elements();
+                    }
+                    if r.is_ok() && self.res.mispredict {
+                        r = self.mispredict_atom();
+                    }
+                    if r.is_ok() && self.res.discard {
+                        r = self.discard_elements();
+                    }
+                }
+                match r {
+                    Err(Fault::Fatal(_)) => resp = DatapathResp::FatalInvalidData,
+                    Err(Fault::Resync) => {
+                        // The decoder was reset: nothing is left to resolve.
+                        return resp;
+                    }
+                    Ok(()) => {}
+                }
+            }
+            if !resp.is_cont() {
+                return resp;
+            }
+            if self.out_stack.to_send == 0 && !self.res.pending() {
+                if self.state == State::ResolveElements {
+                    self.state = State::DecodePackets;
+                }
+                return resp;
+            }
+        }
+    }
+
+    fn commit_elements(&mut self) -> Step {
+        let num_req = self.res.commit;
+        let mut err_idx = self.index_curr_pkt;
+        self.out_stack.reset();
+        let mut context_flush = false;
+        while self.res.commit > 0 && !context_flush {
+            let Some(mut elem) = self.stack.front().copied() else {
+                let r = self.seq_err(ErrCode::CommitPktOverrun, Some(err_idx), "Not enough elements to commit");
+                self.res.commit = 0;
+                return r;
+            };
+            err_idx = elem.index;
+            let mut pop = true;
+            match elem.kind {
+                P0Kind::TraceOn => {
+                    self.next_range_check = None;
+                    self.out_stack.add_type(elem.index, ElemType::TraceOn);
+                    self.out_stack.cur().trace_on_reason = if self.prev_overflow { TraceOnReason::Overflow } else { TraceOnReason::Normal };
+                    self.prev_overflow = false;
+                    self.ret_stack.flush();
+                }
+                P0Kind::Addr => {
+                    self.ret_stack.pop_pending = false;
+                    self.set_instr_addr_isa(elem.addr, elem.addr_is);
+                    self.need_addr = false;
+                }
+                P0Kind::Ctxt => {
+                    if elem.context.updated {
+                        self.out_stack.add(elem.index);
+                        self.update_context(&elem);
+                        context_flush = true;
+                        self.code.invalidate();
+                        if let Some(m) = &self.mem {
+                            m.borrow_mut().invalidate_mem_acc_cache(self.trace_id);
+                        }
+                    }
+                }
+                P0Kind::Event | P0Kind::Ts | P0Kind::Cc | P0Kind::TsCc => self.process_ts_cc_event(&elem),
+                P0Kind::Marker => self.process_marker(&elem),
+                P0Kind::Atom => {
+                    while elem.atoms.num > 0 && self.res.commit > 0 {
+                        let taken = elem.commit_oldest();
+                        self.return_stack_pop()?;
+                        if !self.need_ctxt && !self.need_addr {
+                            self.process_atom(taken, &elem)?;
+                        }
+                        self.res.commit -= 1;
+                    }
+                    if elem.atoms.num > 0 {
+                        pop = false;
+                        if let Some(f) = self.stack.front_mut() {
+                            *f = elem;
+                        }
+                    }
+                }
+                P0Kind::Exception => {
+                    self.return_stack_pop()?;
+                    self.next_range_check = None;
+                    self.process_exception(&elem)?;
+                    self.res.commit -= 1;
+                }
+                P0Kind::ExceptionRet => {
+                    self.next_range_check = None;
+                    self.out_stack.add_type(elem.index, ElemType::ExceptionRet);
+                    if elem.is_p0 {
+                        self.res.commit -= 1;
+                    }
+                }
+                P0Kind::FuncRet => {
+                    if elem.is_p0 {
+                        self.res.commit -= 1;
+                    }
+                }
+                P0Kind::SrcAddr => {
+                    self.next_range_check = None;
+                    self.process_source_address(&elem)?;
+                    self.res.commit -= 1;
+                }
+                P0Kind::Q => {
+                    self.next_range_check = None;
+                    self.process_q(&elem)?;
+                    self.res.commit -= 1;
+                }
+                P0Kind::TransStart | P0Kind::TransCommit | P0Kind::TransFail | P0Kind::TransTraceInit => {
+                    if elem.kind == P0Kind::TransStart && self.cfg.comm_trans_p0() {
+                        self.res.commit -= 1;
+                    }
+                    self.next_range_check = None;
+                    self.process_trans(&elem);
+                }
+                P0Kind::Ite => self.process_ite(&elem),
+                P0Kind::UnseenUncommitted => self.res.commit -= 1,
+                P0Kind::TraceInfo => self.ret_stack.flush(),
+            }
+            if pop {
+                self.stack.pop_front();
+            }
+        }
+        self.curr_spec_depth -= num_req - self.res.commit;
+        Ok(())
+    }
+
+    fn return_stack_pop(&mut self) -> Step {
+        if self.ret_stack.pop_pending() {
+            let (addr, isa) = self.ret_stack.pop();
+            if self.ret_stack.overflow() {
+                return self.seq_err(ErrCode::RetStackOverflow, None, "Trace Return Stack Overflow.");
+            }
+            self.instr.instr_addr = addr;
+            self.instr.isa = isa;
+            self.need_addr = false;
+        }
+        Ok(())
+    }
+
+    fn cancel_elements(&mut self) -> Step {
+        let num_req = self.res.cancel;
+        self.kept.clear();
+        while self.res.cancel > 0 {
+            let Some(elem) = self.stack.back_mut() else {
+                // Restore what was kept before reporting.
+                while let Some(k) = self.kept.pop() {
+                    self.stack.push_back(k);
+                }
+                let idx = Some(self.index_curr_pkt);
+                let r = self.seq_err(ErrCode::CommitPktOverrun, idx, "Not enough elements to cancel");
+                self.res.cancel = 0;
+                return r;
+            };
+            if elem.is_p0 {
+                if elem.kind == P0Kind::Atom {
+                    let n = elem.cancel_newest(self.res.cancel as u32);
+                    self.res.cancel -= n as i64;
+                    if elem.atoms.num == 0 {
+                        self.stack.pop_back();
+                    }
+                } else {
+                    self.res.cancel -= 1;
+                    self.stack.pop_back();
+                }
+            } else {
+                let e = *elem;
+                self.stack.pop_back();
+                if matches!(e.kind, P0Kind::Event | P0Kind::Ts | P0Kind::Cc | P0Kind::TsCc | P0Kind::Marker | P0Kind::Ite) {
+                    self.kept.push(e);
+                }
+            }
+        }
+        while let Some(k) = self.kept.pop() {
+            self.stack.push_back(k);
+        }
+        self.curr_spec_depth -= num_req - self.res.cancel;
+        Ok(())
+    }
+
+    fn mispredict_atom(&mut self) -> Step {
+        let mut found = false;
+        let mut i = self.stack.len();
+        while i > 0 {
+            i -= 1;
+            match self.stack[i].kind {
+                P0Kind::Atom => {
+                    self.stack[i].mispredict_newest();
+                    found = true;
+                    break;
+                }
+                P0Kind::Addr => {
+                    self.stack.remove(i);
+                }
+                P0Kind::UnseenUncommitted => {
+                    found = true;
+                    break;
+                }
+                _ => {}
+            }
+        }
+        self.res.mispredict = false;
+        if !found {
+            let idx = Some(self.index_curr_pkt);
+            return self.seq_err(ErrCode::CommitPktOverrun, idx, "Not found mispredict atom");
+        }
+        Ok(())
+    }
+
+    fn discard_elements(&mut self) -> Step {
+        while let Some(elem) = self.stack.pop_front() {
+            match elem.kind {
+                P0Kind::Marker => self.process_marker(&elem),
+                P0Kind::Ite => self.process_ite(&elem),
+                _ => self.process_ts_cc_event(&elem),
+            }
+        }
+        self.res = ElemRes::default();
+        self.curr_spec_depth = 0;
+        self.state = State::NoSync;
+        self.unsync_info = if self.prev_overflow { UnsyncInfo::Overflow } else { UnsyncInfo::Discard };
+        self.need_ctxt = true;
+        self.need_addr = true;
+        self.elem_pending_addr = false;
+        Ok(())
+    }
+
+    fn commit_elem_on_eot(&mut self) {
+        if self.out_stack.to_send == 0 {
+            self.out_stack.reset();
+        }
+        while let Some(elem) = self.stack.front().copied() {
+            match elem.kind {
+                P0Kind::TraceOn | P0Kind::Atom | P0Kind::Exception | P0Kind::ExceptionRet | P0Kind::Q | P0Kind::UnseenUncommitted => {
+                    self.stack.clear();
+                    break;
+                }
+                P0Kind::TransStart if self.cfg.comm_trans_p0() => {
+                    self.stack.clear();
+                    break;
+                }
+                P0Kind::TransFail | P0Kind::TransCommit if self.max_spec_depth == 0 || self.curr_spec_depth == 0 => {
+                    self.process_trans(&elem);
+                }
+                P0Kind::Event | P0Kind::Ts | P0Kind::Cc | P0Kind::TsCc => self.process_ts_cc_event(&elem),
+                P0Kind::Marker => self.process_marker(&elem),
+                P0Kind::Ite => self.process_ite(&elem),
+                _ => {}
+            }
+            self.stack.pop_front();
+        }
+        self.out_stack.add_type(self.index_curr_pkt, ElemType::EoTrace);
+        self.out_stack.cur().unsync_info = if self.prev_overflow { UnsyncInfo::Overflow } else { UnsyncInfo::Eot };
+    }
+
+    // ---------------- element output ----------------
+
+    fn process_ts_cc_event(&mut self, e: &P0Elem) {
+        let permit_ts = !(self.cfg.is_ete() && self.cfg.full_version() >= 0x51) || self.ete_first_ts_marker;
+        match e.kind {
+            P0Kind::Event => {
+                self.out_stack.add_type(e.index, ElemType::Event);
+                let o = self.out_stack.cur();
+                o.event_type = EventType::Numbered;
+                o.event_number = e.params[0] as u16;
+            }
+            P0Kind::Ts | P0Kind::TsCc if permit_ts => {
+                self.out_stack.add_type(e.index, ElemType::Timestamp);
+                let o = self.out_stack.cur();
+                o.timestamp = e.params[0] as u64 | (e.params[1] as u64) << 32;
+                if e.kind == P0Kind::TsCc {
+                    o.set_cycle_count(e.params[2]);
+                }
+            }
+            P0Kind::Cc => {
+                self.out_stack.add_type(e.index, ElemType::CycleCount);
+                self.out_stack.cur().set_cycle_count(e.params[0]);
+            }
+            _ => {}
+        }
+    }
+
+    fn process_marker(&mut self, e: &P0Elem) {
+        if self.cfg.is_ete() {
+            self.ete_first_ts_marker = true;
+        }
+        self.out_stack.add_type(e.index, ElemType::SyncMarker);
+        self.out_stack.cur().sync_marker_value = 0;
+    }
+
+    fn process_trans(&mut self, e: &P0Elem) {
+        self.out_stack.add_type(e.index, ElemType::MemTrans);
+        self.out_stack.cur().mem_trans = match e.kind {
+            P0Kind::TransStart => crate::elem::MemTrans::Start,
+            P0Kind::TransCommit => crate::elem::MemTrans::Commit,
+            P0Kind::TransFail => crate::elem::MemTrans::Fail,
+            _ => crate::elem::MemTrans::TraceInit,
+        };
+    }
+
+    fn process_ite(&mut self, e: &P0Elem) {
+        self.out_stack.add_type(e.index, ElemType::Instrumentation);
+        let o = self.out_stack.cur();
+        o.ite_el = e.ite_el;
+        o.ite_value = e.ite_value;
+    }
+
+    fn update_context(&mut self, e: &P0Elem) {
+        let c = e.context;
+        let isa = self.calc_isa(c.sf, e.addr_is);
+        let secure = !c.ns;
+        let o = self.out_stack.cur();
+        o.set_type(ElemType::PeContext);
+        o.context.bits64 = c.sf;
+        o.context.security = match (c.nse, c.ns) {
+            (true, true) => SecurityState::Realm,
+            (true, false) => SecurityState::Root,
+            (false, true) => SecurityState::NonSecure,
+            (false, false) => SecurityState::Secure,
+        };
+        o.context.exception_level = ExceptionLevel::from_number(c.el);
+        o.context.el_valid = true;
+        if c.updated_c {
+            o.context.ctxt_id_valid = true;
+            o.context.context_id = c.ctxt_id;
+        }
+        if c.updated_v {
+            o.context.vmid_valid = true;
+            o.context.vmid = c.vmid;
+        }
+        o.isa = isa;
+        self.is_64bit = c.sf;
+        self.is_secure = secure;
+        self.instr.isa = isa;
+        self.need_ctxt = false;
+    }
+
+    /// Fills the current element as an instruction range.
+    fn set_range(&mut self, r: Range, executed: bool) {
+        let info = self.instr;
+        let o = self.out_stack.cur();
+        o.set_type(ElemType::InstrRange);
+        o.last_instr_exec = executed;
+        o.last_i_type = info.instr_type;
+        o.last_i_subtype = info.sub_type;
+        o.last_instr_sz = info.instr_size;
+        o.isa = info.isa;
+        o.last_instr_cond = info.is_conditional;
+        o.st_addr = r.st;
+        o.en_addr = r.en;
+        o.num_instr_range = r.num;
+        if executed {
+            self.instr.isa = info.next_isa;
+        }
+    }
+
+    fn set_nacc(&mut self, addr: u64) {
+        let space = self.mem_space();
+        let o = self.out_stack.cur();
+        o.set_type(ElemType::AddrNacc);
+        o.st_addr = addr;
+        o.mem_space = space;
+    }
+
+    /// Follows the program from the current address to the next waypoint
+    /// (or, with `to_addr`, until the next instruction is at that address).
+    fn trace_to_waypoint(&mut self, to_addr: Option<u64>) -> Result<(Range, WpResult), ErrCode> {
+        let mut r = Range { st: self.instr.instr_addr, en: self.instr.instr_addr, num: 0 };
+        let mut wp = WpResult::NotFound;
+        let space = self.mem_space();
+        let limit = self.options.instr_range_limit;
+        let op_check = self.options.aa64_opcode_check;
+        let Some(mem) = self.mem.clone() else {
+            return Ok((r, WpResult::Nacc));
+        };
+        let mut mem = mem.borrow_mut();
+        let dec = self.instr_dec.clone();
+        let mut dec = dec.borrow_mut();
+        let mut result = Ok(());
+        while wp == WpResult::NotFound {
+            let Some(opcode) = self.code.read4(&mut *mem, self.instr.instr_addr, self.trace_id, space) else {
+                wp = WpResult::Nacc;
+                break;
+            };
+            self.instr.opcode = opcode;
+            if op_check && self.instr.isa == Isa::Aarch64 && opcode & 0xFFFF_0000 == 0 {
+                result = Err(ErrCode::InvalidOpcode);
+                break;
+            }
+            if self.instr.isa == Isa::Aarch64 && opcode & A64_GROUP_MASK != A64_GROUP_BRANCH_SYS {
+                // Outside the branch / exception / system group no A64
+                // instruction is a waypoint: skip the classifier.
+                self.instr.instr_type = InstrType::Other;
+                self.instr.sub_type = InstrSubType::None;
+                self.instr.instr_size = 4;
+                self.instr.is_conditional = false;
+                self.instr.is_link = false;
+                self.instr.next_isa = Isa::Aarch64;
+                self.instr.thumb_it_conditions = 0;
+            } else if let Err(e) = dec.decode_instruction(&mut self.instr) {
+                result = Err(e);
+                break;
+            }
+            self.instr.instr_addr = self.instr.instr_addr.wrapping_add(self.instr.instr_size as u64);
+            r.num += 1;
+            if limit != 0 && r.num > limit {
+                drop(mem);
+                drop(dec);
+                self.log(Severity::Error, ErrCode::IRangeLimitOverrun, None, "Decode Instruction Range Limit Overrun");
+                return Err(ErrCode::IRangeLimitOverrun);
+            }
+            match to_addr {
+                Some(a) => {
+                    if self.instr.instr_addr == a {
+                        wp = WpResult::Found;
+                    }
+                }
+                None => {
+                    if self.instr.instr_type != InstrType::Other {
+                        wp = WpResult::Found;
+                    }
+                }
+            }
+        }
+        r.en = self.instr.instr_addr;
+        result.map(|_| (r, wp))
+    }
+
+    fn process_atom(&mut self, taken: bool, elem: &P0Elem) -> Step {
+        self.out_stack.add(elem.index);
+        let (range, wp) = match self.trace_to_waypoint(None) {
+            Ok(v) => v,
+            Err(ErrCode::UnsupportedIsa) => {
+                self.need_addr = true;
+                self.need_ctxt = true;
+                self.log(
+                    Severity::Warn,
+                    ErrCode::UnsupportedIsa,
+                    Some(elem.index),
+                    "Warning: unsupported instruction set processing atom packet.",
+                );
+                return Ok(());
+            }
+            Err(code) => return self.seq_err(code, Some(elem.index), "Error processing atom packet."),
+        };
+        if wp == WpResult::Found {
+            let next_addr = self.instr.instr_addr;
+            let mut ete_eret = false;
+            match self.instr.instr_type {
+                InstrType::Branch => {
+                    if taken {
+                        self.instr.instr_addr = self.instr.branch_addr;
+                        if self.instr.is_link {
+                            self.ret_stack.push(next_addr, self.instr.isa);
+                        }
+                    } else if (self.options.direct_br_cond || self.options.strict_br_cond) && !self.instr.is_conditional {
+                        return self.bad_image(elem.index, "Inconsistent program image - N atom on unconditional direct branch");
+                    }
+                }
+                InstrType::BranchIndirect => {
+                    if taken {
+                        self.need_addr = true;
+                        if self.instr.is_link {
+                            self.ret_stack.push(next_addr, self.instr.isa);
+                        }
+                        self.ret_stack.set_pop_pending();
+                        if self.cfg.is_ete() && self.instr.sub_type == InstrSubType::V8Eret {
+                            ete_eret = true;
+                        }
+                    } else if self.options.strict_br_cond && !self.instr.is_conditional {
+                        return self.bad_image(elem.index, "Inconsistent program image - N atom on unconditional indirect branch");
+                    }
+                }
+                _ => {}
+            }
+            self.set_range(range, taken);
+            if self.options.range_cont
+                && let Some(expect) = self.next_range_check
+                && expect != range.st
+            {
+                return self.bad_image(elem.index, "Discontinuous ranges - Inconsistent program image for decode\n");
+            }
+            self.next_range_check = if taken { None } else { Some(next_addr) };
+            if ete_eret {
+                self.out_stack.add_type(elem.index, ElemType::ExceptionRet);
+            }
+        } else {
+            self.need_addr = true;
+            self.next_range_check = None;
+            if range.st != range.en {
+                self.set_range(range, true);
+                if wp == WpResult::Nacc {
+                    self.out_stack.add(elem.index);
+                }
+            }
+            if wp == WpResult::Nacc {
+                let a = self.instr.instr_addr;
+                self.set_nacc(a);
+            }
+        }
+        Ok(())
+    }
+
+    fn bad_image(&mut self, index: TrcIndex, msg: &str) -> Step {
+        self.seq_err(ErrCode::BadDecodeImage, Some(index), msg)
+    }
+
+    fn process_exception(&mut self, excep: &P0Elem) -> Step {
+        let excep_index = excep.index;
+        let branch_target = excep.prev_same;
+        let reset_pkt = excep.root_pkt == PktType::PeReset;
+        let mut ctxt: Option<P0Elem> = None;
+        let mut ret_addr = 0u64;
+        let mut used = 0usize;
+        if !reset_pkt {
+            let mut idx = 1;
+            if let Some(e) = self.stack.get(idx)
+                && e.kind == P0Kind::Ctxt
+            {
+                ctxt = Some(*e);
+                idx += 1;
+            }
+            let addr = match self.stack.get(idx) {
+                Some(e) if e.kind == P0Kind::Addr => *e,
+                _ => {
+                    let i = Some(self.index_curr_pkt);
+                    return self.seq_err(ErrCode::BadPacketSeq, i, "Address missing in exception packet.");
+                }
+            };
+            used = idx;
+            ret_addr = addr.addr;
+            if branch_target {
+                let b64 = match &ctxt {
+                    Some(c) => c.context.sf,
+                    None => self.instr.isa == Isa::Aarch64,
+                };
+                self.instr.instr_addr = ret_addr;
+                self.instr.isa = self.calc_isa(b64, addr.addr_is);
+                self.need_addr = false;
+            }
+        }
+
+        self.out_stack.add(excep_index);
+        if let Some(c) = &ctxt {
+            self.update_context(c);
+            self.out_stack.add(excep_index);
+        }
+
+        let mut tail_chain = false;
+        let mut wp = WpResult::NotFound;
+        if !reset_pkt {
+            if self.cfg.is_m_profile() {
+                tail_chain = ret_addr == 0xFFFF_FFFE;
+            }
+            if self.instr.instr_addr < ret_addr && !tail_chain {
+                let mut range_out = false;
+                let (range, w) = match self.trace_to_waypoint(Some(ret_addr)) {
+                    Ok(v) => v,
+                    Err(ErrCode::UnsupportedIsa) => {
+                        self.need_addr = true;
+                        self.need_ctxt = true;
+                        self.log(
+                            Severity::Warn,
+                            ErrCode::UnsupportedIsa,
+                            Some(excep_index),
+                            "Warning: unsupported instruction set processing exception packet.",
+                        );
+                        return Ok(());
+                    }
+                    Err(code) => return self.seq_err(code, Some(excep_index), "Error processing exception packet."),
+                };
+                wp = w;
+                if wp == WpResult::Found {
+                    self.set_range(range, true);
+                    range_out = true;
+                } else {
+                    self.need_addr = true;
+                    if range.st != range.en {
+                        self.set_range(range, true);
+                        range_out = true;
+                    }
+                }
+                if range_out {
+                    self.out_stack.add(excep_index);
+                }
+            }
+            if wp == WpResult::Nacc {
+                let a = self.instr.instr_addr;
+                self.set_nacc(a);
+                self.out_stack.add(excep_index);
+            }
+        }
+
+        let o = self.out_stack.cur();
+        o.set_type(ElemType::Exception);
+        o.en_addr = ret_addr;
+        o.excep_ret_addr = !reset_pkt && !tail_chain;
+        o.excep_ret_addr_br_tgt = branch_target;
+        o.exception_number = excep.excep_num as u32;
+
+        // Drop the context and address elements used (the exception itself
+        // is removed by the caller).
+        for _ in 0..used {
+            self.stack.remove(1);
+        }
+        Ok(())
+    }
+
+    fn process_q(&mut self, q: &P0Elem) -> Step {
+        let (q_addr, q_is) = if q.q_has_addr {
+            (q.addr, q.addr_is)
+        } else {
+            let mut idx = 1;
+            let mut ctxt = None;
+            if let Some(e) = self.stack.get(idx)
+                && e.kind == P0Kind::Ctxt
+            {
+                ctxt = Some(*e);
+                idx += 1;
+            }
+            let addr = match self.stack.get(idx) {
+                Some(e) if e.kind == P0Kind::Addr => *e,
+                _ => {
+                    let i = Some(q.index);
+                    return self.seq_err(ErrCode::BadPacketSeq, i, "Address missing in Q packet.");
+                }
+            };
+            for _ in 0..idx {
+                self.stack.remove(1);
+            }
+            if let Some(c) = ctxt {
+                // The context is processed after the Q element.
+                self.stack.insert(1, c);
+            }
+            (addr.addr, addr.addr_is)
+        };
+
+        self.out_stack.add(q.index);
+        let mut range = Range { st: self.instr.instr_addr, en: self.instr.instr_addr, num: 0 };
+        let mut is_branch = false;
+        let space = self.mem_space();
+        if let Some(mem) = self.mem.clone() {
+            let mut mem = mem.borrow_mut();
+            let dec = self.instr_dec.clone();
+            let mut dec = dec.borrow_mut();
+            for _ in 0..q.q_count {
+                let Some(op) = self.code.read4(&mut *mem, self.instr.instr_addr, self.trace_id, space) else { break };
+                self.instr.opcode = op;
+                if dec.decode_instruction(&mut self.instr).is_err() {
+                    break;
+                }
+                self.instr.instr_addr = self.instr.instr_addr.wrapping_add(self.instr.instr_size as u64);
+                range.num += 1;
+                is_branch = matches!(self.instr.instr_type, InstrType::Branch | InstrType::BranchIndirect);
+                if is_branch {
+                    break;
+                }
+            }
+        }
+        let mut incomplete = true;
+        if q.q_count > 0 && range.num == q.q_count && (self.instr.instr_addr == q_addr || is_branch) {
+            incomplete = false;
+            range.en = self.instr.instr_addr;
+            self.set_range(range, true);
+        }
+        if incomplete {
+            let isa = self.calc_isa(self.is_64bit, q_is);
+            let o = self.out_stack.cur();
+            o.set_type(ElemType::IRangeNoPath);
+            o.st_addr = range.st;
+            o.en_addr = q_addr;
+            o.num_instr_range = q.q_count;
+            o.isa = isa;
+        }
+        self.set_instr_addr_isa(q_addr, q_is);
+        self.need_addr = false;
+        Ok(())
+    }
+
+    /// ETE source address: the address of the last instruction of a range.
+    fn process_source_address(&mut self, e: &P0Elem) -> Step {
+        let src = e.addr;
+        let curr = self.instr.instr_addr;
+        let space = self.mem_space();
+        let Some(mem) = self.mem.clone() else {
+            self.out_stack.add_type(e.index, ElemType::AddrNacc);
+            self.set_nacc(src);
+            return Ok(());
+        };
+        let isa = self.calc_isa(self.is_64bit, e.addr_is);
+        self.instr.isa = isa;
+        let opcode = self.code.read4(&mut *mem.borrow_mut(), src, self.trace_id, space);
+        let Some(op) = opcode else {
+            self.out_stack.add_type(e.index, ElemType::AddrNacc);
+            self.set_nacc(src);
+            return Ok(());
+        };
+        self.instr.opcode = op;
+        self.instr.instr_addr = src;
+        if let Err(code) = self.instr_dec.clone().borrow_mut().decode_instruction(&mut self.instr) {
+            return self.seq_err(code, Some(e.index), "Instruction decode error processing source address packet.");
+        }
+        self.instr.instr_addr = src.wrapping_add(self.instr.instr_size as u64);
+        let mut range = Range { st: src, en: self.instr.instr_addr, num: 1 };
+        if !self.need_addr && curr <= src {
+            range.st = curr;
+        }
+        self.need_addr = false;
+        let size = self.instr.instr_size as u64;
+        if range.en - range.st > size {
+            if self.instr.isa != Isa::Thumb2 && !self.options.src_addr_n {
+                range.num = ((range.en - range.st) / 4) as u32;
+            } else {
+                // Count (and with src_addr_n, split on) the instructions.
+                let mut info = self.instr;
+                info.instr_addr = range.st;
+                range.num = 0;
+                let mut m = mem.borrow_mut();
+                let dec = self.instr_dec.clone();
+                let mut dec = dec.borrow_mut();
+                while info.instr_addr < range.en {
+                    let Some(op) = self.code.read4(&mut *m, info.instr_addr, self.trace_id, space) else {
+                        drop(m);
+                        drop(dec);
+                        self.out_stack.add_type(e.index, ElemType::AddrNacc);
+                        self.set_nacc(src);
+                        range = Range { st: src, en: self.instr.instr_addr, num: 1 };
+                        break;
+                    };
+                    info.opcode = op;
+                    if dec.decode_instruction(&mut info).is_err() {
+                        break;
+                    }
+                    info.instr_addr += info.instr_size as u64;
+                    range.num += 1;
+                    if self.options.src_addr_n && info.instr_addr < range.en && info.instr_type != InstrType::Other {
+                        let mid = Range { st: range.st, en: info.instr_addr, num: range.num };
+                        self.out_stack.add(e.index);
+                        let saved = self.instr;
+                        self.instr = info;
+                        self.set_range(mid, false);
+                        self.instr = saved;
+                        range.st = mid.en;
+                        range.num = 0;
+                    }
+                }
+            }
+        }
+        let next = self.instr.instr_addr;
+        match self.instr.instr_type {
+            InstrType::Branch => {
+                if self.instr.is_link {
+                    self.ret_stack.push(next, self.instr.isa);
+                }
+                self.instr.instr_addr = self.instr.branch_addr;
+            }
+            InstrType::BranchIndirect => {
+                self.need_addr = true;
+                if self.instr.is_link {
+                    self.ret_stack.push(next, self.instr.isa);
+                }
+                self.ret_stack.set_pop_pending();
+            }
+            _ => {}
+        }
+        self.out_stack.add(e.index);
+        self.set_range(range, true);
+        Ok(())
+    }
+
+    fn on_eot(&mut self) -> DatapathResp {
+        if !self.eot_done {
+            self.eot_done = true;
+            self.commit_elem_on_eot();
+        }
+        self.out_stack.send(&self.out, self.trace_id)
+    }
+
+    fn on_flush(&mut self) -> DatapathResp {
+        if self.state == State::ResolveElements {
+            let r = self.resolve_elements();
+            if self.state == State::NoSync && r.is_cont() {
+                // An error reset the decoder while resolving.
+                return self.send_no_sync();
+            }
+            r
+        } else {
+            self.out_stack.send(&self.out, self.trace_id)
+        }
+    }
+}
+
+impl PktDataIn<EtmV4Packet> for EtmV4Decoder {
+    fn packet_data_in(&mut self, op: DatapathOp, index: TrcIndex, pkt: Option<&EtmV4Packet>) -> DatapathResp {
+        match op {
+            DatapathOp::Data => match pkt {
+                Some(p) => {
+                    self.eot_done = false;
+                    self.index_curr_pkt = index;
+                    self.process_packet(p)
+                }
+                None => DatapathResp::FatalInvalidParam,
+            },
+            DatapathOp::Eot => self.on_eot(),
+            DatapathOp::Flush => self.on_flush(),
+            DatapathOp::Reset => {
+                self.eot_done = false;
+                self.unsync_info = UnsyncInfo::ResetDecoder;
+                self.reset_decoder();
+                DatapathResp::Cont
+            }
+        }
+    }
+}
