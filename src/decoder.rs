@@ -269,6 +269,11 @@ pub trait PacketProcessor {
 }
 
 /// A packet processor, its monitor and its packet sink, as one component.
+///
+/// End of trace: if the sink answers `Wait` to EOT, the caller sends
+/// `Flush` until it gets `Cont`, then EOT again; the sink must then deliver
+/// only what it had not delivered yet. The monitor sees EOT once, after the
+/// sink has finished.
 pub struct Pipeline<PP: PacketProcessor> {
     name: &'static str,
     proc: PP,
