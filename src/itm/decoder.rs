@@ -206,7 +206,13 @@ impl PktDataIn<ItmPacket> for ItmDecoder {
             DatapathOp::Eot => {
                 self.elem.set_type(ElemType::EoTrace);
                 self.elem.unsync_info = UnsyncInfo::Eot;
-                self.send()
+                // The end-of-trace element is the last: once it is out,
+                // nothing waits to be delivered (and a repeated end of
+                // trace must not repeat it).
+                match self.send() {
+                    r if r.is_wait() => DatapathResp::Cont,
+                    r => r,
+                }
             }
             // As OpenCSD: a reset only changes the reason given when the
             // decoder next reports it is not synchronised.

@@ -419,7 +419,9 @@ impl PacketProcessor for ItmProcessor {
     fn eot(&mut self, out: &mut PacketOut<'_, ItmPacket>) -> DatapathResp {
         if self.state == State::ProcData {
             self.pkt.set_err(ItmPktType::IncompleteEot);
-            return self.emit(out);
+            // Nothing is left to deliver after this packet.
+            let r = self.emit(out);
+            return if r.is_wait() { DatapathResp::Cont } else { r };
         }
         DatapathResp::Cont
     }

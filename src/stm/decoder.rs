@@ -194,7 +194,13 @@ impl PktDataIn<StmPacket> for StmDecoder {
             DatapathOp::Eot => {
                 self.elem.set_type(ElemType::EoTrace);
                 self.elem.unsync_info = UnsyncInfo::Eot;
-                self.send()
+                // The end-of-trace element is the last: once it is out,
+                // nothing waits to be delivered (and a repeated end of
+                // trace must not repeat it).
+                match self.send() {
+                    r if r.is_wait() => DatapathResp::Cont,
+                    r => r,
+                }
             }
             DatapathOp::Reset => {
                 self.unsync = UnsyncInfo::ResetDecoder;

@@ -111,6 +111,11 @@ pub struct StmProcessor {
     sync_start: bool,
     is_sync: bool,
     sync_index: TrcIndex,
+
+    /// Where the last block ended, when processing stopped (on a wait)
+    /// with a nibble of its last byte still to read: a packet starting on
+    /// that nibble takes this index, as it would have without the wait.
+    held_nibble_index: Option<TrcIndex>,
 }
 
 impl StmProcessor {
@@ -148,6 +153,7 @@ impl StmProcessor {
             sync_start: false,
             is_sync: false,
             sync_index: 0,
+            held_nibble_index: None,
         };
         p.init_processor_state();
         p
@@ -172,6 +178,7 @@ impl StmProcessor {
         self.init_next_packet();
         self.wait_sync_save_suppressed = false;
         self.raw.clear();
+        self.held_nibble_index = None;
     }
 
     fn init_next_packet(&mut self) {
@@ -247,6 +254,15 @@ impl StmProcessor {
         true
     }
 
+    /// Index of the current read position: the next byte, or for a
+    /// nibble held from a block that ended on a wait, that block's end.
+    fn block_pos(&mut self, inp: &Input) -> TrcIndex {
+        match self.held_nibble_index.take() {
+            Some(i) if inp.used == 0 && self.nibble_2nd_valid => i,
+            _ => inp.base + inp.used as TrcIndex,
+        }
+    }
+
     fn send(&mut self) {
         self.state = State::SendPkt;
     }
@@ -283,7 +299,7 @@ impl StmProcessor {
     fn wait_for_sync(&mut self, inp: &mut Input) {
         let start = inp.used;
         let mut got_data = true;
-        self.packet_index = inp.base + inp.used as TrcIndex;
+        self.packet_index = self.block_pos(inp);
         // A sync found last time (after data listed as NOTSYNC) is taken as
         // exactly the ASYNC's length now.
         self.num_nibbles = if self.is_sync { ASYNC_NIBBLES } else { self.num_f_nibbles };
@@ -706,7 +722,7 @@ impl PacketProcessor for StmProcessor {
                     Ok(())
                 }
                 State::ProcHdr => {
-                    self.packet_index = index + inp.used as TrcIndex;
+                    self.packet_index = self.block_pos(&inp);
                     if self.read_nibble(&mut inp) {
                         self.state = State::ProcData;
                         self.op1(&mut inp)
@@ -731,6 +747,9 @@ impl PacketProcessor for StmProcessor {
                 }
             }
         }
+        if self.nibble_2nd_valid && inp.used == data.len() && matches!(self.state, State::ProcHdr | State::WaitSync) {
+            self.held_nibble_index = Some(index + data.len() as TrcIndex);
+        }
         (resp, inp.used)
     }
 
@@ -738,7 +757,10 @@ impl PacketProcessor for StmProcessor {
         self.mon = out.mon.is_some();
         if self.num_nibbles > 0 {
             self.pkt.set_err(StmPktType::IncompleteEot);
-            return self.emit(out);
+            // Nothing is left to deliver after this packet, so a wait
+            // asked for by its consumer is already satisfied.
+            let r = self.emit(out);
+            return if r.is_wait() { DatapathResp::Cont } else { r };
         }
         DatapathResp::Cont
     }
