@@ -97,11 +97,8 @@ impl ItmDecoder {
                 info.kind = if pkt.pkt_type == ItmPktType::Dwt { ItmPktKind::Dwt } else { ItmPktKind::Swit };
                 info.payload_size = pkt.val_sz;
                 info.value = pkt.value;
-                info.channel_or_desc = if pkt.pkt_type == ItmPktType::Swit {
-                    (pkt.src_id & 0x1f) | (self.stim_page << 5)
-                } else {
-                    pkt.src_id
-                };
+                info.channel_or_desc =
+                    if pkt.pkt_type == ItmPktType::Swit { (pkt.src_id & 0x1f) | (self.stim_page << 5) } else { pkt.src_id };
                 send = true;
             }
             ItmPktType::Extension => {

@@ -115,18 +115,14 @@ impl ItmPacket {
         match self.src_id {
             0 => {
                 let _ = write!(out, "[Event Counter: 0x{:02x}; Flags: ", self.value);
-                for (bit, name) in [(0x01, " CPI "), (0x02, " EXC "), (0x04, " Sleep "), (0x08, " LSU "), (0x10, " Fold "), (0x20, " CYC ")] {
+                for (bit, name) in [(0x01, " CPI "), (0x02, " EXC "), (0x04, " Sleep "), (0x08, " LSU "), (0x10, " Fold "), (0x20, " CYC ")]
+                {
                     out.push_str(if self.value & bit != 0 { name } else { " --- " });
                 }
                 out.push_str("] ");
             }
             1 => {
-                let _ = write!(
-                    out,
-                    "[Exception Num:  0x{:04x}({}) ]",
-                    self.value & 0x1ff,
-                    EXCEPTION_FN[((self.value >> 12) & 3) as usize]
-                );
+                let _ = write!(out, "[Exception Num:  0x{:04x}({}) ]", self.value & 0x1ff, EXCEPTION_FN[((self.value >> 12) & 3) as usize]);
             }
             2 => {
                 out.push_str("[PC Sample: ");

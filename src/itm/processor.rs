@@ -140,10 +140,10 @@ impl ItmProcessor {
     }
 
     fn emit(&mut self, out: &mut PacketOut<'_, ItmPacket>) -> DatapathResp {
-        if !self.raw.is_empty() {
-            if let Some(m) = out.mon.as_mut() {
-                m.raw_packet_data_mon(DatapathOp::Data, self.packet_index, Some(&self.pkt), &self.raw);
-            }
+        if !self.raw.is_empty()
+            && let Some(m) = out.mon.as_mut()
+        {
+            m.raw_packet_data_mon(DatapathOp::Data, self.packet_index, Some(&self.pkt), &self.raw);
         }
         let resp = match out.sink.as_mut() {
             Some(s) => s.packet_data_in(DatapathOp::Data, self.packet_index, Some(&self.pkt)),
@@ -158,10 +158,10 @@ impl ItmProcessor {
     /// the first time, a NOTSYNC packet to the decoder), then drops them.
     fn flush_unsynced(&mut self, out: &mut PacketOut<'_, ItmPacket>) -> DatapathResp {
         let n = self.dump_unsynced.min(self.raw.len());
-        if n > 0 {
-            if let Some(m) = out.mon.as_mut() {
-                m.raw_packet_data_mon(DatapathOp::Data, self.packet_index, Some(&self.pkt), &self.raw[..n]);
-            }
+        if n > 0
+            && let Some(m) = out.mon.as_mut()
+        {
+            m.raw_packet_data_mon(DatapathOp::Data, self.packet_index, Some(&self.pkt), &self.raw[..n]);
         }
         let mut resp = DatapathResp::Cont;
         if !self.sent_notsync {

@@ -5,6 +5,33 @@
 //! into `OCSD_GEN_TRC_ELEM_SWTRACE` elements. [`factory`] registers both
 //! with the decoder registry; the configuration is the snapshot's
 //! `STMTCSR` register (trace ID in bits 22:16).
+//!
+//! ```
+//! use coresight_decode::datapath::DatapathOp;
+//! use coresight_decode::decoder::{DecodeMode, SourceConfig};
+//! use coresight_decode::interfaces::TrcDataIn;
+//! use coresight_decode::logger::{shared, MsgLogger};
+//! use coresight_decode::printers::GenElemPrinter;
+//! use coresight_decode::tree::{DecodeTree, SourceFormat};
+//!
+//! // One unformatted STM stream: ASYNC, VERSION 3, M8 0x41, D8 0xab.
+//! let mut data = vec![0xff; 10];
+//! data.extend([0x0f, 0x0f, 0x30, 0x41, 0x41, 0xba]);
+//!
+//! let mut tree = DecodeTree::new(SourceFormat::Single, DecodeMode::FullDecode);
+//! let cfg = SourceConfig { regs: vec![("STMTCSR".into(), 0x0020_0000)], ..Default::default() };
+//! tree.create_decoder("STM", &cfg).unwrap();
+//! let out = shared(MsgLogger::capture());
+//! tree.set_gen_elem_out(Box::new(GenElemPrinter::new(out.clone())));
+//! tree.trace_data_in(DatapathOp::Data, 0, &data);
+//! tree.trace_data_in(DatapathOp::Eot, 0, &[]);
+//! assert_eq!(
+//!     out.borrow().captured(),
+//!     "Idx:0; ID:20; OCSD_GEN_TRC_ELEM_NO_SYNC( [init-decoder])\n\
+//!      Idx:15; ID:20; OCSD_GEN_TRC_ELEM_SWTRACE( (Ma:0x41; Ch:0x00) 0xab; )\n\
+//!      Idx:15; ID:20; OCSD_GEN_TRC_ELEM_EO_TRACE( [end-of-trace])\n"
+//! );
+//! ```
 
 use std::rc::Rc;
 

@@ -75,13 +75,7 @@ impl StmPktType {
     fn takes_suffixes(self) -> bool {
         matches!(
             self,
-            StmPktType::Trig
-                | StmPktType::Flag
-                | StmPktType::D4
-                | StmPktType::D8
-                | StmPktType::D16
-                | StmPktType::D32
-                | StmPktType::D64
+            StmPktType::Trig | StmPktType::Flag | StmPktType::D4 | StmPktType::D8 | StmPktType::D16 | StmPktType::D32 | StmPktType::D64
         )
     }
 

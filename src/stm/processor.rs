@@ -5,21 +5,20 @@
 //! its payload and, for the timestamped forms, a length nibble and that
 //! many timestamp nibbles. Synchronisation is ASYNC: 21 or more `F`
 //! nibbles then a `0`. Until the first ASYNC the data is listed as NOTSYNC
-//! packets; an ASYNC seen anywhere (even inside another packet) restarts
-//! the sync search count.
+//! packets; afterwards an `FF` header must continue as an ASYNC.
 //!
 //! The processor follows OpenCSD's behaviour exactly, including which raw
 //! bytes each listed packet shows: a packet that starts in the high nibble
 //! of a byte shows that nibble as `0xN0`, and the ASYNC found while
 //! unsynchronised is shown as the canonical `ff x10, 0f`.
 
-use crate::datapath::{DatapathResp, TrcIndex};
+use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use crate::decoder::{PacketOut, PacketProcessor};
 use crate::deformatter::overread;
 use crate::error::{ErrCode, Severity, TraceError};
 use crate::logger::ErrLink;
 
-use super::packet::{low_mask, StmPacket, StmPktType, StmTsType};
+use super::packet::{StmPacket, StmPktType, StmTsType, low_mask};
 
 /// Nibbles in an ASYNC: 21 `F` then `0`.
 const ASYNC_NIBBLES: u8 = 22;
@@ -269,13 +268,13 @@ impl StmProcessor {
 
     fn emit(&mut self, out: &mut PacketOut<'_, StmPacket>) -> DatapathResp {
         // The monitor never sees empty packets.
-        if !self.raw.is_empty() {
-            if let Some(m) = out.mon.as_mut() {
-                m.raw_packet_data_mon(crate::datapath::DatapathOp::Data, self.packet_index, Some(&self.pkt), &self.raw);
-            }
+        if !self.raw.is_empty()
+            && let Some(m) = out.mon.as_mut()
+        {
+            m.raw_packet_data_mon(DatapathOp::Data, self.packet_index, Some(&self.pkt), &self.raw);
         }
         let resp = match out.sink.as_mut() {
-            Some(s) => s.packet_data_in(crate::datapath::DatapathOp::Data, self.packet_index, Some(&self.pkt)),
+            Some(s) => s.packet_data_in(DatapathOp::Data, self.packet_index, Some(&self.pkt)),
             None => DatapathResp::Cont,
         };
         self.raw.clear();
@@ -453,7 +452,9 @@ impl StmProcessor {
 
     /// Data complete: read the timestamp if there is one, else send.
     fn data_done(&mut self, inp: &mut Input) -> Result<(), PktError> {
-        if self.needs_ts { self.run(Step::Ts, inp) } else {
+        if self.needs_ts {
+            self.run(Step::Ts, inp)
+        } else {
             self.send();
             Ok(())
         }

@@ -4,7 +4,7 @@ use crate::datapath::{DatapathOp, DatapathResp};
 use crate::decoder::{ElemRouter, Pipeline};
 use crate::error::Severity;
 use crate::interfaces::TrcDataIn;
-use crate::logger::{shared, ErrLink, ErrorLogger, MsgLogger, Shared};
+use crate::logger::{ErrLink, ErrorLogger, MsgLogger, Shared, shared};
 use crate::printers::{GenElemPrinter, PacketPrinter};
 
 use super::*;
@@ -13,7 +13,7 @@ use super::*;
 /// bytes, low nibble first.
 fn nib(s: &str) -> Vec<u8> {
     let n: Vec<u8> = s.chars().filter(|c| !c.is_whitespace()).map(|c| c.to_digit(16).expect("hex digit") as u8).collect();
-    assert!(n.len() % 2 == 0, "odd nibble count in test stream");
+    assert!(n.len().is_multiple_of(2), "odd nibble count in test stream");
     n.chunks(2).map(|p| p[0] | (p[1] << 4)).collect()
 }
 
@@ -244,8 +244,7 @@ ID:20\tEND OF TRACE DATA
     );
 }
 
-const RESERVED_ERR: &str =
-    "PKTP_STM_0032 : 0x0014 (OCSD_ERR_INVALID_PCKT_HDR) [Invalid packet header]; TrcIdx={}; CS ID=20; STM: Unsupported or Reserved STPv2 Header";
+const RESERVED_ERR: &str = "PKTP_STM_0032 : 0x0014 (OCSD_ERR_INVALID_PCKT_HDR) [Invalid packet header]; TrcIdx={}; CS ID=20; STM: Unsupported or Reserved STPv2 Header";
 
 fn reserved_err(idx: u32) -> String {
     RESERVED_ERR.replace("{}", &idx.to_string())
