@@ -150,6 +150,15 @@ struct Chunk {
 }
 
 impl Chunk {
+    /// Starts a new run in this slot. As in OpenCSD, the data bytes of
+    /// earlier frames stay in the slot (see [`overread`]).
+    fn restart(&mut self, id: Option<u8>, index: TrcIndex) {
+        self.id = id;
+        self.index = index;
+        self.valid = 0;
+        self.used = 0;
+    }
+
     fn push(&mut self, b: u8) {
         // At most 15 data bytes come out of one frame.
         if self.valid < FRAME_SIZE {
@@ -537,7 +546,7 @@ impl FrameDeformatter {
         let flags = f[15];
         let sof = self.frame_sof;
         let mut cur = 0usize;
-        self.chunks[0] = Chunk { id: self.curr_id, index: sof, ..Chunk::default() };
+        self.chunks[0].restart(self.curr_id, sof);
         let mut overhead = 1u64; // byte 15
         for (pair, i) in (0..14).step_by(2).enumerate() {
             let flag = flags & (1 << pair) != 0;
@@ -554,7 +563,8 @@ impl FrameDeformatter {
                     self.curr_id = Some(new_id);
                     if self.chunks[cur].valid > 0 {
                         cur += 1;
-                        self.chunks[cur] = Chunk { index: sof + i as TrcIndex, ..Chunk::default() };
+                        let id = self.chunks[cur].id;
+                        self.chunks[cur].restart(id, sof + i as TrcIndex);
                     }
                     self.chunks[cur].id = self.curr_id;
                 }
@@ -589,7 +599,12 @@ impl FrameDeformatter {
                         self.raw(c.index, RawFrameKind::IdData, data, Some(id));
                     }
                     let (resp, used) = if c.used < c.valid {
-                        sink.id_data_in(id, c.index + c.used as TrcIndex, &data[c.used..])
+                        if overread::wanted() {
+                            overread::publish(|buf| self.memory_after(self.chunks_done, buf));
+                        }
+                        let r = sink.id_data_in(id, c.index + c.used as TrcIndex, &data[c.used..]);
+                        overread::clear();
+                        r
                     } else {
                         (DatapathResp::Cont, 0)
                     };
@@ -626,6 +641,113 @@ impl FrameDeformatter {
             }
         }
         true
+    }
+}
+
+impl FrameDeformatter {
+    /// Writes into `buf` the bytes that follow chunk `k`'s data in OpenCSD's
+    /// deformatter (its array of per-ID output records: the rest of the
+    /// record's data, its valid and used counts, the later records, then
+    /// the record count and output position). Returns the bytes written.
+    fn memory_after(&self, k: usize, buf: &mut [u8]) -> usize {
+        let mut w = ImageWriter { buf, len: 0 };
+        let c = &self.chunks[k];
+        // OpenCSD's record holds 15 data bytes (the most a frame carries).
+        const REC_DATA: usize = FRAME_SIZE - 1;
+        w.put(&c.data[c.valid.min(REC_DATA)..REC_DATA]);
+        w.put(&(c.valid as u32).to_le_bytes());
+        w.put(&(c.used as u32).to_le_bytes());
+        for c in &self.chunks[k + 1..] {
+            w.put(&c.index.to_le_bytes());
+            w.put(&[c.id.unwrap_or(0xff)]);
+            w.put(&c.data[..REC_DATA]);
+            w.put(&(c.valid as u32).to_le_bytes());
+            w.put(&(c.used as u32).to_le_bytes());
+        }
+        w.put(&(self.chunk_count as i32 - 1).to_le_bytes());
+        w.put(&(self.chunks_done as i32).to_le_bytes());
+        w.len
+    }
+}
+
+struct ImageWriter<'a> {
+    buf: &'a mut [u8],
+    len: usize,
+}
+
+impl ImageWriter<'_> {
+    fn put(&mut self, bytes: &[u8]) {
+        let n = bytes.len().min(self.buf.len() - self.len);
+        self.buf[self.len..self.len + n].copy_from_slice(&bytes[..n]);
+        self.len += n;
+    }
+}
+
+/// OpenCSD compatibility: the memory that follows a delivered block.
+///
+/// OpenCSD's STM packet processor, when it lists the bytes of a stream it
+/// has not synchronised on yet, can count nibbles carried over from the
+/// previous block and so list more bytes than the current block holds,
+/// reading past its end. For a formatted source those bytes are the rest
+/// of the deformatter's per-ID output record, and OpenCSD's listings show
+/// them. To list such packets byte for byte, a consumer registers an
+/// [`overread::Interest`]; while one exists, the deformatter publishes the
+/// image of that memory for the duration of each block it delivers, and
+/// [`overread::following_bytes`] reads it. Nothing is published for
+/// unformatted sources (OpenCSD's bytes there are not knowable).
+pub mod overread {
+    use std::cell::{Cell, RefCell};
+
+    /// Largest image published (the deformatter's records after a block).
+    pub const IMAGE_MAX: usize = 256;
+
+    thread_local! {
+        static INTEREST: Cell<usize> = const { Cell::new(0) };
+        static IMAGE: RefCell<([u8; IMAGE_MAX], usize)> = const { RefCell::new(([0; IMAGE_MAX], 0)) };
+    }
+
+    /// Keeps the image published while it lives.
+    #[derive(Debug)]
+    pub struct Interest(());
+
+    impl Interest {
+        pub fn register() -> Interest {
+            INTEREST.with(|n| n.set(n.get() + 1));
+            Interest(())
+        }
+    }
+
+    impl Drop for Interest {
+        fn drop(&mut self) {
+            INTEREST.with(|n| n.set(n.get().saturating_sub(1)));
+        }
+    }
+
+    pub(crate) fn wanted() -> bool {
+        INTEREST.with(|n| n.get() > 0)
+    }
+
+    pub(crate) fn publish(fill: impl FnOnce(&mut [u8]) -> usize) {
+        IMAGE.with(|i| {
+            let mut i = i.borrow_mut();
+            let len = fill(&mut i.0);
+            i.1 = len;
+        });
+    }
+
+    pub(crate) fn clear() {
+        IMAGE.with(|i| i.borrow_mut().1 = 0);
+    }
+
+    /// Copies into `out` the bytes that follow the block being delivered
+    /// now, as far as they are known; returns how many were copied.
+    pub fn following_bytes(out: &mut [u8]) -> usize {
+        IMAGE.with(|i| {
+            let i = i.borrow();
+            let n = i.1.min(out.len());
+            out[..n].copy_from_slice(&i.0[..n]);
+            n
+        })
     }
 }
 

@@ -405,7 +405,8 @@ impl TraceElement {
         if itm.overflow {
             o.push_str("ITM_OVERFLOW; ");
         }
-        let width = (itm.payload_size as usize).max(1) * 2;
+        // The payload is zero-padded to its size in bytes.
+        let width = itm.payload_size as usize * 2;
         match itm.kind {
             ItmPktKind::Swit => {
                 write!(o, "ITM_SWIT (ch: 0x{:x}; Data: 0x{:0w$x}) ", itm.channel_or_desc, itm.value, w = width)?;
@@ -423,7 +424,7 @@ impl TraceElement {
                 write!(o, "ITM_TS_LOCAL ( TS delta: 0x{:08x}, {{ {rel}}}; TS cumulative: 0x{:016x}) ", itm.value, self.timestamp)?;
             }
             ItmPktKind::TsGlobal => {
-                write!(o, "ITM_TS_GLOBAL ( TS: 0x{:x}) ", self.timestamp)?;
+                write!(o, "ITM_TS_GLOBAL ( TS: 0x{:016x}) ", self.timestamp)?;
             }
         }
         Ok(())
@@ -523,5 +524,23 @@ mod tests {
         e.sw_trace.frequency = true;
         e.sw_payload = 0x0124f800;
         assert_eq!(text(&e), "OCSD_GEN_TRC_ELEM_SWTRACE((Ma:0x??; Ch:0x??) 0x0124f800; Freq)");
+    }
+
+    #[test]
+    fn itm_trace_forms() {
+        let mut e = TraceElement::new(ElemType::ItmTrace);
+        e.itm = ItmInfo { kind: ItmPktKind::Swit, channel_or_desc: 0x4a, payload_size: 2, value: 0x2345, ..Default::default() };
+        assert_eq!(text(&e), "OCSD_GEN_TRC_ELEM_ITMTRACE(ITM_SWIT (ch: 0x4a; Data: 0x2345) )");
+        e.itm = ItmInfo { kind: ItmPktKind::Dwt, channel_or_desc: 0x12, payload_size: 1, value: 0x44, overflow: true, ..Default::default() };
+        assert_eq!(text(&e), "OCSD_GEN_TRC_ELEM_ITMTRACE(ITM_OVERFLOW; ITM_DWT (desc: 0x12; Data: 0x44) )");
+        e.itm = ItmInfo { kind: ItmPktKind::TsLocal, ts_relation: 3, value: 0x07543f5e, payload_size: 4, ..Default::default() };
+        e.timestamp = 0x07543f5e;
+        assert_eq!(
+            text(&e),
+            "OCSD_GEN_TRC_ELEM_ITMTRACE(ITM_TS_LOCAL ( TS delta: 0x07543f5e, { TS and Packet Delay}; TS cumulative: 0x0000000007543f5e) )"
+        );
+        e.itm = ItmInfo { kind: ItmPktKind::TsGlobal, ..Default::default() };
+        e.timestamp = 0x1020304cf23456;
+        assert_eq!(text(&e), "OCSD_GEN_TRC_ELEM_ITMTRACE(ITM_TS_GLOBAL ( TS: 0x001020304cf23456) )");
     }
 }

@@ -1,11 +1,88 @@
 //! ITM (Instrumentation Trace Macrocell): packet processor and decoder.
+//!
+//! [`ItmProcessor`] turns the byte stream into [`ItmPacket`]s;
+//! [`ItmDecoder`] produces `OCSD_GEN_TRC_ELEM_ITMTRACE` elements for
+//! software and hardware source packets and timestamps. [`factory`]
+//! registers both with the decoder registry; the configuration is the
+//! snapshot's `ITMTCR` register (trace ID in bits 22:16, local timestamp
+//! prescaler in bits 9:8 when SWOENA, bit 4, is set).
 
 use std::rc::Rc;
 
-use crate::decoder::DecoderFactory;
-use crate::protocols::{Undecoded, ITM};
+use crate::decoder::{DecodeContext, DecodeMode, DecoderFactory, Pipeline, RegSpec, SourceConfig, TraceComponent};
+use crate::error::Error;
+use crate::interfaces::PktDataIn;
+use crate::logger::ErrLink;
+use crate::protocols::ITM;
+
+mod decoder;
+mod packet;
+mod processor;
+#[cfg(test)]
+mod tests;
+
+pub use decoder::ItmDecoder;
+pub use packet::{ItmPacket, ItmPktType};
+pub use processor::ItmProcessor;
+
+/// ITM configuration: the `ITMTCR` register.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ItmConfig {
+    pub tcr: u32,
+}
+
+impl ItmConfig {
+    /// A configuration with trace ID `id` and nothing else set.
+    pub fn with_trace_id(id: u8) -> Self {
+        ItmConfig { tcr: ((id as u32) & 0x7f) << 16 }
+    }
+    /// CoreSight trace ID (bits 22:16).
+    pub fn trace_id(&self) -> u8 {
+        ((self.tcr >> 16) & 0x7f) as u8
+    }
+    /// Local timestamp prescaler: 1, 4, 16 or 64 (TSPrescale, used only
+    /// with the TPIU clock, SWOENA set).
+    pub fn ts_prescale(&self) -> u32 {
+        if self.tcr & 0x10 != 0 { [1, 4, 16, 64][((self.tcr >> 8) & 3) as usize] } else { 1 }
+    }
+}
+
+/// Creates the ITM pipeline (processor, and decoder unless packets only)
+/// for `cfg` in the context `ctx`.
+pub fn create_pipeline(cfg: ItmConfig, ctx: &DecodeContext) -> Pipeline<ItmProcessor> {
+    let id = cfg.trace_id();
+    let mut proc = ItmProcessor::new(id);
+    proc.set_error_link(ErrLink::new(&ctx.err_log, format!("PKTP_ITM_{:04}", ctx.instance_id)));
+    let dec = (ctx.mode == DecodeMode::FullDecode)
+        .then(|| Box::new(ItmDecoder::new(id, cfg.ts_prescale(), ctx.elem_out.clone())) as Box<dyn PktDataIn<ItmPacket>>);
+    Pipeline::new(ITM.name, proc, dec)
+}
+
+struct ItmFactory;
+
+impl DecoderFactory for ItmFactory {
+    fn protocol_name(&self) -> &str {
+        ITM.name
+    }
+    fn device_types(&self) -> &[&str] {
+        ITM.device_types
+    }
+    fn is_pe_trace(&self) -> bool {
+        ITM.pe_trace
+    }
+    fn registers(&self) -> &[RegSpec] {
+        ITM.registers
+    }
+    fn trace_id(&self, cfg: &SourceConfig) -> u8 {
+        ITM.trace_id(cfg)
+    }
+    fn create(&self, cfg: &SourceConfig, ctx: &DecodeContext) -> Result<Box<dyn TraceComponent>, Error> {
+        let tcr = cfg.reg_or("ITMTCR", 0) as u32;
+        Ok(Box::new(create_pipeline(ItmConfig { tcr }, ctx)))
+    }
+}
 
 /// The protocol's factory for the decoder registry.
 pub fn factory() -> Rc<dyn DecoderFactory> {
-    Rc::new(Undecoded(&ITM))
+    Rc::new(ItmFactory)
 }

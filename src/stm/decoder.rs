@@ -1,0 +1,214 @@
+//! STM packet decoder: packets to SWTRACE generic elements.
+//!
+//! The decoder keeps the current master and channel and joins them with
+//! each payload, marker, trigger, frequency or error packet into one
+//! `OCSD_GEN_TRC_ELEM_SWTRACE` element, as OpenCSD does. Packets before
+//! the first ASYNC give one NO_SYNC element; a bad packet is fatal to the
+//! data path (OpenCSD's choice), and the decoder restarts from NO_SYNC.
+
+use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
+use crate::decoder::ElemRouter;
+use crate::elem::{ElemType, SwTraceInfo, TraceElement, UnsyncInfo};
+use crate::interfaces::{PktDataIn, TrcGenElemIn};
+use crate::logger::Shared;
+
+use super::packet::{StmPacket, StmPktType};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    NoSync,
+    WaitSync,
+    Decode,
+}
+
+/// The STM decoder.
+pub struct StmDecoder {
+    trace_id: u8,
+    out: Shared<ElemRouter>,
+    state: State,
+    unsync: UnsyncInfo,
+    /// Persistent software trace info: ids, and the id-valid flag.
+    swt: SwTraceInfo,
+    elem: TraceElement,
+    index: TrcIndex,
+}
+
+impl StmDecoder {
+    /// A decoder giving elements for CoreSight trace ID `trace_id` to `out`.
+    pub fn new(trace_id: u8, out: Shared<ElemRouter>) -> Self {
+        let mut d = StmDecoder {
+            trace_id,
+            out,
+            state: State::NoSync,
+            unsync: UnsyncInfo::InitDecoder,
+            swt: SwTraceInfo::default(),
+            elem: TraceElement::default(),
+            index: 0,
+        };
+        d.reset_decoder();
+        d
+    }
+
+    fn reset_decoder(&mut self) {
+        self.state = State::NoSync;
+        self.elem = TraceElement::default();
+        self.swt = SwTraceInfo::default();
+    }
+
+    fn send(&mut self) -> DatapathResp {
+        self.out.borrow_mut().trace_elem_in(self.index, self.trace_id, &self.elem)
+    }
+
+    /// Clears the per-packet flags, keeping ids and the id-valid flag.
+    fn clear_per_packet(&mut self) {
+        self.swt = SwTraceInfo {
+            master_id: self.swt.master_id,
+            channel_id: self.swt.channel_id,
+            id_valid: self.swt.id_valid,
+            ..SwTraceInfo::default()
+        };
+    }
+
+    /// Loads the payload of `pkt` into the element.
+    fn payload(&mut self, pkt: &StmPacket) {
+        self.swt.payload_num_packets = 1;
+        let (bits, value, mask) = match pkt.pkt_type {
+            StmPktType::D4 => (4, pkt.d8() as u64 & 0xf, 0xff),
+            StmPktType::D8 | StmPktType::Trig | StmPktType::Gerr | StmPktType::Merr => (8, pkt.d8() as u64, 0xff),
+            StmPktType::D16 => (16, pkt.d16() as u64, 0xffff),
+            StmPktType::D32 | StmPktType::Freq => (32, pkt.d32() as u64, 0xffff_ffff),
+            _ => (64, pkt.d64(), !0),
+        };
+        self.swt.payload_bits = bits;
+        // One 64-bit payload buffer: smaller payloads overwrite its low bytes.
+        self.elem.sw_payload = (self.elem.sw_payload & !mask) | value;
+        if pkt.marker {
+            self.swt.marker = true;
+        }
+    }
+
+    fn decode(&mut self, pkt: &StmPacket) -> DatapathResp {
+        let mut resp = DatapathResp::Cont;
+        let mut send = false;
+        self.elem.set_type(ElemType::SwTrace);
+        self.clear_per_packet();
+        match pkt.pkt_type {
+            StmPktType::BadSequence | StmPktType::Reserved => {
+                self.unsync = UnsyncInfo::BadPacket;
+                self.reset_decoder();
+                return DatapathResp::FatalInvalidData;
+            }
+            StmPktType::NotSync => {
+                self.reset_decoder();
+                return resp;
+            }
+            StmPktType::Version => {
+                self.swt.master_id = pkt.master as u16;
+                self.swt.channel_id = pkt.channel;
+            }
+            StmPktType::Async | StmPktType::IncompleteEot | StmPktType::NoErrType => {}
+            StmPktType::Null => send = pkt.has_ts,
+            StmPktType::Freq => {
+                self.swt.frequency = true;
+                self.payload(pkt);
+                send = true;
+            }
+            StmPktType::Trig => {
+                self.swt.trigger = true;
+                self.payload(pkt);
+                send = true;
+            }
+            StmPktType::Gerr => {
+                self.swt.master_id = pkt.master as u16;
+                self.swt.channel_id = pkt.channel;
+                self.swt.global_err = true;
+                self.swt.id_valid = false;
+                self.payload(pkt);
+                send = true;
+            }
+            StmPktType::Merr => {
+                self.swt.channel_id = pkt.channel;
+                self.swt.master_err = true;
+                self.payload(pkt);
+                send = true;
+            }
+            StmPktType::M8 => {
+                self.swt.master_id = pkt.master as u16;
+                self.swt.channel_id = pkt.channel;
+                self.swt.id_valid = true;
+            }
+            StmPktType::C8 | StmPktType::C16 => self.swt.channel_id = pkt.channel,
+            StmPktType::Flag => {
+                self.swt.marker = true;
+                send = true;
+            }
+            StmPktType::D4 | StmPktType::D8 | StmPktType::D16 | StmPktType::D32 | StmPktType::D64 => {
+                self.payload(pkt);
+                send = true;
+            }
+        }
+        if send {
+            if pkt.has_ts {
+                self.elem.timestamp = pkt.timestamp;
+                self.elem.has_ts = true;
+                self.swt.has_timestamp = true;
+            }
+            self.elem.sw_trace = self.swt;
+            resp = self.send();
+        }
+        resp
+    }
+
+    fn process_packet(&mut self, pkt: &StmPacket) -> DatapathResp {
+        let mut resp = DatapathResp::Cont;
+        loop {
+            match self.state {
+                State::NoSync => {
+                    self.elem.set_type(ElemType::NoSync);
+                    self.elem.unsync_info = self.unsync;
+                    resp = self.send();
+                    self.state = State::WaitSync;
+                }
+                State::WaitSync => {
+                    if pkt.pkt_type == StmPktType::Async {
+                        self.state = State::Decode;
+                    }
+                    return resp;
+                }
+                State::Decode => return self.decode(pkt),
+            }
+        }
+    }
+}
+
+impl PktDataIn<StmPacket> for StmDecoder {
+    fn packet_data_in(&mut self, op: DatapathOp, index: TrcIndex, pkt: Option<&StmPacket>) -> DatapathResp {
+        match op {
+            DatapathOp::Data => match pkt {
+                Some(p) => {
+                    self.index = index;
+                    self.process_packet(p)
+                }
+                None => DatapathResp::FatalInvalidParam,
+            },
+            DatapathOp::Eot => {
+                self.elem.set_type(ElemType::EoTrace);
+                self.elem.unsync_info = UnsyncInfo::Eot;
+                // The end-of-trace element is the last: once it is out,
+                // nothing waits to be delivered (and a repeated end of
+                // trace must not repeat it).
+                match self.send() {
+                    r if r.is_wait() => DatapathResp::Cont,
+                    r => r,
+                }
+            }
+            DatapathOp::Reset => {
+                self.unsync = UnsyncInfo::ResetDecoder;
+                self.reset_decoder();
+                DatapathResp::Cont
+            }
+            // Nothing is held back: every packet's element went out with it.
+            DatapathOp::Flush => DatapathResp::Cont,
+        }
+    }
+}
