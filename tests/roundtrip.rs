@@ -25,11 +25,22 @@ fn etmv4_unformatted() {
     round_trips(GenProtocol::Etmv4, 100..200, BufferLayout::Unformatted);
 }
 
+#[test]
+fn stm_formatted() {
+    round_trips(GenProtocol::Stm, 0..60, BufferLayout::Formatted);
+}
+
+#[test]
+fn stm_unformatted() {
+    round_trips(GenProtocol::Stm, 60..120, BufferLayout::Unformatted);
+}
+
 /// The long soak: `cargo test --release -- --ignored soak`.
 #[test]
 #[ignore]
-fn soak_etmv4() {
+fn soak() {
     round_trips(GenProtocol::Etmv4, 1000..6000, BufferLayout::Formatted);
+    round_trips(GenProtocol::Stm, 1000..4000, BufferLayout::Formatted);
 }
 
 #[test]

@@ -10,6 +10,7 @@
 pub mod a64;
 pub mod check;
 pub mod etmv4;
+pub mod stm;
 
 use std::fmt::{self, Write as _};
 
@@ -51,18 +52,21 @@ impl Rng {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GenProtocol {
     Etmv4,
+    Stm,
 }
 
 impl GenProtocol {
     pub fn from_name(s: &str) -> Option<GenProtocol> {
         match s.to_ascii_lowercase().as_str() {
             "etmv4" | "etm4" | "etmv4i" => Some(GenProtocol::Etmv4),
+            "stm" => Some(GenProtocol::Stm),
             _ => None,
         }
     }
     pub fn name(self) -> &'static str {
         match self {
             GenProtocol::Etmv4 => "etmv4",
+            GenProtocol::Stm => "stm",
         }
     }
 }
@@ -129,11 +133,15 @@ impl Truth {
             ElemType::InstrRange => {
                 Some(Truth::Range { start: e.st_addr, end: e.en_addr, count: e.num_instr_range, exec: e.last_instr_exec })
             }
-            ElemType::SwTrace if e.sw_trace.payload_bits > 0 => Some(Truth::Message {
+            // Data messages; triggers and flags are not messages.
+            ElemType::SwTrace if e.sw_trace.payload_bits > 0 && !e.sw_trace.trigger => Some(Truth::Message {
                 master: e.sw_trace.master_id,
                 channel: e.sw_trace.channel_id,
                 bits: e.sw_trace.payload_bits,
-                payload: e.sw_payload,
+                payload: match e.sw_trace.payload_bits {
+                    64 => e.sw_payload,
+                    b => e.sw_payload & ((1u64 << b) - 1),
+                },
                 marker: e.sw_trace.marker,
                 timestamp: e.sw_trace.has_timestamp.then_some(e.timestamp),
             }),
@@ -163,6 +171,7 @@ impl Generated {
 pub fn generate(opts: &GenOptions) -> Generated {
     match opts.protocol {
         GenProtocol::Etmv4 => etmv4::generate(opts),
+        GenProtocol::Stm => stm::generate(opts),
     }
 }
 
