@@ -35,12 +35,23 @@ fn stm_unformatted() {
     round_trips(GenProtocol::Stm, 60..120, BufferLayout::Unformatted);
 }
 
+#[test]
+fn itm_formatted() {
+    round_trips(GenProtocol::Itm, 0..60, BufferLayout::Formatted);
+}
+
+#[test]
+fn itm_unformatted() {
+    round_trips(GenProtocol::Itm, 60..120, BufferLayout::Unformatted);
+}
+
 /// The long soak: `cargo test --release -- --ignored soak`.
 #[test]
 #[ignore]
 fn soak() {
     round_trips(GenProtocol::Etmv4, 1000..6000, BufferLayout::Formatted);
     round_trips(GenProtocol::Stm, 1000..4000, BufferLayout::Formatted);
+    round_trips(GenProtocol::Itm, 1000..4000, BufferLayout::Unformatted);
 }
 
 #[test]

@@ -14,7 +14,7 @@ use std::process::ExitCode;
 use coresight_decode::generator::{generate, BufferLayout, GenOptions, GenProtocol};
 
 fn usage() -> &'static str {
-    "usage: trc_gen -protocol etmv4|stm -seed N -out DIR [-length N] [-unformatted]\n"
+    "usage: trc_gen -protocol etmv4|stm|itm -seed N -out DIR [-length N] [-unformatted]\n"
 }
 
 fn main() -> ExitCode {
@@ -28,7 +28,7 @@ fn main() -> ExitCode {
             "-protocol" => match val(i).as_deref().and_then(GenProtocol::from_name) {
                 Some(p) => opts.protocol = p,
                 None => {
-                    eprintln!("trc_gen: -protocol needs one of: etmv4, stm");
+                    eprintln!("trc_gen: -protocol needs one of: etmv4, stm, itm");
                     return ExitCode::from(2);
                 }
             },

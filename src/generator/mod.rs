@@ -10,11 +10,12 @@
 pub mod a64;
 pub mod check;
 pub mod etmv4;
+pub mod itm;
 pub mod stm;
 
 use std::fmt::{self, Write as _};
 
-use crate::elem::{ElemType, TraceElement};
+use crate::elem::{ElemType, ItmPktKind, TraceElement};
 use crate::formatter::{FormatterConfig, FrameFormatter};
 use crate::snapshot_writer::SnapshotSpec;
 
@@ -53,6 +54,7 @@ impl Rng {
 pub enum GenProtocol {
     Etmv4,
     Stm,
+    Itm,
 }
 
 impl GenProtocol {
@@ -60,6 +62,7 @@ impl GenProtocol {
         match s.to_ascii_lowercase().as_str() {
             "etmv4" | "etm4" | "etmv4i" => Some(GenProtocol::Etmv4),
             "stm" => Some(GenProtocol::Stm),
+            "itm" => Some(GenProtocol::Itm),
             _ => None,
         }
     }
@@ -67,6 +70,7 @@ impl GenProtocol {
         match self {
             GenProtocol::Etmv4 => "etmv4",
             GenProtocol::Stm => "stm",
+            GenProtocol::Itm => "itm",
         }
     }
 }
@@ -145,6 +149,14 @@ impl Truth {
                 marker: e.sw_trace.marker,
                 timestamp: e.sw_trace.has_timestamp.then_some(e.timestamp),
             }),
+            ElemType::ItmTrace if e.itm.kind == ItmPktKind::Swit => Some(Truth::Message {
+                master: 0,
+                channel: e.itm.channel_or_desc as u16,
+                bits: e.itm.payload_size * 8,
+                payload: e.itm.value as u64,
+                marker: false,
+                timestamp: None,
+            }),
             _ => None,
         }
     }
@@ -172,6 +184,7 @@ pub fn generate(opts: &GenOptions) -> Generated {
     match opts.protocol {
         GenProtocol::Etmv4 => etmv4::generate(opts),
         GenProtocol::Stm => stm::generate(opts),
+        GenProtocol::Itm => itm::generate(opts),
     }
 }
 
