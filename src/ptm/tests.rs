@@ -1,0 +1,1 @@
+//! PTM tests.
