@@ -1,0 +1,1 @@
+//! ETMv3 tests.
