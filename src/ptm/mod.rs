@@ -16,6 +16,8 @@ mod packet;
 mod processor;
 pub(crate) mod shared;
 #[cfg(test)]
+pub(crate) mod test_util;
+#[cfg(test)]
 mod tests;
 
 use std::rc::Rc;
