@@ -23,15 +23,7 @@ use crate::error::{ErrCode, Severity, TraceError};
 use crate::interfaces::{InstrDecode, PktDataIn, TargetMemAccess, TrcGenElemIn};
 use crate::logger::{ErrLink, Shared};
 use crate::memory::MemSpace;
-use crate::ptm::shared::ISyncReason;
-
-/// A fresh element, as OpenCSD creates them.
-fn initial_element() -> TraceElement {
-    let mut e = TraceElement::default();
-    e.st_addr = u64::MAX;
-    e.en_addr = u64::MAX;
-    e
-}
+use crate::ptm::shared::{initial_element, ISyncReason};
 
 /// The ring of output elements (OpenCSD's `OcsdGenElemList`): elements are
 /// taken in order, sent from the oldest; the newest can be held back

@@ -520,11 +520,9 @@ impl TracePacket for Etmv3Packet {
             OooData => {
                 let _ = write!(out, "; Val=0x{:x}; OO_Tag=0x{:x}", self.data_value, self.data_ooo_tag);
             }
-            ValNotTraced => {
-                if self.data_update_addr {
-                    out.push_str("; Addr=");
-                    self.write_data_addr(out);
-                }
+            ValNotTraced if self.data_update_addr => {
+                out.push_str("; Addr=");
+                self.write_data_addr(out);
             }
             OooAddrPlc => {
                 if self.data_update_addr {

@@ -12,7 +12,7 @@
 use std::fmt::Write as _;
 
 use super::packet::{PtmPacket, PtmPktType};
-use super::shared::{ISyncReason, ReturnStack};
+use super::shared::{initial_element, ISyncReason, ReturnStack};
 use super::PtmConfig;
 use crate::arch::{InstrInfo, InstrType, Isa, SecurityState};
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
@@ -54,14 +54,6 @@ struct PeState {
     addr: u64,
     isa: Isa,
     valid: bool,
-}
-
-/// A fresh element, as OpenCSD initialises its output element.
-pub(crate) fn initial_element() -> TraceElement {
-    let mut e = TraceElement::default();
-    e.st_addr = u64::MAX;
-    e.en_addr = u64::MAX;
-    e
 }
 
 /// PTM packet decoder (OpenCSD's `TrcPktDecodePtm`).

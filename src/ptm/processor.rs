@@ -242,21 +242,21 @@ impl PtmProcessor {
             }
 
             if send_unsynced && unsynced > 0 {
-                if self.async_raw_op {
-                    if let Some(mon) = out.mon.as_mut() {
-                        if bytes_on_entry > 0 {
-                            let n = bytes_on_entry.min(SPARE_ZEROS.len());
-                            mon.raw_packet_data_mon(DatapathOp::Data, self.pkt_index, Some(&self.pkt), &SPARE_ZEROS[..n]);
-                            self.pkt_index += bytes_on_entry as u64;
-                        }
-                        let end = unsynced_start + unsynced;
-                        if end <= data.len() {
-                            mon.raw_packet_data_mon(DatapathOp::Data, self.pkt_index, Some(&self.pkt), &data[unsynced_start..end]);
-                        } else {
-                            let mut buf = [0u8; OVERRUN_MAX];
-                            let n = overrun_bytes(data, unsynced_start, unsynced, &mut buf);
-                            mon.raw_packet_data_mon(DatapathOp::Data, self.pkt_index, Some(&self.pkt), &buf[..n]);
-                        }
+                if self.async_raw_op
+                    && let Some(mon) = out.mon.as_mut()
+                {
+                    if bytes_on_entry > 0 {
+                        let n = bytes_on_entry.min(SPARE_ZEROS.len());
+                        mon.raw_packet_data_mon(DatapathOp::Data, self.pkt_index, Some(&self.pkt), &SPARE_ZEROS[..n]);
+                        self.pkt_index += bytes_on_entry as u64;
+                    }
+                    let end = unsynced_start + unsynced;
+                    if end <= data.len() {
+                        mon.raw_packet_data_mon(DatapathOp::Data, self.pkt_index, Some(&self.pkt), &data[unsynced_start..end]);
+                    } else {
+                        let mut buf = [0u8; OVERRUN_MAX];
+                        let n = overrun_bytes(data, unsynced_start, unsynced, &mut buf);
+                        mon.raw_packet_data_mon(DatapathOp::Data, self.pkt_index, Some(&self.pkt), &buf[..n]);
                     }
                 }
                 if !self.sent_not_sync {

@@ -4,6 +4,12 @@
 use std::fmt::Write as _;
 
 use crate::arch::Isa;
+use crate::elem::TraceElement;
+
+/// A fresh output element, as OpenCSD initialises one (addresses all ones).
+pub(crate) fn initial_element() -> TraceElement {
+    TraceElement { st_addr: u64::MAX, en_addr: u64::MAX, ..TraceElement::default() }
+}
 
 /// Names of the Armv7-A/R exception numbers carried in branch packets.
 pub(crate) const ARMV7_EXCEPTION_NAMES: [&str; 16] = [
