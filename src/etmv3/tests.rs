@@ -475,3 +475,31 @@ fn reset_restarts_synchronisation() {
         ])
     );
 }
+
+#[test]
+fn random_bytes_never_panic() {
+    use crate::ptm::test_util::{feed_ignoring_errors, noise};
+    let configs = [
+        config(0, IDR_ETM35),
+        config(ETMCR_CYCLE_ACC | ETMCR_CTXTID_1, IDR_ETM35_ALT),
+        config(ETMCR_DATA_VALUE | ETMCR_DATA_ADDR | (3 << 14), IDR_ETM35),
+        config(ETMCR_CYCLE_ACC | ETMCR_DATA_ADDR, IDR_ETM35_ALT),
+    ];
+    for (n, cfg) in configs.into_iter().enumerate() {
+        let rig = Rig::new(DecodeMode::FullDecode);
+        map_arm_program(&rig);
+        let mut p = decoder(&rig, cfg);
+        let mut data = Vec::new();
+        for chunk in 0..64u64 {
+            data.extend_from_slice(&[0, 0, 0, 0, 0, 0x80, 0x08]);
+            data.extend(std::iter::repeat_n(0, cfg.ctxt_id_bytes()));
+            data.extend_from_slice(&[0x20, 0x00, 0x10, 0x00, 0x00]);
+            data.extend_from_slice(&[0x84, 0x88, 0xc4, 0x84]);
+            data.extend(noise(chunk * 11 + n as u64, 256));
+        }
+        feed_ignoring_errors(&mut p, &data);
+        let out = rig.take();
+        assert!(out.contains("EO_TRACE"));
+        assert!(out.contains("INSTR_RANGE"), "config {n}: no code was followed");
+    }
+}

@@ -94,3 +94,41 @@ pub(crate) fn lines(l: &[&str]) -> String {
     }
     s
 }
+
+/// Deterministic pseudo-random bytes (xorshift), for robustness tests.
+pub(crate) fn noise(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+/// Feeds `data` in varying block sizes, carrying on after fatal responses
+/// (a robustness check: nothing may panic or loop).
+pub(crate) fn feed_ignoring_errors(comp: &mut dyn TraceComponent, data: &[u8]) {
+    let mut at = 0;
+    let mut block = 1;
+    while at < data.len() {
+        let end = (at + block).min(data.len());
+        let mut pos = at;
+        while pos < end {
+            let (resp, used) = comp.trace_data_in(DatapathOp::Data, pos as TrcIndex, &data[pos..end]);
+            pos += used;
+            if resp.is_fatal() && used == 0 {
+                // A fatal answer with nothing used: skip a byte.
+                pos += 1;
+            }
+            if resp.is_wait() {
+                comp.trace_data_in(DatapathOp::Flush, 0, &[]);
+            }
+        }
+        at = end;
+        block = block % 37 + 3;
+    }
+    comp.trace_data_in(DatapathOp::Eot, 0, &[]);
+}

@@ -452,3 +452,32 @@ fn reset_restarts_synchronisation() {
         ])
     );
 }
+
+#[test]
+fn random_bytes_never_panic() {
+    use super::test_util::{feed_ignoring_errors, noise};
+    let configs = [
+        config(0, 0),
+        config(ETMCR_CYCLE_ACC | ETMCR_CTXTID_4, CCER_TS_BINARY),
+        config(ETMCR_RET_STACK | ETMCR_CYCLE_ACC | (1 << 14), CCER_RET_STACK | (1 << 29) | (1 << 24)),
+    ];
+    for (n, cfg) in configs.into_iter().enumerate() {
+        let rig = Rig::new(DecodeMode::FullDecode);
+        map_arm_program(&rig);
+        let mut p = decoder(&rig, cfg);
+        // Noise after an A-sync, an I-sync (with any cycle count and
+        // context ID bytes) and a few atoms, so the decoder walks code too.
+        let mut data = Vec::new();
+        for chunk in 0..64u64 {
+            data.extend_from_slice(&ASYNC);
+            data.extend_from_slice(&[0x08, 0x00, 0x10, 0x00, 0x00, 0x00]);
+            data.extend(std::iter::repeat_n(0, cfg.ctxt_id_bytes()));
+            data.extend_from_slice(&[0x80, 0x88, 0x80, 0x82]);
+            data.extend(noise(chunk * 7 + n as u64, 256));
+        }
+        feed_ignoring_errors(&mut p, &data);
+        let out = rig.take();
+        assert!(out.contains("EO_TRACE"));
+        assert!(out.contains("INSTR_RANGE"), "config {n}: no code was followed");
+    }
+}
