@@ -23,6 +23,7 @@ use std::rc::Rc;
 pub use decoder::Etmv3Decoder;
 pub use packet::{Etmv3Exception, Etmv3Packet, Etmv3PktType};
 pub use processor::Etmv3Processor;
+pub use crate::ptm::ISyncReason;
 
 use crate::arch::{ArchProfile, ArchVersion, CoreProfile};
 use crate::decoder::{DecodeContext, DecodeMode, DecoderFactory, Pipeline, RegSpec, SourceConfig, TraceComponent};

@@ -503,3 +503,30 @@ fn random_bytes_never_panic() {
         assert!(out.contains("INSTR_RANGE"), "config {n}: no code was followed");
     }
 }
+
+#[test]
+fn exception_changes_security_state() {
+    let rig = Rig::new(DecodeMode::FullDecode);
+    map_arm_program(&rig);
+    let mut p = decoder(&rig, config(0, IDR_ETM35));
+    let trace: &[u8] = &[
+        0, 0, 0, 0, 0, 0x80, // A-sync
+        0x08, 0x20, 0x00, 0x10, 0x00, 0x00, // I-sync 0x1000, secure
+        0x81, 0x80, 0x80, 0x80, 0x48, 0x9d, 0x20, // IRQ to 0x0, non-secure, Hyp
+        0x84, // 0x0 is not mapped
+    ];
+    rig.feed(&mut p, 0, trace, trace.len());
+    let out = rig.take();
+    let tail: Vec<&str> = out.lines().skip(5).collect();
+    assert_eq!(
+        tail,
+        [
+            "Idx:12; ID:0; [0x81 0x80 0x80 0x80 0x48 0x9d 0x20 ];\tBRANCH_ADDRESS : Branch address.; Addr=0x00000000 ~[0x0]; NS; Hyp; Exception=IRQ; ",
+            // The context element's ISA is whatever its (fresh) ring slot held.
+            "Idx:12; ID:0; OCSD_GEN_TRC_ELEM_PE_CONTEXT((ISA=Unk) EL2N; 32-bit; )",
+            "Idx:12; ID:0; OCSD_GEN_TRC_ELEM_EXCEPTION(excep num (0x0e) )",
+            "Idx:19; ID:0; [0x84 ];\tP_HDR : Atom P-header.; E",
+            "Idx:19; ID:0; OCSD_GEN_TRC_ELEM_ADDR_NACC( 0x0; Memspace [0x6:Any NS] )",
+        ]
+    );
+}
