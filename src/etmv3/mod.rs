@@ -1,11 +1,195 @@
-//! ETMv3: packet processor and decoder.
+//! ETMv3 (3.0 to 3.5): packet processor and decoder.
+//!
+//! Cortex-A5, A7, A8, older Cortex-R and ARM11 cores trace with ETMv3. The
+//! packet processor ([`Etmv3Processor`]) turns the byte stream into
+//! [`Etmv3Packet`]s; the decoder ([`Etmv3Decoder`]) follows the program one
+//! instruction per atom (P-headers carry an E or N atom for every
+//! instruction), handles branch addresses with exceptions and security
+//! state, and produces generic trace elements. Data-trace packets are
+//! listed but not decoded: the decoder stops on them, as OpenCSD's does.
+//!
+//! The configuration comes from the trace source's ETMCR, ETMCCER, ETMIDR
+//! and ETMTRACEIDR registers ([`Etmv3Config`]) and the traced core's
+//! architecture profile.
+
+mod decoder;
+mod packet;
+mod processor;
+#[cfg(test)]
+mod tests;
 
 use std::rc::Rc;
 
-use crate::decoder::DecoderFactory;
-use crate::protocols::{Undecoded, ETMV3};
+pub use decoder::Etmv3Decoder;
+pub use packet::{Etmv3Exception, Etmv3Packet, Etmv3PktType};
+pub use processor::Etmv3Processor;
+pub use crate::ptm::ISyncReason;
+
+use crate::arch::{ArchProfile, ArchVersion, CoreProfile};
+use crate::decoder::{DecodeContext, DecodeMode, DecoderFactory, Pipeline, RegSpec, SourceConfig, TraceComponent};
+use crate::error::Error;
+use crate::protocols::ETMV3;
+
+/// What an ETMv3 source traces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Etmv3TraceMode {
+    InstrOnly,
+    InstrDataValue,
+    InstrDataAddr,
+    InstrDataValueAddr,
+    DataOnlyValue,
+    DataOnlyAddr,
+    DataOnlyValueAddr,
+}
+
+/// An ETMv3 trace source's configuration (OpenCSD's `EtmV3Config`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Etmv3Config {
+    /// ETMCR: main control.
+    pub reg_ctrl: u32,
+    /// ETMIDR: ID (minor revision in bits 7:4).
+    pub reg_idr: u32,
+    /// ETMCCER: configuration code extension.
+    pub reg_ccer: u32,
+    /// ETMTRACEIDR: trace ID.
+    pub reg_trc_id: u32,
+    /// The traced core.
+    pub arch: ArchProfile,
+}
+
+impl Default for Etmv3Config {
+    /// ETMv3.4 on an Armv7-A core, instruction trace only.
+    fn default() -> Self {
+        Etmv3Config {
+            reg_ctrl: 0,
+            reg_idr: 0x4100_F240,
+            reg_ccer: 0,
+            reg_trc_id: 0,
+            arch: ArchProfile::new(ArchVersion::V7, CoreProfile::CortexA),
+        }
+    }
+}
+
+impl Etmv3Config {
+    const CTRL_DATAVAL: u32 = 0x4;
+    const CTRL_DATAADDR: u32 = 0x8;
+    const CTRL_CYCLEACC: u32 = 0x1000;
+    const CTRL_DATAONLY: u32 = 0x10_0000;
+    const CTRL_TS_ENA: u32 = 1 << 28;
+    const CTRL_VMID_ENA: u32 = 1 << 30;
+    const CCER_HAS_TS: u32 = 1 << 22;
+    const CCER_VIRTEXT: u32 = 1 << 26;
+    const CCER_TS64BIT: u32 = 1 << 29;
+    const IDR_ALTBRANCH: u32 = 0x10_0000;
+
+    /// From a snapshot source's registers; the core defaults to Armv7-A.
+    pub fn from_source(cfg: &SourceConfig) -> Etmv3Config {
+        let d = Etmv3Config::default();
+        Etmv3Config {
+            reg_ctrl: cfg.reg_or("ETMCR", d.reg_ctrl as u64) as u32,
+            reg_idr: cfg.reg_or("ETMIDR", d.reg_idr as u64) as u32,
+            reg_ccer: cfg.reg_or("ETMCCER", d.reg_ccer as u64) as u32,
+            reg_trc_id: cfg.reg_or("ETMTRACEIDR", 0) as u32,
+            arch: cfg.core.as_ref().map(|c| c.profile).unwrap_or(d.arch),
+        }
+    }
+
+    pub fn trace_id(&self) -> u8 {
+        (self.reg_trc_id & 0x7f) as u8
+    }
+    pub fn cycle_accurate(&self) -> bool {
+        self.reg_ctrl & Self::CTRL_CYCLEACC != 0
+    }
+    /// X in ETMv3.X.
+    pub fn minor_rev(&self) -> u32 {
+        (self.reg_idr >> 4) & 0xf
+    }
+    pub fn instr_trace(&self) -> bool {
+        self.reg_ctrl & Self::CTRL_DATAONLY == 0
+    }
+    pub fn data_value_trace(&self) -> bool {
+        self.reg_ctrl & Self::CTRL_DATAVAL != 0
+    }
+    pub fn data_addr_trace(&self) -> bool {
+        self.reg_ctrl & Self::CTRL_DATAADDR != 0
+    }
+    pub fn data_trace(&self) -> bool {
+        self.reg_ctrl & (Self::CTRL_DATAADDR | Self::CTRL_DATAVAL) != 0
+    }
+    pub fn trace_mode(&self) -> Etmv3TraceMode {
+        use Etmv3TraceMode::*;
+        match (self.instr_trace(), self.data_value_trace(), self.data_addr_trace()) {
+            (true, false, false) => InstrOnly,
+            (true, true, false) => InstrDataValue,
+            (true, false, true) => InstrDataAddr,
+            (true, true, true) => InstrDataValueAddr,
+            // Data only with neither data kind: counted as OpenCSD counts it.
+            (false, false, false) => InstrDataValueAddr,
+            (false, true, false) => DataOnlyValue,
+            (false, false, true) => DataOnlyAddr,
+            (false, true, true) => DataOnlyValueAddr,
+        }
+    }
+    /// An Armv7-M core (M-profile exception numbers).
+    pub fn is_v7m(&self) -> bool {
+        self.arch.arch == ArchVersion::V7 && self.arch.profile == CoreProfile::CortexM
+    }
+    /// The alternative branch address encoding (ETMv3.4 and later).
+    pub fn alt_branch(&self) -> bool {
+        self.reg_idr & Self::IDR_ALTBRANCH != 0 && self.minor_rev() >= 4
+    }
+    /// Context ID bytes traced: 0, 1, 2 or 4.
+    pub fn ctxt_id_bytes(&self) -> usize {
+        [0, 1, 2, 4][((self.reg_ctrl >> 14) & 3) as usize]
+    }
+    pub fn has_virt_ext(&self) -> bool {
+        self.reg_ccer & Self::CCER_VIRTEXT != 0
+    }
+    pub fn vmid_trace(&self) -> bool {
+        self.reg_ctrl & Self::CTRL_VMID_ENA != 0
+    }
+    pub fn has_ts(&self) -> bool {
+        self.reg_ccer & Self::CCER_HAS_TS != 0
+    }
+    pub fn ts_enabled(&self) -> bool {
+        self.reg_ctrl & Self::CTRL_TS_ENA != 0
+    }
+    pub fn ts_64bit(&self) -> bool {
+        self.reg_ccer & Self::CCER_TS64BIT != 0
+    }
+}
+
+/// Creates ETMv3 decoders.
+pub struct Etmv3Factory;
+
+impl DecoderFactory for Etmv3Factory {
+    fn protocol_name(&self) -> &str {
+        ETMV3.name
+    }
+    fn device_types(&self) -> &[&str] {
+        ETMV3.device_types
+    }
+    fn is_pe_trace(&self) -> bool {
+        ETMV3.pe_trace
+    }
+    fn registers(&self) -> &[RegSpec] {
+        ETMV3.registers
+    }
+    fn trace_id(&self, cfg: &SourceConfig) -> u8 {
+        ETMV3.trace_id(cfg)
+    }
+    fn create(&self, cfg: &SourceConfig, ctx: &DecodeContext) -> Result<Box<dyn TraceComponent>, Error> {
+        let config = Etmv3Config::from_source(cfg);
+        let proc = Etmv3Processor::new(config, ctx);
+        let dec = match ctx.mode {
+            DecodeMode::FullDecode => Some(Box::new(Etmv3Decoder::new(config, ctx)) as _),
+            DecodeMode::PacketsOnly => None,
+        };
+        Ok(Box::new(Pipeline::new(ETMV3.name, proc, dec)))
+    }
+}
 
 /// The protocol's factory for the decoder registry.
 pub fn factory() -> Rc<dyn DecoderFactory> {
-    Rc::new(Undecoded(&ETMV3))
+    Rc::new(Etmv3Factory)
 }

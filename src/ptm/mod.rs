@@ -1,11 +1,171 @@
-//! PTM (Program Flow Trace): packet processor and decoder.
+//! PTM (Program Flow Trace, PFT 1.0 / 1.1): packet processor and decoder.
+//!
+//! Cortex-A9, A12, A15 and A17 trace with PTM. The packet processor
+//! ([`PtmProcessor`]) turns the byte stream into [`PtmPacket`]s; the
+//! decoder ([`PtmDecoder`]) follows the program through its memory image
+//! from waypoint to waypoint (taken/not-taken atoms, branch addresses,
+//! waypoint updates, exceptions, the optional return stack) and produces
+//! generic trace elements.
+//!
+//! The configuration comes from the trace source's ETMCR, ETMCCER, ETMIDR
+//! and ETMTRACEIDR registers ([`PtmConfig`]) and the traced core's
+//! architecture profile.
+
+mod decoder;
+mod packet;
+mod processor;
+pub(crate) mod shared;
+#[cfg(test)]
+pub(crate) mod test_util;
+#[cfg(test)]
+mod tests;
 
 use std::rc::Rc;
 
-use crate::decoder::DecoderFactory;
-use crate::protocols::{Undecoded, PTM};
+pub use decoder::PtmDecoder;
+pub use packet::{PtmPacket, PtmPktType};
+pub use processor::PtmProcessor;
+pub use shared::ISyncReason;
+
+use crate::arch::{ArchProfile, ArchVersion, CoreProfile};
+use crate::decoder::{DecodeContext, DecodeMode, DecoderFactory, Pipeline, RegSpec, SourceConfig, TraceComponent};
+use crate::error::Error;
+use crate::protocols::PTM;
+
+/// A PTM trace source's configuration (OpenCSD's `PtmConfig`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PtmConfig {
+    /// ETMCR: main control.
+    pub reg_ctrl: u32,
+    /// ETMIDR: ID (minor revision in bits 7:4).
+    pub reg_idr: u32,
+    /// ETMCCER: configuration code extension.
+    pub reg_ccer: u32,
+    /// ETMTRACEIDR: trace ID.
+    pub reg_trc_id: u32,
+    /// The traced core.
+    pub arch: ArchProfile,
+}
+
+impl Default for PtmConfig {
+    /// PTM 1.1 on an Armv7-A core, nothing enabled.
+    fn default() -> Self {
+        PtmConfig {
+            reg_ctrl: 0,
+            reg_idr: 0x4100_F310,
+            reg_ccer: 0,
+            reg_trc_id: 0,
+            arch: ArchProfile::new(ArchVersion::V7, CoreProfile::CortexA),
+        }
+    }
+}
+
+impl PtmConfig {
+    const CTRL_BRANCH_BCAST: u32 = 1 << 8;
+    const CTRL_CYCLEACC: u32 = 1 << 12;
+    const CTRL_TS_ENA: u32 = 1 << 28;
+    const CTRL_RETSTACK_ENA: u32 = 1 << 29;
+    const CTRL_VMID_ENA: u32 = 1 << 30;
+    const CCER_TS_IMPL: u32 = 1 << 22;
+    const CCER_RETSTACK_IMPL: u32 = 1 << 23;
+    const CCER_DMSB_WPT: u32 = 1 << 24;
+    const CCER_VIRTEXT: u32 = 1 << 26;
+    const CCER_TS_ENC_NAT: u32 = 1 << 28;
+    const CCER_TS_64BIT: u32 = 1 << 29;
+
+    /// From a snapshot source's registers; the core defaults to Armv7-A.
+    pub fn from_source(cfg: &SourceConfig) -> PtmConfig {
+        let d = PtmConfig::default();
+        PtmConfig {
+            reg_ctrl: cfg.reg_or("ETMCR", d.reg_ctrl as u64) as u32,
+            reg_idr: cfg.reg_or("ETMIDR", d.reg_idr as u64) as u32,
+            reg_ccer: cfg.reg_or("ETMCCER", d.reg_ccer as u64) as u32,
+            reg_trc_id: cfg.reg_or("ETMTRACEIDR", 0) as u32,
+            arch: cfg.core.as_ref().map(|c| c.profile).unwrap_or(d.arch),
+        }
+    }
+
+    pub fn trace_id(&self) -> u8 {
+        (self.reg_trc_id & 0x7f) as u8
+    }
+    pub fn branch_broadcast(&self) -> bool {
+        self.reg_ctrl & Self::CTRL_BRANCH_BCAST != 0
+    }
+    pub fn cycle_accurate(&self) -> bool {
+        self.reg_ctrl & Self::CTRL_CYCLEACC != 0
+    }
+    pub fn ts_enabled(&self) -> bool {
+        self.reg_ctrl & Self::CTRL_TS_ENA != 0
+    }
+    pub fn ret_stack_enabled(&self) -> bool {
+        self.reg_ctrl & Self::CTRL_RETSTACK_ENA != 0
+    }
+    pub fn vmid_enabled(&self) -> bool {
+        self.reg_ctrl & Self::CTRL_VMID_ENA != 0
+    }
+    pub fn has_ts(&self) -> bool {
+        self.reg_ccer & Self::CCER_TS_IMPL != 0
+    }
+    pub fn has_ret_stack(&self) -> bool {
+        self.reg_ccer & Self::CCER_RETSTACK_IMPL != 0
+    }
+    /// DMB and DSB are waypoints.
+    pub fn dmsb_waypoints(&self) -> bool {
+        self.reg_ccer & Self::CCER_DMSB_WPT != 0
+    }
+    pub fn has_virt_ext(&self) -> bool {
+        self.reg_ccer & Self::CCER_VIRTEXT != 0
+    }
+    /// X in PTM 1.X.
+    pub fn minor_rev(&self) -> u32 {
+        (self.reg_idr >> 4) & 0xf
+    }
+    /// Timestamps are 64 bits (PTM 1.1 and later).
+    pub fn ts_64bit(&self) -> bool {
+        self.minor_rev() != 0 && self.reg_ccer & Self::CCER_TS_64BIT != 0
+    }
+    /// Timestamps are natural binary rather than Gray code. PTM 1.0 has
+    /// binary timestamps only; PTM 1.1 says which in ETMCCER.
+    pub fn ts_binary(&self) -> bool {
+        self.minor_rev() == 0 || self.reg_ccer & Self::CCER_TS_ENC_NAT != 0
+    }
+    /// Context ID bytes traced: 0, 1, 2 or 4.
+    pub fn ctxt_id_bytes(&self) -> usize {
+        [0, 1, 2, 4][((self.reg_ctrl >> 14) & 3) as usize]
+    }
+}
+
+/// Creates PTM decoders.
+pub struct PtmFactory;
+
+impl DecoderFactory for PtmFactory {
+    fn protocol_name(&self) -> &str {
+        PTM.name
+    }
+    fn device_types(&self) -> &[&str] {
+        PTM.device_types
+    }
+    fn is_pe_trace(&self) -> bool {
+        PTM.pe_trace
+    }
+    fn registers(&self) -> &[RegSpec] {
+        PTM.registers
+    }
+    fn trace_id(&self, cfg: &SourceConfig) -> u8 {
+        PTM.trace_id(cfg)
+    }
+    fn create(&self, cfg: &SourceConfig, ctx: &DecodeContext) -> Result<Box<dyn TraceComponent>, Error> {
+        let config = PtmConfig::from_source(cfg);
+        let proc = PtmProcessor::new(config, ctx);
+        let dec = match ctx.mode {
+            DecodeMode::FullDecode => Some(Box::new(PtmDecoder::new(config, ctx)) as _),
+            DecodeMode::PacketsOnly => None,
+        };
+        Ok(Box::new(Pipeline::new(PTM.name, proc, dec)))
+    }
+}
 
 /// The protocol's factory for the decoder registry.
 pub fn factory() -> Rc<dyn DecoderFactory> {
-    Rc::new(Undecoded(&PTM))
+    Rc::new(PtmFactory)
 }

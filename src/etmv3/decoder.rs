@@ -1,0 +1,729 @@
+//! ETMv3 packet decoder: packets to generic trace elements.
+//!
+//! Every instruction is an atom in ETMv3: a P-header's E and N atoms say
+//! whether each instruction in turn passed its condition, so the decoder
+//! steps one instruction per atom from the current address. A branch
+//! address packet gives the next address, and may carry an exception and
+//! a change of security state; an exception that cancels the last
+//! instruction removes that instruction's range. The decoder therefore
+//! holds back the last range (and an exception return with the range
+//! before it) until the next packet shows it stands.
+//!
+//! Elements are built in a ring of reused elements, as OpenCSD's element
+//! list does; fields an element type does not set keep the values the
+//! ring slot had.
+
+use super::packet::{Etmv3Packet, Etmv3PktType};
+use super::{Etmv3Config, Etmv3TraceMode};
+use crate::arch::{CoreProfile, ExceptionLevel, InstrInfo, InstrType, SecurityState};
+use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
+use crate::decoder::{DecodeContext, ElemRouter};
+use crate::elem::{ElemType, EventType, PeContext, TraceElement, TraceOnReason, UnsyncInfo};
+use crate::error::{ErrCode, Severity, TraceError};
+use crate::interfaces::{InstrDecode, PktDataIn, TargetMemAccess, TrcGenElemIn};
+use crate::logger::{ErrLink, Shared};
+use crate::memory::MemSpace;
+use crate::ptm::shared::{initial_element, ISyncReason};
+
+/// The ring of output elements (OpenCSD's `OcsdGenElemList`): elements are
+/// taken in order, sent from the oldest; the newest can be held back
+/// (pended), then released or cancelled.
+struct ElemList {
+    /// Elements with the index of the packet that produced each.
+    slots: Vec<(TraceElement, TrcIndex)>,
+    first: usize,
+    used: usize,
+    pend: usize,
+}
+
+impl ElemList {
+    fn new() -> ElemList {
+        ElemList { slots: Vec::new(), first: 0, used: 0, pend: 0 }
+    }
+
+    fn reset(&mut self) {
+        self.first = 0;
+        self.used = 0;
+        self.pend = 0;
+    }
+
+    /// Takes the next element; returns its slot.
+    fn next(&mut self, index: TrcIndex) -> usize {
+        if self.used == self.slots.len() {
+            self.grow();
+        }
+        self.used += 1;
+        let slot = (self.first + self.used - 1) % self.slots.len();
+        self.slots[slot].1 = index;
+        slot
+    }
+
+    /// Grows by half (8 to start with), keeping the elements in ring order
+    /// from the oldest.
+    fn grow(&mut self) {
+        let add = if self.slots.is_empty() { 8 } else { self.slots.len() / 2 };
+        self.slots.rotate_left(self.first);
+        self.slots.extend(std::iter::repeat_with(|| (initial_element(), 0)).take(add));
+        self.first = 0;
+    }
+
+    fn elem(&mut self, slot: usize) -> &mut TraceElement {
+        &mut self.slots[slot].0
+    }
+
+    fn num(&self) -> usize {
+        self.used
+    }
+
+    /// Type of the `n`th element in use (0: oldest).
+    fn elem_type(&self, n: usize) -> ElemType {
+        if n < self.used { self.slots[(self.first + n) % self.slots.len()].0.elem_type } else { ElemType::Unknown }
+    }
+
+    /// Holds back the last `n` elements, when there are no more than `n`.
+    fn pend_last(&mut self, n: usize) {
+        if n >= self.used {
+            self.pend = n;
+        }
+    }
+
+    fn commit_all(&mut self) {
+        self.pend = 0;
+    }
+
+    /// Drops the held-back elements (the count stays, as in OpenCSD).
+    fn cancel_pend(&mut self) {
+        if self.pend > 0 {
+            self.used = self.used.saturating_sub(self.pend);
+        }
+    }
+
+    fn elem_to_send(&self) -> bool {
+        self.used > self.pend
+    }
+
+    fn send(&mut self, out: &Shared<ElemRouter>, trace_id: u8) -> DatapathResp {
+        let mut resp = DatapathResp::Cont;
+        while self.elem_to_send() && resp.is_cont() {
+            let (elem, index) = &self.slots[self.first];
+            resp = out.borrow_mut().trace_elem_in(*index, trace_id, elem);
+            self.first = (self.first + 1) % self.slots.len();
+            self.used -= 1;
+        }
+        resp
+    }
+}
+
+/// Decodes one instruction per atom (OpenCSD's `OcsdCodeFollower`).
+struct Follower {
+    instr: InstrInfo,
+    space: MemSpace,
+    st: u64,
+    en: u64,
+    next: u64,
+    next_valid: bool,
+    nacc: bool,
+    nacc_addr: u64,
+}
+
+impl Follower {
+    fn has_range(&self) -> bool {
+        self.st < self.en
+    }
+    fn isa_changed(&self) -> bool {
+        self.instr.isa != self.instr.next_isa
+    }
+}
+
+/// The atoms of a P-header being processed.
+struct Atoms {
+    bits: u32,
+    num: u8,
+    fmt: u8,
+    cycles: u32,
+    cycle_accurate: bool,
+}
+
+impl Atoms {
+    /// Cycle count of the current atom.
+    fn atom_cc(&self) -> u32 {
+        if !self.cycle_accurate {
+            return 0;
+        }
+        match self.fmt {
+            1 => 1,
+            2 => u32::from(self.num > 1),
+            3 => self.cycles,
+            _ => 0,
+        }
+    }
+    /// Cycle count of the atoms left.
+    fn remaining_cc(&self) -> u32 {
+        if !self.cycle_accurate {
+            return 0;
+        }
+        match self.fmt {
+            1 => u32::from(self.num),
+            2 => u32::from(self.num > 1),
+            3 => self.cycles,
+            _ => 0,
+        }
+    }
+    fn clear_atom(&mut self) {
+        self.bits >>= 1;
+        self.num = self.num.saturating_sub(1);
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    NoSync,
+    WaitAsync,
+    WaitIsync,
+    DecodePkts,
+    SendPkts,
+}
+
+/// A decode error: what to log, and the response to give.
+struct DecodeFault {
+    code: ErrCode,
+    msg: &'static str,
+    resp: DatapathResp,
+}
+
+/// ETMv3 packet decoder (OpenCSD's `TrcPktDecodeEtmV3`).
+pub struct Etmv3Decoder {
+    cfg: Etmv3Config,
+    trace_id: u8,
+    err: ErrLink,
+    mem: Option<Shared<dyn TargetMemAccess>>,
+    instr_dec: Shared<dyn InstrDecode>,
+    out: Shared<ElemRouter>,
+
+    state: State,
+    unsync: UnsyncInfo,
+    iaddr: u64,
+    need_addr: bool,
+    sent_unknown: bool,
+    wait_isync: bool,
+    pe_ctx: PeContext,
+    follower: Follower,
+    list: ElemList,
+    pkt: Etmv3Packet,
+    index: TrcIndex,
+}
+
+impl Etmv3Decoder {
+    pub fn new(cfg: Etmv3Config, ctx: &DecodeContext) -> Etmv3Decoder {
+        let err = ErrLink::new(&ctx.err_log, format!("DCD_ETMV3_{:04}", ctx.instance_id));
+        if cfg.trace_mode() != Etmv3TraceMode::InstrOnly {
+            err.log(
+                &TraceError::new(Severity::Error, ErrCode::HwCfgUnsupp)
+                    .with_message("ETMv3 trace decoder : data trace decode not yet supported"),
+            );
+        }
+        let instr = InstrInfo { pe_type: cfg.arch, ..InstrInfo::default() };
+        Etmv3Decoder {
+            cfg,
+            trace_id: cfg.trace_id(),
+            err,
+            mem: ctx.mem.clone(),
+            instr_dec: ctx.instr.clone(),
+            out: ctx.elem_out.clone(),
+            state: State::NoSync,
+            unsync: UnsyncInfo::InitDecoder,
+            iaddr: 0,
+            need_addr: true,
+            sent_unknown: false,
+            wait_isync: false,
+            pe_ctx: PeContext::default(),
+            follower: Follower {
+                instr,
+                space: MemSpace::S,
+                st: 0,
+                en: 0,
+                next: 0,
+                next_valid: false,
+                nacc: false,
+                nacc_addr: 0,
+            },
+            list: ElemList::new(),
+            pkt: Etmv3Packet::default(),
+            index: 0,
+        }
+    }
+
+    fn reset_decoder(&mut self) {
+        self.state = State::NoSync;
+        self.need_addr = true;
+        self.sent_unknown = false;
+        self.wait_isync = false;
+        self.list.reset();
+    }
+
+    fn set_need_addr(&mut self, need: bool) {
+        self.need_addr = need;
+        self.sent_unknown = false;
+    }
+
+    fn next_elem(&mut self) -> usize {
+        self.list.next(self.index)
+    }
+
+    fn send(&mut self) -> DatapathResp {
+        self.list.send(&self.out, self.trace_id)
+    }
+
+    fn after_send_state(&self) -> State {
+        if self.wait_isync { State::WaitIsync } else { State::DecodePkts }
+    }
+
+    fn process_packet(&mut self) -> DatapathResp {
+        let mut resp = DatapathResp::Cont;
+        let mut done = false;
+        while !done {
+            match self.state {
+                State::NoSync => {
+                    let slot = self.next_elem();
+                    let e = self.list.elem(slot);
+                    e.set_type(ElemType::NoSync);
+                    e.unsync_info = self.unsync;
+                    resp = self.send();
+                    self.state = State::WaitAsync;
+                }
+                State::WaitAsync => {
+                    if self.pkt.pkt_type == Etmv3PktType::ASync {
+                        self.state = State::WaitIsync;
+                    }
+                    done = true;
+                }
+                State::WaitIsync => {
+                    self.wait_isync = true;
+                    match self.pkt.pkt_type {
+                        Etmv3PktType::ISync | Etmv3PktType::ISyncCycle => {
+                            resp = self.process_isync(true);
+                            self.state = State::SendPkts;
+                            self.wait_isync = false;
+                        }
+                        t if self.valid_before_isync(t) => resp = self.decode_packet(&mut done),
+                        _ => done = true,
+                    }
+                }
+                State::DecodePkts => resp = self.decode_packet(&mut done),
+                State::SendPkts => {
+                    resp = self.send();
+                    if resp.is_cont() {
+                        self.state = self.after_send_state();
+                    }
+                    done = true;
+                }
+            }
+        }
+        resp
+    }
+
+    /// Packets that may be decoded between the A-sync and the first I-sync.
+    fn valid_before_isync(&self, t: Etmv3PktType) -> bool {
+        t == Etmv3PktType::Timestamp
+            || (self.cfg.cycle_accurate() && matches!(t, Etmv3PktType::CycleCount | Etmv3PktType::PHdr))
+    }
+
+    fn decode_packet(&mut self, done: &mut bool) -> DatapathResp {
+        use Etmv3PktType as T;
+        // Held-back elements stand unless a branch packet cancels them.
+        if self.pkt.pkt_type != T::BranchAddress {
+            self.list.commit_all();
+        }
+        let result = match self.pkt.pkt_type {
+            T::NotSync => Err(DecodeFault {
+                code: ErrCode::BadPacketSeq,
+                msg: "Trace Packet Synchronisation Lost",
+                resp: DatapathResp::Cont,
+            }),
+            T::IncompleteEot | T::ASync | T::Ignore => Ok(DatapathResp::Cont),
+            T::CycleCount => {
+                let cc = self.pkt.cycle_count;
+                let slot = self.next_elem();
+                let e = self.list.elem(slot);
+                e.set_type(ElemType::CycleCount);
+                e.set_cycle_count(cc);
+                Ok(DatapathResp::Cont)
+            }
+            T::Trigger => {
+                let slot = self.next_elem();
+                let e = self.list.elem(slot);
+                e.set_type(ElemType::Event);
+                e.event_type = EventType::Trigger;
+                e.event_number = 0;
+                Ok(DatapathResp::Cont)
+            }
+            T::BranchAddress => Ok(self.process_branch_addr()),
+            T::ISync | T::ISyncCycle => Ok(self.process_isync(false)),
+            T::PHdr => Ok(self.process_phdr()),
+            T::ContextId => {
+                self.pe_ctx.context_id = self.pkt.context_id;
+                self.pe_ctx.ctxt_id_valid = true;
+                let ctx = self.pe_ctx;
+                let slot = self.next_elem();
+                let e = self.list.elem(slot);
+                e.set_type(ElemType::PeContext);
+                e.context = ctx;
+                Ok(DatapathResp::Cont)
+            }
+            T::Vmid => {
+                self.pe_ctx.vmid = u32::from(self.pkt.vmid);
+                self.pe_ctx.vmid_valid = true;
+                let ctx = self.pe_ctx;
+                let slot = self.next_elem();
+                let e = self.list.elem(slot);
+                e.set_type(ElemType::PeContext);
+                e.context = ctx;
+                Ok(DatapathResp::Cont)
+            }
+            T::ExceptionEntry => {
+                // A v7-M data marker: an exception element with no details.
+                let slot = self.next_elem();
+                self.list.elem(slot).set_type(ElemType::Exception);
+                Ok(DatapathResp::Cont)
+            }
+            T::ExceptionExit => {
+                let slot = self.next_elem();
+                self.list.elem(slot).set_type(ElemType::ExceptionRet);
+                self.pend_exception_return();
+                Ok(DatapathResp::Cont)
+            }
+            T::Timestamp => {
+                let ts = self.pkt.timestamp;
+                let slot = self.next_elem();
+                let e = self.list.elem(slot);
+                e.set_type(ElemType::Timestamp);
+                e.timestamp = ts;
+                Ok(DatapathResp::Cont)
+            }
+            T::StoreFail
+            | T::OooData
+            | T::OooAddrPlc
+            | T::NormData
+            | T::DataSuppressed
+            | T::ValNotTraced
+            | T::BadTraceMode => Err(DecodeFault {
+                code: ErrCode::HwCfgUnsupp,
+                msg: "Invalid packet type : Data Tracing decode not supported.",
+                resp: DatapathResp::FatalInvalidData,
+            }),
+            T::BadSequence => Err(DecodeFault {
+                code: ErrCode::BadPacketSeq,
+                msg: "Bad Packet sequence.",
+                resp: DatapathResp::FatalInvalidData,
+            }),
+            T::NoError | T::Reserved => Err(DecodeFault {
+                code: ErrCode::BadPacketSeq,
+                msg: "Reserved or unknown packet ID.",
+                resp: DatapathResp::FatalInvalidData,
+            }),
+        };
+        match result {
+            Ok(resp) => {
+                let to_send = self.list.elem_to_send();
+                self.state = if to_send { State::SendPkts } else { State::DecodePkts };
+                *done = !to_send;
+                resp
+            }
+            Err(f) => {
+                self.err.log(&TraceError::new(Severity::Error, f.code).at(self.index).on_id(self.trace_id).with_message(f.msg));
+                self.unsync = UnsyncInfo::BadPacket;
+                self.reset_decoder();
+                *done = true;
+                f.resp
+            }
+        }
+    }
+
+    fn process_isync(&mut self, first_sync: bool) -> DatapathResp {
+        let ctxt_update = self.pkt.is_ctxt_updated();
+        let mut slot = self.next_elem();
+        if first_sync || self.pkt.isync_reason != ISyncReason::Periodic {
+            let e = self.list.elem(slot);
+            e.set_type(ElemType::TraceOn);
+            e.trace_on_reason = match self.pkt.isync_reason {
+                ISyncReason::RestartOverflow => TraceOnReason::Overflow,
+                ISyncReason::DebugExit => TraceOnReason::ExDebug,
+                _ => TraceOnReason::Normal,
+            };
+            slot = self.next_elem();
+        }
+        if ctxt_update || first_sync {
+            if first_sync {
+                self.pe_ctx = PeContext::default();
+            }
+            if self.pkt.ctxt_id_updated {
+                self.pe_ctx.context_id = self.pkt.context_id;
+                self.pe_ctx.ctxt_id_valid = true;
+            }
+            if self.pkt.vmid_updated {
+                self.pe_ctx.vmid = u32::from(self.pkt.vmid);
+                self.pe_ctx.vmid_valid = true;
+            }
+            if self.pkt.ctx_updated {
+                self.set_el(if self.pkt.hyp { ExceptionLevel::El2 } else { ExceptionLevel::Unknown });
+                self.pe_ctx.security = if self.pkt.ns { SecurityState::NonSecure } else { SecurityState::Secure };
+            }
+            let (ctx, isa, has_cc, cc) = (self.pe_ctx, self.pkt.curr_isa, self.pkt.isync_has_cc, self.pkt.cycle_count);
+            let e = self.list.elem(slot);
+            e.set_type(ElemType::PeContext);
+            e.context = ctx;
+            e.isa = isa;
+            if has_cc {
+                e.set_cycle_count(cc);
+            }
+        }
+        if !self.pkt.isync_no_addr {
+            // (A load/store-in-progress address is already merged in.)
+            self.iaddr = self.pkt.addr;
+            self.set_need_addr(false);
+        }
+        self.state = if self.list.elem_to_send() { State::SendPkts } else { State::DecodePkts };
+        DatapathResp::Cont
+    }
+
+    fn set_el(&mut self, el: ExceptionLevel) {
+        self.pe_ctx.exception_level = el;
+        self.pe_ctx.el_valid = el != ExceptionLevel::Unknown;
+    }
+
+    fn process_branch_addr(&mut self) -> DatapathResp {
+        if self.pkt.is_excep_cancel() {
+            self.list.cancel_pend();
+        } else {
+            self.list.commit_all();
+        }
+        self.iaddr = self.pkt.addr;
+        self.set_need_addr(false);
+
+        if self.pkt.exception.present {
+            let mut update_ctx = false;
+            if self.pkt.is_ctxt_updated() {
+                let sec = if self.pkt.ns { SecurityState::NonSecure } else { SecurityState::Secure };
+                if sec != self.pe_ctx.security {
+                    self.pe_ctx.security = sec;
+                    update_ctx = true;
+                }
+                let el = if self.pkt.hyp { ExceptionLevel::El2 } else { ExceptionLevel::Unknown };
+                if el != self.pe_ctx.exception_level {
+                    self.set_el(el);
+                    update_ctx = true;
+                }
+            }
+            if update_ctx {
+                let ctx = self.pe_ctx;
+                let slot = self.next_elem();
+                let e = self.list.elem(slot);
+                e.set_type(ElemType::PeContext);
+                e.context = ctx;
+            }
+            if self.pkt.exception.number != 0 {
+                let num = u32::from(self.pkt.exception.number);
+                let slot = self.next_elem();
+                let e = self.list.elem(slot);
+                e.set_type(ElemType::Exception);
+                e.exception_number = num;
+            }
+            self.state = if self.list.elem_to_send() { State::SendPkts } else { State::DecodePkts };
+        }
+        DatapathResp::Cont
+    }
+
+    fn process_phdr(&mut self) -> DatapathResp {
+        let ca = self.cfg.cycle_accurate();
+        let mut atoms = Atoms {
+            bits: self.pkt.atom_bits,
+            num: self.pkt.atom_num,
+            fmt: self.pkt.p_hdr_fmt,
+            cycles: self.pkt.cycle_count,
+            cycle_accurate: ca,
+        };
+        let mut isa = self.pkt.curr_isa;
+        self.follower.space = if self.pe_ctx.security == SecurityState::Secure { MemSpace::S } else { MemSpace::N };
+
+        loop {
+            if self.need_addr {
+                // No address: report the cycles (and, once, that the
+                // address is unknown) and drop the atoms.
+                if !self.sent_unknown || ca {
+                    let t = if self.sent_unknown || atoms.num == 0 { ElemType::CycleCount } else { ElemType::AddrUnknown };
+                    let cc = atoms.remaining_cc();
+                    let slot = self.next_elem();
+                    let e = self.list.elem(slot);
+                    e.set_type(t);
+                    if ca {
+                        e.set_cycle_count(cc);
+                    }
+                    self.sent_unknown = true;
+                }
+                atoms.num = 0;
+            } else {
+                let cc = atoms.atom_cc();
+                let mut slot = self.next_elem();
+                {
+                    let e = self.list.elem(slot);
+                    e.set_type(ElemType::InstrRange);
+                    if ca {
+                        if atoms.num == 0 {
+                            e.set_type(ElemType::CycleCount);
+                        }
+                        e.set_cycle_count(cc);
+                    }
+                }
+                if atoms.num > 0 {
+                    let atom_e = atoms.bits & 1 != 0;
+                    self.follower.instr.isa = isa;
+                    // Errors show as no range (and an ADDR_NACC for memory).
+                    let _ = self.follow_single_atom(self.iaddr, atom_e);
+                    let has_range = self.follower.has_range();
+                    if has_range {
+                        let (st, en, fi) = (self.iaddr, self.follower.en, self.follower.instr);
+                        let e = self.list.elem(slot);
+                        e.st_addr = st;
+                        e.en_addr = en;
+                        e.num_instr_range = 1;
+                        e.last_instr_exec = atom_e;
+                        e.last_i_type = fi.instr_type;
+                        e.last_i_subtype = fi.sub_type;
+                        e.last_instr_sz = fi.instr_size;
+                        e.last_instr_cond = fi.is_conditional;
+                        e.isa = isa;
+                        if self.follower.next_valid {
+                            self.iaddr = self.follower.next;
+                        } else {
+                            self.set_need_addr(true);
+                        }
+                    }
+                    if self.follower.isa_changed() {
+                        isa = self.follower.instr.next_isa;
+                    }
+                    if self.follower.nacc {
+                        if has_range {
+                            slot = self.next_elem();
+                            self.list.elem(slot).set_type(ElemType::AddrNacc);
+                        } else {
+                            // The range element becomes the NACC, flags kept.
+                            self.list.elem(slot).elem_type = ElemType::AddrNacc;
+                        }
+                        let (addr, space) = (self.follower.nacc_addr, self.follower.space);
+                        let e = self.list.elem(slot);
+                        e.st_addr = addr;
+                        e.mem_space = space;
+                        e.exception_number = u32::from(space.bits());
+                        self.set_need_addr(true);
+                        self.follower.nacc = false;
+                    }
+                }
+                atoms.clear_atom();
+            }
+            if atoms.num == 0 {
+                break;
+            }
+        }
+
+        // A last instruction range may yet be cancelled by an exception.
+        let n = self.list.num();
+        if n >= 1 && self.list.elem_type(n - 1) == ElemType::InstrRange {
+            self.list.pend_last(1);
+        }
+        self.state = if self.list.elem_to_send() { State::SendPkts } else { State::DecodePkts };
+        DatapathResp::Cont
+    }
+
+    /// Holds back an exception return, with the range before it on A/R
+    /// cores (an exception may yet cancel that instruction).
+    fn pend_exception_return(&mut self) {
+        let mut n = 1;
+        if self.cfg.arch.profile != CoreProfile::CortexM {
+            let num = self.list.num();
+            if num > 1 && self.list.elem_type(num - 2) == ElemType::InstrRange {
+                n = 2;
+            }
+        }
+        self.list.pend_last(n);
+    }
+
+    /// Decodes the instruction at `addr` and works out the next address.
+    fn follow_single_atom(&mut self, addr: u64, atom_e: bool) -> Result<(), ErrCode> {
+        let f = &mut self.follower;
+        f.next_valid = false;
+        f.nacc = false;
+        f.en = f.st;
+        f.next = f.st;
+        let Some(mem) = self.mem.as_ref() else { return Err(ErrCode::NotInit) };
+        f.st = addr;
+        f.en = addr;
+        f.instr.instr_addr = addr;
+
+        let mut buf = [0u8; 4];
+        let n = mem.borrow_mut().read_target_memory(addr, self.trace_id, f.space, &mut buf)?;
+        if n != 4 {
+            f.nacc = true;
+            f.nacc_addr = addr;
+            return Err(ErrCode::MemNacc);
+        }
+        f.instr.opcode = u32::from_le_bytes(buf);
+        self.instr_dec.borrow_mut().decode_instruction(&mut f.instr)?;
+
+        f.en = addr.wrapping_add(u64::from(f.instr.instr_size));
+        f.next = f.en;
+        f.next_valid = true;
+        match f.instr.instr_type {
+            InstrType::Branch if atom_e => f.next = f.instr.branch_addr,
+            InstrType::BranchIndirect if atom_e => f.next_valid = false,
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn on_eot(&mut self) -> DatapathResp {
+        let slot = self.next_elem();
+        let e = self.list.elem(slot);
+        e.set_type(ElemType::EoTrace);
+        e.unsync_info = UnsyncInfo::Eot;
+        self.list.commit_all();
+        self.state = State::SendPkts;
+        let resp = self.send();
+        if resp.is_cont() {
+            self.state = State::DecodePkts;
+        }
+        resp
+    }
+
+    fn on_flush(&mut self) -> DatapathResp {
+        let mut resp = DatapathResp::Cont;
+        if self.state == State::SendPkts {
+            resp = self.send();
+            if resp.is_cont() {
+                self.state = self.after_send_state();
+            }
+        }
+        resp
+    }
+}
+
+impl PktDataIn<Etmv3Packet> for Etmv3Decoder {
+    fn packet_data_in(&mut self, op: DatapathOp, index: TrcIndex, pkt: Option<&Etmv3Packet>) -> DatapathResp {
+        match op {
+            DatapathOp::Data => match pkt {
+                Some(p) => {
+                    self.pkt = *p;
+                    self.index = index;
+                    self.process_packet()
+                }
+                None => DatapathResp::FatalInvalidParam,
+            },
+            DatapathOp::Eot => self.on_eot(),
+            DatapathOp::Flush => self.on_flush(),
+            DatapathOp::Reset => {
+                self.unsync = UnsyncInfo::ResetDecoder;
+                self.reset_decoder();
+                DatapathResp::Cont
+            }
+        }
+    }
+}

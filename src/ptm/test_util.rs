@@ -1,0 +1,134 @@
+//! Test rig shared by the PTM and ETMv3 tests: a decode context whose
+//! packet printer, element printer and error logger all write into one
+//! captured listing, as the lister's would.
+
+use crate::datapath::{DatapathOp, TrcIndex};
+use crate::decoder::{DecodeContext, DecodeMode, ElemRouter, TraceComponent};
+use crate::error::Severity;
+use crate::instr::ArmInstrDecoder;
+use crate::interfaces::{InstrDecode, TargetMemAccess};
+use crate::logger::{shared, ErrorLogger, MsgLogger, Shared};
+use crate::memory::{BufferAccessor, MemAccMapper, MemSpace};
+use crate::printers::{GenElemPrinter, PacketPrinter};
+
+pub(crate) struct Rig {
+    pub out: Shared<MsgLogger>,
+    pub mapper: Shared<MemAccMapper>,
+    pub elems: Shared<GenElemPrinter>,
+    pub ctx: DecodeContext,
+}
+
+impl Rig {
+    pub fn new(mode: DecodeMode) -> Rig {
+        let out = shared(MsgLogger::capture());
+        let err_log = shared(ErrorLogger::new(Severity::Info, Some(out.clone())));
+        let elems = shared(GenElemPrinter::new(out.clone()));
+        let elem_out = shared(ElemRouter::default());
+        elem_out.borrow_mut().set(Some(Box::new(elems.clone())));
+        let mapper = shared(MemAccMapper::default());
+        let instr: Shared<dyn InstrDecode> = shared(ArmInstrDecoder::new());
+        let ctx = DecodeContext {
+            mode,
+            instance_id: 0,
+            mem: Some(mapper.clone() as Shared<dyn TargetMemAccess>),
+            instr,
+            elem_out,
+            err_log,
+            options: Default::default(),
+        };
+        Rig { out, mapper, elems, ctx }
+    }
+
+    /// Maps `bytes` at `addr` in every memory space.
+    pub fn map(&self, addr: u64, bytes: &[u8]) {
+        let acc = BufferAccessor::new(addr, bytes.to_vec(), MemSpace::ANY).unwrap();
+        self.mapper.borrow_mut().add_accessor(Box::new(acc)).unwrap();
+    }
+
+    /// Prints packets with their raw bytes, as `trc_pkt_lister -decode` does.
+    pub fn monitor(&self, comp: &mut dyn TraceComponent, id: u8) {
+        comp.attach_packet_printer(PacketPrinter::new(id, self.out.clone()), true).unwrap();
+    }
+
+    /// Sends `data` in blocks of `block` bytes from trace index `index`,
+    /// flushing whenever a wait is asked for.
+    pub fn feed(&self, comp: &mut dyn TraceComponent, index: TrcIndex, data: &[u8], block: usize) {
+        let mut done = 0;
+        while done < data.len() {
+            let end = (done + block).min(data.len());
+            let mut at = done;
+            while at < end {
+                let (resp, used) = comp.trace_data_in(DatapathOp::Data, index + at as TrcIndex, &data[at..end]);
+                at += used;
+                assert!(!resp.is_fatal(), "fatal response {resp:?}");
+                let mut r = resp;
+                while r.is_wait() {
+                    self.elems.borrow_mut().ack_wait();
+                    r = comp.trace_data_in(DatapathOp::Flush, 0, &[]).0;
+                }
+            }
+            done = end;
+        }
+    }
+
+    pub fn eot(&self, comp: &mut dyn TraceComponent) {
+        let mut r = comp.trace_data_in(DatapathOp::Eot, 0, &[]).0;
+        while r.is_wait() {
+            self.elems.borrow_mut().ack_wait();
+            r = comp.trace_data_in(DatapathOp::Flush, 0, &[]).0;
+        }
+    }
+
+    /// The listing so far (and clears it).
+    pub fn take(&self) -> String {
+        self.out.borrow_mut().take_captured()
+    }
+}
+
+/// Joins listing lines, each ending in a line break.
+pub(crate) fn lines(l: &[&str]) -> String {
+    let mut s = String::new();
+    for line in l {
+        s.push_str(line);
+        s.push('\n');
+    }
+    s
+}
+
+/// Deterministic pseudo-random bytes (xorshift), for robustness tests.
+pub(crate) fn noise(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+/// Feeds `data` in varying block sizes, carrying on after fatal responses
+/// (a robustness check: nothing may panic or loop).
+pub(crate) fn feed_ignoring_errors(comp: &mut dyn TraceComponent, data: &[u8]) {
+    let mut at = 0;
+    let mut block = 1;
+    while at < data.len() {
+        let end = (at + block).min(data.len());
+        let mut pos = at;
+        while pos < end {
+            let (resp, used) = comp.trace_data_in(DatapathOp::Data, pos as TrcIndex, &data[pos..end]);
+            pos += used;
+            if resp.is_fatal() && used == 0 {
+                // A fatal answer with nothing used: skip a byte.
+                pos += 1;
+            }
+            if resp.is_wait() {
+                comp.trace_data_in(DatapathOp::Flush, 0, &[]);
+            }
+        }
+        at = end;
+        block = block % 37 + 3;
+    }
+    comp.trace_data_in(DatapathOp::Eot, 0, &[]);
+}
