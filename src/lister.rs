@@ -405,11 +405,12 @@ impl Lister<'_> {
         }
     }
 
-    /// Pushes a data block through the tree, flushing on waits. Returns the
-    /// last response.
+    /// Pushes a block through the tree, flushing on waits, and leaves
+    /// nothing held back at its end (so whatever the lister prints between
+    /// blocks, such as DSTREAM footers, stays in place under forced waits).
     fn push(&self, tree: &mut DecodeTree, index: &mut TrcIndex, data: &[u8], printer: Option<&Shared<GenElemPrinter>>, resp: &mut DatapathResp) {
         let mut done = 0;
-        while done < data.len() && !resp.is_fatal() {
+        while (done < data.len() || resp.is_wait()) && !resp.is_fatal() {
             if resp.is_cont() {
                 let (r, used) = tree.trace_data_in(DatapathOp::Data, *index, &data[done..]);
                 *resp = r;

@@ -193,6 +193,8 @@ struct DecodeFault {
 
 /// ETMv3 packet decoder (OpenCSD's `TrcPktDecodeEtmV3`).
 pub struct Etmv3Decoder {
+    /// The end-of-trace element went out (a repeated EOT sends nothing new).
+    eot_sent: bool,
     cfg: Etmv3Config,
     trace_id: u8,
     err: ErrLink,
@@ -224,6 +226,7 @@ impl Etmv3Decoder {
         }
         let instr = InstrInfo { pe_type: cfg.arch, ..InstrInfo::default() };
         Etmv3Decoder {
+            eot_sent: false,
             cfg,
             trace_id: cfg.trace_id(),
             err,
@@ -680,7 +683,13 @@ impl Etmv3Decoder {
         Ok(())
     }
 
+    /// End of trace. After a wait the caller flushes and sends EOT again:
+    /// the end-of-trace element is not repeated.
     fn on_eot(&mut self) -> DatapathResp {
+        if self.eot_sent {
+            return if self.state == State::SendPkts { self.on_flush() } else { DatapathResp::Cont };
+        }
+        self.eot_sent = true;
         let slot = self.next_elem();
         let e = self.list.elem(slot);
         e.set_type(ElemType::EoTrace);
@@ -711,6 +720,7 @@ impl PktDataIn<Etmv3Packet> for Etmv3Decoder {
         match op {
             DatapathOp::Data => match pkt {
                 Some(p) => {
+                    self.eot_sent = false;
                     self.pkt = *p;
                     self.index = index;
                     self.process_packet()
@@ -720,6 +730,7 @@ impl PktDataIn<Etmv3Packet> for Etmv3Decoder {
             DatapathOp::Eot => self.on_eot(),
             DatapathOp::Flush => self.on_flush(),
             DatapathOp::Reset => {
+                self.eot_sent = false;
                 self.unsync = UnsyncInfo::ResetDecoder;
                 self.reset_decoder();
                 DatapathResp::Cont

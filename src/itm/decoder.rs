@@ -29,6 +29,8 @@ const GTS1_LOW_MASK: [u64; 4] = [0x7f, 0x3fff, 0x1f_ffff, 0x3ff_ffff];
 
 /// The ITM decoder.
 pub struct ItmDecoder {
+    /// The end-of-trace element went out (a repeated EOT sends nothing).
+    eot_sent: bool,
     trace_id: u8,
     prescale: u32,
     out: Shared<ElemRouter>,
@@ -50,6 +52,7 @@ impl ItmDecoder {
     /// count in units of `prescale` clocks.
     pub fn new(trace_id: u8, prescale: u32, out: Shared<ElemRouter>) -> Self {
         let mut d = ItmDecoder {
+            eot_sent: false,
             trace_id,
             prescale,
             out,
@@ -195,25 +198,27 @@ impl PktDataIn<ItmPacket> for ItmDecoder {
         match op {
             DatapathOp::Data => match pkt {
                 Some(p) => {
+                    self.eot_sent = false;
                     self.index = index;
                     self.process_packet(p)
                 }
                 None => DatapathResp::FatalInvalidParam,
             },
             DatapathOp::Eot => {
+                // After a wait the caller sends EOT again: the end-of-trace
+                // element, the last one, is not repeated.
+                if self.eot_sent {
+                    return DatapathResp::Cont;
+                }
+                self.eot_sent = true;
                 self.elem.set_type(ElemType::EoTrace);
                 self.elem.unsync_info = UnsyncInfo::Eot;
-                // The end-of-trace element is the last: once it is out,
-                // nothing waits to be delivered (and a repeated end of
-                // trace must not repeat it).
-                match self.send() {
-                    r if r.is_wait() => DatapathResp::Cont,
-                    r => r,
-                }
+                self.send()
             }
             // As OpenCSD: a reset only changes the reason given when the
             // decoder next reports it is not synchronised.
             DatapathOp::Reset => {
+                self.eot_sent = false;
                 self.unsync = UnsyncInfo::ResetDecoder;
                 DatapathResp::Cont
             }

@@ -58,6 +58,8 @@ struct PeState {
 
 /// PTM packet decoder (OpenCSD's `TrcPktDecodePtm`).
 pub struct PtmDecoder {
+    /// The end-of-trace element went out (a repeated EOT sends nothing).
+    eot_sent: bool,
     trace_id: u8,
     err: ErrLink,
     mem: Option<Shared<dyn TargetMemAccess>>,
@@ -92,6 +94,7 @@ impl PtmDecoder {
         }
         let instr = InstrInfo { pe_type: cfg.arch, dsb_dmb_waypoints: cfg.dmsb_waypoints(), ..InstrInfo::default() };
         let mut d = PtmDecoder {
+            eot_sent: false,
             trace_id: cfg.trace_id(),
             err,
             mem: ctx.mem.clone(),
@@ -492,7 +495,13 @@ impl PtmDecoder {
         Ok(found)
     }
 
+    /// End of trace. After a wait the caller sends EOT again: the
+    /// end-of-trace element is not repeated.
     fn on_eot(&mut self) -> DatapathResp {
+        if self.eot_sent {
+            return DatapathResp::Cont;
+        }
+        self.eot_sent = true;
         self.elem.set_type(ElemType::EoTrace);
         self.elem.unsync_info = UnsyncInfo::Eot;
         self.output()
@@ -504,6 +513,7 @@ impl PktDataIn<PtmPacket> for PtmDecoder {
         match op {
             DatapathOp::Data => match pkt {
                 Some(p) => {
+                    self.eot_sent = false;
                     self.pkt = *p;
                     self.index = index;
                     self.process_packet()
@@ -513,6 +523,7 @@ impl PktDataIn<PtmPacket> for PtmDecoder {
             DatapathOp::Eot => self.on_eot(),
             DatapathOp::Flush => self.cont_process(),
             DatapathOp::Reset => {
+                self.eot_sent = false;
                 self.unsync = UnsyncInfo::ResetDecoder;
                 self.reset_decoder();
                 DatapathResp::Cont

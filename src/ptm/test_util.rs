@@ -71,11 +71,16 @@ impl Rig {
         }
     }
 
+    /// End of trace, as the lister sends it: on a wait, flush until
+    /// continue, then send EOT again.
     pub fn eot(&self, comp: &mut dyn TraceComponent) {
         let mut r = comp.trace_data_in(DatapathOp::Eot, 0, &[]).0;
         while r.is_wait() {
             self.elems.borrow_mut().ack_wait();
             r = comp.trace_data_in(DatapathOp::Flush, 0, &[]).0;
+            if r.is_cont() {
+                r = comp.trace_data_in(DatapathOp::Eot, 0, &[]).0;
+            }
         }
     }
 

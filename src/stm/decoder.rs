@@ -23,6 +23,8 @@ enum State {
 
 /// The STM decoder.
 pub struct StmDecoder {
+    /// The end-of-trace element went out (a repeated EOT sends nothing).
+    eot_sent: bool,
     trace_id: u8,
     out: Shared<ElemRouter>,
     state: State,
@@ -37,6 +39,7 @@ impl StmDecoder {
     /// A decoder giving elements for CoreSight trace ID `trace_id` to `out`.
     pub fn new(trace_id: u8, out: Shared<ElemRouter>) -> Self {
         let mut d = StmDecoder {
+            eot_sent: false,
             trace_id,
             out,
             state: State::NoSync,
@@ -186,23 +189,25 @@ impl PktDataIn<StmPacket> for StmDecoder {
         match op {
             DatapathOp::Data => match pkt {
                 Some(p) => {
+                    self.eot_sent = false;
                     self.index = index;
                     self.process_packet(p)
                 }
                 None => DatapathResp::FatalInvalidParam,
             },
             DatapathOp::Eot => {
+                // After a wait the caller sends EOT again: the end-of-trace
+                // element, the last one, is not repeated.
+                if self.eot_sent {
+                    return DatapathResp::Cont;
+                }
+                self.eot_sent = true;
                 self.elem.set_type(ElemType::EoTrace);
                 self.elem.unsync_info = UnsyncInfo::Eot;
-                // The end-of-trace element is the last: once it is out,
-                // nothing waits to be delivered (and a repeated end of
-                // trace must not repeat it).
-                match self.send() {
-                    r if r.is_wait() => DatapathResp::Cont,
-                    r => r,
-                }
+                self.send()
             }
             DatapathOp::Reset => {
+                self.eot_sent = false;
                 self.unsync = UnsyncInfo::ResetDecoder;
                 self.reset_decoder();
                 DatapathResp::Cont

@@ -71,8 +71,18 @@ impl Rig {
         resp
     }
 
+    /// End of trace, as the lister sends it: on a wait, flush until
+    /// continue, then send EOT again.
     fn eot(&mut self) -> DatapathResp {
-        self.pipe.trace_data_in(DatapathOp::Eot, 0, &[]).0
+        let mut r = self.pipe.trace_data_in(DatapathOp::Eot, 0, &[]).0;
+        while r.is_wait() {
+            self.elems.borrow_mut().ack_wait();
+            r = self.pipe.trace_data_in(DatapathOp::Flush, 0, &[]).0;
+            if r.is_cont() {
+                r = self.pipe.trace_data_in(DatapathOp::Eot, 0, &[]).0;
+            }
+        }
+        r
     }
 
     fn text(&self) -> String {
