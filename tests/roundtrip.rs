@@ -3,16 +3,94 @@
 //! the first differing item.
 
 use coresight_decode::generator::check::check;
+use coresight_decode::generator::etmv4::{Choice, Etmv4Options};
 use coresight_decode::generator::{generate, BufferLayout, GenOptions, GenProtocol};
 
 fn round_trips(protocol: GenProtocol, seeds: std::ops::Range<u64>, layout: BufferLayout) {
+    etmv4_round_trips(protocol, seeds, layout, Etmv4Options::default());
+}
+
+/// Round trips with ETMv4 options (those left `Random` come from the seed).
+fn etmv4_round_trips(protocol: GenProtocol, seeds: std::ops::Range<u64>, layout: BufferLayout, etmv4: Etmv4Options) {
     for seed in seeds {
-        let opts = GenOptions { seed, protocol, layout, length: 150 };
+        let opts = GenOptions { seed, protocol, layout, length: 150, etmv4 };
         let g = generate(&opts);
         if let Err(e) = check(&g) {
-            panic!("{} seed {seed} ({layout:?}): {e}", protocol.name());
+            panic!("{} seed {seed} ({layout:?}; {}): {e}", protocol.name(), g.spec.description);
         }
     }
+}
+
+/// 30 seeds with ETMv4 option `name` on (the others from the seed).
+fn etmv4_option(name: &str, seeds: std::ops::Range<u64>) {
+    let on = Etmv4Options::default().with(name, Choice::On);
+    etmv4_round_trips(GenProtocol::Etmv4, seeds.clone(), BufferLayout::Formatted, on);
+    etmv4_round_trips(GenProtocol::Etmv4M, seeds.start + 1000..seeds.end + 1000, BufferLayout::Unformatted, on);
+}
+
+#[test]
+fn etmv4_plain() {
+    etmv4_round_trips(GenProtocol::Etmv4, 300..330, BufferLayout::Formatted, Etmv4Options::all(Choice::Off));
+}
+
+#[test]
+fn etmv4_everything() {
+    etmv4_round_trips(GenProtocol::Etmv4, 330..360, BufferLayout::Unformatted, Etmv4Options::all(Choice::On));
+    etmv4_round_trips(GenProtocol::Etmv4M, 330..360, BufferLayout::Formatted, Etmv4Options::all(Choice::On));
+}
+
+#[test]
+fn etmv4_cycle_counting() {
+    etmv4_option("cc", 400..420);
+}
+
+#[test]
+fn etmv4_timestamps() {
+    etmv4_option("ts", 420..440);
+}
+
+#[test]
+fn etmv4_return_stack() {
+    let rs = Etmv4Options::default().with("rs", Choice::On).with("bb", Choice::Off);
+    etmv4_round_trips(GenProtocol::Etmv4, 440..460, BufferLayout::Formatted, rs);
+    etmv4_round_trips(GenProtocol::Etmv4M, 1440..1460, BufferLayout::Formatted, rs);
+}
+
+#[test]
+fn etmv4_branch_broadcast() {
+    etmv4_option("bb", 460..480);
+}
+
+#[test]
+fn etmv4_exceptions() {
+    etmv4_option("exc", 480..500);
+}
+
+#[test]
+fn etmv4_context_changes() {
+    let ctxt = Etmv4Options::default().with("ctxt", Choice::On).with("exc", Choice::On);
+    etmv4_round_trips(GenProtocol::Etmv4, 500..520, BufferLayout::Formatted, ctxt);
+    etmv4_round_trips(GenProtocol::Etmv4M, 1500..1520, BufferLayout::Formatted, ctxt);
+}
+
+#[test]
+fn etmv4_exact_match() {
+    etmv4_option("match", 520..540);
+}
+
+#[test]
+fn etmv4_atom_formats_4_and_5() {
+    etmv4_option("f45", 540..560);
+}
+
+#[test]
+fn etmv4m_formatted() {
+    round_trips(GenProtocol::Etmv4M, 0..50, BufferLayout::Formatted);
+}
+
+#[test]
+fn etmv4m_unformatted() {
+    round_trips(GenProtocol::Etmv4M, 50..100, BufferLayout::Unformatted);
 }
 
 #[test]
@@ -50,6 +128,9 @@ fn itm_unformatted() {
 #[ignore]
 fn soak() {
     round_trips(GenProtocol::Etmv4, 1000..6000, BufferLayout::Formatted);
+    round_trips(GenProtocol::Etmv4M, 1000..4000, BufferLayout::Unformatted);
+    etmv4_round_trips(GenProtocol::Etmv4, 6000..7000, BufferLayout::Unformatted, Etmv4Options::all(Choice::On));
+    etmv4_round_trips(GenProtocol::Etmv4M, 6000..7000, BufferLayout::Formatted, Etmv4Options::all(Choice::On));
     round_trips(GenProtocol::Stm, 1000..4000, BufferLayout::Formatted);
     round_trips(GenProtocol::Itm, 1000..4000, BufferLayout::Unformatted);
 }

@@ -3,7 +3,13 @@
 //!
 //! ```text
 //! trc_gen -protocol etmv4 -seed 7 -out DIR [-length N] [-unformatted]
+//!         [-etmv4-on LIST] [-etmv4-off LIST]
 //! ```
+//! ETMv4 options (`etmv4`, `etmv4m`) not listed are chosen from the seed;
+//! LIST is comma-separated names: cc (cycle counting), ts (timestamps),
+//! rs (return stack), bb (branch broadcast), exc (exceptions), ctxt
+//! (context changes), match (exact-match addresses), f45 (atom formats 4
+//! and 5), or `all`.
 //! DIR gets a complete snapshot (snapshot.ini, device files, trace.ini, the
 //! buffer, the memory image) and `truth.txt`: the executed instruction
 //! ranges (or software messages) in order, one a line.
@@ -11,10 +17,12 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use coresight_decode::generator::etmv4::{Choice, OPTION_NAMES};
 use coresight_decode::generator::{generate, BufferLayout, GenOptions, GenProtocol};
 
 fn usage() -> &'static str {
-    "usage: trc_gen -protocol etmv4|stm|itm -seed N -out DIR [-length N] [-unformatted]\n"
+    "usage: trc_gen -protocol etmv4|etmv4m|stm|itm -seed N -out DIR [-length N] [-unformatted]\n\
+     \x20                [-etmv4-on LIST] [-etmv4-off LIST]   (LIST: all or cc,ts,rs,bb,exc,ctxt,match,f45)\n"
 }
 
 fn main() -> ExitCode {
@@ -28,7 +36,7 @@ fn main() -> ExitCode {
             "-protocol" => match val(i).as_deref().and_then(GenProtocol::from_name) {
                 Some(p) => opts.protocol = p,
                 None => {
-                    eprintln!("trc_gen: -protocol needs one of: etmv4, stm, itm");
+                    eprintln!("trc_gen: -protocol needs one of: etmv4, etmv4m, stm, itm");
                     return ExitCode::from(2);
                 }
             },
@@ -47,6 +55,19 @@ fn main() -> ExitCode {
                 }
             },
             "-out" => out = val(i).map(PathBuf::from),
+            flag @ ("-etmv4-on" | "-etmv4-off") => {
+                let c = if flag == "-etmv4-on" { Choice::On } else { Choice::Off };
+                let list = val(i).unwrap_or_default();
+                for name in list.split(',').filter(|n| !n.is_empty()) {
+                    let names: &[&str] = if name == "all" { OPTION_NAMES } else { std::slice::from_ref(&name) };
+                    for n in names {
+                        if !opts.etmv4.set(n, c) {
+                            eprintln!("trc_gen: unknown ETMv4 option {n} (one of: all, {})", OPTION_NAMES.join(", "));
+                            return ExitCode::from(2);
+                        }
+                    }
+                }
+            }
             "-unformatted" => {
                 opts.layout = BufferLayout::Unformatted;
                 i += 1;
@@ -77,6 +98,6 @@ fn main() -> ExitCode {
         eprintln!("trc_gen: {}: {e}", truth.display());
         return ExitCode::FAILURE;
     }
-    println!("{}: {} {} items of truth", dir.display(), g.truth.len(), opts.protocol.name());
+    println!("{}: {} {} items of truth ({})", dir.display(), g.truth.len(), opts.protocol.name(), g.spec.description);
     ExitCode::SUCCESS
 }
