@@ -9,7 +9,9 @@
 //! LIST is comma-separated names: cc (cycle counting), ts (timestamps),
 //! rs (return stack), bb (branch broadcast), exc (exceptions), ctxt
 //! (context changes), match (exact-match addresses), f45 (atom formats 4
-//! and 5), or `all`.
+//! and 5), or `all`. `-etmv4-rs-implied` lets an exception at the target
+//! of an indirect branch imply that target with the return stack on
+//! (valid trace OpenCSD 1.8.0 mis-decodes).
 //! DIR gets a complete snapshot (snapshot.ini, device files, trace.ini, the
 //! buffer, the memory image) and `truth.txt`: the executed instruction
 //! ranges (or software messages) in order, one a line.
@@ -22,7 +24,8 @@ use coresight_decode::generator::{generate, BufferLayout, GenOptions, GenProtoco
 
 fn usage() -> &'static str {
     "usage: trc_gen -protocol etmv4|etmv4m|stm|itm -seed N -out DIR [-length N] [-unformatted]\n\
-     \x20                [-etmv4-on LIST] [-etmv4-off LIST]   (LIST: all or cc,ts,rs,bb,exc,ctxt,match,f45)\n"
+     \x20                [-etmv4-on LIST] [-etmv4-off LIST] [-etmv4-rs-implied]\n\
+     \x20                (LIST: all or cc,ts,rs,bb,exc,ctxt,match,f45)\n"
 }
 
 fn main() -> ExitCode {
@@ -67,6 +70,11 @@ fn main() -> ExitCode {
                         }
                     }
                 }
+            }
+            "-etmv4-rs-implied" => {
+                opts.etmv4.implied_target_with_rs = true;
+                i += 1;
+                continue;
             }
             "-unformatted" => {
                 opts.layout = BufferLayout::Unformatted;

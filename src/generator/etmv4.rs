@@ -78,6 +78,11 @@ pub struct Etmv4Options {
     pub exact_match: Choice,
     /// Atom formats 4 and 5.
     pub atom_f45: Choice,
+    /// With the return stack on, still let an exception at the target of
+    /// an indirect branch stand for the target's address (Exception packet
+    /// E1:E0 = 0b10). Valid trace that OpenCSD 1.8.0 mis-decodes: it pops
+    /// the return stack there. Off by default.
+    pub implied_target_with_rs: bool,
 }
 
 /// Option names, as `trc_gen` takes them.
@@ -95,6 +100,7 @@ impl Etmv4Options {
             context_changes: c,
             exact_match: c,
             atom_f45: c,
+            implied_target_with_rs: false,
         }
     }
 
@@ -145,6 +151,7 @@ struct Config {
     ctx_changes: bool,
     exact: bool,
     f45: bool,
+    implied_target_with_rs: bool,
     cid: bool,
     /// VMID tracing width (0: off).
     vmid_bits: u32,
@@ -193,6 +200,7 @@ impl Config {
             ctx_changes,
             exact,
             f45,
+            implied_target_with_rs: o.implied_target_with_rs,
             cid,
             vmid_bits,
             vmid_size_field,
@@ -738,9 +746,17 @@ impl Gen<'_> {
             self.stats.ctxt_changes += 1;
         }
         if !full && rng.chance(1, 3) {
+            // Context then address, or address then context (as ETE does
+            // after an exception return): both come before the next P0
+            // element.
             self.stats.ctxt_alone += 1;
-            self.enc.context(&p);
-            self.enc.address_is(addr, self.is);
+            if rng.chance(1, 2) {
+                self.enc.context(&p);
+                self.enc.address_is(addr, self.is);
+            } else {
+                self.enc.address_is(addr, self.is);
+                self.enc.context(&p);
+            }
         } else {
             self.enc.addr_ctx(addr, self.is, &p);
         }
@@ -799,9 +815,12 @@ impl Gen<'_> {
         } else if self.need_addr {
             let at_exception = matches!(s.how, End::Exception { .. }) && s.count == 0;
             // An exception before the first instruction at the target of
-            // a branch whose address is still owed can stand for it. Not
-            // with the return stack: the decoder then pops it.
-            if at_exception && !cfg.rs && rng.chance(1, 2) {
+            // a branch whose address is still owed can stand for it
+            // (E1:E0 = 0b10: the return address is also that target). Not
+            // with the return stack unless asked: OpenCSD (and so the
+            // project's decoder) then pops the return stack although the
+            // implied address element cancels the pop.
+            if at_exception && (!cfg.rs || cfg.implied_target_with_rs) && rng.chance(1, 2) {
                 prev_same = true;
             } else {
                 self.enc.address_is(s.start, self.is);
@@ -818,8 +837,10 @@ impl Gen<'_> {
                         self.rs.push(s.end);
                     }
                     if term.is_indirect() {
+                        // Exception returns and branches that change the
+                        // context always give their target.
                         let ctx_change = next.is_some_and(|n| cfg.traced(n.ctx) != t);
-                        if self.rs.active && !ctx_change && self.rs.v.last() == Some(&to) {
+                        if self.rs.active && !ctx_change && term != Term::ExcRet && self.rs.v.last() == Some(&to) {
                             // Return to the stacked address: no address.
                             self.rs.v.pop();
                             self.stats.rs_hits += 1;
@@ -887,7 +908,7 @@ pub fn generate(opts: &GenOptions) -> Generated {
 pub fn generate_with_stats(opts: &GenOptions) -> (Generated, Stats) {
     let m_profile = opts.protocol == GenProtocol::Etmv4M;
     let mut rng = Rng::new(if m_profile { opts.seed ^ 0x4d00_0000_0000 } else { opts.seed });
-    let cfg = Config::pick(&mut rng, &opts.etmv4, m_profile);
+    let mut cfg = Config::pick(&mut rng, &opts.etmv4, m_profile);
 
     // The program.
     let n_blocks = 20 + rng.below(60) as usize;
@@ -897,6 +918,10 @@ pub fn generate_with_stats(opts: &GenOptions) -> (Generated, Stats) {
             1 => ("Cortex-M85", true),
             _ => ("Cortex-M33", false),
         };
+        if !lob {
+            // Armv8.0-M: ETMv4.2.
+            cfg.minor = 2;
+        }
         let base = [0x0000_0400u64, 0x0800_0000, 0x1000_0200][rng.below(3) as usize];
         let hbase = [0x0002_0000u64, 0x0c00_0000, 0x3000_0000][rng.below(3) as usize];
         let prog = t32m::flow_program(&mut rng, base, n_blocks, cfg.exceptions.then_some(hbase), cfg.exceptions, lob);
