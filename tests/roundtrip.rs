@@ -163,3 +163,4 @@ fn a_wrong_truth_is_reported_with_the_first_differing_item() {
     let err = check(&g).unwrap_err();
     assert!(err.starts_with("item 7: expected `range 0x"), "{err}");
 }
+

@@ -29,7 +29,7 @@
 //! [`TruthLog`] for how elements that are not waypoints are ordered.
 
 use super::flow::{self, Cause, Ctx, End, Seg, Term, WalkCfg};
-use super::{a64, layout_buffer, t32m, GenOptions, GenProtocol, Generated, Rng, Truth};
+use super::{GenOptions, GenProtocol, Generated, Rng, Truth, a64, layout_buffer, t32m};
 use crate::snapshot_writer::{BufferSpec, DeviceSpec, DumpSpec, SnapshotSpec};
 
 /// Register values of the original, option-less configuration.
@@ -270,7 +270,9 @@ pub struct PktCtx {
 
 impl PktCtx {
     fn bytes(&self) -> Vec<u8> {
-        let mut v = vec![self.el & 3 | (self.sf as u8) << 4 | (self.ns as u8) << 5 | (self.vmid.is_some() as u8) << 6 | (self.cid.is_some() as u8) << 7];
+        let mut v = vec![
+            self.el & 3 | (self.sf as u8) << 4 | (self.ns as u8) << 5 | (self.vmid.is_some() as u8) << 6 | (self.cid.is_some() as u8) << 7,
+        ];
         if let Some((id, n)) = self.vmid {
             v.extend_from_slice(&id.to_le_bytes()[..n]);
         }
@@ -586,15 +588,17 @@ fn best_atom_packet(rest: &[bool], f45: bool) -> (usize, u8) {
         const F5: [([bool; 5], u8); 4] =
             [([N, E, E, E, E], 0xf5), ([N, N, N, N, N], 0xd5), ([N, E, N, E, N], 0xd6), ([E, N, E, N, E], 0xd7)];
         const F4: [([bool; 4], u8); 4] = [([N, E, E, E], 0xdc), ([N, N, N, N], 0xdd), ([N, E, N, E], 0xde), ([E, N, E, N], 0xdf)];
-        if rest.len() >= 5 && best.0 < 5 {
-            if let Some(&(_, h)) = F5.iter().find(|(p, _)| p[..] == rest[..5]) {
-                best = (5, h);
-            }
+        if rest.len() >= 5
+            && best.0 < 5
+            && let Some(&(_, h)) = F5.iter().find(|(p, _)| p[..] == rest[..5])
+        {
+            best = (5, h);
         }
-        if rest.len() >= 4 && best.0 < 4 {
-            if let Some(&(_, h)) = F4.iter().find(|(p, _)| p[..] == rest[..4]) {
-                best = (4, h);
-            }
+        if rest.len() >= 4
+            && best.0 < 4
+            && let Some(&(_, h)) = F4.iter().find(|(p, _)| p[..] == rest[..4])
+        {
+            best = (4, h);
         }
     }
     best
@@ -953,7 +957,8 @@ pub fn generate_with_stats(opts: &GenOptions) -> (Generated, Stats) {
         known: None,
         need_addr: true,
         tracing: false,
-        ts: rng.below(1 << 40),
+        // Now and then near the top of a 64-bit timestamp (nine-byte packets).
+        ts: if cfg.ts_bits == 64 && rng.chance(1, 4) { u64::MAX - rng.below(1 << 44) } else { rng.below(1 << 40) },
         is: m_profile as u8,
     };
     g.sync(&mut rng);
@@ -990,11 +995,7 @@ fn registers(rng: &mut Rng, cfg: &Config, trace_id: u8) -> Vec<(String, u64)> {
     let cond_impl = rng.chance(1, 2);
     let cci_impl = maybe(rng, cfg.cc);
     let rs_impl = maybe(rng, cfg.rs);
-    let tssize: u32 = if cfg.ts {
-        if cfg.ts_bits == 48 { 0x6 } else { 0x8 }
-    } else {
-        [0, 0x6, 0x8][rng.below(3) as usize]
-    };
+    let tssize: u32 = if cfg.ts { if cfg.ts_bits == 48 { 0x6 } else { 0x8 } } else { [0, 0x6, 0x8][rng.below(3) as usize] };
     // COMMOPT = 1: cycle count packets carry no commit count (there is
     // nothing to commit without speculation).
     let commopt = if cci_impl { 1 } else { rng.below(2) as u32 };
@@ -1074,10 +1075,10 @@ mod tests {
     /// The atom packets decode to the atoms they were made from.
     #[test]
     fn atom_packets_decode_to_their_atoms() {
-        use crate::etmv4::{EtmV4Config, EtmV4Packet, EtmV4PktProc};
-        use crate::decoder::{PacketOut, PacketProcessor};
-        use crate::interfaces::PktDataIn;
         use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
+        use crate::decoder::{PacketOut, PacketProcessor};
+        use crate::etmv4::{EtmV4Config, EtmV4Packet, EtmV4PktProc};
+        use crate::interfaces::PktDataIn;
         use std::cell::RefCell;
         use std::rc::Rc;
         struct Sink(Rc<RefCell<Vec<bool>>>);

@@ -9,8 +9,8 @@
 //! encoding first, so blocks can be laid out, then a target the encoding
 //! can reach.
 
-use super::flow::{self, Block, Instr, Kind, Program, Term};
 use super::Rng;
+use super::flow::{self, Block, Instr, Kind, Program, Term};
 
 /// Encoding of a terminating branch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,11 +87,11 @@ fn body_instr(rng: &mut Rng, kind: Kind, size: u8) -> Vec<u16> {
             let (d, n, m) = (r3(rng), r3(rng), r3(rng));
             let imm8 = rng.below(256) as u16;
             vec![match rng.below(5) {
-                0 => 0x2000 | d << 8 | imm8,                 // MOVS Rd, #imm8
+                0 => 0x2000 | d << 8 | imm8,                           // MOVS Rd, #imm8
                 1 => 0x1c00 | (rng.below(8) as u16) << 6 | n << 3 | d, // ADDS Rd, Rn, #imm3
-                2 => 0x2800 | n << 8 | imm8,                 // CMP Rn, #imm8
-                3 => 0x1800 | m << 6 | n << 3 | d,           // ADDS Rd, Rn, Rm
-                _ => 0xbf00,                                 // NOP
+                2 => 0x2800 | n << 8 | imm8,                           // CMP Rn, #imm8
+                3 => 0x1800 | m << 6 | n << 3 | d,                     // ADDS Rd, Rn, Rm
+                _ => 0xbf00,                                           // NOP
             }]
         }
         (Kind::Plain, _) => {
