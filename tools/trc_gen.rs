@@ -60,7 +60,10 @@ fn main() -> ExitCode {
             "-out" => out = val(i).map(PathBuf::from),
             flag @ ("-etmv4-on" | "-etmv4-off") => {
                 let c = if flag == "-etmv4-on" { Choice::On } else { Choice::Off };
-                let list = val(i).unwrap_or_default();
+                let Some(list) = val(i) else {
+                    eprintln!("trc_gen: {flag} needs a list of options");
+                    return ExitCode::from(2);
+                };
                 for name in list.split(',').filter(|n| !n.is_empty()) {
                     let names: &[&str] = if name == "all" { OPTION_NAMES } else { std::slice::from_ref(&name) };
                     for n in names {

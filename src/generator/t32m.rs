@@ -62,17 +62,18 @@ impl Form {
     }
 }
 
-fn low() -> std::ops::Range<u64> {
-    0..8
-}
-
+/// R0-R12.
 fn reg(rng: &mut Rng) -> u16 {
     rng.below(13) as u16
 }
 
+/// R0-R7 (16-bit encodings).
+fn r3(rng: &mut Rng) -> u16 {
+    rng.below(8) as u16
+}
+
 /// Halfwords of one straight-line instruction of `kind` and `size`.
 fn body_instr(rng: &mut Rng, kind: Kind, size: u8) -> Vec<u16> {
-    let r3 = |rng: &mut Rng| (low().start + rng.below(low().end)) as u16;
     match (kind, size) {
         (Kind::Svc, _) => vec![0xdf00 | rng.below(256) as u16],
         (Kind::Mem, 2) => {
