@@ -14,6 +14,8 @@ pub mod arch;
 pub mod datapath;
 pub mod decoder;
 pub mod deformatter;
+#[cfg(feature = "disasm")]
+pub mod disasm;
 pub mod elem;
 pub mod ete;
 pub mod etmv3;
