@@ -200,10 +200,10 @@ pub fn load_case_list(folder: &Path) -> Result<Vec<Case>, SetupError> {
         }
         let origin = format!("{}:{n}", path.display());
         let mut warnings = Vec::new();
-        if let Some(ss) = ss_dir_arg(&args) {
-            if !folder.join(ss).is_dir() {
-                warnings.push(format!("snapshot folder {ss} (from {origin}) not found"));
-            }
+        if let Some(ss) = ss_dir_arg(&args)
+            && !folder.join(ss).is_dir()
+        {
+            warnings.push(format!("snapshot folder {ss} (from {origin}) not found"));
         }
         let expected = folder.join("expected").join(format!("{name}.ppl"));
         cases.push(Case { name, run_dir: folder.clone(), args, env, expected, origin, warnings, problem: None });
@@ -408,7 +408,7 @@ pub fn read_first_lines(path: &Path, n: usize) -> Result<Vec<String>, String> {
 /// The lines after the banner: those after the line that follows
 /// `Test Command Line:-` when it is among the first [`BANNER_WINDOW`]
 /// lines, else all of them.
-pub fn strip_banner<'a, T: AsRef<str>>(lines: &'a [T]) -> &'a [T] {
+pub fn strip_banner<T: AsRef<str>>(lines: &[T]) -> &[T] {
     match lines.iter().take(BANNER_WINDOW).position(|l| l.as_ref().starts_with(COMMAND_LINE_MARK)) {
         Some(i) => lines.get(i + 2..).unwrap_or(&[]),
         None => lines,
@@ -555,11 +555,11 @@ impl<'g> Comparer<'g> {
             Some(f) if i <= f + self.context => self.after.push((i, line.to_string())),
             Some(_) => {}
         }
-        if let Some(c) = self.counts.get_mut(line) {
-            if *c > 0 {
-                *c -= 1;
-                self.common += 1;
-            }
+        if let Some(c) = self.counts.get_mut(line)
+            && *c > 0
+        {
+            *c -= 1;
+            self.common += 1;
         }
         let trace = is_trace_line(line);
         let (pos, same) =
@@ -713,12 +713,22 @@ impl Drop for CwdGuard {
     }
 }
 
+/// Serialises the runs of this module, which change the current directory.
+static CWD_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Runs the lister in-process for a case, from its folder, with its
 /// environment. Returns the exit status and the listing; `Err` when it
 /// could not run or panicked (the listing produced so far is then lost).
+///
+/// The lister resolves the case's relative paths from the current
+/// directory, so this changes the process's current directory for the
+/// time of the run (and restores it). Runs through this module are
+/// serialised; other threads of the program that use relative paths at
+/// the same time would be affected.
 pub fn run_lister(case: &Case) -> Result<(i32, String), String> {
     let argv = case.argv();
     let out = shared(MsgLogger::capture());
+    let _lock = CWD_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let guard = CwdGuard::enter(&case.run_dir).map_err(|e| format!("cannot enter {}: {e}", case.run_dir.display()))?;
     let env = |k: &str| case.env_lookup(k);
     let status = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| lister::run(&argv, &env, out.clone())));
@@ -1283,7 +1293,7 @@ pub fn format_outcome(o: &Outcome, context: usize) -> String {
     if let Some(d) = o.comparison.as_ref().and_then(|c| c.first_difference.as_ref()) {
         let _ = writeln!(s, "    first difference at listing line {}", d.line);
         if context == 0 {
-            let show = |l: &Option<String>| l.as_deref().map(clip).unwrap_or_else(|| "(end of listing)".into());
+            let show = |l: &Option<String>| l.clone().unwrap_or_else(|| "(end of listing)".into());
             let _ = writeln!(s, "    expected > {}", show(&d.expected));
             let _ = writeln!(s, "    got      > {}", show(&d.got));
         } else {
@@ -1357,11 +1367,11 @@ pub fn main_with_args(args: &[String], out: &mut dyn Write) -> i32 {
     if let Some(p) = &cli.only {
         cases.retain(|c| p.is_match(&c.name));
     }
-    if let Some(k) = &cli.run.keep {
-        if let Err(e) = fs::create_dir_all(k) {
-            let _ = writeln!(out, "trc_regress: cannot create {}: {e}", k.display());
-            return 2;
-        }
+    if let Some(k) = &cli.run.keep
+        && let Err(e) = fs::create_dir_all(k)
+    {
+        let _ = writeln!(out, "trc_regress: cannot create {}: {e}", k.display());
+        return 2;
     }
     for l in &pre {
         let _ = writeln!(out, "{l}");
@@ -1385,11 +1395,11 @@ pub fn main_with_args(args: &[String], out: &mut dyn Write) -> i32 {
             status = 2;
         }
     }
-    if let Some(p) = &cli.json {
-        if let Err(e) = fs::write(p, outcomes_json(&outcomes)) {
-            let _ = writeln!(out, "trc_regress: cannot write {}: {e}", p.display());
-            status = 2;
-        }
+    if let Some(p) = &cli.json
+        && let Err(e) = fs::write(p, outcomes_json(&outcomes))
+    {
+        let _ = writeln!(out, "trc_regress: cannot write {}: {e}", p.display());
+        status = 2;
     }
     let passed = outcomes.iter().filter(|o| o.passed()).count();
     let failed = outcomes.len() - passed;
@@ -1519,8 +1529,8 @@ mod tests {
         // Split on \n: the trailing empty line counts.
         assert_eq!(c.expected_lines, 4);
         // The banner itself may differ.
-        let other = format!("other banner\nTest Command Line:-\nsomething else\nIdx:1; a\nrest\nIdx:2; b\n");
-        assert!(compare_texts(&t, &other, 3).matches());
+        let other = "other banner\nTest Command Line:-\nsomething else\nIdx:1; a\nrest\nIdx:2; b\n";
+        assert!(compare_texts(&t, other, 3).matches());
     }
 
     #[test]
