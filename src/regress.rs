@@ -552,7 +552,7 @@ impl<'g> Comparer<'g> {
                 self.first_expected = Some(line.to_string());
                 self.after.push((i, line.to_string()));
             }
-            Some(f) if i <= f + self.context => self.after.push((i, line.to_string())),
+            Some(f) if i <= f.saturating_add(self.context) => self.after.push((i, line.to_string())),
             Some(_) => {}
         }
         if let Some(c) = self.counts.get_mut(line)
@@ -595,7 +595,7 @@ impl<'g> Comparer<'g> {
         let overlap = self.common as f64 / ne.max(ng).max(1) as f64;
         let first_difference = self.first.map(|f| {
             let lo = f.saturating_sub(self.context);
-            let hi = (f + self.context + 1).min(ng);
+            let hi = f.saturating_add(self.context).saturating_add(1).min(ng);
             let mut expected_context: Vec<(usize, String)> = self.before.into_iter().filter(|(i, _)| *i >= lo).collect();
             expected_context.extend(self.after);
             Difference {
@@ -1150,6 +1150,9 @@ Environment: each case sees its own NAME=VALUE settings, then the process
 environment (OPENCSD_INSTR_RANGE_LIMIT, OPENCSD_ERR_ON_AA64_BAD_OPCODE).
 ";
 
+/// The most context lines `--diff` takes.
+pub const MAX_CONTEXT: usize = 100_000;
+
 /// Which kind of folder.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FolderKind {
@@ -1187,7 +1190,11 @@ pub fn parse_cli(args: &[String]) -> Result<Option<Cli>, String> {
             "--keep" => run.keep = Some(absolute(Path::new(&value("--keep")?))),
             "--diff" => {
                 let v = value("--diff")?;
-                run.context = v.parse().map_err(|_| format!("--diff wants a number of lines, not '{v}'"))?;
+                run.context = v
+                    .parse()
+                    .ok()
+                    .filter(|&n| n <= MAX_CONTEXT)
+                    .ok_or_else(|| format!("--diff wants a number of lines up to {MAX_CONTEXT}, not '{v}'"))?;
             }
             "--write" | "--bless" => run.write = true,
             "--summary-tsv" => summary_tsv = Some(absolute(Path::new(&value("--summary-tsv")?))),
@@ -1601,6 +1608,7 @@ mod tests {
         assert!(parse_cli(&s(&["--bogus", "d"])).unwrap_err().contains("unknown option --bogus"));
         assert!(parse_cli(&s(&["d", "--diff"])).unwrap_err().contains("--diff needs a value"));
         assert!(parse_cli(&s(&["d", "--diff", "x"])).unwrap_err().contains("number"));
+        assert!(parse_cli(&s(&["d", "--diff", "100001"])).unwrap_err().contains("up to 100000"));
         assert!(parse_cli(&s(&["d", "--only", "(x"])).unwrap_err().contains("bad pattern"));
         assert!(parse_cli(&s(&["--help"])).unwrap().is_none());
         let c = parse_cli(&s(&["d", "--bless", "--diff", "0"])).unwrap().unwrap();
