@@ -32,6 +32,7 @@ pub mod memory;
 pub mod printers;
 pub mod protocols;
 pub mod ptm;
+pub mod regress;
 pub mod snapshot;
 pub mod snapshot_writer;
 pub mod stm;
