@@ -1,0 +1,1 @@
+//! ETE unit tests: hand-built byte streams, exact packets and elements.
