@@ -412,8 +412,7 @@ pub struct EtmV4Decoder {
 impl EtmV4Decoder {
     /// A decoder for `cfg`, connected as `ctx` says.
     pub fn new(cfg: EtmV4Config, ctx: &DecodeContext) -> Self {
-        let name = if cfg.is_ete() { "DCD_ETE" } else { "DCD_ETMV4" };
-        let err = ErrLink::new(&ctx.err_log, format!("{}_{:04}", name, ctx.instance_id));
+        let err = ErrLink::new(&ctx.err_log, format!("DCD_ETMV4_{:04}", ctx.instance_id));
         let instr = InstrInfo {
             pe_type: cfg.arch,
             wfi_wfe_branch: cfg.wfi_wfe_branch(),
@@ -758,7 +757,7 @@ impl EtmV4Decoder {
             T::BadSequence => return self.bad_packet("Bad byte sequence in packet."),
             T::BadTraceMode => return self.bad_packet("Invalid packet type for trace mode."),
             T::Reserved => return self.bad_packet("Reserved packet header"),
-            T::ReservedCfg => return self.bad_packet("Reserved packet header for current configuration"),
+            T::ReservedCfg => return self.bad_packet("Unknown packet type."),
             T::Mispredict | T::CancelF1Mispred | T::CancelF2 | T::CancelF3 => {
                 self.res.mispredict = true;
                 if pkt.atoms.num > 0 {
@@ -1516,8 +1515,8 @@ impl EtmV4Decoder {
             self.set_nacc(src);
             return Ok(());
         };
-        let isa = self.calc_isa(self.is_64bit, e.addr_is);
-        self.instr.isa = isa;
+        // The instruction set is the current one: the packet's IS bit is
+        // not used (as in OpenCSD).
         let opcode = self.code.read4(&mut *mem.borrow_mut(), src, self.trace_id, space);
         let Some(op) = opcode else {
             self.out_stack.add_type(e.index, ElemType::AddrNacc);
@@ -1592,6 +1591,8 @@ impl EtmV4Decoder {
             }
             _ => {}
         }
+        // The range is reported in the instruction set that follows it.
+        self.instr.isa = self.instr.next_isa;
         self.out_stack.add(e.index);
         self.set_range(range, true);
         Ok(())
