@@ -163,6 +163,11 @@ impl EtmV4Config {
             _ => 0,
         }
     }
+    /// ETE 1.1 and later with TRCIDR0.TSMARK: timestamp marker packets are
+    /// traced, and timestamps count only after the first one.
+    pub fn ete_has_ts_marker(&self) -> bool {
+        self.full_version() >= 0x51 && self.idr0 & 0x80_0000 != 0
+    }
     /// TRCIDR0.COMMOPT = 1: cycle count packets carry no commit section.
     pub fn commit_opt1(&self) -> bool {
         self.idr0 & 0x2000_0000 != 0 && self.has_cycle_count_i()
