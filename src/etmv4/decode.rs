@@ -408,6 +408,9 @@ pub struct EtmV4Decoder {
     code: CodeCache,
     /// End of trace handled (a repeated EOT only sends what is left).
     eot_done: bool,
+    /// Sync was lost while resolving a packet whose elements then had to
+    /// wait: the NO_SYNC element is still to be sent, at the flush.
+    no_sync_unreported: bool,
 }
 
 impl EtmV4Decoder {
@@ -452,6 +455,7 @@ impl EtmV4Decoder {
             next_range_check: None,
             code: CodeCache::new(),
             eot_done: false,
+            no_sync_unreported: false,
         };
         d.reset_decoder();
         d
@@ -474,6 +478,7 @@ impl EtmV4Decoder {
         self.next_range_check = None;
         self.ete_first_ts_marker = false;
         self.ret_stack.tinfo_wait_addr = false;
+        self.no_sync_unreported = false;
     }
 
     fn log(&self, sev: Severity, code: ErrCode, index: Option<TrcIndex>, msg: &str) {
@@ -580,6 +585,9 @@ impl EtmV4Decoder {
                 State::ResolveElements => {
                     resp = self.resolve_elements();
                     if self.state == State::DecodePackets || !resp.is_cont() {
+                        // A wait after a discard or error: the loss of
+                        // sync is reported at the flush, for this packet.
+                        self.no_sync_unreported = self.state == State::NoSync;
                         return resp;
                     }
                 }
@@ -589,6 +597,7 @@ impl EtmV4Decoder {
 
     /// Reports loss of synchronisation and starts waiting for a sync.
     fn send_no_sync(&mut self) -> DatapathResp {
+        self.no_sync_unreported = false;
         self.out_stack.reset();
         self.out_stack.add_type(self.index_curr_pkt, ElemType::NoSync);
         self.out_stack.cur().unsync_info = self.unsync_info;
@@ -1591,13 +1600,22 @@ impl EtmV4Decoder {
     fn on_flush(&mut self) -> DatapathResp {
         if self.state == State::ResolveElements {
             let r = self.resolve_elements();
-            if self.state == State::NoSync && r.is_cont() {
-                // An error reset the decoder while resolving.
-                return self.send_no_sync();
+            if self.state == State::NoSync {
+                if r.is_cont() {
+                    // A discard or error while resolving.
+                    return self.send_no_sync();
+                }
+                self.no_sync_unreported = true;
             }
             r
         } else {
-            self.out_stack.send(&self.out, self.trace_id)
+            let r = self.out_stack.send(&self.out, self.trace_id);
+            if r.is_cont() && self.state == State::NoSync && self.no_sync_unreported {
+                // Report the loss of sync as the packet that caused it would
+                // have without the wait.
+                return self.send_no_sync();
+            }
+            r
         }
     }
 }

@@ -16,7 +16,7 @@ pub mod packet;
 pub mod proc;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::rc::Rc;
 
