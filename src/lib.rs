@@ -14,6 +14,8 @@ pub mod arch;
 pub mod datapath;
 pub mod decoder;
 pub mod deformatter;
+#[cfg(feature = "disasm")]
+pub mod disasm;
 pub mod elem;
 pub mod ete;
 pub mod etmv3;
@@ -30,6 +32,7 @@ pub mod memory;
 pub mod printers;
 pub mod protocols;
 pub mod ptm;
+pub mod regress;
 pub mod snapshot;
 pub mod snapshot_writer;
 pub mod stm;

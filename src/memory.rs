@@ -437,8 +437,13 @@ impl PageCache {
         n
     }
 
+    /// Forgets the cached contents, keeping the page buffers for reuse.
     fn invalidate(&mut self) {
-        self.pages.clear();
+        for p in &mut self.pages {
+            p.acc = usize::MAX;
+            p.len = 0;
+            p.used = 0;
+        }
     }
 }
 

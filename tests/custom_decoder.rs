@@ -7,7 +7,7 @@ mod common;
 
 use std::rc::Rc;
 
-use common::{temp_dir, write_files, Rng};
+use common::{temp_dir, write_files, Rng, RngExt};
 use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use coresight_decode::decoder::{
     DecodeContext, DecodeMode, DecoderFactory, DecoderRegistry, PacketOut, PacketProcessor, Pipeline, RegSpec, SourceConfig,

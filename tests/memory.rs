@@ -6,7 +6,7 @@ mod common;
 use std::cell::Cell;
 use std::rc::Rc;
 
-use common::{temp_dir, write_files, Rng};
+use common::{temp_dir, write_files, Rng, RngExt};
 use coresight_decode::error::ErrCode;
 use coresight_decode::interfaces::TargetMemAccess;
 use coresight_decode::memory::{BufferAccessor, CacheConfig, CallbackAccessor, FileAccessor, MemAccMapper, MemSpace};

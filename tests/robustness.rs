@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{temp_dir, write_files, Rng};
+use common::{temp_dir, write_files, Rng, RngExt};
 use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use coresight_decode::decoder::DecodeMode;
 use coresight_decode::deformatter::{DeformatterConfig, FrameDeformatter, IdStreamSink};

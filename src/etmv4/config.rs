@@ -7,6 +7,9 @@
 use crate::arch::{ArchProfile, ArchVersion, CoreProfile};
 use crate::decoder::SourceConfig;
 
+/// TRCDEVARCH of an ETE when the snapshot does not give it (ETE v1.0).
+pub const ETE_DEFAULT_DEVARCH: u32 = 0x4770_5A13;
+
 /// Conditional (non-branch) instruction tracing mode (TRCCONFIGR.COND).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum CondTrace {
@@ -42,6 +45,9 @@ pub struct EtmV4Config {
     pub idr13: u32,
     pub configr: u32,
     pub traceidr: u32,
+    /// ETE's TRCDEVARCH: when present, the architecture version comes
+    /// from here (TRCIDR1 of an ETE reads as version 15.15).
+    pub devarch: Option<u32>,
     /// Architecture and profile of the traced core.
     pub arch: ArchProfile,
 }
@@ -61,6 +67,7 @@ impl Default for EtmV4Config {
             idr13: 0,
             configr: 0xC1,
             traceidr: 0,
+            devarch: None,
             arch: ArchProfile::new(ArchVersion::V7, CoreProfile::CortexA),
         }
     }
@@ -89,8 +96,22 @@ impl EtmV4Config {
             idr13: r("TRCIDR13", 0),
             configr: r("TRCCONFIGR", d.configr),
             traceidr: r("TRCTRACEIDR", 0),
+            devarch: None,
             arch,
         }
+    }
+
+    /// Reads an ETE's registers: the ETMv4 set without TRCIDR9..13 (no
+    /// keyed speculation), with the version taken from TRCDEVARCH.
+    pub fn from_ete_source(cfg: &SourceConfig) -> EtmV4Config {
+        let mut c = EtmV4Config::from_source(cfg);
+        c.idr9 = 0;
+        c.idr10 = 0;
+        c.idr11 = 0;
+        c.idr12 = 0;
+        c.idr13 = 0;
+        c.devarch = Some(cfg.reg("TRCDEVARCH").map(|v| v as u32).unwrap_or(ETE_DEFAULT_DEVARCH));
+        c
     }
 
     // ---- TRCIDR0 ----
@@ -142,6 +163,11 @@ impl EtmV4Config {
             _ => 0,
         }
     }
+    /// ETE 1.1 and later with TRCIDR0.TSMARK: timestamp marker packets are
+    /// traced, and timestamps count only after the first one.
+    pub fn ete_has_ts_marker(&self) -> bool {
+        self.full_version() >= 0x51 && self.idr0 & 0x80_0000 != 0
+    }
     /// TRCIDR0.COMMOPT = 1: cycle count packets carry no commit section.
     pub fn commit_opt1(&self) -> bool {
         self.idr0 & 0x2000_0000 != 0 && self.has_cycle_count_i()
@@ -154,10 +180,16 @@ impl EtmV4Config {
     // ---- TRCIDR1 ----
 
     pub fn major_version(&self) -> u8 {
-        ((self.idr1 >> 8) & 0xF) as u8
+        match self.devarch {
+            Some(d) => ((d >> 12) & 0xF) as u8,
+            None => ((self.idr1 >> 8) & 0xF) as u8,
+        }
     }
     pub fn minor_version(&self) -> u8 {
-        ((self.idr1 >> 4) & 0xF) as u8
+        match self.devarch {
+            Some(d) => ((d >> 16) & 0xF) as u8,
+            None => ((self.idr1 >> 4) & 0xF) as u8,
+        }
     }
     /// `0xMm`: major and minor version (ETMv4.2 is 0x42, ETE 0x5m).
     pub fn full_version(&self) -> u8 {
@@ -178,12 +210,14 @@ impl EtmV4Config {
     pub fn cid_size(&self) -> u32 {
         if (self.idr2 >> 5) & 0x1F == 0x4 { 32 } else { 0 }
     }
-    /// VMID size in bits (0, 8, 16 or 32).
+    /// VMID size in bits (0, 8, 16 or 32): 16 and 32 from ETMv4.1 on
+    /// (any ETE).
     pub fn vmid_size(&self) -> u32 {
+        let wide = self.full_version() > 0x40;
         match (self.idr2 >> 10) & 0x1F {
             1 => 8,
-            2 if self.minor_version() > 0 => 16,
-            4 if self.minor_version() > 0 => 32,
+            2 if wide => 16,
+            4 if wide => 32,
             _ => 0,
         }
     }
@@ -192,7 +226,7 @@ impl EtmV4Config {
         ((self.idr2 >> 25) & 0xF) + 12
     }
     pub fn vmid_opt(&self) -> bool {
-        self.idr2 & 0x2000_0000 != 0 && self.minor_version() > 0
+        self.idr2 & 0x2000_0000 != 0 && self.full_version() > 0x40
     }
     /// WFI / WFE are traced as branches (TRCIDR2.WFXMODE, v4.3 and later).
     pub fn wfi_wfe_branch(&self) -> bool {

@@ -69,7 +69,6 @@ struct P0Elem {
     kind: P0Kind,
     /// A genuine P0 element (counts for commit and cancel).
     is_p0: bool,
-    root_pkt: PktType,
     index: TrcIndex,
     addr: u64,
     addr_is: u8,
@@ -86,11 +85,10 @@ struct P0Elem {
 }
 
 impl P0Elem {
-    fn new(kind: P0Kind, is_p0: bool, root_pkt: PktType, index: TrcIndex) -> Self {
+    fn new(kind: P0Kind, is_p0: bool, index: TrcIndex) -> Self {
         P0Elem {
             kind,
             is_p0,
-            root_pkt,
             index,
             addr: 0,
             addr_is: 0,
@@ -151,11 +149,14 @@ struct ReturnStack {
     head: usize,
     num: i32,
     pop_pending: bool,
+    /// A trace info was committed and no address since: pushes are
+    /// ignored until the address that restarts the program flow.
+    tinfo_wait_addr: bool,
 }
 
 impl ReturnStack {
     fn new(active: bool) -> Self {
-        ReturnStack { active, entries: [(0, Isa::Unknown); 16], head: 0, num: 0, pop_pending: false }
+        ReturnStack { active, entries: [(0, Isa::Unknown); 16], head: 0, num: 0, pop_pending: false, tinfo_wait_addr: false }
     }
     fn flush(&mut self) {
         self.head = 0;
@@ -165,7 +166,7 @@ impl ReturnStack {
         self.num < 0
     }
     fn push(&mut self, addr: u64, isa: Isa) {
-        if !self.active {
+        if !self.active || self.tinfo_wait_addr {
             return;
         }
         if self.overflow() {
@@ -407,13 +408,15 @@ pub struct EtmV4Decoder {
     code: CodeCache,
     /// End of trace handled (a repeated EOT only sends what is left).
     eot_done: bool,
+    /// Sync was lost while resolving a packet whose elements then had to
+    /// wait: the NO_SYNC element is still to be sent, at the flush.
+    no_sync_unreported: bool,
 }
 
 impl EtmV4Decoder {
     /// A decoder for `cfg`, connected as `ctx` says.
     pub fn new(cfg: EtmV4Config, ctx: &DecodeContext) -> Self {
-        let name = if cfg.is_ete() { "DCD_ETE" } else { "DCD_ETMV4" };
-        let err = ErrLink::new(&ctx.err_log, format!("{}_{:04}", name, ctx.instance_id));
+        let err = ErrLink::new(&ctx.err_log, format!("DCD_ETMV4_{:04}", ctx.instance_id));
         let instr = InstrInfo {
             pe_type: cfg.arch,
             wfi_wfe_branch: cfg.wfi_wfe_branch(),
@@ -452,6 +455,7 @@ impl EtmV4Decoder {
             next_range_check: None,
             code: CodeCache::new(),
             eot_done: false,
+            no_sync_unreported: false,
         };
         d.reset_decoder();
         d
@@ -473,6 +477,8 @@ impl EtmV4Decoder {
         self.res = ElemRes::default();
         self.next_range_check = None;
         self.ete_first_ts_marker = false;
+        self.ret_stack.tinfo_wait_addr = false;
+        self.no_sync_unreported = false;
     }
 
     fn log(&self, sev: Severity, code: ErrCode, index: Option<TrcIndex>, msg: &str) {
@@ -521,34 +527,20 @@ impl EtmV4Decoder {
         self.instr.isa = self.calc_isa(self.is_64bit, is);
     }
 
-    /// Memory space of the current PE context.
+    /// Memory space of the current PE context: Secure / Non-secure alone
+    /// until an exception level is known, then the space of that EL in
+    /// the security state (Realm EL3 maps to Root, as in OpenCSD).
     fn mem_space(&self) -> MemSpace {
         let c = &self.out_stack.cur_ref().context;
-        let el = if c.el_valid { c.exception_level } else { ExceptionLevel::Unknown };
+        if !c.el_valid {
+            return if self.is_secure { MemSpace::S } else { MemSpace::N };
+        }
+        let el = c.exception_level.number().unwrap_or(0);
         match c.security {
             SecurityState::Root => MemSpace::ROOT,
-            SecurityState::Realm => match el {
-                ExceptionLevel::El0 | ExceptionLevel::El1 => MemSpace::EL1R,
-                ExceptionLevel::El2 => MemSpace::EL2R,
-                _ => MemSpace::R,
-            },
-            _ if !c.el_valid => {
-                if self.is_secure {
-                    MemSpace::S
-                } else {
-                    MemSpace::N
-                }
-            }
-            SecurityState::Secure => match el {
-                ExceptionLevel::El3 => MemSpace::EL3,
-                ExceptionLevel::El2 => MemSpace::EL2S,
-                _ => MemSpace::EL1S,
-            },
-            SecurityState::NonSecure => match el {
-                ExceptionLevel::El3 => MemSpace::EL3,
-                ExceptionLevel::El2 => MemSpace::EL2,
-                _ => MemSpace::EL1N,
-            },
+            SecurityState::Realm => [MemSpace::EL1R, MemSpace::EL1R, MemSpace::EL2R, MemSpace::ROOT][el as usize & 3],
+            SecurityState::Secure => [MemSpace::EL1S, MemSpace::EL1S, MemSpace::EL2S, MemSpace::EL3][el as usize & 3],
+            SecurityState::NonSecure => [MemSpace::EL1N, MemSpace::EL1N, MemSpace::EL2, MemSpace::EL3][el as usize & 3],
         }
     }
 
@@ -593,6 +585,9 @@ impl EtmV4Decoder {
                 State::ResolveElements => {
                     resp = self.resolve_elements();
                     if self.state == State::DecodePackets || !resp.is_cont() {
+                        // A wait after a discard or error: the loss of
+                        // sync is reported at the flush, for this packet.
+                        self.no_sync_unreported = self.state == State::NoSync;
                         return resp;
                     }
                 }
@@ -602,6 +597,7 @@ impl EtmV4Decoder {
 
     /// Reports loss of synchronisation and starts waiting for a sync.
     fn send_no_sync(&mut self) -> DatapathResp {
+        self.no_sync_unreported = false;
         self.out_stack.reset();
         self.out_stack.add_type(self.index_curr_pkt, ElemType::NoSync);
         self.out_stack.cur().unsync_info = self.unsync_info;
@@ -616,29 +612,29 @@ impl EtmV4Decoder {
         // outstanding; a corrupt count is not allowed to flood the stack.
         let unseen = self.curr_spec_depth.min(self.max_spec_depth + MAX_UNSEEN_EXTRA);
         for _ in 0..unseen {
-            self.stack.push_back(P0Elem::new(P0Kind::UnseenUncommitted, true, pkt.pkt_type, self.index_curr_pkt));
+            self.stack.push_back(P0Elem::new(P0Kind::UnseenUncommitted, true, self.index_curr_pkt));
         }
-        self.stack.push_back(P0Elem::new(P0Kind::TraceInfo, false, pkt.pkt_type, self.index_curr_pkt));
-        if self.cfg.is_ete() && pkt.trace_info.in_trans_state() {
-            self.stack.push_back(P0Elem::new(P0Kind::TransTraceInit, false, pkt.pkt_type, self.index_curr_pkt));
+        self.stack.push_back(P0Elem::new(P0Kind::TraceInfo, false, self.index_curr_pkt));
+        if pkt.trace_info.in_trans_state() {
+            self.stack.push_back(P0Elem::new(P0Kind::TransTraceInit, false, self.index_curr_pkt));
         }
     }
 
-    fn push(&mut self, kind: P0Kind, is_p0: bool, pkt: &EtmV4Packet) -> &mut P0Elem {
-        self.stack.push_back(P0Elem::new(kind, is_p0, pkt.pkt_type, self.index_curr_pkt));
+    fn push(&mut self, kind: P0Kind, is_p0: bool) -> &mut P0Elem {
+        self.stack.push_back(P0Elem::new(kind, is_p0, self.index_curr_pkt));
         self.stack.back_mut().expect("just pushed")
     }
 
     fn push_addr(&mut self, kind: P0Kind, is_p0: bool, pkt: &EtmV4Packet) {
         self.last_is = pkt.addr_is;
-        let e = self.push(kind, is_p0, pkt);
+        let e = self.push(kind, is_p0);
         e.addr = pkt.addr.val;
         e.addr_is = pkt.addr_is;
     }
 
     fn push_ctxt(&mut self, pkt: &EtmV4Packet) {
         let is = self.last_is;
-        let e = self.push(P0Kind::Ctxt, false, pkt);
+        let e = self.push(P0Kind::Ctxt, false);
         e.context = pkt.context;
         e.addr_is = is;
     }
@@ -649,13 +645,13 @@ impl EtmV4Decoder {
         match pkt.pkt_type {
             T::Async | T::Ignore => {}
             T::TraceInfo => {
-                self.push(P0Kind::TraceInfo, false, pkt);
+                self.push(P0Kind::TraceInfo, false);
             }
             T::TraceOn => {
-                self.push(P0Kind::TraceOn, false, pkt);
+                self.push(P0Kind::TraceOn, false);
             }
             T::AtomF1 | T::AtomF2 | T::AtomF3 | T::AtomF4 | T::AtomF5 | T::AtomF6 => {
-                let e = self.push(P0Kind::Atom, true, pkt);
+                let e = self.push(P0Kind::Atom, true);
                 e.atoms = pkt.atoms;
                 self.curr_spec_depth += pkt.atoms.num as i64;
             }
@@ -679,33 +675,28 @@ impl EtmV4Decoder {
                 self.curr_spec_depth += 1;
             }
             T::Except => {
-                let e = self.push(P0Kind::Exception, true, pkt);
+                let e = self.push(P0Kind::Exception, true);
                 e.prev_same = pkt.exception.addr_interp == 0x2;
                 e.excep_num = pkt.exception.exc_type;
                 self.elem_pending_addr = true;
             }
-            T::PeReset => {
-                let e = self.push(P0Kind::Exception, true, pkt);
-                e.excep_num = pkt.exception.exc_type;
-                self.curr_spec_depth += 1;
-            }
             T::ExceptRtn => {
                 // A P0 element on v7-M only.
                 let v7m = self.cfg.arch.arch == crate::arch::ArchVersion::V7 && self.cfg.is_m_profile();
-                self.push(P0Kind::ExceptionRet, v7m, pkt);
+                self.push(P0Kind::ExceptionRet, v7m);
                 if v7m {
                     self.curr_spec_depth += 1;
                 }
             }
             T::FuncRet => {
                 if self.cfg.is_v8_arch() && self.cfg.is_m_profile() {
-                    self.push(P0Kind::FuncRet, true, pkt);
+                    self.push(P0Kind::FuncRet, true);
                     self.curr_spec_depth += 1;
                 }
             }
             T::Q => {
                 let has_addr = pkt.q.addr_present;
-                let e = self.push(P0Kind::Q, true, pkt);
+                let e = self.push(P0Kind::Q, true);
                 e.q_count = pkt.q.count;
                 if has_addr {
                     e.q_has_addr = true;
@@ -717,11 +708,11 @@ impl EtmV4Decoder {
                 }
             }
             T::Event => {
-                let e = self.push(P0Kind::Event, false, pkt);
+                let e = self.push(P0Kind::Event, false);
                 e.params[0] = pkt.event_val as u32;
             }
             T::CcntF1 | T::CcntF2 | T::CcntF3 => {
-                let e = self.push(P0Kind::Cc, false, pkt);
+                let e = self.push(P0Kind::Cc, false);
                 e.params[0] = if pkt.cc_valid { pkt.cycle_count } else { 0 };
                 if pkt.commit_valid {
                     self.res.commit = pkt.commit_elements as i64;
@@ -731,38 +722,43 @@ impl EtmV4Decoder {
                 let with_cc = self.cfg.enabled_cci();
                 let ts = if pkt.ts_valid { pkt.timestamp } else { 0 };
                 let cc = if pkt.cc_valid { pkt.cycle_count } else { 0 };
-                let e = self.push(if with_cc { P0Kind::TsCc } else { P0Kind::Ts }, false, pkt);
+                let e = self.push(if with_cc { P0Kind::TsCc } else { P0Kind::Ts }, false);
                 e.params = [ts as u32, (ts >> 32) as u32, if with_cc { cc } else { 0 }];
             }
             T::TsMarker => {
-                self.push(P0Kind::Marker, false, pkt);
+                self.push(P0Kind::Marker, false);
             }
             T::TransSt => {
                 let p0 = self.cfg.comm_trans_p0();
-                self.push(P0Kind::TransStart, p0, pkt);
+                self.push(P0Kind::TransStart, p0);
                 if p0 {
                     self.curr_spec_depth += 1;
                 }
             }
             T::TransCommit => {
-                self.push(P0Kind::TransCommit, false, pkt);
+                self.push(P0Kind::TransCommit, false);
             }
             T::TransFail => {
-                self.push(P0Kind::TransFail, false, pkt);
+                self.push(P0Kind::TransFail, false);
             }
             T::Ite => {
-                let e = self.push(P0Kind::Ite, false, pkt);
+                let e = self.push(P0Kind::Ite, false);
                 e.ite_el = pkt.ite_el;
                 e.ite_value = pkt.ite_value;
             }
             T::BadSequence => return self.bad_packet("Bad byte sequence in packet."),
             T::BadTraceMode => return self.bad_packet("Invalid packet type for trace mode."),
             T::Reserved => return self.bad_packet("Reserved packet header"),
-            T::ReservedCfg => return self.bad_packet("Reserved packet header for current configuration"),
+            // OpenCSD's decoder has no case for these: a header reserved in
+            // this configuration, ETE's PE reset (an exception packet of
+            // type 0), a partial packet at the end of the trace.
+            T::ReservedCfg | T::PeReset | T::IncompleteEot | T::NotSync | T::NoErrType | T::Extension => {
+                return self.bad_packet("Unknown packet type.");
+            }
             T::Mispredict | T::CancelF1Mispred | T::CancelF2 | T::CancelF3 => {
                 self.res.mispredict = true;
                 if pkt.atoms.num > 0 {
-                    let e = self.push(P0Kind::Atom, true, pkt);
+                    let e = self.push(P0Kind::Atom, true);
                     e.atoms = pkt.atoms;
                     self.curr_spec_depth += pkt.atoms.num as i64;
                 }
@@ -789,9 +785,6 @@ impl EtmV4Decoder {
             | T::UnnumDsMkr => {
                 let idx = Some(self.index_curr_pkt);
                 return self.packet_err(ErrCode::UnsuppDecodePkt, Severity::Error, idx, "Data trace related, unsupported packet type.");
-            }
-            T::NotSync | T::IncompleteEot | T::NoErrType | T::Extension => {
-                // Not synchronised data, or a partial packet at the end: nothing to decode.
             }
         }
 
@@ -875,6 +868,7 @@ impl EtmV4Decoder {
                 }
                 P0Kind::Addr => {
                     self.ret_stack.pop_pending = false;
+                    self.ret_stack.tinfo_wait_addr = false;
                     self.set_instr_addr_isa(elem.addr, elem.addr_is);
                     self.need_addr = false;
                 }
@@ -944,7 +938,10 @@ impl EtmV4Decoder {
                 }
                 P0Kind::Ite => self.process_ite(&elem),
                 P0Kind::UnseenUncommitted => self.res.commit -= 1,
-                P0Kind::TraceInfo => self.ret_stack.flush(),
+                P0Kind::TraceInfo => {
+                    self.ret_stack.tinfo_wait_addr = true;
+                    self.ret_stack.flush();
+                }
             }
             if pop {
                 self.stack.pop_front();
@@ -1038,9 +1035,10 @@ impl EtmV4Decoder {
 
     fn discard_elements(&mut self) -> Step {
         while let Some(elem) = self.stack.pop_front() {
+            // Markers, timestamps, cycle counts and events survive a
+            // discard; instrumentation does not (as in OpenCSD).
             match elem.kind {
                 P0Kind::Marker => self.process_marker(&elem),
-                P0Kind::Ite => self.process_ite(&elem),
                 _ => self.process_ts_cc_event(&elem),
             }
         }
@@ -1085,7 +1083,7 @@ impl EtmV4Decoder {
     // ---------------- element output ----------------
 
     fn process_ts_cc_event(&mut self, e: &P0Elem) {
-        let permit_ts = !(self.cfg.is_ete() && self.cfg.full_version() >= 0x51) || self.ete_first_ts_marker;
+        let permit_ts = !self.cfg.ete_has_ts_marker() || self.ete_first_ts_marker;
         match e.kind {
             P0Kind::Event => {
                 self.out_stack.add_type(e.index, ElemType::Event);
@@ -1110,7 +1108,7 @@ impl EtmV4Decoder {
     }
 
     fn process_marker(&mut self, e: &P0Elem) {
-        if self.cfg.is_ete() {
+        if self.cfg.ete_has_ts_marker() {
             self.ete_first_ts_marker = true;
         }
         self.out_stack.add_type(e.index, ElemType::SyncMarker);
@@ -1337,36 +1335,33 @@ impl EtmV4Decoder {
     fn process_exception(&mut self, excep: &P0Elem) -> Step {
         let excep_index = excep.index;
         let branch_target = excep.prev_same;
-        let reset_pkt = excep.root_pkt == PktType::PeReset;
+        // The exception is followed by an optional context and its
+        // preferred return address.
+        let mut idx = 1;
         let mut ctxt: Option<P0Elem> = None;
-        let mut ret_addr = 0u64;
-        let mut used = 0usize;
-        if !reset_pkt {
-            let mut idx = 1;
-            if let Some(e) = self.stack.get(idx)
-                && e.kind == P0Kind::Ctxt
-            {
-                ctxt = Some(*e);
-                idx += 1;
+        if let Some(e) = self.stack.get(idx)
+            && e.kind == P0Kind::Ctxt
+        {
+            ctxt = Some(*e);
+            idx += 1;
+        }
+        let addr = match self.stack.get(idx) {
+            Some(e) if e.kind == P0Kind::Addr => *e,
+            _ => {
+                let i = Some(self.index_curr_pkt);
+                return self.seq_err(ErrCode::BadPacketSeq, i, "Address missing in exception packet.");
             }
-            let addr = match self.stack.get(idx) {
-                Some(e) if e.kind == P0Kind::Addr => *e,
-                _ => {
-                    let i = Some(self.index_curr_pkt);
-                    return self.seq_err(ErrCode::BadPacketSeq, i, "Address missing in exception packet.");
-                }
+        };
+        let used = idx;
+        let ret_addr = addr.addr;
+        if branch_target {
+            let b64 = match &ctxt {
+                Some(c) => c.context.sf,
+                None => self.instr.isa == Isa::Aarch64,
             };
-            used = idx;
-            ret_addr = addr.addr;
-            if branch_target {
-                let b64 = match &ctxt {
-                    Some(c) => c.context.sf,
-                    None => self.instr.isa == Isa::Aarch64,
-                };
-                self.instr.instr_addr = ret_addr;
-                self.instr.isa = self.calc_isa(b64, addr.addr_is);
-                self.need_addr = false;
-            }
+            self.instr.instr_addr = ret_addr;
+            self.instr.isa = self.calc_isa(b64, addr.addr_is);
+            self.need_addr = false;
         }
 
         self.out_stack.add(excep_index);
@@ -1375,55 +1370,50 @@ impl EtmV4Decoder {
             self.out_stack.add(excep_index);
         }
 
-        let mut tail_chain = false;
+        let tail_chain = self.cfg.is_m_profile() && ret_addr == 0xFFFF_FFFE;
         let mut wp = WpResult::NotFound;
-        if !reset_pkt {
-            if self.cfg.is_m_profile() {
-                tail_chain = ret_addr == 0xFFFF_FFFE;
-            }
-            if self.instr.instr_addr < ret_addr && !tail_chain {
-                let mut range_out = false;
-                let (range, w) = match self.trace_to_waypoint(Some(ret_addr)) {
-                    Ok(v) => v,
-                    Err(ErrCode::UnsupportedIsa) => {
-                        self.need_addr = true;
-                        self.need_ctxt = true;
-                        self.log(
-                            Severity::Warn,
-                            ErrCode::UnsupportedIsa,
-                            Some(excep_index),
-                            "Warning: unsupported instruction set processing exception packet.",
-                        );
-                        return Ok(());
-                    }
-                    Err(code) => return self.seq_err(code, Some(excep_index), "Error processing exception packet."),
-                };
-                wp = w;
-                if wp == WpResult::Found {
+        if self.instr.instr_addr < ret_addr && !tail_chain {
+            let mut range_out = false;
+            let (range, w) = match self.trace_to_waypoint(Some(ret_addr)) {
+                Ok(v) => v,
+                Err(ErrCode::UnsupportedIsa) => {
+                    self.need_addr = true;
+                    self.need_ctxt = true;
+                    self.log(
+                        Severity::Warn,
+                        ErrCode::UnsupportedIsa,
+                        Some(excep_index),
+                        "Warning: unsupported instruction set processing exception packet.",
+                    );
+                    return Ok(());
+                }
+                Err(code) => return self.seq_err(code, Some(excep_index), "Error processing exception packet."),
+            };
+            wp = w;
+            if wp == WpResult::Found {
+                self.set_range(range, true);
+                range_out = true;
+            } else {
+                self.need_addr = true;
+                if range.st != range.en {
                     self.set_range(range, true);
                     range_out = true;
-                } else {
-                    self.need_addr = true;
-                    if range.st != range.en {
-                        self.set_range(range, true);
-                        range_out = true;
-                    }
-                }
-                if range_out {
-                    self.out_stack.add(excep_index);
                 }
             }
-            if wp == WpResult::Nacc {
-                let a = self.instr.instr_addr;
-                self.set_nacc(a);
+            if range_out {
                 self.out_stack.add(excep_index);
             }
+        }
+        if wp == WpResult::Nacc {
+            let a = self.instr.instr_addr;
+            self.set_nacc(a);
+            self.out_stack.add(excep_index);
         }
 
         let o = self.out_stack.cur();
         o.set_type(ElemType::Exception);
         o.en_addr = ret_addr;
-        o.excep_ret_addr = !reset_pkt && !tail_chain;
+        o.excep_ret_addr = !tail_chain;
         o.excep_ret_addr_br_tgt = branch_target;
         o.exception_number = excep.excep_num as u32;
 
@@ -1516,8 +1506,8 @@ impl EtmV4Decoder {
             self.set_nacc(src);
             return Ok(());
         };
-        let isa = self.calc_isa(self.is_64bit, e.addr_is);
-        self.instr.isa = isa;
+        // The instruction set is the current one: the packet's IS bit is
+        // not used (as in OpenCSD).
         let opcode = self.code.read4(&mut *mem.borrow_mut(), src, self.trace_id, space);
         let Some(op) = opcode else {
             self.out_stack.add_type(e.index, ElemType::AddrNacc);
@@ -1592,6 +1582,8 @@ impl EtmV4Decoder {
             }
             _ => {}
         }
+        // The range is reported in the instruction set that follows it.
+        self.instr.isa = self.instr.next_isa;
         self.out_stack.add(e.index);
         self.set_range(range, true);
         Ok(())
@@ -1608,13 +1600,22 @@ impl EtmV4Decoder {
     fn on_flush(&mut self) -> DatapathResp {
         if self.state == State::ResolveElements {
             let r = self.resolve_elements();
-            if self.state == State::NoSync && r.is_cont() {
-                // An error reset the decoder while resolving.
-                return self.send_no_sync();
+            if self.state == State::NoSync {
+                if r.is_cont() {
+                    // A discard or error while resolving.
+                    return self.send_no_sync();
+                }
+                self.no_sync_unreported = true;
             }
             r
         } else {
-            self.out_stack.send(&self.out, self.trace_id)
+            let r = self.out_stack.send(&self.out, self.trace_id);
+            if r.is_cont() && self.state == State::NoSync && self.no_sync_unreported {
+                // Report the loss of sync as the packet that caused it would
+                // have without the wait.
+                return self.send_no_sync();
+            }
+            r
         }
     }
 }

@@ -16,7 +16,7 @@ pub mod packet;
 pub mod proc;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::rc::Rc;
 
@@ -42,9 +42,11 @@ impl EtmV4Factory {
 }
 
 /// Builds the component for one source: the packet processor, and in full
-/// decode mode the decoder behind it.
+/// decode mode the decoder behind it. `name` is the protocol name; ETE
+/// shares ETMv4's processor and decoder, and so (as in OpenCSD) their
+/// error-log names, `PKTP_ETMV4I_nnnn` and `DCD_ETMV4_nnnn`.
 pub fn create_component(name: &'static str, cfg: EtmV4Config, ctx: &DecodeContext) -> Box<dyn TraceComponent> {
-    let pkt_err = ErrLink::new(&ctx.err_log, format!("PKTP_{}_{:04}", name, ctx.instance_id));
+    let pkt_err = ErrLink::new(&ctx.err_log, format!("PKTP_ETMV4I_{:04}", ctx.instance_id));
     let proc = EtmV4PktProc::new(cfg.clone(), Some(pkt_err));
     let decoder: Option<Box<dyn crate::interfaces::PktDataIn<EtmV4Packet>>> = match ctx.mode {
         DecodeMode::PacketsOnly => None,

@@ -198,8 +198,9 @@ impl EtmV4PktProc {
                 return Err(ErrCode::InvalidPcktHdr);
             }
             Parser::InvalidCfg => {
+                // Passed on to the decoder without an error of its own.
                 self.pkt.set_err_type(PktType::ReservedCfg, b);
-                return Err(ErrCode::InvalidPcktHdr);
+                self.state = State::SendPacket;
             }
             Parser::Extension => self.p_extension(b),
             Parser::Async => self.p_async(b),

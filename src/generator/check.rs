@@ -112,3 +112,29 @@ pub fn check(g: &Generated) -> Result<usize, String> {
     }
     Ok(got.len())
 }
+
+/// Decodes the first buffer of a snapshot directory and returns the truth
+/// items of the elements (to compare with a generated `truth.txt`).
+pub fn decode_dir(dir: &std::path::Path) -> Result<Vec<Truth>, String> {
+    let ss = crate::snapshot::Snapshot::load(dir).map_err(|e| e.to_string())?;
+    let name = ss.buffer_names().first().map(|s| s.to_string()).ok_or("no trace buffer")?;
+    let buf = ss.buffer(&name).ok_or("no trace buffer")?.clone();
+    let mut tree = ss.build_tree(&name, DecodeMode::FullDecode, |_| {}).map_err(|e| e.to_string())?.ok_or("no decodable source")?;
+    let got = Rc::new(RefCell::new(Vec::new()));
+    tree.set_gen_elem_out(Box::new(Collect(got.clone())));
+    let mut data = Vec::new();
+    for p in ss.buffer_paths(&buf) {
+        data.extend(std::fs::read(&p).map_err(|e| format!("{}: {e}", p.display()))?);
+    }
+    let mut idx = 0usize;
+    while idx < data.len() {
+        let (r, used) = tree.trace_data_in(DatapathOp::Data, idx as TrcIndex, &data[idx..]);
+        if r.is_fatal() || used == 0 {
+            return Err(format!("decode stopped at index {idx} ({r:?})"));
+        }
+        idx += used;
+    }
+    tree.trace_data_in(DatapathOp::Eot, 0, &[]);
+    let v = got.borrow().clone();
+    Ok(v)
+}

@@ -3,29 +3,21 @@
 
 use std::path::{Path, PathBuf};
 
-/// A small deterministic PRNG (xorshift64*), so tests need no crate and
-/// every run sees the same data.
-pub struct Rng(u64);
+/// Deterministic random numbers: the generator's, so every run sees the
+/// same data.
+pub use coresight_decode::generator::Rng;
 
-impl Rng {
-    pub fn new(seed: u64) -> Self {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-    pub fn next_u64(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n.max(1)
-    }
-    pub fn byte(&mut self) -> u8 {
+/// Test helpers on top of [`Rng`].
+pub trait RngExt {
+    fn byte(&mut self) -> u8;
+    fn bytes(&mut self, n: usize) -> Vec<u8>;
+}
+
+impl RngExt for Rng {
+    fn byte(&mut self) -> u8 {
         self.next_u64() as u8
     }
-    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
+    fn bytes(&mut self, n: usize) -> Vec<u8> {
         (0..n).map(|_| self.byte()).collect()
     }
 }

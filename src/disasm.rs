@@ -1,0 +1,83 @@
+//! Disassembly text for display, through capstone. Used by tools that show
+//! decoded trace with its instructions; never on the decode path (the
+//! decoders classify instructions with [`crate::instr`]).
+
+use std::fmt::Write as _;
+
+use capstone::prelude::*;
+
+use crate::arch::Isa;
+
+/// Disassemblers for A64, A32 and T32.
+pub struct Disassembler {
+    a64: Capstone,
+    a32: Capstone,
+    t32: Capstone,
+}
+
+impl Disassembler {
+    pub fn new() -> Result<Disassembler, String> {
+        let err = |e: capstone::Error| format!("capstone: {e}");
+        Ok(Disassembler {
+            a64: Capstone::new().arm64().mode(arch::arm64::ArchMode::Arm).build().map_err(err)?,
+            a32: Capstone::new().arm().mode(arch::arm::ArchMode::Arm).extra_mode([arch::arm::ArchExtraMode::V8].into_iter()).build().map_err(err)?,
+            t32: Capstone::new().arm().mode(arch::arm::ArchMode::Thumb).extra_mode([arch::arm::ArchExtraMode::V8].into_iter()).build().map_err(err)?,
+        })
+    }
+
+    /// Appends up to `max` instructions of `code` (at `addr`, in `isa`),
+    /// one a line: `    0xADDR  mnemonic operands`. Bytes that do not
+    /// disassemble end the listing with a `(not decodable)` line.
+    pub fn write(&self, isa: Isa, addr: u64, code: &[u8], max: usize, out: &mut String) {
+        let cs = match isa {
+            Isa::Aarch64 => &self.a64,
+            Isa::Arm => &self.a32,
+            Isa::Thumb2 => &self.t32,
+            other => {
+                let _ = writeln!(out, "    ({other}: no disassembler)");
+                return;
+            }
+        };
+        let Ok(insns) = cs.disasm_count(code, addr, max) else {
+            let _ = writeln!(out, "    0x{addr:x}  (not decodable)");
+            return;
+        };
+        let mut end = addr;
+        for i in insns.iter() {
+            let _ = write!(out, "    0x{:x}  {}", i.address(), i.mnemonic().unwrap_or("?"));
+            match i.op_str() {
+                Some(ops) if !ops.is_empty() => {
+                    let _ = writeln!(out, " {ops}");
+                }
+                _ => out.push('\n'),
+            }
+            end = i.address() + i.bytes().len() as u64;
+        }
+        if insns.len() < max && end < addr + code.len() as u64 {
+            let _ = writeln!(out, "    0x{end:x}  (not decodable)");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn disassembles_each_instruction_set() {
+        let d = Disassembler::new().unwrap();
+        let mut s = String::new();
+        let a64: Vec<u8> = [0xd503201fu32, 0xd65f03c0].iter().flat_map(|w| w.to_le_bytes()).collect();
+        d.write(Isa::Aarch64, 0x1000, &a64, 8, &mut s);
+        assert_eq!(s, "    0x1000  nop\n    0x1004  ret\n");
+        s.clear();
+        d.write(Isa::Arm, 0x2000, &0xe12fff1eu32.to_le_bytes(), 8, &mut s);
+        assert_eq!(s, "    0x2000  bx lr\n");
+        s.clear();
+        d.write(Isa::Thumb2, 0x3000, &[0x70, 0x47], 8, &mut s);
+        assert_eq!(s, "    0x3000  bx lr\n");
+        s.clear();
+        d.write(Isa::Aarch64, 0x1000, &[0xff, 0xff, 0xff, 0xff], 8, &mut s);
+        assert!(s.contains("(not decodable)"), "{s}");
+    }
+}

@@ -1,0 +1,76 @@
+//! The decode path allocates nothing per packet or per element: decoding
+//! ten times more trace must not make more allocations (caches and buffers
+//! are sized once, then reused).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
+use coresight_decode::decoder::DecodeMode;
+use coresight_decode::elem::TraceElement;
+use coresight_decode::generator::{generate, BufferLayout, GenOptions, GenProtocol};
+use coresight_decode::interfaces::{TrcDataIn, TrcGenElemIn};
+use coresight_decode::snapshot::Snapshot;
+
+struct Counting;
+
+static ALLOCS: AtomicUsize = AtomicUsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+struct CountElems(u64);
+
+impl TrcGenElemIn for CountElems {
+    fn trace_elem_in(&mut self, _index: TrcIndex, _trace_id: u8, _elem: &TraceElement) -> DatapathResp {
+        self.0 += 1;
+        DatapathResp::Cont
+    }
+}
+
+/// Allocations made while decoding a generated snapshot of `length` steps.
+fn decode_allocations(protocol: GenProtocol, length: usize, dir: &str) -> usize {
+    let g = generate(&GenOptions { seed: 9, protocol, layout: BufferLayout::Formatted, length });
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(dir);
+    let _ = std::fs::remove_dir_all(&path);
+    g.spec.write_to(&path).unwrap();
+    let ss = Snapshot::load(&path).unwrap();
+    let mut tree = ss.build_tree("ETB_0", DecodeMode::FullDecode, |_| {}).unwrap().unwrap();
+    tree.set_gen_elem_out(Box::new(CountElems(0)));
+    let data = std::fs::read(path.join("trace.bin")).unwrap();
+    let before = ALLOCS.load(Ordering::Relaxed);
+    let mut idx = 0;
+    for block in data.chunks(1024) {
+        let (r, used) = tree.trace_data_in(DatapathOp::Data, idx, block);
+        assert!(r.is_cont() && used == block.len());
+        idx += used as TrcIndex;
+    }
+    tree.trace_data_in(DatapathOp::Eot, 0, &[]);
+    ALLOCS.load(Ordering::Relaxed) - before
+}
+
+#[test]
+fn decoding_more_trace_makes_no_more_allocations() {
+    for (p, name) in [(GenProtocol::Etmv4, "etmv4"), (GenProtocol::Stm, "stm"), (GenProtocol::Itm, "itm")] {
+        // Warm-up (caches filling, stacks reaching their depth) allocates a
+        // little; ten times more trace after that must allocate nothing.
+        let long = decode_allocations(p, 3000, &format!("noalloc_{name}_long"));
+        let longer = decode_allocations(p, 30000, &format!("noalloc_{name}_longer"));
+        assert!(long < 64, "{name}: {long} allocations for 3000 steps");
+        assert!(longer <= long + 4, "{name}: {long} allocations for 3000 steps, {longer} for 30000");
+    }
+}
