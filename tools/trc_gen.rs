@@ -19,7 +19,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use coresight_decode::generator::etmv4::{Choice, OPTION_NAMES};
+use coresight_decode::generator::etmv4::{self, Choice, Etmv4Options, OPTION_NAMES};
 use coresight_decode::generator::{generate, BufferLayout, GenOptions, GenProtocol};
 
 fn usage() -> &'static str {
@@ -31,6 +31,7 @@ fn usage() -> &'static str {
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut opts = GenOptions::default();
+    let mut etmv4_opts = Etmv4Options::default();
     let mut out: Option<PathBuf> = None;
     let mut i = 0;
     while i < args.len() {
@@ -67,7 +68,7 @@ fn main() -> ExitCode {
                 for name in list.split(',').filter(|n| !n.is_empty()) {
                     let names: &[&str] = if name == "all" { OPTION_NAMES } else { std::slice::from_ref(&name) };
                     for n in names {
-                        if !opts.etmv4.set(n, c) {
+                        if !etmv4_opts.set(n, c) {
                             eprintln!("trc_gen: unknown ETMv4 option {n} (one of: all, {})", OPTION_NAMES.join(", "));
                             return ExitCode::from(2);
                         }
@@ -75,7 +76,7 @@ fn main() -> ExitCode {
                 }
             }
             "-etmv4-rs-implied" => {
-                opts.etmv4.implied_target_with_rs = true;
+                etmv4_opts.implied_target_with_rs = true;
                 i += 1;
                 continue;
             }
@@ -99,7 +100,10 @@ fn main() -> ExitCode {
         eprint!("trc_gen: -out DIR is required\n{}", usage());
         return ExitCode::from(2);
     };
-    let g = generate(&opts);
+    let g = match opts.protocol {
+        GenProtocol::Etmv4 | GenProtocol::Etmv4M => etmv4::generate_with(&opts, &etmv4_opts),
+        _ => generate(&opts),
+    };
     if let Err(e) = g.spec.write_to(&dir) {
         eprintln!("trc_gen: {e}");
         return ExitCode::FAILURE;

@@ -905,14 +905,20 @@ impl Gen<'_> {
 /// Generates an ETMv4 snapshot: an A64 program on an A-profile core, or
 /// (for [`GenProtocol::Etmv4M`]) a T32 program on an M-profile core.
 pub fn generate(opts: &GenOptions) -> Generated {
-    generate_with_stats(opts).0
+    generate_with(opts, &Etmv4Options::default())
 }
 
-/// [`generate`], also saying what the trace contains.
-pub fn generate_with_stats(opts: &GenOptions) -> (Generated, Stats) {
+/// [`generate`] with the trace unit options `etmv4` (those left `Random`
+/// are chosen from the seed).
+pub fn generate_with(opts: &GenOptions, etmv4: &Etmv4Options) -> Generated {
+    generate_with_stats(opts, etmv4).0
+}
+
+/// [`generate_with`], also saying what the trace contains.
+pub fn generate_with_stats(opts: &GenOptions, etmv4: &Etmv4Options) -> (Generated, Stats) {
     let m_profile = opts.protocol == GenProtocol::Etmv4M;
     let mut rng = Rng::new(if m_profile { opts.seed ^ 0x4d00_0000_0000 } else { opts.seed });
-    let mut cfg = Config::pick(&mut rng, &opts.etmv4, m_profile);
+    let mut cfg = Config::pick(&mut rng, etmv4, m_profile);
 
     // The program.
     let n_blocks = 20 + rng.below(60) as usize;
@@ -1219,8 +1225,8 @@ mod tests {
                 // and the previous-target exception form needs the stack off.
                 etmv4.branch_broadcast = if seed % 2 == 0 { Choice::On } else { Choice::Off };
                 etmv4.return_stack = if seed % 4 == 1 { Choice::On } else { Choice::Off };
-                let opts = GenOptions { seed, protocol, layout: BufferLayout::Unformatted, length: 400, etmv4 };
-                let (g, st) = generate_with_stats(&opts);
+                let opts = GenOptions { seed, protocol, layout: BufferLayout::Unformatted, length: 400 };
+                let (g, st) = generate_with_stats(&opts, &etmv4);
                 total.rs_hits += st.rs_hits;
                 total.prev_same += st.prev_same;
                 total.ctxt_alone += st.ctxt_alone;

@@ -99,19 +99,11 @@ pub struct GenOptions {
     pub layout: BufferLayout,
     /// Approximate number of waypoints (branches) or messages.
     pub length: usize,
-    /// ETMv4 trace unit options (ETMv4 protocols only).
-    pub etmv4: etmv4::Etmv4Options,
 }
 
 impl Default for GenOptions {
     fn default() -> Self {
-        GenOptions {
-            seed: 1,
-            protocol: GenProtocol::Etmv4,
-            layout: BufferLayout::Formatted,
-            length: 200,
-            etmv4: etmv4::Etmv4Options::default(),
-        }
+        GenOptions { seed: 1, protocol: GenProtocol::Etmv4, layout: BufferLayout::Formatted, length: 200 }
     }
 }
 
@@ -242,7 +234,8 @@ impl Generated {
     }
 }
 
-/// Generates a snapshot.
+/// Generates a snapshot (ETMv4 options chosen from the seed: see
+/// [`etmv4::generate_with`] to choose them).
 pub fn generate(opts: &GenOptions) -> Generated {
     match opts.protocol {
         GenProtocol::Etmv4 | GenProtocol::Etmv4M => etmv4::generate(opts),
