@@ -995,6 +995,59 @@ pub(crate) fn bits_needed(v: u64) -> u32 {
     64 - v.leading_zeros()
 }
 
+/// Decoding generated trace in tests.
+#[cfg(test)]
+pub(crate) mod testing {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    use super::Source;
+    use crate::arch::ArchProfile;
+    use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
+    use crate::decoder::{CoreConfig, DecodeMode, SourceConfig};
+    use crate::elem::TraceElement;
+    use crate::interfaces::{TrcDataIn, TrcGenElemIn};
+    use crate::memory::{BufferAccessor, MemSpace};
+    use crate::tree::{DecodeTree, SourceFormat};
+
+    struct Collect(Rc<RefCell<Vec<TraceElement>>>);
+
+    impl TrcGenElemIn for Collect {
+        fn trace_elem_in(&mut self, _index: TrcIndex, _id: u8, elem: &TraceElement) -> DatapathResp {
+            self.0.borrow_mut().push(elem.clone());
+            DatapathResp::Cont
+        }
+    }
+
+    /// Decodes one source's bytes (unformatted); returns every element.
+    pub(crate) fn decode_elements(src: &Source) -> Vec<TraceElement> {
+        let mut tree = DecodeTree::new(SourceFormat::Single, DecodeMode::FullDecode);
+        let cfg = SourceConfig {
+            name: src.device.name.clone(),
+            device_type: src.device.device_type.clone(),
+            regs: src.device.regs.iter().map(|(n, v)| (n.split('(').next().unwrap().to_string(), *v)).collect(),
+            core: Some(CoreConfig {
+                name: src.core.name.clone(),
+                core_type: src.core.device_type.clone(),
+                profile: ArchProfile::from_core_name(&src.core.device_type).unwrap(),
+            }),
+        };
+        let name = tree.registry().for_device_type(&cfg.device_type).unwrap().protocol_name().to_string();
+        tree.create_decoder(&name, &cfg).unwrap();
+        let mapper = tree.mem_mapper().unwrap().clone();
+        for d in &src.core.dumps {
+            let acc = BufferAccessor::new(d.address, d.data.clone(), MemSpace::ANY).unwrap();
+            mapper.borrow_mut().add_accessor(Box::new(acc)).unwrap();
+        }
+        let got = Rc::new(RefCell::new(Vec::new()));
+        tree.set_gen_elem_out(Box::new(Collect(got.clone())));
+        let (resp, used) = tree.trace_data_in(DatapathOp::Data, 0, &src.bytes);
+        assert!(resp.is_cont() && used == src.bytes.len(), "{resp:?} {used}");
+        tree.trace_data_in(DatapathOp::Eot, 0, &[]);
+        got.take()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -247,6 +247,12 @@ pub(crate) struct Etmv3Encoder {
     items: Vec<Truth>,
     /// Ranges of instructions that did not complete (aborted).
     not_executed: Vec<bool>,
+    /// The cycle count each range gets (cycle-accurate).
+    cc_out: Vec<u32>,
+    /// Timestamps output, in order.
+    pub timestamps: Vec<u64>,
+    /// How often each feature was used.
+    pub stats: std::collections::BTreeMap<&'static str, usize>,
     list: ListModel,
     sent: Vec<(usize, usize)>,
     cancelled: Vec<usize>,
@@ -272,6 +278,9 @@ impl Etmv3Encoder {
             atoms: Vec::new(),
             items: Vec::new(),
             not_executed: Vec::new(),
+            cc_out: Vec::new(),
+            timestamps: Vec::new(),
+            stats: Default::default(),
             list: ListModel::default(),
             sent: Vec::new(),
             cancelled: Vec::new(),
@@ -283,6 +292,10 @@ impl Etmv3Encoder {
             since_sync: 0,
             sync_period: 256 + rng.below(768) as usize,
         }
+    }
+
+    fn count(&mut self, what: &'static str) {
+        *self.stats.entry(what).or_default() += 1;
     }
 
     fn put(&mut self, bytes: &[u8], op: ListOp<'_>) {
@@ -300,10 +313,12 @@ impl Etmv3Encoder {
         self.flush_atoms();
         self.put(&[0, 0, 0, 0, 0, 0x80], ListOp::Others(0));
         self.since_sync = 0;
+        self.count("async");
         // A cycle-accurate ETM may count cycles before the I-sync.
         if self.cfg.cycle_accurate && rng.chance(1, 3) {
             let w = rng.range(1, 8) as u8;
             self.put(&[0xa0 | (w - 1) << 2], ListOp::Others(1));
+            self.count("waits before I-sync");
         }
     }
 
@@ -331,6 +346,7 @@ impl Etmv3Encoder {
         p.extend_from_slice(&a.to_le_bytes());
         // Trace on (unless periodic and in sync) and the context.
         let n = if reason != 0 || first { 2 } else { 1 };
+        self.count(if reason == 0 { "isync periodic" } else { "isync trace enable" });
         self.put(&p, ListOp::Others(n));
         self.addr = addr;
         self.isa = isa;
@@ -342,6 +358,8 @@ impl Etmv3Encoder {
         let id = self.items.len();
         self.items.push(item);
         self.not_executed.push(!executed);
+        self.cc_out.push(0);
+        self.count(if e { "atom E" } else { "atom N" });
         let cycles = if self.cfg.cycle_accurate {
             match rng.below(10) {
                 0 => 0,
@@ -358,6 +376,21 @@ impl Etmv3Encoder {
     }
 
     fn phdr(&mut self, hdr: u8, atoms: &[Atom]) {
+        if self.cfg.cycle_accurate {
+            // The cycle count the decoder gives each atom's range.
+            let (fmt, per_atom): (&'static str, &dyn Fn(usize) -> u32) = match hdr & 0xa3 {
+                0x80 => ("P-header format 1", &|_| 1),
+                0x82 if hdr & 0x10 != 0 => ("P-header format 4", &|_| 0),
+                0x82 => ("P-header format 2", &|i| (i == 0) as u32),
+                _ => ("P-header format 3", &|_| u32::from((hdr >> 2) & 7) + 1),
+            };
+            self.count(fmt);
+            for (i, a) in atoms.iter().enumerate() {
+                self.cc_out[a.item] = per_atom(i);
+            }
+        } else {
+            self.count(if hdr & 3 == 0 { "P-header format 1" } else { "P-header format 2" });
+        }
         let elems: Vec<Elem> = if atoms.is_empty() { vec![(None, false)] } else { atoms.iter().map(|a| (Some(a.item), true)).collect() };
         self.put(&[hdr], ListOp::PHdr(&elems));
     }
@@ -428,6 +461,9 @@ impl Etmv3Encoder {
             (false, true) => [7, 13, 20, 27],
         };
         let diff = addr ^ self.addr;
+        if isa != self.isa {
+            self.count("address with ISA change");
+        }
         let mut n = 5;
         // The original encoding only has exception bytes after five
         // address bytes; the alternative one after two or more.
@@ -456,7 +492,13 @@ impl Etmv3Encoder {
         }
         if let Some((num, cancel)) = exception {
             p.push(self.cfg.ns as u8 | ((num & 0xf) as u8) << 1 | (cancel as u8) << 5);
+            self.count(if cancel { "exception cancelling" } else { "exception" });
         }
+        self.count(match n {
+            1 => "branch address 1 byte",
+            2..=4 => "branch address 2-4 bytes",
+            _ => "branch address 5 bytes",
+        });
         self.addr = addr;
         self.isa = isa;
         let cancel = exception.is_some_and(|e| e.1);
@@ -466,14 +508,15 @@ impl Etmv3Encoder {
     fn exception_exit(&mut self) {
         self.flush_atoms();
         self.put(&[0x76], ListOp::ExceptionExit);
+        self.count("exception exit");
     }
 
-    fn timestamp(&mut self, rng: &mut Rng) {
+    fn timestamp(&mut self, rng: &mut Rng, full: bool) {
         self.flush_atoms();
         self.ts += rng.range(1, 5000);
         let need = a32t32::bits_needed(self.ts ^ self.ts_out).max(1);
         let (max_bytes, last_bits) = if self.cfg.ts64 { (9u32, 8u32) } else { (7, 6) };
-        let n = if need > 7 * (max_bytes - 1) { max_bytes } else { need.div_ceil(7) };
+        let n = if full || need > 7 * (max_bytes - 1) { max_bytes } else { need.div_ceil(7) };
         let mut p = vec![0x42];
         for i in 0..n {
             let v = (self.ts >> (7 * i)) as u8;
@@ -485,6 +528,8 @@ impl Etmv3Encoder {
         }
         self.put(&p, ListOp::Others(1));
         self.ts_out = self.ts;
+        self.timestamps.push(self.ts);
+        self.count("timestamp");
     }
 
     fn context_change(&mut self, rng: &mut Rng) {
@@ -497,6 +542,7 @@ impl Etmv3Encoder {
         let mut p = vec![0x6e];
         p.extend_from_slice(&self.ctxt_id.to_le_bytes()[..self.cfg.ctxt_bytes]);
         self.put(&p, ListOp::Others(1));
+        self.count("context ID");
     }
 
     fn vmid_change(&mut self, rng: &mut Rng) {
@@ -506,26 +552,35 @@ impl Etmv3Encoder {
         self.flush_atoms();
         let v = rng.below(256) as u8;
         self.put(&[0x3c, v], ListOp::Others(1));
+        self.count("VMID");
     }
 
     /// Ends the trace; returns the truth: the ranges of instructions that
     /// executed, each with the index of the byte whose packet makes the
     /// decoder output it (`usize::MAX` at the end of trace).
-    fn finish(mut self) -> (Vec<u8>, Vec<(usize, Truth)>) {
+    fn finish(&mut self) -> Vec<(usize, Truth)> {
         self.flush_atoms();
         self.list.packet(ListOp::EndOfTrace, usize::MAX, &mut self.sent, &mut self.cancelled);
-        let truth = self
-            .sent
+        let cancelled = self.cancelled.len();
+        self.stats.insert("range cancelled", cancelled);
+        let quirk = self.sent.iter().filter(|(_, id)| self.not_executed[*id]).count();
+        self.stats.insert("aborted range output anyway", quirk);
+        self.sent
             .iter()
             .filter(|(_, id)| !self.not_executed[*id])
             .map(|&(at, id)| (at, self.items[id].clone()))
-            .collect();
-        (self.out, truth)
+            .collect()
+    }
+
+    /// The cycle counts of the truth items' ranges, in order.
+    #[cfg(test)]
+    fn truth_cc(&self) -> Vec<u32> {
+        self.sent.iter().filter(|(_, id)| !self.not_executed[*id]).map(|&(_, id)| self.cc_out[id]).collect()
     }
 }
 
-/// Encodes a walk through `prog`.
-fn encode(cfg: Etmv3Config, prog: &Program, segs: &[a32t32::Seg], rng: &mut Rng) -> (Vec<u8>, Vec<(usize, Truth)>) {
+/// Encodes a walk through `prog`; returns the encoder and the truth.
+fn encode(cfg: Etmv3Config, prog: &Program, segs: &[a32t32::Seg], rng: &mut Rng) -> (Etmv3Encoder, Vec<(usize, Truth)>) {
     let mut enc = Etmv3Encoder::new(cfg, rng);
     let mut tracing = false;
     let mut first = true;
@@ -542,7 +597,7 @@ fn encode(cfg: Etmv3Config, prog: &Program, segs: &[a32t32::Seg], rng: &mut Rng)
                     enc.isync(ins.addr as u32, b.isa, 1, first, rng);
                     first = false;
                     if cfg.timestamps {
-                        enc.timestamp(rng);
+                        enc.timestamp(rng, true);
                     }
                 } else {
                     continue;
@@ -551,11 +606,11 @@ fn encode(cfg: Etmv3Config, prog: &Program, segs: &[a32t32::Seg], rng: &mut Rng)
                 enc.async_(rng);
                 enc.isync(ins.addr as u32, b.isa, 0, false, rng);
                 if cfg.timestamps {
-                    enc.timestamp(rng);
+                    enc.timestamp(rng, true);
                 }
             } else if rng.chance(1, 150) {
                 match rng.below(3) {
-                    0 if cfg.timestamps => enc.timestamp(rng),
+                    0 if cfg.timestamps => enc.timestamp(rng, false),
                     1 => enc.context_change(rng),
                     _ => enc.vmid_change(rng),
                 }
@@ -580,6 +635,7 @@ fn encode(cfg: Etmv3Config, prog: &Program, segs: &[a32t32::Seg], rng: &mut Rng)
             if cfg.filter && rng.chance(1, 100) {
                 enc.flush_atoms();
                 tracing = false;
+                enc.count("trace off");
             }
         }
         if let SegEnd::Exception { at, kind, vector } = seg.end {
@@ -597,7 +653,8 @@ fn encode(cfg: Etmv3Config, prog: &Program, segs: &[a32t32::Seg], rng: &mut Rng)
             enc.branch(v.addr as u32, v.isa, Some((kind.number(), cancel)));
         }
     }
-    enc.finish()
+    let truth = enc.finish();
+    (enc, truth)
 }
 
 /// One ETMv3 source: the trace unit, its core and program, its trace.
@@ -609,6 +666,18 @@ pub(crate) fn source(
     trace_id: u8,
     names: (&str, &str),
 ) -> Source {
+    build(opts, rng, length, base, trace_id, names).0
+}
+
+/// An ETMv3 source and the encoder that made it (for its statistics).
+fn build(
+    opts: &Etmv3GenOptions,
+    rng: &mut Rng,
+    length: usize,
+    base: u64,
+    trace_id: u8,
+    names: (&str, &str),
+) -> (Source, Etmv3Encoder) {
     let cfg = Etmv3Config::resolve(rng, opts);
     let pcfg = ProgramConfig { base, blocks: 20 + rng.below(60) as usize, isa: cfg.isa, exceptions: cfg.exceptions };
     let prog = Program::generate(rng, &pcfg);
@@ -617,7 +686,7 @@ pub(crate) fn source(
         abort_period: if cfg.data_aborts { 6 + rng.below(10) } else { 0 },
     };
     let segs = walk(rng, &prog, length.max(1), &wcfg);
-    let (bytes, truth) = encode(cfg, &prog, &segs, rng);
+    let (enc, truth) = encode(cfg, &prog, &segs, rng);
     let core = a32t32::core_device(names.0, "Cortex-A7", &prog, &format!("mem_{}", names.0));
     let device = DeviceSpec::trace_source(
         names.1,
@@ -629,7 +698,7 @@ pub(crate) fn source(
             ("ETMTRACEIDR(0x080)".into(), trace_id as u64),
         ],
     );
-    Source { trace_id, device, core, bytes, truth }
+    (Source { trace_id, device, core, bytes: enc.out.clone(), truth }, enc)
 }
 
 /// Generates an ETMv3 snapshot of a random A32/T32 program.
@@ -747,5 +816,94 @@ mod tests {
         // The exception element stays behind the stale held-back count.
         m.packet(ListOp::PHdr(&[(Some(3), true)]), 10, &mut sent, &mut canc);
         assert_eq!(sent[2..], [(10, 3)]);
+    }
+
+    use crate::elem::ElemType;
+    use std::collections::BTreeMap;
+
+    fn stats(o: Etmv3GenOptions, seeds: std::ops::Range<u64>) -> BTreeMap<&'static str, usize> {
+        let mut sum = BTreeMap::new();
+        for seed in seeds {
+            let mut rng = Rng::new(seed);
+            let (_, enc) = build(&o, &mut rng, 150, 0x8000_0000, 0x10, ("cpu_0", "ETM_0"));
+            for (k, v) in enc.stats {
+                *sum.entry(k).or_default() += v;
+            }
+        }
+        sum
+    }
+
+    fn with(f: impl Fn(&mut Etmv3GenOptions)) -> Etmv3GenOptions {
+        let mut o = Etmv3GenOptions::default();
+        f(&mut o);
+        o
+    }
+
+    /// Each option shows in the trace when on, and not when off.
+    #[test]
+    fn each_option_shows_in_the_trace() {
+        let get = |m: &BTreeMap<&str, usize>, k: &str| m.get(k).copied().unwrap_or(0);
+        let on_off = |set: &dyn Fn(&mut Etmv3GenOptions, bool), keys: &[&str]| {
+            let on = stats(with(|o| set(o, true)), 0..12);
+            let off = stats(with(|o| set(o, false)), 0..12);
+            for k in keys {
+                assert!(get(&on, k) > 0, "{k} never seen: {on:?}");
+                assert_eq!(get(&off, k), 0, "{k} seen when off: {off:?}");
+            }
+        };
+        on_off(
+            &|o, v| o.cycle_accurate = Some(v),
+            &["P-header format 3", "P-header format 4", "waits before I-sync"],
+        );
+        on_off(&|o, v| o.exceptions = Some(v), &["exception", "exception exit"]);
+        on_off(&|o, v| o.data_aborts = Some(v), &["exception cancelling", "aborted range output anyway"]);
+        on_off(&|o, v| o.trace_filter = Some(v), &["trace off"]);
+        on_off(&|o, v| o.timestamps = Some(v), &["timestamp"]);
+        on_off(&|o, v| o.context_id = Some(v), &["context ID", "VMID"]);
+        let all = stats(Etmv3GenOptions::default(), 0..30);
+        for k in [
+            "atom N",
+            "P-header format 1",
+            "P-header format 2",
+            "isync periodic",
+            "branch address 1 byte",
+            "branch address 2-4 bytes",
+            "branch address 5 bytes",
+            "address with ISA change",
+        ] {
+            assert!(get(&all, k) > 0, "{k} never seen: {all:?}");
+        }
+        // Now and then the aborted instruction is the one range held back,
+        // and the decoder cancels it.
+        let aborts = stats(with(|o| o.data_aborts = Some(true)), 0..40);
+        assert!(get(&aborts, "range cancelled") > 0, "{aborts:?}");
+    }
+
+    #[test]
+    fn cycle_counts_and_timestamps_decode_as_encoded() {
+        for seed in 0..40 {
+            let o = with(|o| {
+                o.cycle_accurate = Some(seed % 4 != 0);
+                o.timestamps = Some(true);
+            });
+            let mut rng = Rng::new(seed);
+            let (src, enc) = build(&o, &mut rng, 100, 0x8000_0000, 0x10, ("cpu_0", "ETM_0"));
+            let elems = a32t32::testing::decode_elements(&src);
+            let ca = enc.cfg.cycle_accurate;
+            let ranges: Vec<u32> = elems
+                .iter()
+                .filter(|e| e.elem_type == ElemType::InstrRange)
+                .map(|e| {
+                    assert_eq!(e.has_cc, ca, "seed {seed}");
+                    e.cycle_count
+                })
+                .collect();
+            if ca {
+                assert_eq!(ranges, enc.truth_cc(), "seed {seed}");
+            }
+            let ts: Vec<u64> = elems.iter().filter(|e| e.elem_type == ElemType::Timestamp).map(|e| e.timestamp).collect();
+            assert_eq!(ts, enc.timestamps, "seed {seed}");
+            assert!(!ts.is_empty());
+        }
     }
 }

@@ -254,6 +254,14 @@ pub(crate) struct PtmEncoder {
     /// Atoms not yet output: (E, cycle count, truth item).
     atoms: Vec<(bool, u32, usize)>,
     pub truth: Vec<(usize, Truth)>,
+    /// The cycle count each truth item's range gets (cycle-accurate).
+    pub cc: Vec<Option<u32>>,
+    /// Cycle count of the last branch address packet.
+    last_cc: Option<u32>,
+    /// Timestamps output, in order.
+    pub timestamps: Vec<u64>,
+    /// How often each feature was used.
+    pub stats: std::collections::BTreeMap<&'static str, usize>,
     /// Address and ISA of the last address output (the compression base).
     addr: u32,
     isa: Isa,
@@ -275,6 +283,10 @@ impl PtmEncoder {
             out: Vec::new(),
             atoms: Vec::new(),
             truth: Vec::new(),
+            cc: Vec::new(),
+            last_cc: None,
+            timestamps: Vec::new(),
+            stats: Default::default(),
             addr: 0,
             isa: Isa::Unknown,
             ts,
@@ -285,6 +297,17 @@ impl PtmEncoder {
             since_sync: 0,
             sync_period: 256 + rng.below(768) as usize,
         }
+    }
+
+    pub(crate) fn count(&mut self, what: &'static str) {
+        *self.stats.entry(what).or_default() += 1;
+    }
+
+    /// A truth item output by the packet ending at `at`, with the cycle
+    /// count of its range.
+    pub(crate) fn item(&mut self, at: usize, item: Truth, cc: Option<u32>) {
+        self.truth.push((at, item));
+        self.cc.push(cc);
     }
 
     fn put(&mut self, bytes: &[u8]) -> usize {
@@ -301,6 +324,7 @@ impl PtmEncoder {
         self.flush_atoms();
         self.put(&[0, 0, 0, 0, 0, 0x80]);
         self.since_sync = 0;
+        self.count("async");
     }
 
     /// I-sync: reason 0 periodic, 1 trace enable.
@@ -309,6 +333,7 @@ impl PtmEncoder {
         let thumb = (isa == Isa::Thumb2) as u8;
         let mut p = vec![0x08, (addr as u8 & 0xfe) | thumb, (addr >> 8) as u8, (addr >> 16) as u8, (addr >> 24) as u8];
         p.push(reason << 5 | (self.cfg.ns as u8) << 3 | 1);
+        self.count(if reason == 0 { "isync periodic" } else { "isync trace enable" });
         if reason != 0 && self.cfg.cycle_accurate {
             let cc = random_cc(rng);
             cc_bytes(cc, 0, &mut p);
@@ -323,8 +348,9 @@ impl PtmEncoder {
     /// Queues an atom for truth item `item`.
     pub(crate) fn atom(&mut self, e: bool, item: Truth, rng: &mut Rng) {
         let id = self.truth.len();
-        self.truth.push((usize::MAX, item));
         let cc = if self.cfg.cycle_accurate { random_cc(rng) } else { 0 };
+        self.item(usize::MAX, item, self.cfg.cycle_accurate.then_some(cc));
+        self.count(if e { "atom E" } else { "atom N" });
         self.atoms.push((e, cc, id));
         if self.cfg.cycle_accurate || self.atoms.len() == 5 {
             self.flush_atoms();
@@ -364,6 +390,9 @@ impl PtmEncoder {
     fn addr_bytes(&mut self, addr: u32, isa: Isa, exception: bool, out: &mut Vec<u8>) {
         let covered: [u32; 4] = if isa == Isa::Arm { [8, 14, 21, 28] } else { [7, 13, 20, 27] };
         let diff = addr ^ self.addr;
+        if isa != self.isa {
+            self.count("address with ISA change");
+        }
         let mut n = 5;
         if isa == self.isa {
             for k in 1..=4 {
@@ -399,9 +428,18 @@ impl PtmEncoder {
         self.addr_bytes(addr, isa, exception.is_some(), &mut p);
         if let Some(num) = exception {
             p.push(self.cfg.ns as u8 | ((num & 0xf) as u8) << 1);
+            self.count("exception");
         }
+        self.count(match p.len() - exception.is_some() as usize {
+            1 => "branch address 1 byte",
+            2..=4 => "branch address 2-4 bytes",
+            _ => "branch address 5 bytes",
+        });
+        self.last_cc = None;
         if self.cfg.cycle_accurate {
-            cc_bytes(random_cc(rng), 0, &mut p);
+            let cc = random_cc(rng);
+            cc_bytes(cc, 0, &mut p);
+            self.last_cc = Some(cc);
         }
         self.put(&p)
     }
@@ -411,17 +449,19 @@ impl PtmEncoder {
         self.flush_atoms();
         let mut p = vec![0x72];
         self.addr_bytes(addr, isa, false, &mut p);
+        self.count("waypoint update");
         self.put(&p)
     }
 
     pub(crate) fn exception_return(&mut self) {
         self.flush_atoms();
         self.put(&[0x76]);
+        self.count("exception return");
     }
 
     /// A timestamp packet after time moves on, compressed against the last
     /// one output.
-    pub(crate) fn timestamp(&mut self, rng: &mut Rng) {
+    pub(crate) fn timestamp(&mut self, rng: &mut Rng, full: bool) {
         self.flush_atoms();
         self.ts += rng.range(1, 5000);
         let (cur, last) = if self.cfg.ts_binary {
@@ -431,7 +471,7 @@ impl PtmEncoder {
         };
         let need = a32t32::bits_needed(cur ^ last).max(1);
         let (max_bytes, last_bits) = if self.cfg.ts64 { (9, 8) } else { (7, 6) };
-        let n = if need > 7 * (max_bytes - 1) { max_bytes } else { need.div_ceil(7) };
+        let n = if full || need > 7 * (max_bytes - 1) { max_bytes } else { need.div_ceil(7) };
         let mut p = vec![0x42];
         for i in 0..n {
             let v = (cur >> (7 * i)) as u8;
@@ -446,6 +486,8 @@ impl PtmEncoder {
         }
         self.put(&p);
         self.ts_out = self.ts;
+        self.timestamps.push(self.ts);
+        self.count(if n == max_bytes { "timestamp full" } else { "timestamp" });
     }
 
     pub(crate) fn context_change(&mut self, rng: &mut Rng) {
@@ -457,6 +499,7 @@ impl PtmEncoder {
         let mut p = vec![0x6e];
         p.extend_from_slice(&self.ctxt_id.to_le_bytes()[..self.cfg.ctxt_bytes]);
         self.put(&p);
+        self.count("context ID");
     }
 
     pub(crate) fn vmid_change(&mut self, rng: &mut Rng) {
@@ -466,6 +509,7 @@ impl PtmEncoder {
         self.flush_atoms();
         self.vmid = rng.below(256) as u8;
         self.put(&[0x3c, self.vmid]);
+        self.count("VMID");
     }
 }
 
@@ -478,7 +522,7 @@ fn ctxt_mask(bytes: usize) -> u32 {
 }
 
 /// Encodes a walk through `prog`; returns the stream and its truth.
-fn encode(cfg: PtmConfig, prog: &Program, segs: &[a32t32::Seg], rng: &mut Rng) -> PtmEncoder {
+pub(crate) fn encode(cfg: PtmConfig, prog: &Program, segs: &[a32t32::Seg], rng: &mut Rng) -> PtmEncoder {
     let mut enc = PtmEncoder::new(cfg, rng);
     let mut tracing = false;
     for (si, seg) in segs.iter().enumerate() {
@@ -492,7 +536,7 @@ fn encode(cfg: PtmConfig, prog: &Program, segs: &[a32t32::Seg], rng: &mut Rng) -
                 enc.async_();
                 enc.isync(start_addr, b.isa, 1, rng);
                 if cfg.timestamps {
-                    enc.timestamp(rng);
+                    enc.timestamp(rng, true);
                 }
             } else {
                 continue;
@@ -501,11 +545,11 @@ fn encode(cfg: PtmConfig, prog: &Program, segs: &[a32t32::Seg], rng: &mut Rng) -
             enc.async_();
             enc.isync(start_addr, b.isa, 0, rng);
             if cfg.timestamps {
-                enc.timestamp(rng);
+                enc.timestamp(rng, true);
             }
         }
         if cfg.timestamps && rng.chance(1, 25) {
-            enc.timestamp(rng);
+            enc.timestamp(rng, false);
         }
         if rng.chance(1, 60) {
             enc.context_change(rng);
@@ -520,7 +564,7 @@ fn encode(cfg: PtmConfig, prog: &Program, segs: &[a32t32::Seg], rng: &mut Rng) -
                     let last = &b.instrs[at - 1];
                     let item = Truth::Range { start: first.addr, end: last.end(), count: (at - seg.start) as u32, exec: true };
                     let i = enc.wp_update(last.addr as u32, b.isa);
-                    enc.truth.push((i, item));
+                    enc.item(i, item, None);
                 }
                 let v = &prog.blocks[vector];
                 enc.branch(v.addr as u32, v.isa, Some(kind.number()), rng);
@@ -537,9 +581,11 @@ fn encode(cfg: PtmConfig, prog: &Program, segs: &[a32t32::Seg], rng: &mut Rng) -
                         if cfg.ret_stack && enc.rs.top() == Some((target, nb.isa)) {
                             enc.atom(true, item, rng);
                             enc.rs.pop();
+                            enc.count("return stack hit");
                         } else {
                             let i = enc.branch(target, nb.isa, None, rng);
-                            enc.truth.push((i, item));
+                            let cc = enc.last_cc;
+                            enc.item(i, item, cc);
                         }
                         if b.term.is_call() && cfg.ret_stack {
                             enc.rs.push(b.end() as u32, b.isa);
@@ -551,7 +597,9 @@ fn encode(cfg: PtmConfig, prog: &Program, segs: &[a32t32::Seg], rng: &mut Rng) -
                 } else {
                     if cfg.branch_broadcast && taken && b.term.is_branch() {
                         let i = enc.branch(target, nb.isa, None, rng);
-                        enc.truth.push((i, item));
+                        let cc = enc.last_cc;
+                        enc.item(i, item, cc);
+                        enc.count("broadcast direct branch");
                     } else {
                         enc.atom(taken, item, rng);
                     }
@@ -563,6 +611,7 @@ fn encode(cfg: PtmConfig, prog: &Program, segs: &[a32t32::Seg], rng: &mut Rng) -
                 if cfg.filter && rng.chance(1, 30) {
                     enc.flush_atoms();
                     tracing = false;
+                    enc.count("trace off");
                 }
             }
         }
@@ -580,6 +629,18 @@ pub(crate) fn source(
     trace_id: u8,
     names: (&str, &str),
 ) -> Source {
+    build(opts, rng, length, base, trace_id, names).0
+}
+
+/// A PTM source and the encoder that made it (for its statistics).
+pub(crate) fn build(
+    opts: &PtmGenOptions,
+    rng: &mut Rng,
+    length: usize,
+    base: u64,
+    trace_id: u8,
+    names: (&str, &str),
+) -> (Source, PtmEncoder) {
     let cfg = PtmConfig::resolve(rng, opts);
     let pcfg = ProgramConfig { base, blocks: 20 + rng.below(60) as usize, isa: cfg.isa, exceptions: cfg.exceptions };
     let prog = Program::generate(rng, &pcfg);
@@ -601,7 +662,8 @@ pub(crate) fn source(
             ("ETMTRACEIDR(0x080)".into(), trace_id as u64),
         ],
     );
-    Source { trace_id, device, core, bytes: enc.out, truth: enc.truth }
+    let src = Source { trace_id, device, core, bytes: enc.out.clone(), truth: enc.truth.clone() };
+    (src, enc)
 }
 
 /// Generates a PTM snapshot of a random A32/T32 program.
@@ -689,5 +751,96 @@ mod tests {
         // An exception needs at least two bytes; Debug Halt to 0, secure.
         e.branch(0, Isa::Arm, Some(1), &mut rng);
         assert_eq!(e.out, vec![0x81, 0x80, 0x80, 0x80, 0x48, 0x02]);
+    }
+
+    use crate::elem::ElemType;
+    use std::collections::BTreeMap;
+
+    /// Statistics summed over seeds.
+    fn stats(o: PtmGenOptions, seeds: std::ops::Range<u64>) -> BTreeMap<&'static str, usize> {
+        let mut sum = BTreeMap::new();
+        for seed in seeds {
+            let mut rng = Rng::new(seed);
+            let (_, enc) = build(&o, &mut rng, 200, 0x8000_0000, 0x10, ("cpu_0", "PTM_0"));
+            for (k, v) in enc.stats {
+                *sum.entry(k).or_default() += v;
+            }
+        }
+        sum
+    }
+
+    fn with(f: impl Fn(&mut PtmGenOptions)) -> PtmGenOptions {
+        let mut o = PtmGenOptions::default();
+        f(&mut o);
+        o
+    }
+
+    /// Each option shows in the trace when on, and not when off, so the
+    /// round trips of each option test what they say.
+    #[test]
+    fn each_option_shows_in_the_trace() {
+        let get = |m: &BTreeMap<&str, usize>, k: &str| m.get(k).copied().unwrap_or(0);
+        let on_off = |set: &dyn Fn(&mut PtmGenOptions, bool), keys: &[&str]| {
+            let on = stats(with(|o| set(o, true)), 0..12);
+            let off = stats(with(|o| set(o, false)), 0..12);
+            for k in keys {
+                assert!(get(&on, k) > 0, "{k} never seen: {on:?}");
+                assert_eq!(get(&off, k), 0, "{k} seen when off: {off:?}");
+            }
+        };
+        on_off(
+            &|o, v| {
+                o.return_stack = Some(v);
+                o.branch_broadcast = Some(false);
+            },
+            &["return stack hit"],
+        );
+        on_off(&|o, v| o.branch_broadcast = Some(v), &["broadcast direct branch"]);
+        on_off(&|o, v| o.exceptions = Some(v), &["exception", "waypoint update", "exception return"]);
+        on_off(&|o, v| o.trace_filter = Some(v), &["trace off"]);
+        on_off(&|o, v| o.timestamps = Some(v), &["timestamp"]);
+        on_off(&|o, v| o.context_id = Some(v), &["context ID", "VMID"]);
+        let all = stats(PtmGenOptions::default(), 0..30);
+        for k in [
+            "atom E",
+            "atom N",
+            "isync periodic",
+            "branch address 1 byte",
+            "branch address 2-4 bytes",
+            "branch address 5 bytes",
+            "address with ISA change",
+            "timestamp full",
+        ] {
+            assert!(get(&all, k) > 0, "{k} never seen: {all:?}");
+        }
+        // Single-ISA programs (T32 ones have T32 vectors) never change
+        // ISA; mixed ones do.
+        for isa in [IsaMix::A32, IsaMix::T32] {
+            let st = stats(with(|o| o.isa = Some(isa)), 0..10);
+            assert_eq!(get(&st, "address with ISA change"), 0, "{isa:?} {st:?}");
+        }
+        let mixed = stats(with(|o| o.isa = Some(IsaMix::Mixed)), 0..10);
+        assert!(get(&mixed, "address with ISA change") > 10, "{mixed:?}");
+    }
+
+    /// What the decoder makes of the cycle counts and timestamps (which
+    /// the truth does not hold) is what was encoded.
+    #[test]
+    fn cycle_counts_and_timestamps_decode_as_encoded() {
+        for seed in 0..40 {
+            let o = with(|o| {
+                o.cycle_accurate = Some(seed % 4 != 0);
+                o.timestamps = Some(true);
+            });
+            let mut rng = Rng::new(seed);
+            let (src, enc) = build(&o, &mut rng, 150, 0x8000_0000, 0x10, ("cpu_0", "PTM_0"));
+            let elems = a32t32::testing::decode_elements(&src);
+            let ranges: Vec<Option<u32>> =
+                elems.iter().filter(|e| e.elem_type == ElemType::InstrRange).map(|e| e.has_cc.then_some(e.cycle_count)).collect();
+            assert_eq!(ranges, enc.cc, "seed {seed}");
+            let ts: Vec<u64> = elems.iter().filter(|e| e.elem_type == ElemType::Timestamp).map(|e| e.timestamp).collect();
+            assert_eq!(ts, enc.timestamps, "seed {seed}");
+            assert!(!ts.is_empty());
+        }
     }
 }
