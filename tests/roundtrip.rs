@@ -187,7 +187,21 @@ mod ptm_etmv3 {
         etmv3(0..50, |o| o.data_aborts = Some(true));
     }
 
+    /// Long traces: many periodic syncs, deep call stacks, the return
+    /// stack wrapping.
+    fn long_round_trips(protocol: GenProtocol, seeds: std::ops::Range<u64>, length: usize) {
+        for seed in seeds {
+            let g = generate(&GenOptions { seed, protocol, layout: BufferLayout::Formatted, length });
+            if let Err(e) = check(&g) {
+                panic!("{protocol:?} seed {seed} length {length}: {e}");
+            }
+        }
+    }
+
     pub(super) fn soak() {
+        long_round_trips(GenProtocol::Ptm(PtmGenOptions::default()), 20_000..20_300, 3000);
+        long_round_trips(GenProtocol::Etmv3(Etmv3GenOptions::default()), 20_000..20_300, 3000);
+        long_round_trips(GenProtocol::Tc2, 20_000..20_200, 3000);
         round_trips(GenProtocol::Ptm(PtmGenOptions::default()), 10_000..14_000, BufferLayout::Formatted);
         round_trips(GenProtocol::Ptm(PtmGenOptions::default()), 14_000..15_000, BufferLayout::Unformatted);
         round_trips(GenProtocol::Etmv3(Etmv3GenOptions::default()), 10_000..14_000, BufferLayout::Formatted);

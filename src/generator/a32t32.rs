@@ -410,8 +410,8 @@ fn t32_form(rng: &mut Rng, p: &mut Proto, me: usize) {
 const MAX_BLOCK_BYTES: u64 = 32;
 
 impl Program {
-    /// A random program.
-    pub fn random(rng: &mut Rng, cfg: &ProgramConfig) -> Program {
+    /// A random program (its literal pool still empty).
+    fn random(rng: &mut Rng, cfg: &ProgramConfig) -> Program {
         let n = cfg.blocks.max(4);
         let (n_a, n_t) = match cfg.isa {
             IsaMix::A32 => (n, 0),
