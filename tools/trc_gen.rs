@@ -3,7 +3,13 @@
 //!
 //! ```text
 //! trc_gen -protocol etmv4 -seed 7 -out DIR [-length N] [-unformatted]
+//! trc_gen -protocol ptm -opt retstack=1 -opt isa=t32 -seed 7 -out DIR
 //! ```
+//! `-opt NAME=VALUE` sets a protocol option (PTM: isa, retstack,
+//! bbroadcast, cycleacc, timestamps, ctxid, exceptions, filter, pft10;
+//! ETMv3: isa, cycleacc, timestamps, ctxid, exceptions, aborts, filter,
+//! altbranch); values 1, 0 or random (ISA: a32, t32, mixed). `tc2` puts
+//! PTMs and ETMv3s in one buffer.
 //! DIR gets a complete snapshot (snapshot.ini, device files, trace.ini, the
 //! buffer, the memory image) and `truth.txt`: the executed instruction
 //! ranges (or software messages) in order, one a line.
@@ -14,7 +20,7 @@ use std::process::ExitCode;
 use coresight_decode::generator::{generate, BufferLayout, GenOptions, GenProtocol};
 
 fn usage() -> &'static str {
-    "usage: trc_gen -protocol etmv4|stm|itm -seed N -out DIR [-length N] [-unformatted]\n"
+    "usage: trc_gen -protocol etmv4|stm|itm|ptm|etmv3|tc2 -seed N -out DIR [-length N] [-unformatted] [-opt NAME=VALUE]...\n"
 }
 
 fn main() -> ExitCode {
@@ -28,7 +34,7 @@ fn main() -> ExitCode {
             "-protocol" => match val(i).as_deref().and_then(GenProtocol::from_name) {
                 Some(p) => opts.protocol = p,
                 None => {
-                    eprintln!("trc_gen: -protocol needs one of: etmv4, stm, itm");
+                    eprintln!("trc_gen: -protocol needs one of: etmv4, stm, itm, ptm, etmv3, tc2");
                     return ExitCode::from(2);
                 }
             },
@@ -47,6 +53,14 @@ fn main() -> ExitCode {
                 }
             },
             "-out" => out = val(i).map(PathBuf::from),
+            "-opt" => {
+                let v = val(i).unwrap_or_default();
+                let (name, value) = v.split_once('=').unwrap_or((&v, "1"));
+                if let Err(e) = opts.protocol.set_option(name, value) {
+                    eprintln!("trc_gen: -opt {v}: {e} (give -protocol first)");
+                    return ExitCode::from(2);
+                }
+            }
             "-unformatted" => {
                 opts.layout = BufferLayout::Unformatted;
                 i += 1;

@@ -7,10 +7,13 @@
 //! buffer, the memory image) together with the truth: the executed
 //! instruction ranges, or the software messages, in order.
 
+pub mod a32t32;
 pub mod a64;
 pub mod check;
+pub mod etmv3;
 pub mod etmv4;
 pub mod itm;
+pub mod ptm;
 pub mod stm;
 
 use std::fmt::{self, Write as _};
@@ -55,6 +58,13 @@ pub enum GenProtocol {
     Etmv4,
     Stm,
     Itm,
+    /// PTM (Cortex-A15 / A9) on A32/T32 code, with its options.
+    Ptm(ptm::PtmGenOptions),
+    /// ETMv3 (Cortex-A7) on A32/T32 code, with its options.
+    Etmv3(etmv3::Etmv3GenOptions),
+    /// PTMs and ETMv3s on their own trace IDs in one formatted buffer,
+    /// like a TC2 (options random).
+    Tc2,
 }
 
 impl GenProtocol {
@@ -63,6 +73,9 @@ impl GenProtocol {
             "etmv4" | "etm4" | "etmv4i" => Some(GenProtocol::Etmv4),
             "stm" => Some(GenProtocol::Stm),
             "itm" => Some(GenProtocol::Itm),
+            "ptm" | "pft" => Some(GenProtocol::Ptm(Default::default())),
+            "etmv3" | "etm3" => Some(GenProtocol::Etmv3(Default::default())),
+            "tc2" | "ptm+etmv3" => Some(GenProtocol::Tc2),
             _ => None,
         }
     }
@@ -71,6 +84,17 @@ impl GenProtocol {
             GenProtocol::Etmv4 => "etmv4",
             GenProtocol::Stm => "stm",
             GenProtocol::Itm => "itm",
+            GenProtocol::Ptm(_) => "ptm",
+            GenProtocol::Etmv3(_) => "etmv3",
+            GenProtocol::Tc2 => "tc2",
+        }
+    }
+    /// Sets a protocol option by name (`retstack=1`, `isa=t32`...).
+    pub fn set_option(&mut self, name: &str, value: &str) -> Result<(), String> {
+        match self {
+            GenProtocol::Ptm(o) => o.set(name, value),
+            GenProtocol::Etmv3(o) => o.set(name, value),
+            p => Err(format!("{} has no options", p.name())),
         }
     }
 }
@@ -185,6 +209,9 @@ pub fn generate(opts: &GenOptions) -> Generated {
         GenProtocol::Etmv4 => etmv4::generate(opts),
         GenProtocol::Stm => stm::generate(opts),
         GenProtocol::Itm => itm::generate(opts),
+        GenProtocol::Ptm(o) => ptm::generate(opts, &o),
+        GenProtocol::Etmv3(o) => etmv3::generate(opts, &o),
+        GenProtocol::Tc2 => etmv3::generate_multi(opts),
     }
 }
 
