@@ -226,7 +226,7 @@ impl DecoderRegistry {
     /// The protocol for a snapshot device type (`ETM4.2` matches `ETM4`).
     pub fn for_device_type(&self, device_type: &str) -> Option<Rc<dyn DecoderFactory>> {
         let base = device_type.split('.').next().unwrap_or(device_type);
-        self.factories.iter().find(|f| f.device_types().iter().any(|t| *t == base)).cloned()
+        self.factories.iter().find(|f| f.device_types().contains(&base)).cloned()
     }
 
     /// Names of the registered protocols.

@@ -343,7 +343,7 @@ impl FrameDeformatter {
         }
         self.first_data = true;
         let align = self.cfg.alignment();
-        if data.len() % align != 0 {
+        if !data.len().is_multiple_of(align) {
             return Err(Fault(
                 TraceError::new(Severity::Error, ErrCode::InvalidParamVal)
                     .with_message(format!("Input block incorrect size, must be {align} byte multiple")),
@@ -481,7 +481,7 @@ impl FrameDeformatter {
                     more = p < data.len();
                 }
                 let rest = &data[p..];
-                if self.cfg.hsyncs && !rest.is_empty() && rest.len() < 4 && rest.len() % 2 == 0 && FSYNC.starts_with(rest) {
+                if self.cfg.hsyncs && !rest.is_empty() && rest.len() < 4 && rest.len().is_multiple_of(2) && FSYNC.starts_with(rest) {
                     self.stash[..rest.len()].copy_from_slice(rest);
                     self.stash_len = rest.len();
                     hsync_bytes += rest.len();
@@ -490,7 +490,7 @@ impl FrameDeformatter {
                 }
             }
             while self.frame_len < FRAME_SIZE && more {
-                if self.frame_len % 4 == 0 && data[p..].starts_with(&FSYNC) {
+                if self.frame_len.is_multiple_of(4) && data[p..].starts_with(&FSYNC) {
                     return Err(Fault(
                         TraceError::new(Severity::Error, ErrCode::DfmtrBadFhSync).at(self.curr_idx).with_message("Bad FSYNC in frame."),
                         DatapathResp::FatalInvalidData,

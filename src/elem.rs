@@ -284,11 +284,10 @@ impl TraceElement {
             }
             ElemType::PeContext => {
                 write!(o, "(ISA={}) ", self.isa)?;
-                if self.context.el_valid {
-                    if let Some(n) = self.context.exception_level.number() {
+                if self.context.el_valid
+                    && let Some(n) = self.context.exception_level.number() {
                         write!(o, "EL{n}")?;
                     }
-                }
                 o.push_str(match self.context.security {
                     SecurityState::Secure => "S; ",
                     SecurityState::NonSecure => "N; ",

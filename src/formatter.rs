@@ -118,7 +118,7 @@ impl FrameFormatter {
         }
         f[15] = aux;
         self.pending = items.collect();
-        if self.cfg.fsync_every > 0 && self.frames % self.cfg.fsync_every == 0 {
+        if self.cfg.fsync_every > 0 && self.frames.is_multiple_of(self.cfg.fsync_every) {
             self.out.extend_from_slice(&[0xff, 0xff, 0xff, 0x7f]);
         }
         for (n, hw) in f.chunks(2).enumerate() {
@@ -126,7 +126,7 @@ impl FrameFormatter {
             self.halfwords += 1;
             // HSYNCs go inside frames only: one right before an FSYNC
             // would put the FSYNC out of frame alignment.
-            if n < 7 && self.cfg.hsync_every > 0 && self.halfwords % self.cfg.hsync_every == 0 {
+            if n < 7 && self.cfg.hsync_every > 0 && self.halfwords.is_multiple_of(self.cfg.hsync_every) {
                 self.out.extend_from_slice(&[0xff, 0x7f]);
             }
         }

@@ -140,11 +140,10 @@ pub fn output_for_args(args: &[String]) -> Result<MsgLogger, String> {
     let mut log = MsgLogger::none();
     log.set_stdout(stdout);
     log.set_stderr(stderr);
-    if let Some(f) = file {
-        if let Err(e) = log.set_file(&PathBuf::from(&f)) {
+    if let Some(f) = file
+        && let Err(e) = log.set_file(&PathBuf::from(&f)) {
             return Err(format!("Trace Packet Lister : Error: cannot open log file {f}: {e}\n"));
         }
-    }
     Ok(log)
 }
 
@@ -248,11 +247,10 @@ impl Lister<'_> {
             }
             i += 1;
         }
-        if let Some(v) = (self.env)("OPENCSD_INSTR_RANGE_LIMIT") {
-            if let Some(n) = parse_c_number(v.trim()) {
+        if let Some(v) = (self.env)("OPENCSD_INSTR_RANGE_LIMIT")
+            && let Some(n) = parse_c_number(v.trim()) {
                 self.opts.dec.instr_range_limit = n.clamp(0, u32::MAX as i64) as u32;
             }
-        }
         if (self.env)("OPENCSD_ERR_ON_AA64_BAD_OPCODE").is_some() {
             self.opts.dec.aa64_opcode_check = true;
         }
@@ -416,11 +414,10 @@ impl Lister<'_> {
                 *resp = r;
                 done += used;
                 *index += used as TrcIndex;
-                if let Some(p) = printer {
-                    if p.borrow().need_ack_wait() && resp.is_cont() {
+                if let Some(p) = printer
+                    && p.borrow().need_ack_wait() && resp.is_cont() {
                         self.msg("Trace Packet Lister : WARNING : Data in; data Path expected WAIT response\n");
                     }
-                }
             } else {
                 if let Some(p) = printer {
                     p.borrow_mut().ack_wait();
@@ -507,11 +504,10 @@ impl Lister<'_> {
         if self.opts.stats {
             self.print_stats(tree);
         }
-        if self.opts.profile {
-            if let Some(p) = printer {
+        if self.opts.profile
+            && let Some(p) = printer {
                 self.msg(&format!("Trace Packet Lister : Profile : {} generic elements.\n", p.borrow().element_count()));
             }
-        }
         !resp.is_fatal()
     }
 

@@ -140,27 +140,25 @@ impl ErrorLogger {
     /// Logs an error raised by `src`.
     pub fn log_error(&mut self, src: ErrSource, err: &TraceError) {
         self.count += 1;
-        if err.severity <= self.verbosity && err.severity != Severity::None {
-            if let Some(out) = &self.out {
+        if err.severity <= self.verbosity && err.severity != Severity::None
+            && let Some(out) = &self.out {
                 let mut s = String::with_capacity(160);
                 s.push_str(self.name(src));
                 s.push_str(" : ");
                 err.write_details(&mut s);
                 out.borrow_mut().log_msg(&s);
             }
-        }
         log::debug!("{} : {}", self.name(src), err);
         self.last = Some(err.clone());
     }
 
     /// Logs a message at a severity.
     pub fn log_message(&mut self, src: ErrSource, sev: Severity, msg: &str) {
-        if sev <= self.verbosity {
-            if let Some(out) = &self.out {
+        if sev <= self.verbosity
+            && let Some(out) = &self.out {
                 let line = format!("{} : {}", self.name(src), msg);
                 out.borrow_mut().log_msg(&line);
             }
-        }
     }
 
     /// The most recent error.

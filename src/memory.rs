@@ -582,11 +582,10 @@ impl MemAccMapper {
     }
 
     fn find(&mut self, addr: u64, space: MemSpace) -> Option<usize> {
-        if let Some(i) = self.last {
-            if self.images[i].holds(addr, space) {
+        if let Some(i) = self.last
+            && self.images[i].holds(addr, space) {
                 return Some(i);
             }
-        }
         let i = self.images.iter().position(|img| img.holds(addr, space))?;
         self.last = Some(i);
         Some(i)

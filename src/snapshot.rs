@@ -57,11 +57,10 @@ impl IniText {
             if t.starts_with('[') {
                 break;
             }
-            if let Some((k, _)) = t.split_once('=') {
-                if k.trim().eq_ignore_ascii_case(key) {
+            if let Some((k, _)) = t.split_once('=')
+                && k.trim().eq_ignore_ascii_case(key) {
                     return Some(i + 1);
                 }
-            }
         }
         None
     }
@@ -226,8 +225,8 @@ impl Snapshot {
             ss.devices.push(dev);
         }
 
-        if let Some(trace) = main.section("trace") {
-            if let Some(meta) = IniText::value(&trace, "metadata") {
+        if let Some(trace) = main.section("trace")
+            && let Some(meta) = IniText::value(&trace, "metadata") {
                 let t = IniText::load(ss.path_of(meta)).map_err(|e| match e {
                     Error::Io { source, .. } => {
                         main.err(main.key_line("trace", "metadata"), format!("cannot read trace metadata '{meta}': {source}"))
@@ -236,7 +235,6 @@ impl Snapshot {
                 })?;
                 ss.load_trace_meta(&t)?;
             }
-        }
         Ok(ss)
     }
 
@@ -317,7 +315,7 @@ impl Snapshot {
             let id = id.as_str();
             let line = t.section_line(id);
             let get = |k: &str| {
-                IniText::value(&sec, k).filter(|v| !v.is_empty()).ok_or_else(|| t.err(line, format!("[{id}] has no '{k}='")))
+                IniText::value(sec, k).filter(|v| !v.is_empty()).ok_or_else(|| t.err(line, format!("[{id}] has no '{k}='")))
             };
             let name = get("name")?.to_string();
             let files: Vec<String> = get("file")?.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_string).collect();

@@ -63,8 +63,8 @@ impl IdStreamSink for Elements {
         let filter = self.filter;
         let mut worst = DatapathResp::Cont;
         for (id, e) in self.slots.iter_mut().enumerate() {
-            if let Some(e) = e {
-                if filter.is_none_or(|f| f[id]) {
+            if let Some(e) = e
+                && filter.is_none_or(|f| f[id]) {
                     worst = worst.worst(e.component.trace_data_in(op, index, &[]).0);
                     // End of trace goes out one decoder at a time: on a wait
                     // the caller flushes and sends it again, and decoders
@@ -73,7 +73,6 @@ impl IdStreamSink for Elements {
                         break;
                     }
                 }
-            }
         }
         worst
     }

@@ -150,7 +150,7 @@ impl TrcGenElemIn for WaitEvery {
     fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp {
         let r = self.inner.trace_elem_in(index, trace_id, elem);
         self.count += 1;
-        if self.n > 0 && self.count % self.n == 0 { DatapathResp::Wait } else { r }
+        if self.n > 0 && self.count.is_multiple_of(self.n) { DatapathResp::Wait } else { r }
     }
 }
 
@@ -202,8 +202,8 @@ fn listing(wait_every: u32, data: &[u8]) -> String {
     }
     tree.set_gen_elem_out(Box::new(WaitEvery { inner: GenElemPrinter::new(out.clone()), n: wait_every, count: 0 }));
     run(&mut tree, data);
-    let text = out.borrow_mut().take_captured();
-    text
+    
+    out.borrow_mut().take_captured()
 }
 
 #[test]

@@ -41,13 +41,13 @@ impl IdStreamSink for Recorder {
     fn id_data_in(&mut self, id: u8, index: TrcIndex, data: &[u8]) -> (DatapathResp, usize) {
         self.calls += 1;
         let take = match self.wait_after {
-            Some(n) if self.calls % 3 == 0 => n.min(data.len()),
+            Some(n) if self.calls.is_multiple_of(3) => n.min(data.len()),
             _ => data.len(),
         };
         for (k, &b) in data[..take].iter().enumerate() {
             self.got.push((id, index + k as TrcIndex, b));
         }
-        if take < data.len() || (self.wait_after.is_some() && self.calls % 3 == 0) {
+        if take < data.len() || (self.wait_after.is_some() && self.calls.is_multiple_of(3)) {
             (DatapathResp::Wait, take)
         } else {
             (DatapathResp::Cont, take)
@@ -147,7 +147,7 @@ fn fsync_stream_syncs_skips_leading_garbage_and_splits_across_blocks() {
         data.push(0xff);
         data.push(0x7f);
     }
-    for block in [4usize, 8, 12, 20, 504 - 504 % 4] {
+    for block in [4usize, 8, 12, 20, 504] {
         let mut d = FrameDeformatter::new(DeformatterConfig::fsync_stream());
         let mut r = Recorder::on(&[0x10]);
         assert!(!feed(&mut d, &data, block, &mut r).is_fatal());
@@ -275,7 +275,7 @@ fn formatter_round_trip_many_streams() {
         }
         let mut data = fm.finish();
         let align = cfg.1.alignment();
-        while data.len() % align != 0 {
+        while !data.len().is_multiple_of(align) {
             data.extend([0xff, 0x7f]);
         }
         let mut d = FrameDeformatter::new(cfg.1);
@@ -291,7 +291,10 @@ fn formatter_round_trip_many_streams() {
     }
 }
 
-struct RawLog(Rc<RefCell<Vec<(TrcIndex, RawFrameKind, Vec<u8>, Option<u8>)>>>);
+/// What the raw monitor saw: (index, kind, bytes, trace ID).
+type RawSeen = Vec<(TrcIndex, RawFrameKind, Vec<u8>, Option<u8>)>;
+
+struct RawLog(Rc<RefCell<RawSeen>>);
 impl TrcRawFrameIn for RawLog {
     fn trace_raw_frame_in(&mut self, op: DatapathOp, index: TrcIndex, kind: RawFrameKind, data: &[u8], id: Option<u8>) {
         if op == DatapathOp::Data {

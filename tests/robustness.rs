@@ -20,7 +20,7 @@ struct Chaos {
 
 impl IdStreamSink for Chaos {
     fn is_attached(&self, id: u8) -> bool {
-        id % 3 != 0
+        !id.is_multiple_of(3)
     }
     fn id_data_in(&mut self, _id: u8, _index: TrcIndex, data: &[u8]) -> (DatapathResp, usize) {
         assert!(data.len() <= 16);

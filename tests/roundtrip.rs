@@ -157,6 +157,7 @@ fn soak() {
     etmv4_round_trips(GenProtocol::Etmv4M, 6000..7000, BufferLayout::Formatted, Etmv4Options::all(Choice::On));
     round_trips(GenProtocol::Stm, 1000..4000, BufferLayout::Formatted);
     round_trips(GenProtocol::Itm, 1000..4000, BufferLayout::Unformatted);
+    ptm_etmv3::soak();
 }
 
 #[test]
@@ -170,5 +171,149 @@ fn a_wrong_truth_is_reported_with_the_first_differing_item() {
     }
     let err = check(&g).unwrap_err();
     assert!(err.starts_with(&format!("item {i}: expected `range 0x")), "{err}");
+}
+
+/// PTM and ETMv3 on A32/T32 programs: each option on (and off) with the
+/// others random, both buffer layouts, and several sources in one buffer.
+mod ptm_etmv3 {
+    use super::*;
+    use coresight_decode::generator::a32t32::IsaMix;
+    use coresight_decode::generator::etmv3::Etmv3GenOptions;
+    use coresight_decode::generator::ptm::PtmGenOptions;
+
+    fn ptm(seeds: std::ops::Range<u64>, set: impl Fn(&mut PtmGenOptions)) {
+        let mut o = PtmGenOptions::default();
+        set(&mut o);
+        round_trips(GenProtocol::Ptm(o), seeds.clone(), BufferLayout::Formatted);
+    }
+
+    fn etmv3(seeds: std::ops::Range<u64>, set: impl Fn(&mut Etmv3GenOptions)) {
+        let mut o = Etmv3GenOptions::default();
+        set(&mut o);
+        round_trips(GenProtocol::Etmv3(o), seeds.clone(), BufferLayout::Formatted);
+    }
+
+    #[test]
+    fn ptm_a32_t32_and_mixed() {
+        ptm(0..10, |o| o.isa = Some(IsaMix::A32));
+        ptm(10..20, |o| o.isa = Some(IsaMix::T32));
+        ptm(20..30, |o| o.isa = Some(IsaMix::Mixed));
+        round_trips(GenProtocol::Ptm(PtmGenOptions::default()), 30..40, BufferLayout::Unformatted);
+    }
+
+    #[test]
+    fn ptm_options() {
+        ptm(100..110, |o| {
+            o.return_stack = Some(true);
+            o.branch_broadcast = Some(false);
+        });
+        ptm(110..118, |o| o.branch_broadcast = Some(true));
+        ptm(118..128, |o| o.cycle_accurate = Some(true));
+        ptm(128..134, |o| o.cycle_accurate = Some(false));
+        ptm(134..142, |o| o.timestamps = Some(true));
+        ptm(142..150, |o| o.context_id = Some(true));
+        ptm(150..160, |o| o.exceptions = Some(true));
+        ptm(160..168, |o| o.trace_filter = Some(true));
+        ptm(168..174, |o| o.pft10 = Some(true));
+        // Everything at once (but branch broadcast, which excludes the
+        // return stack).
+        ptm(174..184, |o| {
+            *o = PtmGenOptions {
+                isa: Some(IsaMix::Mixed),
+                return_stack: Some(true),
+                branch_broadcast: Some(false),
+                cycle_accurate: Some(true),
+                timestamps: Some(true),
+                context_id: Some(true),
+                exceptions: Some(true),
+                trace_filter: Some(true),
+                pft10: Some(false),
+            }
+        });
+    }
+
+    #[test]
+    fn etmv3_a32_t32_and_mixed() {
+        etmv3(0..10, |o| o.isa = Some(IsaMix::A32));
+        etmv3(10..20, |o| o.isa = Some(IsaMix::T32));
+        etmv3(20..30, |o| o.isa = Some(IsaMix::Mixed));
+        round_trips(GenProtocol::Etmv3(Etmv3GenOptions::default()), 30..40, BufferLayout::Unformatted);
+    }
+
+    #[test]
+    fn etmv3_options() {
+        etmv3(100..110, |o| o.cycle_accurate = Some(true));
+        etmv3(110..116, |o| o.cycle_accurate = Some(false));
+        etmv3(116..124, |o| o.alt_branch = Some(true));
+        etmv3(124..130, |o| o.alt_branch = Some(false));
+        etmv3(130..138, |o| o.timestamps = Some(true));
+        etmv3(138..146, |o| o.context_id = Some(true));
+        etmv3(146..156, |o| o.exceptions = Some(true));
+        etmv3(156..164, |o| o.trace_filter = Some(true));
+        etmv3(164..174, |o| {
+            *o = Etmv3GenOptions {
+                isa: Some(IsaMix::Mixed),
+                cycle_accurate: Some(true),
+                timestamps: Some(true),
+                context_id: Some(true),
+                exceptions: Some(true),
+                data_aborts: Some(false),
+                trace_filter: Some(true),
+                alt_branch: None,
+            }
+        });
+    }
+
+    #[test]
+    fn ptm_and_etmv3_sources_in_one_buffer() {
+        round_trips(GenProtocol::Tc2, 0..25, BufferLayout::Formatted);
+    }
+
+    #[test]
+    fn a_wrong_truth_is_reported_for_ptm_and_etmv3() {
+        for protocol in [GenProtocol::Ptm(PtmGenOptions::default()), GenProtocol::Etmv3(Etmv3GenOptions::default()), GenProtocol::Tc2] {
+            let mut g = generate(&GenOptions { seed: 9, protocol, layout: BufferLayout::Formatted, length: 60 });
+            assert!(g.truth.len() > 20);
+            g.truth.swap(12, 13);
+            let err = check(&g).unwrap_err();
+            assert!(err.starts_with("item 12: expected `range 0x"), "{err}");
+        }
+    }
+
+    /// Data aborts: the aborted load or store is traced, then cancelled by
+    /// the exception packet. OpenCSD's ETMv3 decoder (and so this one,
+    /// which matches its output) only cancels a range it still holds back,
+    /// which it does only when that range is the one element waiting: when
+    /// the aborted instruction shares its P-header with other atoms, or
+    /// follows a P-header with a single atom, its range is output anyway.
+    /// The truth here is what executed, so this fails until the decoder
+    /// departs from OpenCSD. `cargo test --release -- --ignored etmv3_data_aborts`
+    #[test]
+    #[ignore]
+    fn etmv3_data_aborts() {
+        etmv3(0..50, |o| o.data_aborts = Some(true));
+    }
+
+    /// Long traces: many periodic syncs, deep call stacks, the return
+    /// stack wrapping.
+    fn long_round_trips(protocol: GenProtocol, seeds: std::ops::Range<u64>, length: usize) {
+        for seed in seeds {
+            let g = generate(&GenOptions { seed, protocol, layout: BufferLayout::Formatted, length });
+            if let Err(e) = check(&g) {
+                panic!("{protocol:?} seed {seed} length {length}: {e}");
+            }
+        }
+    }
+
+    pub(super) fn soak() {
+        long_round_trips(GenProtocol::Ptm(PtmGenOptions::default()), 20_000..20_300, 3000);
+        long_round_trips(GenProtocol::Etmv3(Etmv3GenOptions::default()), 20_000..20_300, 3000);
+        long_round_trips(GenProtocol::Tc2, 20_000..20_200, 3000);
+        round_trips(GenProtocol::Ptm(PtmGenOptions::default()), 10_000..14_000, BufferLayout::Formatted);
+        round_trips(GenProtocol::Ptm(PtmGenOptions::default()), 14_000..15_000, BufferLayout::Unformatted);
+        round_trips(GenProtocol::Etmv3(Etmv3GenOptions::default()), 10_000..14_000, BufferLayout::Formatted);
+        round_trips(GenProtocol::Etmv3(Etmv3GenOptions::default()), 14_000..15_000, BufferLayout::Unformatted);
+        round_trips(GenProtocol::Tc2, 10_000..12_000, BufferLayout::Formatted);
+    }
 }
 

@@ -3,15 +3,18 @@
 //!
 //! ```text
 //! trc_gen -protocol etmv4 -seed 7 -out DIR [-length N] [-unformatted]
-//!         [-etmv4-on LIST] [-etmv4-off LIST]
+//! trc_gen -protocol ptm -opt retstack=1 -opt isa=t32 -seed 7 -out DIR
+//! trc_gen -protocol etmv4m -opt all=1 -opt bb=0 -seed 7 -out DIR
 //! ```
-//! ETMv4 options (`etmv4`, `etmv4m`) not listed are chosen from the seed;
-//! LIST is comma-separated names: cc (cycle counting), ts (timestamps),
-//! rs (return stack), bb (branch broadcast), exc (exceptions), ctxt
-//! (context changes), match (exact-match addresses), f45 (atom formats 4
-//! and 5), or `all`. `-etmv4-rs-implied` lets an exception at the target
-//! of an indirect branch imply that target with the return stack on
-//! (valid trace OpenCSD 1.8.0 mis-decodes).
+//! `-opt NAME=VALUE` sets a protocol option (PTM: isa, retstack,
+//! bbroadcast, cycleacc, timestamps, ctxid, exceptions, filter, pft10;
+//! ETMv3: isa, cycleacc, timestamps, ctxid, exceptions, aborts, filter,
+//! altbranch; ETMv4 (`etmv4`, and `etmv4m` for an M-profile core): cc, ts,
+//! rs, bb, exc, ctxt, match, f45, all, and rs_implied (off unless set: an
+//! exception at an indirect branch's target implies that target with the
+//! return stack on, valid trace OpenCSD 1.8.0 mis-decodes)); values 1, 0
+//! or random (ISA: a32, t32, mixed). `tc2` puts PTMs and ETMv3s in one
+//! buffer.
 //! DIR gets a complete snapshot (snapshot.ini, device files, trace.ini, the
 //! buffer, the memory image) and `truth.txt`: the executed instruction
 //! ranges (or software messages) in order, one a line.
@@ -19,13 +22,11 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use coresight_decode::generator::etmv4::{self, Choice, Etmv4Options, OPTION_NAMES};
+use coresight_decode::generator::etmv4::{self, Etmv4Options};
 use coresight_decode::generator::{generate, BufferLayout, GenOptions, GenProtocol};
 
 fn usage() -> &'static str {
-    "usage: trc_gen -protocol etmv4|etmv4m|stm|itm -seed N -out DIR [-length N] [-unformatted]\n\
-     \x20                [-etmv4-on LIST] [-etmv4-off LIST] [-etmv4-rs-implied]\n\
-     \x20                (LIST: all or cc,ts,rs,bb,exc,ctxt,match,f45)\n"
+    "usage: trc_gen -protocol etmv4|etmv4m|stm|itm|ptm|etmv3|tc2 -seed N -out DIR [-length N] [-unformatted] [-opt NAME=VALUE]...\n"
 }
 
 fn main() -> ExitCode {
@@ -40,7 +41,7 @@ fn main() -> ExitCode {
             "-protocol" => match val(i).as_deref().and_then(GenProtocol::from_name) {
                 Some(p) => opts.protocol = p,
                 None => {
-                    eprintln!("trc_gen: -protocol needs one of: etmv4, etmv4m, stm, itm");
+                    eprintln!("trc_gen: -protocol needs one of: etmv4, etmv4m, stm, itm, ptm, etmv3, tc2");
                     return ExitCode::from(2);
                 }
             },
@@ -59,26 +60,17 @@ fn main() -> ExitCode {
                 }
             },
             "-out" => out = val(i).map(PathBuf::from),
-            flag @ ("-etmv4-on" | "-etmv4-off") => {
-                let c = if flag == "-etmv4-on" { Choice::On } else { Choice::Off };
-                let Some(list) = val(i) else {
-                    eprintln!("trc_gen: {flag} needs a list of options");
-                    return ExitCode::from(2);
+            "-opt" => {
+                let v = val(i).unwrap_or_default();
+                let (name, value) = v.split_once('=').unwrap_or((&v, "1"));
+                let set = match opts.protocol {
+                    GenProtocol::Etmv4 | GenProtocol::Etmv4M => etmv4_opts.set_value(name, value),
+                    _ => opts.protocol.set_option(name, value),
                 };
-                for name in list.split(',').filter(|n| !n.is_empty()) {
-                    let names: &[&str] = if name == "all" { OPTION_NAMES } else { std::slice::from_ref(&name) };
-                    for n in names {
-                        if !etmv4_opts.set(n, c) {
-                            eprintln!("trc_gen: unknown ETMv4 option {n} (one of: all, {})", OPTION_NAMES.join(", "));
-                            return ExitCode::from(2);
-                        }
-                    }
+                if let Err(e) = set {
+                    eprintln!("trc_gen: -opt {v}: {e} (give -protocol first)");
+                    return ExitCode::from(2);
                 }
-            }
-            "-etmv4-rs-implied" => {
-                etmv4_opts.implied_target_with_rs = true;
-                i += 1;
-                continue;
             }
             "-unformatted" => {
                 opts.layout = BufferLayout::Unformatted;

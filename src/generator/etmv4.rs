@@ -129,6 +129,24 @@ impl Etmv4Options {
         }
     }
 
+    /// Sets option `name` from a `-opt` value: 1, 0 or random (`all` sets
+    /// every option; `rs_implied` takes 1 or 0).
+    pub fn set_value(&mut self, name: &str, value: &str) -> Result<(), String> {
+        let c = match value.to_ascii_lowercase().as_str() {
+            "1" | "on" | "yes" | "true" | "" => Choice::On,
+            "0" | "off" | "no" | "false" => Choice::Off,
+            "random" | "rand" | "any" => Choice::Random,
+            v => return Err(format!("bad value `{v}` (want 1, 0 or random)")),
+        };
+        match name {
+            "all" => *self = Etmv4Options { implied_target_with_rs: self.implied_target_with_rs, ..Etmv4Options::all(c) },
+            "rs_implied" => self.implied_target_with_rs = c == Choice::On,
+            n if self.set(n, c) => {}
+            n => return Err(format!("unknown option `{n}` (ETMv4: all, {}, rs_implied)", OPTION_NAMES.join(", "))),
+        }
+        Ok(())
+    }
+
     /// This with option `name` set to `c`.
     pub fn with(mut self, name: &str, c: Choice) -> Self {
         assert!(self.set(name, c), "unknown ETMv4 option {name}");

@@ -7,11 +7,14 @@
 //! buffer, the memory image) together with the truth: the executed
 //! instruction ranges, or the software messages, in order.
 
+pub mod a32t32;
 pub mod a64;
 pub mod check;
+pub mod etmv3;
 pub mod etmv4;
 pub mod flow;
 pub mod itm;
+pub mod ptm;
 pub mod stm;
 pub mod t32m;
 
@@ -60,6 +63,13 @@ pub enum GenProtocol {
     Etmv4M,
     Stm,
     Itm,
+    /// PTM (Cortex-A15 / A9) on A32/T32 code, with its options.
+    Ptm(ptm::PtmGenOptions),
+    /// ETMv3 (Cortex-A7) on A32/T32 code, with its options.
+    Etmv3(etmv3::Etmv3GenOptions),
+    /// PTMs and ETMv3s on their own trace IDs in one formatted buffer,
+    /// like a TC2 (options random).
+    Tc2,
 }
 
 impl GenProtocol {
@@ -69,6 +79,9 @@ impl GenProtocol {
             "etmv4m" | "etm4m" | "etmv4-m" => Some(GenProtocol::Etmv4M),
             "stm" => Some(GenProtocol::Stm),
             "itm" => Some(GenProtocol::Itm),
+            "ptm" | "pft" => Some(GenProtocol::Ptm(Default::default())),
+            "etmv3" | "etm3" => Some(GenProtocol::Etmv3(Default::default())),
+            "tc2" | "ptm+etmv3" => Some(GenProtocol::Tc2),
             _ => None,
         }
     }
@@ -78,6 +91,17 @@ impl GenProtocol {
             GenProtocol::Etmv4M => "etmv4m",
             GenProtocol::Stm => "stm",
             GenProtocol::Itm => "itm",
+            GenProtocol::Ptm(_) => "ptm",
+            GenProtocol::Etmv3(_) => "etmv3",
+            GenProtocol::Tc2 => "tc2",
+        }
+    }
+    /// Sets a protocol option by name (`retstack=1`, `isa=t32`...).
+    pub fn set_option(&mut self, name: &str, value: &str) -> Result<(), String> {
+        match self {
+            GenProtocol::Ptm(o) => o.set(name, value),
+            GenProtocol::Etmv3(o) => o.set(name, value),
+            p => Err(format!("{} has no options", p.name())),
         }
     }
 }
@@ -241,6 +265,9 @@ pub fn generate(opts: &GenOptions) -> Generated {
         GenProtocol::Etmv4 | GenProtocol::Etmv4M => etmv4::generate(opts),
         GenProtocol::Stm => stm::generate(opts),
         GenProtocol::Itm => itm::generate(opts),
+        GenProtocol::Ptm(o) => ptm::generate(opts, &o),
+        GenProtocol::Etmv3(o) => etmv3::generate(opts, &o),
+        GenProtocol::Tc2 => etmv3::generate_multi(opts),
     }
 }
 
