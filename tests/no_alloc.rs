@@ -65,7 +65,14 @@ fn decode_allocations(protocol: GenProtocol, length: usize, dir: &str) -> usize 
 
 #[test]
 fn decoding_more_trace_makes_no_more_allocations() {
-    for (p, name) in [(GenProtocol::Etmv4, "etmv4"), (GenProtocol::Stm, "stm"), (GenProtocol::Itm, "itm")] {
+    let protocols = [
+        (GenProtocol::Etmv4, "etmv4"),
+        (GenProtocol::Stm, "stm"),
+        (GenProtocol::Itm, "itm"),
+        (GenProtocol::Ptm(Default::default()), "ptm"),
+        (GenProtocol::Etmv3(Default::default()), "etmv3"),
+    ];
+    for (p, name) in protocols {
         // Warm-up (caches filling, stacks reaching their depth) allocates a
         // little; ten times more trace after that must allocate nothing.
         let long = decode_allocations(p, 3000, &format!("noalloc_{name}_long"));
