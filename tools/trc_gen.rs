@@ -4,12 +4,17 @@
 //! ```text
 //! trc_gen -protocol etmv4 -seed 7 -out DIR [-length N] [-unformatted]
 //! trc_gen -protocol ptm -opt retstack=1 -opt isa=t32 -seed 7 -out DIR
+//! trc_gen -protocol etmv4m -opt all=1 -opt bb=0 -seed 7 -out DIR
 //! ```
 //! `-opt NAME=VALUE` sets a protocol option (PTM: isa, retstack,
 //! bbroadcast, cycleacc, timestamps, ctxid, exceptions, filter, pft10;
 //! ETMv3: isa, cycleacc, timestamps, ctxid, exceptions, aborts, filter,
-//! altbranch); values 1, 0 or random (ISA: a32, t32, mixed). `tc2` puts
-//! PTMs and ETMv3s in one buffer.
+//! altbranch; ETMv4 (`etmv4`, and `etmv4m` for an M-profile core): cc, ts,
+//! rs, bb, exc, ctxt, match, f45, all, and rs_implied (off unless set: an
+//! exception at an indirect branch's target implies that target with the
+//! return stack on, valid trace OpenCSD 1.8.0 mis-decodes)); values 1, 0
+//! or random (ISA: a32, t32, mixed). `tc2` puts PTMs and ETMv3s in one
+//! buffer.
 //! DIR gets a complete snapshot (snapshot.ini, device files, trace.ini, the
 //! buffer, the memory image) and `truth.txt`: the executed instruction
 //! ranges (or software messages) in order, one a line.
@@ -17,15 +22,17 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use coresight_decode::generator::etmv4::{self, Etmv4Options};
 use coresight_decode::generator::{generate, BufferLayout, GenOptions, GenProtocol};
 
 fn usage() -> &'static str {
-    "usage: trc_gen -protocol etmv4|stm|itm|ptm|etmv3|tc2 -seed N -out DIR [-length N] [-unformatted] [-opt NAME=VALUE]...\n"
+    "usage: trc_gen -protocol etmv4|etmv4m|stm|itm|ptm|etmv3|tc2 -seed N -out DIR [-length N] [-unformatted] [-opt NAME=VALUE]...\n"
 }
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut opts = GenOptions::default();
+    let mut etmv4_opts = Etmv4Options::default();
     let mut out: Option<PathBuf> = None;
     let mut i = 0;
     while i < args.len() {
@@ -34,7 +41,7 @@ fn main() -> ExitCode {
             "-protocol" => match val(i).as_deref().and_then(GenProtocol::from_name) {
                 Some(p) => opts.protocol = p,
                 None => {
-                    eprintln!("trc_gen: -protocol needs one of: etmv4, stm, itm, ptm, etmv3, tc2");
+                    eprintln!("trc_gen: -protocol needs one of: etmv4, etmv4m, stm, itm, ptm, etmv3, tc2");
                     return ExitCode::from(2);
                 }
             },
@@ -56,7 +63,11 @@ fn main() -> ExitCode {
             "-opt" => {
                 let v = val(i).unwrap_or_default();
                 let (name, value) = v.split_once('=').unwrap_or((&v, "1"));
-                if let Err(e) = opts.protocol.set_option(name, value) {
+                let set = match opts.protocol {
+                    GenProtocol::Etmv4 | GenProtocol::Etmv4M => etmv4_opts.set_value(name, value),
+                    _ => opts.protocol.set_option(name, value),
+                };
+                if let Err(e) = set {
                     eprintln!("trc_gen: -opt {v}: {e} (give -protocol first)");
                     return ExitCode::from(2);
                 }
@@ -81,7 +92,10 @@ fn main() -> ExitCode {
         eprint!("trc_gen: -out DIR is required\n{}", usage());
         return ExitCode::from(2);
     };
-    let g = generate(&opts);
+    let g = match opts.protocol {
+        GenProtocol::Etmv4 | GenProtocol::Etmv4M => etmv4::generate_with(&opts, &etmv4_opts),
+        _ => generate(&opts),
+    };
     if let Err(e) = g.spec.write_to(&dir) {
         eprintln!("trc_gen: {e}");
         return ExitCode::FAILURE;
@@ -91,6 +105,6 @@ fn main() -> ExitCode {
         eprintln!("trc_gen: {}: {e}", truth.display());
         return ExitCode::FAILURE;
     }
-    println!("{}: {} {} items of truth", dir.display(), g.truth.len(), opts.protocol.name());
+    println!("{}: {} {} items of truth ({})", dir.display(), g.truth.len(), opts.protocol.name(), g.spec.description);
     ExitCode::SUCCESS
 }

@@ -6,7 +6,7 @@
 //! Every branch target is the start of a block, so each executed stretch of
 //! code is a whole block and a walk is a list of block visits.
 
-use super::Rng;
+use super::{flow, Rng};
 
 /// How a block ends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -204,6 +204,143 @@ pub fn walk(rng: &mut Rng, prog: &Program, steps: usize) -> Vec<Step> {
         cur = next;
     }
     out
+}
+
+/// A64 opcode of a straight-line instruction of `kind`.
+fn flow_body_instr(rng: &mut Rng, kind: flow::Kind) -> u32 {
+    match kind {
+        flow::Kind::Svc => 0xd400_0001 | (rng.below(0x1_0000) as u32) << 5,
+        flow::Kind::Mem => {
+            let w = body_instr(rng);
+            // Keep drawing until it is a load or a store.
+            if w & 0xff00_0000 == 0xf900_0000 || w & 0xff00_0000 == 0xf800_0000 {
+                w
+            } else {
+                let (t, n, imm) = (rng.below(29) as u32, rng.below(29) as u32, rng.below(512) as u32);
+                if rng.chance(1, 2) { 0xf940_0000 | imm << 10 | n << 5 | t } else { 0xf900_0000 | imm << 10 | n << 5 | t }
+            }
+        }
+        flow::Kind::Plain => loop {
+            let w = body_instr(rng);
+            if w & 0xff00_0000 != 0xf900_0000 {
+                break w;
+            }
+        },
+    }
+}
+
+fn flow_term_instr(rng: &mut Rng, pc: u64, term: flow::Term, addr_of: impl Fn(usize) -> u64) -> u32 {
+    use flow::Term as F;
+    let t = match term {
+        F::B(t) => Term::B(t),
+        F::Bl(t) => Term::Bl(t),
+        F::Cond(t) => Term::Cond(t),
+        F::Br => Term::Br,
+        F::Blr => Term::Blr,
+        F::Ret => Term::Ret,
+        F::ExcRet => return 0xd69f_03e0, // ERET
+    };
+    term_instr(rng, pc, t, addr_of)
+}
+
+/// Builds the A64 code of `blocks` (addresses already laid out).
+fn flow_encode(rng: &mut Rng, blocks: &[flow::Block], range: std::ops::Range<usize>, words: &[Vec<u32>]) -> Vec<u8> {
+    let mut code = Vec::new();
+    for (b, body) in blocks[range].iter().zip(words) {
+        for w in body {
+            code.extend(w.to_le_bytes());
+        }
+        let w = flow_term_instr(rng, b.term_addr(), b.term, |t| blocks[t].addr);
+        code.extend(w.to_le_bytes());
+    }
+    code
+}
+
+/// A random A64 program for [`flow::walk`]: about `n_blocks` main blocks
+/// at `base` and, with `handler_base`, exception handlers there (blocks
+/// branching forwards only and ending in ERET). `svc`: the main program
+/// makes supervisor calls now and then.
+pub fn flow_program(rng: &mut Rng, base: u64, n_blocks: usize, handler_base: Option<u64>, svc: bool) -> flow::Program {
+    use flow::{Block as FBlock, Instr, Kind, Term as F};
+    let n = n_blocks.max(2);
+    let mut blocks: Vec<FBlock> = Vec::new();
+    let mut words: Vec<Vec<u32>> = Vec::new();
+    let body_of = |rng: &mut Rng, len: usize, svc: bool| {
+        let mut body = Vec::with_capacity(len);
+        let mut w = Vec::with_capacity(len);
+        for _ in 0..len {
+            let kind = match rng.below(40) {
+                0 if svc => Kind::Svc,
+                0..=9 => Kind::Mem,
+                _ => Kind::Plain,
+            };
+            body.push(Instr { size: 4, kind });
+            w.push(flow_body_instr(rng, kind));
+        }
+        (body, w)
+    };
+    let mut addr = base;
+    for i in 0..n {
+        let target = rng.below(n as u64) as usize;
+        let term = if i == n - 1 {
+            if rng.chance(1, 2) { F::B(0) } else { F::Br }
+        } else {
+            match rng.below(20) {
+                0..=5 => F::Cond(target),
+                6..=8 => F::B(target),
+                9..=11 => F::Bl(target),
+                12..=13 => F::Br,
+                14..=15 => F::Blr,
+                _ => F::Ret,
+            }
+        };
+        let len = rng.below(8) as usize;
+        let (body, w) = body_of(rng, len, svc);
+        let b = FBlock { addr, body, term, term_size: 4 };
+        addr = b.end();
+        blocks.push(b);
+        words.push(w);
+    }
+    let main = 0..n;
+    let mut handlers = n..n;
+    let mut entries = Vec::new();
+    if let Some(hbase) = handler_base {
+        let m = 3 + rng.below(6) as usize;
+        let mut addr = hbase;
+        for i in 0..m {
+            let g = n + i;
+            let fwd = g + 1 + rng.below((m - i).max(1) as u64) as usize;
+            let term = if i == m - 1 {
+                F::ExcRet
+            } else {
+                match rng.below(10) {
+                    0..=4 => F::Cond(fwd.min(n + m - 1)),
+                    5..=6 => F::B(fwd.min(n + m - 1)),
+                    7 => F::Br,
+                    _ => F::ExcRet,
+                }
+            };
+            let len = rng.below(6) as usize;
+            let (body, w) = body_of(rng, len, false);
+            let b = FBlock { addr, body, term, term_size: 4 };
+            addr = b.end();
+            blocks.push(b);
+            words.push(w);
+        }
+        handlers = n..n + m;
+        entries.push(n);
+        for g in n + 1..n + m {
+            if rng.chance(1, 3) {
+                entries.push(g);
+            }
+        }
+    }
+    let mut images = vec![(base, flow_encode(rng, &blocks, main.clone(), &words[main.clone()]))];
+    if !handlers.is_empty() {
+        let code = flow_encode(rng, &blocks, handlers.clone(), &words[handlers.clone()]);
+        images.push((blocks[handlers.start].addr, code));
+    }
+    flow::Program { blocks, main, handlers, entries, images }
 }
 
 #[cfg(test)]

@@ -12,12 +12,15 @@ pub mod a64;
 pub mod check;
 pub mod etmv3;
 pub mod etmv4;
+pub mod flow;
 pub mod itm;
 pub mod ptm;
 pub mod stm;
+pub mod t32m;
 
 use std::fmt::{self, Write as _};
 
+use crate::arch::SecurityState;
 use crate::elem::{ElemType, ItmPktKind, TraceElement};
 use crate::formatter::{FormatterConfig, FrameFormatter};
 use crate::snapshot_writer::SnapshotSpec;
@@ -56,6 +59,8 @@ impl Rng {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GenProtocol {
     Etmv4,
+    /// ETMv4 on an M-profile core (Armv8-M / Armv8.1-M, T32 only).
+    Etmv4M,
     Stm,
     Itm,
     /// PTM (Cortex-A15 / A9) on A32/T32 code, with its options.
@@ -71,6 +76,7 @@ impl GenProtocol {
     pub fn from_name(s: &str) -> Option<GenProtocol> {
         match s.to_ascii_lowercase().as_str() {
             "etmv4" | "etm4" | "etmv4i" => Some(GenProtocol::Etmv4),
+            "etmv4m" | "etm4m" | "etmv4-m" => Some(GenProtocol::Etmv4M),
             "stm" => Some(GenProtocol::Stm),
             "itm" => Some(GenProtocol::Itm),
             "ptm" | "pft" => Some(GenProtocol::Ptm(Default::default())),
@@ -82,6 +88,7 @@ impl GenProtocol {
     pub fn name(self) -> &'static str {
         match self {
             GenProtocol::Etmv4 => "etmv4",
+            GenProtocol::Etmv4M => "etmv4m",
             GenProtocol::Stm => "stm",
             GenProtocol::Itm => "itm",
             GenProtocol::Ptm(_) => "ptm",
@@ -132,6 +139,16 @@ pub enum Truth {
     Range { start: u64, end: u64, count: u32, exec: bool },
     /// A software message.
     Message { master: u16, channel: u16, bits: u8, payload: u64, marker: bool, timestamp: Option<u64> },
+    /// An exception: its number and preferred return address.
+    Exception { number: u32, ret_addr: u64 },
+    /// An exception return, where the protocol marks one.
+    ExceptionReturn,
+    /// The PE context changes (or is restated).
+    Context { el: u8, secure: bool, aarch64: bool, ctxt_id: Option<u32>, vmid: Option<u32> },
+    /// A cycle count.
+    CycleCount(u32),
+    /// A timestamp, with the cycle count it carries.
+    Timestamp { ts: u64, cc: Option<u32> },
 }
 
 impl fmt::Display for Truth {
@@ -150,11 +167,38 @@ impl fmt::Display for Truth {
                 }
                 Ok(())
             }
+            Truth::Exception { number, ret_addr } => write!(f, "exception {number:#x} ret 0x{ret_addr:x}"),
+            Truth::ExceptionReturn => f.write_str("exception return"),
+            Truth::Context { el, secure, aarch64, ctxt_id, vmid } => {
+                write!(f, "context EL{el} {} {}", if secure { "S" } else { "NS" }, if aarch64 { "64" } else { "32" })?;
+                if let Some(c) = ctxt_id {
+                    write!(f, " cid={c:#x}")?;
+                }
+                if let Some(v) = vmid {
+                    write!(f, " vmid={v:#x}")?;
+                }
+                Ok(())
+            }
+            Truth::CycleCount(cc) => write!(f, "cc {cc}"),
+            Truth::Timestamp { ts, cc } => {
+                write!(f, "ts 0x{ts:x}")?;
+                if let Some(cc) = cc {
+                    write!(f, " cc={cc}")?;
+                }
+                Ok(())
+            }
         }
     }
 }
 
 impl Truth {
+    /// Items beyond instruction ranges and messages: exceptions, contexts,
+    /// cycle counts and timestamps. They are compared only for truths
+    /// that contain some (generators that model them).
+    pub fn is_detail(&self) -> bool {
+        !matches!(self, Truth::Range { .. } | Truth::Message { .. })
+    }
+
     /// The truth item a decoded element stands for, if any.
     pub fn from_element(e: &TraceElement) -> Option<Truth> {
         match e.elem_type {
@@ -181,6 +225,17 @@ impl Truth {
                 marker: false,
                 timestamp: None,
             }),
+            ElemType::Exception => Some(Truth::Exception { number: e.exception_number, ret_addr: e.en_addr }),
+            ElemType::ExceptionRet => Some(Truth::ExceptionReturn),
+            ElemType::PeContext => Some(Truth::Context {
+                el: e.context.exception_level.number().unwrap_or(0xff),
+                secure: e.context.security == SecurityState::Secure,
+                aarch64: e.context.bits64,
+                ctxt_id: e.context.ctxt_id_valid.then_some(e.context.context_id),
+                vmid: e.context.vmid_valid.then_some(e.context.vmid),
+            }),
+            ElemType::CycleCount => Some(Truth::CycleCount(e.cycle_count)),
+            ElemType::Timestamp => Some(Truth::Timestamp { ts: e.timestamp, cc: e.has_cc.then_some(e.cycle_count) }),
             _ => None,
         }
     }
@@ -203,10 +258,11 @@ impl Generated {
     }
 }
 
-/// Generates a snapshot.
+/// Generates a snapshot (ETMv4 options chosen from the seed: see
+/// [`etmv4::generate_with`] to choose them).
 pub fn generate(opts: &GenOptions) -> Generated {
     match opts.protocol {
-        GenProtocol::Etmv4 => etmv4::generate(opts),
+        GenProtocol::Etmv4 | GenProtocol::Etmv4M => etmv4::generate(opts),
         GenProtocol::Stm => stm::generate(opts),
         GenProtocol::Itm => itm::generate(opts),
         GenProtocol::Ptm(o) => ptm::generate(opts, &o),

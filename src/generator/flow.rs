@@ -1,0 +1,315 @@
+//! Programs of basic blocks in any instruction set, and walks through
+//! them that take exceptions and change context as a real PE would.
+//!
+//! A [`Program`] is a main program (blocks laid out back to back, each a
+//! few straight-line instructions ending in a branch) and, optionally,
+//! exception handlers: a second run of blocks whose branches only go
+//! forwards and whose last block is an exception return, so every handler
+//! returns. Instruction-set builders (`a64`, `t32m`) lay out and encode
+//! the blocks; this module only needs their addresses, sizes and kinds.
+//!
+//! [`walk`] executes a program at random and records what a trace unit
+//! sees as a list of [`Seg`]ments: a run of instructions from an address,
+//! ending at a waypoint (a branch, taken or not) or at an exception taken
+//! before some instruction. The walk keeps a call stack (returns go back to
+//! their callers), an exception stack (exception returns resume where the
+//! exception was taken, or after a trapped instruction), and the PE context
+//! (exception level, security state, context ID, VMID).
+
+use super::Rng;
+
+/// How a block ends. Targets are indices into [`Program::blocks`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Term {
+    /// Unconditional direct branch.
+    B(usize),
+    /// Direct call; returns to the next block.
+    Bl(usize),
+    /// Conditional direct branch, else fall through.
+    Cond(usize),
+    /// Indirect branch through a register.
+    Br,
+    /// Indirect call through a register.
+    Blr,
+    /// Function return.
+    Ret,
+    /// Exception return (A64 ERET; M-profile BX LR / POP {pc} with an
+    /// EXC_RETURN value).
+    ExcRet,
+}
+
+impl Term {
+    pub fn is_indirect(self) -> bool {
+        matches!(self, Term::Br | Term::Blr | Term::Ret | Term::ExcRet)
+    }
+    pub fn is_link(self) -> bool {
+        matches!(self, Term::Bl(_) | Term::Blr)
+    }
+}
+
+/// What a straight-line instruction is, as far as exceptions care.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Plain,
+    /// Supervisor call: always takes a Call exception after it executes.
+    Svc,
+    /// Load or store: may take a data fault before it executes.
+    Mem,
+}
+
+/// One straight-line instruction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Instr {
+    pub size: u8,
+    pub kind: Kind,
+}
+
+/// One basic block.
+#[derive(Clone, Debug)]
+pub struct Block {
+    pub addr: u64,
+    pub body: Vec<Instr>,
+    pub term: Term,
+    pub term_size: u8,
+}
+
+impl Block {
+    /// Address of instruction `i` (`body.len()` is the terminator).
+    pub fn instr_addr(&self, i: usize) -> u64 {
+        self.addr + self.body[..i].iter().map(|x| x.size as u64).sum::<u64>()
+    }
+    pub fn term_addr(&self) -> u64 {
+        self.instr_addr(self.body.len())
+    }
+    /// Address after the block.
+    pub fn end(&self) -> u64 {
+        self.term_addr() + self.term_size as u64
+    }
+    /// Size of instruction `i`.
+    pub fn size_of(&self, i: usize) -> u8 {
+        if i < self.body.len() { self.body[i].size } else { self.term_size }
+    }
+}
+
+/// A program and its code.
+#[derive(Clone, Debug)]
+pub struct Program {
+    pub blocks: Vec<Block>,
+    /// Blocks of the main program (contiguous, the last never falls through).
+    pub main: std::ops::Range<usize>,
+    /// Exception handler blocks (contiguous, forward branches only, the
+    /// last an exception return); may be empty.
+    pub handlers: std::ops::Range<usize>,
+    /// Handler blocks exceptions enter at.
+    pub entries: Vec<usize>,
+    /// Code images: (address, bytes).
+    pub images: Vec<(u64, Vec<u8>)>,
+}
+
+/// PE context as the trace shows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Ctx {
+    pub el: u8,
+    pub secure: bool,
+    pub aarch64: bool,
+    pub cid: u32,
+    pub vmid: u32,
+}
+
+/// Exception causes the walk can produce.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cause {
+    Irq,
+    Fiq,
+    /// After an SVC.
+    Call,
+    /// Before a load or store, which runs again after the handler.
+    DataFault,
+    /// Before an instruction, which the handler emulates and skips.
+    Trap,
+}
+
+/// How a segment ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum End {
+    /// The last instruction is a waypoint: a branch, taken or not;
+    /// execution continues at `next`.
+    Branch { taken: bool, term: Term, next: u64 },
+    /// An exception is taken before the instruction at the segment's end
+    /// (the preferred return address). `entry` is the handler block.
+    Exception { cause: Cause, entry: usize },
+}
+
+/// A run of instructions from `start` up to (not including) `end`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Seg {
+    pub start: u64,
+    pub end: u64,
+    pub count: u32,
+    /// Context the instructions ran in.
+    pub ctx: Ctx,
+    pub how: End,
+}
+
+/// What the walk may do.
+#[derive(Clone, Copy, Debug)]
+pub struct WalkCfg {
+    pub exceptions: bool,
+    /// Exception levels, security states, context IDs and VMIDs change.
+    pub ctx_changes: bool,
+    /// M-profile: no exception levels above 1, no context ID or VMID.
+    pub m_profile: bool,
+    /// Deepest exception nesting.
+    pub max_depth: usize,
+    /// Context the main program starts in.
+    pub start_ctx: Ctx,
+}
+
+/// Where execution is: block and instruction index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Pc {
+    block: usize,
+    index: usize,
+}
+
+/// Walks about `steps` segments through `prog` from its first block.
+pub fn walk(rng: &mut Rng, prog: &Program, cfg: &WalkCfg, steps: usize) -> Vec<Seg> {
+    let mut out = Vec::with_capacity(steps);
+    let mut calls: Vec<usize> = Vec::new();
+    let mut excs: Vec<(Pc, Ctx)> = Vec::new();
+    let mut ctx = cfg.start_ctx;
+    let mut pc = Pc { block: prog.main.start, index: 0 };
+    let can_except = cfg.exceptions && !prog.handlers.is_empty();
+    let main_block = |rng: &mut Rng| prog.main.start + rng.below(prog.main.len() as u64) as usize;
+    while out.len() < steps {
+        let b = &prog.blocks[pc.block];
+        let last = b.body.len();
+        let start = b.instr_addr(pc.index);
+        // The first exception this run reaches, if any: (boundary, cause, resume index).
+        let mut exc: Option<(usize, Cause, usize)> = None;
+        let mut consider = |k: usize, cause: Cause, resume: usize| {
+            if exc.is_none_or(|(e, _, _)| k < e) {
+                exc = Some((k, cause, resume));
+            }
+        };
+        if can_except && excs.len() < cfg.max_depth {
+            for (j, ins) in b.body.iter().enumerate().skip(pc.index) {
+                match ins.kind {
+                    Kind::Svc => {
+                        consider(j + 1, Cause::Call, j + 1);
+                        break;
+                    }
+                    Kind::Mem if rng.chance(1, 12) => consider(j, Cause::DataFault, j),
+                    Kind::Plain if rng.chance(1, 40) => consider(j, Cause::Trap, j + 1),
+                    _ => {}
+                }
+            }
+            if rng.chance(1, 10) {
+                let k = pc.index + rng.below((last - pc.index + 1) as u64) as usize;
+                consider(k, if rng.chance(1, 4) { Cause::Fiq } else { Cause::Irq }, k);
+            }
+        }
+        if let Some((k, cause, resume)) = exc {
+            let entry = prog.entries[rng.below(prog.entries.len() as u64) as usize];
+            out.push(Seg { start, end: b.instr_addr(k), count: (k - pc.index) as u32, ctx, how: End::Exception { cause, entry } });
+            excs.push((Pc { block: pc.block, index: resume }, ctx));
+            if cfg.ctx_changes {
+                ctx = handler_ctx(rng, cfg, ctx, cause);
+            }
+            pc = Pc { block: entry, index: 0 };
+            continue;
+        }
+
+        // Run to the terminator. An exception return or a context switch
+        // changes the context after it: the segment ran in this one.
+        let run_ctx = ctx;
+        let in_handler = prog.handlers.contains(&pc.block);
+        let fall = pc.block + 1;
+        let (taken, to) = match b.term {
+            Term::B(t) => (true, Pc { block: t, index: 0 }),
+            Term::Cond(t) => {
+                if rng.chance(1, 2) {
+                    (true, Pc { block: t, index: 0 })
+                } else {
+                    (false, Pc { block: fall, index: 0 })
+                }
+            }
+            Term::Bl(t) => {
+                if calls.len() < 64 {
+                    calls.push(fall);
+                }
+                (true, Pc { block: t, index: 0 })
+            }
+            Term::Blr => {
+                if calls.len() < 64 {
+                    calls.push(fall);
+                }
+                (true, Pc { block: main_block(rng), index: 0 })
+            }
+            Term::Br => {
+                let t = if in_handler {
+                    // Forward only, so handlers always reach their return.
+                    fall + rng.below((prog.handlers.end - fall) as u64) as usize
+                } else {
+                    main_block(rng)
+                };
+                (true, Pc { block: t, index: 0 })
+            }
+            Term::Ret => {
+                let t = calls.pop().unwrap_or_else(|| main_block(rng));
+                (true, Pc { block: t, index: 0 })
+            }
+            Term::ExcRet => match excs.pop() {
+                Some((resume, saved)) => {
+                    ctx = saved;
+                    if cfg.ctx_changes && !cfg.m_profile && rng.chance(1, 4) {
+                        // Return to another process.
+                        ctx.cid = rng.next_u64() as u32;
+                        if rng.chance(1, 3) {
+                            ctx.vmid = rng.next_u64() as u32;
+                        }
+                    }
+                    (true, resume)
+                }
+                None => (true, Pc { block: main_block(rng), index: 0 }),
+            },
+        };
+        if cfg.ctx_changes && !cfg.m_profile && b.term == Term::Br && !in_handler && ctx.el >= 1 && rng.chance(1, 6) {
+            // A context switch: the kernel branches into another process.
+            ctx.cid = rng.next_u64() as u32;
+        }
+        let next = prog.blocks[to.block].instr_addr(to.index);
+        out.push(Seg {
+            start,
+            end: b.end(),
+            count: (last + 1 - pc.index) as u32,
+            ctx: run_ctx,
+            how: End::Branch { taken, term: b.term, next },
+        });
+        pc = to;
+    }
+    out
+}
+
+/// Context of the handler for an exception taken from `from`.
+fn handler_ctx(rng: &mut Rng, cfg: &WalkCfg, from: Ctx, cause: Cause) -> Ctx {
+    let mut c = from;
+    if cfg.m_profile {
+        // Armv8-M: a handler may run in the other security state.
+        if rng.chance(1, 3) {
+            c.secure = !c.secure;
+        }
+        return c;
+    }
+    let lowest = from.el.max(1);
+    c.el = match cause {
+        Cause::Fiq => 3,
+        // SVC goes to EL1 (from EL0 or EL1); the main program makes them.
+        Cause::Call => lowest,
+        Cause::Trap => (lowest + rng.below(2) as u8).min(3),
+        _ => lowest + rng.below((4 - lowest) as u64) as u8,
+    }
+    .max(lowest);
+    c.secure = c.el == 3;
+    c
+}
