@@ -1,0 +1,91 @@
+//! Mutation fuzzing with fixed seeds: valid generated trace for every
+//! protocol, damaged (bits flipped, bytes changed, runs repeated or cut,
+//! truncated), then decoded. Errors and resynchronisation are expected;
+//! panics and hangs are not. `cargo test --release -- --ignored mutation`
+//! runs a longer soak.
+
+use std::time::{Duration, Instant};
+
+use coresight_decode::generator::check::decode;
+use coresight_decode::generator::{generate, BufferLayout, GenOptions, GenProtocol, Rng};
+
+fn protocols() -> Vec<(GenProtocol, &'static str)> {
+    vec![
+        (GenProtocol::Etmv4, "etmv4"),
+        (GenProtocol::Etmv4M, "etmv4m"),
+        (GenProtocol::Ptm(Default::default()), "ptm"),
+        (GenProtocol::Etmv3(Default::default()), "etmv3"),
+        (GenProtocol::Tc2, "tc2"),
+        (GenProtocol::Stm, "stm"),
+        (GenProtocol::Itm, "itm"),
+    ]
+}
+
+fn mutate(rng: &mut Rng, data: &mut Vec<u8>) {
+    if data.is_empty() {
+        return;
+    }
+    for _ in 0..1 + rng.below(6) {
+        let len = data.len() as u64;
+        let at = rng.below(len) as usize;
+        match rng.below(6) {
+            0 => data[at] ^= 1 << rng.below(8),
+            1 => data[at] = rng.next_u64() as u8,
+            2 => {
+                let n = (1 + rng.below(16) as usize).min(data.len() - at);
+                let run: Vec<u8> = data[at..at + n].to_vec();
+                data.splice(at..at, run);
+            }
+            3 => {
+                let n = (1 + rng.below(16) as usize).min(data.len() - at);
+                data.drain(at..at + n);
+            }
+            4 => data.truncate(at.max(1)),
+            _ => {
+                let b = [0x00, 0xff, 0x80, 0x7f][rng.below(4) as usize];
+                let n = (1 + rng.below(12) as usize).min(data.len() - at);
+                data[at..at + n].fill(b);
+            }
+        }
+        if data.is_empty() {
+            data.push(0);
+        }
+    }
+}
+
+fn run(seeds: std::ops::Range<u64>, budget: Duration) {
+    let start = Instant::now();
+    for seed in seeds {
+        for (protocol, name) in protocols() {
+            let layout = if seed % 2 == 0 { BufferLayout::Formatted } else { BufferLayout::Unformatted };
+            let mut g = generate(&GenOptions { seed, protocol, layout, length: 60 });
+            let mut rng = Rng::new(seed ^ 0xbad);
+            for b in &mut g.spec.buffers {
+                mutate(&mut rng, &mut b.data);
+                if layout == BufferLayout::Formatted {
+                    // Keep whole frames so the deformatter accepts the block.
+                    let n = b.data.len() / 16 * 16;
+                    b.data.truncate(n.max(16));
+                    b.data.resize(n.max(16), 0);
+                }
+            }
+            let t = Instant::now();
+            let _ = decode(&g);
+            assert!(t.elapsed() < Duration::from_secs(2), "{name} seed {seed}: decode took {:?}", t.elapsed());
+        }
+        if start.elapsed() > budget {
+            break;
+        }
+    }
+}
+
+#[test]
+fn damaged_trace_never_panics_or_hangs() {
+    run(0..60, Duration::from_secs(20));
+}
+
+#[test]
+#[ignore]
+fn mutation_soak() {
+    run(1000..21000, Duration::from_secs(600));
+}
