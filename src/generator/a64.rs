@@ -271,7 +271,7 @@ pub struct Armv9Extras {
     pub wfx: bool,
     /// Transactions (FEAT_TME): TSTART, TCOMMIT, TCANCEL.
     pub tme: bool,
-    /// TRCIT (FEAT_ITE).
+    /// TRCIT (FEAT_ITE), in the main program and handlers (as WFx).
     pub ite: bool,
 }
 
@@ -468,7 +468,7 @@ pub fn flow_program_ext(
                 }
             };
             let len = rng.below(6) as usize;
-            let (body, w) = body_of(rng, len, false, false);
+            let (body, w) = body_of(rng, len, false, extras);
             let b = FBlock { addr, body, term, term_size: 4 };
             addr = b.end();
             blocks.push(b);
