@@ -32,6 +32,10 @@
 //! project's ETE decoder (exact against OpenCSD on the ETE corpus) reports
 //! for correct trace; see `etmv4::TruthLog` for the order of elements that
 //! are not waypoints.
+//!
+//! Not generated: speculation (TRCIDR8.MAXSPEC is 0), source-address
+//! packets, Q elements, events, PE resets (OpenCSD's decoder has no case
+//! for them and resynchronises), exceptions inside transactions.
 
 use super::a64::{self, Armv9Extras};
 use super::etmv4::{Choice, Config, Encoder, EteConfig, Etmv4Options, Gen, Stats};

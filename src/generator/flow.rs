@@ -22,6 +22,8 @@
 //! walk follows with their nesting depth, failing now and then and
 //! resuming after the outer TSTART; and TRCIT instrumentation. Programs
 //! place transactions so that they are well formed (see [`tx_regions`]).
+//! No exception is taken inside a transaction (one would make it fail
+//! first), and transactions make no calls.
 
 use super::Rng;
 
