@@ -240,10 +240,19 @@ impl TraceElement {
         o.push('(');
         match self.elem_type {
             ElemType::InstrRange => {
-                write!(o, "exec range=0x{:x}:[0x{:x}] ", self.st_addr, self.en_addr)?;
-                write!(o, "num_i({}) ", self.num_instr_range)?;
-                write!(o, "last_sz({}) ", self.last_instr_sz)?;
-                write!(o, "(ISA={}) ", self.isa)?;
+                // The most frequent line of a decode listing: written
+                // without the formatting machinery.
+                o.push_str("exec range=0x");
+                push_hex(o, self.st_addr);
+                o.push_str(":[0x");
+                push_hex(o, self.en_addr);
+                o.push_str("] num_i(");
+                push_dec(o, self.num_instr_range as u64);
+                o.push_str(") last_sz(");
+                push_dec(o, self.last_instr_sz as u64);
+                o.push_str(") (ISA=");
+                o.push_str(self.isa.short_name());
+                o.push_str(") ");
                 o.push_str(if self.last_instr_exec { "E " } else { "N " });
                 o.push_str(match self.last_i_type {
                     InstrType::Other => "--- ",
@@ -430,6 +439,40 @@ impl TraceElement {
     }
 }
 
+/// Appends `v` in lower-case hex, without leading zeros.
+pub fn push_hex(out: &mut String, v: u64) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut buf = [0u8; 16];
+    let mut i = buf.len();
+    let mut v = v;
+    loop {
+        i -= 1;
+        buf[i] = DIGITS[(v & 0xf) as usize];
+        v >>= 4;
+        if v == 0 {
+            break;
+        }
+    }
+    // Hex digits are ASCII.
+    out.push_str(std::str::from_utf8(&buf[i..]).unwrap_or(""));
+}
+
+/// Appends `v` in decimal.
+pub fn push_dec(out: &mut String, v: u64) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    let mut v = v;
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    out.push_str(std::str::from_utf8(&buf[i..]).unwrap_or(""));
+}
+
 impl fmt::Display for TraceElement {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut s = String::with_capacity(96);
@@ -444,6 +487,17 @@ mod tests {
 
     fn text(e: &TraceElement) -> String {
         e.to_string()
+    }
+
+    #[test]
+    fn number_writers() {
+        for v in [0u64, 1, 9, 10, 0xf, 0x10, 0xdead_beef, u64::MAX] {
+            let (mut h, mut d) = (String::new(), String::new());
+            push_hex(&mut h, v);
+            push_dec(&mut d, v);
+            assert_eq!(h, format!("{v:x}"));
+            assert_eq!(d, format!("{v}"));
+        }
     }
 
     #[test]

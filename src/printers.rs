@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
-use crate::elem::TraceElement;
+use crate::elem::{push_dec, push_hex, TraceElement};
 use crate::interfaces::{PktDataIn, PktRawDataMon, RawFrameKind, TrcGenElemIn, TrcRawFrameIn};
 use crate::logger::{MsgLogger, Shared};
 
@@ -150,7 +150,11 @@ impl TrcGenElemIn for GenElemPrinter {
         self.count += 1;
         if !self.mute {
             self.line.clear();
-            let _ = write!(self.line, "Idx:{}; ID:{:x}; ", index, trace_id);
+            self.line.push_str("Idx:");
+            push_dec(&mut self.line, index);
+            self.line.push_str("; ID:");
+            push_hex(&mut self.line, trace_id as u64);
+            self.line.push_str("; ");
             elem.write_to(&mut self.line);
             self.line.push('\n');
             self.out.borrow_mut().log_msg(&self.line);
