@@ -158,6 +158,17 @@ fn soak() {
     round_trips(GenProtocol::Stm, 1000..4000, BufferLayout::Formatted);
     round_trips(GenProtocol::Itm, 1000..4000, BufferLayout::Unformatted);
     ptm_etmv3::soak();
+    ete_soak();
+}
+
+/// ETE in the soak: options from the seed, everything on, long traces.
+fn ete_soak() {
+    use coresight_decode::generator::ete::EteOptions;
+    ete::ete_round_trips(10_000..15_000, BufferLayout::Unformatted, EteOptions::default(), 150);
+    ete::ete_round_trips(15_000..17_000, BufferLayout::Formatted, EteOptions::default(), 150);
+    let all = EteOptions::all(Choice::On).with("bb", Choice::Off);
+    ete::ete_round_trips(17_000..18_000, BufferLayout::Unformatted, all, 300);
+    ete::ete_round_trips(18_000..18_300, BufferLayout::Unformatted, EteOptions::default(), 3000);
 }
 
 #[test]
@@ -317,3 +328,141 @@ mod ptm_etmv3 {
     }
 }
 
+
+/// ETE (Armv9) on A64 code: every option forced on in some seeds, both
+/// buffer layouts, several sessions decoded in turn (and once through the
+/// lister, end to end).
+mod ete {
+    use super::*;
+    use coresight_decode::generator::Truth;
+    use coresight_decode::generator::check::{decode_dir, truth_from_listing};
+    use coresight_decode::generator::ete::{self, EteOptions};
+    use coresight_decode::lister;
+    use coresight_decode::logger::{MsgLogger, shared};
+
+    pub(super) fn ete_round_trips(seeds: std::ops::Range<u64>, layout: BufferLayout, o: EteOptions, length: usize) {
+        for seed in seeds {
+            let opts = GenOptions { seed, protocol: GenProtocol::Ete(o), layout, length };
+            let g = ete::generate_with(&opts, &o);
+            if let Err(e) = check(&g) {
+                panic!("ete seed {seed} ({layout:?}, length {length}; {}): {e}", g.spec.description);
+            }
+        }
+    }
+
+    /// Seeds with ETE option `name` on (the others from the seed), half
+    /// of them formatted.
+    fn ete_option(name: &str, seeds: std::ops::Range<u64>) {
+        let on = EteOptions::default().with(name, Choice::On);
+        let mid = seeds.start + (seeds.end - seeds.start) / 2;
+        ete_round_trips(seeds.start..mid, BufferLayout::Unformatted, on, 150);
+        ete_round_trips(mid..seeds.end, BufferLayout::Formatted, on, 150);
+    }
+
+    #[test]
+    fn ete_unformatted() {
+        ete_round_trips(0..60, BufferLayout::Unformatted, EteOptions::default(), 150);
+    }
+
+    #[test]
+    fn ete_formatted() {
+        ete_round_trips(60..100, BufferLayout::Formatted, EteOptions::default(), 150);
+    }
+
+    #[test]
+    fn ete_everything_and_nothing() {
+        let all = EteOptions::all(Choice::On).with("bb", Choice::Off);
+        ete_round_trips(100..115, BufferLayout::Unformatted, all, 150);
+        ete_round_trips(115..125, BufferLayout::Formatted, all.with("bb", Choice::On).with("rs", Choice::Off), 150);
+        ete_round_trips(125..135, BufferLayout::Unformatted, EteOptions::all(Choice::Off), 150);
+    }
+
+    #[test]
+    fn ete_own_options() {
+        ete_option("tsmark", 200..210);
+        ete_option("tme", 210..222);
+        ete_option("ite", 222..230);
+        ete_option("rme", 230..240);
+        ete_option("wfx", 240..248);
+        ete_option("multi", 248..258);
+    }
+
+    #[test]
+    fn ete_kept_etmv4_options() {
+        ete_option("cc", 300..306);
+        ete_option("ts", 306..312);
+        ete_option("rs", 312..318);
+        ete_option("bb", 318..324);
+        ete_option("exc", 324..330);
+        ete_option("ctxt", 330..336);
+        ete_option("match", 336..342);
+        ete_option("f45", 342..348);
+    }
+
+    /// Transactions with the return stack, exceptions and every element
+    /// around them, in long traces.
+    #[test]
+    fn ete_transactions_in_long_traces() {
+        let o = EteOptions::default().with("tme", Choice::On).with("rs", Choice::On).with("bb", Choice::Off).with("exc", Choice::On);
+        ete_round_trips(400..406, BufferLayout::Unformatted, o, 1500);
+    }
+
+    #[test]
+    fn a_wrong_truth_is_reported_for_ete() {
+        let o = EteOptions::all(Choice::On).with("bb", Choice::Off).with("multi", Choice::Off);
+        let opts = GenOptions { seed: 5, protocol: GenProtocol::Ete(o), layout: BufferLayout::Unformatted, length: 80 };
+        let mut g = ete::generate_with(&opts, &o);
+        let i = g.truth.iter().position(|t| matches!(t, Truth::MemTrans(_) | Truth::Instrumentation { .. })).expect("an ETE element");
+        let want = g.truth.remove(i);
+        let err = check(&g).unwrap_err();
+        assert!(err.starts_with(&format!("item {i}: expected `")) && err.ends_with(&format!("decoded `{want}`")), "{err}");
+    }
+
+    /// Splits items at each session start: (session number, its items).
+    fn sessions(items: &[Truth]) -> Vec<(u32, Vec<Truth>)> {
+        let mut v: Vec<(u32, Vec<Truth>)> = Vec::new();
+        for t in items {
+            match t {
+                Truth::Session(n) => v.push((*n, Vec::new())),
+                t => v.last_mut().expect("items before the first session").1.push(t.clone()),
+            }
+        }
+        v
+    }
+
+    /// A generated multi-session snapshot written to disk, listed by the
+    /// lister with `-multi_session -decode`, decodes to its truth session
+    /// by session.
+    #[test]
+    fn ete_multi_session_end_to_end() {
+        for (seed, layout) in [(7u64, BufferLayout::Unformatted), (8, BufferLayout::Formatted)] {
+            let o = EteOptions::all(Choice::On).with("bb", Choice::Off).with("multi", Choice::On);
+            let opts = GenOptions { seed, protocol: GenProtocol::Ete(o), layout, length: 120 };
+            let g = ete::generate_with(&opts, &o);
+            assert!(g.spec.buffers.len() >= 2, "{}", g.spec.description);
+            let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("ete-multi-session-{seed}"));
+            let _ = std::fs::remove_dir_all(&dir);
+            g.spec.write_to(&dir).unwrap();
+            let out = shared(MsgLogger::capture());
+            let argv: Vec<String> = ["trc_pkt_lister", "-ss_dir", dir.to_str().unwrap(), "-decode", "-no_time_print", "-multi_session"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+            assert_eq!(lister::run(&argv, &|_| None, out.clone()), 0);
+            let text = out.borrow_mut().take_captured();
+            assert!(!text.contains("ERROR") && !text.contains("OCSD_ERR"), "{text}");
+            let want = sessions(&g.truth);
+            let got = sessions(&truth_from_listing(&text));
+            assert_eq!(want.len(), g.spec.buffers.len());
+            assert_eq!(got.iter().map(|s| s.0).collect::<Vec<_>>(), want.iter().map(|s| s.0).collect::<Vec<_>>());
+            for ((n, w), (_, h)) in want.iter().zip(&got) {
+                assert!(w.len() > 5, "session {n} has {} items", w.len());
+                if let Some(i) = (0..w.len().max(h.len())).find(|&i| w.get(i) != h.get(i)) {
+                    panic!("seed {seed} session {n} item {i}: expected {:?}, listed {:?}", w.get(i), h.get(i));
+                }
+            }
+            // The snapshot directory decodes the same way in memory.
+            assert_eq!(decode_dir(&dir).unwrap(), g.truth);
+        }
+    }
+}

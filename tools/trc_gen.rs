@@ -5,6 +5,7 @@
 //! trc_gen -protocol etmv4 -seed 7 -out DIR [-length N] [-unformatted]
 //! trc_gen -protocol ptm -opt retstack=1 -opt isa=t32 -seed 7 -out DIR
 //! trc_gen -protocol etmv4m -opt all=1 -opt bb=0 -seed 7 -out DIR
+//! trc_gen -protocol ete -opt tme=1 -opt sessions=3 -unformatted -seed 7 -out DIR
 //! ```
 //! `-opt NAME=VALUE` sets a protocol option (PTM: isa, retstack,
 //! bbroadcast, cycleacc, timestamps, ctxid, exceptions, filter, pft10;
@@ -12,12 +13,16 @@
 //! altbranch; ETMv4 (`etmv4`, and `etmv4m` for an M-profile core): cc, ts,
 //! rs, bb, exc, ctxt, match, f45, all, and rs_implied (off unless set: an
 //! exception at an indirect branch's target implies that target with the
-//! return stack on, valid trace OpenCSD 1.8.0 mis-decodes)); values 1, 0
-//! or random (ISA: a32, t32, mixed). `tc2` puts PTMs and ETMv3s in one
-//! buffer.
+//! return stack on, valid trace OpenCSD 1.8.0 mis-decodes)); ETE (`ete`,
+//! an Armv9 core): ETMv4's options and tsmark (timestamp markers), tme
+//! (transactions), ite (instrumentation), rme (Realm and Root states), wfx
+//! (WFI/WFE/WFIT/WFET as waypoints), multi (several sessions, decoded with
+//! `-multi_session`) or sessions=N, all; values 1, 0 or random (ISA: a32,
+//! t32, mixed). `tc2` puts PTMs and ETMv3s in one buffer.
 //! DIR gets a complete snapshot (snapshot.ini, device files, trace.ini, the
 //! buffer, the memory image) and `truth.txt`: the executed instruction
-//! ranges (or software messages) in order, one a line.
+//! ranges (or software messages) in order, one a line; with several
+//! sessions, each buffer's items follow a `session N` line.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -26,7 +31,7 @@ use coresight_decode::generator::etmv4::{self, Etmv4Options};
 use coresight_decode::generator::{generate, BufferLayout, GenOptions, GenProtocol};
 
 fn usage() -> &'static str {
-    "usage: trc_gen -protocol etmv4|etmv4m|stm|itm|ptm|etmv3|tc2 -seed N -out DIR [-length N] [-unformatted] [-opt NAME=VALUE]...\n"
+    "usage: trc_gen -protocol etmv4|etmv4m|ete|stm|itm|ptm|etmv3|tc2 -seed N -out DIR [-length N] [-unformatted] [-opt NAME=VALUE]...\n"
 }
 
 fn main() -> ExitCode {
@@ -41,7 +46,7 @@ fn main() -> ExitCode {
             "-protocol" => match val(i).as_deref().and_then(GenProtocol::from_name) {
                 Some(p) => opts.protocol = p,
                 None => {
-                    eprintln!("trc_gen: -protocol needs one of: etmv4, etmv4m, stm, itm, ptm, etmv3, tc2");
+                    eprintln!("trc_gen: -protocol needs one of: etmv4, etmv4m, ete, stm, itm, ptm, etmv3, tc2");
                     return ExitCode::from(2);
                 }
             },

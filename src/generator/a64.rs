@@ -220,7 +220,7 @@ fn flow_body_instr(rng: &mut Rng, kind: flow::Kind) -> u32 {
                 if rng.chance(1, 2) { 0xf940_0000 | imm << 10 | n << 5 | t } else { 0xf900_0000 | imm << 10 | n << 5 | t }
             }
         }
-        flow::Kind::Plain => loop {
+        _ => loop {
             let w = body_instr(rng);
             if w & 0xff00_0000 != 0xf900_0000 {
                 break w;
@@ -261,41 +261,188 @@ fn flow_encode(rng: &mut Rng, blocks: &[flow::Block], range: std::ops::Range<usi
 /// branching forwards only and ending in ERET). `svc`: the main program
 /// makes supervisor calls now and then.
 pub fn flow_program(rng: &mut Rng, base: u64, n_blocks: usize, handler_base: Option<u64>, svc: bool) -> flow::Program {
+    flow_program_ext(rng, base, n_blocks, handler_base, svc, &Armv9Extras::default())
+}
+
+/// Armv9 instructions an A64 program may contain (none by default).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Armv9Extras {
+    /// WFI, WFE, WFIT and WFET.
+    pub wfx: bool,
+    /// Transactions (FEAT_TME): TSTART, TCOMMIT, TCANCEL.
+    pub tme: bool,
+    /// TRCIT (FEAT_ITE), in the main program and handlers (as WFx).
+    pub ite: bool,
+}
+
+const TSTART: u32 = 0xd523_3060; // TSTART Xt
+const TCOMMIT: u32 = 0xd503_307f;
+const TCANCEL: u32 = 0xd460_0000; // TCANCEL #imm16
+const TRCIT: u32 = 0xd50b_72e0; // SYS #3, C7, C2, #7, Xt
+const CBNZ_X: u32 = 0xb500_0000;
+
+/// A64 opcode of an Armv9 body instruction.
+fn armv9_instr(rng: &mut Rng, kind: flow::Kind) -> u32 {
+    let reg = rng.below(29) as u32;
+    match kind {
+        flow::Kind::Wfx => match rng.below(4) {
+            0 => 0xd503_207f,       // WFI
+            1 => 0xd503_205f,       // WFE
+            2 => 0xd503_1020 | reg, // WFIT Xt
+            _ => 0xd503_1000 | reg, // WFET Xt
+        },
+        flow::Kind::Tstart => TSTART | reg,
+        flow::Kind::Tcommit => TCOMMIT,
+        flow::Kind::Tcancel => TCANCEL | (rng.below(0x1_0000) as u32) << 5,
+        flow::Kind::Ite => TRCIT | reg,
+        k => flow_body_instr(rng, k),
+    }
+}
+
+/// Role of a main-program block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    Plain,
+    /// Ends with TSTART Xt; CBNZ Xt to the failure path.
+    TxHead,
+    /// Inside a transaction: reached only by falling through, left only to
+    /// the next block.
+    TxBody,
+    /// Inside a transaction, whose TCOMMIT ends it.
+    TxEnd,
+}
+
+/// [`flow_program`] with Armv9 instructions. Transactions are laid out as
+/// real code does: `TSTART Xt; CBNZ Xt, fail` ends a head block, then one
+/// to three blocks that only fall through to each other (conditional
+/// branches to the next block), the last with the outer TCOMMIT; they may
+/// hold a nested TSTART ... TCOMMIT and a TCANCEL. Nothing else branches
+/// into them. Without extras the program is the one [`flow_program`] makes.
+pub fn flow_program_ext(
+    rng: &mut Rng,
+    base: u64,
+    n_blocks: usize,
+    handler_base: Option<u64>,
+    svc: bool,
+    ext: &Armv9Extras,
+) -> flow::Program {
     use flow::{Block as FBlock, Instr, Kind, Term as F};
     let n = n_blocks.max(2);
     let mut blocks: Vec<FBlock> = Vec::new();
     let mut words: Vec<Vec<u32>> = Vec::new();
-    let body_of = |rng: &mut Rng, len: usize, svc: bool| {
+    let body_of = |rng: &mut Rng, len: usize, svc: bool, extras: bool| {
         let mut body = Vec::with_capacity(len);
         let mut w = Vec::with_capacity(len);
         for _ in 0..len {
-            let kind = match rng.below(40) {
+            let mut kind = match rng.below(40) {
                 0 if svc => Kind::Svc,
                 0..=9 => Kind::Mem,
                 _ => Kind::Plain,
             };
+            if extras && kind == Kind::Plain {
+                if ext.wfx && rng.chance(1, 10) {
+                    kind = Kind::Wfx;
+                } else if ext.ite && rng.chance(1, 10) {
+                    kind = Kind::Ite;
+                }
+            }
             body.push(Instr { size: 4, kind });
-            w.push(flow_body_instr(rng, kind));
+            w.push(if extras { armv9_instr(rng, kind) } else { flow_body_instr(rng, kind) });
         }
         (body, w)
     };
+    let extras = ext.wfx || ext.tme || ext.ite;
+
+    // Transaction regions.
+    let mut roles = vec![Role::Plain; n];
+    if ext.tme {
+        let mut i = 0;
+        while i + 5 < n {
+            if rng.chance(1, 5) {
+                let k = 1 + rng.below(3) as usize;
+                roles[i] = Role::TxHead;
+                for r in &mut roles[i + 1..i + k] {
+                    *r = Role::TxBody;
+                }
+                roles[i + k] = Role::TxEnd;
+                i += k + 2;
+            } else {
+                i += 1;
+            }
+        }
+    }
+    let inside = |t: usize| matches!(roles[t], Role::TxBody | Role::TxEnd);
+    // A branch target outside transactions.
+    let outside = |t: usize| {
+        let mut t = t;
+        while inside(t) {
+            t = (t + 1) % n;
+        }
+        t
+    };
+
     let mut addr = base;
-    for i in 0..n {
+    for (i, &role) in roles.iter().enumerate() {
         let target = rng.below(n as u64) as usize;
         let term = if i == n - 1 {
             if rng.chance(1, 2) { F::B(0) } else { F::Br }
         } else {
-            match rng.below(20) {
-                0..=5 => F::Cond(target),
-                6..=8 => F::B(target),
-                9..=11 => F::Bl(target),
-                12..=13 => F::Br,
-                14..=15 => F::Blr,
-                _ => F::Ret,
+            match role {
+                // CBNZ to the failure path.
+                Role::TxHead => F::Cond(outside(target)),
+                Role::TxBody => F::Cond(i + 1),
+                _ => match rng.below(20) {
+                    0..=5 => F::Cond(outside(target)),
+                    6..=8 => F::B(outside(target)),
+                    9..=11 => F::Bl(outside(target)),
+                    12..=13 => F::Br,
+                    14..=15 => F::Blr,
+                    _ => F::Ret,
+                },
             }
         };
         let len = rng.below(8) as usize;
-        let (body, w) = body_of(rng, len, svc);
+        let (mut body, mut w) = match role {
+            // No supervisor calls or WFx inside a transaction.
+            Role::TxBody | Role::TxEnd => body_of(rng, len, false, false),
+            _ => body_of(rng, len, svc, extras),
+        };
+        let insert = |body: &mut Vec<Instr>, w: &mut Vec<u32>, at: usize, kind: Kind, word: u32| {
+            body.insert(at, Instr { size: 4, kind });
+            w.insert(at, word);
+        };
+        match role {
+            Role::TxHead => {
+                let at = body.len();
+                insert(&mut body, &mut w, at, Kind::Tstart, TSTART | rng.below(29) as u32);
+            }
+            Role::TxBody | Role::TxEnd => {
+                if rng.chance(1, 3) {
+                    // A nested transaction.
+                    let a = rng.below(body.len() as u64 + 1) as usize;
+                    let b = a + 1 + rng.below((body.len() - a) as u64 + 1) as usize;
+                    insert(&mut body, &mut w, a, Kind::Tstart, TSTART | rng.below(29) as u32);
+                    insert(&mut body, &mut w, b, Kind::Tcommit, TCOMMIT);
+                }
+                if rng.chance(1, 5) {
+                    let at = rng.below(body.len() as u64 + 1) as usize;
+                    let word = TCANCEL | (rng.below(0x1_0000) as u32) << 5;
+                    insert(&mut body, &mut w, at, Kind::Tcancel, word);
+                }
+                if ext.ite && rng.chance(1, 3) {
+                    let at = rng.below(body.len() as u64 + 1) as usize;
+                    let word = TRCIT | rng.below(29) as u32;
+                    insert(&mut body, &mut w, at, Kind::Ite, word);
+                }
+                if role == Role::TxEnd {
+                    // The outer TCOMMIT, after any nested pair or TCANCEL.
+                    let nested_end = body.iter().rposition(|x| matches!(x.kind, Kind::Tcommit | Kind::Tcancel)).map_or(0, |p| p + 1);
+                    let at = nested_end + rng.below((body.len() - nested_end) as u64 + 1) as usize;
+                    insert(&mut body, &mut w, at, Kind::Tcommit, TCOMMIT);
+                }
+            }
+            Role::Plain => {}
+        }
         let b = FBlock { addr, body, term, term_size: 4 };
         addr = b.end();
         blocks.push(b);
@@ -321,7 +468,7 @@ pub fn flow_program(rng: &mut Rng, base: u64, n_blocks: usize, handler_base: Opt
                 }
             };
             let len = rng.below(6) as usize;
-            let (body, w) = body_of(rng, len, false);
+            let (body, w) = body_of(rng, len, false, extras);
             let b = FBlock { addr, body, term, term_size: 4 };
             addr = b.end();
             blocks.push(b);
@@ -336,6 +483,20 @@ pub fn flow_program(rng: &mut Rng, base: u64, n_blocks: usize, handler_base: Opt
         }
     }
     let mut images = vec![(base, flow_encode(rng, &blocks, main.clone(), &words[main.clone()]))];
+    if ext.tme {
+        // The CBNZ of each transaction head tests the register its TSTART wrote.
+        let code = &mut images[0].1;
+        for (i, b) in blocks[main.clone()].iter().enumerate() {
+            if roles[i] == Role::TxHead
+                && let F::Cond(t) = b.term
+            {
+                let off = (b.term_addr() - base) as usize;
+                let ts = u32::from_le_bytes(code[off - 4..off].try_into().expect("4 bytes"));
+                let w = CBNZ_X | offset_bits(b.term_addr(), blocks[t].addr, 19) << 5 | (ts & 0x1f);
+                code[off..off + 4].copy_from_slice(&w.to_le_bytes());
+            }
+        }
+    }
     if !handlers.is_empty() {
         let code = flow_encode(rng, &blocks, handlers.clone(), &words[handlers.clone()]);
         images.push((blocks[handlers.start].addr, code));
@@ -407,5 +568,61 @@ mod tests {
                 assert_eq!(pair[1].block, pair[0].block + 1);
             }
         }
+    }
+
+    /// Armv9 programs: every instruction classifies as the walk takes it
+    /// (on an Armv9 core, WFx as waypoints), transaction heads end with
+    /// TSTART then a CBNZ on its register, and nothing branches into a
+    /// transaction.
+    #[test]
+    fn armv9_code_classifies_as_intended() {
+        use flow::{Kind, Term as F};
+        let mut dec = ArmInstrDecoder::default();
+        let ext = Armv9Extras { wfx: true, tme: true, ite: true };
+        let mut heads = 0;
+        for seed in 0..20 {
+            let mut rng = Rng::new(seed);
+            let base = 0xffff_0000_0040_0000;
+            let p = flow_program_ext(&mut rng, base, 60, Some(0x8000_0000), true, &ext);
+            let inside = flow::tx_regions(&p);
+            let code = &p.images[0].1;
+            let word = |addr: u64| u32::from_le_bytes(code[(addr - base) as usize..][..4].try_into().unwrap());
+            for (i, b) in p.blocks[p.main.clone()].iter().enumerate() {
+                for (j, ins) in b.body.iter().enumerate() {
+                    let addr = b.instr_addr(j);
+                    let mut info = InstrInfo {
+                        pe_type: ArchProfile::new(ArchVersion::Aa64, CoreProfile::CortexA),
+                        isa: Isa::Aarch64,
+                        instr_addr: addr,
+                        opcode: word(addr),
+                        wfi_wfe_branch: true,
+                        ..Default::default()
+                    };
+                    dec.decode_instruction(&mut info).unwrap();
+                    let want = match ins.kind {
+                        Kind::Wfx => InstrType::WfiWfe,
+                        Kind::Tstart => InstrType::Tstart,
+                        _ => InstrType::Other,
+                    };
+                    assert_eq!(info.instr_type, want, "{addr:#x} {:#010x} {:?}", info.opcode, ins.kind);
+                }
+                match b.term {
+                    F::B(t) | F::Bl(t) => assert!(!inside[t], "branch into a transaction"),
+                    F::Cond(t) => assert!(!inside[t] || (inside[i] && t == i + 1), "branch into a transaction"),
+                    _ => {}
+                }
+                if b.body.last().map(|x| x.kind) == Some(Kind::Tstart) {
+                    heads += 1;
+                    let ts = word(b.term_addr() - 4);
+                    let cbnz = word(b.term_addr());
+                    assert_eq!(cbnz & 0xff00_001f, 0xb500_0000 | (ts & 0x1f), "CBNZ on the TSTART register");
+                    assert!(inside[i + 1] && !inside[i]);
+                }
+                if inside[i] && !inside.get(i + 1).copied().unwrap_or(false) {
+                    assert!(b.body.iter().any(|x| x.kind == Kind::Tcommit), "the last block of a transaction commits it");
+                }
+            }
+        }
+        assert!(heads > 20);
     }
 }

@@ -40,8 +40,11 @@ fn source_config(dev: &DeviceSpec, core: Option<&DeviceSpec>) -> SourceConfig {
     }
 }
 
-/// Decodes the first buffer of a generated snapshot, without files.
-/// Returns the truth items of the elements, in order.
+/// Decodes a generated snapshot, without files. Returns the truth items of
+/// the elements, in order. A snapshot with several buffers is decoded as
+/// `trc_pkt_lister -multi_session` does: one decode tree, built for the
+/// first buffer's sources, takes each buffer in turn (end of trace, then a
+/// reset, after each); each buffer's items follow a [`Truth::Session`].
 pub fn decode(g: &Generated) -> Result<Vec<Truth>, String> {
     let spec = &g.spec;
     let buf = spec.buffers.first().ok_or("no buffer")?;
@@ -71,7 +74,22 @@ pub fn decode(g: &Generated) -> Result<Vec<Truth>, String> {
     }
     let got = Rc::new(RefCell::new(Vec::new()));
     tree.set_gen_elem_out(Box::new(Collect(got.clone())));
-    let data = &buf.data;
+    let multi = spec.buffers.len() > 1;
+    for (n, b) in spec.buffers.iter().enumerate() {
+        if multi {
+            got.borrow_mut().push(Truth::Session(n as u32 + 1));
+        }
+        feed(&mut tree, &b.data).map_err(|e| if multi { format!("buffer {}: {e}", n + 1) } else { e })?;
+        if multi {
+            tree.trace_data_in(DatapathOp::Reset, 0, &[]);
+        }
+    }
+    let v = got.borrow().clone();
+    Ok(comparable(v, g.truth.iter().any(Truth::is_detail)))
+}
+
+/// Pushes one buffer through a tree, then the end of trace.
+fn feed(tree: &mut DecodeTree, data: &[u8]) -> Result<(), String> {
     let mut idx = 0usize;
     while idx < data.len() {
         let (r, used) = tree.trace_data_in(DatapathOp::Data, idx as TrcIndex, &data[idx..]);
@@ -84,8 +102,7 @@ pub fn decode(g: &Generated) -> Result<Vec<Truth>, String> {
         idx += used;
     }
     tree.trace_data_in(DatapathOp::Eot, 0, &[]);
-    let v = got.borrow().clone();
-    Ok(comparable(v, g.truth.iter().any(Truth::is_detail)))
+    Ok(())
 }
 
 /// Decodes and compares with the truth. The error names the first
@@ -118,34 +135,181 @@ pub fn comparable(mut decoded: Vec<Truth>, truth_models_details: bool) -> Vec<Tr
     decoded
 }
 
-/// Decodes the first buffer of a snapshot directory and returns the truth
-/// items of the elements (to compare with a generated `truth.txt`). When the
-/// directory has a `truth.txt` without exceptions, contexts, cycle counts or
-/// timestamps, those are left out ([`comparable`]).
+/// Decodes a snapshot directory and returns the truth items of the
+/// elements (to compare with a generated `truth.txt`): its first buffer or,
+/// when it has several, all of them in turn as [`decode`] does. When the
+/// directory has a `truth.txt` without exceptions, contexts, cycle counts,
+/// timestamps or ETE elements, those are left out ([`comparable`]).
 pub fn decode_dir(dir: &std::path::Path) -> Result<Vec<Truth>, String> {
     let ss = crate::snapshot::Snapshot::load(dir).map_err(|e| e.to_string())?;
-    let name = ss.buffer_names().first().map(|s| s.to_string()).ok_or("no trace buffer")?;
-    let buf = ss.buffer(&name).ok_or("no trace buffer")?.clone();
-    let mut tree = ss.build_tree(&name, DecodeMode::FullDecode, |_| {}).map_err(|e| e.to_string())?.ok_or("no decodable source")?;
+    let names: Vec<String> = ss.buffer_names().iter().map(|s| s.to_string()).collect();
+    let name = names.first().ok_or("no trace buffer")?;
+    let mut tree = ss.build_tree(name, DecodeMode::FullDecode, |_| {}).map_err(|e| e.to_string())?.ok_or("no decodable source")?;
     let got = Rc::new(RefCell::new(Vec::new()));
     tree.set_gen_elem_out(Box::new(Collect(got.clone())));
-    let mut data = Vec::new();
-    for p in ss.buffer_paths(&buf) {
-        data.extend(std::fs::read(&p).map_err(|e| format!("{}: {e}", p.display()))?);
-    }
-    let mut idx = 0usize;
-    while idx < data.len() {
-        let (r, used) = tree.trace_data_in(DatapathOp::Data, idx as TrcIndex, &data[idx..]);
-        if r.is_fatal() || used == 0 {
-            return Err(format!("decode stopped at index {idx} ({r:?})"));
+    let multi = names.len() > 1;
+    for (n, name) in names.iter().enumerate() {
+        let buf = ss.buffer(name).ok_or("no trace buffer")?.clone();
+        let mut data = Vec::new();
+        for p in ss.buffer_paths(&buf) {
+            data.extend(std::fs::read(&p).map_err(|e| format!("{}: {e}", p.display()))?);
         }
-        idx += used;
+        if multi {
+            got.borrow_mut().push(Truth::Session(n as u32 + 1));
+        }
+        let mut idx = 0usize;
+        while idx < data.len() {
+            let (r, used) = tree.trace_data_in(DatapathOp::Data, idx as TrcIndex, &data[idx..]);
+            if r.is_fatal() || used == 0 {
+                return Err(format!("decode stopped at index {idx} of {name} ({r:?})"));
+            }
+            idx += used;
+        }
+        tree.trace_data_in(DatapathOp::Eot, 0, &[]);
+        if multi {
+            tree.trace_data_in(DatapathOp::Reset, 0, &[]);
+        }
     }
-    tree.trace_data_in(DatapathOp::Eot, 0, &[]);
     let v = got.borrow().clone();
     let models_details = match std::fs::read_to_string(dir.join("truth.txt")) {
-        Ok(t) => t.lines().any(|l| !l.is_empty() && !l.starts_with("range ") && !l.starts_with("msg ")),
+        Ok(t) => t.lines().any(|l| !l.is_empty() && !l.starts_with("range ") && !l.starts_with("msg ") && !l.starts_with("session ")),
         Err(_) => true,
     };
     Ok(comparable(v, models_details))
+}
+
+/// The truth items of a decode listing (`trc_pkt_lister -decode` output):
+/// instruction ranges, exceptions and exception returns, contexts, cycle
+/// counts, timestamps, timestamp markers, transactional memory and
+/// instrumentation elements, and `-multi_session`'s buffer headers as
+/// [`Truth::Session`]. Software trace messages are not read back. Lines
+/// that do not parse are skipped.
+pub fn truth_from_listing(text: &str) -> Vec<Truth> {
+    text.lines().filter_map(truth_from_line).collect()
+}
+
+fn hex(s: &str) -> Option<u64> {
+    let s = s.trim();
+    u64::from_str_radix(s.strip_prefix("0x").unwrap_or(s), 16).ok()
+}
+
+/// The text between `open` and the next `close` after it.
+fn between<'a>(s: &'a str, open: &str, close: &str) -> Option<&'a str> {
+    let rest = &s[s.find(open)? + open.len()..];
+    Some(&rest[..rest.find(close)?])
+}
+
+fn truth_from_line(line: &str) -> Option<Truth> {
+    use crate::arch::SecurityState;
+    use crate::elem::MemTrans;
+    if let Some(rest) = line.strip_prefix("####### Multi Session decode: Buffer ") {
+        return rest.split_whitespace().next()?.parse().ok().map(Truth::Session);
+    }
+    let at = line.find("OCSD_GEN_TRC_ELEM_")?;
+    let elem = &line[at + "OCSD_GEN_TRC_ELEM_".len()..];
+    let open = elem.find('(')?;
+    let (name, body) = (&elem[..open], &elem[open + 1..elem.rfind(')')?]);
+    let cc = || between(body, "[CC=", "]").and_then(|v| v.parse().ok());
+    Some(match name {
+        "INSTR_RANGE" => {
+            let start = hex(between(body, "range=", ":")?)?;
+            let end = hex(between(body, ":[", "]")?)?;
+            let count = between(body, "num_i(", ")")?.parse().ok()?;
+            let after_isa = &body[body.find("(ISA=")?..];
+            let exec = match after_isa[after_isa.find(") ")? + 2..].chars().next()? {
+                'E' => true,
+                'N' => false,
+                _ => return None,
+            };
+            Truth::Range { start, end, count, exec }
+        }
+        "EXCEPTION" => {
+            let ret_addr = between(body, "pref ret addr:", ";").and_then(|a| hex(a.split(' ').next()?)).unwrap_or(0);
+            let number = hex(between(body, "excep num (", ")")?)? as u32;
+            Truth::Exception { number, ret_addr }
+        }
+        "EXCEPTION_RET" => Truth::ExceptionReturn,
+        "PE_CONTEXT" => {
+            let ctx = &body[body.find(") ")? + 2..];
+            let (el, rest) = match ctx.strip_prefix("EL") {
+                Some(r) => (r[..1].parse().ok()?, &r[1..]),
+                None => (0xff, ctx),
+            };
+            let security = match rest.split(';').next()?.trim() {
+                "S" => SecurityState::Secure,
+                "N" => SecurityState::NonSecure,
+                "Root" => SecurityState::Root,
+                "Realm" => SecurityState::Realm,
+                _ => return None,
+            };
+            Truth::Context {
+                el,
+                security,
+                aarch64: rest.contains("64-bit;"),
+                ctxt_id: between(rest, "CTXTID=", ";").and_then(hex).map(|v| v as u32),
+                vmid: between(rest, "VMID=", ";").and_then(hex).map(|v| v as u32),
+            }
+        }
+        "CYCLE_COUNT" => Truth::CycleCount(cc()?),
+        "TIMESTAMP" => Truth::Timestamp { ts: hex(between(body, "TS=", "]")?)?, cc: cc() },
+        "SYNC_MARKER" => Truth::TsMarker,
+        "MEMTRANS" => Truth::MemTrans(match body.trim() {
+            "Init" => MemTrans::TraceInit,
+            "Start" => MemTrans::Start,
+            "Commit" => MemTrans::Commit,
+            "Fail" => MemTrans::Fail,
+            _ => return None,
+        }),
+        "INSTRUMENTATION" => {
+            let (el, value) = body.split_once("; ")?;
+            Truth::Instrumentation { el: el.strip_prefix("EL")?.parse().ok()?, value: hex(value)? }
+        }
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arch::SecurityState;
+    use crate::elem::MemTrans;
+
+    #[test]
+    fn listing_lines_read_back() {
+        let text = "\
+####### Multi Session decode: Buffer 2 of 3; Source name = ETB_2.
+Idx:21; ID:1; OCSD_GEN_TRC_ELEM_INSTR_RANGE(exec range=0xc3488:[0xc3490] num_i(2) last_sz(4) (ISA=A64) E TSTART)
+Idx:23; ID:1; OCSD_GEN_TRC_ELEM_INSTR_RANGE(exec range=0xc3490:[0xc3494] num_i(1) last_sz(4) (ISA=A64) N BR   <cond>)
+Idx:22; ID:1; OCSD_GEN_TRC_ELEM_MEMTRANS(Start)
+Idx:42; ID:1; OCSD_GEN_TRC_ELEM_INSTRUMENTATION(EL1; 0x00000000000fffff)
+Idx:21; ID:1; OCSD_GEN_TRC_ELEM_SYNC_MARKER( [Timestamp marker(0x00000000)])
+Idx:22; ID:1; OCSD_GEN_TRC_ELEM_TIMESTAMP( [ TS=0xfffffffff0006592]; )
+Idx:9; ID:10; OCSD_GEN_TRC_ELEM_TIMESTAMP( [ TS=0x000000001234];  [CC=77]; )
+Idx:9; ID:10; OCSD_GEN_TRC_ELEM_CYCLE_COUNT( [CC=12]; )
+Idx:15; ID:1; OCSD_GEN_TRC_ELEM_PE_CONTEXT((ISA=A64) EL1N; 64-bit; )
+Idx:15; ID:1; OCSD_GEN_TRC_ELEM_PE_CONTEXT((ISA=A64) EL2Realm; 64-bit; VMID=0x1234; CTXTID=0x99; )
+Idx:7; ID:1; OCSD_GEN_TRC_ELEM_EXCEPTION(pref ret addr:0x400010 [addr also prev br tgt]; excep num (0x0e) )
+Idx:7; ID:1; OCSD_GEN_TRC_ELEM_EXCEPTION_RET()
+Idx:0; ID:1; OCSD_GEN_TRC_ELEM_NO_SYNC( [init-decoder])
+";
+        let got = truth_from_listing(text);
+        assert_eq!(
+            got,
+            vec![
+                Truth::Session(2),
+                Truth::Range { start: 0xc3488, end: 0xc3490, count: 2, exec: true },
+                Truth::Range { start: 0xc3490, end: 0xc3494, count: 1, exec: false },
+                Truth::MemTrans(MemTrans::Start),
+                Truth::Instrumentation { el: 1, value: 0xfffff },
+                Truth::TsMarker,
+                Truth::Timestamp { ts: 0xfffffffff0006592, cc: None },
+                Truth::Timestamp { ts: 0x1234, cc: Some(77) },
+                Truth::CycleCount(12),
+                Truth::Context { el: 1, security: SecurityState::NonSecure, aarch64: true, ctxt_id: None, vmid: None },
+                Truth::Context { el: 2, security: SecurityState::Realm, aarch64: true, ctxt_id: Some(0x99), vmid: Some(0x1234) },
+                Truth::Exception { number: 0xe, ret_addr: 0x400010 },
+                Truth::ExceptionReturn,
+            ]
+        );
+    }
 }

@@ -28,8 +28,9 @@
 //! ETMv4 decoder (exact against OpenCSD) reports for correct trace: see
 //! [`TruthLog`] for how elements that are not waypoints are ordered.
 
-use super::flow::{self, Cause, Ctx, End, Seg, Term, WalkCfg};
+use super::flow::{self, Cause, Ctx, End, Event, Seg, Term, WalkCfg};
 use super::{GenOptions, GenProtocol, Generated, Rng, Truth, a64, layout_buffer, t32m};
+use crate::elem::MemTrans;
 use crate::snapshot_writer::{BufferSpec, DeviceSpec, DumpSpec, SnapshotSpec};
 
 /// Register values of the original, option-less configuration.
@@ -49,7 +50,8 @@ pub enum Choice {
 }
 
 impl Choice {
-    fn pick(self, rng: &mut Rng) -> bool {
+    /// Whether the option is used (drawing from `rng` for `Random`).
+    pub fn pick(self, rng: &mut Rng) -> bool {
         match self {
             Choice::On => true,
             Choice::Off => false,
@@ -156,29 +158,50 @@ impl Etmv4Options {
 
 /// The configuration a generated trace uses.
 #[derive(Clone, Debug)]
-struct Config {
-    m_profile: bool,
-    cc: bool,
-    cc_threshold: u32,
-    cc_bits: u32,
-    ts: bool,
-    ts_bits: u32,
-    rs: bool,
-    bb: bool,
-    exceptions: bool,
-    ctx_changes: bool,
-    exact: bool,
-    f45: bool,
-    implied_target_with_rs: bool,
-    cid: bool,
+pub(super) struct Config {
+    pub(super) m_profile: bool,
+    pub(super) cc: bool,
+    pub(super) cc_threshold: u32,
+    pub(super) cc_bits: u32,
+    pub(super) ts: bool,
+    pub(super) ts_bits: u32,
+    pub(super) rs: bool,
+    pub(super) bb: bool,
+    pub(super) exceptions: bool,
+    pub(super) ctx_changes: bool,
+    pub(super) exact: bool,
+    pub(super) f45: bool,
+    pub(super) implied_target_with_rs: bool,
+    pub(super) cid: bool,
     /// VMID tracing width (0: off).
-    vmid_bits: u32,
-    vmid_size_field: u32,
-    minor: u32,
+    pub(super) vmid_bits: u32,
+    pub(super) vmid_size_field: u32,
+    pub(super) minor: u32,
+    /// ETE only (see [`super::ete`]); all off for ETMv4.
+    pub(super) ete: EteConfig,
+}
+
+/// What an ETE adds to the trace (nothing for an ETMv4).
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct EteConfig {
+    /// An ETE: ERETs are reported as exception returns.
+    pub(super) on: bool,
+    /// Timestamp markers before timestamps (TRCIDR0.TSMARK, ETE 1.1).
+    pub(super) ts_marker: bool,
+    /// Transactions traced (Transaction Start, Commit, Failure).
+    pub(super) tme: bool,
+    /// Transaction Start is a P0 element (TRCIDR0.COMMTRANS = 0).
+    pub(super) trans_p0: bool,
+    /// Instrumentation packets (ETE 1.3).
+    pub(super) ite: bool,
+    /// Realm and Root security states.
+    pub(super) rme: bool,
+    /// WFI/WFE/WFIT/WFET are waypoints (TRCIDR2.WFXMODE).
+    pub(super) wfx: bool,
 }
 
 impl Config {
-    fn pick(rng: &mut Rng, o: &Etmv4Options, m_profile: bool) -> Config {
+    pub(super) fn pick(rng: &mut Rng, o: &Etmv4Options, m_profile: bool) -> Config {
         let cc = o.cycle_counting.pick(rng);
         let ts = o.timestamps.pick(rng);
         let bb = o.branch_broadcast.pick(rng);
@@ -223,11 +246,12 @@ impl Config {
             vmid_bits,
             vmid_size_field,
             minor,
+            ete: EteConfig::default(),
         }
     }
 
     /// Short description for the snapshot and failure messages.
-    fn describe(&self) -> String {
+    pub(super) fn describe(&self) -> String {
         let mut v = vec![if self.m_profile { "M-profile" } else { "A-profile" }.to_string()];
         for (on, name) in [
             (self.cc, "cc"),
@@ -247,6 +271,14 @@ impl Config {
         if self.vmid_bits > 0 {
             v.push(format!("vmid{}", self.vmid_bits));
         }
+        let e = &self.ete;
+        for (on, name) in
+            [(e.ts_marker, "tsmark"), (e.tme, if e.trans_p0 { "tme(p0)" } else { "tme" }), (e.ite, "ite"), (e.rme, "rme"), (e.wfx, "wfx")]
+        {
+            if on {
+                v.push(name.into());
+            }
+        }
         v.join(" ")
     }
 
@@ -255,6 +287,7 @@ impl Config {
         TracedCtx {
             el: c.el,
             secure: c.secure,
+            nse: c.nse,
             aarch64: c.aarch64,
             cid: self.cid.then_some(c.cid),
             vmid: (self.vmid_bits > 0).then(|| c.vmid & mask32(self.vmid_bits)),
@@ -270,6 +303,7 @@ fn mask32(bits: u32) -> u32 {
 struct TracedCtx {
     el: u8,
     secure: bool,
+    nse: bool,
     aarch64: bool,
     cid: Option<u32>,
     vmid: Option<u32>,
@@ -280,6 +314,8 @@ struct TracedCtx {
 pub struct PktCtx {
     pub el: u8,
     pub ns: bool,
+    /// ETE: Realm (with `ns`) or Root.
+    pub nse: bool,
     pub sf: bool,
     /// VMID and its size in bytes.
     pub vmid: Option<(u32, usize)>,
@@ -289,7 +325,12 @@ pub struct PktCtx {
 impl PktCtx {
     fn bytes(&self) -> Vec<u8> {
         let mut v = vec![
-            self.el & 3 | (self.sf as u8) << 4 | (self.ns as u8) << 5 | (self.vmid.is_some() as u8) << 6 | (self.cid.is_some() as u8) << 7,
+            self.el & 3
+                | (self.nse as u8) << 3
+                | (self.sf as u8) << 4
+                | (self.ns as u8) << 5
+                | (self.vmid.is_some() as u8) << 6
+                | (self.cid.is_some() as u8) << 7,
         ];
         if let Some((id, n)) = self.vmid {
             v.extend_from_slice(&id.to_le_bytes()[..n]);
@@ -365,19 +406,30 @@ impl Encoder {
     /// Alignment synchronisation and a Trace Info packet. The address
     /// history and the timestamp start again.
     pub fn sync_with(&mut self, cc_threshold: Option<u32>) {
+        self.sync_info(cc_threshold, false);
+    }
+
+    /// [`Encoder::sync_with`], saying (ETE: INFO.TSTATE) whether the PE is
+    /// in a transaction.
+    pub fn sync_info(&mut self, cc_threshold: Option<u32>, tstate: bool) {
         self.flush_atoms();
         let mut a = [0u8; 12];
         a[11] = 0x80;
         self.put(&a);
         let mut p = vec![0x01];
+        let info = (cc_threshold.is_some() as u32) | (tstate as u32) << 6;
         match cc_threshold {
             Some(t) => {
                 // INFO (cycle counting on) and CYCT sections.
-                p.extend_from_slice(&[0x09, 0x01]);
+                p.push(0x09);
+                cont(&mut p, info);
                 cont(&mut p, t);
             }
-            None if self.vary(1, 2) => p.push(0x00),
-            None => p.extend_from_slice(&[0x01, 0x00]),
+            None if info == 0 && self.vary(1, 2) => p.push(0x00),
+            None => {
+                p.push(0x01);
+                cont(&mut p, info);
+            }
         }
         self.put(&p);
         self.hist = [(0, 0); 3];
@@ -437,7 +489,7 @@ impl Encoder {
     /// Address with context for an A64 address at EL1 NS, VMID 0 and
     /// context ID 0 (the original generator's only context).
     pub fn addr_with_context(&mut self, addr: u64) {
-        self.addr_ctx(addr, 0, &PktCtx { el: 1, ns: true, sf: true, vmid: Some((0, 1)), cid: Some(0) });
+        self.addr_ctx(addr, 0, &PktCtx { el: 1, ns: true, nse: false, sf: true, vmid: Some((0, 1)), cid: Some(0) });
     }
 
     /// A context packet carrying context information.
@@ -525,6 +577,43 @@ impl Encoder {
     pub fn except_rtn(&mut self) {
         self.flush_atoms();
         self.put(&[0x07]);
+    }
+
+    /// ETE: a Timestamp Marker packet.
+    pub fn ts_marker(&mut self) {
+        self.flush_atoms();
+        self.put(&[0x88]);
+    }
+
+    /// ETE: an Instrumentation packet (exception level and value).
+    pub fn ite(&mut self, el: u8, value: u64) {
+        self.flush_atoms();
+        let mut p = vec![0x09, el];
+        p.extend_from_slice(&value.to_le_bytes());
+        self.put(&p);
+    }
+
+    /// ETE: Transaction Start.
+    pub fn trans_start(&mut self) {
+        self.flush_atoms();
+        self.put(&[0x0a]);
+    }
+
+    /// ETE: Transaction Commit.
+    pub fn trans_commit(&mut self) {
+        self.flush_atoms();
+        self.put(&[0x0b]);
+    }
+
+    /// ETE: Transaction Failure, an Exception packet of type 0x18 saying an
+    /// address follows. It is sent in the three-byte form (upper type bits
+    /// zero), which reads the same whether or not a decoder expects the
+    /// third byte for this type (OpenCSD always reads three). The address
+    /// history then holds zero, as the packet sets the address to zero.
+    pub fn trans_fail(&mut self) {
+        self.flush_atoms();
+        self.put(&[0x06, 0x80 | 0x18 << 1 | 1, 0x00]);
+        self.push_hist(0, 0);
     }
 
     /// A cycle count packet for `count` cycles beyond the threshold.
@@ -624,7 +713,7 @@ fn best_atom_packet(rest: &[bool], f45: bool) -> (usize, u8) {
 
 /// Return stack as the decoder keeps it: 16 entries, the oldest dropped
 /// when full.
-struct RetStack {
+pub(super) struct RetStack {
     active: bool,
     v: Vec<u64>,
 }
@@ -644,7 +733,7 @@ impl RetStack {
 }
 
 /// An item waiting for the next P0 element.
-enum Pend {
+pub(super) enum Pend {
     Item(Truth),
     TraceOn,
     ExcRet,
@@ -659,9 +748,15 @@ enum Pend {
 /// order, just before the next waypoint's range. At the end of the trace
 /// the queue is emptied up to the first Trace On or exception return:
 /// timestamps and cycle counts are reported, contexts are not.
-struct TruthLog {
-    out: Vec<Truth>,
-    pend: Vec<Pend>,
+///
+/// ETE's elements are not P0 either, but for a Transaction Start when
+/// TRCIDR0.COMMTRANS is 0: timestamp markers, instrumentation, transaction
+/// commits and failures wait like timestamps (and are reported at the end
+/// of the trace); Transaction Starts that are not P0, and the transaction
+/// state of the first Trace Info, wait like contexts (and are not).
+pub(super) struct TruthLog {
+    pub(super) out: Vec<Truth>,
+    pub(super) pend: Vec<Pend>,
 }
 
 impl TruthLog {
@@ -678,11 +773,11 @@ impl TruthLog {
         }
         self.out.extend(items);
     }
-    fn finish(mut self) -> Vec<Truth> {
+    pub(super) fn finish(mut self) -> Vec<Truth> {
         for p in self.pend {
             match p {
                 Pend::TraceOn | Pend::ExcRet => break,
-                Pend::Item(Truth::Context { .. }) => {}
+                Pend::Item(Truth::Context { .. } | Truth::MemTrans(MemTrans::Start | MemTrans::TraceInit)) => {}
                 Pend::Item(t) => self.out.push(t),
             }
         }
@@ -717,7 +812,7 @@ fn exception_number(rng: &mut Rng, cause: Cause, m_profile: bool) -> u16 {
 }
 
 /// What a generated trace contains beyond its packets (for coverage tests).
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
     /// Returns to the stacked address, traced without an address.
     pub rs_hits: usize,
@@ -729,27 +824,95 @@ pub struct Stats {
     pub ctxt_changes: usize,
     pub exceptions: usize,
     pub exception_returns: usize,
+    /// ETE.
+    pub ts_markers: usize,
+    pub ites: usize,
+    pub wfx: usize,
+    pub tx_starts: usize,
+    pub tx_nested: usize,
+    pub tx_commits: usize,
+    pub tx_fails: usize,
+    /// Trace Info packets sent inside a transaction (the first: Init).
+    pub tx_infos: usize,
+    pub tx_inits: usize,
+    pub realm_root: usize,
 }
 
-/// The encoding of one walk.
-struct Gen<'a> {
-    stats: Stats,
-    cfg: &'a Config,
-    enc: Encoder,
-    log: TruthLog,
-    rs: RetStack,
+impl Stats {
+    /// Adds another trace's counts.
+    pub fn add(&mut self, o: &Stats) {
+        self.rs_hits += o.rs_hits;
+        self.prev_same += o.prev_same;
+        self.ctxt_alone += o.ctxt_alone;
+        self.ctxt_changes += o.ctxt_changes;
+        self.exceptions += o.exceptions;
+        self.exception_returns += o.exception_returns;
+        self.ts_markers += o.ts_markers;
+        self.ites += o.ites;
+        self.wfx += o.wfx;
+        self.tx_starts += o.tx_starts;
+        self.tx_nested += o.tx_nested;
+        self.tx_commits += o.tx_commits;
+        self.tx_fails += o.tx_fails;
+        self.tx_infos += o.tx_infos;
+        self.tx_inits += o.tx_inits;
+        self.realm_root += o.realm_root;
+    }
+}
+
+/// The encoding of one walk (or, for a multi-session ETE snapshot, of one
+/// session's part of it).
+pub(super) struct Gen<'a> {
+    pub(super) stats: Stats,
+    pub(super) cfg: &'a Config,
+    pub(super) enc: Encoder,
+    pub(super) log: TruthLog,
+    pub(super) rs: RetStack,
     known: Option<TracedCtx>,
     need_addr: bool,
     tracing: bool,
-    ts: u64,
+    pub(super) ts: u64,
     is: u8,
+    /// ETE: a Trace Info has been sent (only the first one's transaction
+    /// state gives an element).
+    synced_once: bool,
 }
 
-impl Gen<'_> {
+impl<'a> Gen<'a> {
+    /// An encoder for `cfg` whose timestamps start at `ts`.
+    pub(super) fn new(cfg: &'a Config, enc: Encoder, ts: u64, capacity: usize) -> Self {
+        Gen {
+            stats: Stats::default(),
+            cfg,
+            enc,
+            log: TruthLog { out: Vec::with_capacity(capacity), pend: Vec::new() },
+            rs: RetStack { active: cfg.rs, v: Vec::new() },
+            known: None,
+            need_addr: true,
+            tracing: false,
+            ts,
+            is: cfg.m_profile as u8,
+            synced_once: false,
+        }
+    }
+
+    /// Encodes `segs`: a sync first, then each segment (the first one
+    /// traced). Returns the trace and its truth.
+    pub(super) fn run(mut self, rng: &mut Rng, segs: &[Seg]) -> (Vec<u8>, Vec<Truth>, Stats, u64) {
+        self.sync(rng, segs.first().is_some_and(|s| s.tx_depth > 0));
+        for (i, s) in segs.iter().enumerate() {
+            self.segment(rng, s, segs.get(i + 1), i == 0);
+        }
+        self.enc.flush_atoms();
+        let Gen { enc, log, stats, ts, .. } = self;
+        (enc.out, log.finish(), stats, ts)
+    }
+
     fn pkt_ctx(&self, t: &TracedCtx, with_c: bool, with_v: bool) -> PktCtx {
         PktCtx {
             el: t.el,
             ns: !t.secure,
+            nse: t.nse,
             sf: t.aarch64,
             vmid: t.vmid.filter(|_| with_v).map(|v| (v, (self.cfg.vmid_bits / 8) as usize)),
             cid: t.cid.filter(|_| with_c),
@@ -783,12 +946,24 @@ impl Gen<'_> {
             self.enc.addr_ctx(addr, self.is, &p);
         }
         self.known = Some(t);
-        self.log.pend(Pend::Item(Truth::Context { el: t.el, secure: t.secure, aarch64: t.aarch64, ctxt_id: t.cid, vmid: t.vmid }));
+        self.stats.realm_root += t.nse as usize;
+        let security = ctx.security();
+        self.log.pend(Pend::Item(Truth::Context { el: t.el, security, aarch64: t.aarch64, ctxt_id: t.cid, vmid: t.vmid }));
         self.need_addr = false;
     }
 
-    fn sync(&mut self, rng: &mut Rng) {
-        self.enc.sync_with(self.cfg.cc.then_some(self.cfg.cc_threshold));
+    /// Sync and Trace Info (`in_tx`: the PE is in a transaction), then a
+    /// timestamp when timestamps are on.
+    fn sync(&mut self, rng: &mut Rng, in_tx: bool) {
+        let tstate = self.cfg.ete.on && in_tx;
+        self.enc.sync_info(self.cfg.cc.then_some(self.cfg.cc_threshold), tstate);
+        self.stats.tx_infos += tstate as usize;
+        if tstate && !self.synced_once {
+            // Decode starts inside a transaction.
+            self.stats.tx_inits += 1;
+            self.log.pend(Pend::Item(Truth::MemTrans(MemTrans::TraceInit)));
+        }
+        self.synced_once = true;
         self.rs.flush();
         if self.cfg.ts {
             self.timestamp(rng);
@@ -805,8 +980,32 @@ impl Gen<'_> {
         let limit = if self.cfg.ts_bits >= 64 { u64::MAX } else { (1u64 << self.cfg.ts_bits) - 1 };
         self.ts = self.ts.saturating_add(1 + step).min(limit);
         let cc = self.cfg.cc.then(|| rng.below(1 << self.cfg.cc_bits) as u32);
+        if self.cfg.ete.ts_marker {
+            // ETE 1.1: the marker says where the timestamp was taken.
+            self.enc.ts_marker();
+            self.log.pend(Pend::Item(Truth::TsMarker));
+            self.stats.ts_markers += 1;
+        }
         self.enc.timestamp(self.ts, cc);
         self.log.pend(Pend::Item(Truth::Timestamp { ts: self.ts, cc }));
+    }
+
+    /// ETE packets for what happened inside a segment.
+    fn events(&mut self, s: &Seg) {
+        for e in &s.events {
+            match *e {
+                Event::TxCommit => {
+                    self.enc.trans_commit();
+                    self.log.pend(Pend::Item(Truth::MemTrans(MemTrans::Commit)));
+                    self.stats.tx_commits += 1;
+                }
+                Event::Ite(value) => {
+                    self.enc.ite(s.ctx.el, value);
+                    self.log.pend(Pend::Item(Truth::Instrumentation { el: s.ctx.el, value }));
+                    self.stats.ites += 1;
+                }
+            }
+        }
     }
 
     fn segment(&mut self, rng: &mut Rng, s: &Seg, next: Option<&Seg>, first: bool) {
@@ -821,7 +1020,7 @@ impl Gen<'_> {
         }
         let synced = self.enc.sync_due();
         if synced {
-            self.sync(rng);
+            self.sync(rng, s.tx_depth > 0);
         }
         if restart {
             self.enc.trace_on();
@@ -829,12 +1028,14 @@ impl Gen<'_> {
             self.rs.flush();
         }
         let t = cfg.traced(s.ctx);
+        let tx_fail = matches!(s.how, End::TxFail { .. });
         let mut prev_same = false;
         if restart || synced {
             self.ctx_with_addr(rng, s.start, s.ctx, true);
         } else if self.known != Some(t) {
             self.ctx_with_addr(rng, s.start, s.ctx, false);
-        } else if self.need_addr {
+        } else if self.need_addr && !tx_fail {
+            // (A failing transaction's restart address stands for it.)
             let at_exception = matches!(s.how, End::Exception { .. }) && s.count == 0;
             // An exception before the first instruction at the target of
             // a branch whose address is still owed can stand for it
@@ -849,20 +1050,35 @@ impl Gen<'_> {
                 self.need_addr = false;
             }
         }
+        self.events(s);
 
+        let range = |exec: bool| Truth::Range { start: s.start, end: s.end, count: s.count, exec };
         match s.how {
             End::Branch { taken, term, next: to } => {
                 self.enc.atom(taken);
-                self.log.p0([Truth::Range { start: s.start, end: s.end, count: s.count, exec: taken }]);
+                let eret = cfg.ete.on && taken && term == Term::ExcRet;
+                if eret {
+                    // ETE: the decoder marks an ERET's atom as an
+                    // exception return.
+                    self.log.p0([range(taken), Truth::ExceptionReturn]);
+                } else {
+                    self.log.p0([range(taken)]);
+                }
                 if taken {
                     if term.is_link() {
                         self.rs.push(s.end);
                     }
                     if term.is_indirect() {
                         // Exception returns and branches that change the
-                        // context always give their target.
+                        // context always give their target, as would a
+                        // return just before a transaction fails (programs
+                        // have no calls inside transactions): the decoder
+                        // only pops its return stack at the next P0
+                        // element, and the failure's address would come
+                        // first, cancelling the pop.
                         let ctx_change = next.is_some_and(|n| cfg.traced(n.ctx) != t);
-                        if self.rs.active && !ctx_change && term != Term::ExcRet && self.rs.v.last() == Some(&to) {
+                        let fail_next = next.is_some_and(|n| matches!(n.how, End::TxFail { .. }));
+                        if self.rs.active && !ctx_change && !fail_next && term != Term::ExcRet && self.rs.v.last() == Some(&to) {
                             // Return to the stacked address: no address.
                             self.rs.v.pop();
                             self.stats.rs_hits += 1;
@@ -890,12 +1106,44 @@ impl Gen<'_> {
                 let mut items = Vec::with_capacity(2);
                 if s.count > 0 {
                     // The range ends where the exception was taken.
-                    items.push(Truth::Range { start: s.start, end: s.end, count: s.count, exec: true });
+                    items.push(range(true));
                 }
                 items.push(Truth::Exception { number: number as u32, ret_addr: s.end });
                 self.log.p0(items);
                 // The handler's address follows.
                 self.need_addr = true;
+            }
+            End::Wfx => {
+                // Traced as a taken branch to the next instruction.
+                self.enc.atom(true);
+                self.log.p0([range(true)]);
+                self.stats.wfx += 1;
+            }
+            End::Tstart { outer } => {
+                // TSTART is a waypoint; the outer one starts a transaction.
+                self.enc.atom(true);
+                self.log.p0([range(true)]);
+                if outer {
+                    self.enc.trans_start();
+                    let item = Truth::MemTrans(MemTrans::Start);
+                    if cfg.ete.trans_p0 {
+                        self.log.p0([item]);
+                    } else {
+                        self.log.pend(Pend::Item(item));
+                    }
+                    self.stats.tx_starts += 1;
+                } else {
+                    self.stats.tx_nested += 1;
+                }
+            }
+            End::TxFail { resume } => {
+                // The failure, then where execution resumes. The
+                // instructions since the last waypoint are not traced.
+                self.enc.trans_fail();
+                self.log.pend(Pend::Item(Truth::MemTrans(MemTrans::Fail)));
+                self.enc.address_is(resume, self.is);
+                self.need_addr = false;
+                self.stats.tx_fails += 1;
             }
         }
 
@@ -953,7 +1201,7 @@ pub fn generate_with_stats(opts: &GenOptions, etmv4: &Etmv4Options) -> (Generate
         let base = [0x0000_0400u64, 0x0800_0000, 0x1000_0200][rng.below(3) as usize];
         let hbase = [0x0002_0000u64, 0x0c00_0000, 0x3000_0000][rng.below(3) as usize];
         let prog = t32m::flow_program(&mut rng, base, n_blocks, cfg.exceptions.then_some(hbase), cfg.exceptions, lob);
-        (name, prog, Ctx { el: 0, secure: rng.chance(1, 2), aarch64: false, cid: 0, vmid: 0 })
+        (name, prog, Ctx { el: 0, secure: rng.chance(1, 2), nse: false, aarch64: false, cid: 0, vmid: 0 })
     } else {
         let name = ["Cortex-A53", "Cortex-A57", "Cortex-A72"][rng.below(3) as usize];
         let base = [0x0000_0000_0040_0000u64, 0xffff_ffc0_0008_0000, 0x0000_007f_9d80_0000][rng.below(3) as usize];
@@ -961,9 +1209,9 @@ pub fn generate_with_stats(opts: &GenOptions, etmv4: &Etmv4Options) -> (Generate
         let prog = a64::flow_program(&mut rng, base, n_blocks, cfg.exceptions.then_some(hbase), cfg.exceptions);
         let el = if cfg.exceptions && !cfg.ctx_changes { 1 } else { rng.below(2) as u8 };
         let secure = !cfg.ctx_changes && rng.chance(1, 4);
-        (name, prog, Ctx { el, secure, aarch64: true, cid: rng.next_u64() as u32, vmid: rng.next_u64() as u32 })
+        (name, prog, Ctx { el, secure, nse: false, aarch64: true, cid: rng.next_u64() as u32, vmid: rng.next_u64() as u32 })
     };
-    let wcfg = WalkCfg { exceptions: cfg.exceptions, ctx_changes: cfg.ctx_changes, m_profile, max_depth: 2, start_ctx };
+    let wcfg = WalkCfg::basic(cfg.exceptions, cfg.ctx_changes, m_profile, 2, start_ctx);
     let segs = flow::walk(&mut rng, &prog, &wcfg, opts.length.max(1));
 
     // The trace.
@@ -972,30 +1220,13 @@ pub fn generate_with_stats(opts: &GenOptions, etmv4: &Etmv4Options) -> (Generate
     enc.exact = cfg.exact;
     enc.is64 = !m_profile;
     enc.vary = Some(Rng::new(rng.next_u64()));
-    let mut g = Gen {
-        stats: Stats::default(),
-        cfg: &cfg,
-        enc,
-        log: TruthLog { out: Vec::with_capacity(segs.len() * 2), pend: Vec::new() },
-        rs: RetStack { active: cfg.rs, v: Vec::new() },
-        known: None,
-        need_addr: true,
-        tracing: false,
-        // Now and then near the top of a 64-bit timestamp (nine-byte packets).
-        ts: if cfg.ts_bits == 64 && rng.chance(1, 4) { u64::MAX - rng.below(1 << 44) } else { rng.below(1 << 40) },
-        is: m_profile as u8,
-    };
-    g.sync(&mut rng);
-    for (i, s) in segs.iter().enumerate() {
-        g.segment(&mut rng, s, segs.get(i + 1), i == 0);
-    }
-    g.enc.flush_atoms();
-    let Gen { enc, log, stats, .. } = g;
-    let truth = log.finish();
+    // Now and then near the top of a 64-bit timestamp (nine-byte packets).
+    let ts = if cfg.ts_bits == 64 && rng.chance(1, 4) { u64::MAX - rng.below(1 << 44) } else { rng.below(1 << 40) };
+    let (out, truth, stats, _) = Gen::new(&cfg, enc, ts, segs.len() * 2).run(&mut rng, &segs);
 
     // The snapshot.
     let trace_id = 0x10 + rng.below(0x20) as u8;
-    let (data, format) = layout_buffer(opts.layout, trace_id, &enc.out, &mut rng);
+    let (data, format) = layout_buffer(opts.layout, trace_id, &out, &mut rng);
     let mut core = DeviceSpec::core("cpu_0", core_name);
     for (i, (addr, code)) in prog.images.iter().enumerate() {
         core.dumps.push(DumpSpec { file: format!("code{i}.bin"), address: *addr, data: code.clone(), space: String::new() });

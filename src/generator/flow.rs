@@ -15,6 +15,15 @@
 //! their callers), an exception stack (exception returns resume where the
 //! exception was taken, or after a trapped instruction), and the PE context
 //! (exception level, security state, context ID, VMID).
+//!
+//! Armv9 additions (used by the ETE generator, absent from other programs):
+//! WFI/WFE/WFIT/WFET, which end a segment when the trace unit makes them
+//! waypoints; transactions (FEAT_TME: TSTART, TCOMMIT, TCANCEL), which the
+//! walk follows with their nesting depth, failing now and then and
+//! resuming after the outer TSTART; and TRCIT instrumentation. Programs
+//! place transactions so that they are well formed (see [`tx_regions`]).
+//! No exception is taken inside a transaction (one would make it fail
+//! first), and transactions make no calls.
 
 use super::Rng;
 
@@ -55,6 +64,19 @@ pub enum Kind {
     Svc,
     /// Load or store: may take a data fault before it executes.
     Mem,
+    /// WFI, WFE, WFIT or WFET: a waypoint when the trace unit traces it as
+    /// one ([`WalkCfg::wfx_waypoints`]), else an ordinary instruction.
+    Wfx,
+    /// TSTART: starts a transaction, or nests one inside the current one.
+    /// A waypoint. A transaction head block ends with it (and a CBNZ on its
+    /// result); nested ones sit inside a transaction's blocks.
+    Tstart,
+    /// TCOMMIT: ends the innermost transaction (the outer one commits).
+    Tcommit,
+    /// TCANCEL: the transaction fails.
+    Tcancel,
+    /// TRCIT: an instrumentation packet carrying a register's value.
+    Ite,
 }
 
 /// One straight-line instruction.
@@ -110,10 +132,26 @@ pub struct Program {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct Ctx {
     pub el: u8,
+    /// Secure (or, with `nse`, Root) rather than Non-secure (Realm).
     pub secure: bool,
+    /// Armv9 RME: Root (secure) or Realm (not secure) state.
+    pub nse: bool,
     pub aarch64: bool,
     pub cid: u32,
     pub vmid: u32,
+}
+
+impl Ctx {
+    /// The security state.
+    pub fn security(&self) -> crate::arch::SecurityState {
+        use crate::arch::SecurityState as S;
+        match (self.nse, self.secure) {
+            (false, true) => S::Secure,
+            (false, false) => S::NonSecure,
+            (true, true) => S::Root,
+            (true, false) => S::Realm,
+        }
+    }
 }
 
 /// Exception causes the walk can produce.
@@ -129,6 +167,15 @@ pub enum Cause {
     Trap,
 }
 
+/// Something that happens inside a segment without ending it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// The outer transaction commits (a TCOMMIT at depth 1).
+    TxCommit,
+    /// A TRCIT with this value.
+    Ite(u64),
+}
+
 /// How a segment ends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum End {
@@ -138,10 +185,20 @@ pub enum End {
     /// An exception is taken before the instruction at the segment's end
     /// (the preferred return address). `entry` is the handler block.
     Exception { cause: Cause, entry: usize },
+    /// The last instruction is a WFI/WFE/WFIT/WFET traced as a waypoint;
+    /// execution continues after it.
+    Wfx,
+    /// The last instruction is a TSTART that starts the outer transaction
+    /// (`outer`) or a nested one; execution continues after it.
+    Tstart { outer: bool },
+    /// The transaction fails after the segment's instructions (the last
+    /// one a TCANCEL, or a conflict); execution resumes at `resume`, after
+    /// the outer TSTART, outside the transaction.
+    TxFail { resume: u64 },
 }
 
 /// A run of instructions from `start` up to (not including) `end`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Seg {
     pub start: u64,
     pub end: u64,
@@ -149,6 +206,10 @@ pub struct Seg {
     /// Context the instructions ran in.
     pub ctx: Ctx,
     pub how: End,
+    /// Transaction nesting depth when the segment starts.
+    pub tx_depth: u8,
+    /// What happened along the way, in order.
+    pub events: Vec<Event>,
 }
 
 /// What the walk may do.
@@ -163,6 +224,50 @@ pub struct WalkCfg {
     pub max_depth: usize,
     /// Context the main program starts in.
     pub start_ctx: Ctx,
+    /// WFI/WFE/WFIT/WFET end segments (waypoints).
+    pub wfx_waypoints: bool,
+    /// Armv9 RME: EL3 runs in Root state, lower levels in Non-secure or
+    /// Realm state (the monitor switches worlds now and then).
+    pub rme: bool,
+}
+
+impl WalkCfg {
+    /// A walk with the given options and none of the Armv9 ones.
+    pub fn basic(exceptions: bool, ctx_changes: bool, m_profile: bool, max_depth: usize, start_ctx: Ctx) -> Self {
+        WalkCfg { exceptions, ctx_changes, m_profile, max_depth, start_ctx, wfx_waypoints: false, rme: false }
+    }
+}
+
+/// Blocks inside transactions: those after a transaction head (a block
+/// whose body ends with TSTART) up to the one whose TCOMMIT ends the outer
+/// transaction. Program builders make them reachable only by falling
+/// through from the head (no branch or return lands in them), and give them
+/// no way out but to the next one, so every transaction either commits or
+/// fails.
+pub fn tx_regions(prog: &Program) -> Vec<bool> {
+    let mut inside = vec![false; prog.blocks.len()];
+    for (i, b) in prog.blocks.iter().enumerate() {
+        if b.body.last().map(|x| x.kind) != Some(Kind::Tstart) {
+            continue;
+        }
+        let mut depth = 1i32;
+        let mut j = i + 1;
+        while depth > 0 && j < prog.blocks.len() {
+            inside[j] = true;
+            for x in &prog.blocks[j].body {
+                match x.kind {
+                    Kind::Tstart => depth += 1,
+                    Kind::Tcommit => depth -= 1,
+                    _ => {}
+                }
+                if depth == 0 {
+                    break;
+                }
+            }
+            j += 1;
+        }
+    }
+    inside
 }
 
 /// Where execution is: block and instruction index.
@@ -180,19 +285,42 @@ pub fn walk(rng: &mut Rng, prog: &Program, cfg: &WalkCfg, steps: usize) -> Vec<S
     let mut ctx = cfg.start_ctx;
     let mut pc = Pc { block: prog.main.start, index: 0 };
     let can_except = cfg.exceptions && !prog.handlers.is_empty();
-    let main_block = |rng: &mut Rng| prog.main.start + rng.below(prog.main.len() as u64) as usize;
+    // Blocks only reachable by falling through inside a transaction: no
+    // indirect branch goes there.
+    let in_tx_region = tx_regions(prog);
+    let main_block = |rng: &mut Rng| loop {
+        let b = prog.main.start + rng.below(prog.main.len() as u64) as usize;
+        if !in_tx_region[b] {
+            break b;
+        }
+    };
+    // Transactions: nesting depth, where a failure resumes (after the
+    // outer TSTART), and whether the last one failed (its CBNZ is taken).
+    let mut tx_depth = 0u8;
+    let mut tx_resume = pc;
+    let mut tx_failed = false;
     while out.len() < steps {
         let b = &prog.blocks[pc.block];
         let last = b.body.len();
         let start = b.instr_addr(pc.index);
-        // The first exception this run reaches, if any: (boundary, cause, resume index).
+        let seg = move |end: usize, ctx: Ctx, how: End, events: Vec<Event>| Seg {
+            start,
+            end: b.instr_addr(end),
+            count: (end - pc.index) as u32,
+            ctx,
+            how,
+            tx_depth,
+            events,
+        };
+        // The first exception this run reaches, if any: (boundary, cause,
+        // resume index). None inside a transaction.
         let mut exc: Option<(usize, Cause, usize)> = None;
         let mut consider = |k: usize, cause: Cause, resume: usize| {
             if exc.is_none_or(|(e, _, _)| k < e) {
                 exc = Some((k, cause, resume));
             }
         };
-        if can_except && excs.len() < cfg.max_depth {
+        if can_except && excs.len() < cfg.max_depth && tx_depth == 0 {
             for (j, ins) in b.body.iter().enumerate().skip(pc.index) {
                 match ins.kind {
                     Kind::Svc => {
@@ -209,9 +337,74 @@ pub fn walk(rng: &mut Rng, prog: &Program, cfg: &WalkCfg, steps: usize) -> Vec<S
                 consider(k, if rng.chance(1, 4) { Cause::Fiq } else { Cause::Irq }, k);
             }
         }
+
+        // Instructions that end the run before its terminator (waypoints,
+        // a failing transaction) or happen along the way: (boundary, how).
+        let mut stop: Option<(usize, End)> = None;
+        let mut events = Vec::new();
+        let mut depth = tx_depth;
+        let exc_at = exc.map_or(usize::MAX, |(k, _, _)| k);
+        for j in pc.index..=last {
+            if j >= exc_at {
+                break;
+            }
+            if depth > 0 && rng.chance(1, 40) {
+                // A conflict: the transaction fails before instruction j.
+                stop = Some((j, End::TxFail { resume: prog.blocks[tx_resume.block].instr_addr(tx_resume.index) }));
+                break;
+            }
+            let Some(ins) = b.body.get(j) else { break };
+            match ins.kind {
+                Kind::Wfx if cfg.wfx_waypoints => {
+                    stop = Some((j + 1, End::Wfx));
+                    break;
+                }
+                Kind::Tstart => {
+                    stop = Some((j + 1, End::Tstart { outer: depth == 0 }));
+                    break;
+                }
+                Kind::Tcommit if depth > 0 => {
+                    depth -= 1;
+                    if depth == 0 {
+                        events.push(Event::TxCommit);
+                    }
+                }
+                Kind::Tcancel if depth > 0 => {
+                    stop = Some((j + 1, End::TxFail { resume: prog.blocks[tx_resume.block].instr_addr(tx_resume.index) }));
+                    break;
+                }
+                Kind::Ite => events.push(Event::Ite(rng.next_u64())),
+                _ => {}
+            }
+        }
+        if let Some((k, how)) = stop {
+            out.push(seg(k, ctx, how, events));
+            match how {
+                End::Tstart { outer } => {
+                    if outer {
+                        tx_resume = Pc { block: pc.block, index: k };
+                        tx_failed = false;
+                    }
+                    tx_depth = depth + 1;
+                    pc.index = k;
+                }
+                End::TxFail { .. } => {
+                    tx_depth = 0;
+                    tx_failed = true;
+                    pc = tx_resume;
+                }
+                _ => {
+                    tx_depth = depth;
+                    pc.index = k;
+                }
+            }
+            continue;
+        }
+        tx_depth = depth;
+
         if let Some((k, cause, resume)) = exc {
             let entry = prog.entries[rng.below(prog.entries.len() as u64) as usize];
-            out.push(Seg { start, end: b.instr_addr(k), count: (k - pc.index) as u32, ctx, how: End::Exception { cause, entry } });
+            out.push(seg(k, ctx, End::Exception { cause, entry }, events));
             excs.push((Pc { block: pc.block, index: resume }, ctx));
             if cfg.ctx_changes {
                 ctx = handler_ctx(rng, cfg, ctx, cause);
@@ -225,14 +418,13 @@ pub fn walk(rng: &mut Rng, prog: &Program, cfg: &WalkCfg, steps: usize) -> Vec<S
         let run_ctx = ctx;
         let in_handler = prog.handlers.contains(&pc.block);
         let fall = pc.block + 1;
+        // The CBNZ after a transaction's TSTART: taken when it failed.
+        let tx_head = b.body.last().is_some_and(|x| x.kind == Kind::Tstart);
         let (taken, to) = match b.term {
             Term::B(t) => (true, Pc { block: t, index: 0 }),
             Term::Cond(t) => {
-                if rng.chance(1, 2) {
-                    (true, Pc { block: t, index: 0 })
-                } else {
-                    (false, Pc { block: fall, index: 0 })
-                }
+                let taken = if tx_head { std::mem::take(&mut tx_failed) } else { rng.chance(1, 2) };
+                if taken { (true, Pc { block: t, index: 0 }) } else { (false, Pc { block: fall, index: 0 }) }
             }
             Term::Bl(t) => {
                 if calls.len() < 64 {
@@ -261,6 +453,7 @@ pub fn walk(rng: &mut Rng, prog: &Program, cfg: &WalkCfg, steps: usize) -> Vec<S
             }
             Term::ExcRet => match excs.pop() {
                 Some((resume, saved)) => {
+                    let from_el3 = ctx.el == 3;
                     ctx = saved;
                     if cfg.ctx_changes && !cfg.m_profile && rng.chance(1, 4) {
                         // Return to another process.
@@ -268,6 +461,10 @@ pub fn walk(rng: &mut Rng, prog: &Program, cfg: &WalkCfg, steps: usize) -> Vec<S
                         if rng.chance(1, 3) {
                             ctx.vmid = rng.next_u64() as u32;
                         }
+                    }
+                    if cfg.rme && from_el3 && ctx.el < 3 && !ctx.secure && rng.chance(1, 4) {
+                        // The monitor switches worlds: Non-secure <-> Realm.
+                        ctx.nse = !ctx.nse;
                     }
                     (true, resume)
                 }
@@ -285,6 +482,8 @@ pub fn walk(rng: &mut Rng, prog: &Program, cfg: &WalkCfg, steps: usize) -> Vec<S
             count: (last + 1 - pc.index) as u32,
             ctx: run_ctx,
             how: End::Branch { taken, term: b.term, next },
+            tx_depth,
+            events,
         });
         pc = to;
     }
@@ -311,5 +510,10 @@ fn handler_ctx(rng: &mut Rng, cfg: &WalkCfg, from: Ctx, cause: Cause) -> Ctx {
     }
     .max(lowest);
     c.secure = c.el == 3;
+    if cfg.rme {
+        // EL3 is Root; below it the handler stays in the world it
+        // interrupted (Non-secure or Realm).
+        c.nse = if c.el == 3 { true } else { from.nse && !from.secure };
+    }
     c
 }

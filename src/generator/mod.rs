@@ -10,6 +10,7 @@
 pub mod a32t32;
 pub mod a64;
 pub mod check;
+pub mod ete;
 pub mod etmv3;
 pub mod etmv4;
 pub mod flow;
@@ -21,7 +22,7 @@ pub mod t32m;
 use std::fmt::{self, Write as _};
 
 use crate::arch::SecurityState;
-use crate::elem::{ElemType, ItmPktKind, TraceElement};
+use crate::elem::{ElemType, ItmPktKind, MemTrans, TraceElement};
 use crate::formatter::{FormatterConfig, FrameFormatter};
 use crate::snapshot_writer::SnapshotSpec;
 
@@ -70,6 +71,9 @@ pub enum GenProtocol {
     /// PTMs and ETMv3s on their own trace IDs in one formatted buffer,
     /// like a TC2 (options random).
     Tc2,
+    /// ETE (Armv9) on A64 code, with its options; one buffer or several
+    /// (sessions).
+    Ete(ete::EteOptions),
 }
 
 impl GenProtocol {
@@ -82,6 +86,7 @@ impl GenProtocol {
             "ptm" | "pft" => Some(GenProtocol::Ptm(Default::default())),
             "etmv3" | "etm3" => Some(GenProtocol::Etmv3(Default::default())),
             "tc2" | "ptm+etmv3" => Some(GenProtocol::Tc2),
+            "ete" => Some(GenProtocol::Ete(Default::default())),
             _ => None,
         }
     }
@@ -94,6 +99,7 @@ impl GenProtocol {
             GenProtocol::Ptm(_) => "ptm",
             GenProtocol::Etmv3(_) => "etmv3",
             GenProtocol::Tc2 => "tc2",
+            GenProtocol::Ete(_) => "ete",
         }
     }
     /// Sets a protocol option by name (`retstack=1`, `isa=t32`...).
@@ -101,6 +107,7 @@ impl GenProtocol {
         match self {
             GenProtocol::Ptm(o) => o.set(name, value),
             GenProtocol::Etmv3(o) => o.set(name, value),
+            GenProtocol::Ete(o) => o.set_value(name, value),
             p => Err(format!("{} has no options", p.name())),
         }
     }
@@ -143,12 +150,23 @@ pub enum Truth {
     Exception { number: u32, ret_addr: u64 },
     /// An exception return, where the protocol marks one.
     ExceptionReturn,
-    /// The PE context changes (or is restated).
-    Context { el: u8, secure: bool, aarch64: bool, ctxt_id: Option<u32>, vmid: Option<u32> },
+    /// The PE context changes (or is restated). The security state is
+    /// printed S, NS, Realm or Root.
+    Context { el: u8, security: SecurityState, aarch64: bool, ctxt_id: Option<u32>, vmid: Option<u32> },
     /// A cycle count.
     CycleCount(u32),
     /// A timestamp, with the cycle count it carries.
     Timestamp { ts: u64, cc: Option<u32> },
+    /// ETE: a timestamp marker.
+    TsMarker,
+    /// ETE: a transactional memory element (start, commit, failure, or
+    /// trace starting inside a transaction).
+    MemTrans(MemTrans),
+    /// ETE: an instrumentation packet's exception level and value.
+    Instrumentation { el: u8, value: u64 },
+    /// The start of trace buffer `n` (from 1) of a multi-session snapshot,
+    /// whose buffers are decoded in turn.
+    Session(u32),
 }
 
 impl fmt::Display for Truth {
@@ -169,8 +187,14 @@ impl fmt::Display for Truth {
             }
             Truth::Exception { number, ret_addr } => write!(f, "exception {number:#x} ret 0x{ret_addr:x}"),
             Truth::ExceptionReturn => f.write_str("exception return"),
-            Truth::Context { el, secure, aarch64, ctxt_id, vmid } => {
-                write!(f, "context EL{el} {} {}", if secure { "S" } else { "NS" }, if aarch64 { "64" } else { "32" })?;
+            Truth::Context { el, security, aarch64, ctxt_id, vmid } => {
+                let sec = match security {
+                    SecurityState::Secure => "S",
+                    SecurityState::NonSecure => "NS",
+                    SecurityState::Realm => "Realm",
+                    SecurityState::Root => "Root",
+                };
+                write!(f, "context EL{el} {sec} {}", if aarch64 { "64" } else { "32" })?;
                 if let Some(c) = ctxt_id {
                     write!(f, " cid={c:#x}")?;
                 }
@@ -187,16 +211,26 @@ impl fmt::Display for Truth {
                 }
                 Ok(())
             }
+            Truth::TsMarker => f.write_str("ts marker"),
+            Truth::MemTrans(m) => f.write_str(match m {
+                MemTrans::TraceInit => "memtrans init",
+                MemTrans::Start => "memtrans start",
+                MemTrans::Commit => "memtrans commit",
+                MemTrans::Fail => "memtrans fail",
+            }),
+            Truth::Instrumentation { el, value } => write!(f, "ite EL{el} 0x{value:x}"),
+            Truth::Session(n) => write!(f, "session {n}"),
         }
     }
 }
 
 impl Truth {
-    /// Items beyond instruction ranges and messages: exceptions, contexts,
-    /// cycle counts and timestamps. They are compared only for truths
-    /// that contain some (generators that model them).
+    /// Items beyond instruction ranges, messages and session starts:
+    /// exceptions, contexts, cycle counts, timestamps, ETE's elements. They
+    /// are compared only for truths that contain some (generators that
+    /// model them).
     pub fn is_detail(&self) -> bool {
-        !matches!(self, Truth::Range { .. } | Truth::Message { .. })
+        !matches!(self, Truth::Range { .. } | Truth::Message { .. } | Truth::Session(_))
     }
 
     /// The truth item a decoded element stands for, if any.
@@ -229,13 +263,16 @@ impl Truth {
             ElemType::ExceptionRet => Some(Truth::ExceptionReturn),
             ElemType::PeContext => Some(Truth::Context {
                 el: e.context.exception_level.number().unwrap_or(0xff),
-                secure: e.context.security == SecurityState::Secure,
+                security: e.context.security,
                 aarch64: e.context.bits64,
                 ctxt_id: e.context.ctxt_id_valid.then_some(e.context.context_id),
                 vmid: e.context.vmid_valid.then_some(e.context.vmid),
             }),
             ElemType::CycleCount => Some(Truth::CycleCount(e.cycle_count)),
             ElemType::Timestamp => Some(Truth::Timestamp { ts: e.timestamp, cc: e.has_cc.then_some(e.cycle_count) }),
+            ElemType::SyncMarker => Some(Truth::TsMarker),
+            ElemType::MemTrans => Some(Truth::MemTrans(e.mem_trans)),
+            ElemType::Instrumentation => Some(Truth::Instrumentation { el: e.ite_el, value: e.ite_value }),
             _ => None,
         }
     }
@@ -268,6 +305,7 @@ pub fn generate(opts: &GenOptions) -> Generated {
         GenProtocol::Ptm(o) => ptm::generate(opts, &o),
         GenProtocol::Etmv3(o) => etmv3::generate(opts, &o),
         GenProtocol::Tc2 => etmv3::generate_multi(opts),
+        GenProtocol::Ete(o) => ete::generate_with(opts, &o),
     }
 }
 

@@ -104,6 +104,8 @@ fn body_instr(rng: &mut Rng, kind: Kind, size: u8) -> Vec<u16> {
                 vec![0xf200 | i << 10 | n, imm3 << 12 | d << 8 | imm8] // ADDW Rd, Rn, #imm12
             }
         }
+        // Armv9 A64 instructions: not in M-profile programs.
+        (_, size) => body_instr(rng, Kind::Plain, size),
     }
 }
 
