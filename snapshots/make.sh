@@ -16,9 +16,15 @@ rm -rf -- */
 "$gen" -protocol tc2 -seed 7 -length 10 -out ptm-etmv3-shared-buffer
 "$gen" -protocol stm -seed 3 -length 40 -out stm-messages
 "$gen" -protocol itm -seed 4 -length 40 -unformatted -out itm-messages
+"$gen" -protocol ete -seed 41 -length 60 -opt all=1 -opt bb=0 -opt multi=0 -unformatted -out ete-all-options
+"$gen" -protocol ete -seed 42 -length 60 -opt tme=1 -opt ite=1 -opt sessions=2 -unformatted -out ete-multi-session
+"$gen" -protocol ete -seed 43 -length 60 -opt rme=1 -opt tsmark=1 -opt wfx=1 -opt multi=0 -out ete-formatted-rme
 # Each snapshot's expected listing: the lister's default decode arguments.
 for d in */; do
   n=${d%/}
-  (../target/release/trc_pkt_lister -ss_dir "./$n" -decode -no_time_print -logfilename "$n/expected.ppl" > /dev/null)
+  extra=()
+  # Snapshots with several buffers are listed one session after another.
+  [ "$(grep -c '^name=' "$n/trace.ini")" -gt 1 ] && extra=(-multi_session)
+  (../target/release/trc_pkt_lister -ss_dir "./$n" -decode -no_time_print "${extra[@]}" -logfilename "$n/expected.ppl" > /dev/null)
 done
 ../target/release/trc_regress .

@@ -15,6 +15,7 @@ fn protocols() -> Vec<(GenProtocol, &'static str)> {
         (GenProtocol::Etmv4M, "etmv4m"),
         (GenProtocol::Ptm(Default::default()), "ptm"),
         (GenProtocol::Etmv3(Default::default()), "etmv3"),
+        (GenProtocol::Ete(Default::default()), "ete"),
         (GenProtocol::Tc2, "tc2"),
         (GenProtocol::Stm, "stm"),
         (GenProtocol::Itm, "itm"),

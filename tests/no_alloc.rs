@@ -71,6 +71,7 @@ fn decoding_more_trace_makes_no_more_allocations() {
         (GenProtocol::Itm, "itm"),
         (GenProtocol::Ptm(Default::default()), "ptm"),
         (GenProtocol::Etmv3(Default::default()), "etmv3"),
+        (GenProtocol::Ete(Default::default()), "ete"),
     ];
     for (p, name) in protocols {
         // Warm-up (caches filling, stacks reaching their depth) allocates a
