@@ -36,6 +36,8 @@ pub mod regress;
 pub mod snapshot;
 pub mod snapshot_writer;
 pub mod stm;
+#[cfg(test)]
+pub(crate) mod test_rig;
 pub mod tree;
 
 pub use datapath::{DatapathOp, DatapathResp, TrcIndex};

@@ -16,8 +16,6 @@ mod packet;
 mod processor;
 pub(crate) mod shared;
 #[cfg(test)]
-pub(crate) mod test_util;
-#[cfg(test)]
 mod tests;
 
 use std::rc::Rc;
