@@ -152,6 +152,20 @@ pub struct DecodeContext {
     pub options: DecoderOptions,
 }
 
+impl DecodeContext {
+    /// The packet decoder `make` builds, in full decode mode; none when
+    /// only packets are listed.
+    pub fn decoder_for_mode<P, D>(&self, make: impl FnOnce() -> D) -> Option<Box<dyn PktDataIn<P>>>
+    where
+        D: PktDataIn<P> + 'static,
+    {
+        match self.mode {
+            DecodeMode::FullDecode => Some(Box::new(make())),
+            DecodeMode::PacketsOnly => None,
+        }
+    }
+}
+
 /// A created decoder for one trace source.
 pub trait TraceComponent: TrcDataIn {
     /// Protocol name (`ETMV4I`, `PTM`, ...).
