@@ -31,6 +31,7 @@ pub mod logger;
 pub mod memory;
 pub mod printers;
 pub mod protocols;
+pub(crate) mod pktproc;
 pub mod ptm;
 pub mod regress;
 pub mod snapshot;

@@ -15,8 +15,9 @@ use super::PtmConfig;
 use crate::arch::Isa;
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use crate::decoder::{DecodeContext, PacketOut, PacketProcessor};
-use crate::error::{ErrCode, Severity, TraceError};
+use crate::error::ErrCode;
 use crate::logger::ErrLink;
+use crate::pktproc::{bin_to_gray, gray_to_bin, PktError, ProcState as State};
 
 /// A-sync: at least this many 0x00 bytes, then 0x80.
 const ASYNC_REQ_0: u32 = 5;
@@ -24,14 +25,6 @@ const ASYNC_REQ_0: u32 = 5;
 const ASYNC_PAD_0_LIMIT: u32 = 11;
 /// Unsynchronised bytes handed to the monitor in one go, at most.
 const UNSYNC_PKT_MAX: usize = 16;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum State {
-    WaitSync,
-    ProcHdr,
-    ProcData,
-    SendPkt,
-}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum AsyncResult {
@@ -45,12 +38,6 @@ enum AsyncResult {
     Throw0,
     /// Out of input.
     Incomplete,
-}
-
-/// A packet format error: its code and message.
-struct PktError {
-    code: ErrCode,
-    msg: &'static str,
 }
 
 /// PTM packet processor (OpenCSD's `TrcPktProcPtm`).
@@ -154,7 +141,7 @@ impl PtmProcessor {
 
     fn malformed(&mut self, msg: &'static str) -> PktError {
         self.pkt.set_err_type(PtmPktType::BadSequence);
-        PktError { code: ErrCode::BadPacketSeq, msg }
+        PktError::bad_sequence(msg)
     }
 
     fn output_packet(&mut self, out: &mut PacketOut<'_, PtmPacket>) -> DatapathResp {
@@ -745,7 +732,7 @@ impl PtmProcessor {
     }
 
     fn log(&self, e: &PktError) {
-        self.err.log(&TraceError::new(Severity::Error, e.code).at(self.pkt_index).on_id(self.trace_id).with_message(e.msg));
+        e.log(&self.err, self.pkt_index, self.trace_id);
     }
 }
 
@@ -777,25 +764,6 @@ fn overrun_bytes(data: &[u8], start: usize, count: usize, buf: &mut [u8; OVERRUN
         };
     }
     n
-}
-
-/// Binary to Gray code over `size` bits.
-fn bin_to_gray(v: u64, size: u32) -> u64 {
-    let m = if size >= 64 { u64::MAX } else { (1u64 << size) - 1 };
-    let v = v & m;
-    v ^ (v >> 1)
-}
-
-/// Gray code to binary over `size` bits.
-fn gray_to_bin(g: u64, size: u32) -> u64 {
-    let m = if size >= 64 { u64::MAX } else { (1u64 << size) - 1 };
-    let mut b = g & m;
-    let mut shift = 1;
-    while shift < 64 {
-        b ^= b >> shift;
-        shift <<= 1;
-    }
-    b
 }
 
 impl PacketProcessor for PtmProcessor {
@@ -854,20 +822,5 @@ impl PacketProcessor for PtmProcessor {
 
     fn reset(&mut self, _index: TrcIndex) {
         self.init_processor_state();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn gray_code_round_trip() {
-        for v in [0u64, 1, 2, 3, 0x58e90bb867, 0xffff_ffff_ffff, u64::MAX] {
-            assert_eq!(gray_to_bin(bin_to_gray(v, 64), 64), v);
-            assert_eq!(gray_to_bin(bin_to_gray(v, 48), 48), v & 0xffff_ffff_ffff);
-        }
-        assert_eq!(bin_to_gray(2, 48), 3);
-        assert_eq!(gray_to_bin(3, 48), 2);
     }
 }
