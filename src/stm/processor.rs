@@ -104,7 +104,7 @@ impl StmProcessor {
             trace_id,
             err: None,
             mon: false,
-            _overread: overread::Interest::register(),
+            _overread: overread::Interest::register(trace_id),
             state: State::WaitSync,
             step: Step::Null,
             pkt: StmPacket::start_state(),
