@@ -15,6 +15,7 @@ use super::PtmConfig;
 use crate::arch::Isa;
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use crate::decoder::{DecodeContext, PacketOut, PacketProcessor};
+use crate::deformatter::overread;
 use crate::error::ErrCode;
 use crate::logger::ErrLink;
 use crate::pktproc::{bin_to_gray, gray_to_bin, PktError, ProcState as State};
@@ -25,6 +26,9 @@ const ASYNC_REQ_0: u32 = 5;
 const ASYNC_PAD_0_LIMIT: u32 = 11;
 /// Unsynchronised bytes handed to the monitor in one go, at most.
 const UNSYNC_PKT_MAX: usize = 16;
+/// Most bytes shown for a run of unsynchronised bytes that runs past the
+/// end of its block.
+const UNSYNC_SHOWN_MAX: usize = 48;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum AsyncResult {
@@ -45,6 +49,9 @@ pub struct PtmProcessor {
     cfg: PtmConfig,
     trace_id: u8,
     err: ErrLink,
+    /// Held while looking for an A-sync, the only time a listing may show
+    /// bytes from past the end of a block (see [`block_memory`]).
+    overread: Option<overread::Interest>,
 
     state: State,
     pkt: PtmPacket,
@@ -90,6 +97,7 @@ impl PtmProcessor {
             cfg,
             trace_id: cfg.trace_id(),
             err,
+            overread: None,
             state: State::WaitSync,
             pkt: PtmPacket::default(),
             raw: Vec::with_capacity(32),
@@ -120,6 +128,7 @@ impl PtmProcessor {
 
     fn init_processor_state(&mut self) {
         self.state = State::WaitSync;
+        self.overread = Some(overread::Interest::register(self.trace_id));
         self.hdr_type = PtmPktType::Reserved;
         self.async_0 = 0;
         self.wait_async_start = false;
@@ -241,8 +250,12 @@ impl PtmProcessor {
                     if end <= data.len() {
                         mon.raw_packet_data_mon(DatapathOp::Data, self.pkt_index, Some(&self.pkt), &data[unsynced_start..end]);
                     } else {
-                        let mut buf = [0u8; OVERRUN_MAX];
-                        let n = overrun_bytes(data, unsynced_start, unsynced, &mut buf);
+                        // Zeros pending from the previous block that did not
+                        // start an A-sync are counted again with this block's
+                        // bytes, so OpenCSD lists bytes from past its end.
+                        let mut buf = [0u8; UNSYNC_SHOWN_MAX];
+                        let n = unsynced.min(UNSYNC_SHOWN_MAX);
+                        block_memory(data, unsynced_start, &mut buf[..n]);
                         mon.raw_packet_data_mon(DatapathOp::Data, self.pkt_index, Some(&self.pkt), &buf[..n]);
                     }
                 }
@@ -259,6 +272,7 @@ impl PtmProcessor {
             }
 
             if have_async {
+                self.overread = None;
                 self.pkt.pkt_type = PtmPktType::ASync;
             }
         }
@@ -736,34 +750,21 @@ impl PtmProcessor {
     }
 }
 
-/// Most bytes [`overrun_bytes`] produces.
-const OVERRUN_MAX: usize = 48;
-
-/// The bytes OpenCSD shows for unsynchronised data when its count runs
-/// past the end of the input block.
-///
-/// Zeros pending from the previous block that turn out not to start an
-/// A-sync are counted again with the new block's bytes, so OpenCSD reads
-/// the monitor's raw bytes past the end of the block. For a block that is
-/// one frame's data for an ID (at most 15 bytes), that memory is the
-/// frame deformatter's per-ID record: the rest of its 15-byte data array
-/// (zeros here: stale bytes of earlier frames), then the 32-bit count of
-/// valid bytes. Reproducing that keeps the listing identical.
-fn overrun_bytes(data: &[u8], start: usize, count: usize, buf: &mut [u8; OVERRUN_MAX]) -> usize {
-    const CHUNK_DATA: usize = 15;
-    let n = count.min(OVERRUN_MAX);
-    let valid = (data.len() as u32).to_le_bytes();
-    for (i, out) in buf.iter_mut().take(n).enumerate() {
+/// Fills `buf` with the memory from `start` bytes into the block `data`:
+/// the block's bytes, then what follows the block as far as it is known
+/// (see [`overread`]: for a formatted source, the deformatter's record),
+/// zeros beyond.
+fn block_memory(data: &[u8], start: usize, buf: &mut [u8]) {
+    let mut after = [0u8; overread::IMAGE_MAX];
+    let known = overread::following_bytes(&mut after);
+    for (i, b) in buf.iter_mut().enumerate() {
         let at = start + i;
-        *out = if at < data.len() {
-            data[at]
-        } else if data.len() <= CHUNK_DATA && (CHUNK_DATA..CHUNK_DATA + 4).contains(&at) {
-            valid[at - CHUNK_DATA]
-        } else {
-            0
+        *b = match at.checked_sub(data.len()) {
+            None => data[at],
+            Some(past) if past < known => after[past],
+            Some(_) => 0,
         };
     }
-    n
 }
 
 impl PacketProcessor for PtmProcessor {

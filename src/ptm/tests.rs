@@ -464,3 +464,33 @@ fn random_bytes_never_panic() {
         assert!(out.contains("INSTR_RANGE"), "config {n}: no code was followed");
     }
 }
+
+#[test]
+fn unsynced_count_past_the_block_shows_the_deformatter_record() {
+    use crate::datapath::DatapathResp;
+    use crate::deformatter::{DeformatterConfig, FrameDeformatter, IdStreamTable};
+    // Two frames for trace ID 0x10. The first ends in two zeros that may
+    // start an A-sync; the second has 8 bytes for the ID, and none is a
+    // zero: OpenCSD counts the two zeros again with them, and lists 10
+    // bytes, the last two from past the block: the stale bytes the first
+    // frame left in the deformatter's record for the ID.
+    let mut frames = vec![0x21];
+    frames.extend([0x22; 12]);
+    frames.extend([0x00, 0x00, 0x00]);
+    frames.extend([0x22; 8]);
+    frames.extend([0x61, 0x44, 0x44, 0x44, 0x44, 0x44, 0x44, 0x00]);
+    let rig = Rig::new(DecodeMode::PacketsOnly);
+    let p = packets(&rig, PtmConfig { reg_trc_id: 0x10, ..config(0, CCER_TS_BINARY) });
+    let mut table = IdStreamTable::default();
+    table.attach(0x10, Box::new(p)).unwrap();
+    let mut d = FrameDeformatter::new(DeformatterConfig::mem_aligned());
+    assert_eq!(d.trace_data_in(DatapathOp::Data, 0, &frames, &mut table), (DatapathResp::Cont, 32));
+    assert_eq!(
+        rig.take(),
+        lines(&[
+            "Idx:0; ID:0; [0x22 0x22 0x22 0x22 0x22 0x22 0x22 0x22 0x22 0x22 0x22 0x22 ];\tNOTSYNC : PTM Not Synchronised; ",
+            "Idx:12; ID:0; [0x00 0x00 ];\tNOTSYNC : PTM Not Synchronised; ",
+            "Idx:14; ID:0; [0x22 0x22 0x22 0x22 0x22 0x22 0x22 0x22 0x22 0x22 ];\tNOTSYNC : PTM Not Synchronised; ",
+        ])
+    );
+}
