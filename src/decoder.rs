@@ -152,6 +152,20 @@ pub struct DecodeContext {
     pub options: DecoderOptions,
 }
 
+impl DecodeContext {
+    /// The packet decoder `make` builds, in full decode mode; none when
+    /// only packets are listed.
+    pub fn decoder_for_mode<P, D>(&self, make: impl FnOnce() -> D) -> Option<Box<dyn PktDataIn<P>>>
+    where
+        D: PktDataIn<P> + 'static,
+    {
+        match self.mode {
+            DecodeMode::FullDecode => Some(Box::new(make())),
+            DecodeMode::PacketsOnly => None,
+        }
+    }
+}
+
 /// A created decoder for one trace source.
 pub trait TraceComponent: TrcDataIn {
     /// Protocol name (`ETMV4I`, `PTM`, ...).
@@ -232,6 +246,61 @@ impl DecoderRegistry {
     /// Names of the registered protocols.
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.factories.iter().map(|f| f.protocol_name())
+    }
+}
+
+/// A packet decoder's side of the datapath, with the rules every decoder
+/// follows made common: every type implementing it is a `PktDataIn` of
+/// its packets.
+///
+/// The rules: a data operation without a packet is an invalid parameter;
+/// the end of trace is acted on once (after a wait the caller flushes and
+/// sends EOT again, which must not repeat the end-of-trace element) until
+/// new data or a reset.
+pub trait PacketDecoder {
+    type Packet;
+    /// Whether the end of trace has been acted on; kept by the decoder,
+    /// set and cleared by the rules above.
+    fn eot_done(&mut self) -> &mut bool;
+    /// One packet, first byte at `index`.
+    fn on_packet(&mut self, index: TrcIndex, pkt: &Self::Packet) -> DatapathResp;
+    /// The end of trace, the first time: sends the end-of-trace element.
+    fn on_eot(&mut self) -> DatapathResp;
+    /// The end of trace again, after a wait: by default nothing to do.
+    fn on_eot_again(&mut self) -> DatapathResp {
+        DatapathResp::Cont
+    }
+    /// Delivers output held back by a wait: by default there is none.
+    fn on_flush(&mut self) -> DatapathResp {
+        DatapathResp::Cont
+    }
+    /// A reset of the decode path.
+    fn on_reset(&mut self, index: TrcIndex) -> DatapathResp;
+}
+
+impl<D: PacketDecoder> PktDataIn<D::Packet> for D {
+    fn packet_data_in(&mut self, op: DatapathOp, index: TrcIndex, pkt: Option<&D::Packet>) -> DatapathResp {
+        match op {
+            DatapathOp::Data => match pkt {
+                Some(p) => {
+                    *self.eot_done() = false;
+                    self.on_packet(index, p)
+                }
+                None => DatapathResp::FatalInvalidParam,
+            },
+            DatapathOp::Eot => {
+                if std::mem::replace(self.eot_done(), true) {
+                    self.on_eot_again()
+                } else {
+                    self.on_eot()
+                }
+            }
+            DatapathOp::Flush => self.on_flush(),
+            DatapathOp::Reset => {
+                *self.eot_done() = false;
+                self.on_reset(index)
+            }
+        }
     }
 }
 

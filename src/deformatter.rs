@@ -599,11 +599,14 @@ impl FrameDeformatter {
                         self.raw(c.index, RawFrameKind::IdData, data, Some(id));
                     }
                     let (resp, used) = if c.used < c.valid {
-                        if overread::wanted() {
+                        let publish = overread::wanted(id);
+                        if publish {
                             overread::publish(|buf| self.memory_after(self.chunks_done, buf));
                         }
                         let r = sink.id_data_in(id, c.index + c.used as TrcIndex, &data[c.used..]);
-                        overread::clear();
+                        if publish {
+                            overread::clear();
+                        }
                         r
                     } else {
                         (DatapathResp::Cont, 0)
@@ -685,16 +688,17 @@ impl ImageWriter<'_> {
 
 /// OpenCSD compatibility: the memory that follows a delivered block.
 ///
-/// OpenCSD's STM packet processor, when it lists the bytes of a stream it
-/// has not synchronised on yet, can count nibbles carried over from the
-/// previous block and so list more bytes than the current block holds,
-/// reading past its end. For a formatted source those bytes are the rest
-/// of the deformatter's per-ID output record, and OpenCSD's listings show
-/// them. To list such packets byte for byte, a consumer registers an
-/// [`overread::Interest`]; while one exists, the deformatter publishes the
-/// image of that memory for the duration of each block it delivers, and
-/// [`overread::following_bytes`] reads it. Nothing is published for
-/// unformatted sources (OpenCSD's bytes there are not knowable).
+/// OpenCSD's STM and PTM packet processors, when they list the bytes of a
+/// stream they have not synchronised on yet, can count bytes carried over
+/// from the previous block and so list more bytes than the current block
+/// holds, reading past its end. For a formatted source those bytes are the
+/// rest of the deformatter's per-ID output record, and OpenCSD's listings
+/// show them. To list such packets byte for byte, the consumer of a trace
+/// ID registers an [`overread::Interest`] in it; while one exists, the
+/// deformatter publishes the image of that memory for the duration of each
+/// block it delivers to that ID, and [`overread::following_bytes`] reads
+/// it. Nothing is published for unformatted sources (OpenCSD's bytes there
+/// are not knowable).
 pub mod overread {
     use std::cell::{Cell, RefCell};
 
@@ -702,29 +706,35 @@ pub mod overread {
     pub const IMAGE_MAX: usize = 256;
 
     thread_local! {
-        static INTEREST: Cell<usize> = const { Cell::new(0) };
+        /// Interests registered, by trace ID.
+        static INTEREST: [Cell<u16>; 128] = const { [const { Cell::new(0) }; 128] };
         static IMAGE: RefCell<([u8; IMAGE_MAX], usize)> = const { RefCell::new(([0; IMAGE_MAX], 0)) };
     }
 
-    /// Keeps the image published while it lives.
+    /// Keeps the image published for one trace ID while it lives.
     #[derive(Debug)]
-    pub struct Interest(());
+    pub struct Interest(u8);
 
     impl Interest {
-        pub fn register() -> Interest {
-            INTEREST.with(|n| n.set(n.get() + 1));
-            Interest(())
+        /// An interest in the blocks delivered to trace ID `id`.
+        pub fn register(id: u8) -> Interest {
+            let id = id & 0x7f;
+            INTEREST.with(|n| n[id as usize].set(n[id as usize].get() + 1));
+            Interest(id)
         }
     }
 
     impl Drop for Interest {
         fn drop(&mut self) {
-            INTEREST.with(|n| n.set(n.get().saturating_sub(1)));
+            INTEREST.with(|n| {
+                let n = &n[self.0 as usize];
+                n.set(n.get().saturating_sub(1));
+            });
         }
     }
 
-    pub(crate) fn wanted() -> bool {
-        INTEREST.with(|n| n.get() > 0)
+    pub(crate) fn wanted(id: u8) -> bool {
+        INTEREST.with(|n| n[(id & 0x7f) as usize].get() > 0)
     }
 
     pub(crate) fn publish(fill: impl FnOnce(&mut [u8]) -> usize) {

@@ -31,11 +31,14 @@ pub mod logger;
 pub mod memory;
 pub mod printers;
 pub mod protocols;
+pub(crate) mod pktproc;
 pub mod ptm;
 pub mod regress;
 pub mod snapshot;
 pub mod snapshot_writer;
 pub mod stm;
+#[cfg(test)]
+pub(crate) mod test_rig;
 pub mod tree;
 
 pub use datapath::{DatapathOp, DatapathResp, TrcIndex};

@@ -8,7 +8,7 @@ use std::rc::Rc;
 use super::*;
 use crate::arch::{ArchProfile, ArchVersion, CoreProfile};
 use crate::datapath::DatapathOp;
-use crate::decoder::{DecodeMode, DecoderOptions, ElemRouter};
+use crate::decoder::{DecodeContext, DecodeMode, DecoderOptions, ElemRouter};
 use crate::error::Severity;
 use crate::etmv4::tests::{a64, body, decode, list_packets, with_sync, DecodeRun, ASYNC, NOP};
 use crate::instr::ArmInstrDecoder;

@@ -16,11 +16,11 @@
 use super::packet::{Etmv3Packet, Etmv3PktType};
 use super::{Etmv3Config, Etmv3TraceMode};
 use crate::arch::{CoreProfile, ExceptionLevel, InstrInfo, InstrType, SecurityState};
-use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
-use crate::decoder::{DecodeContext, ElemRouter};
+use crate::datapath::{DatapathResp, TrcIndex};
+use crate::decoder::{DecodeContext, ElemRouter, PacketDecoder};
 use crate::elem::{ElemType, EventType, PeContext, TraceElement, TraceOnReason, UnsyncInfo};
 use crate::error::{ErrCode, Severity, TraceError};
-use crate::interfaces::{InstrDecode, PktDataIn, TargetMemAccess, TrcGenElemIn};
+use crate::interfaces::{InstrDecode, TargetMemAccess, TrcGenElemIn};
 use crate::logger::{ErrLink, Shared};
 use crate::memory::MemSpace;
 use crate::ptm::shared::{initial_element, ISyncReason};
@@ -193,7 +193,7 @@ struct DecodeFault {
 
 /// ETMv3 packet decoder (OpenCSD's `TrcPktDecodeEtmV3`).
 pub struct Etmv3Decoder {
-    /// The end-of-trace element went out (a repeated EOT sends nothing new).
+    /// The end-of-trace element went out (see [`PacketDecoder`]).
     eot_sent: bool,
     cfg: Etmv3Config,
     trace_id: u8,
@@ -683,13 +683,30 @@ impl Etmv3Decoder {
         Ok(())
     }
 
-    /// End of trace. After a wait the caller flushes and sends EOT again:
-    /// the end-of-trace element is not repeated.
-    fn on_eot(&mut self) -> DatapathResp {
-        if self.eot_sent {
-            return if self.state == State::SendPkts { self.on_flush() } else { DatapathResp::Cont };
+    /// Sends the elements a wait held back.
+    fn flush(&mut self) -> DatapathResp {
+        let mut resp = DatapathResp::Cont;
+        if self.state == State::SendPkts {
+            resp = self.send();
+            if resp.is_cont() {
+                self.state = self.after_send_state();
+            }
         }
-        self.eot_sent = true;
+        resp
+    }
+}
+
+impl PacketDecoder for Etmv3Decoder {
+    type Packet = Etmv3Packet;
+    fn eot_done(&mut self) -> &mut bool {
+        &mut self.eot_sent
+    }
+    fn on_packet(&mut self, index: TrcIndex, pkt: &Etmv3Packet) -> DatapathResp {
+        self.pkt = *pkt;
+        self.index = index;
+        self.process_packet()
+    }
+    fn on_eot(&mut self) -> DatapathResp {
         let slot = self.next_elem();
         let e = self.list.elem(slot);
         e.set_type(ElemType::EoTrace);
@@ -702,39 +719,16 @@ impl Etmv3Decoder {
         }
         resp
     }
-
-    fn on_flush(&mut self) -> DatapathResp {
-        let mut resp = DatapathResp::Cont;
-        if self.state == State::SendPkts {
-            resp = self.send();
-            if resp.is_cont() {
-                self.state = self.after_send_state();
-            }
-        }
-        resp
+    /// The end-of-trace element may be among what a wait held back.
+    fn on_eot_again(&mut self) -> DatapathResp {
+        self.flush()
     }
-}
-
-impl PktDataIn<Etmv3Packet> for Etmv3Decoder {
-    fn packet_data_in(&mut self, op: DatapathOp, index: TrcIndex, pkt: Option<&Etmv3Packet>) -> DatapathResp {
-        match op {
-            DatapathOp::Data => match pkt {
-                Some(p) => {
-                    self.eot_sent = false;
-                    self.pkt = *p;
-                    self.index = index;
-                    self.process_packet()
-                }
-                None => DatapathResp::FatalInvalidParam,
-            },
-            DatapathOp::Eot => self.on_eot(),
-            DatapathOp::Flush => self.on_flush(),
-            DatapathOp::Reset => {
-                self.eot_sent = false;
-                self.unsync = UnsyncInfo::ResetDecoder;
-                self.reset_decoder();
-                DatapathResp::Cont
-            }
-        }
+    fn on_flush(&mut self) -> DatapathResp {
+        self.flush()
+    }
+    fn on_reset(&mut self, _index: TrcIndex) -> DatapathResp {
+        self.unsync = UnsyncInfo::ResetDecoder;
+        self.reset_decoder();
+        DatapathResp::Cont
     }
 }

@@ -26,9 +26,8 @@ pub use processor::Etmv3Processor;
 pub use crate::ptm::ISyncReason;
 
 use crate::arch::{ArchProfile, ArchVersion, CoreProfile};
-use crate::decoder::{DecodeContext, DecodeMode, DecoderFactory, Pipeline, RegSpec, SourceConfig, TraceComponent};
-use crate::error::Error;
-use crate::protocols::ETMV3;
+use crate::decoder::{DecoderFactory, Pipeline, SourceConfig};
+use crate::protocols::{ProtocolFactory, ETMV3};
 
 /// What an ETMv3 source traces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -159,37 +158,12 @@ impl Etmv3Config {
     }
 }
 
-/// Creates ETMv3 decoders.
-pub struct Etmv3Factory;
-
-impl DecoderFactory for Etmv3Factory {
-    fn protocol_name(&self) -> &str {
-        ETMV3.name
-    }
-    fn device_types(&self) -> &[&str] {
-        ETMV3.device_types
-    }
-    fn is_pe_trace(&self) -> bool {
-        ETMV3.pe_trace
-    }
-    fn registers(&self) -> &[RegSpec] {
-        ETMV3.registers
-    }
-    fn trace_id(&self, cfg: &SourceConfig) -> u8 {
-        ETMV3.trace_id(cfg)
-    }
-    fn create(&self, cfg: &SourceConfig, ctx: &DecodeContext) -> Result<Box<dyn TraceComponent>, Error> {
-        let config = Etmv3Config::from_source(cfg);
-        let proc = Etmv3Processor::new(config, ctx);
-        let dec = match ctx.mode {
-            DecodeMode::FullDecode => Some(Box::new(Etmv3Decoder::new(config, ctx)) as _),
-            DecodeMode::PacketsOnly => None,
-        };
-        Ok(Box::new(Pipeline::new(ETMV3.name, proc, dec)))
-    }
-}
-
-/// The protocol's factory for the decoder registry.
+/// The protocol's factory for the decoder registry: a packet processor,
+/// and in full decode mode the decoder behind it.
 pub fn factory() -> Rc<dyn DecoderFactory> {
-    Rc::new(Etmv3Factory)
+    Rc::new(ProtocolFactory::new(&ETMV3, |info, cfg, ctx| {
+        let config = Etmv3Config::from_source(cfg);
+        let dec = ctx.decoder_for_mode(|| Etmv3Decoder::new(config, ctx));
+        Ok(Box::new(Pipeline::new(info.name, Etmv3Processor::new(config, ctx), dec)))
+    }))
 }

@@ -12,34 +12,13 @@ use super::Etmv3Config;
 use crate::arch::Isa;
 use crate::datapath::{DatapathResp, TrcIndex};
 use crate::decoder::{DecodeContext, PacketOut, PacketProcessor};
-use crate::error::{ErrCode, Severity, TraceError};
+use crate::error::ErrCode;
 use crate::logger::ErrLink;
+use crate::pktproc::{PktError, ProcState as State};
 use crate::ptm::shared::ISyncReason;
 
 /// Data packet header bit: a data address follows.
 const DATA_ADDR_EXPECTED_FLAG: u8 = 0x20;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum State {
-    WaitSync,
-    ProcHdr,
-    ProcData,
-    SendPkt,
-}
-
-/// A packet format error: its code and message.
-struct PktError {
-    code: ErrCode,
-    msg: &'static str,
-}
-
-fn header_err(msg: &'static str) -> PktError {
-    PktError { code: ErrCode::InvalidPcktHdr, msg }
-}
-
-fn malformed(msg: &'static str) -> PktError {
-    PktError { code: ErrCode::BadPacketSeq, msg }
-}
 
 /// ETMv3 packet processor (OpenCSD's `EtmV3PktProcImpl`).
 pub struct Etmv3Processor {
@@ -226,7 +205,7 @@ impl Etmv3Processor {
         } else if b & 0x81 == 0x80 {
             self.pkt.pkt_type = T::PHdr;
             if !self.pkt.update_atoms_from_phdr(b, self.cfg.cycle_accurate()) {
-                return Err(header_err("Invalid P-Header."));
+                return Err(PktError::header("Invalid P-Header."));
             }
             self.send();
         } else if b & 0xf3 == 0x00 {
@@ -248,7 +227,7 @@ impl Etmv3Processor {
                 // Out of order data.
                 if !self.cfg.data_value_trace() {
                     self.pkt.set_err_type(T::BadTraceMode);
-                    return Err(header_err("Invalid data trace header (out of order data) - not tracing data values."));
+                    return Err(PktError::header("Invalid data trace header (out of order data) - not tracing data values."));
                 }
                 self.pkt.pkt_type = T::OooData;
                 let size = (b >> 2) & 3;
@@ -266,7 +245,7 @@ impl Etmv3Processor {
             } else if b == 0x50 {
                 if !self.cfg.data_value_trace() {
                     self.pkt.set_err_type(T::BadTraceMode);
-                    return Err(header_err("Invalid data trace header (store failed) - not tracing data values."));
+                    return Err(PktError::header("Invalid data trace header (store failed) - not tracing data values."));
                 }
                 self.pkt.pkt_type = T::StoreFail;
                 self.send();
@@ -274,7 +253,7 @@ impl Etmv3Processor {
                 self.pkt.pkt_type = T::OooAddrPlc;
                 if !self.cfg.data_trace() {
                     self.pkt.set_err_type(T::BadTraceMode);
-                    return Err(header_err("Invalid data trace header (out of order placeholder) - not tracing data."));
+                    return Err(PktError::header("Invalid data trace header (out of order placeholder) - not tracing data."));
                 }
                 self.expect_data_addr = b & DATA_ADDR_EXPECTED_FLAG != 0 && self.cfg.data_addr_trace();
                 self.found_data_addr = false;
@@ -286,13 +265,13 @@ impl Etmv3Processor {
                 self.pkt.pkt_type = T::Vmid;
             } else {
                 self.pkt.set_err_type(T::Reserved);
-                return Err(header_err("Packet header reserved encoding"));
+                return Err(PktError::header("Packet header reserved encoding"));
             }
         } else if b & 0xd3 == 0x02 {
             let size = (b >> 2) & 3;
             if !self.cfg.data_trace() {
                 self.pkt.set_err_type(T::BadTraceMode);
-                return Err(header_err("Invalid data trace header (normal data) - not tracing data."));
+                return Err(PktError::header("Invalid data trace header (normal data) - not tracing data."));
             }
             self.pkt.pkt_type = T::NormData;
             self.expect_data_addr = b & DATA_ADDR_EXPECTED_FLAG != 0 && self.cfg.data_addr_trace();
@@ -305,14 +284,14 @@ impl Etmv3Processor {
         } else if b == 0x62 {
             if !self.cfg.data_trace() {
                 self.pkt.set_err_type(T::BadTraceMode);
-                return Err(header_err("Invalid data trace header (data suppressed) - not tracing data."));
+                return Err(PktError::header("Invalid data trace header (data suppressed) - not tracing data."));
             }
             self.pkt.pkt_type = T::DataSuppressed;
             self.send();
         } else if b & 0xef == 0x6a {
             if !self.cfg.data_trace() {
                 self.pkt.set_err_type(T::BadTraceMode);
-                return Err(header_err("Invalid data trace header (value not traced) - not tracing data."));
+                return Err(PktError::header("Invalid data trace header (value not traced) - not tracing data."));
             }
             self.pkt.pkt_type = T::ValNotTraced;
             self.expect_data_addr = b & DATA_ADDR_EXPECTED_FLAG != 0 && self.cfg.data_addr_trace();
@@ -336,7 +315,7 @@ impl Etmv3Processor {
             self.pkt.pkt_type = T::Timestamp;
         } else {
             self.pkt.set_err_type(T::Reserved);
-            return Err(header_err("Packet header reserved encoding."));
+            return Err(PktError::header("Packet header reserved encoding."));
         }
         Ok(())
     }
@@ -382,7 +361,7 @@ impl Etmv3Processor {
                         // rest stays an A-sync candidate.
                         self.pkt.set_err_type(T::BadSequence);
                         self.set_part_packet(1, State::ProcData, T::ASync);
-                        return Err(malformed("A-Sync ?: Extra 0x00 in sequence"));
+                        return Err(PktError::bad_sequence("A-Sync ?: Extra 0x00 in sequence"));
                     }
                 } else if b == 0x80 && self.raw.len() == 6 {
                     self.send();
@@ -392,7 +371,7 @@ impl Etmv3Processor {
                     self.pkt.set_err_type(T::BadSequence);
                     *pos -= 1;
                     self.raw.pop();
-                    return Err(malformed("A-Sync ? : Unexpected byte in sequence"));
+                    return Err(PktError::bad_sequence("A-Sync ? : Unexpected byte in sequence"));
                 }
             }
             T::CycleCount => {
@@ -449,7 +428,7 @@ impl Etmv3Processor {
                     self.send();
                 }
                 if self.bytes_expected < self.raw.len() {
-                    return Err(malformed("Malformed out of order data packet."));
+                    return Err(PktError::bad_sequence("Malformed out of order data packet."));
                 }
             }
             T::ValNotTraced | T::OooAddrPlc => {
@@ -467,7 +446,7 @@ impl Etmv3Processor {
                     self.send();
                 }
                 if self.bytes_expected < self.raw.len() {
-                    return Err(malformed("Malformed context id packet."));
+                    return Err(PktError::bad_sequence("Malformed context id packet."));
                 }
             }
             T::Timestamp => {
@@ -495,7 +474,7 @@ impl Etmv3Processor {
     // ---- field extraction ----
 
     fn next_raw(&mut self) -> Result<u8, PktError> {
-        let b = *self.raw.get(self.raw_idx).ok_or_else(|| malformed("Malformed Packet - oversized packet."))?;
+        let b = *self.raw.get(self.raw_idx).ok_or_else(|| PktError::bad_sequence("Malformed Packet - oversized packet."))?;
         self.raw_idx += 1;
         Ok(b)
     }
@@ -565,7 +544,7 @@ impl Etmv3Processor {
                 } else if byte & 0xa0 == 0x20 {
                     self.pkt.update_isa(Isa::Jazelle);
                 } else {
-                    return Err(malformed("Malformed Packet - Unknown ISA."));
+                    return Err(PktError::bad_sequence("Malformed Packet - Unknown ISA."));
                 }
             }
         }
@@ -639,7 +618,7 @@ impl Etmv3Processor {
     fn extract_ctxt_id(&mut self) -> Result<u32, PktError> {
         let size = self.cfg.ctxt_id_bytes();
         if self.raw_idx + size > self.raw.len() {
-            return Err(malformed("Too few bytes to extract context ID."));
+            return Err(PktError::bad_sequence("Too few bytes to extract context ID."));
         }
         let mut id = 0u32;
         for i in 0..size {
@@ -660,7 +639,7 @@ impl Etmv3Processor {
         let mut more = true;
         while n < max_bytes && more {
             let Some(&b) = self.raw.get(self.raw_idx + n) else {
-                return Err(malformed("Insufficient bytes to extract timestamp."));
+                return Err(PktError::bad_sequence("Insufficient bytes to extract timestamp."));
             };
             ts |= u64::from(b & mask) << (7 * n);
             n += 1;
@@ -775,7 +754,7 @@ impl Etmv3Processor {
     }
 
     fn log(&self, e: &PktError) {
-        self.err.log(&TraceError::new(Severity::Error, e.code).at(self.pkt_index).on_id(self.trace_id).with_message(e.msg));
+        e.log(&self.err, self.pkt_index, self.trace_id);
     }
 }
 

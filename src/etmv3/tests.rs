@@ -5,7 +5,7 @@ use crate::arch::{ArchProfile, ArchVersion, CoreProfile};
 use crate::datapath::DatapathOp;
 use crate::decoder::{DecodeMode, Pipeline};
 use crate::interfaces::TrcDataIn;
-use crate::ptm::test_util::{lines, Rig};
+use crate::test_rig::{lines, Rig};
 
 const ETMCR_DATA_VALUE: u32 = 0x4;
 const ETMCR_DATA_ADDR: u32 = 0x8;
@@ -121,9 +121,7 @@ const ALL_PACKETS_LISTING: &[&str] = &[
 fn every_packet_type() {
     let rig = Rig::new(DecodeMode::PacketsOnly);
     let mut p = packets(&rig, config(ETMCR_CTXTID_1, IDR_ETM35));
-    rig.feed(&mut p, 0, ALL_PACKETS, ALL_PACKETS.len());
-    rig.eot(&mut p);
-    assert_eq!(rig.take(), lines(ALL_PACKETS_LISTING));
+    assert_eq!(rig.listing(&mut p, ALL_PACKETS), lines(ALL_PACKETS_LISTING));
 }
 
 #[test]
@@ -250,22 +248,6 @@ fn unsynchronised_data_and_long_zero_runs() {
     );
 }
 
-/// ARM code: a call, a return, a loop.
-fn map_arm_program(rig: &Rig) {
-    let words = |w: &[u32]| w.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
-    rig.map(
-        0x1000,
-        &words(&[
-            0xe3a0_0001, // 1000: mov r0, #1
-            0xeb00_0001, // 1004: bl 0x1010
-            0xeaff_fffe, // 1008: b 0x1008
-            0xe320_f000, // 100c: nop
-            0xe280_0001, // 1010: add r0, r0, #1
-            0xe12f_ff1e, // 1014: bx lr
-        ]),
-    );
-}
-
 const ARM_TRACE: &[u8] = &[
     0, 0, 0, 0, 0, 0x80, // A-sync
     0x08, 0x42, 0x20, 0x00, 0x10, 0x00, 0x00, // I-sync 0x1000, context ID
@@ -327,18 +309,16 @@ const ARM_LISTING: &[&str] = &[
 #[test]
 fn decode_arm_exceptions_and_cancel() {
     let rig = Rig::new(DecodeMode::FullDecode);
-    map_arm_program(&rig);
+    rig.map_arm_program();
     let mut p = decoder(&rig, config(ETMCR_CTXTID_1, IDR_ETM35));
-    rig.feed(&mut p, 0, ARM_TRACE, ARM_TRACE.len());
-    rig.eot(&mut p);
-    assert_eq!(rig.take(), lines(ARM_LISTING));
+    assert_eq!(rig.listing(&mut p, ARM_TRACE), lines(ARM_LISTING));
 }
 
 #[test]
 fn decode_is_the_same_with_waits() {
     for waits in [1, 3, 8, 30] {
         let rig = Rig::new(DecodeMode::FullDecode);
-        map_arm_program(&rig);
+        rig.map_arm_program();
         rig.elems.borrow_mut().set_test_waits(waits);
         let mut p = decoder(&rig, config(ETMCR_CTXTID_1, IDR_ETM35));
         rig.feed(&mut p, 0, ARM_TRACE, 4);
@@ -373,10 +353,8 @@ fn decode_thumb_cycle_accurate() {
         0xa0, // W
         0xfc, // 8 W then E
     ];
-    rig.feed(&mut p, 0, trace, trace.len());
-    rig.eot(&mut p);
     assert_eq!(
-        rig.take(),
+        rig.listing(&mut p, trace),
         lines(&[
             "Idx:0; ID:0; [0x00 0x00 0x00 0x00 0x00 0x80 ];\tA_SYNC : Alignment Synchronisation.",
             "Idx:0; ID:0; OCSD_GEN_TRC_ELEM_NO_SYNC( [init-decoder])",
@@ -410,7 +388,7 @@ fn reserved_header_stops_the_decoder() {
     // OpenCSD's ETMv3 decoder answers a reserved header with a fatal
     // response after logging it, and resets to unsynchronised.
     let rig = Rig::new(DecodeMode::FullDecode);
-    map_arm_program(&rig);
+    rig.map_arm_program();
     let mut p = decoder(&rig, config(0, IDR_ETM35));
     let trace: &[u8] = &[0, 0, 0, 0, 0, 0x80, 0x08, 0x20, 0x00, 0x10, 0x00, 0x00, 0x14, 0x84];
     let (resp, used) = p.trace_data_in(DatapathOp::Data, 0, trace);
@@ -455,7 +433,7 @@ fn data_configuration_is_reported() {
 #[test]
 fn reset_restarts_synchronisation() {
     let rig = Rig::new(DecodeMode::FullDecode);
-    map_arm_program(&rig);
+    rig.map_arm_program();
     let mut p = decoder(&rig, config(ETMCR_CTXTID_1, IDR_ETM35));
     rig.feed(&mut p, 0, &ARM_TRACE[..14], 14);
     rig.take();
@@ -478,7 +456,7 @@ fn reset_restarts_synchronisation() {
 
 #[test]
 fn random_bytes_never_panic() {
-    use crate::ptm::test_util::{feed_ignoring_errors, noise};
+    use crate::test_rig::{feed_ignoring_errors, noise};
     let configs = [
         config(0, IDR_ETM35),
         config(ETMCR_CYCLE_ACC | ETMCR_CTXTID_1, IDR_ETM35_ALT),
@@ -487,7 +465,7 @@ fn random_bytes_never_panic() {
     ];
     for (n, cfg) in configs.into_iter().enumerate() {
         let rig = Rig::new(DecodeMode::FullDecode);
-        map_arm_program(&rig);
+        rig.map_arm_program();
         let mut p = decoder(&rig, cfg);
         let mut data = Vec::new();
         for chunk in 0..64u64 {
@@ -507,7 +485,7 @@ fn random_bytes_never_panic() {
 #[test]
 fn exception_changes_security_state() {
     let rig = Rig::new(DecodeMode::FullDecode);
-    map_arm_program(&rig);
+    rig.map_arm_program();
     let mut p = decoder(&rig, config(0, IDR_ETM35));
     let trace: &[u8] = &[
         0, 0, 0, 0, 0, 0x80, // A-sync

@@ -11,11 +11,11 @@
 use std::collections::VecDeque;
 
 use crate::arch::{ExceptionLevel, InstrInfo, InstrSubType, InstrType, Isa, SecurityState};
-use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
-use crate::decoder::{DecodeContext, DecoderOptions, ElemRouter};
+use crate::datapath::{DatapathResp, TrcIndex};
+use crate::decoder::{DecodeContext, DecoderOptions, ElemRouter, PacketDecoder};
 use crate::elem::{ElemType, EventType, TraceElement, TraceOnReason, UnsyncInfo};
 use crate::error::{ErrCode, Severity, TraceError};
-use crate::interfaces::{InstrDecode, PktDataIn, TargetMemAccess, TrcGenElemIn};
+use crate::interfaces::{InstrDecode, TargetMemAccess, TrcGenElemIn};
 use crate::logger::{ErrLink, Shared};
 use crate::memory::MemSpace;
 
@@ -1589,15 +1589,7 @@ impl EtmV4Decoder {
         Ok(())
     }
 
-    fn on_eot(&mut self) -> DatapathResp {
-        if !self.eot_done {
-            self.eot_done = true;
-            self.commit_elem_on_eot();
-        }
-        self.out_stack.send(&self.out, self.trace_id)
-    }
-
-    fn on_flush(&mut self) -> DatapathResp {
+    fn flush(&mut self) -> DatapathResp {
         if self.state == State::ResolveElements {
             let r = self.resolve_elements();
             if self.state == State::NoSync {
@@ -1620,25 +1612,29 @@ impl EtmV4Decoder {
     }
 }
 
-impl PktDataIn<EtmV4Packet> for EtmV4Decoder {
-    fn packet_data_in(&mut self, op: DatapathOp, index: TrcIndex, pkt: Option<&EtmV4Packet>) -> DatapathResp {
-        match op {
-            DatapathOp::Data => match pkt {
-                Some(p) => {
-                    self.eot_done = false;
-                    self.index_curr_pkt = index;
-                    self.process_packet(p)
-                }
-                None => DatapathResp::FatalInvalidParam,
-            },
-            DatapathOp::Eot => self.on_eot(),
-            DatapathOp::Flush => self.on_flush(),
-            DatapathOp::Reset => {
-                self.eot_done = false;
-                self.unsync_info = UnsyncInfo::ResetDecoder;
-                self.reset_decoder();
-                DatapathResp::Cont
-            }
-        }
+impl PacketDecoder for EtmV4Decoder {
+    type Packet = EtmV4Packet;
+    fn eot_done(&mut self) -> &mut bool {
+        &mut self.eot_done
+    }
+    fn on_packet(&mut self, index: TrcIndex, pkt: &EtmV4Packet) -> DatapathResp {
+        self.index_curr_pkt = index;
+        self.process_packet(pkt)
+    }
+    fn on_eot(&mut self) -> DatapathResp {
+        self.commit_elem_on_eot();
+        self.out_stack.send(&self.out, self.trace_id)
+    }
+    /// Sends what a wait held back of the end of trace.
+    fn on_eot_again(&mut self) -> DatapathResp {
+        self.out_stack.send(&self.out, self.trace_id)
+    }
+    fn on_flush(&mut self) -> DatapathResp {
+        self.flush()
+    }
+    fn on_reset(&mut self, _index: TrcIndex) -> DatapathResp {
+        self.unsync_info = UnsyncInfo::ResetDecoder;
+        self.reset_decoder();
+        DatapathResp::Cont
     }
 }

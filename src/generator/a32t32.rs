@@ -20,7 +20,7 @@
 //! funnel would, with the truth of all of them merged in the order a
 //! decoder produces it.
 
-use super::{Generated, Rng, Truth};
+use super::{BufferLayout, GenOptions, Generated, Rng, Truth};
 use crate::arch::Isa;
 use crate::formatter::{FormatterConfig, FrameFormatter};
 use crate::snapshot_writer::{BufferSpec, DeviceSpec, SnapshotSpec};
@@ -983,6 +983,37 @@ pub fn snapshot(description: String, sources: Vec<Source>, formatted: bool, rng:
     Generated { spec, truth }
 }
 
+/// A PTM or ETMv3 trace source device: its ETMCR, ETMIDR and ETMCCER
+/// values, and trace ID.
+pub(crate) fn etm_device(name: &str, device_type: &str, etmcr: u64, etmidr: u64, etmccer: u64, trace_id: u8) -> DeviceSpec {
+    DeviceSpec::trace_source(
+        name,
+        device_type,
+        vec![
+            ("ETMCR(0x000)".into(), etmcr),
+            ("ETMIDR(0x079)".into(), etmidr),
+            ("ETMCCER(0x07A)".into(), etmccer),
+            ("ETMTRACEIDR(0x080)".into(), trace_id as u64),
+        ],
+    )
+}
+
+/// The snapshot `trc_gen <protocol>` makes for one source: `make(rng,
+/// length, base, trace_id)` builds it, for a program at one of three
+/// bases, on a trace ID from 0x10 to 0x2f.
+pub(crate) fn single_source(
+    opts: &GenOptions,
+    protocol: &str,
+    make: impl FnOnce(&mut Rng, usize, u64, u8) -> Source,
+) -> Generated {
+    let mut rng = Rng::new(opts.seed);
+    let base = [0x8000_0000u64, 0xc000_8000, 0x0001_0000][rng.below(3) as usize];
+    let trace_id = 0x10 + rng.below(0x20) as u8;
+    let src = make(&mut rng, opts.length, base, trace_id);
+    let formatted = opts.layout == BufferLayout::Formatted;
+    snapshot(format!("trc_gen {protocol} seed {}", opts.seed), vec![src], formatted, &mut rng)
+}
+
 // ---- small encoding helpers shared by the encoders ----
 
 /// Binary to Gray code.
@@ -995,13 +1026,15 @@ pub(crate) fn bits_needed(v: u64) -> u32 {
     64 - v.leading_zeros()
 }
 
-/// Decoding generated trace in tests.
+/// Decoding generated trace, and the encoders' statistics, in tests.
 #[cfg(test)]
 pub(crate) mod testing {
     use std::cell::RefCell;
+    use std::collections::BTreeMap;
+    use std::ops::Range;
     use std::rc::Rc;
 
-    use super::Source;
+    use super::{Rng, Source};
     use crate::arch::ArchProfile;
     use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
     use crate::decoder::{CoreConfig, DecodeMode, SourceConfig};
@@ -1045,6 +1078,35 @@ pub(crate) mod testing {
         assert!(resp.is_cont() && used == src.bytes.len(), "{resp:?} {used}");
         tree.trace_data_in(DatapathOp::Eot, 0, &[]);
         got.take()
+    }
+
+    /// An encoder's counts of what it put in the trace.
+    pub(crate) type Stats = BTreeMap<&'static str, usize>;
+
+    /// `stats(rng)` summed over the seeds.
+    pub(crate) fn sum_stats(seeds: Range<u64>, stats: impl Fn(&mut Rng) -> Stats) -> Stats {
+        let mut sum = Stats::new();
+        for seed in seeds {
+            for (k, v) in stats(&mut Rng::new(seed)) {
+                *sum.entry(k).or_default() += v;
+            }
+        }
+        sum
+    }
+
+    /// How many times `key` was counted.
+    pub(crate) fn count(stats: &Stats, key: &str) -> usize {
+        stats.get(key).copied().unwrap_or(0)
+    }
+
+    /// Each of `keys` is counted with an option on (`stats(true)`) and
+    /// never with it off.
+    pub(crate) fn assert_only_when_on(stats: impl Fn(bool) -> Stats, keys: &[&str]) {
+        let (on, off) = (stats(true), stats(false));
+        for k in keys {
+            assert!(count(&on, k) > 0, "{k} never seen: {on:?}");
+            assert_eq!(count(&off, k), 0, "{k} seen when off: {off:?}");
+        }
     }
 }
 

@@ -31,10 +31,9 @@
 use std::collections::VecDeque;
 
 use super::a32t32::{self, walk, ExcKind, IsaMix, Program, ProgramConfig, SegEnd, Source, Term, WalkConfig};
-use super::ptm::{parse_flag, parse_isa, pick_isa};
+use super::ptm::{parse_flag, parse_isa, pick, pick_isa};
 use super::{GenOptions, Generated, Rng, Truth};
 use crate::arch::Isa;
-use crate::snapshot_writer::DeviceSpec;
 
 /// What to put in an ETMv3 trace; `None` is chosen at random from the
 /// seed.
@@ -100,17 +99,13 @@ pub(crate) struct Etmv3Config {
 
 impl Etmv3Config {
     pub(crate) fn resolve(rng: &mut Rng, o: &Etmv3GenOptions) -> Etmv3Config {
-        let mut flag = |v: Option<bool>, num, den| {
-            let r = rng.chance(num, den);
-            v.unwrap_or(r)
-        };
-        let cycle_accurate = flag(o.cycle_accurate, 1, 2);
-        let timestamps = flag(o.timestamps, 1, 2);
-        let ctx = flag(o.context_id, 1, 2);
-        let exceptions = flag(o.exceptions, 1, 2);
+        let cycle_accurate = pick(rng, o.cycle_accurate, 1, 2);
+        let timestamps = pick(rng, o.timestamps, 1, 2);
+        let ctx = pick(rng, o.context_id, 1, 2);
+        let exceptions = pick(rng, o.exceptions, 1, 2);
         let data_aborts = o.data_aborts.unwrap_or(false);
-        let filter = flag(o.trace_filter, 1, 3);
-        let alt_branch = flag(o.alt_branch, 1, 2);
+        let filter = pick(rng, o.trace_filter, 1, 3);
+        let alt_branch = pick(rng, o.alt_branch, 1, 2);
         let isa = pick_isa(rng, o.isa);
         let ctxt_bytes = if ctx { [1, 2, 4][rng.below(3) as usize] } else { 0 };
         Etmv3Config {
@@ -688,27 +683,13 @@ fn build(
     let segs = walk(rng, &prog, length.max(1), &wcfg);
     let (enc, truth) = encode(cfg, &prog, &segs, rng);
     let core = a32t32::core_device(names.0, "Cortex-A7", &prog, &format!("mem_{}", names.0));
-    let device = DeviceSpec::trace_source(
-        names.1,
-        "ETM3.5",
-        vec![
-            ("ETMCR(0x000)".into(), cfg.etmcr()),
-            ("ETMIDR(0x079)".into(), cfg.etmidr()),
-            ("ETMCCER(0x07A)".into(), cfg.etmccer()),
-            ("ETMTRACEIDR(0x080)".into(), trace_id as u64),
-        ],
-    );
+    let device = a32t32::etm_device(names.1, "ETM3.5", cfg.etmcr(), cfg.etmidr(), cfg.etmccer(), trace_id);
     (Source { trace_id, device, core, bytes: enc.out.clone(), truth }, enc)
 }
 
 /// Generates an ETMv3 snapshot of a random A32/T32 program.
 pub fn generate(opts: &GenOptions, etm: &Etmv3GenOptions) -> Generated {
-    let mut rng = Rng::new(opts.seed);
-    let base = [0x8000_0000u64, 0xc000_8000, 0x0001_0000][rng.below(3) as usize];
-    let trace_id = 0x10 + rng.below(0x20) as u8;
-    let src = source(etm, &mut rng, opts.length, base, trace_id, ("cpu_0", "ETM_0"));
-    let formatted = opts.layout == super::BufferLayout::Formatted;
-    a32t32::snapshot(format!("trc_gen etmv3 seed {}", opts.seed), vec![src], formatted, &mut rng)
+    a32t32::single_source(opts, "etmv3", |rng, length, base, trace_id| source(etm, rng, length, base, trace_id, ("cpu_0", "ETM_0")))
 }
 
 /// Generates a TC2-like snapshot: Cortex-A15 PTMs and Cortex-A7 ETMv3s
@@ -818,19 +799,12 @@ mod tests {
         assert_eq!(sent[2..], [(10, 3)]);
     }
 
+    use super::a32t32::testing::{assert_only_when_on, count as get, sum_stats, Stats};
     use crate::elem::ElemType;
-    use std::collections::BTreeMap;
 
-    fn stats(o: Etmv3GenOptions, seeds: std::ops::Range<u64>) -> BTreeMap<&'static str, usize> {
-        let mut sum = BTreeMap::new();
-        for seed in seeds {
-            let mut rng = Rng::new(seed);
-            let (_, enc) = build(&o, &mut rng, 150, 0x8000_0000, 0x10, ("cpu_0", "ETM_0"));
-            for (k, v) in enc.stats {
-                *sum.entry(k).or_default() += v;
-            }
-        }
-        sum
+    /// Statistics summed over seeds.
+    fn stats(o: Etmv3GenOptions, seeds: std::ops::Range<u64>) -> Stats {
+        sum_stats(seeds, |rng| build(&o, rng, 150, 0x8000_0000, 0x10, ("cpu_0", "ETM_0")).1.stats)
     }
 
     fn with(f: impl Fn(&mut Etmv3GenOptions)) -> Etmv3GenOptions {
@@ -842,14 +816,8 @@ mod tests {
     /// Each option shows in the trace when on, and not when off.
     #[test]
     fn each_option_shows_in_the_trace() {
-        let get = |m: &BTreeMap<&str, usize>, k: &str| m.get(k).copied().unwrap_or(0);
         let on_off = |set: &dyn Fn(&mut Etmv3GenOptions, bool), keys: &[&str]| {
-            let on = stats(with(|o| set(o, true)), 0..12);
-            let off = stats(with(|o| set(o, false)), 0..12);
-            for k in keys {
-                assert!(get(&on, k) > 0, "{k} never seen: {on:?}");
-                assert_eq!(get(&off, k), 0, "{k} seen when off: {off:?}");
-            }
+            assert_only_when_on(|v| stats(with(|o| set(o, v)), 0..12), keys)
         };
         on_off(
             &|o, v| o.cycle_accurate = Some(v),

@@ -30,7 +30,6 @@
 use super::a32t32::{self, walk, IsaMix, Program, ProgramConfig, SegEnd, Source, Term, WalkConfig};
 use super::{GenOptions, Generated, Rng, Truth};
 use crate::arch::Isa;
-use crate::snapshot_writer::DeviceSpec;
 
 /// What to put in a PTM trace; `None` is chosen at random from the seed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -98,7 +97,9 @@ impl PtmGenOptions {
     }
 }
 
-fn pick(rng: &mut Rng, v: Option<bool>, num: u64, den: u64) -> bool {
+/// `v`, or if it is not set a random choice true `num` times in `den`
+/// (drawn either way, so the seed's sequence does not depend on `v`).
+pub(crate) fn pick(rng: &mut Rng, v: Option<bool>, num: u64, den: u64) -> bool {
     let r = rng.chance(num, den);
     v.unwrap_or(r)
 }
@@ -652,28 +653,14 @@ pub(crate) fn build(
     let segs = walk(rng, &prog, length.max(1), &wcfg);
     let enc = encode(cfg, &prog, &segs, rng);
     let core = a32t32::core_device(names.0, cfg.core_type(), &prog, &format!("mem_{}", names.0));
-    let device = DeviceSpec::trace_source(
-        names.1,
-        cfg.device_type(),
-        vec![
-            ("ETMCR(0x000)".into(), cfg.etmcr()),
-            ("ETMIDR(0x079)".into(), cfg.etmidr()),
-            ("ETMCCER(0x07A)".into(), cfg.etmccer()),
-            ("ETMTRACEIDR(0x080)".into(), trace_id as u64),
-        ],
-    );
+    let device = a32t32::etm_device(names.1, cfg.device_type(), cfg.etmcr(), cfg.etmidr(), cfg.etmccer(), trace_id);
     let src = Source { trace_id, device, core, bytes: enc.out.clone(), truth: enc.truth.clone() };
     (src, enc)
 }
 
 /// Generates a PTM snapshot of a random A32/T32 program.
 pub fn generate(opts: &GenOptions, ptm: &PtmGenOptions) -> Generated {
-    let mut rng = Rng::new(opts.seed);
-    let base = [0x8000_0000u64, 0xc000_8000, 0x0001_0000][rng.below(3) as usize];
-    let trace_id = 0x10 + rng.below(0x20) as u8;
-    let src = source(ptm, &mut rng, opts.length, base, trace_id, ("cpu_0", "PTM_0"));
-    let formatted = opts.layout == super::BufferLayout::Formatted;
-    a32t32::snapshot(format!("trc_gen ptm seed {}", opts.seed), vec![src], formatted, &mut rng)
+    a32t32::single_source(opts, "ptm", |rng, length, base, trace_id| source(ptm, rng, length, base, trace_id, ("cpu_0", "PTM_0")))
 }
 
 #[cfg(test)]
@@ -753,20 +740,12 @@ mod tests {
         assert_eq!(e.out, vec![0x81, 0x80, 0x80, 0x80, 0x48, 0x02]);
     }
 
+    use super::a32t32::testing::{assert_only_when_on, count as get, sum_stats, Stats};
     use crate::elem::ElemType;
-    use std::collections::BTreeMap;
 
     /// Statistics summed over seeds.
-    fn stats(o: PtmGenOptions, seeds: std::ops::Range<u64>) -> BTreeMap<&'static str, usize> {
-        let mut sum = BTreeMap::new();
-        for seed in seeds {
-            let mut rng = Rng::new(seed);
-            let (_, enc) = build(&o, &mut rng, 200, 0x8000_0000, 0x10, ("cpu_0", "PTM_0"));
-            for (k, v) in enc.stats {
-                *sum.entry(k).or_default() += v;
-            }
-        }
-        sum
+    fn stats(o: PtmGenOptions, seeds: std::ops::Range<u64>) -> Stats {
+        sum_stats(seeds, |rng| build(&o, rng, 200, 0x8000_0000, 0x10, ("cpu_0", "PTM_0")).1.stats)
     }
 
     fn with(f: impl Fn(&mut PtmGenOptions)) -> PtmGenOptions {
@@ -779,14 +758,8 @@ mod tests {
     /// round trips of each option test what they say.
     #[test]
     fn each_option_shows_in_the_trace() {
-        let get = |m: &BTreeMap<&str, usize>, k: &str| m.get(k).copied().unwrap_or(0);
         let on_off = |set: &dyn Fn(&mut PtmGenOptions, bool), keys: &[&str]| {
-            let on = stats(with(|o| set(o, true)), 0..12);
-            let off = stats(with(|o| set(o, false)), 0..12);
-            for k in keys {
-                assert!(get(&on, k) > 0, "{k} never seen: {on:?}");
-                assert_eq!(get(&off, k), 0, "{k} seen when off: {off:?}");
-            }
+            assert_only_when_on(|v| stats(with(|o| set(o, v)), 0..12), keys)
         };
         on_off(
             &|o, v| {

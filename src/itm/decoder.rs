@@ -8,10 +8,10 @@
 //! and GTS2 (high bits) packets and sent once complete. An overflow
 //! packet marks the next element sent.
 
-use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
-use crate::decoder::ElemRouter;
+use crate::datapath::{DatapathResp, TrcIndex};
+use crate::decoder::{ElemRouter, PacketDecoder};
 use crate::elem::{ElemType, ItmInfo, ItmPktKind, TraceElement, UnsyncInfo};
-use crate::interfaces::{PktDataIn, TrcGenElemIn};
+use crate::interfaces::TrcGenElemIn;
 use crate::logger::Shared;
 
 use super::packet::{ItmPacket, ItmPktType};
@@ -29,7 +29,7 @@ const GTS1_LOW_MASK: [u64; 4] = [0x7f, 0x3fff, 0x1f_ffff, 0x3ff_ffff];
 
 /// The ITM decoder.
 pub struct ItmDecoder {
-    /// The end-of-trace element went out (a repeated EOT sends nothing).
+    /// The end-of-trace element went out (see [`PacketDecoder`]).
     eot_sent: bool,
     trace_id: u8,
     prescale: u32,
@@ -193,36 +193,24 @@ impl ItmDecoder {
     }
 }
 
-impl PktDataIn<ItmPacket> for ItmDecoder {
-    fn packet_data_in(&mut self, op: DatapathOp, index: TrcIndex, pkt: Option<&ItmPacket>) -> DatapathResp {
-        match op {
-            DatapathOp::Data => match pkt {
-                Some(p) => {
-                    self.eot_sent = false;
-                    self.index = index;
-                    self.process_packet(p)
-                }
-                None => DatapathResp::FatalInvalidParam,
-            },
-            DatapathOp::Eot => {
-                // After a wait the caller sends EOT again: the end-of-trace
-                // element, the last one, is not repeated.
-                if self.eot_sent {
-                    return DatapathResp::Cont;
-                }
-                self.eot_sent = true;
-                self.elem.set_type(ElemType::EoTrace);
-                self.elem.unsync_info = UnsyncInfo::Eot;
-                self.send()
-            }
-            // As OpenCSD: a reset only changes the reason given when the
-            // decoder next reports it is not synchronised.
-            DatapathOp::Reset => {
-                self.eot_sent = false;
-                self.unsync = UnsyncInfo::ResetDecoder;
-                DatapathResp::Cont
-            }
-            DatapathOp::Flush => DatapathResp::Cont,
-        }
+impl PacketDecoder for ItmDecoder {
+    type Packet = ItmPacket;
+    fn eot_done(&mut self) -> &mut bool {
+        &mut self.eot_sent
+    }
+    fn on_packet(&mut self, index: TrcIndex, pkt: &ItmPacket) -> DatapathResp {
+        self.index = index;
+        self.process_packet(pkt)
+    }
+    fn on_eot(&mut self) -> DatapathResp {
+        self.elem.set_type(ElemType::EoTrace);
+        self.elem.unsync_info = UnsyncInfo::Eot;
+        self.send()
+    }
+    // As OpenCSD: a reset only changes the reason given when the decoder
+    // next reports it is not synchronised.
+    fn on_reset(&mut self, _index: TrcIndex) -> DatapathResp {
+        self.unsync = UnsyncInfo::ResetDecoder;
+        DatapathResp::Cont
     }
 }

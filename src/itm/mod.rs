@@ -9,11 +9,9 @@
 
 use std::rc::Rc;
 
-use crate::decoder::{DecodeContext, DecodeMode, DecoderFactory, Pipeline, RegSpec, SourceConfig, TraceComponent};
-use crate::error::Error;
-use crate::interfaces::PktDataIn;
+use crate::decoder::{DecodeContext, DecoderFactory, Pipeline};
 use crate::logger::ErrLink;
-use crate::protocols::ITM;
+use crate::protocols::{ProtocolFactory, ITM};
 
 mod decoder;
 mod packet;
@@ -53,36 +51,15 @@ pub fn create_pipeline(cfg: ItmConfig, ctx: &DecodeContext) -> Pipeline<ItmProce
     let id = cfg.trace_id();
     let mut proc = ItmProcessor::new(id);
     proc.set_error_link(ErrLink::new(&ctx.err_log, format!("PKTP_ITM_{:04}", ctx.instance_id)));
-    let dec = (ctx.mode == DecodeMode::FullDecode)
-        .then(|| Box::new(ItmDecoder::new(id, cfg.ts_prescale(), ctx.elem_out.clone())) as Box<dyn PktDataIn<ItmPacket>>);
+    let dec = ctx.decoder_for_mode(|| ItmDecoder::new(id, cfg.ts_prescale(), ctx.elem_out.clone()));
     Pipeline::new(ITM.name, proc, dec)
 }
 
-struct ItmFactory;
-
-impl DecoderFactory for ItmFactory {
-    fn protocol_name(&self) -> &str {
-        ITM.name
-    }
-    fn device_types(&self) -> &[&str] {
-        ITM.device_types
-    }
-    fn is_pe_trace(&self) -> bool {
-        ITM.pe_trace
-    }
-    fn registers(&self) -> &[RegSpec] {
-        ITM.registers
-    }
-    fn trace_id(&self, cfg: &SourceConfig) -> u8 {
-        ITM.trace_id(cfg)
-    }
-    fn create(&self, cfg: &SourceConfig, ctx: &DecodeContext) -> Result<Box<dyn TraceComponent>, Error> {
+/// The protocol's factory for the decoder registry; the configuration is
+/// the source's `ITMTCR`.
+pub fn factory() -> Rc<dyn DecoderFactory> {
+    Rc::new(ProtocolFactory::new(&ITM, |_info, cfg, ctx| {
         let tcr = cfg.reg_or("ITMTCR", 0) as u32;
         Ok(Box::new(create_pipeline(ItmConfig { tcr }, ctx)))
-    }
-}
-
-/// The protocol's factory for the decoder registry.
-pub fn factory() -> Rc<dyn DecoderFactory> {
-    Rc::new(ItmFactory)
+    }))
 }

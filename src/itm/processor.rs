@@ -14,18 +14,10 @@
 
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use crate::decoder::{PacketOut, PacketProcessor};
-use crate::error::{ErrCode, Severity, TraceError};
 use crate::logger::ErrLink;
+use crate::pktproc::{Input, PktError, ProcState as State};
 
 use super::packet::{ItmPacket, ItmPktType};
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum State {
-    WaitSync,
-    ProcHdr,
-    ProcData,
-    SendPkt,
-}
 
 /// The routine that reads the current packet's payload.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,23 +28,6 @@ enum Step {
     GlobalTs2,
     Extension,
     Async,
-}
-
-struct PktError {
-    code: ErrCode,
-    msg: &'static str,
-}
-
-struct Input<'a> {
-    data: &'a [u8],
-    used: usize,
-    base: TrcIndex,
-}
-
-impl Input<'_> {
-    fn more(&self) -> bool {
-        self.used < self.data.len()
-    }
 }
 
 /// The ITM packet processor.
@@ -130,12 +105,12 @@ impl ItmProcessor {
 
     fn bad_sequence(&mut self, msg: &'static str) -> PktError {
         self.pkt.set_err(ItmPktType::BadSequence);
-        PktError { code: ErrCode::BadPacketSeq, msg }
+        PktError::bad_sequence(msg)
     }
 
     fn log(&self, e: &PktError) {
         if let Some(l) = &self.err {
-            l.log(&TraceError::new(Severity::Error, e.code).at(self.packet_index).on_id(self.trace_id).with_message(e.msg));
+            e.log(l, self.packet_index, self.trace_id);
         }
     }
 
@@ -200,7 +175,7 @@ impl ItmProcessor {
         self.pkt.pkt_type = ItmPktType::NotSync;
         self.dump_unsynced = 0;
         if !self.sync_start {
-            self.packet_index = inp.base + inp.used as TrcIndex;
+            self.packet_index = inp.index();
         }
         while !self.stream_sync && inp.more() && resp.is_cont() {
             if self.sync_start {
@@ -224,7 +199,7 @@ impl ItmProcessor {
                     // A possible sync: list what came before it.
                     self.sync_start = true;
                     resp = self.flush_unsynced(out);
-                    self.packet_index = inp.base + inp.used as TrcIndex - 1;
+                    self.packet_index = inp.index() - 1;
                 } else {
                     self.dump_unsynced += 1;
                     if self.dump_unsynced >= 8 {
@@ -260,7 +235,7 @@ impl ItmProcessor {
             if h & 0x20 == 0 { (ItmPktType::TsGlobal1, Step::GlobalTs1) } else { (ItmPktType::TsGlobal2, Step::GlobalTs2) }
         } else {
             self.pkt.pkt_type = ItmPktType::Reserved;
-            return Err(PktError { code: ErrCode::InvalidPcktHdr, msg: "" });
+            return Err(PktError::header(""));
         };
         self.pkt.pkt_type = t;
         self.step = step;
@@ -383,7 +358,7 @@ impl PacketProcessor for ItmProcessor {
     type Packet = ItmPacket;
 
     fn process(&mut self, index: TrcIndex, data: &[u8], out: &mut PacketOut<'_, ItmPacket>) -> (DatapathResp, usize) {
-        let mut inp = Input { data, used: 0, base: index };
+        let mut inp = Input::new(data, index);
         let mut resp = DatapathResp::Cont;
         while (inp.more() || self.state == State::SendPkt) && resp.is_cont() {
             let r = match self.state {
@@ -392,7 +367,7 @@ impl PacketProcessor for ItmProcessor {
                     Ok(())
                 }
                 State::ProcHdr => {
-                    self.packet_index = index + inp.used as TrcIndex;
+                    self.packet_index = inp.index();
                     match self.process_header(&mut inp) {
                         Ok(()) if self.state == State::ProcData => self.run(&mut inp),
                         r => r,

@@ -1,90 +1,26 @@
 //! ITM unit tests: hand-built byte streams, exact packets and elements.
 
-use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
-use crate::decoder::{ElemRouter, Pipeline};
-use crate::elem::TraceElement;
-use crate::error::Severity;
-use crate::interfaces::{PktDataIn, TrcDataIn, TrcGenElemIn};
-use crate::logger::{ErrLink, ErrorLogger, MsgLogger, Shared, shared};
-use crate::printers::{GenElemPrinter, PacketPrinter};
+use crate::datapath::{DatapathOp, DatapathResp};
+use crate::decoder::{DecodeMode, Pipeline};
+use crate::interfaces::TrcDataIn;
+use crate::test_rig::{Rig, feed_ignoring_errors};
 
 use super::*;
 
 const ASYNC: [u8; 6] = [0, 0, 0, 0, 0, 0x80];
 
-struct Rig {
-    out: Shared<MsgLogger>,
-    pipe: Pipeline<ItmProcessor>,
-    elems: Shared<GenElemPrinter>,
-}
-
-struct ElemFwd(Shared<GenElemPrinter>);
-impl TrcGenElemIn for ElemFwd {
-    fn trace_elem_in(&mut self, index: TrcIndex, id: u8, e: &TraceElement) -> DatapathResp {
-        self.0.borrow_mut().trace_elem_in(index, id, e)
-    }
-}
-
-impl Rig {
-    fn new(decode: bool, tcr: u32) -> Rig {
-        let cfg = ItmConfig { tcr };
-        let out = shared(MsgLogger::capture());
-        let err_log = shared(ErrorLogger::new(Severity::Info, Some(out.clone())));
-        let elems = shared(GenElemPrinter::new(out.clone()));
-        let router = shared(ElemRouter::default());
-        router.borrow_mut().set(Some(Box::new(ElemFwd(elems.clone()))));
-        let mut proc = ItmProcessor::new(cfg.trace_id());
-        proc.set_error_link(ErrLink::new(&err_log, "PKTP_ITM_0000"));
-        let dec = decode.then(|| Box::new(ItmDecoder::new(cfg.trace_id(), cfg.ts_prescale(), router)) as Box<dyn PktDataIn<ItmPacket>>);
-        let mut pipe = Pipeline::new("ITM", proc, dec);
-        pipe.set_monitor(Some(Box::new(PacketPrinter::new(0, out.clone()))));
-        Rig { out, pipe, elems }
-    }
-
-    fn data(&mut self, index: u64, data: &[u8]) -> DatapathResp {
-        let mut done = 0;
-        let mut resp = DatapathResp::Cont;
-        while done < data.len() && !resp.is_fatal() {
-            if resp.is_wait() {
-                self.elems.borrow_mut().ack_wait();
-                resp = self.pipe.trace_data_in(DatapathOp::Flush, 0, &[]).0;
-                continue;
-            }
-            let (r, used) = self.pipe.trace_data_in(DatapathOp::Data, index + done as u64, &data[done..]);
-            done += used;
-            resp = r;
-        }
-        while resp.is_wait() {
-            self.elems.borrow_mut().ack_wait();
-            resp = self.pipe.trace_data_in(DatapathOp::Flush, 0, &[]).0;
-        }
-        resp
-    }
-
-    /// End of trace, as the lister sends it: on a wait, flush until
-    /// continue, then send EOT again.
-    fn eot(&mut self) -> DatapathResp {
-        let mut r = self.pipe.trace_data_in(DatapathOp::Eot, 0, &[]).0;
-        while r.is_wait() {
-            self.elems.borrow_mut().ack_wait();
-            r = self.pipe.trace_data_in(DatapathOp::Flush, 0, &[]).0;
-            if r.is_cont() {
-                r = self.pipe.trace_data_in(DatapathOp::Eot, 0, &[]).0;
-            }
-        }
-        r
-    }
-
-    fn text(&self) -> String {
-        self.out.borrow().captured().to_string()
-    }
+/// The ITM pipeline for `ITMTCR` = `tcr`: packets listed and, if
+/// `decode`, elements.
+fn itm(decode: bool, tcr: u32) -> (Rig, Pipeline<ItmProcessor>) {
+    let rig = Rig::new(if decode { DecodeMode::FullDecode } else { DecodeMode::PacketsOnly });
+    let mut p = create_pipeline(ItmConfig { tcr }, &rig.ctx);
+    rig.monitor(&mut p, 0);
+    (rig, p)
 }
 
 fn listing_cfg(tcr: u32, data: &[u8]) -> String {
-    let mut r = Rig::new(true, tcr);
-    r.data(0, data);
-    r.eot();
-    r.text()
+    let (rig, mut p) = itm(true, tcr);
+    rig.listing(&mut p, data)
 }
 
 fn listing(data: &[u8]) -> String {
@@ -134,12 +70,12 @@ ID:0\tEND OF TRACE DATA
 fn notsync_runs_of_eight_and_end_of_block() {
     // Without a sync: bytes go to the monitor eight at a time and at the
     // end of each block; only the first NOTSYNC reaches the decoder.
-    let mut r = Rig::new(true, 0);
-    r.data(0, &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
-    r.data(10, &[11, 0, 0]);
-    r.data(13, &[0, 0, 0, 0x80, 0x70]);
+    let (rig, mut p) = itm(true, 0);
+    rig.send(&mut p, 0, &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+    rig.send(&mut p, 10, &[11, 0, 0]);
+    rig.send(&mut p, 13, &[0, 0, 0, 0x80, 0x70]);
     assert_eq!(
-        r.text(),
+        rig.take(),
         "Idx:0; ID:0; [0x01 0x02 0x03 0x04 0x05 0x06 0x07 0x08 ];\tITM_NOTSYNC: ; 'ITM data stream not synchronised'
 Idx:0; ID:0; OCSD_GEN_TRC_ELEM_NO_SYNC( [init-decoder])
 Idx:0; ID:0; [0x09 0x0a ];\tITM_NOTSYNC: ; 'ITM data stream not synchronised'
@@ -295,11 +231,11 @@ fn errors_listed_and_processing_goes_on() {
         0x00, 0x00, 0x12, // bad sync
         0x09, 0x42,
     ]);
-    let mut r = Rig::new(false, 0);
-    assert_eq!(r.data(0, &s), DatapathResp::Cont);
-    r.eot();
+    let (rig, mut p) = itm(false, 0);
+    assert_eq!(rig.send(&mut p, 0, &s), DatapathResp::Cont);
+    rig.eot(&mut p);
     assert_eq!(
-        r.text(),
+        rig.take(),
         format!(
             "Idx:0; ID:0; [0x00 0x00 0x00 0x00 0x00 0x80 ];\tITM_ASYNC: ; 'Alignment synchronisation packet'
 PKTP_ITM_0000 : 0x0014 (OCSD_ERR_INVALID_PCKT_HDR) [Invalid packet header]; TrcIdx=6; CS ID=00; Idx:6; ID:0; [0x04 ];\tITM_RESERVED: ; 'Reserved Packet Header'
@@ -321,17 +257,17 @@ Idx:32; ID:0; [0x09 0x42 ];\tITM_SWIT: {{src id: 0x01}}  0x42; 'Software Stimulu
 
 #[test]
 fn bad_packet_is_fatal_to_decode_then_resync() {
-    let mut r = Rig::new(true, 0);
-    let (resp, used) = r.pipe.trace_data_in(DatapathOp::Data, 0, &synced(&[0x04, 0x09, 0x42]));
+    let (rig, mut p) = itm(true, 0);
+    let (resp, used) = p.trace_data_in(DatapathOp::Data, 0, &synced(&[0x04, 0x09, 0x42]));
     assert_eq!((resp, used), (DatapathResp::FatalInvalidData, 7));
-    r.out.borrow_mut().take_captured();
+    rig.take();
     let mut rest = vec![0x09, 0x42];
     rest.extend(ASYNC);
     rest.extend([0x09, 0x43]);
-    assert_eq!(r.data(7, &rest), DatapathResp::Cont);
-    r.eot();
+    assert_eq!(rig.send(&mut p, 7, &rest), DatapathResp::Cont);
+    rig.eot(&mut p);
     assert_eq!(
-        r.text(),
+        rig.take(),
         "Idx:7; ID:0; [0x09 0x42 ];\tITM_SWIT: {src id: 0x01}  0x42; 'Software Stimulus write packet'
 Idx:7; ID:0; OCSD_GEN_TRC_ELEM_NO_SYNC( [bad-packet])
 Idx:9; ID:0; [0x00 0x00 0x00 0x00 0x00 0x80 ];\tITM_ASYNC: ; 'Alignment synchronisation packet'
@@ -357,15 +293,15 @@ Idx:6; ID:0; OCSD_GEN_TRC_ELEM_EO_TRACE( [end-of-trace])
 
 #[test]
 fn reset_needs_a_new_sync() {
-    let mut r = Rig::new(true, 0);
-    r.data(0, &synced(&[0x10, 0x09, 0x01]));
-    r.pipe.trace_data_in(DatapathOp::Reset, 9, &[]);
+    let (rig, mut p) = itm(true, 0);
+    rig.send(&mut p, 0, &synced(&[0x10, 0x09, 0x01]));
+    p.trace_data_in(DatapathOp::Reset, 9, &[]);
     let mut more = vec![0x09, 0x02];
     more.extend(ASYNC);
     more.extend([0x09, 0x03]);
-    r.data(9, &more);
+    rig.send(&mut p, 9, &more);
     assert_eq!(
-        r.text(),
+        rig.take(),
         format!(
             "{SYNC}Idx:6; ID:0; [0x10 ];\tITM_TS_LOCAL: 0x01 {{ TS Sync }}; 'Local Timestamp'
 Idx:6; ID:0; OCSD_GEN_TRC_ELEM_ITMTRACE(ITM_TS_LOCAL ( TS delta: 0x00000001, {{ TS Sync}}; TS cumulative: 0x0000000000000001) )
@@ -390,13 +326,11 @@ fn same_listing_with_waits_and_one_byte_blocks() {
     ]);
     let plain = listing(&s);
     for waits in [1, 2, 5, 100] {
-        let mut r = Rig::new(true, 0);
-        r.elems.borrow_mut().set_test_waits(waits);
-        for (i, b) in s.iter().enumerate() {
-            r.data(i as u64, std::slice::from_ref(b));
-        }
-        r.eot();
-        assert_eq!(r.text(), plain, "test_waits {waits}");
+        let (rig, mut p) = itm(true, 0);
+        rig.elems.borrow_mut().set_test_waits(waits);
+        rig.feed(&mut p, 0, &s, 1);
+        rig.eot(&mut p);
+        assert_eq!(rig.take(), plain, "test_waits {waits}");
     }
 }
 
@@ -420,16 +354,8 @@ fn arbitrary_bytes_never_panic_or_stall() {
         }
     }
     for decode in [false, true] {
-        let mut r = Rig::new(decode, 0);
-        let mut pos = 0;
-        while pos < data.len() {
-            let n = (1 + rnd() as usize % 64).min(data.len() - pos);
-            let (resp, used) = r.pipe.trace_data_in(DatapathOp::Data, pos as u64, &data[pos..pos + n]);
-            assert!(used <= n);
-            pos += if resp.is_fatal() && used == 0 { 1 } else { used };
-            r.out.borrow_mut().take_captured();
-        }
-        r.eot();
+        let (_rig, mut p) = itm(decode, 0);
+        feed_ignoring_errors(&mut p, &data);
     }
 }
 

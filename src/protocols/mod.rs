@@ -1,9 +1,10 @@
 //! The built-in trace protocols and their factories.
 //!
 //! Each protocol says which snapshot device types it decodes, which
-//! registers it reads, and how its trace ID is found. Protocols whose
-//! packet processor has not landed yet are registered with
-//! [`Undecoded`], which takes their byte stream and lists nothing, so a
+//! registers it reads, and how its trace ID is found ([`ProtocolInfo`]);
+//! [`ProtocolFactory`] joins that to the function creating a source's
+//! component. A protocol without a packet processor can be registered
+//! with [`undecoded`], which takes its byte stream and lists nothing, so a
 //! tree still has a place (and a printer) for every declared source.
 
 use std::rc::Rc;
@@ -106,11 +107,55 @@ pub fn builtin_factories() -> Vec<Rc<dyn DecoderFactory>> {
     ]
 }
 
-/// Factory for a protocol whose packet decode is not implemented yet: the
-/// source gets a place in the tree, its data is taken and nothing is listed.
-pub struct Undecoded(pub &'static ProtocolInfo);
+/// Creates one source's component for a protocol: its identity, the
+/// source's registers and the decode context.
+pub type CreateFn = fn(&'static ProtocolInfo, &SourceConfig, &DecodeContext) -> Result<Box<dyn TraceComponent>, Error>;
 
-/// Packet type of [`Undecoded`]: never produced.
+/// The factory of a built-in protocol: the protocol's [`ProtocolInfo`]
+/// answers for its name, device types, registers and trace ID, and a
+/// [`CreateFn`] builds each source's component.
+pub struct ProtocolFactory {
+    info: &'static ProtocolInfo,
+    create: CreateFn,
+}
+
+impl ProtocolFactory {
+    pub fn new(info: &'static ProtocolInfo, create: CreateFn) -> Self {
+        ProtocolFactory { info, create }
+    }
+}
+
+impl DecoderFactory for ProtocolFactory {
+    fn protocol_name(&self) -> &str {
+        self.info.name
+    }
+    fn device_types(&self) -> &[&str] {
+        self.info.device_types
+    }
+    fn is_pe_trace(&self) -> bool {
+        self.info.pe_trace
+    }
+    fn registers(&self) -> &[RegSpec] {
+        self.info.registers
+    }
+    fn trace_id(&self, cfg: &SourceConfig) -> u8 {
+        self.info.trace_id(cfg)
+    }
+    fn create(&self, cfg: &SourceConfig, ctx: &DecodeContext) -> Result<Box<dyn TraceComponent>, Error> {
+        (self.create)(self.info, cfg, ctx)
+    }
+}
+
+/// Factory for a protocol whose packet decode is not implemented: the
+/// source gets a place in the tree, its data is taken and nothing is listed.
+pub fn undecoded(info: &'static ProtocolInfo) -> Rc<dyn DecoderFactory> {
+    Rc::new(ProtocolFactory::new(info, |info, _cfg, _ctx| {
+        log::warn!("{}: packet decode for this protocol is not available yet; its data is skipped", info.name);
+        Ok(Box::new(Pipeline::new(info.name, SwallowBytes, None)))
+    }))
+}
+
+/// Packet type of [`undecoded`] protocols: never produced.
 pub enum NoPacket {}
 
 impl TracePacket for NoPacket {
@@ -131,26 +176,4 @@ impl PacketProcessor for SwallowBytes {
         DatapathResp::Cont
     }
     fn reset(&mut self, _index: TrcIndex) {}
-}
-
-impl DecoderFactory for Undecoded {
-    fn protocol_name(&self) -> &str {
-        self.0.name
-    }
-    fn device_types(&self) -> &[&str] {
-        self.0.device_types
-    }
-    fn is_pe_trace(&self) -> bool {
-        self.0.pe_trace
-    }
-    fn registers(&self) -> &[RegSpec] {
-        self.0.registers
-    }
-    fn trace_id(&self, cfg: &SourceConfig) -> u8 {
-        self.0.trace_id(cfg)
-    }
-    fn create(&self, _cfg: &SourceConfig, _ctx: &DecodeContext) -> Result<Box<dyn TraceComponent>, Error> {
-        log::warn!("{}: packet decode for this protocol is not available yet; its data is skipped", self.0.name);
-        Ok(Box::new(Pipeline::new(self.0.name, SwallowBytes, None)))
-    }
 }

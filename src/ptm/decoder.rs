@@ -15,11 +15,11 @@ use super::packet::{PtmPacket, PtmPktType};
 use super::shared::{initial_element, ISyncReason, ReturnStack};
 use super::PtmConfig;
 use crate::arch::{InstrInfo, InstrType, Isa, SecurityState};
-use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
-use crate::decoder::{DecodeContext, ElemRouter};
+use crate::datapath::{DatapathResp, TrcIndex};
+use crate::decoder::{DecodeContext, ElemRouter, PacketDecoder};
 use crate::elem::{ElemType, EventType, PeContext, TraceElement, TraceOnReason, UnsyncInfo};
 use crate::error::{ErrCode, Severity, TraceError};
-use crate::interfaces::{InstrDecode, PktDataIn, TargetMemAccess, TrcGenElemIn};
+use crate::interfaces::{InstrDecode, TargetMemAccess, TrcGenElemIn};
 use crate::logger::{ErrLink, Shared};
 use crate::memory::MemSpace;
 
@@ -58,7 +58,7 @@ struct PeState {
 
 /// PTM packet decoder (OpenCSD's `TrcPktDecodePtm`).
 pub struct PtmDecoder {
-    /// The end-of-trace element went out (a repeated EOT sends nothing).
+    /// The end-of-trace element went out (see [`PacketDecoder`]).
     eot_sent: bool,
     trace_id: u8,
     err: ErrLink,
@@ -495,39 +495,29 @@ impl PtmDecoder {
         Ok(found)
     }
 
-    /// End of trace. After a wait the caller sends EOT again: the
-    /// end-of-trace element is not repeated.
+}
+
+impl PacketDecoder for PtmDecoder {
+    type Packet = PtmPacket;
+    fn eot_done(&mut self) -> &mut bool {
+        &mut self.eot_sent
+    }
+    fn on_packet(&mut self, index: TrcIndex, pkt: &PtmPacket) -> DatapathResp {
+        self.pkt = *pkt;
+        self.index = index;
+        self.process_packet()
+    }
     fn on_eot(&mut self) -> DatapathResp {
-        if self.eot_sent {
-            return DatapathResp::Cont;
-        }
-        self.eot_sent = true;
         self.elem.set_type(ElemType::EoTrace);
         self.elem.unsync_info = UnsyncInfo::Eot;
         self.output()
     }
-}
-
-impl PktDataIn<PtmPacket> for PtmDecoder {
-    fn packet_data_in(&mut self, op: DatapathOp, index: TrcIndex, pkt: Option<&PtmPacket>) -> DatapathResp {
-        match op {
-            DatapathOp::Data => match pkt {
-                Some(p) => {
-                    self.eot_sent = false;
-                    self.pkt = *p;
-                    self.index = index;
-                    self.process_packet()
-                }
-                None => DatapathResp::FatalInvalidParam,
-            },
-            DatapathOp::Eot => self.on_eot(),
-            DatapathOp::Flush => self.cont_process(),
-            DatapathOp::Reset => {
-                self.eot_sent = false;
-                self.unsync = UnsyncInfo::ResetDecoder;
-                self.reset_decoder();
-                DatapathResp::Cont
-            }
-        }
+    fn on_flush(&mut self) -> DatapathResp {
+        self.cont_process()
+    }
+    fn on_reset(&mut self, _index: TrcIndex) -> DatapathResp {
+        self.unsync = UnsyncInfo::ResetDecoder;
+        self.reset_decoder();
+        DatapathResp::Cont
     }
 }

@@ -16,8 +16,6 @@ mod packet;
 mod processor;
 pub(crate) mod shared;
 #[cfg(test)]
-pub(crate) mod test_util;
-#[cfg(test)]
 mod tests;
 
 use std::rc::Rc;
@@ -28,9 +26,8 @@ pub use processor::PtmProcessor;
 pub use shared::ISyncReason;
 
 use crate::arch::{ArchProfile, ArchVersion, CoreProfile};
-use crate::decoder::{DecodeContext, DecodeMode, DecoderFactory, Pipeline, RegSpec, SourceConfig, TraceComponent};
-use crate::error::Error;
-use crate::protocols::PTM;
+use crate::decoder::{DecoderFactory, Pipeline, SourceConfig};
+use crate::protocols::{ProtocolFactory, PTM};
 
 /// A PTM trace source's configuration (OpenCSD's `PtmConfig`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -135,37 +132,12 @@ impl PtmConfig {
     }
 }
 
-/// Creates PTM decoders.
-pub struct PtmFactory;
-
-impl DecoderFactory for PtmFactory {
-    fn protocol_name(&self) -> &str {
-        PTM.name
-    }
-    fn device_types(&self) -> &[&str] {
-        PTM.device_types
-    }
-    fn is_pe_trace(&self) -> bool {
-        PTM.pe_trace
-    }
-    fn registers(&self) -> &[RegSpec] {
-        PTM.registers
-    }
-    fn trace_id(&self, cfg: &SourceConfig) -> u8 {
-        PTM.trace_id(cfg)
-    }
-    fn create(&self, cfg: &SourceConfig, ctx: &DecodeContext) -> Result<Box<dyn TraceComponent>, Error> {
-        let config = PtmConfig::from_source(cfg);
-        let proc = PtmProcessor::new(config, ctx);
-        let dec = match ctx.mode {
-            DecodeMode::FullDecode => Some(Box::new(PtmDecoder::new(config, ctx)) as _),
-            DecodeMode::PacketsOnly => None,
-        };
-        Ok(Box::new(Pipeline::new(PTM.name, proc, dec)))
-    }
-}
-
-/// The protocol's factory for the decoder registry.
+/// The protocol's factory for the decoder registry: a packet processor,
+/// and in full decode mode the decoder behind it.
 pub fn factory() -> Rc<dyn DecoderFactory> {
-    Rc::new(PtmFactory)
+    Rc::new(ProtocolFactory::new(&PTM, |info, cfg, ctx| {
+        let config = PtmConfig::from_source(cfg);
+        let dec = ctx.decoder_for_mode(|| PtmDecoder::new(config, ctx));
+        Ok(Box::new(Pipeline::new(info.name, PtmProcessor::new(config, ctx), dec)))
+    }))
 }

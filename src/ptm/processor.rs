@@ -15,8 +15,10 @@ use super::PtmConfig;
 use crate::arch::Isa;
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use crate::decoder::{DecodeContext, PacketOut, PacketProcessor};
-use crate::error::{ErrCode, Severity, TraceError};
+use crate::deformatter::overread;
+use crate::error::ErrCode;
 use crate::logger::ErrLink;
+use crate::pktproc::{bin_to_gray, gray_to_bin, PktError, ProcState as State};
 
 /// A-sync: at least this many 0x00 bytes, then 0x80.
 const ASYNC_REQ_0: u32 = 5;
@@ -24,14 +26,9 @@ const ASYNC_REQ_0: u32 = 5;
 const ASYNC_PAD_0_LIMIT: u32 = 11;
 /// Unsynchronised bytes handed to the monitor in one go, at most.
 const UNSYNC_PKT_MAX: usize = 16;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum State {
-    WaitSync,
-    ProcHdr,
-    ProcData,
-    SendPkt,
-}
+/// Most bytes shown for a run of unsynchronised bytes that runs past the
+/// end of its block.
+const UNSYNC_SHOWN_MAX: usize = 48;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum AsyncResult {
@@ -47,17 +44,14 @@ enum AsyncResult {
     Incomplete,
 }
 
-/// A packet format error: its code and message.
-struct PktError {
-    code: ErrCode,
-    msg: &'static str,
-}
-
 /// PTM packet processor (OpenCSD's `TrcPktProcPtm`).
 pub struct PtmProcessor {
     cfg: PtmConfig,
     trace_id: u8,
     err: ErrLink,
+    /// Held while looking for an A-sync, the only time a listing may show
+    /// bytes from past the end of a block (see [`block_memory`]).
+    overread: Option<overread::Interest>,
 
     state: State,
     pkt: PtmPacket,
@@ -103,6 +97,7 @@ impl PtmProcessor {
             cfg,
             trace_id: cfg.trace_id(),
             err,
+            overread: None,
             state: State::WaitSync,
             pkt: PtmPacket::default(),
             raw: Vec::with_capacity(32),
@@ -133,6 +128,7 @@ impl PtmProcessor {
 
     fn init_processor_state(&mut self) {
         self.state = State::WaitSync;
+        self.overread = Some(overread::Interest::register(self.trace_id));
         self.hdr_type = PtmPktType::Reserved;
         self.async_0 = 0;
         self.wait_async_start = false;
@@ -154,7 +150,7 @@ impl PtmProcessor {
 
     fn malformed(&mut self, msg: &'static str) -> PktError {
         self.pkt.set_err_type(PtmPktType::BadSequence);
-        PktError { code: ErrCode::BadPacketSeq, msg }
+        PktError::bad_sequence(msg)
     }
 
     fn output_packet(&mut self, out: &mut PacketOut<'_, PtmPacket>) -> DatapathResp {
@@ -254,8 +250,12 @@ impl PtmProcessor {
                     if end <= data.len() {
                         mon.raw_packet_data_mon(DatapathOp::Data, self.pkt_index, Some(&self.pkt), &data[unsynced_start..end]);
                     } else {
-                        let mut buf = [0u8; OVERRUN_MAX];
-                        let n = overrun_bytes(data, unsynced_start, unsynced, &mut buf);
+                        // Zeros pending from the previous block that did not
+                        // start an A-sync are counted again with this block's
+                        // bytes, so OpenCSD lists bytes from past its end.
+                        let mut buf = [0u8; UNSYNC_SHOWN_MAX];
+                        let n = unsynced.min(UNSYNC_SHOWN_MAX);
+                        block_memory(data, unsynced_start, &mut buf[..n]);
                         mon.raw_packet_data_mon(DatapathOp::Data, self.pkt_index, Some(&self.pkt), &buf[..n]);
                     }
                 }
@@ -272,6 +272,7 @@ impl PtmProcessor {
             }
 
             if have_async {
+                self.overread = None;
                 self.pkt.pkt_type = PtmPktType::ASync;
             }
         }
@@ -745,57 +746,25 @@ impl PtmProcessor {
     }
 
     fn log(&self, e: &PktError) {
-        self.err.log(&TraceError::new(Severity::Error, e.code).at(self.pkt_index).on_id(self.trace_id).with_message(e.msg));
+        e.log(&self.err, self.pkt_index, self.trace_id);
     }
 }
 
-/// Most bytes [`overrun_bytes`] produces.
-const OVERRUN_MAX: usize = 48;
-
-/// The bytes OpenCSD shows for unsynchronised data when its count runs
-/// past the end of the input block.
-///
-/// Zeros pending from the previous block that turn out not to start an
-/// A-sync are counted again with the new block's bytes, so OpenCSD reads
-/// the monitor's raw bytes past the end of the block. For a block that is
-/// one frame's data for an ID (at most 15 bytes), that memory is the
-/// frame deformatter's per-ID record: the rest of its 15-byte data array
-/// (zeros here: stale bytes of earlier frames), then the 32-bit count of
-/// valid bytes. Reproducing that keeps the listing identical.
-fn overrun_bytes(data: &[u8], start: usize, count: usize, buf: &mut [u8; OVERRUN_MAX]) -> usize {
-    const CHUNK_DATA: usize = 15;
-    let n = count.min(OVERRUN_MAX);
-    let valid = (data.len() as u32).to_le_bytes();
-    for (i, out) in buf.iter_mut().take(n).enumerate() {
+/// Fills `buf` with the memory from `start` bytes into the block `data`:
+/// the block's bytes, then what follows the block as far as it is known
+/// (see [`overread`]: for a formatted source, the deformatter's record),
+/// zeros beyond.
+fn block_memory(data: &[u8], start: usize, buf: &mut [u8]) {
+    let mut after = [0u8; overread::IMAGE_MAX];
+    let known = overread::following_bytes(&mut after);
+    for (i, b) in buf.iter_mut().enumerate() {
         let at = start + i;
-        *out = if at < data.len() {
-            data[at]
-        } else if data.len() <= CHUNK_DATA && (CHUNK_DATA..CHUNK_DATA + 4).contains(&at) {
-            valid[at - CHUNK_DATA]
-        } else {
-            0
+        *b = match at.checked_sub(data.len()) {
+            None => data[at],
+            Some(past) if past < known => after[past],
+            Some(_) => 0,
         };
     }
-    n
-}
-
-/// Binary to Gray code over `size` bits.
-fn bin_to_gray(v: u64, size: u32) -> u64 {
-    let m = if size >= 64 { u64::MAX } else { (1u64 << size) - 1 };
-    let v = v & m;
-    v ^ (v >> 1)
-}
-
-/// Gray code to binary over `size` bits.
-fn gray_to_bin(g: u64, size: u32) -> u64 {
-    let m = if size >= 64 { u64::MAX } else { (1u64 << size) - 1 };
-    let mut b = g & m;
-    let mut shift = 1;
-    while shift < 64 {
-        b ^= b >> shift;
-        shift <<= 1;
-    }
-    b
 }
 
 impl PacketProcessor for PtmProcessor {
@@ -854,20 +823,5 @@ impl PacketProcessor for PtmProcessor {
 
     fn reset(&mut self, _index: TrcIndex) {
         self.init_processor_state();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn gray_code_round_trip() {
-        for v in [0u64, 1, 2, 3, 0x58e90bb867, 0xffff_ffff_ffff, u64::MAX] {
-            assert_eq!(gray_to_bin(bin_to_gray(v, 64), 64), v);
-            assert_eq!(gray_to_bin(bin_to_gray(v, 48), 48), v & 0xffff_ffff_ffff);
-        }
-        assert_eq!(bin_to_gray(2, 48), 3);
-        assert_eq!(gray_to_bin(3, 48), 2);
     }
 }

@@ -1,6 +1,6 @@
 //! PTM packet processor and decoder tests on hand-built trace.
 
-use super::test_util::{lines, Rig};
+use crate::test_rig::{lines, Rig};
 use super::{PtmConfig, PtmDecoder, PtmProcessor};
 use crate::arch::{ArchProfile, ArchVersion, CoreProfile};
 use crate::datapath::DatapathOp;
@@ -105,9 +105,7 @@ const ALL_PACKETS_LISTING: &[&str] = &[
 fn every_packet_type() {
     let rig = Rig::new(DecodeMode::PacketsOnly);
     let mut p = packets(&rig, config(ETMCR_CTXTID_4, CCER_TS_BINARY));
-    rig.feed(&mut p, 0, ALL_PACKETS, ALL_PACKETS.len());
-    rig.eot(&mut p);
-    assert_eq!(rig.take(), lines(ALL_PACKETS_LISTING));
+    assert_eq!(rig.listing(&mut p, ALL_PACKETS), lines(ALL_PACKETS_LISTING));
 }
 
 #[test]
@@ -223,27 +221,16 @@ fn not_sync_packet_goes_to_the_sink_once() {
     assert_eq!(out.matches("OCSD_GEN_TRC_ELEM_NO_SYNC( [init-decoder])").count(), 1);
 }
 
-/// ARM code: a call, a return, a loop, and a vector table at 0.
+/// [`Rig::map_arm_program`], and a vector table at 0.
 fn map_arm_program(rig: &Rig) {
-    let words = |w: &[u32]| w.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
-    rig.map(
-        0x1000,
-        &words(&[
-            0xe3a0_0001, // 1000: mov r0, #1
-            0xeb00_0001, // 1004: bl 0x1010
-            0xeaff_fffe, // 1008: b 0x1008
-            0xe320_f000, // 100c: nop
-            0xe280_0001, // 1010: add r0, r0, #1
-            0xe12f_ff1e, // 1014: bx lr
-        ]),
-    );
-    rig.map(
+    rig.map_arm_program();
+    rig.map_words(
         0x0,
-        &words(&[
+        &[
             0xe320_f000, // 0: nop
             0xe320_f000, // 4: nop
             0xea00_0400, // 8: b 0x1010
-        ]),
+        ],
     );
 }
 
@@ -307,9 +294,7 @@ fn decode_arm_with_return_stack() {
     let rig = Rig::new(DecodeMode::FullDecode);
     map_arm_program(&rig);
     let mut p = decoder(&rig, config(ETMCR_RET_STACK, CCER_RET_STACK | CCER_TS_BINARY));
-    rig.feed(&mut p, 0, ARM_TRACE, ARM_TRACE.len());
-    rig.eot(&mut p);
-    assert_eq!(rig.take(), lines(ARM_LISTING));
+    assert_eq!(rig.listing(&mut p, ARM_TRACE), lines(ARM_LISTING));
 }
 
 #[test]
@@ -352,10 +337,8 @@ fn decode_thumb_cycle_accurate_without_return_stack() {
         0x42, 0x80, 0x01, 0x08, // timestamp
         0x08, 0x07, 0x20, 0x00, 0x00, 0x00, // periodic I-sync: nothing new
     ];
-    rig.feed(&mut p, 0, trace, trace.len());
-    rig.eot(&mut p);
     assert_eq!(
-        rig.take(),
+        rig.listing(&mut p, trace),
         lines(&[
             "Idx:0; ID:0; [0x00 0x00 0x00 0x00 0x00 0x80 ];\tASYNC : Alignment Synchronisation Packet; ",
             "Idx:0; ID:0; OCSD_GEN_TRC_ELEM_NO_SYNC( [init-decoder])",
@@ -455,7 +438,7 @@ fn reset_restarts_synchronisation() {
 
 #[test]
 fn random_bytes_never_panic() {
-    use super::test_util::{feed_ignoring_errors, noise};
+    use crate::test_rig::{feed_ignoring_errors, noise};
     let configs = [
         config(0, 0),
         config(ETMCR_CYCLE_ACC | ETMCR_CTXTID_4, CCER_TS_BINARY),
@@ -480,4 +463,34 @@ fn random_bytes_never_panic() {
         assert!(out.contains("EO_TRACE"));
         assert!(out.contains("INSTR_RANGE"), "config {n}: no code was followed");
     }
+}
+
+#[test]
+fn unsynced_count_past_the_block_shows_the_deformatter_record() {
+    use crate::datapath::DatapathResp;
+    use crate::deformatter::{DeformatterConfig, FrameDeformatter, IdStreamTable};
+    // Two frames for trace ID 0x10. The first ends in two zeros that may
+    // start an A-sync; the second has 8 bytes for the ID, and none is a
+    // zero: OpenCSD counts the two zeros again with them, and lists 10
+    // bytes, the last two from past the block: the stale bytes the first
+    // frame left in the deformatter's record for the ID.
+    let mut frames = vec![0x21];
+    frames.extend([0x22; 12]);
+    frames.extend([0x00, 0x00, 0x00]);
+    frames.extend([0x22; 8]);
+    frames.extend([0x61, 0x44, 0x44, 0x44, 0x44, 0x44, 0x44, 0x00]);
+    let rig = Rig::new(DecodeMode::PacketsOnly);
+    let p = packets(&rig, PtmConfig { reg_trc_id: 0x10, ..config(0, CCER_TS_BINARY) });
+    let mut table = IdStreamTable::default();
+    table.attach(0x10, Box::new(p)).unwrap();
+    let mut d = FrameDeformatter::new(DeformatterConfig::mem_aligned());
+    assert_eq!(d.trace_data_in(DatapathOp::Data, 0, &frames, &mut table), (DatapathResp::Cont, 32));
+    assert_eq!(
+        rig.take(),
+        lines(&[
+            "Idx:0; ID:0; [0x22 0x22 0x22 0x22 0x22 0x22 0x22 0x22 0x22 0x22 0x22 0x22 ];\tNOTSYNC : PTM Not Synchronised; ",
+            "Idx:12; ID:0; [0x00 0x00 ];\tNOTSYNC : PTM Not Synchronised; ",
+            "Idx:14; ID:0; [0x22 0x22 0x22 0x22 0x22 0x22 0x22 0x22 0x22 0x22 ];\tNOTSYNC : PTM Not Synchronised; ",
+        ])
+    );
 }

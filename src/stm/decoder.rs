@@ -6,10 +6,10 @@
 //! the first ASYNC give one NO_SYNC element; a bad packet is fatal to the
 //! data path (OpenCSD's choice), and the decoder restarts from NO_SYNC.
 
-use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
-use crate::decoder::ElemRouter;
+use crate::datapath::{DatapathResp, TrcIndex};
+use crate::decoder::{ElemRouter, PacketDecoder};
 use crate::elem::{ElemType, SwTraceInfo, TraceElement, UnsyncInfo};
-use crate::interfaces::{PktDataIn, TrcGenElemIn};
+use crate::interfaces::TrcGenElemIn;
 use crate::logger::Shared;
 
 use super::packet::{StmPacket, StmPktType};
@@ -23,7 +23,7 @@ enum State {
 
 /// The STM decoder.
 pub struct StmDecoder {
-    /// The end-of-trace element went out (a repeated EOT sends nothing).
+    /// The end-of-trace element went out (see [`PacketDecoder`]).
     eot_sent: bool,
     trace_id: u8,
     out: Shared<ElemRouter>,
@@ -184,36 +184,25 @@ impl StmDecoder {
     }
 }
 
-impl PktDataIn<StmPacket> for StmDecoder {
-    fn packet_data_in(&mut self, op: DatapathOp, index: TrcIndex, pkt: Option<&StmPacket>) -> DatapathResp {
-        match op {
-            DatapathOp::Data => match pkt {
-                Some(p) => {
-                    self.eot_sent = false;
-                    self.index = index;
-                    self.process_packet(p)
-                }
-                None => DatapathResp::FatalInvalidParam,
-            },
-            DatapathOp::Eot => {
-                // After a wait the caller sends EOT again: the end-of-trace
-                // element, the last one, is not repeated.
-                if self.eot_sent {
-                    return DatapathResp::Cont;
-                }
-                self.eot_sent = true;
-                self.elem.set_type(ElemType::EoTrace);
-                self.elem.unsync_info = UnsyncInfo::Eot;
-                self.send()
-            }
-            DatapathOp::Reset => {
-                self.eot_sent = false;
-                self.unsync = UnsyncInfo::ResetDecoder;
-                self.reset_decoder();
-                DatapathResp::Cont
-            }
-            // Nothing is held back: every packet's element went out with it.
-            DatapathOp::Flush => DatapathResp::Cont,
-        }
+impl PacketDecoder for StmDecoder {
+    type Packet = StmPacket;
+    fn eot_done(&mut self) -> &mut bool {
+        &mut self.eot_sent
+    }
+    fn on_packet(&mut self, index: TrcIndex, pkt: &StmPacket) -> DatapathResp {
+        self.index = index;
+        self.process_packet(pkt)
+    }
+    fn on_eot(&mut self) -> DatapathResp {
+        self.elem.set_type(ElemType::EoTrace);
+        self.elem.unsync_info = UnsyncInfo::Eot;
+        self.send()
+    }
+    // Nothing is held back on a flush: every packet's element went out
+    // with it.
+    fn on_reset(&mut self, _index: TrcIndex) -> DatapathResp {
+        self.unsync = UnsyncInfo::ResetDecoder;
+        self.reset_decoder();
+        DatapathResp::Cont
     }
 }

@@ -35,10 +35,9 @@
 
 use std::rc::Rc;
 
-use crate::decoder::{DecodeContext, DecodeMode, DecoderFactory, Pipeline, RegSpec, SourceConfig, TraceComponent};
-use crate::error::Error;
+use crate::decoder::{DecodeContext, DecoderFactory, Pipeline};
 use crate::logger::ErrLink;
-use crate::protocols::STM;
+use crate::protocols::{ProtocolFactory, STM};
 
 mod decoder;
 mod packet;
@@ -73,36 +72,15 @@ pub fn create_pipeline(cfg: StmConfig, ctx: &DecodeContext) -> Pipeline<StmProce
     let id = cfg.trace_id();
     let mut proc = StmProcessor::new(id);
     proc.set_error_link(ErrLink::new(&ctx.err_log, format!("PKTP_STM_{:04}", ctx.instance_id)));
-    let dec = (ctx.mode == DecodeMode::FullDecode)
-        .then(|| Box::new(StmDecoder::new(id, ctx.elem_out.clone())) as Box<dyn crate::interfaces::PktDataIn<StmPacket>>);
+    let dec = ctx.decoder_for_mode(|| StmDecoder::new(id, ctx.elem_out.clone()));
     Pipeline::new(STM.name, proc, dec)
 }
 
-struct StmFactory;
-
-impl DecoderFactory for StmFactory {
-    fn protocol_name(&self) -> &str {
-        STM.name
-    }
-    fn device_types(&self) -> &[&str] {
-        STM.device_types
-    }
-    fn is_pe_trace(&self) -> bool {
-        STM.pe_trace
-    }
-    fn registers(&self) -> &[RegSpec] {
-        STM.registers
-    }
-    fn trace_id(&self, cfg: &SourceConfig) -> u8 {
-        STM.trace_id(cfg)
-    }
-    fn create(&self, cfg: &SourceConfig, ctx: &DecodeContext) -> Result<Box<dyn TraceComponent>, Error> {
+/// The protocol's factory for the decoder registry; the configuration is
+/// the source's `STMTCSR`.
+pub fn factory() -> Rc<dyn DecoderFactory> {
+    Rc::new(ProtocolFactory::new(&STM, |_info, cfg, ctx| {
         let tcsr = cfg.reg_or("STMTCSR", 0) as u32;
         Ok(Box::new(create_pipeline(StmConfig { tcsr }, ctx)))
-    }
-}
-
-/// The protocol's factory for the decoder registry.
-pub fn factory() -> Rc<dyn DecoderFactory> {
-    Rc::new(StmFactory)
+    }))
 }

@@ -15,21 +15,13 @@
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use crate::decoder::{PacketOut, PacketProcessor};
 use crate::deformatter::overread;
-use crate::error::{ErrCode, Severity, TraceError};
 use crate::logger::ErrLink;
+use crate::pktproc::{Input, PktError, ProcState as State, bin_to_gray, gray_to_bin};
 
 use super::packet::{StmPacket, StmPktType, StmTsType, low_mask};
 
 /// Nibbles in an ASYNC: 21 `F` then `0`.
 const ASYNC_NIBBLES: u8 = 22;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum State {
-    WaitSync,
-    ProcHdr,
-    ProcData,
-    SendPkt,
-}
 
 /// The routine that owns the packet being read; it is re-entered as more
 /// nibbles arrive.
@@ -56,19 +48,6 @@ enum Step {
     Async,
     /// Timestamp length nibble and value.
     Ts,
-}
-
-/// A packet error: OpenCSD's code and message.
-struct PktError {
-    code: ErrCode,
-    msg: &'static str,
-}
-
-/// Input block being processed.
-struct Input<'a> {
-    data: &'a [u8],
-    used: usize,
-    base: TrcIndex,
 }
 
 /// The STM packet processor.
@@ -125,7 +104,7 @@ impl StmProcessor {
             trace_id,
             err: None,
             mon: false,
-            _overread: overread::Interest::register(),
+            _overread: overread::Interest::register(trace_id),
             state: State::WaitSync,
             step: Step::Null,
             pkt: StmPacket::start_state(),
@@ -202,12 +181,12 @@ impl StmProcessor {
 
     fn bad_sequence(&mut self, msg: &'static str) -> PktError {
         self.pkt.set_err(StmPktType::BadSequence);
-        PktError { code: ErrCode::BadPacketSeq, msg }
+        PktError::bad_sequence(msg)
     }
 
     fn reserved_header(&mut self) -> PktError {
         self.pkt.set_type(StmPktType::Reserved, false);
-        PktError { code: ErrCode::InvalidPcktHdr, msg: "STM: Unsupported or Reserved STPv2 Header" }
+        PktError::header("STM: Unsupported or Reserved STPv2 Header")
     }
 
     /// Counts `F` nibbles towards an ASYNC.
@@ -238,7 +217,7 @@ impl StmProcessor {
         if self.nibble_2nd_valid {
             self.nibble = self.nibble_2nd;
             self.nibble_2nd_valid = false;
-        } else if inp.used < inp.data.len() {
+        } else if inp.more() {
             let b = inp.data[inp.used];
             inp.used += 1;
             self.save_byte(b);
@@ -258,7 +237,7 @@ impl StmProcessor {
     fn block_pos(&mut self, inp: &Input) -> TrcIndex {
         match self.held_nibble_index.take() {
             Some(i) if inp.used == 0 && self.nibble_2nd_valid => i,
-            _ => inp.base + inp.used as TrcIndex,
+            _ => inp.index(),
         }
     }
 
@@ -290,7 +269,7 @@ impl StmProcessor {
 
     fn log(&self, e: &PktError) {
         if let Some(l) = &self.err {
-            l.log(&TraceError::new(Severity::Error, e.code).at(self.packet_index).on_id(self.trace_id).with_message(e.msg));
+            e.log(l, self.packet_index, self.trace_id);
         }
     }
 
@@ -683,8 +662,8 @@ impl StmProcessor {
             match self.pkt.ts_type {
                 StmTsType::Gray => {
                     let mask = low_mask(bits);
-                    let gray = (bin_to_gray(self.pkt.timestamp) & !mask) | (self.ts_update_value & mask);
-                    self.pkt.set_ts(gray_to_bin(gray), bits);
+                    let gray = (bin_to_gray(self.pkt.timestamp, 64) & !mask) | (self.ts_update_value & mask);
+                    self.pkt.set_ts(gray_to_bin(gray, 64), bits);
                 }
                 StmTsType::NatBinary => self.pkt.set_ts(self.ts_update_value, bits),
                 StmTsType::Unknown => return Err(self.bad_sequence("STM: unknown timestamp encoding")),
@@ -695,28 +674,14 @@ impl StmProcessor {
     }
 }
 
-fn bin_to_gray(b: u64) -> u64 {
-    b ^ (b >> 1)
-}
-
-fn gray_to_bin(g: u64) -> u64 {
-    let mut b = g;
-    let mut shift = 1;
-    while shift < 64 {
-        b ^= b >> shift;
-        shift <<= 1;
-    }
-    b
-}
-
 impl PacketProcessor for StmProcessor {
     type Packet = StmPacket;
 
     fn process(&mut self, index: TrcIndex, data: &[u8], out: &mut PacketOut<'_, StmPacket>) -> (DatapathResp, usize) {
         self.mon = out.mon.is_some();
-        let mut inp = Input { data, used: 0, base: index };
+        let mut inp = Input::new(data, index);
         let mut resp = DatapathResp::Cont;
-        while (inp.used < data.len() || self.nibble_2nd_valid || self.state == State::SendPkt) && resp.is_cont() {
+        while (inp.more() || self.nibble_2nd_valid || self.state == State::SendPkt) && resp.is_cont() {
             let r = match self.state {
                 State::WaitSync => {
                     self.wait_for_sync(&mut inp);

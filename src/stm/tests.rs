@@ -1,11 +1,9 @@
 //! STM unit tests: hand-built nibble streams, exact packets and elements.
 
 use crate::datapath::{DatapathOp, DatapathResp};
-use crate::decoder::{ElemRouter, Pipeline};
-use crate::error::Severity;
+use crate::decoder::{DecodeMode, Pipeline};
 use crate::interfaces::TrcDataIn;
-use crate::logger::{ErrLink, ErrorLogger, MsgLogger, Shared, shared};
-use crate::printers::{GenElemPrinter, PacketPrinter};
+use crate::test_rig::{Rig, feed_ignoring_errors};
 
 use super::*;
 
@@ -20,82 +18,20 @@ fn nib(s: &str) -> Vec<u8> {
 /// 21 F nibbles then 0.
 const ASYNC: &str = "FFFFFFFFFFFFFFFFFFFFF0";
 
-struct Rig {
-    out: Shared<MsgLogger>,
-    pipe: Pipeline<StmProcessor>,
-    elems: Shared<GenElemPrinter>,
-}
-
-struct ElemFwd(Shared<GenElemPrinter>);
-impl crate::interfaces::TrcGenElemIn for ElemFwd {
-    fn trace_elem_in(&mut self, index: crate::datapath::TrcIndex, id: u8, e: &crate::elem::TraceElement) -> DatapathResp {
-        self.0.borrow_mut().trace_elem_in(index, id, e)
-    }
-}
-
-impl Rig {
-    /// Processor with a packet monitor, and (if `decode`) the decoder with
-    /// an element printer; errors go to the same output.
-    fn new(decode: bool) -> Rig {
-        let out = shared(MsgLogger::capture());
-        let err_log = shared(ErrorLogger::new(Severity::Info, Some(out.clone())));
-        let elems = shared(GenElemPrinter::new(out.clone()));
-        let router = shared(ElemRouter::default());
-        router.borrow_mut().set(Some(Box::new(ElemFwd(elems.clone()))));
-        let mut proc = StmProcessor::new(0x20);
-        proc.set_error_link(ErrLink::new(&err_log, "PKTP_STM_0032"));
-        let dec = decode.then(|| Box::new(StmDecoder::new(0x20, router)) as Box<dyn crate::interfaces::PktDataIn<StmPacket>>);
-        let mut pipe = Pipeline::new("STM", proc, dec);
-        pipe.set_monitor(Some(Box::new(PacketPrinter::new(0x20, out.clone()))));
-        Rig { out, pipe, elems }
-    }
-
-    /// Sends `data` as one block at `index`, flushing through any waits.
-    fn data(&mut self, index: u64, data: &[u8]) -> DatapathResp {
-        let mut done = 0;
-        let mut resp = DatapathResp::Cont;
-        while done < data.len() && !resp.is_fatal() {
-            if resp.is_wait() {
-                self.elems.borrow_mut().ack_wait();
-                resp = self.pipe.trace_data_in(DatapathOp::Flush, 0, &[]).0;
-                continue;
-            }
-            let (r, used) = self.pipe.trace_data_in(DatapathOp::Data, index + done as u64, &data[done..]);
-            done += used;
-            resp = r;
-        }
-        while resp.is_wait() {
-            self.elems.borrow_mut().ack_wait();
-            resp = self.pipe.trace_data_in(DatapathOp::Flush, 0, &[]).0;
-        }
-        resp
-    }
-
-    /// End of trace, as the lister sends it: on a wait, flush until
-    /// continue, then send EOT again.
-    fn eot(&mut self) -> DatapathResp {
-        let mut r = self.pipe.trace_data_in(DatapathOp::Eot, 0, &[]).0;
-        while r.is_wait() {
-            self.elems.borrow_mut().ack_wait();
-            r = self.pipe.trace_data_in(DatapathOp::Flush, 0, &[]).0;
-            if r.is_cont() {
-                r = self.pipe.trace_data_in(DatapathOp::Eot, 0, &[]).0;
-            }
-        }
-        r
-    }
-
-    fn text(&self) -> String {
-        self.out.borrow().captured().to_string()
-    }
+/// The STM pipeline for trace ID 0x20, on tree slot 0x20 (errors come
+/// from `PKTP_STM_0032`): packets listed and, if `decode`, elements.
+fn stm(decode: bool) -> (Rig, Pipeline<StmProcessor>) {
+    let mut rig = Rig::new(if decode { DecodeMode::FullDecode } else { DecodeMode::PacketsOnly });
+    rig.ctx.instance_id = 0x20;
+    let mut p = create_pipeline(StmConfig::with_trace_id(0x20), &rig.ctx);
+    rig.monitor(&mut p, 0x20);
+    (rig, p)
 }
 
 /// Decodes `data` (one block, then end of trace) and returns the listing.
 fn listing(data: &[u8]) -> String {
-    let mut r = Rig::new(true);
-    r.data(0, data);
-    r.eot();
-    r.text()
+    let (rig, mut p) = stm(true);
+    rig.listing(&mut p, data)
 }
 
 /// The lines every stream below starts with: ASYNC at 0, VERSION 3 at 11.
@@ -264,14 +200,14 @@ fn reserved_err(idx: u32) -> String {
 fn reserved_headers_listed_and_processing_goes_on() {
     // Packet listing only: the processor reports each reserved header and
     // carries on with the next.
-    let mut r = Rig::new(false);
-    assert_eq!(r.data(0, &v3("F1 F02 F09 412 0")), DatapathResp::Cont);
-    r.eot();
+    let (rig, mut p) = stm(false);
+    assert_eq!(rig.send(&mut p, 0, &v3("F1 F02 F09 412 0")), DatapathResp::Cont);
+    rig.eot(&mut p);
     let sync = "Idx:0; ID:20; [0xff 0xff 0xff 0xff 0xff 0xff 0xff 0xff 0xff 0xff 0x0f ];\tASYNC:Alignment synchronisation packet
 Idx:11; ID:20; [0x0f 0x30 ];\tVERSION:Version packet; Ver=3
 ";
     assert_eq!(
-        r.text(),
+        rig.take(),
         format!(
             "{sync}{}Idx:13; ID:20; [0x1f ];\tRESERVED:Reserved Packet Header
 {}Idx:14; ID:20; [0x0f 0xf2 ];\tRESERVED:Reserved Packet Header
@@ -292,19 +228,18 @@ fn bad_packet_is_fatal_to_decode_then_resync() {
     // With the decoder, a reserved header stops the data path (as in
     // OpenCSD); a client that carries on gets NO_SYNC [bad-packet] and
     // decode resumes at the next ASYNC.
-    let mut r = Rig::new(true);
+    let (rig, mut p) = stm(true);
     let first = v3("F1 00");
-    let (resp, used) = r.pipe.trace_data_in(DatapathOp::Data, 0, &first);
+    let (resp, used) = p.trace_data_in(DatapathOp::Data, 0, &first);
     assert_eq!(resp, DatapathResp::FatalInvalidData);
     assert_eq!(used, 14);
-    assert_eq!(r.text(), format!("{SYNC_V3}{}Idx:13; ID:20; [0x1f ];\tRESERVED:Reserved Packet Header\n", reserved_err(13)));
-    r.out.borrow_mut().take_captured();
-    assert_eq!(r.data(14, &first[14..]), DatapathResp::Cont);
+    assert_eq!(rig.take(), format!("{SYNC_V3}{}Idx:13; ID:20; [0x1f ];\tRESERVED:Reserved Packet Header\n", reserved_err(13)));
+    assert_eq!(rig.send(&mut p, 14, &first[14..]), DatapathResp::Cont);
     let more = nib(&format!("412 0 {ASYNC} 412 0"));
-    assert_eq!(r.data(15, &more), DatapathResp::Cont);
-    r.eot();
+    assert_eq!(rig.send(&mut p, 15, &more), DatapathResp::Cont);
+    rig.eot(&mut p);
     assert_eq!(
-        r.text(),
+        rig.take(),
         "Idx:14; ID:20; [0x00 ];\tNULL:Null packet
 Idx:14; ID:20; OCSD_GEN_TRC_ELEM_NO_SYNC( [bad-packet])
 Idx:15; ID:20; [0x00 ];\tNULL:Null packet
@@ -373,9 +308,9 @@ Idx:17; ID:20; [0x00 ];\tNULL:Null packet
     ];
     let sync = "Idx:0; ID:20; [0xff 0xff 0xff 0xff 0xff 0xff 0xff 0xff 0xff 0xff 0x0f ];\tASYNC:Alignment synchronisation packet\n";
     for (stream, lines) in cases {
-        let mut r = Rig::new(false);
-        assert_eq!(r.data(0, &nib(&stream)), DatapathResp::Cont);
-        assert_eq!(r.text(), format!("{sync}{lines}"), "stream {stream}");
+        let (rig, mut p) = stm(false);
+        assert_eq!(rig.send(&mut p, 0, &nib(&stream)), DatapathResp::Cont);
+        assert_eq!(rig.take(), format!("{sync}{lines}"), "stream {stream}");
     }
 }
 
@@ -416,13 +351,13 @@ ID:20\tEND OF TRACE DATA
 
 #[test]
 fn sync_split_across_blocks() {
-    let mut r = Rig::new(true);
+    let (rig, mut p) = stm(true);
     let all = nib(&format!("12 FFFF {} 0 F003", "F".repeat(17)));
-    r.data(0, &all[..3]);
-    r.data(3, &all[3..]);
-    r.eot();
+    rig.send(&mut p, 0, &all[..3]);
+    rig.send(&mut p, 3, &all[3..]);
+    rig.eot(&mut p);
     assert_eq!(
-        r.text(),
+        rig.take(),
         "Idx:0; ID:20; [0x21 ];\tNOTSYNC:STM not synchronised
 Idx:0; ID:20; OCSD_GEN_TRC_ELEM_NO_SYNC( [init-decoder])
 Idx:1; ID:20; [0xff 0xff 0xff 0xff 0xff 0xff 0xff 0xff 0xff 0xff 0x0f ];\tASYNC:Alignment synchronisation packet
@@ -439,11 +374,11 @@ fn notsync_counts_nibbles_carried_from_the_last_block() {
     // next: OpenCSD lists that many bytes, reading past the block. What
     // lies there is shown when known (see the deformatter test below);
     // for an unformatted block nothing more is shown.
-    let mut r = Rig::new(true);
-    r.data(0, &nib("12FF"));
-    r.data(2, &nib("3456"));
+    let (rig, mut p) = stm(true);
+    rig.send(&mut p, 0, &nib("12FF"));
+    rig.send(&mut p, 2, &nib("3456"));
     assert_eq!(
-        r.text(),
+        rig.take(),
         "Idx:0; ID:20; [0x21 ];\tNOTSYNC:STM not synchronised
 Idx:0; ID:20; OCSD_GEN_TRC_ELEM_NO_SYNC( [init-decoder])
 Idx:2; ID:20; [0x43 0x65 ];\tNOTSYNC:STM not synchronised
@@ -459,15 +394,14 @@ fn notsync_overread_shows_deformatter_record() {
     // what follows them in OpenCSD's record (valid = 15, used = 0).
     let mut frames = vec![0x41, 0x21, 0x42, 0x65, 0x86, 0xa9, 0xca, 0xed, 0x0e, 0xff, 0xfe, 0xff, 0xfe, 0xff, 0xfe, 0xfe];
     frames.extend([0x12, 0x34, 0x56, 0x78, 0x12, 0x34, 0x56, 0x78, 0x12, 0x34, 0x56, 0x78, 0x12, 0x34, 0x56, 0x00]);
-    let r = Rig::new(false);
-    let out = r.out.clone();
+    let (rig, p) = stm(false);
     let mut table = IdStreamTable::default();
-    table.attach(0x20, Box::new(r.pipe)).unwrap();
+    table.attach(0x20, Box::new(p)).unwrap();
     let mut d = FrameDeformatter::new(DeformatterConfig::mem_aligned());
     let (resp, used) = d.trace_data_in(DatapathOp::Data, 0, &frames, &mut table);
     assert_eq!((resp, used), (DatapathResp::Cont, 32));
     assert_eq!(
-        out.borrow().captured(),
+        rig.take(),
         "Idx:0; ID:20; [0x21 0x43 0x65 0x87 0xa9 0xcb 0xed 0x0f ];\tNOTSYNC:STM not synchronised
 Idx:16; ID:20; [0x12 0x34 0x56 0x78 0x12 0x34 0x56 0x78 0x12 0x34 0x56 0x78 0x12 0x34 0x56 0x0f 0x00 0x00 0x00 0x00 0x00 ];\tNOTSYNC:STM not synchronised
 "
@@ -489,13 +423,13 @@ ID:20\tEND OF TRACE DATA
 
 #[test]
 fn reset_needs_a_new_async() {
-    let mut r = Rig::new(true);
-    r.data(0, &v3("412 0"));
-    r.pipe.trace_data_in(DatapathOp::Reset, 16, &[]);
-    r.data(16, &nib(&format!("4321 {ASYNC} F003 456 0")));
-    r.eot();
+    let (rig, mut p) = stm(true);
+    rig.send(&mut p, 0, &v3("412 0"));
+    p.trace_data_in(DatapathOp::Reset, 16, &[]);
+    rig.send(&mut p, 16, &nib(&format!("4321 {ASYNC} F003 456 0")));
+    rig.eot(&mut p);
     assert_eq!(
-        r.text(),
+        rig.take(),
         format!(
             "{SYNC_V3}Idx:13; ID:20; [0x14 0x02 ];\tD8:8 bit data; Data=0x12
 Idx:13; ID:20; OCSD_GEN_TRC_ELEM_SWTRACE((Ma:0x??; Ch:0x??) 0x12; )
@@ -520,20 +454,14 @@ fn same_listing_with_waits_and_one_byte_blocks() {
     let s = v3("107 309 F85a F51234 2ab D71c 0 FE E0 F06a5 F075a13 F01212 105 209 F20a 422 0 612340");
     let plain = listing(&s);
     for waits in [1, 2, 5, 100] {
-        let mut r = Rig::new(true);
-        r.elems.borrow_mut().set_test_waits(waits);
+        let (rig, mut p) = stm(true);
+        rig.elems.borrow_mut().set_test_waits(waits);
         // Sync in one block (where blocks split unsynchronised data
         // changes what is listed), then a byte at a time.
-        r.data(0, &s[..13]);
-        for (i, b) in s.iter().enumerate().skip(13) {
-            r.data(i as u64, std::slice::from_ref(b));
-        }
-        let mut e = r.eot();
-        while e.is_wait() {
-            r.elems.borrow_mut().ack_wait();
-            e = r.pipe.trace_data_in(DatapathOp::Flush, 0, &[]).0;
-        }
-        assert_eq!(r.text(), plain, "test_waits {waits}");
+        rig.feed(&mut p, 0, &s[..13], 13);
+        rig.feed(&mut p, 13, &s[13..], 1);
+        rig.eot(&mut p);
+        assert_eq!(rig.take(), plain, "test_waits {waits}");
     }
 }
 
@@ -601,16 +529,7 @@ fn arbitrary_bytes_never_panic_or_stall() {
         }
     }
     for decode in [false, true] {
-        let mut r = Rig::new(decode);
-        let mut pos = 0;
-        while pos < data.len() {
-            let n = (1 + rnd() as usize % 64).min(data.len() - pos);
-            let (resp, used) = r.pipe.trace_data_in(DatapathOp::Data, pos as u64, &data[pos..pos + n]);
-            assert!(used <= n);
-            // Skip past a fatal bad packet as a tolerant client would.
-            pos += if resp.is_fatal() && used == 0 { 1 } else { used.max(usize::from(resp.is_fatal())) };
-            r.out.borrow_mut().take_captured();
-        }
-        r.eot();
+        let (_rig, mut p) = stm(decode);
+        feed_ignoring_errors(&mut p, &data);
     }
 }

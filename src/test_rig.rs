@@ -1,8 +1,9 @@
-//! Test rig shared by the PTM and ETMv3 tests: a decode context whose
-//! packet printer, element printer and error logger all write into one
-//! captured listing, as the lister's would.
+//! Test rig shared by the protocol tests (PTM, ETMv3, STM, ITM): a decode
+//! context whose packet printer, element printer and error logger all
+//! write into one captured listing, as the lister's would, and the ways of
+//! feeding a component that the lister uses (blocks, waits, end of trace).
 
-use crate::datapath::{DatapathOp, TrcIndex};
+use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use crate::decoder::{DecodeContext, DecodeMode, ElemRouter, TraceComponent};
 use crate::error::Severity;
 use crate::instr::ArmInstrDecoder;
@@ -45,35 +46,76 @@ impl Rig {
         self.mapper.borrow_mut().add_accessor(Box::new(acc)).unwrap();
     }
 
+    /// Maps little-endian 32-bit words (A32 code) at `addr`.
+    pub fn map_words(&self, addr: u64, words: &[u32]) {
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        self.map(addr, &bytes);
+    }
+
+    /// Maps the A32 program the PTM and ETMv3 decode tests follow: a
+    /// call, a return and a loop.
+    pub fn map_arm_program(&self) {
+        self.map_words(
+            0x1000,
+            &[
+                0xe3a0_0001, // 1000: mov r0, #1
+                0xeb00_0001, // 1004: bl 0x1010
+                0xeaff_fffe, // 1008: b 0x1008
+                0xe320_f000, // 100c: nop
+                0xe280_0001, // 1010: add r0, r0, #1
+                0xe12f_ff1e, // 1014: bx lr
+            ],
+        );
+    }
+
     /// Prints packets with their raw bytes, as `trc_pkt_lister -decode` does.
     pub fn monitor(&self, comp: &mut dyn TraceComponent, id: u8) {
         comp.attach_packet_printer(PacketPrinter::new(id, self.out.clone()), true).unwrap();
     }
 
-    /// Sends `data` in blocks of `block` bytes from trace index `index`,
-    /// flushing whenever a wait is asked for.
-    pub fn feed(&self, comp: &mut dyn TraceComponent, index: TrcIndex, data: &[u8], block: usize) {
+    /// Sends `data` as one block at `index`, flushing whenever a wait is
+    /// asked for; stops at a fatal response, and returns the last response.
+    pub fn send(&self, comp: &mut dyn TraceComponent, index: TrcIndex, data: &[u8]) -> DatapathResp {
         let mut done = 0;
-        while done < data.len() {
-            let end = (done + block).min(data.len());
-            let mut at = done;
-            while at < end {
-                let (resp, used) = comp.trace_data_in(DatapathOp::Data, index + at as TrcIndex, &data[at..end]);
-                at += used;
-                assert!(!resp.is_fatal(), "fatal response {resp:?}");
-                let mut r = resp;
-                while r.is_wait() {
-                    self.elems.borrow_mut().ack_wait();
-                    r = comp.trace_data_in(DatapathOp::Flush, 0, &[]).0;
-                }
+        let mut resp = DatapathResp::Cont;
+        while done < data.len() && !resp.is_fatal() {
+            if resp.is_wait() {
+                resp = self.flush(comp);
+                continue;
             }
-            done = end;
+            let (r, used) = comp.trace_data_in(DatapathOp::Data, index + done as TrcIndex, &data[done..]);
+            done += used;
+            resp = r;
+        }
+        if resp.is_wait() {
+            resp = self.flush(comp);
+        }
+        resp
+    }
+
+    /// Sends `data` in blocks of `block` bytes from trace index `index`
+    /// (see [`Rig::send`]); no response may be fatal.
+    pub fn feed(&self, comp: &mut dyn TraceComponent, index: TrcIndex, data: &[u8], block: usize) {
+        for (n, chunk) in data.chunks(block).enumerate() {
+            let resp = self.send(comp, index + (n * block) as TrcIndex, chunk);
+            assert!(!resp.is_fatal(), "fatal response {resp:?}");
         }
     }
 
+    /// Acknowledges waits and flushes until the component answers other
+    /// than wait.
+    fn flush(&self, comp: &mut dyn TraceComponent) -> DatapathResp {
+        let mut r = DatapathResp::Wait;
+        while r.is_wait() {
+            self.elems.borrow_mut().ack_wait();
+            r = comp.trace_data_in(DatapathOp::Flush, 0, &[]).0;
+        }
+        r
+    }
+
     /// End of trace, as the lister sends it: on a wait, flush until
-    /// continue, then send EOT again.
-    pub fn eot(&self, comp: &mut dyn TraceComponent) {
+    /// continue, then send EOT again. Returns the last response.
+    pub fn eot(&self, comp: &mut dyn TraceComponent) -> DatapathResp {
         let mut r = comp.trace_data_in(DatapathOp::Eot, 0, &[]).0;
         while r.is_wait() {
             self.elems.borrow_mut().ack_wait();
@@ -82,6 +124,15 @@ impl Rig {
                 r = comp.trace_data_in(DatapathOp::Eot, 0, &[]).0;
             }
         }
+        r
+    }
+
+    /// The whole listing of `data` sent as one block from index 0 (no
+    /// response may be fatal), then end of trace; clears it.
+    pub fn listing(&self, comp: &mut dyn TraceComponent, data: &[u8]) -> String {
+        self.feed(comp, 0, data, data.len().max(1));
+        self.eot(comp);
+        self.take()
     }
 
     /// The listing so far (and clears it).
@@ -123,6 +174,7 @@ pub(crate) fn feed_ignoring_errors(comp: &mut dyn TraceComponent, data: &[u8]) {
         let mut pos = at;
         while pos < end {
             let (resp, used) = comp.trace_data_in(DatapathOp::Data, pos as TrcIndex, &data[pos..end]);
+            assert!(used <= end - pos, "used more than it was given");
             pos += used;
             if resp.is_fatal() && used == 0 {
                 // A fatal answer with nothing used: skip a byte.
