@@ -173,6 +173,40 @@ pub trait TraceComponent: TrcDataIn {
     /// Attaches a packet printer: as a monitor of every packet with its raw
     /// bytes (`monitor`), or, in packet-only mode, as the packet sink.
     fn attach_packet_printer(&mut self, printer: PacketPrinter, monitor: bool) -> Result<(), ErrCode>;
+    /// Packet-processing statistics, where the protocol keeps them.
+    fn stats(&self) -> Option<DecodeStats> {
+        None
+    }
+}
+
+/// Packet-processing statistics of one trace source (the lister's
+/// `-stats`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DecodeStats {
+    /// Bytes received.
+    pub channel_total: u64,
+    /// Bytes processed before synchronisation (and after losing it).
+    pub channel_unsynced: u64,
+    /// Invalid or reserved packet headers.
+    pub bad_header_errs: u64,
+    /// Malformed packets.
+    pub bad_sequence_errs: u64,
+}
+
+/// What a packet processor counts for [`DecodeStats`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProcStats {
+    pub unsynced_bytes: u64,
+    pub bad_header_errs: u64,
+    pub bad_sequence_errs: u64,
+}
+
+impl ProcStats {
+    /// Unsynchronised bytes, and the packet errors logged through `link`.
+    pub fn with_errors(unsynced_bytes: u64, link: &crate::logger::ErrLink) -> ProcStats {
+        let (h, s) = link.packet_error_counts();
+        ProcStats { unsynced_bytes, bad_header_errs: h, bad_sequence_errs: s }
+    }
 }
 
 /// Creates decoders of one protocol.
@@ -335,6 +369,10 @@ pub trait PacketProcessor {
     fn eot(&mut self, out: &mut PacketOut<'_, Self::Packet>) -> DatapathResp;
     /// Drops partial state; resynchronise on what follows.
     fn reset(&mut self, index: TrcIndex);
+    /// What the processor counted, if it counts.
+    fn stats(&self) -> Option<ProcStats> {
+        None
+    }
 }
 
 /// A packet processor, its monitor and its packet sink, as one component.
@@ -350,12 +388,14 @@ pub struct Pipeline<PP: PacketProcessor> {
     sink: Option<Box<dyn PktDataIn<PP::Packet>>>,
     /// End of trace fully delivered (a repeated EOT is ignored).
     eot_done: bool,
+    /// Bytes taken in.
+    total: u64,
 }
 
 impl<PP: PacketProcessor> Pipeline<PP> {
     /// A pipeline; `decoder` is `None` in packet-only mode.
     pub fn new(name: &'static str, proc: PP, decoder: Option<Box<dyn PktDataIn<PP::Packet>>>) -> Self {
-        Pipeline { name, proc, mon: None, sink: decoder, eot_done: false }
+        Pipeline { name, proc, mon: None, sink: decoder, eot_done: false, total: 0 }
     }
     pub fn processor(&self) -> &PP {
         &self.proc
@@ -374,7 +414,9 @@ impl<PP: PacketProcessor> TrcDataIn for Pipeline<PP> {
             DatapathOp::Data => {
                 self.eot_done = false;
                 let mut out = PacketOut { mon: self.mon.as_deref_mut(), sink: self.sink.as_deref_mut() };
-                self.proc.process(index, data, &mut out)
+                let (resp, used) = self.proc.process(index, data, &mut out);
+                self.total += used as u64;
+                (resp, used)
             }
             DatapathOp::Eot => {
                 // On a wait the caller flushes and sends EOT again: the
@@ -426,6 +468,14 @@ impl<PP: PacketProcessor> TrcDataIn for Pipeline<PP> {
 impl<PP: PacketProcessor> TraceComponent for Pipeline<PP> {
     fn protocol_name(&self) -> &str {
         self.name
+    }
+    fn stats(&self) -> Option<DecodeStats> {
+        self.proc.stats().map(|p| DecodeStats {
+            channel_total: self.total,
+            channel_unsynced: p.unsynced_bytes,
+            bad_header_errs: p.bad_header_errs,
+            bad_sequence_errs: p.bad_sequence_errs,
+        })
     }
     fn attach_packet_printer(&mut self, printer: PacketPrinter, monitor: bool) -> Result<(), ErrCode> {
         if monitor {

@@ -511,16 +511,40 @@ impl Lister<'_> {
         !resp.is_fatal()
     }
 
+    /// The `-stats` report, laid out as OpenCSD's lister lays it out.
     fn print_stats(&self, tree: &mut DecodeTree) {
+        use std::fmt::Write as _;
         let mut s = String::from("\nReading packet decoder statistics....\n\n");
+        for (id, e) in tree.elements() {
+            match e.component.stats() {
+                Some(st) => {
+                    let _ = write!(
+                        s,
+                        "Decode stats ID 0x{id:x}\nTotal Bytes: {}; Unsynced Bytes: {}\nBad Header Errors: {}; Bad Sequence Errors: {}\n",
+                        st.channel_total, st.channel_unsynced, st.bad_header_errs, st.bad_sequence_errs
+                    );
+                }
+                None => {
+                    let _ = writeln!(s, "Decode stats unavailable on Trace ID 0x{id:x}");
+                }
+            }
+        }
         if let Some(d) = tree.deformatter_mut() {
             let st = d.stats();
-            s.push_str("Frame Demux Stats\n");
-            s.push_str(&format!("Trace data bytes sent to registered ID decoders: {}\n", st.valid_id_bytes));
-            s.push_str(&format!("Trace data bytes without registered ID decoders: {}\n", st.no_id_bytes));
-            s.push_str(&format!("Trace data bytes with unknown ID: {}\n", st.unknown_id_bytes));
-            s.push_str(&format!("Trace data bytes with reserved ID: {}\n", st.reserved_id_bytes));
-            s.push_str(&format!("Frame demux bytes, ID bytes and sync bytes: {}\n", st.frame_bytes));
+            if st.frame_bytes > 0 {
+                let total = st.valid_id_bytes + st.no_id_bytes + st.unknown_id_bytes + st.reserved_id_bytes + st.frame_bytes;
+                let _ = write!(
+                    s,
+                    "\nFrame Demux Stats\n\
+                     Trace data bytes sent to registered ID decoders: {}\n\
+                     Trace data bytes without registered ID decoders: {}\n\
+                     Trace data bytes with unknown ID: {}\n\
+                     Trace data bytes with reserved ID: {}\n\
+                     Frame demux bytes, ID bytes and sync bytes: {}\n\
+                     Total bytes processed by frame demux: {}\n\n",
+                    st.valid_id_bytes, st.no_id_bytes, st.unknown_id_bytes, st.reserved_id_bytes, st.frame_bytes, total
+                );
+            }
         }
         self.msg(&s);
     }

@@ -6,13 +6,13 @@
 //! error as `NAME : 0x0019 (OCSD_ERR_...) [...]; TrcIdx=..; CS ID=..; msg`,
 //! without a line break, exactly as OpenCSD's default error logger does.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
 use std::rc::Rc;
 
-use crate::error::{Severity, TraceError};
+use crate::error::{ErrCode, Severity, TraceError};
 
 /// Shared ownership of a component on the (single-threaded) data path.
 pub type Shared<T> = Rc<RefCell<T>>;
@@ -177,16 +177,29 @@ impl ErrorLogger {
 pub struct ErrLink {
     logger: Shared<ErrorLogger>,
     src: ErrSource,
+    /// Packet errors logged through this link: (bad headers, bad sequences).
+    counts: Rc<Cell<(u64, u64)>>,
 }
 
 impl ErrLink {
     pub fn new(logger: &Shared<ErrorLogger>, name: impl Into<String>) -> Self {
         let src = logger.borrow_mut().register_source(name);
-        ErrLink { logger: logger.clone(), src }
+        ErrLink { logger: logger.clone(), src, counts: Rc::default() }
     }
 
     pub fn log(&self, err: &TraceError) {
+        let (h, s) = self.counts.get();
+        match err.code {
+            ErrCode::InvalidPcktHdr => self.counts.set((h + 1, s)),
+            ErrCode::BadPacketSeq => self.counts.set((h, s + 1)),
+            _ => {}
+        }
         self.logger.borrow_mut().log_error(self.src, err);
+    }
+
+    /// Packet errors logged so far: (invalid headers, bad sequences).
+    pub fn packet_error_counts(&self) -> (u64, u64) {
+        self.counts.get()
     }
 
     pub fn message(&self, sev: Severity, msg: &str) {

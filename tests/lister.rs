@@ -53,3 +53,12 @@ fn id_filter_limits_the_listing() {
     assert!(all.lines().filter(|l| l.starts_with("Idx:")).count() > 20);
     assert_eq!(none.lines().filter(|l| l.starts_with("Idx:")).count(), 0, "{none}");
 }
+
+#[test]
+fn stats_report_every_byte() {
+    let (_, text) = run(&["-ss_dir", SNAPSHOT, "-decode", "-no_time_print", "-stats"]);
+    let size = std::fs::metadata(format!("{SNAPSHOT}/trace.bin")).unwrap().len();
+    assert!(text.contains("\nReading packet decoder statistics....\n\nDecode stats ID 0x"), "{text}");
+    assert!(text.contains("; Unsynced Bytes: ") && text.contains("Bad Header Errors: 0; Bad Sequence Errors: 0\n"), "{text}");
+    assert!(text.contains(&format!("Total bytes processed by frame demux: {size}\n")), "{text}");
+}

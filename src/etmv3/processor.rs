@@ -11,7 +11,7 @@ use super::packet::{Etmv3Packet, Etmv3PktType};
 use super::Etmv3Config;
 use crate::arch::Isa;
 use crate::datapath::{DatapathResp, TrcIndex};
-use crate::decoder::{DecodeContext, PacketOut, PacketProcessor};
+use crate::decoder::{DecodeContext, PacketOut, PacketProcessor, ProcStats};
 use crate::error::ErrCode;
 use crate::logger::ErrLink;
 use crate::pktproc::{PktError, ProcState as State};
@@ -25,6 +25,8 @@ pub struct Etmv3Processor {
     cfg: Etmv3Config,
     trace_id: u8,
     err: ErrLink,
+    /// Bytes processed while not synchronised (for statistics).
+    unsynced_total: u64,
 
     state: State,
     pkt: Etmv3Packet,
@@ -60,6 +62,7 @@ impl Etmv3Processor {
 
     pub(crate) fn with_err_link(cfg: Etmv3Config, err: ErrLink) -> Etmv3Processor {
         let mut p = Etmv3Processor {
+            unsynced_total: 0,
             cfg,
             trace_id: cfg.trace_id(),
             err,
@@ -770,7 +773,9 @@ impl PacketProcessor for Etmv3Processor {
                     if !self.start_of_sync {
                         self.pkt_index = index + pos as u64;
                     }
-                    pos += self.wait_for_sync(&data[pos..]);
+                    let n = self.wait_for_sync(&data[pos..]);
+                    self.unsynced_total += n as u64;
+                    pos += n;
                     Ok(())
                 }
                 State::ProcHdr => {
@@ -809,6 +814,10 @@ impl PacketProcessor for Etmv3Processor {
         let resp = self.output_packet(out);
         self.init_packet_state();
         resp
+    }
+
+    fn stats(&self) -> Option<ProcStats> {
+        Some(ProcStats::with_errors(self.unsynced_total, &self.err))
     }
 
     fn reset(&mut self, _index: TrcIndex) {

@@ -8,7 +8,7 @@
 //! `I_NOT_SYNC` in runs of up to eight bytes, as OpenCSD does.
 
 use crate::datapath::{DatapathResp, TrcIndex};
-use crate::decoder::{PacketOut, PacketProcessor};
+use crate::decoder::{PacketOut, PacketProcessor, ProcStats};
 use crate::error::{ErrCode, Severity, TraceError};
 use crate::logger::ErrLink;
 
@@ -103,6 +103,8 @@ pub struct EtmV4PktProc {
     /// Bytes of the current block used so far.
     processed: usize,
     dump_unsynced: usize,
+    /// Bytes processed while not synchronised (for statistics).
+    unsynced_total: u64,
     update_unsync_index: TrcIndex,
     p: Progress,
     err: Option<ErrLink>,
@@ -131,6 +133,7 @@ impl EtmV4PktProc {
             block_index: 0,
             processed: 0,
             dump_unsynced: 0,
+            unsynced_total: 0,
             update_unsync_index: 0,
             p: Progress::default(),
             err,
@@ -1094,6 +1097,9 @@ impl PacketProcessor for EtmV4PktProc {
                     }
                     while self.processed < data.len() && self.state == State::Data {
                         let b = data[self.processed];
+                        if !self.is_sync {
+                            self.unsynced_total += 1;
+                        }
                         self.buf.push(b);
                         self.processed += 1;
                         if let Err(code) = self.parse_byte(b) {
@@ -1131,6 +1137,13 @@ impl PacketProcessor for EtmV4PktProc {
             self.init_packet_state();
         }
         resp
+    }
+
+    fn stats(&self) -> Option<ProcStats> {
+        Some(match &self.err {
+            Some(link) => ProcStats::with_errors(self.unsynced_total, link),
+            None => ProcStats { unsynced_bytes: self.unsynced_total, ..ProcStats::default() },
+        })
     }
 
     fn reset(&mut self, _index: TrcIndex) {

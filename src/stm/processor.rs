@@ -13,7 +13,7 @@
 //! unsynchronised is shown as the canonical `ff x10, 0f`.
 
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
-use crate::decoder::{PacketOut, PacketProcessor};
+use crate::decoder::{PacketOut, PacketProcessor, ProcStats};
 use crate::deformatter::overread;
 use crate::logger::ErrLink;
 use crate::pktproc::{Input, PktError, ProcState as State, bin_to_gray, gray_to_bin};
@@ -54,6 +54,8 @@ enum Step {
 pub struct StmProcessor {
     trace_id: u8,
     err: Option<ErrLink>,
+    /// Bytes processed while not synchronised (for statistics).
+    unsynced_total: u64,
     /// Whether raw bytes are kept (a packet monitor is attached).
     mon: bool,
     _overread: overread::Interest,
@@ -103,6 +105,7 @@ impl StmProcessor {
         let mut p = StmProcessor {
             trace_id,
             err: None,
+            unsynced_total: 0,
             mon: false,
             _overread: overread::Interest::register(trace_id),
             state: State::WaitSync,
@@ -684,7 +687,9 @@ impl PacketProcessor for StmProcessor {
         while (inp.more() || self.nibble_2nd_valid || self.state == State::SendPkt) && resp.is_cont() {
             let r = match self.state {
                 State::WaitSync => {
+                    let before = inp.used;
                     self.wait_for_sync(&mut inp);
+                    self.unsynced_total += (inp.used - before) as u64;
                     Ok(())
                 }
                 State::ProcHdr => {
@@ -729,6 +734,13 @@ impl PacketProcessor for StmProcessor {
             return if r.is_wait() { DatapathResp::Cont } else { r };
         }
         DatapathResp::Cont
+    }
+
+    fn stats(&self) -> Option<ProcStats> {
+        Some(match &self.err {
+            Some(link) => ProcStats::with_errors(self.unsynced_total, link),
+            None => ProcStats { unsynced_bytes: self.unsynced_total, ..ProcStats::default() },
+        })
     }
 
     fn reset(&mut self, _index: TrcIndex) {
