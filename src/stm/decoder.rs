@@ -198,8 +198,8 @@ impl PacketDecoder for StmDecoder {
         self.elem.unsync_info = UnsyncInfo::Eot;
         self.send()
     }
-    // Nothing is held back on a flush: every packet's element went out
-    // with it.
+    // (No flush handler: every packet's element goes out with it, so
+    // nothing is ever held back.)
     fn on_reset(&mut self, _index: TrcIndex) -> DatapathResp {
         self.unsync = UnsyncInfo::ResetDecoder;
         self.reset_decoder();
