@@ -26,7 +26,7 @@
 //! Every option is on, off or chosen from the seed ([`Etmv4Options`]) and
 //! the device registers say what was used. The truth is what the project's
 //! ETMv4 decoder (exact against OpenCSD) reports for correct trace: see
-//! [`TruthLog`] for how elements that are not waypoints are ordered.
+//! `TruthLog` for how elements that are not waypoints are ordered.
 
 use super::flow::{self, Cause, Ctx, End, Event, Seg, Term, WalkCfg};
 use super::{GenOptions, GenProtocol, Generated, Rng, Truth, a64, layout_buffer, t32m};

@@ -1,7 +1,7 @@
 //! Random T32 programs for M-profile cores (Armv8-M, Armv8.1-M).
 //!
 //! Blocks of 16- and 32-bit straight-line instructions (with the odd IT
-//! block, load, store and SVC) ending in a branch: B and B<c> (narrow and
+//! block, load, store and SVC) ending in a branch: B and `B<c>` (narrow and
 //! wide), CBZ/CBNZ, BL, BX/BLX through a register, returns as BX LR or
 //! POP {..., pc}, and on Armv8.1-M the low-overhead loop branches LE
 //! (backwards) and WLS (forwards). Exception handlers end in an exception

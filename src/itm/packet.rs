@@ -20,9 +20,9 @@ pub enum ItmPktType {
     /// data trace.
     Dwt,
     TsLocal,
-    /// Global timestamp bits [25:0].
+    /// Global timestamp bits 25:0.
     TsGlobal1,
-    /// Global timestamp bits [63:26] (or [47:26]).
+    /// Global timestamp bits 63:26 (or 47:26).
     TsGlobal2,
     Extension,
     BadSequence,
