@@ -15,7 +15,7 @@ use std::rc::Rc;
 
 use crate::arch::ArchProfile;
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
-use crate::elem::TraceElement;
+use crate::elem::{TraceElement, UnsyncInfo};
 use crate::error::{ErrCode, Error};
 use crate::interfaces::{InstrDecode, PktDataIn, PktRawDataMon, TargetMemAccess, TrcDataIn, TrcGenElemIn};
 use crate::logger::{ErrorLogger, Shared};
@@ -280,6 +280,55 @@ impl DecoderRegistry {
     /// Names of the registered protocols.
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.factories.iter().map(|f| f.protocol_name())
+    }
+}
+
+/// What a software-trace decoder does with a packet, as [`SyncGate`] says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum GateStep {
+    /// Report "not synchronised" for this reason, and do not decode.
+    ReportNoSync(UnsyncInfo),
+    /// Not synchronised yet: skip the packet.
+    Hold,
+    /// Decode the packet.
+    Decode,
+}
+
+/// Synchronisation as OpenCSD's STM and ITM decoders keep it: after a start
+/// or a loss of sync, report it once (with the reason), then skip packets
+/// up to and including the next alignment sync.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SyncGate {
+    state: GateState,
+    /// The reason the next report gives.
+    pub unsync: UnsyncInfo,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum GateState {
+    NoSync,
+    WaitSync,
+    Decode,
+}
+
+impl SyncGate {
+    pub fn new() -> Self {
+        SyncGate { state: GateState::NoSync, unsync: UnsyncInfo::InitDecoder }
+    }
+
+    /// Synchronisation is lost: the next packet reports it.
+    pub fn lose_sync(&mut self) {
+        self.state = GateState::NoSync;
+    }
+
+    /// What to do with the next packet (`is_async`: it is an alignment sync).
+    pub fn step(&mut self, is_async: bool) -> GateStep {
+        if self.state == GateState::Decode {
+            return GateStep::Decode;
+        }
+        let report = self.state == GateState::NoSync;
+        self.state = if is_async { GateState::Decode } else { GateState::WaitSync };
+        if report { GateStep::ReportNoSync(self.unsync) } else { GateStep::Hold }
     }
 }
 

@@ -9,19 +9,12 @@
 //! packet marks the next element sent.
 
 use crate::datapath::{DatapathResp, TrcIndex};
-use crate::decoder::{ElemRouter, PacketDecoder};
+use crate::decoder::{ElemRouter, GateStep, PacketDecoder, SyncGate};
 use crate::elem::{ElemType, ItmInfo, ItmPktKind, TraceElement, UnsyncInfo};
 use crate::interfaces::TrcGenElemIn;
 use crate::logger::Shared;
 
 use super::packet::{ItmPacket, ItmPktType};
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum State {
-    NoSync,
-    WaitSync,
-    Decode,
-}
 
 /// Masks of the global timestamp bits a GTS1 packet of 1 to 4 payload
 /// bytes carries.
@@ -34,8 +27,7 @@ pub struct ItmDecoder {
     trace_id: u8,
     prescale: u32,
     out: Shared<ElemRouter>,
-    state: State,
-    unsync: UnsyncInfo,
+    sync: SyncGate,
     elem: TraceElement,
     index: TrcIndex,
 
@@ -56,8 +48,7 @@ impl ItmDecoder {
             trace_id,
             prescale,
             out,
-            state: State::NoSync,
-            unsync: UnsyncInfo::InitDecoder,
+            sync: SyncGate::new(),
             elem: TraceElement::default(),
             index: 0,
             local_ts: 0,
@@ -73,7 +64,7 @@ impl ItmDecoder {
 
     fn reset_decoder(&mut self) {
         self.elem = TraceElement::default();
-        self.state = State::NoSync;
+        self.sync.lose_sync();
         self.local_ts = 0;
         self.global_ts = 0;
         self.stim_page = 0;
@@ -150,7 +141,7 @@ impl ItmDecoder {
                 send = true;
             }
             ItmPktType::BadSequence | ItmPktType::Reserved | ItmPktType::NoErrType => {
-                self.unsync = UnsyncInfo::BadPacket;
+                self.sync.unsync = UnsyncInfo::BadPacket;
                 self.reset_decoder();
                 return DatapathResp::FatalInvalidData;
             }
@@ -172,22 +163,13 @@ impl ItmDecoder {
     }
 
     fn process_packet(&mut self, pkt: &ItmPacket) -> DatapathResp {
-        let mut resp = DatapathResp::Cont;
-        loop {
-            match self.state {
-                State::NoSync => {
-                    self.elem.set_type(ElemType::NoSync);
-                    self.elem.unsync_info = self.unsync;
-                    resp = self.send();
-                    self.state = State::WaitSync;
-                }
-                State::WaitSync => {
-                    if pkt.pkt_type == ItmPktType::Async {
-                        self.state = State::Decode;
-                    }
-                    return resp;
-                }
-                State::Decode => return self.decode(pkt),
+        match self.sync.step(pkt.pkt_type == ItmPktType::Async) {
+            GateStep::Decode => self.decode(pkt),
+            GateStep::Hold => DatapathResp::Cont,
+            GateStep::ReportNoSync(reason) => {
+                self.elem.set_type(ElemType::NoSync);
+                self.elem.unsync_info = reason;
+                self.send()
             }
         }
     }
@@ -210,7 +192,7 @@ impl PacketDecoder for ItmDecoder {
     // As OpenCSD: a reset only changes the reason given when the decoder
     // next reports it is not synchronised.
     fn on_reset(&mut self, _index: TrcIndex) -> DatapathResp {
-        self.unsync = UnsyncInfo::ResetDecoder;
+        self.sync.unsync = UnsyncInfo::ResetDecoder;
         DatapathResp::Cont
     }
 }

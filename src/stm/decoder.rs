@@ -7,19 +7,12 @@
 //! data path (OpenCSD's choice), and the decoder restarts from NO_SYNC.
 
 use crate::datapath::{DatapathResp, TrcIndex};
-use crate::decoder::{ElemRouter, PacketDecoder};
+use crate::decoder::{ElemRouter, GateStep, PacketDecoder, SyncGate};
 use crate::elem::{ElemType, SwTraceInfo, TraceElement, UnsyncInfo};
 use crate::interfaces::TrcGenElemIn;
 use crate::logger::Shared;
 
 use super::packet::{StmPacket, StmPktType};
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum State {
-    NoSync,
-    WaitSync,
-    Decode,
-}
 
 /// The STM decoder.
 pub struct StmDecoder {
@@ -27,8 +20,7 @@ pub struct StmDecoder {
     eot_sent: bool,
     trace_id: u8,
     out: Shared<ElemRouter>,
-    state: State,
-    unsync: UnsyncInfo,
+    sync: SyncGate,
     /// Persistent software trace info: ids, and the id-valid flag.
     swt: SwTraceInfo,
     elem: TraceElement,
@@ -42,8 +34,7 @@ impl StmDecoder {
             eot_sent: false,
             trace_id,
             out,
-            state: State::NoSync,
-            unsync: UnsyncInfo::InitDecoder,
+            sync: SyncGate::new(),
             swt: SwTraceInfo::default(),
             elem: TraceElement::default(),
             index: 0,
@@ -53,7 +44,7 @@ impl StmDecoder {
     }
 
     fn reset_decoder(&mut self) {
-        self.state = State::NoSync;
+        self.sync.lose_sync();
         self.elem = TraceElement::default();
         self.swt = SwTraceInfo::default();
     }
@@ -97,7 +88,7 @@ impl StmDecoder {
         self.clear_per_packet();
         match pkt.pkt_type {
             StmPktType::BadSequence | StmPktType::Reserved => {
-                self.unsync = UnsyncInfo::BadPacket;
+                self.sync.unsync = UnsyncInfo::BadPacket;
                 self.reset_decoder();
                 return DatapathResp::FatalInvalidData;
             }
@@ -163,22 +154,13 @@ impl StmDecoder {
     }
 
     fn process_packet(&mut self, pkt: &StmPacket) -> DatapathResp {
-        let mut resp = DatapathResp::Cont;
-        loop {
-            match self.state {
-                State::NoSync => {
-                    self.elem.set_type(ElemType::NoSync);
-                    self.elem.unsync_info = self.unsync;
-                    resp = self.send();
-                    self.state = State::WaitSync;
-                }
-                State::WaitSync => {
-                    if pkt.pkt_type == StmPktType::Async {
-                        self.state = State::Decode;
-                    }
-                    return resp;
-                }
-                State::Decode => return self.decode(pkt),
+        match self.sync.step(pkt.pkt_type == StmPktType::Async) {
+            GateStep::Decode => self.decode(pkt),
+            GateStep::Hold => DatapathResp::Cont,
+            GateStep::ReportNoSync(reason) => {
+                self.elem.set_type(ElemType::NoSync);
+                self.elem.unsync_info = reason;
+                self.send()
             }
         }
     }
@@ -201,7 +183,7 @@ impl PacketDecoder for StmDecoder {
     // (No flush handler: every packet's element goes out with it, so
     // nothing is ever held back.)
     fn on_reset(&mut self, _index: TrcIndex) -> DatapathResp {
-        self.unsync = UnsyncInfo::ResetDecoder;
+        self.sync.unsync = UnsyncInfo::ResetDecoder;
         self.reset_decoder();
         DatapathResp::Cont
     }
