@@ -303,8 +303,7 @@ mod ptm_etmv3 {
     /// if it changes, listings no longer match OpenCSD's.
     #[test]
     fn etmv3_data_aborts() {
-        let mut o = Etmv3GenOptions::default();
-        o.data_aborts = Some(true);
+        let o = Etmv3GenOptions { data_aborts: Some(true), ..Etmv3GenOptions::default() };
         let g = generate(&GenOptions { seed: 0, protocol: GenProtocol::Etmv3(o), layout: BufferLayout::Formatted, length: 150 });
         let err = check(&g).expect_err("the known divergence from the architecture");
         assert_eq!(err, "item 140: expected `range 0x80010010 0x80010014 1 E`, decoded `range 0x80000152 0x80000154 1 E`");
