@@ -51,6 +51,15 @@ pub trait TargetMemAccess {
 
     /// Drops any cached memory for `trace_id` (memory changed under it).
     fn invalidate_mem_acc_cache(&mut self, _trace_id: u8) {}
+
+    /// A number that changes whenever what this memory returns for
+    /// `trace_id` may have changed (images added or removed,
+    /// `invalidate_mem_acc_cache` for that ID). Decoders keep the blocks
+    /// of code they have walked while it stays the same: an implementation
+    /// whose contents change must change it.
+    fn generation(&self, _trace_id: u8) -> u64 {
+        0
+    }
 }
 
 /// Instruction classifier (OpenCSD's `IInstrDecode`): fills in the output
