@@ -67,6 +67,15 @@ pub trait TargetMemAccess {
 #[doc(alias = "IInstrDecode")]
 pub trait InstrDecode {
     fn decode_instruction(&mut self, info: &mut InstrInfo) -> Result<(), ErrCode>;
+
+    /// State the classifier carries from one instruction to the next that
+    /// changes how it classifies (for Arm: the T32 IT-block instructions
+    /// still to come); 0 when none. Decoders reuse walked blocks only
+    /// from state 0, so a classifier with other hidden state must report
+    /// it here as non-zero.
+    fn carried_state(&self) -> u8 {
+        0
+    }
 }
 
 /// Raw frame monitor (OpenCSD's `ITrcRawFrameIn`): sees the deformatter's

@@ -4,8 +4,9 @@
 //! next waypoint (a branch, or an instruction that the trace treats as
 //! one): every opcode is read from the memory image and classified. The
 //! same blocks run again and again, so [`Walker`] remembers each walked
-//! block — keyed by start address, instruction set, memory space and T32
-//! IT state — with its end, instruction count and the classification of
+//! block — keyed by start address, instruction set and memory space, and
+//! only from a classifier that carries no state (no T32 IT block open) —
+//! with its end, instruction count and the classification of
 //! its last instruction. A walk over code it has seen costs one lookup,
 //! whatever the block's length: branchless stretches of an image (NOP
 //! sleds, zero-filled or data regions) are walked once, not per atom.
@@ -141,7 +142,6 @@ struct Block {
     start: u64,
     isa: Isa,
     space: u8,
-    it_conditions: u8,
     walked: Walked,
     /// The instruction state the walk left.
     after: InstrInfo,
@@ -156,9 +156,9 @@ const BLOCKS: usize = 16384;
 pub(crate) struct Walker {
     code: CodeCache,
     blocks: Vec<Block>,
-    /// Checkpoints passed by the walk in progress: address, IT state and
+    /// Checkpoints passed by the walk in progress: address and
     /// instructions walked before it.
-    passed: Vec<(u64, u8, u32)>,
+    passed: Vec<(u64, u32)>,
     generation: u32,
     mem_generation: u64,
     options: WalkOptions,
@@ -171,7 +171,6 @@ impl Walker {
             start: 0,
             isa: Isa::Arm,
             space: 0,
-            it_conditions: 0,
             walked: Walked { num: 0, end: WalkEnd::Nacc },
             after: InstrInfo::default(),
         };
@@ -230,7 +229,7 @@ impl Walker {
             && b.start == instr.instr_addr
             && b.isa == instr.isa
             && b.space == space.bits()
-            && b.it_conditions == instr.thumb_it_conditions
+            && dec.carried_state() == 0
         {
             *instr = b.after;
             return b.walked;
@@ -255,7 +254,11 @@ impl Walker {
         space: MemSpace,
         slot: usize,
     ) -> Walked {
-        let (start, isa, it) = (instr.instr_addr, instr.isa, instr.thumb_it_conditions);
+        let (start, isa) = (instr.instr_addr, instr.isa);
+        // Blocks are remembered only from and to a classifier carrying no
+        // state: a hit skips the classifier, which must be left as the
+        // walk would have left it.
+        let from_clean = dec.carried_state() == 0;
         let mut passed = std::mem::take(&mut self.passed);
         passed.clear();
         let mut walked = Walked { num: 0, end: WalkEnd::Nacc };
@@ -265,34 +268,33 @@ impl Walker {
             if !at_checkpoint {
                 break;
             }
+            if dec.carried_state() != 0 {
+                continue;
+            }
             let at = instr.instr_addr;
-            let s = Self::slot(at, instr.isa, space);
-            let b = &self.blocks[s];
-            if b.generation == self.generation
-                && b.start == at
-                && b.isa == instr.isa
-                && b.space == space.bits()
-                && b.it_conditions == instr.thumb_it_conditions
-            {
+            let b = &self.blocks[Self::slot(at, instr.isa, space)];
+            if b.generation == self.generation && b.start == at && b.isa == instr.isa && b.space == space.bits() {
                 *instr = b.after;
                 walked = Walked { num: walked.num.saturating_add(b.walked.num), end: b.walked.end };
                 break;
             }
-            passed.push((at, instr.thumb_it_conditions, walked.num));
+            passed.push((at, walked.num));
         }
         // A walk that decoded nothing leaves stale classification in
         // `instr`; it is cheap, so it is not remembered.
-        if walked.num > 0 {
+        if walked.num > 0 && dec.carried_state() == 0 {
             let g = self.generation;
-            for &(at, at_it, before) in &passed {
+            for &(at, before) in &passed {
                 let num = walked.num - before;
                 if num > 0 {
                     let w = Walked { num, end: walked.end };
-                    let b = Block { generation: g, start: at, isa, space: space.bits(), it_conditions: at_it, walked: w, after: *instr };
+                    let b = Block { generation: g, start: at, isa, space: space.bits(), walked: w, after: *instr };
                     self.blocks[Self::slot(at, isa, space)] = b;
                 }
             }
-            self.blocks[slot] = Block { generation: g, start, isa, space: space.bits(), it_conditions: it, walked, after: *instr };
+            if from_clean {
+                self.blocks[slot] = Block { generation: g, start, isa, space: space.bits(), walked, after: *instr };
+            }
         }
         self.passed = passed;
         walked
@@ -413,3 +415,134 @@ const CHECKPOINT: u64 = 4096;
 /// and system instructions: the only group holding waypoints.
 const A64_GROUP_MASK: u32 = 0x1C00_0000;
 const A64_GROUP_BRANCH_SYS: u32 = 0x1400_0000;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arch::{ArchProfile, ArchVersion, CoreProfile};
+    use crate::instr::ArmInstrDecoder;
+
+    /// Memory whose contents the test changes, with a generation it bumps
+    /// (or not) and a count of reads.
+    struct Mem {
+        base: u64,
+        bytes: Vec<u8>,
+        generation: u64,
+        reads: usize,
+    }
+
+    impl TargetMemAccess for Mem {
+        fn read_target_memory(&mut self, address: u64, _id: u8, _space: MemSpace, buf: &mut [u8]) -> Result<usize, ErrCode> {
+            self.reads += 1;
+            let Some(off) = address.checked_sub(self.base).map(|o| o as usize).filter(|&o| o < self.bytes.len()) else { return Ok(0) };
+            let n = buf.len().min(self.bytes.len() - off);
+            buf[..n].copy_from_slice(&self.bytes[off..off + n]);
+            Ok(n)
+        }
+        fn generation(&self, _trace_id: u8) -> u64 {
+            self.generation
+        }
+    }
+
+    fn words(ops: &[u32]) -> Vec<u8> {
+        ops.iter().flat_map(|o| o.to_le_bytes()).collect()
+    }
+
+    const NOP: u32 = 0xD503_201F;
+    const ADD: u32 = 0x9100_0400; // add x0, x0, #1
+    const RET: u32 = 0xD65F_03C0;
+
+    fn a64_at(addr: u64) -> InstrInfo {
+        InstrInfo {
+            pe_type: ArchProfile::new(ArchVersion::V8, CoreProfile::CortexA),
+            isa: Isa::Aarch64,
+            instr_addr: addr,
+            ..Default::default()
+        }
+    }
+
+    fn walk(w: &mut Walker, mem: &mut Mem, dec: &mut ArmInstrDecoder, addr: u64) -> (Walked, InstrInfo) {
+        let mut info = a64_at(addr);
+        let r = w.to_waypoint(mem, dec, &mut info, 1, MemSpace::ANY);
+        (r, info)
+    }
+
+    #[test]
+    fn a_remembered_block_gives_the_walk_result_without_reading_memory() {
+        let mut mem = Mem { base: 0x1000, bytes: words(&[ADD, NOP, ADD, RET, ADD]), generation: 1, reads: 0 };
+        let mut dec = ArmInstrDecoder::new();
+        let mut w = Walker::new(WalkOptions::default());
+        let (first, after) = walk(&mut w, &mut mem, &mut dec, 0x1000);
+        assert_eq!(first, Walked { num: 4, end: WalkEnd::Waypoint });
+        assert_eq!((after.instr_addr, after.instr_type, after.opcode), (0x1010, InstrType::BranchIndirect, RET));
+        let reads = mem.reads;
+        let again = walk(&mut w, &mut mem, &mut dec, 0x1000);
+        assert_eq!(again, (first, after));
+        assert_eq!(mem.reads, reads, "a remembered block reads no memory");
+        // Entering the same block further on is another block.
+        assert_eq!(walk(&mut w, &mut mem, &mut dec, 0x1008).0, Walked { num: 2, end: WalkEnd::Waypoint });
+        // Past the end of memory: inaccessible.
+        assert_eq!(walk(&mut w, &mut mem, &mut dec, 0x1010).0, Walked { num: 1, end: WalkEnd::Nacc });
+    }
+
+    #[test]
+    fn a_new_memory_generation_drops_remembered_blocks() {
+        let mut mem = Mem { base: 0x1000, bytes: words(&[ADD, ADD, RET]), generation: 1, reads: 0 };
+        let mut dec = ArmInstrDecoder::new();
+        let mut w = Walker::new(WalkOptions::default());
+        assert_eq!(walk(&mut w, &mut mem, &mut dec, 0x1000).0.num, 3);
+        // Contents change without a new generation: the contract says the
+        // old block stands.
+        mem.bytes = words(&[RET, ADD, ADD]);
+        assert_eq!(walk(&mut w, &mut mem, &mut dec, 0x1000).0.num, 3);
+        // With a new generation the walk sees the new contents.
+        mem.generation += 1;
+        assert_eq!(walk(&mut w, &mut mem, &mut dec, 0x1000).0.num, 1);
+    }
+
+    #[test]
+    fn a_long_branchless_stretch_is_walked_once_from_any_entry() {
+        let n = 64 * 1024;
+        let mut ops = vec![NOP; n];
+        ops.push(RET);
+        let mut mem = Mem { base: 0x10_0000, bytes: words(&ops), generation: 1, reads: 0 };
+        let mut dec = ArmInstrDecoder::new();
+        let mut w = Walker::new(WalkOptions::default());
+        let (r, _) = walk(&mut w, &mut mem, &mut dec, 0x10_0000);
+        assert_eq!(r, Walked { num: n as u32 + 1, end: WalkEnd::Waypoint });
+        // Entering anywhere else walks only to the next checkpoint.
+        let reads = mem.reads;
+        for k in [1u64, 1000, 30_000, 65_000] {
+            let (r, after) = walk(&mut w, &mut mem, &mut dec, 0x10_0000 + 4 * k);
+            assert_eq!(r, Walked { num: (n as u64 + 1 - k) as u32, end: WalkEnd::Waypoint });
+            assert_eq!(after.instr_addr, 0x10_0000 + 4 * (n as u64 + 1));
+        }
+        assert!(mem.reads - reads <= 4 * (CHECKPOINT as usize / LINE), "{} reads", mem.reads - reads);
+    }
+
+    #[test]
+    fn no_block_is_reused_while_a_t32_it_block_is_open() {
+        // 0x2000: bx lr; nop; 0x2004: ittt eq; then 2 bytes, too few for
+        // the next opcode read.
+        let bytes = vec![0x70, 0x47, 0x00, 0xbf, 0x02, 0xbf, 0x00, 0x00];
+        let mut mem = Mem { base: 0x2000, bytes, generation: 1, reads: 0 };
+        let mut dec = ArmInstrDecoder::new();
+        let mut w = Walker::new(WalkOptions::default());
+        let mut t32 = |w: &mut Walker, dec: &mut ArmInstrDecoder, addr| {
+            let mut info = InstrInfo { isa: Isa::Thumb2, track_it_block: true, ..a64_at(addr) };
+            (w.to_waypoint(&mut mem, dec, &mut info, 1, MemSpace::ANY), info.is_conditional)
+        };
+        let bx = Walked { num: 1, end: WalkEnd::Waypoint };
+        assert_eq!(t32(&mut w, &mut dec, 0x2000), (bx, false));
+        // The IT opens a block of three; memory ends right after it.
+        assert_eq!(t32(&mut w, &mut dec, 0x2004), (Walked { num: 1, end: WalkEnd::Nacc }, false));
+        assert_eq!(dec.carried_state(), 3);
+        // The classifier still applies the block: the remembered bx (from
+        // no open block) must not be used.
+        for _ in 0..3 {
+            assert_eq!(t32(&mut w, &mut dec, 0x2000), (bx, true));
+        }
+        assert_eq!(dec.carried_state(), 0);
+        assert_eq!(t32(&mut w, &mut dec, 0x2000), (bx, false));
+    }
+}
