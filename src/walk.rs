@@ -211,6 +211,37 @@ impl Walker {
         (h as usize) & (BLOCKS - 1)
     }
 
+    /// Drops the remembered blocks if the memory's
+    /// [`generation`](TargetMemAccess::generation) for the trace ID is not
+    /// the one they were walked in.
+    #[inline]
+    pub fn sync_memory(&mut self, mem_generation: u64) {
+        if mem_generation != self.mem_generation {
+            self.mem_generation = mem_generation;
+            self.invalidate();
+        }
+    }
+
+    /// The remembered walk from `instr.instr_addr` to the next waypoint,
+    /// if there is one: `instr` is then left as that walk left it.
+    /// `carried` is the classifier's
+    /// [`carried_state`](InstrDecode::carried_state); the caller keeps the
+    /// memory generation in step ([`sync_memory`](Self::sync_memory)).
+    #[inline]
+    pub fn remembered(&mut self, instr: &mut InstrInfo, space: MemSpace, carried: u8) -> Option<Walked> {
+        let b = &self.blocks[Self::slot(instr.instr_addr, instr.isa, space)];
+        if b.generation == self.generation
+            && b.start == instr.instr_addr
+            && b.isa == instr.isa
+            && b.space == space.bits()
+            && carried == 0
+        {
+            *instr = b.after;
+            return Some(b.walked);
+        }
+        None
+    }
+
     /// Walks from `instr.instr_addr` to the next waypoint, as far as the
     /// memory image goes.
     #[inline]
@@ -222,20 +253,14 @@ impl Walker {
         trace_id: u8,
         space: MemSpace,
     ) -> Walked {
-        self.check_memory(mem, trace_id);
-        let slot = Self::slot(instr.instr_addr, instr.isa, space);
-        let b = &self.blocks[slot];
-        if b.generation == self.generation
-            && b.start == instr.instr_addr
-            && b.isa == instr.isa
-            && b.space == space.bits()
-            && dec.carried_state() == 0
-        {
-            *instr = b.after;
-            return b.walked;
+        self.sync_memory(mem.generation(trace_id));
+        if let Some(w) = self.remembered(instr, space, dec.carried_state()) {
+            return w;
         }
+        let slot = Self::slot(instr.instr_addr, instr.isa, space);
         self.walk_block(mem, dec, instr, trace_id, space, slot)
     }
+
 
     /// The walk of a block not in the cache; remembers it. On the way it
     /// looks in the cache at each checkpoint (an address aligned to

@@ -18,7 +18,7 @@ use crate::error::{ErrCode, Severity, TraceError};
 use crate::interfaces::{InstrDecode, TargetMemAccess, TrcGenElemIn};
 use crate::logger::{ErrLink, Shared};
 use crate::memory::MemSpace;
-use crate::walk::{WalkEnd, WalkOptions, Walker};
+use crate::walk::{WalkEnd, Walked, WalkOptions, Walker};
 
 use super::config::EtmV4Config;
 use super::packet::{Atoms, EtmV4Packet, PktContext, PktType};
@@ -333,6 +333,8 @@ pub struct EtmV4Decoder {
     last_is: u8,
     is_64bit: bool,
     is_secure: bool,
+    /// Memory space of the current context (kept with the context).
+    space: MemSpace,
     cc_threshold: u32,
     ete_first_ts_marker: bool,
 
@@ -385,6 +387,7 @@ impl EtmV4Decoder {
             last_is: 0,
             is_64bit: false,
             is_secure: true,
+            space: MemSpace::S,
             cc_threshold: 0,
             ete_first_ts_marker: false,
             instr,
@@ -401,6 +404,7 @@ impl EtmV4Decoder {
     fn reset_decoder(&mut self) {
         self.state = State::NoSync;
         self.is_secure = true;
+        self.update_mem_space();
         self.is_64bit = false;
         self.cc_threshold = 0;
         self.curr_spec_depth = 0;
@@ -468,6 +472,16 @@ impl EtmV4Decoder {
     /// until an exception level is known, then the space of that EL in
     /// the security state (Realm EL3 maps to Root, as in OpenCSD).
     fn mem_space(&self) -> MemSpace {
+        self.space
+    }
+
+    /// Works out [`mem_space`](Self::mem_space) again after the PE
+    /// context or the security state changed.
+    fn update_mem_space(&mut self) {
+        self.space = self.compute_mem_space();
+    }
+
+    fn compute_mem_space(&self) -> MemSpace {
         let c = &self.out_stack.cur_ref().context;
         if !c.el_valid {
             return if self.is_secure { MemSpace::S } else { MemSpace::N };
@@ -1103,6 +1117,7 @@ impl EtmV4Decoder {
         self.is_secure = secure;
         self.instr.isa = isa;
         self.need_ctxt = false;
+        self.update_mem_space();
     }
 
     /// Fills the current element as an instruction range.
@@ -1134,26 +1149,42 @@ impl EtmV4Decoder {
 
     /// Follows the program from the current address to the next waypoint
     /// (or, with `to_addr`, until the next instruction is at that address).
+    #[inline]
     fn trace_to_waypoint(&mut self, to_addr: Option<u64>) -> Result<(Range, WpResult), ErrCode> {
+        let st = self.instr.instr_addr;
+        if to_addr.is_none() && self.mem.is_some() {
+            let carried = self.instr_dec.borrow().carried_state();
+            if let Some(w) = self.code.remembered(&mut self.instr, self.space, carried) {
+                return self.walk_outcome(st, w);
+            }
+        }
+        self.walk_uncached(to_addr)
+    }
+
+    #[inline(never)]
+    fn walk_uncached(&mut self, to_addr: Option<u64>) -> Result<(Range, WpResult), ErrCode> {
         let st = self.instr.instr_addr;
         let space = self.mem_space();
         let Some(mem) = &self.mem else {
             return Ok((Range { st, en: st, num: 0 }, WpResult::Nacc));
         };
-        let walked = {
-            let mut mem = mem.borrow_mut();
-            let mut dec = self.instr_dec.borrow_mut();
-            match to_addr {
-                None => self.code.to_waypoint(&mut *mem, &mut *dec, &mut self.instr, self.trace_id, space),
-                Some(a) => self.code.to_address(&mut *mem, &mut *dec, &mut self.instr, self.trace_id, space, a),
-            }
+        let mut m = mem.borrow_mut();
+        let mut dec = self.instr_dec.borrow_mut();
+        let walked = match to_addr {
+            None => self.code.to_waypoint(&mut *m, &mut *dec, &mut self.instr, self.trace_id, space),
+            Some(a) => self.code.to_address(&mut *m, &mut *dec, &mut self.instr, self.trace_id, space, a),
         };
+        drop((m, dec));
+        self.walk_outcome(st, walked)
+    }
+
+    #[inline]
+    fn walk_outcome(&mut self, st: u64, walked: Walked) -> Result<(Range, WpResult), ErrCode> {
         // The limit is on the instructions walked: the walk would have
         // stopped at the first one past it, before any later outcome.
         let limit = self.options.instr_range_limit;
         if limit != 0 && walked.num > limit {
-            self.log(Severity::Error, ErrCode::IRangeLimitOverrun, None, "Decode Instruction Range Limit Overrun");
-            return Err(ErrCode::IRangeLimitOverrun);
+            return Err(self.range_limit_overrun());
         }
         let r = Range { st, en: self.instr.instr_addr, num: walked.num };
         match walked.end {
@@ -1161,6 +1192,22 @@ impl EtmV4Decoder {
             WalkEnd::Nacc => Ok((r, WpResult::Nacc)),
             WalkEnd::Error(e) => Err(e),
         }
+    }
+
+    /// Keeps the walk's remembered blocks in step with the memory (images
+    /// added, or memory invalidated for this trace ID): checked once per
+    /// packet, since memory does not change within one.
+    fn sync_memory(&mut self) {
+        if let Some(m) = &self.mem {
+            let g = m.borrow().generation(self.trace_id);
+            self.code.sync_memory(g);
+        }
+    }
+
+    #[cold]
+    fn range_limit_overrun(&self) -> ErrCode {
+        self.log(Severity::Error, ErrCode::IRangeLimitOverrun, None, "Decode Instruction Range Limit Overrun");
+        ErrCode::IRangeLimitOverrun
     }
 
     fn process_atom(&mut self, taken: bool, elem: &P0Elem) -> Step {
@@ -1529,9 +1576,11 @@ impl PacketDecoder for EtmV4Decoder {
     }
     fn on_packet(&mut self, index: TrcIndex, pkt: &EtmV4Packet) -> DatapathResp {
         self.index_curr_pkt = index;
+        self.sync_memory();
         self.process_packet(pkt)
     }
     fn on_eot(&mut self) -> DatapathResp {
+        self.sync_memory();
         self.commit_elem_on_eot();
         self.out_stack.send(&self.out, self.trace_id)
     }
@@ -1540,6 +1589,7 @@ impl PacketDecoder for EtmV4Decoder {
         self.out_stack.send(&self.out, self.trace_id)
     }
     fn on_flush(&mut self) -> DatapathResp {
+        self.sync_memory();
         self.flush()
     }
     fn on_reset(&mut self, _index: TrcIndex) -> DatapathResp {
