@@ -99,6 +99,11 @@
 //!     `tbufend` and continues from `tbufstart` to `tbufwrite`. Not set:
 //!     from `tbufstart` to `tbufwrite`. `tbufwrite` is where the next word
 //!     would go (word aligned); the encoder pads the last word with Nops.
+//!
+//! One limit comes with the format itself: with emitbranch, a loop closed
+//! only by direct jumps (`j .`, or straight-line code and `jal`) writes no
+//! packets, so how many times it ran before an interrupt, a Change Hart or
+//! the end is not in the trace; the decoder stops at the first arrival.
 
 pub mod config;
 pub mod decoder;
