@@ -308,12 +308,20 @@ pub fn run_tree(tree: &mut DecodeTree, data: &[u8], chunk: usize) {
 
 /// Decodes `enc` with `p` as memory; `wait_every` forces waits.
 pub fn decode(enc: &Encoded, p: &Program, wait_every: u32, chunk: usize) -> Elems {
+    let image = p.bytes.clone();
+    decode_with(enc, wait_every, chunk, |tree| {
+        tree.mem_mapper()
+            .unwrap()
+            .borrow_mut()
+            .add_accessor(Box::new(BufferAccessor::new(p.base, image, MemSpace::ANY).unwrap()))
+            .unwrap();
+    })
+}
+
+/// Decodes `enc` with the memory `map` gives the tree.
+pub fn decode_with(enc: &Encoded, wait_every: u32, chunk: usize, map: impl FnOnce(&mut DecodeTree)) -> Elems {
     let mut tree = DecodeTree::with_registry(SourceFormat::Single, DecodeMode::FullDecode, riscv_trace::registry());
-    tree.mem_mapper()
-        .unwrap()
-        .borrow_mut()
-        .add_accessor(Box::new(BufferAccessor::new(p.base, p.bytes.clone(), MemSpace::ANY).unwrap()))
-        .unwrap();
+    map(&mut tree);
     tree.create_decoder(riscv_trace::PROTOCOL_NAME, &source_config(&enc.config)).unwrap();
     let out = Rc::new(RefCell::new(Vec::new()));
     tree.set_gen_elem_out(Box::new(Collect { out: out.clone(), wait_every, n: 0 }));
@@ -458,4 +466,32 @@ pub fn trouble(elems: &Elems) -> Vec<String> {
         })
         .map(|(i, e)| format!("{i}: {e}"))
         .collect()
+}
+
+/// A program from the executable segments of a little-endian ELF64 file
+/// (enough for the fixture programs: one text segment). XLEN and C come
+/// from the header (class, and the RVC bit of e_flags).
+pub fn program_from_elf(elf: &[u8]) -> Program {
+    assert_eq!(&elf[..4], b"\x7fELF");
+    assert_eq!(elf[4], 2, "ELF64");
+    let u16_at = |o: usize| u16::from_le_bytes([elf[o], elf[o + 1]]) as usize;
+    let u32_at = |o: usize| u32::from_le_bytes(elf[o..o + 4].try_into().unwrap());
+    let u64_at = |o: usize| u64::from_le_bytes(elf[o..o + 8].try_into().unwrap());
+    let compressed = u32_at(0x30) & 1 != 0;
+    let (phoff, phentsize, phnum) = (u64_at(0x20) as usize, u16_at(0x36), u16_at(0x38));
+    for i in 0..phnum {
+        let ph = phoff + i * phentsize;
+        let (ty, flags) = (u32_at(ph), u32_at(ph + 4));
+        if ty == 1 && flags & 1 != 0 {
+            let (off, vaddr, filesz) = (u64_at(ph + 8) as usize, u64_at(ph + 16), u64_at(ph + 32) as usize);
+            return Program {
+                base: vaddr,
+                bytes: elf[off..off + filesz].to_vec(),
+                starts: Vec::new(),
+                mem_ops: HashMap::new(),
+                isa: CoreIsa { xlen: 64, compressed },
+            };
+        }
+    }
+    panic!("no executable segment");
 }
