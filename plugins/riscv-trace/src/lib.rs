@@ -116,7 +116,8 @@ use std::rc::Rc;
 
 use coresight_decode::arch::{ArchProfile, ArchVersion, CoreProfile};
 use coresight_decode::decoder::{DecodeContext, DecoderFactory, DecoderRegistry, Pipeline, RegSpec, SourceConfig, TraceComponent};
-use coresight_decode::error::{ErrCode, Error};
+use coresight_decode::error::{ErrCode, Error, Severity, TraceError};
+use coresight_decode::logger::ErrLink;
 
 pub use config::{CoreIsa, RiscvTraceConfig, TraceReg};
 pub use decoder::RvDecoder;
@@ -149,8 +150,15 @@ impl DecoderFactory for RiscvTraceFactory {
         (cfg.reg_or("traceid", 0) & 0x7f) as u8
     }
     fn create(&self, cfg: &SourceConfig, ctx: &DecodeContext) -> Result<Box<dyn TraceComponent>, Error> {
-        let c = RiscvTraceConfig::from_source(cfg)?;
-        Ok(create_component(c, ctx))
+        match RiscvTraceConfig::from_source(cfg) {
+            Ok(c) => Ok(create_component(c, ctx)),
+            Err(e) => {
+                // The tree builder logs only that creation failed: say why.
+                let log = ErrLink::new(&ctx.err_log, "RISCV");
+                log.log(&TraceError::new(Severity::Error, ErrCode::InvalidParamVal).with_message(e.to_string()));
+                Err(e)
+            }
+        }
     }
 }
 
