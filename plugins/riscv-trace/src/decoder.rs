@@ -40,7 +40,7 @@ use crate::packet::{Privilege, RvPacket};
 /// Harts tracked at once; the least recently selected is forgotten past this.
 const MAX_HARTS: usize = 256;
 /// Instructions one walk may cover when no range limit is set.
-const DEFAULT_WALK_LIMIT: u64 = 1 << 20;
+const DEFAULT_WALK_LIMIT: u64 = 1 << 16;
 
 #[derive(Clone, Copy, Debug)]
 struct Hart {

@@ -123,7 +123,8 @@ impl Encoder {
             return Err(format!("buffer of {buffer_words} words: expected {MIN_BUFFER_WORDS} to 2^28"));
         }
         let trace = TraceReg(trace.0 & !TraceReg::WRAPPED);
-        let shape = RiscvTraceConfig::new(trace, tbufstart, tbufstart + 4 * buffer_words, tbufstart, isa).map_err(|e| e.to_string())?;
+        let tbufend = tbufstart.checked_add(4 * buffer_words).ok_or_else(|| format!("buffer at 0x{tbufstart:x} passes the end of memory"))?;
+        let shape = RiscvTraceConfig::new(trace, tbufstart, tbufend, tbufstart, isa).map_err(|e| e.to_string())?;
         Ok(Encoder {
             trace,
             isa,
