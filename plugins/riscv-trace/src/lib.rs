@@ -111,6 +111,8 @@ pub mod encoder;
 pub mod instr;
 pub mod packet;
 pub mod processor;
+#[cfg(test)]
+mod tests;
 
 use std::rc::Rc;
 
