@@ -182,7 +182,7 @@ impl RiscvTraceConfig {
     /// `tbufwrite` is a word inside it (or its end).
     pub fn validate(&self) -> Result<(), Error> {
         let bad = |m: String| Err(Error::code(ErrCode::InvalidParamVal, m));
-        if self.tbufstart % 4 != 0 || self.tbufend % 4 != 0 || self.tbufwrite % 4 != 0 {
+        if !self.tbufstart.is_multiple_of(4) || !self.tbufend.is_multiple_of(4) || !self.tbufwrite.is_multiple_of(4) {
             return bad(format!(
                 "tbufstart 0x{:x}, tbufend 0x{:x} and tbufwrite 0x{:x} must be word aligned",
                 self.tbufstart, self.tbufend, self.tbufwrite

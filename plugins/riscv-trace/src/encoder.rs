@@ -119,7 +119,7 @@ impl Encoder {
     /// An encoder writing a buffer of `buffer_words` words at `tbufstart`
     /// with the emit options of `trace` (its `wrapped` bit is ignored).
     pub fn new(trace: TraceReg, isa: CoreIsa, tbufstart: u64, buffer_words: u64) -> Result<Encoder, String> {
-        if buffer_words < MIN_BUFFER_WORDS || buffer_words > (1 << 28) {
+        if !(MIN_BUFFER_WORDS..=(1 << 28)).contains(&buffer_words) {
             return Err(format!("buffer of {buffer_words} words: expected {MIN_BUFFER_WORDS} to 2^28"));
         }
         let trace = TraceReg(trace.0 & !TraceReg::WRAPPED);

@@ -3,7 +3,7 @@
 //! A decoder for the Trace Module of the RISC-V debug specification (the
 //! draft appendix "Trace Module", `trace.tex` and `trace_registers.tex` of
 //! `riscv/riscv-debug-spec`), plugged into a
-//! [`coresight_decode`](coresight_decode) decode tree from outside: this
+//! [`coresight_decode`] decode tree from outside: this
 //! crate uses only the core's public API and registers itself through its
 //! decoder registry.
 //!

@@ -260,7 +260,7 @@ impl RvProcessor {
             return None;
         }
         if pos < wn {
-            if pos % 2 == 0 {
+            if pos.is_multiple_of(2) {
                 self.held.push(byte);
             }
             return None;

@@ -425,12 +425,11 @@ pub fn expect(steps: &[Executed], p: &Program, trace: u32) -> Observed {
         if matches!(ins.flow, Flow::Trap | Flow::TrapReturn) && t.emit_priv() {
             note(&mut o, &mut known, i + 1, r.hart, r.next_mode);
         }
-        if let Some(irq) = r.interrupt {
-            if t.emit_pc() || t.emit_priv() {
+        if let Some(irq) = r.interrupt
+            && (t.emit_pc() || t.emit_priv()) {
                 o.interrupts.push((if pos_on { i + 1 } else { 0 }, t.emit_pc().then_some(r.next_pc)));
                 note(&mut o, &mut known, i + 1, r.hart, irq.mode);
             }
-        }
     }
     o
 }
