@@ -190,3 +190,26 @@ fn a_wrong_device_file_is_refused_with_a_clear_message() {
     let e = riscv_trace::RiscvTraceConfig::from_source(&cfg).unwrap_err().to_string();
     assert!(e.starts_with("RVTRACE_0: trace buffer 0x90000000..0x90000008: expected at least 24 words"), "{e}");
 }
+
+#[test]
+fn forced_waits_leave_the_listings_unchanged() {
+    let (p, steps) = qemu_program();
+    // A wrapped buffer too: its held part is listed at the end of trace,
+    // where waits must also be honoured.
+    for (words, n) in [(4096u64, steps.len()), (40, 600)] {
+        let enc = encode(&p, TraceReg::SUPPORTED | TraceReg::EMIT_ALL, words, &steps[..n]);
+        assert_eq!(enc.config.trace.wrapped(), words == 40);
+        let dir = temp_dir(&format!("rv_snapshot_waits{words}"));
+        write_snapshot(&dir, &p, &enc, "RV64GC", &regs_of(&enc));
+        let body = |s: String| s.lines().filter(|l| l.starts_with("Idx:") || l.starts_with("ID:")).collect::<Vec<_>>().join("\n");
+        for extra in [&[][..], &["-decode"][..]] {
+            let reference = body(lister(&dir, extra));
+            assert!(reference.lines().count() > 20, "{reference}");
+            for waits in ["1", "7", "100000"] {
+                let mut args = extra.to_vec();
+                args.extend(["-test_waits", waits]);
+                assert_eq!(body(lister(&dir, &args)), reference, "words={words} {args:?}");
+            }
+        }
+    }
+}
