@@ -213,3 +213,33 @@ fn forced_waits_leave_the_listings_unchanged() {
         }
     }
 }
+
+/// The shipped example, `snapshots/qemu-calls`: the `calls` QEMU fixture
+/// traced with every emit option, and its decode listing
+/// (`expected.ppl`). `scripts/make_example_snapshot.sh` rewrites it; this
+/// test checks it is what the code makes now.
+#[test]
+fn the_shipped_example_snapshot_is_current() {
+    let (p, steps) = qemu_program();
+    let enc = encode(&p, TraceReg::SUPPORTED | TraceReg::EMIT_ALL, 2048, &steps);
+    let work = temp_dir("rv_example_snapshot");
+    let dir = work.join("qemu-calls");
+    std::fs::create_dir_all(&dir).unwrap();
+    write_snapshot(&dir, &p, &enc, "RV64GC", &regs_of(&enc));
+    let listing = lister(&dir, &["-decode"]).replace(dir.to_str().unwrap(), "./qemu-calls");
+    std::fs::write(dir.join("expected.ppl"), listing).unwrap();
+
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("snapshots/qemu-calls");
+    let names = ["snapshot.ini", "cpu_0.ini", "rvtrace_0.ini", "trace.ini", "trace.bin", "text.bin", "expected.ppl"];
+    if std::env::var_os("RISCV_TRACE_BLESS").is_some() {
+        std::fs::create_dir_all(&shipped).unwrap();
+        for n in names {
+            std::fs::copy(dir.join(n), shipped.join(n)).unwrap();
+        }
+    }
+    for n in names {
+        let made = std::fs::read(dir.join(n)).unwrap();
+        let have = std::fs::read(shipped.join(n)).unwrap_or_default();
+        assert!(made == have, "snapshots/qemu-calls/{n} is out of date: run scripts/make_example_snapshot.sh");
+    }
+}
