@@ -205,7 +205,8 @@ impl RiscvTraceConfig {
 
     /// Buffer length in 32-bit words.
     pub fn buffer_words(&self) -> u64 {
-        (self.tbufend - self.tbufstart) / 4
+        // Saturating, so an unchecked configuration cannot panic here.
+        (self.tbufend.saturating_sub(self.tbufstart) / 4).min(1 << 40)
     }
 
     /// Buffer length in nibbles.
@@ -217,7 +218,7 @@ impl RiscvTraceConfig {
     /// the buffer, rounded down to whole words. The eight points are at
     /// 0, 1, ... 7 times this from the buffer start.
     pub fn sync_spacing_nibbles(&self) -> u64 {
-        (self.buffer_words() / 8) * 8
+        ((self.buffer_words() / 8) * 8).max(8)
     }
 
     /// Whether buffer nibble `pos` is a synchronisation point.
@@ -236,7 +237,7 @@ impl RiscvTraceConfig {
 
     /// Offset of `tbufwrite` from the buffer start, in bytes.
     pub fn write_offset(&self) -> u64 {
-        self.tbufwrite - self.tbufstart
+        self.tbufwrite.saturating_sub(self.tbufstart).min(self.buffer_words() * 4)
     }
 }
 

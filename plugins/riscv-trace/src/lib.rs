@@ -153,7 +153,7 @@ impl DecoderFactory for RiscvTraceFactory {
     }
     fn create(&self, cfg: &SourceConfig, ctx: &DecodeContext) -> Result<Box<dyn TraceComponent>, Error> {
         match RiscvTraceConfig::from_source(cfg) {
-            Ok(c) => Ok(create_component(c, ctx)),
+            Ok(c) => create_component(c, ctx),
             Err(e) => {
                 // The tree builder logs only that creation failed: say why.
                 let log = ErrLink::new(&ctx.err_log, "RISCV");
@@ -164,10 +164,12 @@ impl DecoderFactory for RiscvTraceFactory {
     }
 }
 
-/// A source's component for a configuration made by hand.
-pub fn create_component(cfg: RiscvTraceConfig, ctx: &DecodeContext) -> Box<dyn TraceComponent> {
+/// A source's component for a configuration made by hand (checked with
+/// [`RiscvTraceConfig::validate`] first).
+pub fn create_component(cfg: RiscvTraceConfig, ctx: &DecodeContext) -> Result<Box<dyn TraceComponent>, Error> {
+    cfg.validate()?;
     let decoder = ctx.decoder_for_mode(|| RvDecoder::new(cfg, ctx));
-    Box::new(Pipeline::new(PROTOCOL_NAME, RvProcessor::new(cfg), decoder))
+    Ok(Box::new(Pipeline::new(PROTOCOL_NAME, RvProcessor::new(cfg), decoder)))
 }
 
 /// The factory, ready to register.

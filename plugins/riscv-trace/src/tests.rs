@@ -166,3 +166,21 @@ fn a_sequence_cut_by_the_end_is_reported() {
     let got = list(cfg(RV64C, 24, 1, false), &pack(&[4, 0, 1, 15, 1, 2, 3, 4], 24));
     assert_eq!(descs(&got), ["TRACE_ENABLED : version 0", "BAD_PACKET : trace ends inside a sequence; resync at next sync point"]);
 }
+
+#[test]
+fn an_unchecked_configuration_does_not_panic() {
+    let isa = RV64C;
+    for (start, end, write) in [(0x1000, 0x800, 0x900), (0, 0, 0), (0x1000, 0x1004, u64::MAX), (u64::MAX - 3, 0, 7)] {
+        for wrapped in [false, true] {
+            let t = TraceReg(TraceReg::SUPPORTED | if wrapped { TraceReg::WRAPPED } else { 0 });
+            let cfg = RiscvTraceConfig { trace: t, tbufstart: start, tbufend: end, tbufwrite: write, isa, trace_id: 0 };
+            assert!(cfg.validate().is_err());
+            let mut proc = RvProcessor::new(cfg);
+            let mut sink = Sink(Vec::new());
+            let mut out = PacketOut { mon: None, sink: Some(&mut sink) };
+            let data = pack(&[4, 0, 2, 13, 3, 1, 15], 30);
+            assert_eq!(proc.process(0, &data, &mut out).1, data.len());
+            proc.eot(&mut out);
+        }
+    }
+}

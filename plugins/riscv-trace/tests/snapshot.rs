@@ -243,3 +243,39 @@ fn the_shipped_example_snapshot_is_current() {
         assert!(made == have, "snapshots/qemu-calls/{n} is out of date: run scripts/make_example_snapshot.sh");
     }
 }
+
+#[test]
+fn by_hand_without_a_snapshot_or_registry() {
+    use coresight_decode::memory::{BufferAccessor, MemSpace};
+    use coresight_decode::tree::{DecodeTree, SourceFormat};
+    let (p, steps) = qemu_program();
+    let enc = encode(&p, TRACE, 4096, &steps);
+    // A tree with only the built-in protocols; the component is made
+    // directly from a configuration and placed on trace ID 0.
+    let mut tree = DecodeTree::new(SourceFormat::Single, DecodeMode::FullDecode);
+    tree.mem_mapper()
+        .unwrap()
+        .borrow_mut()
+        .add_accessor(Box::new(BufferAccessor::new(p.base, p.bytes.clone(), MemSpace::ANY).unwrap()))
+        .unwrap();
+    let c = &enc.config;
+    let cfg = riscv_trace::RiscvTraceConfig::new(c.trace, c.tbufstart, c.tbufend, c.tbufwrite, p.isa).unwrap();
+    let component = riscv_trace::create_component(cfg, &tree.decode_context()).unwrap();
+    tree.add_decoder(0, riscv_trace::PROTOCOL_NAME, component).unwrap();
+    let out = Rc::new(std::cell::RefCell::new(Vec::new()));
+    struct Sink(Rc<std::cell::RefCell<Elems>>);
+    impl coresight_decode::interfaces::TrcGenElemIn for Sink {
+        fn trace_elem_in(&mut self, i: u64, _id: u8, e: &TraceElement) -> coresight_decode::datapath::DatapathResp {
+            self.0.borrow_mut().push((i, e.clone()));
+            coresight_decode::datapath::DatapathResp::Cont
+        }
+    }
+    tree.set_gen_elem_out(Box::new(Sink(out.clone())));
+    run_tree(&mut tree, &enc.data, 64);
+    let got = observe(&out.take(), &p, true);
+    assert_same(&got, &expect(&steps, &p, TRACE), "by hand");
+    // An inconsistent configuration is refused.
+    let mut bad = cfg;
+    bad.tbufwrite = bad.tbufend + 4;
+    assert!(riscv_trace::create_component(bad, &tree.decode_context()).is_err());
+}
