@@ -90,7 +90,7 @@ fn wrapped_buffers_decode_the_latest_execution() {
                 let want = expect(&steps, &p, trace);
                 // The oldest trace was overwritten: the decode is the end
                 // of the execution, from a sync point on.
-                assert!(got.instrs.len() > 8 || words < 100, "{what}: only {} instructions", got.instrs.len());
+                assert!(!got.instrs.is_empty() && (got.instrs.len() > 50 || words < 100), "{what}: only {} instructions", got.instrs.len());
                 assert!(got.instrs.len() < want.instrs.len(), "{what}");
                 assert_eq!(got.instrs[..], want.instrs[want.instrs.len() - got.instrs.len()..], "{what}");
                 assert_eq!(got.timestamps[..], want.timestamps[want.timestamps.len() - got.timestamps.len()..], "{what}");
