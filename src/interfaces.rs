@@ -51,6 +51,15 @@ pub trait TargetMemAccess {
 
     /// Drops any cached memory for `trace_id` (memory changed under it).
     fn invalidate_mem_acc_cache(&mut self, _trace_id: u8) {}
+
+    /// A number that changes whenever what this memory returns for
+    /// `trace_id` may have changed (images added or removed,
+    /// `invalidate_mem_acc_cache` for that ID). Decoders keep the blocks
+    /// of code they have walked while it stays the same: an implementation
+    /// whose contents change must change it.
+    fn generation(&self, _trace_id: u8) -> u64 {
+        0
+    }
 }
 
 /// Instruction classifier (OpenCSD's `IInstrDecode`): fills in the output
@@ -58,6 +67,15 @@ pub trait TargetMemAccess {
 #[doc(alias = "IInstrDecode")]
 pub trait InstrDecode {
     fn decode_instruction(&mut self, info: &mut InstrInfo) -> Result<(), ErrCode>;
+
+    /// State the classifier carries from one instruction to the next that
+    /// changes how it classifies (for Arm: the T32 IT-block instructions
+    /// still to come); 0 when none. Decoders reuse walked blocks only
+    /// from state 0, so a classifier with other hidden state must report
+    /// it here as non-zero.
+    fn carried_state(&self) -> u8 {
+        0
+    }
 }
 
 /// Raw frame monitor (OpenCSD's `ITrcRawFrameIn`): sees the deformatter's

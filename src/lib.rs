@@ -40,6 +40,7 @@ pub mod stm;
 #[cfg(test)]
 pub(crate) mod test_rig;
 pub mod tree;
+mod walk;
 
 pub use datapath::{DatapathOp, DatapathResp, TrcIndex};
 pub use elem::{ElemType, TraceElement};

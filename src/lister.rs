@@ -15,7 +15,7 @@ use crate::decoder::{DecodeMode, DecoderOptions, DecoderRegistry};
 use crate::interfaces::TrcDataIn;
 use crate::logger::{shared, MsgLogger, Shared};
 use crate::memory::CacheConfig;
-use crate::printers::{GenElemPrinter, RawFramePrinter};
+use crate::printers::{GenElemPrinter, PacketPrinter, RawFramePrinter};
 use crate::snapshot::{Snapshot, TreeBuilder};
 use crate::tree::{DecodeTree, SourceFormat};
 
@@ -335,7 +335,17 @@ impl Lister<'_> {
                 }
                 let monitor = self.opts.decode || self.opts.pkt_mon;
                 let waits = if monitor { 0 } else { self.opts.test_waits };
-                match tree.attach_packet_printer(id, self.out.clone(), monitor, waits) {
+                // Profiling mutes the packet lines: a muted monitor is not
+                // attached at all, so no packet is shown to it.
+                let attached = if monitor && self.opts.profile {
+                    Ok(())
+                } else {
+                    let mut p = PacketPrinter::new(id, self.out.clone());
+                    p.set_test_waits(waits);
+                    p.set_mute(self.opts.profile);
+                    tree.attach_printer(id, p, monitor)
+                };
+                match attached {
                     Ok(()) => {
                         printers += 1;
                         self.msg(&format!("Trace Packet Lister : Protocol printer {proto} on Trace ID 0x{id:x}\n"));
@@ -362,7 +372,7 @@ impl Lister<'_> {
             if let Some(d) = tree.deformatter_mut() {
                 let _ = d.configure(cfg);
             }
-            if self.opts.raw_packed || self.opts.raw_unpacked {
+            if (self.opts.raw_packed || self.opts.raw_unpacked) && !self.opts.profile {
                 let _ = tree.set_raw_frame_monitor(Box::new(RawFramePrinter::new(self.out.clone())));
             }
         }

@@ -482,6 +482,11 @@ pub struct MemAccMapper {
     images: Vec<Image>,
     last: Option<usize>,
     cache: PageCache,
+    /// Changes with every change of what the mapper may return.
+    generation: u64,
+    /// Changes when a decoder drops its view of memory (its context
+    /// changed), per trace ID.
+    id_generation: Box<[u64; 256]>,
 }
 
 impl Default for MemAccMapper {
@@ -492,7 +497,7 @@ impl Default for MemAccMapper {
 
 impl MemAccMapper {
     pub fn new(cache: CacheConfig) -> MemAccMapper {
-        MemAccMapper { images: Vec::new(), last: None, cache: PageCache::new(cache) }
+        MemAccMapper { images: Vec::new(), last: None, cache: PageCache::new(cache), generation: 1, id_generation: Box::new([0; 256]) }
     }
 
     pub fn set_cache_config(&mut self, cfg: CacheConfig) {
@@ -513,6 +518,7 @@ impl MemAccMapper {
         self.check_overlap(image.acc())?;
         self.images.push(image);
         self.cache.invalidate();
+        self.generation += 1;
         Ok(())
     }
 
@@ -540,6 +546,7 @@ impl MemAccMapper {
                 return Err(ErrCode::InvalidParamVal);
             }
             self.cache.invalidate();
+            self.generation += 1;
             return Ok(());
         }
         let acc = FileAccessor::open(path, start, offset, size, space)?;
@@ -617,7 +624,11 @@ impl TargetMemAccess for MemAccMapper {
     fn read_target_memory(&mut self, address: u64, _trace_id: u8, mem_space: MemSpace, buf: &mut [u8]) -> Result<usize, ErrCode> {
         Ok(self.read(address, mem_space, buf))
     }
-    fn invalidate_mem_acc_cache(&mut self, _trace_id: u8) {
+    fn invalidate_mem_acc_cache(&mut self, trace_id: u8) {
         self.cache.invalidate();
+        self.id_generation[trace_id as usize] += 1;
+    }
+    fn generation(&self, trace_id: u8) -> u64 {
+        self.generation.wrapping_add(self.id_generation[trace_id as usize])
     }
 }

@@ -45,12 +45,13 @@ pub struct PacketPrinter {
     trace_id: u8,
     out: Shared<MsgLogger>,
     waits: TestWaits,
+    mute: bool,
     line: String,
 }
 
 impl PacketPrinter {
     pub fn new(trace_id: u8, out: Shared<MsgLogger>) -> Self {
-        PacketPrinter { trace_id, out, waits: TestWaits::default(), line: String::with_capacity(256) }
+        PacketPrinter { trace_id, out, waits: TestWaits::default(), mute: false, line: String::with_capacity(256) }
     }
 
     /// Forces `Wait` on the first `n` packets (packet-only mode).
@@ -58,7 +59,16 @@ impl PacketPrinter {
         self.waits = TestWaits::new(n);
     }
 
+    /// Prints nothing (profiling); as a packet sink it still answers
+    /// with its forced waits.
+    pub fn set_mute(&mut self, mute: bool) {
+        self.mute = mute;
+    }
+
     fn non_data(&mut self, op: DatapathOp) {
+        if self.mute {
+            return;
+        }
         let text = match op {
             DatapathOp::Eot => "END OF TRACE DATA",
             DatapathOp::Reset => "RESET operation on trace decode path",
@@ -73,6 +83,7 @@ impl PacketPrinter {
 impl<P: TracePacket> PktDataIn<P> for PacketPrinter {
     fn packet_data_in(&mut self, op: DatapathOp, index: TrcIndex, pkt: Option<&P>) -> DatapathResp {
         match (op, pkt) {
+            (DatapathOp::Data, Some(_)) if self.mute => self.waits.next(),
             (DatapathOp::Data, Some(pkt)) => {
                 self.line.clear();
                 let _ = write!(self.line, "Idx:{}; ID:{:x};\t", index, self.trace_id);
@@ -92,6 +103,7 @@ impl<P: TracePacket> PktDataIn<P> for PacketPrinter {
 impl<P: TracePacket> PktRawDataMon<P> for PacketPrinter {
     fn raw_packet_data_mon(&mut self, op: DatapathOp, index: TrcIndex, pkt: Option<&P>, raw: &[u8]) {
         match (op, pkt) {
+            (DatapathOp::Data, Some(_)) if self.mute => {}
             (DatapathOp::Data, Some(pkt)) => {
                 self.line.clear();
                 let _ = write!(self.line, "Idx:{}; ID:{:x}; [", index, self.trace_id);

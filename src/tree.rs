@@ -262,10 +262,16 @@ impl DecodeTree {
 
     /// Attaches a packet printer writing to `out` to the decoder on `id`.
     pub fn attach_packet_printer(&mut self, id: u8, out: Shared<MsgLogger>, monitor: bool, test_waits: u32) -> Result<(), ErrCode> {
-        let e = self.elements.slots.get_mut(id as usize).and_then(Option::as_mut).ok_or(ErrCode::InvalidId)?;
         let mut p = PacketPrinter::new(id, out);
         p.set_test_waits(test_waits);
-        e.component.attach_packet_printer(p, monitor)
+        self.attach_printer(id, p, monitor)
+    }
+
+    /// Attaches a configured packet printer to the decoder on `id`: as a
+    /// monitor beside the packet decoder, or as the packet sink.
+    pub fn attach_printer(&mut self, id: u8, printer: PacketPrinter, monitor: bool) -> Result<(), ErrCode> {
+        let e = self.elements.slots.get_mut(id as usize).and_then(Option::as_mut).ok_or(ErrCode::InvalidId)?;
+        e.component.attach_packet_printer(printer, monitor)
     }
 
     /// Logs the mapped memory images as OpenCSD's `logMappedRanges` does.

@@ -18,6 +18,7 @@ use crate::error::{ErrCode, Severity, TraceError};
 use crate::interfaces::{InstrDecode, TargetMemAccess, TrcGenElemIn};
 use crate::logger::{ErrLink, Shared};
 use crate::memory::MemSpace;
+use crate::walk::{WalkEnd, WalkOptions, Walker};
 
 use super::config::EtmV4Config;
 use super::packet::{Atoms, EtmV4Packet, PktContext, PktType};
@@ -274,73 +275,8 @@ impl OutStack {
     }
 }
 
-/// Small cache of program memory in 64-byte lines, in front of the
-/// target memory interface (the walk between waypoints reads every
-/// opcode through it).
-struct CodeCache {
-    tags: Vec<(u64, u8, u16, u16)>,
-    data: Vec<[u8; LINE]>,
-}
-
-const LINE: usize = 256;
-const LINES: usize = 1024;
-const LINE_SHIFT: u32 = LINE.trailing_zeros();
-
 /// Unseen speculative elements accepted beyond the maximum depth.
 const MAX_UNSEEN_EXTRA: i64 = 256;
-
-/// A64 op0 (bits 28:26) and its value for branches, exception generation
-/// and system instructions: the only group holding waypoints.
-const A64_GROUP_MASK: u32 = 0x1C00_0000;
-const A64_GROUP_BRANCH_SYS: u32 = 0x1400_0000;
-const NO_TAG: u64 = 1;
-
-impl CodeCache {
-    fn new() -> Self {
-        CodeCache { tags: vec![(NO_TAG, 0, 0, 0); LINES], data: vec![[0; LINE]; LINES] }
-    }
-
-    fn invalidate(&mut self) {
-        for t in &mut self.tags {
-            t.0 = NO_TAG;
-        }
-    }
-
-    /// Reads the 4 bytes at `addr`; `None` when they are not all there.
-    #[inline]
-    fn read4(&mut self, mem: &mut dyn TargetMemAccess, addr: u64, trace_id: u8, space: MemSpace) -> Option<u32> {
-        let base = addr & !(LINE as u64 - 1);
-        let off = (addr - base) as usize;
-        let slot = ((addr >> LINE_SHIFT) as usize) & (LINES - 1);
-        let (tag, sp, start, end) = self.tags[slot];
-        if tag == base && sp == space.bits() && off >= start as usize && off + 4 <= end as usize {
-            let d = &self.data[slot];
-            return Some(u32::from_le_bytes([d[off], d[off + 1], d[off + 2], d[off + 3]]));
-        }
-        self.fill(mem, addr, trace_id, space)
-    }
-
-    #[cold]
-    fn fill(&mut self, mem: &mut dyn TargetMemAccess, addr: u64, trace_id: u8, space: MemSpace) -> Option<u32> {
-        let base = addr & !(LINE as u64 - 1);
-        let off = (addr - base) as usize;
-        let slot = ((addr >> LINE_SHIFT) as usize) & (LINES - 1);
-        let got = mem.read_target_memory(addr, trace_id, space, &mut self.data[slot][off..]).unwrap_or(0).min(LINE - off);
-        self.tags[slot] = (base, space.bits(), off as u16, (off + got) as u16);
-        if got >= 4 {
-            let d = &self.data[slot];
-            return Some(u32::from_le_bytes([d[off], d[off + 1], d[off + 2], d[off + 3]]));
-        }
-        if off + got < LINE {
-            // The image ends here.
-            return None;
-        }
-        // Straddles two lines: read directly.
-        let mut b = [0u8; 4];
-        let n = mem.read_target_memory(addr, trace_id, space, &mut b).unwrap_or(0);
-        (n == 4).then(|| u32::from_le_bytes(b))
-    }
-}
 
 /// Result of walking to a waypoint.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -405,7 +341,8 @@ pub struct EtmV4Decoder {
     out_stack: OutStack,
     /// Where the next range must start (range continuity check).
     next_range_check: Option<u64>,
-    code: CodeCache,
+    /// The program walk, with its code and block caches.
+    code: Walker,
     /// End of trace handled (a repeated EOT only sends what is left).
     eot_done: bool,
     /// Sync was lost while resolving a packet whose elements then had to
@@ -453,7 +390,7 @@ impl EtmV4Decoder {
             instr,
             out_stack: OutStack::new(),
             next_range_check: None,
-            code: CodeCache::new(),
+            code: Walker::new(WalkOptions { a64_opcode_check: ctx.options.aa64_opcode_check, mem_error_is_error: false }),
             eot_done: false,
             no_sync_unreported: false,
         };
@@ -875,11 +812,17 @@ impl EtmV4Decoder {
                 P0Kind::Ctxt => {
                     if elem.context.updated {
                         self.out_stack.add(elem.index);
+                        let before = self.out_stack.cur_ref().context;
                         self.update_context(&elem);
                         context_flush = true;
-                        self.code.invalidate();
-                        if let Some(m) = &self.mem {
-                            m.borrow_mut().invalidate_mem_acc_cache(self.trace_id);
+                        // Memory may differ in another context (another
+                        // process, VM or exception level): forget what was
+                        // read and walked. The same context again keeps it.
+                        if self.out_stack.cur_ref().context != before {
+                            self.code.invalidate();
+                            if let Some(m) = &self.mem {
+                                m.borrow_mut().invalidate_mem_acc_cache(self.trace_id);
+                            }
                         }
                     }
                 }
@@ -1192,65 +1135,32 @@ impl EtmV4Decoder {
     /// Follows the program from the current address to the next waypoint
     /// (or, with `to_addr`, until the next instruction is at that address).
     fn trace_to_waypoint(&mut self, to_addr: Option<u64>) -> Result<(Range, WpResult), ErrCode> {
-        let mut r = Range { st: self.instr.instr_addr, en: self.instr.instr_addr, num: 0 };
-        let mut wp = WpResult::NotFound;
+        let st = self.instr.instr_addr;
         let space = self.mem_space();
-        let limit = self.options.instr_range_limit;
-        let op_check = self.options.aa64_opcode_check;
-        let Some(mem) = self.mem.clone() else {
-            return Ok((r, WpResult::Nacc));
+        let Some(mem) = &self.mem else {
+            return Ok((Range { st, en: st, num: 0 }, WpResult::Nacc));
         };
-        let mut mem = mem.borrow_mut();
-        let dec = self.instr_dec.clone();
-        let mut dec = dec.borrow_mut();
-        let mut result = Ok(());
-        while wp == WpResult::NotFound {
-            let Some(opcode) = self.code.read4(&mut *mem, self.instr.instr_addr, self.trace_id, space) else {
-                wp = WpResult::Nacc;
-                break;
-            };
-            self.instr.opcode = opcode;
-            if op_check && self.instr.isa == Isa::Aarch64 && opcode & 0xFFFF_0000 == 0 {
-                result = Err(ErrCode::InvalidOpcode);
-                break;
-            }
-            if self.instr.isa == Isa::Aarch64 && opcode & A64_GROUP_MASK != A64_GROUP_BRANCH_SYS {
-                // Outside the branch / exception / system group no A64
-                // instruction is a waypoint: skip the classifier.
-                self.instr.instr_type = InstrType::Other;
-                self.instr.sub_type = InstrSubType::None;
-                self.instr.instr_size = 4;
-                self.instr.is_conditional = false;
-                self.instr.is_link = false;
-                self.instr.next_isa = Isa::Aarch64;
-                self.instr.thumb_it_conditions = 0;
-            } else if let Err(e) = dec.decode_instruction(&mut self.instr) {
-                result = Err(e);
-                break;
-            }
-            self.instr.instr_addr = self.instr.instr_addr.wrapping_add(self.instr.instr_size as u64);
-            r.num += 1;
-            if limit != 0 && r.num > limit {
-                drop(mem);
-                drop(dec);
-                self.log(Severity::Error, ErrCode::IRangeLimitOverrun, None, "Decode Instruction Range Limit Overrun");
-                return Err(ErrCode::IRangeLimitOverrun);
-            }
+        let walked = {
+            let mut mem = mem.borrow_mut();
+            let mut dec = self.instr_dec.borrow_mut();
             match to_addr {
-                Some(a) => {
-                    if self.instr.instr_addr == a {
-                        wp = WpResult::Found;
-                    }
-                }
-                None => {
-                    if self.instr.instr_type != InstrType::Other {
-                        wp = WpResult::Found;
-                    }
-                }
+                None => self.code.to_waypoint(&mut *mem, &mut *dec, &mut self.instr, self.trace_id, space),
+                Some(a) => self.code.to_address(&mut *mem, &mut *dec, &mut self.instr, self.trace_id, space, a),
             }
+        };
+        // The limit is on the instructions walked: the walk would have
+        // stopped at the first one past it, before any later outcome.
+        let limit = self.options.instr_range_limit;
+        if limit != 0 && walked.num > limit {
+            self.log(Severity::Error, ErrCode::IRangeLimitOverrun, None, "Decode Instruction Range Limit Overrun");
+            return Err(ErrCode::IRangeLimitOverrun);
         }
-        r.en = self.instr.instr_addr;
-        result.map(|_| (r, wp))
+        let r = Range { st, en: self.instr.instr_addr, num: walked.num };
+        match walked.end {
+            WalkEnd::Waypoint => Ok((r, WpResult::Found)),
+            WalkEnd::Nacc => Ok((r, WpResult::Nacc)),
+            WalkEnd::Error(e) => Err(e),
+        }
     }
 
     fn process_atom(&mut self, taken: bool, elem: &P0Elem) -> Step {

@@ -128,6 +128,10 @@ impl ArmInstrDecoder {
 }
 
 impl InstrDecode for ArmInstrDecoder {
+    fn carried_state(&self) -> u8 {
+        self.it_remaining
+    }
+
     fn decode_instruction(&mut self, info: &mut InstrInfo) -> Result<(), ErrCode> {
         info.sub_type = InstrSubType::None;
         match info.isa {

@@ -22,6 +22,7 @@ use crate::error::{ErrCode, Severity, TraceError};
 use crate::interfaces::{InstrDecode, TargetMemAccess, TrcGenElemIn};
 use crate::logger::{ErrLink, Shared};
 use crate::memory::MemSpace;
+use crate::walk::{WalkEnd, WalkOptions, Walker};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
@@ -72,6 +73,8 @@ pub struct PtmDecoder {
     isync_pe_ctxt: bool,
     instr: InstrInfo,
     nacc_pending: bool,
+    /// The program walk to waypoints, with its block cache.
+    walker: Walker,
     nacc_addr: u64,
     pe_ctx: PeContext,
     pe: PeState,
@@ -106,6 +109,7 @@ impl PtmDecoder {
             isync_pe_ctxt: false,
             instr,
             nacc_pending: false,
+            walker: Walker::new(WalkOptions { a64_opcode_check: false, mem_error_is_error: true }),
             nacc_addr: 0,
             pe_ctx: PeContext::default(),
             pe: PeState::default(),
@@ -468,6 +472,35 @@ impl PtmDecoder {
         self.elem.st_addr = self.instr.instr_addr;
         self.elem.en_addr = self.instr.instr_addr;
         self.elem.num_instr_range = 0;
+        if let WalkTo::Waypoint = walk
+            && !self.nacc_pending
+        {
+            let Some(mem) = self.mem.clone() else {
+                self.nacc_pending = true;
+                self.nacc_addr = self.instr.instr_addr;
+                return Ok(false);
+            };
+            let walked = {
+                let mut mem = mem.borrow_mut();
+                let dec = self.instr_dec.clone();
+                let mut dec = dec.borrow_mut();
+                self.walker.to_waypoint(&mut *mem, &mut *dec, &mut self.instr, self.trace_id, space)
+            };
+            if walked.num > 0 {
+                self.elem.en_addr = self.instr.instr_addr;
+                self.elem.num_instr_range = walked.num;
+                self.elem.last_i_type = self.instr.instr_type;
+            }
+            return match walked.end {
+                WalkEnd::Waypoint => Ok(true),
+                WalkEnd::Nacc => {
+                    self.nacc_pending = true;
+                    self.nacc_addr = self.instr.instr_addr;
+                    Ok(false)
+                }
+                WalkEnd::Error(e) => Err(e),
+            };
+        }
         let mut found = false;
         while !found && !self.nacc_pending {
             let op_addr = self.instr.instr_addr;

@@ -1,0 +1,548 @@
+//! The instruction walk between waypoints, with a decoded-block cache.
+//!
+//! Instruction-trace decoders follow the program from an address to the
+//! next waypoint (a branch, or an instruction that the trace treats as
+//! one): every opcode is read from the memory image and classified. The
+//! same blocks run again and again, so [`Walker`] remembers each walked
+//! block — keyed by start address, instruction set and memory space, and
+//! only from a classifier that carries no state (no T32 IT block open) —
+//! with its end, instruction count and the classification of
+//! its last instruction. A walk over code it has seen costs one lookup,
+//! whatever the block's length: branchless stretches of an image (NOP
+//! sleds, zero-filled or data regions) are walked once, not per atom.
+//!
+//! The cache is a fixed direct-mapped table: it never grows, and it never
+//! allocates after the decoder is built. It is forgotten when the memory
+//! changes: when the target memory reports a new
+//! [`generation`](crate::interfaces::TargetMemAccess::generation) for its
+//! trace ID (images added or removed, `invalidate_mem_acc_cache`), or when the decoder says
+//! so (its context changed).
+//!
+//! A cached walk leaves the decoder in exactly the state the uncached walk
+//! would: the caller's [`InstrInfo`] as the last instruction left it, and
+//! the same outcome (waypoint, inaccessible memory, bad opcode or decode
+//! error). Range limits are checked by the caller on the block's count.
+
+use crate::arch::{InstrInfo, InstrSubType, InstrType, Isa};
+use crate::error::ErrCode;
+use crate::interfaces::{InstrDecode, TargetMemAccess};
+use crate::memory::MemSpace;
+
+/// How a walk ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WalkEnd {
+    /// The last instruction walked is a waypoint.
+    Waypoint,
+    /// The next opcode could not be read (not all of it is mapped).
+    Nacc,
+    /// The next opcode is not a valid instruction (A64 opcode check), or
+    /// its classification failed: the walk stops before it.
+    Error(ErrCode),
+}
+
+/// A walk's result: instructions executed and how it ended. The
+/// instruction state is in the caller's [`InstrInfo`]: the address after
+/// the last instruction, and that instruction's classification.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Walked {
+    pub num: u32,
+    pub end: WalkEnd,
+}
+
+/// Options of a walk that stay fixed for one decoder.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct WalkOptions {
+    /// An A64 opcode with bits 31:16 all zero is an error (OpenCSD's
+    /// AA64 opcode check).
+    pub a64_opcode_check: bool,
+    /// A memory read error ends the walk as an error (PTM) rather than as
+    /// inaccessible memory (ETMv4).
+    pub mem_error_is_error: bool,
+}
+
+/// Program memory in lines, in front of the target memory interface.
+struct CodeCache {
+    tags: Vec<(u64, u8, u16, u16)>,
+    data: Vec<[u8; LINE]>,
+}
+
+const LINE: usize = 256;
+const LINES: usize = 1024;
+const LINE_SHIFT: u32 = LINE.trailing_zeros();
+const NO_TAG: u64 = 1;
+
+impl CodeCache {
+    fn new() -> Self {
+        CodeCache { tags: vec![(NO_TAG, 0, 0, 0); LINES], data: vec![[0; LINE]; LINES] }
+    }
+
+    fn invalidate(&mut self) {
+        for t in &mut self.tags {
+            t.0 = NO_TAG;
+        }
+    }
+
+    /// The 4 bytes at `addr`: `Ok(None)` when they are not all there.
+    #[inline]
+    fn read4(&mut self, mem: &mut dyn TargetMemAccess, addr: u64, trace_id: u8, space: MemSpace) -> Result<Option<u32>, ErrCode> {
+        let base = addr & !(LINE as u64 - 1);
+        let off = (addr - base) as usize;
+        let slot = ((addr >> LINE_SHIFT) as usize) & (LINES - 1);
+        let (tag, sp, start, end) = self.tags[slot];
+        if tag == base && sp == space.bits() && off >= start as usize && off + 4 <= end as usize {
+            let d = &self.data[slot];
+            return Ok(Some(u32::from_le_bytes([d[off], d[off + 1], d[off + 2], d[off + 3]])));
+        }
+        self.fill(mem, addr, trace_id, space)
+    }
+
+    /// The cached bytes from `addr` to the end of its line, when the line
+    /// holds `addr`.
+    #[inline]
+    fn cached_from(&self, addr: u64, space: MemSpace) -> &[u8] {
+        let base = addr & !(LINE as u64 - 1);
+        let off = (addr - base) as usize;
+        let slot = ((addr >> LINE_SHIFT) as usize) & (LINES - 1);
+        let (tag, sp, start, end) = self.tags[slot];
+        if tag == base && sp == space.bits() && off >= start as usize && off < end as usize {
+            &self.data[slot][off..end as usize]
+        } else {
+            &[]
+        }
+    }
+
+    #[cold]
+    fn fill(&mut self, mem: &mut dyn TargetMemAccess, addr: u64, trace_id: u8, space: MemSpace) -> Result<Option<u32>, ErrCode> {
+        let base = addr & !(LINE as u64 - 1);
+        let off = (addr - base) as usize;
+        let slot = ((addr >> LINE_SHIFT) as usize) & (LINES - 1);
+        self.tags[slot].0 = NO_TAG;
+        let got = mem.read_target_memory(addr, trace_id, space, &mut self.data[slot][off..])?.min(LINE - off);
+        self.tags[slot] = (base, space.bits(), off as u16, (off + got) as u16);
+        if got >= 4 {
+            let d = &self.data[slot];
+            return Ok(Some(u32::from_le_bytes([d[off], d[off + 1], d[off + 2], d[off + 3]])));
+        }
+        if off + got < LINE {
+            // The image ends here.
+            return Ok(None);
+        }
+        // Straddles two lines: read directly.
+        let mut b = [0u8; 4];
+        let n = mem.read_target_memory(addr, trace_id, space, &mut b)?;
+        Ok((n == 4).then(|| u32::from_le_bytes(b)))
+    }
+}
+
+/// One remembered block.
+#[derive(Clone, Copy)]
+struct Block {
+    /// Walk generation the entry belongs to; 0 never matches.
+    generation: u32,
+    start: u64,
+    isa: Isa,
+    space: u8,
+    walked: Walked,
+    /// The instruction state the walk left.
+    after: InstrInfo,
+}
+
+/// Blocks remembered per decoder. Direct-mapped: a colliding block
+/// replaces the one in its slot.
+const BLOCKS: usize = 16384;
+
+/// The instruction walk of one decoder: a code cache and a block cache in
+/// front of its target memory and instruction classifier.
+pub(crate) struct Walker {
+    code: CodeCache,
+    blocks: Vec<Block>,
+    /// Checkpoints passed by the walk in progress: address and
+    /// instructions walked before it.
+    passed: Vec<(u64, u32)>,
+    generation: u32,
+    mem_generation: u64,
+    options: WalkOptions,
+}
+
+impl Walker {
+    pub fn new(options: WalkOptions) -> Self {
+        let empty = Block {
+            generation: 0,
+            start: 0,
+            isa: Isa::Arm,
+            space: 0,
+            walked: Walked { num: 0, end: WalkEnd::Nacc },
+            after: InstrInfo::default(),
+        };
+        Walker { code: CodeCache::new(), blocks: vec![empty; BLOCKS], passed: Vec::new(), generation: 1, mem_generation: 0, options }
+    }
+
+    /// Forgets all cached code and blocks (memory may have changed).
+    pub fn invalidate(&mut self) {
+        self.code.invalidate();
+        self.generation = self.generation.wrapping_add(1).max(1);
+        if self.generation == 1 {
+            // Wrapped: old entries could match again.
+            for b in &mut self.blocks {
+                b.generation = 0;
+            }
+        }
+    }
+
+    #[inline]
+    fn check_memory(&mut self, mem: &dyn TargetMemAccess, trace_id: u8) {
+        let g = mem.generation(trace_id);
+        if g != self.mem_generation {
+            self.mem_generation = g;
+            self.invalidate();
+        }
+    }
+
+    /// Reads the opcode at `addr` through the code cache; `None` when not
+    /// all 4 bytes are mapped or the memory reports an error.
+    pub fn read4(&mut self, mem: &mut dyn TargetMemAccess, addr: u64, trace_id: u8, space: MemSpace) -> Option<u32> {
+        self.check_memory(mem, trace_id);
+        self.code.read4(mem, addr, trace_id, space).ok().flatten()
+    }
+
+    #[inline]
+    fn slot(addr: u64, isa: Isa, space: MemSpace) -> usize {
+        let h = (addr >> 1) ^ (addr >> 13) ^ ((isa as u64) << 7) ^ ((space.bits() as u64) << 3);
+        (h as usize) & (BLOCKS - 1)
+    }
+
+    /// Walks from `instr.instr_addr` to the next waypoint, as far as the
+    /// memory image goes.
+    #[inline]
+    pub fn to_waypoint(
+        &mut self,
+        mem: &mut dyn TargetMemAccess,
+        dec: &mut dyn InstrDecode,
+        instr: &mut InstrInfo,
+        trace_id: u8,
+        space: MemSpace,
+    ) -> Walked {
+        self.check_memory(mem, trace_id);
+        let slot = Self::slot(instr.instr_addr, instr.isa, space);
+        let b = &self.blocks[slot];
+        if b.generation == self.generation
+            && b.start == instr.instr_addr
+            && b.isa == instr.isa
+            && b.space == space.bits()
+            && dec.carried_state() == 0
+        {
+            *instr = b.after;
+            return b.walked;
+        }
+        self.walk_block(mem, dec, instr, trace_id, space, slot)
+    }
+
+    /// The walk of a block not in the cache; remembers it. On the way it
+    /// looks in the cache at each checkpoint (an address aligned to
+    /// [`CHECKPOINT`]) and joins a block remembered from there; the
+    /// checkpoints it passes are remembered too, as blocks with the same
+    /// end. So a stretch of branchless code is walked once, whatever
+    /// address later walks enter it at.
+    #[cold]
+    #[inline(never)]
+    fn walk_block(
+        &mut self,
+        mem: &mut dyn TargetMemAccess,
+        dec: &mut dyn InstrDecode,
+        instr: &mut InstrInfo,
+        trace_id: u8,
+        space: MemSpace,
+        slot: usize,
+    ) -> Walked {
+        let (start, isa) = (instr.instr_addr, instr.isa);
+        // Blocks are remembered only from and to a classifier carrying no
+        // state: a hit skips the classifier, which must be left as the
+        // walk would have left it.
+        let from_clean = dec.carried_state() == 0;
+        let mut passed = std::mem::take(&mut self.passed);
+        passed.clear();
+        let mut walked = Walked { num: 0, end: WalkEnd::Nacc };
+        loop {
+            let (part, at_checkpoint) = self.walk(mem, dec, instr, trace_id, space, None, true);
+            walked = Walked { num: walked.num.saturating_add(part.num), end: part.end };
+            if !at_checkpoint {
+                break;
+            }
+            if dec.carried_state() != 0 {
+                continue;
+            }
+            let at = instr.instr_addr;
+            let b = &self.blocks[Self::slot(at, instr.isa, space)];
+            if b.generation == self.generation && b.start == at && b.isa == instr.isa && b.space == space.bits() {
+                *instr = b.after;
+                walked = Walked { num: walked.num.saturating_add(b.walked.num), end: b.walked.end };
+                break;
+            }
+            passed.push((at, walked.num));
+        }
+        // A walk that decoded nothing leaves stale classification in
+        // `instr`; it is cheap, so it is not remembered.
+        if walked.num > 0 && dec.carried_state() == 0 {
+            let g = self.generation;
+            for &(at, before) in &passed {
+                let num = walked.num - before;
+                if num > 0 {
+                    let w = Walked { num, end: walked.end };
+                    let b = Block { generation: g, start: at, isa, space: space.bits(), walked: w, after: *instr };
+                    self.blocks[Self::slot(at, isa, space)] = b;
+                }
+            }
+            if from_clean {
+                self.blocks[slot] = Block { generation: g, start, isa, space: space.bits(), walked, after: *instr };
+            }
+        }
+        self.passed = passed;
+        walked
+    }
+
+    /// Walks from `instr.instr_addr` until the next instruction would be
+    /// at `to` (not stopping at waypoints), uncached.
+    pub fn to_address(
+        &mut self,
+        mem: &mut dyn TargetMemAccess,
+        dec: &mut dyn InstrDecode,
+        instr: &mut InstrInfo,
+        trace_id: u8,
+        space: MemSpace,
+        to: u64,
+    ) -> Walked {
+        self.check_memory(mem, trace_id);
+        self.walk(mem, dec, instr, trace_id, space, Some(to), false).0
+    }
+
+    fn walk(
+        &mut self,
+        mem: &mut dyn TargetMemAccess,
+        dec: &mut dyn InstrDecode,
+        instr: &mut InstrInfo,
+        trace_id: u8,
+        space: MemSpace,
+        to: Option<u64>,
+        stop_at_checkpoint: bool,
+    ) -> (Walked, bool) {
+        let mut num = 0u32;
+        loop {
+            if stop_at_checkpoint && num > 0 && instr.instr_addr & (CHECKPOINT - 1) == 0 {
+                return (Walked { num, end: WalkEnd::Nacc }, true);
+            }
+            let opcode = match self.code.read4(mem, instr.instr_addr, trace_id, space) {
+                Ok(Some(op)) => op,
+                Ok(None) => return (Walked { num, end: WalkEnd::Nacc }, false),
+                Err(e) if self.options.mem_error_is_error => return (Walked { num, end: WalkEnd::Error(e) }, false),
+                Err(_) => return (Walked { num, end: WalkEnd::Nacc }, false),
+            };
+            instr.opcode = opcode;
+            if instr.isa == Isa::Aarch64 && to.is_none() {
+                // Runs of ordinary A64 instructions, straight from the
+                // cached line: no waypoint can be among them.
+                let check = self.options.a64_opcode_check;
+                let mut run = 0u32;
+                let mut last = opcode;
+                for w in self.code.cached_from(instr.instr_addr, space).chunks_exact(4) {
+                    let op = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+                    if !a64_plain(op) || (check && op & 0xFFFF_0000 == 0) {
+                        break;
+                    }
+                    last = op;
+                    run += 1;
+                }
+                if run > 0 {
+                    instr.opcode = last;
+                    instr.instr_type = InstrType::Other;
+                    instr.sub_type = InstrSubType::None;
+                    instr.instr_size = 4;
+                    instr.is_conditional = false;
+                    instr.is_link = false;
+                    instr.next_isa = Isa::Aarch64;
+                    instr.thumb_it_conditions = 0;
+                    instr.instr_addr = instr.instr_addr.wrapping_add(4 * run as u64);
+                    num = num.saturating_add(run);
+                    continue;
+                }
+            }
+            if instr.isa == Isa::Aarch64 {
+                if self.options.a64_opcode_check && opcode & 0xFFFF_0000 == 0 {
+                    return (Walked { num, end: WalkEnd::Error(ErrCode::InvalidOpcode) }, false);
+                }
+                if a64_plain(opcode) {
+                    // Outside the branch / exception / system group no A64
+                    // instruction is a waypoint: skip the classifier.
+                    instr.instr_type = InstrType::Other;
+                    instr.sub_type = InstrSubType::None;
+                    instr.instr_size = 4;
+                    instr.is_conditional = false;
+                    instr.is_link = false;
+                    instr.next_isa = Isa::Aarch64;
+                    instr.thumb_it_conditions = 0;
+                } else if let Err(e) = dec.decode_instruction(instr) {
+                    return (Walked { num, end: WalkEnd::Error(e) }, false);
+                }
+            } else if let Err(e) = dec.decode_instruction(instr) {
+                return (Walked { num, end: WalkEnd::Error(e) }, false);
+            }
+            instr.instr_addr = instr.instr_addr.wrapping_add(instr.instr_size as u64);
+            num = num.saturating_add(1);
+            let done = match to {
+                Some(a) => instr.instr_addr == a,
+                None => instr.instr_type != InstrType::Other,
+            };
+            if done {
+                return (Walked { num, end: WalkEnd::Waypoint }, false);
+            }
+        }
+    }
+}
+
+/// An A64 opcode that is certainly no waypoint: outside the branch,
+/// exception and system group, or NOP (the usual padding).
+#[inline]
+fn a64_plain(op: u32) -> bool {
+    op & A64_GROUP_MASK != A64_GROUP_BRANCH_SYS || op == A64_NOP
+}
+
+const A64_NOP: u32 = 0xD503_201F;
+
+/// Spacing of the checkpoints where a walk looks for a remembered block
+/// to join (a power of two).
+const CHECKPOINT: u64 = 4096;
+
+/// A64 op0 (bits 28:26) and its value for branches, exception generation
+/// and system instructions: the only group holding waypoints.
+const A64_GROUP_MASK: u32 = 0x1C00_0000;
+const A64_GROUP_BRANCH_SYS: u32 = 0x1400_0000;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arch::{ArchProfile, ArchVersion, CoreProfile};
+    use crate::instr::ArmInstrDecoder;
+
+    /// Memory whose contents the test changes, with a generation it bumps
+    /// (or not) and a count of reads.
+    struct Mem {
+        base: u64,
+        bytes: Vec<u8>,
+        generation: u64,
+        reads: usize,
+    }
+
+    impl TargetMemAccess for Mem {
+        fn read_target_memory(&mut self, address: u64, _id: u8, _space: MemSpace, buf: &mut [u8]) -> Result<usize, ErrCode> {
+            self.reads += 1;
+            let Some(off) = address.checked_sub(self.base).map(|o| o as usize).filter(|&o| o < self.bytes.len()) else { return Ok(0) };
+            let n = buf.len().min(self.bytes.len() - off);
+            buf[..n].copy_from_slice(&self.bytes[off..off + n]);
+            Ok(n)
+        }
+        fn generation(&self, _trace_id: u8) -> u64 {
+            self.generation
+        }
+    }
+
+    fn words(ops: &[u32]) -> Vec<u8> {
+        ops.iter().flat_map(|o| o.to_le_bytes()).collect()
+    }
+
+    const NOP: u32 = 0xD503_201F;
+    const ADD: u32 = 0x9100_0400; // add x0, x0, #1
+    const RET: u32 = 0xD65F_03C0;
+
+    fn a64_at(addr: u64) -> InstrInfo {
+        InstrInfo {
+            pe_type: ArchProfile::new(ArchVersion::V8, CoreProfile::CortexA),
+            isa: Isa::Aarch64,
+            instr_addr: addr,
+            ..Default::default()
+        }
+    }
+
+    fn walk(w: &mut Walker, mem: &mut Mem, dec: &mut ArmInstrDecoder, addr: u64) -> (Walked, InstrInfo) {
+        let mut info = a64_at(addr);
+        let r = w.to_waypoint(mem, dec, &mut info, 1, MemSpace::ANY);
+        (r, info)
+    }
+
+    #[test]
+    fn a_remembered_block_gives_the_walk_result_without_reading_memory() {
+        let mut mem = Mem { base: 0x1000, bytes: words(&[ADD, NOP, ADD, RET, ADD]), generation: 1, reads: 0 };
+        let mut dec = ArmInstrDecoder::new();
+        let mut w = Walker::new(WalkOptions::default());
+        let (first, after) = walk(&mut w, &mut mem, &mut dec, 0x1000);
+        assert_eq!(first, Walked { num: 4, end: WalkEnd::Waypoint });
+        assert_eq!((after.instr_addr, after.instr_type, after.opcode), (0x1010, InstrType::BranchIndirect, RET));
+        let reads = mem.reads;
+        let again = walk(&mut w, &mut mem, &mut dec, 0x1000);
+        assert_eq!(again, (first, after));
+        assert_eq!(mem.reads, reads, "a remembered block reads no memory");
+        // Entering the same block further on is another block.
+        assert_eq!(walk(&mut w, &mut mem, &mut dec, 0x1008).0, Walked { num: 2, end: WalkEnd::Waypoint });
+        // Past the end of memory: inaccessible.
+        assert_eq!(walk(&mut w, &mut mem, &mut dec, 0x1010).0, Walked { num: 1, end: WalkEnd::Nacc });
+    }
+
+    #[test]
+    fn a_new_memory_generation_drops_remembered_blocks() {
+        let mut mem = Mem { base: 0x1000, bytes: words(&[ADD, ADD, RET]), generation: 1, reads: 0 };
+        let mut dec = ArmInstrDecoder::new();
+        let mut w = Walker::new(WalkOptions::default());
+        assert_eq!(walk(&mut w, &mut mem, &mut dec, 0x1000).0.num, 3);
+        // Contents change without a new generation: the contract says the
+        // old block stands.
+        mem.bytes = words(&[RET, ADD, ADD]);
+        assert_eq!(walk(&mut w, &mut mem, &mut dec, 0x1000).0.num, 3);
+        // With a new generation the walk sees the new contents.
+        mem.generation += 1;
+        assert_eq!(walk(&mut w, &mut mem, &mut dec, 0x1000).0.num, 1);
+    }
+
+    #[test]
+    fn a_long_branchless_stretch_is_walked_once_from_any_entry() {
+        let n = 64 * 1024;
+        let mut ops = vec![NOP; n];
+        ops.push(RET);
+        let mut mem = Mem { base: 0x10_0000, bytes: words(&ops), generation: 1, reads: 0 };
+        let mut dec = ArmInstrDecoder::new();
+        let mut w = Walker::new(WalkOptions::default());
+        let (r, _) = walk(&mut w, &mut mem, &mut dec, 0x10_0000);
+        assert_eq!(r, Walked { num: n as u32 + 1, end: WalkEnd::Waypoint });
+        // Entering anywhere else walks only to the next checkpoint.
+        let reads = mem.reads;
+        for k in [1u64, 1000, 30_000, 65_000] {
+            let (r, after) = walk(&mut w, &mut mem, &mut dec, 0x10_0000 + 4 * k);
+            assert_eq!(r, Walked { num: (n as u64 + 1 - k) as u32, end: WalkEnd::Waypoint });
+            assert_eq!(after.instr_addr, 0x10_0000 + 4 * (n as u64 + 1));
+        }
+        assert!(mem.reads - reads <= 4 * (CHECKPOINT as usize / LINE), "{} reads", mem.reads - reads);
+    }
+
+    #[test]
+    fn no_block_is_reused_while_a_t32_it_block_is_open() {
+        // 0x2000: bx lr; nop; 0x2004: ittt eq; then 2 bytes, too few for
+        // the next opcode read.
+        let bytes = vec![0x70, 0x47, 0x00, 0xbf, 0x02, 0xbf, 0x00, 0x00];
+        let mut mem = Mem { base: 0x2000, bytes, generation: 1, reads: 0 };
+        let mut dec = ArmInstrDecoder::new();
+        let mut w = Walker::new(WalkOptions::default());
+        let mut t32 = |w: &mut Walker, dec: &mut ArmInstrDecoder, addr| {
+            let mut info = InstrInfo { isa: Isa::Thumb2, track_it_block: true, ..a64_at(addr) };
+            (w.to_waypoint(&mut mem, dec, &mut info, 1, MemSpace::ANY), info.is_conditional)
+        };
+        let bx = Walked { num: 1, end: WalkEnd::Waypoint };
+        assert_eq!(t32(&mut w, &mut dec, 0x2000), (bx, false));
+        // The IT opens a block of three; memory ends right after it.
+        assert_eq!(t32(&mut w, &mut dec, 0x2004), (Walked { num: 1, end: WalkEnd::Nacc }, false));
+        assert_eq!(dec.carried_state(), 3);
+        // The classifier still applies the block: the remembered bx (from
+        // no open block) must not be used.
+        for _ in 0..3 {
+            assert_eq!(t32(&mut w, &mut dec, 0x2000), (bx, true));
+        }
+        assert_eq!(dec.carried_state(), 0);
+        assert_eq!(t32(&mut w, &mut dec, 0x2000), (bx, false));
+    }
+}
