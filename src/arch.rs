@@ -19,6 +19,10 @@ pub enum Isa {
     Jazelle,
     /// A custom instruction set.
     Custom,
+    /// RISC-V (RV32 or RV64, with or without the C extension; the width
+    /// is in the PE context's `bits64`). Decoded by plug-ins: the built-in
+    /// Arm classifier refuses it.
+    RiscV,
     /// Not yet known.
     #[default]
     Unknown,
@@ -34,6 +38,7 @@ impl Isa {
             Isa::Tee => "TEE",
             Isa::Jazelle => "Jaz",
             Isa::Custom => "Cst",
+            Isa::RiscV => "RV",
             Isa::Unknown => "Unk",
         }
     }

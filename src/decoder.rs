@@ -223,6 +223,16 @@ pub trait DecoderFactory {
     }
     /// Registers read from the snapshot.
     fn registers(&self) -> &[RegSpec];
+    /// The architecture of a core named `core_type` in a snapshot
+    /// (`Cortex-A53`, `RV64GC`...), or `None` when this protocol cannot
+    /// trace such a core (the snapshot builder then skips the source with
+    /// an error). By default, the Arm cores [`ArchProfile::from_core_name`]
+    /// knows; a protocol for another architecture answers for its own
+    /// names. The name itself reaches [`DecoderFactory::create`] in
+    /// [`CoreConfig::core_type`].
+    fn core_profile(&self, core_type: &str) -> Option<ArchProfile> {
+        ArchProfile::from_core_name(core_type)
+    }
     /// The trace ID the configuration gives.
     fn trace_id(&self, cfg: &SourceConfig) -> u8;
     /// Creates the decoder. `cfg` has every register of

@@ -33,6 +33,8 @@ pub enum ElemType {
     Instrumentation,
     ItmTrace,
     Custom,
+    /// A data access: load or store address and/or data (RISC-V trace).
+    DataAccess,
 }
 
 impl ElemType {
@@ -59,6 +61,7 @@ impl ElemType {
             ElemType::Instrumentation => "OCSD_GEN_TRC_ELEM_INSTRUMENTATION",
             ElemType::ItmTrace => "OCSD_GEN_TRC_ELEM_ITMTRACE",
             ElemType::Custom => "OCSD_GEN_TRC_ELEM_CUSTOM",
+            ElemType::DataAccess => "OCSD_GEN_TRC_ELEM_DATA_ACCESS",
         }
     }
 }
@@ -115,6 +118,28 @@ pub struct PeContext {
     pub ctxt_id_valid: bool,
     pub vmid: u32,
     pub vmid_valid: bool,
+    /// The hardware thread the trace that follows comes from, where the
+    /// protocol says (RISC-V: the Change Hart packet).
+    pub hart: Option<u64>,
+    /// Whether interrupts are enabled, where the protocol says (RISC-V:
+    /// the IE bit of the Privilege Level packet).
+    pub interrupts_enabled: Option<bool>,
+}
+
+/// Load or store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum DataAccessKind {
+    #[default]
+    Load,
+    Store,
+}
+
+/// What a DATA_ACCESS element reports: an address, a value, or both.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct DataAccess {
+    pub kind: DataAccessKind,
+    pub addr: Option<u64>,
+    pub value: Option<u64>,
 }
 
 /// Software trace (STM) message details.
@@ -205,6 +230,8 @@ pub struct TraceElement {
     pub ite_value: u64,
     pub itm: ItmInfo,
     pub has_ts: bool,
+    /// Data access (DATA_ACCESS elements).
+    pub data: DataAccess,
     /// Custom element payload text (custom decoders).
     pub custom_text: Option<&'static str>,
 }
@@ -291,6 +318,17 @@ impl TraceElement {
                 }
                 write!(o, "excep num (0x{:02x}) ", self.exception_number)?;
             }
+            ElemType::PeContext if self.isa == Isa::RiscV => {
+                // RISC-V: privilege mode by name (U, S, M; 2 is reserved),
+                // no security state.
+                o.push_str("(ISA=RV) ");
+                if self.context.el_valid
+                    && let Some(n) = self.context.exception_level.number() {
+                        o.push_str(["U; ", "S; ", "H; ", "M; "][n as usize & 3]);
+                    }
+                o.push_str(if self.context.bits64 { "64-bit; " } else { "32-bit; " });
+                self.write_hart_ie(o)?;
+            }
             ElemType::PeContext => {
                 write!(o, "(ISA={}) ", self.isa)?;
                 if self.context.el_valid
@@ -310,6 +348,21 @@ impl TraceElement {
                 if self.context.ctxt_id_valid {
                     write!(o, "CTXTID=0x{:x}; ", self.context.context_id)?;
                 }
+                self.write_hart_ie(o)?;
+            }
+            ElemType::DataAccess => {
+                let d = &self.data;
+                o.push_str(match d.kind {
+                    DataAccessKind::Load => "load",
+                    DataAccessKind::Store => "store",
+                });
+                if let Some(a) = d.addr {
+                    write!(o, " addr=0x{a:x}")?;
+                }
+                if let Some(v) = d.value {
+                    write!(o, " data=0x{v:x}")?;
+                }
+                o.push_str("; ");
             }
             ElemType::TraceOn => {
                 o.push_str(match self.trace_on_reason {
@@ -364,6 +417,17 @@ impl TraceElement {
             write!(o, " [CC={}]; ", self.cycle_count)?;
         }
         o.push(')');
+        Ok(())
+    }
+
+    /// The hart and interrupt-enable parts of a PE context, where known.
+    fn write_hart_ie(&self, o: &mut String) -> fmt::Result {
+        if let Some(h) = self.context.hart {
+            write!(o, "hart=0x{h:x}; ")?;
+        }
+        if let Some(ie) = self.context.interrupts_enabled {
+            o.push_str(if ie { "IE; " } else { "ID; " });
+        }
         Ok(())
     }
 
@@ -539,6 +603,8 @@ mod tests {
             vmid_valid: true,
             context_id: 0x2a,
             ctxt_id_valid: true,
+            hart: None,
+            interrupts_enabled: None,
         };
         assert_eq!(text(&e), "OCSD_GEN_TRC_ELEM_PE_CONTEXT((ISA=A64) EL1N; 64-bit; VMID=0x0; CTXTID=0x2a; )");
 
@@ -565,6 +631,29 @@ mod tests {
         m.sync_marker_value = 0;
         assert_eq!(text(&m), "OCSD_GEN_TRC_ELEM_SYNC_MARKER( [Timestamp marker(0x00000000)])");
         assert_eq!(text(&TraceElement::new(ElemType::ExceptionRet)), "OCSD_GEN_TRC_ELEM_EXCEPTION_RET()");
+    }
+
+    #[test]
+    fn riscv_context_and_data_access_forms() {
+        let mut e = TraceElement::new(ElemType::PeContext);
+        e.isa = Isa::RiscV;
+        e.context.el_valid = true;
+        e.context.exception_level = ExceptionLevel::El3;
+        e.context.bits64 = true;
+        e.context.hart = Some(2);
+        e.context.interrupts_enabled = Some(false);
+        assert_eq!(text(&e), "OCSD_GEN_TRC_ELEM_PE_CONTEXT((ISA=RV) M; 64-bit; hart=0x2; ID; )");
+        e.context.exception_level = ExceptionLevel::El0;
+        e.context.bits64 = false;
+        e.context.hart = None;
+        e.context.interrupts_enabled = Some(true);
+        assert_eq!(text(&e), "OCSD_GEN_TRC_ELEM_PE_CONTEXT((ISA=RV) U; 32-bit; IE; )");
+
+        let mut d = TraceElement::new(ElemType::DataAccess);
+        d.data = DataAccess { kind: DataAccessKind::Store, addr: Some(0x8000_1000), value: None };
+        assert_eq!(text(&d), "OCSD_GEN_TRC_ELEM_DATA_ACCESS(store addr=0x80001000; )");
+        d.data = DataAccess { kind: DataAccessKind::Load, addr: None, value: Some(0xff) };
+        assert_eq!(text(&d), "OCSD_GEN_TRC_ELEM_DATA_ACCESS(load data=0xff; )");
     }
 
     #[test]

@@ -9,12 +9,14 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
-use crate::decoder::{DecodeMode, DecoderOptions};
+use std::rc::Rc;
+
+use crate::decoder::{DecodeMode, DecoderOptions, DecoderRegistry};
 use crate::interfaces::TrcDataIn;
 use crate::logger::{shared, MsgLogger, Shared};
 use crate::memory::CacheConfig;
 use crate::printers::{GenElemPrinter, PacketPrinter, RawFramePrinter};
-use crate::snapshot::Snapshot;
+use crate::snapshot::{Snapshot, TreeBuilder};
 use crate::tree::{DecodeTree, SourceFormat};
 
 /// The log file OpenCSD's lister writes by default.
@@ -44,6 +46,7 @@ struct Opts {
 
 struct Lister<'e> {
     out: Shared<MsgLogger>,
+    registry: Rc<DecoderRegistry>,
     opts: Opts,
     env: &'e dyn Fn(&str) -> Option<String>,
 }
@@ -303,7 +306,7 @@ impl Lister<'_> {
         let out = self.out.clone();
         let dec_opts = self.opts.dec;
         let cache = self.opts.cache;
-        let tree = ss.build_tree(source, mode, |t| {
+        let tree = TreeBuilder::with_registry(ss, self.registry.clone()).build(source, mode, |t| {
             t.set_error_output(Some(out.clone()));
             t.set_decoder_options(dec_opts);
             if let Some(m) = t.mem_mapper() {
@@ -578,6 +581,20 @@ fn read_full(r: &mut dyn Read, buf: &mut [u8]) -> usize {
 /// banner), reading `OPENCSD_*` settings through `env`, writing to `out`.
 /// Returns the process exit status.
 pub fn run(argv: &[String], env: &dyn Fn(&str) -> Option<String>, out: Shared<MsgLogger>) -> i32 {
+    run_with_registry(argv, env, out, Rc::new(DecoderRegistry::builtin()))
+}
+
+/// [`run`] with the protocols in `registry`: a program that lists trace of
+/// a plug-in protocol registers the plug-in's factory (with
+/// [`DecoderRegistry::register`]) in a [`DecoderRegistry::builtin`]
+/// registry and passes it here. Snapshot sources whose device type a
+/// registered factory claims are then listed and decoded like built-in ones.
+pub fn run_with_registry(
+    argv: &[String],
+    env: &dyn Fn(&str) -> Option<String>,
+    out: Shared<MsgLogger>,
+    registry: Rc<DecoderRegistry>,
+) -> i32 {
     let args = argv.get(1..).unwrap_or(&[]);
     {
         let mut o = out.borrow_mut();
@@ -594,7 +611,7 @@ pub fn run(argv: &[String], env: &dyn Fn(&str) -> Option<String>, out: Shared<Ms
         cmd.push_str("\n\n");
         o.log_msg(&cmd);
     }
-    let mut lister = Lister { out: out.clone(), opts: Opts::default(), env };
+    let mut lister = Lister { out: out.clone(), registry, opts: Opts::default(), env };
     let status = if lister.parse(args) {
         lister.run();
         0

@@ -13,7 +13,6 @@ use std::rc::Rc;
 
 use ini::{Ini, ParseOption};
 
-use crate::arch::ArchProfile;
 use crate::decoder::{CoreConfig, DecodeMode, DecoderFactory, DecoderRegistry, SourceConfig};
 use crate::error::{ErrCode, Error, Result, Severity, TraceError};
 use crate::logger::ErrLink;
@@ -465,7 +464,7 @@ impl<'a> TreeBuilder<'a> {
         }
         let Some(mut cfg) = self.resolve_regs(log, dev, factory.as_ref()) else { return false };
         if let Some(core) = core {
-            match ArchProfile::from_core_name(&core.device_type) {
+            match factory.core_profile(&core.device_type) {
                 Some(profile) => {
                     cfg.core = Some(CoreConfig { name: core.name.clone(), core_type: core.device_type.clone(), profile });
                 }

@@ -16,7 +16,7 @@ use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use coresight_decode::decoder::DecodeMode;
 use coresight_decode::elem::{ElemType, TraceElement};
 use coresight_decode::interfaces::{TrcDataIn, TrcGenElemIn};
-use coresight_decode::snapshot::Snapshot;
+use coresight_decode::snapshot::{Snapshot, TreeBuilder};
 use coresight_decode::tree::SourceFormat;
 
 /// Counts elements and instructions.
@@ -47,8 +47,9 @@ struct Run {
 }
 
 fn run_once(ss: &Snapshot, source: &str, data: &[u8], block: usize) -> Result<Run, String> {
-    let mut tree = ss
-        .build_tree(source, DecodeMode::FullDecode, |_| {})
+    // Plug-in protocols (RISC-V trace) are measured like built-in ones.
+    let mut tree = TreeBuilder::with_registry(ss, riscv_trace::registry())
+        .build(source, DecodeMode::FullDecode, |_| {})
         .map_err(|e| e.to_string())?
         .ok_or("no supported trace sources in the snapshot")?;
     if let SourceFormat::Formatted(mut cfg) = tree.format() {

@@ -17,7 +17,7 @@ use coresight_decode::elem::{ElemType, TraceElement};
 use coresight_decode::interfaces::{TrcDataIn, TrcGenElemIn};
 use coresight_decode::logger::{shared, MsgLogger};
 use coresight_decode::memory::MemSpace;
-use coresight_decode::snapshot::Snapshot;
+use coresight_decode::snapshot::{Snapshot, TreeBuilder};
 
 /// Collects elements; they are printed after each block, when target
 /// memory is free to read for the disassembly.
@@ -94,7 +94,9 @@ fn main() -> ExitCode {
         return ExitCode::FAILURE;
     };
     let errors = shared(MsgLogger::capture());
-    let mut tree = match ss.build_tree(&buffer.name, DecodeMode::FullDecode, |t| t.set_error_output(Some(errors.clone()))) {
+    // Plug-in protocols (RISC-V trace) decode like the built-in ones.
+    let builder = TreeBuilder::with_registry(&ss, riscv_trace::registry());
+    let mut tree = match builder.build(&buffer.name, DecodeMode::FullDecode, |t| t.set_error_output(Some(errors.clone()))) {
         Ok(Some(t)) => t,
         Ok(None) => {
             eprintln!("trc_decode: no decodable trace source in buffer {}", buffer.name);

@@ -3,6 +3,10 @@
 //! Takes OpenCSD's `trc_pkt_lister` options and writes its listing format
 //! byte for byte, so existing scripts and reference listings work as they
 //! are. Run with `-help` for the options.
+//!
+//! Besides the built-in CoreSight protocols it registers the plug-in
+//! protocols of this workspace (RISC-V trace), so their snapshots list and
+//! decode too.
 
 use coresight_decode::lister;
 use coresight_decode::logger::shared;
@@ -17,6 +21,6 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let status = lister::run(&argv, &|k| std::env::var(k).ok(), out);
+    let status = lister::run_with_registry(&argv, &|k| std::env::var(k).ok(), out, riscv_trace::registry());
     std::process::exit(status);
 }

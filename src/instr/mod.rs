@@ -144,7 +144,7 @@ impl InstrDecode for ArmInstrDecoder {
                 self.decode_t32(info);
                 Ok(())
             }
-            Isa::Tee | Isa::Jazelle | Isa::Custom | Isa::Unknown => Err(ErrCode::UnsupportedIsa),
+            Isa::Tee | Isa::Jazelle | Isa::Custom | Isa::RiscV | Isa::Unknown => Err(ErrCode::UnsupportedIsa),
         }
     }
 }

@@ -593,7 +593,7 @@ fn t32_it_block_tracking() {
 #[test]
 fn unsupported_isas() {
     let mut dec = ArmInstrDecoder::default();
-    for isa in [Isa::Tee, Isa::Jazelle, Isa::Custom, Isa::Unknown] {
+    for isa in [Isa::Tee, Isa::Jazelle, Isa::Custom, Isa::RiscV, Isa::Unknown] {
         let mut info = info_for(Setup { isa, ..A64_ALL }, X, 0xd65f_03c0);
         info.sub_type = V8Ret;
         info.instr_type = Branch;

@@ -66,7 +66,7 @@ pub(crate) fn isa_text(isa: Isa) -> &'static str {
         Isa::Aarch64 => "ISA=AArch64; ",
         Isa::Tee => "ISA=ThumbEE; ",
         Isa::Jazelle => "ISA=Jazelle; ",
-        Isa::Custom | Isa::Unknown => "ISA=Unknown; ",
+        Isa::Custom | Isa::RiscV | Isa::Unknown => "ISA=Unknown; ",
     }
 }
 

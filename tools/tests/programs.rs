@@ -38,3 +38,20 @@ fn trc_regress_passes_the_shipped_library() {
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert!(text.trim_end().ends_with(" passed, 0 failed"), "{text}");
 }
+
+#[test]
+fn trc_pkt_lister_decodes_the_riscv_plug_in_example() {
+    // The RISC-V trace plug-in is registered by the program itself.
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins/riscv-trace/snapshots");
+    let out = Command::new(env!("CARGO_BIN_EXE_trc_pkt_lister"))
+        .current_dir(&dir)
+        .args(["-ss_dir", "./qemu-calls", "-no_time_print", "-decode", "-logstdout"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let got = String::from_utf8(out.stdout).unwrap();
+    let want = std::fs::read_to_string(dir.join("qemu-calls/expected.ppl")).unwrap();
+    let skip = |s: &str| s[s.find('\n').unwrap() + 1..].to_string();
+    assert_eq!(skip(body(&got)), skip(body(&want)));
+    assert!(got.contains("OCSD_GEN_TRC_ELEM_INSTR_RANGE(exec range=0x1043c:"), "{got}");
+}
