@@ -286,6 +286,15 @@ const LINE: usize = 256;
 const LINES: usize = 1024;
 const LINE_SHIFT: u32 = LINE.trailing_zeros();
 
+/// The most speculative P0 elements the decoder holds. TRCIDR8.MAXSPEC
+/// is a 32-bit IMPLEMENTATION DEFINED field (any value up to 0xFFFFFFFF
+/// is architecturally valid), so it cannot bound memory by itself; real
+/// PEs report depths of tens to hundreds, bounded by their reorder
+/// buffers. Past this many uncommitted P0 elements the oldest are
+/// committed, as when a trace unit reaches its maximum depth, so the
+/// stack stays a few hundred kilobytes whatever the register says.
+pub const SPEC_DEPTH_LIMIT: u32 = 1 << 14;
+
 /// Unseen speculative elements accepted beyond the maximum depth.
 const MAX_UNSEEN_EXTRA: i64 = 256;
 
@@ -426,7 +435,7 @@ impl EtmV4Decoder {
         };
         let mut d = EtmV4Decoder {
             trace_id: cfg.trace_id(),
-            max_spec_depth: cfg.max_spec_depth() as i64,
+            max_spec_depth: cfg.max_spec_depth().min(SPEC_DEPTH_LIMIT) as i64,
             ret_stack: ReturnStack::new(cfg.enabled_ret_stack()),
             cfg,
             err,
