@@ -325,6 +325,9 @@ impl Lister<'_> {
         let tree = ss.build_tree(source, mode, |t| {
             t.set_error_output(Some(out.clone()));
             t.set_decoder_options(dec_opts);
+            // The lister reproduces OpenCSD's listing, empty frame blocks
+            // included.
+            t.set_opencsd_empty_blocks(true);
             if let Some(m) = t.mem_mapper() {
                 m.borrow_mut().set_cache_config(cache);
             }

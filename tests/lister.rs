@@ -171,3 +171,56 @@ fn buffer_that_is_not_a_regular_file_is_refused() {
     assert!(text.contains("Failed to create memory accessor for file"), "{text}");
     assert!(text.contains("Trace buffer done"), "{text}");
 }
+
+#[test]
+fn empty_block_after_an_id_switch_stops_the_data_path_as_in_opencsd() {
+    // A frame that switches to ID 0x15 in its last pair (byte 13 still
+    // belongs to the old ID, flag bit 6) and away again in byte 14 leaves
+    // ID 0x15 an empty block. OpenCSD 1.8.0 hands it to the packet
+    // processor, which rejects it as a fatal invalid parameter: no end of
+    // trace follows.
+    let mut trace = std::fs::read(format!("{SNAPSHOT}/trace.bin")).unwrap();
+    let frame = [0x21, 0x00, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x2b, 0x00, 0x21, 0x40];
+    trace.extend_from_slice(&frame);
+    let dir = snapshot_with_buffer_files("empty_block", &[("trace.bin".into(), trace.clone())]);
+    let (s, text) = run(&["-ss_dir", dir.to_str().unwrap(), "-decode", "-no_time_print"]);
+    assert_eq!(s, 0);
+    let tail: Vec<&str> = text.lines().rev().take(6).collect::<Vec<_>>().into_iter().rev().collect();
+    assert_eq!(
+        tail,
+        [
+            "Idx:435; ID:15; OCSD_GEN_TRC_ELEM_EXCEPTION(pref ret addr:0xffffffc000010820; excep num (0x0a) )",
+            "PKTP_ETMV4I_0021 : 0x0006 (OCSD_ERR_INVALID_PARAM_VAL) [Invalid value parameter passed to component.]; Packet Processor: Zero length data block or NULL pointer error",
+            "Trace Packet Lister : Data Path fatal error",
+            "ERROR:0x0006 (OCSD_ERR_INVALID_PARAM_VAL) [Invalid value parameter passed to component.]; Packet Processor: Zero length data block or NULL pointer error",
+            "",
+            "Trace Packet Lister : Trace buffer done, processed 464 bytes.",
+        ],
+        "{text}"
+    );
+    assert!(!text.contains("END OF TRACE DATA") && !text.contains("EO_TRACE"), "{text}");
+
+    // The library on its own drops the empty block and carries on to the
+    // end of trace.
+    use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
+    use coresight_decode::decoder::DecodeMode;
+    use coresight_decode::elem::{ElemType, TraceElement};
+    use coresight_decode::interfaces::{TrcDataIn, TrcGenElemIn};
+    struct Eot(std::rc::Rc<std::cell::Cell<u32>>);
+    impl TrcGenElemIn for Eot {
+        fn trace_elem_in(&mut self, _: TrcIndex, _: u8, e: &TraceElement) -> DatapathResp {
+            if e.elem_type == ElemType::EoTrace {
+                self.0.set(self.0.get() + 1);
+            }
+            DatapathResp::Cont
+        }
+    }
+    let ss = coresight_decode::snapshot::Snapshot::load(&dir).unwrap();
+    let mut tree = ss.build_tree("ETB_0", DecodeMode::FullDecode, |_| {}).unwrap().unwrap();
+    let eots = std::rc::Rc::new(std::cell::Cell::new(0));
+    tree.set_gen_elem_out(Box::new(Eot(eots.clone())));
+    let (r, used) = tree.trace_data_in(DatapathOp::Data, 0, &trace);
+    assert!(r.is_cont() && used == trace.len(), "{r:?} {used}");
+    tree.trace_data_in(DatapathOp::Eot, 0, &[]);
+    assert_eq!(eots.get(), 1);
+}
