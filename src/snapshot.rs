@@ -261,8 +261,8 @@ impl Snapshot {
         let main = IniText::load(ss.path_of("snapshot.ini"))?;
 
         if let Some(s) = main.section("snapshot") {
-            ss.version = IniText::value(&s, "version").unwrap_or("").to_string();
-            ss.description = IniText::value(&s, "description").unwrap_or("").to_string();
+            ss.version = IniText::value(s, "version").unwrap_or("").to_string();
+            ss.description = IniText::value(s, "description").unwrap_or("").to_string();
         }
         let devlist = main
             .section("device_list")
@@ -286,7 +286,7 @@ impl Snapshot {
         }
 
         if let Some(trace) = main.section("trace")
-            && let Some(meta) = IniText::value(&trace, "metadata") {
+            && let Some(meta) = IniText::value(trace, "metadata") {
                 let t = IniText::load(ss.path_of(meta)).map_err(|e| match e {
                     Error::Io { source, .. } => {
                         main.err(main.key_line("trace", "metadata"), format!("cannot read trace metadata '{meta}': {source}"))
@@ -307,7 +307,7 @@ impl Snapshot {
         let f = IniText::load(self.path_of(file))?;
         let dev_sec = f.section("device").ok_or_else(|| f.err(None, "missing [device] section: expected name, class and type"))?;
         let need = |k: &str| -> Result<String> {
-            IniText::value(&dev_sec, k)
+            IniText::value(dev_sec, k)
                 .filter(|v| !v.is_empty())
                 .map(str::to_string)
                 .ok_or_else(|| f.err(f.section_line("device"), format!("[device] has no '{k}='")))
@@ -334,18 +334,18 @@ impl Snapshot {
                 }
             } else if sec.get(..4).is_some_and(|p| p.eq_ignore_ascii_case("dump")) {
                 let line = f.section_line(sec);
-                let file = IniText::value(&entries, "file")
+                let file = IniText::value(entries, "file")
                     .filter(|v| !v.is_empty())
                     .ok_or_else(|| f.err(line, format!("[{sec}] has no 'file='")))?;
                 let num = |k: &str, required: bool| -> Result<u64> {
-                    match IniText::value(&entries, k) {
+                    match IniText::value(entries, k) {
                         Some(v) => parse_number(v)
                             .ok_or_else(|| f.err(f.key_line(sec, k), format!("[{sec}] {k}: expected a number, found '{v}'"))),
                         None if required => Err(f.err(line, format!("[{sec}] has no '{k}='"))),
                         None => Ok(0),
                     }
                 };
-                let space = IniText::value(&entries, "space").unwrap_or("").to_string();
+                let space = IniText::value(entries, "space").unwrap_or("").to_string();
                 if MemSpace::from_snapshot_name(&space).is_none() {
                     log::warn!("{}: [{sec}] unknown memory space '{space}', using any", f.path.display());
                 }
@@ -357,7 +357,7 @@ impl Snapshot {
 
     fn load_trace_meta(&mut self, t: &IniText) -> Result<()> {
         let tb = t.section("trace_buffers").ok_or_else(|| t.err(None, "missing [trace_buffers] section"))?;
-        let list = IniText::value(&tb, "buffers").ok_or_else(|| t.err(t.section_line("trace_buffers"), "[trace_buffers] has no 'buffers='"))?;
+        let list = IniText::value(tb, "buffers").ok_or_else(|| t.err(t.section_line("trace_buffers"), "[trace_buffers] has no 'buffers='"))?;
         let listed: Vec<&str> = list.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
         if let Some(missing) = listed.iter().find(|id| t.section(id).is_none()) {
             return Err(t.err(
@@ -396,7 +396,7 @@ impl Snapshot {
             let names: std::collections::HashSet<&str> = self.buffers.iter().map(|b| b.name.as_str()).collect();
             for (src, buf) in sb {
                 if !names.contains(buf.as_str()) {
-                    return Err(t.err(t.key_line("source_buffers", &src), format!("source '{src}' writes to unknown buffer '{buf}'")));
+                    return Err(t.err(t.key_line("source_buffers", src), format!("source '{src}' writes to unknown buffer '{buf}'")));
                 }
                 self.source_buffers.push((src.to_string(), buf.to_string()));
             }

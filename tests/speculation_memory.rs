@@ -104,8 +104,8 @@ fn maximal_speculation_depth_keeps_memory_bounded() {
     for (protocol, name) in [(GenProtocol::Etmv4, "etmv4"), (GenProtocol::Ete(Default::default()), "ete")] {
         // Far more atoms than the decoder holds: uncommitted elements must
         // be committed as the limit is passed, not piled up.
-        let (peak_short, _) = decode_peak(&generated(protocol.clone(), 20_000, Some(0xFFFF_FFFF)), &format!("spec_{name}_short"));
-        let long = generated(protocol.clone(), 200_000, Some(0xFFFF_FFFF));
+        let (peak_short, _) = decode_peak(&generated(protocol, 20_000, Some(0xFFFF_FFFF)), &format!("spec_{name}_short"));
+        let long = generated(protocol, 200_000, Some(0xFFFF_FFFF));
         let (peak_long, trace_len) = decode_peak(&long, &format!("spec_{name}_long"));
         assert!(trace_len > 400_000, "{name}: trace of {trace_len} bytes is too short to show growth");
         // Ten times the trace, the same peak: the stack is full (at the

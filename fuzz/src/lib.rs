@@ -142,7 +142,7 @@ pub fn memory_image() -> Vec<u8> {
         x ^= x << 13;
         x ^= x >> 17;
         x ^= x << 5;
-        let w = if x % 4 == 0 { WORDS[(x >> 8) as usize % WORDS.len()] } else { WORDS[(x >> 8) as usize % 2] };
+        let w = if x.is_multiple_of(4) { WORDS[(x >> 8) as usize % WORDS.len()] } else { WORDS[(x >> 8) as usize % 2] };
         out.extend_from_slice(&w.to_le_bytes());
     }
     out
@@ -161,7 +161,7 @@ impl TrcGenElemIn for Sink {
         self.text.clear();
         let _ = write!(self.text, "{elem}");
         let w = self.waits.get();
-        if w > 0 && w % 3 == 0 {
+        if w > 0 && w.is_multiple_of(3) {
             self.waits.set(w - 1);
             return DatapathResp::Wait;
         }
@@ -277,7 +277,7 @@ impl IdStreamSink for IdSink {
     }
     fn id_data_in(&mut self, _id: u8, _index: TrcIndex, data: &[u8]) -> (DatapathResp, usize) {
         self.calls += 1;
-        if self.wait_every != 0 && self.calls % self.wait_every == 0 {
+        if self.wait_every != 0 && self.calls.is_multiple_of(self.wait_every) {
             // A wait still takes something, as a real consumer does.
             return (DatapathResp::Wait, data.len().div_ceil(2));
         }
