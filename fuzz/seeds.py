@@ -82,7 +82,8 @@ def snapshot_seeds(out, ss):
         fmt = buf["format"]
         fbits = {"source_data": 0, "coresight": 1, "dstream_coresight": 3}.get(fmt, 0)
         if fbits:
-            write(out, "deformatter", f"{tag}-{n}", bytes([fbits & 3]) + b"\xff" * 16 + trace)
+            write(out, "deformatter", f"{tag}-{n}", bytes([fbits & 3, 0]) + b"\xff" * 16 + trace)
+            write(out, "deformatter", f"{tag}-{n}-raw", bytes([fbits & 3, 7]) + b"\xff" * 16 + trace)
         for src, b in meta.items("source_buffers"):
             if b != buf["name"] or src not in devices:
                 continue

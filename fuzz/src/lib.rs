@@ -25,7 +25,7 @@ use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use coresight_decode::decoder::{CoreConfig, DecodeMode, DecoderOptions, SourceConfig};
 use coresight_decode::deformatter::{DeformatterConfig, FrameDeformatter, IdStreamSink};
 use coresight_decode::elem::TraceElement;
-use coresight_decode::interfaces::{TrcDataIn, TrcGenElemIn};
+use coresight_decode::interfaces::{RawFrameKind, TrcDataIn, TrcGenElemIn, TrcRawFrameIn};
 use coresight_decode::logger::{shared, MsgLogger};
 use coresight_decode::memory::{BufferAccessor, MemAccMapper, MemSpace, CacheConfig};
 use coresight_decode::tree::{DecodeTree, SourceFormat};
@@ -269,6 +269,8 @@ struct IdSink {
     attached: u128,
     calls: u32,
     wait_every: u32,
+    /// Answer to an empty block: OpenCSD's fatal error, or ignore it.
+    empty_fatal: bool,
 }
 
 impl IdStreamSink for IdSink {
@@ -286,6 +288,18 @@ impl IdStreamSink for IdSink {
     fn all_ids_op(&mut self, _op: DatapathOp, _index: TrcIndex) -> DatapathResp {
         DatapathResp::Cont
     }
+    fn empty_block(&mut self, _id: u8, _index: TrcIndex) -> DatapathResp {
+        if self.empty_fatal { DatapathResp::FatalInvalidParam } else { DatapathResp::Cont }
+    }
+}
+
+/// Raw frame monitor that looks at everything it is shown.
+struct RawMon(u64);
+
+impl TrcRawFrameIn for RawMon {
+    fn trace_raw_frame_in(&mut self, _op: DatapathOp, index: TrcIndex, _kind: RawFrameKind, data: &[u8], trace_id: Option<u8>) {
+        self.0 = self.0.wrapping_add(index ^ data.len() as u64 ^ trace_id.unwrap_or(0xff) as u64);
+    }
 }
 
 struct DeformatterIn<'a> {
@@ -299,25 +313,33 @@ impl TrcDataIn for DeformatterIn<'_> {
     }
 }
 
-/// The frame deformatter: configuration flags and attached IDs from the
-/// head of the input, frames from the rest.
+/// The frame deformatter: byte 0 is the configuration (bits 0-3: memory
+/// aligned, FSYNCs, HSYNCs, reset on 4 FSYNCs) and how often the consumer
+/// waits (bits 4-7); byte 1 asks for raw packed (bit 0) and unpacked
+/// (bit 1) frame output and makes empty blocks fatal as in OpenCSD
+/// (bit 2); the next 16 bytes are the attached IDs (a bit mask); frames
+/// follow.
 pub fn run_deformatter(data: &[u8]) {
     let mut inp = Input::new(data);
     let flags = inp.u8();
+    let more = inp.u8();
     let attached = inp.u64() as u128 | (inp.u64() as u128) << 64;
     let cfg = DeformatterConfig {
         mem_aligned: flags & 1 != 0,
         fsyncs: flags & 2 != 0,
         hsyncs: flags & 4 != 0,
         reset_on_4x_fsync: flags & 8 != 0,
-        raw_packed: false,
-        raw_unpacked: false,
+        raw_packed: more & 1 != 0,
+        raw_unpacked: more & 2 != 0,
     };
     if cfg.validate().is_err() {
         return;
     }
     let mut d = FrameDeformatter::new(cfg);
-    let mut sink = IdSink { attached, calls: 0, wait_every: (flags >> 4) as u32 };
+    if more & 3 != 0 {
+        d.set_raw_monitor(Some(Box::new(RawMon(0))));
+    }
+    let mut sink = IdSink { attached, calls: 0, wait_every: (flags >> 4) as u32, empty_fatal: more & 4 != 0 };
     feed(&mut DeformatterIn { d: &mut d, sink: &mut sink }, inp.rest());
 }
 
