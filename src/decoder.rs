@@ -432,6 +432,10 @@ pub trait PacketProcessor {
     fn stats(&self) -> Option<ProcStats> {
         None
     }
+    /// Where the processor logs its errors (its `PKTP_...` name).
+    fn error_link(&self) -> Option<&crate::logger::ErrLink> {
+        None
+    }
 }
 
 /// A packet processor, its monitor and its packet sink, as one component.
@@ -470,6 +474,18 @@ impl<PP: PacketProcessor> Pipeline<PP> {
 impl<PP: PacketProcessor> TrcDataIn for Pipeline<PP> {
     fn trace_data_in(&mut self, op: DatapathOp, index: TrcIndex, data: &[u8]) -> (DatapathResp, usize) {
         match op {
+            DatapathOp::Data if data.is_empty() => {
+                // An empty data block is an invalid parameter, as in
+                // OpenCSD's packet processors (a decode tree only hands one
+                // on with `DecodeTree::set_opencsd_empty_blocks`).
+                if let Some(e) = self.proc.error_link() {
+                    e.log(
+                        &crate::error::TraceError::new(crate::error::Severity::Error, crate::error::ErrCode::InvalidParamVal)
+                            .with_message("Packet Processor: Zero length data block or NULL pointer error\n"),
+                    );
+                }
+                (DatapathResp::FatalInvalidParam, 0)
+            }
             DatapathOp::Data => {
                 self.eot_done = false;
                 let mut out = PacketOut { mon: self.mon.as_deref_mut(), sink: self.sink.as_deref_mut() };

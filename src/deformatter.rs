@@ -80,6 +80,14 @@ pub trait IdStreamSink {
     /// Sends a non-data operation to every attached stream; returns the
     /// most severe response.
     fn all_ids_op(&mut self, op: DatapathOp, index: TrcIndex) -> DatapathResp;
+    /// A frame switched to `id` and away again with no data byte between,
+    /// leaving `id` an empty block at `index`. Ignored by default; OpenCSD
+    /// hands the empty block to the ID's packet processor, which rejects
+    /// it as a fatal invalid parameter (see
+    /// `DecodeTree::set_opencsd_empty_blocks`).
+    fn empty_block(&mut self, _id: u8, _index: TrcIndex) -> DatapathResp {
+        DatapathResp::Cont
+    }
 }
 
 /// A simple table of per-ID consumers, for using the deformatter on its own.
@@ -608,6 +616,8 @@ impl FrameDeformatter {
                             overread::clear();
                         }
                         r
+                    } else if c.valid == 0 {
+                        (sink.empty_block(id, c.index), 0)
                     } else {
                         (DatapathResp::Cont, 0)
                     };

@@ -51,13 +51,22 @@ struct Lister<'e> {
     env: &'e dyn Fn(&str) -> Option<String>,
 }
 
-fn parse_c_number(s: &str) -> Option<i64> {
+/// A number as C's `strtol(s, 0, 0)` reads a whole field (`0x` hex,
+/// leading `0` octal, decimal, an optional `-`), held wide enough that no
+/// value wraps: callers range-check or clamp it.
+fn parse_c_number(s: &str) -> Option<i128> {
     let (neg, s) = match s.strip_prefix('-') {
         Some(r) => (true, r),
         None => (false, s),
     };
-    let v = crate::snapshot::parse_number(s)? as i64;
+    let v = crate::snapshot::parse_number(s)? as i128;
     Some(if neg { -v } else { v })
+}
+
+/// A count option: clamped to `0..=max`; text that is not a number is 0,
+/// as C's `strtol` reads it.
+fn parse_count(s: &str, max: u64) -> u64 {
+    parse_c_number(s).unwrap_or(0).clamp(0, max as i128) as u64
 }
 
 fn help_text() -> String {
@@ -174,12 +183,22 @@ impl Lister<'_> {
                 },
                 "-id" => match value(&mut i) {
                     Some(v) => {
-                        let id = parse_c_number(&v).unwrap_or(0) as u8;
-                        if id == 0 || id >= 0x70 {
-                            self.msg(&format!("Trace Packet Lister : Error: invalid ID number 0x{id:x} on -id option\n"));
+                        // OpenCSD truncates the value to 8 bits first (0x105
+                        // becomes ID 5); here a value out of range is refused,
+                        // with OpenCSD's message.
+                        let shown = match parse_c_number(&v) {
+                            Some(id @ 1..0x70) => {
+                                self.opts.ids.push(id as u8);
+                                None
+                            }
+                            Some(n) if n < 0 => Some(format!("-0x{:x}", -n)),
+                            Some(n) => Some(format!("0x{n:x}")),
+                            None => Some(format!("'{v}'")),
+                        };
+                        if let Some(shown) = shown {
+                            self.msg(&format!("Trace Packet Lister : Error: invalid ID number {shown} on -id option\n"));
                             return false;
                         }
-                        self.opts.ids.push(id);
                     }
                     None => {
                         self.msg("Trace Packet Lister : Error: No ID number on -id option\n");
@@ -194,7 +213,7 @@ impl Lister<'_> {
                     }
                 },
                 "-test_waits" => match value(&mut i) {
-                    Some(v) => self.opts.test_waits = parse_c_number(&v).unwrap_or(0).clamp(0, u32::MAX as i64) as u32,
+                    Some(v) => self.opts.test_waits = parse_count(&v, u32::MAX as u64) as u32,
                     None => {
                         self.msg("Trace Packet Lister : Error: wait count value on -test_waits option\n");
                         return false;
@@ -202,7 +221,7 @@ impl Lister<'_> {
                 },
                 "-macc_cache_p_size" | "-macc_cache_p_num" => match value(&mut i).and_then(|v| parse_c_number(&v)) {
                     Some(n) => {
-                        let n = n.max(0) as usize;
+                        let n = n.clamp(0, usize::MAX as i128) as usize;
                         if a == "-macc_cache_p_size" {
                             self.opts.cache.page_size = n.clamp(CacheConfig::MIN_PAGE_SIZE, CacheConfig::MAX_PAGE_SIZE);
                         } else {
@@ -252,7 +271,7 @@ impl Lister<'_> {
         }
         if let Some(v) = (self.env)("OPENCSD_INSTR_RANGE_LIMIT")
             && let Some(n) = parse_c_number(v.trim()) {
-                self.opts.dec.instr_range_limit = n.clamp(0, u32::MAX as i64) as u32;
+                self.opts.dec.instr_range_limit = n.clamp(0, u32::MAX as i128) as u32;
             }
         if (self.env)("OPENCSD_ERR_ON_AA64_BAD_OPCODE").is_some() {
             self.opts.dec.aa64_opcode_check = true;
@@ -309,6 +328,9 @@ impl Lister<'_> {
         let tree = TreeBuilder::with_registry(ss, self.registry.clone()).build(source, mode, |t| {
             t.set_error_output(Some(out.clone()));
             t.set_decoder_options(dec_opts);
+            // The lister reproduces OpenCSD's listing, empty frame blocks
+            // included.
+            t.set_opencsd_empty_blocks(true);
             if let Some(m) = t.mem_mapper() {
                 m.borrow_mut().set_cache_config(cache);
             }
@@ -443,17 +465,21 @@ impl Lister<'_> {
     /// Decodes one buffer (its files in order). Returns false on failure.
     fn process_buffer(&self, tree: &mut DecodeTree, files: &[PathBuf], printer: Option<&Shared<GenElemPrinter>>) -> bool {
         let start = Instant::now();
-        let mut readers = Vec::new();
+        // Each file must be a regular file: a FIFO would block the open
+        // until a writer came, and a directory reads as nothing. Files are
+        // opened one at a time as the previous one ends, so thousands of
+        // them neither nest readers nor hold thousands of descriptors.
         for f in files {
-            match File::open(f) {
-                Ok(h) => readers.push(h),
-                Err(_) => {
-                    self.msg("Trace Packet Lister : Error : Unable to open trace buffer.\n");
-                    return false;
-                }
-            }
+            let problem = match std::fs::metadata(f) {
+                Ok(m) if m.is_file() => continue,
+                Ok(m) => crate::snapshot::not_regular(&m).to_string(),
+                Err(e) => e.to_string(),
+            };
+            self.msg(&format!("Trace Packet Lister : Error : {}: {problem}\n", f.display()));
+            self.msg("Trace Packet Lister : Error : Unable to open trace buffer.\n");
+            return false;
         }
-        let mut input = readers.into_iter().fold(Box::new(std::io::empty()) as Box<dyn Read>, |acc, r| Box::new(acc.chain(r)));
+        let mut input = FileSequence { files, next: 0, current: None, failed: None };
         let mut index: TrcIndex = 0;
         let mut resp = DatapathResp::Cont;
         let mut block = vec![0u8; 1024];
@@ -506,6 +532,9 @@ impl Lister<'_> {
                     r = tree.trace_data_in(DatapathOp::Eot, 0, &[]).0;
                 }
             }
+        }
+        if let Some((path, e)) = &input.failed {
+            self.msg(&format!("Trace Packet Lister : Error : {}: {e}: the trace stops at byte {index}\n", path.display()));
         }
         let mut s = format!("Trace Packet Lister : Trace buffer done, processed {index} bytes");
         if self.opts.no_time_print {
@@ -560,6 +589,41 @@ impl Lister<'_> {
             }
         }
         self.msg(&s);
+    }
+}
+
+/// The files of one buffer read as one stream, opened one after another
+/// (iteratively: a chain of `Read::chain` adapters nests one reader per
+/// file, and thousands of files overflowed the stack).
+struct FileSequence<'a> {
+    files: &'a [PathBuf],
+    next: usize,
+    current: Option<File>,
+    /// A file that could not be opened, with the error.
+    failed: Option<(PathBuf, std::io::Error)>,
+}
+
+impl Read for FileSequence<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        loop {
+            if let Some(f) = self.current.as_mut() {
+                let n = f.read(buf)?;
+                if n > 0 || buf.is_empty() {
+                    return Ok(n);
+                }
+                self.current = None;
+            }
+            let Some(path) = self.files.get(self.next) else { return Ok(0) };
+            self.next += 1;
+            match File::open(path) {
+                Ok(f) => self.current = Some(f),
+                Err(e) => {
+                    let err = std::io::Error::new(e.kind(), e.to_string());
+                    self.failed = Some((path.clone(), e));
+                    return Err(err);
+                }
+            }
+        }
     }
 }
 

@@ -204,6 +204,11 @@ impl FileAccessor {
     /// does) if the file is missing or too short for the region.
     pub fn open(path: impl Into<PathBuf>, start: u64, offset: u64, size: u64, space: MemSpace) -> Result<FileAccessor, ErrCode> {
         let path = path.into();
+        // Only a regular file: opening a FIFO would block until a writer
+        // came, and a directory or device has no bytes to map.
+        if !std::fs::metadata(&path).is_ok_and(|m| m.is_file()) {
+            return Err(ErrCode::NotInit);
+        }
         let file = File::open(&path).map_err(|_| ErrCode::NotInit)?;
         let len = file.metadata().map_err(|_| ErrCode::NotInit)?.len();
         let mut acc = FileAccessor { path, file, file_size: len & !1, regions: Vec::new(), ranges: Vec::new(), space };
@@ -555,7 +560,7 @@ impl MemAccMapper {
 
     /// Maps the loadable segments of an ELF file; returns how many.
     pub fn add_elf_file(&mut self, path: &Path, space: MemSpace) -> Result<usize, crate::error::Error> {
-        let bytes = std::fs::read(path).map_err(|e| crate::error::Error::Io { path: path.to_path_buf(), source: e })?;
+        let bytes = crate::snapshot::read_regular_file(path)?;
         let elf = goblin::elf::Elf::parse(&bytes).map_err(|e| crate::error::Error::Snapshot {
             path: path.to_path_buf(),
             line: None,

@@ -38,6 +38,8 @@ pub struct TreeElement {
 struct Elements {
     slots: Vec<Option<TreeElement>>,
     filter: Option<[bool; 128]>,
+    /// Hand empty frame blocks to the decoders, as OpenCSD does.
+    opencsd_empty_blocks: bool,
 }
 
 impl Elements {
@@ -57,6 +59,15 @@ impl IdStreamSink for Elements {
         match self.slots.get_mut(id as usize) {
             Some(Some(e)) => e.component.trace_data_in(DatapathOp::Data, index, data),
             _ => (DatapathResp::Cont, data.len()),
+        }
+    }
+    fn empty_block(&mut self, id: u8, index: TrcIndex) -> DatapathResp {
+        if !self.opencsd_empty_blocks || !self.enabled(id) {
+            return DatapathResp::Cont;
+        }
+        match self.slots.get_mut(id as usize) {
+            Some(Some(e)) => e.component.trace_data_in(DatapathOp::Data, index, &[]).0,
+            _ => DatapathResp::Cont,
         }
     }
     fn all_ids_op(&mut self, op: DatapathOp, index: TrcIndex) -> DatapathResp {
@@ -114,7 +125,7 @@ impl DecodeTree {
             format,
             mode,
             deformatter,
-            elements: Elements { slots: (0..128).map(|_| None).collect(), filter: None },
+            elements: Elements { slots: (0..128).map(|_| None).collect(), filter: None, opencsd_empty_blocks: false },
             mapper,
             instr: shared(ArmInstrDecoder::default()),
             elem_out: shared(ElemRouter::default()),
@@ -272,6 +283,18 @@ impl DecodeTree {
     pub fn attach_printer(&mut self, id: u8, printer: PacketPrinter, monitor: bool) -> Result<(), ErrCode> {
         let e = self.elements.slots.get_mut(id as usize).and_then(Option::as_mut).ok_or(ErrCode::InvalidId)?;
         e.component.attach_packet_printer(printer, monitor)
+    }
+
+    /// Reproduces an OpenCSD 1.8.0 behaviour (off by default): when a
+    /// formatter frame switches to a trace ID and away again with no data
+    /// byte between, OpenCSD hands that ID's decoder a zero-length block,
+    /// which its packet processor rejects as a fatal invalid parameter
+    /// (`Packet Processor: Zero length data block or NULL pointer error`),
+    /// stopping the data path. Without this the empty block is dropped and
+    /// decoding carries on. `trc_pkt_lister` turns it on to match
+    /// OpenCSD's listings.
+    pub fn set_opencsd_empty_blocks(&mut self, on: bool) {
+        self.elements.opencsd_empty_blocks = on;
     }
 
     /// Logs the mapped memory images as OpenCSD's `logMappedRanges` does.

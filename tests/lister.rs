@@ -62,3 +62,165 @@ fn stats_report_every_byte() {
     assert!(text.contains("; Unsynced Bytes: ") && text.contains("Bad Header Errors: 0; Bad Sequence Errors: 0\n"), "{text}");
     assert!(text.contains(&format!("Total bytes processed by frame demux: {size}\n")), "{text}");
 }
+
+/// Runs the lister with an environment.
+fn run_env(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
+    let out = shared(MsgLogger::capture());
+    let mut argv = vec!["trc_pkt_lister".to_string()];
+    argv.extend(args.iter().map(|s| s.to_string()));
+    let lookup = |k: &str| env.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string());
+    let status = lister::run(&argv, &lookup, out.clone());
+    let text = out.borrow_mut().take_captured();
+    (status, text)
+}
+
+/// The listing's trace lines (packets and elements) and its summary.
+fn trace_lines(text: &str) -> Vec<&str> {
+    text.lines().filter(|l| l.starts_with("Idx:") || l.contains("Trace buffer done")).collect()
+}
+
+#[test]
+fn numbers_never_wrap_and_ids_are_range_checked() {
+    // Issue 15, defect 5. OpenCSD truncates -id to 8 bits (0x105 is ID 5);
+    // out-of-range values are refused with OpenCSD's message instead.
+    for (arg, shown) in [("0x105", "0x105"), ("-0x8000000000000000", "-0x8000000000000000"), ("0", "0x0"), ("-1", "-0x1"), ("abc", "'abc'")] {
+        let (s, text) = run(&["-id", arg]);
+        assert_eq!(s, 1, "-id {arg}");
+        assert!(text.contains(&format!("Trace Packet Lister : Error: invalid ID number {shown} on -id option")), "-id {arg}: {text}");
+    }
+    let (s, text) = run(&["-ss_dir", SNAPSHOT, "-decode", "-no_time_print", "-id", "025"]); // octal 0x15
+    assert_eq!(s, 0);
+    assert!(text.lines().filter(|l| l.starts_with("Idx:")).count() > 20, "{text}");
+
+    // Counts that negate or overflow are clamped, never wrapped (negating
+    // i64::MIN panicked with overflow checks on).
+    let (_, plain) = run(&["-ss_dir", SNAPSHOT, "-decode", "-no_time_print"]);
+    for extreme in ["-0x8000000000000000", "0xffffffffffffffff", "-1"] {
+        for opt in ["-test_waits", "-macc_cache_p_size", "-macc_cache_p_num"] {
+            let (s, text) = run(&["-ss_dir", SNAPSHOT, "-decode", "-no_time_print", opt, extreme]);
+            assert_eq!(s, 0, "{opt} {extreme}");
+            assert_eq!(trace_lines(&text), trace_lines(&plain), "{opt} {extreme}");
+        }
+        let (s, text) = run_env(&["-ss_dir", SNAPSHOT, "-decode", "-no_time_print"], &[("OPENCSD_INSTR_RANGE_LIMIT", extreme)]);
+        assert_eq!(s, 0, "OPENCSD_INSTR_RANGE_LIMIT={extreme}");
+        assert!(text.contains("Trace buffer done"), "{text}");
+    }
+}
+
+/// A copy of the README snapshot whose trace buffer is `files` (name,
+/// contents), listed in order in `file=`.
+fn snapshot_with_buffer_files(name: &str, files: &[(String, Vec<u8>)]) -> std::path::PathBuf {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for f in ["snapshot.ini", "cpu_0.ini", "etm_0.ini", "code0.bin", "code1.bin"] {
+        std::fs::copy(format!("{SNAPSHOT}/{f}"), dir.join(f)).unwrap();
+    }
+    for (n, data) in files {
+        std::fs::write(dir.join(n), data).unwrap();
+    }
+    let list: Vec<&str> = files.iter().map(|(n, _)| n.as_str()).collect();
+    let ini = std::fs::read_to_string(format!("{SNAPSHOT}/trace.ini")).unwrap().replace("file=trace.bin", &format!("file={}", list.join(",")));
+    std::fs::write(dir.join("trace.ini"), ini).unwrap();
+    dir
+}
+
+#[test]
+fn thousands_of_buffer_files_are_read_in_turn() {
+    // Issue 15, defect 6: one reader nested in another per file overflowed
+    // the stack. The trace cut into one-byte files with empty files
+    // between them: over 20,000 files, the same listing.
+    let trace = std::fs::read(format!("{SNAPSHOT}/trace.bin")).unwrap();
+    let mut files = Vec::new();
+    for (i, b) in trace.iter().enumerate() {
+        files.push((format!("t{i}.bin"), vec![*b]));
+        for k in 0..45 {
+            files.push((format!("t{i}_{k}.bin"), Vec::new()));
+        }
+    }
+    assert!(files.len() > 20_000);
+    let dir = snapshot_with_buffer_files("many_buffer_files", &files);
+    let (s, text) = run(&["-ss_dir", dir.to_str().unwrap(), "-decode", "-no_time_print"]);
+    let (_, plain) = run(&["-ss_dir", SNAPSHOT, "-decode", "-no_time_print"]);
+    assert_eq!(s, 0);
+    assert_eq!(trace_lines(&text), trace_lines(&plain));
+}
+
+#[test]
+fn buffer_that_is_not_a_regular_file_is_refused() {
+    // Issue 15, item 7: a directory read as 0 bytes; a FIFO blocked the
+    // lister forever.
+    let dir = snapshot_with_buffer_files("buffer_is_dir", &[("a.bin".into(), vec![0; 16])]);
+    std::fs::remove_file(dir.join("a.bin")).unwrap();
+    std::fs::create_dir(dir.join("a.bin")).unwrap();
+    // (The status stays OpenCSD's: the lister itself ran.)
+    let (_, text) = run(&["-ss_dir", dir.to_str().unwrap(), "-decode", "-no_time_print"]);
+    assert!(text.contains("a.bin: is a directory, not a file\nTrace Packet Lister : Error : Unable to open trace buffer."), "{text}");
+
+    std::fs::remove_dir(dir.join("a.bin")).unwrap();
+    assert!(std::process::Command::new("mkfifo").arg(dir.join("a.bin")).status().unwrap().success());
+    let (_, text) = run(&["-ss_dir", dir.to_str().unwrap(), "-decode", "-no_time_print"]);
+    assert!(text.contains("a.bin: is a FIFO (named pipe), not a regular file"), "{text}");
+
+    // A memory dump that is a FIFO: the accessor is refused (as for a
+    // missing file) and the trace still decodes.
+    let dir = snapshot_with_buffer_files("dump_is_fifo", &[("trace.bin".into(), std::fs::read(format!("{SNAPSHOT}/trace.bin")).unwrap())]);
+    std::fs::remove_file(dir.join("code1.bin")).unwrap();
+    assert!(std::process::Command::new("mkfifo").arg(dir.join("code1.bin")).status().unwrap().success());
+    let (_, text) = run(&["-ss_dir", dir.to_str().unwrap(), "-decode", "-no_time_print"]);
+    assert!(text.contains("Failed to create memory accessor for file"), "{text}");
+    assert!(text.contains("Trace buffer done"), "{text}");
+}
+
+#[test]
+fn empty_block_after_an_id_switch_stops_the_data_path_as_in_opencsd() {
+    // A frame that switches to ID 0x15 in its last pair (byte 13 still
+    // belongs to the old ID, flag bit 6) and away again in byte 14 leaves
+    // ID 0x15 an empty block. OpenCSD 1.8.0 hands it to the packet
+    // processor, which rejects it as a fatal invalid parameter: no end of
+    // trace follows.
+    let mut trace = std::fs::read(format!("{SNAPSHOT}/trace.bin")).unwrap();
+    let frame = [0x21, 0x00, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x2b, 0x00, 0x21, 0x40];
+    trace.extend_from_slice(&frame);
+    let dir = snapshot_with_buffer_files("empty_block", &[("trace.bin".into(), trace.clone())]);
+    let (s, text) = run(&["-ss_dir", dir.to_str().unwrap(), "-decode", "-no_time_print"]);
+    assert_eq!(s, 0);
+    let tail: Vec<&str> = text.lines().rev().take(6).collect::<Vec<_>>().into_iter().rev().collect();
+    assert_eq!(
+        tail,
+        [
+            "Idx:435; ID:15; OCSD_GEN_TRC_ELEM_EXCEPTION(pref ret addr:0xffffffc000010820; excep num (0x0a) )",
+            "PKTP_ETMV4I_0021 : 0x0006 (OCSD_ERR_INVALID_PARAM_VAL) [Invalid value parameter passed to component.]; Packet Processor: Zero length data block or NULL pointer error",
+            "Trace Packet Lister : Data Path fatal error",
+            "ERROR:0x0006 (OCSD_ERR_INVALID_PARAM_VAL) [Invalid value parameter passed to component.]; Packet Processor: Zero length data block or NULL pointer error",
+            "",
+            "Trace Packet Lister : Trace buffer done, processed 464 bytes.",
+        ],
+        "{text}"
+    );
+    assert!(!text.contains("END OF TRACE DATA") && !text.contains("EO_TRACE"), "{text}");
+
+    // The library on its own drops the empty block and carries on to the
+    // end of trace.
+    use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
+    use coresight_decode::decoder::DecodeMode;
+    use coresight_decode::elem::{ElemType, TraceElement};
+    use coresight_decode::interfaces::{TrcDataIn, TrcGenElemIn};
+    struct Eot(std::rc::Rc<std::cell::Cell<u32>>);
+    impl TrcGenElemIn for Eot {
+        fn trace_elem_in(&mut self, _: TrcIndex, _: u8, e: &TraceElement) -> DatapathResp {
+            if e.elem_type == ElemType::EoTrace {
+                self.0.set(self.0.get() + 1);
+            }
+            DatapathResp::Cont
+        }
+    }
+    let ss = coresight_decode::snapshot::Snapshot::load(&dir).unwrap();
+    let mut tree = ss.build_tree("ETB_0", DecodeMode::FullDecode, |_| {}).unwrap().unwrap();
+    let eots = std::rc::Rc::new(std::cell::Cell::new(0));
+    tree.set_gen_elem_out(Box::new(Eot(eots.clone())));
+    let (r, used) = tree.trace_data_in(DatapathOp::Data, 0, &trace);
+    assert!(r.is_cont() && used == trace.len(), "{r:?} {used}");
+    tree.trace_data_in(DatapathOp::Eot, 0, &[]);
+    assert_eq!(eots.get(), 1);
+}

@@ -210,3 +210,98 @@ fn missing_directory_is_an_io_error_naming_the_file() {
     assert!(matches!(e, Error::Io { .. }), "{msg}");
     assert!(msg.contains("does_not_exist/snapshot.ini"), "{msg}");
 }
+
+/// A snapshot with `dumps` dump sections in its core and `buffers` trace
+/// buffers (each with its own source).
+fn big_snapshot(name: &str, dumps: usize, buffers: usize) -> std::path::PathBuf {
+    let dir = temp_dir(name);
+    let mut cpu = String::from("[device]\nname=cpu_0\nclass=core\ntype=Cortex-A53\n");
+    for i in 0..dumps {
+        cpu.push_str(&format!("\n[dump{i}]\nfile=mem.bin\naddress=0x{:x}\nlength=0x10\n", 0x1000 + 0x10 * i));
+    }
+    let mut trace = String::from("[trace_buffers]\nbuffers=");
+    trace.push_str(&(0..buffers).map(|i| format!("buffer{i}")).collect::<Vec<_>>().join(","));
+    trace.push('\n');
+    for i in 0..buffers {
+        trace.push_str(&format!("\n[buffer{i}]\nname=ETB_{i}\nfile=a.bin\nformat=coresight\n"));
+    }
+    trace.push_str("\n[source_buffers]\n");
+    for i in 0..buffers {
+        trace.push_str(&format!("STM_{i}=ETB_{i}\n"));
+    }
+    write_files(
+        &dir,
+        &[
+            ("snapshot.ini", b"[snapshot]\nversion=1.0\n[device_list]\ndevice0=cpu_0.ini\n[trace]\nmetadata=trace.ini\n"),
+            ("cpu_0.ini", cpu.as_bytes()),
+            ("trace.ini", trace.as_bytes()),
+            ("mem.bin", &[0u8; 0x10]),
+            ("a.bin", &[0u8; 16]),
+        ],
+    );
+    dir
+}
+
+fn load_time(dir: &Path, dumps: usize, buffers: usize) -> std::time::Duration {
+    // The best of three: scheduling noise only ever adds time.
+    (0..3)
+        .map(|_| {
+            let t = std::time::Instant::now();
+            let ss = Snapshot::load(dir).unwrap();
+            let elapsed = t.elapsed();
+            assert_eq!(ss.devices[0].dumps.len(), dumps);
+            assert_eq!(ss.buffers.len(), buffers);
+            elapsed
+        })
+        .min()
+        .unwrap()
+}
+
+#[test]
+fn loading_is_linear_in_sections_and_buffers() {
+    // Issue 15, defect 4: each [dump] section and each buffer rescanned
+    // the whole file (24,000 dumps: 22.5 s; 8,000 buffers: 7 s). Eight
+    // times the sections must take about eight times as long, not 64;
+    // the bound allows for a noisy machine.
+    let small = big_snapshot("linear_small", 3000, 1000);
+    let large = big_snapshot("linear_large", 24000, 8000);
+    let t_small = load_time(&small, 3000, 1000);
+    let t_large = load_time(&large, 24000, 8000);
+    eprintln!("3,000 dumps and 1,000 buffers: {t_small:?}; 24,000 and 8,000: {t_large:?}");
+    assert!(
+        t_large < t_small * 24 + std::time::Duration::from_millis(50),
+        "8x the sections took {t_large:?} against {t_small:?}: not linear"
+    );
+    assert!(t_large < std::time::Duration::from_secs(3), "24,000 dumps and 8,000 buffers took {t_large:?}");
+}
+
+#[test]
+fn byte_order_mark_and_empty_file_lists() {
+    // A UTF-8 byte-order mark before the first section is not part of
+    // its name.
+    let dir = good_snapshot("bom");
+    let mut t = b"\xef\xbb\xbf".to_vec();
+    t.extend_from_slice(TRACE_INI.as_bytes());
+    std::fs::write(dir.join("trace.ini"), &t).unwrap();
+    let ss = Snapshot::load(&dir).unwrap();
+    assert_eq!(ss.buffer_names(), ["ETB_0", "ETB_1"]);
+
+    // file=,,, names no file: an error, not an empty buffer.
+    let e = broken("empty_file_list", "trace.ini", &TRACE_INI.replace("file=c.bin", "file=,,,"));
+    assert_snapshot_err(e, "trace.ini", Some(11), "[buffer1] file= names no file");
+}
+
+#[test]
+fn ini_that_is_not_a_regular_file_is_refused() {
+    // A FIFO would block the reader forever; a directory reads as nothing.
+    let dir = good_snapshot("fifo_ini");
+    std::fs::remove_file(dir.join("trace.ini")).unwrap();
+    let status = std::process::Command::new("mkfifo").arg(dir.join("trace.ini")).status().expect("mkfifo runs");
+    assert!(status.success());
+    let e = Snapshot::load(&dir).unwrap_err().to_string();
+    assert!(e.contains("trace.ini") && e.contains("FIFO"), "{e}");
+    std::fs::remove_file(dir.join("cpu_0.ini")).unwrap();
+    std::fs::create_dir(dir.join("cpu_0.ini")).unwrap();
+    let e = Snapshot::load(&dir).unwrap_err().to_string();
+    assert!(e.contains("cpu_0.ini") && e.contains("directory"), "{e}");
+}

@@ -770,3 +770,27 @@ fn random_input_never_panics() {
         }
     }
 }
+
+#[test]
+fn source_address_at_the_top_of_memory() {
+    // Code in the last page of the address space; the source address is
+    // its last instruction, so the range ends at 2^64 (its end address
+    // wraps to 0). Issue 15, defect 1: the length was taken as `en - st`.
+    const TOP: u64 = 0xFFFF_FFFF_FFFF_F000;
+    let mut code = vec![NOP; 0x3ff];
+    code.push(0x17FF_FC01); // 0xfffffffffffffffc: b 0xfffffffffffff000
+    let mut t = with_sync(&[0x01, 0x00, 0x04, 0x85, 0x00, 0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x31]);
+    t.extend_from_slice(&[0xb8, 0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]); // source 0xfffffffffffffffc
+    t.push(0xf7); // E: the branch again, from its target
+    let expect = [
+        "Idx:25; ID:2; OCSD_GEN_TRC_ELEM_INSTR_RANGE(exec range=0xfffffffffffff000:[0x0] num_i(1024) last_sz(4) (ISA=A64) E BR  )",
+        "Idx:34; ID:2; OCSD_GEN_TRC_ELEM_INSTR_RANGE(exec range=0xfffffffffffff000:[0x0] num_i(1024) last_sz(4) (ISA=A64) E BR  )",
+        "Idx:34; ID:2; OCSD_GEN_TRC_ELEM_EO_TRACE( [end-of-trace])",
+    ];
+    for src_addr_n in [false, true] {
+        let opts = DecoderOptions { src_addr_n, ..Default::default() };
+        let r = decode(ete_cfg(), &[(TOP, a64(&code))], &t, opts, 0);
+        assert_eq!(r.elems[3..], expect, "src_addr_n {src_addr_n}");
+        assert_eq!(r.errors, "");
+    }
+}

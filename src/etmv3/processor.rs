@@ -763,6 +763,9 @@ impl Etmv3Processor {
 
 impl PacketProcessor for Etmv3Processor {
     type Packet = Etmv3Packet;
+    fn error_link(&self) -> Option<&ErrLink> {
+        Some(&self.err)
+    }
 
     fn process(&mut self, index: TrcIndex, data: &[u8], out: &mut PacketOut<'_, Etmv3Packet>) -> (DatapathResp, usize) {
         let mut pos = 0usize;

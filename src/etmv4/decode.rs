@@ -275,6 +275,15 @@ impl OutStack {
     }
 }
 
+/// The most speculative P0 elements the decoder holds. TRCIDR8.MAXSPEC
+/// is a 32-bit IMPLEMENTATION DEFINED field (any value up to 0xFFFFFFFF
+/// is architecturally valid), so it cannot bound memory by itself; real
+/// PEs report depths of tens to hundreds, bounded by their reorder
+/// buffers. Past this many uncommitted P0 elements the oldest are
+/// committed, as when a trace unit reaches its maximum depth, so the
+/// stack stays a few hundred kilobytes whatever the register says.
+pub const SPEC_DEPTH_LIMIT: u32 = 1 << 14;
+
 /// Unseen speculative elements accepted beyond the maximum depth.
 const MAX_UNSEEN_EXTRA: i64 = 256;
 
@@ -365,7 +374,7 @@ impl EtmV4Decoder {
         };
         let mut d = EtmV4Decoder {
             trace_id: cfg.trace_id(),
-            max_spec_depth: cfg.max_spec_depth() as i64,
+            max_spec_depth: cfg.max_spec_depth().min(SPEC_DEPTH_LIMIT) as i64,
             ret_stack: ReturnStack::new(cfg.enabled_ret_stack()),
             cfg,
             err,
@@ -1483,9 +1492,14 @@ impl EtmV4Decoder {
         }
         self.need_addr = false;
         let size = self.instr.instr_size as u64;
-        if range.en - range.st > size {
+        // The range may end at the very top of the address space, where its
+        // end address wraps to 0: lengths and bounds are taken as if the
+        // end were 2^64 (u128), never by subtracting wrapped addresses.
+        let end = src as u128 + size as u128;
+        let span = end - range.st as u128;
+        if span > size as u128 {
             if self.instr.isa != Isa::Thumb2 && !self.options.src_addr_n {
-                range.num = ((range.en - range.st) / 4) as u32;
+                range.num = (span / 4) as u32;
             } else {
                 // Count (and with src_addr_n, split on) the instructions.
                 let mut info = self.instr;
@@ -1494,7 +1508,7 @@ impl EtmV4Decoder {
                 let mut m = mem.borrow_mut();
                 let dec = self.instr_dec.clone();
                 let mut dec = dec.borrow_mut();
-                while info.instr_addr < range.en {
+                while (info.instr_addr as u128) < end {
                     let Some(op) = self.code.read4(&mut *m, info.instr_addr, self.trace_id, space) else {
                         drop(m);
                         drop(dec);
@@ -1507,9 +1521,13 @@ impl EtmV4Decoder {
                     if dec.decode_instruction(&mut info).is_err() {
                         break;
                     }
-                    info.instr_addr += info.instr_size as u64;
+                    let next = info.instr_addr as u128 + info.instr_size as u128;
+                    info.instr_addr = next as u64;
                     range.num += 1;
-                    if self.options.src_addr_n && info.instr_addr < range.en && info.instr_type != InstrType::Other {
+                    if next >= end {
+                        break;
+                    }
+                    if self.options.src_addr_n && info.instr_type != InstrType::Other {
                         let mid = Range { st: range.st, en: info.instr_addr, num: range.num };
                         self.out_stack.add(e.index);
                         let saved = self.instr;

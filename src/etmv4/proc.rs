@@ -1075,6 +1075,9 @@ fn build_table(cfg: &EtmV4Config) -> [(PktType, Parser); 256] {
 
 impl PacketProcessor for EtmV4PktProc {
     type Packet = EtmV4Packet;
+    fn error_link(&self) -> Option<&ErrLink> {
+        self.err.as_ref()
+    }
 
     fn process(&mut self, index: TrcIndex, data: &[u8], out: &mut PacketOut<'_, EtmV4Packet>) -> (DatapathResp, usize) {
         self.block_index = index;

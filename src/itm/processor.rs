@@ -359,6 +359,9 @@ impl ItmProcessor {
 
 impl PacketProcessor for ItmProcessor {
     type Packet = ItmPacket;
+    fn error_link(&self) -> Option<&ErrLink> {
+        self.err.as_ref()
+    }
 
     fn process(&mut self, index: TrcIndex, data: &[u8], out: &mut PacketOut<'_, ItmPacket>) -> (DatapathResp, usize) {
         let mut inp = Input::new(data, index);

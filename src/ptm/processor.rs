@@ -772,6 +772,9 @@ fn block_memory(data: &[u8], start: usize, buf: &mut [u8]) {
 
 impl PacketProcessor for PtmProcessor {
     type Packet = PtmPacket;
+    fn error_link(&self) -> Option<&ErrLink> {
+        Some(&self.err)
+    }
 
     fn process(&mut self, index: TrcIndex, data: &[u8], out: &mut PacketOut<'_, PtmPacket>) -> (DatapathResp, usize) {
         let mut pos = 0usize;

@@ -679,6 +679,9 @@ impl StmProcessor {
 
 impl PacketProcessor for StmProcessor {
     type Packet = StmPacket;
+    fn error_link(&self) -> Option<&ErrLink> {
+        self.err.as_ref()
+    }
 
     fn process(&mut self, index: TrcIndex, data: &[u8], out: &mut PacketOut<'_, StmPacket>) -> (DatapathResp, usize) {
         self.mon = out.mon.is_some();
