@@ -142,7 +142,7 @@ fn main() -> ExitCode {
         }
     }
     let mut text = String::new();
-    let mut code = Vec::new();
+    let mut code: Vec<u8> = Vec::new();
     let mut print = |tree: &coresight_decode::tree::DecodeTree, out: &mut String| {
         for (index, id, e) in got.borrow_mut().drain(..) {
             let _ = write!(out, "Idx:{index}; ID:{id:x}; ");
