@@ -15,6 +15,7 @@ use coresight_decode::gnatcov::coverage::{Coverage, InsnState};
 use gimli::{EndianSlice, RunTimeEndian};
 
 /// Address ranges to (file, line).
+#[derive(Debug)]
 pub struct LineTable {
     pub files: Vec<String>,
     /// (start, end, file index, line), sorted by start.
