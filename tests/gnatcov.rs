@@ -132,3 +132,42 @@ fn mutated_traces_never_panic() {
     }
     assert!(errors > 100, "mutations should mostly be caught ({errors})");
 }
+
+/// Damaged ELF files (the committed coverage fixtures, mutated) are
+/// rejected or read; coverage over them never panics.
+#[test]
+fn mutated_elves_never_panic() {
+    use coresight_decode::gnatcov::coverage::{CodeImage, Coverage, Execution};
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tools/tests/fixtures/cov");
+    let mut rng = Rng::new(5);
+    let (mut ok, mut rejected) = (0, 0);
+    for arch in ["a64", "t32"] {
+        let elf = std::fs::read(dir.join(format!("prog-{arch}.elf"))).unwrap();
+        let trace = read_file(dir.join(format!("prog-{arch}.trace"))).unwrap();
+        let entries: Vec<_> = trace.entries().copied().collect();
+        for _ in 0..600 {
+            let mut d = elf.clone();
+            // Mostly small damage, so that many mutants still parse.
+            let at = rng.below(d.len() as u64) as usize;
+            match rng.below(4) {
+                0 => d[at] ^= 1 << rng.below(8),
+                1 => d[at] = rng.next_u64() as u8,
+                2 => d.truncate(at),
+                _ => mutate(&mut rng, &mut d),
+            }
+            match CodeImage::from_elf(&d) {
+                Ok(img) => {
+                    ok += 1;
+                    let c = Coverage::compute(&img, &Execution::from_entries(&img, &entries));
+                    let _ = c.report(8, &mut |_| String::new());
+                }
+                Err(e) => {
+                    rejected += 1;
+                    assert!(!e.to_string().is_empty());
+                }
+            }
+        }
+    }
+    assert!(ok > 100 && rejected > 10, "{ok} read, {rejected} rejected");
+    assert!(CodeImage::from_elf(b"not an ELF at all").unwrap_err().to_string().starts_with("not an ELF file"));
+}

@@ -99,7 +99,7 @@ impl CodeImage {
             segments.push((sh.sh_addr, data.to_vec()));
         }
         segments.sort_by_key(|s| s.0);
-        let in_code = |a: u64| segments.iter().any(|(b, d)| a >= *b && a < b + d.len() as u64);
+        let in_code = |a: u64| segments.iter().any(|(b, d)| a >= *b && a - b < d.len() as u64);
         let mut routines: BTreeMap<u64, Routine> = BTreeMap::new();
         let mut mapping = Vec::new();
         for s in elf.syms.iter() {
@@ -127,7 +127,7 @@ impl CodeImage {
             }
             let isa = if a64 { Isa::Aarch64 } else if thumb { Isa::Thumb2 } else { Isa::Arm };
             // Aliases: the first global name wins, else the first name.
-            let r = Routine { name: name.to_string(), start, end: start + s.st_size, isa };
+            let r = Routine { name: name.to_string(), start, end: start.saturating_add(s.st_size), isa };
             match routines.get(&start) {
                 Some(old) if !(s.st_bind() == sym::STB_GLOBAL && old.name.starts_with('.')) => {}
                 _ => {
@@ -148,7 +148,7 @@ impl CodeImage {
         let routines = segments
             .iter()
             .filter(|(_, d)| !d.is_empty())
-            .map(|(a, d)| Routine { name: format!("mem_{a:x}"), start: *a, end: a + d.len() as u64, isa })
+            .map(|(a, d)| Routine { name: format!("mem_{a:x}"), start: *a, end: a.saturating_add(d.len() as u64), isa })
             .collect();
         let machine = if isa == Isa::Aarch64 { EM_AARCH64 } else { EM_ARM };
         CodeImage { segments, routines, mapping: Vec::new(), machine }
@@ -288,7 +288,7 @@ impl Execution {
             if e.op.special() || e.size == 0 || !seen.insert(*e) {
                 continue;
             }
-            let end = e.pc + e.size as u64;
+            let Some(end) = e.pc.checked_add(e.size as u64) else { continue };
             let Some(r) = img.routine_at(e.pc) else { continue };
             let mut pc = e.pc;
             dec.dec.reset_it_block();
@@ -296,7 +296,7 @@ impl Execution {
                 let Mapping::Code(isa) = img.mapping_at(r, pc) else { break };
                 let Some(i) = dec.at(img, pc, isa, r.end.max(end)) else { break };
                 x.executed.insert(pc);
-                let next = pc + i.size as u64;
+                let Some(next) = pc.checked_add(i.size as u64) else { break };
                 if i.cond_branch && !i.data {
                     if next < end {
                         *x.outcomes.entry(pc).or_default() |= 2;
@@ -446,7 +446,10 @@ impl Coverage {
                         // Skip to the next mapping symbol (or the end).
                         let i = img.mapping.partition_point(|m| m.0 <= pc);
                         let to = img.mapping.get(i).map_or(r.end, |m| m.0.min(r.end));
-                        pc = to.max(pc + 1);
+                        pc = to.max(pc.saturating_add(1));
+                        if pc == u64::MAX {
+                            break;
+                        }
                         continue;
                     }
                     Mapping::Code(isa) => dec.at(img, pc, isa, r.end),
@@ -454,11 +457,12 @@ impl Coverage {
                 let Some(mut insn) = insn else { break };
                 // An instruction the trace says starts inside this one: the
                 // linear decode was off (data in code); restart there.
-                if let Some(a) = sync.filter(|&a| a < pc + insn.size as u64) {
+                if let Some(a) = sync.filter(|&a| a - pc < insn.size as u64) {
                     insn.size = (a - pc) as u8;
                     insn.data = true;
                 }
-                pc += insn.size as u64;
+                let Some(next) = pc.checked_add(insn.size as u64) else { break };
+                pc = next;
                 if insn.data {
                     continue;
                 }
