@@ -1,7 +1,7 @@
 //! Code coverage from hardware trace, in the terms of AdaCore's
 //! GNATcoverage.
 //!
-//! - [`format`]: reader and writer of gnatcov's binary ("QEMU") trace
+//! - [`format`](mod@format): reader and writer of gnatcov's binary ("QEMU") trace
 //!   files: Info, Flat and History sections, 32- and 64-bit PCs, both byte
 //!   orders, every info entry kind, special entries.
 //! - [`dump`]: a trace file as `gnatcov dump-trace` prints it.
