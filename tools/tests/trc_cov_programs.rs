@@ -125,3 +125,114 @@ fn object_coverage_matches_the_oracle() {
     assert!(by_name.starts_with("classify +:\n8 instructions analyzed:\n  8 covered\n"), "{by_name}");
     assert!(by_name.ends_with("11 instructions analyzed:\n  8 covered\n  3 not executed\n1 conditional branches analyzed:\n  1 fully covered\n  0 partially covered\n  0 not executed\n"), "{by_name}");
 }
+
+/// The A64 program's real execution (qemu's path) carried through our
+/// ETMv4 encoder into a snapshot whose memory is the ELF's code, decoded,
+/// and exported: the coverage and the lcov tracefile are the same as from
+/// the path itself.
+#[test]
+fn real_execution_through_etmv4_gives_the_same_coverage() {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    use coresight_decode::arch::{ArchProfile, ArchVersion, CoreProfile, InstrInfo, InstrType, Isa};
+    use coresight_decode::generator::check::decode_into;
+    use coresight_decode::generator::etmv4::{Encoder, PktCtx};
+    use coresight_decode::generator::Generated;
+    use coresight_decode::gnatcov::coverage::{CodeImage, Coverage, Execution};
+    use coresight_decode::gnatcov::export::{FlatTraceBuilder, Merge, SharedBuilder};
+    use coresight_decode::gnatcov::format::read_file;
+    use coresight_decode::instr::ArmInstrDecoder;
+    use coresight_decode::interfaces::InstrDecode;
+    use coresight_decode::snapshot_writer::{BufferSpec, DeviceSpec, DumpSpec, SnapshotSpec};
+
+    let elf = std::fs::read(fixture("prog-a64.elf")).unwrap();
+    let img = CodeImage::from_elf(&elf).unwrap();
+    let pcs: Vec<u64> = std::fs::read_to_string(fixture("prog-a64.pcs")).unwrap().lines().map(|l| u64::from_str_radix(l, 16).unwrap()).collect();
+
+    // ETMv4: an atom for each branch (E taken, N not), an address after
+    // each taken indirect branch, and the final SVC's exception.
+    let mut enc = Encoder::new(1 << 20);
+    enc.sync();
+    enc.trace_on();
+    // EL1 Non-secure AArch64; no context ID or VMID traced (TRCCONFIGR).
+    enc.addr_ctx(pcs[0], 0, &PktCtx { el: 1, ns: true, nse: false, sf: true, vmid: None, cid: None });
+    let mut dec = ArmInstrDecoder::new();
+    let (mut atoms, mut addresses) = (0, 0);
+    for (i, &pc) in pcs.iter().enumerate() {
+        let mut w = [0u8; 4];
+        assert_eq!(img.read(pc, &mut w), 4);
+        let mut info = InstrInfo {
+            pe_type: ArchProfile::new(ArchVersion::V8, CoreProfile::CortexA),
+            isa: Isa::Aarch64,
+            instr_addr: pc,
+            opcode: u32::from_le_bytes(w),
+            ..Default::default()
+        };
+        dec.decode_instruction(&mut info).unwrap();
+        let next = pcs.get(i + 1).copied();
+        match info.instr_type {
+            InstrType::Branch | InstrType::BranchIndirect => {
+                let taken = next != Some(pc + 4);
+                enc.atom(taken);
+                atoms += 1;
+                if taken && info.instr_type == InstrType::BranchIndirect {
+                    enc.address(next.unwrap());
+                    addresses += 1;
+                }
+            }
+            _ if next.is_none() => {
+                // The program ends in SVC (exit): a Call exception after it.
+                enc.exception(2, 1);
+                enc.address(pc + 4);
+            }
+            _ => {}
+        }
+    }
+    enc.flush_atoms();
+    assert!(atoms > 20 && addresses > 5, "{atoms} atoms, {addresses} addresses");
+
+    let mut core = DeviceSpec::core("cpu_0", "Cortex-A53");
+    for (i, (addr, code)) in img.segments.iter().enumerate() {
+        core.dumps.push(DumpSpec { file: format!("code{i}.bin"), address: *addr, data: code.clone(), space: String::new() });
+    }
+    let regs = [
+        ("TRCCONFIGR", 0x01),
+        ("TRCTRACEIDR", 0x10),
+        ("TRCIDR0", 0x2000_0861),
+        ("TRCIDR1", 0x4100_f412),
+        ("TRCIDR2", 0x0800_1088),
+        ("TRCIDR8", 0),
+        ("TRCIDR9", 0),
+        ("TRCIDR10", 0),
+        ("TRCIDR11", 0),
+        ("TRCIDR12", 0),
+        ("TRCIDR13", 0),
+    ];
+    let etm = DeviceSpec::trace_source("etm_0", "ETM4.0", regs.iter().map(|(n, v)| (n.to_string(), *v)).collect());
+    let g = Generated {
+        spec: SnapshotSpec {
+            description: "prog-a64 under qemu, ETMv4".into(),
+            devices: vec![core, etm],
+            buffers: vec![BufferSpec { name: "ETB_0".into(), file: "trace.bin".into(), format: "source_data".into(), data: enc.out.clone() }],
+            source_buffers: vec![("etm_0".into(), "ETB_0".into())],
+            core_trace_sources: vec![("cpu_0".into(), "etm_0".into())],
+        },
+        truth: Vec::new(),
+    };
+    let b = Rc::new(RefCell::new(FlatTraceBuilder::new(Merge::All)));
+    decode_into(&g, Box::new(SharedBuilder(b.clone())), |_| {}).unwrap();
+    b.borrow_mut().finish();
+    let b = b.borrow();
+    assert!(b.entries(None).iter().any(|e| e.op.fault()), "the SVC's block is cut by the exception");
+
+    let via_etm = Coverage::compute(&img, &Execution::from_entries(&img, b.entries(None)));
+    let qemu = read_file(fixture("prog-a64.trace")).unwrap();
+    let direct = Coverage::compute(&img, &Execution::from_entries(&img, qemu.entries()));
+    for (x, y) in via_etm.routines.iter().zip(&direct.routines) {
+        assert_eq!(x, y, "{}", y.routine.name);
+    }
+    assert_eq!(via_etm, direct);
+    let lines = lcov::LineTable::from_elf(&elf).unwrap();
+    assert_eq!(lcov::tracefile("t", &via_etm, &lines), lcov::tracefile("t", &direct, &lines));
+}
