@@ -11,7 +11,10 @@
 //! [`TraceFile::parse`] borrows the file's bytes: info entries keep slices
 //! of them. [`TraceFile::to_bytes`] writes a file back; a file read and
 //! written again is byte for byte the same (padding bytes, which the reader
-//! requires to be zero, are written as zero).
+//! requires to be zero, are written as zero). One exception: the Info
+//! header's pc-size byte, which gnatcov does not read, is accepted whatever
+//! it holds and written as the execution section's size (4 or 8), as
+//! gnatcov writes it.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -669,7 +672,7 @@ impl<'a> TraceFile<'a> {
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(64 + self.records.len() * self.header.pc_size.entry_size());
         if let Some(ih) = &self.info_header {
-            ih.write(&mut out);
+            Header { pc_size: self.header.pc_size, ..*ih }.write(&mut out);
             write_infos(&mut out, ih.endian, &self.infos);
         }
         self.header.write(&mut out);
