@@ -22,6 +22,7 @@ pub mod etmv3;
 pub mod etmv4;
 pub mod formatter;
 pub mod generator;
+pub mod gnatcov;
 pub mod itm;
 pub mod error;
 pub mod instr;

@@ -46,6 +46,16 @@ fn source_config(dev: &DeviceSpec, core: Option<&DeviceSpec>) -> SourceConfig {
 /// first buffer's sources, takes each buffer in turn (end of trace, then a
 /// reset, after each); each buffer's items follow a [`Truth::Session`].
 pub fn decode(g: &Generated) -> Result<Vec<Truth>, String> {
+    let got = Rc::new(RefCell::new(Vec::new()));
+    decode_into(g, Box::new(Collect(got.clone())), |n| got.borrow_mut().push(Truth::Session(n)))?;
+    let v = got.borrow().clone();
+    Ok(comparable(v, g.truth.iter().any(Truth::is_detail)))
+}
+
+/// Decodes a generated snapshot in memory into `out`, which sees every
+/// element. With several buffers, `session(n)` is called before buffer
+/// `n` (from 1) is decoded.
+pub fn decode_into(g: &Generated, out: Box<dyn TrcGenElemIn>, mut session: impl FnMut(u32)) -> Result<(), String> {
     let spec = &g.spec;
     let buf = spec.buffers.first().ok_or("no buffer")?;
     let format = if buf.format == "source_data" {
@@ -72,20 +82,18 @@ pub fn decode(g: &Generated) -> Result<Vec<Truth>, String> {
             }
         }
     }
-    let got = Rc::new(RefCell::new(Vec::new()));
-    tree.set_gen_elem_out(Box::new(Collect(got.clone())));
+    tree.set_gen_elem_out(out);
     let multi = spec.buffers.len() > 1;
     for (n, b) in spec.buffers.iter().enumerate() {
         if multi {
-            got.borrow_mut().push(Truth::Session(n as u32 + 1));
+            session(n as u32 + 1);
         }
         feed(&mut tree, &b.data).map_err(|e| if multi { format!("buffer {}: {e}", n + 1) } else { e })?;
         if multi {
             tree.trace_data_in(DatapathOp::Reset, 0, &[]);
         }
     }
-    let v = got.borrow().clone();
-    Ok(comparable(v, g.truth.iter().any(Truth::is_detail)))
+    Ok(())
 }
 
 /// Pushes one buffer through a tree, then the end of trace.

@@ -1,0 +1,327 @@
+//! `trc_cov`: code coverage from hardware trace, in GNATcoverage's terms.
+//!
+//! ```text
+//! trc_cov dump TRACE [--raw]
+//! trc_cov export --snapshot DIR [--elf ELF] [--per-id] -o OUT
+//! trc_cov coverage --elf ELF [--routines NAMES|@FILE] [--snapshot DIR]... [TRACE]...
+//! trc_cov lcov --elf ELF [--snapshot DIR]... [TRACE]... [-o OUT.info]
+//! ```
+//!
+//! Exit status: 0 done, 1 the input could not be processed, 2 bad usage.
+
+#[path = "trc_cov/lcov.rs"]
+mod lcov;
+
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::rc::Rc;
+
+use clap::{Args, Parser, Subcommand};
+use coresight_decode::arch::Isa;
+use coresight_decode::datapath::{DatapathOp, TrcIndex};
+use coresight_decode::decoder::DecodeMode;
+use coresight_decode::gnatcov::coverage::{CodeImage, Coverage, Execution};
+use coresight_decode::gnatcov::dump::dump;
+use coresight_decode::gnatcov::export::{ExecSignature, FlatTraceBuilder, Merge, SharedBuilder};
+use coresight_decode::gnatcov::format::{read_file, DateTime, Endian, Entry};
+use coresight_decode::interfaces::TrcDataIn;
+use coresight_decode::snapshot::Snapshot;
+
+#[derive(Parser)]
+#[command(name = "trc_cov", version, about = "Code coverage from CoreSight trace: gnatcov trace files, object coverage, lcov line coverage")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Print a gnatcov trace file as `gnatcov dump-trace` does.
+    Dump {
+        trace: PathBuf,
+        /// Addresses as recorded (no shared-object or kernel relocation).
+        #[arg(long)]
+        raw: bool,
+    },
+    /// Decode a snapshot's trace into gnatcov flat trace file(s).
+    Export {
+        /// Snapshot directory.
+        #[arg(long)]
+        snapshot: PathBuf,
+        /// Trace buffer to decode (default: the first).
+        #[arg(long)]
+        buffer: Option<String>,
+        /// The executable the trace ran, named in the Info section with its
+        /// size, time stamp and CRC32 (and giving the machine).
+        #[arg(long)]
+        elf: Option<PathBuf>,
+        /// One file per trace ID (OUT with `-<id>` before the extension).
+        #[arg(long)]
+        per_id: bool,
+        /// Write big-endian fields.
+        #[arg(long)]
+        big_endian: bool,
+        /// Output file.
+        #[arg(short, long)]
+        output: PathBuf,
+    },
+    /// Object coverage: per routine and total instruction and conditional
+    /// branch coverage, with an annotated disassembly.
+    Coverage {
+        #[command(flatten)]
+        input: Inputs,
+        /// Routines to report: names separated by commas, or @FILE with one
+        /// name a line.
+        #[arg(long)]
+        routines: Option<String>,
+        /// Summaries only, no disassembly.
+        #[arg(long)]
+        summary: bool,
+    },
+    /// Source line coverage as an lcov tracefile, from the ELF's DWARF
+    /// line tables.
+    Lcov {
+        #[command(flatten)]
+        input: Inputs,
+        /// Output file (default: standard output).
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// Test name (`TN:` line).
+        #[arg(long, default_value = "")]
+        test_name: String,
+    },
+}
+
+#[derive(Args)]
+struct Inputs {
+    /// The executable (ELF). Without one, a snapshot's memory dumps are the
+    /// routines (one per dump), in the instruction set --isa gives.
+    #[arg(long)]
+    elf: Option<PathBuf>,
+    /// Snapshot directories whose trace is decoded.
+    #[arg(long)]
+    snapshot: Vec<PathBuf>,
+    /// Instruction set of memory dumps when there is no ELF: a64, a32, t32.
+    #[arg(long, default_value = "a64")]
+    isa: String,
+    /// gnatcov trace files.
+    traces: Vec<PathBuf>,
+}
+
+/// An error for exit status 1.
+struct Fail(String);
+
+impl<E: std::fmt::Display> From<E> for Fail {
+    fn from(e: E) -> Fail {
+        Fail(e.to_string())
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Fail(e)) => {
+            eprintln!("trc_cov: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<(), Fail> {
+    match cli.cmd {
+        Cmd::Dump { trace, raw } => {
+            let t = read_file(&trace)?;
+            print!("{}", dump(&t, raw));
+        }
+        Cmd::Export { snapshot, buffer, elf, per_id, big_endian, output } => {
+            let b = decode_snapshot(&snapshot, buffer.as_deref(), if per_id { Merge::PerTraceId } else { Merge::All })?;
+            let (sig, machine) = match &elf {
+                Some(p) => {
+                    let bytes = std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?;
+                    let img = load_elf(p, &bytes)?;
+                    (Some(ExecSignature::of_file(p).map_err(|e| format!("{}: {e}", p.display()))?), Some(img.machine))
+                }
+                None => (None, None),
+            };
+            let endian = if big_endian { Endian::Big } else { Endian::Little };
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+            let streams = b.streams();
+            if streams.is_empty() {
+                return Err(Fail(format!("{}: no instructions were traced", snapshot.display())));
+            }
+            for id in streams {
+                let path = match id {
+                    Some(id) => per_id_path(&output, id),
+                    None => output.clone(),
+                };
+                let t = b.trace_file(id, machine, endian, sig.as_ref(), Some(DateTime::from_unix(now)));
+                std::fs::write(&path, t.to_bytes()).map_err(|e| format!("{}: {e}", path.display()))?;
+                eprintln!("trc_cov: wrote {} ({} entries)", path.display(), t.records.len());
+            }
+        }
+        Cmd::Coverage { input, routines, summary } => {
+            let (mut img, entries, digits) = gather(&input)?;
+            if let Some(r) = routines {
+                img.restrict(&routine_names(&r)?)?;
+            }
+            let x = Execution::from_entries(&img, &entries);
+            let cov = Coverage::compute(&img, &x);
+            if summary {
+                for r in &cov.routines {
+                    println!("{} {}:", r.routine.name, r.mark());
+                    print!("{}", r.summary);
+                    println!();
+                }
+                print!("{}", cov.total);
+            } else {
+                let mut text = disassembler();
+                print!("{}", cov.report(digits, &mut text));
+            }
+        }
+        Cmd::Lcov { input, output, test_name } => {
+            let Some(elf) = &input.elf else {
+                return Err(Fail("lcov needs --elf (the DWARF line tables)".into()));
+            };
+            let bytes = std::fs::read(elf).map_err(|e| format!("{}: {e}", elf.display()))?;
+            let (img, entries, _) = gather(&input)?;
+            let x = Execution::from_entries(&img, &entries);
+            let cov = Coverage::compute(&img, &x);
+            let lines = lcov::LineTable::from_elf(&bytes).map_err(|e| format!("{}: {e}", elf.display()))?;
+            let text = lcov::tracefile(&test_name, &cov, &lines);
+            match output {
+                Some(p) => std::fs::write(&p, text).map_err(|e| format!("{}: {e}", p.display()))?,
+                None => print!("{text}"),
+            }
+        }
+    }
+    Ok(())
+}
+
+fn per_id_path(out: &Path, id: u8) -> PathBuf {
+    let stem = out.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = match out.extension() {
+        Some(e) => format!("{stem}-{id:02x}.{}", e.to_string_lossy()),
+        None => format!("{stem}-{id:02x}"),
+    };
+    out.with_file_name(name)
+}
+
+fn routine_names(arg: &str) -> Result<Vec<String>, Fail> {
+    let text = match arg.strip_prefix('@') {
+        Some(f) => std::fs::read_to_string(f).map_err(|e| format!("{f}: {e}"))?,
+        None => arg.replace(',', "\n"),
+    };
+    Ok(text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).map(String::from).collect())
+}
+
+fn load_elf(path: &Path, bytes: &[u8]) -> Result<CodeImage, Fail> {
+    if bytes.get(..4) != Some(b"\x7fELF".as_slice()) {
+        return Err(Fail(format!("{}: byte 0: not an ELF file (expected the magic 7f 45 4c 46)", path.display())));
+    }
+    CodeImage::from_elf(bytes).map_err(|e| Fail(format!("{}: {e}", path.display())))
+}
+
+/// The image, all entries from traces and snapshots, and the address width.
+fn gather(input: &Inputs) -> Result<(CodeImage, Vec<Entry>, usize), Fail> {
+    let mut entries = Vec::new();
+    let mut digits = 8;
+    for t in &input.traces {
+        let f = read_file(t)?;
+        digits = digits.max(f.header.pc_size.hex_digits());
+        entries.extend(f.entries().copied());
+    }
+    for s in &input.snapshot {
+        let b = decode_snapshot(s, None, Merge::All)?;
+        entries.extend_from_slice(b.entries(None));
+    }
+    if input.traces.is_empty() && input.snapshot.is_empty() {
+        return Err(Fail("no trace given (gnatcov trace files, or --snapshot)".into()));
+    }
+    let img = match &input.elf {
+        Some(p) => {
+            let bytes = std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?;
+            load_elf(p, &bytes)?
+        }
+        None => {
+            let Some(dir) = input.snapshot.first() else {
+                return Err(Fail("no --elf: give one, or a --snapshot whose memory dumps stand for it".into()));
+            };
+            let isa = match input.isa.to_ascii_lowercase().as_str() {
+                "a64" | "aarch64" => Isa::Aarch64,
+                "a32" | "arm" => Isa::Arm,
+                "t32" | "thumb" => Isa::Thumb2,
+                v => return Err(Fail(format!("--isa: unknown instruction set '{v}' (a64, a32 or t32)"))),
+            };
+            CodeImage::from_regions(snapshot_regions(dir)?, isa)
+        }
+    };
+    if img.machine == coresight_decode::gnatcov::format::EM_AARCH64 {
+        digits = 16;
+    }
+    Ok((img, entries, digits))
+}
+
+fn snapshot_regions(dir: &Path) -> Result<Vec<(u64, Vec<u8>)>, Fail> {
+    let ss = Snapshot::load(dir)?;
+    let mut out = Vec::new();
+    for d in ss.devices.iter().filter(|d| d.is_core()) {
+        for m in &d.dumps {
+            let p = ss.path_of(&m.file);
+            let data = std::fs::read(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+            let from = (m.offset as usize).min(data.len());
+            let to = if m.length == 0 { data.len() } else { (from + m.length as usize).min(data.len()) };
+            out.push((m.address, data[from..to].to_vec()));
+        }
+    }
+    Ok(out)
+}
+
+/// Decodes one buffer of a snapshot into flat-trace entries.
+fn decode_snapshot(dir: &Path, buffer: Option<&str>, merge: Merge) -> Result<FlatTraceBuilder, Fail> {
+    let ss = Snapshot::load(dir)?;
+    let names = ss.buffer_names();
+    let Some(buf) = buffer.or(names.first().copied()).and_then(|n| ss.buffer(n)) else {
+        return Err(Fail(format!("{}: no such trace buffer (the snapshot has: {})", dir.display(), names.join(", "))));
+    };
+    let Some(mut tree) = ss.build_tree(&buf.name, DecodeMode::FullDecode, |_| {})? else {
+        return Err(Fail(format!("{}: no decodable trace source in buffer {}", dir.display(), buf.name)));
+    };
+    let b = Rc::new(RefCell::new(FlatTraceBuilder::new(merge)));
+    tree.set_gen_elem_out(Box::new(SharedBuilder(b.clone())));
+    let mut data = Vec::new();
+    for p in ss.buffer_paths(buf) {
+        data.extend(std::fs::read(&p).map_err(|e| format!("{}: {e}", p.display()))?);
+    }
+    let mut idx = 0;
+    while idx < data.len() {
+        let (r, used) = tree.trace_data_in(DatapathOp::Data, idx as TrcIndex, &data[idx..]);
+        if r.is_fatal() {
+            return Err(Fail(format!("{}: decode stopped at trace byte {idx}", dir.display())));
+        }
+        if used == 0 && !r.is_wait() {
+            break;
+        }
+        idx += used;
+    }
+    tree.trace_data_in(DatapathOp::Eot, 0, &[]);
+    drop(tree);
+    b.borrow_mut().finish();
+    Ok(Rc::try_unwrap(b).map(RefCell::into_inner).unwrap_or_else(|rc| std::mem::take(&mut *rc.borrow_mut())))
+}
+
+#[cfg(feature = "disasm")]
+fn disassembler() -> impl FnMut(&coresight_decode::gnatcov::coverage::Insn) -> String {
+    let d = coresight_decode::disasm::Disassembler::new().ok();
+    move |i| {
+        d.as_ref()
+            .and_then(|d| d.text(i.isa, i.addr, &i.bytes[..i.size as usize]))
+            .unwrap_or_default()
+    }
+}
+
+#[cfg(not(feature = "disasm"))]
+fn disassembler() -> impl FnMut(&coresight_decode::gnatcov::coverage::Insn) -> String {
+    |_| String::new()
+}
