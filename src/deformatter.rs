@@ -88,6 +88,13 @@ pub trait IdStreamSink {
     fn empty_block(&mut self, _id: u8, _index: TrcIndex) -> DatapathResp {
         DatapathResp::Cont
     }
+    /// The block about to be handed on is the `chunk`th of the frame that
+    /// starts at `frame_index`: its place in the serial order (see
+    /// [`crate::tree::SerialKey`]). Ignored by default.
+    fn chunk_position(&mut self, _frame_index: TrcIndex, _chunk: usize) {}
+    /// The deformatter is about to report an error found at `index`,
+    /// before any block of data at or after it. Ignored by default.
+    fn error_position(&mut self, _index: TrcIndex) {}
 }
 
 /// A simple table of per-ID consumers, for using the deformatter on its own.
@@ -321,6 +328,7 @@ impl FrameDeformatter {
                 match self.process(index, data, sink) {
                     Ok(used) => (self.highest, used),
                     Err(Fault(e, resp)) => {
+                        sink.error_position(self.curr_idx);
                         self.log(e);
                         self.collate(resp);
                         (self.highest, data.len())
@@ -603,6 +611,7 @@ impl FrameDeformatter {
             let data = &c.data[..c.valid];
             match c.id {
                 Some(id) if sink.is_attached(id) => {
+                    sink.chunk_position(self.frame_sof, self.chunks_done);
                     if self.cfg.raw_unpacked && c.used == 0 && self.raw_enabled[id as usize & 0x7f] {
                         self.raw(c.index, RawFrameKind::IdData, data, Some(id));
                     }

@@ -193,7 +193,7 @@ pub struct ItmInfo {
 ///
 /// Fields are valid according to [`TraceElement::elem_type`]; the rest keep
 /// their last values, as the decoders reuse one element per stream.
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct TraceElement {
     pub elem_type: ElemType,
     pub isa: Isa,

@@ -30,6 +30,7 @@ pub mod interfaces;
 pub mod lister;
 pub mod logger;
 pub mod memory;
+pub mod parallel;
 pub mod printers;
 pub mod protocols;
 pub(crate) mod pktproc;

@@ -12,9 +12,10 @@ use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use std::rc::Rc;
 
 use crate::decoder::{DecodeMode, DecoderOptions, DecoderRegistry};
-use crate::interfaces::TrcDataIn;
+use crate::interfaces::{TrcDataIn, TrcGenElemIn};
 use crate::logger::{shared, MsgLogger, Shared};
 use crate::memory::CacheConfig;
+use crate::parallel::{decode_parallel, ParallelOptions, ParallelSink, WorkerSetup};
 use crate::printers::{GenElemPrinter, PacketPrinter, RawFramePrinter};
 use crate::snapshot::{Snapshot, TreeBuilder};
 use crate::tree::{DecodeTree, SourceFormat};
@@ -22,7 +23,7 @@ use crate::tree::{DecodeTree, SourceFormat};
 /// The log file OpenCSD's lister writes by default.
 pub const DEFAULT_LOGFILE: &str = "trc_pkt_lister.ppl";
 
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct Opts {
     ss_dir: Option<String>,
     src_name: Option<String>,
@@ -42,11 +43,17 @@ struct Opts {
     test_waits: u32,
     dec: DecoderOptions,
     cache: CacheConfig,
+    /// Worker threads for decoding trace IDs in parallel (`-threads`);
+    /// 0: one per core.
+    threads: usize,
 }
 
 struct Lister<'e> {
     out: Shared<MsgLogger>,
     registry: Rc<DecoderRegistry>,
+    /// Makes the registry again on a worker thread; without it decode
+    /// stays on this thread.
+    make_registry: Option<fn() -> Rc<DecoderRegistry>>,
     opts: Opts,
     env: &'e dyn Fn(&str) -> Option<String>,
 }
@@ -99,6 +106,7 @@ fn help_text() -> String {
     s.push_str("\nDevelopment:\n\n");
     s.push_str("-test_waits <N>     Force wait from packet printer for N packets - test the wait/flush mechanisms for the decoder\n");
     s.push_str("-profile            Mute logging output while profiling library performance.\n");
+    s.push_str("-threads <N>        Decode trace IDs on N threads (default: one per core; 1: this thread only).\n");
     s.push_str("-macc_cache_disable Switch off caching on memory accessor.\n");
     s.push_str("-macc_cache_p_size <N> Set size of caching pages.\n");
     s.push_str("-macc_cache_p_num <N>  Set number of caching pages.\n");
@@ -212,6 +220,13 @@ impl Lister<'_> {
                         return false;
                     }
                 },
+                "-threads" => match value(&mut i).and_then(|v| parse_c_number(&v)) {
+                    Some(n) if (1..=1024).contains(&n) => self.opts.threads = n as usize,
+                    _ => {
+                        self.msg("Trace Packet Lister : Error: thread count (1 to 1024) expected after -threads\n");
+                        return false;
+                    }
+                },
                 "-test_waits" => match value(&mut i) {
                     Some(v) => self.opts.test_waits = parse_count(&v, u32::MAX as u64) as u32,
                     None => {
@@ -321,21 +336,7 @@ impl Lister<'_> {
     }
 
     fn list(&mut self, ss: &Snapshot, source: &str, names: &[String]) {
-        let mode = if self.opts.decode { DecodeMode::FullDecode } else { DecodeMode::PacketsOnly };
-        let out = self.out.clone();
-        let dec_opts = self.opts.dec;
-        let cache = self.opts.cache;
-        let tree = TreeBuilder::with_registry(ss, self.registry.clone()).build(source, mode, |t| {
-            t.set_error_output(Some(out.clone()));
-            t.set_decoder_options(dec_opts);
-            // The lister reproduces OpenCSD's listing, empty frame blocks
-            // included.
-            t.set_opencsd_empty_blocks(true);
-            if let Some(m) = t.mem_mapper() {
-                m.borrow_mut().set_cache_config(cache);
-            }
-        });
-        let mut tree = match tree {
+        let (mut tree, notes) = match setup_tree(&self.opts, ss, source, self.registry.clone(), self.out.clone()) {
             Ok(Some(t)) => t,
             Ok(None) => {
                 self.msg("Trace Packet Lister : No supported protocols found.\n");
@@ -346,56 +347,13 @@ impl Lister<'_> {
                 return;
             }
         };
-
-        // Packet printers, in trace ID order.
         let mut printers = 0;
-        if !self.opts.decode_only {
-            let ids: Vec<(u8, String)> = tree.elements().map(|(id, e)| (id, e.protocol.clone())).collect();
-            for (id, proto) in ids {
-                if !self.opts.ids.is_empty() && !self.opts.ids.contains(&id) {
-                    continue;
-                }
-                let monitor = self.opts.decode || self.opts.pkt_mon;
-                let waits = if monitor { 0 } else { self.opts.test_waits };
-                // Profiling mutes the packet lines: a muted monitor is not
-                // attached at all, so no packet is shown to it.
-                let attached = if monitor && self.opts.profile {
-                    Ok(())
-                } else {
-                    let mut p = PacketPrinter::new(id, self.out.clone());
-                    p.set_test_waits(waits);
-                    p.set_mute(self.opts.profile);
-                    tree.attach_printer(id, p, monitor)
-                };
-                match attached {
-                    Ok(()) => {
-                        printers += 1;
-                        self.msg(&format!("Trace Packet Lister : Protocol printer {proto} on Trace ID 0x{id:x}\n"));
-                    }
-                    Err(_) => self.msg(&format!("Trace Packet Lister : Failed to Protocol printer {proto} on Trace ID 0x{id:x}\n")),
-                }
-            }
-        }
-
-        // Deformatter input format and raw frame output.
-        if let SourceFormat::Formatted(mut cfg) = tree.format() {
-            if self.opts.tpiu {
-                cfg.fsyncs = true;
-                cfg.mem_aligned = false;
-            }
-            if self.opts.tpiu_hsync {
-                cfg.hsyncs = true;
-            }
-            if !(cfg.fsyncs || cfg.hsyncs) {
-                cfg.mem_aligned = true;
-            }
-            cfg.raw_packed = self.opts.raw_packed;
-            cfg.raw_unpacked = self.opts.raw_unpacked;
-            if let Some(d) = tree.deformatter_mut() {
-                let _ = d.configure(cfg);
-            }
-            if (self.opts.raw_packed || self.opts.raw_unpacked) && !self.opts.profile {
-                let _ = tree.set_raw_frame_monitor(Box::new(RawFramePrinter::new(self.out.clone())));
+        for (id, proto, attached) in notes {
+            if attached {
+                printers += 1;
+                self.msg(&format!("Trace Packet Lister : Protocol printer {proto} on Trace ID 0x{id:x}\n"));
+            } else {
+                self.msg(&format!("Trace Packet Lister : Failed to Protocol printer {proto} on Trace ID 0x{id:x}\n"));
             }
         }
 
@@ -420,7 +378,12 @@ impl Lister<'_> {
 
         let Some(buf) = ss.buffer(source) else { return };
         if !self.opts.multi_session {
-            self.process_buffer(&mut tree, &ss.buffer_paths(buf), elem_printer.as_ref());
+            let files = ss.buffer_paths(buf);
+            if let Some(make_registry) = self.parallel_registry(&tree) {
+                self.process_buffer_parallel(&tree, ss, source, make_registry, &files, elem_printer.as_ref());
+            } else {
+                self.process_buffer(&mut tree, &files, elem_printer.as_ref());
+            }
             return;
         }
         for (n, name) in names.iter().enumerate() {
@@ -436,6 +399,94 @@ impl Lister<'_> {
             tree.trace_data_in(DatapathOp::Reset, 0, &[]);
             self.msg(&format!("####### Buffer {} : {} Complete\n\n", n + 1, name));
         }
+    }
+
+    /// The registry maker to decode on worker threads with, when this
+    /// listing can be: more than one thread asked for, formatted trace with
+    /// more than one trace ID to decode, and nothing that needs the one
+    /// tree's state between blocks (DSTREAM footers, raw frames, -stats).
+    fn parallel_registry(&self, tree: &DecodeTree) -> Option<fn() -> Rc<DecoderRegistry>> {
+        let threads = match self.opts.threads {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
+        };
+        let ids = tree.elements().filter(|(id, _)| self.opts.ids.is_empty() || self.opts.ids.contains(id)).count();
+        let simple = !(self.opts.dstream_format || self.opts.raw_packed || self.opts.raw_unpacked || self.opts.stats);
+        let formatted = matches!(tree.format(), SourceFormat::Formatted(_));
+        (threads > 1 && ids > 1 && simple && formatted).then_some(self.make_registry).flatten()
+    }
+
+    /// [`process_buffer`](Self::process_buffer) with the trace IDs decoded
+    /// on worker threads, each with its own tree made as this one was; the
+    /// listing is the same, line for line.
+    fn process_buffer_parallel(
+        &self,
+        tree: &DecodeTree,
+        ss: &Snapshot,
+        source: &str,
+        make_registry: fn() -> Rc<DecoderRegistry>,
+        files: &[PathBuf],
+        printer: Option<&Shared<GenElemPrinter>>,
+    ) -> bool {
+        let start = Instant::now();
+        if let Some(problem) = files_problem(files) {
+            self.msg(&problem);
+            self.msg("Trace Packet Lister : Error : Unable to open trace buffer.\n");
+            return false;
+        }
+        let ids: Vec<u8> = tree.elements().map(|(id, _)| id).filter(|id| self.opts.ids.is_empty() || self.opts.ids.contains(id)).collect();
+        let threads = match self.opts.threads {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
+        };
+        let opts = self.opts.clone();
+        // Each worker prints its own elements into its text (forced waits
+        // included), and counts them for -profile.
+        let elements = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let build = |w: &WorkerSetup| -> crate::error::Result<DecodeTree> {
+            let Some((mut t, _)) = setup_tree(&opts, ss, source, make_registry(), w.logger.clone())? else {
+                return Err(crate::error::Error::code(crate::error::ErrCode::Fail, "no supported protocols"));
+            };
+            if opts.decode {
+                let mut p = GenElemPrinter::new(w.logger.clone());
+                p.set_test_waits(opts.test_waits);
+                p.set_mute(opts.profile);
+                t.set_gen_elem_out(Box::new(CountingPrinter { printer: p, total: elements.clone() }));
+            }
+            Ok(t)
+        };
+        let mut input = FileSequence { files, next: 0, current: None, failed: None };
+        let mut sink = ListerSink { out: &self.out, printer: None };
+        let options = ParallelOptions { threads, deliver_elements: false, ..ParallelOptions::default() };
+        let outcome = match decode_parallel(options, tree.format(), &ids, &mut input, &build, &mut sink) {
+            Ok(o) => o,
+            Err(e) => {
+                self.msg(&format!("Trace Packet Lister : Error: {e}\n"));
+                return false;
+            }
+        };
+        if outcome.resp.is_fatal() {
+            self.msg("Trace Packet Lister : Data Path fatal error\n");
+            if let Some(e) = &outcome.last_error {
+                self.msg(&format!("ERROR:{e}\n"));
+            }
+        }
+        let index = outcome.processed;
+        if let Some((path, e)) = &input.failed {
+            self.msg(&format!("Trace Packet Lister : Error : {}: {e}: the trace stops at byte {index}\n", path.display()));
+        }
+        let mut s = format!("Trace Packet Lister : Trace buffer done, processed {index} bytes");
+        if self.opts.no_time_print {
+            s.push_str(".\n");
+        } else {
+            s.push_str(&format!(" in {:.8} seconds.\n", start.elapsed().as_secs_f64()));
+        }
+        self.msg(&s);
+        if self.opts.profile && printer.is_some() {
+            let n = elements.load(std::sync::atomic::Ordering::Relaxed);
+            self.msg(&format!("Trace Packet Lister : Profile : {n} generic elements.\n"));
+        }
+        !outcome.resp.is_fatal()
     }
 
     /// Pushes a block through the tree, flushing on waits, and leaves
@@ -469,13 +520,8 @@ impl Lister<'_> {
         // until a writer came, and a directory reads as nothing. Files are
         // opened one at a time as the previous one ends, so thousands of
         // them neither nest readers nor hold thousands of descriptors.
-        for f in files {
-            let problem = match std::fs::metadata(f) {
-                Ok(m) if m.is_file() => continue,
-                Ok(m) => crate::snapshot::not_regular(&m).to_string(),
-                Err(e) => e.to_string(),
-            };
-            self.msg(&format!("Trace Packet Lister : Error : {}: {problem}\n", f.display()));
+        if let Some(problem) = files_problem(files) {
+            self.msg(&problem);
             self.msg("Trace Packet Lister : Error : Unable to open trace buffer.\n");
             return false;
         }
@@ -592,6 +638,135 @@ impl Lister<'_> {
     }
 }
 
+/// The first trace file that is not a regular file, as the lister
+/// reports it.
+fn files_problem(files: &[PathBuf]) -> Option<String> {
+    for f in files {
+        let problem = match std::fs::metadata(f) {
+            Ok(m) if m.is_file() => continue,
+            Ok(m) => crate::snapshot::not_regular(&m).to_string(),
+            Err(e) => e.to_string(),
+        };
+        return Some(format!("Trace Packet Lister : Error : {}: {problem}\n", f.display()));
+    }
+    None
+}
+
+/// Builds the tree for `source` as the options say, with packet printers
+/// writing to `out`, and configures the deformatter. Returns the tree and,
+/// per printer, its trace ID, protocol and whether it could be attached.
+#[allow(clippy::type_complexity)]
+fn setup_tree(
+    opts: &Opts,
+    ss: &Snapshot,
+    source: &str,
+    registry: Rc<DecoderRegistry>,
+    out: Shared<MsgLogger>,
+) -> crate::error::Result<Option<(DecodeTree, Vec<(u8, String, bool)>)>> {
+    let mode = if opts.decode { DecodeMode::FullDecode } else { DecodeMode::PacketsOnly };
+    let (dec_opts, cache) = (opts.dec, opts.cache);
+    let err_out = out.clone();
+    let tree = TreeBuilder::with_registry(ss, registry).build(source, mode, |t| {
+        t.set_error_output(Some(err_out));
+        t.set_decoder_options(dec_opts);
+        // The lister reproduces OpenCSD's listing, empty frame blocks
+        // included.
+        t.set_opencsd_empty_blocks(true);
+        if let Some(m) = t.mem_mapper() {
+            m.borrow_mut().set_cache_config(cache);
+        }
+    })?;
+    let Some(mut tree) = tree else { return Ok(None) };
+
+    // Packet printers, in trace ID order.
+    let mut notes = Vec::new();
+    if !opts.decode_only {
+        let ids: Vec<(u8, String)> = tree.elements().map(|(id, e)| (id, e.protocol.clone())).collect();
+        for (id, proto) in ids {
+            if !opts.ids.is_empty() && !opts.ids.contains(&id) {
+                continue;
+            }
+            let monitor = opts.decode || opts.pkt_mon;
+            let waits = if monitor { 0 } else { opts.test_waits };
+            // Profiling mutes the packet lines: a muted monitor is not
+            // attached at all, so no packet is shown to it.
+            let attached = if monitor && opts.profile {
+                Ok(())
+            } else {
+                let mut p = PacketPrinter::new(id, out.clone());
+                p.set_test_waits(waits);
+                p.set_mute(opts.profile);
+                tree.attach_printer(id, p, monitor)
+            };
+            notes.push((id, proto, attached.is_ok()));
+        }
+    }
+
+    // Deformatter input format and raw frame output.
+    if let SourceFormat::Formatted(mut cfg) = tree.format() {
+        if opts.tpiu {
+            cfg.fsyncs = true;
+            cfg.mem_aligned = false;
+        }
+        if opts.tpiu_hsync {
+            cfg.hsyncs = true;
+        }
+        if !(cfg.fsyncs || cfg.hsyncs) {
+            cfg.mem_aligned = true;
+        }
+        cfg.raw_packed = opts.raw_packed;
+        cfg.raw_unpacked = opts.raw_unpacked;
+        if let Some(d) = tree.deformatter_mut() {
+            let _ = d.configure(cfg);
+        }
+        if (opts.raw_packed || opts.raw_unpacked) && !opts.profile {
+            let _ = tree.set_raw_frame_monitor(Box::new(RawFramePrinter::new(out.clone())));
+        }
+    }
+    Ok(Some((tree, notes)))
+}
+
+/// A worker's element printer, adding what it printed to a total shared
+/// by the workers. A forced wait is acknowledged when the worker flushes.
+struct CountingPrinter {
+    printer: GenElemPrinter,
+    total: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl TrcGenElemIn for CountingPrinter {
+    fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &crate::elem::TraceElement) -> DatapathResp {
+        self.total.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if self.printer.need_ack_wait() {
+            self.printer.ack_wait();
+        }
+        self.printer.trace_elem_in(index, trace_id, elem)
+    }
+}
+
+/// The lister's output of a parallel decode: text to the log, elements to
+/// the element printer (whose forced waits are acknowledged on flush).
+struct ListerSink<'a> {
+    out: &'a Shared<MsgLogger>,
+    printer: Option<&'a Shared<GenElemPrinter>>,
+}
+
+impl ParallelSink for ListerSink<'_> {
+    fn text(&mut self, text: &str) {
+        self.out.borrow_mut().log_msg(text);
+    }
+    fn element(&mut self, index: TrcIndex, trace_id: u8, elem: &crate::elem::TraceElement) -> DatapathResp {
+        match self.printer {
+            Some(p) => p.borrow_mut().trace_elem_in(index, trace_id, elem),
+            None => DatapathResp::Cont,
+        }
+    }
+    fn flush(&mut self) {
+        if let Some(p) = self.printer {
+            p.borrow_mut().ack_wait();
+        }
+    }
+}
+
 /// The files of one buffer read as one stream, opened one after another
 /// (iteratively: a chain of `Read::chain` adapters nests one reader per
 /// file, and thousands of files overflowed the stack).
@@ -645,7 +820,7 @@ fn read_full(r: &mut dyn Read, buf: &mut [u8]) -> usize {
 /// banner), reading `OPENCSD_*` settings through `env`, writing to `out`.
 /// Returns the process exit status.
 pub fn run(argv: &[String], env: &dyn Fn(&str) -> Option<String>, out: Shared<MsgLogger>) -> i32 {
-    run_with_registry(argv, env, out, Rc::new(DecoderRegistry::builtin()))
+    run_with_registry_fn(argv, env, out, || Rc::new(DecoderRegistry::builtin()))
 }
 
 /// [`run`] with the protocols in `registry`: a program that lists trace of
@@ -653,11 +828,34 @@ pub fn run(argv: &[String], env: &dyn Fn(&str) -> Option<String>, out: Shared<Ms
 /// [`DecoderRegistry::register`]) in a [`DecoderRegistry::builtin`]
 /// registry and passes it here. Snapshot sources whose device type a
 /// registered factory claims are then listed and decoded like built-in ones.
+/// Decode stays on this thread (a registry cannot be shared with others):
+/// [`run_with_registry_fn`] decodes on worker threads too.
 pub fn run_with_registry(
     argv: &[String],
     env: &dyn Fn(&str) -> Option<String>,
     out: Shared<MsgLogger>,
     registry: Rc<DecoderRegistry>,
+) -> i32 {
+    run_lister(argv, env, out, registry, None)
+}
+
+/// [`run_with_registry`] with a function that makes the registry, so that
+/// worker threads (`-threads`) can each make their own.
+pub fn run_with_registry_fn(
+    argv: &[String],
+    env: &dyn Fn(&str) -> Option<String>,
+    out: Shared<MsgLogger>,
+    make_registry: fn() -> Rc<DecoderRegistry>,
+) -> i32 {
+    run_lister(argv, env, out, make_registry(), Some(make_registry))
+}
+
+fn run_lister(
+    argv: &[String],
+    env: &dyn Fn(&str) -> Option<String>,
+    out: Shared<MsgLogger>,
+    registry: Rc<DecoderRegistry>,
+    make_registry: Option<fn() -> Rc<DecoderRegistry>>,
 ) -> i32 {
     let args = argv.get(1..).unwrap_or(&[]);
     {
@@ -675,7 +873,7 @@ pub fn run_with_registry(
         cmd.push_str("\n\n");
         o.log_msg(&cmd);
     }
-    let mut lister = Lister { out: out.clone(), registry, opts: Opts::default(), env };
+    let mut lister = Lister { out: out.clone(), registry, make_registry, opts: Opts::default(), env };
     let status = if lister.parse(args) {
         lister.run();
         0

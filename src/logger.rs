@@ -13,6 +13,7 @@ use std::path::Path;
 use std::rc::Rc;
 
 use crate::error::{ErrCode, Severity, TraceError};
+use crate::tree::SerialKey;
 
 /// Shared ownership of a component on the (single-threaded) data path.
 pub type Shared<T> = Rc<RefCell<T>>;
@@ -30,6 +31,9 @@ pub struct MsgLogger {
     file: Option<BufWriter<File>>,
     /// Output kept in memory (tests, embedding).
     capture: Option<String>,
+    /// With a capture: the tree position each piece of text was written
+    /// at (parallel decode restores the serial order from it).
+    keyed: Option<(Rc<Cell<SerialKey>>, Vec<(SerialKey, usize)>)>,
 }
 
 impl MsgLogger {
@@ -40,7 +44,20 @@ impl MsgLogger {
 
     /// A logger that keeps everything in memory; see [`MsgLogger::captured`].
     pub fn capture() -> Self {
-        MsgLogger { stdout: None, stderr: false, file: None, capture: Some(String::new()) }
+        MsgLogger { stdout: None, stderr: false, file: None, capture: Some(String::new()), keyed: None }
+    }
+
+    /// A capturing logger that also notes, for each piece of text, the
+    /// tree position (`position`) it was written at; see
+    /// [`take_keyed`](Self::take_keyed).
+    pub fn capture_keyed(position: Rc<Cell<SerialKey>>) -> Self {
+        MsgLogger { stdout: None, stderr: false, file: None, capture: Some(String::new()), keyed: Some((position, Vec::new())) }
+    }
+
+    /// Takes the captured text and where each position's text starts in it.
+    pub fn take_keyed(&mut self) -> (String, Vec<(SerialKey, usize)>) {
+        let marks = self.keyed.as_mut().map(|(_, m)| std::mem::take(m)).unwrap_or_default();
+        (self.take_captured(), marks)
     }
 
     pub fn set_stdout(&mut self, on: bool) {
@@ -69,6 +86,12 @@ impl MsgLogger {
             let _ = f.write_all(msg.as_bytes());
         }
         if let Some(c) = self.capture.as_mut() {
+            if let Some((pos, marks)) = self.keyed.as_mut() {
+                let key = pos.get();
+                if marks.last().is_none_or(|m| m.0 != key) {
+                    marks.push((key, c.len()));
+                }
+            }
             c.push_str(msg);
         }
     }

@@ -2,6 +2,7 @@
 //! one decoder per trace ID, and the services decoders share (target
 //! memory, instruction decode, element output, error log).
 
+use std::cell::Cell;
 use std::path::Path;
 use std::rc::Rc;
 
@@ -24,6 +25,22 @@ pub enum SourceFormat {
     Single,
 }
 
+/// Where in the serial order of a decode the tree is: the block of trace
+/// data it is handing to a decoder (its frame and place in the frame, and
+/// the trace ID), an operation going to that ID (a reset at its index; the
+/// end of trace at index `TrcIndex::MAX`), or an error the deformatter
+/// reports at an index. Everything a decoder outputs while the tree
+/// is at one position is output, in a serial decode, after everything
+/// output at an earlier position: the order [`crate::parallel`] restores.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SerialKey {
+    /// Index of the frame the block is in (`TrcIndex::MAX`: an operation).
+    pub index: TrcIndex,
+    /// The block's place in its frame.
+    pub chunk: u8,
+    pub trace_id: u8,
+}
+
 /// One decoder in the tree.
 pub struct TreeElement {
     /// Protocol name (`ETMV4I`...).
@@ -37,6 +54,10 @@ pub struct TreeElement {
 
 struct Elements {
     slots: Vec<Option<TreeElement>>,
+    /// What the tree is handing on now: see [`DecodeTree::serial_position`].
+    position: Rc<Cell<SerialKey>>,
+    /// The frame and place of the block the deformatter hands on next.
+    chunk: (TrcIndex, u8),
     filter: Option<[bool; 128]>,
     /// Hand empty frame blocks to the decoders, as OpenCSD does.
     opencsd_empty_blocks: bool,
@@ -56,15 +77,23 @@ impl IdStreamSink for Elements {
         if !self.enabled(id) {
             return (DatapathResp::Cont, data.len());
         }
+        self.position.set(SerialKey { index: self.chunk.0, chunk: self.chunk.1, trace_id: id });
         match self.slots.get_mut(id as usize) {
             Some(Some(e)) => e.component.trace_data_in(DatapathOp::Data, index, data),
             _ => (DatapathResp::Cont, data.len()),
         }
     }
+    fn error_position(&mut self, index: TrcIndex) {
+        self.position.set(SerialKey { index, chunk: 0, trace_id: 0 });
+    }
+    fn chunk_position(&mut self, frame_index: TrcIndex, chunk: usize) {
+        self.chunk = (frame_index, chunk.min(u8::MAX as usize) as u8);
+    }
     fn empty_block(&mut self, id: u8, index: TrcIndex) -> DatapathResp {
         if !self.opencsd_empty_blocks || !self.enabled(id) {
             return DatapathResp::Cont;
         }
+        self.position.set(SerialKey { index: self.chunk.0, chunk: self.chunk.1, trace_id: id });
         match self.slots.get_mut(id as usize) {
             Some(Some(e)) => e.component.trace_data_in(DatapathOp::Data, index, &[]).0,
             _ => DatapathResp::Cont,
@@ -76,6 +105,8 @@ impl IdStreamSink for Elements {
         for (id, e) in self.slots.iter_mut().enumerate() {
             if let Some(e) = e
                 && filter.is_none_or(|f| f[id]) {
+                    let at = if op == DatapathOp::Eot { TrcIndex::MAX } else { index };
+                    self.position.set(SerialKey { index: at, chunk: 0, trace_id: id as u8 });
                     worst = worst.worst(e.component.trace_data_in(op, index, &[]).0);
                     // End of trace goes out one decoder at a time: on a wait
                     // the caller flushes and sends it again, and decoders
@@ -125,7 +156,11 @@ impl DecodeTree {
             format,
             mode,
             deformatter,
-            elements: Elements { slots: (0..128).map(|_| None).collect(), filter: None, opencsd_empty_blocks: false },
+            elements: Elements {
+                slots: (0..128).map(|_| None).collect(),
+                position: Rc::new(Cell::new(SerialKey::default())),
+                chunk: (0, 0),
+                filter: None, opencsd_empty_blocks: false },
             mapper,
             instr: shared(ArmInstrDecoder::default()),
             elem_out: shared(ElemRouter::default()),
@@ -189,6 +224,19 @@ impl DecodeTree {
         let d = self.deformatter.as_mut().ok_or(ErrCode::DcdtNoFormatter)?;
         d.set_raw_monitor(Some(mon));
         Ok(())
+    }
+
+    /// The tree's current [`SerialKey`], shared: it is updated as the tree
+    /// hands data and operations to its decoders.
+    pub fn serial_position(&self) -> Rc<Cell<SerialKey>> {
+        self.elements.position.clone()
+    }
+
+    /// Makes the tree keep its [`SerialKey`] in `position` (shared with,
+    /// for example, a logger that notes where text was written).
+    pub fn set_serial_position(&mut self, position: Rc<Cell<SerialKey>>) {
+        position.set(self.elements.position.get());
+        self.elements.position = position;
     }
 
     /// Sets where generic elements go.

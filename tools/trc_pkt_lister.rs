@@ -21,6 +21,6 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let status = lister::run_with_registry(&argv, &|k| std::env::var(k).ok(), out, riscv_trace::registry());
+    let status = lister::run_with_registry_fn(&argv, &|k| std::env::var(k).ok(), out, riscv_trace::registry);
     std::process::exit(status);
 }
