@@ -7,6 +7,7 @@ use coresight_decode::tarmac::calls::CallAnalyzer;
 use coresight_decode::tarmac::events::EventPrinter;
 use coresight_decode::tarmac::symbols::Symbols;
 use coresight_decode::tarmac::*;
+use coresight_decode::tarmac::compare;
 
 fn corpus() -> Option<PathBuf> {
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/tarmac");
@@ -245,4 +246,52 @@ fn call_tree_profile_flamegraph_of_a_small_trace() {
          0x1024      2           2           g\n"
     );
     assert_eq!(t.flamegraph_text(None), "0x1000 4\n0x1000;0x1010 6\n0x1000;0x1010;0x1024 0\n");
+}
+
+fn cmp(a: &str, b: &str, opts: &compare::CompareOptions) -> compare::CompareReport {
+    let mut ra = Reader::new(a.as_bytes());
+    let mut rb = Reader::new(b.as_bytes());
+    let mut ia = compare::insns_of(&mut ra);
+    let mut ib = compare::insns_of(&mut rb);
+    compare::compare(&mut ia, &mut ib, opts).unwrap()
+}
+
+fn insn_lines(spec: &[(u64, u64)]) -> String {
+    spec.iter().map(|(t, pc)| format!("{t} clk IT ({t}) {pc:08x} d503201f O EL1h_n : NOP\n")).collect()
+}
+
+#[test]
+fn compare_with_trace_matcher_options() {
+    use compare::CompareOptions;
+    let a = insn_lines(&[(1, 0x100), (2, 0x104), (3, 0x108), (4, 0x10c)]);
+    assert!(cmp(&a, &a, &CompareOptions::default()).same());
+    // Reordered within a window of 2.
+    let b = insn_lines(&[(1, 0x100), (3, 0x108), (2, 0x104), (4, 0x10c)]);
+    let strict = cmp(&a, &b, &CompareOptions { skip_time: true, ..Default::default() });
+    assert!(!strict.same());
+    let d = strict.first.unwrap();
+    assert_eq!((d.index, d.a.unwrap().addr, d.b.unwrap().addr), (1, 0x104, 0x108));
+    assert_eq!(d.before.len(), 1);
+    assert!(cmp(&a, &b, &CompareOptions { window: 2, ..Default::default() }).same());
+    // Time-only differences.
+    let c = insn_lines(&[(10, 0x100), (20, 0x104), (30, 0x108), (40, 0x10c)]);
+    assert_eq!(cmp(&a, &c, &CompareOptions::default()).differences, 4);
+    assert!(cmp(&a, &c, &CompareOptions { skip_time: true, ..Default::default() }).same());
+    // Start address, boot section, remainder.
+    let longer = insn_lines(&[(0, 0x80), (1, 0x100), (2, 0x104), (3, 0x108), (4, 0x10c), (5, 0x110)]);
+    let o = CompareOptions { start_addr: Some(0x100), ..Default::default() };
+    let r = cmp(&a, &longer, &o);
+    assert_eq!((r.matched, r.differences), (4, 1));
+    assert!(r.first.as_ref().unwrap().a.is_none());
+    assert!(cmp(&a, &longer, &CompareOptions { skip_remainder: true, ..o }).same());
+    let boot = CompareOptions { boot_size: 1, skip_time: true, ..Default::default() };
+    assert!(!cmp(&a, &insn_lines(&[(1, 0x999), (2, 0x104), (3, 0x108), (4, 0x10c)]), &CompareOptions::default()).same());
+    assert!(cmp(&a, &insn_lines(&[(1, 0x999), (2, 0x104), (3, 0x108), (4, 0x10c)]), &boot).same());
+    // Stop at the first difference.
+    let e = insn_lines(&[(1, 0x100), (2, 0x200), (3, 0x208), (4, 0x10c)]);
+    assert_eq!(cmp(&a, &e, &CompareOptions::default()).differences, 2);
+    assert_eq!(cmp(&a, &e, &CompareOptions { stop_at_first: true, ..Default::default() }).differences, 1);
+    let text = cmp(&a, &e, &CompareOptions::default()).text("A", "B");
+    assert!(text.starts_with("different: first difference at instruction 1 (1 matched before it)\n"), "{text}");
+    assert!(text.contains("  > A line 2: 2 IT 00000104 d503201f O\n  > B line 2: 2 IT 00000200 d503201f O\n"), "{text}");
 }

@@ -40,18 +40,12 @@ struct Node {
 
 /// Registers the heuristic needs: the 31 general-purpose registers
 /// (r/w/x views of one storage) and the AArch64 stack pointer.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Default)]
 struct RegFile {
     core: [[u8; 8]; 31],
     core_known: [u8; 31],
     sp: [u8; 8],
     sp_known: u8,
-}
-
-impl Default for RegFile {
-    fn default() -> Self {
-        RegFile { core: [[0; 8]; 31], core_known: [0; 31], sp: [0; 8], sp_known: 0 }
-    }
 }
 
 /// Where a register lives in [`RegFile`]: (storage, first byte, size).
@@ -299,8 +293,7 @@ impl CallAnalyzer {
         tree.acts.push(Activation { entry: site(&self.nodes[first]), exit: None, calls: Vec::new() });
         let mut stack = vec![0usize];
         let mut cur = depths[first];
-        for i in first + 1..self.nodes.len() {
-            let d = depths[i];
+        for (i, &d) in depths.iter().enumerate().skip(first + 1) {
             if d > cur {
                 let id = tree.acts.len();
                 tree.acts.push(Activation { entry: site(&self.nodes[i]), exit: None, calls: Vec::new() });

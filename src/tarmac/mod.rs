@@ -8,6 +8,7 @@
 //! graphs, and compares instruction streams ([`compare`]).
 
 pub mod calls;
+pub mod compare;
 pub mod events;
 
 pub mod reader;

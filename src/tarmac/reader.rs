@@ -699,7 +699,7 @@ impl LineParser {
                         reg = Some(RegId { class: RegClass::Psr, index: 0 });
                     }
                     _ => {
-                        if digits.len() % 2 == 0 && digits.len() > 8 {
+                        if digits.len().is_multiple_of(2) && digits.len() > 8 {
                             let cut = digits.len() - 8;
                             digits.drain(..cut);
                         }
@@ -708,7 +708,7 @@ impl LineParser {
                 }
             }
         }
-        if digits.len() % 2 != 0 {
+        if !digits.len().is_multiple_of(2) {
             return Err((name_tok, "register contents of a whole number of bytes"));
         }
         let n = digits.len() / 2;
