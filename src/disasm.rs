@@ -25,6 +25,24 @@ impl Disassembler {
         })
     }
 
+    /// The text of the one instruction at the start of `code`
+    /// (`mnemonic operands`), if it disassembles.
+    pub fn one(&self, isa: Isa, addr: u64, code: &[u8]) -> Option<String> {
+        let cs = match isa {
+            Isa::Aarch64 => &self.a64,
+            Isa::Arm => &self.a32,
+            Isa::Thumb2 => &self.t32,
+            _ => return None,
+        };
+        let insns = cs.disasm_count(code, addr, 1).ok()?;
+        let i = insns.iter().next()?;
+        let m = i.mnemonic().unwrap_or("");
+        Some(match i.op_str() {
+            Some(o) if !o.is_empty() => format!("{m:<8} {o}"),
+            _ => m.to_string(),
+        })
+    }
+
     /// Appends up to `max` instructions of `code` (at `addr`, in `isa`),
     /// one a line: `    0xADDR  mnemonic operands`. Bytes that do not
     /// disassemble end the listing with a `(not decodable)` line.

@@ -46,6 +46,19 @@ fn source_config(dev: &DeviceSpec, core: Option<&DeviceSpec>) -> SourceConfig {
 /// first buffer's sources, takes each buffer in turn (end of trace, then a
 /// reset, after each); each buffer's items follow a [`Truth::Session`].
 pub fn decode(g: &Generated) -> Result<Vec<Truth>, String> {
+    let got = Rc::new(RefCell::new(Vec::new()));
+    decode_into(g, Box::new(Collect(got.clone())), Some(&got))?;
+    let v = got.borrow().clone();
+    Ok(comparable(v, g.truth.iter().any(Truth::is_detail)))
+}
+
+/// Decodes a generated snapshot's first buffer's sources (every buffer in
+/// turn), handing the elements to `sink`.
+pub fn decode_with(g: &Generated, sink: Box<dyn TrcGenElemIn>) -> Result<(), String> {
+    decode_into(g, sink, None)
+}
+
+fn decode_into(g: &Generated, sink: Box<dyn TrcGenElemIn>, sessions: Option<&Rc<RefCell<Vec<Truth>>>>) -> Result<(), String> {
     let spec = &g.spec;
     let buf = spec.buffers.first().ok_or("no buffer")?;
     let format = if buf.format == "source_data" {
@@ -72,11 +85,10 @@ pub fn decode(g: &Generated) -> Result<Vec<Truth>, String> {
             }
         }
     }
-    let got = Rc::new(RefCell::new(Vec::new()));
-    tree.set_gen_elem_out(Box::new(Collect(got.clone())));
+    tree.set_gen_elem_out(sink);
     let multi = spec.buffers.len() > 1;
     for (n, b) in spec.buffers.iter().enumerate() {
-        if multi {
+        if multi && let Some(got) = sessions {
             got.borrow_mut().push(Truth::Session(n as u32 + 1));
         }
         feed(&mut tree, &b.data).map_err(|e| if multi { format!("buffer {}: {e}", n + 1) } else { e })?;
@@ -84,8 +96,7 @@ pub fn decode(g: &Generated) -> Result<Vec<Truth>, String> {
             tree.trace_data_in(DatapathOp::Reset, 0, &[]);
         }
     }
-    let v = got.borrow().clone();
-    Ok(comparable(v, g.truth.iter().any(Truth::is_detail)))
+    Ok(())
 }
 
 /// Pushes one buffer through a tree, then the end of trace.

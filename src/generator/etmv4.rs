@@ -179,6 +179,8 @@ pub(super) struct Config {
     pub(super) minor: u32,
     /// ETE only (see [`super::ete`]); all off for ETMv4.
     pub(super) ete: EteConfig,
+    /// Never filter trace off (a given execution is traced whole).
+    pub(super) continuous: bool,
 }
 
 /// What an ETE adds to the trace (nothing for an ETMv4).
@@ -247,6 +249,7 @@ impl Config {
             vmid_size_field,
             minor,
             ete: EteConfig::default(),
+            continuous: false,
         }
     }
 
@@ -1161,7 +1164,7 @@ impl<'a> Gen<'a> {
             self.timestamp(rng);
         }
         // Now and then, trace is filtered off for a while.
-        if rng.chance(1, 40) {
+        if rng.chance(1, 40) && !cfg.continuous {
             self.enc.flush_atoms();
             self.tracing = false;
         }
@@ -1240,6 +1243,45 @@ pub fn generate_with_stats(opts: &GenOptions, etmv4: &Etmv4Options) -> (Generate
         core_trace_sources: vec![("cpu_0".into(), "etm_0".into())],
     };
     (Generated { spec, truth }, stats)
+}
+
+/// Encodes a given execution (segments of a real program's run, see
+/// [`super::execution`]) as ETMv4 trace: trace unit options from `seed`,
+/// trace never filtered off, the memory image `images`.
+pub(super) fn generate_given(
+    seed: u64,
+    o: &Etmv4Options,
+    segs: &[Seg],
+    images: &[(u64, Vec<u8>)],
+    core_name: &str,
+    layout: super::BufferLayout,
+    aarch64: bool,
+) -> Generated {
+    let mut rng = Rng::new(seed);
+    let mut cfg = Config::pick(&mut rng, o, false);
+    cfg.continuous = true;
+    let mut enc = Encoder::new(256 + rng.below(1024) as usize);
+    enc.f45 = cfg.f45;
+    enc.exact = cfg.exact;
+    enc.is64 = aarch64;
+    enc.vary = Some(Rng::new(rng.next_u64()));
+    let ts = rng.below(1 << 40);
+    let (out, truth, _, _) = Gen::new(&cfg, enc, ts, segs.len() * 2).run(&mut rng, segs);
+    let trace_id = 0x10 + rng.below(0x20) as u8;
+    let (data, format) = layout_buffer(layout, trace_id, &out, &mut rng);
+    let mut core = DeviceSpec::core("cpu_0", core_name);
+    for (i, (addr, code)) in images.iter().enumerate() {
+        core.dumps.push(DumpSpec { file: format!("mem{i}.bin"), address: *addr, data: code.clone(), space: String::new() });
+    }
+    let etm = DeviceSpec::trace_source("etm_0", "ETM4.0", registers(&mut rng, &cfg, trace_id));
+    let spec = SnapshotSpec {
+        description: format!("trc_gen etmv4 from an execution, seed {seed}: {}", cfg.describe()),
+        devices: vec![core, etm],
+        buffers: vec![BufferSpec { name: "ETB_0".into(), file: "trace.bin".into(), format: format.into(), data }],
+        source_buffers: vec![("etm_0".into(), "ETB_0".into())],
+        core_trace_sources: vec![("cpu_0".into(), "etm_0".into())],
+    };
+    Generated { spec, truth }
 }
 
 /// Trace unit registers for `cfg`: what is enabled is implemented, what is

@@ -14,6 +14,7 @@ pub mod events;
 pub mod reader;
 pub mod record;
 pub mod symbols;
+pub mod writer;
 
 pub use reader::{LineParser, Reader, ReaderOptions, TarmacError};
 pub use record::*;

@@ -1,0 +1,191 @@
+//! Real executions as trace: an executed instruction stream (read from a
+//! Tarmac file) and the program's memory image (an ELF's loadable
+//! segments) encoded by the generator's trace units, so that decoders are
+//! checked on programs nobody here wrote.
+//!
+//! The stream is cut into the generator's segments: runs of instructions
+//! ending at a waypoint (classified from the opcode by
+//! [`crate::instr::ArmInstrDecoder`]), taken unless the trace says the
+//! condition failed. A change of flow that no waypoint explains (an
+//! exception), and the instructions after the last waypoint, end a segment
+//! with an exception, so that every executed instruction is traced.
+
+use std::io::BufRead;
+
+use goblin::elf::Elf;
+use goblin::elf::program_header::PT_LOAD;
+
+use super::flow::{Cause, Ctx, End, Seg, Term};
+use super::{BufferLayout, Generated};
+use crate::arch::{ArchProfile, ArchVersion, CoreProfile, InstrInfo, InstrSubType, InstrType, Isa};
+use crate::instr::ArmInstrDecoder;
+use crate::interfaces::InstrDecode;
+use crate::tarmac::{Effect, Iset, Reader, RecordKind};
+
+/// One instruction of an execution.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExecInsn {
+    pub addr: u64,
+    pub isa: Isa,
+    /// Size in bytes (2 or 4).
+    pub size: u8,
+    /// Opcode as [`InstrInfo::opcode`] takes it (T32: first halfword low).
+    pub opcode: u32,
+    /// False when the instruction failed its condition.
+    pub executed: bool,
+    pub el: u8,
+    pub secure: bool,
+}
+
+/// Trace units that can encode an execution.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExecProtocol {
+    /// ETMv4 (A64 or A32 code).
+    Etmv4,
+    /// ETE (A64 code).
+    Ete,
+}
+
+impl ExecProtocol {
+    pub fn from_name(s: &str) -> Option<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "etmv4" | "etm4" | "etmv4i" => Some(ExecProtocol::Etmv4),
+            "ete" => Some(ExecProtocol::Ete),
+            _ => None,
+        }
+    }
+}
+
+/// Exception level and security from a Tarmac mode (`EL3h_s`, `svc_s`,
+/// `usr_n`): AArch32 modes map to the level they run at.
+pub fn mode_context(mode: Option<&str>) -> (u8, bool) {
+    let Some(m) = mode else { return (1, false) };
+    let (name, sec) = m.rsplit_once('_').unwrap_or((m, ""));
+    let secure = sec.eq_ignore_ascii_case("s");
+    let lower = name.to_ascii_lowercase();
+    let el = if let Some(rest) = lower.strip_prefix("el") {
+        rest.bytes().next().map_or(1, |c| c.wrapping_sub(b'0').min(3))
+    } else {
+        match lower.as_str() {
+            "usr" | "user" | "thread" | "thrd" => 0,
+            "hyp" => 2,
+            "mon" => 3,
+            _ => 1,
+        }
+    };
+    (el, secure)
+}
+
+/// The executed instructions of a Tarmac trace, in order.
+pub fn insns_from_tarmac<R: BufRead>(r: &mut Reader<R>) -> Result<Vec<ExecInsn>, String> {
+    let mut out = Vec::new();
+    while let Some(rec) = r.next_record().map_err(|e| e.to_string())? {
+        let RecordKind::Instruction(i) = rec.kind else { continue };
+        let Some(enc) = i.encoding else {
+            return Err(format!("line {}: instruction fetch failed: no opcode to encode", rec.line));
+        };
+        let (isa, size, opcode) = match (i.iset, i.width) {
+            (Iset::A64, _) => (Isa::Aarch64, 4, enc as u32),
+            (Iset::Arm, _) => (Isa::Arm, 4, enc as u32),
+            (Iset::Thumb, 16) => (Isa::Thumb2, 2, enc as u32 & 0xffff),
+            (Iset::Thumb, _) => (Isa::Thumb2, 4, (enc as u32).rotate_left(16)),
+        };
+        let (el, secure) = mode_context(i.mode);
+        out.push(ExecInsn { addr: i.addr, isa, size, opcode, executed: i.effect != Effect::CcFail, el, secure });
+    }
+    Ok(out)
+}
+
+/// The loadable segments of an ELF file: (address, bytes in the file).
+pub fn elf_images(data: &[u8]) -> Result<Vec<(u64, Vec<u8>)>, String> {
+    let elf = Elf::parse(data).map_err(|e| format!("not a readable ELF file ({e})"))?;
+    let mut out = Vec::new();
+    for ph in &elf.program_headers {
+        if ph.p_type != PT_LOAD || ph.p_filesz == 0 {
+            continue;
+        }
+        let start = ph.p_offset as usize;
+        let end = start.checked_add(ph.p_filesz as usize).filter(|&e| e <= data.len()).ok_or_else(|| {
+            format!("loadable segment at {:#x} runs past the end of the file", ph.p_vaddr)
+        })?;
+        out.push((ph.p_vaddr, data[start..end].to_vec()));
+    }
+    if out.is_empty() {
+        return Err("no loadable segments".into());
+    }
+    Ok(out)
+}
+
+/// Cuts an execution into segments ending at waypoints.
+pub fn segments(insns: &[ExecInsn], pe: ArchProfile) -> Vec<Seg> {
+    let mut dec = ArmInstrDecoder::new();
+    let mut segs = Vec::new();
+    let mut first = 0usize;
+    for (k, ins) in insns.iter().enumerate() {
+        let mut info = InstrInfo { pe_type: pe, isa: ins.isa, instr_addr: ins.addr, opcode: ins.opcode, ..Default::default() };
+        let classified = dec.decode_instruction(&mut info).is_ok();
+        let waypoint = classified && matches!(info.instr_type, InstrType::Branch | InstrType::BranchIndirect | InstrType::Isb);
+        let next = insns.get(k + 1);
+        let fall = ins.addr.wrapping_add(ins.size as u64);
+        let ctx = Ctx { el: ins.el, secure: ins.secure, nse: false, aarch64: ins.isa == Isa::Aarch64, cid: 0, vmid: 0 };
+        let start = insns[first].addr;
+        let count = (k + 1 - first) as u32;
+        if waypoint {
+            let term = match info.instr_type {
+                InstrType::BranchIndirect if info.sub_type == InstrSubType::V8Eret => Term::ExcRet,
+                InstrType::BranchIndirect if info.is_link => Term::Blr,
+                InstrType::BranchIndirect if matches!(info.sub_type, InstrSubType::V8Ret | InstrSubType::V7ImpliedRet) => Term::Ret,
+                InstrType::BranchIndirect => Term::Br,
+                InstrType::Branch if info.is_link => Term::Bl(0),
+                InstrType::Branch if info.is_conditional => Term::Cond(0),
+                _ => Term::B(0),
+            };
+            let taken = ins.executed;
+            let to = next.map_or(if taken { info.branch_addr } else { fall }, |n| n.addr);
+            segs.push(Seg { start, end: fall, count, ctx, how: End::Branch { taken, term, next: to }, tx_depth: 0, events: Vec::new() });
+            first = k + 1;
+        } else if next.is_none_or(|n| n.addr != fall) {
+            // An exception before the next instruction (or the end of the
+            // trace): the range ends here.
+            segs.push(Seg { start, end: fall, count, ctx, how: End::Exception { cause: Cause::Irq, entry: 0 }, tx_depth: 0, events: Vec::new() });
+            first = k + 1;
+        }
+    }
+    segs
+}
+
+/// Encodes an execution as trace with `protocol`'s trace unit (options
+/// chosen from `seed`), with `images` as the snapshot's memory.
+pub fn generate_from_execution(
+    insns: &[ExecInsn],
+    images: &[(u64, Vec<u8>)],
+    protocol: ExecProtocol,
+    seed: u64,
+    layout: BufferLayout,
+) -> Result<Generated, String> {
+    let Some(first) = insns.first() else { return Err("no instructions to encode".into()) };
+    let aarch64 = first.isa == Isa::Aarch64;
+    if insns.iter().any(|i| (i.isa == Isa::Aarch64) != aarch64) {
+        return Err("the execution mixes AArch64 and AArch32 code".into());
+    }
+    if !aarch64 && insns.iter().any(|i| i.isa == Isa::Thumb2) {
+        return Err("T32 code is not supported for this trace unit yet (A32 only)".into());
+    }
+    let pe = ArchProfile::new(ArchVersion::V8, CoreProfile::CortexA);
+    let segs = segments(insns, pe);
+    Ok(match protocol {
+        ExecProtocol::Etmv4 => {
+            let core = if aarch64 { "Cortex-A53" } else { "Cortex-A32" };
+            let o = super::etmv4::Etmv4Options::all(super::etmv4::Choice::Random)
+                .with("exc", super::etmv4::Choice::Off)
+                .with("ctxt", super::etmv4::Choice::Off);
+            super::etmv4::generate_given(seed, &o, &segs, images, core, layout, aarch64)
+        }
+        ExecProtocol::Ete => {
+            if !aarch64 {
+                return Err("ETE traces AArch64 code only".into());
+            }
+            super::ete::generate_given(seed, &segs, images, layout)
+        }
+    })
+}

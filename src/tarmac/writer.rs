@@ -1,0 +1,240 @@
+//! Tarmac from decoded trace: a [`TrcGenElemIn`] sink that writes one
+//! instruction line per executed instruction.
+//!
+//! An instruction range element says where execution went; the writer
+//! walks it through the memory image, reading each opcode (T32 halfwords
+//! written in logical order, first halfword first), and writes it in Fast
+//! Models form with the instruction set letter and the mode and security
+//! of the last PE context. The last instruction of a range that was not
+//! executed (a conditional branch not taken) is written `IS`. Times are
+//! the last timestamp (`tic`) when the trace has timestamps, else the
+//! instruction count (`clk`). Optionally: `FD`/`FI`/`FR` lines before the
+//! first instruction at a branch target, `E` lines for exceptions, and the
+//! Trace Matcher form (a numeric CPU, the mode without its security).
+
+use std::io::Write;
+
+use crate::arch::{Isa, SecurityState};
+use crate::datapath::{DatapathResp, TrcIndex};
+use crate::elem::{ElemType, TraceElement};
+use crate::error::ErrCode;
+use crate::interfaces::{TargetMemAccess, TrcGenElemIn};
+use crate::arch::{InstrSubType, InstrType};
+use crate::memory::MemSpace;
+
+/// What to write besides instruction lines.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WriterOptions {
+    /// `FD` (direct), `FI` (indirect) and `FR` (return) lines naming each
+    /// taken branch's target, before the first instruction there.
+    pub flow_lines: bool,
+    /// `E` lines for exceptions.
+    pub exception_lines: bool,
+    /// Trace Matcher form: `TIME clk CPU IT ...`, mode without security.
+    pub trace_matcher: bool,
+    /// The CPU number for the Trace Matcher form.
+    pub cpu: u32,
+    /// Disassembly text (with the `disasm` feature).
+    pub disassemble: bool,
+}
+
+/// A memory image: (address, bytes) regions.
+#[derive(Clone, Debug, Default)]
+pub struct MemImage {
+    pub regions: Vec<(u64, Vec<u8>)>,
+}
+
+impl TargetMemAccess for MemImage {
+    fn read_target_memory(&mut self, address: u64, _trace_id: u8, _space: MemSpace, buf: &mut [u8]) -> Result<usize, ErrCode> {
+        for (start, data) in &self.regions {
+            if address >= *start && address - start < data.len() as u64 {
+                let off = (address - start) as usize;
+                let n = buf.len().min(data.len() - off);
+                buf[..n].copy_from_slice(&data[off..off + n]);
+                return Ok(n);
+            }
+        }
+        Ok(0)
+    }
+}
+
+/// Writes decoded trace as Tarmac. Output errors (and memory that cannot
+/// be read) stop the decode with a fatal response; [`TarmacWriter::error`]
+/// says what happened.
+pub struct TarmacWriter<W: Write, M: TargetMemAccess> {
+    out: W,
+    mem: M,
+    opts: WriterOptions,
+    el: u8,
+    security: SecurityState,
+    count: u64,
+    timestamp: Option<u64>,
+    /// Kind letter of the last taken branch, for the flow line.
+    pending_flow: Option<&'static str>,
+    error: Option<String>,
+    line: String,
+    #[cfg(feature = "disasm")]
+    disasm: Option<crate::disasm::Disassembler>,
+}
+
+impl<W: Write, M: TargetMemAccess> TarmacWriter<W, M> {
+    pub fn new(out: W, mem: M, opts: WriterOptions) -> Self {
+        TarmacWriter {
+            out,
+            mem,
+            opts,
+            el: 1,
+            security: SecurityState::NonSecure,
+            count: 0,
+            timestamp: None,
+            pending_flow: None,
+            error: None,
+            line: String::with_capacity(128),
+            #[cfg(feature = "disasm")]
+            disasm: if opts.disassemble { crate::disasm::Disassembler::new().ok() } else { None },
+        }
+    }
+
+    /// Instructions written so far.
+    pub fn instructions(&self) -> u64 {
+        self.count
+    }
+
+    /// The first error met, if any.
+    pub fn error(&self) -> Option<&str> {
+        self.error.as_deref()
+    }
+
+    pub fn into_inner(self) -> W {
+        self.out
+    }
+
+    fn time(&self) -> (u64, &'static str) {
+        match self.timestamp {
+            Some(t) => (t, "tic"),
+            None => (self.count, "clk"),
+        }
+    }
+
+    fn mode(&self, aarch64: bool) -> String {
+        let sec = match self.security {
+            SecurityState::Secure => "s",
+            SecurityState::NonSecure => "n",
+            SecurityState::Root => "rt",
+            SecurityState::Realm => "rl",
+        };
+        let name = if aarch64 {
+            format!("EL{}{}", self.el, if self.el == 0 { 't' } else { 'h' })
+        } else {
+            ["usr", "svc", "hyp", "mon"][self.el.min(3) as usize].to_string()
+        };
+        if self.opts.trace_matcher { name } else { format!("{name}_{sec}") }
+    }
+
+    fn read(&mut self, addr: u64, trace_id: u8, space: MemSpace, n: usize) -> Option<u32> {
+        let mut b = [0u8; 4];
+        match self.mem.read_target_memory(addr, trace_id, space, &mut b[..n]) {
+            Ok(got) if got == n => Some(b[..n].iter().rev().fold(0u32, |v, &x| (v << 8) | x as u32)),
+            _ => None,
+        }
+    }
+
+    fn write_range(&mut self, trace_id: u8, e: &TraceElement) -> Result<(), String> {
+        let aarch64 = e.isa == Isa::Aarch64;
+        let letter = match e.isa {
+            Isa::Aarch64 => "O",
+            Isa::Arm => "A",
+            Isa::Thumb2 => "T",
+            other => return Err(format!("cannot write {other} instructions")),
+        };
+        let mode = self.mode(aarch64);
+        let mut addr = e.st_addr;
+        while addr < e.en_addr {
+            let space = e.mem_space;
+            let (enc, size, bytes) = if e.isa == Isa::Thumb2 {
+                let hw1 = self.read(addr, trace_id, space, 2).ok_or_else(|| format!("no memory at {addr:#x}"))?;
+                if crate::instr::is_wide_thumb(hw1 as u16) {
+                    let hw2 = self.read(addr + 2, trace_id, space, 2).ok_or_else(|| format!("no memory at {:#x}", addr + 2))?;
+                    ((hw1 << 16) | hw2, 4u64, (hw1 | hw2 << 16).to_le_bytes())
+                } else {
+                    (hw1, 2, hw1.to_le_bytes())
+                }
+            } else {
+                let w = self.read(addr, trace_id, space, 4).ok_or_else(|| format!("no memory at {addr:#x}"))?;
+                (w, 4, w.to_le_bytes())
+            };
+            let last = addr + size >= e.en_addr;
+            if let Some(kind) = self.pending_flow.take() {
+                let (t, unit) = self.time();
+                self.line.clear();
+                self.line.push_str(&format!("{t} {unit} {kind} {addr:08x}\n"));
+                self.out.write_all(self.line.as_bytes()).map_err(|e| e.to_string())?;
+            }
+            self.count += 1;
+            let (t, unit) = self.time();
+            let st = if last && !e.last_instr_exec { "IS" } else { "IT" };
+            let enc_text = if size == 2 { format!("{enc:04x}") } else { format!("{enc:08x}") };
+            #[cfg(feature = "disasm")]
+            let text = self.disasm.as_ref().and_then(|d| d.one(e.isa, addr, &bytes[..size as usize])).unwrap_or_default();
+            #[cfg(not(feature = "disasm"))]
+            let text = {
+                let _ = bytes;
+                String::new()
+            };
+            self.line.clear();
+            if self.opts.trace_matcher {
+                self.line.push_str(&format!("{t} {unit} {} ", self.opts.cpu));
+            } else {
+                self.line.push_str(&format!("{t} {unit} "));
+            }
+            self.line.push_str(&format!("{st} ({}) {addr:08x} {enc_text} {letter} {mode} : {text}\n", self.count));
+            self.out.write_all(self.line.as_bytes()).map_err(|e| e.to_string())?;
+            addr += size;
+        }
+        if self.opts.flow_lines && e.last_instr_exec {
+            self.pending_flow = match (e.last_i_type, e.last_i_subtype) {
+                (InstrType::Branch, _) => Some("FD"),
+                (InstrType::BranchIndirect, InstrSubType::V8Ret | InstrSubType::V7ImpliedRet) => Some("FR"),
+                (InstrType::BranchIndirect, _) => Some("FI"),
+                _ => None,
+            };
+        }
+        Ok(())
+    }
+
+    fn element(&mut self, trace_id: u8, e: &TraceElement) -> Result<(), String> {
+        match e.elem_type {
+            ElemType::PeContext => {
+                if let Some(el) = e.context.exception_level.number() {
+                    self.el = el;
+                }
+                self.security = e.context.security;
+            }
+            ElemType::Timestamp => self.timestamp = Some(e.timestamp),
+            ElemType::InstrRange => self.write_range(trace_id, e)?,
+            ElemType::Exception if self.opts.exception_lines => {
+                let (t, unit) = self.time();
+                let line = format!("{t} {unit} E {:08x} {:08x} CoreEvent_EXCEPTION\n", e.en_addr, e.exception_number);
+                self.out.write_all(line.as_bytes()).map_err(|e| e.to_string())?;
+                self.pending_flow = None;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+impl<W: Write, M: TargetMemAccess> TrcGenElemIn for TarmacWriter<W, M> {
+    fn trace_elem_in(&mut self, _index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp {
+        if self.error.is_some() {
+            return DatapathResp::FatalSysErr;
+        }
+        match self.element(trace_id, elem) {
+            Ok(()) => DatapathResp::Cont,
+            Err(e) => {
+                self.error = Some(e);
+                DatapathResp::FatalSysErr
+            }
+        }
+    }
+}

@@ -1,0 +1,85 @@
+//! Real executions through CoreSight: Tarmac → trace (the generator's
+//! trace units, memory from the ELF) → decode → Tarmac (the writer) →
+//! compare. The instruction streams must be the same.
+
+use std::cell::RefCell;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use coresight_decode::generator::BufferLayout;
+use coresight_decode::generator::check::decode_with;
+use coresight_decode::generator::execution::{elf_images, generate_from_execution, insns_from_tarmac, ExecProtocol};
+use coresight_decode::tarmac::compare::{self, CompareOptions};
+use coresight_decode::tarmac::writer::{MemImage, TarmacWriter, WriterOptions};
+use coresight_decode::tarmac::Reader;
+
+#[derive(Clone, Default)]
+struct Shared(Rc<RefCell<Vec<u8>>>);
+
+impl Write for Shared {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.borrow_mut().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Encodes `tarmac` (with `elf`'s memory) with `protocol`, decodes it back
+/// to Tarmac, and returns (the report, the Tarmac written).
+fn round_trip(tarmac: &[u8], elf: &[u8], protocol: ExecProtocol, seed: u64, layout: BufferLayout) -> (compare::CompareReport, String) {
+    let insns = insns_from_tarmac(&mut Reader::new(tarmac)).unwrap();
+    let images = elf_images(elf).unwrap();
+    let g = generate_from_execution(&insns, &images, protocol, seed, layout).unwrap();
+    let out = Shared::default();
+    let w = TarmacWriter::new(out.clone(), MemImage { regions: images }, WriterOptions { disassemble: true, ..Default::default() });
+    decode_with(&g, Box::new(w)).unwrap();
+    let written = String::from_utf8(out.0.borrow().clone()).unwrap();
+    let rep = {
+        let mut ra = Reader::new(tarmac);
+        let mut rb = Reader::new(written.as_bytes());
+        let mut ia = compare::insns_of(&mut ra);
+        let mut ib = compare::insns_of(&mut rb);
+        let opts = CompareOptions { skip_time: true, ..Default::default() };
+        compare::compare(&mut ia, &mut ib, &opts).unwrap()
+    };
+    (rep, written)
+}
+
+fn shared() -> Option<PathBuf> {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/tarmac");
+    p.join("quicksort.tarmac").exists().then_some(p)
+}
+
+fn check_shared(dir: &Path, name: &str, protocols: &[ExecProtocol]) {
+    let tarmac = std::fs::read(dir.join(format!("{name}.tarmac"))).unwrap();
+    let elf = std::fs::read(dir.join(format!("{name}.elf"))).unwrap();
+    for &p in protocols {
+        for seed in 1..=4u64 {
+            let layout = if seed % 2 == 0 { BufferLayout::Formatted } else { BufferLayout::Unformatted };
+            let (rep, written) = round_trip(&tarmac, &elf, p, seed, layout);
+            assert!(rep.same(), "{name} {p:?} seed {seed}:\n{}\n{}", rep.text("original", "decoded"), &written[..written.len().min(2000)]);
+            assert!(rep.matched > 50, "{name}: {} instructions", rep.matched);
+        }
+    }
+}
+
+#[test]
+fn shared_quicksort_etmv4_ete() {
+    let Some(dir) = shared() else { return eprintln!("../shared not present: round trips on the shared traces not run") };
+    check_shared(&dir, "quicksort", &[ExecProtocol::Etmv4, ExecProtocol::Ete]);
+}
+
+#[test]
+fn shared_calltest64_etmv4_ete() {
+    let Some(dir) = shared() else { return };
+    check_shared(&dir, "calltest64", &[ExecProtocol::Etmv4, ExecProtocol::Ete]);
+}
+
+#[test]
+fn shared_calltest32_etmv4() {
+    let Some(dir) = shared() else { return };
+    check_shared(&dir, "calltest32", &[ExecProtocol::Etmv4]);
+}
