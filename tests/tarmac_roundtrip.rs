@@ -79,7 +79,7 @@ fn shared_calltest64_etmv4_ete() {
 }
 
 #[test]
-fn shared_calltest32_etmv4() {
+fn shared_calltest32_etmv4_ptm_etmv3() {
     let Some(dir) = shared() else { return };
-    check_shared(&dir, "calltest32", &[ExecProtocol::Etmv4]);
+    check_shared(&dir, "calltest32", &[ExecProtocol::Etmv4, ExecProtocol::Ptm, ExecProtocol::Etmv3]);
 }

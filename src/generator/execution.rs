@@ -15,6 +15,7 @@ use std::io::BufRead;
 use goblin::elf::Elf;
 use goblin::elf::program_header::PT_LOAD;
 
+use super::a32t32;
 use super::flow::{Cause, Ctx, End, Seg, Term};
 use super::{BufferLayout, Generated};
 use crate::arch::{ArchProfile, ArchVersion, CoreProfile, InstrInfo, InstrSubType, InstrType, Isa};
@@ -44,6 +45,10 @@ pub enum ExecProtocol {
     Etmv4,
     /// ETE (A64 code).
     Ete,
+    /// PTM (A32/T32 code).
+    Ptm,
+    /// ETMv3 (A32/T32 code).
+    Etmv3,
 }
 
 impl ExecProtocol {
@@ -51,6 +56,8 @@ impl ExecProtocol {
         match s.to_ascii_lowercase().as_str() {
             "etmv4" | "etm4" | "etmv4i" => Some(ExecProtocol::Etmv4),
             "ete" => Some(ExecProtocol::Ete),
+            "ptm" | "pft" => Some(ExecProtocol::Ptm),
+            "etmv3" | "etm3" => Some(ExecProtocol::Etmv3),
             _ => None,
         }
     }
@@ -168,10 +175,29 @@ pub fn generate_from_execution(
     if insns.iter().any(|i| (i.isa == Isa::Aarch64) != aarch64) {
         return Err("the execution mixes AArch64 and AArch32 code".into());
     }
-    if !aarch64 && insns.iter().any(|i| i.isa == Isa::Thumb2) {
-        return Err("T32 code is not supported for this trace unit yet (A32 only)".into());
+    let thumb = insns.iter().any(|i| i.isa == Isa::Thumb2);
+    let pe = ArchProfile::new(if aarch64 { ArchVersion::V8 } else { ArchVersion::V7 }, CoreProfile::CortexA);
+    let formatted = layout == BufferLayout::Formatted;
+    if matches!(protocol, ExecProtocol::Ptm | ExecProtocol::Etmv3) {
+        if aarch64 {
+            return Err("PTM and ETMv3 trace AArch32 code only".into());
+        }
+        let arm = insns.iter().any(|i| i.isa == Isa::Arm);
+        let mix = match (arm, thumb) {
+            (true, true) => a32t32::IsaMix::Mixed,
+            (false, true) => a32t32::IsaMix::T32,
+            _ => a32t32::IsaMix::A32,
+        };
+        let (prog, segs) = a32_program(insns, pe);
+        return Ok(if protocol == ExecProtocol::Ptm {
+            super::ptm::generate_given(seed, mix, &prog, &segs, images, formatted)
+        } else {
+            super::etmv3::generate_given(seed, mix, &prog, &segs, images, formatted)
+        });
     }
-    let pe = ArchProfile::new(ArchVersion::V8, CoreProfile::CortexA);
+    if !aarch64 && thumb {
+        return Err("T32 code is not supported by the ETMv4 encoder of executions yet (A32 only)".into());
+    }
     let segs = segments(insns, pe);
     Ok(match protocol {
         ExecProtocol::Etmv4 => {
@@ -187,5 +213,72 @@ pub fn generate_from_execution(
             }
             super::ete::generate_given(seed, &segs, images, layout)
         }
+        ExecProtocol::Ptm | ExecProtocol::Etmv3 => unreachable!("handled above"),
     })
+}
+
+/// The A32/T32 encoders' form of an execution: one block per run of
+/// instructions (ending at a waypoint, or cut by an exception or the end
+/// of the trace), and the walk through them. A run cut by an exception
+/// gets a terminator it never reaches, and "takes an exception" to the
+/// next run's block; the last run goes to a block at the address after it.
+fn a32_program(insns: &[ExecInsn], pe: ArchProfile) -> (a32t32::Program, Vec<a32t32::Seg>) {
+    use a32t32::{Block, ExcKind, Instr, InstrKind, SegEnd, Term as T};
+    let mut dec = ArmInstrDecoder::new();
+    let mut blocks: Vec<Block> = Vec::new();
+    // (block, how it ends: Some((taken)) for a waypoint, None for a cut)
+    let mut ends: Vec<Option<bool>> = Vec::new();
+    let mut fails = Vec::new();
+    let mut cur: Vec<Instr> = Vec::new();
+    let mut cur_fails = 0u64;
+    for (k, ins) in insns.iter().enumerate() {
+        let mut info = InstrInfo { pe_type: pe, isa: ins.isa, instr_addr: ins.addr, opcode: ins.opcode, ..Default::default() };
+        let classified = dec.decode_instruction(&mut info).is_ok();
+        let waypoint = classified && matches!(info.instr_type, InstrType::Branch | InstrType::BranchIndirect | InstrType::Isb);
+        let fall = ins.addr.wrapping_add(ins.size as u64);
+        if !ins.executed && !waypoint && cur.len() < 64 {
+            cur_fails |= 1 << cur.len();
+        }
+        let kind = if waypoint { InstrKind::Term } else { InstrKind::Plain };
+        cur.push(Instr { addr: ins.addr, size: ins.size, kind, op: ins.opcode });
+        let next = insns.get(k + 1);
+        if waypoint {
+            let term = match info.instr_type {
+                InstrType::Isb => T::Isb,
+                InstrType::BranchIndirect if info.sub_type == InstrSubType::V8Eret => T::ExcRet,
+                InstrType::BranchIndirect if info.is_link => T::BlxReg,
+                InstrType::BranchIndirect if info.sub_type == InstrSubType::V7ImpliedRet => T::Ret,
+                InstrType::BranchIndirect => T::Bx,
+                InstrType::Branch if info.is_link && info.next_isa != ins.isa => T::Blx(0),
+                InstrType::Branch if info.is_link => T::Bl(0),
+                InstrType::Branch if info.is_conditional => T::Cond(0),
+                _ => T::B(0),
+            };
+            blocks.push(Block::given(cur[0].addr, ins.isa, std::mem::take(&mut cur), term));
+            ends.push(Some(ins.executed));
+            fails.push(std::mem::replace(&mut cur_fails, 0));
+        } else if next.is_none_or(|n| n.addr != fall) {
+            // A terminator never reached.
+            let size = ins.size;
+            cur.push(Instr { addr: fall, size, kind: InstrKind::Term, op: 0 });
+            blocks.push(Block::given(cur[0].addr, ins.isa, std::mem::take(&mut cur), T::B(0)));
+            ends.push(None);
+            fails.push(std::mem::replace(&mut cur_fails, 0));
+        }
+    }
+    // Where the last run goes.
+    let n = blocks.len();
+    let last = insns.last().map_or(0, |i| i.addr.wrapping_add(i.size as u64));
+    let isa = insns.last().map_or(Isa::Arm, |i| i.isa);
+    blocks.push(Block::given(last, isa, vec![Instr { addr: last, size: 4, kind: InstrKind::Term, op: 0 }], T::B(0)));
+    let mut segs = Vec::with_capacity(n);
+    for (i, end) in ends.iter().enumerate() {
+        let end = match end {
+            Some(taken) => SegEnd::Term { taken: *taken, next: i + 1, next_start: 0 },
+            None => SegEnd::Exception { at: blocks[i].instrs.len() - 1, kind: ExcKind::Irq, vector: i + 1 },
+        };
+        segs.push(a32t32::Seg { block: i, start: 0, end, fails: fails[i] });
+    }
+    let prog = a32t32::Program { blocks, regions: Vec::new(), main: Vec::new(), entry: 0, vectors: Vec::new(), vbar: 0 };
+    (prog, segs)
 }
