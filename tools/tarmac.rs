@@ -5,6 +5,7 @@
 //! tarmac calltree TRACE [--image ELF] [--debug-calls]
 //! tarmac flamegraph TRACE [--image ELF] [-o OUT]
 //! tarmac compare A B [-w N] [--skip-time] [--start ADDR] [--boot N] [--skip-remainder] [--stop-first]
+//! tarmac decode SNAPSHOT_DIR [-o OUT] [--flow] [--exceptions] [--trace-matcher]
 //! tarmac dump TRACE [--events]
 //! ```
 //! Exit status: 0 success (compare: same), 1 compare: different, 2 error.
@@ -19,6 +20,7 @@ use coresight_decode::tarmac::calls::CallAnalyzer;
 use coresight_decode::tarmac::compare::{self, CompareOptions};
 use coresight_decode::tarmac::events::EventPrinter;
 use coresight_decode::tarmac::symbols::Symbols;
+use coresight_decode::tarmac::writer::{snapshot_to_tarmac, WriterOptions};
 use coresight_decode::tarmac::{Iset, Reader, ReaderOptions};
 
 #[derive(Parser)]
@@ -105,6 +107,26 @@ enum Cmd {
         #[arg(long)]
         implicit_thumb: bool,
     },
+    /// Decode a snapshot directory and write its instructions as Tarmac.
+    Decode {
+        /// Snapshot directory (snapshot.ini).
+        snapshot: PathBuf,
+        /// Write to this file instead of standard output.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// FD/FI/FR lines at branch targets.
+        #[arg(long)]
+        flow: bool,
+        /// E lines for exceptions.
+        #[arg(long)]
+        exceptions: bool,
+        /// Trace Matcher form (numeric CPU, mode without security).
+        #[arg(long)]
+        trace_matcher: bool,
+        /// Leave out the disassembly.
+        #[arg(long)]
+        no_disasm: bool,
+    },
     /// Print the records read (or, with --events, the upstream parser's events).
     Dump {
         #[command(flatten)]
@@ -186,6 +208,15 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             let (na, nb) = (a.display().to_string(), b.display().to_string());
             write_out(&rep.text(&na, &nb), None)?;
             return Ok(if rep.same() { ExitCode::SUCCESS } else { ExitCode::from(1) });
+        }
+        Cmd::Decode { snapshot, output, flow, exceptions, trace_matcher, no_disasm } => {
+            let opts = WriterOptions { flow_lines: flow, exception_lines: exceptions, trace_matcher, cpu: 0, disassemble: !no_disasm };
+            let mut out: Box<dyn Write> = match &output {
+                Some(p) => Box::new(std::io::BufWriter::new(File::create(p).map_err(|e| format!("{}: {e}", p.display()))?)),
+                None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
+            };
+            snapshot_to_tarmac(&snapshot, &mut out, opts).map_err(|e| format!("{}: {e}", snapshot.display()))?;
+            out.flush().map_err(|e| format!("output: {e}"))?;
         }
         Cmd::Dump { input, events } => {
             let mut r = open(&input.trace, input.implicit_thumb)?;

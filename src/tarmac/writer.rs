@@ -238,3 +238,80 @@ impl<W: Write, M: TargetMemAccess> TrcGenElemIn for TarmacWriter<W, M> {
         }
     }
 }
+
+/// Memory seen through a decode tree's shared memory mapper.
+struct SharedMem(crate::logger::Shared<crate::memory::MemAccMapper>);
+
+impl TargetMemAccess for SharedMem {
+    fn read_target_memory(&mut self, address: u64, trace_id: u8, space: MemSpace, buf: &mut [u8]) -> Result<usize, ErrCode> {
+        self.0.borrow_mut().read_target_memory(address, trace_id, space, buf)
+    }
+}
+
+#[derive(Clone, Default)]
+struct SharedBuf(std::rc::Rc<std::cell::RefCell<Vec<u8>>>);
+
+impl Write for SharedBuf {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.borrow_mut().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Decodes a snapshot directory's first trace buffer and writes its
+/// instructions as Tarmac to `out`. Returns the number of instructions.
+pub fn snapshot_to_tarmac(dir: &std::path::Path, out: &mut dyn Write, opts: WriterOptions) -> Result<u64, String> {
+    use crate::datapath::DatapathOp;
+    use crate::interfaces::TrcDataIn;
+    let ss = crate::snapshot::Snapshot::load(dir).map_err(|e| e.to_string())?;
+    let name = ss.buffer_names().first().map(|s| s.to_string()).ok_or("no trace buffer in the snapshot")?;
+    let mut tree = ss
+        .build_tree(&name, crate::decoder::DecodeMode::FullDecode, |_| {})
+        .map_err(|e| e.to_string())?
+        .ok_or("no decodable trace source in the snapshot")?;
+    let mem = tree.mem_mapper().ok_or("the snapshot has no memory image")?.clone();
+    let buf = SharedBuf::default();
+    let count = std::rc::Rc::new(std::cell::RefCell::new((0u64, None::<String>)));
+    struct Counting<W: Write, M: TargetMemAccess>(TarmacWriter<W, M>, std::rc::Rc<std::cell::RefCell<(u64, Option<String>)>>);
+    impl<W: Write, M: TargetMemAccess> TrcGenElemIn for Counting<W, M> {
+        fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp {
+            let r = self.0.trace_elem_in(index, trace_id, elem);
+            *self.1.borrow_mut() = (self.0.instructions(), self.0.error().map(str::to_string));
+            r
+        }
+    }
+    tree.set_gen_elem_out(Box::new(Counting(TarmacWriter::new(buf.clone(), SharedMem(mem), opts), count.clone())));
+    let info = ss.buffer(&name).ok_or("no trace buffer")?.clone();
+    let mut data = Vec::new();
+    for p in ss.buffer_paths(&info) {
+        data.extend(std::fs::read(&p).map_err(|e| format!("{}: {e}", p.display()))?);
+    }
+    let drain = |out: &mut dyn Write| -> Result<(), String> {
+        let mut b = buf.0.borrow_mut();
+        out.write_all(&b).map_err(|e| format!("output: {e}"))?;
+        b.clear();
+        Ok(())
+    };
+    let mut idx = 0usize;
+    while idx < data.len() {
+        let (r, used) = tree.trace_data_in(DatapathOp::Data, idx as TrcIndex, &data[idx..]);
+        drain(out)?;
+        if let Some(e) = &count.borrow().1 {
+            return Err(e.clone());
+        }
+        if r.is_fatal() || used == 0 {
+            return Err(format!("decode stopped at index {idx} of buffer {name} ({r:?})"));
+        }
+        idx += used;
+    }
+    tree.trace_data_in(DatapathOp::Eot, 0, &[]);
+    drain(out)?;
+    let (n, err) = count.borrow().clone();
+    match err {
+        Some(e) => Err(e),
+        None => Ok(n),
+    }
+}
