@@ -83,3 +83,47 @@ fn shared_calltest32_etmv4_ptm_etmv3() {
     let Some(dir) = shared() else { return };
     check_shared(&dir, "calltest32", &[ExecProtocol::Etmv4, ExecProtocol::Ptm, ExecProtocol::Etmv3]);
 }
+
+/// The fixtures `tests/fixtures/tarmac/make.sh` makes: a small program run
+/// under qemu-user, logged as Tarmac (always present).
+fn check_fixture(name: &str, protocols: &[ExecProtocol], expect: usize) {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tarmac");
+    let tarmac = std::fs::read(dir.join(format!("{name}.tarmac"))).unwrap();
+    let elf = std::fs::read(dir.join(format!("{name}.elf"))).unwrap();
+    for &p in protocols {
+        for seed in 1..=8u64 {
+            let layout = if seed % 2 == 0 { BufferLayout::Formatted } else { BufferLayout::Unformatted };
+            let (rep, written) = round_trip(&tarmac, &elf, p, seed, layout);
+            assert!(rep.same(), "{name} {p:?} seed {seed}:\n{}\n{}", rep.text("original", "decoded"), &written[..written.len().min(2000)]);
+            assert_eq!(rep.matched as usize, expect, "{name} {p:?} seed {seed}");
+        }
+    }
+}
+
+#[test]
+fn fixture_aarch64_etmv4_ete() {
+    check_fixture("prog64", &[ExecProtocol::Etmv4, ExecProtocol::Ete], 555);
+}
+
+#[test]
+fn fixture_aarch32_etmv4_ptm_etmv3() {
+    check_fixture("prog32", &[ExecProtocol::Etmv4, ExecProtocol::Ptm, ExecProtocol::Etmv3], 439);
+}
+
+#[test]
+fn a_wrong_decode_is_reported_different() {
+    // The writer's output with one instruction changed must not compare same.
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tarmac");
+    let tarmac = std::fs::read(dir.join("prog64.tarmac")).unwrap();
+    let elf = std::fs::read(dir.join("prog64.elf")).unwrap();
+    let (rep, written) = round_trip(&tarmac, &elf, ExecProtocol::Etmv4, 1, BufferLayout::Unformatted);
+    assert!(rep.same());
+    let damaged = written.replacen(" IT (40) ", " IS (40) ", 1);
+    assert_ne!(damaged, written);
+    let mut ra = Reader::new(&tarmac[..]);
+    let mut rb = Reader::new(damaged.as_bytes());
+    let mut ia = compare::insns_of(&mut ra);
+    let mut ib = compare::insns_of(&mut rb);
+    let rep = compare::compare(&mut ia, &mut ib, &CompareOptions { skip_time: true, ..Default::default() }).unwrap();
+    assert_eq!((rep.differences, rep.first.unwrap().index), (1, 39));
+}
