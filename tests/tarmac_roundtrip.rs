@@ -111,6 +111,11 @@ fn fixture_aarch32_etmv4_ptm_etmv3() {
 }
 
 #[test]
+fn fixture_t32_etmv4_ptm_etmv3() {
+    check_fixture("progt32", &[ExecProtocol::Etmv4, ExecProtocol::Ptm, ExecProtocol::Etmv3], 448);
+}
+
+#[test]
 fn a_wrong_decode_is_reported_different() {
     // The writer's output with one instruction changed must not compare same.
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tarmac");

@@ -1255,8 +1255,9 @@ pub(super) fn generate_given(
     images: &[(u64, Vec<u8>)],
     core_name: &str,
     layout: super::BufferLayout,
-    aarch64: bool,
+    code: crate::arch::Isa,
 ) -> Generated {
+    let aarch64 = code == crate::arch::Isa::Aarch64;
     let mut rng = Rng::new(seed);
     let mut cfg = Config::pick(&mut rng, o, false);
     cfg.continuous = true;
@@ -1266,7 +1267,10 @@ pub(super) fn generate_given(
     enc.is64 = aarch64;
     enc.vary = Some(Rng::new(rng.next_u64()));
     let ts = rng.below(1 << 40);
-    let (out, truth, _, _) = Gen::new(&cfg, enc, ts, segs.len() * 2).run(&mut rng, segs);
+    let mut g = Gen::new(&cfg, enc, ts, segs.len() * 2);
+    // Addresses of T32 code are IS1.
+    g.is = (code == crate::arch::Isa::Thumb2) as u8;
+    let (out, truth, _, _) = g.run(&mut rng, segs);
     let trace_id = 0x10 + rng.below(0x20) as u8;
     let (data, format) = layout_buffer(layout, trace_id, &out, &mut rng);
     let mut core = DeviceSpec::core("cpu_0", core_name);

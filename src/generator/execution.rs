@@ -195,8 +195,8 @@ pub fn generate_from_execution(
             super::etmv3::generate_given(seed, mix, &prog, &segs, images, formatted)
         });
     }
-    if !aarch64 && thumb {
-        return Err("T32 code is not supported by the ETMv4 encoder of executions yet (A32 only)".into());
+    if !aarch64 && thumb && insns.iter().any(|i| i.isa == Isa::Arm) {
+        return Err("ETMv4 encoding of executions that switch between A32 and T32 is not supported yet (use PTM or ETMv3)".into());
     }
     let segs = segments(insns, pe);
     Ok(match protocol {
@@ -205,7 +205,7 @@ pub fn generate_from_execution(
             let o = super::etmv4::Etmv4Options::all(super::etmv4::Choice::Random)
                 .with("exc", super::etmv4::Choice::Off)
                 .with("ctxt", super::etmv4::Choice::Off);
-            super::etmv4::generate_given(seed, &o, &segs, images, core, layout, aarch64)
+            super::etmv4::generate_given(seed, &o, &segs, images, core, layout, first.isa)
         }
         ExecProtocol::Ete => {
             if !aarch64 {
