@@ -132,3 +132,43 @@ fn a_wrong_decode_is_reported_different() {
     let rep = compare::compare(&mut ia, &mut ib, &CompareOptions { skip_time: true, ..Default::default() }).unwrap();
     assert_eq!((rep.differences, rep.first.unwrap().index), (1, 39));
 }
+
+#[test]
+fn trace_matcher_form_with_flow_exception_and_link_lines_reads_back_the_same() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tarmac");
+    let tarmac = std::fs::read(dir.join("progt32.tarmac")).unwrap();
+    let elf = std::fs::read(dir.join("progt32.elf")).unwrap();
+    let insns = insns_from_tarmac(&mut Reader::new(&tarmac[..])).unwrap();
+    let images = elf_images(&elf).unwrap();
+    let g = generate_from_execution(&insns, &images, ExecProtocol::Ptm, 3, BufferLayout::Formatted).unwrap();
+    let out = Shared::default();
+    let opts = WriterOptions {
+        flow_lines: true,
+        exception_lines: true,
+        trace_matcher: true,
+        cpu: 2,
+        disassemble: false,
+        link_register_lines: true,
+    };
+    decode_with(&g, Box::new(TarmacWriter::new(out.clone(), MemImage { regions: images }, opts))).unwrap();
+    let written = String::from_utf8(out.0.borrow().clone()).unwrap();
+    // Trace Matcher form: CPU number, mode without security, T32 halfwords in order.
+    // (PTM does not trace the exception level: the mode is the writer's default.)
+    assert!(
+        written.starts_with(
+            "1 clk 2 IT (1) 000100fc b5b0 T svc : \n2 clk 2 IT (2) 000100fe 2006 T svc : \n\
+             3 clk 2 IT (3) 00010100 f7ffffc8 T svc : \n3 clk 2 R r14 00010105\n3 clk 2 FD 00010094\n4 clk 2 IT (4) 00010094 b538 T svc : \n"
+        ),
+        "{}",
+        &written[..400]
+    );
+    // The trace ends with the exception that stands for the end of the run.
+    assert!(written.ends_with(" CoreEvent_EXCEPTION\n"), "{}", &written[written.len() - 300..]);
+    let mut ra = Reader::new(&tarmac[..]);
+    let mut rb = Reader::new(written.as_bytes());
+    let mut ia = compare::insns_of(&mut ra);
+    let mut ib = compare::insns_of(&mut rb);
+    let rep = compare::compare(&mut ia, &mut ib, &CompareOptions { skip_time: true, ..Default::default() }).unwrap();
+    assert!(rep.same(), "{}", rep.text("a", "b"));
+    assert_eq!(rep.matched, 448);
+}

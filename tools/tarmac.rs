@@ -11,7 +11,7 @@
 //! Exit status: 0 success (compare: same), 1 compare: different, 2 error.
 
 use std::fs::File;
-use std::io::{BufReader, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -32,7 +32,8 @@ struct Cli {
 
 #[derive(Args)]
 struct Input {
-    /// Tarmac trace file.
+    /// Tarmac trace file, or a snapshot directory (decoded, with the link
+    /// register written at each call).
     trace: PathBuf,
     /// Assume T32 where a line gives no instruction set state.
     #[arg(long)]
@@ -77,7 +78,9 @@ enum Cmd {
     },
     /// Compare the instruction streams of two traces (exit 0 same, 1 different).
     Compare {
+        /// Tarmac file or snapshot directory.
         a: PathBuf,
+        /// Tarmac file or snapshot directory.
         b: PathBuf,
         /// Window: records up to N apart may match out of order.
         #[arg(short, long, default_value_t = 1)]
@@ -126,6 +129,9 @@ enum Cmd {
         /// Leave out the disassembly.
         #[arg(long)]
         no_disasm: bool,
+        /// The link register's new value after each call (R X30 / R r14).
+        #[arg(long)]
+        link_registers: bool,
     },
     /// Print the records read (or, with --events, the upstream parser's events).
     Dump {
@@ -141,10 +147,17 @@ fn parse_hex(s: &str) -> Result<u64, String> {
     u64::from_str_radix(t, 16).map_err(|e| format!("{s}: not a hex address ({e})"))
 }
 
-fn open(path: &Path, implicit_thumb: bool) -> Result<Reader<BufReader<File>>, String> {
-    let f = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+/// A Tarmac file, or a snapshot directory decoded to Tarmac in memory.
+fn open(path: &Path, implicit_thumb: bool) -> Result<Reader<Box<dyn BufRead>>, String> {
     let opts = ReaderOptions { implicit_iset: implicit_thumb.then_some(Iset::Thumb) };
-    Ok(Reader::with_options(BufReader::with_capacity(1 << 16, f), opts))
+    if path.is_dir() {
+        let mut text = Vec::new();
+        let wopts = WriterOptions { link_register_lines: true, ..Default::default() };
+        snapshot_to_tarmac(path, &mut text, wopts).map_err(|e| format!("{}: {e}", path.display()))?;
+        return Ok(Reader::with_options(Box::new(std::io::Cursor::new(text)), opts));
+    }
+    let f = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(Reader::with_options(Box::new(BufReader::with_capacity(1 << 16, f)), opts))
 }
 
 fn analyse(input: &Input, log: bool) -> Result<CallAnalyzer, String> {
@@ -209,8 +222,15 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             write_out(&rep.text(&na, &nb), None)?;
             return Ok(if rep.same() { ExitCode::SUCCESS } else { ExitCode::from(1) });
         }
-        Cmd::Decode { snapshot, output, flow, exceptions, trace_matcher, no_disasm } => {
-            let opts = WriterOptions { flow_lines: flow, exception_lines: exceptions, trace_matcher, cpu: 0, disassemble: !no_disasm };
+        Cmd::Decode { snapshot, output, flow, exceptions, trace_matcher, no_disasm, link_registers } => {
+            let opts = WriterOptions {
+                flow_lines: flow,
+                exception_lines: exceptions,
+                trace_matcher,
+                cpu: 0,
+                disassemble: !no_disasm,
+                link_register_lines: link_registers,
+            };
             let mut out: Box<dyn Write> = match &output {
                 Some(p) => Box::new(std::io::BufWriter::new(File::create(p).map_err(|e| format!("{}: {e}", p.display()))?)),
                 None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),

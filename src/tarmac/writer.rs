@@ -36,6 +36,10 @@ pub struct WriterOptions {
     pub cpu: u32,
     /// Disassembly text (with the `disasm` feature).
     pub disassemble: bool,
+    /// After each executed branch with link, the link register's new value
+    /// (`R X30` or `R r14`), so that call/return analysis (profiles, call
+    /// trees) works on decoded trace, which has no register values.
+    pub link_register_lines: bool,
 }
 
 /// A memory image: (address, bytes) regions.
@@ -73,6 +77,7 @@ pub struct TarmacWriter<W: Write, M: TargetMemAccess> {
     pending_flow: Option<&'static str>,
     error: Option<String>,
     line: String,
+    classifier: crate::instr::ArmInstrDecoder,
     #[cfg(feature = "disasm")]
     disasm: Option<crate::disasm::Disassembler>,
 }
@@ -90,6 +95,7 @@ impl<W: Write, M: TargetMemAccess> TarmacWriter<W, M> {
             pending_flow: None,
             error: None,
             line: String::with_capacity(128),
+            classifier: crate::instr::ArmInstrDecoder::new(),
             #[cfg(feature = "disasm")]
             disasm: if opts.disassemble { crate::disasm::Disassembler::new().ok() } else { None },
         }
@@ -114,6 +120,12 @@ impl<W: Write, M: TargetMemAccess> TarmacWriter<W, M> {
             Some(t) => (t, "tic"),
             None => (self.count, "clk"),
         }
+    }
+
+    /// Time, unit and (Trace Matcher form) CPU number that start a line.
+    fn prefix(&self) -> String {
+        let (t, unit) = self.time();
+        if self.opts.trace_matcher { format!("{t} {unit} {} ", self.opts.cpu) } else { format!("{t} {unit} ") }
     }
 
     fn mode(&self, aarch64: bool) -> String {
@@ -165,13 +177,11 @@ impl<W: Write, M: TargetMemAccess> TarmacWriter<W, M> {
             };
             let last = addr + size >= e.en_addr;
             if let Some(kind) = self.pending_flow.take() {
-                let (t, unit) = self.time();
                 self.line.clear();
-                self.line.push_str(&format!("{t} {unit} {kind} {addr:08x}\n"));
+                self.line.push_str(&format!("{}{kind} {addr:08x}\n", self.prefix()));
                 self.out.write_all(self.line.as_bytes()).map_err(|e| e.to_string())?;
             }
             self.count += 1;
-            let (t, unit) = self.time();
             let st = if last && !e.last_instr_exec { "IS" } else { "IT" };
             let enc_text = if size == 2 { format!("{enc:04x}") } else { format!("{enc:08x}") };
             #[cfg(feature = "disasm")]
@@ -182,12 +192,29 @@ impl<W: Write, M: TargetMemAccess> TarmacWriter<W, M> {
                 String::new()
             };
             self.line.clear();
-            if self.opts.trace_matcher {
-                self.line.push_str(&format!("{t} {unit} {} ", self.opts.cpu));
-            } else {
-                self.line.push_str(&format!("{t} {unit} "));
-            }
+            let prefix = self.prefix();
+            self.line.push_str(&prefix);
             self.line.push_str(&format!("{st} ({}) {addr:08x} {enc_text} {letter} {mode} : {text}\n", self.count));
+            if self.opts.link_register_lines && st == "IT" {
+                let opcode = if size == 4 && e.isa == Isa::Thumb2 { enc.rotate_left(16) } else { enc };
+                let mut info = crate::arch::InstrInfo {
+                    pe_type: crate::arch::ArchProfile::new(crate::arch::ArchVersion::V8, crate::arch::CoreProfile::CortexA),
+                    isa: e.isa,
+                    instr_addr: addr,
+                    opcode,
+                    ..Default::default()
+                };
+                use crate::interfaces::InstrDecode as _;
+                if self.classifier.decode_instruction(&mut info).is_ok() && info.is_link {
+                    let ret = addr + size;
+                    let reg = match e.isa {
+                        Isa::Aarch64 => format!("R X30 {ret:016x}"),
+                        Isa::Thumb2 => format!("R r14 {:08x}", ret | 1),
+                        _ => format!("R r14 {ret:08x}"),
+                    };
+                    self.line.push_str(&format!("{prefix}{reg}\n"));
+                }
+            }
             self.out.write_all(self.line.as_bytes()).map_err(|e| e.to_string())?;
             addr += size;
         }
@@ -213,8 +240,7 @@ impl<W: Write, M: TargetMemAccess> TarmacWriter<W, M> {
             ElemType::Timestamp => self.timestamp = Some(e.timestamp),
             ElemType::InstrRange => self.write_range(trace_id, e)?,
             ElemType::Exception if self.opts.exception_lines => {
-                let (t, unit) = self.time();
-                let line = format!("{t} {unit} E {:08x} {:08x} CoreEvent_EXCEPTION\n", e.en_addr, e.exception_number);
+                let line = format!("{}E {:08x} {:08x} CoreEvent_EXCEPTION\n", self.prefix(), e.en_addr, e.exception_number);
                 self.out.write_all(line.as_bytes()).map_err(|e| e.to_string())?;
                 self.pending_flow = None;
             }
