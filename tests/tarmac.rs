@@ -128,6 +128,17 @@ fn typed_instruction_fields() {
 }
 
 #[test]
+fn cpu_component_names_and_trace_matcher_cpu_numbers() {
+    let text = "7 clk cluster0.cpu3 IT (7) 00001000 d503201f O EL1h_n : NOP\n8 clk 2 IT (8) 00001004 d503201f O EL1h : NOP\n";
+    let mut r = Reader::new(text.as_bytes());
+    assert_eq!(r.next_record().unwrap().unwrap().cpu, Some(3));
+    let rec = r.next_record().unwrap().unwrap();
+    assert_eq!(rec.cpu, Some(2));
+    let RecordKind::Instruction(i) = rec.kind else { panic!() };
+    assert_eq!((i.mode, i.security()), (Some("EL1h"), None));
+}
+
+#[test]
 fn typed_register_memory_and_diagram() {
     let text = "\
 5 ns R Q0 -------- -------- 3ff6a09e 667f3bcd

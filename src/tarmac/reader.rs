@@ -339,8 +339,11 @@ impl LineParser {
         }
         let mut cpu = None;
         if let Some(w) = tok.word(l) {
-            if w.len() > 3 && w[..3].eq_ignore_ascii_case(b"cpu") {
-                cpu = parse_dec(&w[3..]).map(|n| n.min(u32::MAX as u64) as u32);
+            if w.len() > 3 && w.windows(3).any(|x| x.eq_ignore_ascii_case(b"cpu")) {
+                // `cpu0`, or a component path such as `cluster0.cpu1`:
+                // the number is the trailing digits.
+                let digits = w.iter().rev().take_while(|c| c.is_ascii_digit()).count();
+                cpu = parse_dec(&w[w.len() - digits..]).map(|n| n.min(u32::MAX as u64) as u32);
                 tok = lx.next();
             } else if time_given && let Some(n) = parse_dec(w) {
                 // Trace Matcher: a bare CPU number after the time.
