@@ -166,7 +166,7 @@ impl<W: Write, M: TargetMemAccess> TarmacWriter<W, M> {
             let (enc, size, bytes) = if e.isa == Isa::Thumb2 {
                 let hw1 = self.read(addr, trace_id, space, 2).ok_or_else(|| format!("no memory at {addr:#x}"))?;
                 if crate::instr::is_wide_thumb(hw1 as u16) {
-                    let hw2 = self.read(addr + 2, trace_id, space, 2).ok_or_else(|| format!("no memory at {:#x}", addr + 2))?;
+                    let hw2 = self.read(addr.wrapping_add(2), trace_id, space, 2).ok_or_else(|| format!("no memory at {:#x}", addr.wrapping_add(2)))?;
                     ((hw1 << 16) | hw2, 4u64, (hw1 | hw2 << 16).to_le_bytes())
                 } else {
                     (hw1, 2, hw1.to_le_bytes())
@@ -175,7 +175,8 @@ impl<W: Write, M: TargetMemAccess> TarmacWriter<W, M> {
                 let w = self.read(addr, trace_id, space, 4).ok_or_else(|| format!("no memory at {addr:#x}"))?;
                 (w, 4, w.to_le_bytes())
             };
-            let last = addr + size >= e.en_addr;
+            let next = addr.checked_add(size);
+            let last = next.is_none_or(|n| n >= e.en_addr);
             if let Some(kind) = self.pending_flow.take() {
                 self.line.clear();
                 self.line.push_str(&format!("{}{kind} {addr:08x}\n", self.prefix()));
@@ -206,7 +207,7 @@ impl<W: Write, M: TargetMemAccess> TarmacWriter<W, M> {
                 };
                 use crate::interfaces::InstrDecode as _;
                 if self.classifier.decode_instruction(&mut info).is_ok() && info.is_link {
-                    let ret = addr + size;
+                    let ret = addr.wrapping_add(size);
                     let reg = match e.isa {
                         Isa::Aarch64 => format!("R X30 {ret:016x}"),
                         Isa::Thumb2 => format!("R r14 {:08x}", ret | 1),
@@ -216,7 +217,10 @@ impl<W: Write, M: TargetMemAccess> TarmacWriter<W, M> {
                 }
             }
             self.out.write_all(self.line.as_bytes()).map_err(|e| e.to_string())?;
-            addr += size;
+            match next {
+                Some(n) => addr = n,
+                None => break,
+            }
         }
         if self.opts.flow_lines && e.last_instr_exec {
             self.pending_flow = match (e.last_i_type, e.last_i_subtype) {
