@@ -151,6 +151,14 @@ pub fn segments(insns: &[ExecInsn], pe: ArchProfile) -> Vec<Seg> {
             let to = next.map_or(if taken { info.branch_addr } else { fall }, |n| n.addr);
             segs.push(Seg { start, end: fall, count, ctx, how: End::Branch { taken, term, next: to }, tx_depth: 0, events: Vec::new() });
             first = k + 1;
+            // A direct branch whose successor is not where it goes (a gap in
+            // the trace): an exception before the first instruction there
+            // carries execution to where the trace goes on.
+            if let (Some(n), Some(exp)) = (next, architectural_next(&info, taken, fall))
+                && n.addr != exp
+            {
+                segs.push(Seg { start: exp, end: exp, count: 0, ctx, how: End::Exception { cause: Cause::Irq, entry: 0 }, tx_depth: 0, events: Vec::new() });
+            }
         } else if next.is_none_or(|n| n.addr != fall) {
             // An exception before the next instruction (or the end of the
             // trace): the range ends here.
@@ -159,6 +167,18 @@ pub fn segments(insns: &[ExecInsn], pe: ArchProfile) -> Vec<Seg> {
         }
     }
     segs
+}
+
+/// Where a waypoint sends execution when the trace does not say (a direct
+/// branch taken, any branch not taken, an ISB); `None` for a taken
+/// indirect branch.
+fn architectural_next(info: &InstrInfo, taken: bool, fall: u64) -> Option<u64> {
+    match info.instr_type {
+        _ if !taken => Some(fall),
+        InstrType::Branch => Some(info.branch_addr),
+        InstrType::BranchIndirect => None,
+        _ => Some(fall),
+    }
 }
 
 /// Encodes an execution as trace with `protocol`'s trace unit (options
@@ -257,6 +277,15 @@ fn a32_program(insns: &[ExecInsn], pe: ArchProfile) -> (a32t32::Program, Vec<a32
             blocks.push(Block::given(cur[0].addr, ins.isa, std::mem::take(&mut cur), term));
             ends.push(Some(ins.executed));
             fails.push(std::mem::replace(&mut cur_fails, 0));
+            // A gap in the trace after a direct branch (see `segments`).
+            if let (Some(n), Some(exp)) = (next, architectural_next(&info, ins.executed, fall))
+                && n.addr != exp
+            {
+                let isa = info.next_isa;
+                blocks.push(Block::given(exp, isa, vec![Instr { addr: exp, size: ins.size, kind: InstrKind::Term, op: 0 }], T::B(0)));
+                ends.push(None);
+                fails.push(0);
+            }
         } else if next.is_none_or(|n| n.addr != fall) {
             // A terminator never reached.
             let size = ins.size;
