@@ -181,8 +181,8 @@ fn generated_programs_survive_a_second_trip_as_executions() {
     use coresight_decode::generator::{generate, GenOptions, GenProtocol};
     let cases: [(GenProtocol, &[ExecProtocol]); 3] = [
         (GenProtocol::Etmv4, &[ExecProtocol::Ete, ExecProtocol::Etmv4]),
-        (GenProtocol::Ptm(Default::default()), &[ExecProtocol::Etmv3, ExecProtocol::Ptm]),
-        (GenProtocol::Etmv3(Default::default()), &[ExecProtocol::Ptm, ExecProtocol::Etmv3]),
+        (GenProtocol::Ptm(Default::default()), &[ExecProtocol::Etmv3, ExecProtocol::Ptm, ExecProtocol::Etmv4]),
+        (GenProtocol::Etmv3(Default::default()), &[ExecProtocol::Ptm, ExecProtocol::Etmv3, ExecProtocol::Etmv4]),
     ];
     let mut checked = 0;
     for (gp, targets) in cases {
@@ -197,9 +197,7 @@ fn generated_programs_survive_a_second_trip_as_executions() {
             let insns = insns_from_tarmac(&mut Reader::new(first.as_bytes())).unwrap();
             for &p in targets {
                 let aarch64 = insns.first().is_some_and(|i| i.isa == coresight_decode::arch::Isa::Aarch64);
-                let mixed = insns.iter().any(|i| i.isa == coresight_decode::arch::Isa::Thumb2)
-                    && insns.iter().any(|i| i.isa == coresight_decode::arch::Isa::Arm);
-                if (p == ExecProtocol::Etmv4 && mixed) || insns.is_empty() || (aarch64 && matches!(p, ExecProtocol::Ptm | ExecProtocol::Etmv3)) {
+                if insns.is_empty() || (aarch64 && matches!(p, ExecProtocol::Ptm | ExecProtocol::Etmv3)) {
                     continue;
                 }
                 let g2 = generate_from_execution(&insns, &images, p, seed, BufferLayout::Unformatted).unwrap();

@@ -876,6 +876,9 @@ pub(super) struct Gen<'a> {
     tracing: bool,
     pub(super) ts: u64,
     is: u8,
+    /// Instruction set (IS) of each segment's code, when it varies (A32 and
+    /// T32 in one execution); empty: `is` throughout.
+    seg_is: Vec<u8>,
     /// ETE: a Trace Info has been sent (only the first one's transaction
     /// state gives an element).
     synced_once: bool,
@@ -895,6 +898,7 @@ impl<'a> Gen<'a> {
             tracing: false,
             ts,
             is: cfg.m_profile as u8,
+            seg_is: Vec::new(),
             synced_once: false,
         }
     }
@@ -904,6 +908,9 @@ impl<'a> Gen<'a> {
     pub(super) fn run(mut self, rng: &mut Rng, segs: &[Seg]) -> (Vec<u8>, Vec<Truth>, Stats, u64) {
         self.sync(rng, segs.first().is_some_and(|s| s.tx_depth > 0));
         for (i, s) in segs.iter().enumerate() {
+            if let Some(&is) = self.seg_is.get(i) {
+                self.is = is;
+            }
             self.segment(rng, s, segs.get(i + 1), i == 0);
         }
         self.enc.flush_atoms();
@@ -1255,9 +1262,9 @@ pub(super) fn generate_given(
     images: &[(u64, Vec<u8>)],
     core_name: &str,
     layout: super::BufferLayout,
-    code: crate::arch::Isa,
+    aarch64: bool,
+    seg_is: Vec<u8>,
 ) -> Generated {
-    let aarch64 = code == crate::arch::Isa::Aarch64;
     let mut rng = Rng::new(seed);
     let mut cfg = Config::pick(&mut rng, o, false);
     cfg.continuous = true;
@@ -1269,7 +1276,7 @@ pub(super) fn generate_given(
     let ts = rng.below(1 << 40);
     let mut g = Gen::new(&cfg, enc, ts, segs.len() * 2);
     // Addresses of T32 code are IS1.
-    g.is = (code == crate::arch::Isa::Thumb2) as u8;
+    g.seg_is = seg_is;
     let (out, truth, _, _) = g.run(&mut rng, segs);
     let trace_id = 0x10 + rng.below(0x20) as u8;
     let (data, format) = layout_buffer(layout, trace_id, &out, &mut rng);

@@ -125,6 +125,12 @@ pub fn elf_images(data: &[u8]) -> Result<Vec<(u64, Vec<u8>)>, String> {
 
 /// Cuts an execution into segments ending at waypoints.
 pub fn segments(insns: &[ExecInsn], pe: ArchProfile) -> Vec<Seg> {
+    segments_with_isa(insns, pe).0
+}
+
+/// [`segments`], with the instruction set of each segment's code.
+fn segments_with_isa(insns: &[ExecInsn], pe: ArchProfile) -> (Vec<Seg>, Vec<Isa>) {
+    let mut isas = Vec::new();
     let mut dec = ArmInstrDecoder::new();
     let mut segs = Vec::new();
     let mut first = 0usize;
@@ -150,6 +156,7 @@ pub fn segments(insns: &[ExecInsn], pe: ArchProfile) -> Vec<Seg> {
             let taken = ins.executed;
             let to = next.map_or(if taken { info.branch_addr } else { fall }, |n| n.addr);
             segs.push(Seg { start, end: fall, count, ctx, how: End::Branch { taken, term, next: to }, tx_depth: 0, events: Vec::new() });
+            isas.push(ins.isa);
             first = k + 1;
             // A direct branch whose successor is not where it goes (a gap in
             // the trace): an exception before the first instruction there
@@ -158,15 +165,17 @@ pub fn segments(insns: &[ExecInsn], pe: ArchProfile) -> Vec<Seg> {
                 && n.addr != exp
             {
                 segs.push(Seg { start: exp, end: exp, count: 0, ctx, how: End::Exception { cause: Cause::Irq, entry: 0 }, tx_depth: 0, events: Vec::new() });
+                isas.push(if taken { info.next_isa } else { ins.isa });
             }
         } else if next.is_none_or(|n| n.addr != fall) {
             // An exception before the next instruction (or the end of the
             // trace): the range ends here.
             segs.push(Seg { start, end: fall, count, ctx, how: End::Exception { cause: Cause::Irq, entry: 0 }, tx_depth: 0, events: Vec::new() });
+            isas.push(ins.isa);
             first = k + 1;
         }
     }
-    segs
+    (segs, isas)
 }
 
 /// Where a waypoint sends execution when the trace does not say (a direct
@@ -215,17 +224,15 @@ pub fn generate_from_execution(
             super::etmv3::generate_given(seed, mix, &prog, &segs, images, formatted)
         });
     }
-    if !aarch64 && thumb && insns.iter().any(|i| i.isa == Isa::Arm) {
-        return Err("ETMv4 encoding of executions that switch between A32 and T32 is not supported yet (use PTM or ETMv3)".into());
-    }
-    let segs = segments(insns, pe);
+    let (segs, isas) = segments_with_isa(insns, pe);
     Ok(match protocol {
         ExecProtocol::Etmv4 => {
             let core = if aarch64 { "Cortex-A53" } else { "Cortex-A32" };
             let o = super::etmv4::Etmv4Options::all(super::etmv4::Choice::Random)
                 .with("exc", super::etmv4::Choice::Off)
                 .with("ctxt", super::etmv4::Choice::Off);
-            super::etmv4::generate_given(seed, &o, &segs, images, core, layout, first.isa)
+            let seg_is = isas.iter().map(|&i| (i == Isa::Thumb2) as u8).collect();
+            super::etmv4::generate_given(seed, &o, &segs, images, core, layout, aarch64, seg_is)
         }
         ExecProtocol::Ete => {
             if !aarch64 {
