@@ -1260,7 +1260,6 @@ pub(super) fn generate_given(
     o: &Etmv4Options,
     segs: &[Seg],
     images: &[(u64, Vec<u8>)],
-    core_name: &str,
     layout: super::BufferLayout,
     aarch64: bool,
     seg_is: Vec<u8>,
@@ -1280,7 +1279,7 @@ pub(super) fn generate_given(
     let (out, truth, _, _) = g.run(&mut rng, segs);
     let trace_id = 0x10 + rng.below(0x20) as u8;
     let (data, format) = layout_buffer(layout, trace_id, &out, &mut rng);
-    let mut core = DeviceSpec::core("cpu_0", core_name);
+    let mut core = DeviceSpec::core("cpu_0", if aarch64 { "Cortex-A53" } else { "Cortex-A32" });
     for (i, (addr, code)) in images.iter().enumerate() {
         core.dumps.push(DumpSpec { file: format!("mem{i}.bin"), address: *addr, data: code.clone(), space: String::new() });
     }

@@ -227,12 +227,11 @@ pub fn generate_from_execution(
     let (segs, isas) = segments_with_isa(insns, pe);
     Ok(match protocol {
         ExecProtocol::Etmv4 => {
-            let core = if aarch64 { "Cortex-A53" } else { "Cortex-A32" };
             let o = super::etmv4::Etmv4Options::all(super::etmv4::Choice::Random)
                 .with("exc", super::etmv4::Choice::Off)
                 .with("ctxt", super::etmv4::Choice::Off);
             let seg_is = isas.iter().map(|&i| (i == Isa::Thumb2) as u8).collect();
-            super::etmv4::generate_given(seed, &o, &segs, images, core, layout, aarch64, seg_is)
+            super::etmv4::generate_given(seed, &o, &segs, images, layout, aarch64, seg_is)
         }
         ExecProtocol::Ete => {
             if !aarch64 {
