@@ -182,8 +182,7 @@ impl CallAnalyzer {
                 let Some(reg) = r.reg else { return };
                 for (offset, bytes) in r.runs() {
                     self.event(rec.time, rec.line, false);
-                    let Some((slot, size)) = slot_of(reg) else { continue };
-                    let _ = size;
+                    let Some((slot, _)) = slot_of(reg) else { continue };
                     self.regs.write(slot, offset, bytes);
                     let overlaps = |(s, sz): (Slot, usize)| s == slot && offset < sz && !bytes.is_empty();
                     if overlaps(self.sp_slot()) {

@@ -481,8 +481,7 @@ impl LineParser {
             }
             if tok.word(l).and_then(iset_of).is_some() {
                 // `(address) encoding state`: the bracketed value was the address.
-                let (bt, bv) = bracketed.ok_or((post, "an instruction address before the encoding"))?;
-                let _ = bt;
+                let (_, bv) = bracketed.ok_or((post, "an instruction address before the encoding"))?;
                 addr = bv;
                 encoding = Some(post_val);
                 enc_tok = post;
