@@ -12,6 +12,7 @@
 //! first instruction at a branch target, `E` lines for exceptions, and the
 //! Trace Matcher form (a numeric CPU, the mode without its security).
 
+use std::fmt::Write as _;
 use std::io::Write;
 
 use crate::arch::{Isa, SecurityState};
@@ -77,6 +78,8 @@ pub struct TarmacWriter<W: Write, M: TargetMemAccess> {
     pending_flow: Option<&'static str>,
     error: Option<String>,
     line: String,
+    mode_text: String,
+    mode_for: Option<(bool, u8, SecurityState)>,
     classifier: crate::instr::ArmInstrDecoder,
     #[cfg(feature = "disasm")]
     disasm: Option<crate::disasm::Disassembler>,
@@ -95,6 +98,8 @@ impl<W: Write, M: TargetMemAccess> TarmacWriter<W, M> {
             pending_flow: None,
             error: None,
             line: String::with_capacity(128),
+            mode_text: String::new(),
+            mode_for: None,
             classifier: crate::instr::ArmInstrDecoder::new(),
             #[cfg(feature = "disasm")]
             disasm: if opts.disassemble { crate::disasm::Disassembler::new().ok() } else { None },
@@ -123,9 +128,27 @@ impl<W: Write, M: TargetMemAccess> TarmacWriter<W, M> {
     }
 
     /// Time, unit and (Trace Matcher form) CPU number that start a line.
-    fn prefix(&self) -> String {
+    fn push_prefix(&mut self) {
         let (t, unit) = self.time();
-        if self.opts.trace_matcher { format!("{t} {unit} {} ", self.opts.cpu) } else { format!("{t} {unit} ") }
+        let _ = write!(self.line, "{t} {unit} ");
+        if self.opts.trace_matcher {
+            let _ = write!(self.line, "{} ", self.opts.cpu);
+        }
+    }
+
+    fn flush_line(&mut self) -> Result<(), String> {
+        self.out.write_all(self.line.as_bytes()).map_err(|e| e.to_string())?;
+        self.line.clear();
+        Ok(())
+    }
+
+    /// Rebuilds the mode text when the context or the state changed.
+    fn update_mode(&mut self, aarch64: bool) {
+        if self.mode_for == Some((aarch64, self.el, self.security)) {
+            return;
+        }
+        self.mode_for = Some((aarch64, self.el, self.security));
+        self.mode_text = self.mode(aarch64);
     }
 
     fn mode(&self, aarch64: bool) -> String {
@@ -159,7 +182,7 @@ impl<W: Write, M: TargetMemAccess> TarmacWriter<W, M> {
             Isa::Thumb2 => "T",
             other => return Err(format!("cannot write {other} instructions")),
         };
-        let mode = self.mode(aarch64);
+        self.update_mode(aarch64);
         let mut addr = e.st_addr;
         while addr < e.en_addr {
             let space = e.mem_space;
@@ -178,24 +201,23 @@ impl<W: Write, M: TargetMemAccess> TarmacWriter<W, M> {
             let next = addr.checked_add(size);
             let last = next.is_none_or(|n| n >= e.en_addr);
             if let Some(kind) = self.pending_flow.take() {
-                self.line.clear();
-                self.line.push_str(&format!("{}{kind} {addr:08x}\n", self.prefix()));
-                self.out.write_all(self.line.as_bytes()).map_err(|e| e.to_string())?;
+                self.push_prefix();
+                let _ = writeln!(self.line, "{kind} {addr:08x}");
+                self.flush_line()?;
             }
             self.count += 1;
             let st = if last && !e.last_instr_exec { "IS" } else { "IT" };
-            let enc_text = if size == 2 { format!("{enc:04x}") } else { format!("{enc:08x}") };
+            self.push_prefix();
+            let _ = write!(self.line, "{st} ({}) {addr:08x} ", self.count);
+            let _ = if size == 2 { write!(self.line, "{enc:04x}") } else { write!(self.line, "{enc:08x}") };
+            let _ = write!(self.line, " {letter} {} : ", self.mode_text);
             #[cfg(feature = "disasm")]
-            let text = self.disasm.as_ref().and_then(|d| d.one(e.isa, addr, &bytes[..size as usize])).unwrap_or_default();
+            if let Some(text) = self.disasm.as_ref().and_then(|d| d.one(e.isa, addr, &bytes[..size as usize])) {
+                self.line.push_str(&text);
+            }
             #[cfg(not(feature = "disasm"))]
-            let text = {
-                let _ = bytes;
-                String::new()
-            };
-            self.line.clear();
-            let prefix = self.prefix();
-            self.line.push_str(&prefix);
-            self.line.push_str(&format!("{st} ({}) {addr:08x} {enc_text} {letter} {mode} : {text}\n", self.count));
+            let _ = bytes;
+            self.line.push('\n');
             if self.opts.link_register_lines && st == "IT" {
                 let opcode = if size == 4 && e.isa == Isa::Thumb2 { enc.rotate_left(16) } else { enc };
                 let mut info = crate::arch::InstrInfo {
@@ -208,15 +230,15 @@ impl<W: Write, M: TargetMemAccess> TarmacWriter<W, M> {
                 use crate::interfaces::InstrDecode as _;
                 if self.classifier.decode_instruction(&mut info).is_ok() && info.is_link {
                     let ret = addr.wrapping_add(size);
-                    let reg = match e.isa {
-                        Isa::Aarch64 => format!("R X30 {ret:016x}"),
-                        Isa::Thumb2 => format!("R r14 {:08x}", ret | 1),
-                        _ => format!("R r14 {ret:08x}"),
+                    self.push_prefix();
+                    let _ = match e.isa {
+                        Isa::Aarch64 => writeln!(self.line, "R X30 {ret:016x}"),
+                        Isa::Thumb2 => writeln!(self.line, "R r14 {:08x}", ret | 1),
+                        _ => writeln!(self.line, "R r14 {ret:08x}"),
                     };
-                    self.line.push_str(&format!("{prefix}{reg}\n"));
                 }
             }
-            self.out.write_all(self.line.as_bytes()).map_err(|e| e.to_string())?;
+            self.flush_line()?;
             match next {
                 Some(n) => addr = n,
                 None => break,
@@ -244,8 +266,9 @@ impl<W: Write, M: TargetMemAccess> TarmacWriter<W, M> {
             ElemType::Timestamp => self.timestamp = Some(e.timestamp),
             ElemType::InstrRange => self.write_range(trace_id, e)?,
             ElemType::Exception if self.opts.exception_lines => {
-                let line = format!("{}E {:08x} {:08x} CoreEvent_EXCEPTION\n", self.prefix(), e.en_addr, e.exception_number);
-                self.out.write_all(line.as_bytes()).map_err(|e| e.to_string())?;
+                self.push_prefix();
+                let _ = writeln!(self.line, "E {:08x} {:08x} CoreEvent_EXCEPTION", e.en_addr, e.exception_number);
+                self.flush_line()?;
                 self.pending_flow = None;
             }
             _ => {}
