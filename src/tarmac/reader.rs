@@ -129,6 +129,9 @@ struct InterLine {
 pub struct LineParser {
     opts: ReaderOptions,
     state: InterLine,
+    /// Of the line being parsed: where its type word starts, whether it
+    /// gave a time, its CPU.
+    head: (usize, bool, Option<u32>),
     reg_bytes: Vec<u8>,
     reg_written: Vec<bool>,
     digits: Vec<u8>,
@@ -275,14 +278,14 @@ impl LineParser {
     pub fn parse_line<'a>(&'a mut self, line: &'a str, lineno: u64) -> Result<Option<Record<'a>>, TarmacError> {
         let bytes = line.as_bytes();
         match self.parse_inner(bytes) {
-            Ok(Some((body_start, time_given, cpu, kind))) => Ok(Some(Record {
+            Ok(Some(kind)) => Ok(Some(Record {
                 line: lineno,
                 time: self.state.time,
-                time_given,
+                time_given: self.head.1,
                 unit: self.state.unit,
                 time_frac_digits: self.state.frac,
-                cpu,
-                body: &line[body_start..],
+                cpu: self.head.2,
+                body: line.get(self.head.0..).unwrap_or(""),
                 kind: kind.resolve(line, &self.reg_bytes, &self.reg_written),
             })),
             Ok(None) => Ok(None),
@@ -295,8 +298,9 @@ impl LineParser {
         }
     }
 
-    #[allow(clippy::type_complexity)]
-    fn parse_inner(&mut self, l: &[u8]) -> PResult<Option<(usize, bool, Option<u32>, Kind)>> {
+    /// Parses a line; its start (body column, time given, CPU) is left in
+    /// `self.head` rather than returned, to keep the result small.
+    fn parse_inner(&mut self, l: &[u8]) -> PResult<Option<Kind>> {
         let prev = std::mem::take(&mut self.state.continuable);
         let mut lx = Lexer { line: l, pos: 0 };
         let mut tok = lx.next();
@@ -309,8 +313,8 @@ impl LineParser {
         if let Some((read, col)) = prev
             && tok.start == col
         {
-            let kind = self.diagram(l, &mut lx, tok, read, true)?;
-            return Ok(Some((tok.start, false, None, kind)));
+            self.head = (tok.start, false, None);
+            return self.diagram(l, &mut lx, tok, read, true).map(Some);
         }
         let mut time_given = false;
         if let Some(w) = tok.word(l) {
@@ -353,10 +357,12 @@ impl LineParser {
         }
         let body = tok.start;
         if tok.kind == Tok::Eol {
-            return Ok(Some((body, time_given, cpu, Kind::Text(TextKind::Unknown, (body, body), (body, body)))));
+            self.head = (body, time_given, cpu);
+            return Ok(Some(Kind::Text(TextKind::Unknown, (body, body), (body, body))));
         }
+        self.head = (body, time_given, cpu);
         let w = tok.word(l).unwrap_or(&l[tok.start..tok.end]);
-        let kind = match w {
+        Ok(Some(match w {
             b"IT" | b"IS" | b"IF" | b"ES" => self.instruction(l, &mut lx, tok)?,
             b"R" => self.register(l, &mut lx)?,
             b"LD" | b"ST" => {
@@ -389,8 +395,7 @@ impl LineParser {
                 let next = lx.next();
                 Kind::Text(text_kind(w), (tok.start, tok.end), (next.start, l.len()))
             }
-        };
-        Ok(Some((body, time_given, cpu, kind)))
+        }))
     }
 
     fn set_time(&mut self, t: u64, unit: Option<TimeUnit>, frac: u8) {
