@@ -25,9 +25,7 @@ impl Disassembler {
         })
     }
 
-    /// The text of the one instruction at the start of `code`
-    /// (`mnemonic operands`), if it disassembles.
-    pub fn text(&self, isa: Isa, addr: u64, code: &[u8]) -> Option<String> {
+    fn first(&self, isa: Isa, addr: u64, code: &[u8]) -> Option<(String, String)> {
         let cs = match isa {
             Isa::Aarch64 => &self.a64,
             Isa::Arm => &self.a32,
@@ -36,11 +34,22 @@ impl Disassembler {
         };
         let insns = cs.disasm_count(code, addr, 1).ok()?;
         let i = insns.iter().next()?;
-        let m = i.mnemonic().unwrap_or("?");
-        Some(match i.op_str() {
-            Some(ops) if !ops.is_empty() => format!("{m} {ops}"),
-            _ => m.to_string(),
-        })
+        Some((i.mnemonic().unwrap_or("").to_string(), i.op_str().unwrap_or("").to_string()))
+    }
+
+    /// The text of the one instruction at the start of `code`
+    /// (`mnemonic operands`), if it disassembles.
+    pub fn text(&self, isa: Isa, addr: u64, code: &[u8]) -> Option<String> {
+        let (m, ops) = self.first(isa, addr, code)?;
+        let m = if m.is_empty() { "?".to_string() } else { m };
+        Some(if ops.is_empty() { m } else { format!("{m} {ops}") })
+    }
+
+    /// The one instruction at the start of `code` as Tarmac shows it: the
+    /// mnemonic padded to 8 columns, then the operands.
+    pub fn one(&self, isa: Isa, addr: u64, code: &[u8]) -> Option<String> {
+        let (m, ops) = self.first(isa, addr, code)?;
+        Some(if ops.is_empty() { m } else { format!("{m:<8} {ops}") })
     }
 
     /// Appends up to `max` instructions of `code` (at `addr`, in `isa`),

@@ -39,6 +39,7 @@ pub mod regress;
 pub mod snapshot;
 pub mod snapshot_writer;
 pub mod stm;
+pub mod tarmac;
 #[cfg(test)]
 pub(crate) mod test_rig;
 pub mod tree;

@@ -19,6 +19,10 @@
 //! (WFI/WFE/WFIT/WFET as waypoints), multi (several sessions, decoded with
 //! `-multi_session`) or sessions=N, all; values 1, 0 or random (ISA: a32,
 //! t32, mixed). `tc2` puts PTMs and ETMv3s in one buffer.
+//! `-tarmac FILE -elf ELF` encodes a real execution instead of a random
+//! program: the Tarmac trace's instructions, with the ELF's loadable
+//! segments as memory (`-protocol` etmv4 or ete for AArch64; etmv4, ptm or
+//! etmv3 for AArch32); `truth.txt` then holds the trace's decoded truth.
 //! DIR gets a complete snapshot (snapshot.ini, device files, trace.ini, the
 //! buffer, the memory image) and `truth.txt`: the executed instruction
 //! ranges (or software messages) in order, one a line; with several
@@ -28,10 +32,23 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use coresight_decode::generator::etmv4::{self, Etmv4Options};
-use coresight_decode::generator::{generate, BufferLayout, GenOptions, GenProtocol};
+use coresight_decode::generator::execution::{elf_images, generate_from_execution, insns_from_tarmac, ExecProtocol};
+use coresight_decode::generator::{generate, BufferLayout, GenOptions, GenProtocol, Generated};
+use coresight_decode::tarmac::Reader;
 
 fn usage() -> &'static str {
-    "usage: trc_gen -protocol etmv4|etmv4m|ete|stm|itm|ptm|etmv3|tc2 -seed N -out DIR [-length N] [-unformatted] [-opt NAME=VALUE]...\n"
+    "usage: trc_gen -protocol etmv4|etmv4m|ete|stm|itm|ptm|etmv3|tc2 -seed N -out DIR [-length N] [-unformatted] [-opt NAME=VALUE]...\n       trc_gen -protocol etmv4|ete|ptm|etmv3 -tarmac FILE -elf ELF -seed N -out DIR [-unformatted]\n"
+}
+
+/// A real execution (a Tarmac trace and its ELF) as trace.
+fn from_execution(tarmac: &std::path::Path, elf: &std::path::Path, protocol: &str, opts: &GenOptions) -> Result<Generated, String> {
+    let p = ExecProtocol::from_name(protocol).ok_or_else(|| format!("-protocol {protocol} cannot encode an execution (etmv4, ete, ptm, etmv3)"))?;
+    let f = std::fs::File::open(tarmac).map_err(|e| format!("{}: {e}", tarmac.display()))?;
+    let mut r = Reader::new(std::io::BufReader::new(f));
+    let insns = insns_from_tarmac(&mut r).map_err(|e| format!("{}: {e}", tarmac.display()))?;
+    let data = std::fs::read(elf).map_err(|e| format!("{}: {e}", elf.display()))?;
+    let images = elf_images(&data).map_err(|e| format!("{}: {e}", elf.display()))?;
+    generate_from_execution(&insns, &images, p, opts.seed, opts.layout)
 }
 
 fn main() -> ExitCode {
@@ -39,12 +56,18 @@ fn main() -> ExitCode {
     let mut opts = GenOptions::default();
     let mut etmv4_opts = Etmv4Options::default();
     let mut out: Option<PathBuf> = None;
+    let mut tarmac: Option<PathBuf> = None;
+    let mut elf: Option<PathBuf> = None;
+    let mut protocol_name = String::from("etmv4");
     let mut i = 0;
     while i < args.len() {
         let val = |i: usize| args.get(i + 1).cloned();
         match args[i].as_str() {
             "-protocol" => match val(i).as_deref().and_then(GenProtocol::from_name) {
-                Some(p) => opts.protocol = p,
+                Some(p) => {
+                    opts.protocol = p;
+                    protocol_name = val(i).unwrap_or_default();
+                }
                 None => {
                     eprintln!("trc_gen: -protocol needs one of: etmv4, etmv4m, ete, stm, itm, ptm, etmv3, tc2");
                     return ExitCode::from(2);
@@ -65,6 +88,8 @@ fn main() -> ExitCode {
                 }
             },
             "-out" => out = val(i).map(PathBuf::from),
+            "-tarmac" => tarmac = val(i).map(PathBuf::from),
+            "-elf" => elf = val(i).map(PathBuf::from),
             "-opt" => {
                 let v = val(i).unwrap_or_default();
                 let (name, value) = v.split_once('=').unwrap_or((&v, "1"));
@@ -97,9 +122,22 @@ fn main() -> ExitCode {
         eprint!("trc_gen: -out DIR is required\n{}", usage());
         return ExitCode::from(2);
     };
-    let g = match opts.protocol {
-        GenProtocol::Etmv4 | GenProtocol::Etmv4M => etmv4::generate_with(&opts, &etmv4_opts),
-        _ => generate(&opts),
+    let g = match (&tarmac, &elf) {
+        (Some(t), Some(e)) => match from_execution(t, e, &protocol_name, &opts) {
+            Ok(g) => g,
+            Err(msg) => {
+                eprintln!("trc_gen: {msg}");
+                return ExitCode::from(2);
+            }
+        },
+        (None, None) => match opts.protocol {
+            GenProtocol::Etmv4 | GenProtocol::Etmv4M => etmv4::generate_with(&opts, &etmv4_opts),
+            _ => generate(&opts),
+        },
+        _ => {
+            eprintln!("trc_gen: -tarmac and -elf go together");
+            return ExitCode::from(2);
+        }
     };
     if let Err(e) = g.spec.write_to(&dir) {
         eprintln!("trc_gen: {e}");

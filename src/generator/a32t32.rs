@@ -180,6 +180,11 @@ pub struct Block {
 }
 
 impl Block {
+    /// A block of given instructions (for a real execution's runs).
+    pub(crate) fn given(addr: u64, isa: Isa, instrs: Vec<Instr>, term: Term) -> Block {
+        Block { addr, isa, instrs, term, fall: None, handler: false, form: 0 }
+    }
+
     pub fn term_index(&self) -> usize {
         self.instrs.len() - 1
     }
@@ -788,7 +793,7 @@ impl Seg {
     }
     /// Whether instruction `i` passed its condition check.
     pub fn passed(&self, i: usize) -> bool {
-        self.fails & (1 << i) == 0
+        i >= 64 || self.fails & (1 << i) == 0
     }
 }
 

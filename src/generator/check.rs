@@ -52,6 +52,12 @@ pub fn decode(g: &Generated) -> Result<Vec<Truth>, String> {
     Ok(comparable(v, g.truth.iter().any(Truth::is_detail)))
 }
 
+/// Decodes a generated snapshot's first buffer's sources (every buffer in
+/// turn), handing the elements to `sink`.
+pub fn decode_with(g: &Generated, sink: Box<dyn TrcGenElemIn>) -> Result<(), String> {
+    decode_into(g, sink, |_| {})
+}
+
 /// Decodes a generated snapshot in memory into `out`, which sees every
 /// element. With several buffers, `session(n)` is called before buffer
 /// `n` (from 1) is decoded.

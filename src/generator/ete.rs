@@ -338,6 +338,40 @@ pub fn generate_with_stats(opts: &GenOptions, o: &EteOptions) -> (Generated, Sta
     (Generated { spec, truth }, stats)
 }
 
+/// Encodes a given execution (see [`super::execution`]) as ETE trace:
+/// options from `seed` (ETE's Armv9 extras off: the execution has none),
+/// one session, trace never filtered off, the memory image `images`.
+pub(super) fn generate_given(seed: u64, segs: &[super::flow::Seg], images: &[(u64, Vec<u8>)], layout: super::BufferLayout) -> Generated {
+    let mut rng = Rng::new(seed ^ 0x0e7e_0000_0000);
+    let o = EteOptions { tme: Choice::Off, ite: Choice::Off, wfx: Choice::Off, rme: Choice::Off, multi_session: Choice::Off, ..EteOptions::all(Choice::Random) };
+    let o = EteOptions { etmv4: Etmv4Options { exceptions: Choice::Off, context_changes: Choice::Off, ..o.etmv4 }, ..o };
+    let (mut cfg, revision) = pick_config(&mut rng, &o);
+    cfg.continuous = true;
+    let core_name = CORES[rng.below(CORES.len() as u64) as usize];
+    let mut enc = Encoder::new(256 + rng.below(1024) as usize);
+    enc.f45 = cfg.f45;
+    enc.exact = cfg.exact;
+    enc.is64 = true;
+    enc.vary = Some(Rng::new(rng.next_u64()));
+    let ts = rng.below(1 << 40);
+    let (out, truth, _, _) = Gen::new(&cfg, enc, ts, segs.len() * 2).run(&mut rng, segs);
+    let trace_id = 0x10 + rng.below(0x20) as u8;
+    let mut core = DeviceSpec::core("cpu_0", core_name);
+    for (i, (addr, code)) in images.iter().enumerate() {
+        core.dumps.push(DumpSpec { file: format!("mem{i}.bin"), address: *addr, data: code.clone(), space: String::new() });
+    }
+    let regs = registers(&mut rng, &cfg, revision, trace_id);
+    let (data, format) = layout_buffer(layout, trace_id, &out, &mut rng);
+    let spec = SnapshotSpec {
+        description: format!("trc_gen ete from an execution, seed {seed}: {core_name} {} ETE rev {revision}", cfg.describe()),
+        devices: vec![core, DeviceSpec::trace_source("ete_0", "ETE", regs)],
+        buffers: vec![BufferSpec { name: "ETB_0".into(), file: "trace.bin".into(), format: format.into(), data }],
+        source_buffers: vec![("ete_0".into(), "ETB_0".into())],
+        core_trace_sources: vec![("cpu_0".into(), "ete_0".into())],
+    };
+    Generated { spec, truth }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

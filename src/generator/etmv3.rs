@@ -687,6 +687,23 @@ fn build(
     (Source { trace_id, device, core, bytes: enc.out.clone(), truth }, enc)
 }
 
+/// Encodes a given execution (see [`super::execution`]) as ETMv3 trace:
+/// options from `seed`, no trace filtering, the memory image `images`.
+pub(super) fn generate_given(seed: u64, isa: IsaMix, prog: &Program, segs: &[a32t32::Seg], images: &[(u64, Vec<u8>)], formatted: bool) -> Generated {
+    let mut rng = Rng::new(seed);
+    let o = Etmv3GenOptions { isa: Some(isa), exceptions: Some(false), data_aborts: Some(false), trace_filter: Some(false), ..Default::default() };
+    let cfg = Etmv3Config::resolve(&mut rng, &o);
+    let (enc, truth) = encode(cfg, prog, segs, &mut rng);
+    let trace_id = 0x10 + rng.below(0x20) as u8;
+    let mut core = crate::snapshot_writer::DeviceSpec::core("cpu_0", "Cortex-A7");
+    for (i, (addr, data)) in images.iter().enumerate() {
+        core.dumps.push(crate::snapshot_writer::DumpSpec { file: format!("mem{i}.bin"), address: *addr, data: data.clone(), space: String::new() });
+    }
+    let device = a32t32::etm_device("ETM_0", "ETM3.5", cfg.etmcr(), cfg.etmidr(), cfg.etmccer(), trace_id);
+    let src = Source { trace_id, device, core, bytes: enc.out.clone(), truth };
+    a32t32::snapshot(format!("trc_gen etmv3 from an execution, seed {seed}"), vec![src], formatted, &mut rng)
+}
+
 /// Generates an ETMv3 snapshot of a random A32/T32 program.
 pub fn generate(opts: &GenOptions, etm: &Etmv3GenOptions) -> Generated {
     a32t32::single_source(opts, "etmv3", |rng, length, base, trace_id| source(etm, rng, length, base, trace_id, ("cpu_0", "ETM_0")))

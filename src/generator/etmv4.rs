@@ -179,6 +179,8 @@ pub(super) struct Config {
     pub(super) minor: u32,
     /// ETE only (see [`super::ete`]); all off for ETMv4.
     pub(super) ete: EteConfig,
+    /// Never filter trace off (a given execution is traced whole).
+    pub(super) continuous: bool,
 }
 
 /// What an ETE adds to the trace (nothing for an ETMv4).
@@ -247,6 +249,7 @@ impl Config {
             vmid_size_field,
             minor,
             ete: EteConfig::default(),
+            continuous: false,
         }
     }
 
@@ -873,6 +876,9 @@ pub(super) struct Gen<'a> {
     tracing: bool,
     pub(super) ts: u64,
     is: u8,
+    /// Instruction set (IS) of each segment's code, when it varies (A32 and
+    /// T32 in one execution); empty: `is` throughout.
+    seg_is: Vec<u8>,
     /// ETE: a Trace Info has been sent (only the first one's transaction
     /// state gives an element).
     synced_once: bool,
@@ -892,6 +898,7 @@ impl<'a> Gen<'a> {
             tracing: false,
             ts,
             is: cfg.m_profile as u8,
+            seg_is: Vec::new(),
             synced_once: false,
         }
     }
@@ -901,6 +908,9 @@ impl<'a> Gen<'a> {
     pub(super) fn run(mut self, rng: &mut Rng, segs: &[Seg]) -> (Vec<u8>, Vec<Truth>, Stats, u64) {
         self.sync(rng, segs.first().is_some_and(|s| s.tx_depth > 0));
         for (i, s) in segs.iter().enumerate() {
+            if let Some(&is) = self.seg_is.get(i) {
+                self.is = is;
+            }
             self.segment(rng, s, segs.get(i + 1), i == 0);
         }
         self.enc.flush_atoms();
@@ -1161,7 +1171,7 @@ impl<'a> Gen<'a> {
             self.timestamp(rng);
         }
         // Now and then, trace is filtered off for a while.
-        if rng.chance(1, 40) {
+        if rng.chance(1, 40) && !cfg.continuous {
             self.enc.flush_atoms();
             self.tracing = false;
         }
@@ -1240,6 +1250,48 @@ pub fn generate_with_stats(opts: &GenOptions, etmv4: &Etmv4Options) -> (Generate
         core_trace_sources: vec![("cpu_0".into(), "etm_0".into())],
     };
     (Generated { spec, truth }, stats)
+}
+
+/// Encodes a given execution (segments of a real program's run, see
+/// [`super::execution`]) as ETMv4 trace: trace unit options from `seed`,
+/// trace never filtered off, the memory image `images`.
+pub(super) fn generate_given(
+    seed: u64,
+    o: &Etmv4Options,
+    segs: &[Seg],
+    images: &[(u64, Vec<u8>)],
+    layout: super::BufferLayout,
+    aarch64: bool,
+    seg_is: Vec<u8>,
+) -> Generated {
+    let mut rng = Rng::new(seed);
+    let mut cfg = Config::pick(&mut rng, o, false);
+    cfg.continuous = true;
+    let mut enc = Encoder::new(256 + rng.below(1024) as usize);
+    enc.f45 = cfg.f45;
+    enc.exact = cfg.exact;
+    enc.is64 = aarch64;
+    enc.vary = Some(Rng::new(rng.next_u64()));
+    let ts = rng.below(1 << 40);
+    let mut g = Gen::new(&cfg, enc, ts, segs.len() * 2);
+    // Addresses of T32 code are IS1.
+    g.seg_is = seg_is;
+    let (out, truth, _, _) = g.run(&mut rng, segs);
+    let trace_id = 0x10 + rng.below(0x20) as u8;
+    let (data, format) = layout_buffer(layout, trace_id, &out, &mut rng);
+    let mut core = DeviceSpec::core("cpu_0", if aarch64 { "Cortex-A53" } else { "Cortex-A32" });
+    for (i, (addr, code)) in images.iter().enumerate() {
+        core.dumps.push(DumpSpec { file: format!("mem{i}.bin"), address: *addr, data: code.clone(), space: String::new() });
+    }
+    let etm = DeviceSpec::trace_source("etm_0", "ETM4.0", registers(&mut rng, &cfg, trace_id));
+    let spec = SnapshotSpec {
+        description: format!("trc_gen etmv4 from an execution, seed {seed}: {}", cfg.describe()),
+        devices: vec![core, etm],
+        buffers: vec![BufferSpec { name: "ETB_0".into(), file: "trace.bin".into(), format: format.into(), data }],
+        source_buffers: vec![("etm_0".into(), "ETB_0".into())],
+        core_trace_sources: vec![("cpu_0".into(), "etm_0".into())],
+    };
+    Generated { spec, truth }
 }
 
 /// Trace unit registers for `cfg`: what is enabled is implemented, what is

@@ -13,6 +13,7 @@ pub mod check;
 pub mod ete;
 pub mod etmv3;
 pub mod etmv4;
+pub mod execution;
 pub mod flow;
 pub mod itm;
 pub mod ptm;

@@ -658,6 +658,23 @@ pub(crate) fn build(
     (src, enc)
 }
 
+/// Encodes a given execution (see [`super::execution`]) as PTM trace:
+/// options from `seed`, no trace filtering, the memory image `images`.
+pub(super) fn generate_given(seed: u64, isa: IsaMix, prog: &Program, segs: &[a32t32::Seg], images: &[(u64, Vec<u8>)], formatted: bool) -> Generated {
+    let mut rng = Rng::new(seed);
+    let o = PtmGenOptions { isa: Some(isa), exceptions: Some(false), trace_filter: Some(false), ..Default::default() };
+    let cfg = PtmConfig::resolve(&mut rng, &o);
+    let enc = encode(cfg, prog, segs, &mut rng);
+    let trace_id = 0x10 + rng.below(0x20) as u8;
+    let mut core = crate::snapshot_writer::DeviceSpec::core("cpu_0", cfg.core_type());
+    for (i, (addr, data)) in images.iter().enumerate() {
+        core.dumps.push(crate::snapshot_writer::DumpSpec { file: format!("mem{i}.bin"), address: *addr, data: data.clone(), space: String::new() });
+    }
+    let device = a32t32::etm_device("PTM_0", cfg.device_type(), cfg.etmcr(), cfg.etmidr(), cfg.etmccer(), trace_id);
+    let src = Source { trace_id, device, core, bytes: enc.out.clone(), truth: enc.truth.clone() };
+    a32t32::snapshot(format!("trc_gen ptm from an execution, seed {seed}"), vec![src], formatted, &mut rng)
+}
+
 /// Generates a PTM snapshot of a random A32/T32 program.
 pub fn generate(opts: &GenOptions, ptm: &PtmGenOptions) -> Generated {
     a32t32::single_source(opts, "ptm", |rng, length, base, trace_id| source(ptm, rng, length, base, trace_id, ("cpu_0", "PTM_0")))

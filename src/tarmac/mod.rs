@@ -1,0 +1,20 @@
+//! Tarmac instruction traces: read, analyse, write and compare.
+//!
+//! Arm Fast Models, gem5 and RTL simulations write Tarmac text traces; the
+//! Trace Matcher tool compares traces in a Tarmac-like form. This module
+//! reads every record kind of the format into typed [`Record`]s
+//! ([`Reader`]), finds calls and returns with the heuristic of Arm's
+//! Tarmac Trace Utilities ([`calls`]) for profiles, call trees and flame
+//! graphs, and compares instruction streams ([`compare`]).
+
+pub mod calls;
+pub mod compare;
+pub mod events;
+
+pub mod reader;
+pub mod record;
+pub mod symbols;
+pub mod writer;
+
+pub use reader::{LineParser, Reader, ReaderOptions, TarmacError};
+pub use record::*;
