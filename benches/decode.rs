@@ -14,6 +14,7 @@ use coresight_decode::decoder::DecodeMode;
 use coresight_decode::elem::TraceElement;
 use coresight_decode::generator::{generate, BufferLayout, GenOptions, GenProtocol};
 use coresight_decode::interfaces::{TrcDataIn, TrcGenElemIn};
+use coresight_decode::parallel::{decode_parallel, ParallelOptions, ParallelSink, WorkerSetup};
 use coresight_decode::snapshot::Snapshot;
 use coresight_decode::tree::DecodeTree;
 use divan::counter::BytesCount;
@@ -87,16 +88,78 @@ fn generated_snapshot(bencher: Bencher, protocol: &str) {
         .bench_local_values(|t| decode(t, &l.data));
 }
 
-#[divan::bench(sample_count = 10)]
-fn bugfix_exact_match(bencher: Bencher) {
+fn bugfix() -> Option<Loaded> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/opencsd-1.8.0/snapshots/bugfix-exact-match");
     if !dir.is_dir() {
         eprintln!("bugfix_exact_match: ../shared not present, nothing measured");
-        return;
+        return None;
     }
-    let l = load(&dir);
+    Some(load(&dir))
+}
+
+/// bugfix-exact-match on this thread.
+#[divan::bench(sample_count = 10)]
+fn bugfix_exact_match(bencher: Bencher) {
+    let Some(l) = bugfix() else { return };
     bencher
         .counter(BytesCount::new(l.data.len()))
         .with_inputs(|| tree(&l))
         .bench_local_values(|t| decode(t, &l.data));
+}
+
+/// Building the tree a worker decodes with (what the parallel decode does
+/// on each worker before it starts).
+#[divan::bench(sample_count = 10)]
+fn bugfix_exact_match_tree_build(bencher: Bencher) {
+    let Some(l) = bugfix() else { return };
+    bencher.bench_local(|| tree(&l));
+}
+
+/// bugfix-exact-match with its six trace IDs shared among worker threads:
+/// elements counted on the workers (`deliver_elements: false`), or
+/// delivered in the serial order to a counting sink on this thread.
+#[divan::bench(args = [(1, false), (2, false), (2, true)], sample_count = 10)]
+fn bugfix_exact_match_parallel(bencher: Bencher, (threads, deliver): (usize, bool)) {
+    let Some(l) = bugfix() else { return };
+    let ids: Vec<u8> = tree(&l).elements().map(|(id, _)| id).collect();
+    let format = tree(&l).format();
+    let build = |_: &WorkerSetup| Ok(tree(&l));
+    bencher.counter(BytesCount::new(l.data.len())).bench_local(|| {
+        let mut sink = CountSink(0);
+        let options = ParallelOptions { threads, deliver_elements: deliver, ..ParallelOptions::default() };
+        let o = decode_parallel(options, format, &ids, &mut l.data.as_slice(), &build, &mut sink).unwrap();
+        assert!(!o.resp.is_fatal());
+        sink.0
+    });
+}
+
+/// A generated capture of three cores (PTM and two ETMv3) in one
+/// formatted buffer, decoded with its trace IDs shared among threads.
+#[divan::bench(args = [(1, false), (2, false), (2, true)], sample_count = 10)]
+fn three_cores_parallel(bencher: Bencher, (threads, deliver): (usize, bool)) {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("bench-three-cores");
+    let _ = std::fs::remove_dir_all(&dir);
+    let opts = GenOptions { seed: 7, protocol: GenProtocol::Tc2, layout: BufferLayout::Formatted, length: 60_000 };
+    generate(&opts).spec.write_to(&dir).unwrap();
+    let l = load(&dir);
+    let ids: Vec<u8> = tree(&l).elements().map(|(id, _)| id).collect();
+    let format = tree(&l).format();
+    let build = |_: &WorkerSetup| Ok(tree(&l));
+    bencher.counter(BytesCount::new(l.data.len())).bench_local(|| {
+        let mut sink = CountSink(0);
+        let options = ParallelOptions { threads, deliver_elements: deliver, ..ParallelOptions::default() };
+        let o = decode_parallel(options, format, &ids, &mut l.data.as_slice(), &build, &mut sink).unwrap();
+        assert!(!o.resp.is_fatal());
+        sink.0
+    });
+}
+
+struct CountSink(u64);
+
+impl ParallelSink for CountSink {
+    fn text(&mut self, _text: &str) {}
+    fn element(&mut self, _index: TrcIndex, _trace_id: u8, elem: &TraceElement) -> DatapathResp {
+        self.0 += elem.num_instr_range as u64 + 1;
+        DatapathResp::Cont
+    }
 }

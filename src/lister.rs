@@ -458,7 +458,12 @@ impl Lister<'_> {
         let mut input = FileSequence { files, next: 0, current: None, failed: None };
         let mut sink = ListerSink { out: &self.out, printer: None };
         let options = ParallelOptions { threads, deliver_elements: false, ..ParallelOptions::default() };
-        let outcome = match decode_parallel(options, tree.format(), &ids, &mut input, &build, &mut sink) {
+        // The deformatter as the options configured it.
+        let format = match (tree.format(), tree.deformatter()) {
+            (SourceFormat::Formatted(_), Some(d)) => SourceFormat::Formatted(d.config()),
+            (f, _) => f,
+        };
+        let outcome = match decode_parallel(options, format, &ids, &mut input, &build, &mut sink) {
             Ok(o) => o,
             Err(e) => {
                 self.msg(&format!("Trace Packet Lister : Error: {e}\n"));

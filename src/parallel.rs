@@ -26,6 +26,7 @@
 //! have stopped: output from later blocks is dropped.
 
 use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
 use std::io::Read;
 use std::rc::Rc;
 use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
@@ -168,13 +169,19 @@ impl IdStreamSink for ByteCount {
     }
 }
 
-/// Shares `ids` out among `workers`, balancing their bytes in `data`
+/// Shares `ids` out among `workers`, balancing their bytes in `rounds`
 /// (largest first, each to the least loaded worker).
-fn share_ids(format: SourceFormat, data: &[u8], ids: &[u8], workers: usize) -> Vec<Vec<u8>> {
+fn share_ids(format: SourceFormat, rounds: &VecDeque<Vec<u8>>, ids: &[u8], workers: usize) -> Vec<Vec<u8>> {
     let mut bytes = ByteCount([0; 128]);
-    if let SourceFormat::Formatted(cfg) = format {
+    if let SourceFormat::Formatted(mut cfg) = format {
+        if cfg.validate().is_err() {
+            // As a tree left unconfigured reads it.
+            cfg = crate::deformatter::DeformatterConfig::mem_aligned();
+        }
         let mut d = FrameDeformatter::new(cfg);
-        let _ = d.trace_data_in(DatapathOp::Data, 0, data, &mut bytes);
+        for data in rounds.iter().filter(|r| !r.is_empty()) {
+            let _ = d.trace_data_in(DatapathOp::Data, 0, data, &mut bytes);
+        }
     }
     let mut order: Vec<u8> = ids.to_vec();
     order.sort_by_key(|&id| (std::cmp::Reverse(bytes.0[id as usize & 0x7f]), id));
@@ -190,6 +197,9 @@ fn share_ids(format: SourceFormat, data: &[u8], ids: &[u8], workers: usize) -> V
     }).filter(|ids| !ids.is_empty()).collect()
 }
 
+/// Bytes of the capture read to share the trace IDs out by.
+const SHARE_SAMPLE: usize = 1 << 20;
+
 enum Round {
     Data(u64, Arc<Vec<u8>>),
     End,
@@ -203,8 +213,8 @@ enum Round {
 /// set afterwards. Output goes to `sink` on this thread, in the serial
 /// decode's order.
 ///
-/// The first rounds are read before the work is shared out: IDs are
-/// balanced by their bytes in them.
+/// The first MiB of the capture is read before the work is shared out:
+/// IDs are balanced by their bytes in it.
 pub fn decode_parallel<B>(
     options: ParallelOptions,
     format: SourceFormat,
@@ -232,9 +242,19 @@ where
         buf.truncate(n);
         Ok(buf)
     };
-    let first = read_round(input)?;
+    // The IDs are shared out by their bytes in the first MiB or so: the
+    // rounds read for that are decoded first.
+    let mut ahead: VecDeque<Vec<u8>> = VecDeque::new();
+    let mut sampled = 0usize;
+    let mut input_ended = false;
+    while sampled < SHARE_SAMPLE && !input_ended {
+        let r = read_round(input)?;
+        input_ended = r.len() < round_len;
+        sampled += r.len();
+        ahead.push_back(r);
+    }
     let workers = options.threads.clamp(1, ids.len().max(1));
-    let shares = share_ids(format, &first, ids, workers);
+    let shares = share_ids(format, &ahead, ids, workers);
 
     std::thread::scope(|scope| -> Result<ParallelOutcome, Error> {
         let mut to_workers: Vec<SyncSender<Round>> = Vec::new();
@@ -258,21 +278,23 @@ where
         };
 
         let mut outcome = ParallelOutcome { resp: DatapathResp::Cont, processed: 0, last_error: None };
-        let mut pending = Some(first);
         let mut start = 0u64;
         let mut in_flight = 0usize;
         let mut end_sent = false;
         loop {
             // Keep the workers a couple of rounds ahead of the merge.
             while in_flight < 2 && !end_sent {
-                match pending.take() {
+                if ahead.is_empty() && !input_ended {
+                    let r = read_round(input)?;
+                    input_ended = r.len() < round_len;
+                    ahead.push_back(r);
+                }
+                match ahead.pop_front() {
                     Some(data) if !data.is_empty() => {
-                        let short = data.len() < round_len;
                         let len = data.len() as u64;
                         let data = Arc::new(data);
                         send_all(&|| Round::Data(start, data.clone()));
                         start += len;
-                        pending = if short { None } else { Some(read_round(input)?) };
                     }
                     _ => {
                         send_all(&|| Round::End);

@@ -214,6 +214,11 @@ impl DecodeTree {
         m.borrow_mut().add_file_region(path, start, offset, size, space)
     }
 
+    /// The frame deformatter (formatted sources only).
+    pub fn deformatter(&self) -> Option<&FrameDeformatter> {
+        self.deformatter.as_ref()
+    }
+
     /// The deformatter, for a formatted source.
     pub fn deformatter_mut(&mut self) -> Option<&mut FrameDeformatter> {
         self.deformatter.as_mut()
