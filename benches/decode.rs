@@ -121,9 +121,14 @@ fn bugfix_exact_match_tree_build(bencher: Bencher) {
 #[divan::bench(args = [(1, false), (2, false), (2, true)], sample_count = 10)]
 fn bugfix_exact_match_parallel(bencher: Bencher, (threads, deliver): (usize, bool)) {
     let Some(l) = bugfix() else { return };
-    let ids: Vec<u8> = tree(&l).elements().map(|(id, _)| id).collect();
-    let format = tree(&l).format();
-    let build = |_: &WorkerSetup| Ok(tree(&l));
+    parallel(bencher, &l, threads, deliver);
+}
+
+/// Measures the parallel decode of `l` on `threads` workers.
+fn parallel(bencher: Bencher, l: &Loaded, threads: usize, deliver: bool) {
+    let ids: Vec<u8> = tree(l).elements().map(|(id, _)| id).collect();
+    let format = tree(l).format();
+    let build = |_: &WorkerSetup| Ok(tree(l));
     bencher.counter(BytesCount::new(l.data.len())).bench_local(|| {
         let mut sink = CountSink(0);
         let options = ParallelOptions { threads, deliver_elements: deliver, ..ParallelOptions::default() };
@@ -141,17 +146,7 @@ fn three_cores_parallel(bencher: Bencher, (threads, deliver): (usize, bool)) {
     let _ = std::fs::remove_dir_all(&dir);
     let opts = GenOptions { seed: 7, protocol: GenProtocol::Tc2, layout: BufferLayout::Formatted, length: 60_000 };
     generate(&opts).spec.write_to(&dir).unwrap();
-    let l = load(&dir);
-    let ids: Vec<u8> = tree(&l).elements().map(|(id, _)| id).collect();
-    let format = tree(&l).format();
-    let build = |_: &WorkerSetup| Ok(tree(&l));
-    bencher.counter(BytesCount::new(l.data.len())).bench_local(|| {
-        let mut sink = CountSink(0);
-        let options = ParallelOptions { threads, deliver_elements: deliver, ..ParallelOptions::default() };
-        let o = decode_parallel(options, format, &ids, &mut l.data.as_slice(), &build, &mut sink).unwrap();
-        assert!(!o.resp.is_fatal());
-        sink.0
-    });
+    parallel(bencher, &load(&dir), threads, deliver);
 }
 
 struct CountSink(u64);

@@ -476,7 +476,17 @@ impl Lister<'_> {
                 self.msg(&format!("ERROR:{e}\n"));
             }
         }
-        let index = outcome.processed;
+        self.buffer_done(&input, outcome.processed, start);
+        if self.opts.profile && printer.is_some() {
+            let n = elements.load(std::sync::atomic::Ordering::Relaxed);
+            self.msg(&format!("Trace Packet Lister : Profile : {n} generic elements.\n"));
+        }
+        !outcome.resp.is_fatal()
+    }
+
+    /// The end of a buffer: a file that could not be read, and the bytes
+    /// processed (with the time taken, unless -no_time_print).
+    fn buffer_done(&self, input: &FileSequence, index: TrcIndex, start: Instant) {
         if let Some((path, e)) = &input.failed {
             self.msg(&format!("Trace Packet Lister : Error : {}: {e}: the trace stops at byte {index}\n", path.display()));
         }
@@ -487,11 +497,6 @@ impl Lister<'_> {
             s.push_str(&format!(" in {:.8} seconds.\n", start.elapsed().as_secs_f64()));
         }
         self.msg(&s);
-        if self.opts.profile && printer.is_some() {
-            let n = elements.load(std::sync::atomic::Ordering::Relaxed);
-            self.msg(&format!("Trace Packet Lister : Profile : {n} generic elements.\n"));
-        }
-        !outcome.resp.is_fatal()
     }
 
     /// Pushes a block through the tree, flushing on waits, and leaves
@@ -584,16 +589,7 @@ impl Lister<'_> {
                 }
             }
         }
-        if let Some((path, e)) = &input.failed {
-            self.msg(&format!("Trace Packet Lister : Error : {}: {e}: the trace stops at byte {index}\n", path.display()));
-        }
-        let mut s = format!("Trace Packet Lister : Trace buffer done, processed {index} bytes");
-        if self.opts.no_time_print {
-            s.push_str(".\n");
-        } else {
-            s.push_str(&format!(" in {:.8} seconds.\n", start.elapsed().as_secs_f64()));
-        }
-        self.msg(&s);
+        self.buffer_done(&input, index, start);
         if self.opts.stats {
             self.print_stats(tree);
         }

@@ -378,13 +378,7 @@ impl Walker {
                 }
                 if run > 0 {
                     instr.opcode = last;
-                    instr.instr_type = InstrType::Other;
-                    instr.sub_type = InstrSubType::None;
-                    instr.instr_size = 4;
-                    instr.is_conditional = false;
-                    instr.is_link = false;
-                    instr.next_isa = Isa::Aarch64;
-                    instr.thumb_it_conditions = 0;
+                    classify_plain_a64(instr);
                     instr.instr_addr = instr.instr_addr.wrapping_add(4 * run as u64);
                     num = num.saturating_add(run);
                     continue;
@@ -397,13 +391,7 @@ impl Walker {
                 if a64_plain(opcode) {
                     // Outside the branch / exception / system group no A64
                     // instruction is a waypoint: skip the classifier.
-                    instr.instr_type = InstrType::Other;
-                    instr.sub_type = InstrSubType::None;
-                    instr.instr_size = 4;
-                    instr.is_conditional = false;
-                    instr.is_link = false;
-                    instr.next_isa = Isa::Aarch64;
-                    instr.thumb_it_conditions = 0;
+                    classify_plain_a64(instr);
                 } else if let Err(e) = dec.decode_instruction(instr) {
                     return (Walked { num, end: WalkEnd::Error(e) }, false);
                 }
@@ -431,6 +419,18 @@ fn a64_plain(op: u32) -> bool {
 }
 
 const A64_NOP: u32 = 0xD503_201F;
+
+/// What the classifier says of an A64 instruction that is no waypoint.
+#[inline]
+fn classify_plain_a64(instr: &mut InstrInfo) {
+    instr.instr_type = InstrType::Other;
+    instr.sub_type = InstrSubType::None;
+    instr.instr_size = 4;
+    instr.is_conditional = false;
+    instr.is_link = false;
+    instr.next_isa = Isa::Aarch64;
+    instr.thumb_it_conditions = 0;
+}
 
 /// Spacing of the checkpoints where a walk looks for a remembered block
 /// to join (a power of two).
