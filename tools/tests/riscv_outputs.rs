@@ -43,6 +43,17 @@ fn tarmac_decode_writes_riscv_instructions_with_disassembly() {
     let first = got.lines().next().unwrap();
     assert_eq!(first, FIRST_LINE);
     assert!(got.contains(" R U : c.") && got.contains(" R U : jal "), "{got}");
+
+    // `tarmac compare` reads it back: the same as the snapshot decoded
+    // again, and different once one PC is changed.
+    let file = tmp("calls.tarmac");
+    std::fs::write(&file, &got).unwrap();
+    let o = run(env!("CARGO_BIN_EXE_tarmac"), &["compare", file.to_str().unwrap(), dir.to_str().unwrap(), "--skip-time"]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", text(&o.stdout), text(&o.stderr));
+    let changed = tmp("changed.tarmac");
+    std::fs::write(&changed, got.replacen(" 0001043e ", " 0001043a ", 1)).unwrap();
+    let o = run(env!("CARGO_BIN_EXE_tarmac"), &["compare", changed.to_str().unwrap(), dir.to_str().unwrap(), "--skip-time"]);
+    assert_eq!(o.status.code(), Some(1), "{}{}", text(&o.stdout), text(&o.stderr));
 }
 
 /// QEMU's first instruction of `calls`, at the first timestamp (0).

@@ -112,6 +112,20 @@ fn tarmac_of_the_shipped_snapshot_lists_the_pcs_qemu_ran() {
     assert_eq!(is, not_taken(&p, &pcs));
     assert!(is > 0);
     assert_eq!(is + lines.iter().filter(|l| l.status == "IT").count(), lines.len());
+
+    // The project's Tarmac reader reads it back: RISC-V state, widths.
+    use coresight_decode::tarmac::{Effect, Iset, Reader, RecordKind};
+    let mut r = Reader::new(std::io::Cursor::new(text.as_bytes()));
+    let mut back = Vec::new();
+    while let Some(rec) = r.next_record().unwrap() {
+        let RecordKind::Instruction(i) = rec.kind else { panic!("only instruction lines") };
+        assert_eq!((i.iset, i.mode), (Iset::RiscV, Some("U")));
+        assert_eq!(i.width as u64, p.size_at(i.addr) * 8);
+        assert_eq!(i.encoding, Some(p.fetch(i.addr).unwrap() as u64));
+        back.push((i.addr, i.effect == Effect::CcFail));
+    }
+    assert_eq!(back.iter().map(|b| b.0).collect::<Vec<_>>(), pcs);
+    assert_eq!(back.iter().filter(|b| b.1).count(), is);
 }
 
 #[test]
