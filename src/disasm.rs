@@ -8,11 +8,16 @@ use capstone::prelude::*;
 
 use crate::arch::Isa;
 
-/// Disassemblers for A64, A32 and T32.
+/// Disassemblers for A64, A32, T32 and RISC-V (RV32 and RV64, with the C
+/// extension; [`Disassembler::set_riscv_xlen`] picks the width, RV64 until
+/// told otherwise).
 pub struct Disassembler {
     a64: Capstone,
     a32: Capstone,
     t32: Capstone,
+    rv32: Capstone,
+    rv64: Capstone,
+    rv_xlen64: bool,
 }
 
 impl Disassembler {
@@ -22,16 +27,32 @@ impl Disassembler {
             a64: Capstone::new().arm64().mode(arch::arm64::ArchMode::Arm).build().map_err(err)?,
             a32: Capstone::new().arm().mode(arch::arm::ArchMode::Arm).extra_mode([arch::arm::ArchExtraMode::V8].into_iter()).build().map_err(err)?,
             t32: Capstone::new().arm().mode(arch::arm::ArchMode::Thumb).extra_mode([arch::arm::ArchExtraMode::V8].into_iter()).build().map_err(err)?,
+            rv32: Capstone::new().riscv().mode(arch::riscv::ArchMode::RiscV32).extra_mode([arch::riscv::ArchExtraMode::RiscVC].into_iter()).build().map_err(err)?,
+            rv64: Capstone::new().riscv().mode(arch::riscv::ArchMode::RiscV64).extra_mode([arch::riscv::ArchExtraMode::RiscVC].into_iter()).build().map_err(err)?,
+            rv_xlen64: true,
         })
     }
 
+    /// The width [`Isa::RiscV`] code is disassembled in: 32 or 64 (the
+    /// encodings differ: `c.jal` on RV32 is `c.addiw` on RV64, `c.flw` is
+    /// `c.ld`...). Any other value means 64.
+    pub fn set_riscv_xlen(&mut self, xlen: u32) {
+        self.rv_xlen64 = xlen != 32;
+    }
+
+    fn handle(&self, isa: Isa) -> Option<&Capstone> {
+        match isa {
+            Isa::Aarch64 => Some(&self.a64),
+            Isa::Arm => Some(&self.a32),
+            Isa::Thumb2 => Some(&self.t32),
+            Isa::RiscV if self.rv_xlen64 => Some(&self.rv64),
+            Isa::RiscV => Some(&self.rv32),
+            _ => None,
+        }
+    }
+
     fn first(&self, isa: Isa, addr: u64, code: &[u8]) -> Option<(String, String)> {
-        let cs = match isa {
-            Isa::Aarch64 => &self.a64,
-            Isa::Arm => &self.a32,
-            Isa::Thumb2 => &self.t32,
-            _ => return None,
-        };
+        let cs = self.handle(isa)?;
         let insns = cs.disasm_count(code, addr, 1).ok()?;
         let i = insns.iter().next()?;
         Some((i.mnemonic().unwrap_or("").to_string(), i.op_str().unwrap_or("").to_string()))
@@ -56,14 +77,9 @@ impl Disassembler {
     /// one a line: `    0xADDR  mnemonic operands`. Bytes that do not
     /// disassemble end the listing with a `(not decodable)` line.
     pub fn write(&self, isa: Isa, addr: u64, code: &[u8], max: usize, out: &mut String) {
-        let cs = match isa {
-            Isa::Aarch64 => &self.a64,
-            Isa::Arm => &self.a32,
-            Isa::Thumb2 => &self.t32,
-            other => {
-                let _ = writeln!(out, "    ({other}: no disassembler)");
-                return;
-            }
+        let Some(cs) = self.handle(isa) else {
+            let _ = writeln!(out, "    ({isa}: no disassembler)");
+            return;
         };
         let Ok(insns) = cs.disasm_count(code, addr, max) else {
             let _ = writeln!(out, "    0x{addr:x}  (not decodable)");
@@ -106,5 +122,16 @@ mod tests {
         s.clear();
         d.write(Isa::Aarch64, 0x1000, &[0xff, 0xff, 0xff, 0xff], 8, &mut s);
         assert!(s.contains("(not decodable)"), "{s}");
+    }
+
+    #[test]
+    fn disassembles_riscv_at_either_width() {
+        let mut d = Disassembler::new().unwrap();
+        // beq a0,a1,+8; c.ret; then 0x2085: c.addiw on RV64, c.jal on RV32.
+        assert_eq!(d.text(Isa::RiscV, 0x1000, &0x00b50463u32.to_le_bytes()).as_deref(), Some("beq a0, a1, 8"));
+        assert_eq!(d.text(Isa::RiscV, 0x1000, &[0x82, 0x80]).as_deref(), Some("c.jr ra"));
+        assert_eq!(d.text(Isa::RiscV, 0x1000, &[0x85, 0x20]).as_deref(), Some("c.addiw ra, 1"));
+        d.set_riscv_xlen(32);
+        assert_eq!(d.text(Isa::RiscV, 0x1000, &[0x85, 0x20]).as_deref(), Some("c.jal 0x60"));
     }
 }

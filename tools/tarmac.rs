@@ -20,7 +20,7 @@ use coresight_decode::tarmac::calls::CallAnalyzer;
 use coresight_decode::tarmac::compare::{self, CompareOptions};
 use coresight_decode::tarmac::events::EventPrinter;
 use coresight_decode::tarmac::symbols::Symbols;
-use coresight_decode::tarmac::writer::{snapshot_to_tarmac, WriterOptions};
+use coresight_decode::tarmac::writer::{snapshot_to_tarmac_with_registry, WriterOptions};
 use coresight_decode::tarmac::{Iset, Reader, ReaderOptions};
 
 #[derive(Parser)]
@@ -153,7 +153,7 @@ fn open(path: &Path, implicit_thumb: bool) -> Result<Reader<Box<dyn BufRead>>, S
     if path.is_dir() {
         let mut text = Vec::new();
         let wopts = WriterOptions { link_register_lines: true, ..Default::default() };
-        snapshot_to_tarmac(path, &mut text, wopts).map_err(|e| format!("{}: {e}", path.display()))?;
+        snapshot_to_tarmac_with_registry(path, riscv_trace::registry(), &mut text, wopts).map_err(|e| format!("{}: {e}", path.display()))?;
         return Ok(Reader::with_options(Box::new(std::io::Cursor::new(text)), opts));
     }
     let f = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -235,7 +235,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 Some(p) => Box::new(std::io::BufWriter::new(File::create(p).map_err(|e| format!("{}: {e}", p.display()))?)),
                 None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
             };
-            snapshot_to_tarmac(&snapshot, &mut out, opts).map_err(|e| format!("{}: {e}", snapshot.display()))?;
+            snapshot_to_tarmac_with_registry(&snapshot, riscv_trace::registry(), &mut out, opts).map_err(|e| format!("{}: {e}", snapshot.display()))?;
             out.flush().map_err(|e| format!("output: {e}"))?;
         }
         Cmd::Dump { input, events } => {

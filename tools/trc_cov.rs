@@ -26,7 +26,7 @@ use coresight_decode::gnatcov::dump::dump;
 use coresight_decode::gnatcov::export::{ExecSignature, FlatTraceBuilder, Merge, SharedBuilder};
 use coresight_decode::gnatcov::format::{read_file, DateTime, Endian, Entry};
 use coresight_decode::interfaces::TrcDataIn;
-use coresight_decode::snapshot::Snapshot;
+use coresight_decode::snapshot::{Snapshot, TreeBuilder};
 
 #[derive(Parser)]
 #[command(name = "trc_cov", version, about = "Code coverage from CoreSight trace: gnatcov trace files, object coverage, lcov line coverage")]
@@ -102,7 +102,8 @@ struct Inputs {
     /// Snapshot directories whose trace is decoded.
     #[arg(long)]
     snapshot: Vec<PathBuf>,
-    /// Instruction set of memory dumps when there is no ELF: a64, a32, t32.
+    /// Instruction set of memory dumps when there is no ELF: a64, a32, t32,
+    /// rv64, rv32.
     #[arg(long, default_value = "a64")]
     isa: String,
     /// gnatcov trace files.
@@ -163,6 +164,7 @@ fn run(cli: Cli) -> Result<(), Fail> {
         }
         Cmd::Coverage { input, routines, summary } => {
             let (mut img, entries, digits) = gather(&input)?;
+            let xlen = if digits > 8 { 64 } else { 32 };
             if let Some(r) = routines {
                 img.restrict(&routine_names(&r)?)?;
             }
@@ -176,7 +178,7 @@ fn run(cli: Cli) -> Result<(), Fail> {
                 }
                 print!("{}", cov.total);
             } else {
-                let mut text = disassembler();
+                let mut text = disassembler(xlen);
                 print!("{}", cov.report(digits, &mut text));
             }
         }
@@ -252,13 +254,25 @@ fn gather(input: &Inputs) -> Result<(CodeImage, Vec<Entry>, usize), Fail> {
                 "a64" | "aarch64" => Isa::Aarch64,
                 "a32" | "arm" => Isa::Arm,
                 "t32" | "thumb" => Isa::Thumb2,
-                v => return Err(Fail(format!("--isa: unknown instruction set '{v}' (a64, a32 or t32)"))),
+                "rv64" | "riscv64" => {
+                    digits = 16;
+                    Isa::RiscV
+                }
+                "rv32" | "riscv32" => Isa::RiscV,
+                v => return Err(Fail(format!("--isa: unknown instruction set '{v}' (a64, a32, t32, rv64 or rv32)"))),
             };
             CodeImage::from_regions(snapshot_regions(dir)?, isa)
         }
     };
     if img.machine == coresight_decode::gnatcov::format::EM_AARCH64 {
         digits = 16;
+    }
+    // RISC-V: addresses as wide as the ELF class (RV64: ELFCLASS64).
+    if let Some(p) = &input.elf {
+        if img.machine == coresight_decode::gnatcov::format::EM_RISCV {
+            let bytes = std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?;
+            digits = if bytes.get(4) == Some(&2) { 16 } else { 8 };
+        }
     }
     Ok((img, entries, digits))
 }
@@ -285,7 +299,8 @@ fn decode_snapshot(dir: &Path, buffer: Option<&str>, merge: Merge) -> Result<Fla
     let Some(buf) = buffer.or(names.first().copied()).and_then(|n| ss.buffer(n)) else {
         return Err(Fail(format!("{}: no such trace buffer (the snapshot has: {})", dir.display(), names.join(", "))));
     };
-    let Some(mut tree) = ss.build_tree(&buf.name, DecodeMode::FullDecode, |_| {})? else {
+    // Plug-in protocols (RISC-V trace) next to the built-in ones.
+    let Some(mut tree) = TreeBuilder::with_registry(&ss, riscv_trace::registry()).build(&buf.name, DecodeMode::FullDecode, |_| {})? else {
         return Err(Fail(format!("{}: no decodable trace source in buffer {}", dir.display(), buf.name)));
     };
     let b = Rc::new(RefCell::new(FlatTraceBuilder::new(merge)));
@@ -312,8 +327,11 @@ fn decode_snapshot(dir: &Path, buffer: Option<&str>, merge: Merge) -> Result<Fla
 }
 
 #[cfg(feature = "disasm")]
-fn disassembler() -> impl FnMut(&coresight_decode::gnatcov::coverage::Insn) -> String {
-    let d = coresight_decode::disasm::Disassembler::new().ok();
+fn disassembler(riscv_xlen: u32) -> impl FnMut(&coresight_decode::gnatcov::coverage::Insn) -> String {
+    let mut d = coresight_decode::disasm::Disassembler::new().ok();
+    if let Some(d) = d.as_mut() {
+        d.set_riscv_xlen(riscv_xlen);
+    }
     move |i| {
         d.as_ref()
             .and_then(|d| d.text(i.isa, i.addr, &i.bytes[..i.size as usize]))
@@ -322,6 +340,6 @@ fn disassembler() -> impl FnMut(&coresight_decode::gnatcov::coverage::Insn) -> S
 }
 
 #[cfg(not(feature = "disasm"))]
-fn disassembler() -> impl FnMut(&coresight_decode::gnatcov::coverage::Insn) -> String {
+fn disassembler(_riscv_xlen: u32) -> impl FnMut(&coresight_decode::gnatcov::coverage::Insn) -> String {
     |_| String::new()
 }

@@ -96,6 +96,7 @@ pub fn insns_from_tarmac<R: BufRead>(r: &mut Reader<R>) -> Result<Vec<ExecInsn>,
             (Iset::Arm, _) => (Isa::Arm, 4, enc as u32),
             (Iset::Thumb, 16) => (Isa::Thumb2, 2, enc as u32 & 0xffff),
             (Iset::Thumb, _) => (Isa::Thumb2, 4, (enc as u32).rotate_left(16)),
+            (Iset::RiscV, _) => return Err(format!("line {}: a RISC-V instruction: only Arm code is encoded as CoreSight trace", rec.line)),
         };
         let (el, secure) = mode_context(i.mode);
         out.push(ExecInsn { addr: i.addr, isa, size, opcode, executed: i.effect != Effect::CcFail, el, secure });

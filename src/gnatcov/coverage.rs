@@ -27,7 +27,7 @@ use crate::arch::{ArchProfile, ArchVersion, CoreProfile, InstrInfo, InstrType, I
 use crate::instr::ArmInstrDecoder;
 use crate::interfaces::InstrDecode;
 
-use super::format::{Entry, Op, EM_AARCH64, EM_ARM};
+use super::format::{Entry, Op, EM_AARCH64, EM_ARM, EM_RISCV};
 
 /// A routine: a named address range.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -56,7 +56,7 @@ pub struct CodeImage {
     pub routines: Vec<Routine>,
     /// Mapping symbols (address, what starts there), sorted.
     pub mapping: Vec<(u64, Mapping)>,
-    /// ELF machine (EM_ARM, EM_AARCH64).
+    /// ELF machine (EM_ARM, EM_AARCH64, EM_RISCV).
     pub machine: u16,
 }
 
@@ -65,7 +65,7 @@ pub struct CodeImage {
 pub enum ImageError {
     #[error("not an ELF file: {0}")]
     NotElf(String),
-    #[error("ELF machine {0} is not Arm or AArch64")]
+    #[error("ELF machine {0} is not Arm, AArch64 or RISC-V")]
     Machine(u16),
     #[error("section {name} at file offset {offset} runs past the end of the file")]
     SectionPastEnd { name: String, offset: u64 },
@@ -75,16 +75,21 @@ pub enum ImageError {
 
 impl CodeImage {
     /// From an ELF executable: its executable sections, function symbols
-    /// (of non-zero size) as routines, its mapping symbols.
+    /// (of non-zero size) as routines, its mapping symbols. A stripped
+    /// executable (no function symbols) has one routine per executable
+    /// section, named after it (`.text`).
     pub fn from_elf(bytes: &[u8]) -> Result<CodeImage, ImageError> {
         use goblin::elf::{section_header, sym, Elf};
         let elf = Elf::parse(bytes).map_err(|e| ImageError::NotElf(e.to_string()))?;
         let machine = elf.header.e_machine;
-        if machine != EM_ARM && machine != EM_AARCH64 {
+        if machine != EM_ARM && machine != EM_AARCH64 && machine != EM_RISCV {
             return Err(ImageError::Machine(machine));
         }
-        let a64 = machine == EM_AARCH64;
+        // RISC-V has no mapping symbols nor interworking bit: like A64.
+        let rv = machine == EM_RISCV;
+        let a64 = machine == EM_AARCH64 || rv;
         let mut segments = Vec::new();
+        let mut names = Vec::new();
         for sh in &elf.section_headers {
             let exec = sh.sh_flags & (section_header::SHF_ALLOC | section_header::SHF_EXECINSTR) as u64
                 == (section_header::SHF_ALLOC | section_header::SHF_EXECINSTR) as u64;
@@ -95,10 +100,12 @@ impl CodeImage {
             let data = (sh.sh_offset as usize)
                 .checked_add(sh.sh_size as usize)
                 .and_then(|end| bytes.get(sh.sh_offset as usize..end))
-                .ok_or(ImageError::SectionPastEnd { name, offset: sh.sh_offset })?;
+                .ok_or_else(|| ImageError::SectionPastEnd { name: name.clone(), offset: sh.sh_offset })?;
             segments.push((sh.sh_addr, data.to_vec()));
+            names.push((sh.sh_addr, name));
         }
         segments.sort_by_key(|s| s.0);
+        names.sort_by_key(|n| n.0);
         let in_code = |a: u64| segments.iter().any(|(b, d)| a >= *b && a - b < d.len() as u64);
         let mut routines: BTreeMap<u64, Routine> = BTreeMap::new();
         let mut mapping = Vec::new();
@@ -125,7 +132,7 @@ impl CodeImage {
             if !in_code(start) {
                 continue;
             }
-            let isa = if a64 { Isa::Aarch64 } else if thumb { Isa::Thumb2 } else { Isa::Arm };
+            let isa = if rv { Isa::RiscV } else if a64 { Isa::Aarch64 } else if thumb { Isa::Thumb2 } else { Isa::Arm };
             // Aliases: the first global name wins, else the first name.
             let r = Routine { name: name.to_string(), start, end: start.saturating_add(s.st_size), isa };
             match routines.get(&start) {
@@ -133,6 +140,13 @@ impl CodeImage {
                 _ => {
                     routines.insert(start, r);
                 }
+            }
+        }
+        // A stripped executable: its executable sections are the routines.
+        if routines.is_empty() {
+            let isa = if rv { Isa::RiscV } else if a64 { Isa::Aarch64 } else { Isa::Arm };
+            for ((start, data), (_, name)) in segments.iter().zip(&names) {
+                routines.insert(*start, Routine { name: name.clone(), start: *start, end: start.saturating_add(data.len() as u64), isa });
             }
         }
         mapping.sort_by_key(|m| m.0);
@@ -150,7 +164,11 @@ impl CodeImage {
             .filter(|(_, d)| !d.is_empty())
             .map(|(a, d)| Routine { name: format!("mem_{a:x}"), start: *a, end: a.saturating_add(d.len() as u64), isa })
             .collect();
-        let machine = if isa == Isa::Aarch64 { EM_AARCH64 } else { EM_ARM };
+        let machine = match isa {
+            Isa::Aarch64 => EM_AARCH64,
+            Isa::RiscV => EM_RISCV,
+            _ => EM_ARM,
+        };
         CodeImage { segments, routines, mapping: Vec::new(), machine }
     }
 
@@ -258,11 +276,36 @@ impl Decoder {
                 info.opcode = u32::from_le_bytes(b);
                 4
             }
+            Isa::RiscV => {
+                if n < 2 {
+                    return None;
+                }
+                // Low two bits 0b11: 32 bits, else a compressed (C) one.
+                let hw = u16::from_le_bytes([b[0], b[1]]);
+                let size = if hw & 3 == 3 { 4 } else { 2 };
+                if n < size {
+                    return Some(Insn { addr, size: 2, isa, bytes: b, cond_branch: false, data: true });
+                }
+                let op = if size == 4 { u32::from_le_bytes(b) } else { hw as u32 };
+                return Some(Insn { addr, size: size as u8, isa, bytes: b, cond_branch: riscv_cond_branch(op), data: false });
+            }
             _ => return None,
         };
         self.dec.decode_instruction(&mut info).ok()?;
         let branch = matches!(info.instr_type, InstrType::Branch | InstrType::BranchIndirect);
         Some(Insn { addr, size, isa, bytes: b, cond_branch: branch && info.is_conditional, data: false })
+    }
+}
+
+/// Whether the RISC-V instruction `op` (a 16-bit one in the low half) is a
+/// conditional branch: B-type `beq`, `bne`, `blt`, `bge`, `bltu`, `bgeu`
+/// (opcode 0x63, funct3 not 2 or 3), or `c.beqz`, `c.bnez` (quadrant 1,
+/// funct3 6 or 7). The same on RV32 and RV64.
+pub fn riscv_cond_branch(op: u32) -> bool {
+    if op & 3 == 3 {
+        op & 0x7f == 0x63 && !matches!((op >> 12) & 7, 2 | 3)
+    } else {
+        op & 3 == 1 && (op >> 13) & 7 >= 6
     }
 }
 

@@ -23,7 +23,7 @@ use crate::datapath::{DatapathResp, TrcIndex};
 use crate::elem::{ElemType, TraceElement};
 use crate::interfaces::TrcGenElemIn;
 
-use super::format::{DateTime, Endian, Entry, InfoEntry, InfoKind, Op, PcSize, Record, TraceFile, EM_AARCH64, EM_ARM};
+use super::format::{DateTime, Endian, Entry, InfoEntry, InfoKind, Op, PcSize, Record, TraceFile, EM_AARCH64, EM_ARM, EM_RISCV};
 
 /// IEEE CRC-32 (the one GNAT.CRC32 and zlib compute).
 pub fn crc32(data: &[u8]) -> u32 {
@@ -103,6 +103,9 @@ struct Stream {
     seen: HashSet<(u64, u16, u8)>,
     entries: Vec<Entry>,
     aarch64: bool,
+    /// Ran RISC-V code, and (from the last PE context) RV64.
+    riscv: bool,
+    bits64: bool,
     any: bool,
 }
 
@@ -160,6 +163,7 @@ impl FlatTraceBuilder {
                 }
                 s.any = true;
                 s.aarch64 |= e.isa == Isa::Aarch64;
+                s.riscv |= e.isa == Isa::RiscV;
                 // Every branch gets its outcome, as QEMU gives it: a
                 // conditional branch needs it, and whether the decoder knew
                 // the branch was conditional (T32 IT blocks are not tracked
@@ -173,6 +177,10 @@ impl FlatTraceBuilder {
                 s.pending = Some(Pending { start: e.st_addr, end: e.en_addr, ends_in_waypoint: e.last_i_type != InstrType::Other, outcome });
             }
             ElemType::Exception => s.flush(true),
+            ElemType::PeContext => {
+                s.flush(false);
+                s.bits64 = e.context.bits64;
+            }
             // Timing and bookkeeping elements say nothing about the range.
             ElemType::Timestamp | ElemType::CycleCount | ElemType::Event | ElemType::SyncMarker | ElemType::Custom => {}
             _ => s.flush(false),
@@ -201,12 +209,22 @@ impl FlatTraceBuilder {
         self.streams.get(&id.unwrap_or(ALL)).is_some_and(|s| s.aarch64)
     }
 
-    /// The flat trace file of a stream. The machine is AArch64 when the
-    /// stream ran A64 code, else Arm, unless `machine` says otherwise;
-    /// 64-bit PCs for AArch64. `signature` and `date` fill the Info section.
+    /// Whether the stream ran RISC-V code, and whether it was RV64 (the
+    /// last PE context's `bits64`).
+    pub fn riscv(&self, id: Option<u8>) -> Option<bool> {
+        self.streams.get(&id.unwrap_or(ALL)).filter(|s| s.riscv).map(|s| s.bits64)
+    }
+
+    /// The flat trace file of a stream. The machine is RISC-V (EM_RISCV)
+    /// when the stream ran RISC-V code, AArch64 when it ran A64 code, else
+    /// Arm, unless `machine` says otherwise; 64-bit PCs for AArch64 and
+    /// RV64 (32-bit for RV32, as gnatcov's QEMU writes them).
+    /// `signature` and `date` fill the Info section.
     pub fn trace_file(&self, id: Option<u8>, machine: Option<u16>, endian: Endian, signature: Option<&ExecSignature>, date: Option<DateTime>) -> TraceFile<'static> {
-        let machine = machine.unwrap_or(if self.is_aarch64(id) { EM_AARCH64 } else { EM_ARM });
-        let pc = if machine == EM_AARCH64 || self.entries(id).iter().any(|e| e.pc > u32::MAX as u64) { PcSize::Bits64 } else { PcSize::Bits32 };
+        let rv = self.riscv(id);
+        let machine = machine.unwrap_or(if rv.is_some() { EM_RISCV } else if self.is_aarch64(id) { EM_AARCH64 } else { EM_ARM });
+        let wide = machine == EM_AARCH64 || (machine == EM_RISCV && rv != Some(false));
+        let pc = if wide || self.entries(id).iter().any(|e| e.pc > u32::MAX as u64) { PcSize::Bits64 } else { PcSize::Bits32 };
         let mut t = TraceFile::new_flat(pc, endian, machine);
         if let Some(d) = date {
             t.infos.push(InfoEntry::new(InfoKind::DateTime, d.to_bytes(endian).to_vec()));

@@ -216,3 +216,58 @@ fn export_merges_per_block_and_outcome() {
     assert!(e[..e.len() - 1].iter().all(|e| e.op.0 == Op::BLOCK));
     assert_eq!(e.last().unwrap().op.0, 0x11);
 }
+
+#[test]
+fn riscv_export_machine_and_pc_size_follow_the_hart() {
+    let ctx = |bits64: bool| {
+        let mut e = TraceElement { elem_type: ElemType::PeContext, isa: Isa::RiscV, ..Default::default() };
+        e.context.bits64 = bits64;
+        e
+    };
+    for (bits64, pc) in [(true, PcSize::Bits64), (false, PcSize::Bits32)] {
+        let mut b = FlatTraceBuilder::new(Merge::All);
+        b.add(0, &ctx(bits64));
+        b.add(0, &range(0x1000, 0x100a, InstrType::Branch, true, false, Isa::RiscV));
+        b.finish();
+        assert_eq!(b.riscv(None), Some(bits64));
+        assert_eq!(b.entries(None), &[Entry::new(0x1000, 10, 0x12)]);
+        let t = b.trace_file(None, None, Endian::Little, None, None);
+        assert_eq!((t.header.machine, t.header.pc_size), (EM_RISCV, pc), "bits64={bits64}");
+        // An ELF's machine (EM_RISCV) keeps the hart's width.
+        let t = b.trace_file(None, Some(EM_RISCV), Endian::Little, None, None);
+        assert_eq!(t.header.pc_size, pc);
+    }
+}
+
+#[test]
+fn riscv_conditional_branches() {
+    use super::coverage::riscv_cond_branch;
+    // As the GNU assembler writes them.
+    let yes = [0x00b50463u32, 0xfe0718e3, 0x00c5c463, 0x00c5d463, 0x00c5e463, 0x00c5f463, 0xc391, 0xe391];
+    // jal ra; ret; c.ret; c.j; c.addi; addi; funct3 2 and 3 under opcode 0x63 (reserved); lw.
+    let no = [0x008000efu32, 0x00008067, 0x8082, 0xa001, 0x0505, 0x00150513, 0x00b52463, 0x00b53463, 0x00052503];
+    for op in yes {
+        assert!(riscv_cond_branch(op), "{op:#x}");
+    }
+    for op in no {
+        assert!(!riscv_cond_branch(op), "{op:#x}");
+    }
+}
+
+#[test]
+fn riscv_code_image_classifies_each_instruction() {
+    use super::coverage::{CodeImage, Coverage, Execution};
+    // beq a0,a1,+6 (4 bytes); c.addi a0,1 (2); c.bnez a5,-6 (2); ret (4).
+    let mut code = Vec::new();
+    code.extend(0x00b50363u32.to_le_bytes());
+    code.extend(0x0505u16.to_le_bytes());
+    code.extend(0xffed_u16.to_le_bytes());
+    code.extend(0x00008067u32.to_le_bytes());
+    let img = CodeImage::from_regions(vec![(0x2000, code)], Isa::RiscV);
+    assert_eq!(img.machine, EM_RISCV);
+    // The beq both taken and not; the c.bnez only fell through.
+    let entries = [Entry::new(0x2000, 4, 0x11), Entry::new(0x2000, 8, 0x12)];
+    let cov = Coverage::compute(&img, &Execution::from_entries(&img, &entries));
+    let got: Vec<(u64, u8, bool, char)> = cov.routines[0].insns.iter().map(|i| (i.insn.addr, i.insn.size, i.insn.cond_branch, i.state.mark())).collect();
+    assert_eq!(got, [(0x2000, 4, true, '+'), (0x2004, 2, false, '+'), (0x2006, 2, true, 'v'), (0x2008, 4, false, '-')]);
+}

@@ -53,6 +53,7 @@ impl EventPrinter {
                     Iset::Arm => "ARM",
                     Iset::Thumb => "Thumb",
                     Iset::A64 => "A64",
+                    Iset::RiscV => "RISCV",
                 };
                 let _ = writeln!(
                     out,

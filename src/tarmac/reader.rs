@@ -192,6 +192,7 @@ fn iset_of(w: &[u8]) -> Option<(Iset, bool)> {
         b"T" => (Iset::Thumb, false),
         b"T16" | b"T32" => (Iset::Thumb, true),
         b"O" => (Iset::A64, false),
+        b"R" => (Iset::RiscV, false),
         _ => return None,
     })
 }
@@ -530,7 +531,7 @@ impl LineParser {
             }
             None => match self.opts.implicit_iset {
                 Some(i) => (i, false, true),
-                None => return Err((tok, "the instruction set state (A, T or O)")),
+                None => return Err((tok, "the instruction set state (A, T, O or R)")),
             },
         };
         Ok(Kind::Instruction {

@@ -53,6 +53,9 @@ pub enum Iset {
     Thumb,
     /// A64 (`O`).
     A64,
+    /// RISC-V (`R`: this project's choice, Tarmac has no RISC-V state;
+    /// see [`crate::tarmac::writer`]).
+    RiscV,
 }
 
 impl Iset {
@@ -62,6 +65,7 @@ impl Iset {
             Iset::Arm => "A",
             Iset::Thumb => "T",
             Iset::A64 => "O",
+            Iset::RiscV => "R",
         }
     }
 }

@@ -11,6 +11,18 @@
 //! instruction count (`clk`). Optionally: `FD`/`FI`/`FR` lines before the
 //! first instruction at a branch target, `E` lines for exceptions, and the
 //! Trace Matcher form (a numeric CPU, the mode without its security).
+//!
+//! RISC-V ranges ([`Isa::RiscV`], from the RISC-V trace plug-in) are
+//! written the same way. Tarmac has no RISC-V state, so this writer
+//! chooses: the instruction set letter is `R`, and the mode is the
+//! privilege level's letter (`U`, `S`, `H` or `M`, from the PE context's
+//! exception level, which RISC-V decoders use for PRV), with no security
+//! suffix. Opcodes are read as the hart fetches them: a halfword, and a
+//! second one when the first has its low two bits set (a 32-bit
+//! instruction), written as one 8-digit word; 16-bit (C extension)
+//! instructions are written as 4 digits. Disassembly (with the `disasm`
+//! feature) is RV32 or RV64 as the PE context's `bits64` says. No link
+//! register lines are written for RISC-V.
 
 use std::fmt::Write as _;
 use std::io::Write;
@@ -79,7 +91,9 @@ pub struct TarmacWriter<W: Write, M: TargetMemAccess> {
     error: Option<String>,
     line: String,
     mode_text: String,
-    mode_for: Option<(bool, u8, SecurityState)>,
+    mode_for: Option<(Isa, u8, SecurityState)>,
+    /// XLEN of RISC-V code, from the last PE context.
+    bits64: bool,
     classifier: crate::instr::ArmInstrDecoder,
     #[cfg(feature = "disasm")]
     disasm: Option<crate::disasm::Disassembler>,
@@ -100,6 +114,7 @@ impl<W: Write, M: TargetMemAccess> TarmacWriter<W, M> {
             line: String::with_capacity(128),
             mode_text: String::new(),
             mode_for: None,
+            bits64: true,
             classifier: crate::instr::ArmInstrDecoder::new(),
             #[cfg(feature = "disasm")]
             disasm: if opts.disassemble { crate::disasm::Disassembler::new().ok() } else { None },
@@ -143,15 +158,19 @@ impl<W: Write, M: TargetMemAccess> TarmacWriter<W, M> {
     }
 
     /// Rebuilds the mode text when the context or the state changed.
-    fn update_mode(&mut self, aarch64: bool) {
-        if self.mode_for == Some((aarch64, self.el, self.security)) {
+    fn update_mode(&mut self, isa: Isa) {
+        if self.mode_for == Some((isa, self.el, self.security)) {
             return;
         }
-        self.mode_for = Some((aarch64, self.el, self.security));
-        self.mode_text = self.mode(aarch64);
+        self.mode_for = Some((isa, self.el, self.security));
+        self.mode_text = self.mode(isa);
     }
 
-    fn mode(&self, aarch64: bool) -> String {
+    fn mode(&self, isa: Isa) -> String {
+        if isa == Isa::RiscV {
+            return ["U", "S", "H", "M"][self.el.min(3) as usize].to_string();
+        }
+        let aarch64 = isa == Isa::Aarch64;
         let sec = match self.security {
             SecurityState::Secure => "s",
             SecurityState::NonSecure => "n",
@@ -175,18 +194,32 @@ impl<W: Write, M: TargetMemAccess> TarmacWriter<W, M> {
     }
 
     fn write_range(&mut self, trace_id: u8, e: &TraceElement) -> Result<(), String> {
-        let aarch64 = e.isa == Isa::Aarch64;
         let letter = match e.isa {
             Isa::Aarch64 => "O",
             Isa::Arm => "A",
             Isa::Thumb2 => "T",
+            Isa::RiscV => "R",
             other => return Err(format!("cannot write {other} instructions")),
         };
-        self.update_mode(aarch64);
+        self.update_mode(e.isa);
+        #[cfg(feature = "disasm")]
+        if let Some(d) = self.disasm.as_mut() {
+            d.set_riscv_xlen(if self.bits64 { 64 } else { 32 });
+        }
         let mut addr = e.st_addr;
         while addr < e.en_addr {
             let space = e.mem_space;
-            let (enc, size, bytes) = if e.isa == Isa::Thumb2 {
+            let (enc, size, bytes) = if e.isa == Isa::RiscV {
+                // Low two bits 0b11: a 32-bit instruction, else 16-bit (C).
+                let hw1 = self.read(addr, trace_id, space, 2).ok_or_else(|| format!("no memory at {addr:#x}"))?;
+                if hw1 & 3 == 3 {
+                    let hw2 = self.read(addr.wrapping_add(2), trace_id, space, 2).ok_or_else(|| format!("no memory at {:#x}", addr.wrapping_add(2)))?;
+                    let w = hw1 | hw2 << 16;
+                    (w, 4u64, w.to_le_bytes())
+                } else {
+                    (hw1, 2, hw1.to_le_bytes())
+                }
+            } else if e.isa == Isa::Thumb2 {
                 let hw1 = self.read(addr, trace_id, space, 2).ok_or_else(|| format!("no memory at {addr:#x}"))?;
                 if crate::instr::is_wide_thumb(hw1 as u16) {
                     let hw2 = self.read(addr.wrapping_add(2), trace_id, space, 2).ok_or_else(|| format!("no memory at {:#x}", addr.wrapping_add(2)))?;
@@ -218,7 +251,7 @@ impl<W: Write, M: TargetMemAccess> TarmacWriter<W, M> {
             #[cfg(not(feature = "disasm"))]
             let _ = bytes;
             self.line.push('\n');
-            if self.opts.link_register_lines && st == "IT" {
+            if self.opts.link_register_lines && st == "IT" && e.isa != Isa::RiscV {
                 let opcode = if size == 4 && e.isa == Isa::Thumb2 { enc.rotate_left(16) } else { enc };
                 let mut info = crate::arch::InstrInfo {
                     pe_type: crate::arch::ArchProfile::new(crate::arch::ArchVersion::V8, crate::arch::CoreProfile::CortexA),
@@ -262,6 +295,7 @@ impl<W: Write, M: TargetMemAccess> TarmacWriter<W, M> {
                     self.el = el;
                 }
                 self.security = e.context.security;
+                self.bits64 = e.context.bits64;
             }
             ElemType::Timestamp => self.timestamp = Some(e.timestamp),
             ElemType::InstrRange => self.write_range(trace_id, e)?,
@@ -316,13 +350,25 @@ impl Write for SharedBuf {
 
 /// Decodes a snapshot directory's first trace buffer and writes its
 /// instructions as Tarmac to `out`. Returns the number of instructions.
+/// Only the built-in protocols: see [`snapshot_to_tarmac_with_registry`].
 pub fn snapshot_to_tarmac(dir: &std::path::Path, out: &mut dyn Write, opts: WriterOptions) -> Result<u64, String> {
+    snapshot_to_tarmac_with_registry(dir, std::rc::Rc::new(crate::decoder::DecoderRegistry::builtin()), out, opts)
+}
+
+/// [`snapshot_to_tarmac`] with decoders from `registry` (plug-ins such as
+/// RISC-V trace registered next to the built-in protocols).
+pub fn snapshot_to_tarmac_with_registry(
+    dir: &std::path::Path,
+    registry: std::rc::Rc<crate::decoder::DecoderRegistry>,
+    out: &mut dyn Write,
+    opts: WriterOptions,
+) -> Result<u64, String> {
     use crate::datapath::DatapathOp;
     use crate::interfaces::TrcDataIn;
     let ss = crate::snapshot::Snapshot::load(dir).map_err(|e| e.to_string())?;
     let name = ss.buffer_names().first().map(|s| s.to_string()).ok_or("no trace buffer in the snapshot")?;
-    let mut tree = ss
-        .build_tree(&name, crate::decoder::DecodeMode::FullDecode, |_| {})
+    let mut tree = crate::snapshot::TreeBuilder::with_registry(&ss, registry)
+        .build(&name, crate::decoder::DecodeMode::FullDecode, |_| {})
         .map_err(|e| e.to_string())?
         .ok_or("no decodable trace source in the snapshot")?;
     let mem = tree.mem_mapper().ok_or("the snapshot has no memory image")?.clone();
