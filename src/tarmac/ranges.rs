@@ -1,0 +1,201 @@
+//! Tarmac instruction records as the generic trace elements a CoreSight
+//! decoder gives: instruction ranges that end at each waypoint (branch,
+//! ISB), and exception elements. Anything that consumes decoded trace
+//! (gnatcov export and coverage, listers) then takes a Tarmac trace as it
+//! takes a decoded one.
+//!
+//! A range's last instruction carries whether it executed: for a branch,
+//! whether it was taken. `IS` (condition failed) is not taken. An `IT`
+//! conditional direct branch is taken when the next executed instruction
+//! is at its target (CBZ/TBZ-style branches have no condition code, so
+//! `IT` alone does not say); with no next instruction, or one at neither
+//! its target nor its fall-through, `IT` counts as taken. A jump in
+//! addresses after an instruction that is not a branch (an exception the
+//! trace did not log), a fetch that failed and an exception record end the
+//! range with an exception element, as the decoder reports an exception;
+//! so does an SVC, HVC or SMC that executed, whether or not the trace logs
+//! the exception it takes.
+
+use crate::arch::{ArchProfile, ArchVersion, CoreProfile, InstrInfo, InstrSubType, InstrType, Isa};
+use crate::datapath::TrcIndex;
+use crate::elem::{ElemType, TraceElement};
+use crate::instr::ArmInstrDecoder;
+use crate::interfaces::{InstrDecode, TrcGenElemIn};
+
+use super::reader::{Reader, TarmacError};
+use super::record::{Effect, Instruction, Iset, RecordKind};
+
+/// The last instruction seen, classified.
+#[derive(Clone, Copy, Debug)]
+struct Last {
+    addr: u64,
+    size: u8,
+    isa: Isa,
+    executed: bool,
+    waypoint: bool,
+    i_type: InstrType,
+    sub_type: InstrSubType,
+    cond: bool,
+    /// Target of a direct branch.
+    target: Option<u64>,
+}
+
+/// Turns Tarmac instruction records, one at a time, into trace elements
+/// for a sink. Call [`finish`](Self::finish) at the end of the trace.
+pub struct RangeBuilder {
+    dec: ArmInstrDecoder,
+    /// Trace ID given to the sink with every element.
+    trace_id: u8,
+    /// Start of the current range and its instruction count.
+    start: u64,
+    count: u32,
+    last: Option<Last>,
+    elem: TraceElement,
+    index: TrcIndex,
+}
+
+impl RangeBuilder {
+    pub fn new(trace_id: u8) -> RangeBuilder {
+        RangeBuilder {
+            dec: ArmInstrDecoder::new(),
+            trace_id,
+            start: 0,
+            count: 0,
+            last: None,
+            elem: TraceElement::new(ElemType::InstrRange),
+            index: 0,
+        }
+    }
+
+    /// Takes one instruction record (`IT`, `IS`, `IF`, `ES`).
+    pub fn instruction(&mut self, i: &Instruction<'_>, sink: &mut dyn TrcGenElemIn) {
+        let Some(enc) = i.encoding else {
+            // Nothing ran: the fetch aborted.
+            self.exception(sink);
+            return;
+        };
+        let (isa, size, opcode) = match (i.iset, i.width) {
+            (Iset::A64, _) => (Isa::Aarch64, 4u8, enc as u32),
+            (Iset::Arm, _) => (Isa::Arm, 4, enc as u32),
+            (Iset::Thumb, 16) => (Isa::Thumb2, 2, enc as u32 & 0xffff),
+            // Tarmac writes the first halfword high; the decoder wants it low.
+            (Iset::Thumb, _) => (Isa::Thumb2, 4, (enc as u32).rotate_left(16)),
+        };
+        if let Some(l) = self.last {
+            let fall = l.addr.wrapping_add(l.size as u64);
+            if l.waypoint {
+                let taken = match (l.executed, l.cond, l.target) {
+                    (false, _, _) => false,
+                    (true, true, Some(t)) if t != fall && (i.addr == t || i.addr == fall) => i.addr == t,
+                    (true, _, _) => true,
+                };
+                self.emit_range(taken, sink);
+            } else if i.addr != fall {
+                self.emit_range(l.executed, sink);
+                self.emit(ElemType::Exception, sink);
+            } else if isa != l.isa {
+                self.emit_range(l.executed, sink);
+            }
+        }
+        let mut info = InstrInfo {
+            pe_type: ArchProfile::new(if isa == Isa::Aarch64 { ArchVersion::V8 } else { ArchVersion::V7 }, CoreProfile::CortexA),
+            isa,
+            instr_addr: i.addr,
+            opcode,
+            ..Default::default()
+        };
+        let classified = self.dec.decode_instruction(&mut info).is_ok();
+        let waypoint = classified && matches!(info.instr_type, InstrType::Branch | InstrType::BranchIndirect | InstrType::Isb);
+        if self.last.is_none() {
+            self.start = i.addr;
+            self.count = 0;
+        }
+        self.count += 1;
+        self.last = Some(Last {
+            addr: i.addr,
+            size,
+            isa,
+            executed: i.effect != Effect::CcFail,
+            waypoint,
+            i_type: if classified { info.instr_type } else { InstrType::Other },
+            sub_type: if classified { info.sub_type } else { InstrSubType::None },
+            cond: classified && info.is_conditional,
+            target: (classified && info.instr_type == InstrType::Branch).then_some(info.branch_addr),
+        });
+        // SVC, HVC and SMC always take an exception; a trace need not log it.
+        if i.effect != Effect::CcFail && calls_exception(isa, size, opcode) {
+            self.exception(sink);
+        }
+    }
+
+    /// An exception: ends the current range, then an exception element.
+    pub fn exception(&mut self, sink: &mut dyn TrcGenElemIn) {
+        if let Some(l) = self.last {
+            self.emit_range(l.executed, sink);
+        }
+        self.emit(ElemType::Exception, sink);
+    }
+
+    /// End of trace: the last range (a branch with nothing after it counts
+    /// as taken when it executed).
+    pub fn finish(&mut self, sink: &mut dyn TrcGenElemIn) {
+        if let Some(l) = self.last {
+            self.emit_range(l.executed, sink);
+        }
+    }
+
+    fn emit_range(&mut self, exec: bool, sink: &mut dyn TrcGenElemIn) {
+        let Some(l) = self.last.take() else { return };
+        let e = &mut self.elem;
+        e.set_type(ElemType::InstrRange);
+        e.isa = l.isa;
+        e.st_addr = self.start;
+        e.en_addr = l.addr.wrapping_add(l.size as u64);
+        e.last_i_type = l.i_type;
+        e.last_i_subtype = l.sub_type;
+        e.last_instr_exec = exec;
+        e.last_instr_sz = l.size;
+        e.last_instr_cond = l.cond;
+        e.num_instr_range = self.count;
+        sink.trace_elem_in(self.index, self.trace_id, &self.elem);
+        self.index += 1;
+        self.count = 0;
+    }
+
+    fn emit(&mut self, ty: ElemType, sink: &mut dyn TrcGenElemIn) {
+        self.elem.set_type(ty);
+        sink.trace_elem_in(self.index, self.trace_id, &self.elem);
+        self.index += 1;
+    }
+}
+
+/// SVC, HVC or SMC (opcode as the decoder takes it: T32 first halfword low).
+fn calls_exception(isa: Isa, size: u8, op: u32) -> bool {
+    match (isa, size) {
+        (Isa::Aarch64, _) => op & 0xffe0_001c == 0xd400_0000 && op & 3 != 0,
+        (Isa::Arm, _) => (op & 0x0f00_0000 == 0x0f00_0000 && op >> 28 != 0xf) || matches!(op & 0x0ff0_00f0, 0x0140_0070 | 0x0160_0070),
+        (Isa::Thumb2, 2) => op & 0xff00 == 0xdf00,
+        (Isa::Thumb2, _) => matches!(op & 0xfff0, 0xf7e0 | 0xf7f0) && (op >> 16) & 0xf000 == 0x8000,
+        _ => false,
+    }
+}
+
+/// Reads a whole Tarmac trace into `sink` as trace elements (trace ID 0);
+/// returns the number of instruction records. Stops at the first line that
+/// is not well formed.
+pub fn trace_elements<R: std::io::BufRead>(r: &mut Reader<R>, sink: &mut dyn TrcGenElemIn) -> Result<u64, TarmacError> {
+    let mut b = RangeBuilder::new(0);
+    let mut n = 0;
+    while let Some(rec) = r.next_record()? {
+        match rec.kind {
+            RecordKind::Instruction(i) => {
+                n += 1;
+                b.instruction(&i, sink);
+            }
+            RecordKind::Exception { .. } => b.exception(sink),
+            _ => {}
+        }
+    }
+    b.finish(sink);
+    Ok(n)
+}
