@@ -199,3 +199,90 @@ pub fn trace_elements<R: std::io::BufRead>(r: &mut Reader<R>, sink: &mut dyn Trc
     b.finish(sink);
     Ok(n)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::datapath::DatapathResp;
+
+    #[derive(Default)]
+    struct Collect(Vec<(ElemType, u64, u64, bool, u32)>);
+
+    impl TrcGenElemIn for Collect {
+        fn trace_elem_in(&mut self, _: TrcIndex, _: u8, e: &TraceElement) -> DatapathResp {
+            let r = if e.elem_type == ElemType::InstrRange { (e.st_addr, e.en_addr, e.last_instr_exec, e.num_instr_range) } else { (0, 0, false, 0) };
+            self.0.push((e.elem_type, r.0, r.1, r.2, r.3));
+            DatapathResp::Cont
+        }
+    }
+
+    fn elements(text: &str) -> Vec<(ElemType, u64, u64, bool, u32)> {
+        let mut c = Collect::default();
+        trace_elements(&mut Reader::new(text.as_bytes()), &mut c).unwrap();
+        c.0
+    }
+
+    const R: ElemType = ElemType::InstrRange;
+    const X: ElemType = ElemType::Exception;
+
+    #[test]
+    fn a64_branch_outcomes_gaps_and_svc() {
+        let t = "\
+1 clk IT (1) 00001000 d503201f O EL0t_n : NOP
+2 clk IT (2) 00001004 b4000080 O EL0t_n : CBZ x0,{pc}+0x10
+3 clk IT (3) 00001008 54000041 O EL0t_n : B.NE {pc}+8
+4 clk IT (4) 00001010 d503201f O EL0t_n : NOP
+5 clk IS (5) 00001014 54000041 O EL0t_n : B.NE {pc}+8
+6 clk IT (6) 00001018 d503201f O EL0t_n : NOP
+7 clk IT (7) 00002000 d503201f O EL0t_n : NOP
+8 clk IT (8) 00002004 d4000001 O EL0t_n : SVC #0
+9 clk IT (9) 00002008 b4000080 O EL0t_n : CBZ x0,{pc}+0x10
+";
+        assert_eq!(
+            elements(t),
+            [
+                // CBZ written IT but the next instruction is its fall-through: not taken.
+                (R, 0x1000, 0x1008, false, 2),
+                // B.NE followed by its target: taken.
+                (R, 0x1008, 0x100c, true, 1),
+                // IS: condition failed, not taken.
+                (R, 0x1010, 0x1018, false, 2),
+                // A jump after a NOP: an exception the trace did not log.
+                (R, 0x1018, 0x101c, true, 1),
+                (X, 0, 0, false, 0),
+                // SVC takes an exception.
+                (R, 0x2000, 0x2008, true, 2),
+                (X, 0, 0, false, 0),
+                // A branch ending the trace counts as taken when it executed.
+                (R, 0x2008, 0x200c, true, 1),
+            ]
+        );
+    }
+
+    #[test]
+    fn t32_widths_and_exception_records() {
+        // T32: a 16-bit BEQ (d0xx) taken, a 32-bit BL (f000 f802) after a
+        // halfword-aligned 16-bit MOVS; an exception record; a gap in A32.
+        let t = "\
+1 clk IT (1) 00008000 2001 T svc_s : MOVS r0,#1
+2 clk IT (2) 00008002 f000f801 T svc_s : BL {pc}+6
+3 clk IT (3) 00008008 d000 T svc_s : BEQ {pc}+4
+4 clk IT (4) 0000800c 2001 T svc_s : MOVS r0,#1
+5 clk E 0000800e 00000001 CoreEvent_IRQ
+6 clk IT (6) 00000018 e1a00000 A irq_s : MOV r0,r0
+7 clk IT (7) 00000020 e1a00000 A irq_s : MOV r0,r0
+";
+        assert_eq!(
+            elements(t),
+            [
+                (R, 0x8000, 0x8006, true, 2),
+                (R, 0x8008, 0x800a, true, 1),
+                (R, 0x800c, 0x800e, true, 1),
+                (X, 0, 0, false, 0),
+                (R, 0x18, 0x1c, true, 1),
+                (X, 0, 0, false, 0),
+                (R, 0x20, 0x24, true, 1),
+            ]
+        );
+    }
+}
