@@ -180,13 +180,23 @@ fn calls_exception(isa: Isa, size: u8, op: u32) -> bool {
     }
 }
 
-/// Reads a whole Tarmac trace into `sink` as trace elements (trace ID 0);
-/// returns the number of instruction records. Stops at the first line that
-/// is not well formed.
+/// Reads a whole Tarmac trace into `sink` as trace elements; returns the
+/// number of instruction records. Each CPU (`cpuN`, or none: 0) is a
+/// stream of its own, with trace ID N (modulo 256), as each core has its
+/// own trace source. Stops at the first line that is not well formed.
 pub fn trace_elements<R: std::io::BufRead>(r: &mut Reader<R>, sink: &mut dyn TrcGenElemIn) -> Result<u64, TarmacError> {
-    let mut b = RangeBuilder::new(0);
+    // At most 256 builders: one per trace ID seen.
+    let mut cpus: Vec<RangeBuilder> = Vec::new();
     let mut n = 0;
     while let Some(rec) = r.next_record()? {
+        let id = rec.cpu.unwrap_or(0) as u8;
+        let b = match cpus.iter().position(|b| b.trace_id == id) {
+            Some(k) => &mut cpus[k],
+            None => {
+                cpus.push(RangeBuilder::new(id));
+                cpus.last_mut().unwrap()
+            }
+        };
         match rec.kind {
             RecordKind::Instruction(i) => {
                 n += 1;
@@ -196,7 +206,9 @@ pub fn trace_elements<R: std::io::BufRead>(r: &mut Reader<R>, sink: &mut dyn Trc
             _ => {}
         }
     }
-    b.finish(sink);
+    for b in &mut cpus {
+        b.finish(sink);
+    }
     Ok(n)
 }
 
@@ -206,10 +218,11 @@ mod tests {
     use crate::datapath::DatapathResp;
 
     #[derive(Default)]
-    struct Collect(Vec<(ElemType, u64, u64, bool, u32)>);
+    struct Collect(Vec<(ElemType, u64, u64, bool, u32)>, Vec<u8>);
 
     impl TrcGenElemIn for Collect {
-        fn trace_elem_in(&mut self, _: TrcIndex, _: u8, e: &TraceElement) -> DatapathResp {
+        fn trace_elem_in(&mut self, _: TrcIndex, id: u8, e: &TraceElement) -> DatapathResp {
+            self.1.push(id);
             let r = if e.elem_type == ElemType::InstrRange { (e.st_addr, e.en_addr, e.last_instr_exec, e.num_instr_range) } else { (0, 0, false, 0) };
             self.0.push((e.elem_type, r.0, r.1, r.2, r.3));
             DatapathResp::Cont
@@ -284,5 +297,32 @@ mod tests {
                 (R, 0x20, 0x24, true, 1),
             ]
         );
+    }
+}
+
+#[cfg(test)]
+mod cpu_tests {
+    use super::*;
+    use crate::gnatcov::export::{FlatTraceBuilder, Merge};
+
+    #[test]
+    fn each_cpu_is_a_stream_of_its_own() {
+        // Two cores interleaved, each running straight-line code: no gaps.
+        let t = "\
+1 clk cpu0 IT (1) 00001000 d503201f O EL1h_n : NOP
+1 clk cpu1 IT (1) 00005000 d503201f O EL1h_n : NOP
+2 clk cpu0 IT (2) 00001004 d503201f O EL1h_n : NOP
+2 clk cpu1 IT (2) 00005004 14000002 O EL1h_n : B {pc}+8
+3 clk cpu0 IT (3) 00001008 d503201f O EL1h_n : NOP
+3 clk cpu1 IT (3) 0000500c d503201f O EL1h_n : NOP
+";
+        let mut b = FlatTraceBuilder::new(Merge::PerTraceId);
+        assert_eq!(trace_elements(&mut Reader::new(t.as_bytes()), &mut b).unwrap(), 6);
+        b.finish();
+        assert_eq!(b.streams(), [Some(0), Some(1)]);
+        let e = |id| b.entries(Some(id)).iter().map(|e| (e.pc, e.size, e.op.0)).collect::<Vec<_>>();
+        use crate::gnatcov::Op;
+        assert_eq!(e(0), [(0x1000, 12, Op::BLOCK)]);
+        assert_eq!(e(1), [(0x5000, 8, Op::BLOCK | Op::BR0), (0x500c, 4, Op::BLOCK)]);
     }
 }
