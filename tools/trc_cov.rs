@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! trc_cov dump TRACE [--raw]
-//! trc_cov export (--snapshot DIR | --tarmac FILE) [--elf ELF] [--per-id] -o OUT
+//! trc_cov export (--snapshot DIR | --tarmac FILE [--implicit-thumb]) [--elf ELF] [--per-id] -o OUT
 //! trc_cov coverage --elf ELF [--routines NAMES|@FILE] [--snapshot DIR]... [--tarmac FILE]... [TRACE]...
 //! trc_cov lcov --elf ELF [--snapshot DIR]... [--tarmac FILE]... [TRACE]... [-o OUT.info]
 //! ```
@@ -28,7 +28,7 @@ use coresight_decode::gnatcov::format::{read_file, DateTime, Endian, Entry};
 use coresight_decode::interfaces::TrcDataIn;
 use coresight_decode::snapshot::Snapshot;
 use coresight_decode::tarmac::ranges::trace_elements;
-use coresight_decode::tarmac::Reader;
+use coresight_decode::tarmac::{Iset, Reader, ReaderOptions};
 
 #[derive(Parser)]
 #[command(name = "trc_cov", version, about = "Code coverage from CoreSight trace: gnatcov trace files, object coverage, lcov line coverage")]
@@ -55,6 +55,10 @@ enum Cmd {
         /// Tarmac trace (instead of a snapshot).
         #[arg(long)]
         tarmac: Option<PathBuf>,
+        /// Tarmac lines that give no instruction set state are T32
+        /// (Cortex-M traces).
+        #[arg(long)]
+        implicit_thumb: bool,
         /// Trace buffer to decode (default: the first).
         #[arg(long)]
         buffer: Option<String>,
@@ -111,6 +115,10 @@ struct Inputs {
     /// Tarmac traces: their executed instructions (`IS`: condition failed).
     #[arg(long)]
     tarmac: Vec<PathBuf>,
+    /// Tarmac lines that give no instruction set state are T32 (Cortex-M
+    /// traces).
+    #[arg(long)]
+    implicit_thumb: bool,
     /// Instruction set of memory dumps when there is no ELF: a64, a32, t32.
     #[arg(long, default_value = "a64")]
     isa: String,
@@ -144,11 +152,11 @@ fn run(cli: Cli) -> Result<(), Fail> {
             let t = read_file(&trace)?;
             print!("{}", dump(&t, raw));
         }
-        Cmd::Export { snapshot, tarmac, buffer, elf, per_id, big_endian, output } => {
+        Cmd::Export { snapshot, tarmac, implicit_thumb, buffer, elf, per_id, big_endian, output } => {
             let merge = if per_id { Merge::PerTraceId } else { Merge::All };
             let (b, source) = match (&snapshot, &tarmac) {
                 (Some(dir), _) => (decode_snapshot(dir, buffer.as_deref(), merge)?, dir),
-                (None, Some(file)) => (read_tarmac(file, merge)?, file),
+                (None, Some(file)) => (read_tarmac(file, merge, implicit_thumb)?, file),
                 (None, None) => return Err(Fail("give --snapshot DIR or --tarmac FILE".into())),
             };
             let (sig, machine) = match &elf {
@@ -251,7 +259,7 @@ fn gather(input: &Inputs) -> Result<(CodeImage, Vec<Entry>, usize), Fail> {
         entries.extend_from_slice(b.entries(None));
     }
     for t in &input.tarmac {
-        let b = read_tarmac(t, Merge::All)?;
+        let b = read_tarmac(t, Merge::All, input.implicit_thumb)?;
         entries.extend_from_slice(b.entries(None));
     }
     if input.traces.is_empty() && input.snapshot.is_empty() && input.tarmac.is_empty() {
@@ -298,9 +306,10 @@ fn snapshot_regions(dir: &Path) -> Result<Vec<(u64, Vec<u8>)>, Fail> {
 
 /// A Tarmac trace's executed instructions as flat-trace entries, through
 /// the same builder decoded trace goes to.
-fn read_tarmac(path: &Path, merge: Merge) -> Result<FlatTraceBuilder, Fail> {
+fn read_tarmac(path: &Path, merge: Merge, implicit_thumb: bool) -> Result<FlatTraceBuilder, Fail> {
     let f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let mut r = Reader::new(std::io::BufReader::new(f));
+    let opts = ReaderOptions { implicit_iset: implicit_thumb.then_some(Iset::Thumb) };
+    let mut r = Reader::with_options(std::io::BufReader::new(f), opts);
     let mut b = FlatTraceBuilder::new(merge);
     trace_elements(&mut r, &mut b).map_err(|e| format!("{}: {e}", path.display()))?;
     b.finish();

@@ -141,3 +141,19 @@ fn bad_tarmac_names_the_file_and_line() {
     let o = trc_cov(&["export", "--tarmac", b, "-o", tmp("none.trace").to_str().unwrap()]);
     assert_eq!((o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned()), (Some(1), format!("trc_cov: {b}: no instructions were traced\n")));
 }
+
+/// Cortex-M style Tarmac gives no state letter: `--implicit-thumb` reads it
+/// as T32; without it, the first line is an error.
+#[test]
+fn implicit_thumb_reads_stateless_lines() {
+    let (tarmac, elf) = (fixture("progt32.tarmac"), fixture("progt32.elf"));
+    let stateless = tmp("stateless.tarmac");
+    let text = std::fs::read_to_string(&tarmac).unwrap();
+    assert!(text.lines().all(|l| l.contains(" T usr_n ")));
+    std::fs::write(&stateless, text.replace(" T usr_n ", " usr_n ")).unwrap();
+    let s = stateless.to_str().unwrap();
+    let o = trc_cov(&["coverage", "--elf", &elf, "--tarmac", s]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).starts_with(&format!("trc_cov: {s}: line 1, column 28: expected the instruction set state (A, T or O)")));
+    assert_eq!(ok(trc_cov(&["coverage", "--implicit-thumb", "--elf", &elf, "--tarmac", s])), ok(trc_cov(&["coverage", "--elf", &elf, "--tarmac", &tarmac])));
+}
