@@ -157,3 +157,25 @@ fn implicit_thumb_reads_stateless_lines() {
     assert!(String::from_utf8_lossy(&o.stderr).starts_with(&format!("trc_cov: {s}: line 1, column 28: expected the instruction set state (A, T or O)")));
     assert_eq!(ok(trc_cov(&["coverage", "--implicit-thumb", "--elf", &elf, "--tarmac", s])), ok(trc_cov(&["coverage", "--elf", &elf, "--tarmac", &tarmac])));
 }
+
+/// The Fast Models traces of Arm's Tarmac Trace Utilities (in ../shared,
+/// when there): coverage of each equals that of the snapshot `trc_gen`
+/// encodes from it.
+#[test]
+fn fast_models_traces_agree_with_their_encoded_snapshots() {
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus/tarmac");
+    if !corpus.join("quicksort.tarmac").exists() {
+        eprintln!("../shared/corpus/tarmac is not there: Fast Models traces not checked");
+        return;
+    }
+    for (prog, protocol) in [("quicksort", "etmv4"), ("calltest32", "ptm"), ("calltest64", "ete")] {
+        let tarmac = corpus.join(format!("{prog}.tarmac")).to_string_lossy().into_owned();
+        let elf = corpus.join(format!("{prog}.elf")).to_string_lossy().into_owned();
+        let snap = tmp(&format!("fm-{prog}"));
+        let _ = std::fs::remove_dir_all(&snap);
+        ok(run(env!("CARGO_BIN_EXE_trc_gen"), &["-protocol", protocol, "-tarmac", &tarmac, "-elf", &elf, "-seed", "1", "-out", snap.to_str().unwrap()]));
+        let from_tarmac = ok(trc_cov(&["coverage", "--elf", &elf, "--tarmac", &tarmac]));
+        assert!(total_covered(&from_tarmac) > 15, "{prog}");
+        assert_eq!(from_tarmac, ok(trc_cov(&["coverage", "--elf", &elf, "--snapshot", snap.to_str().unwrap()])), "{prog}");
+    }
+}
