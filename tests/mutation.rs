@@ -157,7 +157,9 @@ fn mutate_text(rng: &mut Rng, data: &mut Vec<u8>) {
 fn damaged_tarmac_never_panics() {
     use coresight_decode::tarmac::calls::CallAnalyzer;
     use coresight_decode::tarmac::events::EventPrinter;
-    use coresight_decode::tarmac::{Iset, Reader, ReaderOptions};
+    use coresight_decode::gnatcov::export::{FlatTraceBuilder, Merge};
+    use coresight_decode::tarmac::ranges::RangeBuilder;
+    use coresight_decode::tarmac::{Iset, Reader, ReaderOptions, RecordKind};
     let start = Instant::now();
     let mut errors = 0;
     for seed in 0..6000u64 {
@@ -169,11 +171,18 @@ fn damaged_tarmac_never_panics() {
         let mut calls = CallAnalyzer::new().with_log();
         let mut printer = EventPrinter::new();
         let mut out = String::new();
+        // Instructions as trace elements, into the coverage builder.
+        let (mut ranges, mut flat) = (RangeBuilder::new(0), FlatTraceBuilder::new(Merge::All));
         for _ in 0..10_000 {
             match r.next_record() {
                 Ok(Some(rec)) => {
                     calls.feed(&rec);
                     printer.write(&rec, &mut out);
+                    match rec.kind {
+                        RecordKind::Instruction(i) => ranges.instruction(&i, &mut flat),
+                        RecordKind::Exception { .. } => ranges.exception(&mut flat),
+                        _ => {}
+                    }
                 }
                 Ok(None) => break,
                 Err(e) => {
@@ -184,6 +193,9 @@ fn damaged_tarmac_never_panics() {
                 }
             }
         }
+        ranges.finish(&mut flat);
+        flat.finish();
+        assert!(flat.entries(None).iter().all(|e| e.size > 0), "seed {seed}");
         let tree = calls.finish();
         let _ = (tree.calltree_text(None), tree.profile_text(None), tree.flamegraph_text(None));
         assert!(start.elapsed() < Duration::from_secs(60), "too slow at seed {seed}");

@@ -2,9 +2,9 @@
 //!
 //! ```text
 //! trc_cov dump TRACE [--raw]
-//! trc_cov export --snapshot DIR [--elf ELF] [--per-id] -o OUT
-//! trc_cov coverage --elf ELF [--routines NAMES|@FILE] [--snapshot DIR]... [TRACE]...
-//! trc_cov lcov --elf ELF [--snapshot DIR]... [TRACE]... [-o OUT.info]
+//! trc_cov export (--snapshot DIR | --tarmac FILE [--implicit-thumb]) [--elf ELF] [--per-id] -o OUT
+//! trc_cov coverage --elf ELF [--routines NAMES|@FILE] [--snapshot DIR]... [--tarmac FILE]... [TRACE]...
+//! trc_cov lcov --elf ELF [--snapshot DIR]... [--tarmac FILE]... [TRACE]... [-o OUT.info]
 //! ```
 //!
 //! Exit status: 0 done, 1 the input could not be processed, 2 bad usage.
@@ -27,6 +27,8 @@ use coresight_decode::gnatcov::export::{ExecSignature, FlatTraceBuilder, Merge, 
 use coresight_decode::gnatcov::format::{read_file, DateTime, Endian, Entry};
 use coresight_decode::interfaces::TrcDataIn;
 use coresight_decode::snapshot::{Snapshot, TreeBuilder};
+use coresight_decode::tarmac::ranges::trace_elements;
+use coresight_decode::tarmac::{Iset, Reader, ReaderOptions};
 
 #[derive(Parser)]
 #[command(name = "trc_cov", version, about = "Code coverage from CoreSight trace: gnatcov trace files, object coverage, lcov line coverage")]
@@ -44,11 +46,19 @@ enum Cmd {
         #[arg(long)]
         raw: bool,
     },
-    /// Decode a snapshot's trace into gnatcov flat trace file(s).
+    /// Decode a snapshot's trace (or read a Tarmac trace) into gnatcov flat
+    /// trace file(s).
     Export {
         /// Snapshot directory.
+        #[arg(long, required_unless_present = "tarmac", conflicts_with = "tarmac")]
+        snapshot: Option<PathBuf>,
+        /// Tarmac trace (instead of a snapshot).
         #[arg(long)]
-        snapshot: PathBuf,
+        tarmac: Option<PathBuf>,
+        /// Tarmac lines that give no instruction set state are T32
+        /// (Cortex-M traces).
+        #[arg(long)]
+        implicit_thumb: bool,
         /// Trace buffer to decode (default: the first).
         #[arg(long)]
         buffer: Option<String>,
@@ -102,6 +112,13 @@ struct Inputs {
     /// Snapshot directories whose trace is decoded.
     #[arg(long)]
     snapshot: Vec<PathBuf>,
+    /// Tarmac traces: their executed instructions (`IS`: condition failed).
+    #[arg(long)]
+    tarmac: Vec<PathBuf>,
+    /// Tarmac lines that give no instruction set state are T32 (Cortex-M
+    /// traces).
+    #[arg(long)]
+    implicit_thumb: bool,
     /// Instruction set of memory dumps when there is no ELF: a64, a32, t32,
     /// rv64, rv32.
     #[arg(long, default_value = "a64")]
@@ -136,8 +153,13 @@ fn run(cli: Cli) -> Result<(), Fail> {
             let t = read_file(&trace)?;
             print!("{}", dump(&t, raw));
         }
-        Cmd::Export { snapshot, buffer, elf, per_id, big_endian, output } => {
-            let b = decode_snapshot(&snapshot, buffer.as_deref(), if per_id { Merge::PerTraceId } else { Merge::All })?;
+        Cmd::Export { snapshot, tarmac, implicit_thumb, buffer, elf, per_id, big_endian, output } => {
+            let merge = if per_id { Merge::PerTraceId } else { Merge::All };
+            let (b, source) = match (&snapshot, &tarmac) {
+                (Some(dir), _) => (decode_snapshot(dir, buffer.as_deref(), merge)?, dir),
+                (None, Some(file)) => (read_tarmac(file, merge, implicit_thumb)?, file),
+                (None, None) => return Err(Fail("give --snapshot DIR or --tarmac FILE".into())),
+            };
             let (sig, machine) = match &elf {
                 Some(p) => {
                     let bytes = std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?;
@@ -150,7 +172,7 @@ fn run(cli: Cli) -> Result<(), Fail> {
             let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
             let streams = b.streams();
             if streams.is_empty() {
-                return Err(Fail(format!("{}: no instructions were traced", snapshot.display())));
+                return Err(Fail(format!("{}: no instructions were traced", source.display())));
             }
             for id in streams {
                 let path = match id {
@@ -238,8 +260,12 @@ fn gather(input: &Inputs) -> Result<(CodeImage, Vec<Entry>, usize), Fail> {
         let b = decode_snapshot(s, None, Merge::All)?;
         entries.extend_from_slice(b.entries(None));
     }
-    if input.traces.is_empty() && input.snapshot.is_empty() {
-        return Err(Fail("no trace given (gnatcov trace files, or --snapshot)".into()));
+    for t in &input.tarmac {
+        let b = read_tarmac(t, Merge::All, input.implicit_thumb)?;
+        entries.extend_from_slice(b.entries(None));
+    }
+    if input.traces.is_empty() && input.snapshot.is_empty() && input.tarmac.is_empty() {
+        return Err(Fail("no trace given (gnatcov trace files, --snapshot or --tarmac)".into()));
     }
     let img = match &input.elf {
         Some(p) => {
@@ -290,6 +316,18 @@ fn snapshot_regions(dir: &Path) -> Result<Vec<(u64, Vec<u8>)>, Fail> {
         }
     }
     Ok(out)
+}
+
+/// A Tarmac trace's executed instructions as flat-trace entries, through
+/// the same builder decoded trace goes to.
+fn read_tarmac(path: &Path, merge: Merge, implicit_thumb: bool) -> Result<FlatTraceBuilder, Fail> {
+    let f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let opts = ReaderOptions { implicit_iset: implicit_thumb.then_some(Iset::Thumb) };
+    let mut r = Reader::with_options(std::io::BufReader::new(f), opts);
+    let mut b = FlatTraceBuilder::new(merge);
+    trace_elements(&mut r, &mut b).map_err(|e| format!("{}: {e}", path.display()))?;
+    b.finish();
+    Ok(b)
 }
 
 /// Decodes one buffer of a snapshot into flat-trace entries.

@@ -5,11 +5,13 @@
 //! reads every record kind of the format into typed [`Record`]s
 //! ([`Reader`]), finds calls and returns with the heuristic of Arm's
 //! Tarmac Trace Utilities ([`calls`]) for profiles, call trees and flame
-//! graphs, and compares instruction streams ([`compare`]).
+//! graphs, compares instruction streams ([`compare`]), and gives the
+//! instructions as a decoder's trace elements ([`ranges`]), for coverage.
 
 pub mod calls;
 pub mod compare;
 pub mod events;
+pub mod ranges;
 
 pub mod reader;
 pub mod record;
