@@ -132,6 +132,31 @@ def elf_seeds(out):
             write(out, "elf", f"elf{bits}-{nseg}", eh + ph + code)
 
 
+def reader_seeds(out):
+    """Seeds for the readers and the plug-in: the project's Tarmac and
+    gnatcov fixtures (in pieces), and the RISC-V example trace behind a
+    header in the layout of run_riscv (trace register, ISA, buffer words,
+    write pointer)."""
+    fx = os.path.join(ROOT, "tests", "fixtures", "tarmac")
+    for name in sorted(os.listdir(fx)) if os.path.isdir(fx) else []:
+        if name.endswith(".tarmac"):
+            with open(os.path.join(fx, name), "rb") as f:
+                data = f.read()
+            for k in range(0, min(len(data), 16384), 4096):
+                write(out, "tarmac", f"{name}-{k}", data[k:k + 4096])
+    cov = os.path.join(ROOT, "tools", "tests", "fixtures", "cov")
+    for name in sorted(os.listdir(cov)) if os.path.isdir(cov) else []:
+        if name.endswith(".trace"):
+            with open(os.path.join(cov, name), "rb") as f:
+                write(out, "gnatcov", name, f.read())
+    rv = os.path.join(ROOT, "plugins", "riscv-trace", "snapshots", "qemu-calls", "trace.bin")
+    if os.path.exists(rv):
+        with open(rv, "rb") as f:
+            trace = f.read()
+        for emit, isa in ((0x00FF0001, 3), (0x00030001, 1), (0x01FF0001, 2)):
+            write(out, "riscv", f"qemu-calls-{emit:x}-{isa}", struct.pack("<IBBB", emit, isa, 32, 0) + trace[:8192])
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "fuzz", "corpus")
     dirs = sys.argv[2:] or sorted(os.path.join(ROOT, "snapshots", d) for d in os.listdir(os.path.join(ROOT, "snapshots"))
@@ -139,6 +164,7 @@ def main():
     for d in dirs:
         snapshot_seeds(out, d)
     elf_seeds(out)
+    reader_seeds(out)
     for t in sorted(os.listdir(out)):
         print(f"{t}: {len(os.listdir(os.path.join(out, t)))} seeds")
 

@@ -404,3 +404,80 @@ pub fn run_elf(data: &[u8]) {
         }
     }
 }
+
+/// The Tarmac reader on arbitrary text: every line is a record or an
+/// error naming its line; reading goes on after an error.
+pub fn run_tarmac(data: &[u8]) {
+    let mut r = coresight_decode::tarmac::Reader::new(data);
+    let mut lines = 0u64;
+    loop {
+        match r.next_record() {
+            Ok(Some(_)) => {}
+            Ok(None) => break,
+            Err(e) => assert!(e.line >= 1, "error without a line: {e:?}"),
+        }
+        lines += 1;
+        assert!(lines <= data.len() as u64 + 1, "more records than lines");
+    }
+}
+
+/// The gnatcov trace-file reader: a file that parses dumps, and writes
+/// back to bytes that parse to the same dump.
+pub fn run_gnatcov(data: &[u8]) {
+    use coresight_decode::gnatcov::dump::dump;
+    use coresight_decode::gnatcov::TraceFile;
+    if let Ok(t) = TraceFile::parse(data) {
+        let text = dump(&t, true);
+        let bytes = t.to_bytes();
+        let again = TraceFile::parse(&bytes).expect("a written trace file parses");
+        assert_eq!(dump(&again, true), text);
+    }
+}
+
+/// The RISC-V trace plug-in (packet processor and decoder) over a small
+/// program image: the `trace` register, buffer bounds and ISA from the
+/// head of the input, the rest as trace words.
+pub fn run_riscv(data: &[u8]) {
+    use riscv_trace::{create_component, CoreIsa, RiscvTraceConfig, TraceReg};
+    let mut input = Input::new(data);
+    let trace = TraceReg(input.u32() | TraceReg::SUPPORTED);
+    let isa_bits = input.u8();
+    let isa = CoreIsa { xlen: if isa_bits & 1 != 0 { 64 } else { 32 }, compressed: isa_bits & 2 != 0 };
+    let words = input.u8() as u64 % 64 + 8;
+    let write = input.u8() as u64 % words;
+    let base = 0x8000_0000u64;
+    let cfg = match RiscvTraceConfig::new(trace, base, base + 4 * words, base + 4 * write, isa) {
+        Ok(c) => c,
+        Err(_) => return,
+    };
+    let mut tree = DecodeTree::new(SourceFormat::Single, DecodeMode::FullDecode);
+    let image: Vec<u8> = input.rest().iter().copied().cycle().take(4096).collect();
+    if let Some(m) = tree.mem_mapper()
+        && !image.is_empty()
+    {
+        let _ = m.borrow_mut().add_accessor(Box::new(BufferAccessor::new(0x1000, image, MemSpace::ANY).unwrap()));
+    }
+    let Ok(component) = create_component(cfg, &tree.decode_context()) else { return };
+    tree.add_decoder(0, riscv_trace::PROTOCOL_NAME, component).unwrap();
+    // A walk follows direct jumps for up to 65,536 instructions without a
+    // packet (the plug-in's documented bound): a packet may give that many
+    // ranges, so the trace is kept short to keep each run quick.
+    let trace = &input.rest()[..input.rest().len().min(256)];
+    tree.set_gen_elem_out(Box::new(Bounded { seen: 0, limit: (2 * trace.len() as u64 + 16) * 65_536 }));
+    feed(&mut tree, trace);
+}
+
+/// An element sink that fails the run if the elements outgrow what the
+/// input can give.
+struct Bounded {
+    seen: u64,
+    limit: u64,
+}
+
+impl TrcGenElemIn for Bounded {
+    fn trace_elem_in(&mut self, _index: TrcIndex, _trace_id: u8, _elem: &TraceElement) -> DatapathResp {
+        self.seen += 1;
+        assert!(self.seen <= self.limit, "{} elements from a short input", self.seen);
+        DatapathResp::Cont
+    }
+}
