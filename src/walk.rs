@@ -261,7 +261,6 @@ impl Walker {
         self.walk_block(mem, dec, instr, trace_id, space, slot)
     }
 
-
     /// The walk of a block not in the cache; remembers it. On the way it
     /// looks in the cache at each checkpoint (an address aligned to
     /// [`CHECKPOINT`]) and joins a block remembered from there; the
@@ -297,10 +296,8 @@ impl Walker {
                 continue;
             }
             let at = instr.instr_addr;
-            let b = &self.blocks[Self::slot(at, instr.isa, space)];
-            if b.generation == self.generation && b.start == at && b.isa == instr.isa && b.space == space.bits() {
-                *instr = b.after;
-                walked = Walked { num: walked.num.saturating_add(b.walked.num), end: b.walked.end };
+            if let Some(rest) = self.remembered(instr, space, 0) {
+                walked = Walked { num: walked.num.saturating_add(rest.num), end: rest.end };
                 break;
             }
             passed.push((at, walked.num));
