@@ -50,6 +50,11 @@ struct Opts {
 
 struct Lister<'e> {
     out: Shared<MsgLogger>,
+    /// Where failures are also reported in plain words (the program's
+    /// standard error); `None` in-process.
+    echo: Option<&'e dyn Fn(&str)>,
+    /// Set when the run failed (exit status 1).
+    failed: std::cell::Cell<bool>,
     registry: Rc<DecoderRegistry>,
     /// Makes the registry again on a worker thread; without it decode
     /// stays on this thread.
@@ -119,6 +124,10 @@ fn help_text() -> String {
     s.push_str("\nEnvironment:\n\n");
     s.push_str("OPENCSD_INSTR_RANGE_LIMIT=<N>       Error if more than N instructions are decoded in one range.\n");
     s.push_str("OPENCSD_ERR_ON_AA64_BAD_OPCODE=1    As -aa64_opcode_chk.\n");
+    s.push_str("\nProgram:\n\n");
+    s.push_str("-help, --help       Print this help and exit.\n");
+    s.push_str("--version           Print the version and exit.\n");
+    s.push_str("\nExit status: 0 listed; 1 failed (snapshot, source or trace file not found or\nunreadable, no supported protocol, fatal decode error); 2 bad option value.\nFailures are also reported on stderr. Unknown options are ignored with a warning.\n");
     s
 }
 
@@ -167,13 +176,54 @@ pub fn output_for_args(args: &[String]) -> Result<MsgLogger, String> {
     Ok(log)
 }
 
+/// How option parsing ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Parsed {
+    /// Options read: list.
+    Run,
+    /// `-help`: the help text was written.
+    Help,
+    /// A bad option value (exit status 2).
+    Usage,
+}
+
+/// Exit status: success.
+pub const EXIT_OK: i32 = 0;
+/// Exit status: the snapshot or a trace file could not be read, or the
+/// decode stopped on a fatal error.
+pub const EXIT_FAILURE: i32 = 1;
+/// Exit status: bad command line.
+pub const EXIT_USAGE: i32 = 2;
+
 impl Lister<'_> {
     fn msg(&self, s: &str) {
         self.out.borrow_mut().log_msg(s);
     }
 
-    /// Parses the decode options. Returns false to stop (help or error).
-    fn parse(&mut self, args: &[String]) -> bool {
+    /// A failure: `listing` goes into the listing as OpenCSD words it,
+    /// `plain` to the echo (standard error) in plain words.
+    fn fail(&self, listing: &str, plain: &str) {
+        self.msg(listing);
+        self.failed.set(true);
+        self.echo_line(plain);
+    }
+
+    /// A line for standard error only (the listing has its own words).
+    fn echo_line(&self, plain: &str) {
+        if let Some(echo) = self.echo {
+            echo(&format!("trc_pkt_lister: {plain}\n"));
+        }
+    }
+
+    /// A bad option: the OpenCSD message in the listing and on stderr.
+    fn usage_error(&self, listing: &str) -> Parsed {
+        self.msg(listing);
+        self.echo_line(&format!("{} (see -help)", listing.trim_end().trim_start_matches("Trace Packet Lister : Error: ")));
+        Parsed::Usage
+    }
+
+    /// Parses the decode options.
+    fn parse(&mut self, args: &[String]) -> Parsed {
         let mut i = 0;
         let value = |i: &mut usize| -> Option<String> {
             *i += 1;
@@ -185,8 +235,7 @@ impl Lister<'_> {
                 "-ss_dir" => match value(&mut i) {
                     Some(v) => self.opts.ss_dir = Some(v),
                     None => {
-                        self.msg("Trace Packet Lister : Error: Missing directory string on -ss_dir option\n");
-                        return false;
+                        return self.usage_error("Trace Packet Lister : Error: Missing directory string on -ss_dir option\n");
                     }
                 },
                 "-id" => match value(&mut i) {
@@ -204,34 +253,29 @@ impl Lister<'_> {
                             None => Some(format!("'{v}'")),
                         };
                         if let Some(shown) = shown {
-                            self.msg(&format!("Trace Packet Lister : Error: invalid ID number {shown} on -id option\n"));
-                            return false;
+                            return self.usage_error(&format!("Trace Packet Lister : Error: invalid ID number {shown} on -id option\n"));
                         }
                     }
                     None => {
-                        self.msg("Trace Packet Lister : Error: No ID number on -id option\n");
-                        return false;
+                        return self.usage_error("Trace Packet Lister : Error: No ID number on -id option\n");
                     }
                 },
                 "-src_name" => match value(&mut i) {
                     Some(v) => self.opts.src_name = Some(v),
                     None => {
-                        self.msg("Trace Packet Lister : Error: Missing source name string on -src_name option\n");
-                        return false;
+                        return self.usage_error("Trace Packet Lister : Error: Missing source name string on -src_name option\n");
                     }
                 },
                 "-threads" => match value(&mut i).and_then(|v| parse_c_number(&v)) {
                     Some(n) if (1..=1024).contains(&n) => self.opts.threads = n as usize,
                     _ => {
-                        self.msg("Trace Packet Lister : Error: thread count (1 to 1024) expected after -threads\n");
-                        return false;
+                        return self.usage_error("Trace Packet Lister : Error: thread count (1 to 1024) expected after -threads\n");
                     }
                 },
                 "-test_waits" => match value(&mut i) {
                     Some(v) => self.opts.test_waits = parse_count(&v, u32::MAX as u64) as u32,
                     None => {
-                        self.msg("Trace Packet Lister : Error: wait count value on -test_waits option\n");
-                        return false;
+                        return self.usage_error("Trace Packet Lister : Error: wait count value on -test_waits option\n");
                     }
                 },
                 "-macc_cache_p_size" | "-macc_cache_p_num" => match value(&mut i).and_then(|v| parse_c_number(&v)) {
@@ -244,8 +288,7 @@ impl Lister<'_> {
                         }
                     }
                     None => {
-                        self.msg(&format!("Trace Packet Lister : Error: missing or bad value on {a} option\n"));
-                        return false;
+                        return self.usage_error(&format!("Trace Packet Lister : Error: missing or bad value on {a} option\n"));
                     }
                 },
                 "-macc_cache_disable" => self.opts.cache.enabled = false,
@@ -276,11 +319,17 @@ impl Lister<'_> {
                 "-halt_err" => self.opts.dec.halt_on_error = true,
                 "-help" | "--help" | "-h" => {
                     self.msg(&help_text());
-                    return false;
+                    return Parsed::Help;
                 }
                 "-logstdout" | "-logstderr" | "-logfile" => {}
                 "-logfilename" => i += 1,
-                other => self.msg(&format!("Trace Packet Lister : Warning: Ignored unknown option {other}.\n")),
+                other => {
+                    // OpenCSD lists on without the option; so does this
+                    // lister (scripts written for OpenCSD keep working),
+                    // but says so on standard error too.
+                    self.msg(&format!("Trace Packet Lister : Warning: Ignored unknown option {other}.\n"));
+                    self.echo_line(&format!("warning: unknown option {other} ignored (see -help)"));
+                }
             }
             i += 1;
         }
@@ -294,27 +343,54 @@ impl Lister<'_> {
         if self.opts.src_name.is_some() {
             self.opts.multi_session = false;
         }
-        true
+        Parsed::Run
+    }
+
+    /// A fatal decode error, on standard error.
+    fn fatal_echo(&self, index: TrcIndex, last_error: Option<&str>) {
+        self.failed.set(true);
+        match last_error {
+            Some(e) => self.echo_line(&format!("decode stopped by a fatal error after {index} bytes of trace: {e}")),
+            None => self.echo_line(&format!("decode stopped by a fatal error after {index} bytes of trace")),
+        }
+    }
+
+    /// Checks that every trace file is a regular file, reporting the first
+    /// that is not (OpenCSD's listing line, then the file and the problem).
+    fn files_ok(&self, files: &[PathBuf]) -> bool {
+        let Some((path, problem)) = files_problem(files) else { return true };
+        self.msg(&format!("Trace Packet Lister : Error : {}: {problem}\n", path.display()));
+        self.fail(
+            "Trace Packet Lister : Error : Unable to open trace buffer.\n",
+            &format!("cannot read trace buffer file {}: {problem}", path.display()),
+        );
+        false
     }
 
     fn run(&mut self) {
         let ss_path = self.opts.ss_dir.clone().unwrap_or_else(|| "./".to_string());
         self.msg(&format!("Trace Packet Lister : reading snapshot from path {ss_path}\n"));
         if !std::path::Path::new(&ss_path).is_dir() {
-            self.msg(&format!("Trace Packet Lister : Snapshot path{ss_path} not found\n"));
+            self.fail(
+                &format!("Trace Packet Lister : Snapshot path{ss_path} not found\n"),
+                &format!("snapshot directory {ss_path} not found"),
+            );
             return;
         }
         let ss = match Snapshot::load(&ss_path) {
             Ok(s) => s,
             Err(e) => {
                 self.msg(&format!("Trace Packet Lister : Error: {e}\n"));
-                self.msg("Trace Packet Lister : Failed to read snapshot\n");
+                self.fail("Trace Packet Lister : Failed to read snapshot\n", &format!("cannot read the snapshot in {ss_path}: {e}"));
                 return;
             }
         };
         let names: Vec<String> = ss.buffer_names().into_iter().map(str::to_string).collect();
         if names.is_empty() {
-            self.msg("Trace Packet Lister : No trace source buffer names found\n");
+            self.fail(
+                "Trace Packet Lister : No trace source buffer names found\n",
+                &format!("the snapshot in {ss_path} names no trace buffer"),
+            );
             return;
         }
         let source = match &self.opts.src_name {
@@ -328,6 +404,8 @@ impl Lister<'_> {
                     s.push('\n');
                 }
                 self.msg(&s);
+                self.failed.set(true);
+                self.echo_line(&format!("trace source {n} not found in {ss_path} (valid names: {})", names.join(", ")));
                 return;
             }
         };
@@ -339,11 +417,11 @@ impl Lister<'_> {
         let (mut tree, notes) = match setup_tree(&self.opts, ss, source, self.registry.clone(), self.out.clone()) {
             Ok(Some(t)) => t,
             Ok(None) => {
-                self.msg("Trace Packet Lister : No supported protocols found.\n");
+                self.fail("Trace Packet Lister : No supported protocols found.\n", &format!("no trace source of buffer {source} has a supported protocol"));
                 return;
             }
             Err(e) => {
-                self.msg(&format!("Trace Packet Lister : Error: {e}\n"));
+                self.fail(&format!("Trace Packet Lister : Error: {e}\n"), &e.to_string());
                 return;
             }
         };
@@ -371,7 +449,7 @@ impl Lister<'_> {
         }
 
         if !self.opts.decode && printers == 0 {
-            self.msg("Trace Packet Lister : No supported protocols found.\n");
+            self.fail("Trace Packet Lister : No supported protocols found.\n", &format!("no trace source of buffer {source} has a supported protocol"));
             return;
         }
         tree.set_id_filter((!self.opts.ids.is_empty()).then_some(self.opts.ids.as_slice()));
@@ -389,11 +467,15 @@ impl Lister<'_> {
         for (n, name) in names.iter().enumerate() {
             self.msg(&format!("####### Multi Session decode: Buffer {} of {}; Source name = {}.\n\n", n + 1, names.len(), name));
             let Some(b) = ss.buffer(name) else {
-                self.msg(&format!("Trace Packet Lister : ERROR : Multi-session decode for buffer {name} - buffer not found. Aborting.\n\n"));
+                self.fail(
+                    &format!("Trace Packet Lister : ERROR : Multi-session decode for buffer {name} - buffer not found. Aborting.\n\n"),
+                    &format!("multi-session decode: buffer {name} not found"),
+                );
                 break;
             };
             if !self.process_buffer(&mut tree, &ss.buffer_paths(b), elem_printer.as_ref()) {
                 self.msg(&format!("Trace Packet Lister : ERROR : Multi-session decode for buffer {name} failed. Aborting.\n\n"));
+                self.echo_line(&format!("multi-session decode stopped at buffer {name}"));
                 break;
             }
             tree.trace_data_in(DatapathOp::Reset, 0, &[]);
@@ -429,9 +511,7 @@ impl Lister<'_> {
         printer: Option<&Shared<GenElemPrinter>>,
     ) -> bool {
         let start = Instant::now();
-        if let Some(problem) = files_problem(files) {
-            self.msg(&problem);
-            self.msg("Trace Packet Lister : Error : Unable to open trace buffer.\n");
+        if !self.files_ok(files) {
             return false;
         }
         let ids: Vec<u8> = tree.elements().map(|(id, _)| id).filter(|id| self.opts.ids.is_empty() || self.opts.ids.contains(id)).collect();
@@ -466,7 +546,7 @@ impl Lister<'_> {
         let outcome = match decode_parallel(options, format, &ids, &mut input, &build, &mut sink) {
             Ok(o) => o,
             Err(e) => {
-                self.msg(&format!("Trace Packet Lister : Error: {e}\n"));
+                self.fail(&format!("Trace Packet Lister : Error: {e}\n"), &format!("decode failed: {e}"));
                 return false;
             }
         };
@@ -475,6 +555,7 @@ impl Lister<'_> {
             if let Some(e) = &outcome.last_error {
                 self.msg(&format!("ERROR:{e}\n"));
             }
+            self.fatal_echo(outcome.processed, outcome.last_error.as_deref());
         }
         self.buffer_done(&input, outcome.processed, start);
         if self.opts.profile && printer.is_some() {
@@ -488,7 +569,10 @@ impl Lister<'_> {
     /// processed (with the time taken, unless -no_time_print).
     fn buffer_done(&self, input: &FileSequence, index: TrcIndex, start: Instant) {
         if let Some((path, e)) = &input.failed {
-            self.msg(&format!("Trace Packet Lister : Error : {}: {e}: the trace stops at byte {index}\n", path.display()));
+            self.fail(
+                &format!("Trace Packet Lister : Error : {}: {e}: the trace stops at byte {index}\n", path.display()),
+                &format!("cannot read trace buffer file {}: {e} (the trace stops at byte {index})", path.display()),
+            );
         }
         let mut s = format!("Trace Packet Lister : Trace buffer done, processed {index} bytes");
         if self.opts.no_time_print {
@@ -530,9 +614,7 @@ impl Lister<'_> {
         // until a writer came, and a directory reads as nothing. Files are
         // opened one at a time as the previous one ends, so thousands of
         // them neither nest readers nor hold thousands of descriptors.
-        if let Some(problem) = files_problem(files) {
-            self.msg(&problem);
-            self.msg("Trace Packet Lister : Error : Unable to open trace buffer.\n");
+        if !self.files_ok(files) {
             return false;
         }
         let mut input = FileSequence { files, next: 0, current: None, failed: None };
@@ -566,9 +648,11 @@ impl Lister<'_> {
         }
         if resp.is_fatal() {
             self.msg("Trace Packet Lister : Data Path fatal error\n");
-            if let Some(e) = tree.error_logger().borrow().last_error() {
+            let last = tree.error_logger().borrow().last_error().map(|e| e.to_string());
+            if let Some(e) = &last {
                 self.msg(&format!("ERROR:{e}\n"));
             }
+            self.fatal_echo(index, last.as_deref());
         } else {
             // Let a decoder that asked to wait on the last block finish it
             // before the end of trace goes in.
@@ -639,16 +723,15 @@ impl Lister<'_> {
     }
 }
 
-/// The first trace file that is not a regular file, as the lister
-/// reports it.
-fn files_problem(files: &[PathBuf]) -> Option<String> {
+/// The first trace file that is not a regular file, and why.
+fn files_problem(files: &[PathBuf]) -> Option<(&PathBuf, String)> {
     for f in files {
         let problem = match std::fs::metadata(f) {
             Ok(m) if m.is_file() => continue,
             Ok(m) => crate::snapshot::not_regular(&m).to_string(),
             Err(e) => e.to_string(),
         };
-        return Some(format!("Trace Packet Lister : Error : {}: {problem}\n", f.display()));
+        return Some((f, problem));
     }
     None
 }
@@ -837,7 +920,7 @@ pub fn run_with_registry(
     out: Shared<MsgLogger>,
     registry: Rc<DecoderRegistry>,
 ) -> i32 {
-    run_lister(argv, env, out, registry, None)
+    run_lister(argv, env, out, registry, None, None)
 }
 
 /// [`run_with_registry`] with a function that makes the registry, so that
@@ -848,7 +931,27 @@ pub fn run_with_registry_fn(
     out: Shared<MsgLogger>,
     make_registry: fn() -> Rc<DecoderRegistry>,
 ) -> i32 {
-    run_lister(argv, env, out, make_registry(), Some(make_registry))
+    run_lister(argv, env, out, make_registry(), Some(make_registry), None)
+}
+
+/// [`run_with_registry_fn`] as the `trc_pkt_lister` program runs it:
+/// besides the listing, bad options and failures are reported in plain
+/// words, one line each starting `trc_pkt_lister: `, through `echo` (the
+/// program writes them to standard error).
+///
+/// Returns [`EXIT_OK`], [`EXIT_FAILURE`] (the snapshot, a trace file or
+/// the source could not be read or found, no supported protocol, a fatal
+/// decode error) or [`EXIT_USAGE`] (a bad option value). `-help` exits
+/// with [`EXIT_OK`]; an unknown option is ignored with a warning, as
+/// OpenCSD's lister does.
+pub fn run_program(
+    argv: &[String],
+    env: &dyn Fn(&str) -> Option<String>,
+    out: Shared<MsgLogger>,
+    make_registry: fn() -> Rc<DecoderRegistry>,
+    echo: &dyn Fn(&str),
+) -> i32 {
+    run_lister(argv, env, out, make_registry(), Some(make_registry), Some(echo))
 }
 
 fn run_lister(
@@ -857,6 +960,7 @@ fn run_lister(
     out: Shared<MsgLogger>,
     registry: Rc<DecoderRegistry>,
     make_registry: Option<fn() -> Rc<DecoderRegistry>>,
+    echo: Option<&dyn Fn(&str)>,
 ) -> i32 {
     let args = argv.get(1..).unwrap_or(&[]);
     {
@@ -874,12 +978,14 @@ fn run_lister(
         cmd.push_str("\n\n");
         o.log_msg(&cmd);
     }
-    let mut lister = Lister { out: out.clone(), registry, make_registry, opts: Opts::default(), env };
-    let status = if lister.parse(args) {
-        lister.run();
-        0
-    } else {
-        1
+    let mut lister = Lister { out: out.clone(), echo, failed: std::cell::Cell::new(false), registry, make_registry, opts: Opts::default(), env };
+    let status = match lister.parse(args) {
+        Parsed::Run => {
+            lister.run();
+            if lister.failed.get() { EXIT_FAILURE } else { EXIT_OK }
+        }
+        Parsed::Help => EXIT_OK,
+        Parsed::Usage => EXIT_USAGE,
     };
     out.borrow_mut().flush();
     status

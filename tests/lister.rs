@@ -35,10 +35,10 @@ fn listing_is_identical_with_forced_waits() {
 #[test]
 fn option_errors_are_reported() {
     let (s, text) = run(&["-id", "0x75"]);
-    assert_eq!(s, 1);
+    assert_eq!(s, 2);
     assert!(text.contains("Trace Packet Lister : Error: invalid ID number 0x75 on -id option"), "{text}");
     let (s, text) = run(&["-ss_dir"]);
-    assert_eq!(s, 1);
+    assert_eq!(s, 2);
     assert!(text.contains("Missing directory string on -ss_dir option"), "{text}");
     let (_, text) = run(&["-ss_dir", SNAPSHOT, "-frobnicate"]);
     assert!(text.contains("Trace Packet Lister : Warning: Ignored unknown option -frobnicate."), "{text}");
@@ -85,7 +85,7 @@ fn numbers_never_wrap_and_ids_are_range_checked() {
     // out-of-range values are refused with OpenCSD's message instead.
     for (arg, shown) in [("0x105", "0x105"), ("-0x8000000000000000", "-0x8000000000000000"), ("0", "0x0"), ("-1", "-0x1"), ("abc", "'abc'")] {
         let (s, text) = run(&["-id", arg]);
-        assert_eq!(s, 1, "-id {arg}");
+        assert_eq!(s, 2, "-id {arg}");
         assert!(text.contains(&format!("Trace Packet Lister : Error: invalid ID number {shown} on -id option")), "-id {arg}: {text}");
     }
     let (s, text) = run(&["-ss_dir", SNAPSHOT, "-decode", "-no_time_print", "-id", "025"]); // octal 0x15
@@ -184,7 +184,7 @@ fn empty_block_after_an_id_switch_stops_the_data_path_as_in_opencsd() {
     trace.extend_from_slice(&frame);
     let dir = snapshot_with_buffer_files("empty_block", &[("trace.bin".into(), trace.clone())]);
     let (s, text) = run(&["-ss_dir", dir.to_str().unwrap(), "-decode", "-no_time_print"]);
-    assert_eq!(s, 0);
+    assert_eq!(s, 1, "a fatal data path error is a failure");
     let tail: Vec<&str> = text.lines().rev().take(6).collect::<Vec<_>>().into_iter().rev().collect();
     assert_eq!(
         tail,
