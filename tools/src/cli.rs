@@ -1,0 +1,260 @@
+//! Conventions shared by the programs: exit statuses, trace ID and
+//! memory image arguments, the options renamed from the single-dash style,
+//! the progress bar.
+
+use std::ffi::OsString;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::str::FromStr;
+
+use coresight_decode::memory::{MemAccMapper, MemSpace};
+
+/// Exit status: done.
+pub const EXIT_OK: u8 = 0;
+/// Exit status: failed (a file that could not be read, a missing
+/// snapshot, a fatal decode error).
+pub const EXIT_FAILURE: u8 = 1;
+/// Exit status: bad command line.
+pub const EXIT_USAGE: u8 = 2;
+
+/// Reports `msg` on standard error as `PROGRAM: error: MSG` and returns
+/// exit status 1.
+pub fn fail(program: &str, msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("{program}: error: {msg}");
+    ExitCode::from(EXIT_FAILURE)
+}
+
+/// Reports a usage problem on standard error and returns exit status 2.
+pub fn usage_error(program: &str, msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("{program}: error: {msg}\n\nFor more information, try '--help'.");
+    ExitCode::from(EXIT_USAGE)
+}
+
+/// A number as written on command lines: `0x` hex, decimal.
+pub fn parse_u64(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let r = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(h) => u64::from_str_radix(h, 16),
+        None => t.parse(),
+    };
+    r.map_err(|_| format!("'{s}' is not a number (decimal, or hex with 0x)"))
+}
+
+/// A CoreSight trace ID (`--id`): 7 bits, 0x01 to 0x6f (0x00 and 0x70 to
+/// 0x7f are reserved).
+pub fn parse_trace_id(s: &str) -> Result<u8, String> {
+    let n = parse_u64(s)?;
+    match n {
+        1..=0x6f => Ok(n as u8),
+        _ => Err(format!("trace ID {s} is out of range: trace IDs are 0x1 to 0x6f")),
+    }
+}
+
+/// A memory image given on the command line: `FILE` (an ELF file, whose
+/// loadable segments are mapped at their addresses) or `FILE@ADDR` (a raw
+/// binary mapped at ADDR).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ImageArg {
+    /// The file.
+    pub path: PathBuf,
+    /// Load address of a raw binary; `None`: an ELF file.
+    pub addr: Option<u64>,
+}
+
+impl FromStr for ImageArg {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s.is_empty() {
+            return Err("an empty file name".into());
+        }
+        // `@` may be part of a file name: only a number after the last one
+        // is an address.
+        if let Some((path, addr)) = s.rsplit_once('@')
+            && !path.is_empty()
+        {
+            if let Ok(a) = parse_u64(addr) {
+                return Ok(ImageArg { path: PathBuf::from(path), addr: Some(a) });
+            }
+            if addr.starts_with("0x") || addr.chars().next().is_some_and(|c| c.is_ascii_digit()) {
+                return Err(format!("'{addr}' in '{s}' is not a load address (decimal, or hex with 0x)"));
+            }
+        }
+        Ok(ImageArg { path: PathBuf::from(s), addr: None })
+    }
+}
+
+impl ImageArg {
+    /// Maps the image into `mapper` (any memory space). Returns the number
+    /// of regions mapped; the error names the file and what is wrong.
+    pub fn map_into(&self, mapper: &mut MemAccMapper) -> Result<usize, String> {
+        let p = &self.path;
+        let meta = std::fs::metadata(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
+        if !meta.is_file() {
+            return Err(format!("cannot read {}: not a regular file", p.display()));
+        }
+        match self.addr {
+            Some(addr) => {
+                if meta.len() == 0 {
+                    return Err(format!("{}: the file is empty", p.display()));
+                }
+                mapper
+                    .add_file_region(p, addr, 0, meta.len(), MemSpace::ANY)
+                    .map_err(|e| format!("{}: cannot map at 0x{addr:x}: {e:?} (does it overlap another image?)", p.display()))?;
+                Ok(1)
+            }
+            None => {
+                if !is_elf(p) {
+                    return Err(format!(
+                        "{} is not an ELF file; for a raw binary give its load address: {}@0xADDRESS",
+                        p.display(),
+                        p.display()
+                    ));
+                }
+                let n = mapper.add_elf_file(p, MemSpace::ANY).map_err(|e| e.to_string())?;
+                if n == 0 {
+                    return Err(format!("{}: the ELF file has no loadable segment with contents", p.display()));
+                }
+                Ok(n)
+            }
+        }
+    }
+}
+
+/// Whether the file starts with the ELF magic number.
+fn is_elf(p: &Path) -> bool {
+    use std::io::Read;
+    let mut magic = [0u8; 4];
+    std::fs::File::open(p).and_then(|mut f| f.read_exact(&mut magic)).is_ok() && magic == *b"\x7fELF"
+}
+
+/// The command line with the single-dash options of earlier versions
+/// replaced by their new names (`renames`: old, new), each replacement
+/// noted on standard error once.
+pub fn renamed_options(program: &str, args: impl IntoIterator<Item = OsString>, renames: &[(&str, &str)]) -> Vec<OsString> {
+    let mut noted: Vec<&str> = Vec::new();
+    let mut out = Vec::new();
+    let mut after_dashdash = false;
+    for a in args {
+        if !after_dashdash
+            && let Some(s) = a.to_str()
+        {
+            if s == "--" {
+                after_dashdash = true;
+            } else if let Some((old, new)) = renames.iter().find(|(old, _)| *old == s) {
+                if !noted.contains(old) {
+                    eprintln!("{program}: note: {old} is now {new}");
+                    noted.push(old);
+                }
+                out.push(OsString::from(*new));
+                continue;
+            }
+        }
+        out.push(a);
+    }
+    out
+}
+
+/// Whether to show a progress bar (`--progress`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Progress {
+    /// When standard error is a terminal and the trace is large (1 MiB or
+    /// more).
+    #[default]
+    Auto,
+    /// Always (on standard error).
+    Always,
+    /// Never.
+    Never,
+}
+
+/// Trace of at least this many bytes takes long enough to decode for a
+/// progress bar.
+pub const PROGRESS_MIN_BYTES: u64 = 1 << 20;
+
+/// A progress bar for decoding `total` bytes of trace, on standard error;
+/// hidden unless `when` (and for `Auto`, a terminal and a large trace)
+/// says to show it.
+pub fn progress_bar(total: u64, when: Progress) -> indicatif::ProgressBar {
+    let show = match when {
+        Progress::Always => true,
+        Progress::Never => false,
+        Progress::Auto => total >= PROGRESS_MIN_BYTES && std::io::stderr().is_terminal(),
+    };
+    if !show {
+        return indicatif::ProgressBar::hidden();
+    }
+    let pb = indicatif::ProgressBar::with_draw_target(Some(total), indicatif::ProgressDrawTarget::stderr());
+    if let Ok(style) = indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_bar} {bytes}/{total_bytes} ({bytes_per_sec}, {eta} left)") {
+        pb.set_style(style);
+    }
+    pb
+}
+
+/// A reader that advances a progress bar by the bytes read.
+pub struct ProgressReader<R> {
+    inner: R,
+    bar: indicatif::ProgressBar,
+}
+
+impl<R> ProgressReader<R> {
+    /// Reads `inner`, counting on `bar`.
+    pub fn new(inner: R, bar: indicatif::ProgressBar) -> Self {
+        ProgressReader { inner, bar }
+    }
+}
+
+impl<R: std::io::Read> std::io::Read for ProgressReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.bar.inc(n as u64);
+        Ok(n)
+    }
+}
+
+/// The files of a trace buffer read one after the other. A file that
+/// cannot be opened or read is an error naming it.
+pub struct FileSequence {
+    files: Vec<PathBuf>,
+    next: usize,
+    current: Option<(std::fs::File, usize)>,
+}
+
+impl FileSequence {
+    /// Reads `files` in order.
+    pub fn new(files: Vec<PathBuf>) -> Self {
+        FileSequence { files, next: 0, current: None }
+    }
+
+    /// Total size of the files (those that can be read).
+    pub fn total_len(&self) -> u64 {
+        self.files.iter().filter_map(|f| std::fs::metadata(f).ok()).map(|m| m.len()).sum()
+    }
+
+    /// The first file that is missing or not a regular file, and why.
+    pub fn problem(&self) -> Option<String> {
+        self.files.iter().find_map(|f| match std::fs::metadata(f) {
+            Ok(m) if m.is_file() => None,
+            Ok(_) => Some(format!("cannot read trace file {}: not a regular file", f.display())),
+            Err(e) => Some(format!("cannot read trace file {}: {e}", f.display())),
+        })
+    }
+}
+
+impl std::io::Read for FileSequence {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        loop {
+            if let Some((f, i)) = self.current.as_mut() {
+                let n = f.read(buf).map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", self.files[*i].display())))?;
+                if n > 0 || buf.is_empty() {
+                    return Ok(n);
+                }
+                self.current = None;
+            }
+            let Some(path) = self.files.get(self.next) else { return Ok(0) };
+            let f = std::fs::File::open(path).map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+            self.current = Some((f, self.next));
+            self.next += 1;
+        }
+    }
+}

@@ -1,0 +1,8 @@
+//! The machinery of coresight-decode's command-line programs, shared by
+//! them and their tests: option conventions ([`cli`]), decoded elements as
+//! JSON Lines ([`json`]).
+//!
+//! Not a stable API: it changes with the programs.
+
+pub mod cli;
+pub mod json;
