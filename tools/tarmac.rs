@@ -8,7 +8,9 @@
 //! tarmac decode SNAPSHOT_DIR [-o OUT] [--flow] [--exceptions] [--trace-matcher]
 //! tarmac dump TRACE [--events]
 //! ```
-//! Exit status: 0 success (compare: same), 1 compare: different, 2 error.
+//! Exit status: 0 done, 1 failed (a file that could not be read or
+//! written), 2 bad usage; `compare`, as diff(1): 0 same, 1 different, 2
+//! trouble.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
@@ -24,7 +26,13 @@ use coresight_decode::tarmac::writer::{snapshot_to_tarmac_with_registry, WriterO
 use coresight_decode::tarmac::{Iset, Reader, ReaderOptions};
 
 #[derive(Parser)]
-#[command(name = "tarmac", version, about = "Read, profile and compare Tarmac instruction traces")]
+#[command(
+    name = "tarmac",
+    version,
+    about = "Read, profile and compare Tarmac instruction traces",
+    after_help = "Exit status: 0 done; 1 failed (a file that could not be read or written, a trace that \
+                  could not be parsed or decoded); 2 bad usage. compare, as diff: 0 same, 1 different, 2 trouble."
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -137,6 +145,8 @@ enum Cmd {
     Dump {
         #[command(flatten)]
         input: Input,
+        /// Print the events of Arm's tarmac-trace-utilities parser for each
+        /// record instead of the records.
         #[arg(long)]
         events: bool,
     },
@@ -183,7 +193,16 @@ fn write_out(text: &str, output: Option<&Path>) -> Result<(), String> {
     }
 }
 
-fn run(cli: Cli) -> Result<ExitCode, String> {
+/// A failure: the message and the exit status.
+struct Failed(String, u8);
+
+impl From<String> for Failed {
+    fn from(m: String) -> Failed {
+        Failed(m, 1)
+    }
+}
+
+fn run(cli: Cli) -> Result<ExitCode, Failed> {
     match cli.cmd {
         Cmd::Profile { input, image } => {
             let syms = symbols(&image)?;
@@ -213,13 +232,15 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 stop_at_first: stop_first,
                 context,
             };
-            let mut ra = open(&a, implicit_thumb)?;
-            let mut rb = open(&b, implicit_thumb)?;
+            // Trouble is exit status 2 here: 1 says the traces differ.
+            let trouble = |m: String| Failed(m, 2);
+            let mut ra = open(&a, implicit_thumb).map_err(trouble)?;
+            let mut rb = open(&b, implicit_thumb).map_err(trouble)?;
             let mut ia = compare::insns_of(&mut ra);
             let mut ib = compare::insns_of(&mut rb);
-            let rep = compare::compare(&mut ia, &mut ib, &opts).map_err(|e| format!("{e}"))?;
+            let rep = compare::compare(&mut ia, &mut ib, &opts).map_err(|e| trouble(format!("{e}")))?;
             let (na, nb) = (a.display().to_string(), b.display().to_string());
-            write_out(&rep.text(&na, &nb), None)?;
+            write_out(&rep.text(&na, &nb), None).map_err(trouble)?;
             return Ok(if rep.same() { ExitCode::SUCCESS } else { ExitCode::from(1) });
         }
         Cmd::Decode { snapshot, output, flow, exceptions, trace_matcher, no_disasm, link_registers } => {
@@ -269,9 +290,9 @@ fn main() -> ExitCode {
     };
     match run(cli) {
         Ok(c) => c,
-        Err(e) => {
+        Err(Failed(e, code)) => {
             eprintln!("tarmac: {e}");
-            ExitCode::from(2)
+            ExitCode::from(code)
         }
     }
 }

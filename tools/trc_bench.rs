@@ -1,6 +1,8 @@
 //! Decode throughput benchmark.
 //!
-//! `trc_bench <snapshot dir> [-src <buffer name>] [-iter <N>] [-block <bytes>]`
+//! `trc_bench SNAPSHOT [--source NAME] [--iter N] [--block BYTES]`
+//! (the single-dash `-src`, `-iter`, `-block` of earlier versions are still
+//! accepted).
 //!
 //! Decodes a snapshot's trace buffer fully (packets, program walk, generic
 //! elements) with no output, and reports trace megabytes per second and
@@ -12,12 +14,47 @@ use std::process::ExitCode;
 use std::rc::Rc;
 use std::time::Instant;
 
+use clap::Parser;
+
 use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use coresight_decode::decoder::DecodeMode;
 use coresight_decode::elem::{ElemType, TraceElement};
 use coresight_decode::interfaces::{TrcDataIn, TrcGenElemIn};
 use coresight_decode::snapshot::{Snapshot, TreeBuilder};
 use coresight_decode::tree::SourceFormat;
+use coresight_tools::cli;
+
+const PROGRAM: &str = "trc_bench";
+
+#[derive(Parser)]
+#[command(
+    name = "trc_bench",
+    version,
+    about = "Measure decode throughput: decode a snapshot's trace buffer fully (packets, program walk, \
+             generic elements) with no output, and report trace MB/s and instructions per second",
+    after_help = "Exit status: 0 measured; 1 failed (snapshot or trace file not found or unreadable, \
+                  no decodable source, fatal decode error); 2 bad usage."
+)]
+struct Cli {
+    /// Snapshot directory (the folder holding snapshot.ini).
+    #[arg(value_name = "SNAPSHOT", required_unless_present = "snapshot_dir", conflicts_with = "snapshot_dir")]
+    snapshot: Option<String>,
+    /// Snapshot directory, as an option (same as SNAPSHOT).
+    #[arg(long = "snapshot", value_name = "DIR")]
+    snapshot_dir: Option<String>,
+    /// Trace buffer to decode, by its name in the snapshot (default: the
+    /// first).
+    #[arg(long, value_name = "NAME")]
+    source: Option<String>,
+    /// Runs to make; the best is reported.
+    #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    iter: u32,
+    /// Bytes handed to the decoder at a time.
+    #[arg(long, value_name = "BYTES", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
+    block: u32,
+}
+
+const RENAMED: &[(&str, &str)] = &[("-src", "--source"), ("-iter", "--iter"), ("-block", "--block"), ("-help", "--help")];
 
 /// Counts elements and instructions.
 #[derive(Default)]
@@ -86,43 +123,17 @@ fn run_once(ss: &Snapshot, source: &str, data: &[u8], block: usize) -> Result<Ru
 }
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let mut dir = None;
-    let mut src = None;
-    let mut iters = 3usize;
-    let mut block = 1024usize;
-    let mut i = 0;
-    while i < args.len() {
-        match args[i].as_str() {
-            "-src" => {
-                i += 1;
-                src = args.get(i).cloned();
-            }
-            "-iter" => {
-                i += 1;
-                iters = args.get(i).and_then(|v| v.parse().ok()).unwrap_or(iters).max(1);
-            }
-            "-block" => {
-                i += 1;
-                block = args.get(i).and_then(|v| v.parse().ok()).unwrap_or(block).max(1);
-            }
-            a if !a.starts_with('-') && dir.is_none() => dir = Some(a.to_string()),
-            a => {
-                eprintln!("trc_bench: unknown argument '{a}'");
-                return ExitCode::FAILURE;
-            }
-        }
-        i += 1;
+    let args = cli::renamed_options(PROGRAM, std::env::args_os(), RENAMED);
+    let a = Cli::parse_from(args);
+    let dir = a.snapshot.or(a.snapshot_dir).unwrap_or_default();
+    let (src, iters, block) = (a.source, a.iter as usize, a.block as usize);
+    if !std::path::Path::new(&dir).is_dir() {
+        return cli::fail(PROGRAM, format!("snapshot directory {dir} not found"));
     }
-    let Some(dir) = dir else {
-        eprintln!("usage: trc_bench <snapshot dir> [-src <buffer name>] [-iter <N>] [-block <bytes>]");
-        return ExitCode::FAILURE;
-    };
     let ss = match Snapshot::load(&dir) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("trc_bench: {e}");
-            return ExitCode::FAILURE;
+            return cli::fail(PROGRAM, format!("cannot read the snapshot in {dir}: {e}"));
         }
     };
     let source = match src {
@@ -130,22 +141,19 @@ fn main() -> ExitCode {
         None => match ss.buffer_names().first() {
             Some(n) => n.to_string(),
             None => {
-                eprintln!("trc_bench: no trace buffers in the snapshot");
-                return ExitCode::FAILURE;
+                return cli::fail(PROGRAM, format!("the snapshot in {dir} names no trace buffer"));
             }
         },
     };
     let Some(buf) = ss.buffer(&source) else {
-        eprintln!("trc_bench: no buffer named '{source}'");
-        return ExitCode::FAILURE;
+        return cli::fail(PROGRAM, format!("no trace buffer named {source} in {dir} (it has: {})", ss.buffer_names().join(", ")));
     };
     let mut data = Vec::new();
     for p in ss.buffer_paths(buf) {
         match std::fs::read(&p) {
             Ok(d) => data.extend_from_slice(&d),
             Err(e) => {
-                eprintln!("trc_bench: {}: {e}", p.display());
-                return ExitCode::FAILURE;
+                return cli::fail(PROGRAM, format!("cannot read trace file {}: {e}", p.display()));
             }
         }
     }
@@ -159,8 +167,7 @@ fn main() -> ExitCode {
                 }
             }
             Err(e) => {
-                eprintln!("trc_bench: {e}");
-                return ExitCode::FAILURE;
+                return cli::fail(PROGRAM, e);
             }
         }
     }

@@ -31,7 +31,13 @@ use coresight_decode::tarmac::ranges::trace_elements;
 use coresight_decode::tarmac::{Iset, Reader, ReaderOptions};
 
 #[derive(Parser)]
-#[command(name = "trc_cov", version, about = "Code coverage from CoreSight trace: gnatcov trace files, object coverage, lcov line coverage")]
+#[command(
+    name = "trc_cov",
+    version,
+    about = "Code coverage from CoreSight trace: gnatcov trace files, object coverage, lcov line coverage",
+    after_help = "Exit status: 0 done; 1 the input could not be processed (a file that could not be read \
+                  or parsed, a snapshot that could not be decoded); 2 bad usage."
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -41,6 +47,7 @@ struct Cli {
 enum Cmd {
     /// Print a gnatcov trace file as `gnatcov dump-trace` does.
     Dump {
+        /// The gnatcov trace file.
         trace: PathBuf,
         /// Addresses as recorded (no shared-object or kernel relocation).
         #[arg(long)]
@@ -59,8 +66,9 @@ enum Cmd {
         /// (Cortex-M traces).
         #[arg(long)]
         implicit_thumb: bool,
-        /// Trace buffer to decode (default: the first).
-        #[arg(long)]
+        /// Trace buffer to decode, by its name in the snapshot (default:
+        /// the first). `--buffer` is the old name.
+        #[arg(long = "source", visible_alias = "buffer", value_name = "NAME")]
         buffer: Option<String>,
         /// The executable the trace ran, named in the Info section with its
         /// size, time stamp and CRC32 (and giving the machine).

@@ -470,7 +470,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure(msg, code)) => {
             if !msg.is_empty() {
-                eprintln!("{PROGRAM}: error: {msg}");
+                eprintln!("{PROGRAM}: {msg}");
             }
             ExitCode::from(code)
         }

@@ -18,10 +18,10 @@ pub const EXIT_FAILURE: u8 = 1;
 /// Exit status: bad command line.
 pub const EXIT_USAGE: u8 = 2;
 
-/// Reports `msg` on standard error as `PROGRAM: error: MSG` and returns
+/// Reports `msg` on standard error as `PROGRAM: MSG` and returns
 /// exit status 1.
 pub fn fail(program: &str, msg: impl std::fmt::Display) -> ExitCode {
-    eprintln!("{program}: error: {msg}");
+    eprintln!("{program}: {msg}");
     ExitCode::from(EXIT_FAILURE)
 }
 

@@ -26,7 +26,7 @@ fn help_version_and_usage_errors() {
     assert_eq!(code, Some(2));
     assert!(out.is_empty() && err.contains("<TRACE>"), "{err}");
     let (code, _, err) = tarmac(&["profile", "/nonexistent.tarmac"]);
-    assert_eq!(code, Some(2));
+    assert_eq!(code, Some(1), "a file that cannot be read is a failure, not bad usage");
     assert!(err.starts_with("tarmac: /nonexistent.tarmac: "), "{err}");
 }
 
@@ -37,7 +37,7 @@ fn a_malformed_trace_is_an_error_naming_the_line() {
     let bad = dir.join("bad.tarmac");
     std::fs::write(&bad, "1 clk IT (1) 00001000 d503201f O EL1h_n : NOP\n2 clk R X0 zz\n").unwrap();
     let (code, _, err) = tarmac(&["profile", bad.to_str().unwrap()]);
-    assert_eq!(code, Some(2));
+    assert_eq!(code, Some(1));
     assert!(err.contains("bad.tarmac: line 2, column 12: expected register contents in hex"), "{err}");
     std::fs::remove_dir_all(&dir).ok();
 }
