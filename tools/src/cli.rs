@@ -162,7 +162,7 @@ pub enum Progress {
     /// more).
     #[default]
     Auto,
-    /// Always (on standard error).
+    /// Whenever standard error is a terminal, whatever the trace's size.
     Always,
     /// Never.
     Never,
@@ -176,12 +176,7 @@ pub const PROGRESS_MIN_BYTES: u64 = 1 << 20;
 /// hidden unless `when` (and for `Auto`, a terminal and a large trace)
 /// says to show it.
 pub fn progress_bar(total: u64, when: Progress) -> indicatif::ProgressBar {
-    let show = match when {
-        Progress::Always => true,
-        Progress::Never => false,
-        Progress::Auto => total >= PROGRESS_MIN_BYTES && std::io::stderr().is_terminal(),
-    };
-    if !show {
+    if !show_progress(total, when, std::io::stderr().is_terminal()) {
         return indicatif::ProgressBar::hidden();
     }
     let pb = indicatif::ProgressBar::with_draw_target(Some(total), indicatif::ProgressDrawTarget::stderr());
@@ -189,6 +184,18 @@ pub fn progress_bar(total: u64, when: Progress) -> indicatif::ProgressBar {
         pb.set_style(style);
     }
     pb
+}
+
+/// Whether a decode of `total` bytes shows a progress bar: never when
+/// standard error is not a terminal (a log file or a pipe gets no
+/// animation), else as `when` says.
+pub fn show_progress(total: u64, when: Progress, stderr_is_terminal: bool) -> bool {
+    stderr_is_terminal
+        && match when {
+            Progress::Always => true,
+            Progress::Never => false,
+            Progress::Auto => total >= PROGRESS_MIN_BYTES,
+        }
 }
 
 /// A reader that advances a progress bar by the bytes read.
@@ -256,5 +263,50 @@ impl std::io::Read for FileSequence {
             self.current = Some((f, self.next));
             self.next += 1;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_only_on_a_terminal_and_for_large_traces() {
+        assert!(show_progress(PROGRESS_MIN_BYTES, Progress::Auto, true));
+        assert!(!show_progress(PROGRESS_MIN_BYTES - 1, Progress::Auto, true));
+        assert!(!show_progress(u64::MAX, Progress::Auto, false));
+        assert!(show_progress(10, Progress::Always, true));
+        assert!(!show_progress(10, Progress::Always, false));
+        assert!(!show_progress(u64::MAX, Progress::Never, true));
+    }
+
+    #[test]
+    fn image_arguments() {
+        assert_eq!("a.elf".parse::<ImageArg>(), Ok(ImageArg { path: "a.elf".into(), addr: None }));
+        assert_eq!("a.bin@0x8000".parse::<ImageArg>(), Ok(ImageArg { path: "a.bin".into(), addr: Some(0x8000) }));
+        assert_eq!("a.bin@4096".parse::<ImageArg>(), Ok(ImageArg { path: "a.bin".into(), addr: Some(4096) }));
+        // An `@` that is not followed by an address is part of the name.
+        assert_eq!("me@host/a.elf".parse::<ImageArg>(), Ok(ImageArg { path: "me@host/a.elf".into(), addr: None }));
+        assert_eq!("a@b@0x10".parse::<ImageArg>(), Ok(ImageArg { path: "a@b".into(), addr: Some(0x10) }));
+        let e = "a.bin@0x8zz".parse::<ImageArg>().unwrap_err();
+        assert!(e.contains("'0x8zz' in 'a.bin@0x8zz' is not a load address"), "{e}");
+        assert!("".parse::<ImageArg>().is_err());
+    }
+
+    #[test]
+    fn trace_ids_are_seven_bit_and_not_reserved() {
+        assert_eq!(parse_trace_id("0x10"), Ok(0x10));
+        assert_eq!(parse_trace_id("111"), Ok(0x6f));
+        for bad in ["0", "0x70", "0x7f", "0x105", "256"] {
+            assert!(parse_trace_id(bad).unwrap_err().contains("trace IDs are 0x1 to 0x6f"), "{bad}");
+        }
+        assert!(parse_trace_id("zz").unwrap_err().contains("'zz' is not a number"));
+    }
+
+    #[test]
+    fn renamed_options_are_replaced_outside_values_after_dashdash() {
+        let args = ["prog", "-ss_dir", "d", "-id", "5", "--", "-id"].map(OsString::from);
+        let got = renamed_options("prog", args, &[("-ss_dir", "--snapshot"), ("-id", "--id")]);
+        assert_eq!(got, ["prog", "--snapshot", "d", "--id", "5", "--", "-id"].map(OsString::from));
     }
 }
