@@ -8,8 +8,9 @@ use std::io::Read;
 use std::path::PathBuf;
 use std::time::Instant;
 
+use crate::logger::SharedExt;
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
-use std::rc::Rc;
+use std::sync::Arc;
 
 use crate::decoder::{DecodeMode, DecoderOptions, DecoderRegistry};
 use crate::interfaces::{TrcDataIn, TrcGenElemIn};
@@ -55,10 +56,10 @@ struct Lister<'e> {
     echo: Option<&'e dyn Fn(&str)>,
     /// Set when the run failed (exit status 1).
     failed: std::cell::Cell<bool>,
-    registry: Rc<DecoderRegistry>,
+    registry: Arc<DecoderRegistry>,
     /// Makes the registry again on a worker thread; without it decode
     /// stays on this thread.
-    make_registry: Option<fn() -> Rc<DecoderRegistry>>,
+    make_registry: Option<fn() -> Arc<DecoderRegistry>>,
     opts: Opts,
     env: &'e dyn Fn(&str) -> Option<String>,
 }
@@ -487,7 +488,7 @@ impl Lister<'_> {
     /// listing can be: more than one thread asked for, formatted trace with
     /// more than one trace ID to decode, and nothing that needs the one
     /// tree's state between blocks (DSTREAM footers, raw frames, -stats).
-    fn parallel_registry(&self, tree: &DecodeTree) -> Option<fn() -> Rc<DecoderRegistry>> {
+    fn parallel_registry(&self, tree: &DecodeTree) -> Option<fn() -> Arc<DecoderRegistry>> {
         let threads = match self.opts.threads {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
             n => n,
@@ -506,7 +507,7 @@ impl Lister<'_> {
         tree: &DecodeTree,
         ss: &Snapshot,
         source: &str,
-        make_registry: fn() -> Rc<DecoderRegistry>,
+        make_registry: fn() -> Arc<DecoderRegistry>,
         files: &[PathBuf],
         printer: Option<&Shared<GenElemPrinter>>,
     ) -> bool {
@@ -744,7 +745,7 @@ fn setup_tree(
     opts: &Opts,
     ss: &Snapshot,
     source: &str,
-    registry: Rc<DecoderRegistry>,
+    registry: Arc<DecoderRegistry>,
     out: Shared<MsgLogger>,
 ) -> crate::error::Result<Option<(DecodeTree, Vec<(u8, String, bool)>)>> {
     let mode = if opts.decode { DecodeMode::FullDecode } else { DecodeMode::PacketsOnly };
@@ -904,7 +905,7 @@ fn read_full(r: &mut dyn Read, buf: &mut [u8]) -> usize {
 /// banner), reading `OPENCSD_*` settings through `env`, writing to `out`.
 /// Returns the process exit status.
 pub fn run(argv: &[String], env: &dyn Fn(&str) -> Option<String>, out: Shared<MsgLogger>) -> i32 {
-    run_with_registry_fn(argv, env, out, || Rc::new(DecoderRegistry::builtin()))
+    run_with_registry_fn(argv, env, out, || Arc::new(DecoderRegistry::builtin()))
 }
 
 /// [`run`] with the protocols in `registry`: a program that lists trace of
@@ -918,7 +919,7 @@ pub fn run_with_registry(
     argv: &[String],
     env: &dyn Fn(&str) -> Option<String>,
     out: Shared<MsgLogger>,
-    registry: Rc<DecoderRegistry>,
+    registry: Arc<DecoderRegistry>,
 ) -> i32 {
     run_lister(argv, env, out, registry, None, None)
 }
@@ -929,7 +930,7 @@ pub fn run_with_registry_fn(
     argv: &[String],
     env: &dyn Fn(&str) -> Option<String>,
     out: Shared<MsgLogger>,
-    make_registry: fn() -> Rc<DecoderRegistry>,
+    make_registry: fn() -> Arc<DecoderRegistry>,
 ) -> i32 {
     run_lister(argv, env, out, make_registry(), Some(make_registry), None)
 }
@@ -948,7 +949,7 @@ pub fn run_program(
     argv: &[String],
     env: &dyn Fn(&str) -> Option<String>,
     out: Shared<MsgLogger>,
-    make_registry: fn() -> Rc<DecoderRegistry>,
+    make_registry: fn() -> Arc<DecoderRegistry>,
     echo: &dyn Fn(&str),
 ) -> i32 {
     run_lister(argv, env, out, make_registry(), Some(make_registry), Some(echo))
@@ -958,8 +959,8 @@ fn run_lister(
     argv: &[String],
     env: &dyn Fn(&str) -> Option<String>,
     out: Shared<MsgLogger>,
-    registry: Rc<DecoderRegistry>,
-    make_registry: Option<fn() -> Rc<DecoderRegistry>>,
+    registry: Arc<DecoderRegistry>,
+    make_registry: Option<fn() -> Arc<DecoderRegistry>>,
     echo: Option<&dyn Fn(&str)>,
 ) -> i32 {
     let args = argv.get(1..).unwrap_or(&[]);

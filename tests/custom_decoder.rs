@@ -5,7 +5,9 @@
 
 mod common;
 
-use std::rc::Rc;
+use coresight_decode::logger::SharedExt as _;
+
+use std::sync::Arc;
 
 use common::{temp_dir, write_files, Rng, RngExt};
 use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
@@ -133,10 +135,10 @@ impl DecoderFactory for EchoFactory {
     }
 }
 
-fn registry() -> Rc<DecoderRegistry> {
+fn registry() -> Arc<DecoderRegistry> {
     let mut r = DecoderRegistry::builtin();
-    r.register(Rc::new(EchoFactory)).unwrap();
-    Rc::new(r)
+    r.register(Arc::new(EchoFactory)).unwrap();
+    Arc::new(r)
 }
 
 /// Answers Wait on every `n`th element (0: never), printing all.
@@ -246,8 +248,8 @@ fn waits_every_n_elements_leave_the_listing_unchanged() {
 #[test]
 fn registry_refuses_a_repeated_name_and_finds_by_device_type() {
     let mut r = DecoderRegistry::builtin();
-    r.register(Rc::new(EchoFactory)).unwrap();
-    assert_eq!(r.register(Rc::new(EchoFactory)).err(), Some(ErrCode::DcdregNameRepeat));
+    r.register(Arc::new(EchoFactory)).unwrap();
+    assert_eq!(r.register(Arc::new(EchoFactory)).err(), Some(ErrCode::DcdregNameRepeat));
     assert_eq!(r.for_device_type("ECHO.2").unwrap().protocol_name(), "ECHO");
     assert_eq!(r.for_device_type("ETM4.2").unwrap().protocol_name(), "ETMV4I");
     assert_eq!(r.for_device_type("PFT1.1").unwrap().protocol_name(), "PTM");

@@ -4,8 +4,10 @@
 //! from the truth itself are the same, instruction by instruction and
 //! branch by branch, for A64, A32 and T32 code.
 
-use std::cell::RefCell;
-use std::rc::Rc;
+use coresight_decode::logger::SharedExt as _;
+
+use std::sync::Mutex;
+use std::sync::Arc;
 
 use coresight_decode::arch::Isa;
 use coresight_decode::generator::check::decode_into;
@@ -43,7 +45,7 @@ fn check(name: &str, opts: GenOptions, isa: Isa, endian: Endian) -> Outcome {
     let g = generate(&opts);
     let img = image(&g, isa);
     // 1. Decoded trace, through the export sink.
-    let b = Rc::new(RefCell::new(FlatTraceBuilder::new(Merge::All)));
+    let b = Arc::new(Mutex::new(FlatTraceBuilder::new(Merge::All)));
     decode_into(&g, Box::new(SharedBuilder(b.clone())), |_| {}).unwrap();
     b.borrow_mut().finish();
     let decoded = Coverage::compute(&img, &Execution::from_entries(&img, b.borrow().entries(None)));

@@ -5,9 +5,11 @@
 
 mod common;
 
-use std::cell::RefCell;
+use coresight_decode::logger::SharedExt as _;
+
+use std::sync::Mutex;
 use std::path::Path;
-use std::rc::Rc;
+use std::sync::Arc;
 
 use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use coresight_decode::decoder::DecodeMode;
@@ -105,7 +107,7 @@ impl ParallelSink for Seen {
     }
 }
 
-struct Collect(Rc<RefCell<Vec<(TrcIndex, u8, TraceElement)>>>);
+struct Collect(Arc<Mutex<Vec<(TrcIndex, u8, TraceElement)>>>);
 
 impl TrcGenElemIn for Collect {
     fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp {
@@ -122,7 +124,7 @@ fn elements_come_in_the_serial_order_with_the_serial_indices() {
 
     // Serial, in the lister's 1 KB blocks.
     let mut tree = ss.build_tree("ETB_0", DecodeMode::FullDecode, |_| {}).unwrap().unwrap();
-    let serial = Rc::new(RefCell::new(Vec::new()));
+    let serial = Arc::new(Mutex::new(Vec::new()));
     tree.set_gen_elem_out(Box::new(Collect(serial.clone())));
     for (n, block) in data.chunks(1024).enumerate() {
         let (r, used) = tree.trace_data_in(DatapathOp::Data, (n * 1024) as TrcIndex, block);

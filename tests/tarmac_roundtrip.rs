@@ -2,10 +2,12 @@
 //! trace units, memory from the ELF) → decode → Tarmac (the writer) →
 //! compare. The instruction streams must be the same.
 
-use std::cell::RefCell;
+use coresight_decode::logger::SharedExt as _;
+
+use std::sync::Mutex;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::rc::Rc;
+use std::sync::Arc;
 
 use coresight_decode::generator::BufferLayout;
 use coresight_decode::generator::check::decode_with;
@@ -15,7 +17,7 @@ use coresight_decode::tarmac::writer::{MemImage, TarmacWriter, WriterOptions};
 use coresight_decode::tarmac::Reader;
 
 #[derive(Clone, Default)]
-struct Shared(Rc<RefCell<Vec<u8>>>);
+struct Shared(Arc<Mutex<Vec<u8>>>);
 
 impl Write for Shared {
     fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {

@@ -1,10 +1,9 @@
 //! Decodes a generated snapshot in memory and compares the result with
 //! its truth.
 
-use std::cell::RefCell;
-use std::rc::Rc;
 
 use super::{Generated, Truth};
+use crate::logger::SharedExt;
 use crate::arch::ArchProfile;
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use crate::decoder::{CoreConfig, DecodeMode, SourceConfig};
@@ -16,7 +15,7 @@ use crate::snapshot_writer::DeviceSpec;
 use crate::tree::{DecodeTree, SourceFormat};
 
 /// Collects the truth items of decoded elements.
-struct Collect(Rc<RefCell<Vec<Truth>>>);
+struct Collect(crate::logger::Shared<Vec<Truth>>);
 
 impl TrcGenElemIn for Collect {
     fn trace_elem_in(&mut self, _index: TrcIndex, _trace_id: u8, elem: &TraceElement) -> DatapathResp {
@@ -46,7 +45,7 @@ fn source_config(dev: &DeviceSpec, core: Option<&DeviceSpec>) -> SourceConfig {
 /// first buffer's sources, takes each buffer in turn (end of trace, then a
 /// reset, after each); each buffer's items follow a [`Truth::Session`].
 pub fn decode(g: &Generated) -> Result<Vec<Truth>, String> {
-    let got = Rc::new(RefCell::new(Vec::new()));
+    let got = crate::logger::shared(Vec::new());
     decode_into(g, Box::new(Collect(got.clone())), |n| got.borrow_mut().push(Truth::Session(n)))?;
     let v = got.borrow().clone();
     Ok(comparable(v, g.truth.iter().any(Truth::is_detail)))
@@ -159,7 +158,7 @@ pub fn decode_dir(dir: &std::path::Path) -> Result<Vec<Truth>, String> {
     let names: Vec<String> = ss.buffer_names().iter().map(|s| s.to_string()).collect();
     let name = names.first().ok_or("no trace buffer")?;
     let mut tree = ss.build_tree(name, DecodeMode::FullDecode, |_| {}).map_err(|e| e.to_string())?.ok_or("no decodable source")?;
-    let got = Rc::new(RefCell::new(Vec::new()));
+    let got = crate::logger::shared(Vec::new());
     tree.set_gen_elem_out(Box::new(Collect(got.clone())));
     let multi = names.len() > 1;
     for (n, name) in names.iter().enumerate() {

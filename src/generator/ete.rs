@@ -448,10 +448,11 @@ mod tests {
         use crate::decoder::{PacketOut, PacketProcessor};
         use crate::etmv4::{EtmV4Config, EtmV4Packet, EtmV4PktProc, PktType};
         use crate::interfaces::PktDataIn;
-        use std::cell::RefCell;
+        use std::sync::Mutex;
+        use crate::logger::SharedExt as _;
         use std::collections::BTreeSet;
-        use std::rc::Rc;
-        struct Sink(Rc<RefCell<BTreeSet<String>>>);
+        use std::sync::Arc;
+        struct Sink(Arc<Mutex<BTreeSet<String>>>);
         impl PktDataIn<EtmV4Packet> for Sink {
             fn packet_data_in(&mut self, _op: DatapathOp, _i: TrcIndex, p: Option<&EtmV4Packet>) -> DatapathResp {
                 if let Some(p) = p {
@@ -472,7 +473,7 @@ mod tests {
                 DatapathResp::Cont
             }
         }
-        let seen = Rc::new(RefCell::new(BTreeSet::new()));
+        let seen = Arc::new(Mutex::new(BTreeSet::new()));
         for seed in 0..12 {
             let o = EteOptions::all(Choice::On).with("bb", Choice::Off).with("multi", if seed % 3 == 0 { Choice::On } else { Choice::Off });
             let g = generate_with(&opts(seed), &o);

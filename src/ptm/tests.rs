@@ -1,5 +1,6 @@
 //! PTM packet processor and decoder tests on hand-built trace.
 
+use crate::logger::SharedExt as _;
 use crate::test_rig::{lines, Rig};
 use super::{PtmConfig, PtmDecoder, PtmProcessor};
 use crate::arch::{ArchProfile, ArchVersion, CoreProfile};

@@ -12,6 +12,8 @@
 #[path = "../trc_cov/lcov.rs"]
 mod lcov;
 
+use coresight_decode::logger::SharedExt as _;
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -132,8 +134,8 @@ fn object_coverage_matches_the_oracle() {
 /// the path itself.
 #[test]
 fn real_execution_through_etmv4_gives_the_same_coverage() {
-    use std::cell::RefCell;
-    use std::rc::Rc;
+    use std::sync::Mutex;
+    use std::sync::Arc;
 
     use coresight_decode::arch::{ArchProfile, ArchVersion, CoreProfile, InstrInfo, InstrType, Isa};
     use coresight_decode::generator::check::decode_into;
@@ -220,7 +222,7 @@ fn real_execution_through_etmv4_gives_the_same_coverage() {
         },
         truth: Vec::new(),
     };
-    let b = Rc::new(RefCell::new(FlatTraceBuilder::new(Merge::All)));
+    let b = Arc::new(Mutex::new(FlatTraceBuilder::new(Merge::All)));
     decode_into(&g, Box::new(SharedBuilder(b.clone())), |_| {}).unwrap();
     b.borrow_mut().finish();
     let b = b.borrow();
