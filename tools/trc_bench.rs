@@ -175,12 +175,27 @@ fn main() -> ExitCode {
     }
     let Some(r) = best else { return ExitCode::FAILURE };
     let mb = r.bytes as f64 / (1024.0 * 1024.0);
-    println!("trc_bench: {dir} (buffer {source}), best of {iters} runs, {block}-byte blocks");
-    println!("  trace bytes   : {}", r.bytes);
-    println!("  elements      : {}", r.elements);
-    println!("  instructions  : {}", r.instructions);
-    println!("  time          : {:.4} s", r.seconds);
-    println!("  throughput    : {:.2} MB/s of trace", mb / r.seconds);
-    println!("  instructions  : {:.2} M/s", r.instructions as f64 / r.seconds / 1e6);
+    let report = format!(
+        "trc_bench: {dir} (buffer {source}), best of {iters} runs, {block}-byte blocks\n\
+         \x20 trace bytes   : {}\n\
+         \x20 elements      : {}\n\
+         \x20 instructions  : {}\n\
+         \x20 time          : {:.4} s\n\
+         \x20 throughput    : {:.2} MB/s of trace\n\
+         \x20 instructions  : {:.2} M/s\n",
+        r.bytes,
+        r.elements,
+        r.instructions,
+        r.seconds,
+        mb / r.seconds,
+        r.instructions as f64 / r.seconds / 1e6
+    );
+    // A closed pipe (`| head`) is not an error worth a panic.
+    use std::io::Write as _;
+    if let Err(e) = std::io::stdout().lock().write_all(report.as_bytes())
+        && e.kind() != std::io::ErrorKind::BrokenPipe
+    {
+        return cli::fail(PROGRAM, format!("standard output: {e}"));
+    }
     ExitCode::SUCCESS
 }
