@@ -16,13 +16,13 @@
 //! | `trace_on` | `reason`, `cycle_count`? |
 //! | `pe_context` | `isa`, `security`, `exception_level`?, `bits64`, `context_id`?, `vmid`?, `hart`?, `interrupts_enabled`?, `cycle_count`? |
 //! | `instr_range` | `isa`, `start`, `end`, `num_instr`, `last` (`executed`, `size`, `kind`, `subtype`, `conditional`), `cycle_count`? |
-//! | `i_range_no_path` | `isa`, `start`, `next`, `num_instr` |
+//! | `i_range_nopath` | `isa`, `start`, `next`, `num_instr` |
 //! | `addr_nacc` | `addr`, `mem_space` |
 //! | `addr_unknown`, `exception_ret`, `cycle_count` | `cycle_count`? |
 //! | `exception` | `number`, `preferred_return`?, `return_is_branch_target`, `cycle_count`? |
 //! | `timestamp` | `timestamp`, `cycle_count`? |
 //! | `event` | `event` (`trigger`, `numbered`, `unknown`), `number`? |
-//! | `sw_trace` | `master`?, `channel`?, `payload`? (`bits`, `value`, `packets`), `marker`, `trigger`, `frequency`, `global_error`, `master_error`, `timestamp`? |
+//! | `swtrace` | `master`?, `channel`?, `payload`? (`bits`, `value`, `packets`), `marker`, `trigger`, `frequency`, `global_error`, `master_error`, `timestamp`? |
 //! | `sync_marker` | `value` |
 //! | `mem_trans` | `op` |
 //! | `instrumentation` | `el`, `value` |
@@ -75,7 +75,7 @@ pub fn type_name(t: ElemType) -> &'static str {
         ElemType::EoTrace => "eo_trace",
         ElemType::PeContext => "pe_context",
         ElemType::InstrRange => "instr_range",
-        ElemType::IRangeNoPath => "i_range_no_path",
+        ElemType::IRangeNoPath => "i_range_nopath",
         ElemType::AddrNacc => "addr_nacc",
         ElemType::AddrUnknown => "addr_unknown",
         ElemType::Exception => "exception",
@@ -83,7 +83,7 @@ pub fn type_name(t: ElemType) -> &'static str {
         ElemType::Timestamp => "timestamp",
         ElemType::CycleCount => "cycle_count",
         ElemType::Event => "event",
-        ElemType::SwTrace => "sw_trace",
+        ElemType::SwTrace => "swtrace",
         ElemType::SyncMarker => "sync_marker",
         ElemType::MemTrans => "mem_trans",
         ElemType::Instrumentation => "instrumentation",
@@ -262,11 +262,11 @@ impl Serialize for JsonElement<'_> {
             },
             ElemType::SwTrace => {
                 let sw = &e.sw_trace;
-                if sw.id_valid && !sw.global_err {
+                if sw.id_valid {
                     m.serialize_entry("master", &sw.master_id)?;
                     m.serialize_entry("channel", &sw.channel_id)?;
                 }
-                if sw.payload_bits > 0 && !sw.global_err {
+                if sw.payload_bits > 0 {
                     m.serialize_entry("payload", &SwPayload(e))?;
                 }
                 m.serialize_entry("marker", &sw.marker)?;

@@ -255,8 +255,6 @@ fn generate(name: &str, args: &[&str]) -> PathBuf {
 /// The element name of the lister's text for a JSON `type`.
 fn opencsd_name(t: &str) -> String {
     let n = match t {
-        "i_range_no_path" => "I_RANGE_NOPATH",
-        "sw_trace" => "SWTRACE",
         "itm_trace" => "ITMTRACE",
         "mem_trans" => "MEMTRANS",
         other => return format!("OCSD_GEN_TRC_ELEM_{}", other.to_uppercase()),
@@ -321,7 +319,7 @@ fn json_lines_carry_the_elements_of_the_text_decode() {
             assert_eq!(v.get("cycle_count").is_some(), t.contains("[CC="), "{t} / {j}");
         }
     }
-    for k in ["instr_range", "pe_context", "exception", "timestamp", "sw_trace", "itm_trace", "no_sync", "trace_on", "eo_trace"] {
+    for k in ["instr_range", "pe_context", "exception", "timestamp", "swtrace", "itm_trace", "no_sync", "trace_on", "eo_trace"] {
         assert!(kinds.contains(k), "no {k} element in the generated snapshots: {kinds:?}");
     }
 }
