@@ -10,14 +10,14 @@
 //! with a packet monitor, so a protocol only writes its
 //! [`PacketProcessor`] and its `PktDataIn` decoder.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use crate::arch::ArchProfile;
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use crate::elem::{TraceElement, UnsyncInfo};
 use crate::error::{ErrCode, Error};
 use crate::interfaces::{InstrDecode, PktDataIn, PktRawDataMon, TargetMemAccess, TrcDataIn, TrcGenElemIn};
-use crate::logger::{ErrorLogger, Shared, SharedExt};
+use crate::logger::{ErrorLogger, Shared};
 use crate::printers::{PacketPrinter, TracePacket};
 
 /// Whether decoders list packets only or decode them fully.
@@ -123,13 +123,13 @@ impl TrcGenElemIn for ElemRouter {
     }
 }
 
-impl<T: TrcGenElemIn + ?Sized> TrcGenElemIn for Arc<Mutex<T>> {
+impl<T: TrcGenElemIn + ?Sized> TrcGenElemIn for Shared<T> {
     fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp {
         self.borrow_mut().trace_elem_in(index, trace_id, elem)
     }
 }
 
-impl<T: TrcDataIn + ?Sized> TrcDataIn for Arc<Mutex<T>> {
+impl<T: TrcDataIn + ?Sized> TrcDataIn for Shared<T> {
     fn trace_data_in(&mut self, op: DatapathOp, index: TrcIndex, data: &[u8]) -> (DatapathResp, usize) {
         self.borrow_mut().trace_data_in(op, index, data)
     }

@@ -36,6 +36,7 @@ pub mod protocols;
 pub(crate) mod pktproc;
 pub mod ptm;
 pub mod regress;
+pub mod shared;
 pub mod snapshot;
 pub mod snapshot_writer;
 pub mod stm;

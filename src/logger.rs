@@ -10,41 +10,12 @@ use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use crate::error::{ErrCode, Severity, TraceError};
 use crate::tree::SerialKey;
 
-/// Shared ownership of a component of a decode tree: the tree's services
-/// (memory, instruction decoder, element router, error logger) are used by
-/// every decoder in it. A mutex rather than a `RefCell` so that a whole
-/// tree is `Send` and can be built on one thread and run on another; on
-/// the data path only one thread ever holds it, so locking never waits.
-pub type Shared<T> = Arc<Mutex<T>>;
-
-/// Wraps a value for sharing between components.
-pub fn shared<T>(v: T) -> Shared<T> {
-    Arc::new(Mutex::new(v))
-}
-
-/// `RefCell`-style access to a [`Shared`] value: `borrow_mut()` locks it.
-/// A poisoned lock (a panic while it was held) is taken as it is: the
-/// data path keeps no invariant across a panic that the next call relies on.
-pub trait SharedExt<T: ?Sized> {
-    /// Locks the value for use.
-    fn borrow_mut(&self) -> MutexGuard<'_, T>;
-    /// Locks the value for reading (the same lock as [`borrow_mut`](Self::borrow_mut)).
-    fn borrow(&self) -> MutexGuard<'_, T> {
-        self.borrow_mut()
-    }
-}
-
-impl<T: ?Sized> SharedExt<T> for Mutex<T> {
-    #[inline]
-    fn borrow_mut(&self) -> MutexGuard<'_, T> {
-        self.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-}
+pub use crate::shared::{shared, Shared};
 
 /// Where text output goes.
 #[derive(Default)]

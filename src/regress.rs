@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use crate::lister;
-use crate::logger::{shared, MsgLogger, SharedExt};
+use crate::logger::{shared, MsgLogger};
 
 /// The program name given to the lister as `argv[0]` (it appears in the
 /// banner of written listings, as in OpenCSD's).

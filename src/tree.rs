@@ -11,7 +11,7 @@ use crate::deformatter::{DeformatterConfig, FrameDeformatter, IdStreamSink};
 use crate::error::{ErrCode, Error};
 use crate::instr::ArmInstrDecoder;
 use crate::interfaces::{InstrDecode, TrcDataIn, TrcGenElemIn, TrcRawFrameIn};
-use crate::logger::{shared, ErrLink, ErrorLogger, MsgLogger, Shared, SharedExt};
+use crate::logger::{shared, ErrLink, ErrorLogger, MsgLogger, Shared};
 use crate::memory::{CacheConfig, MemAccMapper, MemSpace};
 use crate::printers::PacketPrinter;
 

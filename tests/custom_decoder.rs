@@ -5,7 +5,6 @@
 
 mod common;
 
-use coresight_decode::logger::SharedExt as _;
 
 use std::sync::Arc;
 

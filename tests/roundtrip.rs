@@ -2,7 +2,6 @@
 //! decoded instruction ranges with the truth. A failure names the seed and
 //! the first differing item.
 
-use coresight_decode::logger::SharedExt as _;
 use coresight_decode::generator::check::check;
 use coresight_decode::generator::etmv4::{generate_with, Choice, Etmv4Options};
 use coresight_decode::generator::{generate, BufferLayout, GenOptions, GenProtocol};

@@ -2,9 +2,8 @@
 //! trace units, memory from the ELF) → decode → Tarmac (the writer) →
 //! compare. The instruction streams must be the same.
 
-use coresight_decode::logger::SharedExt as _;
 
-use std::sync::Mutex;
+use coresight_decode::shared::Lock;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -17,7 +16,7 @@ use coresight_decode::tarmac::writer::{MemImage, TarmacWriter, WriterOptions};
 use coresight_decode::tarmac::Reader;
 
 #[derive(Clone, Default)]
-struct Shared(Arc<Mutex<Vec<u8>>>);
+struct Shared(Arc<Lock<Vec<u8>>>);
 
 impl Write for Shared {
     fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {

@@ -6,9 +6,8 @@
 //! trc_decode -ss_dir DIR [-src_name BUFFER] [-id ID]... [-disasm] [-max_instr N]
 //! ```
 
-use coresight_decode::logger::SharedExt as _;
 
-use std::sync::Mutex;
+use coresight_decode::shared::Lock;
 use std::fmt::Write as _;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -23,7 +22,7 @@ use coresight_decode::snapshot::{Snapshot, TreeBuilder};
 
 /// Collects elements; they are printed after each block, when target
 /// memory is free to read for the disassembly.
-struct Collect(Arc<Mutex<Vec<(TrcIndex, u8, TraceElement)>>>);
+struct Collect(Arc<Lock<Vec<(TrcIndex, u8, TraceElement)>>>);
 
 impl TrcGenElemIn for Collect {
     fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp {
@@ -113,7 +112,7 @@ fn main() -> ExitCode {
     if !o.ids.is_empty() {
         tree.set_id_filter(Some(&o.ids));
     }
-    let got = Arc::new(Mutex::new(Vec::new()));
+    let got = Arc::new(Lock::new(Vec::new()));
     tree.set_gen_elem_out(Box::new(Collect(got.clone())));
     #[cfg(feature = "disasm")]
     let dis = if o.disasm {

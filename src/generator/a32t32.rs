@@ -1034,8 +1034,7 @@ pub(crate) fn bits_needed(v: u64) -> u32 {
 /// Decoding generated trace, and the encoders' statistics, in tests.
 #[cfg(test)]
 pub(crate) mod testing {
-    use std::sync::Mutex;
-    use crate::logger::SharedExt as _;
+    use crate::shared::Lock;
     use std::collections::BTreeMap;
     use std::ops::Range;
     use std::sync::Arc;
@@ -1049,7 +1048,7 @@ pub(crate) mod testing {
     use crate::memory::{BufferAccessor, MemSpace};
     use crate::tree::{DecodeTree, SourceFormat};
 
-    struct Collect(Arc<Mutex<Vec<TraceElement>>>);
+    struct Collect(Arc<Lock<Vec<TraceElement>>>);
 
     impl TrcGenElemIn for Collect {
         fn trace_elem_in(&mut self, _index: TrcIndex, _id: u8, elem: &TraceElement) -> DatapathResp {
@@ -1078,7 +1077,7 @@ pub(crate) mod testing {
             let acc = BufferAccessor::new(d.address, d.data.clone(), MemSpace::ANY).unwrap();
             mapper.borrow_mut().add_accessor(Box::new(acc)).unwrap();
         }
-        let got = Arc::new(Mutex::new(Vec::new()));
+        let got = Arc::new(Lock::new(Vec::new()));
         tree.set_gen_elem_out(Box::new(Collect(got.clone())));
         let (resp, used) = tree.trace_data_in(DatapathOp::Data, 0, &src.bytes);
         assert!(resp.is_cont() && used == src.bytes.len(), "{resp:?} {used}");

@@ -3,7 +3,6 @@
 
 
 use super::{Generated, Truth};
-use crate::logger::SharedExt;
 use crate::arch::ArchProfile;
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use crate::decoder::{CoreConfig, DecodeMode, SourceConfig};

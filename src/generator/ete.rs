@@ -448,11 +448,10 @@ mod tests {
         use crate::decoder::{PacketOut, PacketProcessor};
         use crate::etmv4::{EtmV4Config, EtmV4Packet, EtmV4PktProc, PktType};
         use crate::interfaces::PktDataIn;
-        use std::sync::Mutex;
-        use crate::logger::SharedExt as _;
+        use crate::shared::Lock;
         use std::collections::BTreeSet;
         use std::sync::Arc;
-        struct Sink(Arc<Mutex<BTreeSet<String>>>);
+        struct Sink(Arc<Lock<BTreeSet<String>>>);
         impl PktDataIn<EtmV4Packet> for Sink {
             fn packet_data_in(&mut self, _op: DatapathOp, _i: TrcIndex, p: Option<&EtmV4Packet>) -> DatapathResp {
                 if let Some(p) = p {
@@ -473,7 +472,7 @@ mod tests {
                 DatapathResp::Cont
             }
         }
-        let seen = Arc::new(Mutex::new(BTreeSet::new()));
+        let seen = Arc::new(Lock::new(BTreeSet::new()));
         for seed in 0..12 {
             let o = EteOptions::all(Choice::On).with("bb", Choice::Off).with("multi", if seed % 3 == 0 { Choice::On } else { Choice::Off });
             let g = generate_with(&opts(seed), &o);

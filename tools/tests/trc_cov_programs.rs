@@ -12,7 +12,6 @@
 #[path = "../trc_cov/lcov.rs"]
 mod lcov;
 
-use coresight_decode::logger::SharedExt as _;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -134,7 +133,7 @@ fn object_coverage_matches_the_oracle() {
 /// the path itself.
 #[test]
 fn real_execution_through_etmv4_gives_the_same_coverage() {
-    use std::sync::Mutex;
+    use coresight_decode::shared::Lock;
     use std::sync::Arc;
 
     use coresight_decode::arch::{ArchProfile, ArchVersion, CoreProfile, InstrInfo, InstrType, Isa};
@@ -222,7 +221,7 @@ fn real_execution_through_etmv4_gives_the_same_coverage() {
         },
         truth: Vec::new(),
     };
-    let b = Arc::new(Mutex::new(FlatTraceBuilder::new(Merge::All)));
+    let b = Arc::new(Lock::new(FlatTraceBuilder::new(Merge::All)));
     decode_into(&g, Box::new(SharedBuilder(b.clone())), |_| {}).unwrap();
     b.borrow_mut().finish();
     let b = b.borrow();
