@@ -11,7 +11,7 @@ use common::{Rng, RngExt};
 use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use coresight_decode::deformatter::{DeformatterConfig, FrameDeformatter, IdStreamSink};
 use coresight_decode::error::ErrCode;
-use coresight_decode::formatter::{FormatterConfig, FrameFormatter};
+use coresight_generator::formatter::{FormatterConfig, FrameFormatter};
 use coresight_decode::interfaces::{RawFrameKind, TrcRawFrameIn};
 use coresight_decode::logger::{shared, ErrLink, ErrorLogger, MsgLogger};
 

@@ -9,8 +9,8 @@ use coresight_decode::shared::Lock;
 use std::sync::Arc;
 
 use coresight_decode::arch::Isa;
-use coresight_decode::generator::check::decode_into;
-use coresight_decode::generator::{generate, BufferLayout, GenOptions, GenProtocol, Generated, Truth};
+use coresight_generator::check::decode_into;
+use coresight_generator::{generate, BufferLayout, GenOptions, GenProtocol, Generated, Truth};
 use coresight_decode::gnatcov::coverage::{CodeImage, Coverage, Execution, InsnState};
 use coresight_decode::gnatcov::export::{ExecSignature, FlatTraceBuilder, Merge, SharedBuilder};
 use coresight_decode::gnatcov::format::{DateTime, Endian, Entry, Op, TraceFile};

@@ -137,15 +137,15 @@ fn real_execution_through_etmv4_gives_the_same_coverage() {
     use std::sync::Arc;
 
     use coresight_decode::arch::{ArchProfile, ArchVersion, CoreProfile, InstrInfo, InstrType, Isa};
-    use coresight_decode::generator::check::decode_into;
-    use coresight_decode::generator::etmv4::{Encoder, PktCtx};
-    use coresight_decode::generator::Generated;
+    use coresight_generator::check::decode_into;
+    use coresight_generator::etmv4::{Encoder, PktCtx};
+    use coresight_generator::Generated;
     use coresight_decode::gnatcov::coverage::{CodeImage, Coverage, Execution};
     use coresight_decode::gnatcov::export::{FlatTraceBuilder, Merge, SharedBuilder};
     use coresight_decode::gnatcov::format::read_file;
     use coresight_decode::instr::ArmInstrDecoder;
     use coresight_decode::interfaces::InstrDecode;
-    use coresight_decode::snapshot_writer::{BufferSpec, DeviceSpec, DumpSpec, SnapshotSpec};
+    use coresight_generator::snapshot_writer::{BufferSpec, DeviceSpec, DumpSpec, SnapshotSpec};
 
     let elf = std::fs::read(fixture("prog-a64.elf")).unwrap();
     let img = CodeImage::from_elf(&elf).unwrap();

@@ -12,7 +12,7 @@ use coresight_decode::arch::{ArchProfile, ArchVersion, CoreProfile};
 use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use coresight_decode::decoder::{CoreConfig, DecodeMode, SourceConfig};
 pub use coresight_decode::elem::{DataAccess, DataAccessKind, ElemType, TraceElement, UnsyncInfo};
-pub use coresight_decode::generator::Rng;
+pub use coresight_generator::Rng;
 use coresight_decode::interfaces::{TargetMemAccess, TrcDataIn, TrcGenElemIn};
 use coresight_decode::memory::{BufferAccessor, MemSpace};
 use coresight_decode::tree::{DecodeTree, SourceFormat};

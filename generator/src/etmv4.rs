@@ -30,7 +30,7 @@
 
 use super::flow::{self, Cause, Ctx, End, Event, Seg, Term, WalkCfg};
 use super::{GenOptions, GenProtocol, Generated, Rng, Truth, a64, layout_buffer, t32m};
-use crate::elem::MemTrans;
+use coresight_decode::elem::MemTrans;
 use crate::snapshot_writer::{BufferSpec, DeviceSpec, DumpSpec, SnapshotSpec};
 
 /// Register values of the original, option-less configuration.
@@ -1382,11 +1382,11 @@ mod tests {
     /// The atom packets decode to the atoms they were made from.
     #[test]
     fn atom_packets_decode_to_their_atoms() {
-        use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
-        use crate::decoder::{PacketOut, PacketProcessor};
-        use crate::etmv4::{EtmV4Config, EtmV4Packet, EtmV4PktProc};
-        use crate::interfaces::PktDataIn;
-        use crate::shared::Lock;
+        use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
+        use coresight_decode::decoder::{PacketOut, PacketProcessor};
+        use coresight_decode::etmv4::{EtmV4Config, EtmV4Packet, EtmV4PktProc};
+        use coresight_decode::interfaces::PktDataIn;
+        use coresight_decode::shared::Lock;
         use std::sync::Arc;
         struct Sink(Arc<Lock<Vec<bool>>>);
         impl PktDataIn<EtmV4Packet> for Sink {
@@ -1471,13 +1471,13 @@ mod tests {
     /// every feature the generator knows turns up.
     #[test]
     fn every_feature_turns_up() {
-        use crate::arch::{ArchProfile, ArchVersion, CoreProfile};
-        use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
-        use crate::decoder::{PacketOut, PacketProcessor};
-        use crate::etmv4::{EtmV4Config, EtmV4Packet, EtmV4PktProc, PktType};
-        use crate::generator::BufferLayout;
-        use crate::interfaces::PktDataIn;
-        use crate::shared::Lock;
+        use coresight_decode::arch::{ArchProfile, ArchVersion, CoreProfile};
+        use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
+        use coresight_decode::decoder::{PacketOut, PacketProcessor};
+        use coresight_decode::etmv4::{EtmV4Config, EtmV4Packet, EtmV4PktProc, PktType};
+        use crate::BufferLayout;
+        use coresight_decode::interfaces::PktDataIn;
+        use coresight_decode::shared::Lock;
         use std::collections::BTreeSet;
         use std::sync::Arc;
         struct Sink(Arc<Lock<BTreeSet<String>>>);

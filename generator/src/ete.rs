@@ -375,8 +375,8 @@ pub(super) fn generate_given(seed: u64, segs: &[super::flow::Seg], images: &[(u6
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::generator::BufferLayout;
-    use crate::generator::check::check;
+    use crate::BufferLayout;
+    use crate::check::check;
 
     fn opts(seed: u64) -> GenOptions {
         GenOptions { seed, protocol: super::super::GenProtocol::Ete(EteOptions::default()), layout: BufferLayout::Unformatted, length: 300 }
@@ -443,12 +443,12 @@ mod tests {
     /// reads as a bad or reserved packet.
     #[test]
     fn every_ete_packet_turns_up() {
-        use crate::arch::{ArchProfile, ArchVersion, CoreProfile};
-        use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
-        use crate::decoder::{PacketOut, PacketProcessor};
-        use crate::etmv4::{EtmV4Config, EtmV4Packet, EtmV4PktProc, PktType};
-        use crate::interfaces::PktDataIn;
-        use crate::shared::Lock;
+        use coresight_decode::arch::{ArchProfile, ArchVersion, CoreProfile};
+        use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
+        use coresight_decode::decoder::{PacketOut, PacketProcessor};
+        use coresight_decode::etmv4::{EtmV4Config, EtmV4Packet, EtmV4PktProc, PktType};
+        use coresight_decode::interfaces::PktDataIn;
+        use coresight_decode::shared::Lock;
         use std::collections::BTreeSet;
         use std::sync::Arc;
         struct Sink(Arc<Lock<BTreeSet<String>>>);
