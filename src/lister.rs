@@ -8,7 +8,6 @@ use std::io::Read;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use crate::logger::SharedExt;
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use std::sync::Arc;
 

@@ -10,41 +10,12 @@ use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use crate::error::{ErrCode, Severity, TraceError};
 use crate::tree::SerialKey;
 
-/// Shared ownership of a component of a decode tree: the tree's services
-/// (memory, instruction decoder, element router, error logger) are used by
-/// every decoder in it. A mutex rather than a `RefCell` so that a whole
-/// tree is `Send` and can be built on one thread and run on another; on
-/// the data path only one thread ever holds it, so locking never waits.
-pub type Shared<T> = Arc<Mutex<T>>;
-
-/// Wraps a value for sharing between components.
-pub fn shared<T>(v: T) -> Shared<T> {
-    Arc::new(Mutex::new(v))
-}
-
-/// `RefCell`-style access to a [`Shared`] value: `borrow_mut()` locks it.
-/// A poisoned lock (a panic while it was held) is taken as it is: the
-/// data path keeps no invariant across a panic that the next call relies on.
-pub trait SharedExt<T: ?Sized> {
-    /// Locks the value for use.
-    fn borrow_mut(&self) -> MutexGuard<'_, T>;
-    /// Locks the value for reading (the same lock as [`borrow_mut`](Self::borrow_mut)).
-    fn borrow(&self) -> MutexGuard<'_, T> {
-        self.borrow_mut()
-    }
-}
-
-impl<T: ?Sized> SharedExt<T> for Mutex<T> {
-    #[inline]
-    fn borrow_mut(&self) -> MutexGuard<'_, T> {
-        self.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-}
+pub use crate::shared::{shared, Shared};
 
 /// Where text output goes.
 #[derive(Default)]
@@ -83,10 +54,12 @@ impl MsgLogger {
         (self.take_captured(), marks)
     }
 
+    /// Writes to standard output (buffered) when `on`.
     pub fn set_stdout(&mut self, on: bool) {
         self.stdout = on.then(|| BufWriter::with_capacity(1 << 16, io::stdout()));
     }
 
+    /// Writes to standard error when `on`.
     pub fn set_stderr(&mut self, on: bool) {
         self.stderr = on;
     }
@@ -129,6 +102,7 @@ impl MsgLogger {
         self.capture.as_mut().map(std::mem::take).unwrap_or_default()
     }
 
+    /// Flushes buffered output.
     pub fn flush(&mut self) {
         if let Some(o) = self.stdout.as_mut() {
             let _ = o.flush();
@@ -165,10 +139,12 @@ impl Default for ErrorLogger {
 }
 
 impl ErrorLogger {
+    /// An error logger keeping messages up to `verbosity` and writing them to `out`.
     pub fn new(verbosity: Severity, out: Option<Shared<MsgLogger>>) -> Self {
         ErrorLogger { verbosity, out, ..Default::default() }
     }
 
+    /// Sets where logged errors are written (`None`: only to the `log` crate).
     pub fn set_output(&mut self, out: Option<Shared<MsgLogger>>) {
         self.out = out;
     }
@@ -228,11 +204,13 @@ pub struct ErrLink {
 }
 
 impl ErrLink {
+    /// Registers a component called `name` with `logger`.
     pub fn new(logger: &Shared<ErrorLogger>, name: impl Into<String>) -> Self {
         let src = logger.borrow_mut().register_source(name);
         ErrLink { logger: logger.clone(), src, counts: Arc::default() }
     }
 
+    /// Logs an error raised by this component (and counts packet errors).
     pub fn log(&self, err: &TraceError) {
         match err.code {
             ErrCode::InvalidPcktHdr => self.counts[0].fetch_add(1, Ordering::Relaxed),
@@ -247,6 +225,7 @@ impl ErrLink {
         (self.counts[0].load(Ordering::Relaxed), self.counts[1].load(Ordering::Relaxed))
     }
 
+    /// Logs a message from this component at severity `sev`.
     pub fn message(&self, sev: Severity, msg: &str) {
         self.logger.borrow_mut().log_message(self.src, sev, msg);
     }

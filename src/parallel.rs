@@ -35,7 +35,7 @@ use crate::deformatter::{FrameDeformatter, IdStreamSink};
 use crate::elem::TraceElement;
 use crate::error::{ErrCode, Error};
 use crate::interfaces::{TrcDataIn, TrcGenElemIn};
-use crate::logger::{shared, MsgLogger, Shared, SharedExt};
+use crate::logger::{shared, MsgLogger, Shared};
 use crate::tree::{DecodeTree, SerialKey, SourceFormat};
 
 /// Receives the merged output of a parallel decode, in serial order.

@@ -3,7 +3,6 @@
 
 use std::fmt::Write as _;
 
-use crate::logger::SharedExt;
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use crate::elem::{push_dec, push_hex, TraceElement};
 use crate::interfaces::{PktDataIn, PktRawDataMon, RawFrameKind, TrcGenElemIn, TrcRawFrameIn};

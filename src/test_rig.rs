@@ -3,7 +3,6 @@
 //! write into one captured listing, as the lister's would, and the ways of
 //! feeding a component that the lister uses (blocks, waits, end of trace).
 
-use crate::logger::SharedExt as _;
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use crate::decoder::{DecodeContext, DecodeMode, ElemRouter, TraceComponent};
 use crate::error::Severity;

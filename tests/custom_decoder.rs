@@ -5,7 +5,6 @@
 
 mod common;
 
-use coresight_decode::logger::SharedExt as _;
 
 use std::sync::Arc;
 
@@ -18,7 +17,7 @@ use coresight_decode::decoder::{
 use coresight_decode::deformatter::DeformatterConfig;
 use coresight_decode::elem::{ElemType, EventType, TraceElement};
 use coresight_decode::error::{ErrCode, Error};
-use coresight_decode::formatter::{FormatterConfig, FrameFormatter};
+use coresight_generator::formatter::{FormatterConfig, FrameFormatter};
 use coresight_decode::interfaces::{PktDataIn, TrcDataIn, TrcGenElemIn};
 use coresight_decode::logger::{shared, MsgLogger, Shared};
 use coresight_decode::printers::{GenElemPrinter, TracePacket};

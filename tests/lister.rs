@@ -1,7 +1,6 @@
 //! The lister end to end, in-process: listing stability under forced waits,
 //! option errors, and the snapshot shipped for the README.
 
-use coresight_decode::logger::SharedExt as _;
 
 use coresight_decode::lister;
 use coresight_decode::logger::{shared, MsgLogger};

@@ -3,7 +3,6 @@
 
 mod common;
 
-use coresight_decode::logger::SharedExt as _;
 use std::path::Path;
 
 use common::{temp_dir, write_files};

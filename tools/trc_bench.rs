@@ -9,9 +9,8 @@
 //! instructions per second (instructions counted from the instruction
 //! ranges' instruction counts). The best of `N` runs is reported.
 
-use coresight_decode::logger::SharedExt as _;
 
-use std::sync::Mutex;
+use coresight_decode::shared::Lock;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
@@ -65,7 +64,7 @@ struct Counter {
     instructions: u64,
 }
 
-struct CountSink(Arc<Mutex<Counter>>);
+struct CountSink(Arc<Lock<Counter>>);
 
 impl TrcGenElemIn for CountSink {
     fn trace_elem_in(&mut self, _index: TrcIndex, _trace_id: u8, elem: &TraceElement) -> DatapathResp {
@@ -99,7 +98,7 @@ fn run_once(ss: &Snapshot, source: &str, data: &[u8], block: usize) -> Result<Ru
             let _ = d.configure(cfg);
         }
     }
-    let counter = Arc::new(Mutex::new(Counter::default()));
+    let counter = Arc::new(Lock::new(Counter::default()));
     tree.set_gen_elem_out(Box::new(CountSink(counter.clone())));
 
     let start = Instant::now();

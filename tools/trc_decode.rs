@@ -20,7 +20,7 @@ use coresight_decode::decoder::DecodeMode;
 use coresight_decode::elem::{ElemType, TraceElement};
 use coresight_decode::error::{ErrCode, Error};
 use coresight_decode::interfaces::{TargetMemAccess, TrcDataIn, TrcGenElemIn};
-use coresight_decode::logger::{shared, MsgLogger, Shared, SharedExt as _};
+use coresight_decode::logger::{shared, MsgLogger, Shared};
 use coresight_decode::memory::{MemAccMapper, MemSpace};
 use coresight_decode::parallel::{decode_parallel, ParallelOptions, ParallelSink, WorkerSetup};
 use coresight_decode::snapshot::{Snapshot, TreeBuilder};

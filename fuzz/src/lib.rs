@@ -16,7 +16,6 @@
 //!
 //! `seeds.py` writes seeds in this layout from the project's snapshots.
 
-use coresight_decode::logger::SharedExt as _;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::path::PathBuf;

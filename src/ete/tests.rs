@@ -2,9 +2,8 @@
 //! small A64 programs with their exact generic elements. The ETMv4 test
 //! helpers are shared (ETE runs on the same processor and decoder).
 
-use crate::logger::SharedExt as _;
 
-use std::sync::Mutex;
+use crate::shared::Lock;
 use std::sync::Arc;
 
 use super::*;
@@ -674,9 +673,9 @@ fn decode_sessions(cfg: EtmV4Config, sessions: &[&[u8]]) -> Vec<String> {
     let mut mapper = MemAccMapper::default();
     mapper.add_accessor(Box::new(BufferAccessor::new(0x1000, program(), MemSpace::ANY).unwrap())).unwrap();
     let err_out = shared(MsgLogger::capture());
-    let elems = Arc::new(Mutex::new(Vec::new()));
+    let elems = Arc::new(Lock::new(Vec::new()));
     let router = shared(ElemRouter::default());
-    struct Log(Arc<Mutex<Vec<String>>>);
+    struct Log(Arc<Lock<Vec<String>>>);
     impl crate::interfaces::TrcGenElemIn for Log {
         fn trace_elem_in(&mut self, index: u64, trace_id: u8, elem: &crate::elem::TraceElement) -> crate::datapath::DatapathResp {
             let mut s = format!("Idx:{index}; ID:{trace_id:x}; ");

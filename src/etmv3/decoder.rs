@@ -15,7 +15,6 @@
 
 use super::packet::{Etmv3Packet, Etmv3PktType};
 use super::{Etmv3Config, Etmv3TraceMode};
-use crate::logger::SharedExt;
 use crate::arch::{CoreProfile, ExceptionLevel, InstrInfo, InstrType, SecurityState};
 use crate::datapath::{DatapathResp, TrcIndex};
 use crate::decoder::{DecodeContext, ElemRouter, PacketDecoder};

@@ -1,6 +1,5 @@
 //! ETMv3 packet processor and decoder tests on hand-built trace.
 
-use crate::logger::SharedExt as _;
 use super::{Etmv3Config, Etmv3Decoder, Etmv3Processor};
 use crate::arch::{ArchProfile, ArchVersion, CoreProfile};
 use crate::datapath::DatapathOp;

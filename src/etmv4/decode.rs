@@ -10,7 +10,6 @@
 
 use std::collections::VecDeque;
 
-use crate::logger::SharedExt;
 use crate::arch::{ExceptionLevel, InstrInfo, InstrSubType, InstrType, Isa, SecurityState};
 use crate::datapath::{DatapathResp, TrcIndex};
 use crate::decoder::{DecodeContext, DecoderOptions, ElemRouter, PacketDecoder};

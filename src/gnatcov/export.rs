@@ -18,7 +18,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 
-use crate::logger::{Shared, SharedExt};
+use crate::logger::{Shared};
 use crate::arch::{InstrType, Isa};
 use crate::datapath::{DatapathResp, TrcIndex};
 use crate::elem::{ElemType, TraceElement};

@@ -8,7 +8,6 @@
 //! and GTS2 (high bits) packets and sent once complete. An overflow
 //! packet marks the next element sent.
 
-use crate::logger::SharedExt;
 use crate::datapath::{DatapathResp, TrcIndex};
 use crate::decoder::{ElemRouter, GateStep, PacketDecoder, SyncGate};
 use crate::elem::{ElemType, ItmInfo, ItmPktKind, TraceElement, UnsyncInfo};

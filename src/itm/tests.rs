@@ -1,6 +1,5 @@
 //! ITM unit tests: hand-built byte streams, exact packets and elements.
 
-use crate::logger::SharedExt as _;
 use crate::datapath::{DatapathOp, DatapathResp};
 use crate::decoder::{DecodeMode, Pipeline};
 use crate::interfaces::TrcDataIn;

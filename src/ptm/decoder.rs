@@ -14,7 +14,6 @@ use std::fmt::Write as _;
 use super::packet::{PtmPacket, PtmPktType};
 use super::shared::{initial_element, ISyncReason, ReturnStack};
 use super::PtmConfig;
-use crate::logger::SharedExt;
 use crate::arch::{InstrInfo, InstrType, Isa, SecurityState};
 use crate::datapath::{DatapathResp, TrcIndex};
 use crate::decoder::{DecodeContext, ElemRouter, PacketDecoder};

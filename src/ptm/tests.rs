@@ -1,6 +1,5 @@
 //! PTM packet processor and decoder tests on hand-built trace.
 
-use crate::logger::SharedExt as _;
 use crate::test_rig::{lines, Rig};
 use super::{PtmConfig, PtmDecoder, PtmProcessor};
 use crate::arch::{ArchProfile, ArchVersion, CoreProfile};

@@ -6,7 +6,6 @@
 //! the first ASYNC give one NO_SYNC element; a bad packet is fatal to the
 //! data path (OpenCSD's choice), and the decoder restarts from NO_SYNC.
 
-use crate::logger::SharedExt;
 use crate::datapath::{DatapathResp, TrcIndex};
 use crate::decoder::{ElemRouter, GateStep, PacketDecoder, SyncGate};
 use crate::elem::{ElemType, SwTraceInfo, TraceElement, UnsyncInfo};

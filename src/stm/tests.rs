@@ -1,6 +1,5 @@
 //! STM unit tests: hand-built nibble streams, exact packets and elements.
 
-use crate::logger::SharedExt as _;
 use crate::datapath::{DatapathOp, DatapathResp};
 use crate::decoder::{DecodeMode, Pipeline};
 use crate::interfaces::TrcDataIn;

@@ -27,7 +27,6 @@
 use std::fmt::Write as _;
 use std::io::Write;
 
-use crate::logger::SharedExt;
 use crate::arch::{Isa, SecurityState};
 use crate::datapath::{DatapathResp, TrcIndex};
 use crate::elem::{ElemType, TraceElement};

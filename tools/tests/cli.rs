@@ -1,4 +1,5 @@
-//! Command-line conventions of every program: `--help` (exit 0, each
+//! Command-line conventions of every program (trc_regress's are checked
+//! in its own crate, regress/tests/program.rs): `--help` (exit 0, each
 //! option explained), `--version`, bad usage (exit 2, message on stderr),
 //! a missing snapshot or file (exit 1, message on stderr naming it); and
 //! trc_decode's outputs: JSON Lines against the text decode, threads,
@@ -40,7 +41,6 @@ const LISTER: &str = env!("CARGO_BIN_EXE_trc_pkt_lister");
 const DECODE: &str = env!("CARGO_BIN_EXE_trc_decode");
 const GEN: &str = env!("CARGO_BIN_EXE_trc_gen");
 const BENCH: &str = env!("CARGO_BIN_EXE_trc_bench");
-const REGRESS: &str = env!("CARGO_BIN_EXE_trc_regress");
 const COV: &str = env!("CARGO_BIN_EXE_trc_cov");
 const TARMAC: &str = env!("CARGO_BIN_EXE_tarmac");
 
@@ -76,7 +76,6 @@ fn every_program_explains_every_option_in_its_help() {
         (TARMAC, &["decode", "--help"], &["--output", "--flow", "--exceptions", "--trace-matcher", "--no-disasm", "--link-registers"]),
         (TARMAC, &["compare", "--help"], &["--window", "--skip-time", "--ignore-ccfail", "--start", "--boot", "--skip-remainder", "--stop-first", "--context"]),
         (TARMAC, &["dump", "--help"], &["--implicit-thumb", "--events"]),
-        (REGRESS, &["--help"], &["--cases", "--library", "--only", "--keep", "--diff", "--write", "--summary-tsv", "--json", "--help"]),
         (
             LISTER,
             &["--help"],
@@ -121,7 +120,6 @@ fn every_program_prints_its_version() {
         (BENCH, format!("trc_bench {v}")),
         (COV, format!("trc_cov {v}")),
         (TARMAC, format!("tarmac {v}")),
-        (REGRESS, format!("trc_regress {v}")),
         (LISTER, format!("trc_pkt_lister (coresight-decode) {v}")),
     ] {
         let o = run(bin, &["--version"]);

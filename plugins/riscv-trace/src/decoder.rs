@@ -24,7 +24,6 @@
 
 use std::collections::VecDeque;
 
-use coresight_decode::logger::SharedExt as _;
 use coresight_decode::arch::{ExceptionLevel, InstrSubType, InstrType, Isa};
 use coresight_decode::datapath::{DatapathResp, TrcIndex};
 use coresight_decode::decoder::{DecodeContext, ElemRouter, PacketDecoder};

@@ -5,7 +5,6 @@
 
 mod common;
 
-use coresight_decode::logger::SharedExt as _;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -194,7 +193,7 @@ fn gnatcov_export_of_the_shipped_snapshot_is_em_riscv_with_qemus_coverage() {
         .build("tbuf", coresight_decode::decoder::DecodeMode::FullDecode, |_| {})
         .unwrap()
         .unwrap();
-    let b = std::sync::Arc::new(std::sync::Mutex::new(FlatTraceBuilder::new(Merge::All)));
+    let b = std::sync::Arc::new(coresight_decode::shared::Lock::new(FlatTraceBuilder::new(Merge::All)));
     tree.set_gen_elem_out(Box::new(coresight_decode::gnatcov::export::SharedBuilder(b.clone())));
     let data = std::fs::read(dir.join("trace.bin")).unwrap();
     let (r, used) = tree.trace_data_in(DatapathOp::Data, 0, &data);

@@ -6,7 +6,6 @@
 
 mod common;
 
-use coresight_decode::logger::SharedExt as _;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 

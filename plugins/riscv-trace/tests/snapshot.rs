@@ -4,7 +4,6 @@
 
 mod common;
 
-use coresight_decode::logger::SharedExt as _;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -101,8 +100,8 @@ fn a_tree_built_from_a_snapshot_with_the_plug_in_registered() {
         .expect("a tree with the RISC-V decoder");
     let ids: Vec<(u8, String, String)> = tree.elements().map(|(id, e)| (id, e.protocol.clone(), e.source_name.clone())).collect();
     assert_eq!(ids, [(0, "RISCV".to_string(), "rvtrace_0".to_string())]);
-    let out = Arc::new(std::sync::Mutex::new(Vec::new()));
-    struct Sink(Arc<std::sync::Mutex<Elems>>);
+    let out = Arc::new(coresight_decode::shared::Lock::new(Vec::new()));
+    struct Sink(Arc<coresight_decode::shared::Lock<Elems>>);
     impl coresight_decode::interfaces::TrcGenElemIn for Sink {
         fn trace_elem_in(&mut self, i: u64, _id: u8, e: &TraceElement) -> coresight_decode::datapath::DatapathResp {
             self.0.borrow_mut().push((i, e.clone()));
@@ -264,8 +263,8 @@ fn by_hand_without_a_snapshot_or_registry() {
     let cfg = riscv_trace::RiscvTraceConfig::new(c.trace, c.tbufstart, c.tbufend, c.tbufwrite, p.isa).unwrap();
     let component = riscv_trace::create_component(cfg, &tree.decode_context()).unwrap();
     tree.add_decoder(0, riscv_trace::PROTOCOL_NAME, component).unwrap();
-    let out = Arc::new(std::sync::Mutex::new(Vec::new()));
-    struct Sink(Arc<std::sync::Mutex<Elems>>);
+    let out = Arc::new(coresight_decode::shared::Lock::new(Vec::new()));
+    struct Sink(Arc<coresight_decode::shared::Lock<Elems>>);
     impl coresight_decode::interfaces::TrcGenElemIn for Sink {
         fn trace_elem_in(&mut self, i: u64, _id: u8, e: &TraceElement) -> coresight_decode::datapath::DatapathResp {
             self.0.borrow_mut().push((i, e.clone()));

@@ -29,8 +29,8 @@ use std::io::{self, BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use crate::lister;
-use crate::logger::{shared, MsgLogger, SharedExt};
+use coresight_decode::lister;
+use coresight_decode::logger::{shared, MsgLogger};
 
 /// The program name given to the lister as `argv[0]` (it appears in the
 /// banner of written listings, as in OpenCSD's).
