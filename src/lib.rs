@@ -25,7 +25,6 @@ pub mod itm;
 pub mod error;
 pub mod instr;
 pub mod interfaces;
-pub mod lister;
 pub mod logger;
 pub mod memory;
 pub mod parallel;

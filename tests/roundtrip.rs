@@ -334,15 +334,12 @@ mod ptm_etmv3 {
 
 
 /// ETE (Armv9) on A64 code: every option forced on in some seeds, both
-/// buffer layouts, several sessions decoded in turn (and once through the
-/// lister, end to end).
+/// buffer layouts, several sessions decoded in turn (through the lister,
+/// end to end: tools/tests/lister.rs).
 mod ete {
     use super::*;
     use coresight_generator::Truth;
-    use coresight_generator::check::{decode_dir, truth_from_listing};
     use coresight_generator::ete::{self, EteOptions};
-    use coresight_decode::lister;
-    use coresight_decode::logger::{MsgLogger, shared};
 
     pub(super) fn ete_round_trips(seeds: std::ops::Range<u64>, layout: BufferLayout, o: EteOptions, length: usize) {
         for seed in seeds {
@@ -422,51 +419,4 @@ mod ete {
         assert!(err.starts_with(&format!("item {i}: expected `")) && err.ends_with(&format!("decoded `{want}`")), "{err}");
     }
 
-    /// Splits items at each session start: (session number, its items).
-    fn sessions(items: &[Truth]) -> Vec<(u32, Vec<Truth>)> {
-        let mut v: Vec<(u32, Vec<Truth>)> = Vec::new();
-        for t in items {
-            match t {
-                Truth::Session(n) => v.push((*n, Vec::new())),
-                t => v.last_mut().expect("items before the first session").1.push(t.clone()),
-            }
-        }
-        v
-    }
-
-    /// A generated multi-session snapshot written to disk, listed by the
-    /// lister with `-multi_session -decode`, decodes to its truth session
-    /// by session.
-    #[test]
-    fn ete_multi_session_end_to_end() {
-        for (seed, layout) in [(7u64, BufferLayout::Unformatted), (8, BufferLayout::Formatted)] {
-            let o = EteOptions::all(Choice::On).with("bb", Choice::Off).with("multi", Choice::On);
-            let opts = GenOptions { seed, protocol: GenProtocol::Ete(o), layout, length: 120 };
-            let g = ete::generate_with(&opts, &o);
-            assert!(g.spec.buffers.len() >= 2, "{}", g.spec.description);
-            let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("ete-multi-session-{seed}"));
-            let _ = std::fs::remove_dir_all(&dir);
-            g.spec.write_to(&dir).unwrap();
-            let out = shared(MsgLogger::capture());
-            let argv: Vec<String> = ["trc_pkt_lister", "-ss_dir", dir.to_str().unwrap(), "-decode", "-no_time_print", "-multi_session"]
-                .iter()
-                .map(|s| s.to_string())
-                .collect();
-            assert_eq!(lister::run(&argv, &|_| None, out.clone()), 0);
-            let text = out.borrow_mut().take_captured();
-            assert!(!text.contains("ERROR") && !text.contains("OCSD_ERR"), "{text}");
-            let want = sessions(&g.truth);
-            let got = sessions(&truth_from_listing(&text));
-            assert_eq!(want.len(), g.spec.buffers.len());
-            assert_eq!(got.iter().map(|s| s.0).collect::<Vec<_>>(), want.iter().map(|s| s.0).collect::<Vec<_>>());
-            for ((n, w), (_, h)) in want.iter().zip(&got) {
-                assert!(w.len() > 5, "session {n} has {} items", w.len());
-                if let Some(i) = (0..w.len().max(h.len())).find(|&i| w.get(i) != h.get(i)) {
-                    panic!("seed {seed} session {n} item {i}: expected {:?}, listed {:?}", w.get(i), h.get(i));
-                }
-            }
-            // The snapshot directory decodes the same way in memory.
-            assert_eq!(decode_dir(&dir).unwrap(), g.truth);
-        }
-    }
 }

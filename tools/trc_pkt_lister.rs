@@ -13,7 +13,7 @@
 //! protocols of this workspace (RISC-V trace), so their snapshots list and
 //! decode too.
 
-use coresight_decode::lister;
+use coresight_tools::lister;
 use coresight_decode::logger::shared;
 
 /// Options that take a value (skipped when looking for `--version`).

@@ -29,7 +29,7 @@ use std::io::{self, BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use coresight_decode::lister;
+use coresight_tools::lister;
 use coresight_decode::logger::{shared, MsgLogger};
 
 /// The program name given to the lister as `argv[0]` (it appears in the
@@ -1124,8 +1124,11 @@ A listing matches when its lines after the banner (up to and including the
 line after 'Test Command Line:-') equal the expected ones. 'trace' compares
 the 'Idx:' lines only, 'rest' the others; 'prefix' is the share of expected
 lines matched before the first difference, 'overlap' the share of lines both
-hold, order ignored. The last line printed is 'N passed, M failed'; the exit
-status is 1 when a case fails, 2 on a usage or case-list error.
+hold, order ignored. The last line printed is 'N passed, M failed'.
+
+Exit status: 0 every case passed; 1 a case failed, or DIR, its case list or
+a file to write could not be read or written (or the case list is
+malformed); 2 bad usage. Errors go to standard error.
 
 Options:
   --cases            DIR is a case list (default: when DIR/cases.tsv exists)
@@ -1145,6 +1148,7 @@ Options:
   --summary-tsv FILE write 'case<TAB>PASS|FAIL' for each case
   --json FILE        write the results as JSON
   -h, --help         this text
+  -V, --version      print the version
 
 Environment: each case sees its own NAME=VALUE settings, then the process
 environment (OPENCSD_INSTR_RANGE_LIMIT, OPENCSD_ERR_ON_AA64_BAD_OPCODE).
@@ -1353,6 +1357,18 @@ pub fn load_cases(cli: &Cli) -> Result<(Vec<Case>, Vec<String>), SetupError> {
 /// The `trc_regress` program: runs with `args` (without the program name),
 /// writes its report to `out`, returns the exit status.
 pub fn main_with_args(args: &[String], out: &mut dyn Write) -> i32 {
+    main_with_streams(args, out, None)
+}
+
+/// [`main_with_args`] with errors written to `err` (the program's standard
+/// error) instead of `out`, when given.
+pub fn main_with_streams(args: &[String], out: &mut dyn Write, mut err: Option<&mut dyn Write>) -> i32 {
+    let mut error = |out: &mut dyn Write, msg: std::fmt::Arguments| {
+        let _ = match err.as_deref_mut() {
+            Some(e) => writeln!(e, "{msg}"),
+            None => writeln!(out, "{msg}"),
+        };
+    };
     let cli = match parse_cli(args) {
         Ok(Some(c)) => c,
         Ok(None) => {
@@ -1360,15 +1376,17 @@ pub fn main_with_args(args: &[String], out: &mut dyn Write) -> i32 {
             return 0;
         }
         Err(e) => {
-            let _ = writeln!(out, "trc_regress: {e}\n(trc_regress --help for the options)");
+            error(out, format_args!("trc_regress: {e}\n(trc_regress --help for the options)"));
             return 2;
         }
     };
+    // The folder or its case list cannot be read, or is malformed: a
+    // failure of the input, not of the command line.
     let (mut cases, pre) = match load_cases(&cli) {
         Ok(x) => x,
         Err(e) => {
-            let _ = writeln!(out, "trc_regress: {e}");
-            return 2;
+            error(out, format_args!("trc_regress: {e}"));
+            return 1;
         }
     };
     if let Some(p) = &cli.only {
@@ -1377,8 +1395,8 @@ pub fn main_with_args(args: &[String], out: &mut dyn Write) -> i32 {
     if let Some(k) = &cli.run.keep
         && let Err(e) = fs::create_dir_all(k)
     {
-        let _ = writeln!(out, "trc_regress: cannot create {}: {e}", k.display());
-        return 2;
+        error(out, format_args!("trc_regress: cannot create {}: {e}", k.display()));
+        return 1;
     }
     for l in &pre {
         let _ = writeln!(out, "{l}");
@@ -1398,15 +1416,15 @@ pub fn main_with_args(args: &[String], out: &mut dyn Write) -> i32 {
     if let Some(p) = &cli.summary_tsv {
         let text: String = outcomes.iter().map(|o| format!("{}\t{}\n", o.name, if o.passed() { "PASS" } else { "FAIL" })).collect();
         if let Err(e) = fs::write(p, text) {
-            let _ = writeln!(out, "trc_regress: cannot write {}: {e}", p.display());
-            status = 2;
+            error(out, format_args!("trc_regress: cannot write {}: {e}", p.display()));
+            status = 1;
         }
     }
     if let Some(p) = &cli.json
         && let Err(e) = fs::write(p, outcomes_json(&outcomes))
     {
-        let _ = writeln!(out, "trc_regress: cannot write {}: {e}", p.display());
-        status = 2;
+        error(out, format_args!("trc_regress: cannot write {}: {e}", p.display()));
+        status = 1;
     }
     let passed = outcomes.iter().filter(|o| o.passed()).count();
     let failed = outcomes.len() - passed;

@@ -1,6 +1,8 @@
 //! `trc_regress`: decodes a set of snapshots with the lister (in-process)
 //! and compares each listing with its expected listing, as the conformance
-//! runner does. Run with `--help` for the options; the work is done by
+//! runner does. Run with `--help` for the options. Exit status: 0 all
+//! passed, 1 a case failed or the input could not be read, 2 bad usage;
+//! errors on standard error. The work is done by
 //! the `coresight-regress` library.
 
 fn main() {
@@ -11,6 +13,7 @@ fn main() {
         return;
     }
     let stdout = std::io::stdout();
-    let status = coresight_regress::main_with_args(&args, &mut stdout.lock());
+    let stderr = std::io::stderr();
+    let status = coresight_regress::main_with_streams(&args, &mut stdout.lock(), Some(&mut stderr.lock()));
     std::process::exit(status);
 }

@@ -191,12 +191,12 @@ fn setup_mistakes_are_named_by_file_and_line() {
     let root = common::temp_dir("regress-setup");
     fs::write(root.join("cases.tsv"), "# header\nok\t-ss_dir ./snapshots/none -decode\nbad line without a tab\n").unwrap();
     let (status, report) = trc_regress(&[s(&root)]);
-    assert_eq!(status, 2, "{report}");
+    assert_eq!(status, 1, "a malformed case list is a failure of the input: {report}");
     assert!(report.contains(&format!("{}:3: no TAB", root.join("cases.tsv").display())), "{report}");
 
     fs::write(root.join("cases.tsv"), "a\t-decode\na\t-decode\n").unwrap();
     let (status, report) = trc_regress(&[s(&root)]);
-    assert_eq!(status, 2);
+    assert_eq!(status, 1);
     assert!(report.contains("cases.tsv:2: case 'a' is already defined on line 1"), "{report}");
 
     // A missing snapshot and a missing expected listing fail the case, and say why.
@@ -212,13 +212,14 @@ fn setup_mistakes_are_named_by_file_and_line() {
     let empty = root.join("empty");
     fs::create_dir_all(&empty).unwrap();
     let (status, report) = trc_regress(&["--cases", s(&empty)]);
-    assert_eq!(status, 2);
+    assert_eq!(status, 1);
     assert!(report.contains("cases.tsv: cannot read"), "{report}");
     let (status, report) = trc_regress(&[s(&empty)]);
-    assert_eq!(status, 2);
+    assert_eq!(status, 1);
     assert!(report.contains("no snapshot"), "{report}");
     let (status, report) = trc_regress(&[s(&root.join("nowhere"))]);
-    assert_eq!(status, 2, "{report}");
+    assert_eq!(status, 1, "{report}");
+    // Bad usage.
     let (status, _) = trc_regress(&[s(&root), "--only", "(unclosed"]);
     assert_eq!(status, 2);
 }

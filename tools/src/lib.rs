@@ -1,8 +1,10 @@
 //! The machinery of coresight-decode's command-line programs, shared by
-//! them and their tests: option conventions ([`cli`]), decoded elements as
+//! them and their tests: the lister behind `trc_pkt_lister` and `trc_regress`
+//! ([`lister`]), option conventions ([`cli`]), decoded elements as
 //! JSON Lines ([`json`]).
 //!
 //! Not a stable API: it changes with the programs.
 
 pub mod cli;
+pub mod lister;
 pub mod json;

@@ -122,7 +122,7 @@ fn lister(dir: &Path, extra: &[&str]) -> String {
     let out = shared(MsgLogger::capture());
     let mut argv: Vec<String> = ["trc_pkt_lister", "-ss_dir", dir.to_str().unwrap(), "-no_time_print"].iter().map(|s| s.to_string()).collect();
     argv.extend(extra.iter().map(|s| s.to_string()));
-    let status = coresight_decode::lister::run_with_registry(&argv, &|_| None, out.clone(), riscv_trace::registry());
+    let status = coresight_tools::lister::run_with_registry(&argv, &|_| None, out.clone(), riscv_trace::registry());
     assert_eq!(status, 0);
     out.borrow_mut().take_captured()
 }

@@ -2,10 +2,10 @@
 //! option errors, and the snapshot shipped for the README.
 
 
-use coresight_decode::lister;
+use coresight_tools::lister;
 use coresight_decode::logger::{shared, MsgLogger};
 
-const SNAPSHOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/snapshots/etmv4-a64");
+const SNAPSHOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../snapshots/etmv4-a64");
 
 /// Runs the lister with `args`, returning (status, listing after the banner).
 fn run(args: &[&str]) -> (i32, String) {
@@ -224,4 +224,144 @@ fn empty_block_after_an_id_switch_stops_the_data_path_as_in_opencsd() {
     assert!(r.is_cont() && used == trace.len(), "{r:?} {used}");
     tree.trace_data_in(DatapathOp::Eot, 0, &[]);
     assert_eq!(eots.load(std::sync::atomic::Ordering::Relaxed), 1);
+}
+
+// ---------------------------------------------------------------------------
+// Trace IDs on worker threads (-threads): the same listing.
+
+use coresight_generator::{generate, BufferLayout, GenOptions, GenProtocol};
+use std::path::Path;
+
+/// The shipped snapshot with three trace IDs (PTM 0x11, ETMv3 0x29, 0x17)
+/// in one formatted buffer.
+const THREE_IDS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../snapshots/ptm-etmv3-shared-buffer");
+
+/// A fresh empty directory under the target dir for one test.
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// The listing after the command-line echo.
+fn list_after_echo(args: &[&str]) -> String {
+    let out = shared(MsgLogger::capture());
+    let mut argv = vec!["trc_pkt_lister".to_string()];
+    argv.extend(args.iter().map(|s| s.to_string()));
+    // 1: the listing reports a fatal data-path error.
+    let status = lister::run(&argv, &|_| None, out.clone());
+    let fatal = out.borrow().captured().contains("Trace Packet Lister : Data Path fatal error");
+    assert_eq!(status, if fatal { 1 } else { 0 });
+    let text = out.borrow_mut().take_captured();
+    let (_, rest) = text.split_once("Test Command Line:-\n").unwrap();
+    rest.split_once('\n').unwrap().1.to_string()
+}
+
+/// A generated capture of three cores (PTM and ETMv3) long enough to take
+/// many rounds.
+fn long_capture(name: &str) -> std::path::PathBuf {
+    let dir = temp_dir(name);
+    let g = generate(&GenOptions { seed: 11, protocol: GenProtocol::Tc2, layout: BufferLayout::Formatted, length: 12_000 });
+    g.spec.write_to(&dir).unwrap();
+    let size = std::fs::metadata(dir.join("trace.bin")).map(|m| m.len()).unwrap_or(0);
+    assert!(size > 30_000, "{size} bytes of trace");
+    dir
+}
+
+#[test]
+fn listings_are_identical_on_worker_threads() {
+    let long = long_capture("parallel-listings");
+    for dir in [Path::new(THREE_IDS), &long] {
+        let dir = dir.to_str().unwrap();
+        for mode in [&["-decode"][..], &["-decode", "-test_waits", "3"], &["-decode", "-test_waits", "5000"], &[], &["-test_waits", "7"], &["-decode_only"]] {
+            let mut args = vec!["-ss_dir", dir, "-no_time_print"];
+            args.extend_from_slice(mode);
+            let serial = list_after_echo(&[&args[..], &["-threads", "1"]].concat());
+            assert!(serial.contains("Trace buffer done"), "{serial}");
+            for threads in ["2", "3"] {
+                let parallel = list_after_echo(&[&args[..], &["-threads", threads]].concat());
+                assert!(parallel == serial, "{dir} {mode:?} -threads {threads}: listings differ");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_fatal_error_stops_the_threads_where_the_serial_decode_stops() {
+    // A frame that switches to ID 0x17 and away with no byte between leaves
+    // it an empty block: the lister, as OpenCSD, stops the data path there.
+    let mut trace = std::fs::read(format!("{THREE_IDS}/trace.bin")).unwrap();
+    let frame = [0x23, 0x00, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x2f, 0x00, 0x23, 0x40];
+    let at = (trace.len() / 2) & !15;
+    trace.splice(at..at, frame);
+    let dir = temp_dir("parallel-fatal");
+    for e in std::fs::read_dir(THREE_IDS).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), dir.join(e.file_name())).unwrap();
+    }
+    std::fs::write(dir.join("trace.bin"), &trace).unwrap();
+    let d = dir.to_str().unwrap();
+    let serial = list_after_echo(&["-ss_dir", d, "-decode", "-no_time_print", "-threads", "1"]);
+    assert!(serial.contains("Trace Packet Lister : Data Path fatal error"), "{serial}");
+    assert!(!serial.contains("END OF TRACE DATA"), "{serial}");
+    let parallel = list_after_echo(&["-ss_dir", d, "-decode", "-no_time_print", "-threads", "2"]);
+    assert_eq!(parallel, serial);
+}
+
+
+// ---------------------------------------------------------------------------
+// ETE multi-session snapshots, end to end through the lister.
+
+use coresight_generator::check::{decode_dir, truth_from_listing};
+use coresight_generator::ete::{self, EteOptions};
+use coresight_generator::etmv4::Choice;
+use coresight_generator::Truth;
+
+/// Splits items at each session start: (session number, its items).
+fn sessions(items: &[Truth]) -> Vec<(u32, Vec<Truth>)> {
+    let mut v: Vec<(u32, Vec<Truth>)> = Vec::new();
+    for t in items {
+        match t {
+            Truth::Session(n) => v.push((*n, Vec::new())),
+            t => v.last_mut().expect("items before the first session").1.push(t.clone()),
+        }
+    }
+    v
+}
+
+/// A generated multi-session snapshot written to disk, listed by the
+/// lister with `-multi_session -decode`, decodes to its truth session
+/// by session.
+#[test]
+fn ete_multi_session_end_to_end() {
+    for (seed, layout) in [(7u64, BufferLayout::Unformatted), (8, BufferLayout::Formatted)] {
+        let o = EteOptions::all(Choice::On).with("bb", Choice::Off).with("multi", Choice::On);
+        let opts = GenOptions { seed, protocol: GenProtocol::Ete(o), layout, length: 120 };
+        let g = ete::generate_with(&opts, &o);
+        assert!(g.spec.buffers.len() >= 2, "{}", g.spec.description);
+        let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("ete-multi-session-{seed}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        g.spec.write_to(&dir).unwrap();
+        let out = shared(MsgLogger::capture());
+        let argv: Vec<String> = ["trc_pkt_lister", "-ss_dir", dir.to_str().unwrap(), "-decode", "-no_time_print", "-multi_session"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(lister::run(&argv, &|_| None, out.clone()), 0);
+        let text = out.borrow_mut().take_captured();
+        assert!(!text.contains("ERROR") && !text.contains("OCSD_ERR"), "{text}");
+        let want = sessions(&g.truth);
+        let got = sessions(&truth_from_listing(&text));
+        assert_eq!(want.len(), g.spec.buffers.len());
+        assert_eq!(got.iter().map(|s| s.0).collect::<Vec<_>>(), want.iter().map(|s| s.0).collect::<Vec<_>>());
+        for ((n, w), (_, h)) in want.iter().zip(&got) {
+            assert!(w.len() > 5, "session {n} has {} items", w.len());
+            if let Some(i) = (0..w.len().max(h.len())).find(|&i| w.get(i) != h.get(i)) {
+                panic!("seed {seed} session {n} item {i}: expected {:?}, listed {:?}", w.get(i), h.get(i));
+            }
+        }
+        // The snapshot directory decodes the same way in memory.
+        assert_eq!(decode_dir(&dir).unwrap(), g.truth);
+    }
 }

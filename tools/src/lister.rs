@@ -8,17 +8,17 @@ use std::io::Read;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
+use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use std::sync::Arc;
 
-use crate::decoder::{DecodeMode, DecoderOptions, DecoderRegistry};
-use crate::interfaces::{TrcDataIn, TrcGenElemIn};
-use crate::logger::{shared, MsgLogger, Shared};
-use crate::memory::CacheConfig;
-use crate::parallel::{decode_parallel, ParallelOptions, ParallelSink, WorkerSetup};
-use crate::printers::{GenElemPrinter, PacketPrinter, RawFramePrinter};
-use crate::snapshot::{Snapshot, TreeBuilder};
-use crate::tree::{DecodeTree, SourceFormat};
+use coresight_decode::decoder::{DecodeMode, DecoderOptions, DecoderRegistry};
+use coresight_decode::interfaces::{TrcDataIn, TrcGenElemIn};
+use coresight_decode::logger::{shared, MsgLogger, Shared};
+use coresight_decode::memory::CacheConfig;
+use coresight_decode::parallel::{decode_parallel, ParallelOptions, ParallelSink, WorkerSetup};
+use coresight_decode::printers::{GenElemPrinter, PacketPrinter, RawFramePrinter};
+use coresight_decode::snapshot::{Snapshot, TreeBuilder};
+use coresight_decode::tree::{DecodeTree, SourceFormat};
 
 /// The log file OpenCSD's lister writes by default.
 pub const DEFAULT_LOGFILE: &str = "trc_pkt_lister.ppl";
@@ -71,7 +71,7 @@ fn parse_c_number(s: &str) -> Option<i128> {
         Some(r) => (true, r),
         None => (false, s),
     };
-    let v = crate::snapshot::parse_number(s)? as i128;
+    let v = coresight_decode::snapshot::parse_number(s)? as i128;
     Some(if neg { -v } else { v })
 }
 
@@ -523,9 +523,9 @@ impl Lister<'_> {
         // Each worker prints its own elements into its text (forced waits
         // included), and counts them for -profile.
         let elements = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
-        let build = |w: &WorkerSetup| -> crate::error::Result<DecodeTree> {
+        let build = |w: &WorkerSetup| -> coresight_decode::error::Result<DecodeTree> {
             let Some((mut t, _)) = setup_tree(&opts, ss, source, make_registry(), w.logger.clone())? else {
-                return Err(crate::error::Error::code(crate::error::ErrCode::Fail, "no supported protocols"));
+                return Err(coresight_decode::error::Error::code(coresight_decode::error::ErrCode::Fail, "no supported protocols"));
             };
             if opts.decode {
                 let mut p = GenElemPrinter::new(w.logger.clone());
@@ -723,12 +723,29 @@ impl Lister<'_> {
     }
 }
 
+/// What a file that is not a regular file is, for messages.
+fn not_regular(meta: &std::fs::Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    let t = meta.file_type();
+    if t.is_dir() {
+        "is a directory, not a file"
+    } else if t.is_fifo() {
+        "is a FIFO (named pipe), not a regular file"
+    } else if t.is_socket() {
+        "is a socket, not a regular file"
+    } else if t.is_block_device() || t.is_char_device() {
+        "is a device, not a regular file"
+    } else {
+        "is not a regular file"
+    }
+}
+
 /// The first trace file that is not a regular file, and why.
 fn files_problem(files: &[PathBuf]) -> Option<(&PathBuf, String)> {
     for f in files {
         let problem = match std::fs::metadata(f) {
             Ok(m) if m.is_file() => continue,
-            Ok(m) => crate::snapshot::not_regular(&m).to_string(),
+            Ok(m) => not_regular(&m).to_string(),
             Err(e) => e.to_string(),
         };
         return Some((f, problem));
@@ -746,7 +763,7 @@ fn setup_tree(
     source: &str,
     registry: Arc<DecoderRegistry>,
     out: Shared<MsgLogger>,
-) -> crate::error::Result<Option<(DecodeTree, Vec<(u8, String, bool)>)>> {
+) -> coresight_decode::error::Result<Option<(DecodeTree, Vec<(u8, String, bool)>)>> {
     let mode = if opts.decode { DecodeMode::FullDecode } else { DecodeMode::PacketsOnly };
     let (dec_opts, cache) = (opts.dec, opts.cache);
     let err_out = out.clone();
@@ -818,7 +835,7 @@ struct CountingPrinter {
 }
 
 impl TrcGenElemIn for CountingPrinter {
-    fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &crate::elem::TraceElement) -> DatapathResp {
+    fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &coresight_decode::elem::TraceElement) -> DatapathResp {
         self.total.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if self.printer.need_ack_wait() {
             self.printer.ack_wait();
@@ -838,7 +855,7 @@ impl ParallelSink for ListerSink<'_> {
     fn text(&mut self, text: &str) {
         self.out.borrow_mut().log_msg(text);
     }
-    fn element(&mut self, index: TrcIndex, trace_id: u8, elem: &crate::elem::TraceElement) -> DatapathResp {
+    fn element(&mut self, index: TrcIndex, trace_id: u8, elem: &coresight_decode::elem::TraceElement) -> DatapathResp {
         match self.printer {
             Some(p) => p.borrow_mut().trace_elem_in(index, trace_id, elem),
             None => DatapathResp::Cont,
