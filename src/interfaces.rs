@@ -24,6 +24,8 @@ pub trait TrcDataIn {
 /// non-data operations.
 #[doc(alias = "IPktDataIn")]
 pub trait PktDataIn<P> {
+    /// Takes one packet operation: with `DatapathOp::Data` the packet `pkt` starting at trace
+    /// index `index`; EOT, FLUSH and RESET carry no packet.
     fn packet_data_in(&mut self, op: DatapathOp, index: TrcIndex, pkt: Option<&P>) -> DatapathResp;
 }
 
@@ -31,6 +33,8 @@ pub trait PktDataIn<P> {
 /// raw bytes it was built from, before it goes on to the decoder.
 #[doc(alias = "IPktRawDataMon")]
 pub trait PktRawDataMon<P> {
+    /// Shows the packet `pkt` starting at `index` together with the bytes `raw` it was built
+    /// from.
     fn raw_packet_data_mon(&mut self, op: DatapathOp, index: TrcIndex, pkt: Option<&P>, raw: &[u8]);
 }
 
@@ -38,6 +42,8 @@ pub trait PktRawDataMon<P> {
 /// produces and a client consumes.
 #[doc(alias = "ITrcGenElemIn")]
 pub trait TrcGenElemIn {
+    /// Takes one generic element from the source with trace ID `trace_id`, found at trace
+    /// index `index`; a wait response makes the decoder stop and resume on the next flush.
     fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp;
 }
 
@@ -66,6 +72,9 @@ pub trait TargetMemAccess {
 /// fields of `info` from its inputs.
 #[doc(alias = "IInstrDecode")]
 pub trait InstrDecode {
+    /// Classifies the instruction `info` describes (ISA, address, opcode), filling in its
+    /// output fields; an error for an invalid opcode or an ISA the classifier does not
+    /// support.
     fn decode_instruction(&mut self, info: &mut InstrInfo) -> Result<(), ErrCode>;
 
     /// State the classifier carries from one instruction to the next that
@@ -82,6 +91,8 @@ pub trait InstrDecode {
 /// input frames and the per-ID data it unpacks.
 #[doc(alias = "ITrcRawFrameIn")]
 pub trait TrcRawFrameIn {
+    /// Shows data of kind `kind` at trace index `index`: whole frames, syncs, or the bytes
+    /// unpacked for `trace_id`.
     fn trace_raw_frame_in(&mut self, op: DatapathOp, index: TrcIndex, kind: RawFrameKind, data: &[u8], trace_id: Option<u8>);
 }
 
