@@ -100,7 +100,7 @@ impl Etmv3Config {
         }
     }
 
-    /// Trace ID of the source (ETMTRACEIDR bits [6:0]).
+    /// Trace ID of the source (ETMTRACEIDR bits 6:0).
     pub fn trace_id(&self) -> u8 {
         (self.reg_trc_id & 0x7f) as u8
     }

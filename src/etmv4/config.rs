@@ -65,7 +65,7 @@ pub struct EtmV4Config {
     /// TRCCONFIGR: the options enabled for this trace session (context ID, VMID, timestamps,
     /// cycle counting, branch broadcast, return stack...).
     pub configr: u32,
-    /// TRCTRACEIDR: the trace ID the unit puts on its trace stream (bits [6:0]).
+    /// TRCTRACEIDR: the trace ID the unit puts on its trace stream (bits 6:0).
     pub traceidr: u32,
     /// ETE's TRCDEVARCH: when present, the architecture version comes
     /// from here (TRCIDR1 of an ETE reads as version 15.15).

@@ -327,7 +327,7 @@ impl TraceInfo {
     pub fn cc_enabled(&self) -> bool {
         self.val & 1 != 0
     }
-    /// Conditional tracing enabled (INFO.COND_ENABLED, bits [3:1]).
+    /// Conditional tracing enabled (INFO.COND_ENABLED, bits 3:1).
     pub fn cond_enabled(&self) -> u8 {
         ((self.val >> 1) & 0x7) as u8
     }
@@ -412,9 +412,9 @@ pub struct EtmV4Packet {
     pub exception: ExceptionInfo,
     /// Index into the address history of an exact match packet.
     pub exact_match_idx: u8,
-    /// Event packet: the EVENT bits, one per event (bits [3:0]).
+    /// Event packet: the EVENT bits, one per event (bits 3:0).
     pub event_val: u8,
-    /// Data synchronisation marker: its number or type (bits [2:0]).
+    /// Data synchronisation marker: its number or type (bits 2:0).
     pub dsm_val: u8,
     /// Q packet fields.
     pub q: QInfo,

@@ -92,7 +92,7 @@ pub const PTM: ProtocolInfo = ProtocolInfo {
     trace_id_reg: ("ETMTRACEIDR", 0),
     pe_trace: true,
 };
-/// STM, System Trace Macrocell (`STM` devices): trace ID in STMTCSR bits [22:16].
+/// STM, System Trace Macrocell (`STM` devices): trace ID in STMTCSR bits 22:16.
 pub const STM: ProtocolInfo = ProtocolInfo {
     name: "STM",
     device_types: &["STM"],
@@ -100,7 +100,7 @@ pub const STM: ProtocolInfo = ProtocolInfo {
     trace_id_reg: ("STMTCSR", 16),
     pe_trace: false,
 };
-/// ITM, Instrumentation Trace Macrocell (`ITM` devices): trace ID in ITMTCR bits [22:16].
+/// ITM, Instrumentation Trace Macrocell (`ITM` devices): trace ID in ITMTCR bits 22:16.
 pub const ITM: ProtocolInfo = ProtocolInfo {
     name: "ITM",
     device_types: &["ITM"],

@@ -82,7 +82,7 @@ impl PtmConfig {
         }
     }
 
-    /// Trace ID of the source (ETMTRACEIDR bits [6:0]).
+    /// Trace ID of the source (ETMTRACEIDR bits 6:0).
     pub fn trace_id(&self) -> u8 {
         (self.reg_trc_id & 0x7f) as u8
     }
