@@ -116,7 +116,7 @@ pub struct Etmv3Exception {
     pub cm_resume: u8,
     /// M-profile: interrupt number, when the exception is an interrupt.
     pub cm_irq_n: u16,
-    /// Exception number (4 bits; 9 bits with M-profile numbering).
+    /// Exception number (in M-profile numbering when `cm_type`).
     pub number: u16,
 }
 

@@ -41,7 +41,7 @@ pub enum PktType {
     FuncRet,
     /// Exception: exception type and whether an address follows.
     Except,
-    /// Exception return (ETMv4.0 only; later versions trace ERET as a branch).
+    /// Exception return (header 0x07; reserved in ETE): a P0 element only on Armv7-M.
     ExceptRtn,
     /// ETE software instrumentation.
     Ite,
@@ -147,8 +147,7 @@ pub enum PktType {
     AtomF3,
     /// Alignment synchronisation: the byte stream's packet boundary (eleven 0x00 then 0x80).
     Async,
-    /// Discard: the trace unit dropped all speculative elements (trace disabled while
-    /// speculating).
+    /// Discard: all uncommitted P0 elements are discarded.
     Discard,
     /// Overflow: the trace unit's buffer overflowed and trace was lost.
     Overflow,
