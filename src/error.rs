@@ -3,8 +3,11 @@
 //! [`ErrCode`] is the decode library's error vocabulary, numbered and named
 //! as OpenCSD numbers and names them, so that logged errors read the same.
 //! [`TraceError`] is one logged error: severity, code, optional trace index
-//! and trace ID, and a message. [`Error`] is the crate's `Result` error for
-//! API calls that fail outright (snapshot loading, configuration).
+//! and trace ID, and a message: the decode layer's error. [`Error`] is the
+//! crate's `Result` error for API calls that fail outright; it wraps the
+//! error of each layer: [`SnapshotError`] (snapshot loading: file, line,
+//! what was expected), [`MemoryError`] (memory images: file, range) and
+//! [`TraceError`] (decoding: trace index, trace ID).
 
 use std::fmt::{self, Write as _};
 use std::path::PathBuf;
@@ -147,19 +150,26 @@ impl fmt::Display for TraceError {
 
 impl std::error::Error for TraceError {}
 
-/// Errors returned by the crate's API.
+pub use crate::memory::MemoryError;
+pub use crate::snapshot::{SnapshotError, SnapshotWarning};
+
+/// Errors returned by the crate's API: one variant per layer, each with
+/// its own error type saying where the problem is.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// A file could not be read.
-    #[error("{path}: {source}")]
+    /// A file could not be read or written.
+    #[error("{}: {}", path.display(), crate::snapshot::io_words(source))]
     Io {
         path: PathBuf,
         #[source]
         source: std::io::Error,
     },
-    /// A snapshot file is malformed or incomplete.
-    #[error("{path}:{line}: {message}", line = line.map(|l| l.to_string()).unwrap_or_else(|| "-".into()))]
-    Snapshot { path: PathBuf, line: Option<usize>, message: String },
+    /// A snapshot could not be loaded (file, line, what was expected).
+    #[error(transparent)]
+    Snapshot(#[from] SnapshotError),
+    /// A memory image could not be mapped.
+    #[error(transparent)]
+    Memory(#[from] MemoryError),
     /// A decode library error.
     #[error("{0}")]
     Decode(#[from] TraceError),

@@ -9,7 +9,7 @@ use common::{temp_dir, write_files};
 use coresight_decode::decoder::DecodeMode;
 use coresight_decode::error::Error;
 use coresight_decode::logger::{shared, MsgLogger};
-use coresight_decode::snapshot::{parse_number, Snapshot, TreeBuilder};
+use coresight_decode::snapshot::{parse_number, Snapshot, SnapshotError, TreeBuilder};
 
 const SNAPSHOT_INI: &str = "; test snapshot\n[snapshot]\nversion=1.0\ndescription=unit test\n\n[device_list]\ndevice0=cpu_0.ini\ndevice1=etm_0.ini\ndevice2=stm.ini\n\n[trace]\nmetadata=trace.ini\n";
 const CPU_INI: &str = "[device]\nname=cpu_0\nclass=core\ntype=Cortex-A53\n\n[regs]\nPC(size:64)=0xFFFFFFC000081000\nSP(size:64)=0\n\n[dump1]\nfile=mem.bin\naddress=0x1000\nlength=0x10\n\n[dump.text]\nfile=mem2.bin\naddress=0x8000\noffset=4\nlength=8\nspace=EL1N\n";
@@ -127,22 +127,24 @@ fn tree_builder_logs_problems_as_opencsd_does() {
     );
 }
 
-fn broken(name: &str, file: &str, contents: &str) -> Error {
+fn broken(name: &str, file: &str, contents: &str) -> SnapshotError {
     let dir = good_snapshot(name);
     write_files(&dir, &[(file, contents.as_bytes())]);
     Snapshot::load(&dir).expect_err("broken snapshot must not load")
 }
 
-fn assert_snapshot_err(e: Error, file: &str, line: Option<usize>, text: &str) {
+fn assert_snapshot_err(e: SnapshotError, file: &str, line: Option<usize>, text: &str) {
     let msg = e.to_string();
-    match e {
-        Error::Snapshot { path, line: l, message } => {
-            assert!(path.ends_with(file), "{msg}");
-            assert_eq!(l, line, "{msg}");
-            assert!(message.contains(text), "{msg}");
-        }
-        other => panic!("expected a snapshot error, got {other:?}"),
-    }
+    assert!(e.path.ends_with(file), "{msg}");
+    assert_eq!(e.line, line, "{msg}");
+    assert!(e.message.contains(text), "{msg}");
+    // Displayed as path:line: message, on one line, with no Rust debug text.
+    let expect = match line {
+        Some(l) => format!("{}:{l}: {}", e.path.display(), e.message),
+        None => format!("{}: {}", e.path.display(), e.message),
+    };
+    assert_eq!(msg, expect);
+    assert!(!msg.contains('\n') && !msg.contains("Some(") && !msg.contains("\"["), "{msg}");
 }
 
 #[test]
@@ -199,7 +201,12 @@ fn broken_files_name_file_line_and_problem() {
         Some(3),
         "cannot read device file 'gone.ini'",
     );
-    assert_snapshot_err(broken("ss_syntax", "etm_0.ini", "[device\nname=x\n"), "etm_0.ini", Some(3), "not a valid .ini file");
+    assert_snapshot_err(
+        broken("ss_syntax", "etm_0.ini", "[device\nname=x\n"),
+        "etm_0.ini",
+        Some(1),
+        "expected a section header '[name]', found '[device' (no closing ']')",
+    );
     assert_snapshot_err(broken("ss_no_list", "snapshot.ini", "[snapshot]\nversion=1\n"), "snapshot.ini", None, "missing [device_list]");
 }
 
@@ -207,8 +214,11 @@ fn broken_files_name_file_line_and_problem() {
 fn missing_directory_is_an_io_error_naming_the_file() {
     let e = Snapshot::load(Path::new(env!("CARGO_TARGET_TMPDIR")).join("does_not_exist")).unwrap_err();
     let msg = e.to_string();
-    assert!(matches!(e, Error::Io { .. }), "{msg}");
-    assert!(msg.contains("does_not_exist/snapshot.ini"), "{msg}");
+    assert_eq!(e.io, Some(std::io::ErrorKind::NotFound), "{msg}");
+    assert!(msg.ends_with("does_not_exist/snapshot.ini: no such file"), "{msg}");
+    // Through the crate's error type too.
+    let e: Error = e.into();
+    assert_eq!(e.to_string(), msg);
 }
 
 /// A snapshot with `dumps` dump sections in its core and `buffers` trace
