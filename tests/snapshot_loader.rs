@@ -9,7 +9,7 @@ use common::{temp_dir, write_files};
 use coresight_decode::decoder::DecodeMode;
 use coresight_decode::error::Error;
 use coresight_decode::logger::{shared, MsgLogger};
-use coresight_decode::snapshot::{parse_number, Snapshot, SnapshotError, TreeBuilder};
+use coresight_decode::snapshot::{parse_number, Snapshot, SnapshotError, SnapshotWarning, TreeBuilder, WarningKind};
 
 const SNAPSHOT_INI: &str = "; test snapshot\n[snapshot]\nversion=1.0\ndescription=unit test\n\n[device_list]\ndevice0=cpu_0.ini\ndevice1=etm_0.ini\ndevice2=stm.ini\n\n[trace]\nmetadata=trace.ini\n";
 const CPU_INI: &str = "[device]\nname=cpu_0\nclass=core\ntype=Cortex-A53\n\n[regs]\nPC(size:64)=0xFFFFFFC000081000\nSP(size:64)=0\n\n[dump1]\nfile=mem.bin\naddress=0x1000\nlength=0x10\n\n[dump.text]\nfile=mem2.bin\naddress=0x8000\noffset=4\nlength=8\nspace=EL1N\n";
@@ -314,4 +314,162 @@ fn ini_that_is_not_a_regular_file_is_refused() {
     std::fs::create_dir(dir.join("cpu_0.ini")).unwrap();
     let e = Snapshot::load(&dir).unwrap_err().to_string();
     assert!(e.contains("cpu_0.ini") && e.contains("directory"), "{e}");
+}
+
+#[test]
+fn malformed_line_names_file_line_and_what_was_expected() {
+    let e = broken("ss_bad_line", "cpu_0.ini", "[device]\nname=cpu_0\nclass core\ntype=Cortex-A53\n");
+    let path = e.path.display().to_string();
+    assert!(path.ends_with("ss_bad_line/cpu_0.ini"), "{path}");
+    assert_eq!(
+        e.to_string(),
+        format!("{path}:3: expected 'key=value', a '[section]' header or a comment (';' or '#'), found 'class core'")
+    );
+    let e = broken("ss_no_key", "trace.ini", "[trace_buffers]\n=buffer0\n");
+    assert_eq!(e.to_string(), format!("{}:2: expected a key before '=', found '=buffer0'", e.path.display()));
+    let e = broken("ss_after_header", "stm.ini", "[device] name=STM_0\n");
+    assert_eq!(e.to_string(), format!("{}:1: expected nothing after the section header [device], found 'name=STM_0'", e.path.display()));
+}
+
+#[test]
+fn duplicate_section_is_a_warning_naming_file_and_lines() {
+    let dir = good_snapshot("ss_dup_section");
+    // A second [regs] section: its registers are read with the first's.
+    write_files(&dir, &[("stm.ini", b"[device]\nname=STM_0\nclass=trace_source\ntype=STM\n[regs]\nSTMTCSR=0x00200007\n\n[Regs]\nSTMHEMCR=1\n")]);
+    let ss = Snapshot::load(&dir).unwrap();
+    let path = ss.path_of("stm.ini");
+    assert_eq!(
+        ss.warnings(),
+        [SnapshotWarning {
+            path: path.clone(),
+            line: Some(8),
+            kind: WarningKind::DuplicateSection { section: "Regs".into(), first_line: 5 },
+        }]
+    );
+    assert_eq!(
+        ss.warnings()[0].to_string(),
+        format!("{}:8: warning: section [Regs] appears again (first on line 5); its entries are read as part of the first", path.display())
+    );
+    let regs: Vec<&str> = ss.device("STM_0").unwrap().regs.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(regs, ["STMTCSR", "STMHEMCR"]);
+}
+
+#[test]
+fn duplicate_key_is_a_warning_and_the_first_value_is_used() {
+    let dir = good_snapshot("ss_dup_key");
+    write_files(
+        &dir,
+        &[
+            ("stm.ini", b"[device]\nname=STM_0\nclass=trace_source\ntype=STM\n[regs]\nSTMTCSR=0x00200007\nstmtcsr=0x00300007\n"),
+            // A core traced by two sources repeats its key by design: no warning.
+            ("trace.ini", TRACE_INI.replace("cpu_0=etm_0\n", "cpu_0=etm_0\ncpu_0=STM_0\n").as_bytes()),
+        ],
+    );
+    let ss = Snapshot::load(&dir).unwrap();
+    let path = ss.path_of("stm.ini");
+    assert_eq!(
+        ss.warnings(),
+        [SnapshotWarning {
+            path: path.clone(),
+            line: Some(7),
+            kind: WarningKind::DuplicateKey { section: "regs".into(), key: "stmtcsr".into(), first_line: 6 },
+        }]
+    );
+    assert_eq!(
+        ss.warnings()[0].to_string(),
+        format!(
+            "{}:7: warning: key 'stmtcsr' appears again in [regs] (first on line 6); the first value is used and this line is ignored",
+            path.display()
+        )
+    );
+    let stm = ss.device("STM_0").unwrap();
+    assert_eq!(stm.regs.len(), 1);
+    assert_eq!(stm.regs[0].value, 0x0020_0007);
+    assert_eq!(ss.core_trace_sources, [("cpu_0".to_string(), "etm_0".to_string()), ("cpu_0".to_string(), "STM_0".to_string())]);
+}
+
+#[test]
+fn missing_memory_dump_is_a_warning_returned_to_the_library_user() {
+    let dir = good_snapshot("ss_missing_dump");
+    std::fs::remove_file(dir.join("mem2.bin")).unwrap();
+    let ss = Snapshot::load(&dir).unwrap();
+    let ini = ss.path_of("cpu_0.ini");
+    let dump = ss.path_of("mem2.bin");
+    assert_eq!(
+        ss.warnings(),
+        [SnapshotWarning {
+            path: ini.clone(),
+            line: Some(16),
+            kind: WarningKind::MissingDump { file: "mem2.bin".into(), path: dump.clone(), reason: "no such file".into() },
+        }]
+    );
+    assert_eq!(
+        ss.warnings()[0].to_string(),
+        format!(
+            "{}:16: warning: memory dump file 'mem2.bin' cannot be read ({}: no such file); the memory it holds is not mapped",
+            ini.display(),
+            dump.display()
+        )
+    );
+    // The tree is still built, with the dump that is there; the listing
+    // keeps OpenCSD's message for the one that is not.
+    let out = shared(MsgLogger::capture());
+    let tree = TreeBuilder::new(&ss)
+        .build("ETB_0", DecodeMode::FullDecode, |t| t.set_error_output(Some(out.clone())))
+        .unwrap()
+        .unwrap();
+    assert_eq!(tree.mem_mapper().unwrap().borrow().len(), 1);
+    assert_eq!(
+        out.borrow().captured(),
+        format!(
+            "ss2_dcdtree : 0x0003 (OCSD_ERR_NOT_INIT) [Component not initialised.]; Failed to create memory accessor for file {}.",
+            dump.display()
+        )
+    );
+
+    // A dump section mapping more than its file holds.
+    let dir = good_snapshot("ss_short_dump");
+    write_files(&dir, &[("mem.bin", &[0u8; 8])]);
+    let ss = Snapshot::load(&dir).unwrap();
+    assert_eq!(
+        ss.warnings().iter().map(ToString::to_string).collect::<Vec<_>>(),
+        [format!(
+            "{}:11: warning: memory dump 'mem.bin': 16 bytes from offset 0 run past the end of the file (8 bytes); the dump is not mapped",
+            ss.path_of("cpu_0.ini").display()
+        )]
+    );
+}
+
+#[test]
+fn formatted_buffer_of_440_bytes_warns_of_its_8_byte_tail() {
+    let dir = good_snapshot("ss_partial_frame");
+    // ETB_0 is a.bin then b.bin: 16 + 424 bytes.
+    write_files(&dir, &[("b.bin", &[0u8; 424])]);
+    let ss = Snapshot::load(&dir).unwrap();
+    let b = ss.path_of("b.bin");
+    assert_eq!(
+        ss.warnings(),
+        [SnapshotWarning {
+            path: b.clone(),
+            line: None,
+            kind: WarningKind::PartialFrame { buffer: "ETB_0".into(), offset: 432, length: 8, frame_size: 16 },
+        }]
+    );
+    assert_eq!(
+        ss.warnings()[0].to_string(),
+        format!(
+            "{}: warning: trace buffer ETB_0 ends with 8 bytes at byte 432 that are not a whole 16-byte frame; \
+             the frames before them are decoded, these bytes are not",
+            b.display()
+        )
+    );
+    // An unformatted buffer has no frames to end inside.
+    write_files(&dir, &[("b.bin", &[0u8; 16]), ("c.bin", &[0u8; 5])]);
+    assert_eq!(Snapshot::load(&dir).unwrap().warnings(), []);
+}
+
+#[test]
+fn good_snapshot_has_no_warnings() {
+    let ss = Snapshot::load(good_snapshot("ss_no_warnings")).unwrap();
+    assert_eq!(ss.warnings(), []);
 }
