@@ -375,19 +375,32 @@ pub(crate) fn check_regular_file(path: &Path) -> Result<u64, SnapshotError> {
 
 /// What a non-regular file is, for error messages.
 pub(crate) fn not_regular(meta: &std::fs::Metadata) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
     let t = meta.file_type();
     if t.is_dir() {
-        "is a directory, not a file"
-    } else if t.is_fifo() {
+        return "is a directory, not a file";
+    }
+    #[cfg(unix)]
+    {
+        if let Some(kind) = unix_kind(&t) {
+            return kind;
+        }
+    }
+    "is not a regular file"
+}
+
+/// FIFOs, sockets and devices: Unix file types.
+#[cfg(unix)]
+fn unix_kind(t: &std::fs::FileType) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    Some(if t.is_fifo() {
         "is a FIFO (named pipe), not a regular file"
     } else if t.is_socket() {
         "is a socket, not a regular file"
     } else if t.is_block_device() || t.is_char_device() {
         "is a device, not a regular file"
     } else {
-        "is not a regular file"
-    }
+        return None;
+    })
 }
 
 /// Parses a number as C's `strtoull(s, 0, 0)` reads a whole field:
