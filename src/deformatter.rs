@@ -115,6 +115,7 @@ impl IdStreamTable {
         *slot = Some(sink);
         Ok(())
     }
+    /// Detaches and returns what consumed `id`'s data.
     pub fn detach(&mut self, id: u8) -> Option<Box<dyn TrcDataIn>> {
         self.streams.get_mut(id as usize).and_then(Option::take)
     }
@@ -226,6 +227,7 @@ pub struct FrameDeformatter {
 }
 
 impl FrameDeformatter {
+    /// A deformatter for input laid out as `cfg` says.
     pub fn new(cfg: DeformatterConfig) -> Self {
         FrameDeformatter {
             cfg,
@@ -252,6 +254,7 @@ impl FrameDeformatter {
         }
     }
 
+    /// The input format.
     pub fn config(&self) -> DeformatterConfig {
         self.cfg
     }
@@ -291,6 +294,7 @@ impl FrameDeformatter {
         }
     }
 
+    /// Bytes handled so far, by kind.
     pub fn stats(&self) -> DemuxStats {
         self.stats
     }
@@ -865,11 +869,14 @@ pub mod overread {
 /// A deformatter with its own table of per-ID consumers: a complete
 /// `TrcDataIn` for frame-formatted input.
 pub struct Demux {
+    /// The deformatter.
     pub deformatter: FrameDeformatter,
+    /// Where each trace ID's data goes.
     pub streams: IdStreamTable,
 }
 
 impl Demux {
+    /// A deformatter for `cfg` with no consumers attached yet.
     pub fn new(cfg: DeformatterConfig) -> Self {
         Demux { deformatter: FrameDeformatter::new(cfg), streams: IdStreamTable::default() }
     }

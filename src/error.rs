@@ -19,7 +19,7 @@ macro_rules! err_codes {
         /// Error codes (OpenCSD's `ocsd_err_t`).
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
         #[repr(u16)]
-        pub enum ErrCode { $( $(#[$m])* $var = $val, )* }
+        pub enum ErrCode { $( $(#[$m])* #[doc = $desc] $var = $val, )* }
 
         impl ErrCode {
             /// Numeric value.
@@ -93,34 +93,47 @@ impl std::error::Error for ErrCode {}
 /// Severity of a logged error.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Severity {
+    /// Nothing (a verbosity that shows no message).
     None = 0,
+    /// An error: data lost or decoding stopped.
     Error = 1,
+    /// A warning: decoding went on, perhaps not as the input meant.
     Warn = 2,
+    /// Information.
     Info = 3,
 }
 
 /// One logged error: what went wrong, where in the trace, on which trace ID.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TraceError {
+    /// How bad it is.
     pub severity: Severity,
+    /// What went wrong, as OpenCSD numbers it.
     pub code: ErrCode,
+    /// Index (byte offset) in the trace where it happened, if known.
     pub index: Option<TrcIndex>,
+    /// Trace ID of the stream it happened on, if known.
     pub trace_id: Option<u8>,
+    /// Details, in words.
     pub message: String,
 }
 
 impl TraceError {
+    /// An error with no place and no message.
     pub fn new(severity: Severity, code: ErrCode) -> Self {
         TraceError { severity, code, index: None, trace_id: None, message: String::new() }
     }
+    /// Sets the trace index it happened at.
     pub fn at(mut self, index: TrcIndex) -> Self {
         self.index = Some(index);
         self
     }
+    /// Sets the trace ID it happened on.
     pub fn on_id(mut self, trace_id: u8) -> Self {
         self.trace_id = Some(trace_id);
         self
     }
+    /// Sets the message.
     pub fn with_message(mut self, msg: impl Into<String>) -> Self {
         self.message = msg.into();
         self
@@ -160,7 +173,9 @@ pub enum Error {
     /// A file could not be read or written.
     #[error("{}: {}", path.display(), crate::snapshot::io_words(source))]
     Io {
+        /// The file.
         path: PathBuf,
+        /// What the system said.
         #[source]
         source: std::io::Error,
     },
@@ -175,10 +190,16 @@ pub enum Error {
     Decode(#[from] TraceError),
     /// An error code with context.
     #[error("{context}: {code}")]
-    Code { code: ErrCode, context: String },
+    Code {
+        /// What went wrong.
+        code: ErrCode,
+        /// What was being done, and on what.
+        context: String,
+    },
 }
 
 impl Error {
+    /// An [`Error::Code`].
     pub fn code(code: ErrCode, context: impl Into<String>) -> Self {
         Error::Code { code, context: context.into() }
     }

@@ -21,14 +21,23 @@ use crate::interfaces::TargetMemAccess;
 pub struct MemSpace(u8);
 
 impl MemSpace {
+    /// No space.
     pub const NONE: MemSpace = MemSpace(0x00);
+    /// EL0/EL1, Secure.
     pub const EL1S: MemSpace = MemSpace(0x01);
+    /// EL0/EL1, Non-secure.
     pub const EL1N: MemSpace = MemSpace(0x02);
+    /// EL2, Non-secure.
     pub const EL2: MemSpace = MemSpace(0x04);
+    /// EL3.
     pub const EL3: MemSpace = MemSpace(0x08);
+    /// EL2, Secure.
     pub const EL2S: MemSpace = MemSpace(0x10);
+    /// EL0/EL1, Realm.
     pub const EL1R: MemSpace = MemSpace(0x20);
+    /// EL2, Realm.
     pub const EL2R: MemSpace = MemSpace(0x40);
+    /// Root (EL3 with RME).
     pub const ROOT: MemSpace = MemSpace(0x80);
     /// Any secure space.
     pub const S: MemSpace = MemSpace(0x19);
@@ -36,11 +45,14 @@ impl MemSpace {
     pub const N: MemSpace = MemSpace(0x06);
     /// Any realm space.
     pub const R: MemSpace = MemSpace(0x60);
+    /// Every space.
     pub const ANY: MemSpace = MemSpace(0xff);
 
+    /// The set as OpenCSD's bit mask.
     pub const fn bits(self) -> u8 {
         self.0
     }
+    /// A set from OpenCSD's bit mask.
     pub const fn from_bits(bits: u8) -> MemSpace {
         MemSpace(bits)
     }
@@ -192,6 +204,7 @@ impl MemoryError {
 /// An inclusive address range.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct AddrRange {
+    /// First address in the range.
     pub start: u64,
     /// Last address in the range (inclusive).
     pub end: u64,
@@ -205,9 +218,11 @@ impl AddrRange {
         }
         Some(AddrRange { start, end: start.checked_add(size - 1)? })
     }
+    /// Whether `addr` is in the range.
     pub fn contains(&self, addr: u64) -> bool {
         addr >= self.start && addr <= self.end
     }
+    /// Whether the two ranges share an address.
     pub fn overlaps(&self, other: &AddrRange) -> bool {
         self.start <= other.end && other.start <= self.end
     }
@@ -224,16 +239,21 @@ impl AddrRange {
 /// The kind of an accessor, as shown in the mapped-ranges listing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AccessorKind {
+    /// A file read on demand ([`FileAccessor`]).
     File,
+    /// Bytes in memory ([`BufferAccessor`]).
     Buffer,
+    /// A user callback ([`CallbackAccessor`]).
     Callback,
 }
 
 /// One memory image.
 pub trait MemAccessor {
+    /// What kind of accessor this is.
     fn kind(&self) -> AccessorKind;
     /// The address ranges this accessor serves.
     fn ranges(&self) -> &[AddrRange];
+    /// The memory spaces this image stands for.
     fn mem_space(&self) -> MemSpace;
     /// Reads bytes at `addr` into `buf`, never past the end of the range
     /// holding `addr`. Returns how many bytes were read.
@@ -300,6 +320,7 @@ impl FileAccessor {
         Ok(acc)
     }
 
+    /// The file mapped.
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -416,6 +437,8 @@ pub struct CallbackAccessor {
 }
 
 impl CallbackAccessor {
+    /// An image of `start..=end_inclusive` in `space`, read by `read_fn`.
+    /// Fails for an empty range.
     pub fn new(start: u64, end_inclusive: u64, space: MemSpace, read_fn: MemReadFn) -> Result<CallbackAccessor, MemoryError> {
         if end_inclusive < start {
             return Err(MemoryError::InvalidRange { start, size: 0 });
@@ -447,8 +470,11 @@ impl MemAccessor for CallbackAccessor {
 /// Page cache settings (`-macc_cache_*` in the lister).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CacheConfig {
+    /// Whether file and callback images are read through the cache.
     pub enabled: bool,
+    /// Bytes per page ([`CacheConfig::MIN_PAGE_SIZE`] to [`CacheConfig::MAX_PAGE_SIZE`]).
     pub page_size: usize,
+    /// Pages kept ([`CacheConfig::MIN_PAGES`] to [`CacheConfig::MAX_PAGES`]).
     pub num_pages: usize,
 }
 
@@ -459,9 +485,13 @@ impl Default for CacheConfig {
 }
 
 impl CacheConfig {
+    /// Smallest page size.
     pub const MIN_PAGE_SIZE: usize = 64;
+    /// Largest page size.
     pub const MAX_PAGE_SIZE: usize = 16384;
+    /// Fewest pages.
     pub const MIN_PAGES: usize = 4;
+    /// Most pages.
     pub const MAX_PAGES: usize = 256;
 }
 
@@ -583,10 +613,12 @@ impl Default for MemAccMapper {
 }
 
 impl MemAccMapper {
+    /// A mapper with no images, caching as `cache` says.
     pub fn new(cache: CacheConfig) -> MemAccMapper {
         MemAccMapper { images: Vec::new(), last: None, cache: PageCache::new(cache), generation: 1, id_generation: Box::new([0; 256]) }
     }
 
+    /// Changes the cache settings (the cache starts empty).
     pub fn set_cache_config(&mut self, cfg: CacheConfig) {
         self.cache = PageCache::new(cfg);
     }
@@ -661,6 +693,7 @@ impl MemAccMapper {
     pub fn len(&self) -> usize {
         self.images.len()
     }
+    /// Whether no image is mapped.
     pub fn is_empty(&self) -> bool {
         self.images.is_empty()
     }

@@ -423,6 +423,7 @@ pub struct RegValue {
     pub name: String,
     /// The decoration as written (`id:0x78`, `size:64`...), if any.
     pub decoration: Option<String>,
+    /// The value.
     pub value: u64,
 }
 
@@ -431,6 +432,7 @@ pub struct RegValue {
 pub struct DumpDef {
     /// File, relative to the snapshot directory.
     pub file: String,
+    /// Address the dump is mapped at.
     pub address: u64,
     /// Bytes to map (0: the whole file from `offset`).
     pub length: u64,
@@ -443,6 +445,7 @@ pub struct DumpDef {
 /// One device of the snapshot.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Device {
+    /// Device name (`cpu_0`, `ETM_0`), unique in the snapshot.
     pub name: String,
     /// `core`, `trace_source`, ...
     pub class: String,
@@ -450,11 +453,14 @@ pub struct Device {
     pub device_type: String,
     /// The device's file, relative to the snapshot directory.
     pub file: String,
+    /// Registers of `[regs]`, in file order.
     pub regs: Vec<RegValue>,
+    /// Memory dumps (`[dump...]` sections of a core), in file order.
     pub dumps: Vec<DumpDef>,
 }
 
 impl Device {
+    /// Whether the device is a core (class `core`).
     pub fn is_core(&self) -> bool {
         self.class.eq_ignore_ascii_case("core")
     }
@@ -479,9 +485,13 @@ pub struct Snapshot {
     /// The directory as given, with a trailing `/` (paths are printed as
     /// this prefix joined with the file names).
     pub dir: String,
+    /// `[snapshot] version=`.
     pub version: String,
+    /// `[snapshot] description=`.
     pub description: String,
+    /// The devices of `[device_list]`, in file order.
     pub devices: Vec<Device>,
+    /// The trace buffers, in the order of their sections.
     pub buffers: Vec<BufferInfo>,
     /// (source name, buffer name), in file order.
     pub source_buffers: Vec<(String, String)>,
@@ -743,10 +753,12 @@ impl Snapshot {
         self.buffers.iter().map(|b| b.name.as_str()).collect()
     }
 
+    /// The buffer called `name` (its `name=`).
     pub fn buffer(&self, name: &str) -> Option<&BufferInfo> {
         self.buffers.iter().find(|b| b.name == name)
     }
 
+    /// The device called `name`.
     pub fn device(&self, name: &str) -> Option<&Device> {
         self.devices.iter().find(|d| d.name == name)
     }
