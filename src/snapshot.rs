@@ -93,6 +93,12 @@ pub enum WarningKind {
         /// Line of the first `key=`.
         first_line: usize,
     },
+    /// A `key=value` line before the first `[section]` header: it belongs
+    /// to no section and is ignored.
+    OutsideSection {
+        /// The key as written.
+        key: String,
+    },
     /// A memory dump file cannot be read: the memory it holds is not
     /// mapped, and decoding stops where the program runs into it.
     MissingDump {
@@ -124,9 +130,10 @@ pub enum WarningKind {
         /// The value as written.
         space: String,
     },
-    /// A formatted trace buffer does not end on a frame boundary: its
-    /// whole frames are decoded, the `length` bytes at byte `offset` of the
-    /// buffer (its files read one after another) are not.
+    /// A formatted (`coresight`, memory-aligned) trace buffer does not end
+    /// on a 16-byte frame boundary: its whole frames are decoded, the
+    /// `length` bytes at byte `offset` of the buffer (its files read one
+    /// after another) are not.
     PartialFrame {
         /// The buffer name (`ETB_0`).
         buffer: String,
@@ -134,9 +141,6 @@ pub enum WarningKind {
         offset: u64,
         /// Bytes of the incomplete frame.
         length: u64,
-        /// Frame size of the buffer's format (16, or 4 for a DSTREAM
-        /// capture, which is read in 4-byte units).
-        frame_size: u64,
     },
 }
 
@@ -171,6 +175,9 @@ impl fmt::Display for SnapshotWarning {
                 f,
                 "key '{key}' appears again in [{section}] (first on line {first_line}); the first value is used and this line is ignored"
             ),
+            WarningKind::OutsideSection { key } => {
+                write!(f, "'{key}=' comes before any [section] header; it is ignored (expected it inside a section)")
+            }
             WarningKind::MissingDump { file, path, reason } => write!(
                 f,
                 "memory dump file '{file}' cannot be read ({}: {reason}); the memory it holds is not mapped",
@@ -183,9 +190,9 @@ impl fmt::Display for SnapshotWarning {
             WarningKind::UnknownMemorySpace { section, space } => {
                 write!(f, "[{section}] space={space}: unknown memory space (expected a name such as EL1N, EL2, S, N or ANY); mapped for any space")
             }
-            WarningKind::PartialFrame { buffer, offset, length, frame_size } => write!(
+            WarningKind::PartialFrame { buffer, offset, length } => write!(
                 f,
-                "trace buffer {buffer} ends with {length} bytes at byte {offset} that are not a whole {frame_size}-byte frame; the frames before them are decoded, these bytes are not"
+                "trace buffer {buffer} ends with {length} bytes at byte {offset} that are not a whole 16-byte frame; the frames before them are decoded, these bytes are not"
             ),
         }
     }
@@ -222,7 +229,7 @@ const MULTI_VALUE_SECTIONS: [&str; 1] = ["core_trace_sources"];
 /// comment lines starting with `;` or `#`, blank lines. Anything else is
 /// an error naming the line. A repeated section is read as part of the
 /// first one, and a repeated key keeps its first value; each is a
-/// warning naming both lines.
+/// warning naming both lines, as is an entry before any section.
 struct IniText {
     path: PathBuf,
     /// Sections in file order (entries before the first header are ignored).
@@ -295,7 +302,10 @@ impl IniText {
             }
             // Entries before the first section belong to no section that a
             // snapshot defines.
-            let Some(s) = current else { continue };
+            let Some(s) = current else {
+                warnings.push(ini.warning(Some(line), WarningKind::OutsideSection { key: key.to_string() }));
+                continue;
+            };
             let section = &ini.sections[s];
             if !MULTI_VALUE_SECTIONS.iter().any(|m| section.name.eq_ignore_ascii_case(m)) {
                 match keys[s].entry(key.to_ascii_lowercase()) {
@@ -726,15 +736,16 @@ impl Snapshot {
         Ok(())
     }
 
-    /// A warning when a formatted buffer's files do not add up to whole
-    /// frames (the deformatter decodes the whole frames and leaves the
-    /// tail). Files that cannot be read are left to the reader to report.
+    /// A warning when a memory-aligned buffer's files do not add up to
+    /// whole frames (the deformatter decodes the whole frames and leaves
+    /// the tail). Files that cannot be read are left to the reader to
+    /// report. (A DSTREAM capture is a stream cut into blocks, not frames
+    /// laid end to end: its length says nothing of its last frame.)
     fn check_buffer_frames(&self, buffer: &BufferInfo) -> Option<SnapshotWarning> {
-        let frame = match buffer.format.as_str() {
-            "coresight" => DeformatterConfig::mem_aligned().alignment(),
-            "dstream_coresight" => DeformatterConfig::fsync_stream().alignment(),
-            _ => return None,
-        } as u64;
+        if buffer.format != "coresight" {
+            return None;
+        }
+        let frame = DeformatterConfig::mem_aligned().alignment() as u64;
         let mut total = 0u64;
         for f in &buffer.files {
             total += std::fs::metadata(self.path_of(f)).ok().filter(|m| m.is_file())?.len();
@@ -744,7 +755,7 @@ impl Snapshot {
         (tail != 0).then(|| SnapshotWarning {
             path: self.path_of(last),
             line: None,
-            kind: WarningKind::PartialFrame { buffer: buffer.name.clone(), offset: total - tail, length: tail, frame_size: frame },
+            kind: WarningKind::PartialFrame { buffer: buffer.name.clone(), offset: total - tail, length: tail },
         })
     }
 

@@ -352,6 +352,14 @@ fn duplicate_section_is_a_warning_naming_file_and_lines() {
     );
     let regs: Vec<&str> = ss.device("STM_0").unwrap().regs.iter().map(|r| r.name.as_str()).collect();
     assert_eq!(regs, ["STMTCSR", "STMHEMCR"]);
+
+    // An entry before any section header belongs to none.
+    write_files(&dir, &[("stm.ini", b"; STM\nname=STM_0\n[device]\nname=STM_0\nclass=trace_source\ntype=STM\n[regs]\nSTMTCSR=1\n")]);
+    let ss = Snapshot::load(&dir).unwrap();
+    assert_eq!(
+        ss.warnings().iter().map(ToString::to_string).collect::<Vec<_>>(),
+        [format!("{}:2: warning: 'name=' comes before any [section] header; it is ignored (expected it inside a section)", path.display())]
+    );
 }
 
 #[test]
@@ -452,7 +460,7 @@ fn formatted_buffer_of_440_bytes_warns_of_its_8_byte_tail() {
         [SnapshotWarning {
             path: b.clone(),
             line: None,
-            kind: WarningKind::PartialFrame { buffer: "ETB_0".into(), offset: 432, length: 8, frame_size: 16 },
+            kind: WarningKind::PartialFrame { buffer: "ETB_0".into(), offset: 432, length: 8 },
         }]
     );
     assert_eq!(
