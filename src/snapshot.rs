@@ -831,7 +831,16 @@ impl<'a> TreeBuilder<'a> {
         let buf = self
             .ss
             .buffer(buffer_name)
-            .ok_or_else(|| Error::code(ErrCode::TestSnapshotRead, format!("no trace buffer named '{buffer_name}' in the snapshot")))?;
+            .ok_or_else(|| {
+                Error::code(
+                    ErrCode::TestSnapshotRead,
+                    format!(
+                        "{}: no trace buffer named '{buffer_name}' (expected one of: {})",
+                        self.ss.dir,
+                        self.ss.buffer_names().join(", ")
+                    ),
+                )
+            })?;
         let format = match buf.format.as_str() {
             "source_data" => SourceFormat::Single,
             "dstream_coresight" => SourceFormat::Formatted(DeformatterConfig::fsync_stream()),

@@ -571,3 +571,17 @@ fn formatted_buffer_of_440_bytes_decodes_its_27_whole_frames() {
         )
     );
 }
+
+#[test]
+fn unknown_buffer_names_the_snapshot_and_the_buffers_it_has() {
+    let dir = good_snapshot("ss_unknown_buffer_name");
+    let ss = Snapshot::load(&dir).unwrap();
+    let e = TreeBuilder::new(&ss).build("ETB_9", DecodeMode::FullDecode, |_| {}).err().expect("no such buffer");
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "{}: no trace buffer named 'ETB_9' (expected one of: ETB_0, ETB_1): 0x0025 (OCSD_ERR_TEST_SNAPSHOT_READ) [test snapshot reader error]",
+            ss.dir
+        )
+    );
+}
