@@ -280,6 +280,8 @@ fn run(cli: Cli) -> Result<ExitCode, Failed> {
 }
 
 fn main() -> ExitCode {
+    // Snapshot warnings (a missing memory dump...) on stderr.
+    coresight_tools::cli::init_logging("tarmac", "warn");
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {

@@ -134,9 +134,12 @@ fn main() -> ExitCode {
     let ss = match Snapshot::load(&dir) {
         Ok(s) => s,
         Err(e) => {
-            return cli::fail(PROGRAM, format!("cannot read the snapshot in {dir}: {e}"));
+            return cli::fail(PROGRAM, e);
         }
     };
+    for w in ss.warnings() {
+        eprintln!("{PROGRAM}: {w}");
+    }
     let source = match src {
         Some(s) => s,
         None => match ss.buffer_names().first() {

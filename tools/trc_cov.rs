@@ -146,6 +146,8 @@ impl<E: std::fmt::Display> From<E> for Fail {
 }
 
 fn main() -> ExitCode {
+    // Snapshot warnings (a missing memory dump...) on stderr.
+    coresight_tools::cli::init_logging("trc_cov", "warn");
     let cli = Cli::parse();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,

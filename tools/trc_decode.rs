@@ -23,7 +23,7 @@ use coresight_decode::interfaces::{TargetMemAccess, TrcDataIn, TrcGenElemIn};
 use coresight_decode::logger::{shared, MsgLogger, Shared};
 use coresight_decode::memory::{MemAccMapper, MemSpace};
 use coresight_decode::parallel::{decode_parallel, ParallelOptions, ParallelSink, WorkerSetup};
-use coresight_decode::snapshot::{Snapshot, TreeBuilder};
+use coresight_decode::snapshot::{Snapshot, TreeBuilder, WarningKind};
 use coresight_decode::tarmac::writer::{TarmacWriter, WriterOptions};
 use coresight_decode::tree::{DecodeTree, SourceFormat};
 use coresight_tools::cli::{self, FileSequence, ImageArg, Progress, ProgressReader};
@@ -251,7 +251,11 @@ fn run(cli: Cli) -> Result<(), Failure> {
     if !dir.is_dir() {
         return Err(failure(format!("snapshot directory {} not found", dir.display())));
     }
-    let ss = Snapshot::load(&dir).map_err(|e| failure(format!("cannot read the snapshot in {}: {e}", dir.display())))?;
+    // The error names the file, the line and what was expected.
+    let ss = Snapshot::load(&dir).map_err(failure)?;
+    for w in ss.warnings() {
+        eprintln!("{PROGRAM}: {w}");
+    }
     let names: Vec<String> = ss.buffer_names().into_iter().map(str::to_string).collect();
     let source = match &cli.source {
         Some(n) if names.contains(n) => n.clone(),
@@ -261,6 +265,14 @@ fn run(cli: Cli) -> Result<(), Failure> {
     let buffer = ss.buffer(&source).ok_or_else(|| failure(format!("no trace buffer named {source}")))?.clone();
     let errors = shared(MsgLogger::capture());
     let mut tree = build_tree(&ss, &source, &cli.images, errors.clone()).map_err(failure)?;
+    // A memory dump that cannot be read was reported above in plain words;
+    // the tree builder's OpenCSD-style line about it says no more.
+    let dump_warned = ss.warnings().iter().any(|w| matches!(w.kind, WarningKind::MissingDump { .. } | WarningKind::DumpOutsideFile { .. }));
+    if dump_warned {
+        let text = errors.borrow_mut().take_captured();
+        let kept: String = text.split_inclusive('\n').filter(|l| !l.contains("Failed to create memory accessor for file")).collect();
+        errors.borrow_mut().log_msg(&kept);
+    }
     let ids: Vec<u8> = tree.elements().map(|(id, _)| id).filter(|id| cli.ids.is_empty() || cli.ids.contains(id)).collect();
     if !cli.ids.is_empty() {
         tree.set_id_filter(Some(&cli.ids));

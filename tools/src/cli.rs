@@ -31,6 +31,17 @@ pub fn usage_error(program: &str, msg: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(EXIT_USAGE)
 }
 
+/// Sets up `log` output on standard error as `PROGRAM: MESSAGE`, at
+/// `default_level` unless `RUST_LOG` says otherwise. Programs that load
+/// snapshots through the library's helpers use "warn", so that the
+/// snapshot's warnings (a missing memory dump, a duplicate key...) are seen.
+pub fn init_logging(program: &'static str, default_level: &str) {
+    use std::io::Write as _;
+    let _ = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(default_level))
+        .format(move |buf, record| writeln!(buf, "{program}: {}", record.args()))
+        .try_init();
+}
+
 /// A number as written on command lines: `0x` hex, decimal.
 pub fn parse_u64(s: &str) -> Result<u64, String> {
     let t = s.trim();

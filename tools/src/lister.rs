@@ -381,10 +381,14 @@ impl Lister<'_> {
             Ok(s) => s,
             Err(e) => {
                 self.msg(&format!("Trace Packet Lister : Error: {e}\n"));
-                self.fail("Trace Packet Lister : Failed to read snapshot\n", &format!("cannot read the snapshot in {ss_path}: {e}"));
+                self.fail("Trace Packet Lister : Failed to read snapshot\n", &e.to_string());
                 return;
             }
         };
+        // Not in the listing (OpenCSD's has no such lines): on stderr only.
+        for w in ss.warnings() {
+            self.echo_line(&w.to_string());
+        }
         let names: Vec<String> = ss.buffer_names().into_iter().map(str::to_string).collect();
         if names.is_empty() {
             self.fail(

@@ -441,3 +441,25 @@ fn old_single_dash_options_still_work_with_a_note() {
     assert!(old.stderr.contains("trc_decode: note: -ss_dir is now --snapshot"), "{}", old.stderr);
     assert!(new.stderr.is_empty(), "{}", new.stderr);
 }
+
+#[test]
+fn snapshot_warnings_go_to_stderr_and_the_decode_goes_on() {
+    // A memory dump that is not there: a warning naming the device file,
+    // its line and the dump; exit 0 (the rest decodes).
+    let snap = scratch("missing-dump");
+    copy_dir(&repo().join("snapshots/etmv4-a64"), &snap);
+    std::fs::remove_file(snap.join("code0.bin")).unwrap();
+    let s = snap.to_str().unwrap();
+    let want = format!("{}:7: warning: memory dump file 'code0.bin' cannot be read", snap.join("cpu_0.ini").display());
+    for (bin, args) in [(DECODE, vec![s]), (LISTER, vec!["-ss_dir", s, "-decode", "-logstdout"]), (BENCH, vec![s, "--iter", "1"]), (TARMAC, vec!["decode", s])] {
+        let o = run(bin, &args);
+        let name = Path::new(bin).file_name().unwrap().to_string_lossy().into_owned();
+        assert_eq!(o.code, Some(0), "{name}: {}", o.stderr);
+        assert!(o.stderr.contains(&format!("{name}: {want}")), "{name}: {}", o.stderr);
+        // The lister's listing keeps to OpenCSD's lines.
+        assert!(!o.stdout.contains("warning:"), "{name}: {}", o.stdout);
+    }
+    // trc_decode does not repeat it as OpenCSD's accessor error.
+    let o = run(DECODE, &[s]);
+    assert!(!o.stderr.contains("OCSD_ERR_NOT_INIT"), "{}", o.stderr);
+}
