@@ -40,6 +40,26 @@ pub trait PktRawDataMon<P>: Send {
 #[doc(alias = "ITrcGenElemIn")]
 pub trait TrcGenElemIn: Send {
     fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp;
+
+    /// Several elements of `trace_id` in order, each with its index.
+    /// Returns the response to the last one taken and how many were taken:
+    /// all of them, or fewer when one answered other than `Cont` (that one
+    /// counts as taken). The default passes them one at a time to
+    /// [`trace_elem_in`](Self::trace_elem_in); a sink that can take a run
+    /// at once (a muted printer, a counter) overrides it, so a decoder
+    /// sending its elements together costs one call, not one per element.
+    fn trace_elems_in(&mut self, trace_id: u8, elems: &[(TrcIndex, TraceElement)]) -> (DatapathResp, usize) {
+        let mut resp = DatapathResp::Cont;
+        let mut n = 0;
+        for (index, elem) in elems {
+            resp = self.trace_elem_in(*index, trace_id, elem);
+            n += 1;
+            if !resp.is_cont() {
+                break;
+            }
+        }
+        (resp, n)
+    }
 }
 
 /// Memory image of the traced target (OpenCSD's `ITargetMemAccess`).

@@ -260,13 +260,14 @@ impl OutStack {
     fn send(&mut self, out: &Shared<ElemRouter>, trace_id: u8) -> DatapathResp {
         let mut resp = DatapathResp::Cont;
         if self.to_send > 0 {
-            let mut o = out.borrow_mut();
-            while self.to_send > 0 && resp.is_cont() {
-                let (idx, e) = &self.elems[self.send_idx];
-                resp = o.trace_elem_in(*idx, trace_id, e);
-                self.send_idx += 1;
-                self.to_send -= 1;
-            }
+            // One call for the run: a sink that takes runs at once (a
+            // muted printer) does no work per element.
+            let run = &self.elems[self.send_idx..self.send_idx + self.to_send];
+            let (r, n) = out.borrow_mut().trace_elems_in(trace_id, run);
+            resp = r;
+            let n = n.clamp(1, self.to_send);
+            self.send_idx += n;
+            self.to_send -= n;
         }
         if self.to_send == 0 {
             self.reset();
