@@ -81,6 +81,16 @@ pub trait TargetMemAccess: Send {
     fn generation(&self, _trace_id: u8) -> u64 {
         0
     }
+
+    /// True when what this memory returns changes only with its
+    /// [`generation`](Self::generation): never with the traced context and
+    /// never through `invalidate_mem_acc_cache`. Decoders then keep the
+    /// code they have walked across context changes (a process switch
+    /// does not drop every block). The default, false, suits memory that
+    /// follows the context (a callback serving the current process).
+    fn contents_fixed(&self) -> bool {
+        false
+    }
 }
 
 /// Instruction classifier (OpenCSD's `IInstrDecode`): fills in the output

@@ -843,9 +843,18 @@ impl EtmV4Decoder {
                         // process, VM or exception level): forget what was
                         // read and walked. The same context again keeps it.
                         if self.out_stack.cur_ref().context != before {
-                            self.code.invalidate();
-                            if let Some(m) = &self.mem {
-                                m.borrow_mut().invalidate_mem_acc_cache(self.trace_id);
+                            // Unless the memory says its contents do not
+                            // follow the context (file images).
+                            let fixed = match &self.mem {
+                                Some(m) => {
+                                    let mut m = m.borrow_mut();
+                                    m.invalidate_mem_acc_cache(self.trace_id);
+                                    m.contents_fixed()
+                                }
+                                None => false,
+                            };
+                            if !fixed {
+                                self.code.invalidate();
                             }
                         }
                     }
