@@ -232,23 +232,33 @@ impl OutStack {
         self.to_send = 0;
     }
 
+    #[inline]
     fn add(&mut self, index: TrcIndex) {
         if self.to_send > 0 {
+            let prev = self.curr;
             self.curr += 1;
             if self.curr >= self.elems.len() {
-                self.elems.push((0, TraceElement::default()));
+                self.grow();
             }
-            self.copy_persistent(self.curr - 1, self.curr);
+            self.copy_persistent(prev, self.curr);
         }
         self.elems[self.curr].0 = index;
         self.to_send += 1;
     }
 
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self) {
+        self.elems.push((0, TraceElement::default()));
+    }
+
+    #[inline]
     fn add_type(&mut self, index: TrcIndex, t: ElemType) {
         self.add(index);
         self.elems[self.curr].1.set_type(t);
     }
 
+    #[inline]
     fn cur(&mut self) -> &mut TraceElement {
         &mut self.elems[self.curr].1
     }
@@ -355,6 +365,11 @@ pub struct EtmV4Decoder {
     next_range_check: Option<u64>,
     /// The program walk, with its code and block caches.
     code: Walker,
+    /// The classifier's carried state as last read; `None` when it may
+    /// have changed since (it is shared by the tree's decoders, so it is
+    /// read again each time the decoder is entered, and after this
+    /// decoder's own classifying outside a walk).
+    carried: Option<u8>,
     /// End of trace handled (a repeated EOT only sends what is left).
     eot_done: bool,
     /// Sync was lost while resolving a packet whose elements then had to
@@ -404,6 +419,7 @@ impl EtmV4Decoder {
             out_stack: OutStack::new(),
             next_range_check: None,
             code: Walker::new(WalkOptions { a64_opcode_check: ctx.options.aa64_opcode_check, mem_error_is_error: false }),
+            carried: None,
             eot_done: false,
             no_sync_unreported: false,
         };
@@ -1140,8 +1156,9 @@ impl EtmV4Decoder {
     }
 
     /// Fills the current element as an instruction range.
+    #[inline]
     fn set_range(&mut self, r: Range, executed: bool) {
-        let info = self.instr;
+        let info = &self.instr;
         let o = self.out_stack.cur();
         o.set_type(ElemType::InstrRange);
         o.last_instr_exec = executed;
@@ -1154,7 +1171,7 @@ impl EtmV4Decoder {
         o.en_addr = r.en;
         o.num_instr_range = r.num;
         if executed {
-            self.instr.isa = info.next_isa;
+            self.instr.isa = self.instr.next_isa;
         }
     }
 
@@ -1172,7 +1189,14 @@ impl EtmV4Decoder {
     fn trace_to_waypoint(&mut self, to_addr: Option<u64>) -> Result<(Range, WpResult), ErrCode> {
         let st = self.instr.instr_addr;
         if to_addr.is_none() && self.mem.is_some() {
-            let carried = self.instr_dec.borrow().carried_state();
+            let carried = match self.carried {
+                Some(c) => c,
+                None => {
+                    let c = self.instr_dec.borrow().carried_state();
+                    self.carried = Some(c);
+                    c
+                }
+            };
             if let Some(w) = self.code.remembered(&mut self.instr, self.space, carried) {
                 return self.walk_outcome(st, w);
             }
@@ -1193,6 +1217,7 @@ impl EtmV4Decoder {
             None => self.code.to_waypoint(&mut *m, &mut *dec, &mut self.instr, self.trace_id, space),
             Some(a) => self.code.to_address(&mut *m, &mut *dec, &mut self.instr, self.trace_id, space, a),
         };
+        self.carried = Some(dec.carried_state());
         drop((m, dec));
         self.walk_outcome(st, walked)
     }
@@ -1217,6 +1242,7 @@ impl EtmV4Decoder {
     /// added, or memory invalidated for this trace ID): checked once per
     /// packet, since memory does not change within one.
     fn sync_memory(&mut self) {
+        self.carried = None;
         if let Some(m) = &self.mem {
             let g = m.borrow().generation(self.trace_id);
             self.code.sync_memory(g);
@@ -1402,6 +1428,7 @@ impl EtmV4Decoder {
     }
 
     fn process_q(&mut self, q: &P0Elem) -> Step {
+        self.carried = None;
         let (q_addr, q_is) = if q.q_has_addr {
             (q.addr, q.addr_is)
         } else {
@@ -1474,6 +1501,7 @@ impl EtmV4Decoder {
 
     /// ETE source address: the address of the last instruction of a range.
     fn process_source_address(&mut self, e: &P0Elem) -> Step {
+        self.carried = None;
         let src = e.addr;
         let curr = self.instr.instr_addr;
         let space = self.mem_space();
