@@ -105,14 +105,6 @@ impl P0Elem {
         }
     }
 
-    /// Takes the oldest atom: true for E.
-    fn commit_oldest(&mut self) -> bool {
-        let e = self.atoms.en_bits & 1 != 0;
-        self.atoms.num -= 1;
-        self.atoms.en_bits >>= 1;
-        e
-    }
-
     /// Cancels up to `n` of the newest atoms; returns how many.
     fn cancel_newest(&mut self, n: u32) -> u32 {
         let k = n.min(self.atoms.num as u32);
@@ -828,13 +820,37 @@ impl EtmV4Decoder {
         self.out_stack.reset();
         let mut context_flush = false;
         while self.res.commit > 0 && !context_flush {
-            let Some(mut elem) = self.stack.front().copied() else {
+            let Some(front) = self.stack.front() else {
                 let r = self.seq_err(ErrCode::CommitPktOverrun, Some(err_idx), "Not enough elements to commit");
                 self.res.commit = 0;
                 return r;
             };
+            if front.kind == P0Kind::Atom {
+                // The common case, without copying the element: only its
+                // atoms change.
+                let (index, mut atoms) = (front.index, front.atoms);
+                err_idx = index;
+                while atoms.num > 0 && self.res.commit > 0 {
+                    let taken = atoms.en_bits & 1 != 0;
+                    atoms.num -= 1;
+                    atoms.en_bits >>= 1;
+                    self.return_stack_pop()?;
+                    if !self.need_ctxt && !self.need_addr {
+                        self.process_atom(taken, index)?;
+                    }
+                    self.res.commit -= 1;
+                }
+                if atoms.num > 0 {
+                    if let Some(f) = self.stack.front_mut() {
+                        f.atoms = atoms;
+                    }
+                } else {
+                    self.stack.pop_front();
+                }
+                continue;
+            }
+            let elem = *front;
             err_idx = elem.index;
-            let mut pop = true;
             match elem.kind {
                 P0Kind::TraceOn => {
                     self.next_range_check = None;
@@ -877,22 +893,8 @@ impl EtmV4Decoder {
                 }
                 P0Kind::Event | P0Kind::Ts | P0Kind::Cc | P0Kind::TsCc => self.process_ts_cc_event(&elem),
                 P0Kind::Marker => self.process_marker(&elem),
-                P0Kind::Atom => {
-                    while elem.atoms.num > 0 && self.res.commit > 0 {
-                        let taken = elem.commit_oldest();
-                        self.return_stack_pop()?;
-                        if !self.need_ctxt && !self.need_addr {
-                            self.process_atom(taken, &elem)?;
-                        }
-                        self.res.commit -= 1;
-                    }
-                    if elem.atoms.num > 0 {
-                        pop = false;
-                        if let Some(f) = self.stack.front_mut() {
-                            *f = elem;
-                        }
-                    }
-                }
+                // Committed above, oldest atom first.
+                P0Kind::Atom => {}
                 P0Kind::Exception => {
                     self.return_stack_pop()?;
                     self.next_range_check = None;
@@ -935,9 +937,7 @@ impl EtmV4Decoder {
                     self.ret_stack.flush();
                 }
             }
-            if pop {
-                self.stack.pop_front();
-            }
+            self.stack.pop_front();
         }
         self.curr_spec_depth -= num_req - self.res.commit;
         Ok(())
@@ -1255,8 +1255,8 @@ impl EtmV4Decoder {
         ErrCode::IRangeLimitOverrun
     }
 
-    fn process_atom(&mut self, taken: bool, elem: &P0Elem) -> Step {
-        self.out_stack.add(elem.index);
+    fn process_atom(&mut self, taken: bool, index: TrcIndex) -> Step {
+        self.out_stack.add(index);
         let (range, wp) = match self.trace_to_waypoint(None) {
             Ok(v) => v,
             Err(ErrCode::UnsupportedIsa) => {
@@ -1265,12 +1265,12 @@ impl EtmV4Decoder {
                 self.log(
                     Severity::Warn,
                     ErrCode::UnsupportedIsa,
-                    Some(elem.index),
+                    Some(index),
                     "Warning: unsupported instruction set processing atom packet.",
                 );
                 return Ok(());
             }
-            Err(code) => return self.seq_err(code, Some(elem.index), "Error processing atom packet."),
+            Err(code) => return self.seq_err(code, Some(index), "Error processing atom packet."),
         };
         if wp == WpResult::Found {
             let next_addr = self.instr.instr_addr;
@@ -1283,7 +1283,7 @@ impl EtmV4Decoder {
                             self.ret_stack.push(next_addr, self.instr.isa);
                         }
                     } else if (self.options.direct_br_cond || self.options.strict_br_cond) && !self.instr.is_conditional {
-                        return self.bad_image(elem.index, "Inconsistent program image - N atom on unconditional direct branch");
+                        return self.bad_image(index, "Inconsistent program image - N atom on unconditional direct branch");
                     }
                 }
                 InstrType::BranchIndirect => {
@@ -1297,7 +1297,7 @@ impl EtmV4Decoder {
                             ete_eret = true;
                         }
                     } else if self.options.strict_br_cond && !self.instr.is_conditional {
-                        return self.bad_image(elem.index, "Inconsistent program image - N atom on unconditional indirect branch");
+                        return self.bad_image(index, "Inconsistent program image - N atom on unconditional indirect branch");
                     }
                 }
                 _ => {}
@@ -1307,11 +1307,11 @@ impl EtmV4Decoder {
                 && let Some(expect) = self.next_range_check
                 && expect != range.st
             {
-                return self.bad_image(elem.index, "Discontinuous ranges - Inconsistent program image for decode\n");
+                return self.bad_image(index, "Discontinuous ranges - Inconsistent program image for decode\n");
             }
             self.next_range_check = if taken { None } else { Some(next_addr) };
             if ete_eret {
-                self.out_stack.add_type(elem.index, ElemType::ExceptionRet);
+                self.out_stack.add_type(index, ElemType::ExceptionRet);
             }
         } else {
             self.need_addr = true;
@@ -1319,7 +1319,7 @@ impl EtmV4Decoder {
             if range.st != range.en {
                 self.set_range(range, true);
                 if wp == WpResult::Nacc {
-                    self.out_stack.add(elem.index);
+                    self.out_stack.add(index);
                 }
             }
             if wp == WpResult::Nacc {
