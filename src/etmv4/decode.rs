@@ -227,14 +227,19 @@ impl OutStack {
     #[inline]
     fn add(&mut self, index: TrcIndex) {
         if self.to_send > 0 {
-            let prev = self.curr;
             self.curr += 1;
             if self.curr >= self.elems.len() {
                 self.grow();
             }
-            self.copy_persistent(prev, self.curr);
+            // The previous slot and the new one, with one bounds check.
+            if let [(_, prev), (idx, e)] = &mut self.elems[self.curr - 1..=self.curr] {
+                e.isa = prev.isa;
+                e.context = prev.context;
+                *idx = index;
+            }
+        } else {
+            self.elems[self.curr].0 = index;
         }
-        self.elems[self.curr].0 = index;
         self.to_send += 1;
     }
 
