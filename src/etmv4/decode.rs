@@ -625,8 +625,9 @@ impl EtmV4Decoder {
                 self.push(P0Kind::TraceOn, false);
             }
             T::AtomF1 | T::AtomF2 | T::AtomF3 | T::AtomF4 | T::AtomF5 | T::AtomF6 => {
-                let e = self.push(P0Kind::Atom, true);
-                e.atoms = pkt.atoms;
+                // Built whole, then pushed: no second look-up of the back.
+                let e = P0Elem { atoms: pkt.atoms, ..P0Elem::new(P0Kind::Atom, true, self.index_curr_pkt) };
+                self.stack.push_back(e);
                 self.curr_spec_depth += pkt.atoms.num as i64;
             }
             T::Ctxt => self.push_ctxt(pkt),
