@@ -820,6 +820,7 @@ impl EtmV4Decoder {
         }
     }
 
+    #[inline(always)]
     fn commit_elements(&mut self) -> Step {
         let num_req = self.res.commit;
         let mut err_idx = self.index_curr_pkt;
