@@ -12,7 +12,7 @@ use crate::error::{ErrCode, Error};
 use crate::instr::ArmInstrDecoder;
 use crate::interfaces::{InstrDecode, TrcDataIn, TrcGenElemIn, TrcRawFrameIn};
 use crate::logger::{shared, ErrLink, ErrorLogger, MsgLogger, Shared};
-use crate::memory::{CacheConfig, MemAccMapper, MemSpace};
+use crate::memory::{CacheConfig, MemAccMapper, MemSpace, MemoryError};
 use crate::printers::PacketPrinter;
 
 /// How the trace buffer is laid out.
@@ -214,8 +214,8 @@ impl DecodeTree {
     }
 
     /// Maps a region of a binary file (see [`MemAccMapper::add_file_region`]).
-    pub fn add_file_region(&mut self, path: &Path, start: u64, offset: u64, size: u64, space: MemSpace) -> Result<(), ErrCode> {
-        let m = self.mapper.as_ref().ok_or(ErrCode::NotInit)?;
+    pub fn add_file_region(&mut self, path: &Path, start: u64, offset: u64, size: u64, space: MemSpace) -> Result<(), MemoryError> {
+        let m = self.mapper.as_ref().ok_or(MemoryError::NoMemory)?;
         m.borrow_mut().add_file_region(path, start, offset, size, space)
     }
 
