@@ -17,6 +17,7 @@ pub mod deformatter;
 #[cfg(feature = "disasm")]
 pub mod disasm;
 pub mod elem;
+pub mod element;
 pub mod ete;
 pub mod etmv3;
 pub mod etmv4;
@@ -47,6 +48,7 @@ mod walk;
 
 pub use datapath::{DatapathOp, DatapathResp, TrcIndex};
 pub use elem::{ElemType, TraceElement};
+pub use element::{Decoded, Element};
 pub use error::{ErrCode, Error, Result, TraceError};
 pub use interfaces::{InstrDecode, PktDataIn, PktRawDataMon, TargetMemAccess, TrcDataIn, TrcGenElemIn};
 
