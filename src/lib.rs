@@ -36,6 +36,7 @@ pub mod printers;
 pub mod protocols;
 pub(crate) mod pktproc;
 pub mod ptm;
+pub mod pull;
 pub mod regress;
 pub mod snapshot;
 pub mod snapshot_writer;
@@ -49,6 +50,10 @@ mod walk;
 pub use datapath::{DatapathOp, DatapathResp, TrcIndex};
 pub use elem::{ElemType, TraceElement};
 pub use element::{Decoded, Element};
+pub use pull::{decode_buffer, DecodeError, Decoder, DecoderBuilder, Trace};
+pub use decoder::DecodeMode;
+pub use snapshot::Snapshot;
+pub use tree::DecodeTree;
 pub use error::{ErrCode, Error, Result, TraceError};
 pub use interfaces::{InstrDecode, PktDataIn, PktRawDataMon, TargetMemAccess, TrcDataIn, TrcGenElemIn};
 
