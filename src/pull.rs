@@ -562,6 +562,9 @@ impl DecoderBuilder {
     /// Builds the tree and its decoder.
     pub fn build(self) -> Result<Decoder, DecodeError> {
         use crate::error::Error;
+        if self.sources.is_empty() {
+            return Err(Error::code(ErrCode::NotInit, "DecoderBuilder: no trace source added (see DecoderBuilder::source)").into());
+        }
         let mut tree = DecodeTree::new(self.format, DecodeMode::FullDecode);
         for (protocol, cfg) in &self.sources {
             tree.create_decoder(protocol, cfg)?;

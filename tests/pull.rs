@@ -244,6 +244,13 @@ fn errors_say_what_and_where() {
     let e = Trace::open_buffer(&dir, "ETR_9").unwrap_err();
     assert_eq!(e.to_string(), "no trace buffer named 'ETR_9' in the snapshot (it has: ETB_0)");
 
+    // A builder with no source, or an unknown protocol.
+    let e = DecoderBuilder::new(SourceFormat::Single).build().unwrap_err();
+    assert!(e.to_string().starts_with("DecoderBuilder: no trace source added"), "{e}");
+    let ss = Snapshot::load(&dir).unwrap();
+    let e = DecoderBuilder::new(SourceFormat::Single).source("NOSUCH", source_config(&ss, "STM_0", None)).build().unwrap_err();
+    assert!(e.to_string().starts_with("no decoder registered as 'NOSUCH'"), "{e}");
+
     // A trace data file that cannot be read names the file.
     std::fs::remove_file(dir.join("trace.bin")).unwrap();
     let e = Trace::open(&dir).unwrap_err();
