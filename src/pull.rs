@@ -357,11 +357,17 @@ impl Iterator for Elements<'_> {
 impl std::iter::FusedIterator for Elements<'_> {}
 
 /// A trace buffer with its decoder: what to iterate over.
-#[derive(Debug)]
 pub struct Trace {
     decoder: Decoder,
     data: Vec<u8>,
     buffer: String,
+}
+
+impl fmt::Debug for Trace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Not the bytes: a buffer can be megabytes.
+        f.debug_struct("Trace").field("buffer", &self.buffer).field("bytes", &self.data.len()).field("decoder", &self.decoder).finish()
+    }
 }
 
 impl Trace {

@@ -298,3 +298,10 @@ fn a_fatal_error_ends_the_iteration_after_the_elements_before_it() {
     }
     assert!(it.next().is_none());
 }
+
+#[test]
+fn debug_output_does_not_dump_the_trace() {
+    let t = Trace::open(concat!(env!("CARGO_MANIFEST_DIR"), "/snapshots/etmv4-a64")).unwrap();
+    let text = format!("{t:?}");
+    assert!(text.starts_with("Trace { buffer: \"ETB_0\", bytes: ") && text.len() < 200, "{text}");
+}
