@@ -144,10 +144,10 @@ mod tests {
     use std::path::{Path, PathBuf};
 
     use coresight_decode::arch::{ArchProfile, ArchVersion, CoreProfile, InstrInfo, InstrType};
-    use coresight_decode::generator::etmv4::{Encoder, PktCtx};
+    use coresight_generator::etmv4::{Encoder, PktCtx};
     use coresight_decode::instr::ArmInstrDecoder;
     use coresight_decode::interfaces::InstrDecode;
-    use coresight_decode::snapshot_writer::{BufferSpec, DeviceSpec, DumpSpec, SnapshotSpec};
+    use coresight_generator::snapshot_writer::{BufferSpec, DeviceSpec, DumpSpec, SnapshotSpec};
 
     fn fixture(name: &str) -> PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/tests/fixtures/cov").join(name)

@@ -10,8 +10,7 @@
 //! with a packet monitor, so a protocol only writes its
 //! [`PacketProcessor`] and its `PktDataIn` decoder.
 
-use std::cell::RefCell;
-use std::rc::Rc;
+use std::sync::Arc;
 
 use crate::arch::ArchProfile;
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
@@ -124,13 +123,13 @@ impl TrcGenElemIn for ElemRouter {
     }
 }
 
-impl<T: TrcGenElemIn + ?Sized> TrcGenElemIn for Rc<RefCell<T>> {
+impl<T: TrcGenElemIn + ?Sized> TrcGenElemIn for Shared<T> {
     fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp {
         self.borrow_mut().trace_elem_in(index, trace_id, elem)
     }
 }
 
-impl<T: TrcDataIn + ?Sized> TrcDataIn for Rc<RefCell<T>> {
+impl<T: TrcDataIn + ?Sized> TrcDataIn for Shared<T> {
     fn trace_data_in(&mut self, op: DatapathOp, index: TrcIndex, data: &[u8]) -> (DatapathResp, usize) {
         self.borrow_mut().trace_data_in(op, index, data)
     }
@@ -210,7 +209,7 @@ impl ProcStats {
 }
 
 /// Creates decoders of one protocol.
-pub trait DecoderFactory {
+pub trait DecoderFactory: Send + Sync {
     /// Protocol name shown in listings and used to look the factory up.
     fn protocol_name(&self) -> &str;
     /// Snapshot device types handled (`ETM4`, `PTM`, ...), compared with
@@ -242,7 +241,7 @@ pub trait DecoderFactory {
 
 /// The protocols known to a decode tree.
 pub struct DecoderRegistry {
-    factories: Vec<Rc<dyn DecoderFactory>>,
+    factories: Vec<Arc<dyn DecoderFactory>>,
 }
 
 impl Default for DecoderRegistry {
@@ -268,7 +267,7 @@ impl DecoderRegistry {
     }
 
     /// Registers a protocol; fails if the name is taken.
-    pub fn register(&mut self, factory: Rc<dyn DecoderFactory>) -> Result<(), ErrCode> {
+    pub fn register(&mut self, factory: Arc<dyn DecoderFactory>) -> Result<(), ErrCode> {
         if self.find(factory.protocol_name()).is_some() {
             return Err(ErrCode::DcdregNameRepeat);
         }
@@ -277,12 +276,12 @@ impl DecoderRegistry {
     }
 
     /// A protocol by name.
-    pub fn find(&self, name: &str) -> Option<Rc<dyn DecoderFactory>> {
+    pub fn find(&self, name: &str) -> Option<Arc<dyn DecoderFactory>> {
         self.factories.iter().find(|f| f.protocol_name() == name).cloned()
     }
 
     /// The protocol for a snapshot device type (`ETM4.2` matches `ETM4`).
-    pub fn for_device_type(&self, device_type: &str) -> Option<Rc<dyn DecoderFactory>> {
+    pub fn for_device_type(&self, device_type: &str) -> Option<Arc<dyn DecoderFactory>> {
         let base = device_type.split('.').next().unwrap_or(device_type);
         self.factories.iter().find(|f| f.device_types().contains(&base)).cloned()
     }
@@ -350,7 +349,7 @@ impl SyncGate {
 /// the end of trace is acted on once (after a wait the caller flushes and
 /// sends EOT again, which must not repeat the end-of-trace element) until
 /// new data or a reset.
-pub trait PacketDecoder {
+pub trait PacketDecoder: Send {
     type Packet;
     /// Whether the end of trace has been acted on; kept by the decoder,
     /// set and cleared by the rules above.
@@ -418,7 +417,7 @@ impl<P> PacketOut<'_, P> {
 }
 
 /// Bytes to packets for one protocol.
-pub trait PacketProcessor {
+pub trait PacketProcessor: Send {
     type Packet: TracePacket + 'static;
     /// Processes `data` (first byte at `index`), emitting complete packets.
     /// Stops after a packet whose sink answered other than continue, and

@@ -6,22 +6,16 @@
 //! error as `NAME : 0x0019 (OCSD_ERR_...) [...]; TrcIdx=..; CS ID=..; msg`,
 //! without a line break, exactly as OpenCSD's default error logger does.
 
-use std::cell::{Cell, RefCell};
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
-use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use crate::error::{ErrCode, Severity, TraceError};
 use crate::tree::SerialKey;
 
-/// Shared ownership of a component on the (single-threaded) data path.
-pub type Shared<T> = Rc<RefCell<T>>;
-
-/// Wraps a value for sharing between components.
-pub fn shared<T>(v: T) -> Shared<T> {
-    Rc::new(RefCell::new(v))
-}
+pub use crate::shared::{shared, Shared};
 
 /// Where text output goes.
 #[derive(Default)]
@@ -33,7 +27,7 @@ pub struct MsgLogger {
     capture: Option<String>,
     /// With a capture: the tree position each piece of text was written
     /// at (parallel decode restores the serial order from it).
-    keyed: Option<(Rc<Cell<SerialKey>>, Vec<(SerialKey, usize)>)>,
+    keyed: Option<(Shared<SerialKey>, Vec<(SerialKey, usize)>)>,
 }
 
 impl MsgLogger {
@@ -50,7 +44,7 @@ impl MsgLogger {
     /// A capturing logger that also notes, for each piece of text, the
     /// tree position (`position`) it was written at; see
     /// [`take_keyed`](Self::take_keyed).
-    pub fn capture_keyed(position: Rc<Cell<SerialKey>>) -> Self {
+    pub fn capture_keyed(position: Shared<SerialKey>) -> Self {
         MsgLogger { stdout: None, stderr: false, file: None, capture: Some(String::new()), keyed: Some((position, Vec::new())) }
     }
 
@@ -87,7 +81,7 @@ impl MsgLogger {
         }
         if let Some(c) = self.capture.as_mut() {
             if let Some((pos, marks)) = self.keyed.as_mut() {
-                let key = pos.get();
+                let key = *pos.borrow();
                 if marks.last().is_none_or(|m| m.0 != key) {
                     marks.push((key, c.len()));
                 }
@@ -201,28 +195,27 @@ pub struct ErrLink {
     logger: Shared<ErrorLogger>,
     src: ErrSource,
     /// Packet errors logged through this link: (bad headers, bad sequences).
-    counts: Rc<Cell<(u64, u64)>>,
+    counts: Arc<[AtomicU64; 2]>,
 }
 
 impl ErrLink {
     pub fn new(logger: &Shared<ErrorLogger>, name: impl Into<String>) -> Self {
         let src = logger.borrow_mut().register_source(name);
-        ErrLink { logger: logger.clone(), src, counts: Rc::default() }
+        ErrLink { logger: logger.clone(), src, counts: Arc::default() }
     }
 
     pub fn log(&self, err: &TraceError) {
-        let (h, s) = self.counts.get();
         match err.code {
-            ErrCode::InvalidPcktHdr => self.counts.set((h + 1, s)),
-            ErrCode::BadPacketSeq => self.counts.set((h, s + 1)),
-            _ => {}
-        }
+            ErrCode::InvalidPcktHdr => self.counts[0].fetch_add(1, Ordering::Relaxed),
+            ErrCode::BadPacketSeq => self.counts[1].fetch_add(1, Ordering::Relaxed),
+            _ => 0,
+        };
         self.logger.borrow_mut().log_error(self.src, err);
     }
 
     /// Packet errors logged so far: (invalid headers, bad sequences).
     pub fn packet_error_counts(&self) -> (u64, u64) {
-        self.counts.get()
+        (self.counts[0].load(Ordering::Relaxed), self.counts[1].load(Ordering::Relaxed))
     }
 
     pub fn message(&self, sev: Severity, msg: &str) {

@@ -147,7 +147,7 @@ pub enum AccessorKind {
 }
 
 /// One memory image.
-pub trait MemAccessor {
+pub trait MemAccessor: Send {
     fn kind(&self) -> AccessorKind;
     /// The address ranges this accessor serves.
     fn ranges(&self) -> &[AddrRange];
@@ -324,7 +324,7 @@ impl MemAccessor for BufferAccessor {
 
 /// The callback a [`CallbackAccessor`] calls: `(address, space, buffer)`
 /// returns the number of bytes written into the buffer.
-pub type MemReadFn = Box<dyn FnMut(u64, MemSpace, &mut [u8]) -> usize>;
+pub type MemReadFn = Box<dyn FnMut(u64, MemSpace, &mut [u8]) -> usize + Send>;
 
 /// An image served by a user callback (e.g. a live target or a debugger).
 pub struct CallbackAccessor {

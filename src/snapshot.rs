@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::rc::Rc;
+use std::sync::Arc;
 
 use ini::{Ini, ParseOption};
 
@@ -457,17 +457,17 @@ impl Snapshot {
 /// sources are logged (component `ss2_dcdtree`) and the source is skipped.
 pub struct TreeBuilder<'a> {
     ss: &'a Snapshot,
-    registry: Rc<DecoderRegistry>,
+    registry: Arc<DecoderRegistry>,
 }
 
 impl<'a> TreeBuilder<'a> {
     /// A builder using the built-in protocols.
     pub fn new(ss: &'a Snapshot) -> Self {
-        TreeBuilder { ss, registry: Rc::new(DecoderRegistry::builtin()) }
+        TreeBuilder { ss, registry: Arc::new(DecoderRegistry::builtin()) }
     }
 
     /// A builder using the protocols in `registry` (with user decoders).
-    pub fn with_registry(ss: &'a Snapshot, registry: Rc<DecoderRegistry>) -> Self {
+    pub fn with_registry(ss: &'a Snapshot, registry: Arc<DecoderRegistry>) -> Self {
         TreeBuilder { ss, registry }
     }
 

@@ -2,9 +2,8 @@
 //! one decoder per trace ID, and the services decoders share (target
 //! memory, instruction decode, element output, error log).
 
-use std::cell::Cell;
 use std::path::Path;
-use std::rc::Rc;
+use std::sync::Arc;
 
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use crate::decoder::{DecodeContext, DecodeMode, DecoderOptions, DecoderRegistry, ElemRouter, SourceConfig, TraceComponent};
@@ -55,7 +54,7 @@ pub struct TreeElement {
 struct Elements {
     slots: Vec<Option<TreeElement>>,
     /// What the tree is handing on now: see [`DecodeTree::serial_position`].
-    position: Rc<Cell<SerialKey>>,
+    position: Shared<SerialKey>,
     /// The frame and place of the block the deformatter hands on next.
     chunk: (TrcIndex, u8),
     filter: Option<[bool; 128]>,
@@ -77,14 +76,14 @@ impl IdStreamSink for Elements {
         if !self.enabled(id) {
             return (DatapathResp::Cont, data.len());
         }
-        self.position.set(SerialKey { index: self.chunk.0, chunk: self.chunk.1, trace_id: id });
+        *self.position.borrow_mut() = SerialKey { index: self.chunk.0, chunk: self.chunk.1, trace_id: id };
         match self.slots.get_mut(id as usize) {
             Some(Some(e)) => e.component.trace_data_in(DatapathOp::Data, index, data),
             _ => (DatapathResp::Cont, data.len()),
         }
     }
     fn error_position(&mut self, index: TrcIndex) {
-        self.position.set(SerialKey { index, chunk: 0, trace_id: 0 });
+        *self.position.borrow_mut() = SerialKey { index, chunk: 0, trace_id: 0 };
     }
     fn chunk_position(&mut self, frame_index: TrcIndex, chunk: usize) {
         self.chunk = (frame_index, chunk.min(u8::MAX as usize) as u8);
@@ -93,7 +92,7 @@ impl IdStreamSink for Elements {
         if !self.opencsd_empty_blocks || !self.enabled(id) {
             return DatapathResp::Cont;
         }
-        self.position.set(SerialKey { index: self.chunk.0, chunk: self.chunk.1, trace_id: id });
+        *self.position.borrow_mut() = SerialKey { index: self.chunk.0, chunk: self.chunk.1, trace_id: id };
         match self.slots.get_mut(id as usize) {
             Some(Some(e)) => e.component.trace_data_in(DatapathOp::Data, index, &[]).0,
             _ => DatapathResp::Cont,
@@ -106,7 +105,7 @@ impl IdStreamSink for Elements {
             if let Some(e) = e
                 && filter.is_none_or(|f| f[id]) {
                     let at = if op == DatapathOp::Eot { TrcIndex::MAX } else { index };
-                    self.position.set(SerialKey { index: at, chunk: 0, trace_id: id as u8 });
+                    *self.position.borrow_mut() = SerialKey { index: at, chunk: 0, trace_id: id as u8 };
                     worst = worst.worst(e.component.trace_data_in(op, index, &[]).0);
                     // End of trace goes out one decoder at a time: on a wait
                     // the caller flushes and sends it again, and decoders
@@ -130,18 +129,18 @@ pub struct DecodeTree {
     instr: Shared<dyn InstrDecode>,
     elem_out: Shared<ElemRouter>,
     err_log: Shared<ErrorLogger>,
-    registry: Rc<DecoderRegistry>,
+    registry: Arc<DecoderRegistry>,
     options: DecoderOptions,
 }
 
 impl DecodeTree {
     /// A tree for `format`, decoding in `mode`, with the built-in protocols.
     pub fn new(format: SourceFormat, mode: DecodeMode) -> DecodeTree {
-        DecodeTree::with_registry(format, mode, Rc::new(DecoderRegistry::builtin()))
+        DecodeTree::with_registry(format, mode, Arc::new(DecoderRegistry::builtin()))
     }
 
     /// A tree using the protocols in `registry` (for custom decoders).
-    pub fn with_registry(format: SourceFormat, mode: DecodeMode, registry: Rc<DecoderRegistry>) -> DecodeTree {
+    pub fn with_registry(format: SourceFormat, mode: DecodeMode, registry: Arc<DecoderRegistry>) -> DecodeTree {
         let err_log = shared(ErrorLogger::default());
         let deformatter = match format {
             SourceFormat::Formatted(cfg) => {
@@ -158,7 +157,7 @@ impl DecodeTree {
             deformatter,
             elements: Elements {
                 slots: (0..128).map(|_| None).collect(),
-                position: Rc::new(Cell::new(SerialKey::default())),
+                position: shared(SerialKey::default()),
                 chunk: (0, 0),
                 filter: None, opencsd_empty_blocks: false },
             mapper,
@@ -233,14 +232,15 @@ impl DecodeTree {
 
     /// The tree's current [`SerialKey`], shared: it is updated as the tree
     /// hands data and operations to its decoders.
-    pub fn serial_position(&self) -> Rc<Cell<SerialKey>> {
+    pub fn serial_position(&self) -> Shared<SerialKey> {
         self.elements.position.clone()
     }
 
     /// Makes the tree keep its [`SerialKey`] in `position` (shared with,
     /// for example, a logger that notes where text was written).
-    pub fn set_serial_position(&mut self, position: Rc<Cell<SerialKey>>) {
-        position.set(self.elements.position.get());
+    pub fn set_serial_position(&mut self, position: Shared<SerialKey>) {
+        let now = *self.elements.position.borrow();
+        *position.borrow_mut() = now;
         self.elements.position = position;
     }
 

@@ -3,14 +3,15 @@
 
 mod common;
 
-use std::cell::RefCell;
-use std::rc::Rc;
+
+use coresight_decode::shared::Lock;
+use std::sync::Arc;
 
 use common::{Rng, RngExt};
 use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use coresight_decode::deformatter::{DeformatterConfig, FrameDeformatter, IdStreamSink};
 use coresight_decode::error::ErrCode;
-use coresight_decode::formatter::{FormatterConfig, FrameFormatter};
+use coresight_generator::formatter::{FormatterConfig, FrameFormatter};
 use coresight_decode::interfaces::{RawFrameKind, TrcRawFrameIn};
 use coresight_decode::logger::{shared, ErrLink, ErrorLogger, MsgLogger};
 
@@ -294,7 +295,7 @@ fn formatter_round_trip_many_streams() {
 /// What the raw monitor saw: (index, kind, bytes, trace ID).
 type RawSeen = Vec<(TrcIndex, RawFrameKind, Vec<u8>, Option<u8>)>;
 
-struct RawLog(Rc<RefCell<RawSeen>>);
+struct RawLog(Arc<Lock<RawSeen>>);
 impl TrcRawFrameIn for RawLog {
     fn trace_raw_frame_in(&mut self, op: DatapathOp, index: TrcIndex, kind: RawFrameKind, data: &[u8], id: Option<u8>) {
         if op == DatapathOp::Data {
@@ -306,7 +307,7 @@ impl TrcRawFrameIn for RawLog {
 #[test]
 fn raw_monitor_sees_packed_frames_and_unpacked_runs() {
     let f = frame([0x21, 0x01, 0x02, 0x03, 0x23, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x0e, 0x00]);
-    let log = Rc::new(RefCell::new(Vec::new()));
+    let log = Arc::new(Lock::new(Vec::new()));
     let mut d = FrameDeformatter::new(DeformatterConfig { raw_packed: true, raw_unpacked: true, ..DeformatterConfig::mem_aligned() });
     d.set_raw_monitor(Some(Box::new(RawLog(log.clone()))));
     let mut r = Recorder::on(&[0x10]);

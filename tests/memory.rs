@@ -3,8 +3,8 @@
 
 mod common;
 
-use std::cell::Cell;
-use std::rc::Rc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 
 use common::{temp_dir, write_files, Rng, RngExt};
 use coresight_decode::error::ErrCode;
@@ -132,14 +132,14 @@ fn cache_gives_the_same_bytes_as_direct_reads() {
 
 #[test]
 fn callback_images_are_cached_and_invalidated() {
-    let calls = Rc::new(Cell::new(0u32));
+    let calls = Arc::new(AtomicU32::new(0));
     let c = calls.clone();
     let acc = CallbackAccessor::new(
         0x1000,
         0x1fff,
         MemSpace::ANY,
         Box::new(move |addr, _space, out: &mut [u8]| {
-            c.set(c.get() + 1);
+            c.fetch_add(1, Ordering::Relaxed);
             for (i, b) in out.iter_mut().enumerate() {
                 *b = (addr as usize + i) as u8;
             }
@@ -154,10 +154,10 @@ fn callback_images_are_cached_and_invalidated() {
         assert_eq!(m.read_target_memory(0x1010, 0, MemSpace::EL1N, &mut b), Ok(4));
     }
     assert_eq!(b, [0x10, 0x11, 0x12, 0x13]);
-    assert_eq!(calls.get(), 1);
+    assert_eq!(calls.load(Ordering::Relaxed), 1);
     m.invalidate_mem_acc_cache(0);
     m.read(0x1010, MemSpace::ANY, &mut b);
-    assert_eq!(calls.get(), 2);
+    assert_eq!(calls.load(Ordering::Relaxed), 2);
 }
 
 /// A minimal little-endian ELF64 with one loadable segment carrying

@@ -18,7 +18,7 @@ mod processor;
 #[cfg(test)]
 mod tests;
 
-use std::rc::Rc;
+use std::sync::Arc;
 
 pub use decoder::Etmv3Decoder;
 pub use packet::{Etmv3Exception, Etmv3Packet, Etmv3PktType};
@@ -160,8 +160,8 @@ impl Etmv3Config {
 
 /// The protocol's factory for the decoder registry: a packet processor,
 /// and in full decode mode the decoder behind it.
-pub fn factory() -> Rc<dyn DecoderFactory> {
-    Rc::new(ProtocolFactory::new(&ETMV3, |info, cfg, ctx| {
+pub fn factory() -> Arc<dyn DecoderFactory> {
+    Arc::new(ProtocolFactory::new(&ETMV3, |info, cfg, ctx| {
         let config = Etmv3Config::from_source(cfg);
         let dec = ctx.decoder_for_mode(|| Etmv3Decoder::new(config, ctx));
         Ok(Box::new(Pipeline::new(info.name, Etmv3Processor::new(config, ctx), dec)))

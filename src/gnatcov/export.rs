@@ -18,6 +18,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 
+use crate::logger::{Shared};
 use crate::arch::{InstrType, Isa};
 use crate::datapath::{DatapathResp, TrcIndex};
 use crate::elem::{ElemType, TraceElement};
@@ -245,7 +246,7 @@ impl TrcGenElemIn for FlatTraceBuilder {
 }
 
 /// A shareable builder, for a decode tree that owns its sink.
-pub struct SharedBuilder(pub std::rc::Rc<std::cell::RefCell<FlatTraceBuilder>>);
+pub struct SharedBuilder(pub Shared<FlatTraceBuilder>);
 
 impl TrcGenElemIn for SharedBuilder {
     fn trace_elem_in(&mut self, _index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp {

@@ -7,7 +7,7 @@
 //! with [`undecoded`], which takes its byte stream and lists nothing, so a
 //! tree still has a place (and a printer) for every declared source.
 
-use std::rc::Rc;
+use std::sync::Arc;
 
 use crate::datapath::{DatapathResp, TrcIndex};
 use crate::decoder::{DecodeContext, DecoderFactory, PacketOut, PacketProcessor, Pipeline, RegSpec, SourceConfig, TraceComponent};
@@ -96,7 +96,7 @@ pub const ITM: ProtocolInfo = ProtocolInfo {
 };
 
 /// The built-in protocol factories.
-pub fn builtin_factories() -> Vec<Rc<dyn DecoderFactory>> {
+pub fn builtin_factories() -> Vec<Arc<dyn DecoderFactory>> {
     vec![
         crate::etmv4::factory(),
         crate::ete::factory(),
@@ -148,8 +148,8 @@ impl DecoderFactory for ProtocolFactory {
 
 /// Factory for a protocol whose packet decode is not implemented: the
 /// source gets a place in the tree, its data is taken and nothing is listed.
-pub fn undecoded(info: &'static ProtocolInfo) -> Rc<dyn DecoderFactory> {
-    Rc::new(ProtocolFactory::new(info, |info, _cfg, _ctx| {
+pub fn undecoded(info: &'static ProtocolInfo) -> Arc<dyn DecoderFactory> {
+    Arc::new(ProtocolFactory::new(info, |info, _cfg, _ctx| {
         log::warn!("{}: packet decode for this protocol is not available yet; its data is skipped", info.name);
         Ok(Box::new(Pipeline::new(info.name, SwallowBytes, None)))
     }))

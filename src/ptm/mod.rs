@@ -18,7 +18,7 @@ pub(crate) mod shared;
 #[cfg(test)]
 mod tests;
 
-use std::rc::Rc;
+use std::sync::Arc;
 
 pub use decoder::PtmDecoder;
 pub use packet::{PtmPacket, PtmPktType};
@@ -134,8 +134,8 @@ impl PtmConfig {
 
 /// The protocol's factory for the decoder registry: a packet processor,
 /// and in full decode mode the decoder behind it.
-pub fn factory() -> Rc<dyn DecoderFactory> {
-    Rc::new(ProtocolFactory::new(&PTM, |info, cfg, ctx| {
+pub fn factory() -> Arc<dyn DecoderFactory> {
+    Arc::new(ProtocolFactory::new(&PTM, |info, cfg, ctx| {
         let config = PtmConfig::from_source(cfg);
         let dec = ctx.decoder_for_mode(|| PtmDecoder::new(config, ctx));
         Ok(Box::new(Pipeline::new(info.name, PtmProcessor::new(config, ctx), dec)))

@@ -1,11 +1,11 @@
 //! Writes snapshot directories: `snapshot.ini`, one `.ini` per device,
 //! `trace.ini`, the trace buffers and the memory dumps. What
-//! [`crate::snapshot::Snapshot::load`] reads, this writes.
+//! [`coresight_decode::snapshot::Snapshot::load`] reads, this writes.
 
 use std::fmt::Write as _;
 use std::path::Path;
 
-use crate::error::{Error, Result};
+use coresight_decode::error::{Error, Result};
 
 /// A memory dump of a core.
 #[derive(Clone, Debug)]
