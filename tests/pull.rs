@@ -305,3 +305,41 @@ fn debug_output_does_not_dump_the_trace() {
     let text = format!("{t:?}");
     assert!(text.starts_with("Trace { buffer: \"ETB_0\", bytes: ") && text.len() < 200, "{text}");
 }
+
+#[test]
+fn decoders_move_to_other_threads() {
+    fn send<T: Send>() {}
+    send::<Decoder>();
+    send::<Trace>();
+    send::<coresight_decode::pull::IntoElements>();
+    send::<Decoded>();
+    send::<DecodeError>();
+
+    // Built here, decoded on other threads, one per snapshot: the same
+    // elements as a decode on this thread.
+    let dirs = snapshots("thread");
+    let handles: Vec<_> = dirs
+        .iter()
+        .map(|(_, dir)| {
+            let trace = Trace::open(dir).unwrap();
+            std::thread::spawn(move || trace.into_iter().collect::<Result<Vec<Decoded>, _>>().unwrap())
+        })
+        .collect();
+    for (h, (name, dir)) in handles.into_iter().zip(&dirs) {
+        let there = h.join().unwrap();
+        let here = decode_buffer(dir, None).unwrap();
+        assert!(there.len() > 20 && there == here, "{name}: decoded on another thread");
+    }
+
+    // A decode started here and finished on another thread, with the
+    // tree waiting after every element.
+    let (_, dir) = dirs.iter().find(|(n, _)| n.contains("etmv4-Formatted")).unwrap();
+    let all = decode_buffer(dir, None).unwrap();
+    let mut trace = Trace::open(dir).unwrap();
+    trace.decoder_mut().set_queue_capacity(1);
+    let mut it = trace.into_iter();
+    let mut got: Vec<Decoded> = it.by_ref().take(10).collect::<Result<_, _>>().unwrap();
+    let rest = std::thread::spawn(move || it.collect::<Result<Vec<Decoded>, _>>().unwrap()).join().unwrap();
+    got.extend(rest);
+    assert!(got == all, "a decode moved to another thread half way gives the same elements");
+}
