@@ -100,9 +100,9 @@ pub enum Element {
         /// Cycle count attached to the element.
         cycle_count: Option<u32>,
     },
-    /// Instructions executed whose addresses are not known (ETE/ETMv4
-    /// with speculation resolved away, or code not in the memory image):
-    /// only how many, from where, and where execution went next.
+    /// Instructions executed whose path is not traced (an ETMv4/ETE Q
+    /// element, or a range the decoder could not follow through memory):
+    /// how many, from where, and where execution went next.
     IRangeNoPath {
         /// Instruction set at the start of the range.
         isa: Isa,
@@ -122,8 +122,9 @@ pub enum Element {
         /// The memory space the read was made in.
         mem_space: MemSpace,
     },
-    /// Execution continued at an address the trace does not give (an
-    /// ETMv3/PTM decoder waiting for an address).
+    /// Instructions executed at an address the decoder does not know
+    /// (ETMv3 atoms while it waits for an address): reported once, and
+    /// those instructions are not traced.
     AddrUnknown {
         /// Cycle count attached to the element.
         cycle_count: Option<u32>,
@@ -147,7 +148,8 @@ pub enum Element {
         /// Cycle count attached to the element.
         cycle_count: Option<u32>,
     },
-    /// Return from an exception (ETMv4/ETE on M-profile, ETMv3, PTM).
+    /// Return from an exception, where the protocol traces it (an
+    /// exception return packet: ETMv4, PTM, ETMv3).
     ExceptionRet {
         /// Cycle count attached to the element.
         cycle_count: Option<u32>,
