@@ -343,3 +343,39 @@ fn decoders_move_to_other_threads() {
     got.extend(rest);
     assert!(got == all, "a decode moved to another thread half way gives the same elements");
 }
+
+#[test]
+fn corrupted_trace_ends_in_elements_or_one_error_whatever_the_waits() {
+    use common::{Rng, RngExt};
+    let mut rng = Rng::new(14);
+    let (mut with_errors, mut elements) = (0, 0);
+    for (name, dir) in snapshots("corrupt") {
+        let ss = Snapshot::load(&dir).unwrap();
+        let mut data = read_buffer(&ss);
+        for _ in 0..12 {
+            let at = 64 + rng.below(data.len() as u64 - 64) as usize;
+            data[at] = rng.byte();
+        }
+        let mut runs = Vec::new();
+        for capacity in [1, 256] {
+            let mut decoder = Decoder::from_snapshot(&ss, "ETB_0").unwrap();
+            decoder.set_queue_capacity(capacity);
+            let items: Vec<Result<Decoded, DecodeError>> = decoder.decode(&data).collect();
+            let errors = items.iter().filter(|i| i.is_err()).count();
+            assert!(errors <= 1, "{name}: {errors} errors");
+            if errors == 1 {
+                assert!(items.last().unwrap().is_err(), "{name}: the error is the last item");
+                with_errors += 1;
+            } else {
+                let last = items.last().unwrap().as_ref().unwrap();
+                assert!(matches!(last.element, Element::EoTrace { .. }), "{name}: {last}");
+            }
+            elements += items.len();
+            runs.push(items.into_iter().map(|i| i.map_err(|e| e.to_string())).collect::<Vec<_>>());
+        }
+        assert!(runs[0] == runs[1], "{name}: waiting after every element changes the decode of corrupted trace");
+    }
+    assert!(elements > 1000, "{elements} elements");
+    // Both endings are exercised (with this seed, 10 of 30 decodes stop).
+    assert!(with_errors > 0 && with_errors < 30, "{with_errors} of 30 decodes stopped on an error");
+}
