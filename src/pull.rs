@@ -187,6 +187,18 @@ impl Decoder {
         q.items.reserve(more);
     }
 
+    /// The trace sources decoded: trace ID, protocol name (`ETMV4I`...)
+    /// and the source's name in the snapshot (`etm_0`; empty for a
+    /// decoder added by hand), in trace ID order.
+    pub fn sources(&self) -> impl Iterator<Item = (u8, &str, &str)> {
+        self.tree.elements().map(|(id, e)| (id, e.protocol.as_str(), e.source_name.as_str()))
+    }
+
+    /// Decodes only the sources with these trace IDs (`None`: all).
+    pub fn set_id_filter(&mut self, ids: Option<&[u8]>) {
+        self.tree.set_id_filter(ids);
+    }
+
     /// The decode tree (its decoders, memory map, error logger).
     pub fn tree(&self) -> &DecodeTree {
         &self.tree

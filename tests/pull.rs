@@ -251,6 +251,15 @@ fn errors_say_what_and_where() {
     let e = DecoderBuilder::new(SourceFormat::Single).source("NOSUCH", source_config(&ss, "STM_0", None)).build().unwrap_err();
     assert!(e.to_string().starts_with("no decoder registered as 'NOSUCH'"), "{e}");
 
+    // No decoder for the buffer's source: what the tree builder said.
+    let (_, etm) = snapshots("errors").into_iter().find(|(n, _)| n.contains("etmv4-Formatted")).unwrap();
+    let ini = std::fs::read_to_string(etm.join("etm_0.ini")).unwrap();
+    std::fs::write(etm.join("etm_0.ini"), ini.replace("type=ETM4.0", "type=ETM9.9")).unwrap();
+    let e = Trace::open(&etm).unwrap_err();
+    assert!(matches!(e, DecodeError::NoDecoder { .. }), "{e:?}");
+    assert!(e.to_string().starts_with("no decodable trace source in buffer 'ETB_0': "), "{e}");
+    assert!(e.to_string().contains("etm_0"), "{e}");
+
     // A trace data file that cannot be read names the file.
     std::fs::remove_file(dir.join("trace.bin")).unwrap();
     let e = Trace::open(&dir).unwrap_err();
@@ -378,4 +387,28 @@ fn corrupted_trace_ends_in_elements_or_one_error_whatever_the_waits() {
     assert!(elements > 1000, "{elements} elements");
     // Both endings are exercised (with this seed, 10 of 30 decodes stop).
     assert!(with_errors > 0 && with_errors < 30, "{with_errors} of 30 decodes stopped on an error");
+}
+
+#[test]
+fn sources_can_be_listed_and_picked_by_trace_id() {
+    let g = generate(&GenOptions { seed: 3, protocol: GenProtocol::Tc2, layout: BufferLayout::Formatted, length: 60 });
+    let dir = common::temp_dir("pull-pick");
+    g.spec.write_to(&dir).unwrap();
+    let mut trace = Trace::open(&dir).unwrap();
+    let sources: Vec<(u8, String, String)> =
+        trace.decoder().sources().map(|(id, p, n)| (id, p.to_string(), n.to_string())).collect();
+    assert!(sources.len() >= 2, "{sources:?}");
+    assert!(sources.iter().any(|(_, p, _)| p == "PTM") && sources.iter().any(|(_, p, _)| p == "ETMV3"), "{sources:?}");
+    let all: Vec<Decoded> = trace.elements().collect::<Result<_, _>>().unwrap();
+    let id = sources[sources.len() - 1].0;
+    trace.decoder_mut().set_id_filter(Some(&[id]));
+    let one: Vec<Decoded> = trace.elements().collect::<Result<_, _>>().unwrap();
+    let reset = Element::NoSync { reason: UnsyncInfo::ResetDecoder };
+    let init = Element::NoSync { reason: UnsyncInfo::InitDecoder };
+    let want: Vec<Decoded> = all
+        .iter()
+        .filter(|d| d.trace_id == id)
+        .map(|d| if d.element == init { Decoded { element: reset, ..*d } } else { *d })
+        .collect();
+    assert!(one.len() > 10 && one == want, "only ID {id:#x}: {} elements, expected {}", one.len(), want.len());
 }
