@@ -76,8 +76,11 @@ impl SourceConfig {
 /// The core a PE trace source is attached to.
 #[derive(Clone, Debug, Default)]
 pub struct CoreConfig {
+    /// Core name in the snapshot (`cpu_0`).
     pub name: String,
+    /// Core type as the snapshot gives it (`Cortex-A53`, `RV64GC`...).
     pub core_type: String,
+    /// Architecture and profile of the core, from its type.
     pub profile: ArchProfile,
 }
 
@@ -85,15 +88,20 @@ pub struct CoreConfig {
 /// default when missing.
 #[derive(Clone, Copy, Debug)]
 pub struct RegSpec {
+    /// Register name as in the snapshot's device file.
     pub name: &'static str,
+    /// Whether the source cannot be decoded without it.
     pub required: bool,
+    /// Value used when an optional register is missing.
     pub default: u64,
 }
 
 impl RegSpec {
+    /// A register the protocol cannot decode without.
     pub const fn required(name: &'static str) -> Self {
         RegSpec { name, required: true, default: 0 }
     }
+    /// A register with the value `default` when the snapshot lacks it.
     pub const fn optional(name: &'static str, default: u64) -> Self {
         RegSpec { name, required: false, default }
     }
@@ -106,9 +114,11 @@ pub struct ElemRouter {
 }
 
 impl ElemRouter {
+    /// Attaches `out` (or detaches, with `None`).
     pub fn set(&mut self, out: Option<Box<dyn TrcGenElemIn>>) {
         self.out = out;
     }
+    /// Whether a sink is attached.
     pub fn is_attached(&self) -> bool {
         self.out.is_some()
     }
@@ -138,16 +148,20 @@ impl<T: TrcDataIn + ?Sized> TrcDataIn for Shared<T> {
 /// What a decoder is connected to when it is created.
 #[derive(Clone)]
 pub struct DecodeContext {
+    /// Full decode or packets only.
     pub mode: DecodeMode,
     /// Instance number for component names (`DCD_ETMV4_0016`): the trace ID
     /// slot the decoder sits on (0 on a single-source tree).
     pub instance_id: u8,
     /// Target memory (full decode only).
     pub mem: Option<Shared<dyn TargetMemAccess>>,
+    /// Instruction classifier for the memory walk.
     pub instr: Shared<dyn InstrDecode>,
     /// Where generic elements go.
     pub elem_out: Shared<ElemRouter>,
+    /// Where errors are logged.
     pub err_log: Shared<ErrorLogger>,
+    /// The decode options (checks, limits) of the tree.
     pub options: DecoderOptions,
 }
 
@@ -195,8 +209,11 @@ pub struct DecodeStats {
 /// What a packet processor counts for [`DecodeStats`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ProcStats {
+    /// Bytes seen before synchronisation (and after losing it).
     pub unsynced_bytes: u64,
+    /// Invalid or reserved packet headers seen.
     pub bad_header_errs: u64,
+    /// Malformed packets seen.
     pub bad_sequence_errs: u64,
 }
 
@@ -350,6 +367,7 @@ impl SyncGate {
 /// sends EOT again, which must not repeat the end-of-trace element) until
 /// new data or a reset.
 pub trait PacketDecoder: Send {
+    /// The protocol's packet type.
     type Packet;
     /// Whether the end of trace has been acted on; kept by the decoder,
     /// set and cleared by the rules above.
@@ -399,7 +417,9 @@ impl<D: PacketDecoder> PktDataIn<D::Packet> for D {
 /// Where a packet processor sends each packet: the monitor first, then the
 /// packet sink (the decoder, or a printer in packet-only mode).
 pub struct PacketOut<'a, P> {
+    /// The packet monitor (a printer shown raw bytes), if attached.
     pub mon: Option<&'a mut (dyn PktRawDataMon<P> + 'static)>,
+    /// The packet sink (decoder, or printer in packet-only mode), if attached.
     pub sink: Option<&'a mut (dyn PktDataIn<P> + 'static)>,
 }
 
@@ -418,6 +438,7 @@ impl<P> PacketOut<'_, P> {
 
 /// Bytes to packets for one protocol.
 pub trait PacketProcessor: Send {
+    /// The protocol's packet type, printable for listings.
     type Packet: TracePacket + 'static;
     /// Processes `data` (first byte at `index`), emitting complete packets.
     /// Stops after a packet whose sink answered other than continue, and
@@ -459,12 +480,15 @@ impl<PP: PacketProcessor> Pipeline<PP> {
     pub fn new(name: &'static str, proc: PP, decoder: Option<Box<dyn PktDataIn<PP::Packet>>>) -> Self {
         Pipeline { name, proc, mon: None, sink: decoder, eot_done: false, total: 0 }
     }
+    /// The packet processor.
     pub fn processor(&self) -> &PP {
         &self.proc
     }
+    /// Attaches (or detaches) the packet monitor.
     pub fn set_monitor(&mut self, mon: Option<Box<dyn PktRawDataMon<PP::Packet>>>) {
         self.mon = mon;
     }
+    /// Attaches (or detaches) the packet sink.
     pub fn set_sink(&mut self, sink: Option<Box<dyn PktDataIn<PP::Packet>>>) {
         self.sink = sink;
     }

@@ -26,6 +26,7 @@ pub struct Disassembler {
 unsafe impl Send for Disassembler {}
 
 impl Disassembler {
+    /// Opens capstone for A64, A32, T32 and RISC-V; the error is capstone's message.
     pub fn new() -> Result<Disassembler, String> {
         let err = |e: capstone::Error| format!("capstone: {e}");
         Ok(Disassembler {

@@ -25,6 +25,8 @@ pub trait TrcDataIn: Send {
 /// non-data operations.
 #[doc(alias = "IPktDataIn")]
 pub trait PktDataIn<P>: Send {
+    /// Takes one packet operation: with `DatapathOp::Data` the packet `pkt` starting at trace
+    /// index `index`; EOT, FLUSH and RESET carry no packet.
     fn packet_data_in(&mut self, op: DatapathOp, index: TrcIndex, pkt: Option<&P>) -> DatapathResp;
 }
 
@@ -32,6 +34,8 @@ pub trait PktDataIn<P>: Send {
 /// raw bytes it was built from, before it goes on to the decoder.
 #[doc(alias = "IPktRawDataMon")]
 pub trait PktRawDataMon<P>: Send {
+    /// Shows the packet `pkt` starting at `index` together with the bytes `raw` it was built
+    /// from.
     fn raw_packet_data_mon(&mut self, op: DatapathOp, index: TrcIndex, pkt: Option<&P>, raw: &[u8]);
 }
 
@@ -39,6 +43,8 @@ pub trait PktRawDataMon<P>: Send {
 /// produces and a client consumes.
 #[doc(alias = "ITrcGenElemIn")]
 pub trait TrcGenElemIn: Send {
+    /// Takes one generic element from the source with trace ID `trace_id`, found at trace
+    /// index `index`; a wait response makes the decoder stop and resume on the next flush.
     fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp;
 }
 
@@ -67,6 +73,9 @@ pub trait TargetMemAccess: Send {
 /// fields of `info` from its inputs.
 #[doc(alias = "IInstrDecode")]
 pub trait InstrDecode: Send {
+    /// Classifies the instruction `info` describes (ISA, address, opcode), filling in its
+    /// output fields; an error for an invalid opcode or an ISA the classifier does not
+    /// support.
     fn decode_instruction(&mut self, info: &mut InstrInfo) -> Result<(), ErrCode>;
 
     /// State the classifier carries from one instruction to the next that
@@ -83,6 +92,8 @@ pub trait InstrDecode: Send {
 /// input frames and the per-ID data it unpacks.
 #[doc(alias = "ITrcRawFrameIn")]
 pub trait TrcRawFrameIn: Send {
+    /// Shows data of kind `kind` at trace index `index`: whole frames, syncs, or the bytes
+    /// unpacked for `trace_id`.
     fn trace_raw_frame_in(&mut self, op: DatapathOp, index: TrcIndex, kind: RawFrameKind, data: &[u8], trace_id: Option<u8>);
 }
 

@@ -54,10 +54,12 @@ impl MsgLogger {
         (self.take_captured(), marks)
     }
 
+    /// Writes to standard output (buffered) when `on`.
     pub fn set_stdout(&mut self, on: bool) {
         self.stdout = on.then(|| BufWriter::with_capacity(1 << 16, io::stdout()));
     }
 
+    /// Writes to standard error when `on`.
     pub fn set_stderr(&mut self, on: bool) {
         self.stderr = on;
     }
@@ -100,6 +102,7 @@ impl MsgLogger {
         self.capture.as_mut().map(std::mem::take).unwrap_or_default()
     }
 
+    /// Flushes buffered output.
     pub fn flush(&mut self) {
         if let Some(o) = self.stdout.as_mut() {
             let _ = o.flush();
@@ -136,10 +139,12 @@ impl Default for ErrorLogger {
 }
 
 impl ErrorLogger {
+    /// An error logger keeping messages up to `verbosity` and writing them to `out`.
     pub fn new(verbosity: Severity, out: Option<Shared<MsgLogger>>) -> Self {
         ErrorLogger { verbosity, out, ..Default::default() }
     }
 
+    /// Sets where logged errors are written (`None`: only to the `log` crate).
     pub fn set_output(&mut self, out: Option<Shared<MsgLogger>>) {
         self.out = out;
     }
@@ -199,11 +204,13 @@ pub struct ErrLink {
 }
 
 impl ErrLink {
+    /// Registers a component called `name` with `logger`.
     pub fn new(logger: &Shared<ErrorLogger>, name: impl Into<String>) -> Self {
         let src = logger.borrow_mut().register_source(name);
         ErrLink { logger: logger.clone(), src, counts: Arc::default() }
     }
 
+    /// Logs an error raised by this component (and counts packet errors).
     pub fn log(&self, err: &TraceError) {
         match err.code {
             ErrCode::InvalidPcktHdr => self.counts[0].fetch_add(1, Ordering::Relaxed),
@@ -218,6 +225,7 @@ impl ErrLink {
         (self.counts[0].load(Ordering::Relaxed), self.counts[1].load(Ordering::Relaxed))
     }
 
+    /// Logs a message from this component at severity `sev`.
     pub fn message(&self, sev: Severity, msg: &str) {
         self.logger.borrow_mut().log_message(self.src, sev, msg);
     }

@@ -41,7 +41,7 @@ use crate::error::{ErrCode, TraceError};
 use crate::interfaces::{TrcDataIn, TrcGenElemIn};
 use crate::logger::{shared, MsgLogger, Shared};
 use crate::memory::{BufferAccessor, MemSpace};
-use crate::snapshot::Snapshot;
+use crate::snapshot::{Snapshot, SnapshotError};
 use crate::tree::{DecodeTree, SourceFormat};
 
 /// Elements queued before the sink asks the tree to wait.
@@ -103,6 +103,12 @@ pub enum DecodeError {
         /// Trace index where it stalled.
         index: TrcIndex,
     },
+}
+
+impl From<SnapshotError> for DecodeError {
+    fn from(e: SnapshotError) -> DecodeError {
+        DecodeError::Setup(e.into())
+    }
 }
 
 /// Plain words for a fatal response.
@@ -420,6 +426,7 @@ impl Trace {
         Trace { decoder, data, buffer: String::new() }
     }
 
+
     /// The buffer's name (empty for a [`Trace::new`]).
     pub fn buffer_name(&self) -> &str {
         &self.buffer
@@ -591,19 +598,14 @@ impl DecoderBuilder {
         for image in self.images {
             match image {
                 Image::Bytes { address, data, space } => {
-                    let acc = BufferAccessor::new(address, data, space)
-                        .map_err(|c| Error::code(c, format!("memory image at 0x{address:x}")))?;
-                    mapper
-                        .borrow_mut()
-                        .add_accessor(Box::new(acc))
-                        .map_err(|c| Error::code(c, format!("memory image at 0x{address:x}")))?;
+                    let acc = BufferAccessor::new(address, data, space).map_err(Error::from)?;
+                    mapper.borrow_mut().add_accessor(Box::new(acc)).map_err(Error::from)?;
                 }
                 Image::File { path, address, offset, size, space } => {
-                    tree.add_file_region(&path, address, offset, size, space)
-                        .map_err(|c| Error::code(c, format!("{}: memory image at 0x{address:x}", path.display())))?;
+                    tree.add_file_region(&path, address, offset, size, space).map_err(Error::from)?;
                 }
                 Image::Elf { path, space } => {
-                    mapper.borrow_mut().add_elf_file(&path, space)?;
+                    mapper.borrow_mut().add_elf_file(&path, space).map_err(Error::from)?;
                 }
             }
         }

@@ -12,7 +12,7 @@ use crate::error::{ErrCode, Error};
 use crate::instr::ArmInstrDecoder;
 use crate::interfaces::{InstrDecode, TrcDataIn, TrcGenElemIn, TrcRawFrameIn};
 use crate::logger::{shared, ErrLink, ErrorLogger, MsgLogger, Shared};
-use crate::memory::{CacheConfig, MemAccMapper, MemSpace};
+use crate::memory::{CacheConfig, MemAccMapper, MemSpace, MemoryError};
 use crate::printers::PacketPrinter;
 
 /// How the trace buffer is laid out.
@@ -37,6 +37,7 @@ pub struct SerialKey {
     pub index: TrcIndex,
     /// The block's place in its frame.
     pub chunk: u8,
+    /// Trace ID the block or operation goes to.
     pub trace_id: u8,
 }
 
@@ -48,6 +49,7 @@ pub struct TreeElement {
     pub source_name: String,
     /// Trace ID from the source's configuration.
     pub config_trace_id: u8,
+    /// The decoder.
     pub component: Box<dyn TraceComponent>,
 }
 
@@ -169,12 +171,15 @@ impl DecodeTree {
         }
     }
 
+    /// How the trace buffer is laid out.
     pub fn format(&self) -> SourceFormat {
         self.format
     }
+    /// Full decode or packets only.
     pub fn mode(&self) -> DecodeMode {
         self.mode
     }
+    /// The protocols this tree can create decoders for.
     pub fn registry(&self) -> &DecoderRegistry {
         &self.registry
     }
@@ -183,6 +188,7 @@ impl DecodeTree {
     pub fn set_decoder_options(&mut self, options: DecoderOptions) {
         self.options = options;
     }
+    /// Options passed to decoders created from now on.
     pub fn decoder_options(&self) -> DecoderOptions {
         self.options
     }
@@ -208,8 +214,8 @@ impl DecodeTree {
     }
 
     /// Maps a region of a binary file (see [`MemAccMapper::add_file_region`]).
-    pub fn add_file_region(&mut self, path: &Path, start: u64, offset: u64, size: u64, space: MemSpace) -> Result<(), ErrCode> {
-        let m = self.mapper.as_ref().ok_or(ErrCode::NotInit)?;
+    pub fn add_file_region(&mut self, path: &Path, start: u64, offset: u64, size: u64, space: MemSpace) -> Result<(), MemoryError> {
+        let m = self.mapper.as_ref().ok_or(MemoryError::NoMemory)?;
         m.borrow_mut().add_file_region(path, start, offset, size, space)
     }
 

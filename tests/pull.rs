@@ -412,3 +412,4 @@ fn sources_can_be_listed_and_picked_by_trace_id() {
         .collect();
     assert!(one.len() > 10 && one == want, "only ID {id:#x}: {} elements, expected {}", one.len(), want.len());
 }
+

@@ -26,6 +26,7 @@ pub use processor::ItmProcessor;
 /// ITM configuration: the `ITMTCR` register.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ItmConfig {
+    /// ITMTCR: ITM trace control (trace ID in TraceBusID, bits 22:16).
     pub tcr: u32,
 }
 

@@ -52,6 +52,7 @@ pub use processor::StmProcessor;
 /// STM configuration: the `STMTCSR` register.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StmConfig {
+    /// STMTCSR: STM trace control and status (trace ID in TRACEID, bits 22:16).
     pub tcsr: u32,
 }
 

@@ -58,6 +58,7 @@ pub struct WriterOptions {
 /// A memory image: (address, bytes) regions.
 #[derive(Clone, Debug, Default)]
 pub struct MemImage {
+    /// Regions: start address and the bytes from there.
     pub regions: Vec<(u64, Vec<u8>)>,
 }
 
@@ -100,6 +101,7 @@ pub struct TarmacWriter<W: Write, M: TargetMemAccess> {
 }
 
 impl<W: Write, M: TargetMemAccess> TarmacWriter<W, M> {
+    /// A writer to `out`, reading opcodes from `mem`.
     pub fn new(out: W, mem: M, opts: WriterOptions) -> Self {
         TarmacWriter {
             out,
@@ -131,6 +133,7 @@ impl<W: Write, M: TargetMemAccess> TarmacWriter<W, M> {
         self.error.as_deref()
     }
 
+    /// Gives back the output.
     pub fn into_inner(self) -> W {
         self.out
     }
