@@ -41,7 +41,7 @@ use crate::error::{ErrCode, TraceError};
 use crate::interfaces::{TrcDataIn, TrcGenElemIn};
 use crate::logger::{shared, MsgLogger, Shared};
 use crate::memory::{BufferAccessor, MemSpace};
-use crate::snapshot::{Snapshot, SnapshotError};
+use crate::snapshot::{Snapshot, SnapshotError, SnapshotWarning};
 use crate::tree::{DecodeTree, SourceFormat};
 
 /// Elements queued before the sink asks the tree to wait.
@@ -75,6 +75,9 @@ pub enum DecodeError {
         /// The buffers the snapshot has, comma separated.
         available: String,
     },
+    /// A [`DecoderBuilder`] was built with no trace source.
+    #[error("no trace source to decode: add one with DecoderBuilder::source")]
+    NoSource,
     /// The snapshot describes no trace buffer at all.
     #[error("the snapshot has no trace buffer (no [trace_buffers] in its trace metadata)")]
     NoBuffer,
@@ -379,6 +382,7 @@ pub struct Trace {
     decoder: Decoder,
     data: Vec<u8>,
     buffer: String,
+    warnings: Vec<SnapshotWarning>,
 }
 
 impl fmt::Debug for Trace {
@@ -418,14 +422,20 @@ impl Trace {
             }
         }
         let decoder = Decoder::from_snapshot(ss, name)?;
-        Ok(Trace { decoder, data, buffer: name.to_string() })
+        Ok(Trace { decoder, data, buffer: name.to_string(), warnings: ss.warnings().to_vec() })
     }
 
     /// Trace data and the decoder to decode it with.
     pub fn new(decoder: Decoder, data: Vec<u8>) -> Trace {
-        Trace { decoder, data, buffer: String::new() }
+        Trace { decoder, data, buffer: String::new(), warnings: Vec::new() }
     }
 
+    /// What the snapshot's loader warned of (a memory dump that cannot be
+    /// read, a buffer ending inside a frame, repeated keys...): the decode
+    /// goes on without what they describe. Also logged with `log::warn!`.
+    pub fn warnings(&self) -> &[SnapshotWarning] {
+        &self.warnings
+    }
 
     /// The buffer's name (empty for a [`Trace::new`]).
     pub fn buffer_name(&self) -> &str {
@@ -588,7 +598,7 @@ impl DecoderBuilder {
     pub fn build(self) -> Result<Decoder, DecodeError> {
         use crate::error::Error;
         if self.sources.is_empty() {
-            return Err(Error::code(ErrCode::NotInit, "DecoderBuilder: no trace source added (see DecoderBuilder::source)").into());
+            return Err(DecodeError::NoSource);
         }
         let mut tree = DecodeTree::new(self.format, DecodeMode::FullDecode);
         for (protocol, cfg) in &self.sources {

@@ -246,7 +246,7 @@ fn errors_say_what_and_where() {
 
     // A builder with no source, or an unknown protocol.
     let e = DecoderBuilder::new(SourceFormat::Single).build().unwrap_err();
-    assert!(e.to_string().starts_with("DecoderBuilder: no trace source added"), "{e}");
+    assert_eq!(e.to_string(), "no trace source to decode: add one with DecoderBuilder::source");
     let ss = Snapshot::load(&dir).unwrap();
     let e = DecoderBuilder::new(SourceFormat::Single).source("NOSUCH", source_config(&ss, "STM_0", None)).build().unwrap_err();
     assert!(e.to_string().starts_with("no decoder registered as 'NOSUCH'"), "{e}");
@@ -413,3 +413,22 @@ fn sources_can_be_listed_and_picked_by_trace_id() {
     assert!(one.len() > 10 && one == want, "only ID {id:#x}: {} elements, expected {}", one.len(), want.len());
 }
 
+#[test]
+fn a_missing_memory_dump_is_a_warning_and_the_decode_goes_on() {
+    use coresight_decode::snapshot::WarningKind;
+    let g = generate(&GenOptions { seed: 4, protocol: GenProtocol::Etmv4, layout: BufferLayout::Formatted, length: 60 });
+    let dir = common::temp_dir("pull-missing-dump");
+    g.spec.write_to(&dir).unwrap();
+    let complete = Trace::open(&dir).unwrap();
+    assert!(complete.warnings().is_empty(), "{:?}", complete.warnings());
+    std::fs::remove_file(dir.join("code0.bin")).unwrap();
+    let mut trace = Trace::open(&dir).unwrap();
+    let w = trace.warnings();
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(matches!(&w[0].kind, WarningKind::MissingDump { file, .. } if file == "code0.bin"), "{w:?}");
+    assert!(w[0].to_string().contains("code0.bin"), "{}", w[0]);
+    // The decode goes on: the code that is not mapped is reported.
+    let items: Vec<Decoded> = trace.elements().collect::<Result<_, _>>().unwrap();
+    assert!(items.iter().any(|d| matches!(d.element, Element::AddrNacc { .. })));
+    assert!(matches!(items.last().unwrap().element, Element::EoTrace { .. }));
+}
