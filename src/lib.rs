@@ -10,6 +10,8 @@
 //! ([`snapshot::Snapshot`]) or by hand; protocols are created through a
 //! [`decoder::DecoderRegistry`], to which users can add their own.
 
+#![deny(missing_docs)]
+
 pub mod arch;
 pub mod datapath;
 pub mod decoder;
