@@ -1,6 +1,10 @@
 //! Decoded elements as JSON Lines: one object per element, with the
 //! element's trace index and trace ID, its kind (`type`) and only the
-//! fields that kind carries.
+//! fields that kind carries. The object is written from the typed element
+//! ([`coresight_decode::Element`], converted from the decoders' generic
+//! element at the edge): `type` is [`Element::kind_name`], and each field
+//! is one of the variant's, left out where the variant's `Option` is
+//! `None`.
 //!
 //! Addresses, data values and timestamps are strings in hex (`"0x8000"`):
 //! they are 64-bit values, and many JSON readers (JavaScript, `jq`) hold
@@ -34,9 +38,8 @@ use std::fmt;
 use std::io::{self, Write};
 
 use coresight_decode::arch::{InstrSubType, InstrType, Isa, SecurityState};
-use coresight_decode::elem::{
-    DataAccessKind, ElemType, EventType, ItmPktKind, MemTrans, TraceElement, TraceOnReason, UnsyncInfo,
-};
+use coresight_decode::elem::{DataAccessKind, MemTrans, TraceElement, TraceOnReason, UnsyncInfo};
+use coresight_decode::element::{self, Element, Event, ItmMessage};
 use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
 
@@ -64,33 +67,6 @@ pub struct JsonElement<'a> {
     pub trace_id: u8,
     /// The element.
     pub elem: &'a TraceElement,
-}
-
-/// The `type` name of an element kind.
-pub fn type_name(t: ElemType) -> &'static str {
-    match t {
-        ElemType::Unknown => "unknown",
-        ElemType::NoSync => "no_sync",
-        ElemType::TraceOn => "trace_on",
-        ElemType::EoTrace => "eo_trace",
-        ElemType::PeContext => "pe_context",
-        ElemType::InstrRange => "instr_range",
-        ElemType::IRangeNoPath => "i_range_nopath",
-        ElemType::AddrNacc => "addr_nacc",
-        ElemType::AddrUnknown => "addr_unknown",
-        ElemType::Exception => "exception",
-        ElemType::ExceptionRet => "exception_ret",
-        ElemType::Timestamp => "timestamp",
-        ElemType::CycleCount => "cycle_count",
-        ElemType::Event => "event",
-        ElemType::SwTrace => "swtrace",
-        ElemType::SyncMarker => "sync_marker",
-        ElemType::MemTrans => "mem_trans",
-        ElemType::Instrumentation => "instrumentation",
-        ElemType::ItmTrace => "itm_trace",
-        ElemType::Custom => "custom",
-        ElemType::DataAccess => "data_access",
-    }
 }
 
 fn isa_name(i: Isa) -> &'static str {
@@ -150,74 +126,67 @@ fn instr_subtype_name(t: InstrSubType) -> &'static str {
 }
 
 /// The `last` object of an instruction range.
-struct LastInstr<'a>(&'a TraceElement);
+struct Last(element::LastInstr);
 
-impl Serialize for LastInstr<'_> {
+impl Serialize for Last {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let e = self.0;
+        let l = &self.0;
         let mut m = s.serialize_map(Some(5))?;
-        m.serialize_entry("executed", &e.last_instr_exec)?;
-        m.serialize_entry("size", &e.last_instr_sz)?;
-        m.serialize_entry("kind", instr_type_name(e.last_i_type))?;
-        m.serialize_entry("subtype", instr_subtype_name(e.last_i_subtype))?;
-        m.serialize_entry("conditional", &e.last_instr_cond)?;
+        m.serialize_entry("executed", &l.executed)?;
+        m.serialize_entry("size", &l.size)?;
+        m.serialize_entry("kind", instr_type_name(l.kind))?;
+        m.serialize_entry("subtype", instr_subtype_name(l.subtype))?;
+        m.serialize_entry("conditional", &l.conditional)?;
         m.end()
     }
 }
 
 /// A software message's payload.
-struct SwPayload<'a>(&'a TraceElement);
+struct Payload(element::SwPayload);
 
-impl Serialize for SwPayload<'_> {
+impl Serialize for Payload {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let e = self.0;
-        let bits = e.sw_trace.payload_bits;
-        let value = if bits >= 64 { e.sw_payload } else { e.sw_payload & ((1u64 << bits) - 1) };
+        let p = &self.0;
         let mut m = s.serialize_map(Some(3))?;
-        m.serialize_entry("bits", &bits)?;
-        m.serialize_entry("value", &Hex(value))?;
-        m.serialize_entry("packets", &e.sw_trace.payload_num_packets)?;
+        m.serialize_entry("bits", &p.bits)?;
+        m.serialize_entry("value", &Hex(p.value))?;
+        m.serialize_entry("packets", &p.packets)?;
         m.end()
     }
 }
 
 impl Serialize for JsonElement<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let e = self.elem;
+        let el = Element::from_generic(self.elem);
         let mut m = s.serialize_map(None)?;
         m.serialize_entry("index", &self.index)?;
         m.serialize_entry("trace_id", &self.trace_id)?;
-        m.serialize_entry("type", type_name(e.elem_type))?;
-        // The cycle count, for the kinds that carry one.
-        let cc = e.has_cc.then_some(e.cycle_count);
-        match e.elem_type {
-            ElemType::Unknown => {}
-            ElemType::NoSync | ElemType::EoTrace => m.serialize_entry("reason", unsync_name(e.unsync_info))?,
-            ElemType::TraceOn => {
-                let reason = match e.trace_on_reason {
+        m.serialize_entry("type", el.kind_name())?;
+        match el {
+            Element::Unknown | Element::AddrUnknown { .. } | Element::ExceptionRet { .. } | Element::CycleCount { .. } => {}
+            Element::NoSync { reason } | Element::EoTrace { reason } => m.serialize_entry("reason", unsync_name(reason))?,
+            Element::TraceOn { reason, .. } => {
+                let reason = match reason {
                     TraceOnReason::Normal => "normal",
                     TraceOnReason::Overflow => "overflow",
                     TraceOnReason::ExDebug => "debug_restart",
                 };
                 m.serialize_entry("reason", reason)?;
             }
-            ElemType::PeContext => {
-                let c = &e.context;
-                m.serialize_entry("isa", isa_name(e.isa))?;
-                if e.isa != Isa::RiscV {
+            Element::PeContext { isa, context: c, .. } => {
+                m.serialize_entry("isa", isa_name(isa))?;
+                if isa != Isa::RiscV {
                     m.serialize_entry("security", security_name(c.security))?;
                 }
-                if c.el_valid
-                    && let Some(n) = c.exception_level.number()
-                {
+                if let Some(n) = c.exception_level.and_then(|l| l.number()) {
                     m.serialize_entry("exception_level", &n)?;
                 }
                 m.serialize_entry("bits64", &c.bits64)?;
-                if c.ctxt_id_valid {
-                    m.serialize_entry("context_id", &Hex(c.context_id as u64))?;
+                if let Some(v) = c.context_id {
+                    m.serialize_entry("context_id", &Hex(v as u64))?;
                 }
-                if c.vmid_valid {
-                    m.serialize_entry("vmid", &Hex(c.vmid as u64))?;
+                if let Some(v) = c.vmid {
+                    m.serialize_entry("vmid", &Hex(v as u64))?;
                 }
                 if let Some(h) = c.hart {
                     m.serialize_entry("hart", &h)?;
@@ -226,61 +195,59 @@ impl Serialize for JsonElement<'_> {
                     m.serialize_entry("interrupts_enabled", &ie)?;
                 }
             }
-            ElemType::InstrRange => {
-                m.serialize_entry("isa", isa_name(e.isa))?;
-                m.serialize_entry("start", &Hex(e.st_addr))?;
-                m.serialize_entry("end", &Hex(e.en_addr))?;
-                m.serialize_entry("num_instr", &e.num_instr_range)?;
-                m.serialize_entry("last", &LastInstr(e))?;
+            Element::InstrRange { isa, start, end, num_instr, last, .. } => {
+                m.serialize_entry("isa", isa_name(isa))?;
+                m.serialize_entry("start", &Hex(start))?;
+                m.serialize_entry("end", &Hex(end))?;
+                m.serialize_entry("num_instr", &num_instr)?;
+                m.serialize_entry("last", &Last(last))?;
             }
-            ElemType::IRangeNoPath => {
-                m.serialize_entry("isa", isa_name(e.isa))?;
-                m.serialize_entry("start", &Hex(e.st_addr))?;
-                m.serialize_entry("next", &Hex(e.en_addr))?;
-                m.serialize_entry("num_instr", &e.num_instr_range)?;
+            Element::IRangeNoPath { isa, start, next, num_instr } => {
+                m.serialize_entry("isa", isa_name(isa))?;
+                m.serialize_entry("start", &Hex(start))?;
+                m.serialize_entry("next", &Hex(next))?;
+                m.serialize_entry("num_instr", &num_instr)?;
             }
-            ElemType::AddrNacc => {
-                m.serialize_entry("addr", &Hex(e.st_addr))?;
-                m.serialize_entry("mem_space", &e.mem_space.to_string())?;
+            Element::AddrNacc { addr, mem_space } => {
+                m.serialize_entry("addr", &Hex(addr))?;
+                m.serialize_entry("mem_space", &mem_space.to_string())?;
             }
-            ElemType::AddrUnknown | ElemType::ExceptionRet | ElemType::CycleCount => {}
-            ElemType::Exception => {
-                m.serialize_entry("number", &e.exception_number)?;
-                if e.excep_ret_addr {
-                    m.serialize_entry("preferred_return", &Hex(e.en_addr))?;
+            Element::Exception { number, preferred_return, return_is_branch_target, .. } => {
+                m.serialize_entry("number", &number)?;
+                if let Some(a) = preferred_return {
+                    m.serialize_entry("preferred_return", &Hex(a))?;
                 }
-                m.serialize_entry("return_is_branch_target", &(e.excep_ret_addr && e.excep_ret_addr_br_tgt))?;
+                m.serialize_entry("return_is_branch_target", &return_is_branch_target)?;
             }
-            ElemType::Timestamp => m.serialize_entry("timestamp", &Hex(e.timestamp))?,
-            ElemType::Event => match e.event_type {
-                EventType::Trigger => m.serialize_entry("event", "trigger")?,
-                EventType::Numbered => {
+            Element::Timestamp { timestamp, .. } => m.serialize_entry("timestamp", &Hex(timestamp))?,
+            Element::Event(ev) => match ev {
+                Event::Trigger => m.serialize_entry("event", "trigger")?,
+                Event::Numbered(n) => {
                     m.serialize_entry("event", "numbered")?;
-                    m.serialize_entry("number", &e.event_number)?;
+                    m.serialize_entry("number", &n)?;
                 }
-                EventType::Unknown => m.serialize_entry("event", "unknown")?,
+                Event::Unknown => m.serialize_entry("event", "unknown")?,
             },
-            ElemType::SwTrace => {
-                let sw = &e.sw_trace;
-                if sw.id_valid {
-                    m.serialize_entry("master", &sw.master_id)?;
-                    m.serialize_entry("channel", &sw.channel_id)?;
+            Element::SwTrace(sw) => {
+                if let Some(src) = sw.source {
+                    m.serialize_entry("master", &src.master)?;
+                    m.serialize_entry("channel", &src.channel)?;
                 }
-                if sw.payload_bits > 0 {
-                    m.serialize_entry("payload", &SwPayload(e))?;
+                if let Some(p) = sw.payload {
+                    m.serialize_entry("payload", &Payload(p))?;
                 }
                 m.serialize_entry("marker", &sw.marker)?;
                 m.serialize_entry("trigger", &sw.trigger)?;
                 m.serialize_entry("frequency", &sw.frequency)?;
-                m.serialize_entry("global_error", &sw.global_err)?;
-                m.serialize_entry("master_error", &sw.master_err)?;
-                if sw.has_timestamp {
-                    m.serialize_entry("timestamp", &Hex(e.timestamp))?;
+                m.serialize_entry("global_error", &sw.global_error)?;
+                m.serialize_entry("master_error", &sw.master_error)?;
+                if let Some(t) = sw.timestamp {
+                    m.serialize_entry("timestamp", &Hex(t))?;
                 }
             }
-            ElemType::SyncMarker => m.serialize_entry("value", &Hex(e.sync_marker_value as u64))?,
-            ElemType::MemTrans => {
-                let op = match e.mem_trans {
+            Element::SyncMarker { value } => m.serialize_entry("value", &Hex(value as u64))?,
+            Element::MemTrans { op } => {
+                let op = match op {
                     MemTrans::TraceInit => "init",
                     MemTrans::Start => "start",
                     MemTrans::Commit => "commit",
@@ -288,46 +255,44 @@ impl Serialize for JsonElement<'_> {
                 };
                 m.serialize_entry("op", op)?;
             }
-            ElemType::Instrumentation => {
-                m.serialize_entry("el", &e.ite_el)?;
-                m.serialize_entry("value", &Hex(e.ite_value))?;
+            Element::Instrumentation { el, value } => {
+                m.serialize_entry("el", &el)?;
+                m.serialize_entry("value", &Hex(value))?;
             }
-            ElemType::ItmTrace => {
-                let itm = &e.itm;
-                match itm.kind {
-                    ItmPktKind::Swit => {
+            Element::ItmTrace(itm) => {
+                match itm.message {
+                    ItmMessage::Software { port, size, value } => {
                         m.serialize_entry("message", "software")?;
-                        m.serialize_entry("port", &itm.channel_or_desc)?;
-                        m.serialize_entry("size", &itm.payload_size)?;
-                        m.serialize_entry("value", &Hex(itm.value as u64))?;
+                        m.serialize_entry("port", &port)?;
+                        m.serialize_entry("size", &size)?;
+                        m.serialize_entry("value", &Hex(value as u64))?;
                     }
-                    ItmPktKind::Dwt => {
+                    ItmMessage::Hardware { discriminator, size, value } => {
                         m.serialize_entry("message", "hardware")?;
-                        m.serialize_entry("discriminator", &itm.channel_or_desc)?;
-                        m.serialize_entry("size", &itm.payload_size)?;
-                        m.serialize_entry("value", &Hex(itm.value as u64))?;
+                        m.serialize_entry("discriminator", &discriminator)?;
+                        m.serialize_entry("size", &size)?;
+                        m.serialize_entry("value", &Hex(value as u64))?;
                     }
-                    ItmPktKind::TsLocal => {
+                    ItmMessage::LocalTimestamp { delta, relation, timestamp, .. } => {
                         m.serialize_entry("message", "local_timestamp")?;
-                        m.serialize_entry("delta", &Hex(itm.value as u64))?;
-                        let rel = ["sync", "timestamp_delayed", "packet_delayed", "both_delayed"][(itm.ts_relation & 3) as usize];
+                        m.serialize_entry("delta", &Hex(delta as u64))?;
+                        let rel = ["sync", "timestamp_delayed", "packet_delayed", "both_delayed"][(relation.bits() & 3) as usize];
                         m.serialize_entry("relation", rel)?;
-                        m.serialize_entry("timestamp", &Hex(e.timestamp))?;
+                        m.serialize_entry("timestamp", &Hex(timestamp))?;
                     }
-                    ItmPktKind::TsGlobal => {
+                    ItmMessage::GlobalTimestamp { timestamp } => {
                         m.serialize_entry("message", "global_timestamp")?;
-                        m.serialize_entry("timestamp", &Hex(e.timestamp))?;
+                        m.serialize_entry("timestamp", &Hex(timestamp))?;
                     }
                 }
                 m.serialize_entry("overflow", &itm.overflow)?;
             }
-            ElemType::Custom => {
-                if let Some(t) = e.custom_text {
+            Element::Custom { text } => {
+                if let Some(t) = text {
                     m.serialize_entry("text", t)?;
                 }
             }
-            ElemType::DataAccess => {
-                let d = &e.data;
+            Element::DataAccess(d) => {
                 m.serialize_entry("kind", if d.kind == DataAccessKind::Load { "load" } else { "store" })?;
                 if let Some(a) = d.addr {
                     m.serialize_entry("addr", &Hex(a))?;
@@ -337,18 +302,7 @@ impl Serialize for JsonElement<'_> {
                 }
             }
         }
-        let with_cc = matches!(
-            e.elem_type,
-            ElemType::TraceOn
-                | ElemType::PeContext
-                | ElemType::InstrRange
-                | ElemType::AddrUnknown
-                | ElemType::Exception
-                | ElemType::ExceptionRet
-                | ElemType::Timestamp
-                | ElemType::CycleCount
-        );
-        if with_cc && let Some(cc) = cc {
+        if let Some(cc) = el.cycle_count() {
             m.serialize_entry("cycle_count", &cc)?;
         }
         m.end()
