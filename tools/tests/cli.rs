@@ -218,7 +218,8 @@ fn a_missing_snapshot_or_file_exits_1_naming_it_on_stderr() {
 #[test]
 fn the_lister_exits_1_on_a_fatal_data_path_error() {
     // An empty frame block after an ID switch stops OpenCSD's data path
-    // (see tests/lister.rs); the lister says so in the listing and exits 1.
+    // (see tools/tests/lister.rs); the lister says so in the listing and
+    // exits 1.
     let snap = scratch("fatal");
     copy_dir(&repo().join("snapshots/etmv4-a64"), &snap);
     let mut trace = std::fs::read(snap.join("trace.bin")).unwrap();
