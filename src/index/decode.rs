@@ -1,0 +1,277 @@
+//! Decoding from an indexed point: one trace ID's window, one stream split
+//! over threads, several IDs merged by time.
+//!
+//! # Starting at a sync point
+//!
+//! The tree is told to begin at byte `N` for one ID
+//! ([`DecodeTree::set_id_window`]): the decoder sees only that ID's bytes
+//! from `N` on, so its packet processor starts on the sync packet at `N`.
+//! A formatted capture must still be deformatted from a frame boundary
+//! with the right trace ID in effect: the source index's checkpoint at or
+//! before `N` gives both ([`DecodeTree::resume_at_frame`]); at most one
+//! block of the source index's granularity is deformatted for nothing.
+//!
+//! # What a decoder cannot know at its first sync point
+//!
+//! The elements of a window equal those of the full decode with the same
+//! indexes, except at the start, until the decoder has met what the
+//! packets before the sync point had told the full decode:
+//!
+//! - it reports `NO_SYNC` (reason: decoder initialised) first, where the
+//!   full decode reports nothing;
+//! - PE context (ETMv4/ETE: exception level, security state, context ID,
+//!   VMID; PTM/ETMv3: context ID, VMID) is unknown until the next context
+//!   or trace-info packet: elements before the first `PE_CONTEXT` element
+//!   of the window may differ, and that first `PE_CONTEXT` element may
+//!   show the context as new where the full decode shows it unchanged;
+//! - the timestamp and cycle count are unknown until the next timestamp
+//!   packet (elements before it carry none);
+//! - speculation pending at the sync point (ETMv4/ETE: P0 elements not
+//!   yet committed; the trace info packet gives their number) is unknown:
+//!   their elements, which the full decode outputs when they are committed
+//!   after the sync point, are missing from the window;
+//! - the return stack (ETMv4/ETE, PTM) starts empty: a return predicted
+//!   from a call before the sync point cannot be followed.
+//!
+//! So the guarantee: from the window's first `PE_CONTEXT` element on,
+//! everything equals the full decode's slice except the context flags of
+//! that element, provided no speculation was pending at the sync point and
+//! no return relies on a call before it. [`CaptureIndex::split_points`]
+//! only splits at sync points where the trace info says nothing is
+//! pending, and the test-suite checks the rest on the corpus.
+
+use super::reader::ByteWindow;
+use super::CaptureIndex;
+use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
+use crate::elem::{ElemType, TraceElement};
+use crate::error::{ErrCode, Error};
+use crate::interfaces::{TrcDataIn, TrcGenElemIn};
+use crate::logger::{shared, Shared};
+use crate::tree::{DecodeTree, SourceFormat};
+
+/// A window of one trace ID's elements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Window {
+    /// Elements with `from <= index < to`.
+    Bytes { from: TrcIndex, to: TrcIndex },
+    /// Elements whose time (the last timestamp the decoder reported before
+    /// or with them) is within `from_ts..=to_ts`.
+    Time { from_ts: u64, to_ts: u64 },
+}
+
+/// A decoded element: its index, trace ID, and the element.
+pub type Element = (TrcIndex, u8, TraceElement);
+
+/// What [`decode_window`] found.
+#[derive(Clone, Debug)]
+pub struct WindowDecode {
+    /// The byte window decoded.
+    pub window: ByteWindow,
+    pub elements: Vec<Element>,
+}
+
+/// Collects elements for the decode loop to drain after each block.
+struct Collect(Shared<Vec<Element>>);
+
+impl TrcGenElemIn for Collect {
+    fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp {
+        self.0.borrow_mut().push((index, trace_id, *elem));
+        DatapathResp::Cont
+    }
+}
+
+/// The time an element sets, if any.
+pub fn element_time(e: &TraceElement) -> Option<u64> {
+    (e.elem_type == ElemType::Timestamp || e.has_ts).then_some(e.timestamp)
+}
+
+/// Decodes trace ID `id` with `tree` (a full-decode tree for the capture,
+/// fresh) from the sync point `start` up to (not including) byte `end` of
+/// its stream, handing each element to `each`.
+pub fn decode_range(
+    ix: &CaptureIndex,
+    data: &[u8],
+    id: u8,
+    start: TrcIndex,
+    end: TrcIndex,
+    mut tree: DecodeTree,
+    each: &mut dyn FnMut(Element),
+) -> Result<(), Error> {
+    let out = shared(Vec::new());
+    tree.set_gen_elem_out(Box::new(Collect(out.clone())));
+    let (feed_from, feed_to, align) = match tree.format() {
+        SourceFormat::Formatted(cfg) => {
+            tree.set_id_filter(Some(&[id]));
+            let cp = ix.source.as_ref().and_then(|s| s.checkpoint_before(start));
+            let from = match cp {
+                Some(cp) => {
+                    tree.resume_at_frame(cp.id).map_err(|e| Error::code(e, "resuming the deformatter"))?;
+                    cp.frame
+                }
+                None => 0,
+            };
+            // Data of a frame can sit up to a frame (and its syncs) before
+            // the frame's end: a margin past `end` delivers all of it.
+            (from, end.saturating_add(64), cfg.alignment())
+        }
+        SourceFormat::Single => (start, end, 1),
+    };
+    let slot = match tree.format() {
+        SourceFormat::Formatted(_) => id,
+        SourceFormat::Single => 0,
+    };
+    tree.set_id_window(slot, start, end);
+    let from = (feed_from as usize).min(data.len());
+    let mut to = (feed_to.min(data.len() as u64)) as usize;
+    to = from + (to.saturating_sub(from)) / align * align;
+    let mut at = from;
+    while at < to {
+        let stop = (at + 16 * 1024).min(to);
+        let (mut r, used) = tree.trace_data_in(DatapathOp::Data, at as TrcIndex, &data[at..stop]);
+        at += used;
+        while r.is_wait() {
+            r = tree.trace_data_in(DatapathOp::Flush, 0, &[]).0;
+        }
+        for e in out.borrow_mut().drain(..) {
+            each(e);
+        }
+        if r.is_fatal() {
+            let msg = tree.error_logger().borrow().last_error().map(|e| e.to_string()).unwrap_or_default();
+            return Err(Error::code(ErrCode::Fail, format!("decoding trace ID 0x{id:02x} from byte {start}: fatal error at byte {at}: {msg}")));
+        }
+        if used == 0 {
+            break;
+        }
+    }
+    let mut r = tree.trace_data_in(DatapathOp::Eot, 0, &[]).0;
+    while r.is_wait() {
+        r = tree.trace_data_in(DatapathOp::Flush, 0, &[]).0;
+        if r.is_cont() {
+            r = tree.trace_data_in(DatapathOp::Eot, 0, &[]).0;
+        }
+    }
+    for e in out.borrow_mut().drain(..) {
+        each(e);
+    }
+    Ok(())
+}
+
+/// Decodes `window` of trace ID `id` from the nearest indexed sync point
+/// before it; `tree` is a fresh full-decode tree for the capture. The
+/// elements are those the full decode gives in the window, with the
+/// exception at the start described in the module documentation.
+pub fn decode_window(ix: &CaptureIndex, data: &[u8], id: u8, window: Window, tree: DecodeTree) -> Result<WindowDecode, Error> {
+    let no = |what: String| Error::code(ErrCode::InvalidParamVal, what);
+    let w = match window {
+        Window::Bytes { from, to } => ix.byte_window(id, from, to).ok_or_else(|| no(format!("trace ID 0x{id:02x} has no sync point to decode bytes {from}..{to} from")))?,
+        Window::Time { from_ts, to_ts } => ix
+            .time_window(id, from_ts, to_ts)
+            .ok_or_else(|| no(format!("trace ID 0x{id:02x} has no timestamp in {from_ts}..={to_ts} after a sync point")))?,
+    };
+    // Decode on to the next sync point past the window, so everything the
+    // window's packets produce is out.
+    let feed_end = ix.syncs_from(id, w.end).next().map_or(ix.indexed.end, |e| e.index.max(w.end));
+    let mut elements = Vec::new();
+    let mut now: Option<u64> = None;
+    decode_range(ix, data, id, w.start, feed_end, tree, &mut |e| {
+        if let Some(t) = element_time(&e.2) {
+            now = Some(t);
+        }
+        let keep = match window {
+            Window::Bytes { from, to } => e.0 >= from && e.0 < to,
+            Window::Time { from_ts, to_ts } => e.0 < feed_end && now.is_some_and(|t| t >= from_ts && t <= to_ts),
+        };
+        if keep && e.2.elem_type != ElemType::EoTrace {
+            elements.push(e);
+        }
+    })?;
+    Ok(WindowDecode { window: w, elements })
+}
+
+/// Decodes one trace ID's stream in pieces on `threads` worker threads,
+/// split at indexed sync points ([`CaptureIndex::split_points`]), and
+/// returns each piece's result in stream order. `build` makes a fresh
+/// full-decode tree for the capture (on the worker's thread); `fold`
+/// folds each element of a piece (those with indexes in the piece's byte
+/// range) into the piece's result, starting from `R::default()`.
+///
+/// State that crosses a split point: pending speculation is avoided (the
+/// split points are where the trace info says none is pending); the
+/// return stack starts empty in each piece, and the context and timestamp
+/// are unknown until the packets after the sync point give them (see the
+/// module documentation). For analytics that count instructions per range
+/// the joined result equals the serial decode's when no return crosses a
+/// split point; the test-suite checks it on a generated multi-megabyte
+/// ETMv4 stream.
+pub fn decode_split<B, R, F>(ix: &CaptureIndex, data: &[u8], id: u8, threads: usize, build: &B, fold: &F) -> Result<Vec<R>, Error>
+where
+    B: Fn() -> Result<DecodeTree, Error> + Sync,
+    R: Default + Send,
+    F: Fn(&mut R, &Element) + Sync,
+{
+    let points = ix.split_points(id, threads.max(1));
+    if points.is_empty() {
+        return Err(Error::code(ErrCode::InvalidParamVal, format!("trace ID 0x{id:02x} has no sync point to split at")));
+    }
+    let mut ranges: Vec<(TrcIndex, TrcIndex)> = points.windows(2).map(|w| (w[0], w[1])).collect();
+    ranges.push((*points.last().expect("one point"), ix.indexed.end));
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = ranges
+            .iter()
+            .map(|&(a, b)| {
+                scope.spawn(move || -> Result<R, Error> {
+                    let mut acc = R::default();
+                    decode_range(ix, data, id, a, b, build()?, &mut |e| {
+                        if e.0 >= a && e.0 < b {
+                            fold(&mut acc, &e);
+                        }
+                    })?;
+                    Ok(acc)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().map_err(|_| Error::code(ErrCode::Fail, "a decode worker panicked"))?).collect()
+    })
+}
+
+/// Merges the elements of `ids` in timestamp order (what perf does for
+/// CPU-wide traces): each ID is decoded from its first indexed sync point
+/// with a fresh tree from `build`, each element is given the time of the
+/// last timestamp its stream reported (elements before the first get the
+/// first timestamp's time when one follows, else 0), and the streams are
+/// merged by time, then by index, keeping each stream's order.
+pub fn correlate<B>(ix: &CaptureIndex, data: &[u8], ids: &[u8], build: &B) -> Result<Vec<(u64, Element)>, Error>
+where
+    B: Fn() -> Result<DecodeTree, Error>,
+{
+    let mut streams: Vec<Vec<(u64, Element)>> = Vec::new();
+    for &id in ids {
+        let Some(first) = ix.syncs_from(id, 0).next() else { continue };
+        let mut v: Vec<(Option<u64>, Element)> = Vec::new();
+        let mut now = None;
+        decode_range(ix, data, id, first.index, ix.indexed.end, build()?, &mut |e| {
+            if let Some(t) = element_time(&e.2) {
+                now = Some(t);
+            }
+            v.push((now, e));
+        })?;
+        let first_ts = v.iter().find_map(|(t, _)| *t).unwrap_or(0);
+        streams.push(v.into_iter().map(|(t, e)| (t.unwrap_or(first_ts), e)).collect());
+    }
+    // k-way merge: each stream is in time order already.
+    let mut at = vec![0usize; streams.len()];
+    let total = streams.iter().map(Vec::len).sum();
+    let mut out = Vec::with_capacity(total);
+    loop {
+        let next = (0..streams.len())
+            .filter(|&s| at[s] < streams[s].len())
+            .min_by_key(|&s| {
+                let (t, e) = &streams[s][at[s]];
+                (*t, e.0, e.1)
+            });
+        let Some(s) = next else { break };
+        out.push(streams[s][at[s]]);
+        at[s] += 1;
+    }
+    Ok(out)
+}
