@@ -70,7 +70,8 @@ pub struct Checkpoint {
 /// One block of the capture.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SourceBlock {
-    /// Bit `n` set: trace ID `n` has data in the block.
+    /// Bit `n` set: trace ID `n` (a source: 0x01 to 0x6f) has data in the
+    /// block.
     pub ids: u128,
     /// The first frame starting in the block.
     pub checkpoint: Option<Checkpoint>,
@@ -148,6 +149,10 @@ impl SourceIndexer for SourceCollector {
             }
             if id == TRIGGER_ID {
                 ix.triggers.push(r.index);
+            }
+            // The null ID (padding) and the reserved IDs are no source.
+            if id == 0 || id >= 0x70 {
+                continue;
             }
             let rb = (r.index / g) as usize;
             if ix.blocks.len() <= rb {
