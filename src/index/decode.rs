@@ -13,32 +13,46 @@
 //!
 //! # What a decoder cannot know at its first sync point
 //!
-//! The elements of a window equal those of the full decode with the same
-//! indexes, except at the start, until the decoder has met what the
-//! packets before the sync point had told the full decode:
+//! Elements compare as the listing prints them (index, trace ID and the
+//! element's text): fields an element type does not print are decoder
+//! scratch and may differ (an instruction range's exception number, say).
 //!
-//! - it reports `NO_SYNC` (reason: decoder initialised) first, where the
-//!   full decode reports nothing;
-//! - PE context (ETMv4/ETE: exception level, security state, context ID,
-//!   VMID; PTM/ETMv3: context ID, VMID) is unknown until the next context
-//!   or trace-info packet: elements before the first `PE_CONTEXT` element
-//!   of the window may differ, and that first `PE_CONTEXT` element may
-//!   show the context as new where the full decode shows it unchanged;
-//! - the timestamp and cycle count are unknown until the next timestamp
-//!   packet (elements before it carry none);
+//! A window whose first byte comes after the sync point the decoder
+//! starts at (the usual case: [`CaptureIndex::byte_window`] starts at the
+//! last sync point at or before the window) has the full decode's
+//! elements exactly: by its first byte the decoder has met what it needs.
+//!
+//! A window starting *at* the sync point differs from the full decode's
+//! slice up to and including the decoder's first `PE_CONTEXT` element,
+//! and only there:
+//!
+//! - the decoder reports `NO_SYNC` (reason: decoder initialised) first,
+//!   where the full decode reports nothing;
+//! - it reports `PE_CONTEXT` (and `TRACE_ON`) when the packets after the
+//!   sync point give the context (ETMv4/ETE: trace info and an address
+//!   with context; PTM/ETMv3: the I-sync), where the full decode, which
+//!   knew the context, may report nothing;
+//! - the packets between the sync point and that context packet (PTM /
+//!   ETMv3: atoms and branches between the A-sync and the I-sync) give
+//!   the full decode instruction ranges the window decoder cannot follow,
+//!   having no address yet.
+//!
+//! After the first `PE_CONTEXT` the elements are equal, provided nothing
+//! crosses the sync point:
+//!
 //! - speculation pending at the sync point (ETMv4/ETE: P0 elements not
-//!   yet committed; the trace info packet gives their number) is unknown:
-//!   their elements, which the full decode outputs when they are committed
-//!   after the sync point, are missing from the window;
+//!   yet committed; the trace info packet gives their number) is unknown to
+//!   the window decoder, so the elements the full decode outputs when they
+//!   are committed after the sync point are missing;
 //! - the return stack (ETMv4/ETE, PTM) starts empty: a return predicted
-//!   from a call before the sync point cannot be followed.
+//!   from a call before the sync point cannot be followed;
+//! - the timestamp and cycle count are unknown until the next timestamp
+//!   packet; time windows start at a timestamp packet for that reason.
 //!
-//! So the guarantee: from the window's first `PE_CONTEXT` element on,
-//! everything equals the full decode's slice except the context flags of
-//! that element, provided no speculation was pending at the sync point and
-//! no return relies on a call before it. [`CaptureIndex::split_points`]
-//! only splits at sync points where the trace info says nothing is
-//! pending, and the test-suite checks the rest on the corpus.
+//! `tests/index.rs` checks all of this on the corpus (ETMv4
+//! `bugfix-exact-match`, PTM, ETMv3, ETE). [`CaptureIndex::split_points`]
+//! only splits at sync points whose trace info says no speculation is
+//! pending.
 
 use super::reader::ByteWindow;
 use super::CaptureIndex;

@@ -165,7 +165,7 @@ impl<'a> Reader<'a> {
         let n = self.u64(what)?;
         let left = (self.data.len() - self.pos).saturating_sub(8);
         if n > (left / size) as u64 {
-            return Err(IndexFileError::Truncated { what, offset: at, needed: (n as usize).saturating_mul(size), left });
+            return Err(self.corrupt(at, format!("{what}: count {n} ({size} bytes each) is more than the {left} bytes left")));
         }
         Ok(n as usize)
     }
@@ -230,7 +230,7 @@ pub fn from_bytes(data: &[u8]) -> Result<CaptureIndex, IndexFileError> {
                 let checkpoint = (frame != u64::MAX).then_some(Checkpoint { frame, id: (id != 0xff).then_some(id) });
                 if let Some(c) = checkpoint {
                     let blk = c.frame / granularity as u64;
-                    if blk != b as u64 || last.is_some_and(|l| l >= c.frame) || id != 0xff && id > 0x7f {
+                    if blk != b as u64 || last.is_some_and(|l| l >= c.frame) || c.frame >= indexed.end || id != 0xff && id > 0x7f {
                         return Err(r.corrupt(at, format!("checkpoint {c:?} does not belong to block {b}")));
                     }
                     last = Some(c.frame);
@@ -275,8 +275,8 @@ pub fn from_bytes(data: &[u8]) -> Result<CaptureIndex, IndexFileError> {
             let code = r.u8("entry kind")?;
             let value = r.u64("entry value")?;
             let kind = EntryKind::from_code(code).ok_or_else(|| r.corrupt(at + 8, format!("unknown entry kind {code}")))?;
-            if entries.last().is_some_and(|e: &StreamEntry| e.index > index) || index >= capture.size.max(1) {
-                return Err(r.corrupt(at, format!("entry index {index} out of order or past the capture")));
+            if entries.last().is_some_and(|e: &StreamEntry| e.index > index) || index >= indexed.end {
+                return Err(r.corrupt(at, format!("entry index {index} out of order or past the indexed bytes")));
             }
             entries.push(StreamEntry { index, kind, value });
         }
@@ -310,5 +310,73 @@ impl CaptureIndex {
         let ix = from_bytes(&data)?;
         check_capture(&ix, capture)?;
         Ok(ix)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bytes of a small index, field by field as the module
+    /// documentation lays them out.
+    #[test]
+    fn layout_is_as_documented() {
+        let ix = CaptureIndex {
+            capture: CaptureId { size: 64, hash: 0x1122 },
+            format: IndexedFormat::Formatted { mem_aligned: true, fsyncs: false, hsyncs: false },
+            indexed: 0..64,
+            source: Some(SourceIndex {
+                granularity: 32,
+                blocks: vec![SourceBlock { ids: 1 << 0x10, checkpoint: Some(Checkpoint { frame: 0, id: None }) }],
+                frame_syncs: vec![],
+                triggers: vec![16],
+            }),
+            streams: vec![StreamIndex { id: 0x10, protocol: "STM".into(), entries: vec![StreamEntry { index: 5, kind: EntryKind::Sync, value: 7 }] }],
+        };
+        let b = to_bytes(&ix);
+        let mut want = b"CSDIDX\r\n".to_vec();
+        want.extend_from_slice(&1u32.to_le_bytes());
+        want.extend_from_slice(&64u64.to_le_bytes());
+        want.extend_from_slice(&0x1122u64.to_le_bytes());
+        want.extend_from_slice(&[1, 1, 0, 0]);
+        want.extend_from_slice(&0u64.to_le_bytes());
+        want.extend_from_slice(&64u64.to_le_bytes());
+        want.push(1);
+        want.extend_from_slice(&32u32.to_le_bytes());
+        want.extend_from_slice(&1u64.to_le_bytes());
+        want.extend_from_slice(&(1u128 << 0x10).to_le_bytes());
+        want.extend_from_slice(&0u64.to_le_bytes());
+        want.push(0xff);
+        want.extend_from_slice(&0u64.to_le_bytes());
+        want.extend_from_slice(&1u64.to_le_bytes());
+        want.extend_from_slice(&16u64.to_le_bytes());
+        want.extend_from_slice(&1u32.to_le_bytes());
+        want.extend_from_slice(&[0x10, 3]);
+        want.extend_from_slice(b"STM");
+        want.extend_from_slice(&1u64.to_le_bytes());
+        want.extend_from_slice(&5u64.to_le_bytes());
+        want.push(1);
+        want.extend_from_slice(&7u64.to_le_bytes());
+        let sum = capture_hash(&want);
+        want.extend_from_slice(&sum.to_le_bytes());
+        assert_eq!(b, want);
+        assert_eq!(from_bytes(&b).unwrap(), ix);
+    }
+
+    #[test]
+    fn counts_cannot_ask_for_more_than_the_file_holds() {
+        let mut b = b"CSDIDX\r\n".to_vec();
+        b.extend_from_slice(&1u32.to_le_bytes());
+        b.extend_from_slice(&[0; 16]);
+        b.extend_from_slice(&[0, 0, 0, 0]);
+        b.extend_from_slice(&[0; 16]);
+        b.push(0);
+        b.extend_from_slice(&1u32.to_le_bytes());
+        b.extend_from_slice(&[0x10, 0]);
+        b.extend_from_slice(&u64::MAX.to_le_bytes());
+        let sum = capture_hash(&b);
+        b.extend_from_slice(&sum.to_le_bytes());
+        let e = from_bytes(&b).unwrap_err();
+        assert_eq!(e.to_string(), "index corrupt at byte 55: stream entries: count 18446744073709551615 (17 bytes each) is more than the 0 bytes left");
     }
 }

@@ -120,7 +120,8 @@ impl CaptureIndex {
         let last = self.indexed.end;
         let mut out = vec![first];
         for k in 1..pieces.max(1) {
-            let target = first + (last - first) * k as u64 / pieces as u64;
+            let span = last.saturating_sub(first) as u128;
+            let target = first + (span * k as u128 / pieces as u128) as u64;
             let i = clean.partition_point(|&c| c < target);
             if let Some(&c) = clean.get(i)
                 && c > *out.last().expect("one point")
