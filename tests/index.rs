@@ -408,3 +408,62 @@ fn reader_queries() {
         assert!(ix.time_window(s.id, t1 + 1, u64::MAX).is_none());
     }
 }
+
+#[test]
+fn unformatted_stream_windows_and_split() {
+    let dir = common::temp_dir("index-unformatted");
+    let g = generate(&GenOptions { seed: 8, protocol: GenProtocol::Etmv4, layout: BufferLayout::Unformatted, length: 40_000 });
+    g.spec.write_to(&dir).unwrap();
+    let cap = Capture::load(&dir, None).unwrap();
+    let ix = cap.index(&IndexOptions::default()).unwrap();
+    assert!(ix.source.is_none());
+    assert_eq!(ix.format, coresight_decode::index::IndexedFormat::Single);
+    assert_eq!(ix.streams.len(), 1);
+    let s = &ix.streams[0];
+    assert!(s.counts().syncs() > 4);
+    assert_eq!(ix.ids_in(0..16), vec![s.id]);
+    let full = full_decode(&cap, s.id);
+    let (from, to) = (cap.data.len() as u64 / 3, cap.data.len() as u64 * 2 / 3);
+    let w = decode_window(&ix, &cap.data, s.id, Window::Bytes { from, to }, cap.tree(DecodeMode::FullDecode, |_| {}).unwrap()).unwrap();
+    let slice: Vec<Element> = full.iter().filter(|e| e.0 >= from && e.0 < to).copied().collect();
+    assert!(slice.len() > 100);
+    assert_same("unformatted byte window", &w.elements, &slice);
+    let mut serial = HashMap::new();
+    for e in &full {
+        count(&mut serial, e);
+    }
+    let build = || cap.tree(DecodeMode::FullDecode, |_| {});
+    let parts: Vec<HashMap<u64, u64>> = decode_split(&ix, &cap.data, s.id, 3, &build, &count).unwrap();
+    assert_eq!(parts.len(), 3);
+    let mut joined: HashMap<u64, u64> = HashMap::new();
+    for p in parts {
+        for (a, n) in p {
+            *joined.entry(a).or_default() += n;
+        }
+    }
+    assert!(joined == serial);
+}
+
+#[test]
+fn correlation_merges_ids_by_time_keeping_each_stream() {
+    let dir = common::temp_dir("index-correlate");
+    let g = generate(&GenOptions { seed: 4, protocol: GenProtocol::Tc2, layout: BufferLayout::Formatted, length: 4_000 });
+    g.spec.write_to(&dir).unwrap();
+    let cap = Capture::load(&dir, None).unwrap();
+    let ix = cap.index(&IndexOptions::default()).unwrap();
+    let ids: Vec<u8> = ix.streams.iter().filter(|s| s.counts().timestamps() > 0).map(|s| s.id).collect();
+    assert!(ids.len() >= 2, "{ids:?}");
+    let build = || cap.tree(DecodeMode::FullDecode, |_| {});
+    let merged = coresight_decode::index::correlate(&ix, &cap.data, &ids, &build).unwrap();
+    assert!(merged.windows(2).all(|p| p[0].0 <= p[1].0), "not in time order");
+    for &id in &ids {
+        let first_sync = ix.syncs_from(id, 0).next().unwrap().index;
+        let mine: Vec<Element> = merged.iter().map(|m| m.1).filter(|e| e.1 == id && e.0 >= first_sync && e.2.elem_type != ElemType::EoTrace).collect();
+        let full: Vec<Element> = full_decode(&cap, id).into_iter().filter(|e| e.0 >= first_sync).collect();
+        // The decoder starts at the stream's first sync point, as the full
+        // decode does when nothing comes before it.
+        assert_same(&format!("ID {id:#x} in the merge"), &mine, &full);
+    }
+    // Nothing else is in the merge.
+    assert!(merged.iter().all(|m| ids.contains(&m.1 .1)));
+}
