@@ -272,20 +272,40 @@ where
         let first_ts = v.iter().find_map(|(t, _)| *t).unwrap_or(0);
         streams.push(v.into_iter().map(|(t, e)| (t.unwrap_or(first_ts), e)).collect());
     }
-    // k-way merge: each stream is in time order already.
+    Ok(merge_by_time(&streams))
+}
+
+/// Merges streams each in time order into one, by time, then index, then
+/// trace ID; elements that tie keep their stream's order.
+pub fn merge_by_time(streams: &[Vec<(u64, Element)>]) -> Vec<(u64, Element)> {
     let mut at = vec![0usize; streams.len()];
-    let total = streams.iter().map(Vec::len).sum();
-    let mut out = Vec::with_capacity(total);
+    let mut out = Vec::with_capacity(streams.iter().map(Vec::len).sum());
     loop {
-        let next = (0..streams.len())
-            .filter(|&s| at[s] < streams[s].len())
-            .min_by_key(|&s| {
-                let (t, e) = &streams[s][at[s]];
-                (*t, e.0, e.1)
-            });
+        let next = (0..streams.len()).filter(|&s| at[s] < streams[s].len()).min_by_key(|&s| {
+            let (t, e) = &streams[s][at[s]];
+            (*t, e.0, e.1)
+        });
         let Some(s) = next else { break };
         out.push(streams[s][at[s]]);
         at[s] += 1;
     }
-    Ok(out)
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn el(t: u64, index: TrcIndex, id: u8, n: u32) -> (u64, Element) {
+        let e = TraceElement { elem_type: ElemType::InstrRange, num_instr_range: n, ..TraceElement::default() };
+        (t, (index, id, e))
+    }
+
+    #[test]
+    fn merge_interleaves_by_time_and_keeps_ties_in_stream_order() {
+        let a = vec![el(10, 0, 1, 1), el(10, 5, 1, 2), el(30, 9, 1, 3), el(50, 12, 1, 4)];
+        let b = vec![el(5, 2, 2, 1), el(20, 3, 2, 2), el(30, 4, 2, 3), el(30, 4, 2, 4)];
+        let got: Vec<(u64, u8, u32)> = merge_by_time(&[a, b]).iter().map(|(t, (_, id, e))| (*t, *id, e.num_instr_range)).collect();
+        assert_eq!(got, [(5, 2, 1), (10, 1, 1), (10, 1, 2), (20, 2, 2), (30, 2, 3), (30, 2, 4), (30, 1, 3), (50, 1, 4)]);
+    }
 }
