@@ -21,6 +21,9 @@
 //!   channels), each at the `Idx` of its packet: the byte position in the
 //!   whole capture that the packet listing prints.
 //!
+//! A stream index is full (every entry); [`StreamIndex::sparse`] gives
+//! the sparse form (counts and key values per block).
+//!
 //! [`CaptureIndex`] holds both; [`file`] saves and loads it (versioned,
 //! checked), [`reader`] answers searches, [`decode`] decodes from an
 //! indexed point.
@@ -36,7 +39,7 @@ pub use build::{build_index, IndexOptions};
 pub use decode::{correlate, decode_split, decode_window, Window, WindowDecode};
 pub use file::{IndexFileError, INDEX_VERSION};
 pub use source::{SourceIndex, SourceIndexer};
-pub use stream::{StreamIndex, StreamIndexer};
+pub use stream::{EntryCounts, SparseStreamIndex, StreamIndex, StreamIndexer};
 
 use crate::datapath::TrcIndex;
 

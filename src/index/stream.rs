@@ -76,6 +76,72 @@ impl StreamIndex {
     }
 }
 
+/// A sparse stream index: per block of the capture, counts of each entry
+/// kind and the key values (the first sync point, the first and last
+/// timestamp). Much smaller than the full index; a search narrows to a
+/// block, then reads the capture (or the full index) there.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SparseStreamIndex {
+    pub id: u8,
+    /// Bytes per block.
+    pub block: u64,
+    /// Blocks with at least one entry, by block number.
+    pub blocks: Vec<SparseBlock>,
+}
+
+/// One block of a [`SparseStreamIndex`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SparseBlock {
+    /// Block number: bytes `number * block ..`.
+    pub number: u64,
+    pub counts: EntryCounts,
+    pub first_sync: Option<TrcIndex>,
+    /// First and last timestamp values in the block.
+    pub timestamps: Option<(u64, u64)>,
+}
+
+impl StreamIndex {
+    /// The sparse form of this index, with blocks of `block` bytes.
+    pub fn sparse(&self, block: u64) -> SparseStreamIndex {
+        let block = block.max(1);
+        let mut blocks: Vec<SparseBlock> = Vec::new();
+        for e in &self.entries {
+            let number = e.index / block;
+            if blocks.last().is_none_or(|b| b.number != number) {
+                blocks.push(SparseBlock { number, ..SparseBlock::default() });
+            }
+            let b = blocks.last_mut().expect("a block");
+            b.counts.counts[e.kind as usize] += 1;
+            match e.kind {
+                EntryKind::Sync if b.first_sync.is_none() => b.first_sync = Some(e.index),
+                EntryKind::Timestamp => b.timestamps = Some(b.timestamps.map_or((e.value, e.value), |(f, _)| (f, e.value))),
+                _ => {}
+            }
+        }
+        SparseStreamIndex { id: self.id, block, blocks }
+    }
+}
+
+impl SparseStreamIndex {
+    /// Counts over the whole stream.
+    pub fn counts(&self) -> EntryCounts {
+        let mut c = EntryCounts::default();
+        for b in &self.blocks {
+            for (t, n) in c.counts.iter_mut().zip(b.counts.counts) {
+                *t += n;
+            }
+        }
+        c
+    }
+
+    /// The first of the blocks' first sync points at or after `pos` (a
+    /// sparse index knows only the first sync point of each block, so a
+    /// later one in the block of `pos` is not found).
+    pub fn sync_from(&self, pos: TrcIndex) -> Option<TrcIndex> {
+        self.blocks.iter().filter_map(|b| b.first_sync).find(|&s| s >= pos)
+    }
+}
+
 /// The stream indexer the index builder attaches: entries pushed to a
 /// shared vector (no allocation per packet beyond the vector's growth).
 pub struct StreamCollector {
@@ -165,5 +231,41 @@ pub fn itm_entries(p: &crate::itm::ItmPacket, emit: &mut dyn FnMut(EntryKind, u6
         T::TsLocal => emit(EntryKind::LocalTimestamp, p.value as u64),
         T::Overflow => emit(EntryKind::Overflow, 0),
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sparse_index_keeps_counts_and_key_values_per_block() {
+        let e = |index, kind, value| StreamEntry { index, kind, value };
+        let full = StreamIndex {
+            id: 3,
+            protocol: "ETMV4I".into(),
+            entries: vec![
+                e(2, EntryKind::Sync, 0),
+                e(10, EntryKind::Timestamp, 100),
+                e(40, EntryKind::Timestamp, 140),
+                e(70, EntryKind::Event, 1),
+                e(90, EntryKind::Sync, 0),
+                e(95, EntryKind::Sync, 0),
+                e(99, EntryKind::Timestamp, 200),
+                e(300, EntryKind::Trigger, 0),
+            ],
+        };
+        let sp = full.sparse(64);
+        assert_eq!(sp.blocks.iter().map(|b| b.number).collect::<Vec<_>>(), [0, 1, 4]);
+        assert_eq!(sp.blocks[0].first_sync, Some(2));
+        assert_eq!(sp.blocks[0].timestamps, Some((100, 140)));
+        assert_eq!(sp.blocks[1].first_sync, Some(90));
+        assert_eq!(sp.blocks[1].counts.syncs(), 2);
+        assert_eq!(sp.blocks[1].counts.events(), 1);
+        assert_eq!(sp.blocks[1].timestamps, Some((200, 200)));
+        assert_eq!(sp.blocks[2].timestamps, None);
+        assert_eq!(sp.counts(), full.counts());
+        assert_eq!(sp.sync_from(3), Some(90));
+        assert_eq!(sp.sync_from(91), None);
     }
 }
