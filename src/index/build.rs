@@ -37,9 +37,6 @@ impl Default for IndexOptions {
 /// A fatal data-path error stops indexing where it happened: the index
 /// then covers the bytes before it ([`CaptureIndex::indexed`]).
 pub fn build_index(tree: &mut DecodeTree, data: &[u8], opts: &IndexOptions) -> Result<CaptureIndex, Error> {
-    if tree.mode() != DecodeMode::PacketsOnly && tree.mode() != DecodeMode::FullDecode {
-        return Err(Error::code(ErrCode::InvalidParamVal, "unknown decode mode"));
-    }
     let format = match tree.format() {
         SourceFormat::Formatted(c) => IndexedFormat::Formatted { mem_aligned: c.mem_aligned, fsyncs: c.fsyncs, hsyncs: c.hsyncs },
         SourceFormat::Single => IndexedFormat::Single,
