@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use coresight_decode::decoder::DecodeMode;
 use coresight_decode::elem::{ElemType, TraceElement};
-use coresight_decode::generator::{generate, BufferLayout, GenOptions, GenProtocol};
+use coresight_generator::{generate, BufferLayout, GenOptions, GenProtocol};
 use coresight_decode::index::build::Capture;
 use coresight_decode::index::decode::Element;
 use coresight_decode::index::{decode_split, CaptureIndex, IndexOptions};

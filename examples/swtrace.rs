@@ -28,10 +28,11 @@
 //! master 0x41 channel 0x0023  D32 0xdeadbeef  marker  ts=0x12
 //! ```
 
-use std::cell::RefCell;
+
+use coresight_decode::shared::Lock;
 use std::fmt::Write as _;
 use std::io::{Read, Write};
-use std::rc::Rc;
+use std::sync::Arc;
 
 use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use coresight_decode::decoder::{DecodeMode, SourceConfig};
@@ -64,7 +65,7 @@ pub struct Options {
 
 /// Turns generic elements into message lines.
 struct Printer {
-    out: Rc<RefCell<String>>,
+    out: Arc<Lock<String>>,
     all: bool,
     /// ITM messages waiting for the local timestamp that follows them.
     pending: Vec<String>,
@@ -181,7 +182,7 @@ pub fn run(opts: &Options, data: &[u8]) -> (String, usize) {
     let value = (opts.tcr & !0x007f_0000) | ((opts.id as u32 & 0x7f) << 16);
     let cfg = SourceConfig { name: format!("{name}_0"), device_type: name.into(), regs: vec![(reg.into(), value as u64)], core: None };
     tree.create_decoder(name, &cfg).expect("the protocol is built in");
-    let out = Rc::new(RefCell::new(String::new()));
+    let out = Arc::new(Lock::new(String::new()));
     tree.set_gen_elem_out(Box::new(Printer { out: out.clone(), all: opts.all, pending: Vec::new() }));
 
     // Formatted input comes in whole frames (or sync-sized units).

@@ -53,6 +53,7 @@ impl fmt::Display for Isa {
 /// Architecture version of a core, as far as trace decode cares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub enum ArchVersion {
+    /// Not known (from a snapshot that does not name the core, for example).
     #[default]
     Unknown,
     /// A custom architecture.
@@ -70,6 +71,7 @@ pub enum ArchVersion {
 /// Core profile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum CoreProfile {
+    /// Not known.
     #[default]
     Unknown,
     /// Application profile.
@@ -85,11 +87,14 @@ pub enum CoreProfile {
 /// Architecture version and profile together (OpenCSD's `ocsd_arch_profile_t`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub struct ArchProfile {
+    /// Architecture version.
     pub arch: ArchVersion,
+    /// Core profile (A, R or M).
     pub profile: CoreProfile,
 }
 
 impl ArchProfile {
+    /// Joins a version and a profile.
     pub const fn new(arch: ArchVersion, profile: CoreProfile) -> Self {
         ArchProfile { arch, profile }
     }
@@ -192,25 +197,35 @@ impl ArchProfile {
 /// Security state of the PE.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum SecurityState {
+    /// Secure state.
     #[default]
     Secure,
+    /// Non-secure state.
     NonSecure,
+    /// Root state (Realm Management Extension, EL3).
     Root,
+    /// Realm state (Realm Management Extension).
     Realm,
 }
 
 /// Exception level, where known.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub enum ExceptionLevel {
+    /// Exception level not known (not traced, or before the first context).
     #[default]
     Unknown,
+    /// EL0: applications.
     El0,
+    /// EL1: operating system kernel.
     El1,
+    /// EL2: hypervisor.
     El2,
+    /// EL3: secure monitor.
     El3,
 }
 
 impl ExceptionLevel {
+    /// The level for a number 0 to 3; `Unknown` for anything else.
     pub fn from_number(n: u8) -> ExceptionLevel {
         match n {
             0 => ExceptionLevel::El0,
@@ -256,6 +271,7 @@ pub enum InstrType {
 /// Refinement of the instruction type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum InstrSubType {
+    /// No refinement.
     #[default]
     None,
     /// Branch with link (a call).
@@ -290,7 +306,9 @@ pub struct InstrInfo {
     pub track_it_block: bool,
 
     // ---- outputs ----
+    /// Program flow class of the instruction (the decoder's output).
     pub instr_type: InstrType,
+    /// Refinement of `instr_type`: call, return, exception return.
     pub sub_type: InstrSubType,
     /// Branch target for direct branches.
     pub branch_addr: u64,

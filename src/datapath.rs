@@ -54,12 +54,17 @@ pub enum DatapathResp {
 }
 
 impl DatapathResp {
+    /// The component took the data and can take more (`Cont`, possibly with a warning or
+    /// error logged).
     pub fn is_cont(self) -> bool {
         self <= DatapathResp::ErrCont
     }
+    /// The component wants the caller to stop sending data until a `Flush` gets `Cont` (any
+    /// of the wait responses).
     pub fn is_wait(self) -> bool {
         matches!(self, DatapathResp::Wait | DatapathResp::WarnWait | DatapathResp::ErrWait)
     }
+    /// Decoding cannot go on: the component must be reset before it takes more data.
     pub fn is_fatal(self) -> bool {
         self >= DatapathResp::FatalNotInit
     }

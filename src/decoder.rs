@@ -10,8 +10,7 @@
 //! with a packet monitor, so a protocol only writes its
 //! [`PacketProcessor`] and its `PktDataIn` decoder.
 
-use std::cell::RefCell;
-use std::rc::Rc;
+use std::sync::Arc;
 
 use crate::arch::ArchProfile;
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
@@ -78,8 +77,11 @@ impl SourceConfig {
 /// The core a PE trace source is attached to.
 #[derive(Clone, Debug, Default)]
 pub struct CoreConfig {
+    /// Core name in the snapshot (`cpu_0`).
     pub name: String,
+    /// Core type as the snapshot gives it (`Cortex-A53`, `RV64GC`...).
     pub core_type: String,
+    /// Architecture and profile of the core, from its type.
     pub profile: ArchProfile,
 }
 
@@ -87,15 +89,20 @@ pub struct CoreConfig {
 /// default when missing.
 #[derive(Clone, Copy, Debug)]
 pub struct RegSpec {
+    /// Register name as in the snapshot's device file.
     pub name: &'static str,
+    /// Whether the source cannot be decoded without it.
     pub required: bool,
+    /// Value used when an optional register is missing.
     pub default: u64,
 }
 
 impl RegSpec {
+    /// A register the protocol cannot decode without.
     pub const fn required(name: &'static str) -> Self {
         RegSpec { name, required: true, default: 0 }
     }
+    /// A register with the value `default` when the snapshot lacks it.
     pub const fn optional(name: &'static str, default: u64) -> Self {
         RegSpec { name, required: false, default }
     }
@@ -108,9 +115,11 @@ pub struct ElemRouter {
 }
 
 impl ElemRouter {
+    /// Attaches `out` (or detaches, with `None`).
     pub fn set(&mut self, out: Option<Box<dyn TrcGenElemIn>>) {
         self.out = out;
     }
+    /// Whether a sink is attached.
     pub fn is_attached(&self) -> bool {
         self.out.is_some()
     }
@@ -125,13 +134,13 @@ impl TrcGenElemIn for ElemRouter {
     }
 }
 
-impl<T: TrcGenElemIn + ?Sized> TrcGenElemIn for Rc<RefCell<T>> {
+impl<T: TrcGenElemIn + ?Sized> TrcGenElemIn for Shared<T> {
     fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp {
         self.borrow_mut().trace_elem_in(index, trace_id, elem)
     }
 }
 
-impl<T: TrcDataIn + ?Sized> TrcDataIn for Rc<RefCell<T>> {
+impl<T: TrcDataIn + ?Sized> TrcDataIn for Shared<T> {
     fn trace_data_in(&mut self, op: DatapathOp, index: TrcIndex, data: &[u8]) -> (DatapathResp, usize) {
         self.borrow_mut().trace_data_in(op, index, data)
     }
@@ -140,16 +149,20 @@ impl<T: TrcDataIn + ?Sized> TrcDataIn for Rc<RefCell<T>> {
 /// What a decoder is connected to when it is created.
 #[derive(Clone)]
 pub struct DecodeContext {
+    /// Full decode or packets only.
     pub mode: DecodeMode,
     /// Instance number for component names (`DCD_ETMV4_0016`): the trace ID
     /// slot the decoder sits on (0 on a single-source tree).
     pub instance_id: u8,
     /// Target memory (full decode only).
     pub mem: Option<Shared<dyn TargetMemAccess>>,
+    /// Instruction classifier for the memory walk.
     pub instr: Shared<dyn InstrDecode>,
     /// Where generic elements go.
     pub elem_out: Shared<ElemRouter>,
+    /// Where errors are logged.
     pub err_log: Shared<ErrorLogger>,
+    /// The decode options (checks, limits) of the tree.
     pub options: DecoderOptions,
 }
 
@@ -204,8 +217,11 @@ pub struct DecodeStats {
 /// What a packet processor counts for [`DecodeStats`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ProcStats {
+    /// Bytes seen before synchronisation (and after losing it).
     pub unsynced_bytes: u64,
+    /// Invalid or reserved packet headers seen.
     pub bad_header_errs: u64,
+    /// Malformed packets seen.
     pub bad_sequence_errs: u64,
 }
 
@@ -218,7 +234,7 @@ impl ProcStats {
 }
 
 /// Creates decoders of one protocol.
-pub trait DecoderFactory {
+pub trait DecoderFactory: Send + Sync {
     /// Protocol name shown in listings and used to look the factory up.
     fn protocol_name(&self) -> &str;
     /// Snapshot device types handled (`ETM4`, `PTM`, ...), compared with
@@ -250,7 +266,7 @@ pub trait DecoderFactory {
 
 /// The protocols known to a decode tree.
 pub struct DecoderRegistry {
-    factories: Vec<Rc<dyn DecoderFactory>>,
+    factories: Vec<Arc<dyn DecoderFactory>>,
 }
 
 impl Default for DecoderRegistry {
@@ -276,7 +292,7 @@ impl DecoderRegistry {
     }
 
     /// Registers a protocol; fails if the name is taken.
-    pub fn register(&mut self, factory: Rc<dyn DecoderFactory>) -> Result<(), ErrCode> {
+    pub fn register(&mut self, factory: Arc<dyn DecoderFactory>) -> Result<(), ErrCode> {
         if self.find(factory.protocol_name()).is_some() {
             return Err(ErrCode::DcdregNameRepeat);
         }
@@ -285,12 +301,12 @@ impl DecoderRegistry {
     }
 
     /// A protocol by name.
-    pub fn find(&self, name: &str) -> Option<Rc<dyn DecoderFactory>> {
+    pub fn find(&self, name: &str) -> Option<Arc<dyn DecoderFactory>> {
         self.factories.iter().find(|f| f.protocol_name() == name).cloned()
     }
 
     /// The protocol for a snapshot device type (`ETM4.2` matches `ETM4`).
-    pub fn for_device_type(&self, device_type: &str) -> Option<Rc<dyn DecoderFactory>> {
+    pub fn for_device_type(&self, device_type: &str) -> Option<Arc<dyn DecoderFactory>> {
         let base = device_type.split('.').next().unwrap_or(device_type);
         self.factories.iter().find(|f| f.device_types().contains(&base)).cloned()
     }
@@ -358,7 +374,8 @@ impl SyncGate {
 /// the end of trace is acted on once (after a wait the caller flushes and
 /// sends EOT again, which must not repeat the end-of-trace element) until
 /// new data or a reset.
-pub trait PacketDecoder {
+pub trait PacketDecoder: Send {
+    /// The protocol's packet type.
     type Packet;
     /// Whether the end of trace has been acted on; kept by the decoder,
     /// set and cleared by the rules above.
@@ -408,7 +425,10 @@ impl<D: PacketDecoder> PktDataIn<D::Packet> for D {
 /// Where a packet processor sends each packet: the monitor first, then the
 /// packet sink (the decoder, or a printer in packet-only mode).
 pub struct PacketOut<'a, P> {
+    /// The packet monitor (a printer shown raw bytes, or a stream indexer
+    /// in front of one), if attached.
     pub mon: Option<&'a mut (dyn PktRawDataMon<P> + 'a)>,
+    /// The packet sink (decoder, or printer in packet-only mode), if attached.
     pub sink: Option<&'a mut (dyn PktDataIn<P> + 'a)>,
 }
 
@@ -426,7 +446,8 @@ impl<P> PacketOut<'_, P> {
 }
 
 /// Bytes to packets for one protocol.
-pub trait PacketProcessor {
+pub trait PacketProcessor: Send {
+    /// The protocol's packet type, printable for listings.
     type Packet: TracePacket + 'static;
     /// Processes `data` (first byte at `index`), emitting complete packets.
     /// Stops after a packet whose sink answered other than continue, and
@@ -495,12 +516,15 @@ impl<PP: PacketProcessor> Pipeline<PP> {
     pub fn new(name: &'static str, proc: PP, decoder: Option<Box<dyn PktDataIn<PP::Packet>>>) -> Self {
         Pipeline { name, proc, mon: None, sink: decoder, indexer: None, eot_done: false, total: 0 }
     }
+    /// The packet processor.
     pub fn processor(&self) -> &PP {
         &self.proc
     }
+    /// Attaches (or detaches) the packet monitor.
     pub fn set_monitor(&mut self, mon: Option<Box<dyn PktRawDataMon<PP::Packet>>>) {
         self.mon = mon;
     }
+    /// Attaches (or detaches) the packet sink.
     pub fn set_sink(&mut self, sink: Option<Box<dyn PktDataIn<PP::Packet>>>) {
         self.sink = sink;
     }

@@ -116,6 +116,7 @@ impl IdStreamTable {
         *slot = Some(sink);
         Ok(())
     }
+    /// Detaches and returns what consumed `id`'s data.
     pub fn detach(&mut self, id: u8) -> Option<Box<dyn TrcDataIn>> {
         self.streams.get_mut(id as usize).and_then(Option::take)
     }
@@ -219,9 +220,18 @@ pub struct FrameDeformatter {
     /// (half-frame sync streams only, where FSYNCs need not be 4-aligned).
     stash: [u8; 4],
     stash_len: usize,
+
+    /// Memory-aligned input: the start of a frame cut off by the end of
+    /// the last block (blocks need not be whole frames), starting at
+    /// `curr_idx`.
+    partial: [u8; FRAME_SIZE],
+    partial_len: usize,
+    /// The incomplete frame the trace ended with: (index, bytes).
+    tail: Option<(TrcIndex, usize)>,
 }
 
 impl FrameDeformatter {
+    /// A deformatter for input laid out as `cfg` says.
     pub fn new(cfg: DeformatterConfig) -> Self {
         FrameDeformatter {
             cfg,
@@ -242,6 +252,9 @@ impl FrameDeformatter {
             highest: DatapathResp::Cont,
             stash: [0; 4],
             stash_len: 0,
+            partial: [0; FRAME_SIZE],
+            partial_len: 0,
+            tail: None,
             indexer: None,
         }
     }
@@ -267,6 +280,7 @@ impl FrameDeformatter {
         self.curr_id = id;
     }
 
+    /// The input format.
     pub fn config(&self) -> DeformatterConfig {
         self.cfg
     }
@@ -306,8 +320,17 @@ impl FrameDeformatter {
         }
     }
 
+    /// Bytes handled so far, by kind.
     pub fn stats(&self) -> DemuxStats {
         self.stats
+    }
+
+    /// The incomplete frame memory-aligned trace ended with, as
+    /// (index of its first byte, bytes): trace whose length is not a
+    /// multiple of 16 has its whole frames decoded and this tail left
+    /// over. Set at the end of trace (a warning is logged then too).
+    pub fn incomplete_tail(&self) -> Option<(TrcIndex, usize)> {
+        self.tail
     }
 
     fn log(&self, e: TraceError) {
@@ -342,7 +365,20 @@ impl FrameDeformatter {
                 }
                 (self.highest, 0)
             }
-            DatapathOp::Eot => (sink.all_ids_op(DatapathOp::Eot, 0), 0),
+            DatapathOp::Eot => {
+                if self.partial_len > 0 {
+                    self.tail = Some((self.curr_idx, self.partial_len));
+                    self.log(
+                        TraceError::new(Severity::Warn, ErrCode::InvalidParamVal).at(self.curr_idx).with_message(format!(
+                            "Incomplete frame at end of trace: {} bytes not decoded (frames are {FRAME_SIZE} bytes).\n",
+                            self.partial_len
+                        )),
+                    );
+                    self.curr_idx += self.partial_len as TrcIndex;
+                    self.partial_len = 0;
+                }
+                (sink.all_ids_op(DatapathOp::Eot, 0), 0)
+            }
             DatapathOp::Data => {
                 if data.is_empty() {
                     return (DatapathResp::FatalInvalidParam, 0);
@@ -351,7 +387,8 @@ impl FrameDeformatter {
                 if self.chunks_done < self.chunk_count && !self.output_frame(sink) {
                     return (self.highest, 0);
                 }
-                match self.process(index, data, sink) {
+                let done = if self.cfg.mem_aligned { self.process_frames(index, data, sink) } else { self.process(index, data, sink) };
+                match done {
                     Ok(used) => (self.highest, used),
                     Err(Fault(e, resp)) => {
                         sink.error_position(self.curr_idx);
@@ -372,6 +409,55 @@ impl FrameDeformatter {
         self.chunk_count = 0;
         self.chunks_done = 0;
         self.stash_len = 0;
+        self.partial_len = 0;
+        self.tail = None;
+    }
+
+    /// Memory-aligned input in blocks of any length: whole frames are
+    /// decoded as they come; the start of a frame cut off by the end of a
+    /// block is kept and completed by the next block, and reported at the
+    /// end of trace if nothing completes it. (OpenCSD refuses a block that
+    /// is not a multiple of 16 bytes, so that a trace whose length is not
+    /// one decoded nothing at all.)
+    fn process_frames(&mut self, index: TrcIndex, data: &[u8], sink: &mut dyn IdStreamSink) -> Result<usize, Fault> {
+        if !self.first_data {
+            self.curr_idx = index;
+            self.first_data = true;
+        } else if self.curr_idx + self.partial_len as TrcIndex != index {
+            return Err(Fault(
+                TraceError::new(Severity::Error, ErrCode::DfmtrNotContTrace).at(index),
+                DatapathResp::FatalInvalidData,
+            ));
+        }
+        let mut used = 0;
+        if self.partial_len > 0 {
+            let take = (FRAME_SIZE - self.partial_len).min(data.len());
+            self.partial[self.partial_len..self.partial_len + take].copy_from_slice(&data[..take]);
+            self.partial_len += take;
+            used = take;
+            if self.partial_len < FRAME_SIZE {
+                return Ok(used);
+            }
+            let frame = self.partial;
+            self.partial_len = 0;
+            self.process(self.curr_idx, &frame, sink)?;
+            if !self.highest.is_cont() {
+                return Ok(used);
+            }
+        }
+        let rest = &data[used..];
+        let whole = rest.len() - rest.len() % FRAME_SIZE;
+        if whole > 0 {
+            let n = self.process(index + used as TrcIndex, &rest[..whole], sink)?;
+            used += n;
+            if n < whole {
+                return Ok(used);
+            }
+        }
+        let cut = &rest[whole..];
+        self.partial[..cut.len()].copy_from_slice(cut);
+        self.partial_len = cut.len();
+        Ok(used + cut.len())
     }
 
     fn process(&mut self, index: TrcIndex, data: &[u8], sink: &mut dyn IdStreamSink) -> Result<usize, Fault> {
@@ -822,11 +908,14 @@ pub mod overread {
 /// A deformatter with its own table of per-ID consumers: a complete
 /// `TrcDataIn` for frame-formatted input.
 pub struct Demux {
+    /// The deformatter.
     pub deformatter: FrameDeformatter,
+    /// Where each trace ID's data goes.
     pub streams: IdStreamTable,
 }
 
 impl Demux {
+    /// A deformatter for `cfg` with no consumers attached yet.
     pub fn new(cfg: DeformatterConfig) -> Self {
         Demux { deformatter: FrameDeformatter::new(cfg), streams: IdStreamTable::default() }
     }

@@ -20,7 +20,13 @@ pub struct Disassembler {
     rv_xlen64: bool,
 }
 
+// SAFETY: a capstone handle holds no thread-affine state: Capstone's own
+// rule is one handle per thread at a time, which moving it keeps (the
+// handles are owned here and never shared; `Disassembler` is not `Sync`).
+unsafe impl Send for Disassembler {}
+
 impl Disassembler {
+    /// Opens capstone for A64, A32, T32 and RISC-V; the error is capstone's message.
     pub fn new() -> Result<Disassembler, String> {
         let err = |e: capstone::Error| format!("capstone: {e}");
         Ok(Disassembler {

@@ -12,26 +12,52 @@ use crate::memory::MemSpace;
 /// Element type (OpenCSD's `ocsd_gen_trc_elem_t`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum ElemType {
+    /// Not set.
     #[default]
     Unknown,
+    /// The decoder is not synchronised (start of trace, or lost sync); `unsync_info` says
+    /// why.
     NoSync,
+    /// Trace starts, or restarts after a gap; `trace_on_reason` says why.
     TraceOn,
+    /// End of the trace data; `unsync_info` says how it ended.
     EoTrace,
+    /// The PE's context: security state, exception level, AArch64, context ID, VMID (in
+    /// `context`, with `isa`).
     PeContext,
+    /// A range of instructions executed from `st_addr` up to `en_addr` (exclusive), ending
+    /// with the `last_i_*` instruction.
     InstrRange,
+    /// `num_instr_range` instructions executed from `st_addr` (a Q element) whose path the
+    /// decoder could not follow; execution goes on at `en_addr`.
     IRangeNoPath,
+    /// The decoder could not read the memory at `st_addr` (in `mem_space`) to follow the
+    /// program.
     AddrNacc,
+    /// The address of the next instruction is not known (waiting for an address packet).
     AddrUnknown,
+    /// An exception: `exception_number`, with the preferred return address in `en_addr` when
+    /// `excep_ret_addr`.
     Exception,
+    /// Return from an exception.
     ExceptionRet,
+    /// A timestamp (`timestamp`, in units of the global timestamp counter).
     Timestamp,
+    /// A cycle count (`cycle_count`) with no other element to carry it.
     CycleCount,
+    /// An event: the trigger, or a numbered trace unit event (`event_type`, `event_number`).
     Event,
+    /// Software trace (STM): `sw_trace` and `sw_payload`.
     SwTrace,
+    /// A synchronisation marker (ETE timestamp marker; `sync_marker_value`).
     SyncMarker,
+    /// A transactional memory operation (`mem_trans`).
     MemTrans,
+    /// ETE instrumentation: `ite_el` and `ite_value` from a TRCIT instruction.
     Instrumentation,
+    /// ITM trace: `itm`.
     ItmTrace,
+    /// An element from a custom decoder (`custom_text`).
     Custom,
     /// A data access: load or store address and/or data (RISC-V trace).
     DataAccess,
@@ -69,54 +95,79 @@ impl ElemType {
 /// Why trace was (re)started.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum TraceOnReason {
+    /// Start of trace or a trace filter turning on.
     #[default]
     Normal,
+    /// Restart after the trace unit's buffer overflowed.
     Overflow,
+    /// Restart after the PE left Debug state.
     ExDebug,
 }
 
 /// Why the decoder is not synchronised, or why trace ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum UnsyncInfo {
+    /// Not known.
     #[default]
     Unknown,
+    /// The decoder has just been created.
     InitDecoder,
+    /// The decoder has been reset.
     ResetDecoder,
+    /// Trace was lost to an overflow.
     Overflow,
+    /// Speculative trace was discarded.
     Discard,
+    /// A bad packet broke the decode.
     BadPacket,
+    /// The end of the trace was reached.
     Eot,
 }
 
 /// Kind of event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum EventType {
+    /// Not set.
     #[default]
     Unknown,
+    /// The trigger event.
     Trigger,
+    /// A numbered event (`event_number` holds the event bits).
     Numbered,
 }
 
 /// Transactional memory operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum MemTrans {
+    /// The trace starts inside a transaction (ETE).
     #[default]
     TraceInit,
+    /// A transaction starts (TSTART).
     Start,
+    /// The transaction commits.
     Commit,
+    /// The transaction fails: its effects are discarded.
     Fail,
 }
 
 /// PE context: what a PE_CONTEXT element reports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub struct PeContext {
+    /// Security state.
     pub security: SecurityState,
+    /// Exception level, where known.
     pub exception_level: ExceptionLevel,
+    /// `exception_level` is valid.
     pub el_valid: bool,
+    /// AArch64 (64-bit) state.
     pub bits64: bool,
+    /// Context ID (CONTEXTIDR), where `ctxt_id_valid`.
     pub context_id: u32,
+    /// `context_id` is valid.
     pub ctxt_id_valid: bool,
+    /// VMID, where `vmid_valid`.
     pub vmid: u32,
+    /// `vmid` is valid.
     pub vmid_valid: bool,
     /// The hardware thread the trace that follows comes from, where the
     /// protocol says (RISC-V: the Change Hart packet).
@@ -129,34 +180,48 @@ pub struct PeContext {
 /// Load or store.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum DataAccessKind {
+    /// A load.
     #[default]
     Load,
+    /// A store.
     Store,
 }
 
 /// What a DATA_ACCESS element reports: an address, a value, or both.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub struct DataAccess {
+    /// Load or store.
     pub kind: DataAccessKind,
+    /// The address accessed, when traced.
     pub addr: Option<u64>,
+    /// The value loaded or stored, when traced.
     pub value: Option<u64>,
 }
 
 /// Software trace (STM) message details.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub struct SwTraceInfo {
+    /// STM master.
     pub master_id: u16,
+    /// STM channel.
     pub channel_id: u16,
     /// Payload size in bits (0: no payload).
     pub payload_bits: u8,
     /// Number of payload packets.
     pub payload_num_packets: u8,
+    /// The message was a marker packet.
     pub marker: bool,
+    /// The message carried a timestamp (in the element's `timestamp`).
     pub has_timestamp: bool,
+    /// A TRIG packet.
     pub trigger: bool,
+    /// A FREQ packet (the frequency in the payload).
     pub frequency: bool,
+    /// `master_id` and `channel_id` are known.
     pub id_valid: bool,
+    /// A GERR packet: some master lost trace.
     pub global_err: bool,
+    /// A MERR packet: this master lost trace.
     pub master_err: bool,
 }
 
@@ -177,6 +242,7 @@ pub enum ItmPktKind {
 /// ITM element details.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub struct ItmInfo {
+    /// The ITM packet kind.
     pub kind: ItmPktKind,
     /// Stimulus port / DWT discriminator.
     pub channel_or_desc: u8,
@@ -186,6 +252,7 @@ pub struct ItmInfo {
     pub overflow: bool,
     /// Local timestamp relation (TC bits): 0 sync, 1 TS delayed, 2 packet delayed, 3 both.
     pub ts_relation: u8,
+    /// Payload value (or the timestamp for timestamp packets).
     pub value: u32,
 }
 
@@ -195,40 +262,67 @@ pub struct ItmInfo {
 /// their last values, as the decoders reuse one element per stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct TraceElement {
+    /// What the element is; says which fields are valid.
     pub elem_type: ElemType,
+    /// Instruction set (of a range, or of the context).
     pub isa: Isa,
     /// Start address (ranges, ADDR_NACC, ...).
     pub st_addr: u64,
     /// End address: one past the last instruction of a range, or the
     /// preferred return address of an exception.
     pub en_addr: u64,
+    /// PE context (PE_CONTEXT elements; kept from element to element).
     pub context: PeContext,
+    /// Timestamp (TIMESTAMP elements, and others where `has_ts`).
     pub timestamp: u64,
+    /// Cycle count, where `has_cc`.
     pub cycle_count: u32,
+    /// `cycle_count` is valid.
     pub has_cc: bool,
+    /// Program flow class of a range's last instruction.
     pub last_i_type: InstrType,
+    /// Refinement of `last_i_type` (call, return).
     pub last_i_subtype: InstrSubType,
+    /// A range's last instruction was executed (E); false for a conditional one that failed
+    /// (N).
     pub last_instr_exec: bool,
+    /// Size in bytes of a range's last instruction.
     pub last_instr_sz: u8,
+    /// A range's last instruction is conditional.
     pub last_instr_cond: bool,
+    /// Number of instructions in a range.
     pub num_instr_range: u32,
+    /// An exception carries its preferred return address in `en_addr`.
     pub excep_ret_addr: bool,
+    /// That return address is also the target of the branch just traced.
     pub excep_ret_addr_br_tgt: bool,
+    /// Exception number, as the protocol gives it.
     pub exception_number: u32,
+    /// Why trace turned on (TRACE_ON elements).
     pub trace_on_reason: TraceOnReason,
+    /// Why the decoder is not synchronised (NO_SYNC, EO_TRACE elements).
     pub unsync_info: UnsyncInfo,
+    /// Kind of event (EVENT elements).
     pub event_type: EventType,
+    /// Event bits of a numbered event (EVENT elements).
     pub event_number: u16,
+    /// Software trace details (SWTRACE elements).
     pub sw_trace: SwTraceInfo,
     /// Software trace payload (little endian), valid for `sw_trace.payload_bits`.
     pub sw_payload: u64,
+    /// Value of a sync marker (SYNC_MARKER elements).
     pub sync_marker_value: u32,
+    /// Transactional memory operation (MEMTRANS elements).
     pub mem_trans: MemTrans,
     /// Memory space of an ADDR_NACC.
     pub mem_space: MemSpace,
+    /// Exception level of the software writing instrumentation (INSTRUMENTATION elements).
     pub ite_el: u8,
+    /// Value written by the instrumentation instruction (INSTRUMENTATION elements).
     pub ite_value: u64,
+    /// ITM details (ITMTRACE elements).
     pub itm: ItmInfo,
+    /// `timestamp` is valid for this element.
     pub has_ts: bool,
     /// Data access (DATA_ACCESS elements).
     pub data: DataAccess,
@@ -237,6 +331,7 @@ pub struct TraceElement {
 }
 
 impl TraceElement {
+    /// A fresh element of type `elem_type`, everything else at its default.
     pub fn new(elem_type: ElemType) -> Self {
         TraceElement { elem_type, ..Default::default() }
     }
@@ -252,6 +347,7 @@ impl TraceElement {
         self.has_ts = false;
     }
 
+    /// Sets the cycle count and marks it valid.
     pub fn set_cycle_count(&mut self, cc: u32) {
         self.cycle_count = cc;
         self.has_cc = true;

@@ -3,8 +3,11 @@
 //! [`ErrCode`] is the decode library's error vocabulary, numbered and named
 //! as OpenCSD numbers and names them, so that logged errors read the same.
 //! [`TraceError`] is one logged error: severity, code, optional trace index
-//! and trace ID, and a message. [`Error`] is the crate's `Result` error for
-//! API calls that fail outright (snapshot loading, configuration).
+//! and trace ID, and a message: the decode layer's error. [`Error`] is the
+//! crate's `Result` error for API calls that fail outright; it wraps the
+//! error of each layer: [`SnapshotError`] (snapshot loading: file, line,
+//! what was expected), [`MemoryError`] (memory images: file, range) and
+//! [`TraceError`] (decoding: trace index, trace ID).
 
 use std::fmt::{self, Write as _};
 use std::path::PathBuf;
@@ -16,7 +19,7 @@ macro_rules! err_codes {
         /// Error codes (OpenCSD's `ocsd_err_t`).
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
         #[repr(u16)]
-        pub enum ErrCode { $( $(#[$m])* $var = $val, )* }
+        pub enum ErrCode { $( $(#[$m])* #[doc = $desc] $var = $val, )* }
 
         impl ErrCode {
             /// Numeric value.
@@ -90,34 +93,47 @@ impl std::error::Error for ErrCode {}
 /// Severity of a logged error.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Severity {
+    /// Nothing (a verbosity that shows no message).
     None = 0,
+    /// An error: data lost or decoding stopped.
     Error = 1,
+    /// A warning: decoding went on, perhaps not as the input meant.
     Warn = 2,
+    /// Information.
     Info = 3,
 }
 
 /// One logged error: what went wrong, where in the trace, on which trace ID.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TraceError {
+    /// How bad it is.
     pub severity: Severity,
+    /// What went wrong, as OpenCSD numbers it.
     pub code: ErrCode,
+    /// Index (byte offset) in the trace where it happened, if known.
     pub index: Option<TrcIndex>,
+    /// Trace ID of the stream it happened on, if known.
     pub trace_id: Option<u8>,
+    /// Details, in words.
     pub message: String,
 }
 
 impl TraceError {
+    /// An error with no place and no message.
     pub fn new(severity: Severity, code: ErrCode) -> Self {
         TraceError { severity, code, index: None, trace_id: None, message: String::new() }
     }
+    /// Sets the trace index it happened at.
     pub fn at(mut self, index: TrcIndex) -> Self {
         self.index = Some(index);
         self
     }
+    /// Sets the trace ID it happened on.
     pub fn on_id(mut self, trace_id: u8) -> Self {
         self.trace_id = Some(trace_id);
         self
     }
+    /// Sets the message.
     pub fn with_message(mut self, msg: impl Into<String>) -> Self {
         self.message = msg.into();
         self
@@ -147,28 +163,43 @@ impl fmt::Display for TraceError {
 
 impl std::error::Error for TraceError {}
 
-/// Errors returned by the crate's API.
+pub use crate::memory::MemoryError;
+pub use crate::snapshot::{SnapshotError, SnapshotWarning};
+
+/// Errors returned by the crate's API: one variant per layer, each with
+/// its own error type saying where the problem is.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// A file could not be read.
-    #[error("{path}: {source}")]
+    /// A file could not be read or written.
+    #[error("{}: {}", path.display(), crate::snapshot::io_words(source))]
     Io {
+        /// The file.
         path: PathBuf,
+        /// What the system said.
         #[source]
         source: std::io::Error,
     },
-    /// A snapshot file is malformed or incomplete.
-    #[error("{path}:{line}: {message}", line = line.map(|l| l.to_string()).unwrap_or_else(|| "-".into()))]
-    Snapshot { path: PathBuf, line: Option<usize>, message: String },
+    /// A snapshot could not be loaded (file, line, what was expected).
+    #[error(transparent)]
+    Snapshot(#[from] SnapshotError),
+    /// A memory image could not be mapped.
+    #[error(transparent)]
+    Memory(#[from] MemoryError),
     /// A decode library error.
     #[error("{0}")]
     Decode(#[from] TraceError),
     /// An error code with context.
     #[error("{context}: {code}")]
-    Code { code: ErrCode, context: String },
+    Code {
+        /// What went wrong.
+        code: ErrCode,
+        /// What was being done, and on what.
+        context: String,
+    },
 }
 
 impl Error {
+    /// An [`Error::Code`].
     pub fn code(code: ErrCode, context: impl Into<String>) -> Self {
         Error::Code { code, context: context.into() }
     }

@@ -1,5 +1,6 @@
 //! The interfaces that join the components of a decode tree. Each is used
 //! as a trait object, so components can be swapped for a user's own.
+//! Each requires `Send`, so that a built tree can move to another thread.
 
 use crate::arch::InstrInfo;
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
@@ -10,7 +11,7 @@ use crate::memory::MemSpace;
 /// Raw trace bytes in (OpenCSD's `ITrcDataIn`): the input of a frame
 /// deformatter or of a packet processor.
 #[doc(alias = "ITrcDataIn")]
-pub trait TrcDataIn {
+pub trait TrcDataIn: Send {
     /// Sends `op` with, for [`DatapathOp::Data`], the block `data` whose
     /// first byte is at `index` in the trace buffer. Returns the response
     /// and how many bytes of `data` were used; on a wait the caller sends
@@ -23,27 +24,33 @@ pub trait TrcDataIn {
 /// trace index of the packet's first byte; `pkt` is `None` for the
 /// non-data operations.
 #[doc(alias = "IPktDataIn")]
-pub trait PktDataIn<P> {
+pub trait PktDataIn<P>: Send {
+    /// Takes one packet operation: with `DatapathOp::Data` the packet `pkt` starting at trace
+    /// index `index`; EOT, FLUSH and RESET carry no packet.
     fn packet_data_in(&mut self, op: DatapathOp, index: TrcIndex, pkt: Option<&P>) -> DatapathResp;
 }
 
 /// Packet monitor (OpenCSD's `IPktRawDataMon`): sees each packet with the
 /// raw bytes it was built from, before it goes on to the decoder.
 #[doc(alias = "IPktRawDataMon")]
-pub trait PktRawDataMon<P> {
+pub trait PktRawDataMon<P>: Send {
+    /// Shows the packet `pkt` starting at `index` together with the bytes `raw` it was built
+    /// from.
     fn raw_packet_data_mon(&mut self, op: DatapathOp, index: TrcIndex, pkt: Option<&P>, raw: &[u8]);
 }
 
 /// Generic trace elements out (OpenCSD's `ITrcGenElemIn`): what a decoder
 /// produces and a client consumes.
 #[doc(alias = "ITrcGenElemIn")]
-pub trait TrcGenElemIn {
+pub trait TrcGenElemIn: Send {
+    /// Takes one generic element from the source with trace ID `trace_id`, found at trace
+    /// index `index`; a wait response makes the decoder stop and resume on the next flush.
     fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp;
 }
 
 /// Memory image of the traced target (OpenCSD's `ITargetMemAccess`).
 #[doc(alias = "ITargetMemAccess")]
-pub trait TargetMemAccess {
+pub trait TargetMemAccess: Send {
     /// Reads up to `buf.len()` bytes at `address` as seen in `mem_space` by
     /// the core traced on `trace_id`. Returns how many bytes were read
     /// (0 when nothing is mapped there); never more than exist.
@@ -65,7 +72,10 @@ pub trait TargetMemAccess {
 /// Instruction classifier (OpenCSD's `IInstrDecode`): fills in the output
 /// fields of `info` from its inputs.
 #[doc(alias = "IInstrDecode")]
-pub trait InstrDecode {
+pub trait InstrDecode: Send {
+    /// Classifies the instruction `info` describes (ISA, address, opcode), filling in its
+    /// output fields; an error for an invalid opcode or an ISA the classifier does not
+    /// support.
     fn decode_instruction(&mut self, info: &mut InstrInfo) -> Result<(), ErrCode>;
 
     /// State the classifier carries from one instruction to the next that
@@ -81,7 +91,9 @@ pub trait InstrDecode {
 /// Raw frame monitor (OpenCSD's `ITrcRawFrameIn`): sees the deformatter's
 /// input frames and the per-ID data it unpacks.
 #[doc(alias = "ITrcRawFrameIn")]
-pub trait TrcRawFrameIn {
+pub trait TrcRawFrameIn: Send {
+    /// Shows data of kind `kind` at trace index `index`: whole frames, syncs, or the bytes
+    /// unpacked for `trace_id`.
     fn trace_raw_frame_in(&mut self, op: DatapathOp, index: TrcIndex, kind: RawFrameKind, data: &[u8], trace_id: Option<u8>);
 }
 

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
-use std::rc::Rc;
+use std::sync::Arc;
 
 use crate::decoder::{DecodeMode, DecoderOptions, DecoderRegistry};
 use crate::interfaces::{TrcDataIn, TrcGenElemIn};
@@ -50,10 +50,10 @@ struct Opts {
 
 struct Lister<'e> {
     out: Shared<MsgLogger>,
-    registry: Rc<DecoderRegistry>,
+    registry: Arc<DecoderRegistry>,
     /// Makes the registry again on a worker thread; without it decode
     /// stays on this thread.
-    make_registry: Option<fn() -> Rc<DecoderRegistry>>,
+    make_registry: Option<fn() -> Arc<DecoderRegistry>>,
     opts: Opts,
     env: &'e dyn Fn(&str) -> Option<String>,
 }
@@ -405,7 +405,7 @@ impl Lister<'_> {
     /// listing can be: more than one thread asked for, formatted trace with
     /// more than one trace ID to decode, and nothing that needs the one
     /// tree's state between blocks (DSTREAM footers, raw frames, -stats).
-    fn parallel_registry(&self, tree: &DecodeTree) -> Option<fn() -> Rc<DecoderRegistry>> {
+    fn parallel_registry(&self, tree: &DecodeTree) -> Option<fn() -> Arc<DecoderRegistry>> {
         let threads = match self.opts.threads {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
             n => n,
@@ -424,7 +424,7 @@ impl Lister<'_> {
         tree: &DecodeTree,
         ss: &Snapshot,
         source: &str,
-        make_registry: fn() -> Rc<DecoderRegistry>,
+        make_registry: fn() -> Arc<DecoderRegistry>,
         files: &[PathBuf],
         printer: Option<&Shared<GenElemPrinter>>,
     ) -> bool {
@@ -661,7 +661,7 @@ fn setup_tree(
     opts: &Opts,
     ss: &Snapshot,
     source: &str,
-    registry: Rc<DecoderRegistry>,
+    registry: Arc<DecoderRegistry>,
     out: Shared<MsgLogger>,
 ) -> crate::error::Result<Option<(DecodeTree, Vec<(u8, String, bool)>)>> {
     let mode = if opts.decode { DecodeMode::FullDecode } else { DecodeMode::PacketsOnly };
@@ -821,7 +821,7 @@ fn read_full(r: &mut dyn Read, buf: &mut [u8]) -> usize {
 /// banner), reading `OPENCSD_*` settings through `env`, writing to `out`.
 /// Returns the process exit status.
 pub fn run(argv: &[String], env: &dyn Fn(&str) -> Option<String>, out: Shared<MsgLogger>) -> i32 {
-    run_with_registry_fn(argv, env, out, || Rc::new(DecoderRegistry::builtin()))
+    run_with_registry_fn(argv, env, out, || Arc::new(DecoderRegistry::builtin()))
 }
 
 /// [`run`] with the protocols in `registry`: a program that lists trace of
@@ -835,7 +835,7 @@ pub fn run_with_registry(
     argv: &[String],
     env: &dyn Fn(&str) -> Option<String>,
     out: Shared<MsgLogger>,
-    registry: Rc<DecoderRegistry>,
+    registry: Arc<DecoderRegistry>,
 ) -> i32 {
     run_lister(argv, env, out, registry, None)
 }
@@ -846,7 +846,7 @@ pub fn run_with_registry_fn(
     argv: &[String],
     env: &dyn Fn(&str) -> Option<String>,
     out: Shared<MsgLogger>,
-    make_registry: fn() -> Rc<DecoderRegistry>,
+    make_registry: fn() -> Arc<DecoderRegistry>,
 ) -> i32 {
     run_lister(argv, env, out, make_registry(), Some(make_registry))
 }
@@ -855,8 +855,8 @@ fn run_lister(
     argv: &[String],
     env: &dyn Fn(&str) -> Option<String>,
     out: Shared<MsgLogger>,
-    registry: Rc<DecoderRegistry>,
-    make_registry: Option<fn() -> Rc<DecoderRegistry>>,
+    registry: Arc<DecoderRegistry>,
+    make_registry: Option<fn() -> Arc<DecoderRegistry>>,
 ) -> i32 {
     let args = argv.get(1..).unwrap_or(&[]);
     {

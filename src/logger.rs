@@ -6,22 +6,16 @@
 //! error as `NAME : 0x0019 (OCSD_ERR_...) [...]; TrcIdx=..; CS ID=..; msg`,
 //! without a line break, exactly as OpenCSD's default error logger does.
 
-use std::cell::{Cell, RefCell};
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
-use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use crate::error::{ErrCode, Severity, TraceError};
 use crate::tree::SerialKey;
 
-/// Shared ownership of a component on the (single-threaded) data path.
-pub type Shared<T> = Rc<RefCell<T>>;
-
-/// Wraps a value for sharing between components.
-pub fn shared<T>(v: T) -> Shared<T> {
-    Rc::new(RefCell::new(v))
-}
+pub use crate::shared::{shared, Shared};
 
 /// Where text output goes.
 #[derive(Default)]
@@ -33,7 +27,7 @@ pub struct MsgLogger {
     capture: Option<String>,
     /// With a capture: the tree position each piece of text was written
     /// at (parallel decode restores the serial order from it).
-    keyed: Option<(Rc<Cell<SerialKey>>, Vec<(SerialKey, usize)>)>,
+    keyed: Option<(Shared<SerialKey>, Vec<(SerialKey, usize)>)>,
 }
 
 impl MsgLogger {
@@ -50,7 +44,7 @@ impl MsgLogger {
     /// A capturing logger that also notes, for each piece of text, the
     /// tree position (`position`) it was written at; see
     /// [`take_keyed`](Self::take_keyed).
-    pub fn capture_keyed(position: Rc<Cell<SerialKey>>) -> Self {
+    pub fn capture_keyed(position: Shared<SerialKey>) -> Self {
         MsgLogger { stdout: None, stderr: false, file: None, capture: Some(String::new()), keyed: Some((position, Vec::new())) }
     }
 
@@ -60,10 +54,12 @@ impl MsgLogger {
         (self.take_captured(), marks)
     }
 
+    /// Writes to standard output (buffered) when `on`.
     pub fn set_stdout(&mut self, on: bool) {
         self.stdout = on.then(|| BufWriter::with_capacity(1 << 16, io::stdout()));
     }
 
+    /// Writes to standard error when `on`.
     pub fn set_stderr(&mut self, on: bool) {
         self.stderr = on;
     }
@@ -87,7 +83,7 @@ impl MsgLogger {
         }
         if let Some(c) = self.capture.as_mut() {
             if let Some((pos, marks)) = self.keyed.as_mut() {
-                let key = pos.get();
+                let key = *pos.borrow();
                 if marks.last().is_none_or(|m| m.0 != key) {
                     marks.push((key, c.len()));
                 }
@@ -106,6 +102,7 @@ impl MsgLogger {
         self.capture.as_mut().map(std::mem::take).unwrap_or_default()
     }
 
+    /// Flushes buffered output.
     pub fn flush(&mut self) {
         if let Some(o) = self.stdout.as_mut() {
             let _ = o.flush();
@@ -142,10 +139,12 @@ impl Default for ErrorLogger {
 }
 
 impl ErrorLogger {
+    /// An error logger keeping messages up to `verbosity` and writing them to `out`.
     pub fn new(verbosity: Severity, out: Option<Shared<MsgLogger>>) -> Self {
         ErrorLogger { verbosity, out, ..Default::default() }
     }
 
+    /// Sets where logged errors are written (`None`: only to the `log` crate).
     pub fn set_output(&mut self, out: Option<Shared<MsgLogger>>) {
         self.out = out;
     }
@@ -201,30 +200,32 @@ pub struct ErrLink {
     logger: Shared<ErrorLogger>,
     src: ErrSource,
     /// Packet errors logged through this link: (bad headers, bad sequences).
-    counts: Rc<Cell<(u64, u64)>>,
+    counts: Arc<[AtomicU64; 2]>,
 }
 
 impl ErrLink {
+    /// Registers a component called `name` with `logger`.
     pub fn new(logger: &Shared<ErrorLogger>, name: impl Into<String>) -> Self {
         let src = logger.borrow_mut().register_source(name);
-        ErrLink { logger: logger.clone(), src, counts: Rc::default() }
+        ErrLink { logger: logger.clone(), src, counts: Arc::default() }
     }
 
+    /// Logs an error raised by this component (and counts packet errors).
     pub fn log(&self, err: &TraceError) {
-        let (h, s) = self.counts.get();
         match err.code {
-            ErrCode::InvalidPcktHdr => self.counts.set((h + 1, s)),
-            ErrCode::BadPacketSeq => self.counts.set((h, s + 1)),
-            _ => {}
-        }
+            ErrCode::InvalidPcktHdr => self.counts[0].fetch_add(1, Ordering::Relaxed),
+            ErrCode::BadPacketSeq => self.counts[1].fetch_add(1, Ordering::Relaxed),
+            _ => 0,
+        };
         self.logger.borrow_mut().log_error(self.src, err);
     }
 
     /// Packet errors logged so far: (invalid headers, bad sequences).
     pub fn packet_error_counts(&self) -> (u64, u64) {
-        self.counts.get()
+        (self.counts[0].load(Ordering::Relaxed), self.counts[1].load(Ordering::Relaxed))
     }
 
+    /// Logs a message from this component at severity `sev`.
     pub fn message(&self, sev: Severity, msg: &str) {
         self.logger.borrow_mut().log_message(self.src, sev, msg);
     }

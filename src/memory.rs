@@ -21,14 +21,23 @@ use crate::interfaces::TargetMemAccess;
 pub struct MemSpace(u8);
 
 impl MemSpace {
+    /// No space.
     pub const NONE: MemSpace = MemSpace(0x00);
+    /// EL0/EL1, Secure.
     pub const EL1S: MemSpace = MemSpace(0x01);
+    /// EL0/EL1, Non-secure.
     pub const EL1N: MemSpace = MemSpace(0x02);
+    /// EL2, Non-secure.
     pub const EL2: MemSpace = MemSpace(0x04);
+    /// EL3.
     pub const EL3: MemSpace = MemSpace(0x08);
+    /// EL2, Secure.
     pub const EL2S: MemSpace = MemSpace(0x10);
+    /// EL0/EL1, Realm.
     pub const EL1R: MemSpace = MemSpace(0x20);
+    /// EL2, Realm.
     pub const EL2R: MemSpace = MemSpace(0x40);
+    /// Root (EL3 with RME).
     pub const ROOT: MemSpace = MemSpace(0x80);
     /// Any secure space.
     pub const S: MemSpace = MemSpace(0x19);
@@ -36,11 +45,14 @@ impl MemSpace {
     pub const N: MemSpace = MemSpace(0x06);
     /// Any realm space.
     pub const R: MemSpace = MemSpace(0x60);
+    /// Every space.
     pub const ANY: MemSpace = MemSpace(0xff);
 
+    /// The set as OpenCSD's bit mask.
     pub const fn bits(self) -> u8 {
         self.0
     }
+    /// A set from OpenCSD's bit mask.
     pub const fn from_bits(bits: u8) -> MemSpace {
         MemSpace(bits)
     }
@@ -106,9 +118,93 @@ impl fmt::Display for MemSpace {
     }
 }
 
+/// Why a memory image could not be mapped: the file or address range at
+/// fault and what was wrong.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum MemoryError {
+    /// The image file cannot be opened (missing, unreadable, not a
+    /// regular file).
+    #[error("{}: cannot open memory image: {reason}", path.display())]
+    FileOpen {
+        /// The file.
+        path: PathBuf,
+        /// Why, in words.
+        reason: String,
+    },
+    /// The region asked for is not inside the file.
+    #[error("{}: cannot map {size} bytes from file offset {offset}: the file holds {file_len} usable bytes", path.display())]
+    RegionOutsideFile {
+        /// The file.
+        path: PathBuf,
+        /// Offset of the region in the file.
+        offset: u64,
+        /// Bytes asked for.
+        size: u64,
+        /// Bytes of the file that can be mapped (its length rounded down
+        /// to an even number, as OpenCSD reads it).
+        file_len: u64,
+    },
+    /// A new region of a file already mapped overlaps one of its regions.
+    #[error("{}: region at 0x{start:x} ({size} bytes) overlaps a region of this file already mapped", path.display())]
+    RegionOverlap {
+        /// The file.
+        path: PathBuf,
+        /// Address the region would start at.
+        start: u64,
+        /// Bytes of the region.
+        size: u64,
+    },
+    /// The image overlaps one already mapped in an overlapping memory space.
+    #[error("image at 0x{start:x}-0x{end:x} ({space}) overlaps an image already mapped in that memory space")]
+    Overlap {
+        /// First address of the new image.
+        start: u64,
+        /// Last address of the new image.
+        end: u64,
+        /// Memory space of the new image.
+        space: MemSpace,
+    },
+    /// The address range is empty or runs past the end of the address
+    /// space.
+    #[error("invalid address range: {size} bytes at 0x{start:x} (expected at least one byte, within the 64-bit address space)")]
+    InvalidRange {
+        /// First address.
+        start: u64,
+        /// Bytes.
+        size: u64,
+    },
+    /// The file is not an ELF file goblin can read.
+    #[error("{}: not a readable ELF file: {reason}", path.display())]
+    Elf {
+        /// The file.
+        path: PathBuf,
+        /// What the ELF reader said.
+        reason: String,
+    },
+    /// The decode tree has no memory (it only lists packets).
+    #[error("no memory to map images into: the decode tree was made to list packets, not to decode instructions")]
+    NoMemory,
+}
+
+impl MemoryError {
+    /// The OpenCSD error code for this failure (what OpenCSD's listing
+    /// shows: a file it cannot map is `OCSD_ERR_NOT_INIT`).
+    pub fn code(&self) -> ErrCode {
+        match self {
+            MemoryError::FileOpen { .. } | MemoryError::RegionOutsideFile { .. } | MemoryError::NoMemory => ErrCode::NotInit,
+            MemoryError::RegionOverlap { .. } => ErrCode::InvalidParamVal,
+            MemoryError::Overlap { .. } => ErrCode::MemAccOverlap,
+            MemoryError::InvalidRange { .. } => ErrCode::MemAccRangeInvalid,
+            MemoryError::Elf { .. } => ErrCode::FileError,
+        }
+    }
+}
+
 /// An inclusive address range.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct AddrRange {
+    /// First address in the range.
     pub start: u64,
     /// Last address in the range (inclusive).
     pub end: u64,
@@ -122,9 +218,11 @@ impl AddrRange {
         }
         Some(AddrRange { start, end: start.checked_add(size - 1)? })
     }
+    /// Whether `addr` is in the range.
     pub fn contains(&self, addr: u64) -> bool {
         addr >= self.start && addr <= self.end
     }
+    /// Whether the two ranges share an address.
     pub fn overlaps(&self, other: &AddrRange) -> bool {
         self.start <= other.end && other.start <= self.end
     }
@@ -141,16 +239,21 @@ impl AddrRange {
 /// The kind of an accessor, as shown in the mapped-ranges listing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AccessorKind {
+    /// A file read on demand ([`FileAccessor`]).
     File,
+    /// Bytes in memory ([`BufferAccessor`]).
     Buffer,
+    /// A user callback ([`CallbackAccessor`]).
     Callback,
 }
 
 /// One memory image.
-pub trait MemAccessor {
+pub trait MemAccessor: Send {
+    /// What kind of accessor this is.
     fn kind(&self) -> AccessorKind;
     /// The address ranges this accessor serves.
     fn ranges(&self) -> &[AddrRange];
+    /// The memory spaces this image stands for.
     fn mem_space(&self) -> MemSpace;
     /// Reads bytes at `addr` into `buf`, never past the end of the range
     /// holding `addr`. Returns how many bytes were read.
@@ -200,47 +303,46 @@ pub struct FileAccessor {
 
 impl FileAccessor {
     /// Maps `size` bytes of the file at `offset` to `start`; `offset` and
-    /// `size` both 0 map the whole file. Fails with `NotInit` (as OpenCSD
-    /// does) if the file is missing or too short for the region.
-    pub fn open(path: impl Into<PathBuf>, start: u64, offset: u64, size: u64, space: MemSpace) -> Result<FileAccessor, ErrCode> {
+    /// `size` both 0 map the whole file. Fails if the file cannot be
+    /// opened or is too short for the region (OpenCSD reports both as
+    /// `OCSD_ERR_NOT_INIT`: see [`MemoryError::code`]).
+    pub fn open(path: impl Into<PathBuf>, start: u64, offset: u64, size: u64, space: MemSpace) -> Result<FileAccessor, MemoryError> {
         let path = path.into();
         // Only a regular file: opening a FIFO would block until a writer
         // came, and a directory or device has no bytes to map.
-        if !std::fs::metadata(&path).is_ok_and(|m| m.is_file()) {
-            return Err(ErrCode::NotInit);
-        }
-        let file = File::open(&path).map_err(|_| ErrCode::NotInit)?;
-        let len = file.metadata().map_err(|_| ErrCode::NotInit)?.len();
+        let len = crate::snapshot::check_regular_file(&path)
+            .map_err(|e| MemoryError::FileOpen { path: path.clone(), reason: e.message })?;
+        let file = File::open(&path)
+            .map_err(|e| MemoryError::FileOpen { path: path.clone(), reason: crate::snapshot::io_words(&e) })?;
         let mut acc = FileAccessor { path, file, file_size: len & !1, regions: Vec::new(), ranges: Vec::new(), space };
         let size = if offset == 0 && size == 0 { acc.file_size } else { size };
-        if !acc.add_region(start, offset, size) {
-            return Err(ErrCode::NotInit);
-        }
+        acc.add_region(start, offset, size)?;
         Ok(acc)
     }
 
+    /// The file mapped.
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    /// Adds another region of the same file. Returns false when it would
-    /// overlap an existing region or run past the end of the file.
-    pub fn add_region(&mut self, start: u64, offset: u64, size: u64) -> bool {
+    /// Adds another region of the same file. Fails when it would run past
+    /// the end of the file or overlap a region already mapped.
+    pub fn add_region(&mut self, start: u64, offset: u64, size: u64) -> Result<(), MemoryError> {
+        let outside = || MemoryError::RegionOutsideFile { path: self.path.clone(), offset, size, file_len: self.file_size };
         if self.file_size == 0 || size == 0 {
-            return false;
+            return Err(outside());
         }
-        let Some(end_off) = offset.checked_add(size) else { return false };
-        if end_off > self.file_size {
-            return false;
+        if offset.checked_add(size).is_none_or(|end| end > self.file_size) {
+            return Err(outside());
         }
-        let Some(range) = AddrRange::with_size(start, size) else { return false };
+        let range = AddrRange::with_size(start, size).ok_or(MemoryError::InvalidRange { start, size })?;
         if self.ranges.iter().any(|r| r.overlaps(&range)) {
-            return false;
+            return Err(MemoryError::RegionOverlap { path: self.path.clone(), start, size });
         }
         self.regions.push(FileRegion { range, file_offset: offset });
         self.regions.sort_by_key(|r| r.range.start);
         self.ranges = self.regions.iter().map(|r| r.range).collect();
-        true
+        Ok(())
     }
 
     /// True when `addr` starts one of the regions.
@@ -298,8 +400,9 @@ pub struct BufferAccessor {
 impl BufferAccessor {
     /// Maps `data` at `start`. Fails for an empty buffer or one that would
     /// wrap the address space.
-    pub fn new(start: u64, data: Vec<u8>, space: MemSpace) -> Result<BufferAccessor, ErrCode> {
-        let range = AddrRange::with_size(start, data.len() as u64).ok_or(ErrCode::MemAccRangeInvalid)?;
+    pub fn new(start: u64, data: Vec<u8>, space: MemSpace) -> Result<BufferAccessor, MemoryError> {
+        let size = data.len() as u64;
+        let range = AddrRange::with_size(start, size).ok_or(MemoryError::InvalidRange { start, size })?;
         Ok(BufferAccessor { range: [range], data, space })
     }
 }
@@ -324,7 +427,7 @@ impl MemAccessor for BufferAccessor {
 
 /// The callback a [`CallbackAccessor`] calls: `(address, space, buffer)`
 /// returns the number of bytes written into the buffer.
-pub type MemReadFn = Box<dyn FnMut(u64, MemSpace, &mut [u8]) -> usize>;
+pub type MemReadFn = Box<dyn FnMut(u64, MemSpace, &mut [u8]) -> usize + Send>;
 
 /// An image served by a user callback (e.g. a live target or a debugger).
 pub struct CallbackAccessor {
@@ -334,9 +437,11 @@ pub struct CallbackAccessor {
 }
 
 impl CallbackAccessor {
-    pub fn new(start: u64, end_inclusive: u64, space: MemSpace, read_fn: MemReadFn) -> Result<CallbackAccessor, ErrCode> {
+    /// An image of `start..=end_inclusive` in `space`, read by `read_fn`.
+    /// Fails for an empty range.
+    pub fn new(start: u64, end_inclusive: u64, space: MemSpace, read_fn: MemReadFn) -> Result<CallbackAccessor, MemoryError> {
         if end_inclusive < start {
-            return Err(ErrCode::MemAccRangeInvalid);
+            return Err(MemoryError::InvalidRange { start, size: 0 });
         }
         Ok(CallbackAccessor { range: [AddrRange { start, end: end_inclusive }], space, read_fn })
     }
@@ -365,8 +470,11 @@ impl MemAccessor for CallbackAccessor {
 /// Page cache settings (`-macc_cache_*` in the lister).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CacheConfig {
+    /// Whether file and callback images are read through the cache.
     pub enabled: bool,
+    /// Bytes per page ([`CacheConfig::MIN_PAGE_SIZE`] to [`CacheConfig::MAX_PAGE_SIZE`]).
     pub page_size: usize,
+    /// Pages kept ([`CacheConfig::MIN_PAGES`] to [`CacheConfig::MAX_PAGES`]).
     pub num_pages: usize,
 }
 
@@ -377,9 +485,13 @@ impl Default for CacheConfig {
 }
 
 impl CacheConfig {
+    /// Smallest page size.
     pub const MIN_PAGE_SIZE: usize = 64;
+    /// Largest page size.
     pub const MAX_PAGE_SIZE: usize = 16384;
+    /// Fewest pages.
     pub const MIN_PAGES: usize = 4;
+    /// Most pages.
     pub const MAX_PAGES: usize = 256;
 }
 
@@ -501,25 +613,33 @@ impl Default for MemAccMapper {
 }
 
 impl MemAccMapper {
+    /// A mapper with no images, caching as `cache` says.
     pub fn new(cache: CacheConfig) -> MemAccMapper {
         MemAccMapper { images: Vec::new(), last: None, cache: PageCache::new(cache), generation: 1, id_generation: Box::new([0; 256]) }
     }
 
+    /// Changes the cache settings (the cache starts empty).
     pub fn set_cache_config(&mut self, cfg: CacheConfig) {
         self.cache = PageCache::new(cfg);
     }
 
-    fn check_overlap(&self, acc: &dyn MemAccessor) -> Result<(), ErrCode> {
+    fn check_overlap(&self, acc: &dyn MemAccessor) -> Result<(), MemoryError> {
         if acc.ranges().is_empty() {
-            return Err(ErrCode::MemAccRangeInvalid);
+            return Err(MemoryError::InvalidRange { start: 0, size: 0 });
         }
-        let clash = self.images.iter().map(Image::acc).any(|a| {
-            a.mem_space().intersects(acc.mem_space()) && a.ranges().iter().any(|r| acc.ranges().iter().any(|n| r.overlaps(n)))
+        let clash = acc.ranges().iter().find(|n| {
+            self.images
+                .iter()
+                .map(Image::acc)
+                .any(|a| a.mem_space().intersects(acc.mem_space()) && a.ranges().iter().any(|r| r.overlaps(n)))
         });
-        if clash { Err(ErrCode::MemAccOverlap) } else { Ok(()) }
+        match clash {
+            Some(n) => Err(MemoryError::Overlap { start: n.start, end: n.end, space: acc.mem_space() }),
+            None => Ok(()),
+        }
     }
 
-    fn push(&mut self, image: Image) -> Result<(), ErrCode> {
+    fn push(&mut self, image: Image) -> Result<(), MemoryError> {
         self.check_overlap(image.acc())?;
         self.images.push(image);
         self.cache.invalidate();
@@ -527,9 +647,9 @@ impl MemAccMapper {
         Ok(())
     }
 
-    /// Adds an image. Fails with `MemAccOverlap` when it overlaps an image
-    /// already mapped in an overlapping memory space.
-    pub fn add_accessor(&mut self, acc: Box<dyn MemAccessor>) -> Result<(), ErrCode> {
+    /// Adds an image. Fails with [`MemoryError::Overlap`] when it overlaps
+    /// an image already mapped in an overlapping memory space.
+    pub fn add_accessor(&mut self, acc: Box<dyn MemAccessor>) -> Result<(), MemoryError> {
         self.push(Image::Other(acc))
     }
 
@@ -538,7 +658,7 @@ impl MemAccMapper {
     /// regions of the same path are added to it, and a region starting
     /// where one already starts is accepted as it is. `offset` and `size`
     /// both 0 map the whole file.
-    pub fn add_file_region(&mut self, path: &Path, start: u64, offset: u64, size: u64, space: MemSpace) -> Result<(), ErrCode> {
+    pub fn add_file_region(&mut self, path: &Path, start: u64, offset: u64, size: u64, space: MemSpace) -> Result<(), MemoryError> {
         let existing = self.images.iter_mut().find_map(|img| match img {
             Image::File(f) if f.path() == path => Some(f),
             _ => None,
@@ -547,9 +667,7 @@ impl MemAccMapper {
             if file.starts_region(start) {
                 return Ok(());
             }
-            if !file.add_region(start, offset, size) {
-                return Err(ErrCode::InvalidParamVal);
-            }
+            file.add_region(start, offset, size)?;
             self.cache.invalidate();
             self.generation += 1;
             return Ok(());
@@ -559,17 +677,13 @@ impl MemAccMapper {
     }
 
     /// Maps the loadable segments of an ELF file; returns how many.
-    pub fn add_elf_file(&mut self, path: &Path, space: MemSpace) -> Result<usize, crate::error::Error> {
-        let bytes = crate::snapshot::read_regular_file(path)?;
-        let elf = goblin::elf::Elf::parse(&bytes).map_err(|e| crate::error::Error::Snapshot {
-            path: path.to_path_buf(),
-            line: None,
-            message: format!("not a readable ELF file: {e}"),
-        })?;
+    pub fn add_elf_file(&mut self, path: &Path, space: MemSpace) -> Result<usize, MemoryError> {
+        let bytes = crate::snapshot::read_regular_file(path)
+            .map_err(|e| MemoryError::FileOpen { path: path.to_path_buf(), reason: e.message })?;
+        let elf = goblin::elf::Elf::parse(&bytes).map_err(|e| MemoryError::Elf { path: path.to_path_buf(), reason: e.to_string() })?;
         let mut mapped = 0;
         for ph in elf.program_headers.iter().filter(|ph| ph.p_type == goblin::elf::program_header::PT_LOAD && ph.p_filesz > 0) {
-            self.add_file_region(path, ph.p_vaddr, ph.p_offset, ph.p_filesz, space)
-                .map_err(|c| crate::error::Error::code(c, format!("{}: segment at 0x{:x}", path.display(), ph.p_vaddr)))?;
+            self.add_file_region(path, ph.p_vaddr, ph.p_offset, ph.p_filesz, space)?;
             mapped += 1;
         }
         Ok(mapped)
@@ -579,6 +693,7 @@ impl MemAccMapper {
     pub fn len(&self) -> usize {
         self.images.len()
     }
+    /// Whether no image is mapped.
     pub fn is_empty(&self) -> bool {
         self.images.is_empty()
     }

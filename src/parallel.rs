@@ -25,10 +25,8 @@
 //! element. A fatal error stops the decode where the serial decode would
 //! have stopped: output from later blocks is dropped.
 
-use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::io::Read;
-use std::rc::Rc;
 use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
 use std::sync::Arc;
 
@@ -140,15 +138,16 @@ impl Batch {
 
 /// The worker's element sink: elements with the tree position.
 struct Capture {
-    position: Rc<Cell<SerialKey>>,
+    position: Shared<SerialKey>,
     logger: Shared<MsgLogger>,
-    elems: Rc<RefCell<Vec<(SerialKey, usize, TrcIndex, u8, TraceElement)>>>,
+    elems: Shared<Vec<(SerialKey, usize, TrcIndex, u8, TraceElement)>>,
 }
 
 impl TrcGenElemIn for Capture {
     fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp {
         let at = self.logger.borrow().captured().len();
-        self.elems.borrow_mut().push((self.position.get(), at, index, trace_id, *elem));
+        let key = *self.position.borrow();
+        self.elems.borrow_mut().push((key, at, index, trace_id, *elem));
         DatapathResp::Cont
     }
 }
@@ -398,7 +397,7 @@ fn worker<B>(
 {
     // The logger notes the tree's position: the tree is given the
     // logger's position cell once it is built.
-    let position = Rc::new(Cell::new(SerialKey::default()));
+    let position = shared(SerialKey::default());
     let logger = shared(MsgLogger::capture_keyed(position.clone()));
     let mut tree = match build(&WorkerSetup { worker, logger: logger.clone() }) {
         Ok(t) => t,
@@ -418,7 +417,7 @@ fn worker<B>(
     let tree_position = position;
     // What building wrote is the main thread's to say.
     let _ = logger.borrow_mut().take_keyed();
-    let elems = Rc::new(RefCell::new(Vec::new()));
+    let elems = shared(Vec::new());
     if deliver_elements {
         tree.set_gen_elem_out(Box::new(Capture { position: tree_position.clone(), logger: logger.clone(), elems: elems.clone() }));
     }
@@ -448,7 +447,7 @@ fn worker<B>(
                             }
                             if resp.is_fatal() {
                                 let err = tree.error_logger().borrow().last_error().map(|e| e.to_string());
-                                fatal = Some((tree_position.get(), resp, start + done as u64, err));
+                                fatal = Some((*tree_position.borrow(), resp, start + done as u64, err));
                                 stopped = true;
                                 break 'blocks;
                             }

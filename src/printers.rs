@@ -11,6 +11,7 @@ use crate::logger::{MsgLogger, Shared};
 /// A packet that can describe itself the way OpenCSD's packet `toString`
 /// does (the text after the raw bytes in a listing).
 pub trait TracePacket {
+    /// Appends the packet's description to `out` (without a newline).
     fn write_desc(&self, out: &mut String);
 }
 
@@ -22,9 +23,11 @@ pub struct TestWaits {
 }
 
 impl TestWaits {
+    /// A counter forcing `n` waits.
     pub fn new(n: u32) -> Self {
         TestWaits { remaining: n }
     }
+    /// Waits still to be forced.
     pub fn remaining(&self) -> u32 {
         self.remaining
     }
@@ -50,6 +53,7 @@ pub struct PacketPrinter {
 }
 
 impl PacketPrinter {
+    /// A printer for trace ID `trace_id`, writing its lines to `out`.
     pub fn new(trace_id: u8, out: Shared<MsgLogger>) -> Self {
         PacketPrinter { trace_id, out, waits: TestWaits::default(), mute: false, line: String::with_capacity(256) }
     }
@@ -131,6 +135,7 @@ pub struct GenElemPrinter {
 }
 
 impl GenElemPrinter {
+    /// A printer writing its lines to `out`.
     pub fn new(out: Shared<MsgLogger>) -> Self {
         GenElemPrinter { out, waits: TestWaits::default(), need_ack: false, mute: false, line: String::with_capacity(256), count: 0 }
     }
@@ -138,6 +143,7 @@ impl GenElemPrinter {
     pub fn set_test_waits(&mut self, n: u32) {
         self.waits = TestWaits::new(n);
     }
+    /// Forced waits still to come.
     pub fn test_waits_remaining(&self) -> u32 {
         self.waits.remaining()
     }
@@ -145,6 +151,7 @@ impl GenElemPrinter {
     pub fn need_ack_wait(&self) -> bool {
         self.need_ack
     }
+    /// The caller has seen the `Wait`: the next element is expected.
     pub fn ack_wait(&mut self) {
         self.need_ack = false;
     }
@@ -152,6 +159,7 @@ impl GenElemPrinter {
     pub fn set_mute(&mut self, mute: bool) {
         self.mute = mute;
     }
+    /// Number of elements received (printed or muted).
     pub fn element_count(&self) -> u64 {
         self.count
     }
@@ -191,6 +199,7 @@ pub struct RawFramePrinter {
 }
 
 impl RawFramePrinter {
+    /// A printer writing its lines to `out`.
     pub fn new(out: Shared<MsgLogger>) -> Self {
         RawFramePrinter { out, line: String::with_capacity(256) }
     }

@@ -5,14 +5,15 @@
 //! `.ini` file per device (class, type, registers, memory dumps) and the
 //! trace metadata (`trace.ini`: buffers, which source writes to which
 //! buffer, which core each source traces). Malformed or incomplete files
-//! give an [`Error::Snapshot`] naming the file, the line and what was
-//! expected.
+//! give a [`SnapshotError`] naming the file, the line and what was
+//! expected; problems that leave the snapshot usable are
+//! [`SnapshotWarning`]s.
 
 use std::collections::HashMap;
+use std::fmt;
 use std::path::{Path, PathBuf};
-use std::rc::Rc;
+use std::sync::Arc;
 
-use ini::{Ini, ParseOption};
 
 use crate::decoder::{CoreConfig, DecodeMode, DecoderFactory, DecoderRegistry, SourceConfig};
 use crate::error::{ErrCode, Error, Result, Severity, TraceError};
@@ -21,148 +22,395 @@ use crate::memory::MemSpace;
 use crate::tree::{DecodeTree, SourceFormat};
 use crate::deformatter::DeformatterConfig;
 
-/// An `.ini` file, parsed once and indexed: sections in file order with
-/// their entries, the first section of each name (case-insensitive), and
-/// the line of each section header, so that every lookup is a hash probe
-/// and loading stays linear in the file (24,000 dump sections used to
-/// take 22 s when each lookup rescanned the file).
+/// Why a snapshot could not be loaded: the file, the line where the
+/// problem is (when it is in a line), and what was expected, in words.
+///
+/// Displayed as `path:line: message` (or `path: message`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SnapshotError {
+    /// The file at fault (an `.ini` file, or a file one of them names).
+    pub path: PathBuf,
+    /// Line (1-based) in `path`, when the problem is on one line.
+    pub line: Option<usize>,
+    /// What is wrong and what was expected.
+    pub message: String,
+    /// The kind of I/O error, when the file could not be read.
+    pub io: Option<std::io::ErrorKind>,
+}
+
+impl SnapshotError {
+    fn io(path: &Path, e: &std::io::Error) -> SnapshotError {
+        SnapshotError { path: path.to_path_buf(), line: None, message: io_words(e), io: Some(e.kind()) }
+    }
+}
+
+impl fmt::Display for SnapshotError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            Some(line) => write!(f, "{}:{line}: {}", self.path.display(), self.message),
+            None => write!(f, "{}: {}", self.path.display(), self.message),
+        }
+    }
+}
+
+impl std::error::Error for SnapshotError {}
+
+/// An I/O error in words, without Rust's `(os error N)` suffix.
+pub(crate) fn io_words(e: &std::io::Error) -> String {
+    use std::io::ErrorKind;
+    match e.kind() {
+        ErrorKind::NotFound => "no such file".to_string(),
+        ErrorKind::PermissionDenied => "permission denied".to_string(),
+        _ => {
+            let s = e.to_string();
+            match s.find(" (os error") {
+                Some(i) => s[..i].to_string(),
+                None => s,
+            }
+        }
+    }
+}
+
+/// What a [`SnapshotWarning`] is about.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WarningKind {
+    /// A `[section]` header repeats the name of an earlier one (on
+    /// `first_line`): its entries are read as part of the first.
+    DuplicateSection {
+        /// The section name as written on the repeated header.
+        section: String,
+        /// Line of the first header of that name.
+        first_line: usize,
+    },
+    /// A key repeats in its section (first given on `first_line`): the
+    /// first value is used, this line is ignored.
+    DuplicateKey {
+        /// The section holding the key.
+        section: String,
+        /// The key as written on the repeated line.
+        key: String,
+        /// Line of the first `key=`.
+        first_line: usize,
+    },
+    /// A `key=value` line before the first `[section]` header: it belongs
+    /// to no section and is ignored.
+    OutsideSection {
+        /// The key as written.
+        key: String,
+    },
+    /// A memory dump file cannot be read: the memory it holds is not
+    /// mapped, and decoding stops where the program runs into it.
+    MissingDump {
+        /// The dump file, relative to the snapshot directory.
+        file: String,
+        /// Its path as the snapshot forms it.
+        path: PathBuf,
+        /// Why it cannot be read.
+        reason: String,
+    },
+    /// A memory dump section maps more bytes than its file holds from its
+    /// offset: the dump is not mapped.
+    DumpOutsideFile {
+        /// The dump file, relative to the snapshot directory.
+        file: String,
+        /// `offset=` of the section.
+        offset: u64,
+        /// `length=` of the section.
+        length: u64,
+        /// Bytes the file holds (rounded down to an even number, as
+        /// OpenCSD reads it).
+        file_len: u64,
+    },
+    /// A dump section's `space=` names no memory space known: it is mapped
+    /// for any space.
+    UnknownMemorySpace {
+        /// The dump section.
+        section: String,
+        /// The value as written.
+        space: String,
+    },
+    /// A formatted (`coresight`, memory-aligned) trace buffer does not end
+    /// on a 16-byte frame boundary: its whole frames are decoded, the
+    /// `length` bytes at byte `offset` of the buffer (its files read one
+    /// after another) are not.
+    PartialFrame {
+        /// The buffer name (`ETB_0`).
+        buffer: String,
+        /// Offset of the incomplete frame in the buffer.
+        offset: u64,
+        /// Bytes of the incomplete frame.
+        length: u64,
+    },
+}
+
+/// A problem in a snapshot that does not stop it loading, with the file
+/// and line it is in. [`Snapshot::load`] returns them in
+/// [`Snapshot::warnings`] and also logs them (`log::warn!`).
+///
+/// Displayed as `path:line: warning: message`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SnapshotWarning {
+    /// The file the warning is about: the `.ini` file, or for
+    /// [`WarningKind::PartialFrame`] the buffer's (last) data file.
+    pub path: PathBuf,
+    /// Line (1-based) in `path`, where there is one.
+    pub line: Option<usize>,
+    /// What was found.
+    pub kind: WarningKind,
+}
+
+impl fmt::Display for SnapshotWarning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            Some(line) => write!(f, "{}:{line}: warning: ", self.path.display())?,
+            None => write!(f, "{}: warning: ", self.path.display())?,
+        }
+        match &self.kind {
+            WarningKind::DuplicateSection { section, first_line } => write!(
+                f,
+                "section [{section}] appears again (first on line {first_line}); its entries are read as part of the first"
+            ),
+            WarningKind::DuplicateKey { section, key, first_line } => write!(
+                f,
+                "key '{key}' appears again in [{section}] (first on line {first_line}); the first value is used and this line is ignored"
+            ),
+            WarningKind::OutsideSection { key } => {
+                write!(f, "'{key}=' comes before any [section] header; it is ignored (expected it inside a section)")
+            }
+            WarningKind::MissingDump { file, path, reason } => write!(
+                f,
+                "memory dump file '{file}' cannot be read ({}: {reason}); the memory it holds is not mapped",
+                path.display()
+            ),
+            WarningKind::DumpOutsideFile { file, offset, length, file_len } => write!(
+                f,
+                "memory dump '{file}': {length} bytes from offset {offset} run past the end of the file ({file_len} bytes); the dump is not mapped"
+            ),
+            WarningKind::UnknownMemorySpace { section, space } => {
+                write!(f, "[{section}] space={space}: unknown memory space (expected a name such as EL1N, EL2, S, N or ANY); mapped for any space")
+            }
+            WarningKind::PartialFrame { buffer, offset, length } => write!(
+                f,
+                "trace buffer {buffer} ends with {length} bytes at byte {offset} that are not a whole 16-byte frame; the frames before them are decoded, these bytes are not"
+            ),
+        }
+    }
+}
+
+/// One `key=value` line of an `.ini` file.
+struct IniEntry {
+    key: String,
+    value: String,
+    /// Line (1-based).
+    line: usize,
+}
+
+/// One `[section]` of an `.ini` file, with the entries of any later
+/// section of the same name.
+struct IniSection {
+    name: String,
+    /// Line (1-based) of its header.
+    line: usize,
+    entries: Vec<IniEntry>,
+}
+
+/// Sections whose keys may repeat: a core traced by several sources
+/// (multi-session captures) has one `core=source` line per source.
+const MULTI_VALUE_SECTIONS: [&str; 1] = ["core_trace_sources"];
+
+/// An `.ini` file, parsed once and indexed by section name
+/// (case-insensitive), so that every lookup is a hash probe and loading
+/// stays linear in the file (24,000 dump sections used to take 22 s when
+/// each lookup rescanned the file).
+///
+/// The syntax is the one DS-5 snapshots use: `[section]` headers,
+/// `key=value` lines (keys may hold `:` and `(`, as `PC(size:64)`),
+/// comment lines starting with `;` or `#`, blank lines. Anything else is
+/// an error naming the line. A repeated section is read as part of the
+/// first one, and a repeated key keeps its first value; each is a
+/// warning naming both lines, as is an entry before any section.
 struct IniText {
     path: PathBuf,
-    text: String,
-    /// Sections in file order (the general section skipped), keys trimmed
-    /// and values trimmed.
-    sections: Vec<(String, Vec<(String, String)>)>,
-    /// Lower-case name -> index of the first section so named.
+    /// Sections in file order (entries before the first header are ignored).
+    sections: Vec<IniSection>,
+    /// Lower-case name -> index in `sections`.
     by_name: HashMap<String, usize>,
-    /// Lower-case name -> line (1-based) and byte offset of its first
-    /// `[section]` header.
-    headers: HashMap<String, (usize, usize)>,
 }
 
 impl IniText {
-    fn load(path: PathBuf) -> Result<IniText> {
+    fn load(path: PathBuf, warnings: &mut Vec<SnapshotWarning>) -> Result<IniText, SnapshotError> {
         let bytes = read_regular_file(&path)?;
-        let mut text = String::from_utf8_lossy(&bytes).into_owned();
+        let text = String::from_utf8_lossy(&bytes);
+        IniText::parse(path, &text, warnings)
+    }
+
+    fn parse(path: PathBuf, text: &str, warnings: &mut Vec<SnapshotWarning>) -> Result<IniText, SnapshotError> {
         // A UTF-8 byte-order mark (written by some Windows editors) is not
         // part of the first section name.
-        if text.starts_with('\u{feff}') {
-            text.drain(..'\u{feff}'.len_utf8());
-        }
-        let opt = ParseOption { enabled_quote: false, enabled_escape: false, ..ParseOption::default() };
-        let ini = Ini::load_from_str_opt(&protect_key_colons(&text), opt).map_err(|e| Error::Snapshot {
-            path: path.clone(),
-            line: Some(e.line),
-            message: format!("not a valid .ini file: {}", e.msg),
-        })?;
-        let mut sections = Vec::new();
-        let mut by_name = HashMap::new();
-        for (name, props) in ini.iter() {
-            let Some(name) = name else { continue };
-            let name = name.trim().to_string();
-            by_name.entry(name.to_ascii_lowercase()).or_insert(sections.len());
-            let entries = props.iter().map(|(k, v)| (k.trim().replace(KEY_COLON, ":"), v.trim().to_string())).collect();
-            sections.push((name, entries));
-        }
-        let mut headers = HashMap::new();
-        let mut offset = 0;
-        for (i, l) in text.split_inclusive('\n').enumerate() {
-            let t = l.trim();
-            if let Some(n) = t.strip_prefix('[').and_then(|r| r.strip_suffix(']')) {
-                headers.entry(n.trim().to_ascii_lowercase()).or_insert((i + 1, offset + l.len()));
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+        let mut ini = IniText { path, sections: Vec::new(), by_name: HashMap::new() };
+        // The section entries go to, and its keys seen so far (lower case
+        // -> line), unless its keys may repeat.
+        let mut current: Option<usize> = None;
+        let mut keys: Vec<HashMap<String, usize>> = Vec::new();
+        for (i, raw) in text.lines().enumerate() {
+            let line = i + 1;
+            let t = raw.trim();
+            if t.is_empty() || t.starts_with(';') || t.starts_with('#') {
+                continue;
             }
-            offset += l.len();
-        }
-        Ok(IniText { path, text, sections, by_name, headers })
-    }
-
-    /// Line (1-based) of the first `[section]` header matching `section`.
-    fn section_line(&self, section: &str) -> Option<usize> {
-        self.headers.get(&section.to_ascii_lowercase()).map(|&(line, _)| line)
-    }
-
-    /// Line of `key=` inside `section` (first occurrence). Scans only that
-    /// section's lines, and is only asked for when reporting an error.
-    fn key_line(&self, section: &str, key: &str) -> Option<usize> {
-        let &(start, offset) = self.headers.get(&section.to_ascii_lowercase())?;
-        for (i, l) in self.text[offset..].lines().enumerate() {
-            let t = l.trim();
-            if t.starts_with('[') {
-                break;
-            }
-            if let Some((k, _)) = t.split_once('=')
-                && k.trim().eq_ignore_ascii_case(key) {
-                    return Some(start + i + 1);
+            if let Some(rest) = t.strip_prefix('[') {
+                let Some((name, after)) = rest.split_once(']') else {
+                    return Err(ini.err(Some(line), format!("expected a section header '[name]', found '{t}' (no closing ']')")));
+                };
+                let after = after.trim();
+                if !(after.is_empty() || after.starts_with(';') || after.starts_with('#')) {
+                    return Err(ini.err(Some(line), format!("expected nothing after the section header [{name}], found '{after}'")));
                 }
+                let name = name.trim();
+                if name.is_empty() {
+                    return Err(ini.err(Some(line), "expected a section name between '[' and ']'"));
+                }
+                let lower = name.to_ascii_lowercase();
+                match ini.by_name.get(&lower) {
+                    Some(&first) => {
+                        warnings.push(ini.warning(
+                            Some(line),
+                            WarningKind::DuplicateSection { section: name.to_string(), first_line: ini.sections[first].line },
+                        ));
+                        current = Some(first);
+                    }
+                    None => {
+                        ini.by_name.insert(lower, ini.sections.len());
+                        current = Some(ini.sections.len());
+                        ini.sections.push(IniSection { name: name.to_string(), line, entries: Vec::new() });
+                        keys.push(HashMap::new());
+                    }
+                }
+                continue;
+            }
+            let Some((key, value)) = t.split_once('=') else {
+                return Err(ini.err(
+                    Some(line),
+                    format!("expected 'key=value', a '[section]' header or a comment (';' or '#'), found '{t}'"),
+                ));
+            };
+            let key = key.trim();
+            if key.is_empty() {
+                return Err(ini.err(Some(line), format!("expected a key before '=', found '{t}'")));
+            }
+            // Entries before the first section belong to no section that a
+            // snapshot defines.
+            let Some(s) = current else {
+                warnings.push(ini.warning(Some(line), WarningKind::OutsideSection { key: key.to_string() }));
+                continue;
+            };
+            let section = &ini.sections[s];
+            if !MULTI_VALUE_SECTIONS.iter().any(|m| section.name.eq_ignore_ascii_case(m)) {
+                match keys[s].entry(key.to_ascii_lowercase()) {
+                    std::collections::hash_map::Entry::Occupied(first) => {
+                        let kind = WarningKind::DuplicateKey {
+                            section: section.name.clone(),
+                            key: key.to_string(),
+                            first_line: *first.get(),
+                        };
+                        warnings.push(ini.warning(Some(line), kind));
+                        continue;
+                    }
+                    std::collections::hash_map::Entry::Vacant(v) => {
+                        v.insert(line);
+                    }
+                }
+            }
+            ini.sections[s].entries.push(IniEntry { key: key.to_string(), value: value.trim().to_string(), line });
         }
-        None
+        Ok(ini)
     }
 
-    fn err(&self, line: Option<usize>, message: impl Into<String>) -> Error {
-        Error::Snapshot { path: self.path.clone(), line, message: message.into() }
+    /// Line (1-based) of the `[section]` header.
+    fn section_line(&self, section: &str) -> Option<usize> {
+        self.by_name.get(&section.to_ascii_lowercase()).map(|&i| self.sections[i].line)
     }
 
-    /// Sections as (name, entries) in file order; the general section skipped.
-    fn sections(&self) -> impl Iterator<Item = (&str, &[(String, String)])> {
-        self.sections.iter().map(|(n, e)| (n.as_str(), e.as_slice()))
+    /// Line of `key=` inside `section`.
+    fn key_line(&self, section: &str, key: &str) -> Option<usize> {
+        let entries = self.section(section)?;
+        entries.iter().find(|e| e.key.eq_ignore_ascii_case(key)).map(|e| e.line)
     }
 
-    fn section(&self, name: &str) -> Option<&[(String, String)]> {
-        self.by_name.get(&name.to_ascii_lowercase()).map(|&i| self.sections[i].1.as_slice())
+    fn err(&self, line: Option<usize>, message: impl Into<String>) -> SnapshotError {
+        SnapshotError { path: self.path.clone(), line, message: message.into(), io: None }
     }
 
-    fn value<'a>(entries: &'a [(String, String)], key: &str) -> Option<&'a str> {
-        entries.iter().find(|(k, _)| k.eq_ignore_ascii_case(key)).map(|(_, v)| v.as_str())
+    fn warning(&self, line: Option<usize>, kind: WarningKind) -> SnapshotWarning {
+        SnapshotWarning { path: self.path.clone(), line, kind }
+    }
+
+    /// Sections as (name, entries) in file order.
+    fn sections(&self) -> impl Iterator<Item = (&str, &[IniEntry])> {
+        self.sections.iter().map(|s| (s.name.as_str(), s.entries.as_slice()))
+    }
+
+    fn section(&self, name: &str) -> Option<&[IniEntry]> {
+        self.by_name.get(&name.to_ascii_lowercase()).map(|&i| self.sections[i].entries.as_slice())
+    }
+
+    fn value<'a>(entries: &'a [IniEntry], key: &str) -> Option<&'a str> {
+        entries.iter().find(|e| e.key.eq_ignore_ascii_case(key)).map(|e| e.value.as_str())
     }
 }
 
 /// Reads a file that must be a regular file: a FIFO, device or directory
 /// given as an ini, dump or trace file would block or read as nothing.
-pub(crate) fn read_regular_file(path: &Path) -> Result<Vec<u8>> {
-    let io_err = |e| Error::Io { path: path.to_path_buf(), source: e };
-    let meta = std::fs::metadata(path).map_err(io_err)?;
+pub(crate) fn read_regular_file(path: &Path) -> Result<Vec<u8>, SnapshotError> {
+    check_regular_file(path)?;
+    std::fs::read(path).map_err(|e| SnapshotError::io(path, &e))
+}
+
+/// Checks that `path` names a regular file, without reading it; returns
+/// its length.
+pub(crate) fn check_regular_file(path: &Path) -> Result<u64, SnapshotError> {
+    let meta = std::fs::metadata(path).map_err(|e| SnapshotError::io(path, &e))?;
     if !meta.is_file() {
-        return Err(io_err(std::io::Error::new(std::io::ErrorKind::InvalidInput, not_regular(&meta))));
+        return Err(SnapshotError {
+            path: path.to_path_buf(),
+            line: None,
+            message: not_regular(&meta).to_string(),
+            io: Some(std::io::ErrorKind::InvalidInput),
+        });
     }
-    std::fs::read(path).map_err(io_err)
+    Ok(meta.len())
 }
 
 /// What a non-regular file is, for error messages.
 pub(crate) fn not_regular(meta: &std::fs::Metadata) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
     let t = meta.file_type();
     if t.is_dir() {
-        "is a directory, not a file"
-    } else if t.is_fifo() {
+        return "is a directory, not a file";
+    }
+    #[cfg(unix)]
+    {
+        if let Some(kind) = unix_kind(&t) {
+            return kind;
+        }
+    }
+    "is not a regular file"
+}
+
+/// FIFOs, sockets and devices: Unix file types.
+#[cfg(unix)]
+fn unix_kind(t: &std::fs::FileType) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    Some(if t.is_fifo() {
         "is a FIFO (named pipe), not a regular file"
     } else if t.is_socket() {
         "is a socket, not a regular file"
     } else if t.is_block_device() || t.is_char_device() {
         "is a device, not a regular file"
     } else {
-        "is not a regular file"
-    }
-}
-
-/// Stand-in for `:` inside keys while rust-ini parses.
-const KEY_COLON: char = '\u{1f}';
-
-/// rust-ini takes `:` as well as `=` to end a key, but snapshot register
-/// keys carry colons in their decorations (`PC(size:64)=...`). Colons
-/// before a line's first `=` are swapped for a stand-in, and swapped back
-/// when the keys are read.
-fn protect_key_colons(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for line in text.split_inclusive('\n') {
-        let t = line.trim_start();
-        match line.find('=') {
-            Some(eq) if !t.starts_with('[') && !t.starts_with(';') && !t.starts_with('#') => {
-                out.push_str(&line[..eq].replace(':', &KEY_COLON.to_string()));
-                out.push_str(&line[eq..]);
-            }
-            _ => out.push_str(line),
-        }
-    }
-    out
+        return None;
+    })
 }
 
 /// Parses a number as C's `strtoull(s, 0, 0)` reads a whole field:
@@ -185,6 +433,7 @@ pub struct RegValue {
     pub name: String,
     /// The decoration as written (`id:0x78`, `size:64`...), if any.
     pub decoration: Option<String>,
+    /// The value.
     pub value: u64,
 }
 
@@ -193,6 +442,7 @@ pub struct RegValue {
 pub struct DumpDef {
     /// File, relative to the snapshot directory.
     pub file: String,
+    /// Address the dump is mapped at.
     pub address: u64,
     /// Bytes to map (0: the whole file from `offset`).
     pub length: u64,
@@ -205,6 +455,7 @@ pub struct DumpDef {
 /// One device of the snapshot.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Device {
+    /// Device name (`cpu_0`, `ETM_0`), unique in the snapshot.
     pub name: String,
     /// `core`, `trace_source`, ...
     pub class: String,
@@ -212,11 +463,14 @@ pub struct Device {
     pub device_type: String,
     /// The device's file, relative to the snapshot directory.
     pub file: String,
+    /// Registers of `[regs]`, in file order.
     pub regs: Vec<RegValue>,
+    /// Memory dumps (`[dump...]` sections of a core), in file order.
     pub dumps: Vec<DumpDef>,
 }
 
 impl Device {
+    /// Whether the device is a core (class `core`).
     pub fn is_core(&self) -> bool {
         self.class.eq_ignore_ascii_case("core")
     }
@@ -241,60 +495,89 @@ pub struct Snapshot {
     /// The directory as given, with a trailing `/` (paths are printed as
     /// this prefix joined with the file names).
     pub dir: String,
+    /// `[snapshot] version=`.
     pub version: String,
+    /// `[snapshot] description=`.
     pub description: String,
+    /// The devices of `[device_list]`, in file order.
     pub devices: Vec<Device>,
+    /// The trace buffers, in the order of their sections.
     pub buffers: Vec<BufferInfo>,
     /// (source name, buffer name), in file order.
     pub source_buffers: Vec<(String, String)>,
     /// (core name, source name), in file order.
     pub core_trace_sources: Vec<(String, String)>,
+    /// Problems found while loading that did not stop it, in the order
+    /// they were found.
+    pub warnings: Vec<SnapshotWarning>,
 }
 
 impl Snapshot {
     /// Reads the snapshot in `dir`.
-    pub fn load(dir: impl AsRef<Path>) -> Result<Snapshot> {
+    ///
+    /// Fails with a [`SnapshotError`] naming the file, the line and what
+    /// was expected when a file cannot be read or is malformed. Problems
+    /// that leave the snapshot usable (repeated sections or keys, a memory
+    /// dump that cannot be read, a trace buffer that ends inside a frame)
+    /// are kept in [`Snapshot::warnings`] and logged with `log::warn!`.
+    pub fn load(dir: impl AsRef<Path>) -> Result<Snapshot, SnapshotError> {
         let dir_str = dir.as_ref().to_string_lossy().into_owned();
         let prefix = if dir_str.ends_with('/') || dir_str.is_empty() { dir_str.clone() } else { format!("{dir_str}/") };
         let mut ss = Snapshot { dir: prefix, ..Default::default() };
-        let main = IniText::load(ss.path_of("snapshot.ini"))?;
+        let mut warnings = Vec::new();
+        let result = ss.load_files(&mut warnings);
+        for w in &warnings {
+            log::warn!("{w}");
+        }
+        ss.warnings = warnings;
+        result.map(|()| ss)
+    }
+
+    /// The warnings [`Snapshot::load`] found (see [`SnapshotWarning`]).
+    pub fn warnings(&self) -> &[SnapshotWarning] {
+        &self.warnings
+    }
+
+    fn load_files(&mut self, warnings: &mut Vec<SnapshotWarning>) -> Result<(), SnapshotError> {
+        let main = IniText::load(self.path_of("snapshot.ini"), warnings)?;
 
         if let Some(s) = main.section("snapshot") {
-            ss.version = IniText::value(s, "version").unwrap_or("").to_string();
-            ss.description = IniText::value(s, "description").unwrap_or("").to_string();
+            self.version = IniText::value(s, "version").unwrap_or("").to_string();
+            self.description = IniText::value(s, "description").unwrap_or("").to_string();
         }
         let devlist = main
             .section("device_list")
             .ok_or_else(|| main.err(None, "missing [device_list] section: expected the list of device files"))?;
         let mut names = std::collections::HashSet::new();
-        for (key, file) in devlist {
+        for e in devlist {
+            let (key, file) = (&e.key, &e.value);
             if file.is_empty() {
-                return Err(main.err(main.key_line("device_list", key), format!("device '{key}' names no file")));
+                return Err(main.err(Some(e.line), format!("device '{key}' names no file: expected '{key}=FILE.ini'")));
             }
-            let dev = ss.load_device(file).map_err(|e| match e {
-                Error::Io { source, .. } => main.err(
-                    main.key_line("device_list", key),
-                    format!("cannot read device file '{file}': {source}"),
-                ),
-                other => other,
+            let dev = self.load_device(file, warnings).map_err(|err| match err.io {
+                Some(_) if err.path == self.path_of(file) => {
+                    main.err(Some(e.line), format!("cannot read device file '{file}': {}", err.message))
+                }
+                _ => err,
             })?;
             if !names.insert(dev.name.clone()) {
-                return Err(main.err(main.key_line("device_list", key), format!("device name '{}' used twice", dev.name)));
+                return Err(main.err(Some(e.line), format!("device name '{}' used twice: expected each device once", dev.name)));
             }
-            ss.devices.push(dev);
+            self.devices.push(dev);
         }
 
         if let Some(trace) = main.section("trace")
             && let Some(meta) = IniText::value(trace, "metadata") {
-                let t = IniText::load(ss.path_of(meta)).map_err(|e| match e {
-                    Error::Io { source, .. } => {
-                        main.err(main.key_line("trace", "metadata"), format!("cannot read trace metadata '{meta}': {source}"))
-                    }
-                    other => other,
+                let t = IniText::load(self.path_of(meta), warnings).map_err(|err| match err.io {
+                    Some(_) if err.path == self.path_of(meta) => main.err(
+                        main.key_line("trace", "metadata"),
+                        format!("cannot read trace metadata '{meta}': {}", err.message),
+                    ),
+                    _ => err,
                 })?;
-                ss.load_trace_meta(&t)?;
+                self.load_trace_meta(&t, warnings)?;
             }
-        Ok(ss)
+        Ok(())
     }
 
     /// A path inside the snapshot, as OpenCSD forms it (prefix + name).
@@ -302,14 +585,14 @@ impl Snapshot {
         PathBuf::from(format!("{}{}", self.dir, file))
     }
 
-    fn load_device(&self, file: &str) -> Result<Device> {
-        let f = IniText::load(self.path_of(file))?;
+    fn load_device(&self, file: &str, warnings: &mut Vec<SnapshotWarning>) -> Result<Device, SnapshotError> {
+        let f = IniText::load(self.path_of(file), warnings)?;
         let dev_sec = f.section("device").ok_or_else(|| f.err(None, "missing [device] section: expected name, class and type"))?;
-        let need = |k: &str| -> Result<String> {
+        let need = |k: &str| -> Result<String, SnapshotError> {
             IniText::value(dev_sec, k)
                 .filter(|v| !v.is_empty())
                 .map(str::to_string)
-                .ok_or_else(|| f.err(f.section_line("device"), format!("[device] has no '{k}='")))
+                .ok_or_else(|| f.err(f.section_line("device"), format!("[device] has no '{k}=': expected the device's {k}")))
         };
         let mut dev = Device {
             name: need("name")?,
@@ -321,13 +604,14 @@ impl Snapshot {
         };
         for (sec, entries) in f.sections() {
             if sec.eq_ignore_ascii_case("regs") {
-                for (k, v) in entries {
+                for e in entries {
+                    let (k, v) = (&e.key, &e.value);
                     let (name, decoration) = match k.split_once('(') {
                         Some((n, rest)) => (n.trim().to_string(), Some(rest.trim_end_matches(')').to_string())),
                         None => (k.to_string(), None),
                     };
                     let value = parse_number(v).ok_or_else(|| {
-                        f.err(f.key_line(sec, k), format!("register {name}: expected a number (decimal or 0x hex), found '{v}'"))
+                        f.err(Some(e.line), format!("register {name}: expected a number (decimal or 0x hex), found '{v}'"))
                     })?;
                     dev.regs.push(RegValue { name, decoration, value });
                 }
@@ -335,28 +619,63 @@ impl Snapshot {
                 let line = f.section_line(sec);
                 let file = IniText::value(entries, "file")
                     .filter(|v| !v.is_empty())
-                    .ok_or_else(|| f.err(line, format!("[{sec}] has no 'file='")))?;
-                let num = |k: &str, required: bool| -> Result<u64> {
+                    .ok_or_else(|| f.err(line, format!("[{sec}] has no 'file=': expected the dump's file name")))?;
+                let num = |k: &str, required: bool| -> Result<u64, SnapshotError> {
                     match IniText::value(entries, k) {
                         Some(v) => parse_number(v)
-                            .ok_or_else(|| f.err(f.key_line(sec, k), format!("[{sec}] {k}: expected a number, found '{v}'"))),
-                        None if required => Err(f.err(line, format!("[{sec}] has no '{k}='"))),
+                            .ok_or_else(|| f.err(f.key_line(sec, k), format!("[{sec}] {k}: expected a number (decimal or 0x hex), found '{v}'"))),
+                        None if required => Err(f.err(line, format!("[{sec}] has no '{k}=': expected the dump's {k}"))),
                         None => Ok(0),
                     }
                 };
                 let space = IniText::value(entries, "space").unwrap_or("").to_string();
                 if MemSpace::from_snapshot_name(&space).is_none() {
-                    log::warn!("{}: [{sec}] unknown memory space '{space}', using any", f.path.display());
+                    warnings.push(f.warning(
+                        f.key_line(sec, "space"),
+                        WarningKind::UnknownMemorySpace { section: sec.to_string(), space: space.clone() },
+                    ));
                 }
-                dev.dumps.push(DumpDef { file: file.to_string(), address: num("address", true)?, length: num("length", false)?, offset: num("offset", false)?, space });
+                let dump = DumpDef { file: file.to_string(), address: num("address", true)?, length: num("length", false)?, offset: num("offset", false)?, space };
+                if let Some(kind) = self.check_dump(&dump) {
+                    warnings.push(f.warning(f.key_line(sec, "file"), kind));
+                }
+                dev.dumps.push(dump);
             }
         }
         Ok(dev)
     }
 
-    fn load_trace_meta(&mut self, t: &IniText) -> Result<()> {
-        let tb = t.section("trace_buffers").ok_or_else(|| t.err(None, "missing [trace_buffers] section"))?;
-        let list = IniText::value(tb, "buffers").ok_or_else(|| t.err(t.section_line("trace_buffers"), "[trace_buffers] has no 'buffers='"))?;
+    /// Whether a dump's file can be mapped as the section says (checked
+    /// from the file's metadata, without reading it).
+    fn check_dump(&self, dump: &DumpDef) -> Option<WarningKind> {
+        let path = self.path_of(&dump.file);
+        match check_regular_file(&path) {
+            Err(e) => Some(WarningKind::MissingDump { file: dump.file.clone(), path, reason: e.message }),
+            Ok(len) => {
+                // Mapped as OpenCSD maps it: an even number of bytes.
+                let usable = len & !1;
+                let fits = if dump.offset == 0 && dump.length == 0 {
+                    usable > 0
+                } else {
+                    dump.length > 0 && dump.offset.checked_add(dump.length).is_some_and(|end| end <= usable)
+                };
+                (!fits).then(|| WarningKind::DumpOutsideFile {
+                    file: dump.file.clone(),
+                    offset: dump.offset,
+                    length: dump.length,
+                    file_len: usable,
+                })
+            }
+        }
+    }
+
+    fn load_trace_meta(&mut self, t: &IniText, warnings: &mut Vec<SnapshotWarning>) -> Result<(), SnapshotError> {
+        let tb = t
+            .section("trace_buffers")
+            .ok_or_else(|| t.err(None, "missing [trace_buffers] section: expected 'buffers=' listing the buffer sections"))?;
+        let list = IniText::value(tb, "buffers").ok_or_else(|| {
+            t.err(t.section_line("trace_buffers"), "[trace_buffers] has no 'buffers=': expected the buffer sections, separated by commas")
+        })?;
         let listed: Vec<&str> = list.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
         if let Some(missing) = listed.iter().find(|id| t.section(id).is_none()) {
             return Err(t.err(
@@ -366,7 +685,7 @@ impl Snapshot {
         }
         // Buffers come in the order of their sections, as OpenCSD reads them.
         let listed: std::collections::HashSet<String> = listed.iter().map(|l| l.to_ascii_lowercase()).collect();
-        let sections: Vec<(String, &[(String, String)])> = t
+        let sections: Vec<(String, &[IniEntry])> = t
             .sections()
             .filter(|(n, _)| listed.contains(&n.to_ascii_lowercase()))
             .map(|(n, e)| (n.to_string(), e))
@@ -374,38 +693,70 @@ impl Snapshot {
         for (id, sec) in &sections {
             let id = id.as_str();
             let line = t.section_line(id);
-            let get = |k: &str| {
-                IniText::value(sec, k).filter(|v| !v.is_empty()).ok_or_else(|| t.err(line, format!("[{id}] has no '{k}='")))
+            let get = |k: &str, what: &str| {
+                IniText::value(sec, k).filter(|v| !v.is_empty()).ok_or_else(|| t.err(line, format!("[{id}] has no '{k}=': expected {what}")))
             };
-            let name = get("name")?.to_string();
-            let files: Vec<String> = get("file")?.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_string).collect();
+            let name = get("name", "the buffer's name")?.to_string();
+            let files: Vec<String> =
+                get("file", "the buffer's data files")?.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_string).collect();
             if files.is_empty() {
                 return Err(t.err(t.key_line(id, "file"), format!("[{id}] file= names no file: expected one or more file names, separated by commas")));
             }
-            let format = get("format")?.to_string();
+            let format = get("format", "coresight, dstream_coresight or source_data")?.to_string();
             if !matches!(format.as_str(), "coresight" | "dstream_coresight" | "source_data") {
                 return Err(t.err(
                     t.key_line(id, "format"),
                     format!("buffer format '{format}': expected coresight, dstream_coresight or source_data"),
                 ));
             }
-            self.buffers.push(BufferInfo { id: id.to_string(), name, files, format });
+            let buffer = BufferInfo { id: id.to_string(), name, files, format };
+            if let Some(w) = self.check_buffer_frames(&buffer) {
+                warnings.push(w);
+            }
+            self.buffers.push(buffer);
         }
         if let Some(sb) = t.section("source_buffers") {
             let names: std::collections::HashSet<&str> = self.buffers.iter().map(|b| b.name.as_str()).collect();
-            for (src, buf) in sb {
+            for e in sb {
+                let (src, buf) = (&e.key, &e.value);
                 if !names.contains(buf.as_str()) {
-                    return Err(t.err(t.key_line("source_buffers", src), format!("source '{src}' writes to unknown buffer '{buf}'")));
+                    return Err(t.err(
+                        Some(e.line),
+                        format!("source '{src}' writes to unknown buffer '{buf}': expected the name= of a listed buffer"),
+                    ));
                 }
                 self.source_buffers.push((src.to_string(), buf.to_string()));
             }
         }
         if let Some(cs) = t.section("core_trace_sources") {
-            for (core, src) in cs {
-                self.core_trace_sources.push((core.to_string(), src.to_string()));
+            for e in cs {
+                self.core_trace_sources.push((e.key.clone(), e.value.clone()));
             }
         }
         Ok(())
+    }
+
+    /// A warning when a memory-aligned buffer's files do not add up to
+    /// whole frames (the deformatter decodes the whole frames and leaves
+    /// the tail). Files that cannot be read are left to the reader to
+    /// report. (A DSTREAM capture is a stream cut into blocks, not frames
+    /// laid end to end: its length says nothing of its last frame.)
+    fn check_buffer_frames(&self, buffer: &BufferInfo) -> Option<SnapshotWarning> {
+        if buffer.format != "coresight" {
+            return None;
+        }
+        let frame = DeformatterConfig::mem_aligned().alignment() as u64;
+        let mut total = 0u64;
+        for f in &buffer.files {
+            total += std::fs::metadata(self.path_of(f)).ok().filter(|m| m.is_file())?.len();
+        }
+        let tail = total % frame;
+        let last = buffer.files.last()?;
+        (tail != 0).then(|| SnapshotWarning {
+            path: self.path_of(last),
+            line: None,
+            kind: WarningKind::PartialFrame { buffer: buffer.name.clone(), offset: total - tail, length: tail },
+        })
     }
 
     /// Buffer names in metadata order (the first is the default source).
@@ -413,10 +764,12 @@ impl Snapshot {
         self.buffers.iter().map(|b| b.name.as_str()).collect()
     }
 
+    /// The buffer called `name` (its `name=`).
     pub fn buffer(&self, name: &str) -> Option<&BufferInfo> {
         self.buffers.iter().find(|b| b.name == name)
     }
 
+    /// The device called `name`.
     pub fn device(&self, name: &str) -> Option<&Device> {
         self.devices.iter().find(|d| d.name == name)
     }
@@ -457,17 +810,17 @@ impl Snapshot {
 /// sources are logged (component `ss2_dcdtree`) and the source is skipped.
 pub struct TreeBuilder<'a> {
     ss: &'a Snapshot,
-    registry: Rc<DecoderRegistry>,
+    registry: Arc<DecoderRegistry>,
 }
 
 impl<'a> TreeBuilder<'a> {
     /// A builder using the built-in protocols.
     pub fn new(ss: &'a Snapshot) -> Self {
-        TreeBuilder { ss, registry: Rc::new(DecoderRegistry::builtin()) }
+        TreeBuilder { ss, registry: Arc::new(DecoderRegistry::builtin()) }
     }
 
     /// A builder using the protocols in `registry` (with user decoders).
-    pub fn with_registry(ss: &'a Snapshot, registry: Rc<DecoderRegistry>) -> Self {
+    pub fn with_registry(ss: &'a Snapshot, registry: Arc<DecoderRegistry>) -> Self {
         TreeBuilder { ss, registry }
     }
 
@@ -478,7 +831,16 @@ impl<'a> TreeBuilder<'a> {
         let buf = self
             .ss
             .buffer(buffer_name)
-            .ok_or_else(|| Error::code(ErrCode::TestSnapshotRead, format!("no trace buffer named '{buffer_name}' in the snapshot")))?;
+            .ok_or_else(|| {
+                Error::code(
+                    ErrCode::TestSnapshotRead,
+                    format!(
+                        "{}: no trace buffer named '{buffer_name}' (expected one of: {})",
+                        self.ss.dir,
+                        self.ss.buffer_names().join(", ")
+                    ),
+                )
+            })?;
         let format = match buf.format.as_str() {
             "source_data" => SourceFormat::Single,
             "dstream_coresight" => SourceFormat::Formatted(DeformatterConfig::fsync_stream()),
@@ -588,9 +950,12 @@ impl<'a> TreeBuilder<'a> {
         for d in &core.dumps {
             let path = self.ss.path_of(&d.file);
             let space = MemSpace::from_snapshot_name(&d.space).unwrap_or(MemSpace::ANY);
-            if let Err(code) = tree.add_file_region(&path, d.address, d.offset, d.length, space) {
+            if let Err(e) = tree.add_file_region(&path, d.address, d.offset, d.length, space) {
+                // The listing shows OpenCSD's message; library users have
+                // the reason in the snapshot's warnings.
+                log::debug!("{e}");
                 log.log(
-                    &TraceError::new(Severity::Error, code)
+                    &TraceError::new(Severity::Error, e.code())
                         .with_message(format!("Failed to create memory accessor for file {}.", path.display())),
                 );
             }

@@ -2,9 +2,8 @@
 //! one decoder per trace ID, and the services decoders share (target
 //! memory, instruction decode, element output, error log).
 
-use std::cell::Cell;
 use std::path::Path;
-use std::rc::Rc;
+use std::sync::Arc;
 
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use crate::decoder::{DecodeContext, DecodeMode, DecoderOptions, DecoderRegistry, ElemRouter, SourceConfig, TraceComponent};
@@ -13,7 +12,7 @@ use crate::error::{ErrCode, Error};
 use crate::instr::ArmInstrDecoder;
 use crate::interfaces::{InstrDecode, TrcDataIn, TrcGenElemIn, TrcRawFrameIn};
 use crate::logger::{shared, ErrLink, ErrorLogger, MsgLogger, Shared};
-use crate::memory::{CacheConfig, MemAccMapper, MemSpace};
+use crate::memory::{CacheConfig, MemAccMapper, MemSpace, MemoryError};
 use crate::printers::PacketPrinter;
 
 /// How the trace buffer is laid out.
@@ -38,6 +37,7 @@ pub struct SerialKey {
     pub index: TrcIndex,
     /// The block's place in its frame.
     pub chunk: u8,
+    /// Trace ID the block or operation goes to.
     pub trace_id: u8,
 }
 
@@ -49,13 +49,14 @@ pub struct TreeElement {
     pub source_name: String,
     /// Trace ID from the source's configuration.
     pub config_trace_id: u8,
+    /// The decoder.
     pub component: Box<dyn TraceComponent>,
 }
 
 struct Elements {
     slots: Vec<Option<TreeElement>>,
     /// What the tree is handing on now: see [`DecodeTree::serial_position`].
-    position: Rc<Cell<SerialKey>>,
+    position: Shared<SerialKey>,
     /// The frame and place of the block the deformatter hands on next.
     chunk: (TrcIndex, u8),
     filter: Option<[bool; 128]>,
@@ -82,7 +83,7 @@ impl Elements {
         if skip >= stop {
             return (DatapathResp::Cont, data.len());
         }
-        self.position.set(SerialKey { index: self.chunk.0, chunk: self.chunk.1, trace_id: id });
+        *self.position.borrow_mut() = SerialKey { index: self.chunk.0, chunk: self.chunk.1, trace_id: id };
         let (r, used) = match self.slots.get_mut(id as usize) {
             Some(Some(e)) => e.component.trace_data_in(DatapathOp::Data, index + skip as u64, &data[skip..stop]),
             _ => (DatapathResp::Cont, stop - skip),
@@ -104,14 +105,14 @@ impl IdStreamSink for Elements {
         if let Some(w) = self.windows.as_deref() {
             return self.windowed(id, index, data, w[id as usize & 0x7f]);
         }
-        self.position.set(SerialKey { index: self.chunk.0, chunk: self.chunk.1, trace_id: id });
+        *self.position.borrow_mut() = SerialKey { index: self.chunk.0, chunk: self.chunk.1, trace_id: id };
         match self.slots.get_mut(id as usize) {
             Some(Some(e)) => e.component.trace_data_in(DatapathOp::Data, index, data),
             _ => (DatapathResp::Cont, data.len()),
         }
     }
     fn error_position(&mut self, index: TrcIndex) {
-        self.position.set(SerialKey { index, chunk: 0, trace_id: 0 });
+        *self.position.borrow_mut() = SerialKey { index, chunk: 0, trace_id: 0 };
     }
     fn chunk_position(&mut self, frame_index: TrcIndex, chunk: usize) {
         self.chunk = (frame_index, chunk.min(u8::MAX as usize) as u8);
@@ -120,7 +121,7 @@ impl IdStreamSink for Elements {
         if !self.opencsd_empty_blocks || !self.enabled(id) {
             return DatapathResp::Cont;
         }
-        self.position.set(SerialKey { index: self.chunk.0, chunk: self.chunk.1, trace_id: id });
+        *self.position.borrow_mut() = SerialKey { index: self.chunk.0, chunk: self.chunk.1, trace_id: id };
         match self.slots.get_mut(id as usize) {
             Some(Some(e)) => e.component.trace_data_in(DatapathOp::Data, index, &[]).0,
             _ => DatapathResp::Cont,
@@ -133,7 +134,7 @@ impl IdStreamSink for Elements {
             if let Some(e) = e
                 && filter.is_none_or(|f| f[id]) {
                     let at = if op == DatapathOp::Eot { TrcIndex::MAX } else { index };
-                    self.position.set(SerialKey { index: at, chunk: 0, trace_id: id as u8 });
+                    *self.position.borrow_mut() = SerialKey { index: at, chunk: 0, trace_id: id as u8 };
                     worst = worst.worst(e.component.trace_data_in(op, index, &[]).0);
                     // End of trace goes out one decoder at a time: on a wait
                     // the caller flushes and sends it again, and decoders
@@ -157,18 +158,18 @@ pub struct DecodeTree {
     instr: Shared<dyn InstrDecode>,
     elem_out: Shared<ElemRouter>,
     err_log: Shared<ErrorLogger>,
-    registry: Rc<DecoderRegistry>,
+    registry: Arc<DecoderRegistry>,
     options: DecoderOptions,
 }
 
 impl DecodeTree {
     /// A tree for `format`, decoding in `mode`, with the built-in protocols.
     pub fn new(format: SourceFormat, mode: DecodeMode) -> DecodeTree {
-        DecodeTree::with_registry(format, mode, Rc::new(DecoderRegistry::builtin()))
+        DecodeTree::with_registry(format, mode, Arc::new(DecoderRegistry::builtin()))
     }
 
     /// A tree using the protocols in `registry` (for custom decoders).
-    pub fn with_registry(format: SourceFormat, mode: DecodeMode, registry: Rc<DecoderRegistry>) -> DecodeTree {
+    pub fn with_registry(format: SourceFormat, mode: DecodeMode, registry: Arc<DecoderRegistry>) -> DecodeTree {
         let err_log = shared(ErrorLogger::default());
         let deformatter = match format {
             SourceFormat::Formatted(cfg) => {
@@ -185,7 +186,7 @@ impl DecodeTree {
             deformatter,
             elements: Elements {
                 slots: (0..128).map(|_| None).collect(),
-                position: Rc::new(Cell::new(SerialKey::default())),
+                position: shared(SerialKey::default()),
                 chunk: (0, 0),
                 filter: None, opencsd_empty_blocks: false, windows: None },
             mapper,
@@ -197,12 +198,15 @@ impl DecodeTree {
         }
     }
 
+    /// How the trace buffer is laid out.
     pub fn format(&self) -> SourceFormat {
         self.format
     }
+    /// Full decode or packets only.
     pub fn mode(&self) -> DecodeMode {
         self.mode
     }
+    /// The protocols this tree can create decoders for.
     pub fn registry(&self) -> &DecoderRegistry {
         &self.registry
     }
@@ -211,6 +215,7 @@ impl DecodeTree {
     pub fn set_decoder_options(&mut self, options: DecoderOptions) {
         self.options = options;
     }
+    /// Options passed to decoders created from now on.
     pub fn decoder_options(&self) -> DecoderOptions {
         self.options
     }
@@ -236,8 +241,8 @@ impl DecodeTree {
     }
 
     /// Maps a region of a binary file (see [`MemAccMapper::add_file_region`]).
-    pub fn add_file_region(&mut self, path: &Path, start: u64, offset: u64, size: u64, space: MemSpace) -> Result<(), ErrCode> {
-        let m = self.mapper.as_ref().ok_or(ErrCode::NotInit)?;
+    pub fn add_file_region(&mut self, path: &Path, start: u64, offset: u64, size: u64, space: MemSpace) -> Result<(), MemoryError> {
+        let m = self.mapper.as_ref().ok_or(MemoryError::NoMemory)?;
         m.borrow_mut().add_file_region(path, start, offset, size, space)
     }
 
@@ -260,14 +265,15 @@ impl DecodeTree {
 
     /// The tree's current [`SerialKey`], shared: it is updated as the tree
     /// hands data and operations to its decoders.
-    pub fn serial_position(&self) -> Rc<Cell<SerialKey>> {
+    pub fn serial_position(&self) -> Shared<SerialKey> {
         self.elements.position.clone()
     }
 
     /// Makes the tree keep its [`SerialKey`] in `position` (shared with,
     /// for example, a logger that notes where text was written).
-    pub fn set_serial_position(&mut self, position: Rc<Cell<SerialKey>>) {
-        position.set(self.elements.position.get());
+    pub fn set_serial_position(&mut self, position: Shared<SerialKey>) {
+        let now = *self.elements.position.borrow();
+        *position.borrow_mut() = now;
         self.elements.position = position;
     }
 

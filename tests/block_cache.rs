@@ -6,8 +6,8 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use coresight_decode::generator::check::decode_dir;
-use coresight_decode::generator::{generate, GenOptions, Truth};
+use coresight_generator::check::decode_dir;
+use coresight_generator::{generate, GenOptions, Truth};
 
 const A64_NOP: [u8; 4] = 0xD503_201Fu32.to_le_bytes();
 

@@ -5,7 +5,8 @@
 
 mod common;
 
-use std::rc::Rc;
+
+use std::sync::Arc;
 
 use common::{temp_dir, write_files, Rng, RngExt};
 use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
@@ -16,7 +17,7 @@ use coresight_decode::decoder::{
 use coresight_decode::deformatter::DeformatterConfig;
 use coresight_decode::elem::{ElemType, EventType, TraceElement};
 use coresight_decode::error::{ErrCode, Error};
-use coresight_decode::formatter::{FormatterConfig, FrameFormatter};
+use coresight_generator::formatter::{FormatterConfig, FrameFormatter};
 use coresight_decode::interfaces::{PktDataIn, TrcDataIn, TrcGenElemIn};
 use coresight_decode::logger::{shared, MsgLogger, Shared};
 use coresight_decode::printers::{GenElemPrinter, TracePacket};
@@ -133,10 +134,10 @@ impl DecoderFactory for EchoFactory {
     }
 }
 
-fn registry() -> Rc<DecoderRegistry> {
+fn registry() -> Arc<DecoderRegistry> {
     let mut r = DecoderRegistry::builtin();
-    r.register(Rc::new(EchoFactory)).unwrap();
-    Rc::new(r)
+    r.register(Arc::new(EchoFactory)).unwrap();
+    Arc::new(r)
 }
 
 /// Answers Wait on every `n`th element (0: never), printing all.
@@ -246,8 +247,8 @@ fn waits_every_n_elements_leave_the_listing_unchanged() {
 #[test]
 fn registry_refuses_a_repeated_name_and_finds_by_device_type() {
     let mut r = DecoderRegistry::builtin();
-    r.register(Rc::new(EchoFactory)).unwrap();
-    assert_eq!(r.register(Rc::new(EchoFactory)).err(), Some(ErrCode::DcdregNameRepeat));
+    r.register(Arc::new(EchoFactory)).unwrap();
+    assert_eq!(r.register(Arc::new(EchoFactory)).err(), Some(ErrCode::DcdregNameRepeat));
     assert_eq!(r.for_device_type("ECHO.2").unwrap().protocol_name(), "ECHO");
     assert_eq!(r.for_device_type("ETM4.2").unwrap().protocol_name(), "ETMV4I");
     assert_eq!(r.for_device_type("PFT1.1").unwrap().protocol_name(), "PTM");

@@ -3,14 +3,15 @@
 
 mod common;
 
-use std::cell::RefCell;
-use std::rc::Rc;
+
+use coresight_decode::shared::Lock;
+use std::sync::Arc;
 
 use common::{Rng, RngExt};
 use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use coresight_decode::deformatter::{DeformatterConfig, FrameDeformatter, IdStreamSink};
 use coresight_decode::error::ErrCode;
-use coresight_decode::formatter::{FormatterConfig, FrameFormatter};
+use coresight_generator::formatter::{FormatterConfig, FrameFormatter};
 use coresight_decode::interfaces::{RawFrameKind, TrcRawFrameIn};
 use coresight_decode::logger::{shared, ErrLink, ErrorLogger, MsgLogger};
 
@@ -206,17 +207,101 @@ fn four_fsyncs_reset_the_decoders_in_memory_aligned_mode() {
 }
 
 #[test]
-fn misaligned_block_and_non_contiguous_index_are_fatal() {
-    let mut d = FrameDeformatter::new(DeformatterConfig::mem_aligned());
+fn misaligned_stream_block_and_non_contiguous_index_are_fatal() {
+    // A TPIU stream comes in 4-byte units, as OpenCSD requires.
+    let mut d = FrameDeformatter::new(DeformatterConfig::fsync_stream());
     let mut r = Recorder::on(&[0x10]);
-    let (resp, _) = d.trace_data_in(DatapathOp::Data, 0, &[0u8; 20], &mut r);
+    let (resp, _) = d.trace_data_in(DatapathOp::Data, 0, &[0u8; 6], &mut r);
     assert_eq!(resp, DatapathResp::FatalInvalidData);
+    // Memory-aligned frames may come in blocks of any length, but each
+    // block must follow the last.
+    let mut d = FrameDeformatter::new(DeformatterConfig::mem_aligned());
+    assert!(d.trace_data_in(DatapathOp::Data, 0, &[0u8; 20], &mut r).0.is_cont());
+    assert_eq!(d.trace_data_in(DatapathOp::Data, 16, &[0u8; 12], &mut r).0, DatapathResp::FatalInvalidData);
     let mut d = FrameDeformatter::new(DeformatterConfig::mem_aligned());
     assert!(d.trace_data_in(DatapathOp::Data, 0, &[0u8; 16], &mut r).0.is_cont());
     assert_eq!(d.trace_data_in(DatapathOp::Data, 100, &[0u8; 16], &mut r).0, DatapathResp::FatalInvalidData);
     // After a reset the index may start again.
     d.trace_data_in(DatapathOp::Reset, 0, &[], &mut r);
     assert!(d.trace_data_in(DatapathOp::Data, 0, &[0u8; 16], &mut r).0.is_cont());
+}
+
+/// Sends end of trace, flushing while a decoder waits.
+fn end_of_trace(d: &mut FrameDeformatter, sink: &mut dyn IdStreamSink) {
+    let mut resp = d.trace_data_in(DatapathOp::Eot, 0, &[], sink).0;
+    while resp.is_wait() {
+        resp = d.trace_data_in(DatapathOp::Flush, 0, &[], sink).0;
+    }
+}
+
+#[test]
+fn buffer_of_440_bytes_decodes_27_frames_and_reports_the_8_byte_tail() {
+    // Issue 14: a memory-aligned buffer whose length is not a multiple of
+    // 16 decoded nothing (OpenCSD refuses the block). Now its whole frames
+    // are decoded, however the buffer is cut into blocks, and the tail is
+    // reported at the end of trace.
+    let mut fm = FrameFormatter::new(FormatterConfig::default());
+    let a: Vec<u8> = (0..=255u8).cycle().take(300).collect();
+    let b: Vec<u8> = (0..=255u8).rev().cycle().take(150).collect();
+    fm.push(0x10, &a);
+    fm.push(0x22, &b);
+    let mut data = fm.finish();
+    assert!(data.len() >= 448, "{}", data.len());
+    data.truncate(440);
+
+    // The reference: the 27 whole frames, as one aligned block.
+    let mut d = FrameDeformatter::new(DeformatterConfig::mem_aligned());
+    let mut whole = Recorder::on(&[0x10, 0x22]);
+    assert!(feed(&mut d, &data[..432], 432, &mut whole).is_cont());
+    end_of_trace(&mut d, &mut whole);
+    assert_eq!(d.incomplete_tail(), None);
+    assert!(!whole.stream(0x10).is_empty() && !whole.stream(0x22).is_empty());
+
+    for (block, waits) in [(440, None), (1024, None), (7, None), (13, Some(2)), (100, Some(1)), (16, Some(3))] {
+        let log = shared(ErrorLogger::default());
+        let out = shared(MsgLogger::capture());
+        log.borrow_mut().set_output(Some(out.clone()));
+        let mut d = FrameDeformatter::new(DeformatterConfig::mem_aligned());
+        d.set_error_link(ErrLink::new(&log, "DFMT_CSFRAMES"));
+        let mut r = Recorder::on(&[0x10, 0x22]);
+        r.wait_after = waits;
+        let resp = feed(&mut d, &data, block, &mut r);
+        assert!(!resp.is_fatal(), "block {block}");
+        end_of_trace(&mut d, &mut r);
+        assert_eq!(r.got, whole.got, "block {block}: the bytes of the 27 frames, with their indexes");
+        assert_eq!(d.incomplete_tail(), Some((432, 8)), "block {block}");
+        assert_eq!(
+            out.borrow().captured(),
+            "DFMT_CSFRAMES : 0x0006 (OCSD_ERR_INVALID_PARAM_VAL) [Invalid value parameter passed to component.]; \
+             TrcIdx=432; Incomplete frame at end of trace: 8 bytes not decoded (frames are 16 bytes).\n",
+            "block {block}"
+        );
+    }
+}
+
+#[test]
+fn a_frame_cut_between_blocks_is_completed_by_the_next() {
+    let mut fm = FrameFormatter::new(FormatterConfig::default());
+    let payload: Vec<u8> = (0..200u8).collect();
+    fm.push(0x31, &payload);
+    let data = fm.finish();
+    assert!(data.len().is_multiple_of(16));
+    let mut rng = Rng::new(11);
+    for _ in 0..20 {
+        let mut d = FrameDeformatter::new(DeformatterConfig::mem_aligned());
+        let mut r = Recorder::on(&[0x31]);
+        let mut pos = 0;
+        while pos < data.len() {
+            let n = (1 + rng.below(40) as usize).min(data.len() - pos);
+            let (resp, used) = d.trace_data_in(DatapathOp::Data, pos as TrcIndex, &data[pos..pos + n], &mut r);
+            assert!(resp.is_cont());
+            assert_eq!(used, n, "every byte is taken: the start of a frame is kept");
+            pos += n;
+        }
+        end_of_trace(&mut d, &mut r);
+        assert_eq!(r.stream(0x31), payload);
+        assert_eq!(d.incomplete_tail(), None);
+    }
 }
 
 #[test]
@@ -294,7 +379,7 @@ fn formatter_round_trip_many_streams() {
 /// What the raw monitor saw: (index, kind, bytes, trace ID).
 type RawSeen = Vec<(TrcIndex, RawFrameKind, Vec<u8>, Option<u8>)>;
 
-struct RawLog(Rc<RefCell<RawSeen>>);
+struct RawLog(Arc<Lock<RawSeen>>);
 impl TrcRawFrameIn for RawLog {
     fn trace_raw_frame_in(&mut self, op: DatapathOp, index: TrcIndex, kind: RawFrameKind, data: &[u8], id: Option<u8>) {
         if op == DatapathOp::Data {
@@ -306,7 +391,7 @@ impl TrcRawFrameIn for RawLog {
 #[test]
 fn raw_monitor_sees_packed_frames_and_unpacked_runs() {
     let f = frame([0x21, 0x01, 0x02, 0x03, 0x23, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x0e, 0x00]);
-    let log = Rc::new(RefCell::new(Vec::new()));
+    let log = Arc::new(Lock::new(Vec::new()));
     let mut d = FrameDeformatter::new(DeformatterConfig { raw_packed: true, raw_unpacked: true, ..DeformatterConfig::mem_aligned() });
     d.set_raw_monitor(Some(Box::new(RawLog(log.clone()))));
     let mut r = Recorder::on(&[0x10]);

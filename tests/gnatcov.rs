@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use coresight_decode::generator::Rng;
+use coresight_generator::Rng;
 use coresight_decode::gnatcov::dump::dump;
 use coresight_decode::gnatcov::format::{read_file, InfoKind, InfoValue, PcSize, TraceFile, TraceKind, EM_AARCH64, EM_ARM};
 

@@ -4,12 +4,13 @@
 //! from the truth itself are the same, instruction by instruction and
 //! branch by branch, for A64, A32 and T32 code.
 
-use std::cell::RefCell;
-use std::rc::Rc;
+
+use coresight_decode::shared::Lock;
+use std::sync::Arc;
 
 use coresight_decode::arch::Isa;
-use coresight_decode::generator::check::decode_into;
-use coresight_decode::generator::{generate, BufferLayout, GenOptions, GenProtocol, Generated, Truth};
+use coresight_generator::check::decode_into;
+use coresight_generator::{generate, BufferLayout, GenOptions, GenProtocol, Generated, Truth};
 use coresight_decode::gnatcov::coverage::{CodeImage, Coverage, Execution, InsnState};
 use coresight_decode::gnatcov::export::{ExecSignature, FlatTraceBuilder, Merge, SharedBuilder};
 use coresight_decode::gnatcov::format::{DateTime, Endian, Entry, Op, TraceFile};
@@ -43,7 +44,7 @@ fn check(name: &str, opts: GenOptions, isa: Isa, endian: Endian) -> Outcome {
     let g = generate(&opts);
     let img = image(&g, isa);
     // 1. Decoded trace, through the export sink.
-    let b = Rc::new(RefCell::new(FlatTraceBuilder::new(Merge::All)));
+    let b = Arc::new(Lock::new(FlatTraceBuilder::new(Merge::All)));
     decode_into(&g, Box::new(SharedBuilder(b.clone())), |_| {}).unwrap();
     b.borrow_mut().finish();
     let decoded = Coverage::compute(&img, &Execution::from_entries(&img, b.borrow().entries(None)));

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use coresight_decode::datapath::{DatapathOp, TrcIndex};
 use coresight_decode::decoder::DecodeMode;
 use coresight_decode::elem::{ElemType, TraceElement};
-use coresight_decode::generator::{generate, BufferLayout, GenOptions, GenProtocol};
+use coresight_generator::{generate, BufferLayout, GenOptions, GenProtocol};
 use coresight_decode::index::build::Capture;
 use coresight_decode::index::decode::{element_time, Element};
 use coresight_decode::index::file::{check_capture, from_bytes, to_bytes};

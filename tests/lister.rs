@@ -1,6 +1,7 @@
 //! The lister end to end, in-process: listing stability under forced waits,
 //! option errors, and the snapshot shipped for the README.
 
+
 use coresight_decode::lister;
 use coresight_decode::logger::{shared, MsgLogger};
 
@@ -206,21 +207,21 @@ fn empty_block_after_an_id_switch_stops_the_data_path_as_in_opencsd() {
     use coresight_decode::decoder::DecodeMode;
     use coresight_decode::elem::{ElemType, TraceElement};
     use coresight_decode::interfaces::{TrcDataIn, TrcGenElemIn};
-    struct Eot(std::rc::Rc<std::cell::Cell<u32>>);
+    struct Eot(std::sync::Arc<std::sync::atomic::AtomicU32>);
     impl TrcGenElemIn for Eot {
         fn trace_elem_in(&mut self, _: TrcIndex, _: u8, e: &TraceElement) -> DatapathResp {
             if e.elem_type == ElemType::EoTrace {
-                self.0.set(self.0.get() + 1);
+                self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
             DatapathResp::Cont
         }
     }
     let ss = coresight_decode::snapshot::Snapshot::load(&dir).unwrap();
     let mut tree = ss.build_tree("ETB_0", DecodeMode::FullDecode, |_| {}).unwrap().unwrap();
-    let eots = std::rc::Rc::new(std::cell::Cell::new(0));
+    let eots = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
     tree.set_gen_elem_out(Box::new(Eot(eots.clone())));
     let (r, used) = tree.trace_data_in(DatapathOp::Data, 0, &trace);
     assert!(r.is_cont() && used == trace.len(), "{r:?} {used}");
     tree.trace_data_in(DatapathOp::Eot, 0, &[]);
-    assert_eq!(eots.get(), 1);
+    assert_eq!(eots.load(std::sync::atomic::Ordering::Relaxed), 1);
 }

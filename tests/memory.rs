@@ -3,13 +3,13 @@
 
 mod common;
 
-use std::cell::Cell;
-use std::rc::Rc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 
 use common::{temp_dir, write_files, Rng, RngExt};
 use coresight_decode::error::ErrCode;
 use coresight_decode::interfaces::TargetMemAccess;
-use coresight_decode::memory::{BufferAccessor, CacheConfig, CallbackAccessor, FileAccessor, MemAccMapper, MemSpace};
+use coresight_decode::memory::{BufferAccessor, CacheConfig, CallbackAccessor, FileAccessor, MemAccMapper, MemSpace, MemoryError};
 
 fn buf(start: u64, data: &[u8], space: MemSpace) -> Box<BufferAccessor> {
     Box::new(BufferAccessor::new(start, data.to_vec(), space).unwrap())
@@ -38,8 +38,11 @@ fn picks_image_by_address_and_space() {
 fn overlapping_images_in_overlapping_spaces_are_refused() {
     let mut m = MemAccMapper::default();
     m.add_accessor(buf(0x1000, &[0; 0x100], MemSpace::ANY)).unwrap();
-    assert_eq!(m.add_accessor(buf(0x10ff, &[0; 4], MemSpace::EL1N)), Err(ErrCode::MemAccOverlap));
-    assert_eq!(m.add_accessor(buf(0x0ff0, &[0; 0x20], MemSpace::ANY)), Err(ErrCode::MemAccOverlap));
+    let e = m.add_accessor(buf(0x10ff, &[0; 4], MemSpace::EL1N)).unwrap_err();
+    assert_eq!(e, MemoryError::Overlap { start: 0x10ff, end: 0x1102, space: MemSpace::EL1N });
+    assert_eq!(e.code(), ErrCode::MemAccOverlap);
+    assert_eq!(e.to_string(), "image at 0x10ff-0x1102 (EL1N) overlaps an image already mapped in that memory space");
+    assert_eq!(m.add_accessor(buf(0x0ff0, &[0; 0x20], MemSpace::ANY)).unwrap_err().code(), ErrCode::MemAccOverlap);
     m.add_accessor(buf(0x1100, &[0; 4], MemSpace::ANY)).unwrap();
     let mut s = MemAccMapper::default();
     s.add_accessor(buf(0x1000, &[0; 0x10], MemSpace::S)).unwrap();
@@ -96,8 +99,15 @@ fn file_images_offsets_lengths_and_regions() {
     // A region running past the end of the file, a missing file: not
     // initialised (OpenCSD's code for both). Odd-sized files lose their
     // last byte, as OpenCSD rounds the size down to even.
-    assert_eq!(FileAccessor::open(&img, 0, 0xf8, 0x10, MemSpace::ANY).err(), Some(ErrCode::NotInit));
-    assert_eq!(FileAccessor::open(dir.join("none.bin"), 0, 0, 0, MemSpace::ANY).err(), Some(ErrCode::NotInit));
+    let e = FileAccessor::open(&img, 0, 0xf8, 0x10, MemSpace::ANY).err().unwrap();
+    assert_eq!(e.code(), ErrCode::NotInit);
+    assert_eq!(
+        e.to_string(),
+        format!("{}: cannot map 16 bytes from file offset 248: the file holds 256 usable bytes", img.display())
+    );
+    let e = FileAccessor::open(dir.join("none.bin"), 0, 0, 0, MemSpace::ANY).err().unwrap();
+    assert_eq!(e.code(), ErrCode::NotInit);
+    assert_eq!(e.to_string(), format!("{}: cannot open memory image: no such file", dir.join("none.bin").display()));
     let mut m = MemAccMapper::default();
     m.add_file_region(&dir.join("odd.bin"), 0, 0, 0, MemSpace::ANY).unwrap();
     let mut big = [0u8; 32];
@@ -132,14 +142,14 @@ fn cache_gives_the_same_bytes_as_direct_reads() {
 
 #[test]
 fn callback_images_are_cached_and_invalidated() {
-    let calls = Rc::new(Cell::new(0u32));
+    let calls = Arc::new(AtomicU32::new(0));
     let c = calls.clone();
     let acc = CallbackAccessor::new(
         0x1000,
         0x1fff,
         MemSpace::ANY,
         Box::new(move |addr, _space, out: &mut [u8]| {
-            c.set(c.get() + 1);
+            c.fetch_add(1, Ordering::Relaxed);
             for (i, b) in out.iter_mut().enumerate() {
                 *b = (addr as usize + i) as u8;
             }
@@ -154,10 +164,10 @@ fn callback_images_are_cached_and_invalidated() {
         assert_eq!(m.read_target_memory(0x1010, 0, MemSpace::EL1N, &mut b), Ok(4));
     }
     assert_eq!(b, [0x10, 0x11, 0x12, 0x13]);
-    assert_eq!(calls.get(), 1);
+    assert_eq!(calls.load(Ordering::Relaxed), 1);
     m.invalidate_mem_acc_cache(0);
     m.read(0x1010, MemSpace::ANY, &mut b);
-    assert_eq!(calls.get(), 2);
+    assert_eq!(calls.load(Ordering::Relaxed), 2);
 }
 
 /// A minimal little-endian ELF64 with one loadable segment carrying

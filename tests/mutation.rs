@@ -6,8 +6,8 @@
 
 use std::time::{Duration, Instant};
 
-use coresight_decode::generator::check::decode;
-use coresight_decode::generator::{generate, BufferLayout, GenOptions, GenProtocol, Rng};
+use coresight_generator::check::decode;
+use coresight_generator::{generate, BufferLayout, GenOptions, GenProtocol, Rng};
 
 fn protocols() -> Vec<(GenProtocol, &'static str)> {
     vec![

@@ -5,14 +5,15 @@
 
 mod common;
 
-use std::cell::RefCell;
+
+use coresight_decode::shared::Lock;
 use std::path::Path;
-use std::rc::Rc;
+use std::sync::Arc;
 
 use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use coresight_decode::decoder::DecodeMode;
 use coresight_decode::elem::TraceElement;
-use coresight_decode::generator::{generate, BufferLayout, GenOptions, GenProtocol};
+use coresight_generator::{generate, BufferLayout, GenOptions, GenProtocol};
 use coresight_decode::interfaces::{TrcDataIn, TrcGenElemIn};
 use coresight_decode::lister;
 use coresight_decode::logger::{shared, MsgLogger};
@@ -105,7 +106,7 @@ impl ParallelSink for Seen {
     }
 }
 
-struct Collect(Rc<RefCell<Vec<(TrcIndex, u8, TraceElement)>>>);
+struct Collect(Arc<Lock<Vec<(TrcIndex, u8, TraceElement)>>>);
 
 impl TrcGenElemIn for Collect {
     fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp {
@@ -122,7 +123,7 @@ fn elements_come_in_the_serial_order_with_the_serial_indices() {
 
     // Serial, in the lister's 1 KB blocks.
     let mut tree = ss.build_tree("ETB_0", DecodeMode::FullDecode, |_| {}).unwrap().unwrap();
-    let serial = Rc::new(RefCell::new(Vec::new()));
+    let serial = Arc::new(Lock::new(Vec::new()));
     tree.set_gen_elem_out(Box::new(Collect(serial.clone())));
     for (n, block) in data.chunks(1024).enumerate() {
         let (r, used) = tree.trace_data_in(DatapathOp::Data, (n * 1024) as TrcIndex, block);

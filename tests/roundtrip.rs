@@ -2,9 +2,9 @@
 //! decoded instruction ranges with the truth. A failure names the seed and
 //! the first differing item.
 
-use coresight_decode::generator::check::check;
-use coresight_decode::generator::etmv4::{generate_with, Choice, Etmv4Options};
-use coresight_decode::generator::{generate, BufferLayout, GenOptions, GenProtocol};
+use coresight_generator::check::check;
+use coresight_generator::etmv4::{generate_with, Choice, Etmv4Options};
+use coresight_generator::{generate, BufferLayout, GenOptions, GenProtocol};
 
 fn round_trips(protocol: GenProtocol, seeds: std::ops::Range<u64>, layout: BufferLayout) {
     for seed in seeds {
@@ -164,7 +164,7 @@ fn soak() {
 
 /// ETE in the soak: options from the seed, everything on, long traces.
 fn ete_soak() {
-    use coresight_decode::generator::ete::EteOptions;
+    use coresight_generator::ete::EteOptions;
     ete::ete_round_trips(10_000..15_000, BufferLayout::Unformatted, EteOptions::default(), 150);
     ete::ete_round_trips(15_000..17_000, BufferLayout::Formatted, EteOptions::default(), 150);
     let all = EteOptions::all(Choice::On).with("bb", Choice::Off);
@@ -174,7 +174,7 @@ fn ete_soak() {
 
 #[test]
 fn a_wrong_truth_is_reported_with_the_first_differing_item() {
-    use coresight_decode::generator::Truth;
+    use coresight_generator::Truth;
     let mut g = generate(&GenOptions { seed: 3, length: 40, ..GenOptions::default() });
     assert!(g.truth.len() > 10);
     let i = (7..g.truth.len()).find(|&i| matches!(g.truth[i], Truth::Range { .. })).expect("a range");
@@ -189,9 +189,9 @@ fn a_wrong_truth_is_reported_with_the_first_differing_item() {
 /// others random, both buffer layouts, and several sources in one buffer.
 mod ptm_etmv3 {
     use super::*;
-    use coresight_decode::generator::a32t32::IsaMix;
-    use coresight_decode::generator::etmv3::Etmv3GenOptions;
-    use coresight_decode::generator::ptm::PtmGenOptions;
+    use coresight_generator::a32t32::IsaMix;
+    use coresight_generator::etmv3::Etmv3GenOptions;
+    use coresight_generator::ptm::PtmGenOptions;
 
     fn ptm(seeds: std::ops::Range<u64>, set: impl Fn(&mut PtmGenOptions)) {
         let mut o = PtmGenOptions::default();
@@ -338,9 +338,9 @@ mod ptm_etmv3 {
 /// lister, end to end).
 mod ete {
     use super::*;
-    use coresight_decode::generator::Truth;
-    use coresight_decode::generator::check::{decode_dir, truth_from_listing};
-    use coresight_decode::generator::ete::{self, EteOptions};
+    use coresight_generator::Truth;
+    use coresight_generator::check::{decode_dir, truth_from_listing};
+    use coresight_generator::ete::{self, EteOptions};
     use coresight_decode::lister;
     use coresight_decode::logger::{MsgLogger, shared};
 

@@ -9,7 +9,7 @@ use common::{temp_dir, write_files};
 use coresight_decode::decoder::DecodeMode;
 use coresight_decode::error::Error;
 use coresight_decode::logger::{shared, MsgLogger};
-use coresight_decode::snapshot::{parse_number, Snapshot, TreeBuilder};
+use coresight_decode::snapshot::{parse_number, Snapshot, SnapshotError, SnapshotWarning, TreeBuilder, WarningKind};
 
 const SNAPSHOT_INI: &str = "; test snapshot\n[snapshot]\nversion=1.0\ndescription=unit test\n\n[device_list]\ndevice0=cpu_0.ini\ndevice1=etm_0.ini\ndevice2=stm.ini\n\n[trace]\nmetadata=trace.ini\n";
 const CPU_INI: &str = "[device]\nname=cpu_0\nclass=core\ntype=Cortex-A53\n\n[regs]\nPC(size:64)=0xFFFFFFC000081000\nSP(size:64)=0\n\n[dump1]\nfile=mem.bin\naddress=0x1000\nlength=0x10\n\n[dump.text]\nfile=mem2.bin\naddress=0x8000\noffset=4\nlength=8\nspace=EL1N\n";
@@ -127,22 +127,24 @@ fn tree_builder_logs_problems_as_opencsd_does() {
     );
 }
 
-fn broken(name: &str, file: &str, contents: &str) -> Error {
+fn broken(name: &str, file: &str, contents: &str) -> SnapshotError {
     let dir = good_snapshot(name);
     write_files(&dir, &[(file, contents.as_bytes())]);
     Snapshot::load(&dir).expect_err("broken snapshot must not load")
 }
 
-fn assert_snapshot_err(e: Error, file: &str, line: Option<usize>, text: &str) {
+fn assert_snapshot_err(e: SnapshotError, file: &str, line: Option<usize>, text: &str) {
     let msg = e.to_string();
-    match e {
-        Error::Snapshot { path, line: l, message } => {
-            assert!(path.ends_with(file), "{msg}");
-            assert_eq!(l, line, "{msg}");
-            assert!(message.contains(text), "{msg}");
-        }
-        other => panic!("expected a snapshot error, got {other:?}"),
-    }
+    assert!(e.path.ends_with(file), "{msg}");
+    assert_eq!(e.line, line, "{msg}");
+    assert!(e.message.contains(text), "{msg}");
+    // Displayed as path:line: message, on one line, with no Rust debug text.
+    let expect = match line {
+        Some(l) => format!("{}:{l}: {}", e.path.display(), e.message),
+        None => format!("{}: {}", e.path.display(), e.message),
+    };
+    assert_eq!(msg, expect);
+    assert!(!msg.contains('\n') && !msg.contains("Some(") && !msg.contains("\"["), "{msg}");
 }
 
 #[test]
@@ -199,7 +201,12 @@ fn broken_files_name_file_line_and_problem() {
         Some(3),
         "cannot read device file 'gone.ini'",
     );
-    assert_snapshot_err(broken("ss_syntax", "etm_0.ini", "[device\nname=x\n"), "etm_0.ini", Some(3), "not a valid .ini file");
+    assert_snapshot_err(
+        broken("ss_syntax", "etm_0.ini", "[device\nname=x\n"),
+        "etm_0.ini",
+        Some(1),
+        "expected a section header '[name]', found '[device' (no closing ']')",
+    );
     assert_snapshot_err(broken("ss_no_list", "snapshot.ini", "[snapshot]\nversion=1\n"), "snapshot.ini", None, "missing [device_list]");
 }
 
@@ -207,8 +214,11 @@ fn broken_files_name_file_line_and_problem() {
 fn missing_directory_is_an_io_error_naming_the_file() {
     let e = Snapshot::load(Path::new(env!("CARGO_TARGET_TMPDIR")).join("does_not_exist")).unwrap_err();
     let msg = e.to_string();
-    assert!(matches!(e, Error::Io { .. }), "{msg}");
-    assert!(msg.contains("does_not_exist/snapshot.ini"), "{msg}");
+    assert_eq!(e.io, Some(std::io::ErrorKind::NotFound), "{msg}");
+    assert!(msg.ends_with("does_not_exist/snapshot.ini: no such file"), "{msg}");
+    // Through the crate's error type too.
+    let e: Error = e.into();
+    assert_eq!(e.to_string(), msg);
 }
 
 /// A snapshot with `dumps` dump sections in its core and `buffers` trace
@@ -304,4 +314,274 @@ fn ini_that_is_not_a_regular_file_is_refused() {
     std::fs::create_dir(dir.join("cpu_0.ini")).unwrap();
     let e = Snapshot::load(&dir).unwrap_err().to_string();
     assert!(e.contains("cpu_0.ini") && e.contains("directory"), "{e}");
+}
+
+#[test]
+fn malformed_line_names_file_line_and_what_was_expected() {
+    let e = broken("ss_bad_line", "cpu_0.ini", "[device]\nname=cpu_0\nclass core\ntype=Cortex-A53\n");
+    let path = e.path.display().to_string();
+    assert!(path.ends_with("ss_bad_line/cpu_0.ini"), "{path}");
+    assert_eq!(
+        e.to_string(),
+        format!("{path}:3: expected 'key=value', a '[section]' header or a comment (';' or '#'), found 'class core'")
+    );
+    let e = broken("ss_no_key", "trace.ini", "[trace_buffers]\n=buffer0\n");
+    assert_eq!(e.to_string(), format!("{}:2: expected a key before '=', found '=buffer0'", e.path.display()));
+    let e = broken("ss_after_header", "stm.ini", "[device] name=STM_0\n");
+    assert_eq!(e.to_string(), format!("{}:1: expected nothing after the section header [device], found 'name=STM_0'", e.path.display()));
+}
+
+#[test]
+fn duplicate_section_is_a_warning_naming_file_and_lines() {
+    let dir = good_snapshot("ss_dup_section");
+    // A second [regs] section: its registers are read with the first's.
+    write_files(&dir, &[("stm.ini", b"[device]\nname=STM_0\nclass=trace_source\ntype=STM\n[regs]\nSTMTCSR=0x00200007\n\n[Regs]\nSTMHEMCR=1\n")]);
+    let ss = Snapshot::load(&dir).unwrap();
+    let path = ss.path_of("stm.ini");
+    assert_eq!(
+        ss.warnings(),
+        [SnapshotWarning {
+            path: path.clone(),
+            line: Some(8),
+            kind: WarningKind::DuplicateSection { section: "Regs".into(), first_line: 5 },
+        }]
+    );
+    assert_eq!(
+        ss.warnings()[0].to_string(),
+        format!("{}:8: warning: section [Regs] appears again (first on line 5); its entries are read as part of the first", path.display())
+    );
+    let regs: Vec<&str> = ss.device("STM_0").unwrap().regs.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(regs, ["STMTCSR", "STMHEMCR"]);
+
+    // An entry before any section header belongs to none.
+    write_files(&dir, &[("stm.ini", b"; STM\nname=STM_0\n[device]\nname=STM_0\nclass=trace_source\ntype=STM\n[regs]\nSTMTCSR=1\n")]);
+    let ss = Snapshot::load(&dir).unwrap();
+    assert_eq!(
+        ss.warnings().iter().map(ToString::to_string).collect::<Vec<_>>(),
+        [format!("{}:2: warning: 'name=' comes before any [section] header; it is ignored (expected it inside a section)", path.display())]
+    );
+}
+
+#[test]
+fn duplicate_key_is_a_warning_and_the_first_value_is_used() {
+    let dir = good_snapshot("ss_dup_key");
+    write_files(
+        &dir,
+        &[
+            ("stm.ini", b"[device]\nname=STM_0\nclass=trace_source\ntype=STM\n[regs]\nSTMTCSR=0x00200007\nstmtcsr=0x00300007\n"),
+            // A core traced by two sources repeats its key by design: no warning.
+            ("trace.ini", TRACE_INI.replace("cpu_0=etm_0\n", "cpu_0=etm_0\ncpu_0=STM_0\n").as_bytes()),
+        ],
+    );
+    let ss = Snapshot::load(&dir).unwrap();
+    let path = ss.path_of("stm.ini");
+    assert_eq!(
+        ss.warnings(),
+        [SnapshotWarning {
+            path: path.clone(),
+            line: Some(7),
+            kind: WarningKind::DuplicateKey { section: "regs".into(), key: "stmtcsr".into(), first_line: 6 },
+        }]
+    );
+    assert_eq!(
+        ss.warnings()[0].to_string(),
+        format!(
+            "{}:7: warning: key 'stmtcsr' appears again in [regs] (first on line 6); the first value is used and this line is ignored",
+            path.display()
+        )
+    );
+    let stm = ss.device("STM_0").unwrap();
+    assert_eq!(stm.regs.len(), 1);
+    assert_eq!(stm.regs[0].value, 0x0020_0007);
+    assert_eq!(ss.core_trace_sources, [("cpu_0".to_string(), "etm_0".to_string()), ("cpu_0".to_string(), "STM_0".to_string())]);
+}
+
+#[test]
+fn missing_memory_dump_is_a_warning_returned_to_the_library_user() {
+    let dir = good_snapshot("ss_missing_dump");
+    std::fs::remove_file(dir.join("mem2.bin")).unwrap();
+    let ss = Snapshot::load(&dir).unwrap();
+    let ini = ss.path_of("cpu_0.ini");
+    let dump = ss.path_of("mem2.bin");
+    assert_eq!(
+        ss.warnings(),
+        [SnapshotWarning {
+            path: ini.clone(),
+            line: Some(16),
+            kind: WarningKind::MissingDump { file: "mem2.bin".into(), path: dump.clone(), reason: "no such file".into() },
+        }]
+    );
+    assert_eq!(
+        ss.warnings()[0].to_string(),
+        format!(
+            "{}:16: warning: memory dump file 'mem2.bin' cannot be read ({}: no such file); the memory it holds is not mapped",
+            ini.display(),
+            dump.display()
+        )
+    );
+    // The tree is still built, with the dump that is there; the listing
+    // keeps OpenCSD's message for the one that is not.
+    let out = shared(MsgLogger::capture());
+    let tree = TreeBuilder::new(&ss)
+        .build("ETB_0", DecodeMode::FullDecode, |t| t.set_error_output(Some(out.clone())))
+        .unwrap()
+        .unwrap();
+    assert_eq!(tree.mem_mapper().unwrap().borrow().len(), 1);
+    assert_eq!(
+        out.borrow().captured(),
+        format!(
+            "ss2_dcdtree : 0x0003 (OCSD_ERR_NOT_INIT) [Component not initialised.]; Failed to create memory accessor for file {}.",
+            dump.display()
+        )
+    );
+
+    // A dump section mapping more than its file holds.
+    let dir = good_snapshot("ss_short_dump");
+    write_files(&dir, &[("mem.bin", &[0u8; 8])]);
+    let ss = Snapshot::load(&dir).unwrap();
+    assert_eq!(
+        ss.warnings().iter().map(ToString::to_string).collect::<Vec<_>>(),
+        [format!(
+            "{}:11: warning: memory dump 'mem.bin': 16 bytes from offset 0 run past the end of the file (8 bytes); the dump is not mapped",
+            ss.path_of("cpu_0.ini").display()
+        )]
+    );
+}
+
+#[test]
+fn formatted_buffer_of_440_bytes_warns_of_its_8_byte_tail() {
+    let dir = good_snapshot("ss_partial_frame");
+    // ETB_0 is a.bin then b.bin: 16 + 424 bytes.
+    write_files(&dir, &[("b.bin", &[0u8; 424])]);
+    let ss = Snapshot::load(&dir).unwrap();
+    let b = ss.path_of("b.bin");
+    assert_eq!(
+        ss.warnings(),
+        [SnapshotWarning {
+            path: b.clone(),
+            line: None,
+            kind: WarningKind::PartialFrame { buffer: "ETB_0".into(), offset: 432, length: 8 },
+        }]
+    );
+    assert_eq!(
+        ss.warnings()[0].to_string(),
+        format!(
+            "{}: warning: trace buffer ETB_0 ends with 8 bytes at byte 432 that are not a whole 16-byte frame; \
+             the frames before them are decoded, these bytes are not",
+            b.display()
+        )
+    );
+    // An unformatted buffer has no frames to end inside.
+    write_files(&dir, &[("b.bin", &[0u8; 16]), ("c.bin", &[0u8; 5])]);
+    assert_eq!(Snapshot::load(&dir).unwrap().warnings(), []);
+}
+
+#[test]
+fn good_snapshot_has_no_warnings() {
+    let ss = Snapshot::load(good_snapshot("ss_no_warnings")).unwrap();
+    assert_eq!(ss.warnings(), []);
+}
+
+/// Decodes `buffer` of the snapshot in `dir` (full decode, in 1024-byte
+/// blocks as the lister reads them): the elements printed one a line, and
+/// what the tree logged.
+fn decode_lines(dir: &Path, buffer: &str) -> (Vec<String>, String) {
+    use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
+    use coresight_decode::elem::TraceElement;
+    use coresight_decode::interfaces::{TrcDataIn, TrcGenElemIn};
+    use std::sync::{Arc, Mutex};
+
+    struct Lines(Arc<Mutex<Vec<String>>>);
+    impl TrcGenElemIn for Lines {
+        fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp {
+            let mut s = format!("Idx:{index}; ID:{trace_id:x}; ");
+            elem.write_to(&mut s);
+            self.0.lock().unwrap().push(s);
+            DatapathResp::Cont
+        }
+    }
+    let ss = Snapshot::load(dir).unwrap();
+    let log = shared(MsgLogger::capture());
+    let mut tree = TreeBuilder::new(&ss)
+        .build(buffer, DecodeMode::FullDecode, |t| t.set_error_output(Some(log.clone())))
+        .unwrap()
+        .unwrap();
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    tree.set_gen_elem_out(Box::new(Lines(lines.clone())));
+    let data: Vec<u8> = ss.buffer_paths(ss.buffer(buffer).unwrap()).iter().flat_map(|p| std::fs::read(p).unwrap()).collect();
+    let mut at = 0;
+    while at < data.len() {
+        let end = (at + 1024).min(data.len());
+        let (resp, used) = tree.trace_data_in(DatapathOp::Data, at as TrcIndex, &data[at..end]);
+        assert!(resp.is_cont(), "{resp:?} at {at}");
+        at += used;
+    }
+    assert!(tree.trace_data_in(DatapathOp::Eot, 0, &[]).0.is_cont());
+    let lines = lines.lock().unwrap().clone();
+    let text = log.borrow().captured().to_string();
+    (lines, text)
+}
+
+#[test]
+fn formatted_buffer_of_440_bytes_decodes_its_27_whole_frames() {
+    // The ETMv4 snapshot of snapshots/ (a formatted buffer), cut to 440
+    // bytes: the tree decodes exactly what it decodes from the 432 bytes
+    // of the 27 whole frames, and logs the 8 bytes left over.
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("snapshots/etmv4-a64");
+    let files: Vec<(String, Vec<u8>)> = std::fs::read_dir(&src)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file())
+        .map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read(&p).unwrap()))
+        .collect();
+    let trace = &files.iter().find(|(n, _)| n == "trace.bin").expect("the snapshot has trace.bin").1;
+    assert!(trace.len() >= 448, "{}", trace.len());
+    let copy = |name: &str, len: usize| {
+        let dir = temp_dir(name);
+        for (n, bytes) in &files {
+            let bytes = if n == "trace.bin" { &bytes[..len] } else { &bytes[..] };
+            write_files(&dir, &[(n.as_str(), bytes)]);
+        }
+        dir
+    };
+    let whole = copy("ss_440_whole", 432);
+    let cut = copy("ss_440_cut", 440);
+    let ss = Snapshot::load(&cut).unwrap();
+    assert_eq!(
+        ss.warnings(),
+        [SnapshotWarning {
+            path: ss.path_of("trace.bin"),
+            line: None,
+            kind: WarningKind::PartialFrame { buffer: ss.buffer_names()[0].to_string(), offset: 432, length: 8 },
+        }]
+    );
+    let buffer = ss.buffer_names()[0].to_string();
+    let (expect, expect_log) = decode_lines(&whole, &buffer);
+    let (got, got_log) = decode_lines(&cut, &buffer);
+    assert!(expect.len() > 20, "{expect:?}");
+    assert!(expect.iter().any(|l| l.contains("INSTR_RANGE")), "{expect:?}");
+    assert_eq!(got, expect);
+    // The tail is reported as the end of trace comes, before the decoders
+    // finish.
+    assert_eq!(
+        got_log,
+        format!(
+            "DFMT_CSFRAMES : 0x0006 (OCSD_ERR_INVALID_PARAM_VAL) [Invalid value parameter passed to component.]; \
+             TrcIdx=432; Incomplete frame at end of trace: 8 bytes not decoded (frames are 16 bytes).\n{expect_log}"
+        )
+    );
+}
+
+#[test]
+fn unknown_buffer_names_the_snapshot_and_the_buffers_it_has() {
+    let dir = good_snapshot("ss_unknown_buffer_name");
+    let ss = Snapshot::load(&dir).unwrap();
+    let e = TreeBuilder::new(&ss).build("ETB_9", DecodeMode::FullDecode, |_| {}).err().expect("no such buffer");
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "{}: no trace buffer named 'ETB_9' (expected one of: ETB_0, ETB_1): 0x0025 (OCSD_ERR_TEST_SNAPSHOT_READ) [test snapshot reader error]",
+            ss.dir
+        )
+    );
 }

@@ -9,11 +9,11 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use coresight_decode::etmv4::decode::SPEC_DEPTH_LIMIT;
-use coresight_decode::generator::check::decode;
+use coresight_generator::check::decode;
 use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use coresight_decode::decoder::DecodeMode;
 use coresight_decode::elem::TraceElement;
-use coresight_decode::generator::{generate, BufferLayout, GenOptions, GenProtocol, Generated};
+use coresight_generator::{generate, BufferLayout, GenOptions, GenProtocol, Generated};
 use coresight_decode::interfaces::{TrcDataIn, TrcGenElemIn};
 use coresight_decode::snapshot::Snapshot;
 

@@ -2,20 +2,21 @@
 //! trace units, memory from the ELF) → decode → Tarmac (the writer) →
 //! compare. The instruction streams must be the same.
 
-use std::cell::RefCell;
+
+use coresight_decode::shared::Lock;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::rc::Rc;
+use std::sync::Arc;
 
-use coresight_decode::generator::BufferLayout;
-use coresight_decode::generator::check::decode_with;
-use coresight_decode::generator::execution::{elf_images, generate_from_execution, insns_from_tarmac, ExecProtocol};
+use coresight_generator::BufferLayout;
+use coresight_generator::check::decode_with;
+use coresight_generator::execution::{elf_images, generate_from_execution, insns_from_tarmac, ExecProtocol};
 use coresight_decode::tarmac::compare::{self, CompareOptions};
 use coresight_decode::tarmac::writer::{MemImage, TarmacWriter, WriterOptions};
 use coresight_decode::tarmac::Reader;
 
 #[derive(Clone, Default)]
-struct Shared(Rc<RefCell<Vec<u8>>>);
+struct Shared(Arc<Lock<Vec<u8>>>);
 
 impl Write for Shared {
     fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
@@ -178,7 +179,7 @@ fn trace_matcher_form_with_flow_exception_and_link_lines_reads_back_the_same() {
 /// execution with another trace unit, decoded again: the same stream.
 #[test]
 fn generated_programs_survive_a_second_trip_as_executions() {
-    use coresight_decode::generator::{generate, GenOptions, GenProtocol};
+    use coresight_generator::{generate, GenOptions, GenProtocol};
     let cases: [(GenProtocol, &[ExecProtocol]); 3] = [
         (GenProtocol::Etmv4, &[ExecProtocol::Ete, ExecProtocol::Etmv4]),
         (GenProtocol::Ptm(Default::default()), &[ExecProtocol::Etmv3, ExecProtocol::Ptm, ExecProtocol::Etmv4]),

@@ -7,9 +7,10 @@
 //! instructions per second (instructions counted from the instruction
 //! ranges' instruction counts). The best of `N` runs is reported.
 
-use std::cell::RefCell;
+
+use coresight_decode::shared::Lock;
 use std::process::ExitCode;
-use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Instant;
 
 use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
@@ -26,7 +27,7 @@ struct Counter {
     instructions: u64,
 }
 
-struct CountSink(Rc<RefCell<Counter>>);
+struct CountSink(Arc<Lock<Counter>>);
 
 impl TrcGenElemIn for CountSink {
     fn trace_elem_in(&mut self, _index: TrcIndex, _trace_id: u8, elem: &TraceElement) -> DatapathResp {
@@ -60,7 +61,7 @@ fn run_once(ss: &Snapshot, source: &str, data: &[u8], block: usize) -> Result<Ru
             let _ = d.configure(cfg);
         }
     }
-    let counter = Rc::new(RefCell::new(Counter::default()));
+    let counter = Arc::new(Lock::new(Counter::default()));
     tree.set_gen_elem_out(Box::new(CountSink(counter.clone())));
 
     let start = Instant::now();

@@ -12,10 +12,11 @@
 #[path = "trc_cov/lcov.rs"]
 mod lcov;
 
-use std::cell::RefCell;
+
+use coresight_decode::shared::Lock;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::rc::Rc;
+use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand};
 use coresight_decode::arch::Isa;
@@ -341,7 +342,7 @@ fn decode_snapshot(dir: &Path, buffer: Option<&str>, merge: Merge) -> Result<Fla
     let Some(mut tree) = TreeBuilder::with_registry(&ss, riscv_trace::registry()).build(&buf.name, DecodeMode::FullDecode, |_| {})? else {
         return Err(Fail(format!("{}: no decodable trace source in buffer {}", dir.display(), buf.name)));
     };
-    let b = Rc::new(RefCell::new(FlatTraceBuilder::new(merge)));
+    let b = Arc::new(Lock::new(FlatTraceBuilder::new(merge)));
     tree.set_gen_elem_out(Box::new(SharedBuilder(b.clone())));
     let mut data = Vec::new();
     for p in ss.buffer_paths(buf) {
@@ -361,7 +362,7 @@ fn decode_snapshot(dir: &Path, buffer: Option<&str>, merge: Merge) -> Result<Fla
     tree.trace_data_in(DatapathOp::Eot, 0, &[]);
     drop(tree);
     b.borrow_mut().finish();
-    Ok(Rc::try_unwrap(b).map(RefCell::into_inner).unwrap_or_else(|rc| std::mem::take(&mut *rc.borrow_mut())))
+    Ok(Arc::try_unwrap(b).map(Lock::into_inner).unwrap_or_else(|rc| std::mem::take(&mut *rc.borrow_mut())))
 }
 
 #[cfg(feature = "disasm")]

@@ -6,10 +6,11 @@
 //! trc_decode -ss_dir DIR [-src_name BUFFER] [-id ID]... [-disasm] [-max_instr N]
 //! ```
 
-use std::cell::RefCell;
+
+use coresight_decode::shared::Lock;
 use std::fmt::Write as _;
 use std::process::ExitCode;
-use std::rc::Rc;
+use std::sync::Arc;
 
 use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use coresight_decode::decoder::DecodeMode;
@@ -21,7 +22,7 @@ use coresight_decode::snapshot::{Snapshot, TreeBuilder};
 
 /// Collects elements; they are printed after each block, when target
 /// memory is free to read for the disassembly.
-struct Collect(Rc<RefCell<Vec<(TrcIndex, u8, TraceElement)>>>);
+struct Collect(Arc<Lock<Vec<(TrcIndex, u8, TraceElement)>>>);
 
 impl TrcGenElemIn for Collect {
     fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp {
@@ -111,7 +112,7 @@ fn main() -> ExitCode {
     if !o.ids.is_empty() {
         tree.set_id_filter(Some(&o.ids));
     }
-    let got = Rc::new(RefCell::new(Vec::new()));
+    let got = Arc::new(Lock::new(Vec::new()));
     tree.set_gen_elem_out(Box::new(Collect(got.clone())));
     #[cfg(feature = "disasm")]
     let dis = if o.disasm {

@@ -31,9 +31,9 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use coresight_decode::generator::etmv4::{self, Etmv4Options};
-use coresight_decode::generator::execution::{elf_images, generate_from_execution, insns_from_tarmac, ExecProtocol};
-use coresight_decode::generator::{generate, BufferLayout, GenOptions, GenProtocol, Generated};
+use coresight_generator::etmv4::{self, Etmv4Options};
+use coresight_generator::execution::{elf_images, generate_from_execution, insns_from_tarmac, ExecProtocol};
+use coresight_generator::{generate, BufferLayout, GenOptions, GenProtocol, Generated};
 use coresight_decode::tarmac::Reader;
 
 fn usage() -> &'static str {

@@ -16,9 +16,10 @@
 //!
 //! `seeds.py` writes seeds in this layout from the project's snapshots.
 
-use std::cell::Cell;
+
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::path::PathBuf;
-use std::rc::Rc;
+use std::sync::Arc;
 
 use coresight_decode::arch::ArchProfile;
 use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
@@ -151,7 +152,7 @@ pub fn memory_image() -> Vec<u8> {
 /// Element sink: formats each element as the lister would, and answers
 /// WAIT now and then when asked to.
 struct Sink {
-    waits: Rc<Cell<u32>>,
+    waits: Arc<AtomicU32>,
     text: String,
 }
 
@@ -160,12 +161,12 @@ impl TrcGenElemIn for Sink {
         use std::fmt::Write;
         self.text.clear();
         let _ = write!(self.text, "{elem}");
-        let w = self.waits.get();
+        let w = self.waits.load(Ordering::Relaxed);
         if w > 0 && w.is_multiple_of(3) {
-            self.waits.set(w - 1);
+            self.waits.store(w - 1, Ordering::Relaxed);
             return DatapathResp::Wait;
         }
-        self.waits.set(w.saturating_sub(1));
+        self.waits.store(w.saturating_sub(1), Ordering::Relaxed);
         DatapathResp::Cont
     }
 }
@@ -249,7 +250,7 @@ pub fn run_protocol(protocol: Protocol, data: &[u8]) {
             let _ = mapper.borrow_mut().add_accessor(Box::new(acc));
         }
     }
-    let waits = Rc::new(Cell::new(if flags & 0x80 != 0 { 50 } else { 0 }));
+    let waits = Arc::new(AtomicU32::new(if flags & 0x80 != 0 { 50 } else { 0 }));
     tree.set_gen_elem_out(Box::new(Sink { waits: waits.clone(), text: String::new() }));
     if flags & 0x40 != 0 || mode == DecodeMode::PacketsOnly {
         let slot = if matches!(format, SourceFormat::Single) { 0 } else { id };

@@ -5,7 +5,7 @@
 //! architecture version (read from TRCDEVARCH) is 5. This module gives
 //! the protocol its own name, registers and component names.
 
-use std::rc::Rc;
+use std::sync::Arc;
 
 use crate::decoder::{DecoderFactory, SourceConfig};
 use crate::etmv4::{create_component, EtmV4Config};
@@ -21,6 +21,6 @@ pub fn config_from_source(cfg: &SourceConfig) -> EtmV4Config {
 }
 
 /// The protocol's factory for the decoder registry.
-pub fn factory() -> Rc<dyn DecoderFactory> {
-    Rc::new(ProtocolFactory::new(&ETE, |info, cfg, ctx| Ok(create_component(info.name, config_from_source(cfg), ctx))))
+pub fn factory() -> Arc<dyn DecoderFactory> {
+    Arc::new(ProtocolFactory::new(&ETE, |info, cfg, ctx| Ok(create_component(info.name, config_from_source(cfg), ctx))))
 }

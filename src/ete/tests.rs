@@ -2,8 +2,9 @@
 //! small A64 programs with their exact generic elements. The ETMv4 test
 //! helpers are shared (ETE runs on the same processor and decoder).
 
-use std::cell::RefCell;
-use std::rc::Rc;
+
+use crate::shared::Lock;
+use std::sync::Arc;
 
 use super::*;
 use crate::arch::{ArchProfile, ArchVersion, CoreProfile};
@@ -672,9 +673,9 @@ fn decode_sessions(cfg: EtmV4Config, sessions: &[&[u8]]) -> Vec<String> {
     let mut mapper = MemAccMapper::default();
     mapper.add_accessor(Box::new(BufferAccessor::new(0x1000, program(), MemSpace::ANY).unwrap())).unwrap();
     let err_out = shared(MsgLogger::capture());
-    let elems = Rc::new(RefCell::new(Vec::new()));
+    let elems = Arc::new(Lock::new(Vec::new()));
     let router = shared(ElemRouter::default());
-    struct Log(Rc<RefCell<Vec<String>>>);
+    struct Log(Arc<Lock<Vec<String>>>);
     impl crate::interfaces::TrcGenElemIn for Log {
         fn trace_elem_in(&mut self, index: u64, trace_id: u8, elem: &crate::elem::TraceElement) -> crate::datapath::DatapathResp {
             let mut s = format!("Idx:{index}; ID:{trace_id:x}; ");

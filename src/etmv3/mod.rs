@@ -18,7 +18,7 @@ mod processor;
 #[cfg(test)]
 mod tests;
 
-use std::rc::Rc;
+use std::sync::Arc;
 
 pub use decoder::Etmv3Decoder;
 pub use packet::{Etmv3Exception, Etmv3Packet, Etmv3PktType};
@@ -32,12 +32,19 @@ use crate::protocols::{ProtocolFactory, ETMV3};
 /// What an ETMv3 source traces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Etmv3TraceMode {
+    /// Instruction trace only.
     InstrOnly,
+    /// Instruction trace with data values.
     InstrDataValue,
+    /// Instruction trace with data addresses.
     InstrDataAddr,
+    /// Instruction trace with data values and addresses.
     InstrDataValueAddr,
+    /// Data trace only (ETMCR data-only mode), values.
     DataOnlyValue,
+    /// Data trace only, addresses.
     DataOnlyAddr,
+    /// Data trace only, values and addresses.
     DataOnlyValueAddr,
 }
 
@@ -93,9 +100,11 @@ impl Etmv3Config {
         }
     }
 
+    /// Trace ID of the source (ETMTRACEIDR bits 6:0).
     pub fn trace_id(&self) -> u8 {
         (self.reg_trc_id & 0x7f) as u8
     }
+    /// Cycle-accurate tracing enabled (ETMCR bit 12).
     pub fn cycle_accurate(&self) -> bool {
         self.reg_ctrl & Self::CTRL_CYCLEACC != 0
     }
@@ -103,18 +112,23 @@ impl Etmv3Config {
     pub fn minor_rev(&self) -> u32 {
         (self.reg_idr >> 4) & 0xf
     }
+    /// Instructions are traced: data-only mode is off (ETMCR bit 20 clear).
     pub fn instr_trace(&self) -> bool {
         self.reg_ctrl & Self::CTRL_DATAONLY == 0
     }
+    /// Data values are traced (ETMCR data access bit 2).
     pub fn data_value_trace(&self) -> bool {
         self.reg_ctrl & Self::CTRL_DATAVAL != 0
     }
+    /// Data addresses are traced (ETMCR data access bit 3).
     pub fn data_addr_trace(&self) -> bool {
         self.reg_ctrl & Self::CTRL_DATAADDR != 0
     }
+    /// Data values or addresses are traced.
     pub fn data_trace(&self) -> bool {
         self.reg_ctrl & (Self::CTRL_DATAADDR | Self::CTRL_DATAVAL) != 0
     }
+    /// What the source traces, from ETMCR's data access and data-only bits.
     pub fn trace_mode(&self) -> Etmv3TraceMode {
         use Etmv3TraceMode::*;
         match (self.instr_trace(), self.data_value_trace(), self.data_addr_trace()) {
@@ -141,18 +155,23 @@ impl Etmv3Config {
     pub fn ctxt_id_bytes(&self) -> usize {
         [0, 1, 2, 4][((self.reg_ctrl >> 14) & 3) as usize]
     }
+    /// Virtualization Extensions implemented: Hyp mode and VMID (ETMCCER bit 26).
     pub fn has_virt_ext(&self) -> bool {
         self.reg_ccer & Self::CCER_VIRTEXT != 0
     }
+    /// VMID tracing enabled (ETMCR bit 30).
     pub fn vmid_trace(&self) -> bool {
         self.reg_ctrl & Self::CTRL_VMID_ENA != 0
     }
+    /// Timestamping implemented (ETMCCER bit 22).
     pub fn has_ts(&self) -> bool {
         self.reg_ccer & Self::CCER_HAS_TS != 0
     }
+    /// Timestamps enabled (ETMCR bit 28).
     pub fn ts_enabled(&self) -> bool {
         self.reg_ctrl & Self::CTRL_TS_ENA != 0
     }
+    /// Timestamps are 64 bits rather than 48 (ETMCCER bit 29).
     pub fn ts_64bit(&self) -> bool {
         self.reg_ccer & Self::CCER_TS64BIT != 0
     }
@@ -160,8 +179,8 @@ impl Etmv3Config {
 
 /// The protocol's factory for the decoder registry: a packet processor,
 /// and in full decode mode the decoder behind it.
-pub fn factory() -> Rc<dyn DecoderFactory> {
-    Rc::new(ProtocolFactory::new(&ETMV3, |info, cfg, ctx| {
+pub fn factory() -> Arc<dyn DecoderFactory> {
+    Arc::new(ProtocolFactory::new(&ETMV3, |info, cfg, ctx| {
         let config = Etmv3Config::from_source(cfg);
         let dec = ctx.decoder_for_mode(|| Etmv3Decoder::new(config, ctx));
         Ok(Box::new(Pipeline::new(info.name, Etmv3Processor::new(config, ctx), dec)))

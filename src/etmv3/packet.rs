@@ -17,24 +17,45 @@ pub enum Etmv3PktType {
     NotSync,
     /// A partial packet at the end of the trace.
     IncompleteEot,
+    /// Branch address: the target of a taken branch, possibly with exception information.
     BranchAddress,
+    /// Alignment synchronisation: a run of 0x00 bytes ended by 0x80.
     ASync,
+    /// Cycle count: the cycles since the last one (header 0x04).
     CycleCount,
+    /// Instruction synchronisation: full address, ISA, security state and context ID (header
+    /// 0x08).
     ISync,
+    /// Instruction synchronisation with a cycle count (cycle-accurate mode, header 0x70).
     ISyncCycle,
+    /// Trigger: the trigger event occurred (header 0x0C).
     Trigger,
+    /// P-header: E / N atoms, one per instruction executed or failing its condition, with
+    /// cycle counts in cycle-accurate mode.
     PHdr,
+    /// Store failed: the last store-exclusive did not write (data trace, header 0x50).
     StoreFail,
+    /// Out-of-order data value, matched to its placeholder by tag.
     OooData,
+    /// Out-of-order data address placeholder.
     OooAddrPlc,
+    /// Normal data: a data address and / or value for a load or store.
     NormData,
+    /// Data suppressed: the ETM's FIFO was filling and data trace was dropped (header 0x62).
     DataSuppressed,
+    /// Value not traced: a data access whose value was filtered out.
     ValNotTraced,
+    /// Ignore: padding (header 0x66).
     Ignore,
+    /// Context ID: new CONTEXTIDR value (header 0x6E).
     ContextId,
+    /// VMID: new VMID value (header 0x3C).
     Vmid,
+    /// Exception entry marker (M-profile data trace, header 0x7E).
     ExceptionEntry,
+    /// Exception exit: return from an exception (header 0x76).
     ExceptionExit,
+    /// Timestamp (header 0x42 or 0x46).
     Timestamp,
     /// A packet with an invalid byte sequence.
     BadSequence,
@@ -85,13 +106,17 @@ impl Etmv3PktType {
 /// Exception information of a branch address packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct Etmv3Exception {
+    /// The branch address packet carried exception information.
     pub present: bool,
     /// The exception cancels the last instruction traced.
     pub cancel: bool,
     /// M-profile numbering.
     pub cm_type: bool,
+    /// M-profile: the resume field (the exception continued a multi-cycle instruction).
     pub cm_resume: u8,
+    /// M-profile: interrupt number, when the exception is an interrupt.
     pub cm_irq_n: u16,
+    /// Exception number (in M-profile numbering when `cm_type`).
     pub number: u16,
 }
 
@@ -99,47 +124,79 @@ pub struct Etmv3Exception {
 /// as the packet processor keeps it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Etmv3Packet {
+    /// Type of the current packet.
     pub pkt_type: Etmv3PktType,
     /// The type the packet had when it was found bad.
     pub err_type: Etmv3PktType,
 
     // ---- state carried between packets ----
+    /// Instruction address (bits above `addr_valid_bits` unknown).
     pub addr: u64,
+    /// Number of low address bits known.
     pub addr_valid_bits: u8,
+    /// Number of address bits this packet gave.
     pub addr_pkt_bits: u8,
+    /// Instruction set of the current address.
     pub curr_isa: Isa,
+    /// Instruction set before this packet (differs from `curr_isa` when it changed).
     pub prev_isa: Isa,
+    /// Alternative ISA (ThumbEE in T32 state).
     pub alt_isa: bool,
+    /// Non-secure state.
     pub ns: bool,
+    /// Hyp mode.
     pub hyp: bool,
+    /// Context ID (CONTEXTIDR) last traced.
     pub context_id: u32,
+    /// VMID last traced.
     pub vmid: u8,
+    /// Timestamp value (units of the global timestamp counter).
     pub timestamp: u64,
     /// Data address (printed by the data packets).
     pub data_addr: u64,
+    /// Number of low data address bits known.
     pub data_addr_valid_bits: u8,
+    /// Number of data address bits this packet gave.
     pub data_addr_pkt_bits: u8,
+    /// Data access was big-endian.
     pub data_be: bool,
+    /// Atoms of the last P-header, oldest in bit 0; 1 is E.
     pub atom_bits: u32,
     /// P-header format (1 to 4).
     pub p_hdr_fmt: u8,
+    /// Reason given by the last I-sync packet.
     pub isync_reason: ISyncReason,
+    /// Exception of the last branch address packet.
     pub exception: Etmv3Exception,
 
     // ---- this packet only ----
+    /// This packet gave NS / Hyp / AltISA.
     pub ctx_updated: bool,
+    /// This packet gave a context ID.
     pub ctxt_id_updated: bool,
+    /// This packet gave a VMID.
     pub vmid_updated: bool,
+    /// Number of atoms in `atom_bits` given by this packet.
     pub atom_num: u8,
+    /// Cycle count of this packet.
     pub cycle_count: u32,
+    /// Number of low timestamp bits this packet gave.
     pub ts_update_bits: u8,
+    /// Out-of-order tag of a data packet (matches a value to its placeholder).
     pub data_ooo_tag: u8,
+    /// Data value of this packet.
     pub data_value: u32,
+    /// This packet gave a data address.
     pub data_update_addr: bool,
+    /// This packet gave the data endianness.
     pub data_update_be: bool,
+    /// This packet gave a data value.
     pub data_update_value: bool,
+    /// This I-sync packet carries a cycle count.
     pub isync_has_cc: bool,
+    /// This I-sync packet carries the address of a load / store in progress (LSiP).
     pub isync_has_lsip: bool,
+    /// This I-sync packet carries no address (data-only trace).
     pub isync_no_addr: bool,
 }
 
@@ -327,6 +384,7 @@ impl Etmv3Packet {
         true
     }
 
+    /// The packet changed the instruction set.
     pub fn isa_changed(&self) -> bool {
         self.curr_isa != self.prev_isa
     }
@@ -336,6 +394,7 @@ impl Etmv3Packet {
         self.ctx_updated || self.ctxt_id_updated || self.vmid_updated
     }
 
+    /// The branch address packet's exception cancels the last instruction traced.
     pub fn is_excep_cancel(&self) -> bool {
         self.exception.present && self.exception.cancel
     }

@@ -13,37 +13,59 @@ pub const ETE_DEFAULT_DEVARCH: u32 = 0x4770_5A13;
 /// Conditional (non-branch) instruction tracing mode (TRCCONFIGR.COND).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum CondTrace {
+    /// Conditional instructions are not traced (COND = 0b000).
     #[default]
     Disabled,
+    /// Only conditional load instructions are traced (0b001).
     Loads,
+    /// Only conditional store instructions are traced (0b010).
     Stores,
+    /// Conditional loads and stores are traced (0b011).
     LoadsStores,
+    /// All conditional instructions are traced (0b111).
     All,
 }
 
 /// Q element support (TRCIDR0.QSUPP).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum QSupport {
+    /// No Q elements (TRCIDR0.QSUPP = 0b00).
     #[default]
     None,
+    /// Q elements with instruction counts only (0b01).
     InstrCountOnly,
+    /// Q elements without instruction counts only (0b10).
     NoInstrCountOnly,
+    /// Q elements with and without instruction counts (0b11).
     Full,
 }
 
 /// Register values of one ETMv4 (or ETE) trace unit and what they mean.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EtmV4Config {
+    /// TRCIDR0: tracing options the trace unit implements (P0 load/store, data, branch
+    /// broadcast, cycle counting, Q elements, timestamp size...).
     pub idr0: u32,
+    /// TRCIDR1: architecture version (TRCARCHMAJ / TRCARCHMIN) and designer.
     pub idr1: u32,
+    /// TRCIDR2: instruction address, context ID, VMID and cycle counter sizes.
     pub idr2: u32,
+    /// TRCIDR8: maximum speculation depth (MAXSPEC).
     pub idr8: u32,
+    /// TRCIDR9: number of P0 right-hand keys (NUMP0KEY).
     pub idr9: u32,
+    /// TRCIDR10: number of P1 right-hand keys (NUMP1KEY).
     pub idr10: u32,
+    /// TRCIDR11: number of special P1 right-hand keys (NUMP1SPC).
     pub idr11: u32,
+    /// TRCIDR12: number of conditional instruction right-hand keys (NUMCONDKEY).
     pub idr12: u32,
+    /// TRCIDR13: number of special conditional instruction right-hand keys (NUMCONDSPC).
     pub idr13: u32,
+    /// TRCCONFIGR: the options enabled for this trace session (context ID, VMID, timestamps,
+    /// cycle counting, branch broadcast, return stack...).
     pub configr: u32,
+    /// TRCTRACEIDR: the trace ID the unit puts on its trace stream (bits 6:0).
     pub traceidr: u32,
     /// ETE's TRCDEVARCH: when present, the architecture version comes
     /// from here (TRCIDR1 of an ETE reads as version 15.15).
@@ -120,24 +142,31 @@ impl EtmV4Config {
     pub fn ls_as_instr_p0(&self) -> bool {
         self.idr0 & 0x6 == 0x6
     }
+    /// Data tracing implemented (TRCIDR0.TRCDATA = 0b11).
     pub fn has_data_trace(&self) -> bool {
         self.idr0 & 0x18 == 0x18
     }
+    /// Branch broadcast implemented (TRCIDR0.TRCBB).
     pub fn has_branch_broadcast(&self) -> bool {
         self.idr0 & 0x20 != 0
     }
+    /// Conditional instruction tracing implemented (TRCIDR0.TRCCOND).
     pub fn has_cond_trace(&self) -> bool {
         self.idr0 & 0x40 != 0
     }
+    /// Cycle counting in instruction trace implemented (TRCIDR0.TRCCCI).
     pub fn has_cycle_count_i(&self) -> bool {
         self.idr0 & 0x80 != 0
     }
+    /// Return stack implemented (TRCIDR0.RETSTACK).
     pub fn has_ret_stack(&self) -> bool {
         self.idr0 & 0x200 != 0
     }
+    /// Number of events in event packets: 1 to 4 (TRCIDR0.NUMEVENT + 1).
     pub fn num_events(&self) -> u8 {
         ((self.idr0 >> 10) & 0x3) as u8 + 1
     }
+    /// Q element support (TRCIDR0.QSUPP).
     pub fn q_support(&self) -> QSupport {
         match (self.idr0 >> 15) & 0x3 {
             0 => QSupport::None,
@@ -146,12 +175,15 @@ impl EtmV4Config {
             _ => QSupport::Full,
         }
     }
+    /// Q elements implemented in any form.
     pub fn has_q_elem(&self) -> bool {
         self.q_support() != QSupport::None
     }
+    /// Q element filtering implemented (TRCIDR0.QFILT, with Q elements).
     pub fn has_q_filter(&self) -> bool {
         self.idr0 & 0x4000 != 0 && self.has_q_elem()
     }
+    /// Exception data tracing implemented (TRCIDR0.TRCEXDATA).
     pub fn has_trc_excp_data(&self) -> bool {
         self.idr0 & 0x20000 != 0
     }
@@ -179,12 +211,15 @@ impl EtmV4Config {
 
     // ---- TRCIDR1 ----
 
+    /// Architecture major version: TRCIDR1.TRCARCHMAJ, or TRCDEVARCH.ARCHVER for an ETE (4
+    /// for ETMv4, 5 for ETE).
     pub fn major_version(&self) -> u8 {
         match self.devarch {
             Some(d) => ((d >> 12) & 0xF) as u8,
             None => ((self.idr1 >> 8) & 0xF) as u8,
         }
     }
+    /// Architecture minor version: TRCIDR1.TRCARCHMIN, or TRCDEVARCH.REVISION for an ETE.
     pub fn minor_version(&self) -> u8 {
         match self.devarch {
             Some(d) => ((d >> 16) & 0xF) as u8,
@@ -225,6 +260,8 @@ impl EtmV4Config {
     pub fn cc_size(&self) -> u32 {
         ((self.idr2 >> 25) & 0xF) + 12
     }
+    /// The TRCCONFIGR.VMIDOPT choice (virtual context ID from CONTEXTIDR_EL2) is implemented
+    /// (TRCIDR2.VMIDOPT, ETMv4.1 and later).
     pub fn vmid_opt(&self) -> bool {
         self.idr2 & 0x2000_0000 != 0 && self.full_version() > 0x40
     }
@@ -239,39 +276,49 @@ impl EtmV4Config {
     pub fn max_spec_depth(&self) -> u32 {
         self.idr8
     }
+    /// Number of P0 right-hand keys; at least 1 (TRCIDR9).
     pub fn p0_key_max(&self) -> u32 {
         if self.idr9 == 0 { 1 } else { self.idr9 }
     }
+    /// Number of P1 right-hand keys (TRCIDR10).
     pub fn p1_key_max(&self) -> u32 {
         self.idr10
     }
+    /// Number of special P1 right-hand keys (TRCIDR11).
     pub fn p1_spcl_key_max(&self) -> u32 {
         self.idr11
     }
+    /// Number of conditional instruction right-hand keys (TRCIDR12).
     pub fn cond_key_max(&self) -> u32 {
         self.idr12
     }
+    /// Number of special conditional instruction right-hand keys (TRCIDR13).
     pub fn cond_spec_key_max(&self) -> u32 {
         self.idr13
     }
 
     // ---- TRCTRACEIDR ----
 
+    /// Trace ID of the trace stream (TRCTRACEIDR.TRACEID, 7 bits).
     pub fn trace_id(&self) -> u8 {
         (self.traceidr & 0x7F) as u8
     }
 
     // ---- TRCCONFIGR ----
 
+    /// Load / store instructions are traced as P0 elements (TRCCONFIGR.INSTP0 non-zero).
     pub fn enabled_ls_p0(&self) -> bool {
         self.configr & 0x6 != 0
     }
+    /// Data address tracing enabled (TRCCONFIGR.DA, where data trace is implemented).
     pub fn enabled_da_trace(&self) -> bool {
         self.has_data_trace() && self.enabled_ls_p0() && self.configr & (1 << 16) != 0
     }
+    /// Data value tracing enabled (TRCCONFIGR.DV, where data trace is implemented).
     pub fn enabled_dv_trace(&self) -> bool {
         self.has_data_trace() && self.enabled_ls_p0() && self.configr & (1 << 17) != 0
     }
+    /// Data address or data value tracing enabled.
     pub fn enabled_data_trace(&self) -> bool {
         self.enabled_da_trace() || self.enabled_dv_trace()
     }
@@ -283,12 +330,15 @@ impl EtmV4Config {
     pub fn enabled_cci(&self) -> bool {
         self.configr & (1 << 4) != 0
     }
+    /// Context ID tracing enabled (TRCCONFIGR.CID).
     pub fn enabled_cid(&self) -> bool {
         self.configr & (1 << 6) != 0
     }
+    /// VMID tracing enabled (TRCCONFIGR.VMID).
     pub fn enabled_vmid(&self) -> bool {
         self.configr & (1 << 7) != 0
     }
+    /// Conditional instruction tracing mode (TRCCONFIGR.COND).
     pub fn enabled_cond_trace(&self) -> CondTrace {
         match (self.configr >> 8) & 0x7 {
             1 => CondTrace::Loads,
@@ -298,12 +348,15 @@ impl EtmV4Config {
             _ => CondTrace::Disabled,
         }
     }
+    /// Global timestamping enabled (TRCCONFIGR.TS).
     pub fn enabled_ts(&self) -> bool {
         self.configr & (1 << 11) != 0
     }
+    /// Return stack enabled (TRCCONFIGR.RS).
     pub fn enabled_ret_stack(&self) -> bool {
         self.configr & (1 << 12) != 0
     }
+    /// Q elements enabled (TRCCONFIGR.QE non-zero).
     pub fn enabled_qe(&self) -> bool {
         self.configr & (0x3 << 13) != 0
     }

@@ -18,7 +18,7 @@ pub mod proc;
 #[cfg(test)]
 pub(crate) mod tests;
 
-use std::rc::Rc;
+use std::sync::Arc;
 
 use crate::decoder::{DecodeContext, DecoderFactory, Pipeline, TraceComponent};
 use crate::logger::ErrLink;
@@ -41,6 +41,6 @@ pub fn create_component(name: &'static str, cfg: EtmV4Config, ctx: &DecodeContex
 }
 
 /// The protocol's factory for the decoder registry.
-pub fn factory() -> Rc<dyn DecoderFactory> {
-    Rc::new(ProtocolFactory::new(&ETMV4, |info, cfg, ctx| Ok(create_component(info.name, EtmV4Config::from_source(cfg), ctx))))
+pub fn factory() -> Arc<dyn DecoderFactory> {
+    Arc::new(ProtocolFactory::new(&ETMV4, |info, cfg, ctx| Ok(create_component(info.name, EtmV4Config::from_source(cfg), ctx))))
 }

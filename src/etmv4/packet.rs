@@ -17,78 +17,139 @@ pub enum PktType {
     NotSync,
     /// Partial packet at the end of the trace.
     IncompleteEot,
+    /// No error: the packet is what its type says.
     #[default]
     NoErrType,
+    /// Packet bytes in a sequence the protocol does not allow.
     BadSequence,
+    /// Packet not valid in the configured trace mode.
     BadTraceMode,
+    /// Header reserved in the architecture.
     Reserved,
     /// Header reserved in the current configuration.
     ReservedCfg,
+    /// Extension header (0x00): async, discard, overflow and the ETE extensions follow.
     Extension,
+    /// Trace info: trace unit state at a synchronisation point (INFO, cycle count threshold,
+    /// speculation depth, P0 key).
     TraceInfo,
+    /// Timestamp, optionally with the cycle count since the last one.
     Timestamp,
+    /// Trace on: trace was off and restarts (a discontinuity).
     TraceOn,
     /// v8-M function return.
     FuncRet,
+    /// Exception: exception type and whether an address follows.
     Except,
+    /// Exception return (header 0x07; reserved in ETE): a P0 element only on Armv7-M.
     ExceptRtn,
     /// ETE software instrumentation.
     Ite,
     /// ETE transaction start / commit.
     TransSt,
+    /// ETE: the current transaction commits.
     TransCommit,
+    /// Cycle count format 1: count, with an optional commit section.
     CcntF1,
+    /// Cycle count format 2: short count, with a commit.
     CcntF2,
+    /// Cycle count format 3: 2-bit count since the last one.
     CcntF3,
+    /// Numbered data synchronisation marker (data trace).
     NumDsMkr,
+    /// Unnumbered data synchronisation marker (data trace).
     UnnumDsMkr,
+    /// Commit: that many speculative P0 elements are committed.
     Commit,
+    /// Cancel format 1: cancels that many of the newest P0 elements.
     CancelF1,
+    /// Cancel format 1 that also marks the newest remaining atom as mispredicted.
     CancelF1Mispred,
+    /// Mispredict: the newest atom went the other way.
     Mispredict,
+    /// Cancel format 2: cancels the newest P0 element and adds atoms in its place.
     CancelF2,
+    /// Cancel format 3: cancels 2 to 5 elements, optionally adding an E atom.
     CancelF3,
+    /// Conditional instruction format 2 (conditional tracing).
     CondIF2,
+    /// Conditional flush: all conditional results pending are dropped.
     CondFlush,
+    /// Conditional result format 4.
     CondResF4,
+    /// Conditional result format 2.
     CondResF2,
+    /// Conditional result format 3.
     CondResF3,
+    /// Conditional result format 1.
     CondResF1,
+    /// Conditional instruction format 1.
     CondIF1,
+    /// Conditional instruction format 3.
     CondIF3,
+    /// Ignore: padding, with no meaning.
     Ignore,
+    /// Event: one or more trace events (TRCEVENTCTL) occurred.
     Event,
+    /// Context: exception level, security state, AArch64, context ID and VMID.
     Ctxt,
+    /// Long 32-bit address in the A32 instruction set (IS0) with a context.
     AddrCtxtL32IS0,
+    /// Long 32-bit address in the T32 instruction set (IS1) with a context.
     AddrCtxtL32IS1,
+    /// Long 64-bit address (IS0: A64 / A32) with a context.
     AddrCtxtL64IS0,
+    /// Long 64-bit address (IS1: T32) with a context.
     AddrCtxtL64IS1,
     /// ETE / ETMv4.6 timestamp marker.
     TsMarker,
+    /// Exact match: the address is one of the three most recent addresses.
     AddrMatch,
+    /// Short address (IS0), replacing the low 9 or 17 bits of the last one.
     AddrSIS0,
+    /// Short address (IS1), replacing the low 8 or 16 bits of the last one.
     AddrSIS1,
+    /// Long 32-bit address (IS0).
     AddrL32IS0,
+    /// Long 32-bit address (IS1).
     AddrL32IS1,
+    /// Long 64-bit address (IS0).
     AddrL64IS0,
+    /// Long 64-bit address (IS1).
     AddrL64IS1,
+    /// Q element: a count of instructions executed without the detail of their P0 elements.
     Q,
     /// ETE source address packets.
     SrcAddrMatch,
+    /// ETE short source address (IS0).
     SrcAddrSIS0,
+    /// ETE short source address (IS1).
     SrcAddrSIS1,
+    /// ETE long 32-bit source address (IS0).
     SrcAddrL32IS0,
+    /// ETE long 32-bit source address (IS1).
     SrcAddrL32IS1,
+    /// ETE long 64-bit source address (IS0).
     SrcAddrL64IS0,
+    /// ETE long 64-bit source address (IS1).
     SrcAddrL64IS1,
+    /// Atom format 6: a run of E atoms followed by one E or N atom.
     AtomF6,
+    /// Atom format 5: five atoms in one of four fixed patterns.
     AtomF5,
+    /// Atom format 2: two atoms.
     AtomF2,
+    /// Atom format 4: four atoms in one of four fixed patterns.
     AtomF4,
+    /// Atom format 1: one atom (E or N).
     AtomF1,
+    /// Atom format 3: three atoms.
     AtomF3,
+    /// Alignment synchronisation: the byte stream's packet boundary (eleven 0x00 then 0x80).
     Async,
+    /// Discard: all uncommitted P0 elements are discarded.
     Discard,
+    /// Overflow: the trace unit's buffer overflowed and trace was lost.
     Overflow,
     /// ETE: exception packet meaning PE reset.
     PeReset,
@@ -175,6 +236,7 @@ impl PktType {
         }
     }
 
+    /// OpenCSD's name of the packet type (`I_ATOM_F1`...).
     pub fn name(self) -> &'static str {
         self.name_desc().0
     }
@@ -184,6 +246,7 @@ impl PktType {
         matches!(self, PktType::BadSequence | PktType::BadTraceMode | PktType::Reserved | PktType::ReservedCfg)
     }
 
+    /// One of the six atom packet formats.
     pub fn is_atom(self) -> bool {
         matches!(self, PktType::AtomF1 | PktType::AtomF2 | PktType::AtomF3 | PktType::AtomF4 | PktType::AtomF5 | PktType::AtomF6)
     }
@@ -192,6 +255,7 @@ impl PktType {
 /// A (possibly partly known) virtual address.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct VAddr {
+    /// Address value; only `valid_bits` low bits are known.
     pub val: u64,
     /// Bits the last packet updated.
     pub pkt_bits: u8,
@@ -204,9 +268,11 @@ pub struct VAddr {
 /// Exception packet details.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct ExceptionInfo {
+    /// Exception type: TYPE of the exception packet (10 bits with the second byte).
     pub exc_type: u16,
     /// 0: none; 1: address follows; 2: address follows, same as previous target.
     pub addr_interp: u8,
+    /// M-profile: a fault was pending (FAULT_PENDING bit of the exception packet).
     pub m_fault_pending: bool,
     /// M-profile exception numbering.
     pub m_type: bool,
@@ -215,6 +281,7 @@ pub struct ExceptionInfo {
 /// Context packet fields.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct PktContext {
+    /// Exception level (0 to 3).
     pub el: u8,
     /// AArch64 (SF).
     pub sf: bool,
@@ -224,16 +291,22 @@ pub struct PktContext {
     pub nse: bool,
     /// This packet carried context (otherwise "same as last time").
     pub updated: bool,
+    /// This packet updated the context ID.
     pub updated_c: bool,
+    /// This packet updated the VMID.
     pub updated_v: bool,
+    /// Context ID (CONTEXTIDR), when traced.
     pub ctxt_id: u32,
+    /// VMID, when traced.
     pub vmid: u32,
 }
 
 /// Atom pattern: bit 0 is the oldest atom; 1 means E.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct Atoms {
+    /// Atom bits, oldest first in bit 0: 1 is E (executed / taken), 0 is N.
     pub en_bits: u32,
+    /// Number of atoms in `en_bits`.
     pub num: u8,
 }
 
@@ -249,12 +322,15 @@ pub struct TraceInfo {
 }
 
 impl TraceInfo {
+    /// Cycle counting enabled (INFO.CC_ENABLED, bit 0).
     pub fn cc_enabled(&self) -> bool {
         self.val & 1 != 0
     }
+    /// Conditional tracing enabled (INFO.COND_ENABLED, bits 3:1).
     pub fn cond_enabled(&self) -> u8 {
         ((self.val >> 1) & 0x7) as u8
     }
+    /// ETE: the PE is in transactional state (INFO.TSTATE, bit 6).
     pub fn in_trans_state(&self) -> bool {
         self.val & 0x40 != 0
     }
@@ -263,10 +339,15 @@ impl TraceInfo {
 /// Q packet fields.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct QInfo {
+    /// Instruction count (when `count_present`).
     pub count: u32,
+    /// Q packet type: the low 4 bits of its header (0xF: no count known).
     pub q_type: u8,
+    /// The packet carries an instruction count.
     pub count_present: bool,
+    /// The packet carries an address.
     pub addr_present: bool,
+    /// The address is given by exact match of the address history.
     pub addr_match: bool,
 }
 
@@ -274,6 +355,7 @@ pub struct QInfo {
 /// packet to packet.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct EtmV4Packet {
+    /// Type of the current packet.
     pub pkt_type: PktType,
     /// For error types: the type the packet started as.
     pub err_type: PktType,
@@ -283,35 +365,61 @@ pub struct EtmV4Packet {
     pub protocol_version: u8,
 
     // ---- state carried between packets ----
+    /// Current instruction address (updated by address packets, with history for exact
+    /// matches).
     pub addr: VAddr,
     /// Instruction set of `addr` (IS bit).
     pub addr_is: u8,
     addr_stack: [(VAddr, u8); 3],
+    /// Current context (from context and address-with-context packets).
     pub context: PktContext,
+    /// A context has been received since synchronisation.
     pub context_valid: bool,
+    /// Global timestamp value (units of the system timestamp counter).
     pub timestamp: u64,
+    /// Number of low timestamp bits the last timestamp packet changed.
     pub ts_bits_changed: u8,
+    /// A timestamp has been received.
     pub ts_valid: bool,
+    /// The last trace info packet's INFO section.
     pub trace_info: TraceInfo,
+    /// Cycle count threshold from the trace info packet.
     pub cc_threshold: u32,
+    /// `cc_threshold` was given.
     pub cc_threshold_valid: bool,
+    /// Speculation depth from the trace info packet.
     pub spec_depth: u32,
+    /// `spec_depth` was given.
     pub spec_depth_valid: bool,
+    /// P0 key from the trace info packet (data trace only).
     pub p0_key: u32,
 
     // ---- this packet only ----
+    /// Cycle count of this packet (cycle count and timestamp packets).
     pub cycle_count: u32,
+    /// This packet carried a cycle count.
     pub cc_valid: bool,
+    /// Number of P0 elements committed by this packet.
     pub commit_elements: u32,
+    /// This packet committed elements.
     pub commit_valid: bool,
+    /// Number of P0 elements cancelled by this packet.
     pub cancel_elements: u32,
+    /// Atoms of this packet.
     pub atoms: Atoms,
+    /// Exception of this packet.
     pub exception: ExceptionInfo,
+    /// Index into the address history of an exact match packet.
     pub exact_match_idx: u8,
+    /// Event packet: the EVENT bits, one per event (bits 3:0).
     pub event_val: u8,
+    /// Data synchronisation marker: its number or type (bits 2:0).
     pub dsm_val: u8,
+    /// Q packet fields.
     pub q: QInfo,
+    /// ETE instrumentation packet: exception level of the writing software.
     pub ite_el: u8,
+    /// ETE instrumentation packet: the 64-bit value written by the TRCIT instruction.
     pub ite_value: u64,
 }
 
@@ -361,13 +469,16 @@ impl EtmV4Packet {
         self.addr_is = 0;
     }
 
+    /// Sets the INFO section of the trace info.
     pub fn set_trace_info(&mut self, val: u32) {
         self.trace_info.val = val;
     }
+    /// Sets the speculation depth given by trace info.
     pub fn set_spec_depth(&mut self, depth: u32) {
         self.spec_depth = depth;
         self.spec_depth_valid = true;
     }
+    /// Sets the cycle count threshold given by trace info.
     pub fn set_cc_threshold(&mut self, v: u32) {
         self.cc_threshold = v;
         self.cc_threshold_valid = true;
@@ -388,18 +499,23 @@ impl EtmV4Packet {
         self.ts_bits_changed = bits;
         self.ts_valid = true;
     }
+    /// Sets this packet's cycle count.
     pub fn set_cycle_count(&mut self, v: u32) {
         self.cycle_count = v;
         self.cc_valid = true;
     }
+    /// Sets this packet's commit count.
     pub fn set_commit(&mut self, n: u32) {
         self.commit_elements = n;
         self.commit_valid = true;
     }
+    /// Sets this packet's atoms: `num` atoms, oldest in bit 0 of `en_bits`.
     pub fn set_atoms(&mut self, en_bits: u32, num: u8) {
         self.atoms = Atoms { en_bits, num };
     }
 
+    /// Marks a context as received; with `update`, sets its EL, NS, SF (AArch64) and NSE
+    /// bits.
     pub fn set_context_info(&mut self, update: bool, el: u8, ns: bool, sf: bool, nse: bool) {
         self.context_valid = true;
         if update {
@@ -410,12 +526,14 @@ impl EtmV4Packet {
             self.context.nse = nse;
         }
     }
+    /// Sets the VMID of the context.
     pub fn set_vmid(&mut self, vmid: u32) {
         self.context_valid = true;
         self.context.updated = true;
         self.context.vmid = vmid;
         self.context.updated_v = true;
     }
+    /// Sets the context ID of the context.
     pub fn set_ctxt_id(&mut self, cid: u32) {
         self.context_valid = true;
         self.context.updated = true;
@@ -429,12 +547,16 @@ impl EtmV4Packet {
         self.addr_stack[0] = (self.addr, self.addr_is);
     }
 
+    /// Sets a full 64-bit address with its instruction set, and pushes it on the address
+    /// history.
     pub fn set_64bit_addr(&mut self, addr: u64, is: u8) {
         self.addr = VAddr { val: addr, pkt_bits: 64, valid_bits: 64, is_64: true };
         self.addr_is = is;
         self.push_addr();
     }
 
+    /// Sets the low 32 bits of the address (the high half kept in AArch64), and pushes it on
+    /// the address history.
     pub fn set_32bit_addr(&mut self, addr: u32, is: u8) {
         self.addr.pkt_bits = 32;
         if self.context_valid && self.context.sf {
@@ -451,6 +573,8 @@ impl EtmV4Packet {
         self.push_addr();
     }
 
+    /// Replaces the low `bits` bits of the address (short address packet), and pushes it on
+    /// the address history.
     pub fn update_short_addr(&mut self, addr: u32, is: u8, bits: u8) {
         let mask = (1u64 << bits) - 1;
         self.addr.pkt_bits = bits;
@@ -472,6 +596,7 @@ impl EtmV4Packet {
         self.push_addr();
     }
 
+    /// The packet stream is ETE (protocol version 0x5m).
     pub fn is_ete(&self) -> bool {
         self.protocol_version & 0xF0 == 0x50
     }

@@ -143,6 +143,7 @@ impl EtmV4PktProc {
         p
     }
 
+    /// The trace unit configuration the processor was created with.
     pub fn config(&self) -> &EtmV4Config {
         &self.cfg
     }

@@ -2,8 +2,9 @@
 //! sequences with their exact packet texts, and small programs in memory
 //! with their exact generic elements.
 
-use std::cell::RefCell;
-use std::rc::Rc;
+
+use crate::shared::Lock;
+use std::sync::Arc;
 
 use super::config::EtmV4Config;
 use super::packet::EtmV4Packet;
@@ -41,7 +42,7 @@ impl PktRawDataMon<EtmV4Packet> for Mon {
 
 /// Packet sink: counts packets (the decoder's view), answering `resp`.
 struct Sink {
-    count: Rc<RefCell<usize>>,
+    count: Arc<Lock<usize>>,
     resp: DatapathResp,
 }
 
@@ -66,7 +67,7 @@ pub(crate) fn proc_with_log(cfg: EtmV4Config) -> (EtmV4PktProc, Shared<MsgLogger
 pub(crate) fn list_packets(cfg: EtmV4Config, data: &[u8]) -> String {
     let (mut proc, text) = proc_with_log(cfg);
     let mut mon = Mon(text.clone());
-    let count = Rc::new(RefCell::new(0));
+    let count = Arc::new(Lock::new(0));
     let mut sink = Sink { count, resp: DatapathResp::Cont };
     // One byte at a time: packets split across blocks must come out whole.
     for (i, b) in data.iter().enumerate() {
@@ -363,7 +364,7 @@ fn incomplete_packet_at_end_of_trace() {
 fn reset_loses_sync_and_waits_stop_processing() {
     let (mut proc, text) = proc_with_log(a_cfg());
     let mut mon = Mon(text.clone());
-    let count = Rc::new(RefCell::new(0));
+    let count = Arc::new(Lock::new(0));
     let mut sink = Sink { count: count.clone(), resp: DatapathResp::Wait };
     let data = with_sync(&[0xf7, 0xf6, 0xf7]);
     let mut out = PacketOut { mon: Some(&mut mon), sink: Some(&mut sink) };
@@ -387,7 +388,7 @@ fn reset_loses_sync_and_waits_stop_processing() {
 // ---------------------------------------------------------------------
 
 /// Captures elements as the lister prints them.
-struct ElemLog(Rc<RefCell<Vec<String>>>, u32);
+struct ElemLog(Arc<Lock<Vec<String>>>, u32);
 
 impl TrcGenElemIn for ElemLog {
     fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp {
@@ -417,7 +418,7 @@ pub(crate) fn decode(cfg: EtmV4Config, images: &[(u64, Vec<u8>)], trace: &[u8], 
     }
     let err_out = shared(MsgLogger::capture());
     let err_log = shared(ErrorLogger::new(Severity::Info, Some(err_out.clone())));
-    let elems = Rc::new(RefCell::new(Vec::new()));
+    let elems = Arc::new(Lock::new(Vec::new()));
     let router = shared(ElemRouter::default());
     router.borrow_mut().set(Some(Box::new(ElemLog(elems.clone(), waits))));
     let ctx = DecodeContext {

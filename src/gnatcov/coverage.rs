@@ -32,7 +32,9 @@ use super::format::{Entry, Op, EM_AARCH64, EM_ARM, EM_RISCV};
 /// A routine: a named address range.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Routine {
+    /// The routine's symbol name.
     pub name: String,
+    /// Address of its first byte.
     pub start: u64,
     /// One past the last byte.
     pub end: u64,
@@ -43,7 +45,9 @@ pub struct Routine {
 /// What the bytes at an address are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mapping {
+    /// Instructions of the given set (`$a`, `$t`, `$x` mapping symbols).
     Code(Isa),
+    /// Data (`$d` mapping symbol).
     Data,
 }
 
@@ -63,12 +67,21 @@ pub struct CodeImage {
 /// Reading an ELF failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ImageError {
+    /// The file is not a readable ELF file; the parser's message.
     #[error("not an ELF file: {0}")]
     NotElf(String),
+    /// The ELF machine number is not one gnatcov traces are made for here.
     #[error("ELF machine {0} is not Arm, AArch64 or RISC-V")]
     Machine(u16),
+    /// A section's contents run past the end of the file.
     #[error("section {name} at file offset {offset} runs past the end of the file")]
-    SectionPastEnd { name: String, offset: u64 },
+    SectionPastEnd {
+        /// The section's name.
+        name: String,
+        /// Its offset in the file.
+        offset: u64,
+    },
+    /// No routine of that name.
     #[error("no routine named {0}")]
     NoRoutine(String),
 }
@@ -221,11 +234,15 @@ impl CodeImage {
 /// One decoded instruction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Insn {
+    /// Address of the instruction.
     pub addr: u64,
+    /// Size in bytes.
     pub size: u8,
+    /// Instruction set.
     pub isa: Isa,
     /// The bytes, in memory order (`size` of them; data units have 2 or 4).
     pub bytes: [u8; 4],
+    /// A conditional branch (its two outcomes are counted).
     pub cond_branch: bool,
     /// Not an instruction: data (mapping symbol `$d`), or bytes cut short.
     pub data: bool,
@@ -370,7 +387,9 @@ impl Execution {
 /// Coverage state of one instruction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum InsnState {
+    /// Not executed.
     NotCovered,
+    /// Executed (not a conditional branch).
     Covered,
     /// A conditional branch always taken.
     BranchTaken,
@@ -395,22 +414,31 @@ impl InsnState {
 /// One instruction with its state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct InsnCoverage {
+    /// The instruction.
     pub insn: Insn,
+    /// Its coverage state.
     pub state: InsnState,
 }
 
 /// Counts, as gnatcov's summary gives them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct Summary {
+    /// Instructions analysed.
     pub insns: usize,
+    /// Instructions executed.
     pub covered: usize,
+    /// Conditional branches analysed.
     pub branches: usize,
+    /// Conditional branches taken both ways.
     pub fully: usize,
+    /// Conditional branches taken one way only.
     pub partially: usize,
+    /// Conditional branches never executed.
     pub branch_not_executed: usize,
 }
 
 impl Summary {
+    /// Adds another summary's counts to this one.
     pub fn add(&mut self, o: &Summary) {
         self.insns += o.insns;
         self.covered += o.covered;
@@ -437,8 +465,11 @@ impl fmt::Display for Summary {
 /// Coverage of one routine.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RoutineCoverage {
+    /// The routine.
     pub routine: Routine,
+    /// Its instructions, in address order, with their states.
     pub insns: Vec<InsnCoverage>,
+    /// Its counts.
     pub summary: Summary,
 }
 
@@ -459,7 +490,9 @@ impl RoutineCoverage {
 /// Coverage of every routine of an image.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Coverage {
+    /// Each routine's coverage, in address order.
     pub routines: Vec<RoutineCoverage>,
+    /// Counts over all routines.
     pub total: Summary,
 }
 

@@ -18,6 +18,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 
+use crate::logger::{Shared};
 use crate::arch::{InstrType, Isa};
 use crate::datapath::{DatapathResp, TrcIndex};
 use crate::elem::{ElemType, TraceElement};
@@ -47,9 +48,11 @@ pub fn crc32(data: &[u8]) -> u32 {
 pub struct ExecSignature {
     /// The name written in the trace (as the user gave it).
     pub name: String,
+    /// Size of the executable in bytes.
     pub size: u64,
     /// Modification time, UTC.
     pub time_stamp: DateTime,
+    /// CRC32 of the executable's contents.
     pub crc32: u32,
 }
 
@@ -62,6 +65,8 @@ impl ExecSignature {
         let secs = mtime.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
         Ok(ExecSignature::of_bytes(path.to_string_lossy().into_owned(), &data, DateTime::from_unix(secs)))
     }
+    /// The signature of an executable named `name` with contents `data` and modification time
+    /// `time_stamp`.
     pub fn of_bytes(name: String, data: &[u8], time_stamp: DateTime) -> ExecSignature {
         ExecSignature { name, size: data.len() as u64, time_stamp, crc32: crc32(data) }
     }
@@ -147,6 +152,7 @@ pub struct FlatTraceBuilder {
 const ALL: u8 = 0xff;
 
 impl FlatTraceBuilder {
+    /// A builder merging trace sources as `merge` says.
     pub fn new(merge: Merge) -> FlatTraceBuilder {
         FlatTraceBuilder { merge, streams: BTreeMap::new() }
     }
@@ -245,7 +251,7 @@ impl TrcGenElemIn for FlatTraceBuilder {
 }
 
 /// A shareable builder, for a decode tree that owns its sink.
-pub struct SharedBuilder(pub std::rc::Rc<std::cell::RefCell<FlatTraceBuilder>>);
+pub struct SharedBuilder(pub Shared<FlatTraceBuilder>);
 
 impl TrcGenElemIn for SharedBuilder {
     fn trace_elem_in(&mut self, _index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp {

@@ -28,7 +28,9 @@ pub const HEADER_SIZE: usize = 20;
 
 /// ELF machine numbers gnatcov knows traces for (and that we write).
 pub const EM_ARM: u16 = 40;
+/// ELF machine number of AArch64.
 pub const EM_AARCH64: u16 = 183;
+/// ELF machine number of RISC-V.
 pub const EM_RISCV: u16 = 243;
 
 /// What a section holds.
@@ -45,6 +47,7 @@ pub enum TraceKind {
 }
 
 impl TraceKind {
+    /// The kind with code `v` in a header (0 to 3).
     pub fn from_u8(v: u8) -> Option<TraceKind> {
         Some(match v {
             0 => TraceKind::Flat,
@@ -54,6 +57,7 @@ impl TraceKind {
             _ => return None,
         })
     }
+    /// The kind's code in a header.
     pub fn to_u8(self) -> u8 {
         match self {
             TraceKind::Flat => 0,
@@ -76,8 +80,10 @@ impl TraceKind {
 /// Byte order of a file's multi-byte fields.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum Endian {
+    /// Least significant byte first.
     #[default]
     Little,
+    /// Most significant byte first.
     Big,
 }
 
@@ -123,12 +129,15 @@ impl Endian {
 /// Size of the target's program counter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum PcSize {
+    /// 32-bit program counter (4-byte addresses, 8-byte entries).
     #[default]
     Bits32,
+    /// 64-bit program counter (8-byte addresses, 16-byte entries).
     Bits64,
 }
 
 impl PcSize {
+    /// Size of an address in bytes: 4 or 8.
     pub fn bytes(self) -> u8 {
         match self {
             PcSize::Bits32 => 4,
@@ -151,14 +160,18 @@ impl PcSize {
 /// One header (20 bytes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Header {
+    /// What the section holds.
     pub kind: TraceKind,
+    /// Size of an address.
     pub pc_size: PcSize,
+    /// Byte order of the section's fields.
     pub endian: Endian,
     /// ELF `e_machine`; stored big endian whatever the file's byte order.
     pub machine: u16,
 }
 
 impl Header {
+    /// A header of the given kind, address size, byte order and ELF machine.
     pub fn new(kind: TraceKind, pc_size: PcSize, endian: Endian, machine: u16) -> Header {
         Header { kind, pc_size, endian, machine }
     }
@@ -178,19 +191,30 @@ impl Header {
 pub enum InfoKind {
     /// Ends the info entries (never stored in [`TraceFile::infos`]).
     InfoEnd,
+    /// The executable's file name.
     ExecFileName,
+    /// The coverage options of the run.
     CoverageOptions,
+    /// Free-form data the user attached to the run (gnatcov's `--tag`).
     UserData,
+    /// When the trace was produced (a [`DateTime`] field).
     DateTime,
+    /// The kernel's file name, for a program run on a kernel.
     KernelFileName,
+    /// Size of the executable in bytes (ASCII decimal).
     ExecFileSize,
+    /// The executable's modification time (`YYYY-MM-DD HH:MM:SS`).
     ExecFileTimeStamp,
+    /// CRC32 of the executable (ASCII decimal).
     ExecFileCrc32,
+    /// Context of the run (command line and the like), as gnatcov records it.
     CoverageContext,
+    /// Size of the executable's code in bytes (ASCII decimal).
     ExecCodeSize,
 }
 
 impl InfoKind {
+    /// The kind with code `v` (0 to 10).
     pub fn from_u32(v: u32) -> Option<InfoKind> {
         Some(match v {
             0 => InfoKind::InfoEnd,
@@ -207,6 +231,7 @@ impl InfoKind {
             _ => return None,
         })
     }
+    /// The kind's code in the file.
     pub fn to_u32(self) -> u32 {
         match self {
             InfoKind::InfoEnd => 0,
@@ -243,11 +268,17 @@ impl InfoKind {
 /// A `Date_Time` value: year, month, day, hour, minute, second (UTC).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub struct DateTime {
+    /// Year.
     pub year: u16,
+    /// Month, 1 to 12.
     pub month: u8,
+    /// Day of the month, 1 to 31.
     pub day: u8,
+    /// Hour, 0 to 23.
     pub hour: u8,
+    /// Minute, 0 to 59.
     pub min: u8,
+    /// Second, 0 to 59.
     pub sec: u8,
 }
 
@@ -276,6 +307,7 @@ impl DateTime {
         };
         [y[0], y[1], self.month, self.day, self.hour, self.min, self.sec, 0]
     }
+    /// From the 8-byte field (see [`DateTime::to_bytes`]); `None` when it is not 8 bytes.
     pub fn from_bytes(b: &[u8], endian: Endian) -> Option<DateTime> {
         let b: &[u8; 8] = b.try_into().ok()?;
         Some(DateTime { year: endian.u16([b[0], b[1]]), month: b[2], day: b[3], hour: b[4], min: b[5], sec: b[6] })
@@ -292,7 +324,9 @@ impl fmt::Display for DateTime {
 /// One info entry; `data` borrows the file's bytes (or the caller's).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct InfoEntry<'a> {
+    /// What the entry says.
     pub kind: InfoKind,
+    /// The entry's bytes as stored (no padding).
     pub data: std::borrow::Cow<'a, [u8]>,
 }
 
@@ -302,6 +336,7 @@ pub enum InfoValue<'a> {
     /// File names, options, user data, coverage context: text (not
     /// necessarily UTF-8).
     Text(&'a [u8]),
+    /// A `DATE_TIME` value.
     DateTime(DateTime),
     /// Numbers gnatcov writes in ASCII decimal (size, CRC32, code size).
     Number(u64),
@@ -312,6 +347,7 @@ pub enum InfoValue<'a> {
 }
 
 impl<'a> InfoEntry<'a> {
+    /// An entry of kind `kind` holding `data`.
     pub fn new(kind: InfoKind, data: impl Into<std::borrow::Cow<'a, [u8]>>) -> InfoEntry<'a> {
         InfoEntry { kind, data: data.into() }
     }
@@ -331,6 +367,7 @@ impl<'a> InfoEntry<'a> {
             _ => InfoValue::Text(d),
         }
     }
+    /// Copies borrowed data, so the entry outlives its source.
     pub fn into_owned(self) -> InfoEntry<'static> {
         InfoEntry { kind: self.kind, data: self.data.into_owned().into() }
     }
@@ -371,7 +408,9 @@ impl Op {
     pub const BR0: u8 = 0x01;
     /// Branch 1 (fall-through) at the block's last instruction.
     pub const BR1: u8 = 0x02;
+    /// Branch 2 (not used by gnatcov's Arm and RISC-V targets).
     pub const BR2: u8 = 0x04;
+    /// Branch 3 (not used by gnatcov's Arm and RISC-V targets).
     pub const BR3: u8 = 0x08;
     /// `pc .. pc+size-1` was executed.
     pub const BLOCK: u8 = 0x10;
@@ -380,21 +419,27 @@ impl Op {
     /// A special entry: `size` says which.
     pub const SPECIAL: u8 = 0x80;
 
+    /// Any of `bits` is set.
     pub fn has(self, bits: u8) -> bool {
         self.0 & bits != 0
     }
+    /// The block `pc .. pc+size-1` was executed.
     pub fn block(self) -> bool {
         self.has(Op::BLOCK)
     }
+    /// An exception was taken in the block.
     pub fn fault(self) -> bool {
         self.has(Op::FAULT)
     }
+    /// The branch ending the block was taken.
     pub fn taken(self) -> bool {
         self.has(Op::BR0)
     }
+    /// The branch ending the block fell through.
     pub fn fallthrough(self) -> bool {
         self.has(Op::BR1)
     }
+    /// A special entry (only the SPECIAL bit).
     pub fn special(self) -> bool {
         self.0 == Op::SPECIAL
     }
@@ -403,12 +448,16 @@ impl Op {
 /// One execution entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Entry {
+    /// Start address of the block.
     pub pc: u64,
+    /// Size of the block in bytes (for a special entry: which special it is).
     pub size: u16,
+    /// What happened.
     pub op: Op,
 }
 
 impl Entry {
+    /// An entry with operation bits `op`.
     pub fn new(pc: u64, size: u16, op: u8) -> Entry {
         Entry { pc, size, op: Op(op) }
     }
@@ -424,7 +473,9 @@ impl Entry {
 
 /// What a special entry's `size` field says.
 pub const SPECIAL_LOADADDR: u16 = 1;
+/// Special: a shared object was loaded (its info entries follow).
 pub const SPECIAL_LOAD_SHARED_OBJECT: u16 = 2;
+/// Special: a shared object was unloaded.
 pub const SPECIAL_UNLOAD_SHARED_OBJECT: u16 = 3;
 
 /// One record of the execution section.
@@ -433,12 +484,23 @@ pub enum Record<'a> {
     /// An executed block (or fault, or branch outcome).
     Exec(Entry),
     /// The kernel (or module) was loaded at `offset`.
-    LoadAddr { offset: u64 },
+    LoadAddr {
+        /// Load offset of the executable.
+        offset: u64,
+    },
     /// A shared object was loaded at `base`; its info entries (file name,
     /// signature, code size) follow the special entry in the file.
-    LoadSharedObject { base: u64, infos: Vec<InfoEntry<'a>> },
+    LoadSharedObject {
+        /// Load address of the shared object.
+        base: u64,
+        /// Its info entries.
+        infos: Vec<InfoEntry<'a>>,
+    },
     /// The shared object loaded at `base` was unloaded.
-    UnloadSharedObject { base: u64 },
+    UnloadSharedObject {
+        /// Load address of the shared object.
+        base: u64,
+    },
 }
 
 /// A whole trace file.
@@ -446,39 +508,71 @@ pub enum Record<'a> {
 pub struct TraceFile<'a> {
     /// The Info section's header, when the file has one.
     pub info_header: Option<Header>,
+    /// Information entries of the Info section, in file order (without the end marker).
     pub infos: Vec<InfoEntry<'a>>,
     /// The execution section's header.
     pub header: Header,
+    /// The execution section's records, in file order.
     pub records: Vec<Record<'a>>,
 }
 
 /// What went wrong reading a trace file.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum FormatError {
+    /// The file ends inside an item.
     #[error("file truncated: {what} needs {need} bytes, {have} left")]
-    Truncated { what: &'static str, need: usize, have: usize },
+    Truncated {
+        /// The item being read (`header`, `info entry`...).
+        what: &'static str,
+        /// Bytes the item needs.
+        need: usize,
+        /// Bytes left in the file.
+        have: usize,
+    },
+    /// The file does not start with `#QEMU-Traces`.
     #[error("bad magic (expected \"#QEMU-Traces\")")]
     BadMagic,
+    /// A header's version is not 1.
     #[error("bad version {0} (expected 1)")]
     BadVersion(u8),
+    /// A header's trace kind is not 0 to 3.
     #[error("bad trace kind {0} (expected 0 to 3)")]
     BadKind(u8),
+    /// A header's endianness byte is not 0 or 1.
     #[error("bad endianness byte {0} (expected 0 or 1)")]
     BadEndian(u8),
+    /// A header's PC size is not 4 or 8.
     #[error("bad pc size {0} (expected 4 or 8)")]
     BadPcSize(u8),
+    /// The header after the Info section is not FLAT or HISTORY.
     #[error("invalid second header kind {0} (expected FLAT or HISTORY)")]
     BadSecondKind(&'static str),
+    /// An info entry of an unknown kind.
     #[error("unknown trace info kind 0x{0:x}")]
     BadInfoKind(u32),
+    /// An info entry's data runs past the end of the file.
     #[error("info entry of {len} bytes runs past the end of the file ({have} bytes left)")]
-    InfoPastEnd { len: u32, have: usize },
+    InfoPastEnd {
+        /// The entry's length field.
+        len: u32,
+        /// Bytes left in the file.
+        have: usize,
+    },
+    /// The end marker of the info entries has a non-zero length.
     #[error("bad end info length {0} (expected 0)")]
     BadEndLength(u32),
+    /// Padding after an info entry is not zero.
     #[error("bad info padding (expected zero bytes)")]
     BadPadding,
+    /// An execution entry is cut short by the end of the file.
     #[error("execution entry runs past the end of the file ({have} of {need} bytes)")]
-    EntryPastEnd { need: usize, have: usize },
+    EntryPastEnd {
+        /// Bytes of an entry.
+        need: usize,
+        /// Bytes left in the file.
+        have: usize,
+    },
+    /// A special entry with an unknown code.
     #[error("unknown special trace entry 0x{0:x}")]
     BadSpecial(u16),
 }
@@ -490,6 +584,7 @@ pub struct ParseError {
     pub file: Option<PathBuf>,
     /// Byte offset in the file of the item that is wrong.
     pub offset: usize,
+    /// What is wrong.
     pub kind: FormatError,
 }
 
@@ -693,6 +788,7 @@ impl<'a> TraceFile<'a> {
         out
     }
 
+    /// Copies borrowed data, so the trace file outlives its source.
     pub fn into_owned(self) -> TraceFile<'static> {
         TraceFile {
             info_header: self.info_header,
@@ -751,8 +847,15 @@ pub fn read_file(path: impl AsRef<Path>) -> Result<TraceFile<'static>, ReadError
 /// Reading a trace file failed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ReadError {
+    /// The file could not be read.
     #[error("{}: {msg}", path.display())]
-    Io { path: PathBuf, msg: String },
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The system's message.
+        msg: String,
+    },
+    /// The file's contents are not a valid trace file.
     #[error("{0}")]
     Format(ParseError),
 }

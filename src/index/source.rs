@@ -51,7 +51,7 @@ impl FrameRecord {
 /// Receives what the deformatter sees (the design's source indexer
 /// attachment point, see
 /// [`crate::deformatter::FrameDeformatter::set_source_indexer`]).
-pub trait SourceIndexer {
+pub trait SourceIndexer: Send {
     /// A frame has been unpacked.
     fn frame(&mut self, frame: &FrameRecord);
     /// Frame syncs start at `index`.

@@ -14,7 +14,7 @@ use crate::logger::Shared;
 /// Receives a trace ID's stream index entries (the design's trace-ID
 /// stream indexer attachment point, see
 /// [`crate::decoder::TraceComponent::attach_indexer`]).
-pub trait StreamIndexer {
+pub trait StreamIndexer: Send {
     /// One entry, in packet order.
     fn entry(&mut self, entry: StreamEntry);
 }

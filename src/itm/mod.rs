@@ -7,7 +7,7 @@
 //! snapshot's `ITMTCR` register (trace ID in bits 22:16, local timestamp
 //! prescaler in bits 9:8 when SWOENA, bit 4, is set).
 
-use std::rc::Rc;
+use std::sync::Arc;
 
 use crate::decoder::{DecodeContext, DecoderFactory, Pipeline};
 use crate::logger::ErrLink;
@@ -26,6 +26,7 @@ pub use processor::ItmProcessor;
 /// ITM configuration: the `ITMTCR` register.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ItmConfig {
+    /// ITMTCR: ITM trace control (trace ID in TraceBusID, bits 22:16).
     pub tcr: u32,
 }
 
@@ -57,8 +58,8 @@ pub fn create_pipeline(cfg: ItmConfig, ctx: &DecodeContext) -> Pipeline<ItmProce
 
 /// The protocol's factory for the decoder registry; the configuration is
 /// the source's `ITMTCR`.
-pub fn factory() -> Rc<dyn DecoderFactory> {
-    Rc::new(ProtocolFactory::new(&ITM, |_info, cfg, ctx| {
+pub fn factory() -> Arc<dyn DecoderFactory> {
+    Arc::new(ProtocolFactory::new(&ITM, |_info, cfg, ctx| {
         let tcr = cfg.reg_or("ITMTCR", 0) as u32;
         Ok(Box::new(create_pipeline(ItmConfig { tcr }, ctx)))
     }))

@@ -11,20 +11,27 @@ pub enum ItmPktType {
     NotSync,
     /// A partial packet flushed at the end of the trace.
     IncompleteEot,
+    /// No error (the error type of a good packet).
     NoErrType,
+    /// Synchronisation: at least 47 zero bits then a one.
     Async,
+    /// Overflow: the ITM's FIFO overflowed and packets were lost (header 0x70).
     Overflow,
     /// Software instrumentation: a write to a stimulus port.
     Swit,
     /// Hardware source (DWT): event counters, exceptions, PC samples,
     /// data trace.
     Dwt,
+    /// Local timestamp: the time since the last one, in timestamp clock cycles, with its
+    /// relation to the data (TC bits).
     TsLocal,
     /// Global timestamp bits 25:0.
     TsGlobal1,
     /// Global timestamp bits 63:26 (or 47:26).
     TsGlobal2,
+    /// Extension: stimulus port page number or other source-specific information.
     Extension,
+    /// A bad sequence of bytes inside a packet.
     BadSequence,
     /// Reserved header (also the type of a freshly started packet).
     #[default]
@@ -64,8 +71,11 @@ impl ItmPktType {
 /// the source bit (7, hardware) and the payload's top bit index N (4:0).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct ItmPacket {
+    /// Type of the current packet.
     pub pkt_type: ItmPktType,
+    /// Source field of the header; meaning by type (see above).
     pub src_id: u8,
+    /// Payload value (up to 32 bits).
     pub value: u32,
     /// Value size in bytes; 5 for a 38-bit GTS2 value.
     pub val_sz: u8,

@@ -7,7 +7,7 @@
 //! with [`undecoded`], which takes its byte stream and lists nothing, so a
 //! tree still has a place (and a printer) for every declared source.
 
-use std::rc::Rc;
+use std::sync::Arc;
 
 use crate::datapath::{DatapathResp, TrcIndex};
 use crate::decoder::{DecodeContext, DecoderFactory, PacketOut, PacketProcessor, Pipeline, RegSpec, SourceConfig, TraceComponent};
@@ -16,15 +16,23 @@ use crate::printers::TracePacket;
 
 /// A protocol's identity: name, device types, registers and trace ID rule.
 pub struct ProtocolInfo {
+    /// Protocol name, as the decoder registry and listings know it (`ETMV4I`, `PTM`...).
     pub name: &'static str,
+    /// Snapshot device types (the `type` of a device in an Arm snapshot) this protocol
+    /// decodes.
     pub device_types: &'static [&'static str],
+    /// Registers the protocol reads from a snapshot's device file, with defaults for the
+    /// optional ones.
     pub registers: &'static [RegSpec],
     /// Register holding the trace ID, and the shift of the 7-bit ID in it.
     pub trace_id_reg: (&'static str, u32),
+    /// The source traces a processing element (its decoder needs a core and memory image),
+    /// rather than software or hardware events (STM, ITM).
     pub pe_trace: bool,
 }
 
 impl ProtocolInfo {
+    /// The source's trace ID, read from `trace_id_reg` (0 when the register is missing).
     pub fn trace_id(&self, cfg: &SourceConfig) -> u8 {
         let (reg, shift) = self.trace_id_reg;
         ((cfg.reg_or(reg, 0) >> shift) & 0x7f) as u8
@@ -62,6 +70,7 @@ const ETMV3_PTM_REGS: &[RegSpec] = &[
     RegSpec::required("ETMTRACEIDR"),
 ];
 
+/// ETMv4 instruction trace (`ETM4` devices).
 pub const ETMV4: ProtocolInfo = ProtocolInfo {
     name: "ETMV4I",
     device_types: &["ETM4"],
@@ -69,10 +78,13 @@ pub const ETMV4: ProtocolInfo = ProtocolInfo {
     trace_id_reg: ("TRCTRACEIDR", 0),
     pe_trace: true,
 };
+/// ETE, the Armv9 Embedded Trace Extension (`ETE` devices).
 pub const ETE: ProtocolInfo =
     ProtocolInfo { name: "ETE", device_types: &["ETE"], registers: ETE_REGS, trace_id_reg: ("TRCTRACEIDR", 0), pe_trace: true };
+/// ETMv3 (`ETM3` devices).
 pub const ETMV3: ProtocolInfo =
     ProtocolInfo { name: "ETMV3", device_types: &["ETM3"], registers: ETMV3_PTM_REGS, trace_id_reg: ("ETMTRACEIDR", 0), pe_trace: true };
+/// PTM / PFT (`PTM1` and `PFT1` devices).
 pub const PTM: ProtocolInfo = ProtocolInfo {
     name: "PTM",
     device_types: &["PTM1", "PFT1"],
@@ -80,6 +92,7 @@ pub const PTM: ProtocolInfo = ProtocolInfo {
     trace_id_reg: ("ETMTRACEIDR", 0),
     pe_trace: true,
 };
+/// STM, System Trace Macrocell (`STM` devices): trace ID in STMTCSR bits 22:16.
 pub const STM: ProtocolInfo = ProtocolInfo {
     name: "STM",
     device_types: &["STM"],
@@ -87,6 +100,7 @@ pub const STM: ProtocolInfo = ProtocolInfo {
     trace_id_reg: ("STMTCSR", 16),
     pe_trace: false,
 };
+/// ITM, Instrumentation Trace Macrocell (`ITM` devices): trace ID in ITMTCR bits 22:16.
 pub const ITM: ProtocolInfo = ProtocolInfo {
     name: "ITM",
     device_types: &["ITM"],
@@ -96,7 +110,7 @@ pub const ITM: ProtocolInfo = ProtocolInfo {
 };
 
 /// The built-in protocol factories.
-pub fn builtin_factories() -> Vec<Rc<dyn DecoderFactory>> {
+pub fn builtin_factories() -> Vec<Arc<dyn DecoderFactory>> {
     vec![
         crate::etmv4::factory(),
         crate::ete::factory(),
@@ -120,6 +134,7 @@ pub struct ProtocolFactory {
 }
 
 impl ProtocolFactory {
+    /// A factory for the protocol `info`, creating components with `create`.
     pub fn new(info: &'static ProtocolInfo, create: CreateFn) -> Self {
         ProtocolFactory { info, create }
     }
@@ -148,8 +163,8 @@ impl DecoderFactory for ProtocolFactory {
 
 /// Factory for a protocol whose packet decode is not implemented: the
 /// source gets a place in the tree, its data is taken and nothing is listed.
-pub fn undecoded(info: &'static ProtocolInfo) -> Rc<dyn DecoderFactory> {
-    Rc::new(ProtocolFactory::new(info, |info, _cfg, _ctx| {
+pub fn undecoded(info: &'static ProtocolInfo) -> Arc<dyn DecoderFactory> {
+    Arc::new(ProtocolFactory::new(info, |info, _cfg, _ctx| {
         log::warn!("{}: packet decode for this protocol is not available yet; its data is skipped", info.name);
         Ok(Box::new(Pipeline::new(info.name, SwallowBytes, None)))
     }))

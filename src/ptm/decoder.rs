@@ -89,6 +89,7 @@ pub struct PtmDecoder {
 }
 
 impl PtmDecoder {
+    /// A decoder for one PTM source, reporting errors through the tree's log.
     pub fn new(cfg: PtmConfig, ctx: &DecodeContext) -> PtmDecoder {
         let err = ErrLink::new(&ctx.err_log, format!("DCD_PTM_{:04}", ctx.instance_id));
         let mut ret_stack = ReturnStack::default();

@@ -18,7 +18,7 @@ pub(crate) mod shared;
 #[cfg(test)]
 mod tests;
 
-use std::rc::Rc;
+use std::sync::Arc;
 
 pub use decoder::PtmDecoder;
 pub use packet::{PtmPacket, PtmPktType};
@@ -82,27 +82,35 @@ impl PtmConfig {
         }
     }
 
+    /// Trace ID of the source (ETMTRACEIDR bits 6:0).
     pub fn trace_id(&self) -> u8 {
         (self.reg_trc_id & 0x7f) as u8
     }
+    /// Branch broadcast enabled: every taken branch gives its address (ETMCR bit 8).
     pub fn branch_broadcast(&self) -> bool {
         self.reg_ctrl & Self::CTRL_BRANCH_BCAST != 0
     }
+    /// Cycle-accurate tracing enabled (ETMCR bit 12).
     pub fn cycle_accurate(&self) -> bool {
         self.reg_ctrl & Self::CTRL_CYCLEACC != 0
     }
+    /// Timestamps enabled (ETMCR bit 28).
     pub fn ts_enabled(&self) -> bool {
         self.reg_ctrl & Self::CTRL_TS_ENA != 0
     }
+    /// Return stack enabled (ETMCR bit 29).
     pub fn ret_stack_enabled(&self) -> bool {
         self.reg_ctrl & Self::CTRL_RETSTACK_ENA != 0
     }
+    /// VMID tracing enabled (ETMCR bit 30).
     pub fn vmid_enabled(&self) -> bool {
         self.reg_ctrl & Self::CTRL_VMID_ENA != 0
     }
+    /// Timestamping implemented (ETMCCER bit 22).
     pub fn has_ts(&self) -> bool {
         self.reg_ccer & Self::CCER_TS_IMPL != 0
     }
+    /// Return stack implemented (ETMCCER bit 23).
     pub fn has_ret_stack(&self) -> bool {
         self.reg_ccer & Self::CCER_RETSTACK_IMPL != 0
     }
@@ -110,6 +118,7 @@ impl PtmConfig {
     pub fn dmsb_waypoints(&self) -> bool {
         self.reg_ccer & Self::CCER_DMSB_WPT != 0
     }
+    /// Virtualization Extensions implemented: Hyp mode and VMID (ETMCCER bit 26).
     pub fn has_virt_ext(&self) -> bool {
         self.reg_ccer & Self::CCER_VIRTEXT != 0
     }
@@ -134,8 +143,8 @@ impl PtmConfig {
 
 /// The protocol's factory for the decoder registry: a packet processor,
 /// and in full decode mode the decoder behind it.
-pub fn factory() -> Rc<dyn DecoderFactory> {
-    Rc::new(ProtocolFactory::new(&PTM, |info, cfg, ctx| {
+pub fn factory() -> Arc<dyn DecoderFactory> {
+    Arc::new(ProtocolFactory::new(&PTM, |info, cfg, ctx| {
         let config = PtmConfig::from_source(cfg);
         let dec = ctx.decoder_for_mode(|| PtmDecoder::new(config, ctx));
         Ok(Box::new(Pipeline::new(info.name, PtmProcessor::new(config, ctx), dec)))

@@ -21,16 +21,29 @@ pub enum PtmPktType {
     BadSequence,
     /// A reserved header.
     Reserved,
+    /// Branch address: a taken waypoint's target, possibly with exception information (header
+    /// bit 0 set).
     BranchAddress,
+    /// Alignment synchronisation: five 0x00 bytes then 0x80.
     ASync,
+    /// Instruction synchronisation: full address, ISA, security state and context ID (header
+    /// 0x08).
     ISync,
+    /// Trigger: the trigger event occurred (header 0x0C).
     Trigger,
+    /// Waypoint update: the address the core reached without a taken branch (header 0x72).
     WaypointUpdate,
+    /// Ignore: padding (header 0x66).
     Ignore,
+    /// Context ID: new CONTEXTIDR value (header 0x6E).
     ContextId,
+    /// VMID: new VMID value (header 0x3C).
     Vmid,
+    /// Atom: E / N atoms for the waypoints passed (header 1xxxxxx0).
     Atom,
+    /// Timestamp (header 0x42 or 0x46), optionally with a cycle count.
     Timestamp,
+    /// Exception return: the core returned from an exception (header 0x76).
     ExceptionReturn,
 }
 
@@ -80,6 +93,7 @@ impl PtmPktType {
 /// (address, ISA, context, timestamp), as the packet processor keeps it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PtmPacket {
+    /// Type of the current packet.
     pub pkt_type: PtmPktType,
     /// The type the packet had when it was found bad.
     pub err_type: PtmPktType,
@@ -87,32 +101,49 @@ pub struct PtmPacket {
     // ---- state carried between packets ----
     /// Address (bits above `addr_valid_bits` unknown).
     pub addr: u64,
+    /// Number of low address bits known.
     pub addr_valid_bits: u8,
     /// Address bits this packet gave.
     pub addr_pkt_bits: u8,
+    /// Instruction set of the current address.
     pub curr_isa: Isa,
     /// ISA before this packet (differs from `curr_isa` when it changed).
     pub prev_isa: Isa,
+    /// Non-secure state.
     pub ns: bool,
+    /// Hyp mode.
     pub hyp: bool,
+    /// Alternative ISA (ThumbEE in T32 state).
     pub alt_isa: bool,
+    /// Context ID (CONTEXTIDR) last traced.
     pub context_id: u32,
+    /// VMID last traced.
     pub vmid: u8,
+    /// Timestamp value (units of the global timestamp counter).
     pub timestamp: u64,
 
     // ---- this packet only ----
     /// NS / Hyp / AltISA given in this packet.
     pub ctx_updated: bool,
+    /// This packet gave a context ID.
     pub ctxt_id_updated: bool,
+    /// This packet gave a VMID.
     pub vmid_updated: bool,
+    /// Number of low timestamp bits this packet gave.
     pub ts_update_bits: u8,
+    /// Number of atoms in `atom_bits`.
     pub atom_num: u8,
     /// Atoms, oldest in bit 0; 1 is E.
     pub atom_bits: u32,
+    /// Cycle count of this packet, when `cc_valid`.
     pub cycle_count: u32,
+    /// This packet carried a cycle count.
     pub cc_valid: bool,
+    /// A branch address packet carried exception information.
     pub exception_present: bool,
+    /// Exception number of a branch address packet (when `exception_present`).
     pub exception_number: u16,
+    /// Reason given by an I-sync packet.
     pub isync_reason: ISyncReason,
 }
 
@@ -238,6 +269,7 @@ impl PtmPacket {
         self.atom_bits = if hdr & 0x2 != 0 { 0 } else { 1 };
     }
 
+    /// The packet changed the instruction set.
     pub fn isa_changed(&self) -> bool {
         self.curr_isa != self.prev_isa
     }

@@ -37,10 +37,14 @@ pub(crate) const ISYNC_REASONS: [&str; 4] = ["Periodic", "Trace Enable", "Restar
 /// Why an I-sync packet was emitted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum ISyncReason {
+    /// Periodic synchronisation (code 0b00).
     #[default]
     Periodic,
+    /// Trace enabled, or restarted after being off (0b01).
     TraceEnable,
+    /// Trace restarted after an overflow (0b10).
     RestartOverflow,
+    /// The core left Debug state (0b11).
     DebugExit,
 }
 

@@ -33,7 +33,7 @@
 //! );
 //! ```
 
-use std::rc::Rc;
+use std::sync::Arc;
 
 use crate::decoder::{DecodeContext, DecoderFactory, Pipeline};
 use crate::logger::ErrLink;
@@ -52,6 +52,7 @@ pub use processor::StmProcessor;
 /// STM configuration: the `STMTCSR` register.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StmConfig {
+    /// STMTCSR: STM trace control and status (trace ID in TRACEID, bits 22:16).
     pub tcsr: u32,
 }
 
@@ -78,8 +79,8 @@ pub fn create_pipeline(cfg: StmConfig, ctx: &DecodeContext) -> Pipeline<StmProce
 
 /// The protocol's factory for the decoder registry; the configuration is
 /// the source's `STMTCSR`.
-pub fn factory() -> Rc<dyn DecoderFactory> {
-    Rc::new(ProtocolFactory::new(&STM, |_info, cfg, ctx| {
+pub fn factory() -> Arc<dyn DecoderFactory> {
+    Arc::new(ProtocolFactory::new(&STM, |_info, cfg, ctx| {
         let tcsr = cfg.reg_or("STMTCSR", 0) as u32;
         Ok(Box::new(create_pipeline(StmConfig { tcsr }, ctx)))
     }))

@@ -15,10 +15,16 @@ pub enum StmPktType {
     IncompleteEot,
     /// No error (the error type of a good packet).
     NoErrType,
+    /// Alignment synchronisation: 21 or more 0xF nibbles then 0x0; the stream synchronises
+    /// here.
     Async,
+    /// Version: the STPv2 protocol version, which fixes the timestamp encoding.
     Version,
+    /// Frequency: the timestamp frequency in Hz.
     Freq,
+    /// Null: no data (padding, or a carrier for a timestamp).
     Null,
+    /// Trigger: a trigger event, with an 8-bit payload.
     Trig,
     /// Global error: some master lost trace.
     Gerr,
@@ -30,11 +36,17 @@ pub enum StmPktType {
     C8,
     /// Set the current channel (16 bits).
     C16,
+    /// Flag: a marker with no data.
     Flag,
+    /// 4-bit data write to the current master and channel.
     D4,
+    /// 8-bit data write.
     D8,
+    /// 16-bit data write.
     D16,
+    /// 32-bit data write.
     D32,
+    /// 64-bit data write.
     D64,
     /// A bad sequence of nibbles inside a packet.
     BadSequence,
@@ -88,6 +100,7 @@ impl StmPktType {
 /// Timestamp encoding, set by the VERSION packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum StmTsType {
+    /// No VERSION packet seen yet.
     #[default]
     Unknown,
     /// Natural binary (STPv2 version 3).
@@ -100,10 +113,13 @@ pub enum StmTsType {
 /// master and channel, last timestamp, timestamp encoding).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct StmPacket {
+    /// Type of the current packet.
     pub pkt_type: StmPktType,
     /// For bad and incomplete packets: the type the packet started as.
     pub err_type: StmPktType,
+    /// Current master (set by M8; GERR sets it to 0).
     pub master: u8,
+    /// Current channel (set by C8 and C16; MERR sets it to 0).
     pub channel: u16,
     /// Latest timestamp value (binary; gray decoding is done).
     pub timestamp: u64,
@@ -111,6 +127,7 @@ pub struct StmPacket {
     pub ts_bits: u8,
     /// This packet carries a timestamp (possibly of 0 bits).
     pub has_ts: bool,
+    /// Timestamp encoding given by the last VERSION packet.
     pub ts_type: StmTsType,
     /// This packet is a marker packet.
     pub marker: bool,
@@ -177,15 +194,19 @@ impl StmPacket {
         self.payload = v;
     }
 
+    /// The payload as 8-bit data (D8, TRIG).
     pub fn d8(&self) -> u8 {
         self.payload as u8
     }
+    /// The payload as 16-bit data.
     pub fn d16(&self) -> u16 {
         self.payload as u16
     }
+    /// The payload as 32-bit data (also the FREQ value).
     pub fn d32(&self) -> u32 {
         self.payload as u32
     }
+    /// The payload as 64-bit data.
     pub fn d64(&self) -> u64 {
         self.payload
     }

@@ -26,8 +26,11 @@ use super::symbols::Symbols;
 /// program counter (with bit 0 set for T32, as upstream prints it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct Site {
+    /// Timestamp of the node.
     pub time: u64,
+    /// Line number of the node's first record.
     pub line: u64,
+    /// Program counter (bit 0 set for T32).
     pub pc: u64,
 }
 
@@ -116,6 +119,7 @@ impl Default for CallAnalyzer {
 }
 
 impl CallAnalyzer {
+    /// An analyser with nothing seen yet.
     pub fn new() -> Self {
         CallAnalyzer {
             nodes: Vec::new(),
@@ -167,6 +171,7 @@ impl CallAnalyzer {
         }
     }
 
+    /// Takes the next record of the trace.
     pub fn feed(&mut self, rec: &Record) {
         match rec.kind {
             RecordKind::Instruction(ins) => {
@@ -331,8 +336,11 @@ impl CallAnalyzer {
 /// the caller resumed, and the called activation.
 #[derive(Clone, Debug)]
 pub struct Call {
+    /// Where the call instruction was.
     pub call: Site,
+    /// Where the caller resumed after the return (`None` when the trace ended first).
     pub resume: Option<Site>,
+    /// The called activation: an index into [`CallTree::acts`].
     pub callee: usize,
 }
 
@@ -340,14 +348,18 @@ pub struct Call {
 /// instruction.
 #[derive(Clone, Debug)]
 pub struct Activation {
+    /// The function's first instruction.
     pub entry: Site,
+    /// Its return (`None` when the trace ended first).
     pub exit: Option<Site>,
+    /// The calls it made, in order.
     pub calls: Vec<Call>,
 }
 
 /// The call tree; activation 0 is the root (the whole trace).
 #[derive(Clone, Debug, Default)]
 pub struct CallTree {
+    /// Activations; index 0 is the root, covering the whole trace.
     pub acts: Vec<Activation>,
 }
 

@@ -14,10 +14,15 @@ use super::record::{Effect, Iset, Record, RecordKind};
 pub struct Insn {
     /// Line in its file.
     pub line: u64,
+    /// Timestamp of the line.
     pub time: u64,
+    /// Virtual address.
     pub addr: u64,
+    /// Encoding, when the fetch succeeded.
     pub encoding: Option<u64>,
+    /// Instruction set.
     pub iset: Iset,
+    /// Executed, condition failed, or fetch failed.
     pub effect: Effect,
 }
 
@@ -99,12 +104,15 @@ pub struct Divergence {
     pub index: u64,
     /// Records that matched before it.
     pub matched_before: u64,
+    /// The differing instruction of the first trace (`None` when it ended).
     pub a: Option<Insn>,
+    /// The differing instruction of the second trace (`None` when it ended).
     pub b: Option<Insn>,
     /// Matched pairs before the difference (oldest first).
     pub before: Vec<(Insn, Insn)>,
     /// Records after the difference in each trace.
     pub after_a: Vec<Insn>,
+    /// Instructions of the second trace after the difference.
     pub after_b: Vec<Insn>,
 }
 
@@ -115,10 +123,12 @@ pub struct CompareReport {
     pub matched: u64,
     /// Differences (a record without a partner counts as one).
     pub differences: u64,
+    /// The first difference, with context.
     pub first: Option<Divergence>,
 }
 
 impl CompareReport {
+    /// The traces compared equal.
     pub fn same(&self) -> bool {
         self.differences == 0
     }

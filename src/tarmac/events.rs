@@ -29,6 +29,7 @@ fn mem_event(out: &mut String, time: u64, read: bool, known: bool, addr: u64, si
 }
 
 impl EventPrinter {
+    /// A printer that has given no warnings yet.
     pub fn new() -> Self {
         Self::default()
     }

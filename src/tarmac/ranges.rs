@@ -55,6 +55,7 @@ pub struct RangeBuilder {
 }
 
 impl RangeBuilder {
+    /// A builder whose elements carry trace ID `trace_id`.
     pub fn new(trace_id: u8) -> RangeBuilder {
         RangeBuilder {
             dec: ArmInstrDecoder::new(),

@@ -271,6 +271,7 @@ fn lookup_reg(name: &[u8]) -> RegName {
 type PResult<T> = Result<T, (Token, &'static str)>;
 
 impl LineParser {
+    /// A parser with the given options, before the first line.
     pub fn new(opts: ReaderOptions) -> Self {
         LineParser { opts, ..Default::default() }
     }
@@ -1085,10 +1086,12 @@ pub struct Reader<R> {
 }
 
 impl<R: BufRead> Reader<R> {
+    /// A reader of `src` with the default options.
     pub fn new(src: R) -> Self {
         Self::with_options(src, ReaderOptions::default())
     }
 
+    /// A reader of `src` with options `opts`.
     pub fn with_options(src: R, opts: ReaderOptions) -> Self {
         Reader { src, buf: Vec::with_capacity(256), text: String::new(), lineno: 0, parser: LineParser::new(opts) }
     }

@@ -9,16 +9,24 @@ use std::fmt;
 /// Time unit written after a timestamp.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TimeUnit {
+    /// `clk`: clock ticks.
     Clk,
+    /// `ns`: nanoseconds.
     Ns,
+    /// `cs`: written by some Arm models; kept as written.
     Cs,
+    /// `cyc`: core cycles.
     Cyc,
+    /// `tic`: simulator ticks.
     Tic,
+    /// `ps`: picoseconds.
     Ps,
+    /// `us`: microseconds.
     Us,
 }
 
 impl TimeUnit {
+    /// The unit a time suffix names (`b"ns"`...); `None` for an unknown suffix.
     pub fn from_name(s: &[u8]) -> Option<Self> {
         Some(match s {
             b"clk" => TimeUnit::Clk,
@@ -31,6 +39,7 @@ impl TimeUnit {
             _ => return None,
         })
     }
+    /// The unit as written in a trace.
     pub fn name(self) -> &'static str {
         match self {
             TimeUnit::Clk => "clk",
@@ -84,15 +93,20 @@ pub enum Effect {
 /// Which instruction line style the record used.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum InstrStyle {
+    /// `IT`: an instruction executed (Fast Models).
     It,
+    /// `IS`: an instruction that failed its condition code (Fast Models).
     Is,
+    /// `IF` line (taken as executed).
     If,
+    /// `ES` line of RTL-style traces (executed, or `CCFAIL`).
     Es,
 }
 
 /// A physical address with its optional security suffix (`_S`, `_NS`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct PhysAddr {
+    /// The physical address.
     pub addr: u64,
     /// `Some(true)` for `_NS`, `Some(false)` for `_S`.
     pub non_secure: Option<bool>,
@@ -101,26 +115,35 @@ pub struct PhysAddr {
 /// Security state from a mode suffix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Security {
+    /// Secure (`_s`).
     Secure,
+    /// Non-secure (`_n`, `_ns`).
     NonSecure,
+    /// Realm (`_rl`).
     Realm,
+    /// Root (`_rt`).
     Root,
 }
 
 /// An instruction line (`IT`, `IS`, `IF`, `ES`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Instruction<'a> {
+    /// The line style the trace used.
     pub style: InstrStyle,
+    /// Executed, condition failed, or fetch failed.
     pub effect: Effect,
     /// The `(inst_id)` or `(addr:inst_id)` counter, when written.
     pub inst_id: Option<u64>,
+    /// Virtual address of the instruction.
     pub addr: u64,
+    /// Physical address, when written.
     pub paddr: Option<PhysAddr>,
     /// Encoding in logical order (T32: first halfword in the high half);
     /// `None` when the fetch failed.
     pub encoding: Option<u64>,
     /// Width in bits, from the number of hex digits of the encoding.
     pub width: u8,
+    /// Instruction set the instruction is in.
     pub iset: Iset,
     /// True when the state was written `T16` or `T32`.
     pub t16_t32: bool,
@@ -128,6 +151,7 @@ pub struct Instruction<'a> {
     pub implicit_iset: bool,
     /// Mode and security as written (`svc_s`, `EL3h_s`, `thread`), if any.
     pub mode: Option<&'a str>,
+    /// The disassembly as written (possibly empty).
     pub disassembly: &'a str,
 }
 
@@ -163,27 +187,40 @@ pub enum RegClass {
     X,
     /// Low 32 bits of x0..x30.
     W,
+    /// AArch32 / AArch64 single-precision FP register s0..s31.
     S,
+    /// Double-precision FP register d0..d31.
     D,
+    /// 128-bit vector register v0..v31.
     V,
+    /// 128-bit quadword register q0..q15 (AArch32) or q0..q31.
     Q,
     /// SVE vector register; its length is that of the data written.
     Z,
     /// SVE predicate register; its length is that of the data written.
     P,
+    /// AArch64 stack pointer (`xsp`).
     Xsp,
+    /// Low 32 bits of the AArch64 stack pointer (`wsp`).
     Wsp,
+    /// Program status register (`psr`, `cpsr`; xPSR on M-profile).
     Psr,
+    /// Floating-point status register (FPSR).
     Fpsr,
+    /// Floating-point control register (FPCR).
     Fpcr,
+    /// AArch32 floating-point status and control register (FPSCR).
     Fpscr,
+    /// M-profile vector predication status and control register (VPR, MVE).
     Vpr,
 }
 
 /// A register the reader identified: class and number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct RegId {
+    /// Register class.
     pub class: RegClass,
+    /// Register number within the class (0 for single registers).
     pub index: u8,
 }
 
@@ -272,11 +309,15 @@ impl Register<'_> {
 /// A contiguous memory access (`MR4 addr value`, `W08 addr value`...).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MemAccess {
+    /// A read (otherwise a write).
     pub read: bool,
     /// Size in bytes as written in the type (1, 2, 4, 8, 16).
     pub size: u8,
+    /// Virtual address of the access.
     pub addr: u64,
+    /// Physical address, when written.
     pub paddr: Option<PhysAddr>,
+    /// An exclusive access (`X` in the type).
     pub exclusive: bool,
     /// Logical value (little-endian trace); `None` when written as `x`s.
     pub value: Option<u128>,
@@ -293,12 +334,14 @@ pub enum DiagramByte {
     Unused,
     /// `##`: accessed, value unknown.
     Unknown,
+    /// A byte accessed, with its value.
     Known(u8),
 }
 
 /// A load/store diagram (`LD`/`ST` base, 16 bytes, attributes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MemDiagram<'a> {
+    /// A load (`LD`); otherwise a store (`ST`).
     pub read: bool,
     /// Address of the rightmost byte.
     pub base: u64,
@@ -327,6 +370,7 @@ pub enum TextKind {
     Tlb,
     /// `WALKCACHE` fills and evictions.
     WalkCache,
+    /// Signal changes (`SIGNAL` lines: interrupts, events).
     Signal,
     /// Simulator messages (`CADI`).
     Cadi,
@@ -350,28 +394,85 @@ pub enum FlowKind {
 /// What a line says.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum RecordKind<'a> {
+    /// An instruction line (`IT`, `IS`, `IF`, `ES`).
     Instruction(Instruction<'a>),
+    /// A register write (`R name value`).
     Register(Register<'a>),
     /// A system operation logged as a register line (`R DC CISW ...`).
-    SysOp { op: &'a str, text: &'a str },
+    SysOp {
+        /// The operation group: `DC`, `IC`, `TLBI` or `AT`.
+        op: &'a str,
+        /// The rest of the line after the group.
+        text: &'a str,
+    },
+    /// A memory access (`MR4`, `MW8`, `R08`...).
     Memory(MemAccess),
     /// An access that aborted (`MR4 addr (ABORTED)`).
-    MemAborted { read: bool, size: u8, addr: u64 },
+    MemAborted {
+        /// A read (otherwise a write).
+        read: bool,
+        /// Size in bytes.
+        size: u8,
+        /// Address of the access.
+        addr: u64,
+    },
     /// An instruction-fetch or peripheral access of Cortex-M RTL (`MNR4O__I`).
-    MemFetch { ty: &'a str },
+    MemFetch {
+        /// The type word as written.
+        ty: &'a str,
+    },
     /// A coprocessor transfer logged like memory (`MCW4___R (..) TRANSFER v`).
-    CoprocTransfer { value: Option<u64> },
+    CoprocTransfer {
+        /// The value transferred, when written.
+        value: Option<u64>,
+    },
+    /// A load/store diagram (`LD` / `ST`).
     Diagram(MemDiagram<'a>),
     /// `MU<sz>_<op> addr ...`: an atomic memory update.
-    MemUpdate { size: u8, op: &'a str, addr: Option<u64>, text: &'a str },
+    MemUpdate {
+        /// Size in bytes.
+        size: u8,
+        /// The operation after the underscore.
+        op: &'a str,
+        /// Address, when written.
+        addr: Option<u64>,
+        /// The rest of the line.
+        text: &'a str,
+    },
     /// An exception: `E addr code CoreEvent_X`, `ES EXC ...`, `EXC ...`, `ES Reset`.
-    Exception { addr: Option<u64>, code: Option<u64>, name: &'a str, text: &'a str },
+    Exception {
+        /// The address written with the exception, when given.
+        addr: Option<u64>,
+        /// The exception code (hexadecimal in the trace), when written.
+        code: Option<u64>,
+        /// The exception's name (`CoreEvent_IRQ`, `Reset`...).
+        name: &'a str,
+        /// The rest of the line.
+        text: &'a str,
+    },
     /// Program flow (`FD`/`FI`/`FR` target ...).
-    Flow { kind: FlowKind, target: Option<u64>, text: &'a str },
+    Flow {
+        /// Direct branch, indirect branch or return.
+        kind: FlowKind,
+        /// The target address, when written.
+        target: Option<u64>,
+        /// The rest of the line.
+        text: &'a str,
+    },
     /// The file header (`Tarmac Text Rev 3t`).
-    Header { text: &'a str },
+    Header {
+        /// The header line as written.
+        text: &'a str,
+    },
     /// Any other line: its type word and the text after it.
-    Text { kind: TextKind, ty: &'a str, text: &'a str },
+    Text {
+        /// The class of the line, as far as the reader knows it.
+        kind: TextKind,
+        /// The type word.
+        ty: &'a str,
+        /// The text after the type word.
+        text: &'a str,
+    },
 }
 
 /// One line of Tarmac, read.
@@ -383,6 +484,7 @@ pub struct Record<'a> {
     pub time: u64,
     /// True when the line carried its own timestamp.
     pub time_given: bool,
+    /// Unit of the timestamp, when written.
     pub unit: Option<TimeUnit>,
     /// Digits after the decimal point of a fractional timestamp (`time`
     /// then counts in that fraction of the unit).
@@ -391,5 +493,6 @@ pub struct Record<'a> {
     pub cpu: Option<u32>,
     /// The line from its type word on.
     pub body: &'a str,
+    /// What the line says.
     pub kind: RecordKind<'a>,
 }

@@ -11,8 +11,11 @@ use goblin::elf::sym::{STB_GLOBAL, STB_LOCAL, STB_WEAK, STT_FUNC, STT_NOTYPE, ST
 /// One symbol: address, size (0 = a label) and name.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Symbol {
+    /// Address (the symbol's value).
     pub addr: u64,
+    /// Size in bytes (0 for a label).
     pub size: u64,
+    /// Symbol name.
     pub name: String,
 }
 
@@ -44,16 +47,19 @@ impl Symbols {
         Ok(s)
     }
 
+    /// Reads `.symtab` of the ELF file at `path`; errors name the file.
     pub fn from_elf_file(path: &Path) -> Result<Self, String> {
         let data = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
         Self::from_elf_bytes(&data).map_err(|e| format!("{}: {e}", path.display()))
     }
 
+    /// Adds a symbol.
     pub fn add(&mut self, sym: Symbol) {
         self.by_addr.entry(sym.addr).or_default().push(self.syms.len());
         self.syms.push(sym);
     }
 
+    /// No symbols.
     pub fn is_empty(&self) -> bool {
         self.syms.is_empty()
     }

@@ -58,6 +58,7 @@ pub struct WriterOptions {
 /// A memory image: (address, bytes) regions.
 #[derive(Clone, Debug, Default)]
 pub struct MemImage {
+    /// Regions: start address and the bytes from there.
     pub regions: Vec<(u64, Vec<u8>)>,
 }
 
@@ -100,6 +101,7 @@ pub struct TarmacWriter<W: Write, M: TargetMemAccess> {
 }
 
 impl<W: Write, M: TargetMemAccess> TarmacWriter<W, M> {
+    /// A writer to `out`, reading opcodes from `mem`.
     pub fn new(out: W, mem: M, opts: WriterOptions) -> Self {
         TarmacWriter {
             out,
@@ -131,6 +133,7 @@ impl<W: Write, M: TargetMemAccess> TarmacWriter<W, M> {
         self.error.as_deref()
     }
 
+    /// Gives back the output.
     pub fn into_inner(self) -> W {
         self.out
     }
@@ -311,7 +314,7 @@ impl<W: Write, M: TargetMemAccess> TarmacWriter<W, M> {
     }
 }
 
-impl<W: Write, M: TargetMemAccess> TrcGenElemIn for TarmacWriter<W, M> {
+impl<W: Write + Send, M: TargetMemAccess> TrcGenElemIn for TarmacWriter<W, M> {
     fn trace_elem_in(&mut self, _index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp {
         if self.error.is_some() {
             return DatapathResp::FatalSysErr;
@@ -336,7 +339,7 @@ impl TargetMemAccess for SharedMem {
 }
 
 #[derive(Clone, Default)]
-struct SharedBuf(std::rc::Rc<std::cell::RefCell<Vec<u8>>>);
+struct SharedBuf(crate::logger::Shared<Vec<u8>>);
 
 impl Write for SharedBuf {
     fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
@@ -352,14 +355,14 @@ impl Write for SharedBuf {
 /// instructions as Tarmac to `out`. Returns the number of instructions.
 /// Only the built-in protocols: see [`snapshot_to_tarmac_with_registry`].
 pub fn snapshot_to_tarmac(dir: &std::path::Path, out: &mut dyn Write, opts: WriterOptions) -> Result<u64, String> {
-    snapshot_to_tarmac_with_registry(dir, std::rc::Rc::new(crate::decoder::DecoderRegistry::builtin()), out, opts)
+    snapshot_to_tarmac_with_registry(dir, std::sync::Arc::new(crate::decoder::DecoderRegistry::builtin()), out, opts)
 }
 
 /// [`snapshot_to_tarmac`] with decoders from `registry` (plug-ins such as
 /// RISC-V trace registered next to the built-in protocols).
 pub fn snapshot_to_tarmac_with_registry(
     dir: &std::path::Path,
-    registry: std::rc::Rc<crate::decoder::DecoderRegistry>,
+    registry: std::sync::Arc<crate::decoder::DecoderRegistry>,
     out: &mut dyn Write,
     opts: WriterOptions,
 ) -> Result<u64, String> {
@@ -373,9 +376,9 @@ pub fn snapshot_to_tarmac_with_registry(
         .ok_or("no decodable trace source in the snapshot")?;
     let mem = tree.mem_mapper().ok_or("the snapshot has no memory image")?.clone();
     let buf = SharedBuf::default();
-    let count = std::rc::Rc::new(std::cell::RefCell::new((0u64, None::<String>)));
-    struct Counting<W: Write, M: TargetMemAccess>(TarmacWriter<W, M>, std::rc::Rc<std::cell::RefCell<(u64, Option<String>)>>);
-    impl<W: Write, M: TargetMemAccess> TrcGenElemIn for Counting<W, M> {
+    let count = crate::logger::shared((0u64, None::<String>));
+    struct Counting<W: Write + Send, M: TargetMemAccess>(TarmacWriter<W, M>, crate::logger::Shared<(u64, Option<String>)>);
+    impl<W: Write + Send, M: TargetMemAccess> TrcGenElemIn for Counting<W, M> {
         fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp {
             let r = self.0.trace_elem_in(index, trace_id, elem);
             *self.1.borrow_mut() = (self.0.instructions(), self.0.error().map(str::to_string));

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 /// Deterministic random numbers: the generator's, so every run sees the
 /// same data.
-pub use coresight_decode::generator::Rng;
+pub use coresight_generator::Rng;
 
 /// Test helpers on top of [`Rng`].
 pub trait RngExt {

@@ -12,6 +12,7 @@
 #[path = "../trc_cov/lcov.rs"]
 mod lcov;
 
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -132,19 +133,19 @@ fn object_coverage_matches_the_oracle() {
 /// the path itself.
 #[test]
 fn real_execution_through_etmv4_gives_the_same_coverage() {
-    use std::cell::RefCell;
-    use std::rc::Rc;
+    use coresight_decode::shared::Lock;
+    use std::sync::Arc;
 
     use coresight_decode::arch::{ArchProfile, ArchVersion, CoreProfile, InstrInfo, InstrType, Isa};
-    use coresight_decode::generator::check::decode_into;
-    use coresight_decode::generator::etmv4::{Encoder, PktCtx};
-    use coresight_decode::generator::Generated;
+    use coresight_generator::check::decode_into;
+    use coresight_generator::etmv4::{Encoder, PktCtx};
+    use coresight_generator::Generated;
     use coresight_decode::gnatcov::coverage::{CodeImage, Coverage, Execution};
     use coresight_decode::gnatcov::export::{FlatTraceBuilder, Merge, SharedBuilder};
     use coresight_decode::gnatcov::format::read_file;
     use coresight_decode::instr::ArmInstrDecoder;
     use coresight_decode::interfaces::InstrDecode;
-    use coresight_decode::snapshot_writer::{BufferSpec, DeviceSpec, DumpSpec, SnapshotSpec};
+    use coresight_generator::snapshot_writer::{BufferSpec, DeviceSpec, DumpSpec, SnapshotSpec};
 
     let elf = std::fs::read(fixture("prog-a64.elf")).unwrap();
     let img = CodeImage::from_elf(&elf).unwrap();
@@ -220,7 +221,7 @@ fn real_execution_through_etmv4_gives_the_same_coverage() {
         },
         truth: Vec::new(),
     };
-    let b = Rc::new(RefCell::new(FlatTraceBuilder::new(Merge::All)));
+    let b = Arc::new(Lock::new(FlatTraceBuilder::new(Merge::All)));
     decode_into(&g, Box::new(SharedBuilder(b.clone())), |_| {}).unwrap();
     b.borrow_mut().finish();
     let b = b.borrow();

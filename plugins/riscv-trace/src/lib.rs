@@ -20,15 +20,15 @@
 //! ## Use
 //!
 //! ```
-//! use std::rc::Rc;
+//! use std::sync::Arc;
 //! use coresight_decode::decoder::DecoderRegistry;
 //!
 //! let mut registry = DecoderRegistry::builtin();
 //! riscv_trace::register(&mut registry).unwrap();
 //! assert!(registry.for_device_type("RISCV_TRACE").is_some());
-//! // Then: TreeBuilder::with_registry(&snapshot, Rc::new(registry)), or
+//! // Then: TreeBuilder::with_registry(&snapshot, Arc::new(registry)), or
 //! // DecodeTree::with_registry(..) and create_decoder("RISCV", &cfg).
-//! # let _ = Rc::new(registry);
+//! # let _ = Arc::new(registry);
 //! ```
 //!
 //! A snapshot source is a device of type `RISCV_TRACE` with registers
@@ -114,7 +114,7 @@ pub mod processor;
 #[cfg(test)]
 mod tests;
 
-use std::rc::Rc;
+use std::sync::Arc;
 
 use coresight_decode::arch::{ArchProfile, ArchVersion, CoreProfile};
 use coresight_decode::decoder::{DecodeContext, DecoderFactory, DecoderRegistry, Pipeline, RegSpec, SourceConfig, TraceComponent};
@@ -173,8 +173,8 @@ pub fn create_component(cfg: RiscvTraceConfig, ctx: &DecodeContext) -> Result<Bo
 }
 
 /// The factory, ready to register.
-pub fn factory() -> Rc<dyn DecoderFactory> {
-    Rc::new(RiscvTraceFactory)
+pub fn factory() -> Arc<dyn DecoderFactory> {
+    Arc::new(RiscvTraceFactory)
 }
 
 /// Registers RISC-V trace in `registry`.
@@ -183,9 +183,9 @@ pub fn register(registry: &mut DecoderRegistry) -> Result<(), ErrCode> {
 }
 
 /// The built-in protocols plus RISC-V trace.
-pub fn registry() -> Rc<DecoderRegistry> {
+pub fn registry() -> Arc<DecoderRegistry> {
     let mut r = DecoderRegistry::builtin();
     // A fresh built-in registry has no protocol of this name.
     let _ = register(&mut r);
-    Rc::new(r)
+    Arc::new(r)
 }

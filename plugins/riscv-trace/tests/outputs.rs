@@ -5,6 +5,7 @@
 
 mod common;
 
+
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -192,7 +193,7 @@ fn gnatcov_export_of_the_shipped_snapshot_is_em_riscv_with_qemus_coverage() {
         .build("tbuf", coresight_decode::decoder::DecodeMode::FullDecode, |_| {})
         .unwrap()
         .unwrap();
-    let b = std::rc::Rc::new(std::cell::RefCell::new(FlatTraceBuilder::new(Merge::All)));
+    let b = std::sync::Arc::new(coresight_decode::shared::Lock::new(FlatTraceBuilder::new(Merge::All)));
     tree.set_gen_elem_out(Box::new(coresight_decode::gnatcov::export::SharedBuilder(b.clone())));
     let data = std::fs::read(dir.join("trace.bin")).unwrap();
     let (r, used) = tree.trace_data_in(DatapathOp::Data, 0, &data);

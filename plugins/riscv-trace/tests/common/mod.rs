@@ -3,15 +3,16 @@
 //! elements say compared with what was executed.
 #![allow(dead_code)]
 
-use std::cell::RefCell;
+
+use coresight_decode::shared::Lock;
 use std::collections::HashMap;
-use std::rc::Rc;
+use std::sync::Arc;
 
 use coresight_decode::arch::{ArchProfile, ArchVersion, CoreProfile};
 use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use coresight_decode::decoder::{CoreConfig, DecodeMode, SourceConfig};
 pub use coresight_decode::elem::{DataAccess, DataAccessKind, ElemType, TraceElement, UnsyncInfo};
-pub use coresight_decode::generator::Rng;
+pub use coresight_generator::Rng;
 use coresight_decode::interfaces::{TargetMemAccess, TrcDataIn, TrcGenElemIn};
 use coresight_decode::memory::{BufferAccessor, MemSpace};
 use coresight_decode::tree::{DecodeTree, SourceFormat};
@@ -236,7 +237,7 @@ pub fn encode(p: &Program, trace: u32, words: u64, steps: &[Executed]) -> Encode
 pub type Elems = Vec<(TrcIndex, TraceElement)>;
 
 struct Collect {
-    out: Rc<RefCell<Elems>>,
+    out: Arc<Lock<Elems>>,
     wait_every: u32,
     n: u32,
 }
@@ -323,10 +324,10 @@ pub fn decode_with(enc: &Encoded, wait_every: u32, chunk: usize, map: impl FnOnc
     let mut tree = DecodeTree::with_registry(SourceFormat::Single, DecodeMode::FullDecode, riscv_trace::registry());
     map(&mut tree);
     tree.create_decoder(riscv_trace::PROTOCOL_NAME, &source_config(&enc.config)).unwrap();
-    let out = Rc::new(RefCell::new(Vec::new()));
+    let out = Arc::new(Lock::new(Vec::new()));
     tree.set_gen_elem_out(Box::new(Collect { out: out.clone(), wait_every, n: 0 }));
     run_tree(&mut tree, &enc.data, chunk);
-    out.take()
+    std::mem::take(&mut *out.borrow_mut())
 }
 
 /// What a decode says, in a form to compare with an execution.

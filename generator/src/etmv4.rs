@@ -30,7 +30,7 @@
 
 use super::flow::{self, Cause, Ctx, End, Event, Seg, Term, WalkCfg};
 use super::{GenOptions, GenProtocol, Generated, Rng, Truth, a64, layout_buffer, t32m};
-use crate::elem::MemTrans;
+use coresight_decode::elem::MemTrans;
 use crate::snapshot_writer::{BufferSpec, DeviceSpec, DumpSpec, SnapshotSpec};
 
 /// Register values of the original, option-less configuration.
@@ -1382,13 +1382,13 @@ mod tests {
     /// The atom packets decode to the atoms they were made from.
     #[test]
     fn atom_packets_decode_to_their_atoms() {
-        use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
-        use crate::decoder::{PacketOut, PacketProcessor};
-        use crate::etmv4::{EtmV4Config, EtmV4Packet, EtmV4PktProc};
-        use crate::interfaces::PktDataIn;
-        use std::cell::RefCell;
-        use std::rc::Rc;
-        struct Sink(Rc<RefCell<Vec<bool>>>);
+        use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
+        use coresight_decode::decoder::{PacketOut, PacketProcessor};
+        use coresight_decode::etmv4::{EtmV4Config, EtmV4Packet, EtmV4PktProc};
+        use coresight_decode::interfaces::PktDataIn;
+        use coresight_decode::shared::Lock;
+        use std::sync::Arc;
+        struct Sink(Arc<Lock<Vec<bool>>>);
         impl PktDataIn<EtmV4Packet> for Sink {
             fn packet_data_in(&mut self, _op: DatapathOp, _i: TrcIndex, p: Option<&EtmV4Packet>) -> DatapathResp {
                 if let Some(p) = p
@@ -1412,7 +1412,7 @@ mod tests {
                 e.atom(a);
             }
             e.flush_atoms();
-            let got = Rc::new(RefCell::new(Vec::new()));
+            let got = Arc::new(Lock::new(Vec::new()));
             let mut proc = EtmV4PktProc::new(EtmV4Config::default(), None);
             let mut sink = Sink(got.clone());
             let mut out = PacketOut { mon: None, sink: Some(&mut sink) };
@@ -1471,16 +1471,16 @@ mod tests {
     /// every feature the generator knows turns up.
     #[test]
     fn every_feature_turns_up() {
-        use crate::arch::{ArchProfile, ArchVersion, CoreProfile};
-        use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
-        use crate::decoder::{PacketOut, PacketProcessor};
-        use crate::etmv4::{EtmV4Config, EtmV4Packet, EtmV4PktProc, PktType};
-        use crate::generator::BufferLayout;
-        use crate::interfaces::PktDataIn;
-        use std::cell::RefCell;
+        use coresight_decode::arch::{ArchProfile, ArchVersion, CoreProfile};
+        use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
+        use coresight_decode::decoder::{PacketOut, PacketProcessor};
+        use coresight_decode::etmv4::{EtmV4Config, EtmV4Packet, EtmV4PktProc, PktType};
+        use crate::BufferLayout;
+        use coresight_decode::interfaces::PktDataIn;
+        use coresight_decode::shared::Lock;
         use std::collections::BTreeSet;
-        use std::rc::Rc;
-        struct Sink(Rc<RefCell<BTreeSet<String>>>);
+        use std::sync::Arc;
+        struct Sink(Arc<Lock<BTreeSet<String>>>);
         impl PktDataIn<EtmV4Packet> for Sink {
             fn packet_data_in(&mut self, _op: DatapathOp, _i: TrcIndex, p: Option<&EtmV4Packet>) -> DatapathResp {
                 if let Some(p) = p {
@@ -1516,7 +1516,7 @@ mod tests {
                 &["I_ADDR_CTXT_L_32IS1", "I_CTXT", "I_ADDR_S_IS1", "I_ADDR_L_32IS1", "I_EXCEPT/1", "I_EXCEPT/2", "I_EXCEPT_RTN"][..],
             ),
         ] {
-            let seen = Rc::new(RefCell::new(BTreeSet::new()));
+            let seen = Arc::new(Lock::new(BTreeSet::new()));
             let mut total = Stats::default();
             for seed in 0..24 {
                 let mut etmv4 = Etmv4Options::all(Choice::On);

@@ -27,6 +27,7 @@ pub struct FrameFormatter {
 pub const PAD_ID: u8 = 0x00;
 
 impl FrameFormatter {
+    /// A formatter with configuration `cfg` and no frames yet.
     pub fn new(cfg: FormatterConfig) -> Self {
         FrameFormatter { cfg, out: Vec::new(), pending: Vec::new(), cur_id: None, frames: 0, halfwords: 0 }
     }

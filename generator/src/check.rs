@@ -1,22 +1,20 @@
 //! Decodes a generated snapshot in memory and compares the result with
 //! its truth.
 
-use std::cell::RefCell;
-use std::rc::Rc;
 
 use super::{Generated, Truth};
-use crate::arch::ArchProfile;
-use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
-use crate::decoder::{CoreConfig, DecodeMode, SourceConfig};
-use crate::deformatter::DeformatterConfig;
-use crate::elem::TraceElement;
-use crate::interfaces::{TrcDataIn, TrcGenElemIn};
-use crate::memory::{BufferAccessor, MemSpace};
+use coresight_decode::arch::ArchProfile;
+use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
+use coresight_decode::decoder::{CoreConfig, DecodeMode, SourceConfig};
+use coresight_decode::deformatter::DeformatterConfig;
+use coresight_decode::elem::TraceElement;
+use coresight_decode::interfaces::{TrcDataIn, TrcGenElemIn};
+use coresight_decode::memory::{BufferAccessor, MemSpace};
 use crate::snapshot_writer::DeviceSpec;
-use crate::tree::{DecodeTree, SourceFormat};
+use coresight_decode::tree::{DecodeTree, SourceFormat};
 
 /// Collects the truth items of decoded elements.
-struct Collect(Rc<RefCell<Vec<Truth>>>);
+struct Collect(coresight_decode::logger::Shared<Vec<Truth>>);
 
 impl TrcGenElemIn for Collect {
     fn trace_elem_in(&mut self, _index: TrcIndex, _trace_id: u8, elem: &TraceElement) -> DatapathResp {
@@ -46,7 +44,7 @@ fn source_config(dev: &DeviceSpec, core: Option<&DeviceSpec>) -> SourceConfig {
 /// first buffer's sources, takes each buffer in turn (end of trace, then a
 /// reset, after each); each buffer's items follow a [`Truth::Session`].
 pub fn decode(g: &Generated) -> Result<Vec<Truth>, String> {
-    let got = Rc::new(RefCell::new(Vec::new()));
+    let got = coresight_decode::logger::shared(Vec::new());
     decode_into(g, Box::new(Collect(got.clone())), |n| got.borrow_mut().push(Truth::Session(n)))?;
     let v = got.borrow().clone();
     Ok(comparable(v, g.truth.iter().any(Truth::is_detail)))
@@ -155,11 +153,11 @@ pub fn comparable(mut decoded: Vec<Truth>, truth_models_details: bool) -> Vec<Tr
 /// directory has a `truth.txt` without exceptions, contexts, cycle counts,
 /// timestamps or ETE elements, those are left out ([`comparable`]).
 pub fn decode_dir(dir: &std::path::Path) -> Result<Vec<Truth>, String> {
-    let ss = crate::snapshot::Snapshot::load(dir).map_err(|e| e.to_string())?;
+    let ss = coresight_decode::snapshot::Snapshot::load(dir).map_err(|e| e.to_string())?;
     let names: Vec<String> = ss.buffer_names().iter().map(|s| s.to_string()).collect();
     let name = names.first().ok_or("no trace buffer")?;
     let mut tree = ss.build_tree(name, DecodeMode::FullDecode, |_| {}).map_err(|e| e.to_string())?.ok_or("no decodable source")?;
-    let got = Rc::new(RefCell::new(Vec::new()));
+    let got = coresight_decode::logger::shared(Vec::new());
     tree.set_gen_elem_out(Box::new(Collect(got.clone())));
     let multi = names.len() > 1;
     for (n, name) in names.iter().enumerate() {
@@ -214,8 +212,8 @@ fn between<'a>(s: &'a str, open: &str, close: &str) -> Option<&'a str> {
 }
 
 fn truth_from_line(line: &str) -> Option<Truth> {
-    use crate::arch::SecurityState;
-    use crate::elem::MemTrans;
+    use coresight_decode::arch::SecurityState;
+    use coresight_decode::elem::MemTrans;
     if let Some(rest) = line.strip_prefix("####### Multi Session decode: Buffer ") {
         return rest.split_whitespace().next()?.parse().ok().map(Truth::Session);
     }
@@ -285,8 +283,8 @@ fn truth_from_line(line: &str) -> Option<Truth> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::arch::SecurityState;
-    use crate::elem::MemTrans;
+    use coresight_decode::arch::SecurityState;
+    use coresight_decode::elem::MemTrans;
 
     #[test]
     fn listing_lines_read_back() {

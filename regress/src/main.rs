@@ -1,12 +1,12 @@
 //! `trc_regress`: decodes a set of snapshots with the lister (in-process)
 //! and compares each listing with its expected listing, as the conformance
 //! runner does. Run with `--help` for the options; the work is done by
-//! [`coresight_decode::regress`].
+//! the `coresight-regress` library.
 
 fn main() {
     let _ = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("off")).try_init();
     let args: Vec<String> = std::env::args_os().skip(1).map(|a| a.to_string_lossy().into_owned()).collect();
     let stdout = std::io::stdout();
-    let status = coresight_decode::regress::main_with_args(&args, &mut stdout.lock());
+    let status = coresight_regress::main_with_args(&args, &mut stdout.lock());
     std::process::exit(status);
 }

@@ -1,17 +1,20 @@
 //! Writes snapshot directories: `snapshot.ini`, one `.ini` per device,
 //! `trace.ini`, the trace buffers and the memory dumps. What
-//! [`crate::snapshot::Snapshot::load`] reads, this writes.
+//! [`coresight_decode::snapshot::Snapshot::load`] reads, this writes.
 
 use std::fmt::Write as _;
 use std::path::Path;
 
-use crate::error::{Error, Result};
+use coresight_decode::error::{Error, Result};
 
 /// A memory dump of a core.
 #[derive(Clone, Debug)]
 pub struct DumpSpec {
+    /// File name of the dump, relative to the snapshot directory.
     pub file: String,
+    /// Address of the dump's first byte in the core's memory.
     pub address: u64,
+    /// The bytes.
     pub data: Vec<u8>,
     /// Memory space name (`EL1N`, `S`...), empty for any.
     pub space: String,
@@ -20,18 +23,25 @@ pub struct DumpSpec {
 /// A device to write.
 #[derive(Clone, Debug)]
 pub struct DeviceSpec {
+    /// Device name (`cpu_0`, `ETM_0`...), as other entries refer to it.
     pub name: String,
+    /// Device class: `core` or `trace_source`.
     pub class: String,
+    /// Device type: the core's name (`Cortex-A53`) or the source's protocol type (`ETM4`,
+    /// `PTM1`, `STM`...).
     pub device_type: String,
     /// Registers as (name with any decoration, value).
     pub regs: Vec<(String, u64)>,
+    /// Memory dumps (cores only).
     pub dumps: Vec<DumpSpec>,
 }
 
 impl DeviceSpec {
+    /// A core named `name` of type `core_type`, with no registers or dumps.
     pub fn core(name: &str, core_type: &str) -> Self {
         DeviceSpec { name: name.into(), class: "core".into(), device_type: core_type.into(), regs: Vec::new(), dumps: Vec::new() }
     }
+    /// A trace source named `name` of type `source_type` with registers `regs`.
     pub fn trace_source(name: &str, source_type: &str, regs: Vec<(String, u64)>) -> Self {
         DeviceSpec { name: name.into(), class: "trace_source".into(), device_type: source_type.into(), regs, dumps: Vec::new() }
     }
@@ -40,18 +50,24 @@ impl DeviceSpec {
 /// A trace buffer to write.
 #[derive(Clone, Debug)]
 pub struct BufferSpec {
+    /// Buffer name, as `trace.ini` refers to it.
     pub name: String,
+    /// File name of the buffer, relative to the snapshot directory.
     pub file: String,
     /// `coresight`, `dstream_coresight` or `source_data`.
     pub format: String,
+    /// The trace bytes.
     pub data: Vec<u8>,
 }
 
 /// A whole snapshot.
 #[derive(Clone, Debug, Default)]
 pub struct SnapshotSpec {
+    /// Free text written to `snapshot.ini`.
     pub description: String,
+    /// Devices (cores and trace sources).
     pub devices: Vec<DeviceSpec>,
+    /// Trace buffers.
     pub buffers: Vec<BufferSpec>,
     /// (source, buffer)
     pub source_buffers: Vec<(String, String)>,

@@ -143,8 +143,8 @@ pub struct Ctx {
 
 impl Ctx {
     /// The security state.
-    pub fn security(&self) -> crate::arch::SecurityState {
-        use crate::arch::SecurityState as S;
+    pub fn security(&self) -> coresight_decode::arch::SecurityState {
+        use coresight_decode::arch::SecurityState as S;
         match (self.nse, self.secure) {
             (false, true) => S::Secure,
             (false, false) => S::NonSecure,

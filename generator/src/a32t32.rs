@@ -21,7 +21,7 @@
 //! decoder produces it.
 
 use super::{BufferLayout, GenOptions, Generated, Rng, Truth};
-use crate::arch::Isa;
+use coresight_decode::arch::Isa;
 use crate::formatter::{FormatterConfig, FrameFormatter};
 use crate::snapshot_writer::{BufferSpec, DeviceSpec, SnapshotSpec};
 
@@ -1034,21 +1034,21 @@ pub(crate) fn bits_needed(v: u64) -> u32 {
 /// Decoding generated trace, and the encoders' statistics, in tests.
 #[cfg(test)]
 pub(crate) mod testing {
-    use std::cell::RefCell;
+    use coresight_decode::shared::Lock;
     use std::collections::BTreeMap;
     use std::ops::Range;
-    use std::rc::Rc;
+    use std::sync::Arc;
 
     use super::{Rng, Source};
-    use crate::arch::ArchProfile;
-    use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
-    use crate::decoder::{CoreConfig, DecodeMode, SourceConfig};
-    use crate::elem::TraceElement;
-    use crate::interfaces::{TrcDataIn, TrcGenElemIn};
-    use crate::memory::{BufferAccessor, MemSpace};
-    use crate::tree::{DecodeTree, SourceFormat};
+    use coresight_decode::arch::ArchProfile;
+    use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
+    use coresight_decode::decoder::{CoreConfig, DecodeMode, SourceConfig};
+    use coresight_decode::elem::TraceElement;
+    use coresight_decode::interfaces::{TrcDataIn, TrcGenElemIn};
+    use coresight_decode::memory::{BufferAccessor, MemSpace};
+    use coresight_decode::tree::{DecodeTree, SourceFormat};
 
-    struct Collect(Rc<RefCell<Vec<TraceElement>>>);
+    struct Collect(Arc<Lock<Vec<TraceElement>>>);
 
     impl TrcGenElemIn for Collect {
         fn trace_elem_in(&mut self, _index: TrcIndex, _id: u8, elem: &TraceElement) -> DatapathResp {
@@ -1077,12 +1077,12 @@ pub(crate) mod testing {
             let acc = BufferAccessor::new(d.address, d.data.clone(), MemSpace::ANY).unwrap();
             mapper.borrow_mut().add_accessor(Box::new(acc)).unwrap();
         }
-        let got = Rc::new(RefCell::new(Vec::new()));
+        let got = Arc::new(Lock::new(Vec::new()));
         tree.set_gen_elem_out(Box::new(Collect(got.clone())));
         let (resp, used) = tree.trace_data_in(DatapathOp::Data, 0, &src.bytes);
         assert!(resp.is_cont() && used == src.bytes.len(), "{resp:?} {used}");
         tree.trace_data_in(DatapathOp::Eot, 0, &[]);
-        got.take()
+        std::mem::take(&mut *got.borrow_mut())
     }
 
     /// An encoder's counts of what it put in the trace.
@@ -1118,9 +1118,9 @@ pub(crate) mod testing {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::arch::{ArchProfile, ArchVersion, CoreProfile, InstrInfo, InstrSubType, InstrType};
-    use crate::instr::ArmInstrDecoder;
-    use crate::interfaces::InstrDecode;
+    use coresight_decode::arch::{ArchProfile, ArchVersion, CoreProfile, InstrInfo, InstrSubType, InstrType};
+    use coresight_decode::instr::ArmInstrDecoder;
+    use coresight_decode::interfaces::InstrDecode;
 
     fn classify(dec: &mut ArmInstrDecoder, isa: Isa, addr: u64, op: u32) -> InstrInfo {
         let mut info = InstrInfo {

@@ -3,14 +3,15 @@
 //! line shown both ways, xz expected listings are read, and setup mistakes
 //! give errors naming the file and line.
 
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use std::fs;
 use std::path::Path;
 
-use coresight_decode::generator::{generate, GenOptions};
-use coresight_decode::regress::{
-    self, compare_texts, discover_library, load_case_list, main_with_args, run_case, Case, RunOptions, Verdict,
+use coresight_generator::{generate, GenOptions};
+use coresight_regress::{
+    compare_texts, discover_library, load_case_list, main_with_args, run_case, Case, RunOptions, Verdict,
 };
 
 fn write_snapshot(dir: &Path, seed: u64) {
@@ -233,7 +234,7 @@ fn a_library_listing_recorded_from_another_folder_runs_from_that_folder() {
         run_dir: root.join("lib"),
         args: ["-ss_dir", "./group/snap", "-decode", "-no_time_print"].iter().map(|s| s.to_string()).collect(),
         env: Vec::new(),
-        expected: snap.join(regress::LIBRARY_EXPECTED),
+        expected: snap.join(coresight_regress::LIBRARY_EXPECTED),
         origin: "test".into(),
         warnings: Vec::new(),
         problem: None,

@@ -29,7 +29,7 @@
 
 use super::a32t32::{self, walk, IsaMix, Program, ProgramConfig, SegEnd, Source, Term, WalkConfig};
 use super::{GenOptions, Generated, Rng, Truth};
-use crate::arch::Isa;
+use coresight_decode::arch::Isa;
 
 /// What to put in a PTM trace; `None` is chosen at random from the seed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -758,7 +758,7 @@ mod tests {
     }
 
     use super::a32t32::testing::{assert_only_when_on, count as get, sum_stats, Stats};
-    use crate::elem::ElemType;
+    use coresight_decode::elem::ElemType;
 
     /// Statistics summed over seeds.
     fn stats(o: PtmGenOptions, seeds: std::ops::Range<u64>) -> Stats {

@@ -375,8 +375,8 @@ pub(super) fn generate_given(seed: u64, segs: &[super::flow::Seg], images: &[(u6
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::generator::BufferLayout;
-    use crate::generator::check::check;
+    use crate::BufferLayout;
+    use crate::check::check;
 
     fn opts(seed: u64) -> GenOptions {
         GenOptions { seed, protocol: super::super::GenProtocol::Ete(EteOptions::default()), layout: BufferLayout::Unformatted, length: 300 }
@@ -443,15 +443,15 @@ mod tests {
     /// reads as a bad or reserved packet.
     #[test]
     fn every_ete_packet_turns_up() {
-        use crate::arch::{ArchProfile, ArchVersion, CoreProfile};
-        use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
-        use crate::decoder::{PacketOut, PacketProcessor};
-        use crate::etmv4::{EtmV4Config, EtmV4Packet, EtmV4PktProc, PktType};
-        use crate::interfaces::PktDataIn;
-        use std::cell::RefCell;
+        use coresight_decode::arch::{ArchProfile, ArchVersion, CoreProfile};
+        use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
+        use coresight_decode::decoder::{PacketOut, PacketProcessor};
+        use coresight_decode::etmv4::{EtmV4Config, EtmV4Packet, EtmV4PktProc, PktType};
+        use coresight_decode::interfaces::PktDataIn;
+        use coresight_decode::shared::Lock;
         use std::collections::BTreeSet;
-        use std::rc::Rc;
-        struct Sink(Rc<RefCell<BTreeSet<String>>>);
+        use std::sync::Arc;
+        struct Sink(Arc<Lock<BTreeSet<String>>>);
         impl PktDataIn<EtmV4Packet> for Sink {
             fn packet_data_in(&mut self, _op: DatapathOp, _i: TrcIndex, p: Option<&EtmV4Packet>) -> DatapathResp {
                 if let Some(p) = p {
@@ -472,7 +472,7 @@ mod tests {
                 DatapathResp::Cont
             }
         }
-        let seen = Rc::new(RefCell::new(BTreeSet::new()));
+        let seen = Arc::new(Lock::new(BTreeSet::new()));
         for seed in 0..12 {
             let o = EteOptions::all(Choice::On).with("bb", Choice::Off).with("multi", if seed % 3 == 0 { Choice::On } else { Choice::Off });
             let g = generate_with(&opts(seed), &o);

@@ -345,9 +345,9 @@ pub fn flow_program(rng: &mut Rng, base: u64, n_blocks: usize, handler_base: Opt
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::arch::{ArchProfile, ArchVersion, CoreProfile, InstrInfo, InstrSubType, InstrType, Isa};
-    use crate::instr::ArmInstrDecoder;
-    use crate::interfaces::InstrDecode;
+    use coresight_decode::arch::{ArchProfile, ArchVersion, CoreProfile, InstrInfo, InstrSubType, InstrType, Isa};
+    use coresight_decode::instr::ArmInstrDecoder;
+    use coresight_decode::interfaces::InstrDecode;
 
     fn read(p: &Program, addr: u64) -> u32 {
         for (base, code) in &p.images {

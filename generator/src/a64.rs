@@ -507,9 +507,9 @@ pub fn flow_program_ext(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::arch::{ArchProfile, ArchVersion, CoreProfile, InstrInfo, InstrSubType, InstrType, Isa};
-    use crate::instr::ArmInstrDecoder;
-    use crate::interfaces::InstrDecode;
+    use coresight_decode::arch::{ArchProfile, ArchVersion, CoreProfile, InstrInfo, InstrSubType, InstrType, Isa};
+    use coresight_decode::instr::ArmInstrDecoder;
+    use coresight_decode::interfaces::InstrDecode;
 
     /// Every generated instruction classifies as the generator meant it.
     #[test]

@@ -33,7 +33,7 @@ use std::collections::VecDeque;
 use super::a32t32::{self, walk, ExcKind, IsaMix, Program, ProgramConfig, SegEnd, Source, Term, WalkConfig};
 use super::ptm::{parse_flag, parse_isa, pick, pick_isa};
 use super::{GenOptions, Generated, Rng, Truth};
-use crate::arch::Isa;
+use coresight_decode::arch::Isa;
 
 /// What to put in an ETMv3 trace; `None` is chosen at random from the
 /// seed.
@@ -817,7 +817,7 @@ mod tests {
     }
 
     use super::a32t32::testing::{assert_only_when_on, count as get, sum_stats, Stats};
-    use crate::elem::ElemType;
+    use coresight_decode::elem::ElemType;
 
     /// Statistics summed over seeds.
     fn stats(o: Etmv3GenOptions, seeds: std::ops::Range<u64>) -> Stats {

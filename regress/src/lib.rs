@@ -29,8 +29,8 @@ use std::io::{self, BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use crate::lister;
-use crate::logger::{shared, MsgLogger};
+use coresight_decode::lister;
+use coresight_decode::logger::{shared, MsgLogger};
 
 /// The program name given to the lister as `argv[0]` (it appears in the
 /// banner of written listings, as in OpenCSD's).
@@ -734,7 +734,7 @@ pub fn run_lister(case: &Case) -> Result<(i32, String), String> {
     let status = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| lister::run(&argv, &env, out.clone())));
     drop(guard);
     match status {
-        Ok(s) => Ok((s, out.try_borrow_mut().map(|mut o| o.take_captured()).unwrap_or_default())),
+        Ok(s) => Ok((s, out.borrow_mut().take_captured())),
         Err(p) => {
             let msg = p
                 .downcast_ref::<&str>()

@@ -5,7 +5,7 @@
 //!
 //! The stream is cut into the generator's segments: runs of instructions
 //! ending at a waypoint (classified from the opcode by
-//! [`crate::instr::ArmInstrDecoder`]), taken unless the trace says the
+//! [`coresight_decode::instr::ArmInstrDecoder`]), taken unless the trace says the
 //! condition failed. A change of flow that no waypoint explains (an
 //! exception), and the instructions after the last waypoint, end a segment
 //! with an exception, so that every executed instruction is traced.
@@ -18,10 +18,10 @@ use goblin::elf::program_header::PT_LOAD;
 use super::a32t32;
 use super::flow::{Cause, Ctx, End, Seg, Term};
 use super::{BufferLayout, Generated};
-use crate::arch::{ArchProfile, ArchVersion, CoreProfile, InstrInfo, InstrSubType, InstrType, Isa};
-use crate::instr::ArmInstrDecoder;
-use crate::interfaces::InstrDecode;
-use crate::tarmac::{Effect, Iset, Reader, RecordKind};
+use coresight_decode::arch::{ArchProfile, ArchVersion, CoreProfile, InstrInfo, InstrSubType, InstrType, Isa};
+use coresight_decode::instr::ArmInstrDecoder;
+use coresight_decode::interfaces::InstrDecode;
+use coresight_decode::tarmac::{Effect, Iset, Reader, RecordKind};
 
 /// One instruction of an execution.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

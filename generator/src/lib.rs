@@ -15,15 +15,17 @@ pub mod etmv3;
 pub mod etmv4;
 pub mod execution;
 pub mod flow;
+pub mod formatter;
 pub mod itm;
 pub mod ptm;
 pub mod stm;
+pub mod snapshot_writer;
 pub mod t32m;
 
 use std::fmt::{self, Write as _};
 
-use crate::arch::SecurityState;
-use crate::elem::{ElemType, ItmPktKind, MemTrans, TraceElement};
+use coresight_decode::arch::SecurityState;
+use coresight_decode::elem::{ElemType, ItmPktKind, MemTrans, TraceElement};
 use crate::formatter::{FormatterConfig, FrameFormatter};
 use crate::snapshot_writer::SnapshotSpec;
 

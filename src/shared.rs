@@ -1,0 +1,178 @@
+//! Shared ownership of the components of a decode tree.
+//!
+//! A tree's services (target memory, instruction decoder, element router,
+//! error logger) are used by every decoder in it, so they are shared. A
+//! tree is used by one thread at a time, but must be able to move between
+//! threads (`Send`), which rules out `Rc<RefCell<_>>`. [`Lock`] is the
+//! cheapest cell that allows it: an exclusive flag taken with one atomic
+//! swap and released with one store. On the data path it is never
+//! contended; when it is (a sink shared by trees on two threads), a
+//! borrow waits, yielding, until the other thread lets go.
+
+use std::cell::UnsafeCell;
+use std::fmt;
+use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// A shared component: see the [module docs](self).
+pub type Shared<T> = Arc<Lock<T>>;
+
+/// Wraps a value for sharing between components.
+pub fn shared<T>(v: T) -> Shared<T> {
+    Arc::new(Lock::new(v))
+}
+
+/// A cell giving one borrower at a time exclusive access to its value, on
+/// any thread. Like a mutex without poisoning; unlike `RefCell`, a second
+/// borrow waits for the first to end instead of panicking, so a borrow
+/// must not be taken again by the thread that holds it.
+pub struct Lock<T: ?Sized> {
+    locked: AtomicBool,
+    value: UnsafeCell<T>,
+}
+
+// SAFETY: the value is only reached through a `LockGuard`, and at most one
+// guard exists at a time (the `locked` flag, taken with Acquire and
+// released with Release, orders each borrower's accesses after the
+// previous one's). So sharing a `Lock` between threads hands the value
+// from thread to thread, which needs `T: Send`, never `T: Sync`.
+unsafe impl<T: ?Sized + Send> Send for Lock<T> {}
+// SAFETY: as above.
+unsafe impl<T: ?Sized + Send> Sync for Lock<T> {}
+
+impl<T> Lock<T> {
+    /// A new, unlocked cell.
+    pub const fn new(value: T) -> Lock<T> {
+        Lock { locked: AtomicBool::new(false), value: UnsafeCell::new(value) }
+    }
+
+    /// The value, out of the cell.
+    pub fn into_inner(self) -> T {
+        self.value.into_inner()
+    }
+}
+
+impl<T: ?Sized> Lock<T> {
+    /// Borrows the value exclusively until the guard is dropped, waiting
+    /// while another thread holds it.
+    #[inline]
+    pub fn borrow_mut(&self) -> LockGuard<'_, T> {
+        if self.locked.swap(true, Ordering::Acquire) {
+            self.wait();
+        }
+        LockGuard { lock: self }
+    }
+
+    /// The same as [`borrow_mut`](Self::borrow_mut): there are no shared
+    /// borrows. Named for the many read-only uses.
+    #[inline]
+    pub fn borrow(&self) -> LockGuard<'_, T> {
+        self.borrow_mut()
+    }
+
+    /// Borrows the value if no one else holds it.
+    pub fn try_borrow_mut(&self) -> Option<LockGuard<'_, T>> {
+        (!self.locked.swap(true, Ordering::Acquire)).then_some(LockGuard { lock: self })
+    }
+
+    /// The value, through a unique reference (no locking needed).
+    pub fn get_mut(&mut self) -> &mut T {
+        self.value.get_mut()
+    }
+
+    #[cold]
+    fn wait(&self) {
+        loop {
+            std::thread::yield_now();
+            if !self.locked.load(Ordering::Relaxed) && !self.locked.swap(true, Ordering::Acquire) {
+                return;
+            }
+        }
+    }
+}
+
+impl<T: Default> Default for Lock<T> {
+    fn default() -> Self {
+        Lock::new(T::default())
+    }
+}
+
+impl<T: ?Sized> fmt::Debug for Lock<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Lock { .. }")
+    }
+}
+
+/// Exclusive access to a [`Lock`]'s value; released when dropped.
+pub struct LockGuard<'a, T: ?Sized> {
+    lock: &'a Lock<T>,
+}
+
+impl<T: ?Sized + fmt::Debug> fmt::Debug for LockGuard<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        (**self).fmt(f)
+    }
+}
+
+impl<T: ?Sized> Deref for LockGuard<'_, T> {
+    type Target = T;
+    #[inline]
+    fn deref(&self) -> &T {
+        // SAFETY: this guard is the only one (see `Lock`).
+        unsafe { &*self.lock.value.get() }
+    }
+}
+
+impl<T: ?Sized> DerefMut for LockGuard<'_, T> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: this guard is the only one (see `Lock`).
+        unsafe { &mut *self.lock.value.get() }
+    }
+}
+
+impl<T: ?Sized> Drop for LockGuard<'_, T> {
+    #[inline]
+    fn drop(&mut self) {
+        self.lock.locked.store(false, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_borrower_at_a_time() {
+        let s = shared(5);
+        {
+            let mut g = s.borrow_mut();
+            *g += 1;
+            assert!(s.try_borrow_mut().is_none());
+        }
+        assert_eq!(*s.try_borrow_mut().unwrap(), 6);
+    }
+
+    #[test]
+    fn threads_take_turns() {
+        let s = shared(0u64);
+        std::thread::scope(|sc| {
+            for _ in 0..4 {
+                sc.spawn(|| {
+                    for _ in 0..10_000 {
+                        *s.borrow_mut() += 1;
+                    }
+                });
+            }
+        });
+        assert_eq!(*s.borrow(), 40_000);
+    }
+
+    #[test]
+    fn unsized_values_coerce() {
+        let s: Shared<Vec<u8>> = shared(vec![1, 2]);
+        let d: Shared<dyn std::any::Any + Send> = s.clone();
+        assert!(d.borrow().downcast_ref::<Vec<u8>>().is_some());
+    }
+}
