@@ -158,3 +158,25 @@ impl ParallelSink for CountSink {
         DatapathResp::Cont
     }
 }
+
+/// The same generated snapshots through the pull API (`Decoder::decode`,
+/// typed elements out of a bounded queue): compare with
+/// `generated_snapshot` for the cost of the iterator over the push sink.
+#[divan::bench(args = ["etmv4", "stm"], sample_count = 20)]
+fn generated_snapshot_pull(bencher: Bencher, protocol: &str) {
+    use coresight_decode::{Decoder, Element};
+    let l = generated(protocol);
+    bencher
+        .counter(BytesCount::new(l.data.len()))
+        .with_inputs(|| Decoder::new(tree(&l)))
+        .bench_local_values(|mut d| {
+            let mut n = 0u64;
+            for item in d.decode(&l.data) {
+                n += match item.unwrap().element {
+                    Element::InstrRange { num_instr, .. } => num_instr as u64 + 1,
+                    _ => 1,
+                };
+            }
+            (d, n)
+        });
+}

@@ -132,11 +132,21 @@ impl TrcGenElemIn for ElemRouter {
             None => DatapathResp::Cont,
         }
     }
+    #[inline]
+    fn trace_elems_in(&mut self, trace_id: u8, elems: &[(TrcIndex, TraceElement)]) -> (DatapathResp, usize) {
+        match self.out.as_mut() {
+            Some(o) => o.trace_elems_in(trace_id, elems),
+            None => (DatapathResp::Cont, elems.len()),
+        }
+    }
 }
 
 impl<T: TrcGenElemIn + ?Sized> TrcGenElemIn for Shared<T> {
     fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp {
         self.borrow_mut().trace_elem_in(index, trace_id, elem)
+    }
+    fn trace_elems_in(&mut self, trace_id: u8, elems: &[(TrcIndex, TraceElement)]) -> (DatapathResp, usize) {
+        self.borrow_mut().trace_elems_in(trace_id, elems)
     }
 }
 

@@ -679,6 +679,25 @@ impl FrameDeformatter {
         let flags = f[15];
         let sof = self.frame_sof;
         let id_at_start = self.curr_id;
+        if (f[0] | f[2] | f[4] | f[6] | f[8] | f[10] | f[12] | f[14]) & 1 == 0 {
+            // No ID change in the frame (the usual case with one busy
+            // source): all 15 data bytes are the current ID's, each byte
+            // at an even position completed by its bit of the flags byte.
+            let c = &mut self.chunks[0];
+            c.restart(self.curr_id, sof);
+            for pair in 0..7 {
+                c.data[2 * pair] = f[2 * pair] | ((flags >> pair) & 1);
+                c.data[2 * pair + 1] = f[2 * pair + 1];
+            }
+            c.data[14] = f[14] | (flags >> 7);
+            c.valid = 15;
+            self.stats.frame_bytes += 1;
+            self.frame_len = 0;
+            self.chunk_count = 1;
+            self.chunks_done = 0;
+            self.report_frame(sof, id_at_start);
+            return;
+        }
         let mut cur = 0usize;
         self.chunks[0].restart(self.curr_id, sof);
         let mut overhead = 1u64; // byte 15
@@ -719,6 +738,12 @@ impl FrameDeformatter {
         self.frame_len = 0;
         self.chunk_count = cur + 1;
         self.chunks_done = 0;
+        self.report_frame(sof, id_at_start);
+    }
+
+    /// Tells the source indexer, if one is attached, of the frame just
+    /// unpacked.
+    fn report_frame(&mut self, sof: TrcIndex, id_at_start: Option<u8>) {
         if let Some(ix) = self.indexer.as_mut() {
             let mut rec = FrameRecord { index: sof, id_at_start, runs: [FrameRun::default(); 8], count: self.chunk_count };
             for (r, c) in rec.runs.iter_mut().zip(&self.chunks[..self.chunk_count]) {

@@ -46,6 +46,26 @@ pub trait TrcGenElemIn: Send {
     /// Takes one generic element from the source with trace ID `trace_id`, found at trace
     /// index `index`; a wait response makes the decoder stop and resume on the next flush.
     fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp;
+
+    /// Several elements of `trace_id` in order, each with its index.
+    /// Returns the response to the last one taken and how many were taken:
+    /// all of them, or fewer when one answered other than `Cont` (that one
+    /// counts as taken). The default passes them one at a time to
+    /// [`trace_elem_in`](Self::trace_elem_in); a sink that can take a run
+    /// at once (a muted printer, a counter) overrides it, so a decoder
+    /// sending its elements together costs one call, not one per element.
+    fn trace_elems_in(&mut self, trace_id: u8, elems: &[(TrcIndex, TraceElement)]) -> (DatapathResp, usize) {
+        let mut resp = DatapathResp::Cont;
+        let mut n = 0;
+        for (index, elem) in elems {
+            resp = self.trace_elem_in(*index, trace_id, elem);
+            n += 1;
+            if !resp.is_cont() {
+                break;
+            }
+        }
+        (resp, n)
+    }
 }
 
 /// Memory image of the traced target (OpenCSD's `ITargetMemAccess`).
@@ -66,6 +86,16 @@ pub trait TargetMemAccess: Send {
     /// whose contents change must change it.
     fn generation(&self, _trace_id: u8) -> u64 {
         0
+    }
+
+    /// True when what this memory returns changes only with its
+    /// [`generation`](Self::generation): never with the traced context and
+    /// never through `invalidate_mem_acc_cache`. Decoders then keep the
+    /// code they have walked across context changes (a process switch
+    /// does not drop every block). The default, false, suits memory that
+    /// follows the context (a callback serving the current process).
+    fn contents_fixed(&self) -> bool {
+        false
     }
 }
 

@@ -10,6 +10,8 @@
 //! ([`snapshot::Snapshot`]) or by hand; protocols are created through a
 //! [`decoder::DecoderRegistry`], to which users can add their own.
 
+#![deny(missing_docs)]
+
 pub mod arch;
 pub mod datapath;
 pub mod decoder;
@@ -17,6 +19,7 @@ pub mod deformatter;
 #[cfg(feature = "disasm")]
 pub mod disasm;
 pub mod elem;
+pub mod element;
 pub mod ete;
 pub mod etmv3;
 pub mod etmv4;
@@ -34,6 +37,7 @@ pub mod printers;
 pub mod protocols;
 pub(crate) mod pktproc;
 pub mod ptm;
+pub mod pull;
 pub mod shared;
 pub mod snapshot;
 pub mod stm;
@@ -45,6 +49,11 @@ mod walk;
 
 pub use datapath::{DatapathOp, DatapathResp, TrcIndex};
 pub use elem::{ElemType, TraceElement};
+pub use element::{Decoded, Element};
+pub use pull::{decode_buffer, DecodeError, Decoder, DecoderBuilder, Trace};
+pub use decoder::DecodeMode;
+pub use snapshot::Snapshot;
+pub use tree::DecodeTree;
 pub use error::{ErrCode, Error, Result, TraceError};
 pub use interfaces::{InstrDecode, PktDataIn, PktRawDataMon, TargetMemAccess, TrcDataIn, TrcGenElemIn};
 

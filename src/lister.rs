@@ -742,6 +742,14 @@ impl TrcGenElemIn for CountingPrinter {
         }
         self.printer.trace_elem_in(index, trace_id, elem)
     }
+    fn trace_elems_in(&mut self, trace_id: u8, elems: &[(TrcIndex, crate::elem::TraceElement)]) -> (DatapathResp, usize) {
+        if self.printer.need_ack_wait() {
+            self.printer.ack_wait();
+        }
+        let (resp, n) = self.printer.trace_elems_in(trace_id, elems);
+        self.total.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+        (resp, n)
+    }
 }
 
 /// The lister's output of a parallel decode: text to the log, elements to

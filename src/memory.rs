@@ -262,6 +262,11 @@ pub trait MemAccessor: Send {
     fn cacheable(&self) -> bool {
         false
     }
+    /// Whether the bytes served never change (a file or a buffer): then
+    /// invalidating the memory cache leaves what decoders walked valid.
+    fn contents_fixed(&self) -> bool {
+        false
+    }
     /// Appends the description OpenCSD logs for the mapped-ranges listing.
     fn describe(&self, out: &mut String) {
         describe_ranges(self.kind(), self.ranges(), self.mem_space(), out);
@@ -356,6 +361,9 @@ impl FileAccessor {
 }
 
 impl MemAccessor for FileAccessor {
+    fn contents_fixed(&self) -> bool {
+        true
+    }
     fn kind(&self) -> AccessorKind {
         AccessorKind::File
     }
@@ -408,6 +416,9 @@ impl BufferAccessor {
 }
 
 impl MemAccessor for BufferAccessor {
+    fn contents_fixed(&self) -> bool {
+        true
+    }
     fn kind(&self) -> AccessorKind {
         AccessorKind::Buffer
     }
@@ -746,9 +757,38 @@ impl TargetMemAccess for MemAccMapper {
     }
     fn invalidate_mem_acc_cache(&mut self, trace_id: u8) {
         self.cache.invalidate();
-        self.id_generation[trace_id as usize] += 1;
+        // Fixed images read the same again: what was walked stays valid.
+        if !self.contents_fixed() {
+            self.id_generation[trace_id as usize] += 1;
+        }
     }
     fn generation(&self, trace_id: u8) -> u64 {
         self.generation.wrapping_add(self.id_generation[trace_id as usize])
+    }
+    fn contents_fixed(&self) -> bool {
+        self.images.iter().all(|i| i.acc().contents_fixed())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn invalidating_fixed_images_keeps_the_generation_and_a_callback_changes_it() {
+        let mut m = MemAccMapper::default();
+        m.add_accessor(Box::new(BufferAccessor::new(0x1000, vec![1, 2, 3, 4], MemSpace::ANY).unwrap())).unwrap();
+        assert!(m.contents_fixed());
+        let g = m.generation(3);
+        m.invalidate_mem_acc_cache(3);
+        assert_eq!(m.generation(3), g, "a buffer reads the same after an invalidate");
+
+        let cb = CallbackAccessor::new(0x8000, 0x8fff, MemSpace::ANY, Box::new(|_, _, buf: &mut [u8]| buf.len())).unwrap();
+        m.add_accessor(Box::new(cb)).unwrap();
+        assert!(!m.contents_fixed());
+        let g = m.generation(3);
+        m.invalidate_mem_acc_cache(3);
+        assert_ne!(m.generation(3), g, "a callback may serve other bytes after an invalidate");
+        assert_eq!(m.generation(4), g, "only the invalidated trace ID changes");
     }
 }

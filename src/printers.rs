@@ -189,6 +189,25 @@ impl TrcGenElemIn for GenElemPrinter {
         }
         resp
     }
+
+    /// Muted, with no forced wait to give and none to report, a run of
+    /// elements is only counted.
+    fn trace_elems_in(&mut self, trace_id: u8, elems: &[(TrcIndex, TraceElement)]) -> (DatapathResp, usize) {
+        if self.mute && !self.need_ack && self.waits.remaining() == 0 {
+            self.count += elems.len() as u64;
+            return (DatapathResp::Cont, elems.len());
+        }
+        let mut resp = DatapathResp::Cont;
+        let mut n = 0;
+        for (index, elem) in elems {
+            resp = self.trace_elem_in(*index, trace_id, elem);
+            n += 1;
+            if !resp.is_cont() {
+                break;
+            }
+        }
+        (resp, n)
+    }
 }
 
 /// Prints raw frames and unpacked per-ID data

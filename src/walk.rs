@@ -148,8 +148,9 @@ struct Block {
 }
 
 /// Blocks remembered per decoder. Direct-mapped: a colliding block
-/// replaces the one in its slot.
-const BLOCKS: usize = 16384;
+/// replaces the one in its slot. The table (about 90 bytes a slot) is
+/// made on the first walk, so decoders that never walk do not pay for it.
+const BLOCKS: usize = 65536;
 
 /// The instruction walk of one decoder: a code cache and a block cache in
 /// front of its target memory and instruction classifier.
@@ -166,15 +167,19 @@ pub(crate) struct Walker {
 
 impl Walker {
     pub fn new(options: WalkOptions) -> Self {
-        let empty = Block {
+        Walker { code: CodeCache::new(), blocks: Vec::new(), passed: Vec::new(), generation: 1, mem_generation: 0, options }
+    }
+
+    /// An unused slot (generation 0 never matches).
+    fn empty_block() -> Block {
+        Block {
             generation: 0,
             start: 0,
             isa: Isa::Arm,
             space: 0,
             walked: Walked { num: 0, end: WalkEnd::Nacc },
             after: InstrInfo::default(),
-        };
-        Walker { code: CodeCache::new(), blocks: vec![empty; BLOCKS], passed: Vec::new(), generation: 1, mem_generation: 0, options }
+        }
     }
 
     /// Forgets all cached code and blocks (memory may have changed).
@@ -207,8 +212,10 @@ impl Walker {
 
     #[inline]
     fn slot(addr: u64, isa: Isa, space: MemSpace) -> usize {
-        let h = (addr >> 1) ^ (addr >> 13) ^ ((isa as u64) << 7) ^ ((space.bits() as u64) << 3);
-        (h as usize) & (BLOCKS - 1)
+        // Fibonacci hashing: instruction addresses are 2- or 4-aligned
+        // and clustered; the multiply spreads them over every slot.
+        let k = addr ^ ((isa as u64) << 56) ^ ((space.bits() as u64) << 48);
+        (k.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - BLOCKS.trailing_zeros())) as usize
     }
 
     /// Drops the remembered blocks if the memory's
@@ -229,7 +236,7 @@ impl Walker {
     /// memory generation in step ([`sync_memory`](Self::sync_memory)).
     #[inline]
     pub fn remembered(&mut self, instr: &mut InstrInfo, space: MemSpace, carried: u8) -> Option<Walked> {
-        let b = &self.blocks[Self::slot(instr.instr_addr, instr.isa, space)];
+        let b = self.blocks.get(Self::slot(instr.instr_addr, instr.isa, space))?;
         if b.generation == self.generation
             && b.start == instr.instr_addr
             && b.isa == instr.isa
@@ -305,6 +312,9 @@ impl Walker {
         // A walk that decoded nothing leaves stale classification in
         // `instr`; it is cheap, so it is not remembered.
         if walked.num > 0 && dec.carried_state() == 0 {
+            if self.blocks.is_empty() {
+                self.blocks = vec![Self::empty_block(); BLOCKS];
+            }
             let g = self.generation;
             for &(at, before) in &passed {
                 let num = walked.num - before;

@@ -291,3 +291,36 @@ fn custom_protocol_from_a_snapshot() {
          Idx:0; ID:22; OCSD_GEN_TRC_ELEM_EO_TRACE( [undefined])\n"
     );
 }
+
+/// A tree with user-registered decoders is read through the pull API as
+/// the built-in ones are: typed elements, the tree waiting after each.
+#[test]
+fn custom_protocol_through_the_pull_api() {
+    use coresight_decode::element::Event;
+    use coresight_decode::elem::UnsyncInfo;
+    use coresight_decode::{Decoder, Element};
+
+    let mut tree = DecodeTree::with_registry(SourceFormat::Formatted(DeformatterConfig::mem_aligned()), DecodeMode::FullDecode, registry());
+    for id in [0x10u64, 0x11] {
+        let cfg = SourceConfig { name: format!("ECHO_{id:x}"), regs: vec![("ECHOIDR".into(), id)], ..Default::default() };
+        tree.create_decoder("ECHO", &cfg).unwrap();
+    }
+    let mut f = FrameFormatter::new(FormatterConfig::default());
+    f.push(0x10, &[0x02, 0x03]);
+    let data = f.finish();
+    let mut decoder = Decoder::new(tree);
+    decoder.set_queue_capacity(1);
+    let got: Vec<(TrcIndex, u8, Element)> =
+        decoder.decode(&data).map(|i| i.map(|d| (d.index, d.trace_id, d.element))).collect::<Result<_, _>>().unwrap();
+    let eot = Element::EoTrace { reason: UnsyncInfo::Unknown };
+    assert_eq!(
+        got,
+        [
+            (0, 0x10, Element::Event(Event::Numbered(2))),
+            (1, 0x10, Element::Event(Event::Numbered(3))),
+            (1, 0x10, Element::Timestamp { timestamp: 0x12c, cycle_count: None }),
+            (0, 0x10, eot),
+            (0, 0x11, eot),
+        ]
+    );
+}

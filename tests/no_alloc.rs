@@ -33,8 +33,8 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
-/// The count is global: the tests take turns.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+/// The count is global: the tests measure one at a time.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 struct CountElems(u64);
 
@@ -68,7 +68,7 @@ fn decode_allocations(protocol: GenProtocol, length: usize, dir: &str) -> usize 
 
 #[test]
 fn decoding_more_trace_makes_no_more_allocations() {
-    let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let protocols = [
         (GenProtocol::Etmv4, "etmv4"),
         (GenProtocol::Stm, "stm"),
@@ -87,8 +87,40 @@ fn decoding_more_trace_makes_no_more_allocations() {
     }
 }
 
+/// Allocations made while pulling every element of a generated snapshot
+/// of `length` steps through the pull API, and how many elements.
+fn pull_allocations(protocol: GenProtocol, length: usize, dir: &str) -> (usize, usize) {
+    let g = generate(&GenOptions { seed: 9, protocol, layout: BufferLayout::Formatted, length });
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(dir);
+    let _ = std::fs::remove_dir_all(&path);
+    g.spec.write_to(&path).unwrap();
+    let ss = Snapshot::load(&path).unwrap();
+    let mut decoder = coresight_decode::Decoder::from_snapshot(&ss, "ETB_0").unwrap();
+    let data = std::fs::read(path.join("trace.bin")).unwrap();
+    let before = ALLOCS.load(Ordering::Relaxed);
+    let mut n = 0;
+    for item in decoder.decode(&data) {
+        item.unwrap();
+        n += 1;
+    }
+    (ALLOCS.load(Ordering::Relaxed) - before, n)
+}
+
+#[test]
+fn pulling_ten_times_more_elements_makes_no_more_allocations() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    for (p, name) in [(GenProtocol::Etmv4, "etmv4"), (GenProtocol::Stm, "stm")] {
+        let (long, n_long) = pull_allocations(p, 3000, &format!("noalloc_pull_{name}_long"));
+        let (longer, n_longer) = pull_allocations(p, 30000, &format!("noalloc_pull_{name}_longer"));
+        assert!(n_longer > 5 * n_long, "{name}: {n_long} then {n_longer} elements");
+        assert!(long < 64, "{name}: {long} allocations for {n_long} elements");
+        assert!(longer <= long + 4, "{name}: {long} allocations for {n_long} elements, {longer} for {n_longer}");
+    }
+}
+
 /// Allocations made while indexing a generated snapshot of `length` steps
-/// (packet level, as `coresight_decode::index` builds an index).
+/// (packet level, as `coresight_decode::index` builds an index), and the
+/// entries made.
 fn index_allocations(protocol: GenProtocol, length: usize, dir: &str) -> (usize, usize) {
     use coresight_decode::index::build::{build_index, IndexOptions};
     let g = generate(&GenOptions { seed: 9, protocol, layout: BufferLayout::Formatted, length });
@@ -106,7 +138,7 @@ fn index_allocations(protocol: GenProtocol, length: usize, dir: &str) -> (usize,
 
 #[test]
 fn indexing_allocates_only_to_grow_the_index() {
-    let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     for (p, name) in [(GenProtocol::Etmv4, "etmv4"), (GenProtocol::Stm, "stm"), (GenProtocol::Ptm(Default::default()), "ptm")] {
         let (long, e1) = index_allocations(p, 3000, &format!("noalloc_index_{name}_long"));
         let (longer, e2) = index_allocations(p, 30000, &format!("noalloc_index_{name}_longer"));

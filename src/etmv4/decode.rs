@@ -105,14 +105,6 @@ impl P0Elem {
         }
     }
 
-    /// Takes the oldest atom: true for E.
-    fn commit_oldest(&mut self) -> bool {
-        let e = self.atoms.en_bits & 1 != 0;
-        self.atoms.num -= 1;
-        self.atoms.en_bits >>= 1;
-        e
-    }
-
     /// Cancels up to `n` of the newest atoms; returns how many.
     fn cancel_newest(&mut self, n: u32) -> u32 {
         let k = n.min(self.atoms.num as u32);
@@ -232,23 +224,38 @@ impl OutStack {
         self.to_send = 0;
     }
 
+    #[inline]
     fn add(&mut self, index: TrcIndex) {
         if self.to_send > 0 {
             self.curr += 1;
             if self.curr >= self.elems.len() {
-                self.elems.push((0, TraceElement::default()));
+                self.grow();
             }
-            self.copy_persistent(self.curr - 1, self.curr);
+            // The previous slot and the new one, with one bounds check.
+            if let [(_, prev), (idx, e)] = &mut self.elems[self.curr - 1..=self.curr] {
+                e.isa = prev.isa;
+                e.context = prev.context;
+                *idx = index;
+            }
+        } else {
+            self.elems[self.curr].0 = index;
         }
-        self.elems[self.curr].0 = index;
         self.to_send += 1;
     }
 
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self) {
+        self.elems.push((0, TraceElement::default()));
+    }
+
+    #[inline]
     fn add_type(&mut self, index: TrcIndex, t: ElemType) {
         self.add(index);
         self.elems[self.curr].1.set_type(t);
     }
 
+    #[inline]
     fn cur(&mut self) -> &mut TraceElement {
         &mut self.elems[self.curr].1
     }
@@ -260,13 +267,14 @@ impl OutStack {
     fn send(&mut self, out: &Shared<ElemRouter>, trace_id: u8) -> DatapathResp {
         let mut resp = DatapathResp::Cont;
         if self.to_send > 0 {
-            let mut o = out.borrow_mut();
-            while self.to_send > 0 && resp.is_cont() {
-                let (idx, e) = &self.elems[self.send_idx];
-                resp = o.trace_elem_in(*idx, trace_id, e);
-                self.send_idx += 1;
-                self.to_send -= 1;
-            }
+            // One call for the run: a sink that takes runs at once (a
+            // muted printer) does no work per element.
+            let run = &self.elems[self.send_idx..self.send_idx + self.to_send];
+            let (r, n) = out.borrow_mut().trace_elems_in(trace_id, run);
+            resp = r;
+            let n = n.clamp(1, self.to_send);
+            self.send_idx += n;
+            self.to_send -= n;
         }
         if self.to_send == 0 {
             self.reset();
@@ -354,6 +362,11 @@ pub struct EtmV4Decoder {
     next_range_check: Option<u64>,
     /// The program walk, with its code and block caches.
     code: Walker,
+    /// The classifier's carried state as last read; `None` when it may
+    /// have changed since (it is shared by the tree's decoders, so it is
+    /// read again each time the decoder is entered, and after this
+    /// decoder's own classifying outside a walk).
+    carried: Option<u8>,
     /// End of trace handled (a repeated EOT only sends what is left).
     eot_done: bool,
     /// Sync was lost while resolving a packet whose elements then had to
@@ -403,6 +416,7 @@ impl EtmV4Decoder {
             out_stack: OutStack::new(),
             next_range_check: None,
             code: Walker::new(WalkOptions { a64_opcode_check: ctx.options.aa64_opcode_check, mem_error_is_error: false }),
+            carried: None,
             eot_done: false,
             no_sync_unreported: false,
         };
@@ -611,8 +625,9 @@ impl EtmV4Decoder {
                 self.push(P0Kind::TraceOn, false);
             }
             T::AtomF1 | T::AtomF2 | T::AtomF3 | T::AtomF4 | T::AtomF5 | T::AtomF6 => {
-                let e = self.push(P0Kind::Atom, true);
-                e.atoms = pkt.atoms;
+                // Built whole, then pushed: no second look-up of the back.
+                let e = P0Elem { atoms: pkt.atoms, ..P0Elem::new(P0Kind::Atom, true, self.index_curr_pkt) };
+                self.stack.push_back(e);
                 self.curr_spec_depth += pkt.atoms.num as i64;
             }
             T::Ctxt => self.push_ctxt(pkt),
@@ -805,19 +820,44 @@ impl EtmV4Decoder {
         }
     }
 
+    #[inline(always)]
     fn commit_elements(&mut self) -> Step {
         let num_req = self.res.commit;
         let mut err_idx = self.index_curr_pkt;
         self.out_stack.reset();
         let mut context_flush = false;
         while self.res.commit > 0 && !context_flush {
-            let Some(mut elem) = self.stack.front().copied() else {
+            let Some(front) = self.stack.front() else {
                 let r = self.seq_err(ErrCode::CommitPktOverrun, Some(err_idx), "Not enough elements to commit");
                 self.res.commit = 0;
                 return r;
             };
+            if front.kind == P0Kind::Atom {
+                // The common case, without copying the element: only its
+                // atoms change.
+                let (index, mut atoms) = (front.index, front.atoms);
+                err_idx = index;
+                while atoms.num > 0 && self.res.commit > 0 {
+                    let taken = atoms.en_bits & 1 != 0;
+                    atoms.num -= 1;
+                    atoms.en_bits >>= 1;
+                    self.return_stack_pop()?;
+                    if !self.need_ctxt && !self.need_addr {
+                        self.process_atom(taken, index)?;
+                    }
+                    self.res.commit -= 1;
+                }
+                if atoms.num > 0 {
+                    if let Some(f) = self.stack.front_mut() {
+                        f.atoms = atoms;
+                    }
+                } else {
+                    self.stack.pop_front();
+                }
+                continue;
+            }
+            let elem = *front;
             err_idx = elem.index;
-            let mut pop = true;
             match elem.kind {
                 P0Kind::TraceOn => {
                     self.next_range_check = None;
@@ -842,31 +882,26 @@ impl EtmV4Decoder {
                         // process, VM or exception level): forget what was
                         // read and walked. The same context again keeps it.
                         if self.out_stack.cur_ref().context != before {
-                            self.code.invalidate();
-                            if let Some(m) = &self.mem {
-                                m.borrow_mut().invalidate_mem_acc_cache(self.trace_id);
+                            // Unless the memory says its contents do not
+                            // follow the context (file images).
+                            let fixed = match &self.mem {
+                                Some(m) => {
+                                    let mut m = m.borrow_mut();
+                                    m.invalidate_mem_acc_cache(self.trace_id);
+                                    m.contents_fixed()
+                                }
+                                None => false,
+                            };
+                            if !fixed {
+                                self.code.invalidate();
                             }
                         }
                     }
                 }
                 P0Kind::Event | P0Kind::Ts | P0Kind::Cc | P0Kind::TsCc => self.process_ts_cc_event(&elem),
                 P0Kind::Marker => self.process_marker(&elem),
-                P0Kind::Atom => {
-                    while elem.atoms.num > 0 && self.res.commit > 0 {
-                        let taken = elem.commit_oldest();
-                        self.return_stack_pop()?;
-                        if !self.need_ctxt && !self.need_addr {
-                            self.process_atom(taken, &elem)?;
-                        }
-                        self.res.commit -= 1;
-                    }
-                    if elem.atoms.num > 0 {
-                        pop = false;
-                        if let Some(f) = self.stack.front_mut() {
-                            *f = elem;
-                        }
-                    }
-                }
+                // Committed above, oldest atom first.
+                P0Kind::Atom => {}
                 P0Kind::Exception => {
                     self.return_stack_pop()?;
                     self.next_range_check = None;
@@ -909,9 +944,7 @@ impl EtmV4Decoder {
                     self.ret_stack.flush();
                 }
             }
-            if pop {
-                self.stack.pop_front();
-            }
+            self.stack.pop_front();
         }
         self.curr_spec_depth -= num_req - self.res.commit;
         Ok(())
@@ -1130,8 +1163,9 @@ impl EtmV4Decoder {
     }
 
     /// Fills the current element as an instruction range.
+    #[inline]
     fn set_range(&mut self, r: Range, executed: bool) {
-        let info = self.instr;
+        let info = &self.instr;
         let o = self.out_stack.cur();
         o.set_type(ElemType::InstrRange);
         o.last_instr_exec = executed;
@@ -1144,7 +1178,7 @@ impl EtmV4Decoder {
         o.en_addr = r.en;
         o.num_instr_range = r.num;
         if executed {
-            self.instr.isa = info.next_isa;
+            self.instr.isa = self.instr.next_isa;
         }
     }
 
@@ -1162,7 +1196,14 @@ impl EtmV4Decoder {
     fn trace_to_waypoint(&mut self, to_addr: Option<u64>) -> Result<(Range, WpResult), ErrCode> {
         let st = self.instr.instr_addr;
         if to_addr.is_none() && self.mem.is_some() {
-            let carried = self.instr_dec.borrow().carried_state();
+            let carried = match self.carried {
+                Some(c) => c,
+                None => {
+                    let c = self.instr_dec.borrow().carried_state();
+                    self.carried = Some(c);
+                    c
+                }
+            };
             if let Some(w) = self.code.remembered(&mut self.instr, self.space, carried) {
                 return self.walk_outcome(st, w);
             }
@@ -1183,6 +1224,7 @@ impl EtmV4Decoder {
             None => self.code.to_waypoint(&mut *m, &mut *dec, &mut self.instr, self.trace_id, space),
             Some(a) => self.code.to_address(&mut *m, &mut *dec, &mut self.instr, self.trace_id, space, a),
         };
+        self.carried = Some(dec.carried_state());
         drop((m, dec));
         self.walk_outcome(st, walked)
     }
@@ -1207,6 +1249,7 @@ impl EtmV4Decoder {
     /// added, or memory invalidated for this trace ID): checked once per
     /// packet, since memory does not change within one.
     fn sync_memory(&mut self) {
+        self.carried = None;
         if let Some(m) = &self.mem {
             let g = m.borrow().generation(self.trace_id);
             self.code.sync_memory(g);
@@ -1219,8 +1262,8 @@ impl EtmV4Decoder {
         ErrCode::IRangeLimitOverrun
     }
 
-    fn process_atom(&mut self, taken: bool, elem: &P0Elem) -> Step {
-        self.out_stack.add(elem.index);
+    fn process_atom(&mut self, taken: bool, index: TrcIndex) -> Step {
+        self.out_stack.add(index);
         let (range, wp) = match self.trace_to_waypoint(None) {
             Ok(v) => v,
             Err(ErrCode::UnsupportedIsa) => {
@@ -1229,12 +1272,12 @@ impl EtmV4Decoder {
                 self.log(
                     Severity::Warn,
                     ErrCode::UnsupportedIsa,
-                    Some(elem.index),
+                    Some(index),
                     "Warning: unsupported instruction set processing atom packet.",
                 );
                 return Ok(());
             }
-            Err(code) => return self.seq_err(code, Some(elem.index), "Error processing atom packet."),
+            Err(code) => return self.seq_err(code, Some(index), "Error processing atom packet."),
         };
         if wp == WpResult::Found {
             let next_addr = self.instr.instr_addr;
@@ -1247,7 +1290,7 @@ impl EtmV4Decoder {
                             self.ret_stack.push(next_addr, self.instr.isa);
                         }
                     } else if (self.options.direct_br_cond || self.options.strict_br_cond) && !self.instr.is_conditional {
-                        return self.bad_image(elem.index, "Inconsistent program image - N atom on unconditional direct branch");
+                        return self.bad_image(index, "Inconsistent program image - N atom on unconditional direct branch");
                     }
                 }
                 InstrType::BranchIndirect => {
@@ -1261,7 +1304,7 @@ impl EtmV4Decoder {
                             ete_eret = true;
                         }
                     } else if self.options.strict_br_cond && !self.instr.is_conditional {
-                        return self.bad_image(elem.index, "Inconsistent program image - N atom on unconditional indirect branch");
+                        return self.bad_image(index, "Inconsistent program image - N atom on unconditional indirect branch");
                     }
                 }
                 _ => {}
@@ -1271,11 +1314,11 @@ impl EtmV4Decoder {
                 && let Some(expect) = self.next_range_check
                 && expect != range.st
             {
-                return self.bad_image(elem.index, "Discontinuous ranges - Inconsistent program image for decode\n");
+                return self.bad_image(index, "Discontinuous ranges - Inconsistent program image for decode\n");
             }
             self.next_range_check = if taken { None } else { Some(next_addr) };
             if ete_eret {
-                self.out_stack.add_type(elem.index, ElemType::ExceptionRet);
+                self.out_stack.add_type(index, ElemType::ExceptionRet);
             }
         } else {
             self.need_addr = true;
@@ -1283,7 +1326,7 @@ impl EtmV4Decoder {
             if range.st != range.en {
                 self.set_range(range, true);
                 if wp == WpResult::Nacc {
-                    self.out_stack.add(elem.index);
+                    self.out_stack.add(index);
                 }
             }
             if wp == WpResult::Nacc {
@@ -1392,6 +1435,7 @@ impl EtmV4Decoder {
     }
 
     fn process_q(&mut self, q: &P0Elem) -> Step {
+        self.carried = None;
         let (q_addr, q_is) = if q.q_has_addr {
             (q.addr, q.addr_is)
         } else {
@@ -1464,6 +1508,7 @@ impl EtmV4Decoder {
 
     /// ETE source address: the address of the last instruction of a range.
     fn process_source_address(&mut self, e: &P0Elem) -> Step {
+        self.carried = None;
         let src = e.addr;
         let curr = self.instr.instr_addr;
         let space = self.mem_space();

@@ -1093,9 +1093,21 @@ impl PacketProcessor for EtmV4PktProc {
                     if self.state == State::Header {
                         self.packet_index = index + self.processed as u64;
                         if self.is_sync {
-                            let (t, p) = self.table[data[self.processed] as usize];
+                            let b = data[self.processed];
+                            let (t, p) = self.table[b as usize];
                             self.pkt.pkt_type = t;
                             self.parser = p;
+                            if p == Parser::Atom {
+                                // Atom packets, most of the trace, are one
+                                // byte: parsed and sent straight away.
+                                self.buf.push(b);
+                                self.processed += 1;
+                                self.p_atom(b);
+                                resp = out.emit(self.packet_index, &self.pkt, &self.buf);
+                                self.init_packet_state();
+                                self.state = State::Header;
+                                continue;
+                            }
                         } else {
                             self.parser = Parser::NotSync;
                             self.pkt.pkt_type = PktType::NotSync;

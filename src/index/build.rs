@@ -106,9 +106,13 @@ pub fn build_index(tree: &mut DecodeTree, data: &[u8], opts: &IndexOptions) -> R
 /// A snapshot's trace buffer: its bytes (files concatenated) and where the
 /// first file is (an index is saved beside it by default).
 pub struct Capture {
+    /// The snapshot.
     pub snapshot: Snapshot,
+    /// The buffer's name.
     pub buffer: String,
+    /// The buffer's bytes.
     pub data: Vec<u8>,
+    /// The buffer's first file.
     pub path: std::path::PathBuf,
 }
 

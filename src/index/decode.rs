@@ -67,10 +67,20 @@ use crate::tree::{DecodeTree, SourceFormat};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Window {
     /// Elements with `from <= index < to`.
-    Bytes { from: TrcIndex, to: TrcIndex },
+    Bytes {
+        /// First index.
+        from: TrcIndex,
+        /// End index (exclusive).
+        to: TrcIndex,
+    },
     /// Elements whose time (the last timestamp the decoder reported before
     /// or with them) is within `from_ts..=to_ts`.
-    Time { from_ts: u64, to_ts: u64 },
+    Time {
+        /// First time.
+        from_ts: u64,
+        /// Last time (inclusive).
+        to_ts: u64,
+    },
 }
 
 /// A decoded element: its index, trace ID, and the element.
@@ -81,6 +91,7 @@ pub type Element = (TrcIndex, u8, TraceElement);
 pub struct WindowDecode {
     /// The byte window decoded.
     pub window: ByteWindow,
+    /// The window's elements, in decode order.
     pub elements: Vec<Element>,
 }
 

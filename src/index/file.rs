@@ -41,19 +41,62 @@ const MAGIC: &[u8; 8] = b"CSDIDX\r\n";
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum IndexFileError {
     #[error("not a trace index (bad magic at byte 0)")]
+    /// The file does not start with the index magic.
     BadMagic,
     #[error("index version {found} not supported (this library reads version {INDEX_VERSION})")]
-    Version { found: u32 },
+    /// A version this library does not read.
+    Version {
+        /// The file's version.
+        found: u32,
+    },
     #[error("index truncated: {needed} bytes of {what} needed at byte {offset}, {left} left")]
-    Truncated { what: &'static str, offset: usize, needed: usize, left: usize },
+    /// The file ends inside a field.
+    Truncated {
+        /// The field.
+        what: &'static str,
+        /// Where it starts.
+        offset: usize,
+        /// Bytes it needs.
+        needed: usize,
+        /// Bytes left in the file.
+        left: usize,
+    },
     #[error("index corrupt at byte {offset}: {what}")]
-    Corrupt { offset: usize, what: String },
+    /// A field holds what it cannot.
+    Corrupt {
+        /// Where.
+        offset: usize,
+        /// What is wrong.
+        what: String,
+    },
     #[error("index corrupt: checksum {found:#018x} does not match its contents ({expected:#018x})")]
-    Checksum { found: u64, expected: u64 },
+    /// The checksum does not match the contents.
+    Checksum {
+        /// The checksum in the file.
+        found: u64,
+        /// The checksum of the contents.
+        expected: u64,
+    },
     #[error("stale index: built for a capture of {indexed_size} bytes (hash {indexed_hash:#018x}), the capture now has {size} bytes (hash {hash:#018x})")]
-    Stale { indexed_size: u64, indexed_hash: u64, size: u64, hash: u64 },
+    /// The capture is not the one indexed.
+    Stale {
+        /// Size of the capture indexed.
+        indexed_size: u64,
+        /// Its hash.
+        indexed_hash: u64,
+        /// Size of the capture now.
+        size: u64,
+        /// Its hash.
+        hash: u64,
+    },
     #[error("{path}: {msg}")]
-    Io { path: String, msg: String },
+    /// Reading or writing the file failed.
+    Io {
+        /// The file.
+        path: String,
+        /// What the system said.
+        msg: String,
+    },
 }
 
 struct Writer(Vec<u8>);

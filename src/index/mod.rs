@@ -129,7 +129,9 @@ pub struct StreamEntry {
     /// Byte position of the packet's first byte in the whole capture (the
     /// listing's `Idx`).
     pub index: TrcIndex,
+    /// What the entry marks.
     pub kind: EntryKind,
+    /// The kind's value (see [`EntryKind`]), 0 when it has none.
     pub value: u64,
 }
 
@@ -144,6 +146,7 @@ pub struct CaptureId {
 }
 
 impl CaptureId {
+    /// The identity of the capture `data`.
     pub fn of(data: &[u8]) -> CaptureId {
         CaptureId { size: data.len() as u64, hash: capture_hash(data) }
     }
@@ -176,7 +179,14 @@ pub fn capture_hash(data: &[u8]) -> u64 {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum IndexedFormat {
     /// CoreSight frames: the deformatter's flags.
-    Formatted { mem_aligned: bool, fsyncs: bool, hsyncs: bool },
+    Formatted {
+        /// Frames aligned in memory (ETB/ETR).
+        mem_aligned: bool,
+        /// Frame syncs in the stream (TPIU, DSTREAM).
+        fsyncs: bool,
+        /// Half-frame syncs in the stream.
+        hsyncs: bool,
+    },
     /// One unformatted source (there is no source index).
     Single,
 }
@@ -185,11 +195,14 @@ pub enum IndexedFormat {
 /// one stream index per trace ID.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CaptureIndex {
+    /// The capture indexed.
     pub capture: CaptureId,
+    /// Its layout.
     pub format: IndexedFormat,
     /// Bytes of the capture indexed: `0..size` when complete, less when
     /// indexing was asked to stop early (partial indexing).
     pub indexed: std::ops::Range<u64>,
+    /// The source index (formatted captures).
     pub source: Option<SourceIndex>,
     /// By trace ID, ascending.
     pub streams: Vec<StreamIndex>,

@@ -20,6 +20,7 @@ pub struct ByteWindow {
 pub struct EventHit {
     /// The trace ID, or `None` for a formatter trigger (trace ID 0x7D).
     pub id: Option<u8>,
+    /// The entry (for a formatter trigger: a `Trigger` at its index).
     pub entry: StreamEntry,
 }
 

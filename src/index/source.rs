@@ -37,12 +37,14 @@ pub struct FrameRecord {
     pub index: TrcIndex,
     /// The trace ID in effect at the frame's start.
     pub id_at_start: Option<u8>,
+    /// The runs, `count` of them used.
     pub runs: [FrameRun; 8],
     /// Runs used in `runs`.
     pub count: usize,
 }
 
 impl FrameRecord {
+    /// The runs used.
     pub fn runs(&self) -> &[FrameRun] {
         &self.runs[..self.count.min(8)]
     }

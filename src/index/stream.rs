@@ -22,6 +22,7 @@ pub trait StreamIndexer: Send {
 /// The stream index of one trace ID: entries in byte order.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct StreamIndex {
+    /// The trace ID.
     pub id: u8,
     /// Protocol name (`ETMV4I`, `PTM`, ...).
     pub protocol: String,
@@ -36,6 +37,7 @@ pub struct EntryCounts {
 }
 
 impl EntryCounts {
+    /// Entries of `kind`.
     pub fn get(&self, kind: EntryKind) -> u64 {
         self.counts[kind as usize]
     }
@@ -82,6 +84,7 @@ impl StreamIndex {
 /// block, then reads the capture (or the full index) there.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SparseStreamIndex {
+    /// The trace ID.
     pub id: u8,
     /// Bytes per block.
     pub block: u64,
@@ -94,7 +97,9 @@ pub struct SparseStreamIndex {
 pub struct SparseBlock {
     /// Block number: bytes `number * block ..`.
     pub number: u64,
+    /// Entries by kind in the block.
     pub counts: EntryCounts,
+    /// The block's first sync point.
     pub first_sync: Option<TrcIndex>,
     /// First and last timestamp values in the block.
     pub timestamps: Option<(u64, u64)>,
@@ -149,6 +154,7 @@ pub struct StreamCollector {
 }
 
 impl StreamCollector {
+    /// Collects into `entries`.
     pub fn new(entries: Shared<Vec<StreamEntry>>) -> Self {
         StreamCollector { entries }
     }

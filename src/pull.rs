@@ -1,0 +1,624 @@
+//! The pull API: decode a trace buffer and iterate over its elements.
+//!
+//! A decode tree ([`DecodeTree`]) pushes elements into a sink and leaves
+//! the data-path protocol (DATA, WAIT, FLUSH, EOT) to its caller. Here that
+//! loop runs inside an iterator: elements are collected in a bounded
+//! queue (when it is full the sink answers WAIT, the iterator hands out
+//! what is queued, then FLUSHes and carries on), and each comes out as a
+//! typed [`Decoded`] item.
+//!
+//! - [`Trace`]: a snapshot's trace buffer, ready to iterate
+//!   (`Trace::open(dir)?`, then `for d in trace.elements()`).
+//! - [`Decoder`]: a decode tree with the element queue, to decode any
+//!   bytes in memory (`decoder.decode(&bytes)`); made from a snapshot, from
+//!   a tree built by hand ([`Decoder::new`]), or from a configuration and
+//!   memory images ([`DecoderBuilder`]).
+//! - [`decode_buffer`]: the whole buffer at once, as a `Vec`.
+//!
+//! ```
+//! use coresight_decode::{Element, Trace};
+//!
+//! let mut trace = Trace::open("snapshots/etmv4-a64")?;
+//! let mut instructions = 0;
+//! for item in trace.elements() {
+//!     if let Element::InstrRange { num_instr, .. } = item?.element {
+//!         instructions += num_instr as u64;
+//!     }
+//! }
+//! assert!(instructions > 0);
+//! # Ok::<(), coresight_decode::DecodeError>(())
+//! ```
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
+use crate::decoder::{DecodeMode, SourceConfig};
+use crate::element::{Decoded, Element};
+use crate::elem::TraceElement;
+use crate::error::{ErrCode, TraceError};
+use crate::interfaces::{TrcDataIn, TrcGenElemIn};
+use crate::logger::{shared, MsgLogger, Shared};
+use crate::memory::{BufferAccessor, MemSpace};
+use crate::snapshot::{Snapshot, SnapshotError, SnapshotWarning};
+use crate::tree::{DecodeTree, SourceFormat};
+
+/// Elements queued before the sink asks the tree to wait.
+pub const DEFAULT_QUEUE_CAPACITY: usize = 256;
+
+/// How many flushes in a row may make no progress before the decode is
+/// reported as stalled (a sink other than the queue is waiting).
+const MAX_IDLE_FLUSHES: u32 = 1000;
+
+/// Errors of the pull API: setting a decode up, and a decode that stops.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DecodeError {
+    /// The snapshot or the configuration could not be read or used.
+    #[error(transparent)]
+    Setup(#[from] crate::error::Error),
+    /// A trace data file could not be read.
+    #[error("{}: cannot read trace data: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The snapshot has no trace buffer of that name.
+    #[error("no trace buffer named '{name}' in the snapshot (it has: {available})")]
+    NoSuchBuffer {
+        /// The name asked for.
+        name: String,
+        /// The buffers the snapshot has, comma separated.
+        available: String,
+    },
+    /// A [`DecoderBuilder`] was built with no trace source.
+    #[error("no trace source to decode: add one with DecoderBuilder::source")]
+    NoSource,
+    /// The snapshot describes no trace buffer at all.
+    #[error("the snapshot has no trace buffer (no [trace_buffers] in its trace metadata)")]
+    NoBuffer,
+    /// No decoder could be made for any source of the buffer.
+    #[error("no decodable trace source in buffer '{buffer}'{}", if log.is_empty() { String::new() } else { format!(": {}", log.trim_end()) })]
+    NoDecoder {
+        /// The buffer.
+        buffer: String,
+        /// What the tree builder reported, one line a problem.
+        log: String,
+    },
+    /// A component of the tree reported a fatal error: the decode stops.
+    #[error("decode stopped at trace index {index}: {}{}", response_text(*response), error.as_ref().map(|e| format!(" ({e})")).unwrap_or_default())]
+    Fatal {
+        /// Trace index of the block being decoded when it stopped.
+        index: TrcIndex,
+        /// The tree's response.
+        response: DatapathResp,
+        /// The last error the tree logged, if any.
+        error: Option<TraceError>,
+    },
+    /// The tree kept answering WAIT with nothing in the queue (its element
+    /// output was replaced by one that waits): nothing more can be read.
+    #[error("decode stalled at trace index {index}: the element output keeps answering WAIT")]
+    Stalled {
+        /// Trace index where it stalled.
+        index: TrcIndex,
+    },
+}
+
+impl From<SnapshotError> for DecodeError {
+    fn from(e: SnapshotError) -> DecodeError {
+        DecodeError::Setup(e.into())
+    }
+}
+
+/// Plain words for a fatal response.
+fn response_text(r: DatapathResp) -> &'static str {
+    match r {
+        DatapathResp::FatalNotInit => "a component was not initialised",
+        DatapathResp::FatalInvalidOp => "invalid operation",
+        DatapathResp::FatalInvalidParam => "invalid parameter",
+        DatapathResp::FatalInvalidData => "invalid trace data",
+        DatapathResp::FatalSysErr => "system error",
+        _ => "the data path did not accept the data",
+    }
+}
+
+/// The queue between the tree's element output and the iterator.
+struct Queue {
+    items: VecDeque<Decoded>,
+    capacity: usize,
+}
+
+/// The tree's element output: queues elements, asks for a wait when full.
+struct QueueSink(Shared<Queue>);
+
+impl TrcGenElemIn for QueueSink {
+    fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp {
+        let mut q = self.0.borrow_mut();
+        q.items.push_back(Decoded { index, trace_id, element: Element::from_generic(elem) });
+        if q.items.len() >= q.capacity { DatapathResp::Wait } else { DatapathResp::Cont }
+    }
+}
+
+/// A decode tree whose elements are read through an iterator.
+pub struct Decoder {
+    tree: DecodeTree,
+    queue: Shared<Queue>,
+    /// Data has been sent since the tree was made (or last reset).
+    used: bool,
+}
+
+impl fmt::Debug for Decoder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Decoder").field("decoders", &self.tree.decoder_count()).field("used", &self.used).finish()
+    }
+}
+
+impl Decoder {
+    /// Takes over a decode tree (built from a snapshot or by hand, with its
+    /// decoders): its element output becomes this decoder's queue.
+    pub fn new(mut tree: DecodeTree) -> Decoder {
+        let queue =
+            shared(Queue { items: VecDeque::with_capacity(DEFAULT_QUEUE_CAPACITY), capacity: DEFAULT_QUEUE_CAPACITY });
+        tree.set_gen_elem_out(Box::new(QueueSink(queue.clone())));
+        Decoder { tree, queue, used: false }
+    }
+
+    /// A decoder for the trace buffer `buffer` of a snapshot (full decode,
+    /// the snapshot's memory dumps mapped).
+    pub fn from_snapshot(ss: &Snapshot, buffer: &str) -> Result<Decoder, DecodeError> {
+        if ss.buffer(buffer).is_none() {
+            return Err(no_such_buffer(ss, buffer));
+        }
+        let log = shared(MsgLogger::capture());
+        let tree = ss.build_tree(buffer, DecodeMode::FullDecode, |t| t.set_error_output(Some(log.clone())))?;
+        let Some(mut tree) = tree else {
+            return Err(DecodeError::NoDecoder { buffer: buffer.to_string(), log: log.borrow_mut().take_captured() });
+        };
+        // Errors during the decode go to the `log` crate and to the tree's
+        // error logger (see `last_error`), not to a growing capture.
+        tree.set_error_output(None);
+        Ok(Decoder::new(tree))
+    }
+
+    /// How many elements are queued before the decode pauses for them to
+    /// be read (at least 1; default [`DEFAULT_QUEUE_CAPACITY`]). The order
+    /// and content of the elements do not depend on it: a capacity of 1
+    /// makes the tree wait after every element.
+    pub fn set_queue_capacity(&mut self, capacity: usize) {
+        let mut q = self.queue.borrow_mut();
+        q.capacity = capacity.max(1);
+        let want = q.capacity.min(1 << 16);
+        let more = want.saturating_sub(q.items.len());
+        q.items.reserve(more);
+    }
+
+    /// The trace sources decoded: trace ID, protocol name (`ETMV4I`...)
+    /// and the source's name in the snapshot (`etm_0`; empty for a
+    /// decoder added by hand), in trace ID order.
+    pub fn sources(&self) -> impl Iterator<Item = (u8, &str, &str)> {
+        self.tree.elements().map(|(id, e)| (id, e.protocol.as_str(), e.source_name.as_str()))
+    }
+
+    /// Decodes only the sources with these trace IDs (`None`: all).
+    pub fn set_id_filter(&mut self, ids: Option<&[u8]>) {
+        self.tree.set_id_filter(ids);
+    }
+
+    /// The decode tree (its decoders, memory map, error logger).
+    pub fn tree(&self) -> &DecodeTree {
+        &self.tree
+    }
+
+    /// The decode tree, to change (an ID filter, memory images, decoder
+    /// options). Replacing its element output stops this decoder from
+    /// seeing elements.
+    pub fn tree_mut(&mut self) -> &mut DecodeTree {
+        &mut self.tree
+    }
+
+    /// The last error the tree's components logged (bad packets, memory
+    /// that could not be read...), if any.
+    pub fn last_error(&self) -> Option<TraceError> {
+        self.tree.error_logger().borrow().last_error().cloned()
+    }
+
+    /// How many errors the tree's components have logged.
+    pub fn error_count(&self) -> usize {
+        self.tree.error_logger().borrow().error_count()
+    }
+
+    /// Decodes `data`, a whole trace buffer whose first byte has trace
+    /// index 0, ending with end of trace. A decoder that has decoded before
+    /// is reset first, so each call is a decode of its own.
+    pub fn decode<'a>(&'a mut self, data: &'a [u8]) -> Elements<'a> {
+        Elements { decoder: self, data, cursor: Cursor::default() }
+    }
+
+    /// The decode tree back.
+    pub fn into_tree(self) -> DecodeTree {
+        self.tree
+    }
+}
+
+/// What the iterator sends next.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Step {
+    /// Reset a decoder that has decoded before, then send data.
+    #[default]
+    Start,
+    /// Send the rest of the data.
+    Data,
+    /// Flush until the tree stops waiting, then go on with `then`.
+    Flush { then: After },
+    /// Send end of trace.
+    Eot,
+    /// Finished (or stopped on an error).
+    Done,
+}
+
+/// Where to go once a wait is over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum After {
+    Data,
+    Eot,
+}
+
+/// The state of one decode.
+#[derive(Debug, Default)]
+struct Cursor {
+    pos: usize,
+    step: Step,
+    idle_flushes: u32,
+    /// The error that stopped the decode, returned once the elements
+    /// queued before it have been.
+    stopped: Option<DecodeError>,
+}
+
+impl Cursor {
+    fn next(&mut self, dec: &mut Decoder, data: &[u8]) -> Option<Result<Decoded, DecodeError>> {
+        loop {
+            if let Some(d) = dec.queue.borrow_mut().items.pop_front() {
+                self.idle_flushes = 0;
+                return Some(Ok(d));
+            }
+            if let Some(e) = self.stopped.take() {
+                return Some(Err(e));
+            }
+            let index = self.pos as TrcIndex;
+            match self.step {
+                Step::Done => return None,
+                Step::Start => {
+                    if dec.used {
+                        let r = dec.tree.trace_data_in(DatapathOp::Reset, 0, &[]).0;
+                        self.check(dec, r, After::Data);
+                        if self.step != Step::Start {
+                            continue;
+                        }
+                    }
+                    dec.used = true;
+                    self.step = Step::Data;
+                }
+                Step::Data => {
+                    if self.pos >= data.len() {
+                        self.step = Step::Eot;
+                        continue;
+                    }
+                    let (r, used) = dec.tree.trace_data_in(DatapathOp::Data, index, &data[self.pos..]);
+                    self.pos += used.min(data.len() - self.pos);
+                    if r.is_cont() && used == 0 {
+                        // Nothing taken and no wait: the tree cannot go on.
+                        self.step = Step::Done;
+                        self.stopped = Some(DecodeError::Fatal { index, response: r, error: dec.last_error() });
+                        continue;
+                    }
+                    self.check(dec, r, After::Data);
+                }
+                Step::Flush { then } => {
+                    let r = dec.tree.trace_data_in(DatapathOp::Flush, 0, &[]).0;
+                    if r.is_wait() && dec.queue.borrow().items.is_empty() {
+                        self.idle_flushes += 1;
+                        if self.idle_flushes > MAX_IDLE_FLUSHES {
+                            self.step = Step::Done;
+                            self.stopped = Some(DecodeError::Stalled { index });
+                            continue;
+                        }
+                    }
+                    self.check(dec, r, then);
+                    if r.is_cont() {
+                        self.step = match then {
+                            After::Data => Step::Data,
+                            After::Eot => Step::Eot,
+                        };
+                    }
+                }
+                Step::Eot => {
+                    let r = dec.tree.trace_data_in(DatapathOp::Eot, 0, &[]).0;
+                    self.check(dec, r, After::Eot);
+                    if r.is_cont() {
+                        self.step = Step::Done;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Acts on a response: a wait means flushing before `then`; a fatal
+    /// response ends the decode with an error (after the queued elements).
+    fn check(&mut self, dec: &Decoder, r: DatapathResp, then: After) {
+        if r.is_fatal() {
+            self.step = Step::Done;
+            self.stopped = Some(DecodeError::Fatal { index: self.pos as TrcIndex, response: r, error: dec.last_error() });
+        } else if r.is_wait() {
+            self.step = Step::Flush { then };
+        }
+    }
+}
+
+/// The elements of one decode, in the order the tree produced them.
+///
+/// Each item is an element, or the error that stopped the decode (the
+/// last item). Dropping the iterator early leaves the decode unfinished.
+pub struct Elements<'a> {
+    decoder: &'a mut Decoder,
+    data: &'a [u8],
+    cursor: Cursor,
+}
+
+impl Iterator for Elements<'_> {
+    type Item = Result<Decoded, DecodeError>;
+    fn next(&mut self) -> Option<Self::Item> {
+        self.cursor.next(self.decoder, self.data)
+    }
+}
+
+impl std::iter::FusedIterator for Elements<'_> {}
+
+/// A trace buffer with its decoder: what to iterate over.
+pub struct Trace {
+    decoder: Decoder,
+    data: Vec<u8>,
+    buffer: String,
+    warnings: Vec<SnapshotWarning>,
+}
+
+impl fmt::Debug for Trace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Not the bytes: a buffer can be megabytes.
+        f.debug_struct("Trace").field("buffer", &self.buffer).field("bytes", &self.data.len()).field("decoder", &self.decoder).finish()
+    }
+}
+
+impl Trace {
+    /// Opens the snapshot directory `dir` and its first trace buffer.
+    pub fn open(dir: impl AsRef<Path>) -> Result<Trace, DecodeError> {
+        let ss = Snapshot::load(dir)?;
+        Trace::from_snapshot(&ss, None)
+    }
+
+    /// Opens the trace buffer named `buffer` (`ETB_0`...) of the snapshot
+    /// directory `dir`.
+    pub fn open_buffer(dir: impl AsRef<Path>, buffer: &str) -> Result<Trace, DecodeError> {
+        let ss = Snapshot::load(dir)?;
+        Trace::from_snapshot(&ss, Some(buffer))
+    }
+
+    /// The trace buffer `buffer` of a loaded snapshot (`None`: its first
+    /// buffer): reads its data files and builds its decoder.
+    pub fn from_snapshot(ss: &Snapshot, buffer: Option<&str>) -> Result<Trace, DecodeError> {
+        let name = match buffer {
+            Some(n) => n,
+            None => ss.buffers.first().map(|b| b.name.as_str()).ok_or(DecodeError::NoBuffer)?,
+        };
+        let info = ss.buffer(name).ok_or_else(|| no_such_buffer(ss, name))?;
+        let mut data = Vec::new();
+        for path in ss.buffer_paths(info) {
+            match std::fs::read(&path) {
+                Ok(mut d) => data.append(&mut d),
+                Err(source) => return Err(DecodeError::Io { path, source }),
+            }
+        }
+        let decoder = Decoder::from_snapshot(ss, name)?;
+        Ok(Trace { decoder, data, buffer: name.to_string(), warnings: ss.warnings().to_vec() })
+    }
+
+    /// Trace data and the decoder to decode it with.
+    pub fn new(decoder: Decoder, data: Vec<u8>) -> Trace {
+        Trace { decoder, data, buffer: String::new(), warnings: Vec::new() }
+    }
+
+    /// What the snapshot's loader warned of (a memory dump that cannot be
+    /// read, a buffer ending inside a frame, repeated keys...): the decode
+    /// goes on without what they describe. Also logged with `log::warn!`.
+    pub fn warnings(&self) -> &[SnapshotWarning] {
+        &self.warnings
+    }
+
+    /// The buffer's name (empty for a [`Trace::new`]).
+    pub fn buffer_name(&self) -> &str {
+        &self.buffer
+    }
+
+    /// The trace data.
+    pub fn data(&self) -> &[u8] {
+        &self.data
+    }
+
+    /// The decoder.
+    pub fn decoder(&self) -> &Decoder {
+        &self.decoder
+    }
+
+    /// The decoder, to change (see [`Decoder::tree_mut`]).
+    pub fn decoder_mut(&mut self) -> &mut Decoder {
+        &mut self.decoder
+    }
+
+    /// Decodes the buffer (again, from the start, on a second call).
+    pub fn elements(&mut self) -> Elements<'_> {
+        self.decoder.decode(&self.data)
+    }
+}
+
+impl IntoIterator for Trace {
+    type Item = Result<Decoded, DecodeError>;
+    type IntoIter = IntoElements;
+    fn into_iter(self) -> IntoElements {
+        IntoElements { trace: self, cursor: Cursor::default() }
+    }
+}
+
+/// The elements of a [`Trace`], owning it (see [`Elements`]).
+#[derive(Debug)]
+pub struct IntoElements {
+    trace: Trace,
+    cursor: Cursor,
+}
+
+impl Iterator for IntoElements {
+    type Item = Result<Decoded, DecodeError>;
+    fn next(&mut self) -> Option<Self::Item> {
+        self.cursor.next(&mut self.trace.decoder, &self.trace.data)
+    }
+}
+
+impl std::iter::FusedIterator for IntoElements {}
+
+/// Decodes the trace buffer `buffer` (`None`: the first) of the snapshot
+/// in `dir` and returns all its elements, or the error that stopped it.
+pub fn decode_buffer(dir: impl AsRef<Path>, buffer: Option<&str>) -> Result<Vec<Decoded>, DecodeError> {
+    let ss = Snapshot::load(dir)?;
+    Trace::from_snapshot(&ss, buffer)?.into_iter().collect()
+}
+
+fn no_such_buffer(ss: &Snapshot, name: &str) -> DecodeError {
+    DecodeError::NoSuchBuffer { name: name.to_string(), available: ss.buffer_names().join(", ") }
+}
+
+/// A memory image for a [`DecoderBuilder`].
+enum Image {
+    Bytes { address: u64, data: Vec<u8>, space: MemSpace },
+    File { path: PathBuf, address: u64, offset: u64, size: u64, space: MemSpace },
+    Elf { path: PathBuf, space: MemSpace },
+}
+
+/// Builds a [`Decoder`] without a snapshot: the buffer's layout, each
+/// source's protocol and registers, and the program's memory.
+///
+/// ```
+/// use coresight_decode::decoder::{CoreConfig, SourceConfig};
+/// use coresight_decode::arch::ArchProfile;
+/// use coresight_decode::tree::SourceFormat;
+/// use coresight_decode::{DecoderBuilder, Element};
+///
+/// let etm = SourceConfig {
+///     name: "etm_0".into(),
+///     device_type: "ETM4.0".into(),
+///     regs: vec![
+///         ("TRCCONFIGR".into(), 0x1),
+///         ("TRCTRACEIDR".into(), 0x10),
+///         ("TRCIDR0".into(), 0x2800_06e1),
+///         ("TRCIDR1".into(), 0x4100_f421),
+///         ("TRCIDR2".into(), 0x0000_0488),
+///         ("TRCIDR8".into(), 0),
+///         ("TRCIDR9".into(), 0),
+///         ("TRCIDR10".into(), 0),
+///         ("TRCIDR11".into(), 0),
+///         ("TRCIDR12".into(), 0),
+///         ("TRCIDR13".into(), 0),
+///     ],
+///     core: Some(CoreConfig {
+///         name: "cpu_0".into(),
+///         core_type: "Cortex-A53".into(),
+///         profile: ArchProfile::from_core_name("Cortex-A53").unwrap(),
+///     }),
+/// };
+/// let mut decoder = DecoderBuilder::new(SourceFormat::Single)
+///     .source("ETMV4I", etm)
+///     .memory(0x8000_0000, vec![0x1f, 0x20, 0x03, 0xd5]) // nop
+///     .build()?;
+/// // An empty trace: only the end of trace.
+/// let items: Vec<_> = decoder.decode(&[]).collect::<Result<_, _>>()?;
+/// assert_eq!(items.len(), 1);
+/// assert!(matches!(items[0].element, Element::EoTrace { .. }));
+/// # Ok::<(), coresight_decode::DecodeError>(())
+/// ```
+pub struct DecoderBuilder {
+    format: SourceFormat,
+    sources: Vec<(String, SourceConfig)>,
+    images: Vec<Image>,
+}
+
+impl DecoderBuilder {
+    /// A builder for a buffer laid out as `format`: CoreSight frames
+    /// ([`SourceFormat::Formatted`]) or one unformatted source.
+    pub fn new(format: SourceFormat) -> DecoderBuilder {
+        DecoderBuilder { format, sources: Vec::new(), images: Vec::new() }
+    }
+
+    /// Adds a source decoded with the registered protocol `protocol`
+    /// (`ETMV4I`, `ETE`, `PTM`, `ETMV3`, `STM`, `ITM`), configured by
+    /// `config` (its registers; its core for PE trace). Its trace ID comes
+    /// from its registers.
+    pub fn source(mut self, protocol: &str, config: SourceConfig) -> DecoderBuilder {
+        self.sources.push((protocol.to_string(), config));
+        self
+    }
+
+    /// Maps `data` at `address` (any memory space).
+    pub fn memory(mut self, address: u64, data: impl Into<Vec<u8>>) -> DecoderBuilder {
+        self.images.push(Image::Bytes { address, data: data.into(), space: MemSpace::ANY });
+        self
+    }
+
+    /// Maps `data` at `address` in memory space `space` only.
+    pub fn memory_in(mut self, address: u64, data: impl Into<Vec<u8>>, space: MemSpace) -> DecoderBuilder {
+        self.images.push(Image::Bytes { address, data: data.into(), space });
+        self
+    }
+
+    /// Maps `size` bytes of the file `path` from `offset` at `address`
+    /// (`size` 0: to the end of the file).
+    pub fn memory_file(mut self, path: impl Into<PathBuf>, address: u64, offset: u64, size: u64) -> DecoderBuilder {
+        self.images.push(Image::File { path: path.into(), address, offset, size, space: MemSpace::ANY });
+        self
+    }
+
+    /// Maps the loadable segments of the ELF file `path` at their
+    /// addresses.
+    pub fn elf(mut self, path: impl Into<PathBuf>) -> DecoderBuilder {
+        self.images.push(Image::Elf { path: path.into(), space: MemSpace::ANY });
+        self
+    }
+
+    /// Builds the tree and its decoder.
+    pub fn build(self) -> Result<Decoder, DecodeError> {
+        use crate::error::Error;
+        if self.sources.is_empty() {
+            return Err(DecodeError::NoSource);
+        }
+        let mut tree = DecodeTree::new(self.format, DecodeMode::FullDecode);
+        for (protocol, cfg) in &self.sources {
+            tree.create_decoder(protocol, cfg)?;
+        }
+        let mapper = tree.mem_mapper().cloned().ok_or_else(|| Error::code(ErrCode::NotInit, "no memory map"))?;
+        for image in self.images {
+            match image {
+                Image::Bytes { address, data, space } => {
+                    let acc = BufferAccessor::new(address, data, space).map_err(Error::from)?;
+                    mapper.borrow_mut().add_accessor(Box::new(acc)).map_err(Error::from)?;
+                }
+                Image::File { path, address, offset, size, space } => {
+                    tree.add_file_region(&path, address, offset, size, space).map_err(Error::from)?;
+                }
+                Image::Elf { path, space } => {
+                    mapper.borrow_mut().add_elf_file(&path, space).map_err(Error::from)?;
+                }
+            }
+        }
+        Ok(Decoder::new(tree))
+    }
+}
