@@ -4,8 +4,9 @@
 //! decode throughput, on `bugfix-exact-match` (when `../shared` is beside
 //! the project) and on a generated multi-megabyte single-ID ETMv4
 //! capture; and that capture's one stream decoded serially and split at
-//! indexed sync points over 2 threads. Loading and index building for
-//! the split are outside the measured time.
+//! indexed sync points over 2 threads, and `bugfix-exact-match` (whose
+//! trace is all on one ID) the same way. Loading and index building for
+//! the splits are outside the measured time.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -17,7 +18,7 @@ use coresight_decode::elem::{ElemType, TraceElement};
 use coresight_generator::{generate, BufferLayout, GenOptions, GenProtocol};
 use coresight_decode::index::build::Capture;
 use coresight_decode::index::decode::Element;
-use coresight_decode::index::{decode_split, CaptureIndex, IndexOptions};
+use coresight_decode::index::{decode_split, decode_split_ids, CaptureIndex, IndexOptions};
 use coresight_decode::interfaces::{TrcDataIn, TrcGenElemIn};
 use divan::counter::BytesCount;
 use divan::Bencher;
@@ -110,5 +111,22 @@ fn etmv4_long_split(bencher: Bencher, pieces: usize) {
     bencher.counter(BytesCount::new(cap.data.len())).bench_local(|| {
         let parts = decode_split(ix, &cap.data, id, pieces, &build, &count).unwrap();
         parts.into_iter().map(|p| p.len()).sum::<usize>()
+    });
+}
+
+/// bugfix-exact-match (one trace ID with trace) decoded on `threads`
+/// threads, its stream split at indexed sync points (index built outside
+/// the measured time); each element counted as `bugfix_full_decode`'s
+/// sink counts it, so the figures compare with that serial decode.
+#[divan::bench(args = [1, 2], sample_count = 10)]
+fn bugfix_split(bencher: Bencher, threads: usize) {
+    let Some(cap) = bugfix() else { return };
+    let ix = cap.index(&IndexOptions::default()).unwrap();
+    let ids: Vec<u8> = ix.streams.iter().map(|s| s.id).collect();
+    let build = || cap.tree(DecodeMode::FullDecode, |_| {});
+    let count = |acc: &mut u64, e: &Element| *acc += e.2.num_instr_range as u64 + 1;
+    bencher.counter(BytesCount::new(cap.data.len())).bench_local(|| {
+        let parts = decode_split_ids(&ix, &cap.data, &ids, threads, threads, &build, &count).unwrap();
+        parts.iter().map(|p| p.1).sum::<u64>()
     });
 }

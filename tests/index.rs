@@ -15,7 +15,7 @@ use coresight_generator::{generate, BufferLayout, GenOptions, GenProtocol};
 use coresight_decode::index::build::Capture;
 use coresight_decode::index::decode::{element_time, Element};
 use coresight_decode::index::file::{check_capture, from_bytes, to_bytes};
-use coresight_decode::index::{decode_split, decode_window, CaptureIndex, EntryKind, IndexFileError, IndexOptions, Window};
+use coresight_decode::index::{decode_split, decode_split_ids, decode_window, CaptureIndex, EntryKind, IndexFileError, IndexOptions, Window};
 use coresight_decode::interfaces::{TrcDataIn, TrcGenElemIn};
 use coresight_decode::logger::{shared, Shared};
 
@@ -466,4 +466,49 @@ fn correlation_merges_ids_by_time_keeping_each_stream() {
     }
     // Nothing else is in the merge.
     assert!(merged.iter().all(|m| ids.contains(&m.1 .1)));
+}
+
+#[test]
+fn every_id_of_a_capture_split_over_threads_counts_the_same_instructions() {
+    let Some(root) = corpus() else {
+        eprintln!("../shared absent: bugfix-exact-match split not run");
+        return;
+    };
+    let cap = Capture::load(&root.join("snapshots/bugfix-exact-match"), None).unwrap();
+    let ix = cap.index(&IndexOptions::default()).unwrap();
+    // Six sources are configured; one has trace.
+    let ids: Vec<u8> = ix.streams.iter().filter(|s| s.counts().syncs() > 0).map(|s| s.id).collect();
+    assert!(!ids.is_empty());
+    // Serial: the whole capture in one tree.
+    let mut tree = cap.tree(DecodeMode::FullDecode, |_| {}).unwrap();
+    let out = shared(Vec::new());
+    tree.set_gen_elem_out(Box::new(Collect(out.clone())));
+    let mut at = 0;
+    while at < cap.data.len() {
+        let (r, used) = tree.trace_data_in(DatapathOp::Data, at as TrcIndex, &cap.data[at..]);
+        assert!(!r.is_fatal());
+        at += used;
+    }
+    tree.trace_data_in(DatapathOp::Eot, 0, &[]);
+    let mut serial: HashMap<(u8, u64), u64> = HashMap::new();
+    for e in out.borrow().iter() {
+        if e.2.elem_type == ElemType::InstrRange {
+            *serial.entry((e.1, e.2.st_addr)).or_default() += e.2.num_instr_range as u64;
+        }
+    }
+    let build = || cap.tree(DecodeMode::FullDecode, |_| {});
+    let per_id = |acc: &mut HashMap<(u8, u64), u64>, e: &Element| {
+        if e.2.elem_type == ElemType::InstrRange {
+            *acc.entry((e.1, e.2.st_addr)).or_default() += e.2.num_instr_range as u64;
+        }
+    };
+    let parts = decode_split_ids(&ix, &cap.data, &ids, 4, 2, &build, &per_id).unwrap();
+    assert!(parts.len() >= 4 * ids.len(), "{} pieces", parts.len());
+    let mut joined: HashMap<(u8, u64), u64> = HashMap::new();
+    for (_, p) in parts {
+        for (k, n) in p {
+            *joined.entry(k).or_default() += n;
+        }
+    }
+    assert!(joined == serial, "{} vs {} instructions", joined.values().sum::<u64>(), serial.values().sum::<u64>());
 }

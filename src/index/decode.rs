@@ -103,6 +103,11 @@ impl TrcGenElemIn for Collect {
         self.0.borrow_mut().push((index, trace_id, *elem));
         DatapathResp::Cont
     }
+    fn trace_elems_in(&mut self, trace_id: u8, elems: &[(TrcIndex, TraceElement)]) -> (DatapathResp, usize) {
+        // A run at once: one lock, not one per element.
+        self.0.borrow_mut().extend(elems.iter().map(|(i, e)| (*i, trace_id, *e)));
+        (DatapathResp::Cont, elems.len())
+    }
 }
 
 /// The time an element sets, if any.
@@ -120,7 +125,7 @@ pub fn decode_range(
     start: TrcIndex,
     end: TrcIndex,
     mut tree: DecodeTree,
-    each: &mut dyn FnMut(Element),
+    each: &mut dyn FnMut(&Element),
 ) -> Result<(), Error> {
     let out = shared(Vec::new());
     tree.set_gen_elem_out(Box::new(Collect(out.clone())));
@@ -157,9 +162,10 @@ pub fn decode_range(
         while r.is_wait() {
             r = tree.trace_data_in(DatapathOp::Flush, 0, &[]).0;
         }
-        for e in out.borrow_mut().drain(..) {
-            each(e);
-        }
+        let mut got = out.borrow_mut();
+        got.iter().for_each(&mut *each);
+        got.clear();
+        drop(got);
         if r.is_fatal() {
             let msg = tree.error_logger().borrow().last_error().map(|e| e.to_string()).unwrap_or_default();
             return Err(Error::code(ErrCode::Fail, format!("decoding trace ID 0x{id:02x} from byte {start}: fatal error at byte {at}: {msg}")));
@@ -175,9 +181,8 @@ pub fn decode_range(
             r = tree.trace_data_in(DatapathOp::Eot, 0, &[]).0;
         }
     }
-    for e in out.borrow_mut().drain(..) {
-        each(e);
-    }
+    let got = std::mem::take(&mut *out.borrow_mut());
+    got.iter().for_each(each);
     Ok(())
 }
 
@@ -198,7 +203,7 @@ pub fn decode_window(ix: &CaptureIndex, data: &[u8], id: u8, window: Window, tre
     let feed_end = ix.syncs_from(id, w.end).next().map_or(ix.indexed.end, |e| e.index.max(w.end));
     let mut elements = Vec::new();
     let mut now: Option<u64> = None;
-    decode_range(ix, data, id, w.start, feed_end, tree, &mut |e| {
+    decode_range(ix, data, id, w.start, feed_end, tree, &mut |e: &Element| {
         if let Some(t) = element_time(&e.2) {
             now = Some(t);
         }
@@ -207,7 +212,7 @@ pub fn decode_window(ix: &CaptureIndex, data: &[u8], id: u8, window: Window, tre
             Window::Time { from_ts, to_ts } => e.0 < feed_end && now.is_some_and(|t| t >= from_ts && t <= to_ts),
         };
         if keep && e.2.elem_type != ElemType::EoTrace {
-            elements.push(e);
+            elements.push(*e);
         }
     })?;
     Ok(WindowDecode { window: w, elements })
@@ -246,9 +251,9 @@ where
             .map(|&(a, b)| {
                 scope.spawn(move || -> Result<R, Error> {
                     let mut acc = R::default();
-                    decode_range(ix, data, id, a, b, build()?, &mut |e| {
+                    decode_range(ix, data, id, a, b, build()?, &mut |e: &Element| {
                         if e.0 >= a && e.0 < b {
-                            fold(&mut acc, &e);
+                            fold(&mut acc, e);
                         }
                     })?;
                     Ok(acc)
@@ -257,6 +262,70 @@ where
             .collect();
         handles.into_iter().map(|h| h.join().map_err(|_| Error::code(ErrCode::Fail, "a decode worker panicked"))?).collect()
     })
+}
+
+/// Decodes several trace IDs of a capture, each split into up to
+/// `pieces_per_id` pieces at indexed sync points (as [`decode_split`]),
+/// the pieces shared out among `threads` worker threads (largest first,
+/// each to the next free worker). Returns each piece's result with its
+/// trace ID, in ID order then stream order. The same crossing rules as
+/// [`decode_split`] apply.
+pub fn decode_split_ids<B, R, F>(
+    ix: &CaptureIndex,
+    data: &[u8],
+    ids: &[u8],
+    pieces_per_id: usize,
+    threads: usize,
+    build: &B,
+    fold: &F,
+) -> Result<Vec<(u8, R)>, Error>
+where
+    B: Fn() -> Result<DecodeTree, Error> + Sync,
+    R: Default + Send,
+    F: Fn(&mut R, &Element) + Sync,
+{
+    let mut pieces: Vec<(u8, TrcIndex, TrcIndex)> = Vec::new();
+    for &id in ids {
+        let points = ix.split_points(id, pieces_per_id.max(1));
+        for (k, &a) in points.iter().enumerate() {
+            pieces.push((id, a, points.get(k + 1).copied().unwrap_or(ix.indexed.end)));
+        }
+    }
+    let mut order: Vec<usize> = (0..pieces.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(pieces[i].2 - pieces[i].1));
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads.clamp(1, pieces.len().max(1)))
+            .map(|_| {
+                scope.spawn(|| -> Result<Vec<(usize, R)>, Error> {
+                    let mut done = Vec::new();
+                    loop {
+                        let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(&i) = order.get(k) else { break };
+                        let (id, a, b) = pieces[i];
+                        let mut acc = R::default();
+                        decode_range(ix, data, id, a, b, build()?, &mut |e: &Element| {
+                            if e.0 >= a && e.0 < b {
+                                fold(&mut acc, e);
+                            }
+                        })?;
+                        done.push((i, acc));
+                    }
+                    Ok(done)
+                })
+            })
+            .collect();
+        let mut all = Vec::new();
+        for w in workers {
+            all.extend(w.join().map_err(|_| Error::code(ErrCode::Fail, "a decode worker panicked"))??);
+        }
+        Ok::<_, Error>(all)
+    })?;
+    let mut slots: Vec<Option<R>> = (0..pieces.len()).map(|_| None).collect();
+    for (i, r) in results {
+        slots[i] = Some(r);
+    }
+    Ok(pieces.iter().zip(slots).map(|(p, r)| (p.0, r.expect("every piece decoded"))).collect())
 }
 
 /// Merges the elements of `ids` in timestamp order (what perf does for
@@ -274,11 +343,11 @@ where
         let Some(first) = ix.syncs_from(id, 0).next() else { continue };
         let mut v: Vec<(Option<u64>, Element)> = Vec::new();
         let mut now = None;
-        decode_range(ix, data, id, first.index, ix.indexed.end, build()?, &mut |e| {
+        decode_range(ix, data, id, first.index, ix.indexed.end, build()?, &mut |e: &Element| {
             if let Some(t) = element_time(&e.2) {
                 now = Some(t);
             }
-            v.push((now, e));
+            v.push((now, *e));
         })?;
         let first_ts = v.iter().find_map(|(t, _)| *t).unwrap_or(0);
         streams.push(v.into_iter().map(|(t, e)| (t.unwrap_or(first_ts), e)).collect());
