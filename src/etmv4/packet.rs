@@ -425,7 +425,7 @@ pub struct EtmV4Packet {
 
 impl EtmV4Packet {
     /// Clears all state: start of trace or after a discontinuity.
-    pub fn init_start_state(&mut self) {
+    pub(crate) fn init_start_state(&mut self) {
         self.context_valid = false;
         self.ts_valid = false;
         self.cc_threshold_valid = false;
@@ -439,7 +439,7 @@ impl EtmV4Packet {
     }
 
     /// Clears the fields that only last one packet.
-    pub fn init_next_packet(&mut self) {
+    pub(crate) fn init_next_packet(&mut self) {
         self.cc_valid = false;
         self.commit_valid = false;
         self.atoms.num = 0;
@@ -450,14 +450,14 @@ impl EtmV4Packet {
     }
 
     /// Makes the packet an error packet of `err`, remembering what it was.
-    pub fn set_err_type(&mut self, err: PktType, hdr: u8) {
+    pub(crate) fn set_err_type(&mut self, err: PktType, hdr: u8) {
         self.err_type = self.pkt_type;
         self.pkt_type = err;
         self.err_hdr = hdr;
     }
 
     /// Resets the trace-info state before a new trace info packet.
-    pub fn clear_trace_info(&mut self) {
+    pub(crate) fn clear_trace_info(&mut self) {
         self.ts_valid = false;
         self.cc_threshold_valid = false;
         self.trace_info = TraceInfo::default();
@@ -470,16 +470,16 @@ impl EtmV4Packet {
     }
 
     /// Sets the INFO section of the trace info.
-    pub fn set_trace_info(&mut self, val: u32) {
+    pub(crate) fn set_trace_info(&mut self, val: u32) {
         self.trace_info.val = val;
     }
     /// Sets the speculation depth given by trace info.
-    pub fn set_spec_depth(&mut self, depth: u32) {
+    pub(crate) fn set_spec_depth(&mut self, depth: u32) {
         self.spec_depth = depth;
         self.spec_depth_valid = true;
     }
     /// Sets the cycle count threshold given by trace info.
-    pub fn set_cc_threshold(&mut self, v: u32) {
+    pub(crate) fn set_cc_threshold(&mut self, v: u32) {
         self.cc_threshold = v;
         self.cc_threshold_valid = true;
     }
@@ -493,30 +493,30 @@ impl EtmV4Packet {
     }
 
     /// Updates the low `bits` bits of the timestamp.
-    pub fn set_ts(&mut self, value: u64, bits: u8) {
+    pub(crate) fn set_ts(&mut self, value: u64, bits: u8) {
         let mask = if bits < 64 { (1u64 << bits) - 1 } else { u64::MAX };
         self.timestamp = (self.timestamp & !mask) | (value & mask);
         self.ts_bits_changed = bits;
         self.ts_valid = true;
     }
     /// Sets this packet's cycle count.
-    pub fn set_cycle_count(&mut self, v: u32) {
+    pub(crate) fn set_cycle_count(&mut self, v: u32) {
         self.cycle_count = v;
         self.cc_valid = true;
     }
     /// Sets this packet's commit count.
-    pub fn set_commit(&mut self, n: u32) {
+    pub(crate) fn set_commit(&mut self, n: u32) {
         self.commit_elements = n;
         self.commit_valid = true;
     }
     /// Sets this packet's atoms: `num` atoms, oldest in bit 0 of `en_bits`.
-    pub fn set_atoms(&mut self, en_bits: u32, num: u8) {
+    pub(crate) fn set_atoms(&mut self, en_bits: u32, num: u8) {
         self.atoms = Atoms { en_bits, num };
     }
 
     /// Marks a context as received; with `update`, sets its EL, NS, SF (AArch64) and NSE
     /// bits.
-    pub fn set_context_info(&mut self, update: bool, el: u8, ns: bool, sf: bool, nse: bool) {
+    pub(crate) fn set_context_info(&mut self, update: bool, el: u8, ns: bool, sf: bool, nse: bool) {
         self.context_valid = true;
         if update {
             self.context.updated = true;
@@ -527,14 +527,14 @@ impl EtmV4Packet {
         }
     }
     /// Sets the VMID of the context.
-    pub fn set_vmid(&mut self, vmid: u32) {
+    pub(crate) fn set_vmid(&mut self, vmid: u32) {
         self.context_valid = true;
         self.context.updated = true;
         self.context.vmid = vmid;
         self.context.updated_v = true;
     }
     /// Sets the context ID of the context.
-    pub fn set_ctxt_id(&mut self, cid: u32) {
+    pub(crate) fn set_ctxt_id(&mut self, cid: u32) {
         self.context_valid = true;
         self.context.updated = true;
         self.context.ctxt_id = cid;
@@ -549,7 +549,7 @@ impl EtmV4Packet {
 
     /// Sets a full 64-bit address with its instruction set, and pushes it on the address
     /// history.
-    pub fn set_64bit_addr(&mut self, addr: u64, is: u8) {
+    pub(crate) fn set_64bit_addr(&mut self, addr: u64, is: u8) {
         self.addr = VAddr { val: addr, pkt_bits: 64, valid_bits: 64, is_64: true };
         self.addr_is = is;
         self.push_addr();
@@ -557,7 +557,7 @@ impl EtmV4Packet {
 
     /// Sets the low 32 bits of the address (the high half kept in AArch64), and pushes it on
     /// the address history.
-    pub fn set_32bit_addr(&mut self, addr: u32, is: u8) {
+    pub(crate) fn set_32bit_addr(&mut self, addr: u32, is: u8) {
         self.addr.pkt_bits = 32;
         if self.context_valid && self.context.sf {
             self.addr.is_64 = true;
@@ -575,7 +575,7 @@ impl EtmV4Packet {
 
     /// Replaces the low `bits` bits of the address (short address packet), and pushes it on
     /// the address history.
-    pub fn update_short_addr(&mut self, addr: u32, is: u8, bits: u8) {
+    pub(crate) fn update_short_addr(&mut self, addr: u32, is: u8, bits: u8) {
         let mask = (1u64 << bits) - 1;
         self.addr.pkt_bits = bits;
         if self.addr.valid_bits < bits {
@@ -587,7 +587,7 @@ impl EtmV4Packet {
     }
 
     /// Exact match: the address is entry `idx` of the address history.
-    pub fn set_exact_match(&mut self, idx: u8) {
+    pub(crate) fn set_exact_match(&mut self, idx: u8) {
         self.exact_match_idx = idx;
         if let Some(&(a, is)) = self.addr_stack.get(idx as usize) {
             self.addr = a;
