@@ -157,6 +157,39 @@ def reader_seeds(out):
             write(out, "riscv", f"qemu-calls-{emit:x}-{isa}", struct.pack("<IBBB", emit, isa, 32, 0) + trace[:8192])
 
 
+def capture_hash(data):
+    """The library's capture_hash (crate::index): FNV-1a over 8-byte
+    little-endian words, then a final mix."""
+    m = (1 << 64) - 1
+    h = 0xcbf29ce484222325
+    for k in range(0, len(data), 8):
+        w = data[k:k + 8].ljust(8, b"\0")
+        h = ((h ^ struct.unpack("<Q", w)[0]) * 0x100000001b3) & m
+    h ^= len(data)
+    h ^= h >> 33
+    h = (h * 0xff51afd7ed558ccd) & m
+    return h ^ (h >> 33)
+
+
+def index_seeds(out):
+    """Index files in the saved format (crate::index::file), version 1:
+    a single-source one and a formatted one with a source index, both
+    with a stream of each entry kind."""
+    def stream(tid, name, entries):
+        b = struct.pack("<BB", tid, len(name)) + name + struct.pack("<Q", len(entries))
+        return b + b"".join(struct.pack("<QBQ", i, k, v) for i, k, v in entries)
+    entries = [(4 * n, 1 + n % 12, n * 1000) for n in range(24)]
+    for tag, fmt, source in (
+        ("single", b"\0\0\0\0", b"\0"),
+        ("formatted", b"\1\1\0\0",
+         b"\1" + struct.pack("<IQ", 64, 2) + (1 << 0x10).to_bytes(16, "little") + struct.pack("<QB", 0, 0x10)
+         + (1 << 0x11).to_bytes(16, "little") + struct.pack("<QB", 64, 0x11) + struct.pack("<QQ", 1, 32) + struct.pack("<Q", 0)),
+    ):
+        body = b"CSDIDX\r\n" + struct.pack("<IQQ", 1, 128, 0x1234) + fmt + struct.pack("<QQ", 0, 128) + source
+        body += struct.pack("<I", 2) + stream(0x10, b"ETMV4I", entries) + stream(0x11, b"STM", entries[:5])
+        write(out, "index", tag, body + struct.pack("<Q", capture_hash(body)))
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "fuzz", "corpus")
     dirs = sys.argv[2:] or sorted(os.path.join(ROOT, "snapshots", d) for d in os.listdir(os.path.join(ROOT, "snapshots"))
@@ -165,6 +198,7 @@ def main():
         snapshot_seeds(out, d)
     elf_seeds(out)
     reader_seeds(out)
+    index_seeds(out)
     for t in sorted(os.listdir(out)):
         print(f"{t}: {len(os.listdir(os.path.join(out, t)))} seeds")
 

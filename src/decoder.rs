@@ -17,6 +17,7 @@ use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use crate::elem::{TraceElement, UnsyncInfo};
 use crate::error::{ErrCode, Error};
 use crate::interfaces::{InstrDecode, PktDataIn, PktRawDataMon, TargetMemAccess, TrcDataIn, TrcGenElemIn};
+use crate::index::{EntryKind, StreamEntry, StreamIndexer};
 use crate::logger::{ErrorLogger, Shared};
 use crate::printers::{PacketPrinter, TracePacket};
 
@@ -199,6 +200,13 @@ pub trait TraceComponent: TrcDataIn {
     /// Packet-processing statistics, where the protocol keeps them.
     fn stats(&self) -> Option<DecodeStats> {
         None
+    }
+    /// Attaches a trace-ID stream indexer (the design's attachment point
+    /// at packet level, see [`crate::index`]); it sees every packet's
+    /// index entries. Fails with [`ErrCode::Fail`] for components that
+    /// cannot index.
+    fn attach_indexer(&mut self, _indexer: Box<dyn StreamIndexer>) -> Result<(), ErrCode> {
+        Err(ErrCode::Fail)
     }
 }
 
@@ -427,10 +435,11 @@ impl<D: PacketDecoder> PktDataIn<D::Packet> for D {
 /// Where a packet processor sends each packet: the monitor first, then the
 /// packet sink (the decoder, or a printer in packet-only mode).
 pub struct PacketOut<'a, P> {
-    /// The packet monitor (a printer shown raw bytes), if attached.
-    pub mon: Option<&'a mut (dyn PktRawDataMon<P> + 'static)>,
+    /// The packet monitor (a printer shown raw bytes, or a stream indexer
+    /// in front of one), if attached.
+    pub mon: Option<&'a mut (dyn PktRawDataMon<P> + 'a)>,
     /// The packet sink (decoder, or printer in packet-only mode), if attached.
-    pub sink: Option<&'a mut (dyn PktDataIn<P> + 'static)>,
+    pub sink: Option<&'a mut (dyn PktDataIn<P> + 'a)>,
 }
 
 impl<P> PacketOut<'_, P> {
@@ -466,6 +475,31 @@ pub trait PacketProcessor: Send {
     fn error_link(&self) -> Option<&crate::logger::ErrLink> {
         None
     }
+    /// The trace-ID stream index entries `pkt` makes (sync points,
+    /// timestamps, events...), each given to `emit` with its value. Only
+    /// called while a [`StreamIndexer`] is attached; by default a packet
+    /// makes none.
+    fn index_entries(_pkt: &Self::Packet, _emit: &mut dyn FnMut(EntryKind, u64)) {}
+}
+
+/// A packet monitor that feeds a stream indexer before the real monitor:
+/// put in the monitor's place only while an indexer is attached, so a
+/// pipeline without one runs exactly as before.
+struct IndexingMon<'a, PP: PacketProcessor> {
+    inner: Option<&'a mut (dyn PktRawDataMon<PP::Packet> + 'a)>,
+    ix: &'a mut (dyn StreamIndexer + 'a),
+}
+
+impl<PP: PacketProcessor> PktRawDataMon<PP::Packet> for IndexingMon<'_, PP> {
+    fn raw_packet_data_mon(&mut self, op: DatapathOp, index: TrcIndex, pkt: Option<&PP::Packet>, raw: &[u8]) {
+        if let Some(p) = pkt {
+            let ix = &mut *self.ix;
+            PP::index_entries(p, &mut |kind, value| ix.entry(StreamEntry { index, kind, value }));
+        }
+        if let Some(m) = self.inner.as_mut() {
+            m.raw_packet_data_mon(op, index, pkt, raw);
+        }
+    }
 }
 
 /// A packet processor, its monitor and its packet sink, as one component.
@@ -479,6 +513,8 @@ pub struct Pipeline<PP: PacketProcessor> {
     proc: PP,
     mon: Option<Box<dyn PktRawDataMon<PP::Packet>>>,
     sink: Option<Box<dyn PktDataIn<PP::Packet>>>,
+    /// Trace-ID stream indexer (see [`crate::index`]).
+    indexer: Option<Box<dyn StreamIndexer>>,
     /// End of trace fully delivered (a repeated EOT is ignored).
     eot_done: bool,
     /// Bytes taken in.
@@ -488,7 +524,7 @@ pub struct Pipeline<PP: PacketProcessor> {
 impl<PP: PacketProcessor> Pipeline<PP> {
     /// A pipeline; `decoder` is `None` in packet-only mode.
     pub fn new(name: &'static str, proc: PP, decoder: Option<Box<dyn PktDataIn<PP::Packet>>>) -> Self {
-        Pipeline { name, proc, mon: None, sink: decoder, eot_done: false, total: 0 }
+        Pipeline { name, proc, mon: None, sink: decoder, indexer: None, eot_done: false, total: 0 }
     }
     /// The packet processor.
     pub fn processor(&self) -> &PP {
@@ -501,6 +537,21 @@ impl<PP: PacketProcessor> Pipeline<PP> {
     /// Attaches (or detaches) the packet sink.
     pub fn set_sink(&mut self, sink: Option<Box<dyn PktDataIn<PP::Packet>>>) {
         self.sink = sink;
+    }
+
+    /// Runs `f` with the processor and its packet output: monitor and
+    /// sink, and the stream indexer in front of the monitor when one is
+    /// attached (without one, nothing is added to the path).
+    fn with_out<R>(&mut self, f: impl FnOnce(&mut PP, &mut PacketOut<'_, PP::Packet>) -> R) -> R {
+        let mon = self.mon.as_deref_mut().map(|m| m as &mut dyn PktRawDataMon<PP::Packet>);
+        let sink = self.sink.as_deref_mut().map(|s| s as &mut dyn PktDataIn<PP::Packet>);
+        match self.indexer.as_deref_mut() {
+            None => f(&mut self.proc, &mut PacketOut { mon, sink }),
+            Some(ix) => {
+                let mut mon = IndexingMon::<PP> { inner: mon, ix };
+                f(&mut self.proc, &mut PacketOut { mon: Some(&mut mon), sink })
+            }
+        }
     }
 }
 
@@ -521,8 +572,7 @@ impl<PP: PacketProcessor> TrcDataIn for Pipeline<PP> {
             }
             DatapathOp::Data => {
                 self.eot_done = false;
-                let mut out = PacketOut { mon: self.mon.as_deref_mut(), sink: self.sink.as_deref_mut() };
-                let (resp, used) = self.proc.process(index, data, &mut out);
+                let (resp, used) = self.with_out(|proc, out| proc.process(index, data, out));
                 self.total += used as u64;
                 (resp, used)
             }
@@ -533,8 +583,7 @@ impl<PP: PacketProcessor> TrcDataIn for Pipeline<PP> {
                 if self.eot_done {
                     return (DatapathResp::Cont, 0);
                 }
-                let mut out = PacketOut { mon: self.mon.as_deref_mut(), sink: self.sink.as_deref_mut() };
-                let mut r = self.proc.eot(&mut out);
+                let mut r = self.with_out(|proc, out| proc.eot(out));
                 if r.is_wait() {
                     return (r, 0);
                 }
@@ -584,6 +633,10 @@ impl<PP: PacketProcessor> TraceComponent for Pipeline<PP> {
             bad_header_errs: p.bad_header_errs,
             bad_sequence_errs: p.bad_sequence_errs,
         })
+    }
+    fn attach_indexer(&mut self, indexer: Box<dyn StreamIndexer>) -> Result<(), ErrCode> {
+        self.indexer = Some(indexer);
+        Ok(())
     }
     fn attach_packet_printer(&mut self, printer: PacketPrinter, monitor: bool) -> Result<(), ErrCode> {
         if monitor {

@@ -14,6 +14,7 @@
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use crate::error::{ErrCode, Severity, TraceError};
 use crate::interfaces::{RawFrameKind, TrcDataIn, TrcRawFrameIn};
+use crate::index::source::{FrameRecord, FrameRun, SourceIndexer};
 use crate::logger::ErrLink;
 
 const FRAME_SIZE: usize = 16;
@@ -212,6 +213,9 @@ pub struct FrameDeformatter {
 
     highest: DatapathResp,
 
+    /// Source indexer (see [`crate::index::source`]): told of every frame.
+    indexer: Option<Box<dyn SourceIndexer>>,
+
     /// Start of a possible FSYNC cut off by the end of the last block
     /// (half-frame sync streams only, where FSYNCs need not be 4-aligned).
     stash: [u8; 4],
@@ -251,7 +255,29 @@ impl FrameDeformatter {
             partial: [0; FRAME_SIZE],
             partial_len: 0,
             tail: None,
+            indexer: None,
         }
+    }
+
+    /// Attaches the source indexer (the design's attachment point at frame
+    /// level): it is told of each frame unpacked and each frame sync.
+    pub fn set_source_indexer(&mut self, indexer: Option<Box<dyn SourceIndexer>>) {
+        self.indexer = indexer;
+    }
+
+    /// Takes the source indexer back.
+    pub fn take_source_indexer(&mut self) -> Option<Box<dyn SourceIndexer>> {
+        self.indexer.take()
+    }
+
+    /// Starts again at a frame boundary, as if synchronised, with `id` the
+    /// trace ID in effect at that frame's start (as a source index
+    /// records it): the next data block must begin with that frame. Used
+    /// to decode from the middle of a capture.
+    pub fn resume_at_frame(&mut self, id: Option<u8>) {
+        self.reset_state();
+        self.synced = true;
+        self.curr_id = id;
     }
 
     /// The input format.
@@ -626,6 +652,11 @@ impl FrameDeformatter {
             cont = more || self.frame_len == FRAME_SIZE;
         }
 
+        if fsync_bytes > 0
+            && let Some(ix) = self.indexer.as_mut()
+        {
+            ix.frame_sync(self.curr_idx);
+        }
         let total = ex_bytes + fsync_bytes + hsync_bytes;
         if (self.frame_len == FRAME_SIZE || !cont) && self.cfg.raw_packed && total > 0 {
             let idx = self.curr_idx;
@@ -647,6 +678,7 @@ impl FrameDeformatter {
         let f = self.frame;
         let flags = f[15];
         let sof = self.frame_sof;
+        let id_at_start = self.curr_id;
         if (f[0] | f[2] | f[4] | f[6] | f[8] | f[10] | f[12] | f[14]) & 1 == 0 {
             // No ID change in the frame (the usual case with one busy
             // source): all 15 data bytes are the current ID's, each byte
@@ -663,6 +695,7 @@ impl FrameDeformatter {
             self.frame_len = 0;
             self.chunk_count = 1;
             self.chunks_done = 0;
+            self.report_frame(sof, id_at_start);
             return;
         }
         let mut cur = 0usize;
@@ -705,6 +738,19 @@ impl FrameDeformatter {
         self.frame_len = 0;
         self.chunk_count = cur + 1;
         self.chunks_done = 0;
+        self.report_frame(sof, id_at_start);
+    }
+
+    /// Tells the source indexer, if one is attached, of the frame just
+    /// unpacked.
+    fn report_frame(&mut self, sof: TrcIndex, id_at_start: Option<u8>) {
+        if let Some(ix) = self.indexer.as_mut() {
+            let mut rec = FrameRecord { index: sof, id_at_start, runs: [FrameRun::default(); 8], count: self.chunk_count };
+            for (r, c) in rec.runs.iter_mut().zip(&self.chunks[..self.chunk_count]) {
+                *r = FrameRun { id: c.id, index: c.index, len: c.valid as u8 };
+            }
+            ix.frame(&rec);
+        }
     }
 
     /// Delivers the unpacked chunks; false when a downstream component

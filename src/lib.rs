@@ -27,6 +27,7 @@ pub mod gnatcov;
 pub mod itm;
 pub mod error;
 pub mod instr;
+pub mod index;
 pub mod interfaces;
 pub mod logger;
 pub mod memory;

@@ -62,11 +62,35 @@ struct Elements {
     filter: Option<[bool; 128]>,
     /// Hand empty frame blocks to the decoders, as OpenCSD does.
     opencsd_empty_blocks: bool,
+    /// Byte windows per trace ID (decoding from an indexed point): data
+    /// outside is dropped. `None`, the usual case, costs one test a block.
+    windows: Option<Box<[(TrcIndex, TrcIndex); 128]>>,
 }
 
 impl Elements {
     fn enabled(&self, id: u8) -> bool {
         self.filter.is_none_or(|f| f[id as usize & 0x7f])
+    }
+}
+
+impl Elements {
+    /// Hands on the bytes of a block at `index` inside `begin..end` (byte
+    /// `k` of a block is at `index + k`, as packet indexes count).
+    fn windowed(&mut self, id: u8, index: TrcIndex, data: &[u8], (begin, end): (TrcIndex, TrcIndex)) -> (DatapathResp, usize) {
+        let len = data.len() as u64;
+        let skip = begin.saturating_sub(index).min(len) as usize;
+        let stop = end.saturating_sub(index).min(len) as usize;
+        if skip >= stop {
+            return (DatapathResp::Cont, data.len());
+        }
+        *self.position.borrow_mut() = SerialKey { index: self.chunk.0, chunk: self.chunk.1, trace_id: id };
+        let (r, used) = match self.slots.get_mut(id as usize) {
+            Some(Some(e)) => e.component.trace_data_in(DatapathOp::Data, index + skip as u64, &data[skip..stop]),
+            _ => (DatapathResp::Cont, stop - skip),
+        };
+        // Bytes after the window count as used once the window's are.
+        let used = if skip + used >= stop { data.len() } else { skip + used };
+        (r, used)
     }
 }
 
@@ -77,6 +101,9 @@ impl IdStreamSink for Elements {
     fn id_data_in(&mut self, id: u8, index: TrcIndex, data: &[u8]) -> (DatapathResp, usize) {
         if !self.enabled(id) {
             return (DatapathResp::Cont, data.len());
+        }
+        if let Some(w) = self.windows.as_deref() {
+            return self.windowed(id, index, data, w[id as usize & 0x7f]);
         }
         *self.position.borrow_mut() = SerialKey { index: self.chunk.0, chunk: self.chunk.1, trace_id: id };
         match self.slots.get_mut(id as usize) {
@@ -161,7 +188,7 @@ impl DecodeTree {
                 slots: (0..128).map(|_| None).collect(),
                 position: shared(SerialKey::default()),
                 chunk: (0, 0),
-                filter: None, opencsd_empty_blocks: false },
+                filter: None, opencsd_empty_blocks: false, windows: None },
             mapper,
             instr: shared(ArmInstrDecoder::default()),
             elem_out: shared(ElemRouter::default()),
@@ -356,6 +383,39 @@ impl DecodeTree {
         self.elements.opencsd_empty_blocks = on;
     }
 
+    /// Attaches a trace-ID stream indexer to the decoder on `id` (see
+    /// [`crate::index`]).
+    pub fn attach_stream_indexer(&mut self, id: u8, indexer: Box<dyn crate::index::StreamIndexer>) -> Result<(), ErrCode> {
+        let e = self.elements.slots.get_mut(id as usize).and_then(Option::as_mut).ok_or(ErrCode::InvalidId)?;
+        e.component.attach_indexer(indexer)
+    }
+
+    /// Attaches the source indexer to the deformatter (formatted sources).
+    pub fn set_source_indexer(&mut self, indexer: Box<dyn crate::index::SourceIndexer>) -> Result<(), ErrCode> {
+        let d = self.deformatter.as_mut().ok_or(ErrCode::DcdtNoFormatter)?;
+        d.set_source_indexer(Some(indexer));
+        Ok(())
+    }
+
+    /// Makes the decoder on `id` see only its bytes with `begin <= index <
+    /// end`: the tree is told to begin at byte `begin` for that ID (an
+    /// indexed sync point) and stop before `end`. With a formatted source
+    /// the data handed to the tree must still start at a frame boundary:
+    /// see [`DecodeTree::resume_at_frame`].
+    pub fn set_id_window(&mut self, id: u8, begin: TrcIndex, end: TrcIndex) {
+        let w = self.elements.windows.get_or_insert_with(|| Box::new([(0, TrcIndex::MAX); 128]));
+        w[id as usize & 0x7f] = (begin, end);
+    }
+
+    /// Makes the deformatter start again at a frame boundary with `id` in
+    /// effect (a source index checkpoint): the next data block must begin
+    /// with that frame.
+    pub fn resume_at_frame(&mut self, id: Option<u8>) -> Result<(), ErrCode> {
+        let d = self.deformatter.as_mut().ok_or(ErrCode::DcdtNoFormatter)?;
+        d.resume_at_frame(id);
+        Ok(())
+    }
+
     /// Logs the mapped memory images as OpenCSD's `logMappedRanges` does.
     pub fn describe_mapped_ranges(&self, out: &mut String) {
         out.push_str("Gen_Info : Mapped Memory Accessors\n");
@@ -371,9 +431,16 @@ impl TrcDataIn for DecodeTree {
         match self.deformatter.as_mut() {
             Some(d) => d.trace_data_in(op, index, data, &mut self.elements),
             None => match op {
-                DatapathOp::Data => match self.elements.slots.iter_mut().flatten().next() {
-                    Some(e) => e.component.trace_data_in(op, index, data),
-                    None => (DatapathResp::Cont, data.len()),
+                DatapathOp::Data => match self.elements.windows.as_deref() {
+                    Some(w) => {
+                        let id = self.elements.slots.iter().position(Option::is_some).unwrap_or(0) as u8;
+                        let win = w[id as usize];
+                        self.elements.windowed(id, index, data, win)
+                    }
+                    None => match self.elements.slots.iter_mut().flatten().next() {
+                        Some(e) => e.component.trace_data_in(op, index, data),
+                        None => (DatapathResp::Cont, data.len()),
+                    },
                 },
                 _ => (self.elements.all_ids_op(op, index), 0),
             },

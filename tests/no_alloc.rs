@@ -117,3 +117,34 @@ fn pulling_ten_times_more_elements_makes_no_more_allocations() {
         assert!(longer <= long + 4, "{name}: {long} allocations for {n_long} elements, {longer} for {n_longer}");
     }
 }
+
+/// Allocations made while indexing a generated snapshot of `length` steps
+/// (packet level, as `coresight_decode::index` builds an index), and the
+/// entries made.
+fn index_allocations(protocol: GenProtocol, length: usize, dir: &str) -> (usize, usize) {
+    use coresight_decode::index::build::{build_index, IndexOptions};
+    let g = generate(&GenOptions { seed: 9, protocol, layout: BufferLayout::Formatted, length });
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(dir);
+    let _ = std::fs::remove_dir_all(&path);
+    g.spec.write_to(&path).unwrap();
+    let ss = Snapshot::load(&path).unwrap();
+    let mut tree = ss.build_tree("ETB_0", DecodeMode::PacketsOnly, |_| {}).unwrap().unwrap();
+    let data = std::fs::read(path.join("trace.bin")).unwrap();
+    let before = ALLOCS.load(Ordering::Relaxed);
+    let ix = build_index(&mut tree, &data, &IndexOptions::default()).unwrap();
+    let entries = ix.streams.iter().map(|s| s.entries.len()).sum();
+    (ALLOCS.load(Ordering::Relaxed) - before, entries)
+}
+
+#[test]
+fn indexing_allocates_only_to_grow_the_index() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    for (p, name) in [(GenProtocol::Etmv4, "etmv4"), (GenProtocol::Stm, "stm"), (GenProtocol::Ptm(Default::default()), "ptm")] {
+        let (long, e1) = index_allocations(p, 3000, &format!("noalloc_index_{name}_long"));
+        let (longer, e2) = index_allocations(p, 30000, &format!("noalloc_index_{name}_longer"));
+        assert!(e2 > 5 * e1, "{name}: {e1} then {e2} entries");
+        // Ten times the packets: only the entry and block vectors grow
+        // (doubling: a few more reallocations), never one per packet.
+        assert!(longer <= long + 24, "{name}: {long} allocations, then {longer} for ten times the trace");
+    }
+}

@@ -764,6 +764,9 @@ impl Etmv3Processor {
 
 impl PacketProcessor for Etmv3Processor {
     type Packet = Etmv3Packet;
+    fn index_entries(pkt: &Etmv3Packet, emit: &mut dyn FnMut(crate::index::EntryKind, u64)) {
+        crate::index::stream::etmv3_entries(pkt, emit);
+    }
     fn error_link(&self) -> Option<&ErrLink> {
         Some(&self.err)
     }

@@ -1076,6 +1076,9 @@ fn build_table(cfg: &EtmV4Config) -> [(PktType, Parser); 256] {
 
 impl PacketProcessor for EtmV4PktProc {
     type Packet = EtmV4Packet;
+    fn index_entries(pkt: &EtmV4Packet, emit: &mut dyn FnMut(crate::index::EntryKind, u64)) {
+        crate::index::stream::etmv4_entries(pkt, emit);
+    }
     fn error_link(&self) -> Option<&ErrLink> {
         self.err.as_ref()
     }

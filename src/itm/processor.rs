@@ -359,6 +359,9 @@ impl ItmProcessor {
 
 impl PacketProcessor for ItmProcessor {
     type Packet = ItmPacket;
+    fn index_entries(pkt: &ItmPacket, emit: &mut dyn FnMut(crate::index::EntryKind, u64)) {
+        crate::index::stream::itm_entries(pkt, emit);
+    }
     fn error_link(&self) -> Option<&ErrLink> {
         self.err.as_ref()
     }

@@ -773,6 +773,9 @@ fn block_memory(data: &[u8], start: usize, buf: &mut [u8]) {
 
 impl PacketProcessor for PtmProcessor {
     type Packet = PtmPacket;
+    fn index_entries(pkt: &PtmPacket, emit: &mut dyn FnMut(crate::index::EntryKind, u64)) {
+        crate::index::stream::ptm_entries(pkt, emit);
+    }
     fn error_link(&self) -> Option<&ErrLink> {
         Some(&self.err)
     }

@@ -679,6 +679,9 @@ impl StmProcessor {
 
 impl PacketProcessor for StmProcessor {
     type Packet = StmPacket;
+    fn index_entries(pkt: &StmPacket, emit: &mut dyn FnMut(crate::index::EntryKind, u64)) {
+        crate::index::stream::stm_entries(pkt, emit);
+    }
     fn error_link(&self) -> Option<&ErrLink> {
         self.err.as_ref()
     }

@@ -43,6 +43,7 @@ const GEN: &str = env!("CARGO_BIN_EXE_trc_gen");
 const BENCH: &str = env!("CARGO_BIN_EXE_trc_bench");
 const COV: &str = env!("CARGO_BIN_EXE_trc_cov");
 const TARMAC: &str = env!("CARGO_BIN_EXE_tarmac");
+const INDEX: &str = env!("CARGO_BIN_EXE_trc_index");
 
 /// Checks that `help` names `option` where options are listed, with an
 /// explanation on its line or the next.
@@ -76,6 +77,13 @@ fn every_program_explains_every_option_in_its_help() {
         (TARMAC, &["decode", "--help"], &["--output", "--flow", "--exceptions", "--trace-matcher", "--no-disasm", "--link-registers"]),
         (TARMAC, &["compare", "--help"], &["--window", "--skip-time", "--ignore-ccfail", "--start", "--boot", "--skip-remainder", "--stop-first", "--context"]),
         (TARMAC, &["dump", "--help"], &["--implicit-thumb", "--events"]),
+        (INDEX, &["--help"], &["--help", "--version"]),
+        (INDEX, &["build", "--help"], &["--source", "--index", "--granularity", "--limit"]),
+        (INDEX, &["decode", "--help"], &["--source", "--index", "--id", "--from", "--to", "--from-ts", "--to-ts"]),
+        (INDEX, &["query", "syncs", "--help"], &["--id", "--at"]),
+        (INDEX, &["query", "time", "--help"], &["--id", "--from-ts", "--to-ts"]),
+        (INDEX, &["query", "ids", "--help"], &["--from", "--to"]),
+        (INDEX, &["correlate", "--help"], &["--ids"]),
         (
             LISTER,
             &["--help"],
@@ -120,6 +128,7 @@ fn every_program_prints_its_version() {
         (BENCH, format!("trc_bench {v}")),
         (COV, format!("trc_cov {v}")),
         (TARMAC, format!("tarmac {v}")),
+        (INDEX, format!("trc_index {v}")),
         (LISTER, format!("trc_pkt_lister (coresight-decode) {v}")),
     ] {
         let o = run(bin, &["--version"]);
@@ -144,6 +153,7 @@ fn bad_usage_exits_2_with_a_message_on_stderr() {
         (BENCH, &[snap, "--iter", "0"], "--iter"),
         (COV, &["coverage", "--bogus"], "--bogus"),
         (TARMAC, &["profile"], "<TRACE>"),
+        (INDEX, &["build", "--bogus"], "--bogus"),
         (LISTER, &["-ss_dir", snap, "-id", "zz"], "invalid ID number 'zz' on -id option"),
         (LISTER, &["-ss_dir", snap, "-id", "0x105"], "invalid ID number 0x105 on -id option"),
         (LISTER, &["-ss_dir", snap, "-threads", "0"], "-threads"),
@@ -176,6 +186,7 @@ fn a_missing_snapshot_or_file_exits_1_naming_it_on_stderr() {
         (GEN, &["--protocol", "etmv4", "--tarmac", g, "--elf", g, "--out", "x"]),
         (COV, &["dump", g]),
         (TARMAC, &["profile", g]),
+        (INDEX, &["build", g]),
         (LISTER, &["-ss_dir", g, "-decode"]),
     ];
     for (bin, args) in cases {

@@ -1,0 +1,391 @@
+//! Decoding from an indexed point: one trace ID's window, one stream split
+//! over threads, several IDs merged by time.
+//!
+//! # Starting at a sync point
+//!
+//! The tree is told to begin at byte `N` for one ID
+//! ([`DecodeTree::set_id_window`]): the decoder sees only that ID's bytes
+//! from `N` on, so its packet processor starts on the sync packet at `N`.
+//! A formatted capture must still be deformatted from a frame boundary
+//! with the right trace ID in effect: the source index's checkpoint at or
+//! before `N` gives both ([`DecodeTree::resume_at_frame`]); at most one
+//! block of the source index's granularity is deformatted for nothing.
+//!
+//! # What a decoder cannot know at its first sync point
+//!
+//! Elements compare as the listing prints them (index, trace ID and the
+//! element's text): fields an element type does not print are decoder
+//! scratch and may differ (an instruction range's exception number, say).
+//!
+//! A window whose first byte comes after the sync point the decoder
+//! starts at (the usual case: [`CaptureIndex::byte_window`] starts at the
+//! last sync point at or before the window) has the full decode's
+//! elements exactly: by its first byte the decoder has met what it needs.
+//!
+//! A window starting *at* the sync point differs from the full decode's
+//! slice up to and including the decoder's first `PE_CONTEXT` element,
+//! and only there:
+//!
+//! - the decoder reports `NO_SYNC` (reason: decoder initialised) first,
+//!   where the full decode reports nothing;
+//! - it reports `PE_CONTEXT` (and `TRACE_ON`) when the packets after the
+//!   sync point give the context (ETMv4/ETE: trace info and an address
+//!   with context; PTM/ETMv3: the I-sync), where the full decode, which
+//!   knew the context, may report nothing;
+//! - the packets between the sync point and that context packet (PTM /
+//!   ETMv3: atoms and branches between the A-sync and the I-sync) give
+//!   the full decode instruction ranges the window decoder cannot follow,
+//!   having no address yet.
+//!
+//! After the first `PE_CONTEXT` the elements are equal, provided nothing
+//! crosses the sync point:
+//!
+//! - speculation pending at the sync point (ETMv4/ETE: P0 elements not
+//!   yet committed; the trace info packet gives their number) is unknown to
+//!   the window decoder, so the elements the full decode outputs when they
+//!   are committed after the sync point are missing;
+//! - the return stack (ETMv4/ETE, PTM) starts empty: a return predicted
+//!   from a call before the sync point cannot be followed;
+//! - the timestamp and cycle count are unknown until the next timestamp
+//!   packet; time windows start at a timestamp packet for that reason.
+//!
+//! `tests/index.rs` checks all of this on the corpus (ETMv4
+//! `bugfix-exact-match`, PTM, ETMv3, ETE). [`CaptureIndex::split_points`]
+//! only splits at sync points whose trace info says no speculation is
+//! pending.
+
+use super::reader::ByteWindow;
+use super::CaptureIndex;
+use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
+use crate::elem::{ElemType, TraceElement};
+use crate::error::{ErrCode, Error};
+use crate::interfaces::{TrcDataIn, TrcGenElemIn};
+use crate::logger::{shared, Shared};
+use crate::tree::{DecodeTree, SourceFormat};
+
+/// A window of one trace ID's elements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Window {
+    /// Elements with `from <= index < to`.
+    Bytes {
+        /// First index.
+        from: TrcIndex,
+        /// End index (exclusive).
+        to: TrcIndex,
+    },
+    /// Elements whose time (the last timestamp the decoder reported before
+    /// or with them) is within `from_ts..=to_ts`.
+    Time {
+        /// First time.
+        from_ts: u64,
+        /// Last time (inclusive).
+        to_ts: u64,
+    },
+}
+
+/// A decoded element: its index, trace ID, and the element.
+pub type Element = (TrcIndex, u8, TraceElement);
+
+/// What [`decode_window`] found.
+#[derive(Clone, Debug)]
+pub struct WindowDecode {
+    /// The byte window decoded.
+    pub window: ByteWindow,
+    /// The window's elements, in decode order.
+    pub elements: Vec<Element>,
+}
+
+/// Collects elements for the decode loop to drain after each block.
+struct Collect(Shared<Vec<Element>>);
+
+impl TrcGenElemIn for Collect {
+    fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp {
+        self.0.borrow_mut().push((index, trace_id, *elem));
+        DatapathResp::Cont
+    }
+    fn trace_elems_in(&mut self, trace_id: u8, elems: &[(TrcIndex, TraceElement)]) -> (DatapathResp, usize) {
+        // A run at once: one lock, not one per element.
+        self.0.borrow_mut().extend(elems.iter().map(|(i, e)| (*i, trace_id, *e)));
+        (DatapathResp::Cont, elems.len())
+    }
+}
+
+/// The time an element sets, if any.
+pub fn element_time(e: &TraceElement) -> Option<u64> {
+    (e.elem_type == ElemType::Timestamp || e.has_ts).then_some(e.timestamp)
+}
+
+/// Decodes trace ID `id` with `tree` (a full-decode tree for the capture,
+/// fresh) from the sync point `start` up to (not including) byte `end` of
+/// its stream, handing each element to `each`.
+pub fn decode_range(
+    ix: &CaptureIndex,
+    data: &[u8],
+    id: u8,
+    start: TrcIndex,
+    end: TrcIndex,
+    mut tree: DecodeTree,
+    each: &mut dyn FnMut(&Element),
+) -> Result<(), Error> {
+    let out = shared(Vec::new());
+    tree.set_gen_elem_out(Box::new(Collect(out.clone())));
+    let (feed_from, feed_to, align) = match tree.format() {
+        SourceFormat::Formatted(cfg) => {
+            tree.set_id_filter(Some(&[id]));
+            let cp = ix.source.as_ref().and_then(|s| s.checkpoint_before(start));
+            let from = match cp {
+                Some(cp) => {
+                    tree.resume_at_frame(cp.id).map_err(|e| Error::code(e, "resuming the deformatter"))?;
+                    cp.frame
+                }
+                None => 0,
+            };
+            // Data of a frame can sit up to a frame (and its syncs) before
+            // the frame's end: a margin past `end` delivers all of it.
+            (from, end.saturating_add(64), cfg.alignment())
+        }
+        SourceFormat::Single => (start, end, 1),
+    };
+    let slot = match tree.format() {
+        SourceFormat::Formatted(_) => id,
+        SourceFormat::Single => 0,
+    };
+    tree.set_id_window(slot, start, end);
+    let from = (feed_from as usize).min(data.len());
+    let mut to = (feed_to.min(data.len() as u64)) as usize;
+    to = from + (to.saturating_sub(from)) / align * align;
+    let mut at = from;
+    while at < to {
+        let stop = (at + 16 * 1024).min(to);
+        let (mut r, used) = tree.trace_data_in(DatapathOp::Data, at as TrcIndex, &data[at..stop]);
+        at += used;
+        while r.is_wait() {
+            r = tree.trace_data_in(DatapathOp::Flush, 0, &[]).0;
+        }
+        let mut got = out.borrow_mut();
+        got.iter().for_each(&mut *each);
+        got.clear();
+        drop(got);
+        if r.is_fatal() {
+            let msg = tree.error_logger().borrow().last_error().map(|e| e.to_string()).unwrap_or_default();
+            return Err(Error::code(ErrCode::Fail, format!("decoding trace ID 0x{id:02x} from byte {start}: fatal error at byte {at}: {msg}")));
+        }
+        if used == 0 {
+            break;
+        }
+    }
+    let mut r = tree.trace_data_in(DatapathOp::Eot, 0, &[]).0;
+    while r.is_wait() {
+        r = tree.trace_data_in(DatapathOp::Flush, 0, &[]).0;
+        if r.is_cont() {
+            r = tree.trace_data_in(DatapathOp::Eot, 0, &[]).0;
+        }
+    }
+    let got = std::mem::take(&mut *out.borrow_mut());
+    got.iter().for_each(each);
+    Ok(())
+}
+
+/// Decodes `window` of trace ID `id` from the nearest indexed sync point
+/// before it; `tree` is a fresh full-decode tree for the capture. The
+/// elements are those the full decode gives in the window, with the
+/// exception at the start described in the module documentation.
+pub fn decode_window(ix: &CaptureIndex, data: &[u8], id: u8, window: Window, tree: DecodeTree) -> Result<WindowDecode, Error> {
+    let no = |what: String| Error::code(ErrCode::InvalidParamVal, what);
+    let w = match window {
+        Window::Bytes { from, to } => ix.byte_window(id, from, to).ok_or_else(|| no(format!("trace ID 0x{id:02x} has no sync point to decode bytes {from}..{to} from")))?,
+        Window::Time { from_ts, to_ts } => ix
+            .time_window(id, from_ts, to_ts)
+            .ok_or_else(|| no(format!("trace ID 0x{id:02x} has no timestamp in {from_ts}..={to_ts} after a sync point")))?,
+    };
+    // Decode on to the next sync point past the window, so everything the
+    // window's packets produce is out.
+    let feed_end = ix.syncs_from(id, w.end).next().map_or(ix.indexed.end, |e| e.index.max(w.end));
+    let mut elements = Vec::new();
+    let mut now: Option<u64> = None;
+    decode_range(ix, data, id, w.start, feed_end, tree, &mut |e: &Element| {
+        if let Some(t) = element_time(&e.2) {
+            now = Some(t);
+        }
+        let keep = match window {
+            Window::Bytes { from, to } => e.0 >= from && e.0 < to,
+            Window::Time { from_ts, to_ts } => e.0 < feed_end && now.is_some_and(|t| t >= from_ts && t <= to_ts),
+        };
+        if keep && e.2.elem_type != ElemType::EoTrace {
+            elements.push(*e);
+        }
+    })?;
+    Ok(WindowDecode { window: w, elements })
+}
+
+/// Decodes one trace ID's stream in pieces on `threads` worker threads,
+/// split at indexed sync points ([`CaptureIndex::split_points`]), and
+/// returns each piece's result in stream order. `build` makes a fresh
+/// full-decode tree for the capture (on the worker's thread); `fold`
+/// folds each element of a piece (those with indexes in the piece's byte
+/// range) into the piece's result, starting from `R::default()`.
+///
+/// State that crosses a split point: pending speculation is avoided (the
+/// split points are where the trace info says none is pending); the
+/// return stack starts empty in each piece, and the context and timestamp
+/// are unknown until the packets after the sync point give them (see the
+/// module documentation). For analytics that count instructions per range
+/// the joined result equals the serial decode's when no return crosses a
+/// split point; the test-suite checks it on a generated multi-megabyte
+/// ETMv4 stream.
+pub fn decode_split<B, R, F>(ix: &CaptureIndex, data: &[u8], id: u8, threads: usize, build: &B, fold: &F) -> Result<Vec<R>, Error>
+where
+    B: Fn() -> Result<DecodeTree, Error> + Sync,
+    R: Default + Send,
+    F: Fn(&mut R, &Element) + Sync,
+{
+    let points = ix.split_points(id, threads.max(1));
+    if points.is_empty() {
+        return Err(Error::code(ErrCode::InvalidParamVal, format!("trace ID 0x{id:02x} has no sync point to split at")));
+    }
+    let mut ranges: Vec<(TrcIndex, TrcIndex)> = points.windows(2).map(|w| (w[0], w[1])).collect();
+    ranges.push((*points.last().expect("one point"), ix.indexed.end));
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = ranges
+            .iter()
+            .map(|&(a, b)| {
+                scope.spawn(move || -> Result<R, Error> {
+                    let mut acc = R::default();
+                    decode_range(ix, data, id, a, b, build()?, &mut |e: &Element| {
+                        if e.0 >= a && e.0 < b {
+                            fold(&mut acc, e);
+                        }
+                    })?;
+                    Ok(acc)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().map_err(|_| Error::code(ErrCode::Fail, "a decode worker panicked"))?).collect()
+    })
+}
+
+/// Decodes several trace IDs of a capture, each split into up to
+/// `pieces_per_id` pieces at indexed sync points (as [`decode_split`]),
+/// the pieces shared out among `threads` worker threads (largest first,
+/// each to the next free worker). Returns each piece's result with its
+/// trace ID, in ID order then stream order. The same crossing rules as
+/// [`decode_split`] apply.
+pub fn decode_split_ids<B, R, F>(
+    ix: &CaptureIndex,
+    data: &[u8],
+    ids: &[u8],
+    pieces_per_id: usize,
+    threads: usize,
+    build: &B,
+    fold: &F,
+) -> Result<Vec<(u8, R)>, Error>
+where
+    B: Fn() -> Result<DecodeTree, Error> + Sync,
+    R: Default + Send,
+    F: Fn(&mut R, &Element) + Sync,
+{
+    let mut pieces: Vec<(u8, TrcIndex, TrcIndex)> = Vec::new();
+    for &id in ids {
+        let points = ix.split_points(id, pieces_per_id.max(1));
+        for (k, &a) in points.iter().enumerate() {
+            pieces.push((id, a, points.get(k + 1).copied().unwrap_or(ix.indexed.end)));
+        }
+    }
+    let mut order: Vec<usize> = (0..pieces.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(pieces[i].2 - pieces[i].1));
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads.clamp(1, pieces.len().max(1)))
+            .map(|_| {
+                scope.spawn(|| -> Result<Vec<(usize, R)>, Error> {
+                    let mut done = Vec::new();
+                    loop {
+                        let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(&i) = order.get(k) else { break };
+                        let (id, a, b) = pieces[i];
+                        let mut acc = R::default();
+                        decode_range(ix, data, id, a, b, build()?, &mut |e: &Element| {
+                            if e.0 >= a && e.0 < b {
+                                fold(&mut acc, e);
+                            }
+                        })?;
+                        done.push((i, acc));
+                    }
+                    Ok(done)
+                })
+            })
+            .collect();
+        let mut all = Vec::new();
+        for w in workers {
+            all.extend(w.join().map_err(|_| Error::code(ErrCode::Fail, "a decode worker panicked"))??);
+        }
+        Ok::<_, Error>(all)
+    })?;
+    let mut slots: Vec<Option<R>> = (0..pieces.len()).map(|_| None).collect();
+    for (i, r) in results {
+        slots[i] = Some(r);
+    }
+    Ok(pieces.iter().zip(slots).map(|(p, r)| (p.0, r.expect("every piece decoded"))).collect())
+}
+
+/// Merges the elements of `ids` in timestamp order (what perf does for
+/// CPU-wide traces): each ID is decoded from its first indexed sync point
+/// with a fresh tree from `build`, each element is given the time of the
+/// last timestamp its stream reported (elements before the first get the
+/// first timestamp's time when one follows, else 0), and the streams are
+/// merged by time, then by index, keeping each stream's order.
+pub fn correlate<B>(ix: &CaptureIndex, data: &[u8], ids: &[u8], build: &B) -> Result<Vec<(u64, Element)>, Error>
+where
+    B: Fn() -> Result<DecodeTree, Error>,
+{
+    let mut streams: Vec<Vec<(u64, Element)>> = Vec::new();
+    for &id in ids {
+        let Some(first) = ix.syncs_from(id, 0).next() else { continue };
+        let mut v: Vec<(Option<u64>, Element)> = Vec::new();
+        let mut now = None;
+        decode_range(ix, data, id, first.index, ix.indexed.end, build()?, &mut |e: &Element| {
+            if let Some(t) = element_time(&e.2) {
+                now = Some(t);
+            }
+            v.push((now, *e));
+        })?;
+        let first_ts = v.iter().find_map(|(t, _)| *t).unwrap_or(0);
+        streams.push(v.into_iter().map(|(t, e)| (t.unwrap_or(first_ts), e)).collect());
+    }
+    Ok(merge_by_time(&streams))
+}
+
+/// Merges streams each in time order into one, by time, then index, then
+/// trace ID; elements that tie keep their stream's order.
+pub fn merge_by_time(streams: &[Vec<(u64, Element)>]) -> Vec<(u64, Element)> {
+    let mut at = vec![0usize; streams.len()];
+    let mut out = Vec::with_capacity(streams.iter().map(Vec::len).sum());
+    loop {
+        let next = (0..streams.len()).filter(|&s| at[s] < streams[s].len()).min_by_key(|&s| {
+            let (t, e) = &streams[s][at[s]];
+            (*t, e.0, e.1)
+        });
+        let Some(s) = next else { break };
+        out.push(streams[s][at[s]]);
+        at[s] += 1;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn el(t: u64, index: TrcIndex, id: u8, n: u32) -> (u64, Element) {
+        let e = TraceElement { elem_type: ElemType::InstrRange, num_instr_range: n, ..TraceElement::default() };
+        (t, (index, id, e))
+    }
+
+    #[test]
+    fn merge_interleaves_by_time_and_keeps_ties_in_stream_order() {
+        let a = vec![el(10, 0, 1, 1), el(10, 5, 1, 2), el(30, 9, 1, 3), el(50, 12, 1, 4)];
+        let b = vec![el(5, 2, 2, 1), el(20, 3, 2, 2), el(30, 4, 2, 3), el(30, 4, 2, 4)];
+        let got: Vec<(u64, u8, u32)> = merge_by_time(&[a, b]).iter().map(|(t, (_, id, e))| (*t, *id, e.num_instr_range)).collect();
+        assert_eq!(got, [(5, 2, 1), (10, 1, 1), (10, 1, 2), (20, 2, 2), (30, 2, 3), (30, 2, 4), (30, 1, 3), (50, 1, 4)]);
+    }
+}

@@ -1,0 +1,425 @@
+//! The saved index format.
+//!
+//! All numbers little-endian. Version 1:
+//!
+//! ```text
+//! magic      8 bytes  "CSDIDX\r\n"
+//! version    u32      INDEX_VERSION
+//! capture    u64 size, u64 hash (crate::index::capture_hash)
+//! format     u8       0 single, 1 formatted; u8 flags (bit 0 memory
+//!                     aligned, bit 1 FSYNCs, bit 2 HSYNCs); u16 zero
+//! indexed    u64 start, u64 end
+//! source     u8 present (0/1); if present:
+//!              u32 granularity, u64 block count, per block: 16 bytes ID
+//!              mask, u64 checkpoint frame (u64::MAX: none), u8 ID in
+//!              effect (0xff: none)
+//!              u64 frame sync count, u64 each
+//!              u64 trigger count, u64 each
+//! streams    u32 count; per stream: u8 trace ID, u8 name length, name
+//!            (ASCII), u64 entry count, per entry: u64 index, u8 kind
+//!            (EntryKind code), u64 value
+//! checksum   u64      capture_hash of every byte before it
+//! ```
+//!
+//! On load everything is checked: the magic and version, each count
+//! against the bytes left (a corrupt count cannot make a huge
+//! allocation), entry kinds, order (blocks and entries by index, streams
+//! by ID), the checksum, and, against the capture given, its size and
+//! hash (a stale index). Each problem is an [`IndexFileError`] naming the
+//! byte offset and what was expected.
+
+use std::path::Path;
+
+use super::source::{Checkpoint, SourceBlock};
+use super::{capture_hash, CaptureId, CaptureIndex, EntryKind, IndexedFormat, SourceIndex, StreamEntry, StreamIndex};
+
+/// The version this library writes and reads.
+pub const INDEX_VERSION: u32 = 1;
+const MAGIC: &[u8; 8] = b"CSDIDX\r\n";
+
+/// Why an index file was refused.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum IndexFileError {
+    #[error("not a trace index (bad magic at byte 0)")]
+    /// The file does not start with the index magic.
+    BadMagic,
+    #[error("index version {found} not supported (this library reads version {INDEX_VERSION})")]
+    /// A version this library does not read.
+    Version {
+        /// The file's version.
+        found: u32,
+    },
+    #[error("index truncated: {needed} bytes of {what} needed at byte {offset}, {left} left")]
+    /// The file ends inside a field.
+    Truncated {
+        /// The field.
+        what: &'static str,
+        /// Where it starts.
+        offset: usize,
+        /// Bytes it needs.
+        needed: usize,
+        /// Bytes left in the file.
+        left: usize,
+    },
+    #[error("index corrupt at byte {offset}: {what}")]
+    /// A field holds what it cannot.
+    Corrupt {
+        /// Where.
+        offset: usize,
+        /// What is wrong.
+        what: String,
+    },
+    #[error("index corrupt: checksum {found:#018x} does not match its contents ({expected:#018x})")]
+    /// The checksum does not match the contents.
+    Checksum {
+        /// The checksum in the file.
+        found: u64,
+        /// The checksum of the contents.
+        expected: u64,
+    },
+    #[error("stale index: built for a capture of {indexed_size} bytes (hash {indexed_hash:#018x}), the capture now has {size} bytes (hash {hash:#018x})")]
+    /// The capture is not the one indexed.
+    Stale {
+        /// Size of the capture indexed.
+        indexed_size: u64,
+        /// Its hash.
+        indexed_hash: u64,
+        /// Size of the capture now.
+        size: u64,
+        /// Its hash.
+        hash: u64,
+    },
+    #[error("{path}: {msg}")]
+    /// Reading or writing the file failed.
+    Io {
+        /// The file.
+        path: String,
+        /// What the system said.
+        msg: String,
+    },
+}
+
+struct Writer(Vec<u8>);
+
+impl Writer {
+    fn u8(&mut self, v: u8) {
+        self.0.push(v);
+    }
+    fn u32(&mut self, v: u32) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+    fn u64(&mut self, v: u64) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+}
+
+/// The index as bytes of the saved format.
+pub fn to_bytes(ix: &CaptureIndex) -> Vec<u8> {
+    let mut w = Writer(Vec::with_capacity(64 + ix.streams.iter().map(|s| s.entries.len() * 17).sum::<usize>()));
+    w.0.extend_from_slice(MAGIC);
+    w.u32(INDEX_VERSION);
+    w.u64(ix.capture.size);
+    w.u64(ix.capture.hash);
+    match ix.format {
+        IndexedFormat::Single => w.u8(0),
+        IndexedFormat::Formatted { .. } => w.u8(1),
+    }
+    let flags = match ix.format {
+        IndexedFormat::Single => 0,
+        IndexedFormat::Formatted { mem_aligned, fsyncs, hsyncs } => mem_aligned as u8 | (fsyncs as u8) << 1 | (hsyncs as u8) << 2,
+    };
+    w.u8(flags);
+    w.0.extend_from_slice(&[0, 0]);
+    w.u64(ix.indexed.start);
+    w.u64(ix.indexed.end);
+    match &ix.source {
+        None => w.u8(0),
+        Some(s) => {
+            w.u8(1);
+            w.u32(s.granularity);
+            w.u64(s.blocks.len() as u64);
+            for b in &s.blocks {
+                w.0.extend_from_slice(&b.ids.to_le_bytes());
+                match b.checkpoint {
+                    Some(c) => {
+                        w.u64(c.frame);
+                        w.u8(c.id.unwrap_or(0xff));
+                    }
+                    None => {
+                        w.u64(u64::MAX);
+                        w.u8(0xff);
+                    }
+                }
+            }
+            for list in [&s.frame_syncs, &s.triggers] {
+                w.u64(list.len() as u64);
+                for &i in list {
+                    w.u64(i);
+                }
+            }
+        }
+    }
+    w.u32(ix.streams.len() as u32);
+    for s in &ix.streams {
+        w.u8(s.id);
+        let name = &s.protocol.as_bytes()[..s.protocol.len().min(255)];
+        w.u8(name.len() as u8);
+        w.0.extend_from_slice(name);
+        w.u64(s.entries.len() as u64);
+        for e in &s.entries {
+            w.u64(e.index);
+            w.u8(e.kind as u8);
+            w.u64(e.value);
+        }
+    }
+    let sum = capture_hash(&w.0);
+    w.u64(sum);
+    w.0
+}
+
+struct Reader<'a> {
+    data: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], IndexFileError> {
+        let left = self.data.len() - self.pos;
+        if n > left {
+            return Err(IndexFileError::Truncated { what, offset: self.pos, needed: n, left });
+        }
+        let s = &self.data[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(s)
+    }
+    fn u8(&mut self, what: &'static str) -> Result<u8, IndexFileError> {
+        Ok(self.take(1, what)?[0])
+    }
+    fn u32(&mut self, what: &'static str) -> Result<u32, IndexFileError> {
+        Ok(u32::from_le_bytes(self.take(4, what)?.try_into().expect("4 bytes")))
+    }
+    fn u64(&mut self, what: &'static str) -> Result<u64, IndexFileError> {
+        Ok(u64::from_le_bytes(self.take(8, what)?.try_into().expect("8 bytes")))
+    }
+    /// A count of items of `size` bytes each, checked against what is left
+    /// (before the checksum).
+    fn count(&mut self, size: usize, what: &'static str) -> Result<usize, IndexFileError> {
+        let at = self.pos;
+        let n = self.u64(what)?;
+        let left = (self.data.len() - self.pos).saturating_sub(8);
+        if n > (left / size) as u64 {
+            return Err(self.corrupt(at, format!("{what}: count {n} ({size} bytes each) is more than the {left} bytes left")));
+        }
+        Ok(n as usize)
+    }
+    fn corrupt(&self, at: usize, what: impl Into<String>) -> IndexFileError {
+        IndexFileError::Corrupt { offset: at, what: what.into() }
+    }
+}
+
+/// Reads an index from the saved format, checking it throughout (not
+/// against a capture: see [`check_capture`]).
+pub fn from_bytes(data: &[u8]) -> Result<CaptureIndex, IndexFileError> {
+    let mut r = Reader { data, pos: 0 };
+    if r.take(8, "magic").map_err(|_| IndexFileError::BadMagic)? != MAGIC {
+        return Err(IndexFileError::BadMagic);
+    }
+    let version = r.u32("version")?;
+    if version != INDEX_VERSION {
+        return Err(IndexFileError::Version { found: version });
+    }
+    // The checksum first: a damaged file is reported as such rather than
+    // by whatever field the damage happens to hit.
+    if data.len() >= 20 {
+        let body = &data[..data.len() - 8];
+        let found = u64::from_le_bytes(data[data.len() - 8..].try_into().expect("8 bytes"));
+        let expected = capture_hash(body);
+        if found != expected {
+            return Err(IndexFileError::Checksum { found, expected });
+        }
+    }
+    let capture = CaptureId { size: r.u64("capture size")?, hash: r.u64("capture hash")? };
+    let at = r.pos;
+    let kind = r.u8("format")?;
+    let flags = r.u8("format flags")?;
+    r.take(2, "format padding")?;
+    let format = match kind {
+        0 => IndexedFormat::Single,
+        1 => IndexedFormat::Formatted { mem_aligned: flags & 1 != 0, fsyncs: flags & 2 != 0, hsyncs: flags & 4 != 0 },
+        k => return Err(r.corrupt(at, format!("format {k}, expected 0 (single) or 1 (formatted)"))),
+    };
+    let at = r.pos;
+    let indexed = r.u64("indexed start")?..r.u64("indexed end")?;
+    if indexed.start > indexed.end || indexed.end > capture.size {
+        return Err(r.corrupt(at, format!("indexed range {indexed:?} is not within the capture's {} bytes", capture.size)));
+    }
+    let at = r.pos;
+    let source = match r.u8("source flag")? {
+        0 => None,
+        1 => {
+            let at = r.pos;
+            let granularity = r.u32("granularity")?;
+            if granularity == 0 {
+                return Err(r.corrupt(at, "granularity 0"));
+            }
+            let n = r.count(25, "source blocks")?;
+            let mut blocks = Vec::with_capacity(n);
+            let mut last = None;
+            for b in 0..n {
+                let ids = u128::from_le_bytes(r.take(16, "block ID mask")?.try_into().expect("16 bytes"));
+                let at = r.pos;
+                let frame = r.u64("checkpoint")?;
+                let id = r.u8("checkpoint ID")?;
+                let checkpoint = (frame != u64::MAX).then_some(Checkpoint { frame, id: (id != 0xff).then_some(id) });
+                if let Some(c) = checkpoint {
+                    let blk = c.frame / granularity as u64;
+                    if blk != b as u64 || last.is_some_and(|l| l >= c.frame) || c.frame >= indexed.end || id != 0xff && id > 0x7f {
+                        return Err(r.corrupt(at, format!("checkpoint {c:?} does not belong to block {b}")));
+                    }
+                    last = Some(c.frame);
+                }
+                blocks.push(SourceBlock { ids, checkpoint });
+            }
+            let mut lists = [Vec::new(), Vec::new()];
+            for (list, what) in lists.iter_mut().zip(["frame syncs", "triggers"]) {
+                let n = r.count(8, what)?;
+                list.reserve(n);
+                for _ in 0..n {
+                    let at = r.pos;
+                    let i = r.u64(what)?;
+                    if list.last().is_some_and(|&l| l > i) {
+                        return Err(r.corrupt(at, format!("{what} out of order")));
+                    }
+                    list.push(i);
+                }
+            }
+            let [frame_syncs, triggers] = lists;
+            Some(SourceIndex { granularity, blocks, frame_syncs, triggers })
+        }
+        f => return Err(r.corrupt(at, format!("source flag {f}, expected 0 or 1"))),
+    };
+    let n = r.u32("stream count")? as usize;
+    let mut streams: Vec<StreamIndex> = Vec::new();
+    for _ in 0..n {
+        let at = r.pos;
+        let id = r.u8("trace ID")?;
+        if id > 0x7f || streams.last().is_some_and(|s| s.id >= id) {
+            return Err(r.corrupt(at, format!("trace ID 0x{id:02x} out of range or order")));
+        }
+        let len = r.u8("protocol name length")? as usize;
+        let at = r.pos;
+        let name = r.take(len, "protocol name")?;
+        let protocol = std::str::from_utf8(name).map_err(|_| r.corrupt(at, "protocol name not text"))?.to_string();
+        let count = r.count(17, "stream entries")?;
+        let mut entries = Vec::with_capacity(count);
+        for _ in 0..count {
+            let at = r.pos;
+            let index = r.u64("entry index")?;
+            let code = r.u8("entry kind")?;
+            let value = r.u64("entry value")?;
+            let kind = EntryKind::from_code(code).ok_or_else(|| r.corrupt(at + 8, format!("unknown entry kind {code}")))?;
+            if entries.last().is_some_and(|e: &StreamEntry| e.index > index) || index >= indexed.end {
+                return Err(r.corrupt(at, format!("entry index {index} out of order or past the indexed bytes")));
+            }
+            entries.push(StreamEntry { index, kind, value });
+        }
+        streams.push(StreamIndex { id, protocol, entries });
+    }
+    r.u64("checksum")?;
+    if r.pos != data.len() {
+        return Err(r.corrupt(r.pos, format!("{} bytes after the checksum", data.len() - r.pos)));
+    }
+    Ok(CaptureIndex { capture, format, indexed, source, streams })
+}
+
+/// Checks that `ix` was built from `capture` (size and hash).
+pub fn check_capture(ix: &CaptureIndex, capture: &[u8]) -> Result<(), IndexFileError> {
+    let now = CaptureId::of(capture);
+    if now != ix.capture {
+        return Err(IndexFileError::Stale { indexed_size: ix.capture.size, indexed_hash: ix.capture.hash, size: now.size, hash: now.hash });
+    }
+    Ok(())
+}
+
+impl CaptureIndex {
+    /// Writes the index to `path`.
+    pub fn save(&self, path: &Path) -> Result<(), IndexFileError> {
+        std::fs::write(path, to_bytes(self)).map_err(|e| IndexFileError::Io { path: path.display().to_string(), msg: e.to_string() })
+    }
+
+    /// Reads the index at `path` and checks it against `capture`.
+    pub fn load(path: &Path, capture: &[u8]) -> Result<CaptureIndex, IndexFileError> {
+        let data = std::fs::read(path).map_err(|e| IndexFileError::Io { path: path.display().to_string(), msg: e.to_string() })?;
+        let ix = from_bytes(&data)?;
+        check_capture(&ix, capture)?;
+        Ok(ix)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bytes of a small index, field by field as the module
+    /// documentation lays them out.
+    #[test]
+    fn layout_is_as_documented() {
+        let ix = CaptureIndex {
+            capture: CaptureId { size: 64, hash: 0x1122 },
+            format: IndexedFormat::Formatted { mem_aligned: true, fsyncs: false, hsyncs: false },
+            indexed: 0..64,
+            source: Some(SourceIndex {
+                granularity: 32,
+                blocks: vec![SourceBlock { ids: 1 << 0x10, checkpoint: Some(Checkpoint { frame: 0, id: None }) }],
+                frame_syncs: vec![],
+                triggers: vec![16],
+            }),
+            streams: vec![StreamIndex { id: 0x10, protocol: "STM".into(), entries: vec![StreamEntry { index: 5, kind: EntryKind::Sync, value: 7 }] }],
+        };
+        let b = to_bytes(&ix);
+        let mut want = b"CSDIDX\r\n".to_vec();
+        want.extend_from_slice(&1u32.to_le_bytes());
+        want.extend_from_slice(&64u64.to_le_bytes());
+        want.extend_from_slice(&0x1122u64.to_le_bytes());
+        want.extend_from_slice(&[1, 1, 0, 0]);
+        want.extend_from_slice(&0u64.to_le_bytes());
+        want.extend_from_slice(&64u64.to_le_bytes());
+        want.push(1);
+        want.extend_from_slice(&32u32.to_le_bytes());
+        want.extend_from_slice(&1u64.to_le_bytes());
+        want.extend_from_slice(&(1u128 << 0x10).to_le_bytes());
+        want.extend_from_slice(&0u64.to_le_bytes());
+        want.push(0xff);
+        want.extend_from_slice(&0u64.to_le_bytes());
+        want.extend_from_slice(&1u64.to_le_bytes());
+        want.extend_from_slice(&16u64.to_le_bytes());
+        want.extend_from_slice(&1u32.to_le_bytes());
+        want.extend_from_slice(&[0x10, 3]);
+        want.extend_from_slice(b"STM");
+        want.extend_from_slice(&1u64.to_le_bytes());
+        want.extend_from_slice(&5u64.to_le_bytes());
+        want.push(1);
+        want.extend_from_slice(&7u64.to_le_bytes());
+        let sum = capture_hash(&want);
+        want.extend_from_slice(&sum.to_le_bytes());
+        assert_eq!(b, want);
+        assert_eq!(from_bytes(&b).unwrap(), ix);
+    }
+
+    #[test]
+    fn counts_cannot_ask_for_more_than_the_file_holds() {
+        let mut b = b"CSDIDX\r\n".to_vec();
+        b.extend_from_slice(&1u32.to_le_bytes());
+        b.extend_from_slice(&[0; 16]);
+        b.extend_from_slice(&[0, 0, 0, 0]);
+        b.extend_from_slice(&[0; 16]);
+        b.push(0);
+        b.extend_from_slice(&1u32.to_le_bytes());
+        b.extend_from_slice(&[0x10, 0]);
+        b.extend_from_slice(&u64::MAX.to_le_bytes());
+        let sum = capture_hash(&b);
+        b.extend_from_slice(&sum.to_le_bytes());
+        let e = from_bytes(&b).unwrap_err();
+        assert_eq!(e.to_string(), "index corrupt at byte 55: stream entries: count 18446744073709551615 (17 bytes each) is more than the 0 bytes left");
+    }
+}

@@ -1,0 +1,221 @@
+//! Trace indexes: the source indexer, the trace-ID stream indexers and the
+//! index reader of the decode-tree design (OpenCSD's design document,
+//! "Ancillary Support Components"), and what they make possible: decoding
+//! one trace ID from the middle of a capture, a byte or time window, one
+//! long stream split over threads, and several IDs merged by time.
+//!
+//! Indexing runs at packet level only (no memory image, no instruction
+//! walk), in a tree built in [`crate::decoder::DecodeMode::PacketsOnly`]:
+//!
+//! - the **source indexer** ([`source`]) is attached to the frame
+//!   deformatter ([`crate::tree::DecodeTree::set_source_indexer`]): it
+//!   records which trace IDs appear in each block of the capture (the
+//!   granularity is configurable), a *checkpoint* per block (the first
+//!   frame starting in it and the trace ID in effect at that frame's
+//!   start, so the deformatter can begin there), frame syncs and
+//!   formatter triggers (trace ID 0x7D);
+//! - a **stream indexer** ([`stream`]) is attached to each trace ID's
+//!   packet processor ([`crate::tree::DecodeTree::attach_stream_indexer`]):
+//!   it records synchronisation points, timestamps, events and triggers,
+//!   and protocol entries (trace info, context, exceptions, STM masters and
+//!   channels), each at the `Idx` of its packet: the byte position in the
+//!   whole capture that the packet listing prints.
+//!
+//! A stream index is full (every entry); [`StreamIndex::sparse`] gives
+//! the sparse form (counts and key values per block).
+//!
+//! [`CaptureIndex`] holds both; [`file`] saves and loads it (versioned,
+//! checked), [`reader`] answers searches, [`decode`] decodes from an
+//! indexed point.
+
+pub mod build;
+pub mod decode;
+pub mod file;
+pub mod reader;
+pub mod source;
+pub mod stream;
+
+pub use build::{build_index, IndexOptions};
+pub use decode::{correlate, decode_split, decode_split_ids, decode_window, Window, WindowDecode};
+pub use file::{IndexFileError, INDEX_VERSION};
+pub use source::{SourceIndex, SourceIndexer};
+pub use stream::{EntryCounts, SparseStreamIndex, StreamIndex, StreamIndexer};
+
+use crate::datapath::TrcIndex;
+
+/// What a stream index entry marks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum EntryKind {
+    /// Alignment synchronisation (ETMv4/ETE I_ASYNC, PTM/STM ASYNC, ETMv3
+    /// A_SYNC, ITM_ASYNC): where a decoder can start. No value.
+    Sync = 1,
+    /// Timestamp (ETMv4/ETE I_TIMESTAMP, PTM/ETMv3 TIMESTAMP, STM packets
+    /// with a timestamp, ITM global timestamps): the value the packet
+    /// processor holds after it (for ITM GTS1/GTS2, the packet's bits).
+    Timestamp = 2,
+    /// ETMv4/ETE event (I_EVENT): the event bits.
+    Event = 3,
+    /// Trigger (PTM/ETMv3 TRIGGER, STM TRIG packets).
+    Trigger = 4,
+    /// ETMv4/ETE trace info: the value is the speculation depth it gives.
+    TraceInfo = 5,
+    /// Context change (ETMv4/ETE context, PTM/ETMv3 context ID / VMID):
+    /// the context ID.
+    Context = 6,
+    /// Exception (ETMv4/ETE I_EXCEPT, ETMv3 exception entry): its number.
+    Exception = 7,
+    /// Instruction synchronisation (PTM/ETMv3 I-sync): the address.
+    InstrSync = 8,
+    /// Overflow (ETMv4/ETE, ITM), STM global / master error.
+    Overflow = 9,
+    /// STM master set (M8): the master.
+    Master = 10,
+    /// STM channel set (C8/C16): the channel.
+    Channel = 11,
+    /// ITM local timestamp: the delta.
+    LocalTimestamp = 12,
+}
+
+impl EntryKind {
+    /// Every kind, in code order.
+    pub const ALL: [EntryKind; 12] = [
+        EntryKind::Sync,
+        EntryKind::Timestamp,
+        EntryKind::Event,
+        EntryKind::Trigger,
+        EntryKind::TraceInfo,
+        EntryKind::Context,
+        EntryKind::Exception,
+        EntryKind::InstrSync,
+        EntryKind::Overflow,
+        EntryKind::Master,
+        EntryKind::Channel,
+        EntryKind::LocalTimestamp,
+    ];
+
+    /// The kind of a saved code.
+    pub fn from_code(code: u8) -> Option<EntryKind> {
+        EntryKind::ALL.get((code as usize).wrapping_sub(1)).copied()
+    }
+
+    /// A short name for listings.
+    pub fn name(self) -> &'static str {
+        match self {
+            EntryKind::Sync => "sync",
+            EntryKind::Timestamp => "timestamp",
+            EntryKind::Event => "event",
+            EntryKind::Trigger => "trigger",
+            EntryKind::TraceInfo => "trace-info",
+            EntryKind::Context => "context",
+            EntryKind::Exception => "exception",
+            EntryKind::InstrSync => "i-sync",
+            EntryKind::Overflow => "overflow",
+            EntryKind::Master => "master",
+            EntryKind::Channel => "channel",
+            EntryKind::LocalTimestamp => "local-timestamp",
+        }
+    }
+
+    /// Events and triggers: what [`CaptureIndex::events`] returns.
+    pub fn is_event(self) -> bool {
+        matches!(self, EntryKind::Event | EntryKind::Trigger)
+    }
+}
+
+/// One entry of a trace-ID stream index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamEntry {
+    /// Byte position of the packet's first byte in the whole capture (the
+    /// listing's `Idx`).
+    pub index: TrcIndex,
+    /// What the entry marks.
+    pub kind: EntryKind,
+    /// The kind's value (see [`EntryKind`]), 0 when it has none.
+    pub value: u64,
+}
+
+/// The capture an index was built from: a stale index (the capture
+/// changed) is refused on load.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CaptureId {
+    /// Size in bytes.
+    pub size: u64,
+    /// [`capture_hash`] of the bytes.
+    pub hash: u64,
+}
+
+impl CaptureId {
+    /// The identity of the capture `data`.
+    pub fn of(data: &[u8]) -> CaptureId {
+        CaptureId { size: data.len() as u64, hash: capture_hash(data) }
+    }
+}
+
+/// A cheap 64-bit hash of a capture: FNV-1a over 8-byte little-endian
+/// words (the tail zero-padded), then one final mix. It reads every byte
+/// (a changed byte anywhere changes it with high probability) at memory
+/// speed; it is a check against mistakes, not against tampering.
+pub fn capture_hash(data: &[u8]) -> u64 {
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut words = data.chunks_exact(8);
+    for w in &mut words {
+        h = (h ^ u64::from_le_bytes(w.try_into().expect("8 bytes"))).wrapping_mul(PRIME);
+    }
+    let rest = words.remainder();
+    if !rest.is_empty() {
+        let mut last = [0u8; 8];
+        last[..rest.len()].copy_from_slice(rest);
+        h = (h ^ u64::from_le_bytes(last)).wrapping_mul(PRIME);
+    }
+    h ^= data.len() as u64;
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^ (h >> 33)
+}
+
+/// How the indexed capture is laid out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IndexedFormat {
+    /// CoreSight frames: the deformatter's flags.
+    Formatted {
+        /// Frames aligned in memory (ETB/ETR).
+        mem_aligned: bool,
+        /// Frame syncs in the stream (TPIU, DSTREAM).
+        fsyncs: bool,
+        /// Half-frame syncs in the stream.
+        hsyncs: bool,
+    },
+    /// One unformatted source (there is no source index).
+    Single,
+}
+
+/// The indexes of one capture: the source index (formatted captures) and
+/// one stream index per trace ID.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CaptureIndex {
+    /// The capture indexed.
+    pub capture: CaptureId,
+    /// Its layout.
+    pub format: IndexedFormat,
+    /// Bytes of the capture indexed: `0..size` when complete, less when
+    /// indexing was asked to stop early (partial indexing).
+    pub indexed: std::ops::Range<u64>,
+    /// The source index (formatted captures).
+    pub source: Option<SourceIndex>,
+    /// By trace ID, ascending.
+    pub streams: Vec<StreamIndex>,
+}
+
+impl CaptureIndex {
+    /// The stream index of `id`.
+    pub fn stream(&self, id: u8) -> Option<&StreamIndex> {
+        self.streams.iter().find(|s| s.id == id)
+    }
+
+    /// Whether the whole capture was indexed.
+    pub fn is_complete(&self) -> bool {
+        self.indexed.start == 0 && self.indexed.end == self.capture.size
+    }
+}

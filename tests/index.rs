@@ -1,0 +1,514 @@
+//! Trace indexes: counts and positions against the packet listing on the
+//! OpenCSD corpus, window decode against the full decode, one stream split
+//! over threads, and the saved index format.
+
+mod common;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use coresight_decode::datapath::{DatapathOp, TrcIndex};
+use coresight_decode::decoder::DecodeMode;
+use coresight_decode::elem::{ElemType, TraceElement};
+use coresight_generator::{generate, BufferLayout, GenOptions, GenProtocol};
+use coresight_decode::index::build::Capture;
+use coresight_decode::index::decode::{element_time, Element};
+use coresight_decode::index::file::{check_capture, from_bytes, to_bytes};
+use coresight_decode::index::{decode_split, decode_split_ids, decode_window, CaptureIndex, EntryKind, IndexFileError, IndexOptions, Window};
+use coresight_decode::interfaces::{TrcDataIn, TrcGenElemIn};
+use coresight_decode::logger::{shared, Shared};
+
+const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/corpus/opencsd-1.8.0");
+
+fn corpus() -> Option<PathBuf> {
+    let p = PathBuf::from(CORPUS);
+    p.join("cases.tsv").exists().then_some(p)
+}
+
+/// Per-ID counts and packet positions from a listing.
+#[derive(Default, Debug)]
+struct Listed {
+    syncs: u64,
+    timestamps: u64,
+    events: u64,
+    idx: HashSet<u64>,
+}
+
+/// Reads the packet lines (`Idx:N; ID:H; [raw bytes ];\tNAME...`) of a
+/// listing by trace ID.
+fn listed_packets(text: &str) -> BTreeMap<u8, Listed> {
+    let mut out: BTreeMap<u8, Listed> = BTreeMap::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("Idx:") else { continue };
+        let Some((idx, rest)) = rest.split_once("; ID:") else { continue };
+        // With the raw bytes (a packet monitor) or without (packet sink).
+        let (id, desc) = if let Some((id, rest)) = rest.split_once("; [") {
+            let Some((_, desc)) = rest.split_once("];\t") else { continue };
+            (id, desc)
+        } else {
+            let Some((id, desc)) = rest.split_once(";\t") else { continue };
+            (id, desc)
+        };
+        let (Ok(idx), Ok(id)) = (idx.parse::<u64>(), u8::from_str_radix(id, 16)) else { continue };
+        let name = desc.split([':', ' ']).next().unwrap_or("");
+        let l = out.entry(id).or_default();
+        l.idx.insert(idx);
+        match name {
+            "I_ASYNC" | "ASYNC" | "A_SYNC" | "ITM_ASYNC" => l.syncs += 1,
+            "I_TIMESTAMP" | "TIMESTAMP" | "ITM_GTS_1" | "ITM_GTS_2" => l.timestamps += 1,
+            "I_EVENT" | "TRIGGER" => l.events += 1,
+            n => {
+                // STM: TRIG, FLAG and data packets take `M` / `TS` suffixes.
+                let base = n.trim_end_matches("TS").trim_end_matches('M');
+                if matches!(base, "TRIG" | "FLAG" | "D4" | "D8" | "D16" | "D32" | "D64") {
+                    if n.ends_with("TS") {
+                        l.timestamps += 1;
+                    }
+                    if base == "TRIG" {
+                        l.events += 1;
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The DSTREAM capture as the lister reads it: 504 data bytes, then an
+/// 8-byte footer, the packet indexes counting data bytes only.
+fn strip_dstream_footers(data: &[u8]) -> Vec<u8> {
+    data.chunks(512).flat_map(|c| &c[..c.len().min(504)]).copied().collect()
+}
+
+#[test]
+fn corpus_index_counts_equal_the_packet_listing() {
+    let Some(root) = corpus() else {
+        eprintln!("../shared absent: corpus check not run");
+        return;
+    };
+    let cases = std::fs::read_to_string(root.join("cases.tsv")).unwrap();
+    let mut checked = 0;
+    let mut positions = 0usize;
+    for line in cases.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
+        let mut words = line.split('\t');
+        let name = words.next().unwrap();
+        let args: Vec<&str> = words.next().unwrap().split_whitespace().collect();
+        let dir = args[args.iter().position(|a| *a == "-ss_dir").unwrap() + 1];
+        let mut xz = String::new();
+        let file = std::fs::File::open(root.join("expected").join(format!("{name}.ppl.xz"))).unwrap();
+        lzma_rust2::XzReader::new(file, true).read_to_string(&mut xz).unwrap();
+        let listed = listed_packets(&xz);
+
+        // With -multi_session the lister lists every buffer of the
+        // snapshot, else the first.
+        let first = Capture::load(&root.join(dir), None).unwrap();
+        let buffers: Vec<String> = if args.contains(&"-multi_session") {
+            first.snapshot.buffer_names().iter().map(|s| s.to_string()).collect()
+        } else {
+            vec![first.buffer.clone()]
+        };
+        let mut streams: BTreeMap<u8, coresight_decode::index::StreamIndex> = BTreeMap::new();
+        for b in &buffers {
+            let mut cap = Capture::load(&root.join(dir), Some(b)).unwrap();
+            if args.contains(&"-dstream_format") {
+                cap.data = strip_dstream_footers(&cap.data);
+            }
+            let ix = cap.index(&IndexOptions::default()).unwrap();
+            assert!(!ix.streams.is_empty(), "{name}: nothing indexed");
+            for s in ix.streams {
+                streams.entry(s.id).or_insert_with(|| coresight_decode::index::StreamIndex { id: s.id, ..Default::default() }).entries.extend(s.entries);
+            }
+        }
+        for s in streams.values() {
+            let c = s.counts();
+            let Some(l) = listed.get(&s.id) else {
+                assert!(s.entries.is_empty(), "{name}: ID {:#x} lists no packet but has index entries", s.id);
+                continue;
+            };
+            assert_eq!((c.syncs(), c.timestamps(), c.events()), (l.syncs, l.timestamps, l.events), "{name}: ID {:#x} (syncs, timestamps, events)", s.id);
+            for e in &s.entries {
+                assert!(l.idx.contains(&e.index), "{name}: ID {:#x} {:?} at {} is no packet's Idx", s.id, e.kind, e.index);
+                positions += 1;
+            }
+        }
+        for id in listed.keys() {
+            assert!(streams.contains_key(id), "{name}: listed ID {id:#x} has no stream index");
+        }
+        checked += 1;
+    }
+    assert!(checked >= 48, "{checked} cases checked");
+    assert!(positions > 5_000, "{positions} positions checked");
+}
+
+/// Collects every element of a decode.
+struct Collect(Shared<Vec<Element>>);
+
+impl TrcGenElemIn for Collect {
+    fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) -> coresight_decode::DatapathResp {
+        self.0.borrow_mut().push((index, trace_id, *elem));
+        coresight_decode::DatapathResp::Cont
+    }
+}
+
+/// The full decode's elements of one ID.
+fn full_decode(cap: &Capture, id: u8) -> Vec<Element> {
+    let mut tree = cap.tree(DecodeMode::FullDecode, |_| {}).unwrap();
+    let out = shared(Vec::new());
+    tree.set_gen_elem_out(Box::new(Collect(out.clone())));
+    if matches!(tree.format(), coresight_decode::tree::SourceFormat::Formatted(_)) {
+        tree.set_id_filter(Some(&[id]));
+    }
+    let mut at = 0;
+    while at < cap.data.len() {
+        let end = (at + 4096).min(cap.data.len());
+        let (r, used) = tree.trace_data_in(DatapathOp::Data, at as TrcIndex, &cap.data[at..end]);
+        assert!(!r.is_fatal(), "fatal at {at}");
+        at += used;
+    }
+    tree.trace_data_in(DatapathOp::Eot, 0, &[]);
+    let v = std::mem::take(&mut *out.borrow_mut());
+    v.into_iter().filter(|e| e.2.elem_type != ElemType::EoTrace).collect()
+}
+
+/// Asserts two element lists are equal, showing the first difference.
+///
+/// Elements compare as the listing prints them (index, trace ID and
+/// OpenCSD's element text): fields an element type does not print are
+/// the decoder's scratch (an instruction range's exception number, say).
+fn assert_same(what: &str, got: &[Element], want: &[Element]) {
+    if let Some(i) = (0..got.len().min(want.len())).find(|&i| !same(&got[i], &want[i])) {
+        panic!("{what}: element {i} of {}/{} differs:\ngot  {:?}\nwant {:?}", got.len(), want.len(), got[i], want[i]);
+    }
+    assert_eq!(got.len(), want.len(), "{what}: lengths differ");
+}
+
+fn same(a: &Element, b: &Element) -> bool {
+    a.0 == b.0 && a.1 == b.1 && a.2.to_string() == b.2.to_string()
+}
+
+/// Checks a window decoded from a sync point against the full decode's
+/// slice from the same point, with the documented exception: up to and
+/// including the window decoder's first PE context element the two may
+/// differ; after it they are equal. The part that may differ must be
+/// short.
+fn assert_window_equals(what: &str, window: &[Element], full: &[Element]) {
+    let p = window.iter().position(|e| e.2.elem_type == ElemType::PeContext).unwrap_or_else(|| panic!("{what}: no PE context"));
+    let ctx_index = window[p].0;
+    let rest = &window[p + 1..];
+    let mut from = full.partition_point(|e| e.0 < ctx_index);
+    if full.get(from).is_some_and(|e| e.0 == ctx_index && e.2.elem_type == ElemType::PeContext) {
+        from += 1;
+    }
+    assert!(p <= 4 && from <= 16, "{what}: {p} window elements and {from} full ones before the first PE context");
+    assert_same(what, rest, &full[from..]);
+}
+
+/// Window decodes of a case: by bytes on the stream with the most sync
+/// points (`bytes`), by time on the stream with the most timestamps
+/// (`time`); each asked for must be possible.
+fn check_windows(case: &Path, name: &str, bytes: bool, time: bool) {
+    let cap = Capture::load(case, None).unwrap();
+    let ix = cap.index(&IndexOptions { granularity: 1024, ..IndexOptions::default() }).unwrap();
+    if bytes {
+        let s = ix.streams.iter().max_by_key(|s| s.counts().syncs()).unwrap();
+        let id = s.id;
+        assert!(s.counts().syncs() >= 2, "{name}: ID {id:#x} has {} syncs", s.counts().syncs());
+        let full = full_decode(&cap, id);
+        let (lo, hi) = (s.entries.first().unwrap().index, s.entries.last().unwrap().index);
+
+        // By bytes: 35% to 70% of the stream, edges not on sync points.
+        let from = lo + (hi - lo) * 35 / 100 + 1;
+        let to = lo + (hi - lo) * 70 / 100;
+        let w = decode_window(&ix, &cap.data, id, Window::Bytes { from, to }, cap.tree(DecodeMode::FullDecode, |_| {}).unwrap()).unwrap();
+        assert!(w.window.start < from);
+        let slice: Vec<Element> = full.iter().filter(|e| e.0 >= from && e.0 < to).copied().collect();
+        assert!(slice.len() > 10, "{name}: {} elements in the slice", slice.len());
+        // The decoder starts before the window: it is synchronised by then.
+        assert_same(&format!("{name}: byte window {from}..{to} of ID {id:#x} (from sync at {})", w.window.start), &w.elements, &slice);
+
+        // By bytes, from a sync point itself: the documented start exception.
+        let sync = ix.syncs_from(id, from).next().unwrap().index;
+        let w = decode_window(&ix, &cap.data, id, Window::Bytes { from: sync, to: hi + 1 }, cap.tree(DecodeMode::FullDecode, |_| {}).unwrap()).unwrap();
+        assert_eq!(w.window.start, sync);
+        let slice: Vec<Element> = full.iter().filter(|e| e.0 >= sync && e.0 <= hi).copied().collect();
+        assert_eq!(w.elements[0].2.elem_type, ElemType::NoSync, "{name}: a window from a sync point starts with NO_SYNC");
+        assert_window_equals(&format!("{name} from sync {sync}"), &w.elements, &slice);
+    }
+    if time {
+        let s = ix.streams.iter().max_by_key(|s| s.counts().timestamps()).unwrap();
+        let id = s.id;
+        let ts: Vec<u64> = s.of_kind(EntryKind::Timestamp).map(|e| e.value).collect();
+        assert!(ts.len() >= 4, "{name}: ID {id:#x} has {} timestamps", ts.len());
+        let full = full_decode(&cap, id);
+        let (t0, t1) = (ts[ts.len() / 3], ts[ts.len() * 2 / 3]);
+        let w = decode_window(&ix, &cap.data, id, Window::Time { from_ts: t0, to_ts: t1 }, cap.tree(DecodeMode::FullDecode, |_| {}).unwrap()).unwrap();
+        let mut now = None;
+        let slice: Vec<Element> = full
+            .iter()
+            .filter(|e| {
+                if let Some(t) = element_time(&e.2) {
+                    now = Some(t);
+                }
+                now.is_some_and(|t| t >= t0 && t <= t1)
+            })
+            .copied()
+            .collect();
+        assert!(slice.len() > 4, "{name}: {} elements in {t0}..={t1}", slice.len());
+        assert_same(&format!("{name}: time window {t0}..={t1} of ID {id:#x}"), &w.elements, &slice);
+    }
+}
+
+#[test]
+fn window_decode_equals_the_full_decode_slice() {
+    let Some(root) = corpus() else {
+        eprintln!("../shared absent: corpus windows not run");
+        return;
+    };
+    // ETMv4 (no timestamps in this capture).
+    check_windows(&root.join("snapshots/bugfix-exact-match"), "bugfix-exact-match", true, false);
+    // PTM, and PTM / ETMv3 with timestamps.
+    check_windows(&root.join("snapshots/tc2-ptm-rstk-t32"), "tc2-ptm-rstk-t32", true, false);
+    check_windows(&root.join("snapshots/TC2"), "TC2", true, true);
+    // ETE: sync points in one capture, timestamps in another.
+    check_windows(&root.join("snapshots-ete/infrastructure"), "infrastructure", true, false);
+    check_windows(&root.join("snapshots-ete/ts_bit64_set"), "ts_bit64_set", false, true);
+}
+
+/// A generated single-ID ETMv4 capture of several megabytes.
+fn long_etmv4(name: &str, length: usize) -> PathBuf {
+    let dir = common::temp_dir(name);
+    let g = generate(&GenOptions { seed: 5, protocol: GenProtocol::Etmv4, layout: BufferLayout::Formatted, length });
+    g.spec.write_to(&dir).unwrap();
+    dir
+}
+
+/// Instructions per range start address.
+fn count(acc: &mut HashMap<u64, u64>, e: &Element) {
+    if e.2.elem_type == ElemType::InstrRange {
+        *acc.entry(e.2.st_addr).or_default() += e.2.num_instr_range as u64;
+    }
+}
+
+#[test]
+fn one_stream_split_over_threads_counts_the_same_instructions() {
+    let dir = long_etmv4("index-split", 600_000);
+    let cap = Capture::load(&dir, None).unwrap();
+    assert!(cap.data.len() > 2 << 20, "{} bytes", cap.data.len());
+    let ix = cap.index(&IndexOptions::default()).unwrap();
+    assert_eq!(ix.streams.len(), 1);
+    let id = ix.streams[0].id;
+    let mut serial = HashMap::new();
+    for e in full_decode(&cap, id) {
+        count(&mut serial, &e);
+    }
+    assert!(serial.values().sum::<u64>() > 1_000_000);
+    let build = || cap.tree(DecodeMode::FullDecode, |_| {});
+    for pieces in [2, 3, 4] {
+        assert!(ix.split_points(id, pieces).len() == pieces, "{pieces} split points");
+        let parts: Vec<HashMap<u64, u64>> = decode_split(&ix, &cap.data, id, pieces, &build, &count).unwrap();
+        let mut joined: HashMap<u64, u64> = HashMap::new();
+        for p in parts {
+            for (a, n) in p {
+                *joined.entry(a).or_default() += n;
+            }
+        }
+        assert!(joined == serial, "{pieces} pieces: {} vs {} instructions", joined.values().sum::<u64>(), serial.values().sum::<u64>());
+    }
+}
+
+fn small_index() -> (Capture, CaptureIndex) {
+    let dir = long_etmv4("index-file", 3_000);
+    let cap = Capture::load(&dir, None).unwrap();
+    let ix = cap.index(&IndexOptions { granularity: 256, ..IndexOptions::default() }).unwrap();
+    (cap, ix)
+}
+
+#[test]
+fn saved_index_round_trips() {
+    let (cap, ix) = small_index();
+    assert!(ix.is_complete());
+    assert!(ix.source.as_ref().unwrap().blocks.len() > 4);
+    assert!(ix.streams[0].counts().syncs() > 2);
+    let path = common::temp_dir("index-round-trip").join("trace.csidx");
+    ix.save(&path).unwrap();
+    let back = CaptureIndex::load(&path, &cap.data).unwrap();
+    assert_eq!(back, ix);
+    assert_eq!(to_bytes(&back), std::fs::read(&path).unwrap());
+}
+
+#[test]
+fn damaged_or_stale_index_files_are_refused_with_what_is_wrong() {
+    let (cap, ix) = small_index();
+    let bytes = to_bytes(&ix);
+    // Every truncation is refused.
+    for n in (0..bytes.len()).step_by(7) {
+        let e = from_bytes(&bytes[..n]).unwrap_err();
+        assert!(matches!(e, IndexFileError::BadMagic | IndexFileError::Truncated { .. } | IndexFileError::Checksum { .. }), "cut at {n}: {e}");
+    }
+    assert_eq!(from_bytes(&bytes[..30]).unwrap_err().to_string().split(':').next().unwrap(), "index corrupt");
+    // Every flipped byte is refused.
+    for at in (0..bytes.len()).step_by(5) {
+        let mut b = bytes.clone();
+        b[at] ^= 0x24;
+        assert!(from_bytes(&b).is_err(), "flip at {at} accepted");
+    }
+    let mut b = bytes.clone();
+    b[40] ^= 1;
+    assert!(from_bytes(&b).unwrap_err().to_string().starts_with("index corrupt: checksum"));
+    let mut b = bytes.clone();
+    b[8] = 9;
+    assert_eq!(from_bytes(&b).unwrap_err().to_string(), "index version 9 not supported (this library reads version 1)");
+    assert_eq!(from_bytes(b"hello").unwrap_err(), IndexFileError::BadMagic);
+    // A changed capture: stale.
+    let mut data = cap.data.clone();
+    data[100] ^= 0x10;
+    let e = check_capture(&ix, &data).unwrap_err();
+    assert!(e.to_string().starts_with("stale index: built for a capture of"), "{e}");
+    let e = check_capture(&ix, &cap.data[..cap.data.len() - 16]).unwrap_err();
+    assert!(matches!(e, IndexFileError::Stale { size, .. } if size == cap.data.len() as u64 - 16));
+    check_capture(&ix, &cap.data).unwrap();
+}
+
+#[test]
+fn partial_index_covers_what_it_says() {
+    let dir = long_etmv4("index-partial", 3_000);
+    let cap = Capture::load(&dir, None).unwrap();
+    let full = cap.index(&IndexOptions::default()).unwrap();
+    let part = cap.index(&IndexOptions { limit: Some(cap.data.len() as u64 / 2), ..IndexOptions::default() }).unwrap();
+    assert!(!part.is_complete());
+    assert_eq!(part.indexed.end % 16, 0);
+    let s = &part.streams[0];
+    assert!(s.entries.iter().all(|e| e.index < part.indexed.end));
+    // What it has is what the full index has there (bar the last packet,
+    // which the end of the part may have cut).
+    let n = s.entries.len().saturating_sub(1);
+    assert_eq!(&s.entries[..n], &full.streams[0].entries[..n]);
+    assert_eq!(part.ids_in(0..part.indexed.end), full.ids_in(0..part.indexed.end));
+}
+
+#[test]
+fn reader_queries() {
+    let (_, ix) = small_index();
+    let s = &ix.streams[0];
+    let syncs: Vec<u64> = s.of_kind(EntryKind::Sync).map(|e| e.index).collect();
+    assert_eq!(ix.syncs_from(s.id, 0).map(|e| e.index).collect::<Vec<_>>(), syncs);
+    assert_eq!(ix.syncs_from(s.id, syncs[1]).next().unwrap().index, syncs[1]);
+    assert_eq!(ix.syncs_from(s.id, syncs[1] + 1).next().map(|e| e.index), syncs.get(2).copied());
+    assert_eq!(ix.sync_at_or_before(s.id, syncs[1] + 1), Some(syncs[1]));
+    assert_eq!(ix.sync_at_or_before(s.id, syncs[0]), Some(syncs[0]));
+    if syncs[0] > 0 {
+        assert_eq!(ix.sync_at_or_before(s.id, syncs[0] - 1), None);
+    }
+    assert_eq!(ix.ids_in(0..ix.capture.size), vec![s.id]);
+    assert_eq!(ix.ids_in(0..0), Vec::<u8>::new());
+    if let Some((t0, t1)) = ix.timestamp_range(s.id) {
+        let w = ix.time_window(s.id, t0, t1).unwrap();
+        assert!(w.start <= w.from && w.from < w.end);
+        assert!(ix.time_window(s.id, t1 + 1, u64::MAX).is_none());
+    }
+}
+
+#[test]
+fn unformatted_stream_windows_and_split() {
+    let dir = common::temp_dir("index-unformatted");
+    let g = generate(&GenOptions { seed: 8, protocol: GenProtocol::Etmv4, layout: BufferLayout::Unformatted, length: 40_000 });
+    g.spec.write_to(&dir).unwrap();
+    let cap = Capture::load(&dir, None).unwrap();
+    let ix = cap.index(&IndexOptions::default()).unwrap();
+    assert!(ix.source.is_none());
+    assert_eq!(ix.format, coresight_decode::index::IndexedFormat::Single);
+    assert_eq!(ix.streams.len(), 1);
+    let s = &ix.streams[0];
+    assert!(s.counts().syncs() > 4);
+    assert_eq!(ix.ids_in(0..16), vec![s.id]);
+    let full = full_decode(&cap, s.id);
+    let (from, to) = (cap.data.len() as u64 / 3, cap.data.len() as u64 * 2 / 3);
+    let w = decode_window(&ix, &cap.data, s.id, Window::Bytes { from, to }, cap.tree(DecodeMode::FullDecode, |_| {}).unwrap()).unwrap();
+    let slice: Vec<Element> = full.iter().filter(|e| e.0 >= from && e.0 < to).copied().collect();
+    assert!(slice.len() > 100);
+    assert_same("unformatted byte window", &w.elements, &slice);
+    let mut serial = HashMap::new();
+    for e in &full {
+        count(&mut serial, e);
+    }
+    let build = || cap.tree(DecodeMode::FullDecode, |_| {});
+    let parts: Vec<HashMap<u64, u64>> = decode_split(&ix, &cap.data, s.id, 3, &build, &count).unwrap();
+    assert_eq!(parts.len(), 3);
+    let mut joined: HashMap<u64, u64> = HashMap::new();
+    for p in parts {
+        for (a, n) in p {
+            *joined.entry(a).or_default() += n;
+        }
+    }
+    assert!(joined == serial);
+}
+
+#[test]
+fn correlation_merges_ids_by_time_keeping_each_stream() {
+    let dir = common::temp_dir("index-correlate");
+    let g = generate(&GenOptions { seed: 4, protocol: GenProtocol::Tc2, layout: BufferLayout::Formatted, length: 4_000 });
+    g.spec.write_to(&dir).unwrap();
+    let cap = Capture::load(&dir, None).unwrap();
+    let ix = cap.index(&IndexOptions::default()).unwrap();
+    let ids: Vec<u8> = ix.streams.iter().filter(|s| s.counts().timestamps() > 0).map(|s| s.id).collect();
+    assert!(ids.len() >= 2, "{ids:?}");
+    let build = || cap.tree(DecodeMode::FullDecode, |_| {});
+    let merged = coresight_decode::index::correlate(&ix, &cap.data, &ids, &build).unwrap();
+    assert!(merged.windows(2).all(|p| p[0].0 <= p[1].0), "not in time order");
+    for &id in &ids {
+        let first_sync = ix.syncs_from(id, 0).next().unwrap().index;
+        let mine: Vec<Element> = merged.iter().map(|m| m.1).filter(|e| e.1 == id && e.0 >= first_sync && e.2.elem_type != ElemType::EoTrace).collect();
+        let full: Vec<Element> = full_decode(&cap, id).into_iter().filter(|e| e.0 >= first_sync).collect();
+        // The decoder starts at the stream's first sync point, as the full
+        // decode does when nothing comes before it.
+        assert_same(&format!("ID {id:#x} in the merge"), &mine, &full);
+    }
+    // Nothing else is in the merge.
+    assert!(merged.iter().all(|m| ids.contains(&m.1 .1)));
+}
+
+#[test]
+fn every_id_of_a_capture_split_over_threads_counts_the_same_instructions() {
+    let Some(root) = corpus() else {
+        eprintln!("../shared absent: bugfix-exact-match split not run");
+        return;
+    };
+    let cap = Capture::load(&root.join("snapshots/bugfix-exact-match"), None).unwrap();
+    let ix = cap.index(&IndexOptions::default()).unwrap();
+    // Six sources are configured; one has trace.
+    let ids: Vec<u8> = ix.streams.iter().filter(|s| s.counts().syncs() > 0).map(|s| s.id).collect();
+    assert!(!ids.is_empty());
+    // Serial: the whole capture in one tree.
+    let mut tree = cap.tree(DecodeMode::FullDecode, |_| {}).unwrap();
+    let out = shared(Vec::new());
+    tree.set_gen_elem_out(Box::new(Collect(out.clone())));
+    let mut at = 0;
+    while at < cap.data.len() {
+        let (r, used) = tree.trace_data_in(DatapathOp::Data, at as TrcIndex, &cap.data[at..]);
+        assert!(!r.is_fatal());
+        at += used;
+    }
+    tree.trace_data_in(DatapathOp::Eot, 0, &[]);
+    let mut serial: HashMap<(u8, u64), u64> = HashMap::new();
+    for e in out.borrow().iter() {
+        if e.2.elem_type == ElemType::InstrRange {
+            *serial.entry((e.1, e.2.st_addr)).or_default() += e.2.num_instr_range as u64;
+        }
+    }
+    let build = || cap.tree(DecodeMode::FullDecode, |_| {});
+    let per_id = |acc: &mut HashMap<(u8, u64), u64>, e: &Element| {
+        if e.2.elem_type == ElemType::InstrRange {
+            *acc.entry((e.1, e.2.st_addr)).or_default() += e.2.num_instr_range as u64;
+        }
+    };
+    let parts = decode_split_ids(&ix, &cap.data, &ids, 4, 2, &build, &per_id).unwrap();
+    assert!(parts.len() >= 4 * ids.len(), "{} pieces", parts.len());
+    let mut joined: HashMap<(u8, u64), u64> = HashMap::new();
+    for (_, p) in parts {
+        for (k, n) in p {
+            *joined.entry(k).or_default() += n;
+        }
+    }
+    assert!(joined == serial, "{} vs {} instructions", joined.values().sum::<u64>(), serial.values().sum::<u64>());
+}

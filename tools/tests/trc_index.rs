@@ -1,0 +1,148 @@
+//! `trc_index`, run as a user runs it: build, show, query, decode and
+//! correlate on a generated snapshot; what it decodes from the index equals
+//! trc_pkt_lister's full decode; bad usage and bad indexes fail clearly.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn tmp(name: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+/// A generated PTM + ETMv3 capture (two trace IDs, timestamps).
+fn snapshot(name: &str) -> PathBuf {
+    let dir = tmp(name);
+    let out = Command::new(env!("CARGO_BIN_EXE_trc_gen"))
+        .args(["-protocol", "tc2", "-seed", "3", "-length", "3000", "-out"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    dir
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_trc_index")).args(args).output().unwrap()
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = run(args);
+    assert_eq!(out.status.code(), Some(0), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The full decode's element lines of `id` with `from <= Idx < to`.
+fn lister_elements(dir: &str, id: &str, from: u64, to: u64) -> Vec<String> {
+    let out = Command::new(env!("CARGO_BIN_EXE_trc_pkt_lister")).args(["-ss_dir", dir, "-decode", "-no_time_print", "-logstdout"]).output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let prefix = format!("; ID:{id}; OCSD_GEN_TRC_ELEM_");
+    text.lines()
+        .filter(|l| l.contains(&prefix) && !l.contains("EO_TRACE"))
+        .filter(|l| {
+            let idx: u64 = l["Idx:".len()..l.find(';').unwrap()].parse().unwrap();
+            idx >= from && idx < to
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn build_show_query_and_decode_from_the_index() {
+    let dir = snapshot("trc-index-tool");
+    let d = dir.to_str().unwrap();
+    let built = ok(&["build", d]);
+    assert!(built.starts_with(&format!("{}", dir.join("trace.bin.csidx").display())), "{built}");
+    assert!(dir.join("trace.bin.csidx").exists());
+
+    let show = ok(&["show", d]);
+    assert!(show.contains("formatted frames (memory aligned)"), "{show}");
+    let rows: Vec<&str> = show.lines().filter(|l| l.starts_with("0x")).collect();
+    assert_eq!(rows.len(), 2, "{show}");
+    assert!(rows[0].starts_with("0x13   PTM") && rows[1].starts_with("0x3b   ETMV3"), "{show}");
+
+    let counts = ok(&["query", d, "counts"]);
+    let ptm = counts.lines().find(|l| l.starts_with("0x13 PTM")).unwrap();
+    let syncs: usize = ptm.split(' ').find_map(|w| w.strip_prefix("sync=")).unwrap().parse().unwrap();
+    let listed = ok(&["query", d, "syncs", "--id", "0x13"]);
+    assert_eq!(listed.lines().count(), syncs);
+    let at: Vec<u64> = listed.lines().map(|l| l.parse().unwrap()).collect();
+    let from_third = ok(&["query", d, "syncs", "--id", "19", "--at", &(at[2] + 1).to_string()]);
+    assert_eq!(from_third.lines().next().unwrap(), at[3].to_string());
+    assert_eq!(ok(&["query", d, "ids", "--from", "0", "--to", "100000"]).trim(), "0x13 0x3b");
+
+    // A byte window equals the full decode's elements there.
+    let got = ok(&["decode", d, "--id", "0x13", "--from", "2000", "--to", "4000"]);
+    let got: Vec<&str> = got.lines().skip(1).collect();
+    let want = lister_elements(d, "13", 2000, 4000);
+    assert!(want.len() > 100, "{} elements", want.len());
+    assert_eq!(got, want);
+
+    // A time window: the byte window query and the decode agree.
+    let window = ok(&["query", d, "time", "--id", "0x13", "--from-ts", "0x82fa8a0000", "--to-ts", "0x82fa8b0000"]);
+    let w: Vec<u64> = window.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+    assert_eq!(w.len(), 3, "{window}");
+    let decoded = ok(&["decode", d, "--id", "0x13", "--from-ts", "0x82fa8a0000", "--to-ts", "0x82fa8b0000"]);
+    assert!(decoded.starts_with(&format!("# ID 0x13: bytes {}..{}, decoded from the sync point at {}\n", w[1], w[2], w[0])), "{decoded}");
+    assert!(decoded.lines().nth(1).unwrap().contains("OCSD_GEN_TRC_ELEM_TIMESTAMP"), "{decoded}");
+
+    // Correlation: both IDs, in timestamp order.
+    let merged = ok(&["correlate", d, "--ids", "0x13,0x3b"]);
+    let ts: Vec<u64> = merged.lines().map(|l| l["TS:".len()..l.find(';').unwrap()].parse().unwrap()).collect();
+    assert!(ts.windows(2).all(|p| p[0] <= p[1]));
+    assert!(merged.contains("; ID:13; ") && merged.contains("; ID:3b; "));
+
+    // An index written where the user says.
+    let elsewhere = tmp("trc-index-elsewhere.csidx");
+    ok(&["build", d, "-o", elsewhere.to_str().unwrap(), "--granularity", "64"]);
+    assert!(ok(&["show", d, "--index", elsewhere.to_str().unwrap()]).contains("blocks of 64 bytes"));
+}
+
+#[test]
+fn help_version_and_usage_errors() {
+    let help = ok(&["--help"]);
+    for cmd in ["build", "show", "query", "decode", "correlate"] {
+        assert!(help.contains(cmd), "{help}");
+    }
+    assert!(ok(&["--version"]).starts_with("trc_index "));
+    for bad in [&["show"][..], &["frobnicate"], &["query", "x", "syncs", "--id", "0x99"], &["decode", "x", "--id", "1", "--from", "3"]] {
+        let out = run(bad);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}");
+        assert!(out.stdout.is_empty());
+        assert!(!out.stderr.is_empty());
+    }
+}
+
+#[test]
+fn missing_damaged_and_stale_indexes_fail_with_what_is_wrong() {
+    let dir = snapshot("trc-index-bad");
+    let d = dir.to_str().unwrap();
+    let index = dir.join("trace.bin.csidx");
+    let fails = |args: &[&str], want: &str| {
+        let out = run(args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(err.starts_with("trc_index: ") && err.contains(want), "{args:?}: {err}");
+    };
+    fails(&["show", d], "no index (run `trc_index build");
+    fails(&["show", "/nonexistent/snapshot"], "/nonexistent/snapshot");
+    ok(&["build", d]);
+    let good = std::fs::read(&index).unwrap();
+    std::fs::write(&index, &good[..good.len() / 2]).unwrap();
+    fails(&["show", d], &format!("{}: index corrupt: checksum", index.display()));
+    let mut flipped = good.clone();
+    flipped[60] ^= 0x40;
+    std::fs::write(&index, &flipped).unwrap();
+    fails(&["query", d, "counts"], "index corrupt");
+    std::fs::write(&index, &good[..10]).unwrap();
+    fails(&["show", d], "index truncated");
+    std::fs::write(&index, &good).unwrap();
+    ok(&["show", d]);
+    // The capture changes under the index.
+    let trace = dir.join("trace.bin");
+    let mut data = std::fs::read(&trace).unwrap();
+    data[200] ^= 1;
+    std::fs::write(&trace, &data).unwrap();
+    fails(&["show", d], "stale index: built for a capture of");
+}
