@@ -24,7 +24,7 @@
 //! A stream index is full (every entry); [`StreamIndex::sparse`] gives
 //! the sparse form (counts and key values per block).
 //!
-//! [`CaptureIndex`] holds both; [`file`] saves and loads it (versioned,
+//! [`CaptureIndex`] holds both; [`file`](mod@file) saves and loads it (versioned,
 //! checked), [`reader`] answers searches, [`decode`] decodes from an
 //! indexed point.
 
