@@ -55,7 +55,9 @@ impl Serialize for Hex {
 /// Writes one element as a JSON object and a newline.
 pub fn write_element(out: &mut dyn Write, index: u64, trace_id: u8, elem: &TraceElement) -> io::Result<()> {
     let mut w = &mut *out;
-    serde_json::to_writer(&mut w, &JsonElement { index, trace_id, elem }).map_err(io::Error::other)?;
+    // `io::Error::from` keeps an I/O error as it was (a closed pipe stays
+    // `BrokenPipe`, which the tools end on quietly).
+    serde_json::to_writer(&mut w, &JsonElement { index, trace_id, elem }).map_err(io::Error::from)?;
     out.write_all(b"\n")
 }
 

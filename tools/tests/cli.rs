@@ -475,3 +475,26 @@ fn snapshot_warnings_go_to_stderr_and_the_decode_goes_on() {
     let o = run(DECODE, &[s]);
     assert!(!o.stderr.contains("OCSD_ERR_NOT_INIT"), "{}", o.stderr);
 }
+
+#[test]
+fn a_closed_pipe_ends_the_decode_quietly() {
+    // `trc_decode ... | head -1`: the reader goes away after one line,
+    // long before the decode has written its megabytes.
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let dir = generate("long", &["--protocol", "etmv4", "--seed", "9", "--length", "40000"]);
+    for format in ["text", "json", "tarmac"] {
+        let mut child = Command::new(DECODE)
+            .args(["--format", format, dir.to_str().unwrap()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+        assert!(!first.is_empty(), "{format}: no output");
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{format}: {}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(String::from_utf8_lossy(&out.stderr), "", "{format}");
+    }
+}
