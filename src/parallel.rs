@@ -184,6 +184,12 @@ fn share_ids(format: SourceFormat, rounds: &VecDeque<Vec<u8>>, ids: &[u8], worke
     }
     let mut order: Vec<u8> = ids.to_vec();
     order.sort_by_key(|&id| (std::cmp::Reverse(bytes.0[id as usize & 0x7f]), id));
+    // Every worker deformats the whole capture, so a worker is worth its
+    // cost only with a fair part of the decoding: when all but one ID hold
+    // less than an eighth of the bytes, one worker decodes them all.
+    let total: u64 = order.iter().map(|&id| bytes.0[id as usize & 0x7f]).sum();
+    let rest = total - order.first().map_or(0, |&id| bytes.0[id as usize & 0x7f]);
+    let workers = if rest.saturating_mul(8) < total { 1 } else { workers };
     let mut shares = vec![(0u64, Vec::new()); workers];
     for id in order {
         let least = shares.iter_mut().min_by_key(|s| s.0).expect("at least one worker");
