@@ -143,94 +143,31 @@ mod tests {
     use super::*;
     use std::path::{Path, PathBuf};
 
-    use coresight_decode::arch::{ArchProfile, ArchVersion, CoreProfile, InstrInfo, InstrType};
-    use coresight_generator::etmv4::{Encoder, PktCtx};
-    use coresight_decode::instr::ArmInstrDecoder;
-    use coresight_decode::interfaces::InstrDecode;
-    use coresight_generator::snapshot_writer::{BufferSpec, DeviceSpec, DumpSpec, SnapshotSpec};
+    use coresight_generator::execution::{elf_images, generate_from_execution, ExecInsn, ExecProtocol};
+    use coresight_generator::BufferLayout;
 
     fn fixture(name: &str) -> PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/tests/fixtures/cov").join(name)
     }
 
-    fn segments(elf: &[u8]) -> Vec<(u64, Vec<u8>)> {
-        let e = Elf::parse(elf).unwrap();
-        e.program_headers
-            .iter()
-            .filter(|p| p.p_type == goblin::elf::program_header::PT_LOAD && p.p_filesz > 0)
-            .map(|p| (p.p_vaddr, elf[p.p_offset as usize..(p.p_offset + p.p_filesz) as usize].to_vec()))
-            .collect()
-    }
-
-    /// Writes an ETMv4 snapshot of the program's path; returns its directory.
+    /// Writes an ETMv4 snapshot of the program's path, encoded by the
+    /// project's generator; returns its directory.
     fn snapshot(elf: &[u8], pcs: &[u64]) -> PathBuf {
-        let segs = segments(elf);
-        let read = |pc: u64| {
-            let (a, d) = segs.iter().find(|(a, d)| pc >= *a && pc + 4 <= a + d.len() as u64).unwrap();
+        let images = elf_images(elf).unwrap();
+        let opcode = |pc: u64| {
+            let (a, d) = images.iter().find(|(a, d)| pc >= *a && pc + 4 <= a + d.len() as u64).unwrap();
             let o = (pc - a) as usize;
             u32::from_le_bytes(d[o..o + 4].try_into().unwrap())
         };
-        let mut enc = Encoder::new(1 << 20);
-        enc.sync();
-        enc.trace_on();
-        enc.addr_ctx(pcs[0], 0, &PktCtx { el: 1, ns: true, nse: false, sf: true, vmid: None, cid: None });
-        let mut dec = ArmInstrDecoder::new();
-        for (i, &pc) in pcs.iter().enumerate() {
-            let mut info = InstrInfo {
-                pe_type: ArchProfile::new(ArchVersion::V8, CoreProfile::CortexA),
-                isa: Isa::Aarch64,
-                instr_addr: pc,
-                opcode: read(pc),
-                ..Default::default()
-            };
-            dec.decode_instruction(&mut info).unwrap();
-            let next = pcs.get(i + 1).copied();
-            match info.instr_type {
-                InstrType::Branch | InstrType::BranchIndirect => {
-                    let taken = next != Some(pc + 4);
-                    enc.atom(taken);
-                    if taken && info.instr_type == InstrType::BranchIndirect {
-                        enc.address(next.unwrap());
-                    }
-                }
-                // The program ends in SVC (exit): a call exception after it.
-                _ if next.is_none() => {
-                    enc.exception(2, 1);
-                    enc.address(pc + 4);
-                }
-                _ => {}
-            }
-        }
-        enc.flush_atoms();
-        let mut core = DeviceSpec::core("cpu_0", "Cortex-A53");
-        for (i, (addr, code)) in segs.into_iter().enumerate() {
-            core.dumps.push(DumpSpec { file: format!("code{i}.bin"), address: addr, data: code, space: String::new() });
-        }
-        let regs = [
-            ("TRCCONFIGR", 0x01),
-            ("TRCTRACEIDR", 0x10),
-            ("TRCIDR0", 0x2000_0861),
-            ("TRCIDR1", 0x4100_f412),
-            ("TRCIDR2", 0x0800_1088),
-            ("TRCIDR8", 0),
-            ("TRCIDR9", 0),
-            ("TRCIDR10", 0),
-            ("TRCIDR11", 0),
-            ("TRCIDR12", 0),
-            ("TRCIDR13", 0),
-        ];
-        let etm = DeviceSpec::trace_source("etm_0", "ETM4.0", regs.iter().map(|(n, v)| (n.to_string(), *v)).collect());
-        let spec = SnapshotSpec {
-            description: "prog-a64 under qemu, ETMv4".into(),
-            devices: vec![core, etm],
-            buffers: vec![BufferSpec { name: "ETB_0".into(), file: "trace.bin".into(), format: "source_data".into(), data: enc.out.clone() }],
-            source_buffers: vec![("etm_0".into(), "ETB_0".into())],
-            core_trace_sources: vec![("cpu_0".into(), "etm_0".into())],
-        };
+        let insns: Vec<ExecInsn> = pcs
+            .iter()
+            .map(|&pc| ExecInsn { addr: pc, isa: Isa::Aarch64, size: 4, opcode: opcode(pc), executed: true, el: 0, secure: false })
+            .collect();
+        let g = generate_from_execution(&insns, &images, ExecProtocol::Etmv4, 1, BufferLayout::Formatted).unwrap();
         // (Examples have no CARGO_TARGET_TMPDIR.)
         let dir = std::env::temp_dir().join(format!("coresight-example-function-counts-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        spec.write_to(&dir).unwrap();
+        g.spec.write_to(&dir).unwrap();
         dir
     }
 
