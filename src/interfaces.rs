@@ -55,17 +55,24 @@ pub trait TrcGenElemIn: Send {
     /// at once (a muted printer, a counter) overrides it, so a decoder
     /// sending its elements together costs one call, not one per element.
     fn trace_elems_in(&mut self, trace_id: u8, elems: &[(TrcIndex, TraceElement)]) -> (DatapathResp, usize) {
-        let mut resp = DatapathResp::Cont;
-        let mut n = 0;
-        for (index, elem) in elems {
-            resp = self.trace_elem_in(*index, trace_id, elem);
-            n += 1;
-            if !resp.is_cont() {
-                break;
-            }
-        }
-        (resp, n)
+        elems_one_by_one(self, trace_id, elems)
     }
+}
+
+/// [`TrcGenElemIn::trace_elems_in`] done one element at a time: what the
+/// default does, for an override that takes some runs whole and hands the
+/// others on element by element.
+pub fn elems_one_by_one<S: TrcGenElemIn + ?Sized>(sink: &mut S, trace_id: u8, elems: &[(TrcIndex, TraceElement)]) -> (DatapathResp, usize) {
+    let mut resp = DatapathResp::Cont;
+    let mut n = 0;
+    for (index, elem) in elems {
+        resp = sink.trace_elem_in(*index, trace_id, elem);
+        n += 1;
+        if !resp.is_cont() {
+            break;
+        }
+    }
+    (resp, n)
 }
 
 /// Memory image of the traced target (OpenCSD's `ITargetMemAccess`).

@@ -197,16 +197,7 @@ impl TrcGenElemIn for GenElemPrinter {
             self.count += elems.len() as u64;
             return (DatapathResp::Cont, elems.len());
         }
-        let mut resp = DatapathResp::Cont;
-        let mut n = 0;
-        for (index, elem) in elems {
-            resp = self.trace_elem_in(*index, trace_id, elem);
-            n += 1;
-            if !resp.is_cont() {
-                break;
-            }
-        }
-        (resp, n)
+        crate::interfaces::elems_one_by_one(self, trace_id, elems)
     }
 }
 
