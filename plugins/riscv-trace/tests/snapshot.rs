@@ -6,7 +6,6 @@ mod common;
 
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use common::*;
 use coresight_decode::decoder::DecodeMode;
@@ -100,17 +99,7 @@ fn a_tree_built_from_a_snapshot_with_the_plug_in_registered() {
         .expect("a tree with the RISC-V decoder");
     let ids: Vec<(u8, String, String)> = tree.elements().map(|(id, e)| (id, e.protocol.clone(), e.source_name.clone())).collect();
     assert_eq!(ids, [(0, "RISCV".to_string(), "rvtrace_0".to_string())]);
-    let out = Arc::new(coresight_decode::shared::Lock::new(Vec::new()));
-    struct Sink(Arc<coresight_decode::shared::Lock<Elems>>);
-    impl coresight_decode::interfaces::TrcGenElemIn for Sink {
-        fn trace_elem_in(&mut self, i: u64, _id: u8, e: &TraceElement) -> coresight_decode::datapath::DatapathResp {
-            self.0.borrow_mut().push((i, e.clone()));
-            coresight_decode::datapath::DatapathResp::Cont
-        }
-    }
-    tree.set_gen_elem_out(Box::new(Sink(out.clone())));
-    run_tree(&mut tree, &enc.data, 1000);
-    let elems = std::mem::take(&mut *out.borrow_mut());
+    let elems = collect(&mut tree, &enc.data, 1000, 0);
     assert_eq!(trouble(&elems), Vec::<String>::new());
     let got = observe(&elems, &p, true);
     assert_same(&got, &expect(&steps, &p, TRACE), "snapshot decode");
@@ -263,17 +252,7 @@ fn by_hand_without_a_snapshot_or_registry() {
     let cfg = riscv_trace::RiscvTraceConfig::new(c.trace, c.tbufstart, c.tbufend, c.tbufwrite, p.isa).unwrap();
     let component = riscv_trace::create_component(cfg, &tree.decode_context()).unwrap();
     tree.add_decoder(0, riscv_trace::PROTOCOL_NAME, component).unwrap();
-    let out = Arc::new(coresight_decode::shared::Lock::new(Vec::new()));
-    struct Sink(Arc<coresight_decode::shared::Lock<Elems>>);
-    impl coresight_decode::interfaces::TrcGenElemIn for Sink {
-        fn trace_elem_in(&mut self, i: u64, _id: u8, e: &TraceElement) -> coresight_decode::datapath::DatapathResp {
-            self.0.borrow_mut().push((i, e.clone()));
-            coresight_decode::datapath::DatapathResp::Cont
-        }
-    }
-    tree.set_gen_elem_out(Box::new(Sink(out.clone())));
-    run_tree(&mut tree, &enc.data, 64);
-    let got = observe(&std::mem::take(&mut *out.borrow_mut()), &p, true);
+    let got = observe(&collect(&mut tree, &enc.data, 64, 0), &p, true);
     assert_same(&got, &expect(&steps, &p, TRACE), "by hand");
     // An inconsistent configuration is refused.
     let mut bad = cfg;

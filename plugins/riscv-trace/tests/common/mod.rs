@@ -324,9 +324,15 @@ pub fn decode_with(enc: &Encoded, wait_every: u32, chunk: usize, map: impl FnOnc
     let mut tree = DecodeTree::with_registry(SourceFormat::Single, DecodeMode::FullDecode, riscv_trace::registry());
     map(&mut tree);
     tree.create_decoder(riscv_trace::PROTOCOL_NAME, &source_config(&enc.config)).unwrap();
+    collect(&mut tree, &enc.data, chunk, wait_every)
+}
+
+/// Runs `data` through `tree` in blocks of `chunk` bytes and returns its
+/// elements; `wait_every` forces waits.
+pub fn collect(tree: &mut DecodeTree, data: &[u8], chunk: usize, wait_every: u32) -> Elems {
     let out = Arc::new(Lock::new(Vec::new()));
     tree.set_gen_elem_out(Box::new(Collect { out: out.clone(), wait_every, n: 0 }));
-    run_tree(&mut tree, &enc.data, chunk);
+    run_tree(tree, data, chunk);
     std::mem::take(&mut *out.borrow_mut())
 }
 
