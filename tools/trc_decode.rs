@@ -12,7 +12,6 @@
 use std::io::{self, Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::{Arc, Mutex};
 
 use clap::{Parser, ValueEnum};
 use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
@@ -122,11 +121,11 @@ impl TargetMemAccess for MapperMem {
 
 /// Bytes the Tarmac writer wrote, taken after each element.
 #[derive(Clone, Default)]
-struct TarmacBuf(Arc<Mutex<Vec<u8>>>);
+struct TarmacBuf(Shared<Vec<u8>>);
 
 impl Write for TarmacBuf {
     fn write(&mut self, b: &[u8]) -> io::Result<usize> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).extend_from_slice(b);
+        self.0.borrow_mut().extend_from_slice(b);
         Ok(b.len())
     }
     fn flush(&mut self) -> io::Result<()> {
@@ -176,7 +175,7 @@ impl Printer {
                 if let Some(err) = w.error() {
                     return Err(io::Error::other(err.to_string()));
                 }
-                let mut b = buf.0.lock().unwrap_or_else(|e| e.into_inner());
+                let mut b = buf.0.borrow_mut();
                 self.out.write_all(&b)?;
                 b.clear();
                 Ok(())
