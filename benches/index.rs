@@ -4,9 +4,16 @@
 //! decode throughput, on `bugfix-exact-match` (when `../shared` is beside
 //! the project) and on a generated multi-megabyte single-ID ETMv4
 //! capture; and that capture's one stream decoded serially and split at
-//! indexed sync points over 2 threads, and `bugfix-exact-match` (whose
-//! trace is all on one ID) the same way. Loading and index building for
-//! the splits are outside the measured time.
+//! indexed sync points over 1 and 2 threads, and `bugfix-exact-match`
+//! (whose trace is all on one ID) the same way.
+//!
+//! The decodes measure decoding alone: loading is outside the measured
+//! time. For the serial decodes (`*_full_decode`) that is reading the
+//! snapshot and building the decode tree; for the splits, reading the
+//! snapshot, building the index and building one tree per piece. Dropping
+//! the trees after a decode is inside. The serial and the split decodes
+//! hand their elements to the same kind of counter, so their times
+//! compare.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -17,8 +24,8 @@ use coresight_decode::decoder::DecodeMode;
 use coresight_decode::elem::{ElemType, TraceElement};
 use coresight_generator::{generate, BufferLayout, GenOptions, GenProtocol};
 use coresight_decode::index::build::Capture;
-use coresight_decode::index::decode::Element;
-use coresight_decode::index::{decode_split, decode_split_ids, CaptureIndex, IndexOptions};
+use coresight_decode::index::{decode_pieces, CaptureIndex, IndexOptions, Piece};
+use coresight_decode::tree::DecodeTree;
 use coresight_decode::interfaces::{TrcDataIn, TrcGenElemIn};
 use divan::counter::BytesCount;
 use divan::Bencher;
@@ -36,8 +43,12 @@ impl TrcGenElemIn for Count {
     }
 }
 
-fn full_decode(cap: &Capture) {
-    let mut t = cap.tree(DecodeMode::FullDecode, |_| {}).unwrap();
+fn tree(cap: &Capture) -> DecodeTree {
+    cap.tree(DecodeMode::FullDecode, |_| {}).unwrap()
+}
+
+/// The serial decode of the whole capture with `t`, a fresh tree.
+fn full_decode(cap: &Capture, mut t: DecodeTree) {
     t.set_gen_elem_out(Box::new(Count(0)));
     let mut at = 0;
     while at < cap.data.len() {
@@ -75,7 +86,7 @@ fn long_etmv4() -> &'static (Capture, CaptureIndex) {
 #[divan::bench(sample_count = 10)]
 fn bugfix_full_decode(bencher: Bencher) {
     let Some(cap) = bugfix() else { return };
-    bencher.counter(BytesCount::new(cap.data.len())).bench_local(|| full_decode(&cap));
+    bencher.counter(BytesCount::new(cap.data.len())).with_inputs(|| tree(&cap)).bench_local_values(|t| full_decode(&cap, t));
 }
 
 #[divan::bench(sample_count = 10)]
@@ -87,7 +98,7 @@ fn bugfix_index_build(bencher: Bencher) {
 #[divan::bench(sample_count = 10)]
 fn etmv4_long_full_decode(bencher: Bencher) {
     let (cap, _) = long_etmv4();
-    bencher.counter(BytesCount::new(cap.data.len())).bench_local(|| full_decode(cap));
+    bencher.counter(BytesCount::new(cap.data.len())).with_inputs(|| tree(cap)).bench_local_values(|t| full_decode(cap, t));
 }
 
 #[divan::bench(sample_count = 10)]
@@ -96,37 +107,45 @@ fn etmv4_long_index_build(bencher: Bencher) {
     bencher.counter(BytesCount::new(cap.data.len())).bench_local(|| cap.index(&IndexOptions::default()).unwrap());
 }
 
-/// The one stream in `pieces` pieces split at indexed sync points, each on
-/// its own thread, instructions counted per range address and joined.
+/// Instructions per range address, as a split decode's fold.
+fn per_address(acc: &mut HashMap<u64, u64>, _index: TrcIndex, e: &TraceElement) {
+    if e.elem_type == ElemType::InstrRange {
+        *acc.entry(e.st_addr).or_default() += e.num_instr_range as u64;
+    }
+}
+
+/// `pieces` decoded on `threads` threads, with trees built (one per
+/// piece) outside the measured time.
+fn split<R, F>(bencher: Bencher, cap: &Capture, ix: &CaptureIndex, pieces: &[Piece], threads: usize, fold: F, total: fn(Vec<R>) -> u64)
+where
+    R: Default + Send + 'static,
+    F: Fn(&mut R, TrcIndex, &TraceElement) + Send + Sync + Clone + 'static,
+{
+    bencher
+        .counter(BytesCount::new(cap.data.len()))
+        .with_inputs(|| pieces.iter().map(|_| tree(cap)).collect::<Vec<_>>())
+        .bench_local_values(|trees| total(decode_pieces(ix, &cap.data, pieces, trees, threads, fold.clone()).unwrap()));
+}
+
+/// The one stream in `threads` pieces split at indexed sync points, each
+/// on its own thread, instructions counted per range address (the
+/// pieces' maps are not joined).
 #[divan::bench(args = [1, 2], sample_count = 10)]
-fn etmv4_long_split(bencher: Bencher, pieces: usize) {
+fn etmv4_long_split(bencher: Bencher, threads: usize) {
     let (cap, ix) = long_etmv4();
-    let id = ix.streams[0].id;
-    let build = || cap.tree(DecodeMode::FullDecode, |_| {});
-    let count = |acc: &mut HashMap<u64, u64>, e: &Element| {
-        if e.2.elem_type == ElemType::InstrRange {
-            *acc.entry(e.2.st_addr).or_default() += e.2.num_instr_range as u64;
-        }
-    };
-    bencher.counter(BytesCount::new(cap.data.len())).bench_local(|| {
-        let parts = decode_split(ix, &cap.data, id, pieces, &build, &count).unwrap();
-        parts.into_iter().map(|p| p.len()).sum::<usize>()
-    });
+    let pieces = ix.split_pieces(ix.streams[0].id, threads);
+    split(bencher, cap, ix, &pieces, threads, per_address, |parts| parts.iter().map(|p| p.len() as u64).sum());
 }
 
 /// bugfix-exact-match (one trace ID with trace) decoded on `threads`
-/// threads, its stream split at indexed sync points (index built outside
-/// the measured time); each element counted as `bugfix_full_decode`'s
-/// sink counts it, so the figures compare with that serial decode.
+/// threads, each ID's stream split in `threads` pieces at indexed sync
+/// points; each element counted as `bugfix_full_decode`'s sink counts it,
+/// so the figures compare with that serial decode.
 #[divan::bench(args = [1, 2], sample_count = 10)]
 fn bugfix_split(bencher: Bencher, threads: usize) {
     let Some(cap) = bugfix() else { return };
     let ix = cap.index(&IndexOptions::default()).unwrap();
-    let ids: Vec<u8> = ix.streams.iter().map(|s| s.id).collect();
-    let build = || cap.tree(DecodeMode::FullDecode, |_| {});
-    let count = |acc: &mut u64, e: &Element| *acc += e.2.num_instr_range as u64 + 1;
-    bencher.counter(BytesCount::new(cap.data.len())).bench_local(|| {
-        let parts = decode_split_ids(&ix, &cap.data, &ids, threads, threads, &build, &count).unwrap();
-        parts.iter().map(|p| p.1).sum::<u64>()
-    });
+    let pieces: Vec<Piece> = ix.streams.iter().flat_map(|s| ix.split_pieces(s.id, threads)).collect();
+    let count = |acc: &mut u64, _: TrcIndex, e: &TraceElement| *acc += e.num_instr_range as u64 + 1;
+    split(bencher, &cap, &ix, &pieces, threads, count, |parts| parts.iter().sum());
 }

@@ -283,10 +283,10 @@ fn long_etmv4(name: &str, length: usize) -> PathBuf {
     dir
 }
 
-/// Instructions per range start address.
-fn count(acc: &mut HashMap<u64, u64>, e: &Element) {
-    if e.2.elem_type == ElemType::InstrRange {
-        *acc.entry(e.2.st_addr).or_default() += e.2.num_instr_range as u64;
+/// Instructions per range start address (a split decode's fold).
+fn count(acc: &mut HashMap<u64, u64>, _index: TrcIndex, e: &TraceElement) {
+    if e.elem_type == ElemType::InstrRange {
+        *acc.entry(e.st_addr).or_default() += e.num_instr_range as u64;
     }
 }
 
@@ -300,13 +300,13 @@ fn one_stream_split_over_threads_counts_the_same_instructions() {
     let id = ix.streams[0].id;
     let mut serial = HashMap::new();
     for e in full_decode(&cap, id) {
-        count(&mut serial, &e);
+        count(&mut serial, e.0, &e.2);
     }
     assert!(serial.values().sum::<u64>() > 1_000_000);
     let build = || cap.tree(DecodeMode::FullDecode, |_| {});
     for pieces in [2, 3, 4] {
         assert!(ix.split_points(id, pieces).len() == pieces, "{pieces} split points");
-        let parts: Vec<HashMap<u64, u64>> = decode_split(&ix, &cap.data, id, pieces, &build, &count).unwrap();
+        let parts: Vec<HashMap<u64, u64>> = decode_split(&ix, &cap.data, id, pieces, &build, count).unwrap();
         let mut joined: HashMap<u64, u64> = HashMap::new();
         for p in parts {
             for (a, n) in p {
@@ -315,6 +315,49 @@ fn one_stream_split_over_threads_counts_the_same_instructions() {
         }
         assert!(joined == serial, "{pieces} pieces: {} vs {} instructions", joined.values().sum::<u64>(), serial.values().sum::<u64>());
     }
+}
+
+/// Every piece's elements, in order (a split decode's fold).
+fn keep(acc: &mut Vec<(TrcIndex, String)>, index: TrcIndex, e: &TraceElement) {
+    acc.push((index, e.to_string()));
+}
+
+#[test]
+fn pieces_decoded_with_trees_built_beforehand_fold_only_their_own_elements() {
+    let dir = long_etmv4("index-pieces", 20_000);
+    let cap = Capture::load(&dir, None).unwrap();
+    let ix = cap.index(&IndexOptions { granularity: 256, ..IndexOptions::default() }).unwrap();
+    let id = ix.streams[0].id;
+    let pieces = ix.split_pieces(id, 3);
+    assert_eq!(pieces.len(), 3);
+    assert_eq!(pieces[0].start, ix.split_points(id, 3)[0]);
+    assert!(pieces.windows(2).all(|w| w[0].end == w[1].start && w[0].start < w[0].end));
+    assert_eq!(pieces[2].end, ix.indexed.end);
+    let trees = || pieces.iter().map(|_| cap.tree(DecodeMode::FullDecode, |_| {}).unwrap()).collect::<Vec<_>>();
+    let got = coresight_decode::index::decode_pieces(&ix, &cap.data, &pieces, trees(), 2, keep).unwrap();
+    // Each piece folds the elements of its own bytes, in decode order.
+    for (p, els) in pieces.iter().zip(&got) {
+        assert!(els.len() > 10, "{p:?}: {} elements", els.len());
+        assert!(els.iter().all(|(i, _)| *i >= p.start && *i < p.end), "{p:?}");
+    }
+    // The same as with trees built on the workers, and the same on one
+    // thread as on three.
+    let build = || cap.tree(DecodeMode::FullDecode, |_| {});
+    assert_eq!(decode_split(&ix, &cap.data, id, 3, &build, keep).unwrap(), got);
+    assert_eq!(coresight_decode::index::decode_pieces(&ix, &cap.data, &pieces, trees(), 1, keep).unwrap(), got);
+    // After the first piece's first PE context, the joined pieces are the
+    // full decode's elements from there on, less what the pieces' own
+    // starts add (each decoder's NO_SYNC and its context until the first
+    // PE context): compare the counts of instruction ranges.
+    let full = full_decode(&cap, id);
+    let ranges = |v: &[(TrcIndex, String)]| v.iter().filter(|(_, t)| t.contains("OCSD_GEN_TRC_ELEM_INSTR_RANGE")).count();
+    let full_ranges = full.iter().filter(|e| e.0 >= pieces[0].start && e.2.elem_type == ElemType::InstrRange).count();
+    assert_eq!(got.iter().map(|v| ranges(v)).sum::<usize>(), full_ranges);
+    // One tree per piece.
+    let mut two = trees();
+    two.pop();
+    let e = coresight_decode::index::decode_pieces(&ix, &cap.data, &pieces, two, 2, keep).unwrap_err();
+    assert!(e.to_string().contains("2 trees for 3 pieces"), "{e}");
 }
 
 fn small_index() -> (Capture, CaptureIndex) {
@@ -430,10 +473,10 @@ fn unformatted_stream_windows_and_split() {
     assert_same("unformatted byte window", &w.elements, &slice);
     let mut serial = HashMap::new();
     for e in &full {
-        count(&mut serial, e);
+        count(&mut serial, e.0, &e.2);
     }
     let build = || cap.tree(DecodeMode::FullDecode, |_| {});
-    let parts: Vec<HashMap<u64, u64>> = decode_split(&ix, &cap.data, s.id, 3, &build, &count).unwrap();
+    let parts: Vec<HashMap<u64, u64>> = decode_split(&ix, &cap.data, s.id, 3, &build, count).unwrap();
     assert_eq!(parts.len(), 3);
     let mut joined: HashMap<u64, u64> = HashMap::new();
     for p in parts {
@@ -497,17 +540,12 @@ fn every_id_of_a_capture_split_over_threads_counts_the_same_instructions() {
         }
     }
     let build = || cap.tree(DecodeMode::FullDecode, |_| {});
-    let per_id = |acc: &mut HashMap<(u8, u64), u64>, e: &Element| {
-        if e.2.elem_type == ElemType::InstrRange {
-            *acc.entry((e.1, e.2.st_addr)).or_default() += e.2.num_instr_range as u64;
-        }
-    };
-    let parts = decode_split_ids(&ix, &cap.data, &ids, 4, 2, &build, &per_id).unwrap();
+    let parts = decode_split_ids(&ix, &cap.data, &ids, 4, 2, &build, count).unwrap();
     assert!(parts.len() >= 4 * ids.len(), "{} pieces", parts.len());
     let mut joined: HashMap<(u8, u64), u64> = HashMap::new();
-    for (_, p) in parts {
-        for (k, n) in p {
-            *joined.entry(k).or_default() += n;
+    for (id, p) in parts {
+        for (a, n) in p {
+            *joined.entry((id, a)).or_default() += n;
         }
     }
     assert!(joined == serial, "{} vs {} instructions", joined.values().sum::<u64>(), serial.values().sum::<u64>());

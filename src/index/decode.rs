@@ -54,7 +54,10 @@
 //! only splits at sync points whose trace info says no speculation is
 //! pending.
 
-use super::reader::ByteWindow;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use super::reader::{ByteWindow, Piece};
 use super::CaptureIndex;
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use crate::elem::{ElemType, TraceElement};
@@ -129,6 +132,30 @@ pub fn decode_range(
 ) -> Result<(), Error> {
     let out = shared(Vec::new());
     tree.set_gen_elem_out(Box::new(Collect(out.clone())));
+    // Blocks of 16 KiB: the elements are handed on after each, so the
+    // collection stays small.
+    feed_range(ix, data, id, start, end, &mut tree, 16 * 1024, &mut || {
+        let mut got = out.borrow_mut();
+        got.iter().for_each(&mut *each);
+        got.clear();
+    })
+}
+
+/// Sets `tree` up to decode trace ID `id` from the sync point `start` up
+/// to (not including) byte `end` of its stream, feeds it the capture's
+/// bytes for that in blocks of `block` bytes, calling `drained` after each
+/// block and after the end of trace.
+#[allow(clippy::too_many_arguments)]
+fn feed_range(
+    ix: &CaptureIndex,
+    data: &[u8],
+    id: u8,
+    start: TrcIndex,
+    end: TrcIndex,
+    tree: &mut DecodeTree,
+    block: usize,
+    drained: &mut dyn FnMut(),
+) -> Result<(), Error> {
     let (feed_from, feed_to, align) = match tree.format() {
         SourceFormat::Formatted(cfg) => {
             tree.set_id_filter(Some(&[id]));
@@ -156,16 +183,13 @@ pub fn decode_range(
     to = from + (to.saturating_sub(from)) / align * align;
     let mut at = from;
     while at < to {
-        let stop = (at + 16 * 1024).min(to);
+        let stop = at.saturating_add(block.max(align)).min(to);
         let (mut r, used) = tree.trace_data_in(DatapathOp::Data, at as TrcIndex, &data[at..stop]);
         at += used;
         while r.is_wait() {
             r = tree.trace_data_in(DatapathOp::Flush, 0, &[]).0;
         }
-        let mut got = out.borrow_mut();
-        got.iter().for_each(&mut *each);
-        got.clear();
-        drop(got);
+        drained();
         if r.is_fatal() {
             let msg = tree.error_logger().borrow().last_error().map(|e| e.to_string()).unwrap_or_default();
             return Err(Error::code(ErrCode::Fail, format!("decoding trace ID 0x{id:02x} from byte {start}: fatal error at byte {at}: {msg}")));
@@ -181,8 +205,7 @@ pub fn decode_range(
             r = tree.trace_data_in(DatapathOp::Eot, 0, &[]).0;
         }
     }
-    let got = std::mem::take(&mut *out.borrow_mut());
-    got.iter().for_each(each);
+    drained();
     Ok(())
 }
 
@@ -218,12 +241,106 @@ pub fn decode_window(ix: &CaptureIndex, data: &[u8], id: u8, window: Window, tre
     Ok(WindowDecode { window: w, elements })
 }
 
-/// Decodes one trace ID's stream in pieces on `threads` worker threads,
-/// split at indexed sync points ([`CaptureIndex::split_points`]), and
-/// returns each piece's result in stream order. `build` makes a fresh
+/// The sink of a piece of a split decode: folds each element whose index
+/// is in the piece's range straight into the piece's result, as the
+/// decoder hands its runs on (no copy of the element, no call per element
+/// through a pointer).
+struct FoldSink<R, F> {
+    acc: Shared<R>,
+    fold: Arc<F>,
+    from: TrcIndex,
+    to: TrcIndex,
+}
+
+impl<R, F> TrcGenElemIn for FoldSink<R, F>
+where
+    R: Send,
+    F: Fn(&mut R, TrcIndex, &TraceElement) + Send + Sync,
+{
+    fn trace_elem_in(&mut self, index: TrcIndex, _trace_id: u8, elem: &TraceElement) -> DatapathResp {
+        if index >= self.from && index < self.to {
+            (self.fold)(&mut self.acc.borrow_mut(), index, elem);
+        }
+        DatapathResp::Cont
+    }
+    fn trace_elems_in(&mut self, _trace_id: u8, elems: &[(TrcIndex, TraceElement)]) -> (DatapathResp, usize) {
+        let mut acc = self.acc.borrow_mut();
+        for (index, elem) in elems {
+            if *index >= self.from && *index < self.to {
+                (self.fold)(&mut acc, *index, elem);
+            }
+        }
+        (DatapathResp::Cont, elems.len())
+    }
+}
+
+/// Decodes `piece` with `tree`, folding its elements into a fresh `R`.
+fn decode_piece<R, F>(ix: &CaptureIndex, data: &[u8], piece: Piece, mut tree: DecodeTree, fold: &Arc<F>) -> Result<R, Error>
+where
+    R: Default + Send + 'static,
+    F: Fn(&mut R, TrcIndex, &TraceElement) + Send + Sync + 'static,
+{
+    let acc = shared(R::default());
+    tree.set_gen_elem_out(Box::new(FoldSink { acc: acc.clone(), fold: fold.clone(), from: piece.start, to: piece.end }));
+    // Nothing is collected: the whole piece goes in at once.
+    feed_range(ix, data, piece.id, piece.start, piece.end, &mut tree, usize::MAX, &mut || {})?;
+    // The tree holds the sink's handle on the result; the result is taken.
+    drop(tree);
+    Ok(std::mem::take(&mut *acc.borrow_mut()))
+}
+
+/// Decodes `pieces` on up to `threads` worker threads, the largest pieces
+/// first, each to the next free worker, with the tree `tree(k)` gives for
+/// piece `k` (called on the worker). Results in the order of `pieces`.
+fn run_pieces<R, F, T>(ix: &CaptureIndex, data: &[u8], pieces: &[Piece], threads: usize, tree: &T, fold: F) -> Result<Vec<R>, Error>
+where
+    R: Default + Send + 'static,
+    F: Fn(&mut R, TrcIndex, &TraceElement) + Send + Sync + 'static,
+    T: Fn(usize) -> Result<DecodeTree, Error> + Sync,
+{
+    let fold = Arc::new(fold);
+    let mut order: Vec<usize> = (0..pieces.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(pieces[i].end.saturating_sub(pieces[i].start)));
+    let next = AtomicUsize::new(0);
+    let work = || -> Result<Vec<(usize, R)>, Error> {
+        let mut done = Vec::new();
+        loop {
+            let k = next.fetch_add(1, Ordering::Relaxed);
+            let Some(&i) = order.get(k) else { break };
+            done.push((i, decode_piece(ix, data, pieces[i], tree(i)?, &fold)?));
+        }
+        Ok(done)
+    };
+    let workers = threads.clamp(1, pieces.len().max(1));
+    let results = if workers == 1 {
+        // One worker: this thread, no spawn.
+        work()?
+    } else {
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..workers).map(|_| scope.spawn(work)).collect();
+            let mut all = Vec::new();
+            for h in handles {
+                all.extend(h.join().map_err(|_| Error::code(ErrCode::Fail, "a decode worker panicked"))??);
+            }
+            Ok::<_, Error>(all)
+        })?
+    };
+    let mut slots: Vec<Option<R>> = (0..pieces.len()).map(|_| None).collect();
+    for (i, r) in results {
+        slots[i] = Some(r);
+    }
+    Ok(slots.into_iter().map(|r| r.expect("every piece decoded")).collect())
+}
+
+/// Decodes one trace ID's stream in `threads` pieces, one per worker
+/// thread, split at indexed sync points ([`CaptureIndex::split_pieces`]),
+/// and returns each piece's result in stream order. `build` makes a fresh
 /// full-decode tree for the capture (on the worker's thread); `fold`
 /// folds each element of a piece (those with indexes in the piece's byte
-/// range) into the piece's result, starting from `R::default()`.
+/// range), with its index, into the piece's result, starting from
+/// `R::default()`. The elements are folded as the decoder hands them on:
+/// nothing is copied or collected. [`decode_pieces`] does the same with
+/// trees built beforehand.
 ///
 /// State that crosses a split point: pending speculation is avoided (the
 /// split points are where the trace info says none is pending); the
@@ -232,36 +349,43 @@ pub fn decode_window(ix: &CaptureIndex, data: &[u8], id: u8, window: Window, tre
 /// module documentation). For analytics that count instructions per range
 /// the joined result equals the serial decode's when no return crosses a
 /// split point; the test-suite checks it on a generated multi-megabyte
-/// ETMv4 stream.
-pub fn decode_split<B, R, F>(ix: &CaptureIndex, data: &[u8], id: u8, threads: usize, build: &B, fold: &F) -> Result<Vec<R>, Error>
+/// ETMv4 stream and on `bugfix-exact-match`.
+pub fn decode_split<B, R, F>(ix: &CaptureIndex, data: &[u8], id: u8, threads: usize, build: &B, fold: F) -> Result<Vec<R>, Error>
 where
     B: Fn() -> Result<DecodeTree, Error> + Sync,
-    R: Default + Send,
-    F: Fn(&mut R, &Element) + Sync,
+    R: Default + Send + 'static,
+    F: Fn(&mut R, TrcIndex, &TraceElement) + Send + Sync + 'static,
 {
-    let points = ix.split_points(id, threads.max(1));
-    if points.is_empty() {
+    let pieces = ix.split_pieces(id, threads.max(1));
+    if pieces.is_empty() {
         return Err(Error::code(ErrCode::InvalidParamVal, format!("trace ID 0x{id:02x} has no sync point to split at")));
     }
-    let mut ranges: Vec<(TrcIndex, TrcIndex)> = points.windows(2).map(|w| (w[0], w[1])).collect();
-    ranges.push((*points.last().expect("one point"), ix.indexed.end));
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = ranges
-            .iter()
-            .map(|&(a, b)| {
-                scope.spawn(move || -> Result<R, Error> {
-                    let mut acc = R::default();
-                    decode_range(ix, data, id, a, b, build()?, &mut |e: &Element| {
-                        if e.0 >= a && e.0 < b {
-                            fold(&mut acc, e);
-                        }
-                    })?;
-                    Ok(acc)
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().map_err(|_| Error::code(ErrCode::Fail, "a decode worker panicked"))?).collect()
-    })
+    run_pieces(ix, data, &pieces, pieces.len(), &|_| build(), fold)
+}
+
+/// Decodes `pieces` (from [`CaptureIndex::split_pieces`], of one trace ID
+/// or several) on up to `threads` worker threads, piece `k` with
+/// `trees[k]`, a fresh full-decode tree for the capture; returns each
+/// piece's result in the order of `pieces`. The largest pieces go first,
+/// each to the next free worker. `fold` is as for [`decode_split`].
+///
+/// Trees built beforehand keep their building (snapshot parsing, memory
+/// mapping) out of the decode: what a benchmark of the decode alone
+/// measures.
+pub fn decode_pieces<R, F>(ix: &CaptureIndex, data: &[u8], pieces: &[Piece], trees: Vec<DecodeTree>, threads: usize, fold: F) -> Result<Vec<R>, Error>
+where
+    R: Default + Send + 'static,
+    F: Fn(&mut R, TrcIndex, &TraceElement) + Send + Sync + 'static,
+{
+    if trees.len() != pieces.len() {
+        return Err(Error::code(ErrCode::InvalidParamVal, format!("{} trees for {} pieces: one tree per piece", trees.len(), pieces.len())));
+    }
+    let trees: Vec<Mutex<Option<DecodeTree>>> = trees.into_iter().map(|t| Mutex::new(Some(t))).collect();
+    let take = |k: usize| {
+        let t = trees[k].lock().unwrap_or_else(|e| e.into_inner()).take();
+        t.ok_or_else(|| Error::code(ErrCode::Fail, "a piece's tree was used twice"))
+    };
+    run_pieces(ix, data, pieces, threads, &take, fold)
 }
 
 /// Decodes several trace IDs of a capture, each split into up to
@@ -277,55 +401,16 @@ pub fn decode_split_ids<B, R, F>(
     pieces_per_id: usize,
     threads: usize,
     build: &B,
-    fold: &F,
+    fold: F,
 ) -> Result<Vec<(u8, R)>, Error>
 where
     B: Fn() -> Result<DecodeTree, Error> + Sync,
-    R: Default + Send,
-    F: Fn(&mut R, &Element) + Sync,
+    R: Default + Send + 'static,
+    F: Fn(&mut R, TrcIndex, &TraceElement) + Send + Sync + 'static,
 {
-    let mut pieces: Vec<(u8, TrcIndex, TrcIndex)> = Vec::new();
-    for &id in ids {
-        let points = ix.split_points(id, pieces_per_id.max(1));
-        for (k, &a) in points.iter().enumerate() {
-            pieces.push((id, a, points.get(k + 1).copied().unwrap_or(ix.indexed.end)));
-        }
-    }
-    let mut order: Vec<usize> = (0..pieces.len()).collect();
-    order.sort_by_key(|&i| std::cmp::Reverse(pieces[i].2 - pieces[i].1));
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let results = std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..threads.clamp(1, pieces.len().max(1)))
-            .map(|_| {
-                scope.spawn(|| -> Result<Vec<(usize, R)>, Error> {
-                    let mut done = Vec::new();
-                    loop {
-                        let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let Some(&i) = order.get(k) else { break };
-                        let (id, a, b) = pieces[i];
-                        let mut acc = R::default();
-                        decode_range(ix, data, id, a, b, build()?, &mut |e: &Element| {
-                            if e.0 >= a && e.0 < b {
-                                fold(&mut acc, e);
-                            }
-                        })?;
-                        done.push((i, acc));
-                    }
-                    Ok(done)
-                })
-            })
-            .collect();
-        let mut all = Vec::new();
-        for w in workers {
-            all.extend(w.join().map_err(|_| Error::code(ErrCode::Fail, "a decode worker panicked"))??);
-        }
-        Ok::<_, Error>(all)
-    })?;
-    let mut slots: Vec<Option<R>> = (0..pieces.len()).map(|_| None).collect();
-    for (i, r) in results {
-        slots[i] = Some(r);
-    }
-    Ok(pieces.iter().zip(slots).map(|(p, r)| (p.0, r.expect("every piece decoded"))).collect())
+    let pieces: Vec<Piece> = ids.iter().flat_map(|&id| ix.split_pieces(id, pieces_per_id.max(1))).collect();
+    let results = run_pieces(ix, data, &pieces, threads, &|_| build(), fold)?;
+    Ok(pieces.iter().map(|p| p.id).zip(results).collect())
 }
 
 /// Merges the elements of `ids` in timestamp order (what perf does for

@@ -36,7 +36,8 @@ pub mod source;
 pub mod stream;
 
 pub use build::{build_index, IndexOptions};
-pub use decode::{correlate, decode_split, decode_split_ids, decode_window, Window, WindowDecode};
+pub use decode::{correlate, decode_pieces, decode_split, decode_split_ids, decode_window, Window, WindowDecode};
+pub use reader::Piece;
 pub use file::{IndexFileError, INDEX_VERSION};
 pub use source::{SourceIndex, SourceIndexer};
 pub use stream::{EntryCounts, SparseStreamIndex, StreamIndex, StreamIndexer};

@@ -15,6 +15,20 @@ pub struct ByteWindow {
     pub end: TrcIndex,
 }
 
+/// A piece of one trace ID's stream for a split decode
+/// ([`super::decode_split`], [`super::decode_pieces`]): decode from the
+/// sync point at `start`, keep the elements with `start <= index < end`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Piece {
+    /// The trace ID.
+    pub id: u8,
+    /// The sync point the piece starts at.
+    pub start: TrcIndex,
+    /// Where the next piece starts, or the end of the indexed bytes
+    /// (exclusive).
+    pub end: TrcIndex,
+}
+
 /// An event or trigger, from a stream or from the formatter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EventHit {
@@ -131,6 +145,15 @@ impl CaptureIndex {
             }
         }
         out
+    }
+
+    /// `id`'s stream in up to `pieces` pieces, from its
+    /// [`split_points`](Self::split_points) to the end of the indexed
+    /// bytes; empty when it has no sync point to start at.
+    pub fn split_pieces(&self, id: u8, pieces: usize) -> Vec<Piece> {
+        let points = self.split_points(id, pieces);
+        let ends = points.iter().skip(1).copied().chain(std::iter::once(self.indexed.end));
+        points.iter().zip(ends).map(|(&start, end)| Piece { id, start, end }).collect()
     }
 }
 
