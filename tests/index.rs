@@ -358,6 +358,10 @@ fn pieces_decoded_with_trees_built_beforehand_fold_only_their_own_elements() {
     two.pop();
     let e = coresight_decode::index::decode_pieces(&ix, &cap.data, &pieces, two, 2, keep).unwrap_err();
     assert!(e.to_string().contains("2 trees for 3 pieces"), "{e}");
+    // A tree that cannot be built fails the decode with its error.
+    let no_tree = || Err(coresight_decode::Error::code(coresight_decode::ErrCode::Fail, "no tree today"));
+    let e = decode_split(&ix, &cap.data, id, 3, &no_tree, keep).unwrap_err();
+    assert!(e.to_string().contains("no tree today"), "{e}");
 }
 
 fn small_index() -> (Capture, CaptureIndex) {

@@ -307,24 +307,30 @@ where
         loop {
             let k = next.fetch_add(1, Ordering::Relaxed);
             let Some(&i) = order.get(k) else { break };
-            done.push((i, decode_piece(ix, data, pieces[i], tree(i)?, &fold)?));
+            match tree(i).and_then(|t| decode_piece(ix, data, pieces[i], t, &fold)) {
+                Ok(r) => done.push((i, r)),
+                Err(e) => {
+                    // The other workers take no more pieces.
+                    next.store(order.len(), Ordering::Relaxed);
+                    return Err(e);
+                }
+            }
         }
         Ok(done)
     };
+    // This thread is one of the workers.
     let workers = threads.clamp(1, pieces.len().max(1));
-    let results = if workers == 1 {
-        // One worker: this thread, no spawn.
-        work()?
-    } else {
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..workers).map(|_| scope.spawn(work)).collect();
-            let mut all = Vec::new();
-            for h in handles {
-                all.extend(h.join().map_err(|_| Error::code(ErrCode::Fail, "a decode worker panicked"))??);
-            }
-            Ok::<_, Error>(all)
-        })?
-    };
+    let results = std::thread::scope(|scope| {
+        let handles: Vec<_> = (1..workers).map(|_| scope.spawn(work)).collect();
+        let mine = work();
+        // Every worker is joined before an error is returned.
+        let theirs: Vec<_> = handles.into_iter().map(|h| h.join()).collect();
+        let mut all = mine?;
+        for t in theirs {
+            all.extend(t.map_err(|_| Error::code(ErrCode::Fail, "a decode worker panicked"))??);
+        }
+        Ok::<_, Error>(all)
+    })?;
     let mut slots: Vec<Option<R>> = (0..pieces.len()).map(|_| None).collect();
     for (i, r) in results {
         slots[i] = Some(r);
