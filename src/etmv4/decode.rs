@@ -838,6 +838,9 @@ impl EtmV4Decoder {
                 let (index, mut atoms) = (front.index, front.atoms);
                 err_idx = index;
                 while atoms.num > 0 && self.res.commit > 0 {
+                    if self.commit_atoms_fast(&mut atoms, index) {
+                        continue;
+                    }
                     let taken = atoms.en_bits & 1 != 0;
                     atoms.num -= 1;
                     atoms.en_bits >>= 1;
@@ -948,6 +951,108 @@ impl EtmV4Decoder {
         }
         self.curr_spec_depth -= num_req - self.res.commit;
         Ok(())
+    }
+
+    /// Commits the oldest atoms of `atoms` that need nothing but a
+    /// remembered block ending at a waypoint (within the range limit), no
+    /// return-stack pop, and no check that could fail: the common case,
+    /// without the general walk's calls and copies. Returns whether it
+    /// committed any; the caller takes the next atom the general way. It
+    /// leaves the state [`process_atom`](Self::process_atom) would.
+    #[inline(always)]
+    fn commit_atoms_fast(&mut self, atoms: &mut Atoms, index: TrcIndex) -> bool {
+        if self.need_ctxt || self.need_addr || self.ret_stack.pop_pending() || self.mem.is_none() {
+            return false;
+        }
+        let carried = match self.carried {
+            Some(c) => c,
+            None => {
+                let c = self.instr_dec.borrow().carried_state();
+                self.carried = Some(c);
+                c
+            }
+        };
+        if carried != 0 {
+            return false;
+        }
+        let limit = self.options.instr_range_limit;
+        let n_check = self.options.direct_br_cond || self.options.strict_br_cond;
+        let strict = self.options.strict_br_cond;
+        let range_cont = self.options.range_cont;
+        let ete = self.cfg.is_ete();
+        let space = self.space;
+        let (mut addr, mut isa) = (self.instr.instr_addr, self.instr.isa);
+        let mut last: Option<&InstrInfo> = None;
+        while atoms.num > 0 && self.res.commit > 0 {
+            let Some((num, a)) = self.code.waypoint_block(addr, isa, space) else { break };
+            if limit != 0 && num > limit {
+                break;
+            }
+            if range_cont && self.next_range_check.is_some_and(|expect| expect != addr) {
+                break;
+            }
+            let taken = atoms.en_bits & 1 != 0;
+            let next = a.instr_addr;
+            let mut to = next;
+            match a.instr_type {
+                InstrType::Branch => {
+                    if taken {
+                        to = a.branch_addr;
+                        if a.is_link {
+                            self.ret_stack.push(next, a.isa);
+                        }
+                    } else if n_check && !a.is_conditional {
+                        break;
+                    }
+                }
+                InstrType::BranchIndirect => {
+                    if taken {
+                        if ete && a.sub_type == InstrSubType::V8Eret {
+                            break;
+                        }
+                        self.need_addr = true;
+                        if a.is_link {
+                            self.ret_stack.push(next, a.isa);
+                        }
+                        self.ret_stack.set_pop_pending();
+                    } else if strict && !a.is_conditional {
+                        break;
+                    }
+                }
+                _ => {}
+            }
+            self.out_stack.add(index);
+            let o = self.out_stack.cur();
+            o.set_type(ElemType::InstrRange);
+            o.last_instr_exec = taken;
+            o.last_i_type = a.instr_type;
+            o.last_i_subtype = a.sub_type;
+            o.last_instr_sz = a.instr_size;
+            o.isa = a.isa;
+            o.last_instr_cond = a.is_conditional;
+            o.st_addr = addr;
+            o.en_addr = next;
+            o.num_instr_range = num;
+            self.next_range_check = if taken { None } else { Some(next) };
+            isa = if taken { a.next_isa } else { a.isa };
+            addr = to;
+            last = Some(a);
+            atoms.num -= 1;
+            atoms.en_bits >>= 1;
+            self.res.commit -= 1;
+            if self.need_addr {
+                break;
+            }
+        }
+        match last {
+            Some(a) => {
+                self.instr = *a;
+                self.instr.instr_addr = addr;
+                self.instr.isa = isa;
+                true
+            }
+            None => false,
+        }
     }
 
     fn return_stack_pop(&mut self) -> Step {
