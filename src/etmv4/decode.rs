@@ -837,19 +837,7 @@ impl EtmV4Decoder {
                 // atoms change.
                 let (index, mut atoms) = (front.index, front.atoms);
                 err_idx = index;
-                while atoms.num > 0 && self.res.commit > 0 {
-                    if self.commit_atoms_fast(&mut atoms, index) {
-                        continue;
-                    }
-                    let taken = atoms.en_bits & 1 != 0;
-                    atoms.num -= 1;
-                    atoms.en_bits >>= 1;
-                    self.return_stack_pop()?;
-                    if !self.need_ctxt && !self.need_addr {
-                        self.process_atom(taken, index)?;
-                    }
-                    self.res.commit -= 1;
-                }
+                self.commit_atom_run(&mut atoms, index)?;
                 if atoms.num > 0 {
                     if let Some(f) = self.stack.front_mut() {
                         f.atoms = atoms;
@@ -951,6 +939,53 @@ impl EtmV4Decoder {
         }
         self.curr_spec_depth -= num_req - self.res.commit;
         Ok(())
+    }
+
+    /// Commits atoms of `atoms` (oldest first) while commits are due; what
+    /// is left of `atoms` stays with the caller. On an error `atoms` is
+    /// part consumed and the caller leaves its stack element unchanged.
+    #[inline(always)]
+    fn commit_atom_run(&mut self, atoms: &mut Atoms, index: TrcIndex) -> Step {
+        while atoms.num > 0 && self.res.commit > 0 {
+            if self.commit_atoms_fast(atoms, index) {
+                continue;
+            }
+            let taken = atoms.en_bits & 1 != 0;
+            atoms.num -= 1;
+            atoms.en_bits >>= 1;
+            self.return_stack_pop()?;
+            if !self.need_ctxt && !self.need_addr {
+                self.process_atom(taken, index)?;
+            }
+            self.res.commit -= 1;
+        }
+        Ok(())
+    }
+
+    /// An atom packet that is committed as it arrives: the speculation
+    /// depth is at its maximum with nothing else outstanding (always so
+    /// when TRCIDR8.MAXSPEC is 0, as on most cores). Does what pushing it
+    /// and resolving the stack would, without the stack.
+    fn atoms_now(&mut self, pkt: &EtmV4Packet) -> DatapathResp {
+        let index = self.index_curr_pkt;
+        let mut atoms = pkt.atoms;
+        let num_req = atoms.num as i64;
+        self.curr_spec_depth += num_req;
+        self.res.commit = num_req;
+        self.state = State::ResolveElements;
+        self.out_stack.reset();
+        match self.commit_atom_run(&mut atoms, index) {
+            Ok(()) => self.curr_spec_depth -= num_req - self.res.commit,
+            Err(Fault::Fatal(_)) => {
+                // Left as the stack would be: the packet's element, whole.
+                self.stack.push_back(P0Elem { atoms: pkt.atoms, ..P0Elem::new(P0Kind::Atom, true, index) });
+                self.no_sync_unreported = self.state == State::NoSync;
+                return DatapathResp::FatalInvalidData;
+            }
+            // The decoder was reset: the packet goes on from there.
+            Err(Fault::Resync) => {}
+        }
+        self.process_packet(pkt)
     }
 
     /// Commits the oldest atoms of `atoms` that need nothing but a
@@ -1745,6 +1780,15 @@ impl PacketDecoder for EtmV4Decoder {
     fn on_packet(&mut self, index: TrcIndex, pkt: &EtmV4Packet) -> DatapathResp {
         self.index_curr_pkt = index;
         self.sync_memory();
+        if self.state == State::DecodePackets
+            && pkt.pkt_type.is_atom()
+            && pkt.atoms.num > 0
+            && self.stack.is_empty()
+            && self.curr_spec_depth == self.max_spec_depth
+            && !self.res.pending()
+        {
+            return self.atoms_now(pkt);
+        }
         self.process_packet(pkt)
     }
     fn on_eot(&mut self) -> DatapathResp {
