@@ -249,6 +249,25 @@ impl Walker {
         None
     }
 
+    /// The remembered block from `addr` in `isa` and `space` that ends at
+    /// a waypoint: its instruction count and the state its last
+    /// instruction left (`instr_addr` is the address after it). For the
+    /// atom fast path: the caller makes sure the classifier carries no
+    /// state, as [`remembered`](Self::remembered) does.
+    #[inline]
+    pub fn waypoint_block(&self, addr: u64, isa: Isa, space: MemSpace) -> Option<(u32, &InstrInfo)> {
+        let b = self.blocks.get(Self::slot(addr, isa, space))?;
+        if b.generation == self.generation
+            && b.start == addr
+            && b.isa == isa
+            && b.space == space.bits()
+            && b.walked.end == WalkEnd::Waypoint
+        {
+            return Some((b.walked.num, &b.after));
+        }
+        None
+    }
+
     /// Walks from `instr.instr_addr` to the next waypoint, as far as the
     /// memory image goes.
     #[inline]

@@ -837,16 +837,7 @@ impl EtmV4Decoder {
                 // atoms change.
                 let (index, mut atoms) = (front.index, front.atoms);
                 err_idx = index;
-                while atoms.num > 0 && self.res.commit > 0 {
-                    let taken = atoms.en_bits & 1 != 0;
-                    atoms.num -= 1;
-                    atoms.en_bits >>= 1;
-                    self.return_stack_pop()?;
-                    if !self.need_ctxt && !self.need_addr {
-                        self.process_atom(taken, index)?;
-                    }
-                    self.res.commit -= 1;
-                }
+                self.commit_atom_run(&mut atoms, index)?;
                 if atoms.num > 0 {
                     if let Some(f) = self.stack.front_mut() {
                         f.atoms = atoms;
@@ -948,6 +939,155 @@ impl EtmV4Decoder {
         }
         self.curr_spec_depth -= num_req - self.res.commit;
         Ok(())
+    }
+
+    /// Commits atoms of `atoms` (oldest first) while commits are due; what
+    /// is left of `atoms` stays with the caller. On an error `atoms` is
+    /// part consumed and the caller leaves its stack element unchanged.
+    #[inline(always)]
+    fn commit_atom_run(&mut self, atoms: &mut Atoms, index: TrcIndex) -> Step {
+        while atoms.num > 0 && self.res.commit > 0 {
+            if self.commit_atoms_fast(atoms, index) {
+                continue;
+            }
+            let taken = atoms.en_bits & 1 != 0;
+            atoms.num -= 1;
+            atoms.en_bits >>= 1;
+            self.return_stack_pop()?;
+            if !self.need_ctxt && !self.need_addr {
+                self.process_atom(taken, index)?;
+            }
+            self.res.commit -= 1;
+        }
+        Ok(())
+    }
+
+    /// An atom packet that is committed as it arrives: the speculation
+    /// depth is at its maximum with nothing else outstanding (always so
+    /// when TRCIDR8.MAXSPEC is 0, as on most cores). Does what pushing it
+    /// and resolving the stack would, without the stack.
+    fn atoms_now(&mut self, pkt: &EtmV4Packet) -> DatapathResp {
+        let index = self.index_curr_pkt;
+        let mut atoms = pkt.atoms;
+        let num_req = atoms.num as i64;
+        self.curr_spec_depth += num_req;
+        self.res.commit = num_req;
+        self.state = State::ResolveElements;
+        self.out_stack.reset();
+        match self.commit_atom_run(&mut atoms, index) {
+            Ok(()) => self.curr_spec_depth -= num_req - self.res.commit,
+            Err(Fault::Fatal(_)) => {
+                // Left as the stack would be: the packet's element, whole.
+                self.stack.push_back(P0Elem { atoms: pkt.atoms, ..P0Elem::new(P0Kind::Atom, true, index) });
+                self.no_sync_unreported = self.state == State::NoSync;
+                return DatapathResp::FatalInvalidData;
+            }
+            // The decoder was reset: the packet goes on from there.
+            Err(Fault::Resync) => {}
+        }
+        self.process_packet(pkt)
+    }
+
+    /// Commits the oldest atoms of `atoms` that need nothing but a
+    /// remembered block ending at a waypoint (within the range limit), no
+    /// return-stack pop, and no check that could fail: the common case,
+    /// without the general walk's calls and copies. Returns whether it
+    /// committed any; the caller takes the next atom the general way. It
+    /// leaves the state [`process_atom`](Self::process_atom) would.
+    #[inline(always)]
+    fn commit_atoms_fast(&mut self, atoms: &mut Atoms, index: TrcIndex) -> bool {
+        if self.need_ctxt || self.need_addr || self.ret_stack.pop_pending() || self.mem.is_none() {
+            return false;
+        }
+        let carried = match self.carried {
+            Some(c) => c,
+            None => {
+                let c = self.instr_dec.borrow().carried_state();
+                self.carried = Some(c);
+                c
+            }
+        };
+        if carried != 0 {
+            return false;
+        }
+        let limit = self.options.instr_range_limit;
+        let n_check = self.options.direct_br_cond || self.options.strict_br_cond;
+        let strict = self.options.strict_br_cond;
+        let range_cont = self.options.range_cont;
+        let ete = self.cfg.is_ete();
+        let space = self.space;
+        let (mut addr, mut isa) = (self.instr.instr_addr, self.instr.isa);
+        let mut last: Option<&InstrInfo> = None;
+        while atoms.num > 0 && self.res.commit > 0 {
+            let Some((num, a)) = self.code.waypoint_block(addr, isa, space) else { break };
+            if limit != 0 && num > limit {
+                break;
+            }
+            if range_cont && self.next_range_check.is_some_and(|expect| expect != addr) {
+                break;
+            }
+            let taken = atoms.en_bits & 1 != 0;
+            let next = a.instr_addr;
+            let mut to = next;
+            match a.instr_type {
+                InstrType::Branch => {
+                    if taken {
+                        to = a.branch_addr;
+                        if a.is_link {
+                            self.ret_stack.push(next, a.isa);
+                        }
+                    } else if n_check && !a.is_conditional {
+                        break;
+                    }
+                }
+                InstrType::BranchIndirect => {
+                    if taken {
+                        if ete && a.sub_type == InstrSubType::V8Eret {
+                            break;
+                        }
+                        self.need_addr = true;
+                        if a.is_link {
+                            self.ret_stack.push(next, a.isa);
+                        }
+                        self.ret_stack.set_pop_pending();
+                    } else if strict && !a.is_conditional {
+                        break;
+                    }
+                }
+                _ => {}
+            }
+            self.out_stack.add(index);
+            let o = self.out_stack.cur();
+            o.set_type(ElemType::InstrRange);
+            o.last_instr_exec = taken;
+            o.last_i_type = a.instr_type;
+            o.last_i_subtype = a.sub_type;
+            o.last_instr_sz = a.instr_size;
+            o.isa = a.isa;
+            o.last_instr_cond = a.is_conditional;
+            o.st_addr = addr;
+            o.en_addr = next;
+            o.num_instr_range = num;
+            self.next_range_check = if taken { None } else { Some(next) };
+            isa = if taken { a.next_isa } else { a.isa };
+            addr = to;
+            last = Some(a);
+            atoms.num -= 1;
+            atoms.en_bits >>= 1;
+            self.res.commit -= 1;
+            if self.need_addr {
+                break;
+            }
+        }
+        match last {
+            Some(a) => {
+                self.instr = *a;
+                self.instr.instr_addr = addr;
+                self.instr.isa = isa;
+                true
+            }
+            None => false,
+        }
     }
 
     fn return_stack_pop(&mut self) -> Step {
@@ -1640,6 +1780,15 @@ impl PacketDecoder for EtmV4Decoder {
     fn on_packet(&mut self, index: TrcIndex, pkt: &EtmV4Packet) -> DatapathResp {
         self.index_curr_pkt = index;
         self.sync_memory();
+        if self.state == State::DecodePackets
+            && pkt.pkt_type.is_atom()
+            && pkt.atoms.num > 0
+            && self.stack.is_empty()
+            && self.curr_spec_depth == self.max_spec_depth
+            && !self.res.pending()
+        {
+            return self.atoms_now(pkt);
+        }
         self.process_packet(pkt)
     }
     fn on_eot(&mut self) -> DatapathResp {
