@@ -99,14 +99,71 @@ fn build_show_query_and_decode_from_the_index() {
     assert!(ok(&["show", d, "--index", elsewhere.to_str().unwrap()]).contains("blocks of 64 bytes"));
 }
 
+/// `(instruction ranges, instructions)` of the full decode, from the
+/// lister's element lines.
+fn lister_instructions(dir: &str) -> (u64, u64) {
+    let out = Command::new(env!("CARGO_BIN_EXE_trc_pkt_lister")).args(["-ss_dir", dir, "-decode", "-no_time_print", "-logstdout"]).output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let ranges: Vec<u64> = text
+        .lines()
+        .filter(|l| l.contains("OCSD_GEN_TRC_ELEM_INSTR_RANGE"))
+        .map(|l| {
+            let n = &l[l.find("num_i(").unwrap() + 6..];
+            n[..n.find(')').unwrap()].parse().unwrap()
+        })
+        .collect();
+    (ranges.len() as u64, ranges.iter().sum())
+}
+
+/// The `total:` line's numbers.
+fn totals(text: &str) -> Vec<u64> {
+    let line = text.lines().find(|l| l.starts_with("total:")).unwrap_or_else(|| panic!("{text}"));
+    line.split(|c: char| !c.is_ascii_digit()).filter_map(|w| w.parse().ok()).collect()
+}
+
+#[test]
+fn count_splits_each_stream_over_threads() {
+    let dir = snapshot("trc-index-count");
+    let d = dir.to_str().unwrap();
+    ok(&["build", d]);
+    let (ranges, instructions) = lister_instructions(d);
+    assert!(instructions > 5000, "{instructions}");
+    // One piece per ID: the serial decode's counts (both streams start
+    // with a sync point).
+    let one = ok(&["count", d, "--pieces", "1", "--threads", "2"]);
+    assert!(one.starts_with("# pieces: 2, threads: 2, decoded in "), "{one}");
+    assert_eq!(totals(&one)[1..], [ranges, instructions], "{one}");
+    // Three pieces per ID on two threads: the pieces chain, and their
+    // instructions add up to the serial decode's.
+    let three = ok(&["count", d, "--pieces", "3", "--threads", "2", "--ids", "0x13"]);
+    let rows: Vec<Vec<u64>> = three
+        .lines()
+        .filter(|l| l.starts_with("0x13 bytes "))
+        .map(|l| l["0x13 bytes ".len()..].split(|c: char| !c.is_ascii_digit()).filter_map(|w| w.parse().ok()).collect())
+        .collect();
+    assert_eq!(rows.len(), 3, "{three}");
+    assert!(rows.windows(2).all(|w| w[0][1] == w[1][0]), "{three}");
+    let sum: u64 = rows.iter().map(|r| r[4]).sum();
+    let total = three.lines().find(|l| l.starts_with("0x13 total: ")).unwrap();
+    assert!(total.ends_with(&format!(" {sum} instructions")), "{three}");
+    // The same instructions as one piece (each piece adds elements of
+    // its own: the decoder's start).
+    let serial = ok(&["count", d, "--pieces", "1", "--threads", "1", "--ids", "0x13"]);
+    let ranges_and_instructions = &total[total.find(", ").unwrap()..];
+    assert!(serial.contains(ranges_and_instructions), "{serial}\n{three}");
+    let out = run(&["count", d, "--ids", "0x22"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("trace ID 0x22 has no indexed sync point"));
+}
+
 #[test]
 fn help_version_and_usage_errors() {
     let help = ok(&["--help"]);
-    for cmd in ["build", "show", "query", "decode", "correlate"] {
+    for cmd in ["build", "show", "query", "decode", "correlate", "count"] {
         assert!(help.contains(cmd), "{help}");
     }
     assert!(ok(&["--version"]).starts_with("trc_index "));
-    for bad in [&["show"][..], &["frobnicate"], &["query", "x", "syncs", "--id", "0x99"], &["decode", "x", "--id", "1", "--from", "3"]] {
+    for bad in [&["show"][..], &["frobnicate"], &["query", "x", "syncs", "--id", "0x99"], &["decode", "x", "--id", "1", "--from", "3"], &["count", "x", "--threads", "0"]] {
         let out = run(bad);
         assert_eq!(out.status.code(), Some(2), "{bad:?}");
         assert!(out.stdout.is_empty());
