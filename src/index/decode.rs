@@ -244,30 +244,39 @@ pub fn decode_window(ix: &CaptureIndex, data: &[u8], id: u8, window: Window, tre
 /// The sink of a piece of a split decode: folds each element whose index
 /// is in the piece's range straight into the piece's result, as the
 /// decoder hands its runs on (no copy of the element, no call per element
-/// through a pointer).
-struct FoldSink<R, F> {
-    acc: Shared<R>,
+/// through a pointer). The sink owns the result while the tree decodes
+/// and hands it over when the tree drops it: no lock per run.
+struct FoldSink<R: Default, F> {
+    acc: R,
     fold: Arc<F>,
     from: TrcIndex,
-    to: TrcIndex,
+    /// `to - from`: an index is in the piece when `index - from`
+    /// (wrapping) is below it.
+    len: u64,
+    done: Shared<Option<R>>,
+}
+
+impl<R: Default, F> Drop for FoldSink<R, F> {
+    fn drop(&mut self) {
+        *self.done.borrow_mut() = Some(std::mem::take(&mut self.acc));
+    }
 }
 
 impl<R, F> TrcGenElemIn for FoldSink<R, F>
 where
-    R: Send,
+    R: Default + Send,
     F: Fn(&mut R, TrcIndex, &TraceElement) + Send + Sync,
 {
     fn trace_elem_in(&mut self, index: TrcIndex, _trace_id: u8, elem: &TraceElement) -> DatapathResp {
-        if index >= self.from && index < self.to {
-            (self.fold)(&mut self.acc.borrow_mut(), index, elem);
+        if index.wrapping_sub(self.from) < self.len {
+            (self.fold)(&mut self.acc, index, elem);
         }
         DatapathResp::Cont
     }
     fn trace_elems_in(&mut self, _trace_id: u8, elems: &[(TrcIndex, TraceElement)]) -> (DatapathResp, usize) {
-        let mut acc = self.acc.borrow_mut();
         for (index, elem) in elems {
-            if *index >= self.from && *index < self.to {
-                (self.fold)(&mut acc, *index, elem);
+            if index.wrapping_sub(self.from) < self.len {
+                (self.fold)(&mut self.acc, *index, elem);
             }
         }
         (DatapathResp::Cont, elems.len())
@@ -280,13 +289,15 @@ where
     R: Default + Send + 'static,
     F: Fn(&mut R, TrcIndex, &TraceElement) + Send + Sync + 'static,
 {
-    let acc = shared(R::default());
-    tree.set_gen_elem_out(Box::new(FoldSink { acc: acc.clone(), fold: fold.clone(), from: piece.start, to: piece.end }));
+    let done = shared(None);
+    let sink = FoldSink { acc: R::default(), fold: fold.clone(), from: piece.start, len: piece.end.saturating_sub(piece.start), done: done.clone() };
+    tree.set_gen_elem_out(Box::new(sink));
     // Nothing is collected: the whole piece goes in at once.
     feed_range(ix, data, piece.id, piece.start, piece.end, &mut tree, usize::MAX, &mut || {})?;
-    // The tree holds the sink's handle on the result; the result is taken.
+    // Dropping the tree drops the sink, which hands the result over.
     drop(tree);
-    Ok(std::mem::take(&mut *acc.borrow_mut()))
+    let acc = done.borrow_mut().take();
+    acc.ok_or_else(|| Error::code(ErrCode::Fail, "a piece's result was not handed over"))
 }
 
 /// Decodes `pieces` on up to `threads` worker threads, the largest pieces
