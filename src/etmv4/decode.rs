@@ -292,6 +292,9 @@ impl OutStack {
 /// stack stays a few hundred kilobytes whatever the register says.
 pub const SPEC_DEPTH_LIMIT: u32 = 1 << 14;
 
+/// Most elements held for a run of atom packets before they are sent.
+const HELD_MAX: usize = 256;
+
 /// Unseen speculative elements accepted beyond the maximum depth.
 const MAX_UNSEEN_EXTRA: i64 = 256;
 
@@ -966,6 +969,11 @@ impl EtmV4Decoder {
     /// depth is at its maximum with nothing else outstanding (always so
     /// when TRCIDR8.MAXSPEC is 0, as on most cores). Does what pushing it
     /// and resolving the stack would, without the stack.
+    ///
+    /// When the packet processor says the next packet is an atom packet
+    /// too, with nothing to show between them, the elements are held and
+    /// sent with that packet's: one send for a run of atom packets. Held
+    /// elements never outlive the processor's block of data.
     fn atoms_now(&mut self, pkt: &EtmV4Packet) -> DatapathResp {
         let index = self.index_curr_pkt;
         let mut atoms = pkt.atoms;
@@ -973,19 +981,47 @@ impl EtmV4Decoder {
         self.curr_spec_depth += num_req;
         self.res.commit = num_req;
         self.state = State::ResolveElements;
-        self.out_stack.reset();
+        self.no_sync_unreported = false;
+        if self.out_stack.to_send == 0 {
+            self.out_stack.reset();
+        } else if !(self.commit_atoms_fast(&mut atoms, index) && atoms.num == 0) {
+            // Elements held from earlier packets: only the fast path, which
+            // cannot fail, adds to them. The rest needs the general walk,
+            // whose errors reset the output: send what is held first.
+            while self.out_stack.to_send > 0 {
+                let resp = self.out_stack.send(&self.out, self.trace_id);
+                if !resp.is_cont() {
+                    // The sink waits: the atoms left are committed from
+                    // the stack at the flush, as any resolution would be.
+                    self.curr_spec_depth -= num_req - atoms.num as i64;
+                    self.stack.push_back(P0Elem { atoms, ..P0Elem::new(P0Kind::Atom, true, index) });
+                    return resp;
+                }
+            }
+        }
         match self.commit_atom_run(&mut atoms, index) {
             Ok(()) => self.curr_spec_depth -= num_req - self.res.commit,
             Err(Fault::Fatal(_)) => {
                 // Left as the stack would be: the packet's element, whole.
                 self.stack.push_back(P0Elem { atoms: pkt.atoms, ..P0Elem::new(P0Kind::Atom, true, index) });
-                self.no_sync_unreported = self.state == State::NoSync;
                 return DatapathResp::FatalInvalidData;
             }
             // The decoder was reset: the packet goes on from there.
-            Err(Fault::Resync) => {}
+            Err(Fault::Resync) => return self.process_packet(pkt),
         }
-        self.process_packet(pkt)
+        if pkt.atom_run_continues && self.out_stack.to_send < HELD_MAX && self.res.commit == 0 {
+            self.state = State::DecodePackets;
+            return DatapathResp::Cont;
+        }
+        // What resolve_elements does next: send, then decode on.
+        while self.out_stack.to_send > 0 {
+            let resp = self.out_stack.send(&self.out, self.trace_id);
+            if !resp.is_cont() {
+                return resp;
+            }
+        }
+        self.state = State::DecodePackets;
+        DatapathResp::Cont
     }
 
     /// Commits the oldest atoms of `atoms` that need nothing but a
@@ -1016,17 +1052,18 @@ impl EtmV4Decoder {
         let range_cont = self.options.range_cont;
         let ete = self.cfg.is_ete();
         let space = self.space;
+        // The loop's state in locals, written back once.
         let (mut addr, mut isa) = (self.instr.instr_addr, self.instr.isa);
+        let (mut en_bits, mut num_atoms, mut commit) = (atoms.en_bits, atoms.num, self.res.commit);
+        let mut next_check = self.next_range_check;
+        let mut need_addr = false;
         let mut last: Option<&InstrInfo> = None;
-        while atoms.num > 0 && self.res.commit > 0 {
+        while num_atoms > 0 && commit > 0 {
             let Some((num, a)) = self.code.waypoint_block(addr, isa, space) else { break };
-            if limit != 0 && num > limit {
+            if (limit != 0 && num > limit) || (range_cont && next_check.is_some_and(|expect| expect != addr)) {
                 break;
             }
-            if range_cont && self.next_range_check.is_some_and(|expect| expect != addr) {
-                break;
-            }
-            let taken = atoms.en_bits & 1 != 0;
+            let taken = en_bits & 1 != 0;
             let next = a.instr_addr;
             let mut to = next;
             match a.instr_type {
@@ -1045,7 +1082,7 @@ impl EtmV4Decoder {
                         if ete && a.sub_type == InstrSubType::V8Eret {
                             break;
                         }
-                        self.need_addr = true;
+                        need_addr = true;
                         if a.is_link {
                             self.ret_stack.push(next, a.isa);
                         }
@@ -1068,14 +1105,14 @@ impl EtmV4Decoder {
             o.st_addr = addr;
             o.en_addr = next;
             o.num_instr_range = num;
-            self.next_range_check = if taken { None } else { Some(next) };
+            next_check = if taken { None } else { Some(next) };
             isa = if taken { a.next_isa } else { a.isa };
             addr = to;
             last = Some(a);
-            atoms.num -= 1;
-            atoms.en_bits >>= 1;
-            self.res.commit -= 1;
-            if self.need_addr {
+            num_atoms -= 1;
+            en_bits >>= 1;
+            commit -= 1;
+            if need_addr {
                 break;
             }
         }
@@ -1084,6 +1121,10 @@ impl EtmV4Decoder {
                 self.instr = *a;
                 self.instr.instr_addr = addr;
                 self.instr.isa = isa;
+                *atoms = Atoms { en_bits, num: num_atoms };
+                self.res.commit = commit;
+                self.next_range_check = next_check;
+                self.need_addr = need_addr;
                 true
             }
             None => false,
@@ -1789,6 +1830,8 @@ impl PacketDecoder for EtmV4Decoder {
         {
             return self.atoms_now(pkt);
         }
+        // Elements are held only for a next packet that takes the path above.
+        debug_assert!(self.out_stack.to_send == 0 || self.state != State::DecodePackets);
         self.process_packet(pkt)
     }
     fn on_eot(&mut self) -> DatapathResp {
