@@ -142,9 +142,11 @@ impl TrcGenElemIn for ElemRouter {
 }
 
 impl<T: TrcGenElemIn + ?Sized> TrcGenElemIn for Shared<T> {
+    #[inline]
     fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp {
         self.borrow_mut().trace_elem_in(index, trace_id, elem)
     }
+    #[inline]
     fn trace_elems_in(&mut self, trace_id: u8, elems: &[(TrcIndex, TraceElement)]) -> (DatapathResp, usize) {
         self.borrow_mut().trace_elems_in(trace_id, elems)
     }

@@ -191,12 +191,21 @@ impl TrcGenElemIn for GenElemPrinter {
     }
 
     /// Muted, with no forced wait to give and none to report, a run of
-    /// elements is only counted.
+    /// elements is only counted (inline, so the sink's caller does only
+    /// that); otherwise they are printed one by one.
+    #[inline]
     fn trace_elems_in(&mut self, trace_id: u8, elems: &[(TrcIndex, TraceElement)]) -> (DatapathResp, usize) {
         if self.mute && !self.need_ack && self.waits.remaining() == 0 {
             self.count += elems.len() as u64;
             return (DatapathResp::Cont, elems.len());
         }
+        self.elems_one_by_one(trace_id, elems)
+    }
+}
+
+impl GenElemPrinter {
+    #[inline(never)]
+    fn elems_one_by_one(&mut self, trace_id: u8, elems: &[(TrcIndex, TraceElement)]) -> (DatapathResp, usize) {
         crate::interfaces::elems_one_by_one(self, trace_id, elems)
     }
 }

@@ -292,6 +292,9 @@ impl OutStack {
 /// stack stays a few hundred kilobytes whatever the register says.
 pub const SPEC_DEPTH_LIMIT: u32 = 1 << 14;
 
+/// Most elements held for a run of atom packets before they are sent.
+const HELD_MAX: usize = 256;
+
 /// Unseen speculative elements accepted beyond the maximum depth.
 const MAX_UNSEEN_EXTRA: i64 = 256;
 
@@ -367,6 +370,14 @@ pub struct EtmV4Decoder {
     /// read again each time the decoder is entered, and after this
     /// decoder's own classifying outside a walk).
     carried: Option<u8>,
+    /// ETE rather than ETMv4 (from the configuration; asked per atom).
+    ete: bool,
+    /// An M-profile PE (from the configuration).
+    m_profile: bool,
+    /// The previous packet was an atom packet whose elements are held for
+    /// this one, in the same block of data: memory and classifier cannot
+    /// have changed since it was checked.
+    in_atom_run: bool,
     /// End of trace handled (a repeated EOT only sends what is left).
     eot_done: bool,
     /// Sync was lost while resolving a packet whose elements then had to
@@ -417,9 +428,14 @@ impl EtmV4Decoder {
             next_range_check: None,
             code: Walker::new(WalkOptions { a64_opcode_check: ctx.options.aa64_opcode_check, mem_error_is_error: false }),
             carried: None,
+            ete: false,
+            m_profile: false,
+            in_atom_run: false,
             eot_done: false,
             no_sync_unreported: false,
         };
+        d.ete = d.cfg.is_ete();
+        d.m_profile = d.cfg.is_m_profile();
         d.reset_decoder();
         d
     }
@@ -443,6 +459,7 @@ impl EtmV4Decoder {
         self.ete_first_ts_marker = false;
         self.ret_stack.tinfo_wait_addr = false;
         self.no_sync_unreported = false;
+        self.in_atom_run = false;
     }
 
     fn log(&self, sev: Severity, code: ErrCode, index: Option<TrcIndex>, msg: &str) {
@@ -475,7 +492,7 @@ impl EtmV4Decoder {
     }
 
     fn calc_isa(&self, sf: bool, is: u8) -> Isa {
-        if self.cfg.is_m_profile() {
+        if self.m_profile {
             Isa::Thumb2
         } else if sf {
             Isa::Aarch64
@@ -540,7 +557,7 @@ impl EtmV4Decoder {
                         self.do_trace_info(pkt);
                         self.state = State::DecodePackets;
                         self.ret_stack.flush();
-                    } else if self.cfg.is_ete()
+                    } else if self.ete
                         && pkt.pkt_type == PktType::Event
                         && let Err(Fault::Fatal(_)) = self.decode_packet(pkt)
                     {
@@ -657,14 +674,14 @@ impl EtmV4Decoder {
             }
             T::ExceptRtn => {
                 // A P0 element on v7-M only.
-                let v7m = self.cfg.arch.arch == crate::arch::ArchVersion::V7 && self.cfg.is_m_profile();
+                let v7m = self.cfg.arch.arch == crate::arch::ArchVersion::V7 && self.m_profile;
                 self.push(P0Kind::ExceptionRet, v7m);
                 if v7m {
                     self.curr_spec_depth += 1;
                 }
             }
             T::FuncRet => {
-                if self.cfg.is_v8_arch() && self.cfg.is_m_profile() {
+                if self.cfg.is_v8_arch() && self.m_profile {
                     self.push(P0Kind::FuncRet, true);
                     self.curr_spec_depth += 1;
                 }
@@ -963,9 +980,14 @@ impl EtmV4Decoder {
     }
 
     /// An atom packet that is committed as it arrives: the speculation
-    /// depth is at its maximum with nothing else outstanding (always so
-    /// when TRCIDR8.MAXSPEC is 0, as on most cores). Does what pushing it
-    /// and resolving the stack would, without the stack.
+    /// depth is at its maximum with nothing but addresses outstanding
+    /// (always so when TRCIDR8.MAXSPEC is 0, as on most cores). Does what
+    /// pushing it and resolving the stack would, without the stack.
+    ///
+    /// When the packet processor says the next packet is an atom packet
+    /// too, with nothing to show between them, the elements are held and
+    /// sent with that packet's: one send for a run of atom packets. Held
+    /// elements never outlive the processor's block of data.
     fn atoms_now(&mut self, pkt: &EtmV4Packet) -> DatapathResp {
         let index = self.index_curr_pkt;
         let mut atoms = pkt.atoms;
@@ -973,19 +995,56 @@ impl EtmV4Decoder {
         self.curr_spec_depth += num_req;
         self.res.commit = num_req;
         self.state = State::ResolveElements;
-        self.out_stack.reset();
+        self.no_sync_unreported = false;
+        if self.out_stack.to_send == 0 {
+            self.out_stack.reset();
+            // Addresses that came before the atoms are committed first,
+            // as commit_elements would.
+            while let Some(a) = self.stack.pop_front() {
+                self.ret_stack.pop_pending = false;
+                self.ret_stack.tinfo_wait_addr = false;
+                self.set_instr_addr_isa(a.addr, a.addr_is);
+                self.need_addr = false;
+            }
+        } else if !(self.commit_atoms_fast(&mut atoms, index) && atoms.num == 0) {
+            // Elements held from earlier packets: only the fast path, which
+            // cannot fail, adds to them. The rest needs the general walk,
+            // whose errors reset the output: send what is held first.
+            while self.out_stack.to_send > 0 {
+                let resp = self.out_stack.send(&self.out, self.trace_id);
+                if !resp.is_cont() {
+                    // The sink waits: the atoms left are committed from
+                    // the stack at the flush, as any resolution would be.
+                    self.curr_spec_depth -= num_req - atoms.num as i64;
+                    self.stack.push_back(P0Elem { atoms, ..P0Elem::new(P0Kind::Atom, true, index) });
+                    return resp;
+                }
+            }
+        }
         match self.commit_atom_run(&mut atoms, index) {
             Ok(()) => self.curr_spec_depth -= num_req - self.res.commit,
             Err(Fault::Fatal(_)) => {
                 // Left as the stack would be: the packet's element, whole.
                 self.stack.push_back(P0Elem { atoms: pkt.atoms, ..P0Elem::new(P0Kind::Atom, true, index) });
-                self.no_sync_unreported = self.state == State::NoSync;
                 return DatapathResp::FatalInvalidData;
             }
             // The decoder was reset: the packet goes on from there.
-            Err(Fault::Resync) => {}
+            Err(Fault::Resync) => return self.process_packet(pkt),
         }
-        self.process_packet(pkt)
+        if pkt.atom_run_continues && self.out_stack.to_send < HELD_MAX && self.res.commit == 0 {
+            self.state = State::DecodePackets;
+            self.in_atom_run = true;
+            return DatapathResp::Cont;
+        }
+        // What resolve_elements does next: send, then decode on.
+        while self.out_stack.to_send > 0 {
+            let resp = self.out_stack.send(&self.out, self.trace_id);
+            if !resp.is_cont() {
+                return resp;
+            }
+        }
+        self.state = State::DecodePackets;
+        DatapathResp::Cont
     }
 
     /// Commits the oldest atoms of `atoms` that need nothing but a
@@ -1014,19 +1073,20 @@ impl EtmV4Decoder {
         let n_check = self.options.direct_br_cond || self.options.strict_br_cond;
         let strict = self.options.strict_br_cond;
         let range_cont = self.options.range_cont;
-        let ete = self.cfg.is_ete();
+        let ete = self.ete;
         let space = self.space;
+        // The loop's state in locals, written back once.
         let (mut addr, mut isa) = (self.instr.instr_addr, self.instr.isa);
+        let (mut en_bits, mut num_atoms, mut commit) = (atoms.en_bits, atoms.num, self.res.commit);
+        let mut next_check = self.next_range_check;
+        let mut need_addr = false;
         let mut last: Option<&InstrInfo> = None;
-        while atoms.num > 0 && self.res.commit > 0 {
+        while num_atoms > 0 && commit > 0 {
             let Some((num, a)) = self.code.waypoint_block(addr, isa, space) else { break };
-            if limit != 0 && num > limit {
+            if (limit != 0 && num > limit) || (range_cont && next_check.is_some_and(|expect| expect != addr)) {
                 break;
             }
-            if range_cont && self.next_range_check.is_some_and(|expect| expect != addr) {
-                break;
-            }
-            let taken = atoms.en_bits & 1 != 0;
+            let taken = en_bits & 1 != 0;
             let next = a.instr_addr;
             let mut to = next;
             match a.instr_type {
@@ -1045,7 +1105,7 @@ impl EtmV4Decoder {
                         if ete && a.sub_type == InstrSubType::V8Eret {
                             break;
                         }
-                        self.need_addr = true;
+                        need_addr = true;
                         if a.is_link {
                             self.ret_stack.push(next, a.isa);
                         }
@@ -1068,14 +1128,14 @@ impl EtmV4Decoder {
             o.st_addr = addr;
             o.en_addr = next;
             o.num_instr_range = num;
-            self.next_range_check = if taken { None } else { Some(next) };
+            next_check = if taken { None } else { Some(next) };
             isa = if taken { a.next_isa } else { a.isa };
             addr = to;
             last = Some(a);
-            atoms.num -= 1;
-            atoms.en_bits >>= 1;
-            self.res.commit -= 1;
-            if self.need_addr {
+            num_atoms -= 1;
+            en_bits >>= 1;
+            commit -= 1;
+            if need_addr {
                 break;
             }
         }
@@ -1084,6 +1144,10 @@ impl EtmV4Decoder {
                 self.instr = *a;
                 self.instr.instr_addr = addr;
                 self.instr.isa = isa;
+                *atoms = Atoms { en_bits, num: num_atoms };
+                self.res.commit = commit;
+                self.next_range_check = next_check;
+                self.need_addr = need_addr;
                 true
             }
             None => false,
@@ -1387,9 +1451,11 @@ impl EtmV4Decoder {
 
     /// Keeps the walk's remembered blocks in step with the memory (images
     /// added, or memory invalidated for this trace ID): checked once per
-    /// packet, since memory does not change within one.
+    /// packet (or run of atom packets), since memory does not change
+    /// within one.
     fn sync_memory(&mut self) {
         self.carried = None;
+        self.in_atom_run = false;
         if let Some(m) = &self.mem {
             let g = m.borrow().generation(self.trace_id);
             self.code.sync_memory(g);
@@ -1440,7 +1506,7 @@ impl EtmV4Decoder {
                             self.ret_stack.push(next_addr, self.instr.isa);
                         }
                         self.ret_stack.set_pop_pending();
-                        if self.cfg.is_ete() && self.instr.sub_type == InstrSubType::V8Eret {
+                        if self.ete && self.instr.sub_type == InstrSubType::V8Eret {
                             ete_eret = true;
                         }
                     } else if self.options.strict_br_cond && !self.instr.is_conditional {
@@ -1519,7 +1585,7 @@ impl EtmV4Decoder {
             self.out_stack.add(excep_index);
         }
 
-        let tail_chain = self.cfg.is_m_profile() && ret_addr == 0xFFFF_FFFE;
+        let tail_chain = self.m_profile && ret_addr == 0xFFFF_FFFE;
         let mut wp = WpResult::NotFound;
         if self.instr.instr_addr < ret_addr && !tail_chain {
             let mut range_out = false;
@@ -1779,16 +1845,20 @@ impl PacketDecoder for EtmV4Decoder {
     }
     fn on_packet(&mut self, index: TrcIndex, pkt: &EtmV4Packet) -> DatapathResp {
         self.index_curr_pkt = index;
-        self.sync_memory();
+        if !std::mem::take(&mut self.in_atom_run) {
+            self.sync_memory();
+        }
         if self.state == State::DecodePackets
             && pkt.pkt_type.is_atom()
             && pkt.atoms.num > 0
-            && self.stack.is_empty()
+            && self.stack.iter().all(|e| e.kind == P0Kind::Addr)
             && self.curr_spec_depth == self.max_spec_depth
             && !self.res.pending()
         {
             return self.atoms_now(pkt);
         }
+        // Elements are held only for a next packet that takes the path above.
+        debug_assert!(self.out_stack.to_send == 0 || self.state != State::DecodePackets);
         self.process_packet(pkt)
     }
     fn on_eot(&mut self) -> DatapathResp {

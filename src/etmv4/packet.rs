@@ -421,6 +421,11 @@ pub struct EtmV4Packet {
     pub ite_el: u8,
     /// ETE instrumentation packet: the 64-bit value written by the TRCIT instruction.
     pub ite_value: u64,
+    /// An atom packet, sent with no packet monitor attached, whose next
+    /// byte (in the same block of data) is another atom packet: the
+    /// decoder may hold this packet's elements and send them with the
+    /// next one's, as nothing can be shown between the two.
+    pub(crate) atom_run_continues: bool,
 }
 
 impl EtmV4Packet {
@@ -443,6 +448,7 @@ impl EtmV4Packet {
         self.cc_valid = false;
         self.commit_valid = false;
         self.atoms.num = 0;
+        self.atom_run_continues = false;
         self.context.updated = false;
         self.context.updated_c = false;
         self.context.updated_v = false;

@@ -1103,6 +1103,8 @@ impl PacketProcessor for EtmV4PktProc {
                                 self.buf.push(b);
                                 self.processed += 1;
                                 self.p_atom(b);
+                                self.pkt.atom_run_continues = out.mon.is_none()
+                                    && data.get(self.processed).is_some_and(|&n| self.table[n as usize].1 == Parser::Atom);
                                 resp = out.emit(self.packet_index, &self.pkt, &self.buf);
                                 self.init_packet_state();
                                 self.state = State::Header;
