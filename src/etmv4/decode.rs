@@ -249,6 +249,14 @@ impl OutStack {
         self.elems.push((0, TraceElement::default()));
     }
 
+    /// Makes sure there are at least `len` slots.
+    #[inline]
+    fn reserve(&mut self, len: usize) {
+        while self.elems.len() < len {
+            self.grow();
+        }
+    }
+
     #[inline]
     fn add_type(&mut self, index: TrcIndex, t: ElemType) {
         self.add(index);
@@ -1053,7 +1061,7 @@ impl EtmV4Decoder {
     /// without the general walk's calls and copies. Returns whether it
     /// committed any; the caller takes the next atom the general way. It
     /// leaves the state [`process_atom`](Self::process_atom) would.
-    #[inline(always)]
+    #[inline(never)]
     fn commit_atoms_fast(&mut self, atoms: &mut Atoms, index: TrcIndex) -> bool {
         if self.need_ctxt || self.need_addr || self.ret_stack.pop_pending() || self.mem.is_none() {
             return false;
@@ -1069,21 +1077,34 @@ impl EtmV4Decoder {
         if carried != 0 {
             return false;
         }
-        let limit = self.options.instr_range_limit;
+        let limit = match self.options.instr_range_limit {
+            0 => u32::MAX,
+            l => l,
+        };
         let n_check = self.options.direct_br_cond || self.options.strict_br_cond;
         let strict = self.options.strict_br_cond;
         let range_cont = self.options.range_cont;
         let ete = self.ete;
-        let space = self.space;
         // The loop's state in locals, written back once.
         let (mut addr, mut isa) = (self.instr.instr_addr, self.instr.isa);
         let (mut en_bits, mut num_atoms, mut commit) = (atoms.en_bits, atoms.num, self.res.commit);
         let mut next_check = self.next_range_check;
         let mut need_addr = false;
         let mut last: Option<&InstrInfo> = None;
+        // Output slots as OutStack::add hands them out: the current one if
+        // nothing waits to be sent, else the ones after it. Each new range
+        // carries the PE context of the element before it, which no range
+        // changes; its instruction set is the range's own.
+        let out = &mut self.out_stack;
+        let first = if out.to_send > 0 { out.curr + 1 } else { out.curr };
+        out.reserve(first + num_atoms as usize);
+        let context = out.elems[out.curr].1.context;
+        let mut slots = out.elems[first..].iter_mut();
+        let mut made = 0usize;
+        let blocks = self.code.waypoint_blocks(self.space);
         while num_atoms > 0 && commit > 0 {
-            let Some((num, a)) = self.code.waypoint_block(addr, isa, space) else { break };
-            if (limit != 0 && num > limit) || (range_cont && next_check.is_some_and(|expect| expect != addr)) {
+            let Some((num, a)) = blocks.get(addr, isa) else { break };
+            if num > limit || (range_cont && next_check.is_some_and(|expect| expect != addr)) {
                 break;
             }
             let taken = en_bits & 1 != 0;
@@ -1116,8 +1137,9 @@ impl EtmV4Decoder {
                 }
                 _ => {}
             }
-            self.out_stack.add(index);
-            let o = self.out_stack.cur();
+            let Some((idx, o)) = slots.next() else { break };
+            *idx = index;
+            o.context = context;
             o.set_type(ElemType::InstrRange);
             o.last_instr_exec = taken;
             o.last_i_type = a.instr_type;
@@ -1128,6 +1150,7 @@ impl EtmV4Decoder {
             o.st_addr = addr;
             o.en_addr = next;
             o.num_instr_range = num;
+            made += 1;
             next_check = if taken { None } else { Some(next) };
             isa = if taken { a.next_isa } else { a.isa };
             addr = to;
@@ -1141,6 +1164,8 @@ impl EtmV4Decoder {
         }
         match last {
             Some(a) => {
+                self.out_stack.curr = first + made - 1;
+                self.out_stack.to_send += made;
                 self.instr = *a;
                 self.instr.instr_addr = addr;
                 self.instr.isa = isa;
@@ -1848,12 +1873,12 @@ impl PacketDecoder for EtmV4Decoder {
         if !std::mem::take(&mut self.in_atom_run) {
             self.sync_memory();
         }
-        if self.state == State::DecodePackets
+        if pkt.atoms.num > 0
             && pkt.pkt_type.is_atom()
-            && pkt.atoms.num > 0
-            && self.stack.iter().all(|e| e.kind == P0Kind::Addr)
+            && self.state == State::DecodePackets
             && self.curr_spec_depth == self.max_spec_depth
             && !self.res.pending()
+            && (self.stack.is_empty() || self.stack.iter().all(|e| e.kind == P0Kind::Addr))
         {
             return self.atoms_now(pkt);
         }

@@ -1099,13 +1099,26 @@ impl PacketProcessor for EtmV4PktProc {
                             self.parser = p;
                             if p == Parser::Atom {
                                 // Atom packets, most of the trace, are one
-                                // byte: parsed and sent straight away.
-                                self.buf.push(b);
-                                self.processed += 1;
-                                self.p_atom(b);
-                                self.pkt.atom_run_continues = out.mon.is_none()
-                                    && data.get(self.processed).is_some_and(|&n| self.table[n as usize].1 == Parser::Atom);
-                                resp = out.emit(self.packet_index, &self.pkt, &self.buf);
+                                // byte: a run of them is parsed and sent
+                                // here. Between two of them the packet's
+                                // one-packet fields stay clear (an atom
+                                // packet sets only its atoms).
+                                let no_mon = out.mon.is_none();
+                                let mut b = b;
+                                loop {
+                                    self.processed += 1;
+                                    self.p_atom(b);
+                                    let next = data.get(self.processed).copied().filter(|&n| self.table[n as usize].1 == Parser::Atom);
+                                    self.pkt.atom_run_continues = no_mon && next.is_some();
+                                    resp = out.emit(self.packet_index, &self.pkt, std::slice::from_ref(&b));
+                                    let Some(n) = next else { break };
+                                    if !resp.is_cont() {
+                                        break;
+                                    }
+                                    b = n;
+                                    self.packet_index = index + self.processed as u64;
+                                    self.pkt.pkt_type = self.table[b as usize].0;
+                                }
                                 self.init_packet_state();
                                 self.state = State::Header;
                                 continue;
