@@ -1077,53 +1077,49 @@ impl EtmV4Decoder {
         if carried != 0 {
             return false;
         }
+        // Consistency checks that can fail are left to the general path.
+        if self.options.direct_br_cond || self.options.strict_br_cond || self.options.range_cont {
+            return false;
+        }
         let limit = match self.options.instr_range_limit {
             0 => u32::MAX,
             l => l,
         };
-        let n_check = self.options.direct_br_cond || self.options.strict_br_cond;
-        let strict = self.options.strict_br_cond;
-        let range_cont = self.options.range_cont;
-        let ete = self.ete;
         // The loop's state in locals, written back once.
         let (mut addr, mut isa) = (self.instr.instr_addr, self.instr.isa);
-        let (mut en_bits, mut num_atoms, mut commit) = (atoms.en_bits, atoms.num, self.res.commit);
-        let mut next_check = self.next_range_check;
+        let mut en_bits = atoms.en_bits;
         let mut need_addr = false;
-        let mut last: Option<&InstrInfo> = None;
+        let mut last: Option<(&InstrInfo, bool)> = None;
         // Output slots as OutStack::add hands them out: the current one if
-        // nothing waits to be sent, else the ones after it. Each new range
-        // carries the PE context of the element before it, which no range
-        // changes; its instruction set is the range's own.
+        // nothing waits to be sent, else the ones after it, one per atom
+        // this call may commit. Each new range carries the PE context of
+        // the element before it, which no range changes; its instruction
+        // set is the range's own.
+        let n = (atoms.num as i64).min(self.res.commit).max(0) as usize;
         let out = &mut self.out_stack;
         let first = if out.to_send > 0 { out.curr + 1 } else { out.curr };
-        out.reserve(first + num_atoms as usize);
+        out.reserve(first + n);
         let context = out.elems[out.curr].1.context;
-        let mut slots = out.elems[first..].iter_mut();
         let mut made = 0usize;
         let blocks = self.code.waypoint_blocks(self.space);
-        while num_atoms > 0 && commit > 0 {
+        for (idx, o) in &mut out.elems[first..first + n] {
             let Some((num, a)) = blocks.get(addr, isa) else { break };
-            if num > limit || (range_cont && next_check.is_some_and(|expect| expect != addr)) {
+            if num > limit {
                 break;
             }
             let taken = en_bits & 1 != 0;
             let next = a.instr_addr;
             let mut to = next;
-            match a.instr_type {
-                InstrType::Branch => {
-                    if taken {
+            if taken {
+                match a.instr_type {
+                    InstrType::Branch => {
                         to = a.branch_addr;
                         if a.is_link {
                             self.ret_stack.push(next, a.isa);
                         }
-                    } else if n_check && !a.is_conditional {
-                        break;
                     }
-                }
-                InstrType::BranchIndirect => {
-                    if taken {
-                        if ete && a.sub_type == InstrSubType::V8Eret {
+                    InstrType::BranchIndirect => {
+                        if self.ete && a.sub_type == InstrSubType::V8Eret {
                             break;
                         }
                         need_addr = true;
@@ -1131,13 +1127,10 @@ impl EtmV4Decoder {
                             self.ret_stack.push(next, a.isa);
                         }
                         self.ret_stack.set_pop_pending();
-                    } else if strict && !a.is_conditional {
-                        break;
                     }
+                    _ => {}
                 }
-                _ => {}
             }
-            let Some((idx, o)) = slots.next() else { break };
             *idx = index;
             o.context = context;
             o.set_type(ElemType::InstrRange);
@@ -1151,32 +1144,26 @@ impl EtmV4Decoder {
             o.en_addr = next;
             o.num_instr_range = num;
             made += 1;
-            next_check = if taken { None } else { Some(next) };
             isa = if taken { a.next_isa } else { a.isa };
             addr = to;
-            last = Some(a);
-            num_atoms -= 1;
             en_bits >>= 1;
-            commit -= 1;
+            last = Some((a, taken));
             if need_addr {
                 break;
             }
         }
-        match last {
-            Some(a) => {
-                self.out_stack.curr = first + made - 1;
-                self.out_stack.to_send += made;
-                self.instr = *a;
-                self.instr.instr_addr = addr;
-                self.instr.isa = isa;
-                *atoms = Atoms { en_bits, num: num_atoms };
-                self.res.commit = commit;
-                self.next_range_check = next_check;
-                self.need_addr = need_addr;
-                true
-            }
-            None => false,
-        }
+        let Some((a, taken)) = last else { return false };
+        self.out_stack.curr = first + made - 1;
+        self.out_stack.to_send += made;
+        self.instr = *a;
+        self.instr.instr_addr = addr;
+        self.instr.isa = isa;
+        *atoms = Atoms { en_bits, num: atoms.num - made as u8 };
+        self.res.commit -= made as i64;
+        // A not-taken range continues at the address after it.
+        self.next_range_check = if taken { None } else { Some(addr) };
+        self.need_addr = need_addr;
+        true
     }
 
     fn return_stack_pop(&mut self) -> Step {
