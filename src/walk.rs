@@ -137,14 +137,42 @@ impl CodeCache {
 /// One remembered block.
 #[derive(Clone, Copy)]
 struct Block {
-    /// Walk generation the entry belongs to; 0 never matches.
-    generation: u32,
     start: u64,
-    isa: Isa,
-    space: u8,
+    /// Walk generation (0 never matches), instruction set and memory space
+    /// of the entry in one word, so a look-up is two compares; and, in
+    /// bit 0, whether the walk ended at a waypoint.
+    tag: u64,
     walked: Walked,
     /// The instruction state the walk left.
     after: InstrInfo,
+}
+
+/// Remembered blocks ending at a waypoint, in one generation and memory
+/// space: see [`Walker::waypoint_blocks`].
+pub(crate) struct WaypointBlocks<'a> {
+    blocks: &'a [Block],
+    /// The tag of a matching block, with the instruction set bits clear
+    /// (`Isa::Arm` is 0).
+    tag: u64,
+}
+
+impl<'a> WaypointBlocks<'a> {
+    /// The block from `addr` in `isa`: its instruction count and the state
+    /// its last instruction left (`instr_addr` is the address after it).
+    #[inline(always)]
+    pub fn get(&self, addr: u64, isa: Isa) -> Option<(u32, &'a InstrInfo)> {
+        let b = self.blocks.get(Walker::slot(addr))?;
+        (b.start == addr && b.tag == self.tag | (isa as u64) << 16).then_some((b.walked.num, &b.after))
+    }
+}
+
+// `WaypointBlocks::tag` relies on it.
+const _: () = assert!(Isa::Arm as u64 == 0);
+
+/// A block's tag without its waypoint bit.
+#[inline]
+fn block_tag(generation: u32, isa: Isa, space: MemSpace) -> u64 {
+    (generation as u64) << 32 | (isa as u64) << 16 | (space.bits() as u64) << 8
 }
 
 /// Blocks remembered per decoder. Direct-mapped: a colliding block
@@ -172,14 +200,12 @@ impl Walker {
 
     /// An unused slot (generation 0 never matches).
     fn empty_block() -> Block {
-        Block {
-            generation: 0,
-            start: 0,
-            isa: Isa::Arm,
-            space: 0,
-            walked: Walked { num: 0, end: WalkEnd::Nacc },
-            after: InstrInfo::default(),
-        }
+        Block { start: 0, tag: 0, walked: Walked { num: 0, end: WalkEnd::Nacc }, after: InstrInfo::default() }
+    }
+
+    fn block(&self, start: u64, isa: Isa, space: MemSpace, walked: Walked, after: InstrInfo) -> Block {
+        let tag = block_tag(self.generation, isa, space) | (walked.end == WalkEnd::Waypoint) as u64;
+        Block { start, tag, walked, after }
     }
 
     /// Forgets all cached code and blocks (memory may have changed).
@@ -189,7 +215,7 @@ impl Walker {
         if self.generation == 1 {
             // Wrapped: old entries could match again.
             for b in &mut self.blocks {
-                b.generation = 0;
+                b.tag = 0;
             }
         }
     }
@@ -211,11 +237,12 @@ impl Walker {
     }
 
     #[inline]
-    fn slot(addr: u64, isa: Isa, space: MemSpace) -> usize {
+    fn slot(addr: u64) -> usize {
         // Fibonacci hashing: instruction addresses are 2- or 4-aligned
-        // and clustered; the multiply spreads them over every slot.
-        let k = addr ^ ((isa as u64) << 56) ^ ((space.bits() as u64) << 48);
-        (k.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - BLOCKS.trailing_zeros())) as usize
+        // and clustered; the multiply spreads them over every slot. The
+        // same address in another instruction set or memory space is rare
+        // enough to share its slot.
+        (addr.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - BLOCKS.trailing_zeros())) as usize
     }
 
     /// Drops the remembered blocks if the memory's
@@ -236,36 +263,21 @@ impl Walker {
     /// memory generation in step ([`sync_memory`](Self::sync_memory)).
     #[inline]
     pub fn remembered(&mut self, instr: &mut InstrInfo, space: MemSpace, carried: u8) -> Option<Walked> {
-        let b = self.blocks.get(Self::slot(instr.instr_addr, instr.isa, space))?;
-        if b.generation == self.generation
-            && b.start == instr.instr_addr
-            && b.isa == instr.isa
-            && b.space == space.bits()
-            && carried == 0
-        {
+        let b = self.blocks.get(Self::slot(instr.instr_addr))?;
+        if b.start == instr.instr_addr && b.tag & !1 == block_tag(self.generation, instr.isa, space) && carried == 0 {
             *instr = b.after;
             return Some(b.walked);
         }
         None
     }
 
-    /// The remembered block from `addr` in `isa` and `space` that ends at
-    /// a waypoint: its instruction count and the state its last
-    /// instruction left (`instr_addr` is the address after it). For the
-    /// atom fast path: the caller makes sure the classifier carries no
-    /// state, as [`remembered`](Self::remembered) does.
+    /// The remembered blocks of `space` that end at a waypoint, for a run
+    /// of look-ups (the atom fast path): the caller makes sure the
+    /// classifier carries no state, as [`remembered`](Self::remembered)
+    /// does.
     #[inline]
-    pub fn waypoint_block(&self, addr: u64, isa: Isa, space: MemSpace) -> Option<(u32, &InstrInfo)> {
-        let b = self.blocks.get(Self::slot(addr, isa, space))?;
-        if b.generation == self.generation
-            && b.start == addr
-            && b.isa == isa
-            && b.space == space.bits()
-            && b.walked.end == WalkEnd::Waypoint
-        {
-            return Some((b.walked.num, &b.after));
-        }
-        None
+    pub fn waypoint_blocks(&self, space: MemSpace) -> WaypointBlocks<'_> {
+        WaypointBlocks { blocks: &self.blocks, tag: block_tag(self.generation, Isa::Arm, space) | 1 }
     }
 
     /// Walks from `instr.instr_addr` to the next waypoint, as far as the
@@ -283,7 +295,7 @@ impl Walker {
         if let Some(w) = self.remembered(instr, space, dec.carried_state()) {
             return w;
         }
-        let slot = Self::slot(instr.instr_addr, instr.isa, space);
+        let slot = Self::slot(instr.instr_addr);
         self.walk_block(mem, dec, instr, trace_id, space, slot)
     }
 
@@ -334,17 +346,15 @@ impl Walker {
             if self.blocks.is_empty() {
                 self.blocks = vec![Self::empty_block(); BLOCKS];
             }
-            let g = self.generation;
             for &(at, before) in &passed {
                 let num = walked.num - before;
                 if num > 0 {
-                    let w = Walked { num, end: walked.end };
-                    let b = Block { generation: g, start: at, isa, space: space.bits(), walked: w, after: *instr };
-                    self.blocks[Self::slot(at, isa, space)] = b;
+                    let b = self.block(at, isa, space, Walked { num, end: walked.end }, *instr);
+                    self.blocks[Self::slot(at)] = b;
                 }
             }
             if from_clean {
-                self.blocks[slot] = Block { generation: g, start, isa, space: space.bits(), walked, after: *instr };
+                self.blocks[slot] = self.block(start, isa, space, walked, *instr);
             }
         }
         self.passed = passed;

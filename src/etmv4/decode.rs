@@ -249,6 +249,14 @@ impl OutStack {
         self.elems.push((0, TraceElement::default()));
     }
 
+    /// Makes sure there are at least `len` slots.
+    #[inline]
+    fn reserve(&mut self, len: usize) {
+        while self.elems.len() < len {
+            self.grow();
+        }
+    }
+
     #[inline]
     fn add_type(&mut self, index: TrcIndex, t: ElemType) {
         self.add(index);
@@ -1053,7 +1061,7 @@ impl EtmV4Decoder {
     /// without the general walk's calls and copies. Returns whether it
     /// committed any; the caller takes the next atom the general way. It
     /// leaves the state [`process_atom`](Self::process_atom) would.
-    #[inline(always)]
+    #[inline(never)]
     fn commit_atoms_fast(&mut self, atoms: &mut Atoms, index: TrcIndex) -> bool {
         if self.need_ctxt || self.need_addr || self.ret_stack.pop_pending() || self.mem.is_none() {
             return false;
@@ -1069,40 +1077,49 @@ impl EtmV4Decoder {
         if carried != 0 {
             return false;
         }
-        let limit = self.options.instr_range_limit;
-        let n_check = self.options.direct_br_cond || self.options.strict_br_cond;
-        let strict = self.options.strict_br_cond;
-        let range_cont = self.options.range_cont;
-        let ete = self.ete;
-        let space = self.space;
+        // Consistency checks that can fail are left to the general path.
+        if self.options.direct_br_cond || self.options.strict_br_cond || self.options.range_cont {
+            return false;
+        }
+        let limit = match self.options.instr_range_limit {
+            0 => u32::MAX,
+            l => l,
+        };
         // The loop's state in locals, written back once.
         let (mut addr, mut isa) = (self.instr.instr_addr, self.instr.isa);
-        let (mut en_bits, mut num_atoms, mut commit) = (atoms.en_bits, atoms.num, self.res.commit);
-        let mut next_check = self.next_range_check;
+        let mut en_bits = atoms.en_bits;
         let mut need_addr = false;
-        let mut last: Option<&InstrInfo> = None;
-        while num_atoms > 0 && commit > 0 {
-            let Some((num, a)) = self.code.waypoint_block(addr, isa, space) else { break };
-            if (limit != 0 && num > limit) || (range_cont && next_check.is_some_and(|expect| expect != addr)) {
+        let mut last: Option<(&InstrInfo, bool)> = None;
+        // Output slots as OutStack::add hands them out: the current one if
+        // nothing waits to be sent, else the ones after it, one per atom
+        // this call may commit. Each new range carries the PE context of
+        // the element before it, which no range changes; its instruction
+        // set is the range's own.
+        let n = (atoms.num as i64).min(self.res.commit).max(0) as usize;
+        let out = &mut self.out_stack;
+        let first = if out.to_send > 0 { out.curr + 1 } else { out.curr };
+        out.reserve(first + n);
+        let context = out.elems[out.curr].1.context;
+        let mut made = 0usize;
+        let blocks = self.code.waypoint_blocks(self.space);
+        for (idx, o) in &mut out.elems[first..first + n] {
+            let Some((num, a)) = blocks.get(addr, isa) else { break };
+            if num > limit {
                 break;
             }
             let taken = en_bits & 1 != 0;
             let next = a.instr_addr;
             let mut to = next;
-            match a.instr_type {
-                InstrType::Branch => {
-                    if taken {
+            if taken {
+                match a.instr_type {
+                    InstrType::Branch => {
                         to = a.branch_addr;
                         if a.is_link {
                             self.ret_stack.push(next, a.isa);
                         }
-                    } else if n_check && !a.is_conditional {
-                        break;
                     }
-                }
-                InstrType::BranchIndirect => {
-                    if taken {
-                        if ete && a.sub_type == InstrSubType::V8Eret {
+                    InstrType::BranchIndirect => {
+                        if self.ete && a.sub_type == InstrSubType::V8Eret {
                             break;
                         }
                         need_addr = true;
@@ -1110,14 +1127,12 @@ impl EtmV4Decoder {
                             self.ret_stack.push(next, a.isa);
                         }
                         self.ret_stack.set_pop_pending();
-                    } else if strict && !a.is_conditional {
-                        break;
                     }
+                    _ => {}
                 }
-                _ => {}
             }
-            self.out_stack.add(index);
-            let o = self.out_stack.cur();
+            *idx = index;
+            o.context = context;
             o.set_type(ElemType::InstrRange);
             o.last_instr_exec = taken;
             o.last_i_type = a.instr_type;
@@ -1128,30 +1143,27 @@ impl EtmV4Decoder {
             o.st_addr = addr;
             o.en_addr = next;
             o.num_instr_range = num;
-            next_check = if taken { None } else { Some(next) };
+            made += 1;
             isa = if taken { a.next_isa } else { a.isa };
             addr = to;
-            last = Some(a);
-            num_atoms -= 1;
             en_bits >>= 1;
-            commit -= 1;
+            last = Some((a, taken));
             if need_addr {
                 break;
             }
         }
-        match last {
-            Some(a) => {
-                self.instr = *a;
-                self.instr.instr_addr = addr;
-                self.instr.isa = isa;
-                *atoms = Atoms { en_bits, num: num_atoms };
-                self.res.commit = commit;
-                self.next_range_check = next_check;
-                self.need_addr = need_addr;
-                true
-            }
-            None => false,
-        }
+        let Some((a, taken)) = last else { return false };
+        self.out_stack.curr = first + made - 1;
+        self.out_stack.to_send += made;
+        self.instr = *a;
+        self.instr.instr_addr = addr;
+        self.instr.isa = isa;
+        *atoms = Atoms { en_bits, num: atoms.num - made as u8 };
+        self.res.commit -= made as i64;
+        // A not-taken range continues at the address after it.
+        self.next_range_check = if taken { None } else { Some(addr) };
+        self.need_addr = need_addr;
+        true
     }
 
     fn return_stack_pop(&mut self) -> Step {
@@ -1848,12 +1860,12 @@ impl PacketDecoder for EtmV4Decoder {
         if !std::mem::take(&mut self.in_atom_run) {
             self.sync_memory();
         }
-        if self.state == State::DecodePackets
+        if pkt.atoms.num > 0
             && pkt.pkt_type.is_atom()
-            && pkt.atoms.num > 0
-            && self.stack.iter().all(|e| e.kind == P0Kind::Addr)
+            && self.state == State::DecodePackets
             && self.curr_spec_depth == self.max_spec_depth
             && !self.res.pending()
+            && (self.stack.is_empty() || self.stack.iter().all(|e| e.kind == P0Kind::Addr))
         {
             return self.atoms_now(pkt);
         }

@@ -13,7 +13,7 @@ use crate::error::{ErrCode, Severity, TraceError};
 use crate::logger::ErrLink;
 
 use super::config::EtmV4Config;
-use super::packet::{EtmV4Packet, PktType};
+use super::packet::{Atoms, EtmV4Packet, PktType};
 
 /// Parser for the bytes of one packet kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -91,6 +91,8 @@ struct Progress {
 pub struct EtmV4PktProc {
     cfg: EtmV4Config,
     table: [(PktType, Parser); 256],
+    /// The atoms of each atom packet header byte (the packet is its header).
+    atom_table: [Atoms; 256],
     pkt: EtmV4Packet,
     buf: Vec<u8>,
     state: State,
@@ -115,6 +117,10 @@ impl EtmV4PktProc {
     /// A processor for `cfg`; errors go to `err` when given.
     pub fn new(cfg: EtmV4Config, err: Option<ErrLink>) -> Self {
         let table = build_table(&cfg);
+        let mut atom_table = [Atoms::default(); 256];
+        for (b, (t, a)) in table.iter().zip(&mut atom_table).enumerate() {
+            *a = atoms_of(t.0, b as u8);
+        }
         let trace_id = cfg.trace_id();
         let mut pkt = EtmV4Packet::default();
         pkt.protocol_version = cfg.full_version();
@@ -122,6 +128,7 @@ impl EtmV4PktProc {
         let mut p = EtmV4PktProc {
             cfg,
             table,
+            atom_table,
             pkt,
             buf: Vec::with_capacity(32),
             state: State::Header,
@@ -867,29 +874,7 @@ impl EtmV4PktProc {
     }
 
     fn p_atom(&mut self, b: u8) {
-        const F4: [u32; 4] = [0xE, 0x0, 0xA, 0x5];
-        match self.pkt.pkt_type {
-            PktType::AtomF1 => self.pkt.set_atoms((b & 1) as u32, 1),
-            PktType::AtomF2 => self.pkt.set_atoms((b & 3) as u32, 2),
-            PktType::AtomF3 => self.pkt.set_atoms((b & 7) as u32, 3),
-            PktType::AtomF4 => self.pkt.set_atoms(F4[(b & 3) as usize], 4),
-            PktType::AtomF5 => match ((b & 0x20) >> 3) | (b & 0x3) {
-                5 => self.pkt.set_atoms(0x1E, 5),
-                1 => self.pkt.set_atoms(0x00, 5),
-                2 => self.pkt.set_atoms(0x0A, 5),
-                3 => self.pkt.set_atoms(0x15, 5),
-                _ => {}
-            },
-            PktType::AtomF6 => {
-                let count = (b & 0x1F) as u32 + 3;
-                let mut pattern = (1u32 << count) - 1;
-                if b & 0x20 == 0 {
-                    pattern |= 1 << count;
-                }
-                self.pkt.set_atoms(pattern, count as u8 + 1);
-            }
-            _ => {}
-        }
+        self.pkt.atoms = self.atom_table[b as usize];
         self.state = State::SendPacket;
     }
 
@@ -938,6 +923,34 @@ fn long_addr64(b: &[u8], is: u8) -> u64 {
 }
 
 /// The header table for a configuration.
+/// The atoms of a one-byte atom packet of type `t` (none for other types).
+fn atoms_of(t: PktType, b: u8) -> Atoms {
+    const F4: [u32; 4] = [0xE, 0x0, 0xA, 0x5];
+    let (en_bits, num) = match t {
+        PktType::AtomF1 => ((b & 1) as u32, 1),
+        PktType::AtomF2 => ((b & 3) as u32, 2),
+        PktType::AtomF3 => ((b & 7) as u32, 3),
+        PktType::AtomF4 => (F4[(b & 3) as usize], 4),
+        PktType::AtomF5 => match ((b & 0x20) >> 3) | (b & 0x3) {
+            5 => (0x1E, 5),
+            1 => (0x00, 5),
+            2 => (0x0A, 5),
+            3 => (0x15, 5),
+            _ => (0, 0),
+        },
+        PktType::AtomF6 => {
+            // Bits 4:0 of an F6 header are at most 0x14: at most 24 atoms.
+            let count = (b & 0x1F) as u32 + 3;
+            let mut pattern = (1u64 << count) - 1;
+            if b & 0x20 == 0 {
+                pattern |= 1 << count;
+            }
+            (pattern as u32, count as u8 + 1)
+        }
+        _ => (0, 0),
+    };
+    Atoms { en_bits, num }
+}
 fn build_table(cfg: &EtmV4Config) -> [(PktType, Parser); 256] {
     use Parser as P;
     use PktType as T;
@@ -1099,13 +1112,26 @@ impl PacketProcessor for EtmV4PktProc {
                             self.parser = p;
                             if p == Parser::Atom {
                                 // Atom packets, most of the trace, are one
-                                // byte: parsed and sent straight away.
-                                self.buf.push(b);
-                                self.processed += 1;
-                                self.p_atom(b);
-                                self.pkt.atom_run_continues = out.mon.is_none()
-                                    && data.get(self.processed).is_some_and(|&n| self.table[n as usize].1 == Parser::Atom);
-                                resp = out.emit(self.packet_index, &self.pkt, &self.buf);
+                                // byte: a run of them is parsed and sent
+                                // here. Between two of them the packet's
+                                // one-packet fields stay clear (an atom
+                                // packet sets only its atoms).
+                                let no_mon = out.mon.is_none();
+                                let mut b = b;
+                                loop {
+                                    self.processed += 1;
+                                    self.p_atom(b);
+                                    let next = data.get(self.processed).copied().filter(|&n| self.table[n as usize].1 == Parser::Atom);
+                                    self.pkt.atom_run_continues = no_mon && next.is_some();
+                                    resp = out.emit(self.packet_index, &self.pkt, std::slice::from_ref(&b));
+                                    let Some(n) = next else { break };
+                                    if !resp.is_cont() {
+                                        break;
+                                    }
+                                    b = n;
+                                    self.packet_index = index + self.processed as u64;
+                                    self.pkt.pkt_type = self.table[b as usize].0;
+                                }
                                 self.init_packet_state();
                                 self.state = State::Header;
                                 continue;
