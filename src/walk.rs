@@ -58,6 +58,10 @@ pub(crate) struct WalkOptions {
     /// A memory read error ends the walk as an error (PTM) rather than as
     /// inaccessible memory (ETMv4).
     pub mem_error_is_error: bool,
+    /// The decoder's instruction range limit (0: none): a block longer
+    /// than this is not offered to [`Walker::waypoint_blocks`] look-ups,
+    /// so the decoder's fast path need not check it.
+    pub range_limit: u32,
 }
 
 /// Program memory in lines, in front of the target memory interface.
@@ -147,8 +151,8 @@ struct Block {
     after: InstrInfo,
 }
 
-/// Remembered blocks ending at a waypoint, in one generation and memory
-/// space: see [`Walker::waypoint_blocks`].
+/// Remembered blocks ending at a waypoint within the range limit, in one
+/// generation and memory space: see [`Walker::waypoint_blocks`].
 pub(crate) struct WaypointBlocks<'a> {
     blocks: &'a [Block],
     /// The tag of a matching block, with the instruction set bits clear
@@ -204,7 +208,9 @@ impl Walker {
     }
 
     fn block(&self, start: u64, isa: Isa, space: MemSpace, walked: Walked, after: InstrInfo) -> Block {
-        let tag = block_tag(self.generation, isa, space) | (walked.end == WalkEnd::Waypoint) as u64;
+        let limit = self.options.range_limit;
+        let fast = walked.end == WalkEnd::Waypoint && (limit == 0 || walked.num <= limit);
+        let tag = block_tag(self.generation, isa, space) | fast as u64;
         Block { start, tag, walked, after }
     }
 

@@ -434,7 +434,11 @@ impl EtmV4Decoder {
             instr,
             out_stack: OutStack::new(),
             next_range_check: None,
-            code: Walker::new(WalkOptions { a64_opcode_check: ctx.options.aa64_opcode_check, mem_error_is_error: false }),
+            code: Walker::new(WalkOptions {
+                a64_opcode_check: ctx.options.aa64_opcode_check,
+                mem_error_is_error: false,
+                range_limit: ctx.options.instr_range_limit,
+            }),
             carried: None,
             ete: false,
             m_profile: false,
@@ -1081,15 +1085,11 @@ impl EtmV4Decoder {
         if self.options.direct_br_cond || self.options.strict_br_cond || self.options.range_cont {
             return false;
         }
-        let limit = match self.options.instr_range_limit {
-            0 => u32::MAX,
-            l => l,
-        };
         // The loop's state in locals, written back once.
         let (mut addr, mut isa) = (self.instr.instr_addr, self.instr.isa);
         let mut en_bits = atoms.en_bits;
         let mut need_addr = false;
-        let mut last: Option<(&InstrInfo, bool)> = None;
+        let mut last: Option<&InstrInfo> = None;
         // Output slots as OutStack::add hands them out: the current one if
         // nothing waits to be sent, else the ones after it, one per atom
         // this call may commit. Each new range carries the PE context of
@@ -1100,37 +1100,17 @@ impl EtmV4Decoder {
         let first = if out.to_send > 0 { out.curr + 1 } else { out.curr };
         out.reserve(first + n);
         let context = out.elems[out.curr].1.context;
-        let mut made = 0usize;
+        let mut made = 0;
+        // Blocks within the range limit only (see WalkOptions::range_limit).
         let blocks = self.code.waypoint_blocks(self.space);
+        let eret_check = self.ete;
         for (idx, o) in &mut out.elems[first..first + n] {
             let Some((num, a)) = blocks.get(addr, isa) else { break };
-            if num > limit {
+            let taken = en_bits & 1 != 0;
+            if taken && eret_check && a.instr_type == InstrType::BranchIndirect && a.sub_type == InstrSubType::V8Eret {
                 break;
             }
-            let taken = en_bits & 1 != 0;
             let next = a.instr_addr;
-            let mut to = next;
-            if taken {
-                match a.instr_type {
-                    InstrType::Branch => {
-                        to = a.branch_addr;
-                        if a.is_link {
-                            self.ret_stack.push(next, a.isa);
-                        }
-                    }
-                    InstrType::BranchIndirect => {
-                        if self.ete && a.sub_type == InstrSubType::V8Eret {
-                            break;
-                        }
-                        need_addr = true;
-                        if a.is_link {
-                            self.ret_stack.push(next, a.isa);
-                        }
-                        self.ret_stack.set_pop_pending();
-                    }
-                    _ => {}
-                }
-            }
             *idx = index;
             o.context = context;
             o.set_type(ElemType::InstrRange);
@@ -1143,16 +1123,35 @@ impl EtmV4Decoder {
             o.st_addr = addr;
             o.en_addr = next;
             o.num_instr_range = num;
-            made += 1;
-            isa = if taken { a.next_isa } else { a.isa };
-            addr = to;
             en_bits >>= 1;
-            last = Some((a, taken));
-            if need_addr {
-                break;
+            made += 1;
+            last = Some(a);
+            if !taken {
+                addr = next;
+                isa = a.isa;
+                continue;
+            }
+            isa = a.next_isa;
+            match a.instr_type {
+                InstrType::Branch => {
+                    addr = a.branch_addr;
+                    if a.is_link {
+                        self.ret_stack.push(next, a.isa);
+                    }
+                }
+                InstrType::BranchIndirect => {
+                    addr = next;
+                    if a.is_link {
+                        self.ret_stack.push(next, a.isa);
+                    }
+                    self.ret_stack.set_pop_pending();
+                    need_addr = true;
+                    break;
+                }
+                _ => addr = next,
             }
         }
-        let Some((a, taken)) = last else { return false };
+        let Some(a) = last else { return false };
         self.out_stack.curr = first + made - 1;
         self.out_stack.to_send += made;
         self.instr = *a;
@@ -1160,8 +1159,8 @@ impl EtmV4Decoder {
         self.instr.isa = isa;
         *atoms = Atoms { en_bits, num: atoms.num - made as u8 };
         self.res.commit -= made as i64;
-        // A not-taken range continues at the address after it.
-        self.next_range_check = if taken { None } else { Some(addr) };
+        // `next_range_check` is only kept for the range-continuity check,
+        // which leaves all atoms to the general path.
         self.need_addr = need_addr;
         true
     }
