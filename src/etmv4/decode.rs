@@ -1065,7 +1065,7 @@ impl EtmV4Decoder {
     /// without the general walk's calls and copies. Returns whether it
     /// committed any; the caller takes the next atom the general way. It
     /// leaves the state [`process_atom`](Self::process_atom) would.
-    #[inline(never)]
+    #[inline(always)]
     fn commit_atoms_fast(&mut self, atoms: &mut Atoms, index: TrcIndex) -> bool {
         if self.need_ctxt || self.need_addr || self.ret_stack.pop_pending() || self.mem.is_none() {
             return false;
