@@ -382,6 +382,10 @@ pub struct EtmV4Decoder {
     ete: bool,
     /// An M-profile PE (from the configuration).
     m_profile: bool,
+    /// The atom fast path may run: there is memory to walk, and no
+    /// consistency check that can fail is asked for (those are left to
+    /// the general path).
+    fast_ok: bool,
     /// The previous packet was an atom packet whose elements are held for
     /// this one, in the same block of data: memory and classifier cannot
     /// have changed since it was checked.
@@ -442,12 +446,15 @@ impl EtmV4Decoder {
             carried: None,
             ete: false,
             m_profile: false,
+            fast_ok: false,
             in_atom_run: false,
             eot_done: false,
             no_sync_unreported: false,
         };
         d.ete = d.cfg.is_ete();
         d.m_profile = d.cfg.is_m_profile();
+        let o = &d.options;
+        d.fast_ok = d.mem.is_some() && !(o.direct_br_cond || o.strict_br_cond || o.range_cont);
         d.reset_decoder();
         d
     }
@@ -1067,7 +1074,7 @@ impl EtmV4Decoder {
     /// leaves the state [`process_atom`](Self::process_atom) would.
     #[inline(always)]
     fn commit_atoms_fast(&mut self, atoms: &mut Atoms, index: TrcIndex) -> bool {
-        if self.need_ctxt || self.need_addr || self.ret_stack.pop_pending() || self.mem.is_none() {
+        if !self.fast_ok || self.need_ctxt || self.need_addr || self.ret_stack.pop_pending() {
             return false;
         }
         let carried = match self.carried {
@@ -1079,10 +1086,6 @@ impl EtmV4Decoder {
             }
         };
         if carried != 0 {
-            return false;
-        }
-        // Consistency checks that can fail are left to the general path.
-        if self.options.direct_br_cond || self.options.strict_br_cond || self.options.range_cont {
             return false;
         }
         // The loop's state in locals, written back once.
