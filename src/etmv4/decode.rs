@@ -382,6 +382,8 @@ pub struct EtmV4Decoder {
     ete: bool,
     /// An M-profile PE (from the configuration).
     m_profile: bool,
+    /// The memory's generation was looked at for this packet.
+    mem_checked: bool,
     /// The atom fast path may run: there is memory to walk, and no
     /// consistency check that can fail is asked for (those are left to
     /// the general path).
@@ -446,6 +448,7 @@ impl EtmV4Decoder {
             carried: None,
             ete: false,
             m_profile: false,
+            mem_checked: false,
             fast_ok: false,
             in_atom_run: false,
             eot_done: false,
@@ -1088,6 +1091,7 @@ impl EtmV4Decoder {
         if carried != 0 {
             return false;
         }
+        self.check_memory();
         // The loop's state in locals, written back once.
         let (mut addr, mut isa) = (self.instr.instr_addr, self.instr.isa);
         let mut en_bits = atoms.en_bits;
@@ -1422,6 +1426,7 @@ impl EtmV4Decoder {
                     c
                 }
             };
+            self.check_memory();
             if let Some(w) = self.code.remembered(&mut self.instr, self.space, carried) {
                 return self.walk_outcome(st, w);
             }
@@ -1463,16 +1468,27 @@ impl EtmV4Decoder {
         }
     }
 
-    /// Keeps the walk's remembered blocks in step with the memory (images
-    /// added, or memory invalidated for this trace ID): checked once per
-    /// packet (or run of atom packets), since memory does not change
-    /// within one.
+    /// A new packet (or run of atom packets): memory and the classifier's
+    /// carried state may have changed since the last one (memory does not
+    /// change within one). Both are looked at again when next needed.
     fn sync_memory(&mut self) {
         self.carried = None;
         self.in_atom_run = false;
-        if let Some(m) = &self.mem {
-            let g = m.borrow().generation(self.trace_id);
-            self.code.sync_memory(g);
+        self.mem_checked = false;
+    }
+
+    /// Keeps the walk's remembered blocks in step with the memory (images
+    /// added, or memory invalidated for this trace ID), once per packet,
+    /// before a remembered block is used. (The walk itself checks the
+    /// memory it reads.)
+    #[inline]
+    fn check_memory(&mut self) {
+        if !self.mem_checked {
+            self.mem_checked = true;
+            if let Some(m) = &self.mem {
+                let g = m.borrow().generation(self.trace_id);
+                self.code.sync_memory(g);
+            }
         }
     }
 
