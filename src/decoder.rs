@@ -409,6 +409,10 @@ pub trait PacketDecoder: Send {
 }
 
 impl<D: PacketDecoder> PktDataIn<D::Packet> for D {
+    fn packet_in(&mut self, index: TrcIndex, pkt: &D::Packet) -> DatapathResp {
+        *self.eot_done() = false;
+        self.on_packet(index, pkt)
+    }
     fn packet_data_in(&mut self, op: DatapathOp, index: TrcIndex, pkt: Option<&D::Packet>) -> DatapathResp {
         match op {
             DatapathOp::Data => match pkt {
@@ -451,7 +455,7 @@ impl<P> PacketOut<'_, P> {
             m.raw_packet_data_mon(DatapathOp::Data, index, Some(pkt), raw);
         }
         match self.sink.as_mut() {
-            Some(s) => s.packet_data_in(DatapathOp::Data, index, Some(pkt)),
+            Some(s) => s.packet_in(index, pkt),
             None => DatapathResp::Cont,
         }
     }

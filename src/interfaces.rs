@@ -28,6 +28,14 @@ pub trait PktDataIn<P>: Send {
     /// Takes one packet operation: with `DatapathOp::Data` the packet `pkt` starting at trace
     /// index `index`; EOT, FLUSH and RESET carry no packet.
     fn packet_data_in(&mut self, op: DatapathOp, index: TrcIndex, pkt: Option<&P>) -> DatapathResp;
+
+    /// One packet: the same as `packet_data_in(DatapathOp::Data, index,
+    /// Some(pkt))`, which is what it does unless the sink has a quicker
+    /// way (packet processors send every packet through it).
+    #[inline]
+    fn packet_in(&mut self, index: TrcIndex, pkt: &P) -> DatapathResp {
+        self.packet_data_in(DatapathOp::Data, index, Some(pkt))
+    }
 }
 
 /// Packet monitor (OpenCSD's `IPktRawDataMon`): sees each packet with the
