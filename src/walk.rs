@@ -62,6 +62,10 @@ pub(crate) struct WalkOptions {
     /// than this is not offered to [`Walker::waypoint_blocks`] look-ups,
     /// so the decoder's fast path need not check it.
     pub range_limit: u32,
+    /// Blocks ending in an A64 exception return are not offered to
+    /// [`Walker::waypoint_blocks`] look-ups either (ETE traces an ERET as
+    /// an element of its own, which the fast path does not make).
+    pub eret_not_fast: bool,
 }
 
 /// Program memory in lines, in front of the target memory interface.
@@ -209,7 +213,8 @@ impl Walker {
 
     fn block(&self, start: u64, isa: Isa, space: MemSpace, walked: Walked, after: InstrInfo) -> Block {
         let limit = self.options.range_limit;
-        let fast = walked.end == WalkEnd::Waypoint && (limit == 0 || walked.num <= limit);
+        let eret = after.instr_type == InstrType::BranchIndirect && after.sub_type == InstrSubType::V8Eret;
+        let fast = walked.end == WalkEnd::Waypoint && (limit == 0 || walked.num <= limit) && !(eret && self.options.eret_not_fast);
         let tag = block_tag(self.generation, isa, space) | fast as u64;
         Block { start, tag, walked, after }
     }

@@ -402,6 +402,7 @@ pub struct EtmV4Decoder {
 impl EtmV4Decoder {
     /// A decoder for `cfg`, connected as `ctx` says.
     pub fn new(cfg: EtmV4Config, ctx: &DecodeContext) -> Self {
+        let ete = cfg.is_ete();
         let err = ErrLink::new(&ctx.err_log, format!("DCD_ETMV4_{:04}", ctx.instance_id));
         let instr = InstrInfo {
             pe_type: cfg.arch,
@@ -444,6 +445,7 @@ impl EtmV4Decoder {
                 a64_opcode_check: ctx.options.aa64_opcode_check,
                 mem_error_is_error: false,
                 range_limit: ctx.options.instr_range_limit,
+                eret_not_fast: ete,
             }),
             carried: None,
             ete: false,
@@ -1108,15 +1110,12 @@ impl EtmV4Decoder {
         out.reserve(first + n);
         let context = out.elems[out.curr].1.context;
         let mut made = 0;
-        // Blocks within the range limit only (see WalkOptions::range_limit).
+        // Blocks within the range limit, and for ETE not ending in an ERET
+        // (see WalkOptions).
         let blocks = self.code.waypoint_blocks(self.space);
-        let eret_check = self.ete;
         for (idx, o) in &mut out.elems[first..first + n] {
             let Some((num, a)) = blocks.get(addr, isa) else { break };
             let taken = en_bits & 1 != 0;
-            if taken && eret_check && a.instr_type == InstrType::BranchIndirect && a.sub_type == InstrSubType::V8Eret {
-                break;
-            }
             let next = a.instr_addr;
             *idx = index;
             o.context = context;

@@ -110,7 +110,7 @@ impl PtmDecoder {
             isync_pe_ctxt: false,
             instr,
             nacc_pending: false,
-            walker: Walker::new(WalkOptions { a64_opcode_check: false, mem_error_is_error: true, range_limit: 0 }),
+            walker: Walker::new(WalkOptions { a64_opcode_check: false, mem_error_is_error: true, range_limit: 0, eret_not_fast: false }),
             nacc_addr: 0,
             pe_ctx: PeContext::default(),
             pe: PeState::default(),
