@@ -1132,7 +1132,10 @@ impl PacketProcessor for EtmV4PktProc {
                                     self.packet_index = index + self.processed as u64;
                                     self.pkt.pkt_type = self.table[b as usize].0;
                                 }
-                                self.init_packet_state();
+                                // What init_packet_state clears that an atom
+                                // packet sets (its buffer is not used).
+                                self.pkt.atoms.num = 0;
+                                self.pkt.atom_run_continues = false;
                                 self.state = State::Header;
                                 continue;
                             }
