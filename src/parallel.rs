@@ -168,9 +168,8 @@ impl IdStreamSink for ByteCount {
     }
 }
 
-/// Shares `ids` out among `workers`, balancing their bytes in `rounds`
-/// (largest first, each to the least loaded worker).
-fn share_ids(format: SourceFormat, rounds: &VecDeque<Vec<u8>>, ids: &[u8], workers: usize) -> Vec<Vec<u8>> {
+/// Bytes of each trace ID in `rounds` of the capture.
+fn id_bytes<'a>(format: SourceFormat, rounds: impl Iterator<Item = &'a [u8]>) -> ByteCount {
     let mut bytes = ByteCount([0; 128]);
     if let SourceFormat::Formatted(mut cfg) = format {
         if cfg.validate().is_err() {
@@ -178,18 +177,39 @@ fn share_ids(format: SourceFormat, rounds: &VecDeque<Vec<u8>>, ids: &[u8], worke
             cfg = crate::deformatter::DeformatterConfig::mem_aligned();
         }
         let mut d = FrameDeformatter::new(cfg);
-        for data in rounds.iter().filter(|r| !r.is_empty()) {
+        for data in rounds.filter(|r| !r.is_empty()) {
             let _ = d.trace_data_in(DatapathOp::Data, 0, data, &mut bytes);
         }
     }
+    bytes
+}
+
+/// Whether decoding `ids` on worker threads can pay, judged by their bytes
+/// in `sample` (the start of a capture in `format`): every worker
+/// deformats the whole capture, so a worker is worth its cost only with a
+/// fair part of the decoding, and when all but one of the IDs hold less
+/// than an eighth of the bytes, [`decode_parallel`] uses one worker. A
+/// caller may then as well decode on its own thread.
+pub fn worth_sharing(format: SourceFormat, sample: &[u8], ids: &[u8]) -> bool {
+    ids.len() > 1 && !one_worker(&id_bytes(format, std::iter::once(sample)), ids)
+}
+
+/// All but the busiest of `ids` hold less than an eighth of the bytes (or
+/// there are none).
+fn one_worker(bytes: &ByteCount, ids: &[u8]) -> bool {
+    let of = |id: u8| bytes.0[id as usize & 0x7f];
+    let total: u64 = ids.iter().map(|&id| of(id)).sum();
+    let busiest = ids.iter().map(|&id| of(id)).max().unwrap_or(0);
+    total == 0 || (total - busiest).saturating_mul(8) < total
+}
+
+/// Shares `ids` out among `workers`, balancing their bytes in `rounds`
+/// (largest first, each to the least loaded worker).
+fn share_ids(format: SourceFormat, rounds: &VecDeque<Vec<u8>>, ids: &[u8], workers: usize) -> Vec<Vec<u8>> {
+    let bytes = id_bytes(format, rounds.iter().map(|r| r.as_slice()));
     let mut order: Vec<u8> = ids.to_vec();
     order.sort_by_key(|&id| (std::cmp::Reverse(bytes.0[id as usize & 0x7f]), id));
-    // Every worker deformats the whole capture, so a worker is worth its
-    // cost only with a fair part of the decoding: when all but one ID hold
-    // less than an eighth of the bytes, one worker decodes them all.
-    let total: u64 = order.iter().map(|&id| bytes.0[id as usize & 0x7f]).sum();
-    let rest = total - order.first().map_or(0, |&id| bytes.0[id as usize & 0x7f]);
-    let workers = if rest.saturating_mul(8) < total { 1 } else { workers };
+    let workers = if one_worker(&bytes, ids) { 1 } else { workers };
     let mut shares = vec![(0u64, Vec::new()); workers];
     for id in order {
         let least = shares.iter_mut().min_by_key(|s| s.0).expect("at least one worker");

@@ -88,3 +88,34 @@ fn elements_come_in_the_serial_order_with_the_serial_indices() {
         assert_eq!(seen.flushes, if wait_every > 0 { serial.len() / wait_every } else { 0 });
     }
 }
+
+/// Worker threads are worth it only when more than one trace ID holds a
+/// fair part of the bytes (each worker deformats the whole capture).
+#[test]
+fn worth_sharing_needs_two_busy_ids() {
+    use coresight_decode::deformatter::DeformatterConfig;
+    use coresight_decode::parallel::worth_sharing;
+    use coresight_decode::tree::SourceFormat;
+    use coresight_generator::formatter::{FormatterConfig, FrameFormatter};
+    let frames = |shares: &[(u8, usize)]| {
+        let mut fm = FrameFormatter::new(FormatterConfig::default());
+        for _ in 0..100 {
+            for &(id, n) in shares {
+                fm.push(id, &vec![0x5a; n]);
+            }
+        }
+        fm.finish()
+    };
+    let format = SourceFormat::Formatted(DeformatterConfig::mem_aligned());
+    // Balanced: two workers pay.
+    assert!(worth_sharing(format, &frames(&[(0x10, 40), (0x11, 40)]), &[0x10, 0x11]));
+    // One ID with all but a twentieth: one worker would do the work of this thread.
+    assert!(!worth_sharing(format, &frames(&[(0x10, 95), (0x11, 5)]), &[0x10, 0x11]));
+    // An eighth and more of the bytes elsewhere is enough.
+    assert!(worth_sharing(format, &frames(&[(0x10, 70), (0x11, 30)]), &[0x10, 0x11]));
+    // One ID to decode, or no trace at all: nothing to share.
+    assert!(!worth_sharing(format, &frames(&[(0x10, 40), (0x11, 40)]), &[0x10]));
+    assert!(!worth_sharing(format, &[], &[0x10, 0x11]));
+    // An unformatted source is one stream.
+    assert!(!worth_sharing(SourceFormat::Single, &[0x5a; 64], &[0x10, 0x11]));
+}

@@ -15,7 +15,7 @@ use coresight_decode::decoder::{DecodeMode, DecoderOptions, DecoderRegistry};
 use coresight_decode::interfaces::{TrcDataIn, TrcGenElemIn};
 use coresight_decode::logger::{shared, MsgLogger, Shared};
 use coresight_decode::memory::CacheConfig;
-use coresight_decode::parallel::{decode_parallel, ParallelOptions, ParallelSink, WorkerSetup};
+use coresight_decode::parallel::{decode_parallel, worth_sharing, ParallelOptions, ParallelSink, WorkerSetup};
 use coresight_decode::printers::{GenElemPrinter, PacketPrinter, RawFramePrinter};
 use coresight_decode::snapshot::{Snapshot, TreeBuilder};
 use coresight_decode::tree::{DecodeTree, SourceFormat};
@@ -461,7 +461,9 @@ impl Lister<'_> {
         let Some(buf) = ss.buffer(source) else { return };
         if !self.opts.multi_session {
             let files = ss.buffer_paths(buf);
-            if let Some(make_registry) = self.parallel_registry(&tree) {
+            if let Some(make_registry) = self.parallel_registry(&tree)
+                && self.worth_sharing(&tree, &files)
+            {
                 self.process_buffer_parallel(&tree, ss, source, make_registry, &files, elem_printer.as_ref());
             } else {
                 self.process_buffer(&mut tree, &files, elem_printer.as_ref());
@@ -496,10 +498,36 @@ impl Lister<'_> {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
             n => n,
         };
-        let ids = tree.elements().filter(|(id, _)| self.opts.ids.is_empty() || self.opts.ids.contains(id)).count();
+        let ids = self.ids(tree).len();
         let simple = !(self.opts.dstream_format || self.opts.raw_packed || self.opts.raw_unpacked || self.opts.stats);
         let formatted = matches!(tree.format(), SourceFormat::Formatted(_));
         (threads > 1 && ids > 1 && simple && formatted).then_some(self.make_registry).flatten()
+    }
+
+    /// The trace IDs to decode.
+    fn ids(&self, tree: &DecodeTree) -> Vec<u8> {
+        tree.elements().map(|(id, _)| id).filter(|id| self.opts.ids.is_empty() || self.opts.ids.contains(id)).collect()
+    }
+
+    /// Whether worker threads can pay for this buffer: not when one trace
+    /// ID holds all but an eighth of the start of its trace (the parallel
+    /// decode would use one worker, doing what this thread does, and
+    /// more). Judged on the first 64 KiB, which costs a few percent of
+    /// decoding them. Unreadable files are left to the parallel decode to
+    /// report.
+    fn worth_sharing(&self, tree: &DecodeTree, files: &[PathBuf]) -> bool {
+        const SAMPLE: usize = 64 << 10;
+        let mut sample = Vec::with_capacity(SAMPLE);
+        for f in files {
+            let Ok(file) = File::open(f) else { return true };
+            if file.take((SAMPLE - sample.len()) as u64).read_to_end(&mut sample).is_err() {
+                return true;
+            }
+            if sample.len() >= SAMPLE {
+                break;
+            }
+        }
+        worth_sharing(deformat_as_configured(tree), &sample, &self.ids(tree))
     }
 
     /// [`process_buffer`](Self::process_buffer) with the trace IDs decoded
@@ -518,7 +546,7 @@ impl Lister<'_> {
         if !self.files_ok(files) {
             return false;
         }
-        let ids: Vec<u8> = tree.elements().map(|(id, _)| id).filter(|id| self.opts.ids.is_empty() || self.opts.ids.contains(id)).collect();
+        let ids = self.ids(tree);
         let threads = match self.opts.threads {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
             n => n,
@@ -542,11 +570,7 @@ impl Lister<'_> {
         let mut input = FileSequence { files, next: 0, current: None, failed: None };
         let mut sink = ListerSink { out: &self.out, printer: None };
         let options = ParallelOptions { threads, deliver_elements: false, ..ParallelOptions::default() };
-        // The deformatter as the options configured it.
-        let format = match (tree.format(), tree.deformatter()) {
-            (SourceFormat::Formatted(_), Some(d)) => SourceFormat::Formatted(d.config()),
-            (f, _) => f,
-        };
+        let format = deformat_as_configured(tree);
         let outcome = match decode_parallel(options, format, &ids, &mut input, &build, &mut sink) {
             Ok(o) => o,
             Err(e) => {
@@ -755,6 +779,15 @@ fn files_problem(files: &[PathBuf]) -> Option<(&PathBuf, String)> {
         return Some((f, problem));
     }
     None
+}
+
+/// The tree's source format, with the deformatter as the options
+/// configured it.
+fn deformat_as_configured(tree: &DecodeTree) -> SourceFormat {
+    match (tree.format(), tree.deformatter()) {
+        (SourceFormat::Formatted(_), Some(d)) => SourceFormat::Formatted(d.config()),
+        (f, _) => f,
+    }
 }
 
 /// Builds the tree for `source` as the options say, with packet printers
