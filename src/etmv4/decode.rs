@@ -402,7 +402,9 @@ pub struct EtmV4Decoder {
 impl EtmV4Decoder {
     /// A decoder for `cfg`, connected as `ctx` says.
     pub fn new(cfg: EtmV4Config, ctx: &DecodeContext) -> Self {
-        let ete = cfg.is_ete();
+        let (ete, m_profile) = (cfg.is_ete(), cfg.is_m_profile());
+        let o = &ctx.options;
+        let fast_ok = ctx.mem.is_some() && !(o.direct_br_cond || o.strict_br_cond || o.range_cont);
         let err = ErrLink::new(&ctx.err_log, format!("DCD_ETMV4_{:04}", ctx.instance_id));
         let instr = InstrInfo {
             pe_type: cfg.arch,
@@ -448,18 +450,14 @@ impl EtmV4Decoder {
                 eret_not_fast: ete,
             }),
             carried: None,
-            ete: false,
-            m_profile: false,
+            ete,
+            m_profile,
             mem_checked: false,
-            fast_ok: false,
+            fast_ok,
             in_atom_run: false,
             eot_done: false,
             no_sync_unreported: false,
         };
-        d.ete = d.cfg.is_ete();
-        d.m_profile = d.cfg.is_m_profile();
-        let o = &d.options;
-        d.fast_ok = d.mem.is_some() && !(o.direct_br_cond || o.strict_br_cond || o.range_cont);
         d.reset_decoder();
         d
     }
