@@ -323,6 +323,22 @@ struct Range {
     num: u32,
 }
 
+/// Fills `o` as an instruction range whose last instruction is as `last`
+/// describes (executed or not).
+#[inline(always)]
+fn fill_range(o: &mut TraceElement, last: &InstrInfo, r: Range, executed: bool) {
+    o.set_type(ElemType::InstrRange);
+    o.last_instr_exec = executed;
+    o.last_i_type = last.instr_type;
+    o.last_i_subtype = last.sub_type;
+    o.last_instr_sz = last.instr_size;
+    o.isa = last.isa;
+    o.last_instr_cond = last.is_conditional;
+    o.st_addr = r.st;
+    o.en_addr = r.en;
+    o.num_instr_range = r.num;
+}
+
 /// Outcome of a decode step that may have hit a stream error: the error
 /// was logged and the decoder reset to resynchronise (`Resync`), or it is
 /// to stop decode (`Fatal`).
@@ -1117,16 +1133,7 @@ impl EtmV4Decoder {
             let next = a.instr_addr;
             *idx = index;
             o.context = context;
-            o.set_type(ElemType::InstrRange);
-            o.last_instr_exec = taken;
-            o.last_i_type = a.instr_type;
-            o.last_i_subtype = a.sub_type;
-            o.last_instr_sz = a.instr_size;
-            o.isa = a.isa;
-            o.last_instr_cond = a.is_conditional;
-            o.st_addr = addr;
-            o.en_addr = next;
-            o.num_instr_range = num;
+            fill_range(o, a, Range { st: addr, en: next, num }, taken);
             en_bits >>= 1;
             made += 1;
             last = Some(a);
@@ -1384,18 +1391,7 @@ impl EtmV4Decoder {
     /// Fills the current element as an instruction range.
     #[inline]
     fn set_range(&mut self, r: Range, executed: bool) {
-        let info = &self.instr;
-        let o = self.out_stack.cur();
-        o.set_type(ElemType::InstrRange);
-        o.last_instr_exec = executed;
-        o.last_i_type = info.instr_type;
-        o.last_i_subtype = info.sub_type;
-        o.last_instr_sz = info.instr_size;
-        o.isa = info.isa;
-        o.last_instr_cond = info.is_conditional;
-        o.st_addr = r.st;
-        o.en_addr = r.en;
-        o.num_instr_range = r.num;
+        fill_range(self.out_stack.cur(), &self.instr, r, executed);
         if executed {
             self.instr.isa = self.instr.next_isa;
         }
