@@ -148,7 +148,8 @@ struct Block {
     start: u64,
     /// Walk generation (0 never matches), instruction set and memory space
     /// of the entry in one word, so a look-up is two compares; and, in
-    /// bit 0, whether the walk ended at a waypoint.
+    /// bit 0, whether the block is offered to the atom fast path (see
+    /// [`Walker::waypoint_blocks`]).
     tag: u64,
     walked: Walked,
     /// The instruction state the walk left.
@@ -184,7 +185,7 @@ fn block_tag(generation: u32, isa: Isa, space: MemSpace) -> u64 {
 }
 
 /// Blocks remembered per decoder. Direct-mapped: a colliding block
-/// replaces the one in its slot. The table (about 90 bytes a slot) is
+/// replaces the one in its slot. The table (64 bytes a slot) is
 /// made on the first walk, so decoders that never walk do not pay for it.
 const BLOCKS: usize = 65536;
 
@@ -282,8 +283,10 @@ impl Walker {
         None
     }
 
-    /// The remembered blocks of `space` that end at a waypoint, for a run
-    /// of look-ups (the atom fast path): the caller makes sure the
+    /// The remembered blocks of `space` that end at a waypoint, within the
+    /// range limit and, with `WalkOptions::eret_not_fast`, not in an
+    /// exception return, for a run of look-ups (the atom fast path): the
+    /// caller makes sure the
     /// classifier carries no state, as [`remembered`](Self::remembered)
     /// does.
     #[inline]

@@ -922,7 +922,6 @@ fn long_addr64(b: &[u8], is: u8) -> u64 {
     v
 }
 
-/// The header table for a configuration.
 /// The atoms of a one-byte atom packet of type `t` (none for other types).
 fn atoms_of(t: PktType, b: u8) -> Atoms {
     const F4: [u32; 4] = [0xE, 0x0, 0xA, 0x5];
@@ -951,6 +950,8 @@ fn atoms_of(t: PktType, b: u8) -> Atoms {
     };
     Atoms { en_bits, num }
 }
+
+/// The header table for a configuration.
 fn build_table(cfg: &EtmV4Config) -> [(PktType, Parser); 256] {
     use Parser as P;
     use PktType as T;
