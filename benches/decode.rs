@@ -13,26 +13,20 @@ use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use coresight_decode::decoder::DecodeMode;
 use coresight_decode::elem::TraceElement;
 use coresight_generator::{generate, BufferLayout, GenOptions, GenProtocol};
-use coresight_decode::interfaces::{TrcDataIn, TrcGenElemIn};
+use coresight_decode::interfaces::TrcDataIn;
 use coresight_decode::parallel::{decode_parallel, ParallelOptions, ParallelSink, WorkerSetup};
 use coresight_decode::snapshot::Snapshot;
 use coresight_decode::tree::DecodeTree;
 use divan::counter::BytesCount;
 use divan::Bencher;
 
+mod common;
+use common::Count;
+
 fn main() {
     divan::main();
 }
 
-/// Counts elements, as a client that looks at each would.
-struct Count(u64);
-
-impl TrcGenElemIn for Count {
-    fn trace_elem_in(&mut self, _index: TrcIndex, _trace_id: u8, elem: &TraceElement) -> DatapathResp {
-        self.0 += elem.num_instr_range as u64 + 1;
-        DatapathResp::Cont
-    }
-}
 
 /// A snapshot loaded with its first buffer's bytes.
 struct Loaded {

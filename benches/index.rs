@@ -21,29 +21,24 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
+use coresight_decode::datapath::{DatapathOp, TrcIndex};
 use coresight_decode::decoder::DecodeMode;
 use coresight_decode::elem::{ElemType, TraceElement};
 use coresight_generator::{generate, BufferLayout, GenOptions, GenProtocol};
 use coresight_decode::index::build::Capture;
 use coresight_decode::index::{decode_pieces, CaptureIndex, IndexOptions, Piece};
 use coresight_decode::tree::DecodeTree;
-use coresight_decode::interfaces::{TrcDataIn, TrcGenElemIn};
+use coresight_decode::interfaces::TrcDataIn;
 use divan::counter::BytesCount;
 use divan::Bencher;
+
+mod common;
+use common::Count;
 
 fn main() {
     divan::main();
 }
 
-struct Count(u64);
-
-impl TrcGenElemIn for Count {
-    fn trace_elem_in(&mut self, _index: TrcIndex, _trace_id: u8, elem: &TraceElement) -> DatapathResp {
-        self.0 += elem.num_instr_range as u64 + 1;
-        DatapathResp::Cont
-    }
-}
 
 fn tree(cap: &Capture) -> DecodeTree {
     cap.tree(DecodeMode::FullDecode, |_| {}).unwrap()
