@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use coresight_decode::decoder::DecodeMode;
-use coresight_decode::elem::TraceElement;
+use coresight_decode::element::TraceElement;
 use coresight_generator::{generate, BufferLayout, GenOptions, GenProtocol};
 use coresight_decode::interfaces::TrcDataIn;
 use coresight_decode::parallel::{decode_parallel, ParallelOptions, ParallelSink, WorkerSetup};

@@ -23,7 +23,7 @@ use std::sync::OnceLock;
 
 use coresight_decode::datapath::{DatapathOp, TrcIndex};
 use coresight_decode::decoder::DecodeMode;
-use coresight_decode::elem::{ElemType, TraceElement};
+use coresight_decode::element::{ElemType, TraceElement};
 use coresight_generator::{generate, BufferLayout, GenOptions, GenProtocol};
 use coresight_decode::index::build::Capture;
 use coresight_decode::index::{decode_pieces, CaptureIndex, IndexOptions, Piece};

@@ -116,7 +116,7 @@ pub fn to_json(d: &Decoded) -> Value {
         }
         Element::Custom { text } => put("text", json!(text)),
         Element::DataAccess(a) => {
-            put("store", json!(matches!(a.kind, coresight_decode::elem::DataAccessKind::Store)));
+            put("store", json!(matches!(a.kind, coresight_decode::element::DataAccessKind::Store)));
             put("addr", json!(a.addr));
             put("value", json!(a.value));
         }

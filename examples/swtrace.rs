@@ -37,7 +37,7 @@ use std::sync::Arc;
 use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use coresight_decode::decoder::{DecodeMode, SourceConfig};
 use coresight_decode::deformatter::DeformatterConfig;
-use coresight_decode::elem::{ElemType, ItmPktKind, TraceElement};
+use coresight_decode::element::{ElemType, ItmPktKind, TraceElement};
 use coresight_decode::interfaces::{TrcDataIn, TrcGenElemIn};
 use coresight_decode::tree::{DecodeTree, SourceFormat};
 

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use crate::arch::ArchProfile;
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
-use crate::elem::{TraceElement, UnsyncInfo};
+use crate::element::{TraceElement, UnsyncInfo};
 use crate::error::{ErrCode, Error};
 use crate::interfaces::{InstrDecode, PktDataIn, PktRawDataMon, TargetMemAccess, TrcDataIn, TrcGenElemIn};
 use crate::index::{EntryKind, StreamEntry, StreamIndexer};

@@ -4,7 +4,7 @@
 
 use crate::arch::InstrInfo;
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
-use crate::elem::TraceElement;
+use crate::element::TraceElement;
 use crate::error::ErrCode;
 use crate::memory::MemSpace;
 

@@ -18,12 +18,12 @@ pub mod decoder;
 pub mod deformatter;
 #[cfg(feature = "disasm")]
 pub mod disasm;
-pub mod elem;
+
 pub mod element;
 pub mod ete;
 pub mod etmv3;
 pub mod etmv4;
-pub mod gnatcov;
+
 pub mod itm;
 pub mod error;
 pub mod instr;
@@ -40,14 +40,14 @@ pub mod pull;
 pub mod shared;
 pub mod snapshot;
 pub mod stm;
-pub mod tarmac;
+
 #[cfg(test)]
 pub(crate) mod test_rig;
 pub mod tree;
 mod walk;
 
 pub use datapath::{DatapathOp, DatapathResp, TrcIndex};
-pub use elem::{ElemType, TraceElement};
+pub use element::{ElemType, TraceElement};
 pub use element::{Decoded, Element};
 pub use pull::{decode_buffer, DecodeError, Decoder, DecoderBuilder, Trace};
 pub use decoder::DecodeMode;

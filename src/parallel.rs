@@ -32,7 +32,7 @@ use std::sync::Arc;
 
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use crate::deformatter::{FrameDeformatter, IdStreamSink};
-use crate::elem::TraceElement;
+use crate::element::TraceElement;
 use crate::error::{ErrCode, Error};
 use crate::interfaces::{TrcDataIn, TrcGenElemIn};
 use crate::logger::{shared, MsgLogger, Shared};

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
-use crate::elem::{push_dec, push_hex, TraceElement};
+use crate::element::{push_dec, push_hex, TraceElement};
 use crate::interfaces::{PktDataIn, PktRawDataMon, RawFrameKind, TrcGenElemIn, TrcRawFrameIn};
 use crate::logger::{MsgLogger, Shared};
 
@@ -260,7 +260,7 @@ impl TrcRawFrameIn for RawFramePrinter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::elem::{ElemType, UnsyncInfo};
+    use crate::element::{ElemType, UnsyncInfo};
     use crate::logger::shared;
 
     struct P;

@@ -36,7 +36,7 @@ use std::path::{Path, PathBuf};
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use crate::decoder::{DecodeMode, SourceConfig};
 use crate::element::{Decoded, Element};
-use crate::elem::TraceElement;
+use crate::element::TraceElement;
 use crate::error::{ErrCode, TraceError};
 use crate::interfaces::{TrcDataIn, TrcGenElemIn};
 use crate::logger::{shared, MsgLogger, Shared};

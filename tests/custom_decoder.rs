@@ -15,7 +15,7 @@ use coresight_decode::decoder::{
     TraceComponent,
 };
 use coresight_decode::deformatter::DeformatterConfig;
-use coresight_decode::elem::{ElemType, EventType, TraceElement};
+use coresight_decode::element::{ElemType, EventType, TraceElement};
 use coresight_decode::error::{ErrCode, Error};
 use coresight_generator::formatter::{FormatterConfig, FrameFormatter};
 use coresight_decode::interfaces::{PktDataIn, TrcDataIn, TrcGenElemIn};
@@ -297,7 +297,7 @@ fn custom_protocol_from_a_snapshot() {
 #[test]
 fn custom_protocol_through_the_pull_api() {
     use coresight_decode::element::Event;
-    use coresight_decode::elem::UnsyncInfo;
+    use coresight_decode::element::UnsyncInfo;
     use coresight_decode::{Decoder, Element};
 
     let mut tree = DecodeTree::with_registry(SourceFormat::Formatted(DeformatterConfig::mem_aligned()), DecodeMode::FullDecode, registry());

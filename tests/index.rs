@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use coresight_decode::datapath::{DatapathOp, TrcIndex};
 use coresight_decode::decoder::DecodeMode;
-use coresight_decode::elem::{ElemType, TraceElement};
+use coresight_decode::element::{ElemType, TraceElement};
 use coresight_generator::{generate, BufferLayout, GenOptions, GenProtocol};
 use coresight_decode::index::build::Capture;
 use coresight_decode::index::decode::{element_time, Element};

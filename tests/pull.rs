@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use coresight_decode::arch::ArchProfile;
 use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use coresight_decode::decoder::{CoreConfig, DecoderRegistry, SourceConfig};
-use coresight_decode::elem::{ElemType, TraceElement, UnsyncInfo};
+use coresight_decode::element::{ElemType, TraceElement, UnsyncInfo};
 use coresight_generator::{generate, BufferLayout, GenOptions, GenProtocol};
 use coresight_decode::interfaces::{TrcDataIn, TrcGenElemIn};
 use coresight_decode::logger::{shared, Shared};

@@ -487,7 +487,7 @@ fn good_snapshot_has_no_warnings() {
 /// what the tree logged.
 fn decode_lines(dir: &Path, buffer: &str) -> (Vec<String>, String) {
     use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
-    use coresight_decode::elem::TraceElement;
+    use coresight_decode::element::TraceElement;
     use coresight_decode::interfaces::{TrcDataIn, TrcGenElemIn};
     use std::sync::{Arc, Mutex};
 

@@ -1,7 +1,7 @@
 //! What the decode benchmarks share.
 
 use coresight_decode::datapath::{DatapathResp, TrcIndex};
-use coresight_decode::elem::TraceElement;
+use coresight_decode::element::TraceElement;
 use coresight_decode::interfaces::TrcGenElemIn;
 
 /// Counts elements and their instructions, as a client that looks at each

@@ -25,7 +25,7 @@ use coresight_decode::arch::ArchProfile;
 use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use coresight_decode::decoder::{CoreConfig, DecodeMode, DecoderOptions, SourceConfig};
 use coresight_decode::deformatter::{DeformatterConfig, FrameDeformatter, IdStreamSink};
-use coresight_decode::elem::TraceElement;
+use coresight_decode::element::TraceElement;
 use coresight_decode::interfaces::{RawFrameKind, TrcDataIn, TrcGenElemIn, TrcRawFrameIn};
 use coresight_decode::logger::{shared, MsgLogger};
 use coresight_decode::memory::{BufferAccessor, MemAccMapper, MemSpace, CacheConfig};
@@ -409,7 +409,7 @@ pub fn run_elf(data: &[u8]) {
 /// The Tarmac reader on arbitrary text: every line is a record or an
 /// error naming its line; reading goes on after an error.
 pub fn run_tarmac(data: &[u8]) {
-    let mut r = coresight_decode::tarmac::Reader::new(data);
+    let mut r = coresight_tarmac::Reader::new(data);
     let mut lines = 0u64;
     loop {
         match r.next_record() {
@@ -425,8 +425,8 @@ pub fn run_tarmac(data: &[u8]) {
 /// The gnatcov trace-file reader: a file that parses dumps, and writes
 /// back to bytes that parse to the same dump.
 pub fn run_gnatcov(data: &[u8]) {
-    use coresight_decode::gnatcov::dump::dump;
-    use coresight_decode::gnatcov::TraceFile;
+    use coresight_gnatcov::dump::dump;
+    use coresight_gnatcov::TraceFile;
     if let Ok(t) = TraceFile::parse(data) {
         let text = dump(&t, true);
         let bytes = t.to_bytes();

@@ -1043,7 +1043,7 @@ pub(crate) mod testing {
     use coresight_decode::arch::ArchProfile;
     use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
     use coresight_decode::decoder::{CoreConfig, DecodeMode, SourceConfig};
-    use coresight_decode::elem::TraceElement;
+    use coresight_decode::element::TraceElement;
     use coresight_decode::interfaces::{TrcDataIn, TrcGenElemIn};
     use coresight_decode::memory::{BufferAccessor, MemSpace};
     use coresight_decode::tree::{DecodeTree, SourceFormat};

@@ -7,7 +7,7 @@ use coresight_decode::arch::ArchProfile;
 use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use coresight_decode::decoder::{CoreConfig, DecodeMode, SourceConfig};
 use coresight_decode::deformatter::DeformatterConfig;
-use coresight_decode::elem::TraceElement;
+use coresight_decode::element::TraceElement;
 use coresight_decode::interfaces::{TrcDataIn, TrcGenElemIn};
 use coresight_decode::memory::{BufferAccessor, MemSpace};
 use crate::snapshot_writer::DeviceSpec;
@@ -213,7 +213,7 @@ fn between<'a>(s: &'a str, open: &str, close: &str) -> Option<&'a str> {
 
 fn truth_from_line(line: &str) -> Option<Truth> {
     use coresight_decode::arch::SecurityState;
-    use coresight_decode::elem::MemTrans;
+    use coresight_decode::element::MemTrans;
     if let Some(rest) = line.strip_prefix("####### Multi Session decode: Buffer ") {
         return rest.split_whitespace().next()?.parse().ok().map(Truth::Session);
     }
@@ -284,7 +284,7 @@ fn truth_from_line(line: &str) -> Option<Truth> {
 mod tests {
     use super::*;
     use coresight_decode::arch::SecurityState;
-    use coresight_decode::elem::MemTrans;
+    use coresight_decode::element::MemTrans;
 
     #[test]
     fn listing_lines_read_back() {

@@ -30,7 +30,7 @@
 
 use super::flow::{self, Cause, Ctx, End, Event, Seg, Term, WalkCfg};
 use super::{GenOptions, GenProtocol, Generated, Rng, Truth, a64, layout_buffer, t32m};
-use coresight_decode::elem::MemTrans;
+use coresight_decode::element::MemTrans;
 use crate::snapshot_writer::{BufferSpec, DeviceSpec, DumpSpec, SnapshotSpec};
 
 /// Register values of the original, option-less configuration.

@@ -21,7 +21,7 @@ use super::{BufferLayout, Generated};
 use coresight_decode::arch::{ArchProfile, ArchVersion, CoreProfile, InstrInfo, InstrSubType, InstrType, Isa};
 use coresight_decode::instr::ArmInstrDecoder;
 use coresight_decode::interfaces::InstrDecode;
-use coresight_decode::tarmac::{Effect, Iset, Reader, RecordKind};
+use coresight_tarmac::{Effect, Iset, Reader, RecordKind};
 
 /// One instruction of an execution.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

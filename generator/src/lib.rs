@@ -25,7 +25,7 @@ pub mod t32m;
 use std::fmt::{self, Write as _};
 
 use coresight_decode::arch::SecurityState;
-use coresight_decode::elem::{ElemType, ItmPktKind, MemTrans, TraceElement};
+use coresight_decode::element::{ElemType, ItmPktKind, MemTrans, TraceElement};
 use crate::formatter::{FormatterConfig, FrameFormatter};
 use crate::snapshot_writer::SnapshotSpec;
 
@@ -326,6 +326,42 @@ pub(crate) fn layout_buffer(layout: BufferLayout, trace_id: u8, bytes: &[u8], rn
                 i += n;
             }
             (f.finish(), "coresight")
+        }
+    }
+}
+
+/// Damages `data` the way a faulty capture might: one to six bits
+/// flipped, bytes changed, runs repeated, cut or filled, or the end
+/// truncated. Never leaves it empty. Shared by the mutation tests of the
+/// decoders and of the file formats.
+pub fn damage(rng: &mut Rng, data: &mut Vec<u8>) {
+    if data.is_empty() {
+        return;
+    }
+    for _ in 0..1 + rng.below(6) {
+        let len = data.len() as u64;
+        let at = rng.below(len) as usize;
+        match rng.below(6) {
+            0 => data[at] ^= 1 << rng.below(8),
+            1 => data[at] = rng.next_u64() as u8,
+            2 => {
+                let n = (1 + rng.below(16) as usize).min(data.len() - at);
+                let run: Vec<u8> = data[at..at + n].to_vec();
+                data.splice(at..at, run);
+            }
+            3 => {
+                let n = (1 + rng.below(16) as usize).min(data.len() - at);
+                data.drain(at..at + n);
+            }
+            4 => data.truncate(at.max(1)),
+            _ => {
+                let b = [0x00, 0xff, 0x80, 0x7f][rng.below(4) as usize];
+                let n = (1 + rng.below(12) as usize).min(data.len() - at);
+                data[at..at + n].fill(b);
+            }
+        }
+        if data.is_empty() {
+            data.push(0);
         }
     }
 }

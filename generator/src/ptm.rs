@@ -758,7 +758,7 @@ mod tests {
     }
 
     use super::a32t32::testing::{assert_only_when_on, count as get, sum_stats, Stats};
-    use coresight_decode::elem::ElemType;
+    use coresight_decode::element::ElemType;
 
     /// Statistics summed over seeds.
     fn stats(o: PtmGenOptions, seeds: std::ops::Range<u64>) -> Stats {

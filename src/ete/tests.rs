@@ -677,7 +677,7 @@ fn decode_sessions(cfg: EtmV4Config, sessions: &[&[u8]]) -> Vec<String> {
     let router = shared(ElemRouter::default());
     struct Log(Arc<Lock<Vec<String>>>);
     impl crate::interfaces::TrcGenElemIn for Log {
-        fn trace_elem_in(&mut self, index: u64, trace_id: u8, elem: &crate::elem::TraceElement) -> crate::datapath::DatapathResp {
+        fn trace_elem_in(&mut self, index: u64, trace_id: u8, elem: &crate::element::TraceElement) -> crate::datapath::DatapathResp {
             let mut s = format!("Idx:{index}; ID:{trace_id:x}; ");
             elem.write_to(&mut s);
             self.0.borrow_mut().push(s);

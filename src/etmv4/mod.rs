@@ -3,17 +3,17 @@
 //! - [`config::EtmV4Config`]: the trace unit's registers, interpreted.
 //! - [`packet::EtmV4Packet`]: one packet (with the state packets build on)
 //!   and its printed form.
-//! - [`proc::EtmV4PktProc`]: bytes to packets.
-//! - [`decode::EtmV4Decoder`]: packets to generic trace elements, following
+//! - [`processor::EtmV4PktProc`]: bytes to packets.
+//! - [`decoder::EtmV4Decoder`]: packets to generic trace elements, following
 //!   the program through target memory.
 //!
 //! ETE (Armv9) is a superset of ETMv4: the same processor and decoder
 //! handle it when the configuration says so ([`config::EtmV4Config::is_ete`]).
 
 pub mod config;
-pub mod decode;
+pub mod decoder;
 pub mod packet;
-pub mod proc;
+pub mod processor;
 
 #[cfg(test)]
 pub(crate) mod tests;
@@ -25,9 +25,9 @@ use crate::logger::ErrLink;
 use crate::protocols::{ProtocolFactory, ETMV4};
 
 pub use config::EtmV4Config;
-pub use decode::EtmV4Decoder;
+pub use decoder::EtmV4Decoder;
 pub use packet::{EtmV4Packet, PktType};
-pub use proc::EtmV4PktProc;
+pub use processor::EtmV4PktProc;
 
 /// Builds the component for one source: the packet processor, and in full
 /// decode mode the decoder behind it. `name` is the protocol name; ETE

@@ -8,12 +8,12 @@ use std::sync::Arc;
 
 use super::config::EtmV4Config;
 use super::packet::EtmV4Packet;
-use super::proc::EtmV4PktProc;
+use super::processor::EtmV4PktProc;
 use super::*;
 use crate::arch::{ArchProfile, ArchVersion, CoreProfile};
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use crate::decoder::{DecodeContext, DecodeMode, DecoderOptions, ElemRouter, PacketOut, PacketProcessor};
-use crate::elem::TraceElement;
+use crate::element::TraceElement;
 use crate::error::Severity;
 use crate::instr::ArmInstrDecoder;
 use crate::interfaces::{PktDataIn, PktRawDataMon, TrcGenElemIn};

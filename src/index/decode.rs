@@ -60,7 +60,7 @@ use std::sync::{Arc, Mutex};
 use super::reader::{ByteWindow, Piece};
 use super::CaptureIndex;
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
-use crate::elem::{ElemType, TraceElement};
+use crate::element::{ElemType, TraceElement};
 use crate::error::{ErrCode, Error};
 use crate::interfaces::{TrcDataIn, TrcGenElemIn};
 use crate::logger::{shared, Shared};

@@ -10,7 +10,7 @@
 
 use crate::datapath::{DatapathResp, TrcIndex};
 use crate::decoder::{ElemRouter, GateStep, PacketDecoder, SyncGate};
-use crate::elem::{ElemType, ItmInfo, ItmPktKind, TraceElement, UnsyncInfo};
+use crate::element::{ElemType, ItmInfo, ItmPktKind, TraceElement, UnsyncInfo};
 use crate::interfaces::TrcGenElemIn;
 use crate::logger::Shared;
 

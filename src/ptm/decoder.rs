@@ -17,7 +17,7 @@ use super::PtmConfig;
 use crate::arch::{InstrInfo, InstrType, Isa, SecurityState};
 use crate::datapath::{DatapathResp, TrcIndex};
 use crate::decoder::{DecodeContext, ElemRouter, PacketDecoder};
-use crate::elem::{ElemType, EventType, PeContext, TraceElement, TraceOnReason, UnsyncInfo};
+use crate::element::{ElemType, EventType, PeContext, TraceElement, TraceOnReason, UnsyncInfo};
 use crate::error::{ErrCode, Severity, TraceError};
 use crate::interfaces::{InstrDecode, TargetMemAccess, TrcGenElemIn};
 use crate::logger::{ErrLink, Shared};

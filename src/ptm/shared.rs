@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use crate::arch::Isa;
-use crate::elem::TraceElement;
+use crate::element::TraceElement;
 
 /// A fresh output element, as OpenCSD initialises one (addresses all ones).
 pub(crate) fn initial_element() -> TraceElement {

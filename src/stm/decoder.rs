@@ -8,7 +8,7 @@
 
 use crate::datapath::{DatapathResp, TrcIndex};
 use crate::decoder::{ElemRouter, GateStep, PacketDecoder, SyncGate};
-use crate::elem::{ElemType, SwTraceInfo, TraceElement, UnsyncInfo};
+use crate::element::{ElemType, SwTraceInfo, TraceElement, UnsyncInfo};
 use crate::interfaces::TrcGenElemIn;
 use crate::logger::Shared;
 

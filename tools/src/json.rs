@@ -38,7 +38,7 @@ use std::fmt;
 use std::io::{self, Write};
 
 use coresight_decode::arch::{InstrSubType, InstrType, Isa, SecurityState};
-use coresight_decode::elem::{DataAccessKind, MemTrans, TraceElement, TraceOnReason, UnsyncInfo};
+use coresight_decode::element::{DataAccessKind, MemTrans, TraceElement, TraceOnReason, UnsyncInfo};
 use coresight_decode::element::{self, Element, Event, ItmMessage};
 use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;

@@ -872,14 +872,14 @@ struct CountingPrinter {
 }
 
 impl TrcGenElemIn for CountingPrinter {
-    fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &coresight_decode::elem::TraceElement) -> DatapathResp {
+    fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &coresight_decode::element::TraceElement) -> DatapathResp {
         self.total.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if self.printer.need_ack_wait() {
             self.printer.ack_wait();
         }
         self.printer.trace_elem_in(index, trace_id, elem)
     }
-    fn trace_elems_in(&mut self, trace_id: u8, elems: &[(TrcIndex, coresight_decode::elem::TraceElement)]) -> (DatapathResp, usize) {
+    fn trace_elems_in(&mut self, trace_id: u8, elems: &[(TrcIndex, coresight_decode::element::TraceElement)]) -> (DatapathResp, usize) {
         if self.printer.need_ack_wait() {
             self.printer.ack_wait();
         }
@@ -900,7 +900,7 @@ impl ParallelSink for ListerSink<'_> {
     fn text(&mut self, text: &str) {
         self.out.borrow_mut().log_msg(text);
     }
-    fn element(&mut self, index: TrcIndex, trace_id: u8, elem: &coresight_decode::elem::TraceElement) -> DatapathResp {
+    fn element(&mut self, index: TrcIndex, trace_id: u8, elem: &coresight_decode::element::TraceElement) -> DatapathResp {
         match self.printer {
             Some(p) => p.borrow_mut().trace_elem_in(index, trace_id, elem),
             None => DatapathResp::Cont,

@@ -369,7 +369,7 @@ fn threads_give_the_same_output() {
 #[test]
 fn elf_and_raw_images_stand_in_for_memory_dumps() {
     // A snapshot of a real execution, with the ELF's segments as dumps.
-    let fixtures = repo().join("tests/fixtures/tarmac");
+    let fixtures = repo().join("formats/tarmac/tests/fixtures");
     let elf = fixtures.join("prog64.elf");
     let snap = generate("prog64", &["--protocol", "ete", "--tarmac", fixtures.join("prog64.tarmac").to_str().unwrap(), "--elf", elf.to_str().unwrap()]);
     let with_dumps = run(DECODE, &[snap.to_str().unwrap()]);

@@ -205,7 +205,7 @@ fn empty_block_after_an_id_switch_stops_the_data_path_as_in_opencsd() {
     // end of trace.
     use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
     use coresight_decode::decoder::DecodeMode;
-    use coresight_decode::elem::{ElemType, TraceElement};
+    use coresight_decode::element::{ElemType, TraceElement};
     use coresight_decode::interfaces::{TrcDataIn, TrcGenElemIn};
     struct Eot(std::sync::Arc<std::sync::atomic::AtomicU32>);
     impl TrcGenElemIn for Eot {

@@ -5,8 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use coresight_decode::gnatcov::format::{read_file, InfoKind, PcSize, EM_RISCV};
-use coresight_decode::tarmac::writer::{snapshot_to_tarmac_with_registry, WriterOptions};
+use coresight_gnatcov::format::{read_file, InfoKind, PcSize, EM_RISCV};
+use coresight_tarmac::writer::{snapshot_to_tarmac_with_registry, WriterOptions};
 
 fn plugin() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins/riscv-trace")

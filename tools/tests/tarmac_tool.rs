@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/tarmac")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../formats/tarmac/tests/fixtures")
 }
 
 fn tarmac(args: &[&str]) -> (Option<i32>, String, String) {

@@ -9,7 +9,7 @@
 //! instruction).
 
 #[allow(dead_code)]
-#[path = "../trc_cov/lcov.rs"]
+#[path = "../src/bin/trc_cov/lcov.rs"]
 mod lcov;
 
 
@@ -140,9 +140,9 @@ fn real_execution_through_etmv4_gives_the_same_coverage() {
     use coresight_generator::check::decode_into;
     use coresight_generator::etmv4::{Encoder, PktCtx};
     use coresight_generator::Generated;
-    use coresight_decode::gnatcov::coverage::{CodeImage, Coverage, Execution};
-    use coresight_decode::gnatcov::export::{FlatTraceBuilder, Merge, SharedBuilder};
-    use coresight_decode::gnatcov::format::read_file;
+    use coresight_gnatcov::coverage::{CodeImage, Coverage, Execution};
+    use coresight_gnatcov::export::{FlatTraceBuilder, Merge, SharedBuilder};
+    use coresight_gnatcov::format::read_file;
     use coresight_decode::instr::ArmInstrDecoder;
     use coresight_decode::interfaces::InstrDecode;
     use coresight_generator::snapshot_writer::{BufferSpec, DeviceSpec, DumpSpec, SnapshotSpec};

@@ -1,5 +1,5 @@
 //! `trc_cov` on Tarmac traces: the coverage of a qemu run's Tarmac file
-//! (tests/fixtures/tarmac, made by make.sh) equals the coverage of the
+//! (formats/tarmac/tests/fixtures, made by make.sh) equals the coverage of the
 //! CoreSight snapshot `trc_gen -tarmac` encodes from it, for A64, A32 and
 //! T32 code and several protocols; its executed instructions are the
 //! Tarmac's own; bad Tarmac input is an error naming the line.
@@ -22,7 +22,7 @@ fn ok(o: Output) -> String {
 }
 
 fn fixture(name: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/tarmac").join(name).to_string_lossy().into_owned()
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../formats/tarmac/tests/fixtures").join(name).to_string_lossy().into_owned()
 }
 
 fn tmp(name: &str) -> PathBuf {
@@ -92,7 +92,7 @@ fn tarmac_coverage_equals_the_encoded_snapshots_coverage() {
 /// those of the gnatcov trace of the same run.
 #[test]
 fn tarmac_of_a_real_run_gives_the_oracles_coverage_and_lines() {
-    use coresight_decode::gnatcov::coverage::CodeImage;
+    use coresight_gnatcov::coverage::CodeImage;
     let cov = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cov");
     let (elf, trace) = (cov.join("prog-a64.elf"), cov.join("prog-a64.trace"));
     let img = CodeImage::from_elf(&std::fs::read(&elf).unwrap()).unwrap();

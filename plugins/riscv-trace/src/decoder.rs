@@ -27,7 +27,7 @@ use std::collections::VecDeque;
 use coresight_decode::arch::{ExceptionLevel, InstrSubType, InstrType, Isa};
 use coresight_decode::datapath::{DatapathResp, TrcIndex};
 use coresight_decode::decoder::{DecodeContext, ElemRouter, PacketDecoder};
-use coresight_decode::elem::{DataAccess, DataAccessKind, ElemType, TraceElement, UnsyncInfo};
+use coresight_decode::element::{DataAccess, DataAccessKind, ElemType, TraceElement, UnsyncInfo};
 use coresight_decode::error::{ErrCode, Severity, TraceError};
 use coresight_decode::interfaces::{TargetMemAccess, TrcGenElemIn};
 use coresight_decode::logger::{ErrLink, Shared};

@@ -3,7 +3,7 @@
 //! padding, wrapping and `tbufwrite`. It writes exactly what the decoder
 //! reads (see the crate documentation, "Choices").
 
-use coresight_decode::elem::DataAccessKind;
+use coresight_decode::element::DataAccessKind;
 use coresight_decode::interfaces::TargetMemAccess;
 use coresight_decode::memory::MemSpace;
 

@@ -10,10 +10,10 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use common::*;
-use coresight_decode::gnatcov::coverage::{CodeImage, Coverage, Execution};
-use coresight_decode::gnatcov::export::{FlatTraceBuilder, Merge};
-use coresight_decode::gnatcov::format::{Endian, Entry, Op, PcSize, TraceFile, EM_RISCV};
-use coresight_decode::tarmac::writer::{snapshot_to_tarmac_with_registry, MemImage, TarmacWriter, WriterOptions};
+use coresight_gnatcov::coverage::{CodeImage, Coverage, Execution};
+use coresight_gnatcov::export::{FlatTraceBuilder, Merge};
+use coresight_gnatcov::format::{Endian, Entry, Op, PcSize, TraceFile, EM_RISCV};
+use coresight_tarmac::writer::{snapshot_to_tarmac_with_registry, MemImage, TarmacWriter, WriterOptions};
 use riscv_trace::config::{CoreIsa, TraceReg};
 use riscv_trace::instr::{classify, Flow};
 
@@ -115,7 +115,7 @@ fn tarmac_of_the_shipped_snapshot_lists_the_pcs_qemu_ran() {
     assert_eq!(is + lines.iter().filter(|l| l.status == "IT").count(), lines.len());
 
     // The project's Tarmac reader reads it back: RISC-V state, widths.
-    use coresight_decode::tarmac::{Effect, Iset, Reader, RecordKind};
+    use coresight_tarmac::{Effect, Iset, Reader, RecordKind};
     let mut r = Reader::new(std::io::Cursor::new(text.as_bytes()));
     let mut back = Vec::new();
     while let Some(rec) = r.next_record().unwrap() {
@@ -194,7 +194,7 @@ fn gnatcov_export_of_the_shipped_snapshot_is_em_riscv_with_qemus_coverage() {
         .unwrap()
         .unwrap();
     let b = std::sync::Arc::new(coresight_decode::shared::Lock::new(FlatTraceBuilder::new(Merge::All)));
-    tree.set_gen_elem_out(Box::new(coresight_decode::gnatcov::export::SharedBuilder(b.clone())));
+    tree.set_gen_elem_out(Box::new(coresight_gnatcov::export::SharedBuilder(b.clone())));
     let data = std::fs::read(dir.join("trace.bin")).unwrap();
     let (r, used) = tree.trace_data_in(DatapathOp::Data, 0, &data);
     assert!(r.is_cont() && used == data.len());

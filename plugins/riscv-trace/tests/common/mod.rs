@@ -11,7 +11,7 @@ use std::sync::Arc;
 use coresight_decode::arch::{ArchProfile, ArchVersion, CoreProfile};
 use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use coresight_decode::decoder::{CoreConfig, DecodeMode, SourceConfig};
-pub use coresight_decode::elem::{DataAccess, DataAccessKind, ElemType, TraceElement, UnsyncInfo};
+pub use coresight_decode::element::{DataAccess, DataAccessKind, ElemType, TraceElement, UnsyncInfo};
 pub use coresight_generator::Rng;
 use coresight_decode::interfaces::{TargetMemAccess, TrcDataIn, TrcGenElemIn};
 use coresight_decode::memory::{BufferAccessor, MemSpace};

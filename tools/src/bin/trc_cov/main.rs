@@ -9,7 +9,6 @@
 //!
 //! Exit status: 0 done, 1 the input could not be processed, 2 bad usage.
 
-#[path = "trc_cov/lcov.rs"]
 mod lcov;
 
 
@@ -22,14 +21,14 @@ use clap::{Args, Parser, Subcommand};
 use coresight_decode::arch::Isa;
 use coresight_decode::datapath::{DatapathOp, TrcIndex};
 use coresight_decode::decoder::DecodeMode;
-use coresight_decode::gnatcov::coverage::{CodeImage, Coverage, Execution};
-use coresight_decode::gnatcov::dump::dump;
-use coresight_decode::gnatcov::export::{ExecSignature, FlatTraceBuilder, Merge, SharedBuilder};
-use coresight_decode::gnatcov::format::{read_file, DateTime, Endian, Entry};
+use coresight_gnatcov::coverage::{CodeImage, Coverage, Execution};
+use coresight_gnatcov::dump::dump;
+use coresight_gnatcov::export::{ExecSignature, FlatTraceBuilder, Merge, SharedBuilder};
+use coresight_gnatcov::format::{read_file, DateTime, Endian, Entry};
 use coresight_decode::interfaces::TrcDataIn;
 use coresight_decode::snapshot::{Snapshot, TreeBuilder};
-use coresight_decode::tarmac::ranges::trace_elements;
-use coresight_decode::tarmac::{Iset, Reader, ReaderOptions};
+use coresight_tarmac::ranges::trace_elements;
+use coresight_tarmac::{Iset, Reader, ReaderOptions};
 
 #[derive(Parser)]
 #[command(
@@ -301,12 +300,12 @@ fn gather(input: &Inputs) -> Result<(CodeImage, Vec<Entry>, usize), Fail> {
             CodeImage::from_regions(snapshot_regions(dir)?, isa)
         }
     };
-    if img.machine == coresight_decode::gnatcov::format::EM_AARCH64 {
+    if img.machine == coresight_gnatcov::format::EM_AARCH64 {
         digits = 16;
     }
     // RISC-V: addresses as wide as the ELF class (RV64: ELFCLASS64).
     if let Some(p) = &input.elf {
-        if img.machine == coresight_decode::gnatcov::format::EM_RISCV {
+        if img.machine == coresight_gnatcov::format::EM_RISCV {
             let bytes = std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?;
             digits = if bytes.get(4) == Some(&2) { 16 } else { 8 };
         }
@@ -376,7 +375,7 @@ fn decode_snapshot(dir: &Path, buffer: Option<&str>, merge: Merge) -> Result<Fla
 }
 
 #[cfg(feature = "disasm")]
-fn disassembler(riscv_xlen: u32) -> impl FnMut(&coresight_decode::gnatcov::coverage::Insn) -> String {
+fn disassembler(riscv_xlen: u32) -> impl FnMut(&coresight_gnatcov::coverage::Insn) -> String {
     let mut d = coresight_decode::disasm::Disassembler::new().ok();
     if let Some(d) = d.as_mut() {
         d.set_riscv_xlen(riscv_xlen);
@@ -389,6 +388,6 @@ fn disassembler(riscv_xlen: u32) -> impl FnMut(&coresight_decode::gnatcov::cover
 }
 
 #[cfg(not(feature = "disasm"))]
-fn disassembler(_riscv_xlen: u32) -> impl FnMut(&coresight_decode::gnatcov::coverage::Insn) -> String {
+fn disassembler(_riscv_xlen: u32) -> impl FnMut(&coresight_gnatcov::coverage::Insn) -> String {
     |_| String::new()
 }

@@ -23,9 +23,9 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::{self, Write as _};
 
-use crate::arch::{ArchProfile, ArchVersion, CoreProfile, InstrInfo, InstrType, Isa};
-use crate::instr::ArmInstrDecoder;
-use crate::interfaces::InstrDecode;
+use coresight_decode::arch::{ArchProfile, ArchVersion, CoreProfile, InstrInfo, InstrType, Isa};
+use coresight_decode::instr::ArmInstrDecoder;
+use coresight_decode::interfaces::InstrDecode;
 
 use super::format::{Entry, Op, EM_AARCH64, EM_ARM, EM_RISCV};
 
@@ -275,7 +275,7 @@ impl Decoder {
                     return None;
                 }
                 let hw = u16::from_le_bytes([b[0], b[1]]);
-                if crate::instr::is_wide_thumb(hw) {
+                if coresight_decode::instr::is_wide_thumb(hw) {
                     if n < 4 {
                         return Some(Insn { addr, size: 2, isa, bytes: b, cond_branch: false, data: true });
                     }

@@ -18,12 +18,12 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
-use coresight_decode::tarmac::calls::CallAnalyzer;
-use coresight_decode::tarmac::compare::{self, CompareOptions};
-use coresight_decode::tarmac::events::EventPrinter;
-use coresight_decode::tarmac::symbols::Symbols;
-use coresight_decode::tarmac::writer::{snapshot_to_tarmac_with_registry, WriterOptions};
-use coresight_decode::tarmac::{Iset, Reader, ReaderOptions};
+use coresight_tarmac::calls::CallAnalyzer;
+use coresight_tarmac::compare::{self, CompareOptions};
+use coresight_tarmac::events::EventPrinter;
+use coresight_tarmac::symbols::Symbols;
+use coresight_tarmac::writer::{snapshot_to_tarmac_with_registry, WriterOptions};
+use coresight_tarmac::{Iset, Reader, ReaderOptions};
 
 #[derive(Parser)]
 #[command(

@@ -23,7 +23,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 use coresight_decode::decoder::DecodeMode;
 use coresight_decode::index::build::Capture;
-use coresight_decode::elem::{ElemType, TraceElement};
+use coresight_decode::element::{ElemType, TraceElement};
 use coresight_decode::index::{correlate, decode_split_ids, decode_window, CaptureIndex, EntryKind, IndexOptions, IndexedFormat, Window};
 use coresight_decode::TrcIndex;
 

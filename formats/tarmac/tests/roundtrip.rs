@@ -11,9 +11,9 @@ use std::sync::Arc;
 use coresight_generator::BufferLayout;
 use coresight_generator::check::decode_with;
 use coresight_generator::execution::{elf_images, generate_from_execution, insns_from_tarmac, ExecProtocol};
-use coresight_decode::tarmac::compare::{self, CompareOptions};
-use coresight_decode::tarmac::writer::{MemImage, TarmacWriter, WriterOptions};
-use coresight_decode::tarmac::Reader;
+use coresight_tarmac::compare::{self, CompareOptions};
+use coresight_tarmac::writer::{MemImage, TarmacWriter, WriterOptions};
+use coresight_tarmac::Reader;
 
 #[derive(Clone, Default)]
 struct Shared(Arc<Lock<Vec<u8>>>);
@@ -50,7 +50,7 @@ fn round_trip(tarmac: &[u8], elf: &[u8], protocol: ExecProtocol, seed: u64, layo
 }
 
 fn shared() -> Option<PathBuf> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/tarmac");
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus/tarmac");
     p.join("quicksort.tarmac").exists().then_some(p)
 }
 
@@ -85,10 +85,10 @@ fn shared_calltest32_etmv4_ptm_etmv3() {
     check_shared(&dir, "calltest32", &[ExecProtocol::Etmv4, ExecProtocol::Ptm, ExecProtocol::Etmv3]);
 }
 
-/// The fixtures `tests/fixtures/tarmac/make.sh` makes: a small program run
+/// The fixtures `tests/fixtures/make.sh` makes: a small program run
 /// under qemu-user, logged as Tarmac (always present).
 fn check_fixture(name: &str, protocols: &[ExecProtocol], expect: usize) {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tarmac");
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
     let tarmac = std::fs::read(dir.join(format!("{name}.tarmac"))).unwrap();
     let elf = std::fs::read(dir.join(format!("{name}.elf"))).unwrap();
     for &p in protocols {
@@ -119,7 +119,7 @@ fn fixture_t32_etmv4_ptm_etmv3() {
 #[test]
 fn a_wrong_decode_is_reported_different() {
     // The writer's output with one instruction changed must not compare same.
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tarmac");
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
     let tarmac = std::fs::read(dir.join("prog64.tarmac")).unwrap();
     let elf = std::fs::read(dir.join("prog64.elf")).unwrap();
     let (rep, written) = round_trip(&tarmac, &elf, ExecProtocol::Etmv4, 1, BufferLayout::Unformatted);
@@ -136,7 +136,7 @@ fn a_wrong_decode_is_reported_different() {
 
 #[test]
 fn trace_matcher_form_with_flow_exception_and_link_lines_reads_back_the_same() {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tarmac");
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
     let tarmac = std::fs::read(dir.join("progt32.tarmac")).unwrap();
     let elf = std::fs::read(dir.join("progt32.elf")).unwrap();
     let insns = insns_from_tarmac(&mut Reader::new(&tarmac[..])).unwrap();

@@ -3,14 +3,14 @@
 
 use std::path::PathBuf;
 
-use coresight_decode::tarmac::calls::CallAnalyzer;
-use coresight_decode::tarmac::events::EventPrinter;
-use coresight_decode::tarmac::symbols::Symbols;
-use coresight_decode::tarmac::*;
-use coresight_decode::tarmac::compare;
+use coresight_tarmac::calls::CallAnalyzer;
+use coresight_tarmac::events::EventPrinter;
+use coresight_tarmac::symbols::Symbols;
+use coresight_tarmac::*;
+use coresight_tarmac::compare;
 
 fn corpus() -> Option<PathBuf> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/tarmac");
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus/tarmac");
     p.join("parsertest.ref").exists().then_some(p)
 }
 
@@ -237,7 +237,7 @@ fn call_tree_profile_flamegraph_of_a_small_trace() {
     let t = a.finish();
     let mut syms = Symbols::default();
     for (addr, name) in [(0u64, "zero"), (0x1000, "main"), (0x1010, "f"), (0x1024, "g")] {
-        syms.add(coresight_decode::tarmac::symbols::Symbol { addr, size: 0, name: name.into() });
+        syms.add(coresight_tarmac::symbols::Symbol { addr, size: 0, name: name.into() });
     }
     assert_eq!(
         t.calltree_text(Some(&syms)),

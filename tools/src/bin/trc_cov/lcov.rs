@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use coresight_decode::gnatcov::coverage::{Coverage, InsnState};
+use coresight_gnatcov::coverage::{Coverage, InsnState};
 use gimli::{EndianSlice, RunTimeEndian};
 
 /// Address ranges to (file, line).

@@ -19,7 +19,7 @@ use clap::Parser;
 
 use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use coresight_decode::decoder::DecodeMode;
-use coresight_decode::elem::{ElemType, TraceElement};
+use coresight_decode::element::{ElemType, TraceElement};
 use coresight_decode::interfaces::{TrcDataIn, TrcGenElemIn};
 use coresight_decode::snapshot::{Snapshot, TreeBuilder};
 use coresight_decode::tree::SourceFormat;

@@ -39,7 +39,7 @@ use clap::Parser;
 use coresight_generator::etmv4::{self, Etmv4Options};
 use coresight_generator::execution::{elf_images, generate_from_execution, insns_from_tarmac, ExecProtocol};
 use coresight_generator::{generate, BufferLayout, GenOptions, GenProtocol, Generated};
-use coresight_decode::tarmac::Reader;
+use coresight_tarmac::Reader;
 use coresight_tools::cli;
 
 const PROGRAM: &str = "trc_gen";

@@ -63,7 +63,7 @@ pub enum Iset {
     /// A64 (`O`).
     A64,
     /// RISC-V (`R`: this project's choice, Tarmac has no RISC-V state;
-    /// see [`crate::tarmac::writer`]).
+    /// see [`crate::writer`]).
     RiscV,
 }
 

@@ -13,7 +13,7 @@ use std::collections::VecDeque;
 use crate::arch::{ExceptionLevel, InstrInfo, InstrSubType, InstrType, Isa, SecurityState};
 use crate::datapath::{DatapathResp, TrcIndex};
 use crate::decoder::{DecodeContext, DecoderOptions, ElemRouter, PacketDecoder};
-use crate::elem::{ElemType, EventType, TraceElement, TraceOnReason, UnsyncInfo};
+use crate::element::{ElemType, EventType, TraceElement, TraceOnReason, UnsyncInfo};
 use crate::error::{ErrCode, Severity, TraceError};
 use crate::interfaces::{InstrDecode, TargetMemAccess, TrcGenElemIn};
 use crate::logger::{ErrLink, Shared};
@@ -1343,10 +1343,10 @@ impl EtmV4Decoder {
     fn process_trans(&mut self, e: &P0Elem) {
         self.out_stack.add_type(e.index, ElemType::MemTrans);
         self.out_stack.cur().mem_trans = match e.kind {
-            P0Kind::TransStart => crate::elem::MemTrans::Start,
-            P0Kind::TransCommit => crate::elem::MemTrans::Commit,
-            P0Kind::TransFail => crate::elem::MemTrans::Fail,
-            _ => crate::elem::MemTrans::TraceInit,
+            P0Kind::TransStart => crate::element::MemTrans::Start,
+            P0Kind::TransCommit => crate::element::MemTrans::Commit,
+            P0Kind::TransFail => crate::element::MemTrans::Fail,
+            _ => crate::element::MemTrans::TraceInit,
         };
     }
 

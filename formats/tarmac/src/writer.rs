@@ -27,13 +27,13 @@
 use std::fmt::Write as _;
 use std::io::Write;
 
-use crate::arch::{Isa, SecurityState};
-use crate::datapath::{DatapathResp, TrcIndex};
-use crate::elem::{ElemType, TraceElement};
-use crate::error::ErrCode;
-use crate::interfaces::{TargetMemAccess, TrcGenElemIn};
-use crate::arch::{InstrSubType, InstrType};
-use crate::memory::MemSpace;
+use coresight_decode::arch::{Isa, SecurityState};
+use coresight_decode::datapath::{DatapathResp, TrcIndex};
+use coresight_decode::element::{ElemType, TraceElement};
+use coresight_decode::error::ErrCode;
+use coresight_decode::interfaces::{TargetMemAccess, TrcGenElemIn};
+use coresight_decode::arch::{InstrSubType, InstrType};
+use coresight_decode::memory::MemSpace;
 
 /// What to write besides instruction lines.
 #[derive(Clone, Copy, Debug, Default)]
@@ -95,9 +95,9 @@ pub struct TarmacWriter<W: Write, M: TargetMemAccess> {
     mode_for: Option<(Isa, u8, SecurityState)>,
     /// XLEN of RISC-V code, from the last PE context.
     bits64: bool,
-    classifier: crate::instr::ArmInstrDecoder,
+    classifier: coresight_decode::instr::ArmInstrDecoder,
     #[cfg(feature = "disasm")]
-    disasm: Option<crate::disasm::Disassembler>,
+    disasm: Option<coresight_decode::disasm::Disassembler>,
 }
 
 impl<W: Write, M: TargetMemAccess> TarmacWriter<W, M> {
@@ -117,9 +117,9 @@ impl<W: Write, M: TargetMemAccess> TarmacWriter<W, M> {
             mode_text: String::new(),
             mode_for: None,
             bits64: true,
-            classifier: crate::instr::ArmInstrDecoder::new(),
+            classifier: coresight_decode::instr::ArmInstrDecoder::new(),
             #[cfg(feature = "disasm")]
-            disasm: if opts.disassemble { crate::disasm::Disassembler::new().ok() } else { None },
+            disasm: if opts.disassemble { coresight_decode::disasm::Disassembler::new().ok() } else { None },
         }
     }
 
@@ -224,7 +224,7 @@ impl<W: Write, M: TargetMemAccess> TarmacWriter<W, M> {
                 }
             } else if e.isa == Isa::Thumb2 {
                 let hw1 = self.read(addr, trace_id, space, 2).ok_or_else(|| format!("no memory at {addr:#x}"))?;
-                if crate::instr::is_wide_thumb(hw1 as u16) {
+                if coresight_decode::instr::is_wide_thumb(hw1 as u16) {
                     let hw2 = self.read(addr.wrapping_add(2), trace_id, space, 2).ok_or_else(|| format!("no memory at {:#x}", addr.wrapping_add(2)))?;
                     ((hw1 << 16) | hw2, 4u64, (hw1 | hw2 << 16).to_le_bytes())
                 } else {
@@ -256,14 +256,14 @@ impl<W: Write, M: TargetMemAccess> TarmacWriter<W, M> {
             self.line.push('\n');
             if self.opts.link_register_lines && st == "IT" && e.isa != Isa::RiscV {
                 let opcode = if size == 4 && e.isa == Isa::Thumb2 { enc.rotate_left(16) } else { enc };
-                let mut info = crate::arch::InstrInfo {
-                    pe_type: crate::arch::ArchProfile::new(crate::arch::ArchVersion::V8, crate::arch::CoreProfile::CortexA),
+                let mut info = coresight_decode::arch::InstrInfo {
+                    pe_type: coresight_decode::arch::ArchProfile::new(coresight_decode::arch::ArchVersion::V8, coresight_decode::arch::CoreProfile::CortexA),
                     isa: e.isa,
                     instr_addr: addr,
                     opcode,
                     ..Default::default()
                 };
-                use crate::interfaces::InstrDecode as _;
+                use coresight_decode::interfaces::InstrDecode as _;
                 if self.classifier.decode_instruction(&mut info).is_ok() && info.is_link {
                     let ret = addr.wrapping_add(size);
                     self.push_prefix();
@@ -330,7 +330,7 @@ impl<W: Write + Send, M: TargetMemAccess> TrcGenElemIn for TarmacWriter<W, M> {
 }
 
 /// Memory seen through a decode tree's shared memory mapper.
-struct SharedMem(crate::logger::Shared<crate::memory::MemAccMapper>);
+struct SharedMem(coresight_decode::logger::Shared<coresight_decode::memory::MemAccMapper>);
 
 impl TargetMemAccess for SharedMem {
     fn read_target_memory(&mut self, address: u64, trace_id: u8, space: MemSpace, buf: &mut [u8]) -> Result<usize, ErrCode> {
@@ -339,7 +339,7 @@ impl TargetMemAccess for SharedMem {
 }
 
 #[derive(Clone, Default)]
-struct SharedBuf(crate::logger::Shared<Vec<u8>>);
+struct SharedBuf(coresight_decode::logger::Shared<Vec<u8>>);
 
 impl Write for SharedBuf {
     fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
@@ -355,29 +355,29 @@ impl Write for SharedBuf {
 /// instructions as Tarmac to `out`. Returns the number of instructions.
 /// Only the built-in protocols: see [`snapshot_to_tarmac_with_registry`].
 pub fn snapshot_to_tarmac(dir: &std::path::Path, out: &mut dyn Write, opts: WriterOptions) -> Result<u64, String> {
-    snapshot_to_tarmac_with_registry(dir, std::sync::Arc::new(crate::decoder::DecoderRegistry::builtin()), out, opts)
+    snapshot_to_tarmac_with_registry(dir, std::sync::Arc::new(coresight_decode::decoder::DecoderRegistry::builtin()), out, opts)
 }
 
 /// [`snapshot_to_tarmac`] with decoders from `registry` (plug-ins such as
 /// RISC-V trace registered next to the built-in protocols).
 pub fn snapshot_to_tarmac_with_registry(
     dir: &std::path::Path,
-    registry: std::sync::Arc<crate::decoder::DecoderRegistry>,
+    registry: std::sync::Arc<coresight_decode::decoder::DecoderRegistry>,
     out: &mut dyn Write,
     opts: WriterOptions,
 ) -> Result<u64, String> {
-    use crate::datapath::DatapathOp;
-    use crate::interfaces::TrcDataIn;
-    let ss = crate::snapshot::Snapshot::load(dir).map_err(|e| e.to_string())?;
+    use coresight_decode::datapath::DatapathOp;
+    use coresight_decode::interfaces::TrcDataIn;
+    let ss = coresight_decode::snapshot::Snapshot::load(dir).map_err(|e| e.to_string())?;
     let name = ss.buffer_names().first().map(|s| s.to_string()).ok_or("no trace buffer in the snapshot")?;
-    let mut tree = crate::snapshot::TreeBuilder::with_registry(&ss, registry)
-        .build(&name, crate::decoder::DecodeMode::FullDecode, |_| {})
+    let mut tree = coresight_decode::snapshot::TreeBuilder::with_registry(&ss, registry)
+        .build(&name, coresight_decode::decoder::DecodeMode::FullDecode, |_| {})
         .map_err(|e| e.to_string())?
         .ok_or("no decodable trace source in the snapshot")?;
     let mem = tree.mem_mapper().ok_or("the snapshot has no memory image")?.clone();
     let buf = SharedBuf::default();
-    let count = crate::logger::shared((0u64, None::<String>));
-    struct Counting<W: Write + Send, M: TargetMemAccess>(TarmacWriter<W, M>, crate::logger::Shared<(u64, Option<String>)>);
+    let count = coresight_decode::logger::shared((0u64, None::<String>));
+    struct Counting<W: Write + Send, M: TargetMemAccess>(TarmacWriter<W, M>, coresight_decode::logger::Shared<(u64, Option<String>)>);
     impl<W: Write + Send, M: TargetMemAccess> TrcGenElemIn for Counting<W, M> {
         fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp {
             let r = self.0.trace_elem_in(index, trace_id, elem);

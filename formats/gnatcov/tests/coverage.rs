@@ -11,9 +11,9 @@ use std::sync::Arc;
 use coresight_decode::arch::Isa;
 use coresight_generator::check::decode_into;
 use coresight_generator::{generate, BufferLayout, GenOptions, GenProtocol, Generated, Truth};
-use coresight_decode::gnatcov::coverage::{CodeImage, Coverage, Execution, InsnState};
-use coresight_decode::gnatcov::export::{ExecSignature, FlatTraceBuilder, Merge, SharedBuilder};
-use coresight_decode::gnatcov::format::{DateTime, Endian, Entry, Op, TraceFile};
+use coresight_gnatcov::coverage::{CodeImage, Coverage, Execution, InsnState};
+use coresight_gnatcov::export::{ExecSignature, FlatTraceBuilder, Merge, SharedBuilder};
+use coresight_gnatcov::format::{DateTime, Endian, Entry, Op, TraceFile};
 
 fn image(g: &Generated, isa: Isa) -> CodeImage {
     let regions = g.spec.devices.iter().filter(|d| d.class == "core").flat_map(|d| d.dumps.iter().map(|x| (x.address, x.data.clone()))).collect();
@@ -73,7 +73,7 @@ fn check(name: &str, opts: GenOptions, isa: Isa, endian: Endian) -> Outcome {
 /// The cases of a test together exercise what they must: code run and not
 /// run, branches taken one way and both ways, every mark.
 fn exercised(cases: &[Outcome]) {
-    let mut t = coresight_decode::gnatcov::coverage::Summary::default();
+    let mut t = coresight_gnatcov::coverage::Summary::default();
     let mut marks = std::collections::HashSet::new();
     for o in cases {
         t.add(&o.coverage.total);

@@ -1068,7 +1068,7 @@ impl Kind {
 /// line buffer.
 ///
 /// ```
-/// use coresight_decode::tarmac::{Reader, RecordKind};
+/// use coresight_tarmac::{Reader, RecordKind};
 /// let text = "1 clk IT (1) 00008000 d2a00200 O EL3h_s : MOV x0,#0x100000\n1 clk R X0 0000000000100000\n";
 /// let mut r = Reader::new(text.as_bytes());
 /// let mut pcs = Vec::new();

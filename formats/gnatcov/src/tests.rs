@@ -3,8 +3,8 @@
 use super::dump::dump;
 use super::export::{crc32, ExecSignature, FlatTraceBuilder, Merge};
 use super::format::*;
-use crate::arch::{InstrType, Isa};
-use crate::elem::{ElemType, TraceElement};
+use coresight_decode::arch::{InstrType, Isa};
+use coresight_decode::element::{ElemType, TraceElement};
 
 fn sample(pc: PcSize, endian: Endian) -> TraceFile<'static> {
     let mut t = TraceFile::new_flat(pc, endian, if pc == PcSize::Bits64 { EM_AARCH64 } else { EM_ARM });

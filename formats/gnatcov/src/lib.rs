@@ -5,7 +5,7 @@
 //!   files: Info, Flat and History sections, 32- and 64-bit PCs, both byte
 //!   orders, every info entry kind, special entries.
 //! - [`dump`]: a trace file as `gnatcov dump-trace` prints it.
-//! - [`export`]: a [`TrcGenElemIn`](crate::TrcGenElemIn) sink turning
+//! - [`export`]: a [`TrcGenElemIn`](coresight_decode::TrcGenElemIn) sink turning
 //!   decoded instruction ranges into flat traces, and the executable's
 //!   signature (size, time stamp, CRC32) gnatcov checks.
 //! - [`coverage`]: object coverage (instructions and conditional branches)

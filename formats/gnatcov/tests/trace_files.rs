@@ -4,11 +4,11 @@
 use std::path::PathBuf;
 
 use coresight_generator::Rng;
-use coresight_decode::gnatcov::dump::dump;
-use coresight_decode::gnatcov::format::{read_file, InfoKind, InfoValue, PcSize, TraceFile, TraceKind, EM_AARCH64, EM_ARM};
+use coresight_gnatcov::dump::dump;
+use coresight_gnatcov::format::{read_file, InfoKind, InfoValue, PcSize, TraceFile, TraceKind, EM_AARCH64, EM_ARM};
 
 fn corpus(name: &str) -> Option<PathBuf> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/gnatcov").join(name);
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus/gnatcov").join(name);
     p.exists().then_some(p)
 }
 
@@ -101,7 +101,7 @@ fn mutated_traces_never_panic() {
         }
     }
     // Our own: every info kind, special entries, both byte orders and PC sizes.
-    use coresight_decode::gnatcov::format::*;
+    use coresight_gnatcov::format::*;
     for pc in [PcSize::Bits32, PcSize::Bits64] {
         for endian in [Endian::Little, Endian::Big] {
             let mut t = TraceFile::new_flat(pc, endian, EM_ARM);
@@ -137,7 +137,7 @@ fn mutated_traces_never_panic() {
 /// rejected or read; coverage over them never panics.
 #[test]
 fn mutated_elves_never_panic() {
-    use coresight_decode::gnatcov::coverage::{CodeImage, Coverage, Execution};
+    use coresight_gnatcov::coverage::{CodeImage, Coverage, Execution};
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tools/tests/fixtures/cov");
     let mut rng = Rng::new(5);
     let (mut ok, mut rejected) = (0, 0);

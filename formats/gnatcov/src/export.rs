@@ -18,11 +18,11 @@
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 
-use crate::logger::{Shared};
-use crate::arch::{InstrType, Isa};
-use crate::datapath::{DatapathResp, TrcIndex};
-use crate::elem::{ElemType, TraceElement};
-use crate::interfaces::TrcGenElemIn;
+use coresight_decode::logger::{Shared};
+use coresight_decode::arch::{InstrType, Isa};
+use coresight_decode::datapath::{DatapathResp, TrcIndex};
+use coresight_decode::element::{ElemType, TraceElement};
+use coresight_decode::interfaces::TrcGenElemIn;
 
 use super::format::{DateTime, Endian, Entry, InfoEntry, InfoKind, Op, PcSize, Record, TraceFile, EM_AARCH64, EM_ARM, EM_RISCV};
 

@@ -17,7 +17,7 @@ use std::fmt;
 
 use crate::arch::{ExceptionLevel, InstrSubType, InstrType, Isa, SecurityState};
 use crate::datapath::TrcIndex;
-use crate::elem::{
+use crate::element::{
     DataAccess, ElemType, EventType, ItmInfo, ItmPktKind, MemTrans, PeContext, SwTraceInfo, TraceElement,
     TraceOnReason, UnsyncInfo,
 };
@@ -697,7 +697,7 @@ impl fmt::Display for Element {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::elem::DataAccessKind;
+    use crate::element::DataAccessKind;
 
     /// A generic element of `t` with every field set to a non-default
     /// value, as a decoder reusing one element leaves stale fields.

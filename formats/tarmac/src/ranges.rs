@@ -16,11 +16,11 @@
 //! so does an SVC, HVC or SMC that executed, whether or not the trace logs
 //! the exception it takes.
 
-use crate::arch::{ArchProfile, ArchVersion, CoreProfile, InstrInfo, InstrSubType, InstrType, Isa};
-use crate::datapath::TrcIndex;
-use crate::elem::{ElemType, TraceElement};
-use crate::instr::ArmInstrDecoder;
-use crate::interfaces::{InstrDecode, TrcGenElemIn};
+use coresight_decode::arch::{ArchProfile, ArchVersion, CoreProfile, InstrInfo, InstrSubType, InstrType, Isa};
+use coresight_decode::datapath::TrcIndex;
+use coresight_decode::element::{ElemType, TraceElement};
+use coresight_decode::instr::ArmInstrDecoder;
+use coresight_decode::interfaces::{InstrDecode, TrcGenElemIn};
 
 use super::reader::{Reader, TarmacError};
 use super::record::{Effect, Instruction, Iset, RecordKind};
@@ -226,7 +226,7 @@ pub fn trace_elements<R: std::io::BufRead>(r: &mut Reader<R>, sink: &mut dyn Trc
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::datapath::DatapathResp;
+    use coresight_decode::datapath::DatapathResp;
 
     #[derive(Default)]
     struct Collect(Vec<(ElemType, u64, u64, bool, u32)>, Vec<u8>);
@@ -314,7 +314,7 @@ mod tests {
 #[cfg(test)]
 mod cpu_tests {
     use super::*;
-    use crate::gnatcov::export::{FlatTraceBuilder, Merge};
+    use coresight_gnatcov::export::{FlatTraceBuilder, Merge};
 
     #[test]
     fn each_cpu_is_a_stream_of_its_own() {
@@ -332,7 +332,7 @@ mod cpu_tests {
         b.finish();
         assert_eq!(b.streams(), [Some(0), Some(1)]);
         let e = |id| b.entries(Some(id)).iter().map(|e| (e.pc, e.size, e.op.0)).collect::<Vec<_>>();
-        use crate::gnatcov::Op;
+        use coresight_gnatcov::Op;
         assert_eq!(e(0), [(0x1000, 12, Op::BLOCK)]);
         assert_eq!(e(1), [(0x5000, 8, Op::BLOCK | Op::BR0), (0x500c, 4, Op::BLOCK)]);
     }

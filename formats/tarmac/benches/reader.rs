@@ -4,8 +4,8 @@
 //! trace (instruction, register and memory lines in the proportions of a
 //! real one) and an ES-style one with load/store diagrams.
 
-use coresight_decode::tarmac::calls::CallAnalyzer;
-use coresight_decode::tarmac::Reader;
+use coresight_tarmac::calls::CallAnalyzer;
+use coresight_tarmac::Reader;
 use divan::counter::BytesCount;
 
 fn main() {
