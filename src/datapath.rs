@@ -87,3 +87,20 @@ mod tests {
         assert_eq!(DatapathResp::FatalSysErr.worst(DatapathResp::Wait), DatapathResp::FatalSysErr);
     }
 }
+
+/// Where in the serial order of a decode the tree is: the block of trace
+/// data it is handing to a decoder (its frame and place in the frame, and
+/// the trace ID), an operation going to that ID (a reset at its index; the
+/// end of trace at index `TrcIndex::MAX`), or an error the deformatter
+/// reports at an index. Everything a decoder outputs while the tree
+/// is at one position is output, in a serial decode, after everything
+/// output at an earlier position: the order [`crate::parallel`] restores.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SerialKey {
+    /// Index of the frame the block is in (`TrcIndex::MAX`: an operation).
+    pub index: TrcIndex,
+    /// The block's place in its frame.
+    pub chunk: u8,
+    /// Trace ID the block or operation goes to.
+    pub trace_id: u8,
+}

@@ -15,9 +15,9 @@ use std::sync::Arc;
 use crate::arch::ArchProfile;
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use crate::element::{TraceElement, UnsyncInfo};
-use crate::error::{ErrCode, Error};
+use crate::errcode::{ErrCode, TraceError};
 use crate::interfaces::{InstrDecode, PktDataIn, PktRawDataMon, TargetMemAccess, TrcDataIn, TrcGenElemIn};
-use crate::index::{EntryKind, StreamEntry, StreamIndexer};
+use crate::hooks::{EntryKind, StreamEntry, StreamIndexer};
 use crate::logger::{ErrorLogger, Shared};
 use crate::printers::{PacketPrinter, TracePacket};
 
@@ -273,34 +273,20 @@ pub trait DecoderFactory: Send + Sync {
     fn trace_id(&self, cfg: &SourceConfig) -> u8;
     /// Creates the decoder. `cfg` has every register of
     /// [`DecoderFactory::registers`] resolved.
-    fn create(&self, cfg: &SourceConfig, ctx: &DecodeContext) -> Result<Box<dyn TraceComponent>, Error>;
+    fn create(&self, cfg: &SourceConfig, ctx: &DecodeContext) -> Result<Box<dyn TraceComponent>, TraceError>;
 }
 
-/// The protocols known to a decode tree.
+/// The protocols known to a decode tree. The registry knows no protocol
+/// itself: [`DecoderRegistry::builtin`] (in [`crate::protocols`]) fills
+/// one with the built-in protocols, and users register their own.
 pub struct DecoderRegistry {
     factories: Vec<Arc<dyn DecoderFactory>>,
-}
-
-impl Default for DecoderRegistry {
-    fn default() -> Self {
-        DecoderRegistry::builtin()
-    }
 }
 
 impl DecoderRegistry {
     /// An empty registry.
     pub fn empty() -> Self {
         DecoderRegistry { factories: Vec::new() }
-    }
-
-    /// The built-in protocols.
-    pub fn builtin() -> Self {
-        let mut r = DecoderRegistry::empty();
-        for f in crate::protocols::builtin_factories() {
-            // Built-in names are distinct.
-            let _ = r.register(f);
-        }
-        r
     }
 
     /// Registers a protocol; fails if the name is taken.
@@ -570,7 +556,7 @@ impl<PP: PacketProcessor> TrcDataIn for Pipeline<PP> {
                 // on with `DecodeTree::set_opencsd_empty_blocks`).
                 if let Some(e) = self.proc.error_link() {
                     e.log(
-                        &crate::error::TraceError::new(crate::error::Severity::Error, crate::error::ErrCode::InvalidParamVal)
+                        &crate::errcode::TraceError::new(crate::errcode::Severity::Error, crate::errcode::ErrCode::InvalidParamVal)
                             .with_message("Packet Processor: Zero length data block or NULL pointer error\n"),
                     );
                 }

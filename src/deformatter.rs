@@ -12,9 +12,9 @@
 //! is lost or repeated.
 
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
-use crate::error::{ErrCode, Severity, TraceError};
+use crate::errcode::{ErrCode, Severity, TraceError};
 use crate::interfaces::{RawFrameKind, TrcDataIn, TrcRawFrameIn};
-use crate::index::source::{FrameRecord, FrameRun, SourceIndexer};
+use crate::hooks::{FrameRecord, FrameRun, SourceIndexer};
 use crate::logger::ErrLink;
 
 const FRAME_SIZE: usize = 16;
@@ -91,7 +91,7 @@ pub trait IdStreamSink {
     }
     /// The block about to be handed on is the `chunk`th of the frame that
     /// starts at `frame_index`: its place in the serial order (see
-    /// [`crate::tree::SerialKey`]). Ignored by default.
+    /// [`crate::datapath::SerialKey`]). Ignored by default.
     fn chunk_position(&mut self, _frame_index: TrcIndex, _chunk: usize) {}
     /// The deformatter is about to report an error found at `index`,
     /// before any block of data at or after it. Ignored by default.
@@ -213,7 +213,7 @@ pub struct FrameDeformatter {
 
     highest: DatapathResp,
 
-    /// Source indexer (see [`crate::index::source`]): told of every frame.
+    /// Source indexer (see [`crate::hooks`]; the index implements it): told of every frame.
     indexer: Option<Box<dyn SourceIndexer>>,
 
     /// Start of a possible FSYNC cut off by the end of the last block

@@ -1,12 +1,16 @@
 //! The interfaces that join the components of a decode tree. Each is used
 //! as a trait object, so components can be swapped for a user's own.
 //! Each requires `Send`, so that a built tree can move to another thread.
+//!
+//! The memory and instruction-classifier interfaces belong to the layers
+//! that implement them ([`crate::memory`], [`crate::instr`]) and are
+//! re-exported here with the others.
 
-use crate::arch::InstrInfo;
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use crate::element::TraceElement;
-use crate::error::ErrCode;
-use crate::memory::MemSpace;
+
+pub use crate::instr::InstrDecode;
+pub use crate::memory::TargetMemAccess;
 
 /// Raw trace bytes in (OpenCSD's `ITrcDataIn`): the input of a frame
 /// deformatter or of a packet processor.
@@ -81,56 +85,6 @@ pub fn elems_one_by_one<S: TrcGenElemIn + ?Sized>(sink: &mut S, trace_id: u8, el
         }
     }
     (resp, n)
-}
-
-/// Memory image of the traced target (OpenCSD's `ITargetMemAccess`).
-#[doc(alias = "ITargetMemAccess")]
-pub trait TargetMemAccess: Send {
-    /// Reads up to `buf.len()` bytes at `address` as seen in `mem_space` by
-    /// the core traced on `trace_id`. Returns how many bytes were read
-    /// (0 when nothing is mapped there); never more than exist.
-    fn read_target_memory(&mut self, address: u64, trace_id: u8, mem_space: MemSpace, buf: &mut [u8]) -> Result<usize, ErrCode>;
-
-    /// Drops any cached memory for `trace_id` (memory changed under it).
-    fn invalidate_mem_acc_cache(&mut self, _trace_id: u8) {}
-
-    /// A number that changes whenever what this memory returns for
-    /// `trace_id` may have changed (images added or removed,
-    /// `invalidate_mem_acc_cache` for that ID). Decoders keep the blocks
-    /// of code they have walked while it stays the same: an implementation
-    /// whose contents change must change it.
-    fn generation(&self, _trace_id: u8) -> u64 {
-        0
-    }
-
-    /// True when what this memory returns changes only with its
-    /// [`generation`](Self::generation): never with the traced context and
-    /// never through `invalidate_mem_acc_cache`. Decoders then keep the
-    /// code they have walked across context changes (a process switch
-    /// does not drop every block). The default, false, suits memory that
-    /// follows the context (a callback serving the current process).
-    fn contents_fixed(&self) -> bool {
-        false
-    }
-}
-
-/// Instruction classifier (OpenCSD's `IInstrDecode`): fills in the output
-/// fields of `info` from its inputs.
-#[doc(alias = "IInstrDecode")]
-pub trait InstrDecode: Send {
-    /// Classifies the instruction `info` describes (ISA, address, opcode), filling in its
-    /// output fields; an error for an invalid opcode or an ISA the classifier does not
-    /// support.
-    fn decode_instruction(&mut self, info: &mut InstrInfo) -> Result<(), ErrCode>;
-
-    /// State the classifier carries from one instruction to the next that
-    /// changes how it classifies (for Arm: the T32 IT-block instructions
-    /// still to come); 0 when none. Decoders reuse walked blocks only
-    /// from state 0, so a classifier with other hidden state must report
-    /// it here as non-zero.
-    fn carried_state(&self) -> u8 {
-        0
-    }
 }
 
 /// Raw frame monitor (OpenCSD's `ITrcRawFrameIn`): sees the deformatter's

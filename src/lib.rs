@@ -12,39 +12,67 @@
 
 #![deny(missing_docs)]
 
+// The modules in their layers, bottom first: a module imports only from
+// its own layer and the layers below (ARCHITECTURE.md; tests/layers.rs
+// checks it).
+
+// Foundation.
 pub mod arch;
 pub mod datapath;
-pub mod decoder;
-pub mod deformatter;
+pub mod errcode;
+mod fileio;
+pub mod logger;
+pub mod shared;
+
+// Memory images, instruction classification, the instruction walk.
 #[cfg(feature = "disasm")]
 pub mod disasm;
+pub mod instr;
+pub mod memory;
+mod walk;
 
+// Trace elements.
 pub mod element;
+
+// The interfaces between components.
+pub mod interfaces;
+
+// Components: deformatter, packet-processor base, printers, decoder
+// pipeline and registry, protocol factories, observer hooks.
+pub mod decoder;
+pub mod deformatter;
+pub mod factory;
+pub mod hooks;
+pub(crate) mod pktproc;
+pub mod printers;
+
+// Protocols.
 pub mod ete;
 pub mod etmv3;
 pub mod etmv4;
-
 pub mod itm;
-pub mod error;
-pub mod instr;
-pub mod index;
-pub mod interfaces;
-pub mod logger;
-pub mod memory;
-pub mod parallel;
-pub mod printers;
 pub mod protocols;
-pub(crate) mod pktproc;
 pub mod ptm;
-pub mod pull;
-pub mod shared;
-pub mod snapshot;
 pub mod stm;
-
 #[cfg(test)]
 pub(crate) mod test_rig;
+
+// The decode tree.
 pub mod tree;
-mod walk;
+
+// Snapshot loading.
+pub mod snapshot;
+
+// The aggregate error.
+pub mod error;
+
+// Trees built from snapshots.
+pub mod builder;
+
+// Pull API, parallel decode, indexes.
+pub mod index;
+pub mod parallel;
+pub mod pull;
 
 pub use datapath::{DatapathOp, DatapathResp, TrcIndex};
 pub use element::{ElemType, TraceElement};

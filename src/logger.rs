@@ -12,8 +12,8 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::error::{ErrCode, Severity, TraceError};
-use crate::tree::SerialKey;
+use crate::errcode::{ErrCode, Severity, TraceError};
+use crate::datapath::SerialKey;
 
 pub use crate::shared::{shared, Shared};
 

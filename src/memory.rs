@@ -12,8 +12,38 @@ use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
-use crate::error::ErrCode;
-use crate::interfaces::TargetMemAccess;
+use crate::errcode::ErrCode;
+
+/// Memory image of the traced target (OpenCSD's `ITargetMemAccess`).
+#[doc(alias = "ITargetMemAccess")]
+pub trait TargetMemAccess: Send {
+    /// Reads up to `buf.len()` bytes at `address` as seen in `mem_space` by
+    /// the core traced on `trace_id`. Returns how many bytes were read
+    /// (0 when nothing is mapped there); never more than exist.
+    fn read_target_memory(&mut self, address: u64, trace_id: u8, mem_space: MemSpace, buf: &mut [u8]) -> Result<usize, ErrCode>;
+
+    /// Drops any cached memory for `trace_id` (memory changed under it).
+    fn invalidate_mem_acc_cache(&mut self, _trace_id: u8) {}
+
+    /// A number that changes whenever what this memory returns for
+    /// `trace_id` may have changed (images added or removed,
+    /// `invalidate_mem_acc_cache` for that ID). Decoders keep the blocks
+    /// of code they have walked while it stays the same: an implementation
+    /// whose contents change must change it.
+    fn generation(&self, _trace_id: u8) -> u64 {
+        0
+    }
+
+    /// True when what this memory returns changes only with its
+    /// [`generation`](Self::generation): never with the traced context and
+    /// never through `invalidate_mem_acc_cache`. Decoders then keep the
+    /// code they have walked across context changes (a process switch
+    /// does not drop every block). The default, false, suits memory that
+    /// follows the context (a callback serving the current process).
+    fn contents_fixed(&self) -> bool {
+        false
+    }
+}
 
 /// Memory space(s): a set of exception level / security state pairs
 /// (OpenCSD's `ocsd_mem_space_acc_t`).
@@ -315,10 +345,10 @@ impl FileAccessor {
         let path = path.into();
         // Only a regular file: opening a FIFO would block until a writer
         // came, and a directory or device has no bytes to map.
-        let len = crate::snapshot::check_regular_file(&path)
+        let len = crate::fileio::check_regular_file(&path)
             .map_err(|e| MemoryError::FileOpen { path: path.clone(), reason: e.message })?;
         let file = File::open(&path)
-            .map_err(|e| MemoryError::FileOpen { path: path.clone(), reason: crate::snapshot::io_words(&e) })?;
+            .map_err(|e| MemoryError::FileOpen { path: path.clone(), reason: crate::fileio::io_words(&e) })?;
         let mut acc = FileAccessor { path, file, file_size: len & !1, regions: Vec::new(), ranges: Vec::new(), space };
         let size = if offset == 0 && size == 0 { acc.file_size } else { size };
         acc.add_region(start, offset, size)?;
@@ -689,7 +719,7 @@ impl MemAccMapper {
 
     /// Maps the loadable segments of an ELF file; returns how many.
     pub fn add_elf_file(&mut self, path: &Path, space: MemSpace) -> Result<usize, MemoryError> {
-        let bytes = crate::snapshot::read_regular_file(path)
+        let bytes = crate::fileio::read_regular_file(path)
             .map_err(|e| MemoryError::FileOpen { path: path.to_path_buf(), reason: e.message })?;
         let elf = goblin::elf::Elf::parse(&bytes).map_err(|e| MemoryError::Elf { path: path.to_path_buf(), reason: e.to_string() })?;
         let mut mapped = 0;

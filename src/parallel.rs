@@ -33,10 +33,12 @@ use std::sync::Arc;
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use crate::deformatter::{FrameDeformatter, IdStreamSink};
 use crate::element::TraceElement;
-use crate::error::{ErrCode, Error};
+use crate::errcode::ErrCode;
+use crate::error::Error;
 use crate::interfaces::{TrcDataIn, TrcGenElemIn};
 use crate::logger::{shared, MsgLogger, Shared};
-use crate::tree::{DecodeTree, SerialKey, SourceFormat};
+use crate::datapath::SerialKey;
+use crate::tree::{DecodeTree, SourceFormat};
 
 /// Receives the merged output of a parallel decode, in serial order.
 pub trait ParallelSink {

@@ -3,7 +3,7 @@
 //! block cursor, and Gray-coded timestamps.
 
 use crate::datapath::TrcIndex;
-use crate::error::{ErrCode, Severity, TraceError};
+use crate::errcode::{ErrCode, Severity, TraceError};
 use crate::logger::ErrLink;
 
 /// Where a packet processor is (OpenCSD's processing states).

@@ -37,7 +37,7 @@ use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use crate::decoder::{DecodeMode, SourceConfig};
 use crate::element::{Decoded, Element};
 use crate::element::TraceElement;
-use crate::error::{ErrCode, TraceError};
+use crate::errcode::{ErrCode, TraceError};
 use crate::interfaces::{TrcDataIn, TrcGenElemIn};
 use crate::logger::{shared, MsgLogger, Shared};
 use crate::memory::{BufferAccessor, MemSpace};
@@ -602,7 +602,7 @@ impl DecoderBuilder {
         }
         let mut tree = DecodeTree::new(self.format, DecodeMode::FullDecode);
         for (protocol, cfg) in &self.sources {
-            tree.create_decoder(protocol, cfg)?;
+            tree.create_decoder(protocol, cfg).map_err(|e| Error::code(e.code, e.message))?;
         }
         let mapper = tree.mem_mapper().cloned().ok_or_else(|| Error::code(ErrCode::NotInit, "no memory map"))?;
         for image in self.images {

@@ -12,15 +12,11 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 
-use crate::decoder::{CoreConfig, DecodeMode, DecoderFactory, DecoderRegistry, SourceConfig};
-use crate::error::{ErrCode, Error, Result, Severity, TraceError};
-use crate::logger::ErrLink;
-use crate::memory::MemSpace;
-use crate::tree::{DecodeTree, SourceFormat};
 use crate::deformatter::DeformatterConfig;
+use crate::fileio::{check_regular_file, read_regular_file, FileProblem};
+use crate::memory::MemSpace;
 
 /// Why a snapshot could not be loaded: the file, the line where the
 /// problem is (when it is in a line), and what was expected, in words.
@@ -39,8 +35,8 @@ pub struct SnapshotError {
 }
 
 impl SnapshotError {
-    fn io(path: &Path, e: &std::io::Error) -> SnapshotError {
-        SnapshotError { path: path.to_path_buf(), line: None, message: io_words(e), io: Some(e.kind()) }
+    fn file(path: &Path, p: FileProblem) -> SnapshotError {
+        SnapshotError { path: path.to_path_buf(), line: None, message: p.message, io: Some(p.kind) }
     }
 }
 
@@ -54,22 +50,6 @@ impl fmt::Display for SnapshotError {
 }
 
 impl std::error::Error for SnapshotError {}
-
-/// An I/O error in words, without Rust's `(os error N)` suffix.
-pub(crate) fn io_words(e: &std::io::Error) -> String {
-    use std::io::ErrorKind;
-    match e.kind() {
-        ErrorKind::NotFound => "no such file".to_string(),
-        ErrorKind::PermissionDenied => "permission denied".to_string(),
-        _ => {
-            let s = e.to_string();
-            match s.find(" (os error") {
-                Some(i) => s[..i].to_string(),
-                None => s,
-            }
-        }
-    }
-}
 
 /// What a [`SnapshotWarning`] is about.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -240,7 +220,7 @@ struct IniText {
 
 impl IniText {
     fn load(path: PathBuf, warnings: &mut Vec<SnapshotWarning>) -> Result<IniText, SnapshotError> {
-        let bytes = read_regular_file(&path)?;
+        let bytes = read_regular_file(&path).map_err(|p| SnapshotError::file(&path, p))?;
         let text = String::from_utf8_lossy(&bytes);
         IniText::parse(path, &text, warnings)
     }
@@ -359,58 +339,6 @@ impl IniText {
     fn value<'a>(entries: &'a [IniEntry], key: &str) -> Option<&'a str> {
         entries.iter().find(|e| e.key.eq_ignore_ascii_case(key)).map(|e| e.value.as_str())
     }
-}
-
-/// Reads a file that must be a regular file: a FIFO, device or directory
-/// given as an ini, dump or trace file would block or read as nothing.
-pub(crate) fn read_regular_file(path: &Path) -> Result<Vec<u8>, SnapshotError> {
-    check_regular_file(path)?;
-    std::fs::read(path).map_err(|e| SnapshotError::io(path, &e))
-}
-
-/// Checks that `path` names a regular file, without reading it; returns
-/// its length.
-pub(crate) fn check_regular_file(path: &Path) -> Result<u64, SnapshotError> {
-    let meta = std::fs::metadata(path).map_err(|e| SnapshotError::io(path, &e))?;
-    if !meta.is_file() {
-        return Err(SnapshotError {
-            path: path.to_path_buf(),
-            line: None,
-            message: not_regular(&meta).to_string(),
-            io: Some(std::io::ErrorKind::InvalidInput),
-        });
-    }
-    Ok(meta.len())
-}
-
-/// What a non-regular file is, for error messages.
-pub(crate) fn not_regular(meta: &std::fs::Metadata) -> &'static str {
-    let t = meta.file_type();
-    if t.is_dir() {
-        return "is a directory, not a file";
-    }
-    #[cfg(unix)]
-    {
-        if let Some(kind) = unix_kind(&t) {
-            return kind;
-        }
-    }
-    "is not a regular file"
-}
-
-/// FIFOs, sockets and devices: Unix file types.
-#[cfg(unix)]
-fn unix_kind(t: &std::fs::FileType) -> Option<&'static str> {
-    use std::os::unix::fs::FileTypeExt;
-    Some(if t.is_fifo() {
-        "is a FIFO (named pipe), not a regular file"
-    } else if t.is_socket() {
-        "is a socket, not a regular file"
-    } else if t.is_block_device() || t.is_char_device() {
-        "is a device, not a regular file"
-    } else {
-        return None;
-    })
 }
 
 /// Parses a number as C's `strtoull(s, 0, 0)` reads a whole field:
@@ -796,169 +724,5 @@ impl Snapshot {
     pub fn buffer_paths(&self, buffer: &BufferInfo) -> Vec<PathBuf> {
         buffer.files.iter().map(|f| self.path_of(f)).collect()
     }
-
-    /// Builds a decode tree for `buffer_name` (see [`TreeBuilder`]).
-    pub fn build_tree(&self, buffer_name: &str, mode: DecodeMode, tree_setup: impl FnOnce(&mut DecodeTree)) -> Result<Option<DecodeTree>> {
-        TreeBuilder::new(self).build(buffer_name, mode, tree_setup)
-    }
 }
 
-/// Builds a decode tree from a snapshot, as OpenCSD's snapshot-to-tree
-/// builder does: one decoder per source of the buffer (only the first for
-/// an unformatted buffer), configured from its registers and its core's
-/// architecture, with the core's memory dumps mapped. Problems with single
-/// sources are logged (component `ss2_dcdtree`) and the source is skipped.
-pub struct TreeBuilder<'a> {
-    ss: &'a Snapshot,
-    registry: Arc<DecoderRegistry>,
-}
-
-impl<'a> TreeBuilder<'a> {
-    /// A builder using the built-in protocols.
-    pub fn new(ss: &'a Snapshot) -> Self {
-        TreeBuilder { ss, registry: Arc::new(DecoderRegistry::builtin()) }
-    }
-
-    /// A builder using the protocols in `registry` (with user decoders).
-    pub fn with_registry(ss: &'a Snapshot, registry: Arc<DecoderRegistry>) -> Self {
-        TreeBuilder { ss, registry }
-    }
-
-    /// Returns `Ok(None)` when no decoder could be created.
-    /// `tree_setup` runs on the new tree before decoders are created (to
-    /// set the registry's options, error output, ...).
-    pub fn build(&self, buffer_name: &str, mode: DecodeMode, tree_setup: impl FnOnce(&mut DecodeTree)) -> Result<Option<DecodeTree>> {
-        let buf = self
-            .ss
-            .buffer(buffer_name)
-            .ok_or_else(|| {
-                Error::code(
-                    ErrCode::TestSnapshotRead,
-                    format!(
-                        "{}: no trace buffer named '{buffer_name}' (expected one of: {})",
-                        self.ss.dir,
-                        self.ss.buffer_names().join(", ")
-                    ),
-                )
-            })?;
-        let format = match buf.format.as_str() {
-            "source_data" => SourceFormat::Single,
-            "dstream_coresight" => SourceFormat::Formatted(DeformatterConfig::fsync_stream()),
-            _ => SourceFormat::Formatted(DeformatterConfig::mem_aligned()),
-        };
-        let mut tree = DecodeTree::with_registry(format, mode, self.registry.clone());
-        tree_setup(&mut tree);
-        let log = ErrLink::new(tree.error_logger(), "ss2_dcdtree");
-        let log_err = |code: ErrCode, msg: String| log.log(&TraceError::new(Severity::Error, code).with_message(msg));
-
-        let mut created = 0;
-        for (src, core) in self.ss.sources_of(buffer_name) {
-            match self.ss.device(src) {
-                None => log_err(ErrCode::TestSsToDecoder, format!("Failed to find device data for source {src}.\n")),
-                Some(dev) => match core {
-                    Some(core_name) => match self.ss.device(core_name) {
-                        None => log_err(ErrCode::TestSsToDecoder, format!("Failed to get device data for source {src}.\n")),
-                        Some(core_dev) => {
-                            if self.create(&mut tree, &log, dev, Some(core_dev)) {
-                                created += 1;
-                                if mode == DecodeMode::FullDecode {
-                                    self.map_dumps(&mut tree, &log, core_dev);
-                                }
-                            } else {
-                                log_err(ErrCode::TestSsToDecoder, format!("Failed to create decoder for source {src}.\n"));
-                            }
-                        }
-                    },
-                    None => {
-                        if self.create(&mut tree, &log, dev, None) {
-                            created += 1;
-                        } else {
-                            log_err(ErrCode::TestSsToDecoder, format!("Failed to create decoder for none core source {src}.\n"));
-                        }
-                    }
-                },
-            }
-            if format == SourceFormat::Single {
-                break;
-            }
-        }
-        Ok((created > 0).then_some(tree))
-    }
-
-    fn create(&self, tree: &mut DecodeTree, log: &ErrLink, dev: &Device, core: Option<&Device>) -> bool {
-        let Some(factory) = tree.registry().for_device_type(&dev.device_type) else { return false };
-        if factory.is_pe_trace() != core.is_some() {
-            return false;
-        }
-        let Some(mut cfg) = self.resolve_regs(log, dev, factory.as_ref()) else { return false };
-        if let Some(core) = core {
-            match factory.core_profile(&core.device_type) {
-                Some(profile) => {
-                    cfg.core = Some(CoreConfig { name: core.name.clone(), core_type: core.device_type.clone(), profile });
-                }
-                None => {
-                    log.log(&TraceError::new(Severity::Error, ErrCode::TestSsToDecoder).with_message(format!(
-                        "Unrecognized Core name {}. Cannot evaluate profile or architecture.",
-                        core.device_type
-                    )));
-                    return false;
-                }
-            }
-        }
-        match tree.create_decoder(factory.protocol_name(), &cfg) {
-            Ok(_) => true,
-            Err(e) => {
-                let code = match &e {
-                    Error::Code { code, .. } => *code,
-                    _ => ErrCode::Fail,
-                };
-                log.log(&TraceError::new(Severity::Error, code).with_message(format!(
-                    "Snapshot processor : failed to create {} decoder on decode tree.",
-                    factory.protocol_name()
-                )));
-                false
-            }
-        }
-    }
-
-    /// Resolves the factory's registers from the device, logging missing
-    /// ones as OpenCSD does. `None` if a required register is missing.
-    fn resolve_regs(&self, log: &ErrLink, dev: &Device, factory: &dyn DecoderFactory) -> Option<SourceConfig> {
-        let mut cfg = SourceConfig {
-            name: dev.name.clone(),
-            device_type: dev.device_type.clone(),
-            regs: dev.regs.iter().map(|r| (r.name.clone(), r.value)).collect(),
-            core: None,
-        };
-        let mut ok = true;
-        for spec in factory.registers() {
-            if cfg.reg(spec.name).is_some() {
-                continue;
-            }
-            if spec.required {
-                log.message(Severity::Error, &format!("Error:Missing {}\n", spec.name));
-                ok = false;
-            } else {
-                log.message(Severity::Warn, &format!("Warning: Default set for register. Missing {}\n", spec.name));
-                cfg.regs.push((spec.name.to_string(), spec.default));
-            }
-        }
-        ok.then_some(cfg)
-    }
-
-    fn map_dumps(&self, tree: &mut DecodeTree, log: &ErrLink, core: &Device) {
-        for d in &core.dumps {
-            let path = self.ss.path_of(&d.file);
-            let space = MemSpace::from_snapshot_name(&d.space).unwrap_or(MemSpace::ANY);
-            if let Err(e) = tree.add_file_region(&path, d.address, d.offset, d.length, space) {
-                // The listing shows OpenCSD's message; library users have
-                // the reason in the snapshot's warnings.
-                log::debug!("{e}");
-                log.log(
-                    &TraceError::new(Severity::Error, e.code())
-                        .with_message(format!("Failed to create memory accessor for file {}.", path.display())),
-                );
-            }
-        }
-    }
-}

@@ -5,7 +5,7 @@
 
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use crate::decoder::{DecodeContext, DecodeMode, ElemRouter, TraceComponent};
-use crate::error::Severity;
+use crate::errcode::Severity;
 use crate::instr::ArmInstrDecoder;
 use crate::interfaces::{InstrDecode, TargetMemAccess};
 use crate::logger::{shared, ErrorLogger, MsgLogger, Shared};

@@ -5,10 +5,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
+use crate::datapath::{DatapathOp, DatapathResp, SerialKey, TrcIndex};
 use crate::decoder::{DecodeContext, DecodeMode, DecoderOptions, DecoderRegistry, ElemRouter, SourceConfig, TraceComponent};
 use crate::deformatter::{DeformatterConfig, FrameDeformatter, IdStreamSink};
-use crate::error::{ErrCode, Error};
+use crate::errcode::{ErrCode, Severity, TraceError};
 use crate::instr::ArmInstrDecoder;
 use crate::interfaces::{InstrDecode, TrcDataIn, TrcGenElemIn, TrcRawFrameIn};
 use crate::logger::{shared, ErrLink, ErrorLogger, MsgLogger, Shared};
@@ -24,22 +24,6 @@ pub enum SourceFormat {
     Single,
 }
 
-/// Where in the serial order of a decode the tree is: the block of trace
-/// data it is handing to a decoder (its frame and place in the frame, and
-/// the trace ID), an operation going to that ID (a reset at its index; the
-/// end of trace at index `TrcIndex::MAX`), or an error the deformatter
-/// reports at an index. Everything a decoder outputs while the tree
-/// is at one position is output, in a serial decode, after everything
-/// output at an earlier position: the order [`crate::parallel`] restores.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct SerialKey {
-    /// Index of the frame the block is in (`TrcIndex::MAX`: an operation).
-    pub index: TrcIndex,
-    /// The block's place in its frame.
-    pub chunk: u8,
-    /// Trace ID the block or operation goes to.
-    pub trace_id: u8,
-}
 
 /// One decoder in the tree.
 pub struct TreeElement {
@@ -312,18 +296,22 @@ impl DecodeTree {
     /// Creates a decoder for `cfg` with the registered protocol `protocol`
     /// and places it on the trace ID its configuration gives (ID 0 on a
     /// single-source tree). Returns that ID.
-    pub fn create_decoder(&mut self, protocol: &str, cfg: &SourceConfig) -> Result<u8, Error> {
+    pub fn create_decoder(&mut self, protocol: &str, cfg: &SourceConfig) -> Result<u8, TraceError> {
         let factory = self
             .registry
             .find(protocol)
-            .ok_or_else(|| Error::code(ErrCode::DcdregNameUnknown, format!("no decoder registered as '{protocol}'")))?;
+            .ok_or_else(|| {
+                TraceError::new(Severity::Error, ErrCode::DcdregNameUnknown)
+                    .with_message(format!("no decoder registered as '{protocol}'"))
+            })?;
         let config_id = factory.trace_id(cfg);
         let slot_id = match self.format {
             SourceFormat::Formatted(_) => config_id,
             SourceFormat::Single => 0,
         };
         if self.elements.slots[slot_id as usize].is_some() {
-            return Err(Error::code(ErrCode::AttachTooMany, format!("trace ID 0x{slot_id:x} already has a decoder")));
+            return Err(TraceError::new(Severity::Error, ErrCode::AttachTooMany)
+                .with_message(format!("trace ID 0x{slot_id:x} already has a decoder")));
         }
         let mut ctx = self.decode_context();
         ctx.instance_id = slot_id;
@@ -385,13 +373,13 @@ impl DecodeTree {
 
     /// Attaches a trace-ID stream indexer to the decoder on `id` (see
     /// [`crate::index`]).
-    pub fn attach_stream_indexer(&mut self, id: u8, indexer: Box<dyn crate::index::StreamIndexer>) -> Result<(), ErrCode> {
+    pub fn attach_stream_indexer(&mut self, id: u8, indexer: Box<dyn crate::hooks::StreamIndexer>) -> Result<(), ErrCode> {
         let e = self.elements.slots.get_mut(id as usize).and_then(Option::as_mut).ok_or(ErrCode::InvalidId)?;
         e.component.attach_indexer(indexer)
     }
 
     /// Attaches the source indexer to the deformatter (formatted sources).
-    pub fn set_source_indexer(&mut self, indexer: Box<dyn crate::index::SourceIndexer>) -> Result<(), ErrCode> {
+    pub fn set_source_indexer(&mut self, indexer: Box<dyn crate::hooks::SourceIndexer>) -> Result<(), ErrCode> {
         let d = self.deformatter.as_mut().ok_or(ErrCode::DcdtNoFormatter)?;
         d.set_source_indexer(Some(indexer));
         Ok(())

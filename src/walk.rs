@@ -14,7 +14,7 @@
 //! The cache is a fixed direct-mapped table: it never grows, and it never
 //! allocates after the decoder is built. It is forgotten when the memory
 //! changes: when the target memory reports a new
-//! [`generation`](crate::interfaces::TargetMemAccess::generation) for its
+//! [`generation`](crate::memory::TargetMemAccess::generation) for its
 //! trace ID (images added or removed, `invalidate_mem_acc_cache`), or when the decoder says
 //! so (its context changed).
 //!
@@ -24,8 +24,9 @@
 //! error). Range limits are checked by the caller on the block's count.
 
 use crate::arch::{InstrInfo, InstrSubType, InstrType, Isa};
-use crate::error::ErrCode;
-use crate::interfaces::{InstrDecode, TargetMemAccess};
+use crate::errcode::ErrCode;
+use crate::instr::InstrDecode;
+use crate::memory::TargetMemAccess;
 use crate::memory::MemSpace;
 
 /// How a walk ended.

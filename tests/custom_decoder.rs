@@ -16,12 +16,13 @@ use coresight_decode::decoder::{
 };
 use coresight_decode::deformatter::DeformatterConfig;
 use coresight_decode::element::{ElemType, EventType, TraceElement};
-use coresight_decode::error::{ErrCode, Error};
+use coresight_decode::error::{ErrCode, TraceError};
 use coresight_generator::formatter::{FormatterConfig, FrameFormatter};
 use coresight_decode::interfaces::{PktDataIn, TrcDataIn, TrcGenElemIn};
 use coresight_decode::logger::{shared, MsgLogger, Shared};
 use coresight_decode::printers::{GenElemPrinter, TracePacket};
-use coresight_decode::snapshot::{Snapshot, TreeBuilder};
+use coresight_decode::builder::TreeBuilder;
+use coresight_decode::snapshot::{Snapshot};
 use coresight_decode::tree::{DecodeTree, SourceFormat};
 
 /// The "ECHO" protocol: each byte is a packet; each packet decodes to an
@@ -125,7 +126,7 @@ impl DecoderFactory for EchoFactory {
     fn trace_id(&self, cfg: &SourceConfig) -> u8 {
         (cfg.reg_or("ECHOIDR", 0) & 0x7f) as u8
     }
-    fn create(&self, cfg: &SourceConfig, ctx: &DecodeContext) -> Result<Box<dyn TraceComponent>, Error> {
+    fn create(&self, cfg: &SourceConfig, ctx: &DecodeContext) -> Result<Box<dyn TraceComponent>, TraceError> {
         let decoder = (ctx.mode == DecodeMode::FullDecode).then(|| {
             Box::new(EchoDecoder { trace_id: self.trace_id(cfg), out: ctx.elem_out.clone(), elem: TraceElement::default(), pending: None, eot_sent: false })
                 as Box<dyn PktDataIn<EchoPkt>>

@@ -11,7 +11,8 @@ use coresight_decode::deformatter::{DeformatterConfig, FrameDeformatter, IdStrea
 use coresight_decode::interfaces::TrcDataIn;
 use coresight_decode::logger::{shared, MsgLogger};
 use coresight_decode::printers::{GenElemPrinter, RawFramePrinter};
-use coresight_decode::snapshot::{Snapshot, TreeBuilder};
+use coresight_decode::builder::TreeBuilder;
+use coresight_decode::snapshot::{Snapshot};
 
 struct Chaos {
     rng: Rng,

@@ -9,7 +9,8 @@ use common::{temp_dir, write_files};
 use coresight_decode::decoder::DecodeMode;
 use coresight_decode::error::Error;
 use coresight_decode::logger::{shared, MsgLogger};
-use coresight_decode::snapshot::{parse_number, Snapshot, SnapshotError, SnapshotWarning, TreeBuilder, WarningKind};
+use coresight_decode::builder::TreeBuilder;
+use coresight_decode::snapshot::{parse_number, Snapshot, SnapshotError, SnapshotWarning, WarningKind};
 
 const SNAPSHOT_INI: &str = "; test snapshot\n[snapshot]\nversion=1.0\ndescription=unit test\n\n[device_list]\ndevice0=cpu_0.ini\ndevice1=etm_0.ini\ndevice2=stm.ini\n\n[trace]\nmetadata=trace.ini\n";
 const CPU_INI: &str = "[device]\nname=cpu_0\nclass=core\ntype=Cortex-A53\n\n[regs]\nPC(size:64)=0xFFFFFFC000081000\nSP(size:64)=0\n\n[dump1]\nfile=mem.bin\naddress=0x1000\nlength=0x10\n\n[dump.text]\nfile=mem2.bin\naddress=0x8000\noffset=4\nlength=8\nspace=EL1N\n";

@@ -9,7 +9,22 @@ use std::sync::Arc;
 
 use crate::decoder::{DecoderFactory, SourceConfig};
 use crate::etmv4::{create_component, EtmV4Config};
-use crate::protocols::{ProtocolFactory, ETE};
+use crate::decoder::RegSpec;
+use crate::factory::{ProtocolFactory, ProtocolInfo};
+
+const ETE_REGS: &[RegSpec] = &[
+    RegSpec::required("TRCCONFIGR"),
+    RegSpec::required("TRCTRACEIDR"),
+    RegSpec::required("TRCIDR0"),
+    RegSpec::optional("TRCIDR1", 0x4100_F403),
+    RegSpec::required("TRCIDR2"),
+    RegSpec::optional("TRCIDR8", 0),
+    RegSpec::optional("TRCDEVARCH", 0x4770_5A13),
+];
+
+/// ETE, the Armv9 Embedded Trace Extension (`ETE` devices).
+pub const ETE: ProtocolInfo =
+    ProtocolInfo { name: "ETE", device_types: &["ETE"], registers: ETE_REGS, trace_id_reg: ("TRCTRACEIDR", 0), pe_trace: true };
 
 #[cfg(test)]
 mod tests;

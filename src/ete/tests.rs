@@ -10,7 +10,7 @@ use super::*;
 use crate::arch::{ArchProfile, ArchVersion, CoreProfile};
 use crate::datapath::DatapathOp;
 use crate::decoder::{DecodeContext, DecodeMode, DecoderOptions, ElemRouter};
-use crate::error::Severity;
+use crate::errcode::Severity;
 use crate::etmv4::tests::{a64, body, decode, list_packets, with_sync, DecodeRun, ASYNC, NOP};
 use crate::instr::ArmInstrDecoder;
 use crate::logger::{shared, ErrorLogger, MsgLogger};

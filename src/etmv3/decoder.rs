@@ -19,7 +19,7 @@ use crate::arch::{CoreProfile, ExceptionLevel, InstrInfo, InstrType, SecuritySta
 use crate::datapath::{DatapathResp, TrcIndex};
 use crate::decoder::{DecodeContext, ElemRouter, PacketDecoder};
 use crate::element::{ElemType, EventType, PeContext, TraceElement, TraceOnReason, UnsyncInfo};
-use crate::error::{ErrCode, Severity, TraceError};
+use crate::errcode::{ErrCode, Severity, TraceError};
 use crate::interfaces::{InstrDecode, TargetMemAccess, TrcGenElemIn};
 use crate::logger::{ErrLink, Shared};
 use crate::memory::MemSpace;

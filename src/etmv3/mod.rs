@@ -27,7 +27,11 @@ pub use crate::ptm::ISyncReason;
 
 use crate::arch::{ArchProfile, ArchVersion, CoreProfile};
 use crate::decoder::{DecoderFactory, Pipeline, SourceConfig};
-use crate::protocols::{ProtocolFactory, ETMV3};
+use crate::factory::{ProtocolFactory, ProtocolInfo};
+
+/// ETMv3 (`ETM3` devices).
+pub const ETMV3: ProtocolInfo =
+    ProtocolInfo { name: "ETMV3", device_types: &["ETM3"], registers: crate::ptm::ETMV3_PTM_REGS, trace_id_reg: ("ETMTRACEIDR", 0), pe_trace: true };
 
 /// What an ETMv3 source traces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -9,10 +9,11 @@
 
 use super::packet::{Etmv3Packet, Etmv3PktType};
 use super::Etmv3Config;
+use crate::hooks::EntryKind;
 use crate::arch::Isa;
 use crate::datapath::{DatapathResp, TrcIndex};
 use crate::decoder::{DecodeContext, PacketOut, PacketProcessor, ProcStats};
-use crate::error::ErrCode;
+use crate::errcode::ErrCode;
 use crate::logger::ErrLink;
 use crate::pktproc::{PktError, ProcState as State};
 use crate::ptm::shared::ISyncReason;
@@ -764,8 +765,8 @@ impl Etmv3Processor {
 
 impl PacketProcessor for Etmv3Processor {
     type Packet = Etmv3Packet;
-    fn index_entries(pkt: &Etmv3Packet, emit: &mut dyn FnMut(crate::index::EntryKind, u64)) {
-        crate::index::stream::etmv3_entries(pkt, emit);
+    fn index_entries(pkt: &Etmv3Packet, emit: &mut dyn FnMut(EntryKind, u64)) {
+        index_entries_of(pkt, emit);
     }
     fn error_link(&self) -> Option<&ErrLink> {
         Some(&self.err)
@@ -829,5 +830,20 @@ impl PacketProcessor for Etmv3Processor {
 
     fn reset(&mut self, _index: TrcIndex) {
         self.init_processor_state();
+    }
+}
+
+/// The stream index entries of one ETMv3 packet: bad, reserved and
+/// incomplete packets make none, as they are not listed under a name.
+fn index_entries_of(p: &crate::etmv3::Etmv3Packet, emit: &mut dyn FnMut(EntryKind, u64)) {
+    use crate::etmv3::Etmv3PktType as T;
+    match p.pkt_type {
+        T::ASync => emit(EntryKind::Sync, 0),
+        T::ISync | T::ISyncCycle => emit(EntryKind::InstrSync, p.addr),
+        T::Trigger => emit(EntryKind::Trigger, 0),
+        T::Timestamp => emit(EntryKind::Timestamp, p.timestamp),
+        T::ContextId | T::Vmid => emit(EntryKind::Context, p.context_id as u64),
+        T::ExceptionEntry => emit(EntryKind::Exception, 0),
+        _ => {}
     }
 }

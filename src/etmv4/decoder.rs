@@ -14,7 +14,7 @@ use crate::arch::{ExceptionLevel, InstrInfo, InstrSubType, InstrType, Isa, Secur
 use crate::datapath::{DatapathResp, TrcIndex};
 use crate::decoder::{DecodeContext, DecoderOptions, ElemRouter, PacketDecoder};
 use crate::element::{ElemType, EventType, TraceElement, TraceOnReason, UnsyncInfo};
-use crate::error::{ErrCode, Severity, TraceError};
+use crate::errcode::{ErrCode, Severity, TraceError};
 use crate::interfaces::{InstrDecode, TargetMemAccess, TrcGenElemIn};
 use crate::logger::{ErrLink, Shared};
 use crate::memory::MemSpace;

@@ -22,12 +22,36 @@ use std::sync::Arc;
 
 use crate::decoder::{DecodeContext, DecoderFactory, Pipeline, TraceComponent};
 use crate::logger::ErrLink;
-use crate::protocols::{ProtocolFactory, ETMV4};
+use crate::decoder::RegSpec;
+use crate::factory::{ProtocolFactory, ProtocolInfo};
 
 pub use config::EtmV4Config;
 pub use decoder::EtmV4Decoder;
 pub use packet::{EtmV4Packet, PktType};
 pub use processor::EtmV4PktProc;
+
+const ETMV4_REGS: &[RegSpec] = &[
+    RegSpec::required("TRCCONFIGR"),
+    RegSpec::required("TRCTRACEIDR"),
+    RegSpec::required("TRCIDR0"),
+    RegSpec::optional("TRCIDR1", 0x4100_F403),
+    RegSpec::required("TRCIDR2"),
+    RegSpec::optional("TRCIDR8", 0),
+    RegSpec::optional("TRCIDR9", 0),
+    RegSpec::optional("TRCIDR10", 0),
+    RegSpec::optional("TRCIDR11", 0),
+    RegSpec::optional("TRCIDR12", 0),
+    RegSpec::optional("TRCIDR13", 0),
+];
+
+/// ETMv4 instruction trace (`ETM4` devices).
+pub const ETMV4: ProtocolInfo = ProtocolInfo {
+    name: "ETMV4I",
+    device_types: &["ETM4"],
+    registers: ETMV4_REGS,
+    trace_id_reg: ("TRCTRACEIDR", 0),
+    pe_trace: true,
+};
 
 /// Builds the component for one source: the packet processor, and in full
 /// decode mode the decoder behind it. `name` is the protocol name; ETE

@@ -7,9 +7,10 @@
 //! alignment synchronisation sequence is seen, data is passed on as
 //! `I_NOT_SYNC` in runs of up to eight bytes, as OpenCSD does.
 
+use crate::hooks::EntryKind;
 use crate::datapath::{DatapathResp, TrcIndex};
 use crate::decoder::{PacketOut, PacketProcessor, ProcStats};
-use crate::error::{ErrCode, Severity, TraceError};
+use crate::errcode::{ErrCode, Severity, TraceError};
 use crate::logger::ErrLink;
 
 use super::config::EtmV4Config;
@@ -1090,8 +1091,8 @@ fn build_table(cfg: &EtmV4Config) -> [(PktType, Parser); 256] {
 
 impl PacketProcessor for EtmV4PktProc {
     type Packet = EtmV4Packet;
-    fn index_entries(pkt: &EtmV4Packet, emit: &mut dyn FnMut(crate::index::EntryKind, u64)) {
-        crate::index::stream::etmv4_entries(pkt, emit);
+    fn index_entries(pkt: &EtmV4Packet, emit: &mut dyn FnMut(EntryKind, u64)) {
+        index_entries_of(pkt, emit);
     }
     fn error_link(&self) -> Option<&ErrLink> {
         self.err.as_ref()
@@ -1199,5 +1200,23 @@ impl PacketProcessor for EtmV4PktProc {
 
     fn reset(&mut self, _index: TrcIndex) {
         self.init_processor_state();
+    }
+}
+
+/// The stream index entries of one ETMv4 or ETE packet: bad, reserved and
+/// incomplete packets make none, as they are not listed under a name.
+fn index_entries_of(p: &crate::etmv4::packet::EtmV4Packet, emit: &mut dyn FnMut(EntryKind, u64)) {
+    use crate::etmv4::packet::PktType as T;
+    match p.pkt_type {
+        T::Async => emit(EntryKind::Sync, 0),
+        T::TraceInfo => emit(EntryKind::TraceInfo, if p.spec_depth_valid { p.spec_depth as u64 } else { 0 }),
+        T::Timestamp => emit(EntryKind::Timestamp, p.timestamp),
+        T::Event => emit(EntryKind::Event, p.event_val as u64),
+        T::Ctxt | T::AddrCtxtL32IS0 | T::AddrCtxtL32IS1 | T::AddrCtxtL64IS0 | T::AddrCtxtL64IS1 => {
+            emit(EntryKind::Context, p.context.ctxt_id as u64)
+        }
+        T::Except => emit(EntryKind::Exception, p.exception.exc_type as u64),
+        T::Overflow => emit(EntryKind::Overflow, 0),
+        _ => {}
     }
 }

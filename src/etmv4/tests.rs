@@ -14,7 +14,7 @@ use crate::arch::{ArchProfile, ArchVersion, CoreProfile};
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use crate::decoder::{DecodeContext, DecodeMode, DecoderOptions, ElemRouter, PacketOut, PacketProcessor};
 use crate::element::TraceElement;
-use crate::error::Severity;
+use crate::errcode::Severity;
 use crate::instr::ArmInstrDecoder;
 use crate::interfaces::{PktDataIn, PktRawDataMon, TrcGenElemIn};
 use crate::logger::{shared, ErrLink, ErrorLogger, MsgLogger, Shared};

@@ -14,51 +14,11 @@
 //! 0x7D, the formatter's trigger ID) are listed in full.
 
 use crate::datapath::TrcIndex;
+use crate::hooks::{FrameRecord, SourceIndexer};
 use crate::logger::Shared;
 
 /// The trace ID the formatter uses to mark a trigger.
 pub const TRIGGER_ID: u8 = 0x7d;
-
-/// One run of data for one ID in a frame.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct FrameRun {
-    /// `None` before any ID byte has been seen.
-    pub id: Option<u8>,
-    /// Index of the run's first byte (as its packets' `Idx` count).
-    pub index: TrcIndex,
-    /// Data bytes in the run.
-    pub len: u8,
-}
-
-/// What the deformatter tells a source indexer of one frame.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FrameRecord {
-    /// Index of the frame's first byte.
-    pub index: TrcIndex,
-    /// The trace ID in effect at the frame's start.
-    pub id_at_start: Option<u8>,
-    /// The runs, `count` of them used.
-    pub runs: [FrameRun; 8],
-    /// Runs used in `runs`.
-    pub count: usize,
-}
-
-impl FrameRecord {
-    /// The runs used.
-    pub fn runs(&self) -> &[FrameRun] {
-        &self.runs[..self.count.min(8)]
-    }
-}
-
-/// Receives what the deformatter sees (the design's source indexer
-/// attachment point, see
-/// [`crate::deformatter::FrameDeformatter::set_source_indexer`]).
-pub trait SourceIndexer: Send {
-    /// A frame has been unpacked.
-    fn frame(&mut self, frame: &FrameRecord);
-    /// Frame syncs start at `index`.
-    fn frame_sync(&mut self, _index: TrcIndex) {}
-}
 
 /// Where a decoder can begin deformatting.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

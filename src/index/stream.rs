@@ -2,22 +2,13 @@
 //! a decoder can start and what happened when.
 //!
 //! A packet processor tells an attached [`StreamIndexer`] of the entries
-//! its packets make ([`crate::decoder::PacketProcessor::index_entries`]);
-//! the mapping for each built-in protocol is here, one function per
-//! protocol. Bad, reserved and incomplete packets make no entry, as they
-//! are not listed under a packet name.
+//! its packets make ([`crate::decoder::PacketProcessor::index_entries`]:
+//! each protocol's processor maps its own packets); the collector here
+//! keeps them.
 
-use super::{EntryKind, StreamEntry};
+use crate::hooks::{EntryKind, StreamEntry, StreamIndexer};
 use crate::datapath::TrcIndex;
 use crate::logger::Shared;
-
-/// Receives a trace ID's stream index entries (the design's trace-ID
-/// stream indexer attachment point, see
-/// [`crate::decoder::TraceComponent::attach_indexer`]).
-pub trait StreamIndexer: Send {
-    /// One entry, in packet order.
-    fn entry(&mut self, entry: StreamEntry);
-}
 
 /// The stream index of one trace ID: entries in byte order.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -163,80 +154,6 @@ impl StreamCollector {
 impl StreamIndexer for StreamCollector {
     fn entry(&mut self, entry: StreamEntry) {
         self.entries.borrow_mut().push(entry);
-    }
-}
-
-/// ETMv4 and ETE entries.
-pub fn etmv4_entries(p: &crate::etmv4::packet::EtmV4Packet, emit: &mut dyn FnMut(EntryKind, u64)) {
-    use crate::etmv4::packet::PktType as T;
-    match p.pkt_type {
-        T::Async => emit(EntryKind::Sync, 0),
-        T::TraceInfo => emit(EntryKind::TraceInfo, if p.spec_depth_valid { p.spec_depth as u64 } else { 0 }),
-        T::Timestamp => emit(EntryKind::Timestamp, p.timestamp),
-        T::Event => emit(EntryKind::Event, p.event_val as u64),
-        T::Ctxt | T::AddrCtxtL32IS0 | T::AddrCtxtL32IS1 | T::AddrCtxtL64IS0 | T::AddrCtxtL64IS1 => {
-            emit(EntryKind::Context, p.context.ctxt_id as u64)
-        }
-        T::Except => emit(EntryKind::Exception, p.exception.exc_type as u64),
-        T::Overflow => emit(EntryKind::Overflow, 0),
-        _ => {}
-    }
-}
-
-/// PTM entries.
-pub fn ptm_entries(p: &crate::ptm::PtmPacket, emit: &mut dyn FnMut(EntryKind, u64)) {
-    use crate::ptm::PtmPktType as T;
-    match p.pkt_type {
-        T::ASync => emit(EntryKind::Sync, 0),
-        T::ISync => emit(EntryKind::InstrSync, p.addr),
-        T::Trigger => emit(EntryKind::Trigger, 0),
-        T::Timestamp => emit(EntryKind::Timestamp, p.timestamp),
-        T::ContextId | T::Vmid => emit(EntryKind::Context, p.context_id as u64),
-        _ => {}
-    }
-}
-
-/// ETMv3 entries.
-pub fn etmv3_entries(p: &crate::etmv3::Etmv3Packet, emit: &mut dyn FnMut(EntryKind, u64)) {
-    use crate::etmv3::Etmv3PktType as T;
-    match p.pkt_type {
-        T::ASync => emit(EntryKind::Sync, 0),
-        T::ISync | T::ISyncCycle => emit(EntryKind::InstrSync, p.addr),
-        T::Trigger => emit(EntryKind::Trigger, 0),
-        T::Timestamp => emit(EntryKind::Timestamp, p.timestamp),
-        T::ContextId | T::Vmid => emit(EntryKind::Context, p.context_id as u64),
-        T::ExceptionEntry => emit(EntryKind::Exception, 0),
-        _ => {}
-    }
-}
-
-/// STM entries. A data, flag or trigger packet with a timestamp makes a
-/// timestamp entry too.
-pub fn stm_entries(p: &crate::stm::StmPacket, emit: &mut dyn FnMut(EntryKind, u64)) {
-    use crate::stm::StmPktType as T;
-    match p.pkt_type {
-        T::Async => emit(EntryKind::Sync, 0),
-        T::Trig => emit(EntryKind::Trigger, p.payload & 0xff),
-        T::M8 => emit(EntryKind::Master, p.master as u64),
-        T::C8 | T::C16 => emit(EntryKind::Channel, p.channel as u64),
-        T::Gerr | T::Merr => emit(EntryKind::Overflow, p.payload & 0xff),
-        _ => {}
-    }
-    // Only these packet types carry a timestamp (the listing's `TS` suffix).
-    if p.has_ts && matches!(p.pkt_type, T::Trig | T::Flag | T::D4 | T::D8 | T::D16 | T::D32 | T::D64) {
-        emit(EntryKind::Timestamp, p.timestamp);
-    }
-}
-
-/// ITM entries.
-pub fn itm_entries(p: &crate::itm::ItmPacket, emit: &mut dyn FnMut(EntryKind, u64)) {
-    use crate::itm::ItmPktType as T;
-    match p.pkt_type {
-        T::Async => emit(EntryKind::Sync, 0),
-        T::TsGlobal1 | T::TsGlobal2 => emit(EntryKind::Timestamp, p.ext_value()),
-        T::TsLocal => emit(EntryKind::LocalTimestamp, p.value as u64),
-        T::Overflow => emit(EntryKind::Overflow, 0),
-        _ => {}
     }
 }
 

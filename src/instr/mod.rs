@@ -22,8 +22,26 @@ mod a64;
 mod t32;
 
 use crate::arch::{ArchVersion, InstrInfo, InstrSubType, InstrType, Isa};
-use crate::error::ErrCode;
-use crate::interfaces::InstrDecode;
+use crate::errcode::ErrCode;
+
+/// Instruction classifier (OpenCSD's `IInstrDecode`): fills in the output
+/// fields of `info` from its inputs.
+#[doc(alias = "IInstrDecode")]
+pub trait InstrDecode: Send {
+    /// Classifies the instruction `info` describes (ISA, address, opcode), filling in its
+    /// output fields; an error for an invalid opcode or an ISA the classifier does not
+    /// support.
+    fn decode_instruction(&mut self, info: &mut InstrInfo) -> Result<(), ErrCode>;
+
+    /// State the classifier carries from one instruction to the next that
+    /// changes how it classifies (for Arm: the T32 IT-block instructions
+    /// still to come); 0 when none. Decoders reuse walked blocks only
+    /// from state 0, so a classifier with other hidden state must report
+    /// it here as non-zero.
+    fn carried_state(&self) -> u8 {
+        0
+    }
+}
 
 pub use t32::is_wide_thumb;
 

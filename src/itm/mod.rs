@@ -11,7 +11,8 @@ use std::sync::Arc;
 
 use crate::decoder::{DecodeContext, DecoderFactory, Pipeline};
 use crate::logger::ErrLink;
-use crate::protocols::{ProtocolFactory, ITM};
+use crate::decoder::RegSpec;
+use crate::factory::{ProtocolFactory, ProtocolInfo};
 
 mod decoder;
 mod packet;
@@ -22,6 +23,15 @@ mod tests;
 pub use decoder::ItmDecoder;
 pub use packet::{ItmPacket, ItmPktType};
 pub use processor::ItmProcessor;
+
+/// ITM, Instrumentation Trace Macrocell (`ITM` devices): trace ID in ITMTCR bits 22:16.
+pub const ITM: ProtocolInfo = ProtocolInfo {
+    name: "ITM",
+    device_types: &["ITM"],
+    registers: &[RegSpec::required("ITMTCR")],
+    trace_id_reg: ("ITMTCR", 16),
+    pe_trace: false,
+};
 
 /// ITM configuration: the `ITMTCR` register.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

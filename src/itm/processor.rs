@@ -12,6 +12,7 @@
 //! monitor as NOTSYNC packets (in runs of at most eight) and one NOTSYNC
 //! packet goes to the decoder, as OpenCSD does.
 
+use crate::hooks::EntryKind;
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use crate::decoder::{PacketOut, PacketProcessor, ProcStats};
 use crate::logger::ErrLink;
@@ -359,8 +360,8 @@ impl ItmProcessor {
 
 impl PacketProcessor for ItmProcessor {
     type Packet = ItmPacket;
-    fn index_entries(pkt: &ItmPacket, emit: &mut dyn FnMut(crate::index::EntryKind, u64)) {
-        crate::index::stream::itm_entries(pkt, emit);
+    fn index_entries(pkt: &ItmPacket, emit: &mut dyn FnMut(EntryKind, u64)) {
+        index_entries_of(pkt, emit);
     }
     fn error_link(&self) -> Option<&ErrLink> {
         self.err.as_ref()
@@ -421,5 +422,18 @@ impl PacketProcessor for ItmProcessor {
 
     fn reset(&mut self, _index: TrcIndex) {
         self.init_processor_state();
+    }
+}
+
+/// The stream index entries of one ITM packet: bad, reserved and
+/// incomplete packets make none, as they are not listed under a name.
+fn index_entries_of(p: &crate::itm::ItmPacket, emit: &mut dyn FnMut(EntryKind, u64)) {
+    use crate::itm::ItmPktType as T;
+    match p.pkt_type {
+        T::Async => emit(EntryKind::Sync, 0),
+        T::TsGlobal1 | T::TsGlobal2 => emit(EntryKind::Timestamp, p.ext_value()),
+        T::TsLocal => emit(EntryKind::LocalTimestamp, p.value as u64),
+        T::Overflow => emit(EntryKind::Overflow, 0),
+        _ => {}
     }
 }

@@ -1,113 +1,18 @@
-//! The built-in trace protocols and their factories.
-//!
-//! Each protocol says which snapshot device types it decodes, which
-//! registers it reads, and how its trace ID is found ([`ProtocolInfo`]);
-//! [`ProtocolFactory`] joins that to the function creating a source's
-//! component. A protocol without a packet processor can be registered
-//! with [`undecoded`], which takes its byte stream and lists nothing, so a
-//! tree still has a place (and a printer) for every declared source.
+//! The built-in trace protocols, as a list: what
+//! [`DecoderRegistry::builtin`] registers. Each protocol's folder holds its
+//! identity ([`crate::factory::ProtocolInfo`]), packet processor and
+//! decoder; this module only gathers them, from above.
 
 use std::sync::Arc;
 
-use crate::datapath::{DatapathResp, TrcIndex};
-use crate::decoder::{DecodeContext, DecoderFactory, PacketOut, PacketProcessor, Pipeline, RegSpec, SourceConfig, TraceComponent};
-use crate::error::Error;
-use crate::printers::TracePacket;
+use crate::decoder::{DecoderFactory, DecoderRegistry};
 
-/// A protocol's identity: name, device types, registers and trace ID rule.
-pub struct ProtocolInfo {
-    /// Protocol name, as the decoder registry and listings know it (`ETMV4I`, `PTM`...).
-    pub name: &'static str,
-    /// Snapshot device types (the `type` of a device in an Arm snapshot) this protocol
-    /// decodes.
-    pub device_types: &'static [&'static str],
-    /// Registers the protocol reads from a snapshot's device file, with defaults for the
-    /// optional ones.
-    pub registers: &'static [RegSpec],
-    /// Register holding the trace ID, and the shift of the 7-bit ID in it.
-    pub trace_id_reg: (&'static str, u32),
-    /// The source traces a processing element (its decoder needs a core and memory image),
-    /// rather than software or hardware events (STM, ITM).
-    pub pe_trace: bool,
-}
-
-impl ProtocolInfo {
-    /// The source's trace ID, read from `trace_id_reg` (0 when the register is missing).
-    pub fn trace_id(&self, cfg: &SourceConfig) -> u8 {
-        let (reg, shift) = self.trace_id_reg;
-        ((cfg.reg_or(reg, 0) >> shift) & 0x7f) as u8
-    }
-}
-
-const ETMV4_REGS: &[RegSpec] = &[
-    RegSpec::required("TRCCONFIGR"),
-    RegSpec::required("TRCTRACEIDR"),
-    RegSpec::required("TRCIDR0"),
-    RegSpec::optional("TRCIDR1", 0x4100_F403),
-    RegSpec::required("TRCIDR2"),
-    RegSpec::optional("TRCIDR8", 0),
-    RegSpec::optional("TRCIDR9", 0),
-    RegSpec::optional("TRCIDR10", 0),
-    RegSpec::optional("TRCIDR11", 0),
-    RegSpec::optional("TRCIDR12", 0),
-    RegSpec::optional("TRCIDR13", 0),
-];
-
-const ETE_REGS: &[RegSpec] = &[
-    RegSpec::required("TRCCONFIGR"),
-    RegSpec::required("TRCTRACEIDR"),
-    RegSpec::required("TRCIDR0"),
-    RegSpec::optional("TRCIDR1", 0x4100_F403),
-    RegSpec::required("TRCIDR2"),
-    RegSpec::optional("TRCIDR8", 0),
-    RegSpec::optional("TRCDEVARCH", 0x4770_5A13),
-];
-
-const ETMV3_PTM_REGS: &[RegSpec] = &[
-    RegSpec::required("ETMIDR"),
-    RegSpec::required("ETMCR"),
-    RegSpec::required("ETMCCER"),
-    RegSpec::required("ETMTRACEIDR"),
-];
-
-/// ETMv4 instruction trace (`ETM4` devices).
-pub const ETMV4: ProtocolInfo = ProtocolInfo {
-    name: "ETMV4I",
-    device_types: &["ETM4"],
-    registers: ETMV4_REGS,
-    trace_id_reg: ("TRCTRACEIDR", 0),
-    pe_trace: true,
-};
-/// ETE, the Armv9 Embedded Trace Extension (`ETE` devices).
-pub const ETE: ProtocolInfo =
-    ProtocolInfo { name: "ETE", device_types: &["ETE"], registers: ETE_REGS, trace_id_reg: ("TRCTRACEIDR", 0), pe_trace: true };
-/// ETMv3 (`ETM3` devices).
-pub const ETMV3: ProtocolInfo =
-    ProtocolInfo { name: "ETMV3", device_types: &["ETM3"], registers: ETMV3_PTM_REGS, trace_id_reg: ("ETMTRACEIDR", 0), pe_trace: true };
-/// PTM / PFT (`PTM1` and `PFT1` devices).
-pub const PTM: ProtocolInfo = ProtocolInfo {
-    name: "PTM",
-    device_types: &["PTM1", "PFT1"],
-    registers: ETMV3_PTM_REGS,
-    trace_id_reg: ("ETMTRACEIDR", 0),
-    pe_trace: true,
-};
-/// STM, System Trace Macrocell (`STM` devices): trace ID in STMTCSR bits 22:16.
-pub const STM: ProtocolInfo = ProtocolInfo {
-    name: "STM",
-    device_types: &["STM"],
-    registers: &[RegSpec::required("STMTCSR")],
-    trace_id_reg: ("STMTCSR", 16),
-    pe_trace: false,
-};
-/// ITM, Instrumentation Trace Macrocell (`ITM` devices): trace ID in ITMTCR bits 22:16.
-pub const ITM: ProtocolInfo = ProtocolInfo {
-    name: "ITM",
-    device_types: &["ITM"],
-    registers: &[RegSpec::required("ITMTCR")],
-    trace_id_reg: ("ITMTCR", 16),
-    pe_trace: false,
-};
+pub use crate::ete::ETE;
+pub use crate::etmv3::ETMV3;
+pub use crate::etmv4::ETMV4;
+pub use crate::itm::ITM;
+pub use crate::ptm::PTM;
+pub use crate::stm::STM;
 
 /// The built-in protocol factories.
 pub fn builtin_factories() -> Vec<Arc<dyn DecoderFactory>> {
@@ -121,74 +26,21 @@ pub fn builtin_factories() -> Vec<Arc<dyn DecoderFactory>> {
     ]
 }
 
-/// Creates one source's component for a protocol: its identity, the
-/// source's registers and the decode context.
-pub type CreateFn = fn(&'static ProtocolInfo, &SourceConfig, &DecodeContext) -> Result<Box<dyn TraceComponent>, Error>;
-
-/// The factory of a built-in protocol: the protocol's [`ProtocolInfo`]
-/// answers for its name, device types, registers and trace ID, and a
-/// [`CreateFn`] builds each source's component.
-pub struct ProtocolFactory {
-    info: &'static ProtocolInfo,
-    create: CreateFn,
-}
-
-impl ProtocolFactory {
-    /// A factory for the protocol `info`, creating components with `create`.
-    pub fn new(info: &'static ProtocolInfo, create: CreateFn) -> Self {
-        ProtocolFactory { info, create }
+impl DecoderRegistry {
+    /// The built-in protocols.
+    pub fn builtin() -> Self {
+        let mut r = DecoderRegistry::empty();
+        for f in builtin_factories() {
+            // Built-in names are distinct.
+            let _ = r.register(f);
+        }
+        r
     }
 }
 
-impl DecoderFactory for ProtocolFactory {
-    fn protocol_name(&self) -> &str {
-        self.info.name
-    }
-    fn device_types(&self) -> &[&str] {
-        self.info.device_types
-    }
-    fn is_pe_trace(&self) -> bool {
-        self.info.pe_trace
-    }
-    fn registers(&self) -> &[RegSpec] {
-        self.info.registers
-    }
-    fn trace_id(&self, cfg: &SourceConfig) -> u8 {
-        self.info.trace_id(cfg)
-    }
-    fn create(&self, cfg: &SourceConfig, ctx: &DecodeContext) -> Result<Box<dyn TraceComponent>, Error> {
-        (self.create)(self.info, cfg, ctx)
+impl Default for DecoderRegistry {
+    fn default() -> Self {
+        DecoderRegistry::builtin()
     }
 }
 
-/// Factory for a protocol whose packet decode is not implemented: the
-/// source gets a place in the tree, its data is taken and nothing is listed.
-pub fn undecoded(info: &'static ProtocolInfo) -> Arc<dyn DecoderFactory> {
-    Arc::new(ProtocolFactory::new(info, |info, _cfg, _ctx| {
-        log::warn!("{}: packet decode for this protocol is not available yet; its data is skipped", info.name);
-        Ok(Box::new(Pipeline::new(info.name, SwallowBytes, None)))
-    }))
-}
-
-/// Packet type of [`undecoded`] protocols: never produced.
-pub enum NoPacket {}
-
-impl TracePacket for NoPacket {
-    fn write_desc(&self, _out: &mut String) {
-        match *self {}
-    }
-}
-
-/// Takes bytes and produces no packets.
-pub struct SwallowBytes;
-
-impl PacketProcessor for SwallowBytes {
-    type Packet = NoPacket;
-    fn process(&mut self, _index: TrcIndex, data: &[u8], _out: &mut PacketOut<'_, NoPacket>) -> (DatapathResp, usize) {
-        (DatapathResp::Cont, data.len())
-    }
-    fn eot(&mut self, _out: &mut PacketOut<'_, NoPacket>) -> DatapathResp {
-        DatapathResp::Cont
-    }
-    fn reset(&mut self, _index: TrcIndex) {}
-}

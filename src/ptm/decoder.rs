@@ -18,7 +18,7 @@ use crate::arch::{InstrInfo, InstrType, Isa, SecurityState};
 use crate::datapath::{DatapathResp, TrcIndex};
 use crate::decoder::{DecodeContext, ElemRouter, PacketDecoder};
 use crate::element::{ElemType, EventType, PeContext, TraceElement, TraceOnReason, UnsyncInfo};
-use crate::error::{ErrCode, Severity, TraceError};
+use crate::errcode::{ErrCode, Severity, TraceError};
 use crate::interfaces::{InstrDecode, TargetMemAccess, TrcGenElemIn};
 use crate::logger::{ErrLink, Shared};
 use crate::memory::MemSpace;

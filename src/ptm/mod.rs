@@ -27,7 +27,25 @@ pub use shared::ISyncReason;
 
 use crate::arch::{ArchProfile, ArchVersion, CoreProfile};
 use crate::decoder::{DecoderFactory, Pipeline, SourceConfig};
-use crate::protocols::{ProtocolFactory, PTM};
+use crate::decoder::RegSpec;
+use crate::factory::{ProtocolFactory, ProtocolInfo};
+
+/// Registers of ETMv3 and PTM sources (the same set).
+pub(crate) const ETMV3_PTM_REGS: &[RegSpec] = &[
+    RegSpec::required("ETMIDR"),
+    RegSpec::required("ETMCR"),
+    RegSpec::required("ETMCCER"),
+    RegSpec::required("ETMTRACEIDR"),
+];
+
+/// PTM / PFT (`PTM1` and `PFT1` devices).
+pub const PTM: ProtocolInfo = ProtocolInfo {
+    name: "PTM",
+    device_types: &["PTM1", "PFT1"],
+    registers: ETMV3_PTM_REGS,
+    trace_id_reg: ("ETMTRACEIDR", 0),
+    pe_trace: true,
+};
 
 /// A PTM trace source's configuration (OpenCSD's `PtmConfig`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -12,11 +12,12 @@
 use super::packet::{PtmPacket, PtmPktType};
 use super::shared::ISyncReason;
 use super::PtmConfig;
+use crate::hooks::EntryKind;
 use crate::arch::Isa;
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use crate::decoder::{DecodeContext, PacketOut, PacketProcessor, ProcStats};
 use crate::deformatter::overread;
-use crate::error::ErrCode;
+use crate::errcode::ErrCode;
 use crate::logger::ErrLink;
 use crate::pktproc::{bin_to_gray, gray_to_bin, PktError, ProcState as State};
 
@@ -773,8 +774,8 @@ fn block_memory(data: &[u8], start: usize, buf: &mut [u8]) {
 
 impl PacketProcessor for PtmProcessor {
     type Packet = PtmPacket;
-    fn index_entries(pkt: &PtmPacket, emit: &mut dyn FnMut(crate::index::EntryKind, u64)) {
-        crate::index::stream::ptm_entries(pkt, emit);
+    fn index_entries(pkt: &PtmPacket, emit: &mut dyn FnMut(EntryKind, u64)) {
+        index_entries_of(pkt, emit);
     }
     fn error_link(&self) -> Option<&ErrLink> {
         Some(&self.err)
@@ -839,5 +840,19 @@ impl PacketProcessor for PtmProcessor {
 
     fn reset(&mut self, _index: TrcIndex) {
         self.init_processor_state();
+    }
+}
+
+/// The stream index entries of one PTM packet: bad, reserved and
+/// incomplete packets make none, as they are not listed under a name.
+fn index_entries_of(p: &crate::ptm::PtmPacket, emit: &mut dyn FnMut(EntryKind, u64)) {
+    use crate::ptm::PtmPktType as T;
+    match p.pkt_type {
+        T::ASync => emit(EntryKind::Sync, 0),
+        T::ISync => emit(EntryKind::InstrSync, p.addr),
+        T::Trigger => emit(EntryKind::Trigger, 0),
+        T::Timestamp => emit(EntryKind::Timestamp, p.timestamp),
+        T::ContextId | T::Vmid => emit(EntryKind::Context, p.context_id as u64),
+        _ => {}
     }
 }

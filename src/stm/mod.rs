@@ -37,7 +37,8 @@ use std::sync::Arc;
 
 use crate::decoder::{DecodeContext, DecoderFactory, Pipeline};
 use crate::logger::ErrLink;
-use crate::protocols::{ProtocolFactory, STM};
+use crate::decoder::RegSpec;
+use crate::factory::{ProtocolFactory, ProtocolInfo};
 
 mod decoder;
 mod packet;
@@ -48,6 +49,15 @@ mod tests;
 pub use decoder::StmDecoder;
 pub use packet::{StmPacket, StmPktType, StmTsType};
 pub use processor::StmProcessor;
+
+/// STM, System Trace Macrocell (`STM` devices): trace ID in STMTCSR bits 22:16.
+pub const STM: ProtocolInfo = ProtocolInfo {
+    name: "STM",
+    device_types: &["STM"],
+    registers: &[RegSpec::required("STMTCSR")],
+    trace_id_reg: ("STMTCSR", 16),
+    pe_trace: false,
+};
 
 /// STM configuration: the `STMTCSR` register.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -12,6 +12,7 @@
 //! of a byte shows that nibble as `0xN0`, and the ASYNC found while
 //! unsynchronised is shown as the canonical `ff x10, 0f`.
 
+use crate::hooks::EntryKind;
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use crate::decoder::{PacketOut, PacketProcessor, ProcStats};
 use crate::deformatter::overread;
@@ -679,8 +680,8 @@ impl StmProcessor {
 
 impl PacketProcessor for StmProcessor {
     type Packet = StmPacket;
-    fn index_entries(pkt: &StmPacket, emit: &mut dyn FnMut(crate::index::EntryKind, u64)) {
-        crate::index::stream::stm_entries(pkt, emit);
+    fn index_entries(pkt: &StmPacket, emit: &mut dyn FnMut(EntryKind, u64)) {
+        index_entries_of(pkt, emit);
     }
     fn error_link(&self) -> Option<&ErrLink> {
         self.err.as_ref()
@@ -751,5 +752,25 @@ impl PacketProcessor for StmProcessor {
 
     fn reset(&mut self, _index: TrcIndex) {
         self.init_processor_state();
+    }
+}
+
+/// The stream index entries of one STM packet: bad, reserved and
+/// incomplete packets make none, as they are not listed under a name. A
+/// data, flag or trigger packet with a timestamp makes a timestamp entry
+/// too.
+fn index_entries_of(p: &crate::stm::StmPacket, emit: &mut dyn FnMut(EntryKind, u64)) {
+    use crate::stm::StmPktType as T;
+    match p.pkt_type {
+        T::Async => emit(EntryKind::Sync, 0),
+        T::Trig => emit(EntryKind::Trigger, p.payload & 0xff),
+        T::M8 => emit(EntryKind::Master, p.master as u64),
+        T::C8 | T::C16 => emit(EntryKind::Channel, p.channel as u64),
+        T::Gerr | T::Merr => emit(EntryKind::Overflow, p.payload & 0xff),
+        _ => {}
+    }
+    // Only these packet types carry a timestamp (the listing's `TS` suffix).
+    if p.has_ts && matches!(p.pkt_type, T::Trig | T::Flag | T::D4 | T::D8 | T::D16 | T::D32 | T::D64) {
+        emit(EntryKind::Timestamp, p.timestamp);
     }
 }

@@ -17,7 +17,8 @@ use coresight_decode::logger::{shared, MsgLogger, Shared};
 use coresight_decode::memory::CacheConfig;
 use coresight_decode::parallel::{decode_parallel, worth_sharing, ParallelOptions, ParallelSink, WorkerSetup};
 use coresight_decode::printers::{GenElemPrinter, PacketPrinter, RawFramePrinter};
-use coresight_decode::snapshot::{Snapshot, TreeBuilder};
+use coresight_decode::builder::TreeBuilder;
+use coresight_decode::snapshot::{Snapshot};
 use coresight_decode::tree::{DecodeTree, SourceFormat};
 
 /// The log file OpenCSD's lister writes by default.

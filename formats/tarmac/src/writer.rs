@@ -370,7 +370,7 @@ pub fn snapshot_to_tarmac_with_registry(
     use coresight_decode::interfaces::TrcDataIn;
     let ss = coresight_decode::snapshot::Snapshot::load(dir).map_err(|e| e.to_string())?;
     let name = ss.buffer_names().first().map(|s| s.to_string()).ok_or("no trace buffer in the snapshot")?;
-    let mut tree = coresight_decode::snapshot::TreeBuilder::with_registry(&ss, registry)
+    let mut tree = coresight_decode::builder::TreeBuilder::with_registry(&ss, registry)
         .build(&name, coresight_decode::decoder::DecodeMode::FullDecode, |_| {})
         .map_err(|e| e.to_string())?
         .ok_or("no decodable trace source in the snapshot")?;

@@ -151,14 +151,15 @@ impl DecoderFactory for RiscvTraceFactory {
     fn trace_id(&self, cfg: &SourceConfig) -> u8 {
         (cfg.reg_or("traceid", 0) & 0x7f) as u8
     }
-    fn create(&self, cfg: &SourceConfig, ctx: &DecodeContext) -> Result<Box<dyn TraceComponent>, Error> {
+    fn create(&self, cfg: &SourceConfig, ctx: &DecodeContext) -> Result<Box<dyn TraceComponent>, TraceError> {
+        let invalid = |e: Error| TraceError::new(Severity::Error, ErrCode::InvalidParamVal).with_message(e.to_string());
         match RiscvTraceConfig::from_source(cfg) {
-            Ok(c) => create_component(c, ctx),
+            Ok(c) => create_component(c, ctx).map_err(invalid),
             Err(e) => {
                 // The tree builder logs only that creation failed: say why.
-                let log = ErrLink::new(&ctx.err_log, "RISCV");
-                log.log(&TraceError::new(Severity::Error, ErrCode::InvalidParamVal).with_message(e.to_string()));
-                Err(e)
+                let err = invalid(e);
+                ErrLink::new(&ctx.err_log, "RISCV").log(&err);
+                Err(err)
             }
         }
     }

@@ -9,7 +9,8 @@ use std::path::Path;
 use common::*;
 use coresight_decode::decoder::DecodeMode;
 use coresight_decode::logger::{shared, MsgLogger};
-use coresight_decode::snapshot::{Snapshot, TreeBuilder};
+use coresight_decode::builder::TreeBuilder;
+use coresight_decode::snapshot::{Snapshot};
 use riscv_trace::config::{CoreIsa, RiscvTraceConfig, TraceReg};
 use riscv_trace::encoder::Encoded;
 

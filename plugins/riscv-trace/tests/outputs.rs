@@ -186,7 +186,8 @@ fn entries_from_pcs(p: &Program, pcs: &[u64]) -> Vec<Entry> {
 fn gnatcov_export_of_the_shipped_snapshot_is_em_riscv_with_qemus_coverage() {
     use coresight_decode::datapath::DatapathOp;
     use coresight_decode::interfaces::TrcDataIn;
-    use coresight_decode::snapshot::{Snapshot, TreeBuilder};
+    use coresight_decode::builder::TreeBuilder;
+use coresight_decode::snapshot::{Snapshot};
     let dir = shipped_snapshot();
     let ss = Snapshot::load(&dir).unwrap();
     let mut tree = TreeBuilder::with_registry(&ss, riscv_trace::registry())

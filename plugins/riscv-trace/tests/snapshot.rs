@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 use common::*;
 use coresight_decode::decoder::DecodeMode;
 use coresight_decode::logger::{shared, MsgLogger};
-use coresight_decode::snapshot::{Snapshot, TreeBuilder};
+use coresight_decode::builder::TreeBuilder;
+use coresight_decode::snapshot::{Snapshot};
 use riscv_trace::config::TraceReg;
 use riscv_trace::encoder::{Encoded, Executed, Mode};
 

@@ -21,7 +21,8 @@ use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use coresight_decode::decoder::DecodeMode;
 use coresight_decode::element::{ElemType, TraceElement};
 use coresight_decode::interfaces::{TrcDataIn, TrcGenElemIn};
-use coresight_decode::snapshot::{Snapshot, TreeBuilder};
+use coresight_decode::builder::TreeBuilder;
+use coresight_decode::snapshot::{Snapshot};
 use coresight_decode::tree::SourceFormat;
 use coresight_tools::cli;
 

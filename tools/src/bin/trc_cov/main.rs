@@ -26,7 +26,8 @@ use coresight_gnatcov::dump::dump;
 use coresight_gnatcov::export::{ExecSignature, FlatTraceBuilder, Merge, SharedBuilder};
 use coresight_gnatcov::format::{read_file, DateTime, Endian, Entry};
 use coresight_decode::interfaces::TrcDataIn;
-use coresight_decode::snapshot::{Snapshot, TreeBuilder};
+use coresight_decode::builder::TreeBuilder;
+use coresight_decode::snapshot::{Snapshot};
 use coresight_tarmac::ranges::trace_elements;
 use coresight_tarmac::{Iset, Reader, ReaderOptions};
 

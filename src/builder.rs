@@ -1,0 +1,177 @@
+//! Decode trees from snapshots: one decoder per source of a trace buffer,
+//! configured from the snapshot's registers, with its core's memory dumps
+//! mapped, as OpenCSD's snapshot-to-tree builder makes them.
+
+use std::sync::Arc;
+
+use crate::decoder::{CoreConfig, DecodeMode, DecoderFactory, DecoderRegistry, SourceConfig};
+use crate::deformatter::DeformatterConfig;
+use crate::errcode::{ErrCode, Severity, TraceError};
+use crate::error::{Error, Result};
+use crate::logger::ErrLink;
+use crate::memory::MemSpace;
+use crate::snapshot::{Device, Snapshot};
+use crate::tree::{DecodeTree, SourceFormat};
+
+impl Snapshot {
+    /// Builds a decode tree for `buffer_name` (see [`TreeBuilder`]).
+    pub fn build_tree(&self, buffer_name: &str, mode: DecodeMode, tree_setup: impl FnOnce(&mut DecodeTree)) -> Result<Option<DecodeTree>> {
+        TreeBuilder::new(self).build(buffer_name, mode, tree_setup)
+    }
+}
+
+/// Builds a decode tree from a snapshot, as OpenCSD's snapshot-to-tree
+/// builder does: one decoder per source of the buffer (only the first for
+/// an unformatted buffer), configured from its registers and its core's
+/// architecture, with the core's memory dumps mapped. Problems with single
+/// sources are logged (component `ss2_dcdtree`) and the source is skipped.
+pub struct TreeBuilder<'a> {
+    ss: &'a Snapshot,
+    registry: Arc<DecoderRegistry>,
+}
+
+impl<'a> TreeBuilder<'a> {
+    /// A builder using the built-in protocols.
+    pub fn new(ss: &'a Snapshot) -> Self {
+        TreeBuilder { ss, registry: Arc::new(DecoderRegistry::builtin()) }
+    }
+
+    /// A builder using the protocols in `registry` (with user decoders).
+    pub fn with_registry(ss: &'a Snapshot, registry: Arc<DecoderRegistry>) -> Self {
+        TreeBuilder { ss, registry }
+    }
+
+    /// Returns `Ok(None)` when no decoder could be created.
+    /// `tree_setup` runs on the new tree before decoders are created (to
+    /// set the registry's options, error output, ...).
+    pub fn build(&self, buffer_name: &str, mode: DecodeMode, tree_setup: impl FnOnce(&mut DecodeTree)) -> Result<Option<DecodeTree>> {
+        let buf = self
+            .ss
+            .buffer(buffer_name)
+            .ok_or_else(|| {
+                Error::code(
+                    ErrCode::TestSnapshotRead,
+                    format!(
+                        "{}: no trace buffer named '{buffer_name}' (expected one of: {})",
+                        self.ss.dir,
+                        self.ss.buffer_names().join(", ")
+                    ),
+                )
+            })?;
+        let format = match buf.format.as_str() {
+            "source_data" => SourceFormat::Single,
+            "dstream_coresight" => SourceFormat::Formatted(DeformatterConfig::fsync_stream()),
+            _ => SourceFormat::Formatted(DeformatterConfig::mem_aligned()),
+        };
+        let mut tree = DecodeTree::with_registry(format, mode, self.registry.clone());
+        tree_setup(&mut tree);
+        let log = ErrLink::new(tree.error_logger(), "ss2_dcdtree");
+        let log_err = |code: ErrCode, msg: String| log.log(&TraceError::new(Severity::Error, code).with_message(msg));
+
+        let mut created = 0;
+        for (src, core) in self.ss.sources_of(buffer_name) {
+            match self.ss.device(src) {
+                None => log_err(ErrCode::TestSsToDecoder, format!("Failed to find device data for source {src}.\n")),
+                Some(dev) => match core {
+                    Some(core_name) => match self.ss.device(core_name) {
+                        None => log_err(ErrCode::TestSsToDecoder, format!("Failed to get device data for source {src}.\n")),
+                        Some(core_dev) => {
+                            if self.create(&mut tree, &log, dev, Some(core_dev)) {
+                                created += 1;
+                                if mode == DecodeMode::FullDecode {
+                                    self.map_dumps(&mut tree, &log, core_dev);
+                                }
+                            } else {
+                                log_err(ErrCode::TestSsToDecoder, format!("Failed to create decoder for source {src}.\n"));
+                            }
+                        }
+                    },
+                    None => {
+                        if self.create(&mut tree, &log, dev, None) {
+                            created += 1;
+                        } else {
+                            log_err(ErrCode::TestSsToDecoder, format!("Failed to create decoder for none core source {src}.\n"));
+                        }
+                    }
+                },
+            }
+            if format == SourceFormat::Single {
+                break;
+            }
+        }
+        Ok((created > 0).then_some(tree))
+    }
+
+    fn create(&self, tree: &mut DecodeTree, log: &ErrLink, dev: &Device, core: Option<&Device>) -> bool {
+        let Some(factory) = tree.registry().for_device_type(&dev.device_type) else { return false };
+        if factory.is_pe_trace() != core.is_some() {
+            return false;
+        }
+        let Some(mut cfg) = self.resolve_regs(log, dev, factory.as_ref()) else { return false };
+        if let Some(core) = core {
+            match factory.core_profile(&core.device_type) {
+                Some(profile) => {
+                    cfg.core = Some(CoreConfig { name: core.name.clone(), core_type: core.device_type.clone(), profile });
+                }
+                None => {
+                    log.log(&TraceError::new(Severity::Error, ErrCode::TestSsToDecoder).with_message(format!(
+                        "Unrecognized Core name {}. Cannot evaluate profile or architecture.",
+                        core.device_type
+                    )));
+                    return false;
+                }
+            }
+        }
+        match tree.create_decoder(factory.protocol_name(), &cfg) {
+            Ok(_) => true,
+            Err(e) => {
+                log.log(&TraceError::new(Severity::Error, e.code).with_message(format!(
+                    "Snapshot processor : failed to create {} decoder on decode tree.",
+                    factory.protocol_name()
+                )));
+                false
+            }
+        }
+    }
+
+    /// Resolves the factory's registers from the device, logging missing
+    /// ones as OpenCSD does. `None` if a required register is missing.
+    fn resolve_regs(&self, log: &ErrLink, dev: &Device, factory: &dyn DecoderFactory) -> Option<SourceConfig> {
+        let mut cfg = SourceConfig {
+            name: dev.name.clone(),
+            device_type: dev.device_type.clone(),
+            regs: dev.regs.iter().map(|r| (r.name.clone(), r.value)).collect(),
+            core: None,
+        };
+        let mut ok = true;
+        for spec in factory.registers() {
+            if cfg.reg(spec.name).is_some() {
+                continue;
+            }
+            if spec.required {
+                log.message(Severity::Error, &format!("Error:Missing {}\n", spec.name));
+                ok = false;
+            } else {
+                log.message(Severity::Warn, &format!("Warning: Default set for register. Missing {}\n", spec.name));
+                cfg.regs.push((spec.name.to_string(), spec.default));
+            }
+        }
+        ok.then_some(cfg)
+    }
+
+    fn map_dumps(&self, tree: &mut DecodeTree, log: &ErrLink, core: &Device) {
+        for d in &core.dumps {
+            let path = self.ss.path_of(&d.file);
+            let space = MemSpace::from_snapshot_name(&d.space).unwrap_or(MemSpace::ANY);
+            if let Err(e) = tree.add_file_region(&path, d.address, d.offset, d.length, space) {
+                // The listing shows OpenCSD's message; library users have
+                // the reason in the snapshot's warnings.
+                log::debug!("{e}");
+                log.log(
+                    &TraceError::new(Severity::Error, e.code())
+                        .with_message(format!("Failed to create memory accessor for file {}.", path.display())),
+                );
+            }
+        }
+    }
+}
