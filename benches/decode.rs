@@ -12,13 +12,13 @@ use std::path::{Path, PathBuf};
 use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use coresight_decode::decoder::DecodeMode;
 use coresight_decode::element::TraceElement;
-use coresight_generator::{generate, BufferLayout, GenOptions, GenProtocol};
 use coresight_decode::interfaces::TrcDataIn;
-use coresight_decode::parallel::{decode_parallel, ParallelOptions, ParallelSink, WorkerSetup};
+use coresight_decode::parallel::{ParallelOptions, ParallelSink, WorkerSetup, decode_parallel};
 use coresight_decode::snapshot::Snapshot;
 use coresight_decode::tree::DecodeTree;
-use divan::counter::BytesCount;
+use coresight_generator::{BufferLayout, GenOptions, GenProtocol, generate};
 use divan::Bencher;
+use divan::counter::BytesCount;
 
 mod common;
 use common::Count;
@@ -26,7 +26,6 @@ use common::Count;
 fn main() {
     divan::main();
 }
-
 
 /// A snapshot loaded with its first buffer's bytes.
 struct Loaded {
@@ -39,12 +38,20 @@ fn load(dir: &Path) -> Loaded {
     let snapshot = Snapshot::load(dir).unwrap();
     let buffer = snapshot.buffer_names()[0].to_string();
     let info = snapshot.buffer(&buffer).unwrap().clone();
-    let data = snapshot.buffer_paths(&info).iter().flat_map(|p| std::fs::read(p).unwrap()).collect();
+    let data = snapshot
+        .buffer_paths(&info)
+        .iter()
+        .flat_map(|p| std::fs::read(p).unwrap())
+        .collect();
     Loaded { snapshot, buffer, data }
 }
 
 fn tree(l: &Loaded) -> DecodeTree {
-    let mut t = l.snapshot.build_tree(&l.buffer, DecodeMode::FullDecode, |_| {}).unwrap().unwrap();
+    let mut t = l
+        .snapshot
+        .build_tree(&l.buffer, DecodeMode::FullDecode, |_| {})
+        .unwrap()
+        .unwrap();
     t.set_gen_elem_out(Box::new(Count(0)));
     t
 }
@@ -125,7 +132,11 @@ fn parallel(bencher: Bencher, l: &Loaded, threads: usize, deliver: bool) {
     let build = |_: &WorkerSetup| Ok(tree(l));
     bencher.counter(BytesCount::new(l.data.len())).bench_local(|| {
         let mut sink = CountSink(0);
-        let options = ParallelOptions { threads, deliver_elements: deliver, ..ParallelOptions::default() };
+        let options = ParallelOptions {
+            threads,
+            deliver_elements: deliver,
+            ..ParallelOptions::default()
+        };
         let o = decode_parallel(options, format, &ids, &mut l.data.as_slice(), &build, &mut sink).unwrap();
         assert!(!o.resp.is_fatal());
         sink.0
@@ -138,7 +149,12 @@ fn parallel(bencher: Bencher, l: &Loaded, threads: usize, deliver: bool) {
 fn three_cores_parallel(bencher: Bencher, (threads, deliver): (usize, bool)) {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("bench-three-cores");
     let _ = std::fs::remove_dir_all(&dir);
-    let opts = GenOptions { seed: 7, protocol: GenProtocol::Tc2, layout: BufferLayout::Formatted, length: 60_000 };
+    let opts = GenOptions {
+        seed: 7,
+        protocol: GenProtocol::Tc2,
+        layout: BufferLayout::Formatted,
+        length: 60_000,
+    };
     generate(&opts).spec.write_to(&dir).unwrap();
     parallel(bencher, &load(&dir), threads, deliver);
 }

@@ -24,13 +24,13 @@ use std::sync::OnceLock;
 use coresight_decode::datapath::{DatapathOp, TrcIndex};
 use coresight_decode::decoder::DecodeMode;
 use coresight_decode::element::{ElemType, TraceElement};
-use coresight_generator::{generate, BufferLayout, GenOptions, GenProtocol};
 use coresight_decode::index::build::Capture;
-use coresight_decode::index::{decode_pieces, CaptureIndex, IndexOptions, Piece};
-use coresight_decode::tree::DecodeTree;
+use coresight_decode::index::{CaptureIndex, IndexOptions, Piece, decode_pieces};
 use coresight_decode::interfaces::TrcDataIn;
-use divan::counter::BytesCount;
+use coresight_decode::tree::DecodeTree;
+use coresight_generator::{BufferLayout, GenOptions, GenProtocol, generate};
 use divan::Bencher;
+use divan::counter::BytesCount;
 
 mod common;
 use common::Count;
@@ -38,7 +38,6 @@ use common::Count;
 fn main() {
     divan::main();
 }
-
 
 fn tree(cap: &Capture) -> DecodeTree {
     cap.tree(DecodeMode::FullDecode, |_| {}).unwrap()
@@ -72,7 +71,12 @@ fn long_etmv4() -> &'static (Capture, CaptureIndex) {
     LONG.get_or_init(|| {
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("bench-index-etmv4");
         let _ = std::fs::remove_dir_all(&dir);
-        let opts = GenOptions { seed: 5, protocol: GenProtocol::Etmv4, layout: BufferLayout::Formatted, length: 600_000 };
+        let opts = GenOptions {
+            seed: 5,
+            protocol: GenProtocol::Etmv4,
+            layout: BufferLayout::Formatted,
+            length: 600_000,
+        };
         generate(&opts).spec.write_to(&dir).unwrap();
         let cap = Capture::load(&dir, None).unwrap();
         let ix = cap.index(&IndexOptions::default()).unwrap();
@@ -83,25 +87,35 @@ fn long_etmv4() -> &'static (Capture, CaptureIndex) {
 #[divan::bench(sample_count = 30)]
 fn bugfix_full_decode(bencher: Bencher) {
     let Some(cap) = bugfix() else { return };
-    bencher.counter(BytesCount::new(cap.data.len())).with_inputs(|| tree(&cap)).bench_local_values(|t| full_decode(&cap, t));
+    bencher
+        .counter(BytesCount::new(cap.data.len()))
+        .with_inputs(|| tree(&cap))
+        .bench_local_values(|t| full_decode(&cap, t));
 }
 
 #[divan::bench(sample_count = 10)]
 fn bugfix_index_build(bencher: Bencher) {
     let Some(cap) = bugfix() else { return };
-    bencher.counter(BytesCount::new(cap.data.len())).bench_local(|| cap.index(&IndexOptions::default()).unwrap());
+    bencher
+        .counter(BytesCount::new(cap.data.len()))
+        .bench_local(|| cap.index(&IndexOptions::default()).unwrap());
 }
 
 #[divan::bench(sample_count = 10)]
 fn etmv4_long_full_decode(bencher: Bencher) {
     let (cap, _) = long_etmv4();
-    bencher.counter(BytesCount::new(cap.data.len())).with_inputs(|| tree(cap)).bench_local_values(|t| full_decode(cap, t));
+    bencher
+        .counter(BytesCount::new(cap.data.len()))
+        .with_inputs(|| tree(cap))
+        .bench_local_values(|t| full_decode(cap, t));
 }
 
 #[divan::bench(sample_count = 10)]
 fn etmv4_long_index_build(bencher: Bencher) {
     let (cap, _) = long_etmv4();
-    bencher.counter(BytesCount::new(cap.data.len())).bench_local(|| cap.index(&IndexOptions::default()).unwrap());
+    bencher
+        .counter(BytesCount::new(cap.data.len()))
+        .bench_local(|| cap.index(&IndexOptions::default()).unwrap());
 }
 
 /// Instructions per range address, as a split decode's fold.
@@ -113,8 +127,15 @@ fn per_address(acc: &mut HashMap<u64, u64>, _index: TrcIndex, e: &TraceElement) 
 
 /// `pieces` decoded on `threads` threads, with trees built (one per
 /// piece) outside the measured time.
-fn split<R, F>(bencher: Bencher, cap: &Capture, ix: &CaptureIndex, pieces: &[Piece], threads: usize, fold: F, total: fn(Vec<R>) -> u64)
-where
+fn split<R, F>(
+    bencher: Bencher,
+    cap: &Capture,
+    ix: &CaptureIndex,
+    pieces: &[Piece],
+    threads: usize,
+    fold: F,
+    total: fn(Vec<R>) -> u64,
+) where
     R: Default + Send + 'static,
     F: Fn(&mut R, TrcIndex, &TraceElement) + Send + Sync + Clone + 'static,
 {
@@ -131,7 +152,9 @@ where
 fn etmv4_long_split(bencher: Bencher, threads: usize) {
     let (cap, ix) = long_etmv4();
     let pieces = ix.split_pieces(ix.streams[0].id, threads);
-    split(bencher, cap, ix, &pieces, threads, per_address, |parts| parts.iter().map(|p| p.len() as u64).sum());
+    split(bencher, cap, ix, &pieces, threads, per_address, |parts| {
+        parts.iter().map(|p| p.len() as u64).sum()
+    });
 }
 
 /// bugfix-exact-match (one trace ID with trace) decoded on `threads`

@@ -25,8 +25,8 @@ use std::process::ExitCode;
 
 use coresight_decode::arch::Isa;
 use coresight_decode::{DecodeError, Decoded, Element};
-use goblin::elf::sym::STT_FUNC;
 use goblin::elf::Elf;
+use goblin::elf::sym::STT_FUNC;
 
 /// A function of the program: `[start, end)`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -46,7 +46,11 @@ pub fn functions(elf_bytes: &[u8]) -> Result<Vec<Function>, goblin::error::Error
         .filter(|s| s.st_type() == STT_FUNC && s.st_size > 0)
         .map(|s| {
             let start = s.st_value & !1;
-            Function { name: elf.strtab.get_at(s.st_name).unwrap_or("?").to_string(), start, end: start + s.st_size }
+            Function {
+                name: elf.strtab.get_at(s.st_name).unwrap_or("?").to_string(),
+                start,
+                end: start + s.st_size,
+            }
         })
         .collect();
     v.sort_by_key(|f| f.start);
@@ -62,10 +66,25 @@ pub struct Counts {
 }
 
 /// Adds up the instruction ranges of a decode.
-pub fn count(elements: impl IntoIterator<Item = Result<Decoded, DecodeError>>, funcs: &[Function]) -> Result<Counts, DecodeError> {
-    let mut c = Counts { per_function: vec![0; funcs.len()], outside: 0 };
+pub fn count(
+    elements: impl IntoIterator<Item = Result<Decoded, DecodeError>>,
+    funcs: &[Function],
+) -> Result<Counts, DecodeError> {
+    let mut c = Counts {
+        per_function: vec![0; funcs.len()],
+        outside: 0,
+    };
     for item in elements {
-        let Element::InstrRange { isa, start, end, num_instr, .. } = item?.element else { continue };
+        let Element::InstrRange {
+            isa,
+            start,
+            end,
+            num_instr,
+            ..
+        } = item?.element
+        else {
+            continue;
+        };
         let num = num_instr as u64;
         // The function holding the first instruction.
         let first = funcs.partition_point(|f| f.end <= start);
@@ -97,7 +116,11 @@ pub fn count(elements: impl IntoIterator<Item = Result<Decoded, DecodeError>>, f
 
 /// The printed table: functions by count (most first, then by name).
 pub fn table(funcs: &[Function], counts: &Counts) -> String {
-    let mut rows: Vec<(u64, &str)> = funcs.iter().zip(&counts.per_function).map(|(f, n)| (*n, f.name.as_str())).collect();
+    let mut rows: Vec<(u64, &str)> = funcs
+        .iter()
+        .zip(&counts.per_function)
+        .map(|(f, n)| (*n, f.name.as_str()))
+        .collect();
     rows.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
     let mut s = String::new();
     for (n, name) in rows {
@@ -143,11 +166,13 @@ mod tests {
     use super::*;
     use std::path::{Path, PathBuf};
 
-    use coresight_generator::execution::{elf_images, generate_from_execution, ExecInsn, ExecProtocol};
     use coresight_generator::BufferLayout;
+    use coresight_generator::execution::{ExecInsn, ExecProtocol, elf_images, generate_from_execution};
 
     fn fixture(name: &str) -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/tests/fixtures/cov").join(name)
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tools/tests/fixtures/cov")
+            .join(name)
     }
 
     /// Writes an ETMv4 snapshot of the program's path, encoded by the
@@ -155,13 +180,24 @@ mod tests {
     fn snapshot(elf: &[u8], pcs: &[u64]) -> PathBuf {
         let images = elf_images(elf).unwrap();
         let opcode = |pc: u64| {
-            let (a, d) = images.iter().find(|(a, d)| pc >= *a && pc + 4 <= a + d.len() as u64).unwrap();
+            let (a, d) = images
+                .iter()
+                .find(|(a, d)| pc >= *a && pc + 4 <= a + d.len() as u64)
+                .unwrap();
             let o = (pc - a) as usize;
             u32::from_le_bytes(d[o..o + 4].try_into().unwrap())
         };
         let insns: Vec<ExecInsn> = pcs
             .iter()
-            .map(|&pc| ExecInsn { addr: pc, isa: Isa::Aarch64, size: 4, opcode: opcode(pc), executed: true, el: 0, secure: false })
+            .map(|&pc| ExecInsn {
+                addr: pc,
+                isa: Isa::Aarch64,
+                size: 4,
+                opcode: opcode(pc),
+                executed: true,
+                el: 0,
+                secure: false,
+            })
             .collect();
         let g = generate_from_execution(&insns, &images, ExecProtocol::Etmv4, 1, BufferLayout::Formatted).unwrap();
         // (Examples have no CARGO_TARGET_TMPDIR.)
@@ -181,10 +217,24 @@ mod tests {
             .collect();
         let funcs = functions(&elf).unwrap();
         let names: Vec<&str> = funcs.iter().map(|f| f.name.as_str()).collect();
-        assert_eq!(names, ["sys_exit", "classify", "never_called", "sum_to", "pick", "main", "_start"]);
+        assert_eq!(
+            names,
+            [
+                "sys_exit",
+                "classify",
+                "never_called",
+                "sum_to",
+                "pick",
+                "main",
+                "_start"
+            ]
+        );
 
         // The truth: qemu's path, instruction by instruction.
-        let mut want = Counts { per_function: vec![0; funcs.len()], outside: 0 };
+        let mut want = Counts {
+            per_function: vec![0; funcs.len()],
+            outside: 0,
+        };
         for pc in &pcs {
             match funcs.iter().position(|f| f.start <= *pc && *pc < f.end) {
                 Some(i) => want.per_function[i] += 1,
@@ -197,7 +247,10 @@ mod tests {
         let got = count(coresight_decode::Trace::open(&dir).unwrap(), &funcs).unwrap();
         assert_eq!(got, want);
         let t = run(dir.to_str().unwrap(), fixture("prog-a64.elf").to_str().unwrap()).unwrap();
-        assert!(t.ends_with("        0  never_called\n        0  (outside any function)\n"), "{t}");
+        assert!(
+            t.ends_with("        0  never_called\n        0  (outside any function)\n"),
+            "{t}"
+        );
         assert_eq!(t.lines().count(), funcs.len() + 1);
         let _ = std::fs::remove_dir_all(&dir);
     }
@@ -205,20 +258,45 @@ mod tests {
     #[test]
     fn a_range_across_functions_is_split_by_address() {
         let funcs = [
-            Function { name: "f".into(), start: 0x100, end: 0x110 },
-            Function { name: "g".into(), start: 0x110, end: 0x120 },
+            Function {
+                name: "f".into(),
+                start: 0x100,
+                end: 0x110,
+            },
+            Function {
+                name: "g".into(),
+                start: 0x110,
+                end: 0x120,
+            },
         ];
         let range = |isa, start, end, num_instr| {
             Ok(Decoded {
                 index: 0,
                 trace_id: 0,
-                element: Element::InstrRange { isa, start, end, num_instr, last: Default::default(), cycle_count: None },
+                element: Element::InstrRange {
+                    isa,
+                    start,
+                    end,
+                    num_instr,
+                    last: Default::default(),
+                    cycle_count: None,
+                },
             })
         };
-        let items = vec![range(Isa::Aarch64, 0x108, 0x118, 4), range(Isa::Aarch64, 0xf8, 0x104, 3), range(Isa::Thumb2, 0x10c, 0x114, 3)];
+        let items = vec![
+            range(Isa::Aarch64, 0x108, 0x118, 4),
+            range(Isa::Aarch64, 0xf8, 0x104, 3),
+            range(Isa::Thumb2, 0x10c, 0x114, 3),
+        ];
         let c = count(items, &funcs).unwrap();
         // A64: 2 + 2 split at 0x110; 2 outside and 1 in f; T32: 8 bytes,
         // half in each function, 3 instructions: 1 + 1 by bytes, 1 left.
-        assert_eq!(c, Counts { per_function: vec![2 + 1 + 1, 2 + 1], outside: 2 + 1 });
+        assert_eq!(
+            c,
+            Counts {
+                per_function: vec![2 + 1 + 1, 2 + 1],
+                outside: 2 + 1
+            }
+        );
     }
 }

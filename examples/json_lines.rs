@@ -23,7 +23,7 @@ use std::process::ExitCode;
 
 use coresight_decode::element::{Event, ItmMessage};
 use coresight_decode::{Decoded, Element, Trace};
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value, json};
 
 /// The JSON object for one element.
 pub fn to_json(d: &Decoded) -> Value {
@@ -48,7 +48,14 @@ pub fn to_json(d: &Decoded) -> Value {
             put("context_id", json!(context.context_id));
             put("vmid", json!(context.vmid));
         }
-        Element::InstrRange { isa, start, end, num_instr, last, .. } => {
+        Element::InstrRange {
+            isa,
+            start,
+            end,
+            num_instr,
+            last,
+            ..
+        } => {
             put("isa", json!(isa.short_name()));
             put("start", json!(start));
             put("end", json!(end));
@@ -56,7 +63,12 @@ pub fn to_json(d: &Decoded) -> Value {
             put("last_executed", json!(last.executed));
             put("last_kind", json!(format!("{:?}", last.kind)));
         }
-        Element::IRangeNoPath { isa, start, next, num_instr } => {
+        Element::IRangeNoPath {
+            isa,
+            start,
+            next,
+            num_instr,
+        } => {
             put("isa", json!(isa.short_name()));
             put("start", json!(start));
             put("next", json!(next));
@@ -66,7 +78,11 @@ pub fn to_json(d: &Decoded) -> Value {
             put("addr", json!(addr));
             put("mem_space", json!(mem_space.to_string()));
         }
-        Element::Exception { number, preferred_return, .. } => {
+        Element::Exception {
+            number,
+            preferred_return,
+            ..
+        } => {
             put("number", json!(number));
             put("preferred_return", json!(preferred_return));
         }
@@ -101,7 +117,11 @@ pub fn to_json(d: &Decoded) -> Value {
                     put("size", json!(size));
                     put("value", json!(value));
                 }
-                ItmMessage::Hardware { discriminator, size, value } => {
+                ItmMessage::Hardware {
+                    discriminator,
+                    size,
+                    value,
+                } => {
                     put("discriminator", json!(discriminator));
                     put("size", json!(size));
                     put("value", json!(value));
@@ -116,7 +136,10 @@ pub fn to_json(d: &Decoded) -> Value {
         }
         Element::Custom { text } => put("text", json!(text)),
         Element::DataAccess(a) => {
-            put("store", json!(matches!(a.kind, coresight_decode::element::DataAccessKind::Store)));
+            put(
+                "store",
+                json!(matches!(a.kind, coresight_decode::element::DataAccessKind::Store)),
+            );
             put("addr", json!(a.addr));
             put("value", json!(a.value));
         }
@@ -129,7 +152,11 @@ pub fn to_json(d: &Decoded) -> Value {
 
 /// Writes the JSON lines of a snapshot's buffer to `out`; returns how
 /// many elements were written.
-pub fn write_json_lines(dir: &str, buffer: Option<&str>, out: &mut impl Write) -> Result<usize, Box<dyn std::error::Error>> {
+pub fn write_json_lines(
+    dir: &str,
+    buffer: Option<&str>,
+    out: &mut impl Write,
+) -> Result<usize, Box<dyn std::error::Error>> {
     let mut trace = match buffer {
         Some(b) => Trace::open_buffer(dir, b)?,
         None => Trace::open(dir)?,
@@ -187,13 +214,19 @@ mod tests {
         for (j, d) in v.iter().zip(&decoded) {
             assert_eq!(j["index"], json!(d.index));
             assert_eq!(j["kind"], json!(d.element.kind_name()));
-            if let Element::InstrRange { start, end, num_instr, .. } = d.element {
+            if let Element::InstrRange {
+                start, end, num_instr, ..
+            } = d.element
+            {
                 assert_eq!((j["start"].as_u64(), j["end"].as_u64()), (Some(start), Some(end)));
                 assert_eq!(j["num_instr"].as_u64(), Some(num_instr as u64));
                 assert_eq!(j["isa"], "A64");
             }
         }
-        assert_eq!(v[0], json!({"index": 0, "trace_id": 0x15, "kind": "no_sync", "reason": "InitDecoder"}));
+        assert_eq!(
+            v[0],
+            json!({"index": 0, "trace_id": 0x15, "kind": "no_sync", "reason": "InitDecoder"})
+        );
         assert_eq!(v.last().unwrap()["kind"], "eo_trace");
         assert!(v.iter().filter(|j| j["kind"] == "instr_range").count() > 50);
     }

@@ -28,7 +28,6 @@
 //! master 0x41 channel 0x0023  D32 0xdeadbeef  marker  ts=0x12
 //! ```
 
-
 use coresight_decode::shared::Lock;
 use std::fmt::Write as _;
 use std::io::{Read, Write};
@@ -107,7 +106,11 @@ impl Printer {
             let _ = write!(l, "  TRIG 0x{:02x}", e.sw_payload as u8);
         } else if sw.payload_bits > 0 {
             let bits = sw.payload_bits as u32;
-            let v = if bits >= 64 { e.sw_payload } else { e.sw_payload & ((1u64 << bits) - 1) };
+            let v = if bits >= 64 {
+                e.sw_payload
+            } else {
+                e.sw_payload & ((1u64 << bits) - 1)
+            };
             let _ = write!(l, "  D{:<2} 0x{:0w$x}", bits, v, w = (bits as usize).div_ceil(4));
             if sw.marker {
                 l.push_str("  marker");
@@ -135,12 +138,22 @@ impl Printer {
         match itm.kind {
             ItmPktKind::Swit => {
                 let w = itm.payload_size as usize * 2;
-                self.pending.push(format!("port {:<3} D{:<2} 0x{:0w$x}", itm.channel_or_desc, itm.payload_size * 8, itm.value));
+                self.pending.push(format!(
+                    "port {:<3} D{:<2} 0x{:0w$x}",
+                    itm.channel_or_desc,
+                    itm.payload_size * 8,
+                    itm.value
+                ));
             }
             ItmPktKind::Dwt => {
                 if self.all {
                     let w = itm.payload_size as usize * 2;
-                    self.pending.push(format!("hw 0x{:02x}  D{:<2} 0x{:0w$x}", itm.channel_or_desc, itm.payload_size * 8, itm.value));
+                    self.pending.push(format!(
+                        "hw 0x{:02x}  D{:<2} 0x{:0w$x}",
+                        itm.channel_or_desc,
+                        itm.payload_size * 8,
+                        itm.value
+                    ));
                 }
             }
             ItmPktKind::TsLocal => self.flush_pending(Some(e.timestamp)),
@@ -180,10 +193,19 @@ pub fn run(opts: &Options, data: &[u8]) -> (String, usize) {
         Protocol::Itm => ("ITM", "ITMTCR"),
     };
     let value = (opts.tcr & !0x007f_0000) | ((opts.id as u32 & 0x7f) << 16);
-    let cfg = SourceConfig { name: format!("{name}_0"), device_type: name.into(), regs: vec![(reg.into(), value as u64)], core: None };
+    let cfg = SourceConfig {
+        name: format!("{name}_0"),
+        device_type: name.into(),
+        regs: vec![(reg.into(), value as u64)],
+        core: None,
+    };
     tree.create_decoder(name, &cfg).expect("the protocol is built in");
     let out = Arc::new(Lock::new(String::new()));
-    tree.set_gen_elem_out(Box::new(Printer { out: out.clone(), all: opts.all, pending: Vec::new() }));
+    tree.set_gen_elem_out(Box::new(Printer {
+        out: out.clone(),
+        all: opts.all,
+        pending: Vec::new(),
+    }));
 
     // Formatted input comes in whole frames (or sync-sized units).
     let unit = match format {
@@ -226,7 +248,13 @@ fn number(s: Option<String>) -> u32 {
 
 #[allow(dead_code)]
 fn main() {
-    let mut opts = Options { protocol: Protocol::Stm, formatted: None, id: 0, tcr: 0, all: false };
+    let mut opts = Options {
+        protocol: Protocol::Stm,
+        formatted: None,
+        id: 0,
+        tcr: 0,
+        all: false,
+    };
     let mut file = None;
     let mut tpiu = false;
     let mut args = std::env::args().skip(1);

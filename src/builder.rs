@@ -15,7 +15,12 @@ use crate::tree::{DecodeTree, SourceFormat};
 
 impl Snapshot {
     /// Builds a decode tree for `buffer_name` (see [`TreeBuilder`]).
-    pub fn build_tree(&self, buffer_name: &str, mode: DecodeMode, tree_setup: impl FnOnce(&mut DecodeTree)) -> Result<Option<DecodeTree>> {
+    pub fn build_tree(
+        &self,
+        buffer_name: &str,
+        mode: DecodeMode,
+        tree_setup: impl FnOnce(&mut DecodeTree),
+    ) -> Result<Option<DecodeTree>> {
         TreeBuilder::new(self).build(buffer_name, mode, tree_setup)
     }
 }
@@ -33,7 +38,10 @@ pub struct TreeBuilder<'a> {
 impl<'a> TreeBuilder<'a> {
     /// A builder using the built-in protocols.
     pub fn new(ss: &'a Snapshot) -> Self {
-        TreeBuilder { ss, registry: Arc::new(DecoderRegistry::builtin()) }
+        TreeBuilder {
+            ss,
+            registry: Arc::new(DecoderRegistry::builtin()),
+        }
     }
 
     /// A builder using the protocols in `registry` (with user decoders).
@@ -44,20 +52,22 @@ impl<'a> TreeBuilder<'a> {
     /// Returns `Ok(None)` when no decoder could be created.
     /// `tree_setup` runs on the new tree before decoders are created (to
     /// set the registry's options, error output, ...).
-    pub fn build(&self, buffer_name: &str, mode: DecodeMode, tree_setup: impl FnOnce(&mut DecodeTree)) -> Result<Option<DecodeTree>> {
-        let buf = self
-            .ss
-            .buffer(buffer_name)
-            .ok_or_else(|| {
-                Error::code(
-                    ErrCode::TestSnapshotRead,
-                    format!(
-                        "{}: no trace buffer named '{buffer_name}' (expected one of: {})",
-                        self.ss.dir,
-                        self.ss.buffer_names().join(", ")
-                    ),
-                )
-            })?;
+    pub fn build(
+        &self,
+        buffer_name: &str,
+        mode: DecodeMode,
+        tree_setup: impl FnOnce(&mut DecodeTree),
+    ) -> Result<Option<DecodeTree>> {
+        let buf = self.ss.buffer(buffer_name).ok_or_else(|| {
+            Error::code(
+                ErrCode::TestSnapshotRead,
+                format!(
+                    "{}: no trace buffer named '{buffer_name}' (expected one of: {})",
+                    self.ss.dir,
+                    self.ss.buffer_names().join(", ")
+                ),
+            )
+        })?;
         let format = match buf.format.as_str() {
             "source_data" => SourceFormat::Single,
             "dstream_coresight" => SourceFormat::Formatted(DeformatterConfig::fsync_stream()),
@@ -71,10 +81,16 @@ impl<'a> TreeBuilder<'a> {
         let mut created = 0;
         for (src, core) in self.ss.sources_of(buffer_name) {
             match self.ss.device(src) {
-                None => log_err(ErrCode::TestSsToDecoder, format!("Failed to find device data for source {src}.\n")),
+                None => log_err(
+                    ErrCode::TestSsToDecoder,
+                    format!("Failed to find device data for source {src}.\n"),
+                ),
                 Some(dev) => match core {
                     Some(core_name) => match self.ss.device(core_name) {
-                        None => log_err(ErrCode::TestSsToDecoder, format!("Failed to get device data for source {src}.\n")),
+                        None => log_err(
+                            ErrCode::TestSsToDecoder,
+                            format!("Failed to get device data for source {src}.\n"),
+                        ),
                         Some(core_dev) => {
                             if self.create(&mut tree, &log, dev, Some(core_dev)) {
                                 created += 1;
@@ -82,7 +98,10 @@ impl<'a> TreeBuilder<'a> {
                                     self.map_dumps(&mut tree, &log, core_dev);
                                 }
                             } else {
-                                log_err(ErrCode::TestSsToDecoder, format!("Failed to create decoder for source {src}.\n"));
+                                log_err(
+                                    ErrCode::TestSsToDecoder,
+                                    format!("Failed to create decoder for source {src}.\n"),
+                                );
                             }
                         }
                     },
@@ -90,7 +109,10 @@ impl<'a> TreeBuilder<'a> {
                         if self.create(&mut tree, &log, dev, None) {
                             created += 1;
                         } else {
-                            log_err(ErrCode::TestSsToDecoder, format!("Failed to create decoder for none core source {src}.\n"));
+                            log_err(
+                                ErrCode::TestSsToDecoder,
+                                format!("Failed to create decoder for none core source {src}.\n"),
+                            );
                         }
                     }
                 },
@@ -103,21 +125,31 @@ impl<'a> TreeBuilder<'a> {
     }
 
     fn create(&self, tree: &mut DecodeTree, log: &ErrLink, dev: &Device, core: Option<&Device>) -> bool {
-        let Some(factory) = tree.registry().for_device_type(&dev.device_type) else { return false };
+        let Some(factory) = tree.registry().for_device_type(&dev.device_type) else {
+            return false;
+        };
         if factory.is_pe_trace() != core.is_some() {
             return false;
         }
-        let Some(mut cfg) = self.resolve_regs(log, dev, factory.as_ref()) else { return false };
+        let Some(mut cfg) = self.resolve_regs(log, dev, factory.as_ref()) else {
+            return false;
+        };
         if let Some(core) = core {
             match factory.core_profile(&core.device_type) {
                 Some(profile) => {
-                    cfg.core = Some(CoreConfig { name: core.name.clone(), core_type: core.device_type.clone(), profile });
+                    cfg.core = Some(CoreConfig {
+                        name: core.name.clone(),
+                        core_type: core.device_type.clone(),
+                        profile,
+                    });
                 }
                 None => {
-                    log.log(&TraceError::new(Severity::Error, ErrCode::TestSsToDecoder).with_message(format!(
-                        "Unrecognized Core name {}. Cannot evaluate profile or architecture.",
-                        core.device_type
-                    )));
+                    log.log(
+                        &TraceError::new(Severity::Error, ErrCode::TestSsToDecoder).with_message(format!(
+                            "Unrecognized Core name {}. Cannot evaluate profile or architecture.",
+                            core.device_type
+                        )),
+                    );
                     return false;
                 }
             }
@@ -152,7 +184,10 @@ impl<'a> TreeBuilder<'a> {
                 log.message(Severity::Error, &format!("Error:Missing {}\n", spec.name));
                 ok = false;
             } else {
-                log.message(Severity::Warn, &format!("Warning: Default set for register. Missing {}\n", spec.name));
+                log.message(
+                    Severity::Warn,
+                    &format!("Warning: Default set for register. Missing {}\n", spec.name),
+                );
                 cfg.regs.push((spec.name.to_string(), spec.default));
             }
         }

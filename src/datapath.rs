@@ -62,7 +62,10 @@ impl DatapathResp {
     /// The component wants the caller to stop sending data until a `Flush` gets `Cont` (any
     /// of the wait responses).
     pub fn is_wait(self) -> bool {
-        matches!(self, DatapathResp::Wait | DatapathResp::WarnWait | DatapathResp::ErrWait)
+        matches!(
+            self,
+            DatapathResp::Wait | DatapathResp::WarnWait | DatapathResp::ErrWait
+        )
     }
     /// Decoding cannot go on: the component must be reset before it takes more data.
     pub fn is_fatal(self) -> bool {
@@ -84,7 +87,10 @@ mod tests {
         assert!(!DatapathResp::Wait.is_cont() && DatapathResp::Wait.is_wait());
         assert!(DatapathResp::FatalInvalidData.is_fatal() && !DatapathResp::ErrWait.is_fatal());
         assert_eq!(DatapathResp::Cont.worst(DatapathResp::Wait), DatapathResp::Wait);
-        assert_eq!(DatapathResp::FatalSysErr.worst(DatapathResp::Wait), DatapathResp::FatalSysErr);
+        assert_eq!(
+            DatapathResp::FatalSysErr.worst(DatapathResp::Wait),
+            DatapathResp::FatalSysErr
+        );
     }
 }
 

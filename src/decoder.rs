@@ -16,8 +16,8 @@ use crate::arch::ArchProfile;
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use crate::element::{TraceElement, UnsyncInfo};
 use crate::errcode::{ErrCode, TraceError};
-use crate::interfaces::{InstrDecode, PktDataIn, PktRawDataMon, TargetMemAccess, TrcDataIn, TrcGenElemIn};
 use crate::hooks::{EntryKind, StreamEntry, StreamIndexer};
+use crate::interfaces::{InstrDecode, PktDataIn, PktRawDataMon, TargetMemAccess, TrcDataIn, TrcGenElemIn};
 use crate::logger::{ErrorLogger, Shared};
 use crate::printers::{PacketPrinter, TracePacket};
 
@@ -66,7 +66,10 @@ pub struct SourceConfig {
 impl SourceConfig {
     /// A register by name (case-insensitive).
     pub fn reg(&self, name: &str) -> Option<u64> {
-        self.regs.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| *v)
+        self.regs
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| *v)
     }
     /// A register, or a default.
     pub fn reg_or(&self, name: &str, default: u64) -> u64 {
@@ -100,11 +103,19 @@ pub struct RegSpec {
 impl RegSpec {
     /// A register the protocol cannot decode without.
     pub const fn required(name: &'static str) -> Self {
-        RegSpec { name, required: true, default: 0 }
+        RegSpec {
+            name,
+            required: true,
+            default: 0,
+        }
     }
     /// A register with the value `default` when the snapshot lacks it.
     pub const fn optional(name: &'static str, default: u64) -> Self {
-        RegSpec { name, required: false, default }
+        RegSpec {
+            name,
+            required: false,
+            default,
+        }
     }
 }
 
@@ -241,7 +252,11 @@ impl ProcStats {
     /// Unsynchronised bytes, and the packet errors logged through `link`.
     pub fn with_errors(unsynced_bytes: u64, link: &crate::logger::ErrLink) -> ProcStats {
         let (h, s) = link.packet_error_counts();
-        ProcStats { unsynced_bytes, bad_header_errs: h, bad_sequence_errs: s }
+        ProcStats {
+            unsynced_bytes,
+            bad_header_errs: h,
+            bad_sequence_errs: s,
+        }
     }
 }
 
@@ -306,7 +321,10 @@ impl DecoderRegistry {
     /// The protocol for a snapshot device type (`ETM4.2` matches `ETM4`).
     pub fn for_device_type(&self, device_type: &str) -> Option<Arc<dyn DecoderFactory>> {
         let base = device_type.split('.').next().unwrap_or(device_type);
-        self.factories.iter().find(|f| f.device_types().contains(&base)).cloned()
+        self.factories
+            .iter()
+            .find(|f| f.device_types().contains(&base))
+            .cloned()
     }
 
     /// Names of the registered protocols.
@@ -345,7 +363,10 @@ enum GateState {
 
 impl SyncGate {
     pub fn new() -> Self {
-        SyncGate { state: GateState::NoSync, unsync: UnsyncInfo::InitDecoder }
+        SyncGate {
+            state: GateState::NoSync,
+            unsync: UnsyncInfo::InitDecoder,
+        }
     }
 
     /// Synchronisation is lost: the next packet reports it.
@@ -359,8 +380,16 @@ impl SyncGate {
             return GateStep::Decode;
         }
         let report = self.state == GateState::NoSync;
-        self.state = if is_async { GateState::Decode } else { GateState::WaitSync };
-        if report { GateStep::ReportNoSync(self.unsync) } else { GateStep::Hold }
+        self.state = if is_async {
+            GateState::Decode
+        } else {
+            GateState::WaitSync
+        };
+        if report {
+            GateStep::ReportNoSync(self.unsync)
+        } else {
+            GateStep::Hold
+        }
     }
 }
 
@@ -454,7 +483,8 @@ pub trait PacketProcessor: Send {
     /// Processes `data` (first byte at `index`), emitting complete packets.
     /// Stops after a packet whose sink answered other than continue, and
     /// returns that response with the bytes used up to that packet's end.
-    fn process(&mut self, index: TrcIndex, data: &[u8], out: &mut PacketOut<'_, Self::Packet>) -> (DatapathResp, usize);
+    fn process(&mut self, index: TrcIndex, data: &[u8], out: &mut PacketOut<'_, Self::Packet>)
+    -> (DatapathResp, usize);
     /// End of trace: emits any partial packet.
     fn eot(&mut self, out: &mut PacketOut<'_, Self::Packet>) -> DatapathResp;
     /// Drops partial state; resynchronise on what follows.
@@ -516,7 +546,15 @@ pub struct Pipeline<PP: PacketProcessor> {
 impl<PP: PacketProcessor> Pipeline<PP> {
     /// A pipeline; `decoder` is `None` in packet-only mode.
     pub fn new(name: &'static str, proc: PP, decoder: Option<Box<dyn PktDataIn<PP::Packet>>>) -> Self {
-        Pipeline { name, proc, mon: None, sink: decoder, indexer: None, eot_done: false, total: 0 }
+        Pipeline {
+            name,
+            proc,
+            mon: None,
+            sink: decoder,
+            indexer: None,
+            eot_done: false,
+            total: 0,
+        }
     }
     /// The packet processor.
     pub fn processor(&self) -> &PP {
@@ -541,7 +579,13 @@ impl<PP: PacketProcessor> Pipeline<PP> {
             None => f(&mut self.proc, &mut PacketOut { mon, sink }),
             Some(ix) => {
                 let mut mon = IndexingMon::<PP> { inner: mon, ix };
-                f(&mut self.proc, &mut PacketOut { mon: Some(&mut mon), sink })
+                f(
+                    &mut self.proc,
+                    &mut PacketOut {
+                        mon: Some(&mut mon),
+                        sink,
+                    },
+                )
             }
         }
     }
@@ -556,8 +600,11 @@ impl<PP: PacketProcessor> TrcDataIn for Pipeline<PP> {
                 // on with `DecodeTree::set_opencsd_empty_blocks`).
                 if let Some(e) = self.proc.error_link() {
                     e.log(
-                        &crate::errcode::TraceError::new(crate::errcode::Severity::Error, crate::errcode::ErrCode::InvalidParamVal)
-                            .with_message("Packet Processor: Zero length data block or NULL pointer error\n"),
+                        &crate::errcode::TraceError::new(
+                            crate::errcode::Severity::Error,
+                            crate::errcode::ErrCode::InvalidParamVal,
+                        )
+                        .with_message("Packet Processor: Zero length data block or NULL pointer error\n"),
                     );
                 }
                 (DatapathResp::FatalInvalidParam, 0)

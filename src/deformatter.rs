@@ -13,8 +13,8 @@
 
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use crate::errcode::{ErrCode, Severity, TraceError};
-use crate::interfaces::{RawFrameKind, TrcDataIn, TrcRawFrameIn};
 use crate::hooks::{FrameRecord, FrameRun, SourceIndexer};
+use crate::interfaces::{RawFrameKind, TrcDataIn, TrcRawFrameIn};
 use crate::logger::ErrLink;
 
 const FRAME_SIZE: usize = 16;
@@ -42,11 +42,17 @@ pub struct DeformatterConfig {
 impl DeformatterConfig {
     /// Memory-aligned frames (ETB/ETR buffers).
     pub fn mem_aligned() -> Self {
-        DeformatterConfig { mem_aligned: true, ..Default::default() }
+        DeformatterConfig {
+            mem_aligned: true,
+            ..Default::default()
+        }
     }
     /// A TPIU / DSTREAM stream with frame syncs.
     pub fn fsync_stream() -> Self {
-        DeformatterConfig { fsyncs: true, ..Default::default() }
+        DeformatterConfig {
+            fsyncs: true,
+            ..Default::default()
+        }
     }
 
     /// Checks the combination, as OpenCSD's deformatter does.
@@ -105,7 +111,9 @@ pub struct IdStreamTable {
 
 impl Default for IdStreamTable {
     fn default() -> Self {
-        IdStreamTable { streams: (0..128).map(|_| None).collect() }
+        IdStreamTable {
+            streams: (0..128).map(|_| None).collect(),
+        }
     }
 }
 
@@ -350,7 +358,13 @@ impl FrameDeformatter {
     }
 
     /// Processes one data-path operation, sending unpacked data to `sink`.
-    pub fn trace_data_in(&mut self, op: DatapathOp, index: TrcIndex, data: &[u8], sink: &mut dyn IdStreamSink) -> (DatapathResp, usize) {
+    pub fn trace_data_in(
+        &mut self,
+        op: DatapathOp,
+        index: TrcIndex,
+        data: &[u8],
+        sink: &mut dyn IdStreamSink,
+    ) -> (DatapathResp, usize) {
         self.highest = DatapathResp::Cont;
         match op {
             DatapathOp::Reset => {
@@ -387,7 +401,11 @@ impl FrameDeformatter {
                 if self.chunks_done < self.chunk_count && !self.output_frame(sink) {
                     return (self.highest, 0);
                 }
-                let done = if self.cfg.mem_aligned { self.process_frames(index, data, sink) } else { self.process(index, data, sink) };
+                let done = if self.cfg.mem_aligned {
+                    self.process_frames(index, data, sink)
+                } else {
+                    self.process(index, data, sink)
+                };
                 match done {
                     Ok(used) => (self.highest, used),
                     Err(Fault(e, resp)) => {
@@ -529,7 +547,10 @@ impl FrameDeformatter {
             return p;
         }
         // Keep the longest tail that could start an FSYNC.
-        self.stash_len = (1..=3.min(data.len())).rev().find(|&k| FSYNC.starts_with(&data[data.len() - k..])).unwrap_or(0);
+        self.stash_len = (1..=3.min(data.len()))
+            .rev()
+            .find(|&k| FSYNC.starts_with(&data[data.len() - k..]))
+            .unwrap_or(0);
         self.stash[..self.stash_len].copy_from_slice(&data[data.len() - self.stash_len..]);
         data.len()
     }
@@ -609,7 +630,12 @@ impl FrameDeformatter {
                     more = p < data.len();
                 }
                 let rest = &data[p..];
-                if self.cfg.hsyncs && !rest.is_empty() && rest.len() < 4 && rest.len().is_multiple_of(2) && FSYNC.starts_with(rest) {
+                if self.cfg.hsyncs
+                    && !rest.is_empty()
+                    && rest.len() < 4
+                    && rest.len().is_multiple_of(2)
+                    && FSYNC.starts_with(rest)
+                {
                     self.stash[..rest.len()].copy_from_slice(rest);
                     self.stash_len = rest.len();
                     hsync_bytes += rest.len();
@@ -620,7 +646,9 @@ impl FrameDeformatter {
             while self.frame_len < FRAME_SIZE && more {
                 if self.frame_len.is_multiple_of(4) && data[p..].starts_with(&FSYNC) {
                     return Err(Fault(
-                        TraceError::new(Severity::Error, ErrCode::DfmtrBadFhSync).at(self.curr_idx).with_message("Bad FSYNC in frame."),
+                        TraceError::new(Severity::Error, ErrCode::DfmtrBadFhSync)
+                            .at(self.curr_idx)
+                            .with_message("Bad FSYNC in frame."),
                         DatapathResp::FatalInvalidData,
                     ));
                 }
@@ -635,7 +663,9 @@ impl FrameDeformatter {
                 if pair == HSYNC {
                     if !self.cfg.hsyncs {
                         return Err(Fault(
-                            TraceError::new(Severity::Error, ErrCode::DfmtrBadFhSync).at(self.curr_idx).with_message("Bad HSYNC in frame."),
+                            TraceError::new(Severity::Error, ErrCode::DfmtrBadFhSync)
+                                .at(self.curr_idx)
+                                .with_message("Bad HSYNC in frame."),
                             DatapathResp::FatalInvalidData,
                         ));
                     }
@@ -745,9 +775,18 @@ impl FrameDeformatter {
     /// unpacked.
     fn report_frame(&mut self, sof: TrcIndex, id_at_start: Option<u8>) {
         if let Some(ix) = self.indexer.as_mut() {
-            let mut rec = FrameRecord { index: sof, id_at_start, runs: [FrameRun::default(); 8], count: self.chunk_count };
+            let mut rec = FrameRecord {
+                index: sof,
+                id_at_start,
+                runs: [FrameRun::default(); 8],
+                count: self.chunk_count,
+            };
             for (r, c) in rec.runs.iter_mut().zip(&self.chunks[..self.chunk_count]) {
-                *r = FrameRun { id: c.id, index: c.index, len: c.valid as u8 };
+                *r = FrameRun {
+                    id: c.id,
+                    index: c.index,
+                    len: c.valid as u8,
+                };
             }
             ix.frame(&rec);
         }
@@ -942,7 +981,10 @@ pub struct Demux {
 impl Demux {
     /// A deformatter for `cfg` with no consumers attached yet.
     pub fn new(cfg: DeformatterConfig) -> Self {
-        Demux { deformatter: FrameDeformatter::new(cfg), streams: IdStreamTable::default() }
+        Demux {
+            deformatter: FrameDeformatter::new(cfg),
+            streams: IdStreamTable::default(),
+        }
     }
 }
 

@@ -30,11 +30,35 @@ impl Disassembler {
     pub fn new() -> Result<Disassembler, String> {
         let err = |e: capstone::Error| format!("capstone: {e}");
         Ok(Disassembler {
-            a64: Capstone::new().arm64().mode(arch::arm64::ArchMode::Arm).build().map_err(err)?,
-            a32: Capstone::new().arm().mode(arch::arm::ArchMode::Arm).extra_mode([arch::arm::ArchExtraMode::V8].into_iter()).build().map_err(err)?,
-            t32: Capstone::new().arm().mode(arch::arm::ArchMode::Thumb).extra_mode([arch::arm::ArchExtraMode::V8].into_iter()).build().map_err(err)?,
-            rv32: Capstone::new().riscv().mode(arch::riscv::ArchMode::RiscV32).extra_mode([arch::riscv::ArchExtraMode::RiscVC].into_iter()).build().map_err(err)?,
-            rv64: Capstone::new().riscv().mode(arch::riscv::ArchMode::RiscV64).extra_mode([arch::riscv::ArchExtraMode::RiscVC].into_iter()).build().map_err(err)?,
+            a64: Capstone::new()
+                .arm64()
+                .mode(arch::arm64::ArchMode::Arm)
+                .build()
+                .map_err(err)?,
+            a32: Capstone::new()
+                .arm()
+                .mode(arch::arm::ArchMode::Arm)
+                .extra_mode([arch::arm::ArchExtraMode::V8].into_iter())
+                .build()
+                .map_err(err)?,
+            t32: Capstone::new()
+                .arm()
+                .mode(arch::arm::ArchMode::Thumb)
+                .extra_mode([arch::arm::ArchExtraMode::V8].into_iter())
+                .build()
+                .map_err(err)?,
+            rv32: Capstone::new()
+                .riscv()
+                .mode(arch::riscv::ArchMode::RiscV32)
+                .extra_mode([arch::riscv::ArchExtraMode::RiscVC].into_iter())
+                .build()
+                .map_err(err)?,
+            rv64: Capstone::new()
+                .riscv()
+                .mode(arch::riscv::ArchMode::RiscV64)
+                .extra_mode([arch::riscv::ArchExtraMode::RiscVC].into_iter())
+                .build()
+                .map_err(err)?,
             rv_xlen64: true,
         })
     }
@@ -61,7 +85,10 @@ impl Disassembler {
         let cs = self.handle(isa)?;
         let insns = cs.disasm_count(code, addr, 1).ok()?;
         let i = insns.iter().next()?;
-        Some((i.mnemonic().unwrap_or("").to_string(), i.op_str().unwrap_or("").to_string()))
+        Some((
+            i.mnemonic().unwrap_or("").to_string(),
+            i.op_str().unwrap_or("").to_string(),
+        ))
     }
 
     /// The text of the one instruction at the start of `code`
@@ -116,7 +143,10 @@ mod tests {
     fn disassembles_each_instruction_set() {
         let d = Disassembler::new().unwrap();
         let mut s = String::new();
-        let a64: Vec<u8> = [0xd503201fu32, 0xd65f03c0].iter().flat_map(|w| w.to_le_bytes()).collect();
+        let a64: Vec<u8> = [0xd503201fu32, 0xd65f03c0]
+            .iter()
+            .flat_map(|w| w.to_le_bytes())
+            .collect();
         d.write(Isa::Aarch64, 0x1000, &a64, 8, &mut s);
         assert_eq!(s, "    0x1000  nop\n    0x1004  ret\n");
         s.clear();
@@ -134,9 +164,15 @@ mod tests {
     fn disassembles_riscv_at_either_width() {
         let mut d = Disassembler::new().unwrap();
         // beq a0,a1,+8; c.ret; then 0x2085: c.addiw on RV64, c.jal on RV32.
-        assert_eq!(d.text(Isa::RiscV, 0x1000, &0x00b50463u32.to_le_bytes()).as_deref(), Some("beq a0, a1, 8"));
+        assert_eq!(
+            d.text(Isa::RiscV, 0x1000, &0x00b50463u32.to_le_bytes()).as_deref(),
+            Some("beq a0, a1, 8")
+        );
         assert_eq!(d.text(Isa::RiscV, 0x1000, &[0x82, 0x80]).as_deref(), Some("c.jr ra"));
-        assert_eq!(d.text(Isa::RiscV, 0x1000, &[0x85, 0x20]).as_deref(), Some("c.addiw ra, 1"));
+        assert_eq!(
+            d.text(Isa::RiscV, 0x1000, &[0x85, 0x20]).as_deref(),
+            Some("c.addiw ra, 1")
+        );
         d.set_riscv_xlen(32);
         assert_eq!(d.text(Isa::RiscV, 0x1000, &[0x85, 0x20]).as_deref(), Some("c.jal 0x60"));
     }

@@ -118,7 +118,13 @@ pub struct TraceError {
 impl TraceError {
     /// An error with no place and no message.
     pub fn new(severity: Severity, code: ErrCode) -> Self {
-        TraceError { severity, code, index: None, trace_id: None, message: String::new() }
+        TraceError {
+            severity,
+            code,
+            index: None,
+            trace_id: None,
+            message: String::new(),
+        }
     }
     /// Sets the trace index it happened at.
     pub fn at(mut self, index: TrcIndex) -> Self {

@@ -47,7 +47,10 @@ pub enum Error {
 impl Error {
     /// An [`Error::Code`].
     pub fn code(code: ErrCode, context: impl Into<String>) -> Self {
-        Error::Code { code, context: context.into() }
+        Error::Code {
+            code,
+            context: context.into(),
+        }
     }
 }
 

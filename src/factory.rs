@@ -9,7 +9,9 @@
 use std::sync::Arc;
 
 use crate::datapath::{DatapathResp, TrcIndex};
-use crate::decoder::{DecodeContext, DecoderFactory, PacketOut, PacketProcessor, Pipeline, RegSpec, SourceConfig, TraceComponent};
+use crate::decoder::{
+    DecodeContext, DecoderFactory, PacketOut, PacketProcessor, Pipeline, RegSpec, SourceConfig, TraceComponent,
+};
 use crate::errcode::TraceError;
 use crate::printers::TracePacket;
 
@@ -40,7 +42,8 @@ impl ProtocolInfo {
 
 /// Creates one source's component for a protocol: its identity, the
 /// source's registers and the decode context.
-pub type CreateFn = fn(&'static ProtocolInfo, &SourceConfig, &DecodeContext) -> Result<Box<dyn TraceComponent>, TraceError>;
+pub type CreateFn =
+    fn(&'static ProtocolInfo, &SourceConfig, &DecodeContext) -> Result<Box<dyn TraceComponent>, TraceError>;
 
 /// The factory of a built-in protocol: the protocol's [`ProtocolInfo`]
 /// answers for its name, device types, registers and trace ID, and a
@@ -82,7 +85,10 @@ impl DecoderFactory for ProtocolFactory {
 /// source gets a place in the tree, its data is taken and nothing is listed.
 pub fn undecoded(info: &'static ProtocolInfo) -> Arc<dyn DecoderFactory> {
     Arc::new(ProtocolFactory::new(info, |info, _cfg, _ctx| {
-        log::warn!("{}: packet decode for this protocol is not available yet; its data is skipped", info.name);
+        log::warn!(
+            "{}: packet decode for this protocol is not available yet; its data is skipped",
+            info.name
+        );
         Ok(Box::new(Pipeline::new(info.name, SwallowBytes, None)))
     }))
 }

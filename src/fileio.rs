@@ -17,7 +17,10 @@ pub(crate) struct FileProblem {
 
 impl FileProblem {
     fn io(e: &std::io::Error) -> FileProblem {
-        FileProblem { message: io_words(e), kind: e.kind() }
+        FileProblem {
+            message: io_words(e),
+            kind: e.kind(),
+        }
     }
 }
 
@@ -49,7 +52,10 @@ pub(crate) fn read_regular_file(path: &Path) -> Result<Vec<u8>, FileProblem> {
 pub(crate) fn check_regular_file(path: &Path) -> Result<u64, FileProblem> {
     let meta = std::fs::metadata(path).map_err(|e| FileProblem::io(&e))?;
     if !meta.is_file() {
-        return Err(FileProblem { message: not_regular(&meta).to_string(), kind: std::io::ErrorKind::InvalidInput });
+        return Err(FileProblem {
+            message: not_regular(&meta).to_string(),
+            kind: std::io::ErrorKind::InvalidInput,
+        });
     }
     Ok(meta.len())
 }

@@ -74,7 +74,11 @@ pub trait TrcGenElemIn: Send {
 /// [`TrcGenElemIn::trace_elems_in`] done one element at a time: what the
 /// default does, for an override that takes some runs whole and hands the
 /// others on element by element.
-pub fn elems_one_by_one<S: TrcGenElemIn + ?Sized>(sink: &mut S, trace_id: u8, elems: &[(TrcIndex, TraceElement)]) -> (DatapathResp, usize) {
+pub fn elems_one_by_one<S: TrcGenElemIn + ?Sized>(
+    sink: &mut S,
+    trace_id: u8,
+    elems: &[(TrcIndex, TraceElement)],
+) -> (DatapathResp, usize) {
     let mut resp = DatapathResp::Cont;
     let mut n = 0;
     for (index, elem) in elems {
@@ -93,7 +97,14 @@ pub fn elems_one_by_one<S: TrcGenElemIn + ?Sized>(sink: &mut S, trace_id: u8, el
 pub trait TrcRawFrameIn: Send {
     /// Shows data of kind `kind` at trace index `index`: whole frames, syncs, or the bytes
     /// unpacked for `trace_id`.
-    fn trace_raw_frame_in(&mut self, op: DatapathOp, index: TrcIndex, kind: RawFrameKind, data: &[u8], trace_id: Option<u8>);
+    fn trace_raw_frame_in(
+        &mut self,
+        op: DatapathOp,
+        index: TrcIndex,
+        kind: RawFrameKind,
+        data: &[u8],
+        trace_id: Option<u8>,
+    );
 }
 
 /// What a raw frame monitor is shown.

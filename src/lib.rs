@@ -75,14 +75,14 @@ pub mod parallel;
 pub mod pull;
 
 pub use datapath::{DatapathOp, DatapathResp, TrcIndex};
-pub use element::{ElemType, TraceElement};
-pub use element::{Decoded, Element};
-pub use pull::{decode_buffer, DecodeError, Decoder, DecoderBuilder, Trace};
 pub use decoder::DecodeMode;
-pub use snapshot::Snapshot;
-pub use tree::DecodeTree;
+pub use element::{Decoded, Element};
+pub use element::{ElemType, TraceElement};
 pub use error::{ErrCode, Error, Result, TraceError};
 pub use interfaces::{InstrDecode, PktDataIn, PktRawDataMon, TargetMemAccess, TrcDataIn, TrcGenElemIn};
+pub use pull::{DecodeError, Decoder, DecoderBuilder, Trace, decode_buffer};
+pub use snapshot::Snapshot;
+pub use tree::DecodeTree;
 
 /// The README's examples, compiled as doctests.
 #[doc = include_str!("../README.md")]

@@ -9,13 +9,13 @@
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::errcode::{ErrCode, Severity, TraceError};
 use crate::datapath::SerialKey;
+use crate::errcode::{ErrCode, Severity, TraceError};
 
-pub use crate::shared::{shared, Shared};
+pub use crate::shared::{Shared, shared};
 
 /// Where text output goes.
 #[derive(Default)]
@@ -38,14 +38,26 @@ impl MsgLogger {
 
     /// A logger that keeps everything in memory; see [`MsgLogger::captured`].
     pub fn capture() -> Self {
-        MsgLogger { stdout: None, stderr: false, file: None, capture: Some(String::new()), keyed: None }
+        MsgLogger {
+            stdout: None,
+            stderr: false,
+            file: None,
+            capture: Some(String::new()),
+            keyed: None,
+        }
     }
 
     /// A capturing logger that also notes, for each piece of text, the
     /// tree position (`position`) it was written at; see
     /// [`take_keyed`](Self::take_keyed).
     pub fn capture_keyed(position: Shared<SerialKey>) -> Self {
-        MsgLogger { stdout: None, stderr: false, file: None, capture: Some(String::new()), keyed: Some((position, Vec::new())) }
+        MsgLogger {
+            stdout: None,
+            stderr: false,
+            file: None,
+            capture: Some(String::new()),
+            keyed: Some((position, Vec::new())),
+        }
     }
 
     /// Takes the captured text and where each position's text starts in it.
@@ -134,14 +146,24 @@ pub struct ErrorLogger {
 
 impl Default for ErrorLogger {
     fn default() -> Self {
-        ErrorLogger { names: Vec::new(), verbosity: Severity::Info, out: None, last: None, count: 0 }
+        ErrorLogger {
+            names: Vec::new(),
+            verbosity: Severity::Info,
+            out: None,
+            last: None,
+            count: 0,
+        }
     }
 }
 
 impl ErrorLogger {
     /// An error logger keeping messages up to `verbosity` and writing them to `out`.
     pub fn new(verbosity: Severity, out: Option<Shared<MsgLogger>>) -> Self {
-        ErrorLogger { verbosity, out, ..Default::default() }
+        ErrorLogger {
+            verbosity,
+            out,
+            ..Default::default()
+        }
     }
 
     /// Sets where logged errors are written (`None`: only to the `log` crate).
@@ -162,14 +184,16 @@ impl ErrorLogger {
     /// Logs an error raised by `src`.
     pub fn log_error(&mut self, src: ErrSource, err: &TraceError) {
         self.count += 1;
-        if err.severity <= self.verbosity && err.severity != Severity::None
-            && let Some(out) = &self.out {
-                let mut s = String::with_capacity(160);
-                s.push_str(self.name(src));
-                s.push_str(" : ");
-                err.write_details(&mut s);
-                out.borrow_mut().log_msg(&s);
-            }
+        if err.severity <= self.verbosity
+            && err.severity != Severity::None
+            && let Some(out) = &self.out
+        {
+            let mut s = String::with_capacity(160);
+            s.push_str(self.name(src));
+            s.push_str(" : ");
+            err.write_details(&mut s);
+            out.borrow_mut().log_msg(&s);
+        }
         log::debug!("{} : {}", self.name(src), err);
         self.last = Some(err.clone());
     }
@@ -177,10 +201,11 @@ impl ErrorLogger {
     /// Logs a message at a severity.
     pub fn log_message(&mut self, src: ErrSource, sev: Severity, msg: &str) {
         if sev <= self.verbosity
-            && let Some(out) = &self.out {
-                let line = format!("{} : {}", self.name(src), msg);
-                out.borrow_mut().log_msg(&line);
-            }
+            && let Some(out) = &self.out
+        {
+            let line = format!("{} : {}", self.name(src), msg);
+            out.borrow_mut().log_msg(&line);
+        }
     }
 
     /// The most recent error.
@@ -207,7 +232,11 @@ impl ErrLink {
     /// Registers a component called `name` with `logger`.
     pub fn new(logger: &Shared<ErrorLogger>, name: impl Into<String>) -> Self {
         let src = logger.borrow_mut().register_source(name);
-        ErrLink { logger: logger.clone(), src, counts: Arc::default() }
+        ErrLink {
+            logger: logger.clone(),
+            src,
+            counts: Arc::default(),
+        }
     }
 
     /// Logs an error raised by this component (and counts packet errors).
@@ -222,7 +251,10 @@ impl ErrLink {
 
     /// Packet errors logged so far: (invalid headers, bad sequences).
     pub fn packet_error_counts(&self) -> (u64, u64) {
-        (self.counts[0].load(Ordering::Relaxed), self.counts[1].load(Ordering::Relaxed))
+        (
+            self.counts[0].load(Ordering::Relaxed),
+            self.counts[1].load(Ordering::Relaxed),
+        )
     }
 
     /// Logs a message from this component at severity `sev`.

@@ -20,7 +20,13 @@ pub trait TargetMemAccess: Send {
     /// Reads up to `buf.len()` bytes at `address` as seen in `mem_space` by
     /// the core traced on `trace_id`. Returns how many bytes were read
     /// (0 when nothing is mapped there); never more than exist.
-    fn read_target_memory(&mut self, address: u64, trace_id: u8, mem_space: MemSpace, buf: &mut [u8]) -> Result<usize, ErrCode>;
+    fn read_target_memory(
+        &mut self,
+        address: u64,
+        trace_id: u8,
+        mem_space: MemSpace,
+        buf: &mut [u8],
+    ) -> Result<usize, ErrCode>;
 
     /// Drops any cached memory for `trace_id` (memory changed under it).
     fn invalidate_mem_acc_cache(&mut self, _trace_id: u8) {}
@@ -197,7 +203,9 @@ pub enum MemoryError {
     },
     /// The address range is empty or runs past the end of the address
     /// space.
-    #[error("invalid address range: {size} bytes at 0x{start:x} (expected at least one byte, within the 64-bit address space)")]
+    #[error(
+        "invalid address range: {size} bytes at 0x{start:x} (expected at least one byte, within the 64-bit address space)"
+    )]
     InvalidRange {
         /// First address.
         start: u64,
@@ -222,7 +230,9 @@ impl MemoryError {
     /// shows: a file it cannot map is `OCSD_ERR_NOT_INIT`).
     pub fn code(&self) -> ErrCode {
         match self {
-            MemoryError::FileOpen { .. } | MemoryError::RegionOutsideFile { .. } | MemoryError::NoMemory => ErrCode::NotInit,
+            MemoryError::FileOpen { .. } | MemoryError::RegionOutsideFile { .. } | MemoryError::NoMemory => {
+                ErrCode::NotInit
+            }
             MemoryError::RegionOverlap { .. } => ErrCode::InvalidParamVal,
             MemoryError::Overlap { .. } => ErrCode::MemAccOverlap,
             MemoryError::InvalidRange { .. } => ErrCode::MemAccRangeInvalid,
@@ -246,7 +256,10 @@ impl AddrRange {
         if size == 0 {
             return None;
         }
-        Some(AddrRange { start, end: start.checked_add(size - 1)? })
+        Some(AddrRange {
+            start,
+            end: start.checked_add(size - 1)?,
+        })
     }
     /// Whether `addr` is in the range.
     pub fn contains(&self, addr: u64) -> bool {
@@ -341,15 +354,32 @@ impl FileAccessor {
     /// `size` both 0 map the whole file. Fails if the file cannot be
     /// opened or is too short for the region (OpenCSD reports both as
     /// `OCSD_ERR_NOT_INIT`: see [`MemoryError::code`]).
-    pub fn open(path: impl Into<PathBuf>, start: u64, offset: u64, size: u64, space: MemSpace) -> Result<FileAccessor, MemoryError> {
+    pub fn open(
+        path: impl Into<PathBuf>,
+        start: u64,
+        offset: u64,
+        size: u64,
+        space: MemSpace,
+    ) -> Result<FileAccessor, MemoryError> {
         let path = path.into();
         // Only a regular file: opening a FIFO would block until a writer
         // came, and a directory or device has no bytes to map.
-        let len = crate::fileio::check_regular_file(&path)
-            .map_err(|e| MemoryError::FileOpen { path: path.clone(), reason: e.message })?;
-        let file = File::open(&path)
-            .map_err(|e| MemoryError::FileOpen { path: path.clone(), reason: crate::fileio::io_words(&e) })?;
-        let mut acc = FileAccessor { path, file, file_size: len & !1, regions: Vec::new(), ranges: Vec::new(), space };
+        let len = crate::fileio::check_regular_file(&path).map_err(|e| MemoryError::FileOpen {
+            path: path.clone(),
+            reason: e.message,
+        })?;
+        let file = File::open(&path).map_err(|e| MemoryError::FileOpen {
+            path: path.clone(),
+            reason: crate::fileio::io_words(&e),
+        })?;
+        let mut acc = FileAccessor {
+            path,
+            file,
+            file_size: len & !1,
+            regions: Vec::new(),
+            ranges: Vec::new(),
+            space,
+        };
         let size = if offset == 0 && size == 0 { acc.file_size } else { size };
         acc.add_region(start, offset, size)?;
         Ok(acc)
@@ -363,7 +393,12 @@ impl FileAccessor {
     /// Adds another region of the same file. Fails when it would run past
     /// the end of the file or overlap a region already mapped.
     pub fn add_region(&mut self, start: u64, offset: u64, size: u64) -> Result<(), MemoryError> {
-        let outside = || MemoryError::RegionOutsideFile { path: self.path.clone(), offset, size, file_len: self.file_size };
+        let outside = || MemoryError::RegionOutsideFile {
+            path: self.path.clone(),
+            offset,
+            size,
+            file_len: self.file_size,
+        };
         if self.file_size == 0 || size == 0 {
             return Err(outside());
         }
@@ -372,9 +407,16 @@ impl FileAccessor {
         }
         let range = AddrRange::with_size(start, size).ok_or(MemoryError::InvalidRange { start, size })?;
         if self.ranges.iter().any(|r| r.overlaps(&range)) {
-            return Err(MemoryError::RegionOverlap { path: self.path.clone(), start, size });
+            return Err(MemoryError::RegionOverlap {
+                path: self.path.clone(),
+                start,
+                size,
+            });
         }
-        self.regions.push(FileRegion { range, file_offset: offset });
+        self.regions.push(FileRegion {
+            range,
+            file_offset: offset,
+        });
         self.regions.sort_by_key(|r| r.range.start);
         self.ranges = self.regions.iter().map(|r| r.range).collect();
         Ok(())
@@ -407,7 +449,9 @@ impl MemAccessor for FileAccessor {
         true
     }
     fn read(&mut self, addr: u64, buf: &mut [u8]) -> usize {
-        let Some(region) = self.region_for(addr).copied() else { return 0 };
+        let Some(region) = self.region_for(addr).copied() else {
+            return 0;
+        };
         let n = region.range.bytes_from(addr, buf.len());
         let pos = region.file_offset + (addr - region.range.start);
         if self.file.seek(SeekFrom::Start(pos)).is_err() {
@@ -441,7 +485,11 @@ impl BufferAccessor {
     pub fn new(start: u64, data: Vec<u8>, space: MemSpace) -> Result<BufferAccessor, MemoryError> {
         let size = data.len() as u64;
         let range = AddrRange::with_size(start, size).ok_or(MemoryError::InvalidRange { start, size })?;
-        Ok(BufferAccessor { range: [range], data, space })
+        Ok(BufferAccessor {
+            range: [range],
+            data,
+            space,
+        })
     }
 }
 
@@ -480,11 +528,23 @@ pub struct CallbackAccessor {
 impl CallbackAccessor {
     /// An image of `start..=end_inclusive` in `space`, read by `read_fn`.
     /// Fails for an empty range.
-    pub fn new(start: u64, end_inclusive: u64, space: MemSpace, read_fn: MemReadFn) -> Result<CallbackAccessor, MemoryError> {
+    pub fn new(
+        start: u64,
+        end_inclusive: u64,
+        space: MemSpace,
+        read_fn: MemReadFn,
+    ) -> Result<CallbackAccessor, MemoryError> {
         if end_inclusive < start {
             return Err(MemoryError::InvalidRange { start, size: 0 });
         }
-        Ok(CallbackAccessor { range: [AddrRange { start, end: end_inclusive }], space, read_fn })
+        Ok(CallbackAccessor {
+            range: [AddrRange {
+                start,
+                end: end_inclusive,
+            }],
+            space,
+            read_fn,
+        })
     }
 }
 
@@ -521,7 +581,11 @@ pub struct CacheConfig {
 
 impl Default for CacheConfig {
     fn default() -> Self {
-        CacheConfig { enabled: true, page_size: 2048, num_pages: 16 }
+        CacheConfig {
+            enabled: true,
+            page_size: 2048,
+            num_pages: 16,
+        }
     }
 }
 
@@ -553,7 +617,11 @@ struct PageCache {
 
 impl PageCache {
     fn new(cfg: CacheConfig) -> PageCache {
-        PageCache { cfg, pages: Vec::new(), tick: 0 }
+        PageCache {
+            cfg,
+            pages: Vec::new(),
+            tick: 0,
+        }
     }
 
     fn read(&mut self, acc_idx: usize, acc: &mut dyn MemAccessor, addr: u64, buf: &mut [u8]) -> usize {
@@ -561,14 +629,29 @@ impl PageCache {
         let tick = self.tick;
         let page_size = self.cfg.page_size as u64;
         let page_start = addr - addr % page_size;
-        let slot = match self.pages.iter().position(|p| p.acc == acc_idx && p.start == page_start) {
+        let slot = match self
+            .pages
+            .iter()
+            .position(|p| p.acc == acc_idx && p.start == page_start)
+        {
             Some(i) => i,
             None => {
                 let i = if self.pages.len() < self.cfg.num_pages {
-                    self.pages.push(CachePage { acc: acc_idx, start: 0, len: 0, data: vec![0; self.cfg.page_size], used: 0 });
+                    self.pages.push(CachePage {
+                        acc: acc_idx,
+                        start: 0,
+                        len: 0,
+                        data: vec![0; self.cfg.page_size],
+                        used: 0,
+                    });
                     self.pages.len() - 1
                 } else {
-                    self.pages.iter().enumerate().min_by_key(|(_, p)| p.used).map(|(i, _)| i).unwrap_or(0)
+                    self.pages
+                        .iter()
+                        .enumerate()
+                        .min_by_key(|(_, p)| p.used)
+                        .map(|(i, _)| i)
+                        .unwrap_or(0)
                 };
                 let p = &mut self.pages[i];
                 p.acc = acc_idx;
@@ -606,7 +689,11 @@ impl PageCache {
 }
 
 fn addr_range_start(acc: &dyn MemAccessor, addr: u64) -> u64 {
-    acc.ranges().iter().find(|r| r.contains(addr)).map(|r| r.start).unwrap_or(addr)
+    acc.ranges()
+        .iter()
+        .find(|r| r.contains(addr))
+        .map(|r| r.start)
+        .unwrap_or(addr)
 }
 
 /// A mapped image: file accessors are kept by type so regions can be added.
@@ -656,7 +743,13 @@ impl Default for MemAccMapper {
 impl MemAccMapper {
     /// A mapper with no images, caching as `cache` says.
     pub fn new(cache: CacheConfig) -> MemAccMapper {
-        MemAccMapper { images: Vec::new(), last: None, cache: PageCache::new(cache), generation: 1, id_generation: Box::new([0; 256]) }
+        MemAccMapper {
+            images: Vec::new(),
+            last: None,
+            cache: PageCache::new(cache),
+            generation: 1,
+            id_generation: Box::new([0; 256]),
+        }
     }
 
     /// Changes the cache settings (the cache starts empty).
@@ -675,7 +768,11 @@ impl MemAccMapper {
                 .any(|a| a.mem_space().intersects(acc.mem_space()) && a.ranges().iter().any(|r| r.overlaps(n)))
         });
         match clash {
-            Some(n) => Err(MemoryError::Overlap { start: n.start, end: n.end, space: acc.mem_space() }),
+            Some(n) => Err(MemoryError::Overlap {
+                start: n.start,
+                end: n.end,
+                space: acc.mem_space(),
+            }),
             None => Ok(()),
         }
     }
@@ -699,7 +796,14 @@ impl MemAccMapper {
     /// regions of the same path are added to it, and a region starting
     /// where one already starts is accepted as it is. `offset` and `size`
     /// both 0 map the whole file.
-    pub fn add_file_region(&mut self, path: &Path, start: u64, offset: u64, size: u64, space: MemSpace) -> Result<(), MemoryError> {
+    pub fn add_file_region(
+        &mut self,
+        path: &Path,
+        start: u64,
+        offset: u64,
+        size: u64,
+        space: MemSpace,
+    ) -> Result<(), MemoryError> {
         let existing = self.images.iter_mut().find_map(|img| match img {
             Image::File(f) if f.path() == path => Some(f),
             _ => None,
@@ -719,11 +823,20 @@ impl MemAccMapper {
 
     /// Maps the loadable segments of an ELF file; returns how many.
     pub fn add_elf_file(&mut self, path: &Path, space: MemSpace) -> Result<usize, MemoryError> {
-        let bytes = crate::fileio::read_regular_file(path)
-            .map_err(|e| MemoryError::FileOpen { path: path.to_path_buf(), reason: e.message })?;
-        let elf = goblin::elf::Elf::parse(&bytes).map_err(|e| MemoryError::Elf { path: path.to_path_buf(), reason: e.to_string() })?;
+        let bytes = crate::fileio::read_regular_file(path).map_err(|e| MemoryError::FileOpen {
+            path: path.to_path_buf(),
+            reason: e.message,
+        })?;
+        let elf = goblin::elf::Elf::parse(&bytes).map_err(|e| MemoryError::Elf {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
         let mut mapped = 0;
-        for ph in elf.program_headers.iter().filter(|ph| ph.p_type == goblin::elf::program_header::PT_LOAD && ph.p_filesz > 0) {
+        for ph in elf
+            .program_headers
+            .iter()
+            .filter(|ph| ph.p_type == goblin::elf::program_header::PT_LOAD && ph.p_filesz > 0)
+        {
             self.add_file_region(path, ph.p_vaddr, ph.p_offset, ph.p_filesz, space)?;
             mapped += 1;
         }
@@ -751,9 +864,10 @@ impl MemAccMapper {
 
     fn find(&mut self, addr: u64, space: MemSpace) -> Option<usize> {
         if let Some(i) = self.last
-            && self.images[i].holds(addr, space) {
-                return Some(i);
-            }
+            && self.images[i].holds(addr, space)
+        {
+            return Some(i);
+        }
         let i = self.images.iter().position(|img| img.holds(addr, space))?;
         self.last = Some(i);
         Some(i)
@@ -782,7 +896,13 @@ impl MemAccMapper {
 }
 
 impl TargetMemAccess for MemAccMapper {
-    fn read_target_memory(&mut self, address: u64, _trace_id: u8, mem_space: MemSpace, buf: &mut [u8]) -> Result<usize, ErrCode> {
+    fn read_target_memory(
+        &mut self,
+        address: u64,
+        _trace_id: u8,
+        mem_space: MemSpace,
+        buf: &mut [u8],
+    ) -> Result<usize, ErrCode> {
         Ok(self.read(address, mem_space, buf))
     }
     fn invalidate_mem_acc_cache(&mut self, trace_id: u8) {
@@ -807,18 +927,31 @@ mod tests {
     #[test]
     fn invalidating_fixed_images_keeps_the_generation_and_a_callback_changes_it() {
         let mut m = MemAccMapper::default();
-        m.add_accessor(Box::new(BufferAccessor::new(0x1000, vec![1, 2, 3, 4], MemSpace::ANY).unwrap())).unwrap();
+        m.add_accessor(Box::new(
+            BufferAccessor::new(0x1000, vec![1, 2, 3, 4], MemSpace::ANY).unwrap(),
+        ))
+        .unwrap();
         assert!(m.contents_fixed());
         let g = m.generation(3);
         m.invalidate_mem_acc_cache(3);
         assert_eq!(m.generation(3), g, "a buffer reads the same after an invalidate");
 
-        let cb = CallbackAccessor::new(0x8000, 0x8fff, MemSpace::ANY, Box::new(|_, _, buf: &mut [u8]| buf.len())).unwrap();
+        let cb = CallbackAccessor::new(
+            0x8000,
+            0x8fff,
+            MemSpace::ANY,
+            Box::new(|_, _, buf: &mut [u8]| buf.len()),
+        )
+        .unwrap();
         m.add_accessor(Box::new(cb)).unwrap();
         assert!(!m.contents_fixed());
         let g = m.generation(3);
         m.invalidate_mem_acc_cache(3);
-        assert_ne!(m.generation(3), g, "a callback may serve other bytes after an invalidate");
+        assert_ne!(
+            m.generation(3),
+            g,
+            "a callback may serve other bytes after an invalidate"
+        );
         assert_eq!(m.generation(4), g, "only the invalidated trace ID changes");
     }
 }

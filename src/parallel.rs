@@ -27,17 +27,17 @@
 
 use std::collections::VecDeque;
 use std::io::Read;
-use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
 use std::sync::Arc;
+use std::sync::mpsc::{Receiver, Sender, SyncSender, channel, sync_channel};
 
+use crate::datapath::SerialKey;
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use crate::deformatter::{FrameDeformatter, IdStreamSink};
 use crate::element::TraceElement;
 use crate::errcode::ErrCode;
 use crate::error::Error;
 use crate::interfaces::{TrcDataIn, TrcGenElemIn};
-use crate::logger::{shared, MsgLogger, Shared};
-use crate::datapath::SerialKey;
+use crate::logger::{MsgLogger, Shared, shared};
 use crate::tree::{DecodeTree, SourceFormat};
 
 /// Receives the merged output of a parallel decode, in serial order.
@@ -90,7 +90,12 @@ pub struct ParallelOptions {
 
 impl Default for ParallelOptions {
     fn default() -> Self {
-        ParallelOptions { threads: std::thread::available_parallelism().map_or(1, |n| n.get()), block: 1024, blocks_per_round: 8, deliver_elements: true }
+        ParallelOptions {
+            threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            block: 1024,
+            blocks_per_round: 8,
+            deliver_elements: true,
+        }
     }
 }
 
@@ -218,10 +223,14 @@ fn share_ids(format: SourceFormat, rounds: &VecDeque<Vec<u8>>, ids: &[u8], worke
         least.0 += bytes.0[id as usize & 0x7f].max(1);
         least.1.push(id);
     }
-    shares.into_iter().map(|(_, mut ids)| {
-        ids.sort_unstable();
-        ids
-    }).filter(|ids| !ids.is_empty()).collect()
+    shares
+        .into_iter()
+        .map(|(_, mut ids)| {
+            ids.sort_unstable();
+            ids
+        })
+        .filter(|ids| !ids.is_empty())
+        .collect()
 }
 
 /// Bytes of the capture read to share the trace IDs out by.
@@ -304,7 +313,11 @@ where
             }
         };
 
-        let mut outcome = ParallelOutcome { resp: DatapathResp::Cont, processed: 0, last_error: None };
+        let mut outcome = ParallelOutcome {
+            resp: DatapathResp::Cont,
+            processed: 0,
+            last_error: None,
+        };
         let mut start = 0u64;
         let mut in_flight = 0usize;
         let mut end_sent = false;
@@ -341,14 +354,22 @@ where
                 }
             }
             in_flight -= 1;
-            let fatal = batches.iter().filter_map(|b| b.fatal.as_ref()).min_by_key(|f| f.0).cloned();
+            let fatal = batches
+                .iter()
+                .filter_map(|b| b.fatal.as_ref())
+                .min_by_key(|f| f.0)
+                .cloned();
             deliver(&batches, fatal.as_ref().map(|f| f.0), sink);
             // The workers fill their batches again: no allocation per round.
             for (b, tx) in batches.into_iter().zip(&recycle) {
                 let _ = tx.send(b);
             }
             if let Some((_, resp, processed, err)) = fatal {
-                outcome = ParallelOutcome { resp, processed, last_error: err };
+                outcome = ParallelOutcome {
+                    resp,
+                    processed,
+                    last_error: err,
+                };
                 break;
             }
         }
@@ -367,7 +388,11 @@ where
 fn deliver(batches: &[Batch], cut: Option<SerialKey>, sink: &mut dyn ParallelSink) {
     let events: Vec<Vec<(SerialKey, Event)>> = batches.iter().map(Batch::events).collect();
     let mut at = vec![0usize; events.len()];
-    let limit = cut.unwrap_or(SerialKey { index: TrcIndex::MAX, chunk: u8::MAX, trace_id: u8::MAX });
+    let limit = cut.unwrap_or(SerialKey {
+        index: TrcIndex::MAX,
+        chunk: u8::MAX,
+        trace_id: u8::MAX,
+    });
     loop {
         // The worker with the earliest next position, and the earliest
         // position any other worker has next.
@@ -427,7 +452,10 @@ fn worker<B>(
     // logger's position cell once it is built.
     let position = shared(SerialKey::default());
     let logger = shared(MsgLogger::capture_keyed(position.clone()));
-    let mut tree = match build(&WorkerSetup { worker, logger: logger.clone() }) {
+    let mut tree = match build(&WorkerSetup {
+        worker,
+        logger: logger.clone(),
+    }) {
         Ok(t) => t,
         Err(e) => {
             let _ = out.send(Err(e));
@@ -440,14 +468,21 @@ fn worker<B>(
     {
         // Every worker reads every frame: the first one reports what is
         // wrong with them.
-        d.set_error_link(crate::logger::ErrLink::new(&shared(crate::logger::ErrorLogger::default()), "DFMT_CSFRAMES"));
+        d.set_error_link(crate::logger::ErrLink::new(
+            &shared(crate::logger::ErrorLogger::default()),
+            "DFMT_CSFRAMES",
+        ));
     }
     let tree_position = position;
     // What building wrote is the main thread's to say.
     let _ = logger.borrow_mut().take_keyed();
     let elems = shared(Vec::new());
     if deliver_elements {
-        tree.set_gen_elem_out(Box::new(Capture { position: tree_position.clone(), logger: logger.clone(), elems: elems.clone() }));
+        tree.set_gen_elem_out(Box::new(Capture {
+            position: tree_position.clone(),
+            logger: logger.clone(),
+            elems: elems.clone(),
+        }));
     }
     tree.set_id_filter(Some(ids));
 
@@ -466,7 +501,8 @@ fn worker<B>(
                             if resp.is_wait() {
                                 resp = tree.trace_data_in(DatapathOp::Flush, 0, &[]).0;
                             } else {
-                                let (r, used) = tree.trace_data_in(DatapathOp::Data, start + done as u64, &data[done..end]);
+                                let (r, used) =
+                                    tree.trace_data_in(DatapathOp::Data, start + done as u64, &data[done..end]);
                                 resp = r;
                                 done += used;
                                 if used == 0 && r.is_cont() {
@@ -495,7 +531,12 @@ fn worker<B>(
             }
         }
         let (text, marks) = logger.borrow_mut().take_keyed();
-        let mut batch = Batch { text, marks, elems: std::mem::take(&mut *elems.borrow_mut()), fatal };
+        let mut batch = Batch {
+            text,
+            marks,
+            elems: std::mem::take(&mut *elems.borrow_mut()),
+            fatal,
+        };
         if out.send(Ok(batch)).is_err() {
             return;
         }

@@ -28,17 +28,28 @@ pub(crate) struct PktError {
 impl PktError {
     /// A reserved or unexpected header.
     pub fn header(msg: &'static str) -> PktError {
-        PktError { code: ErrCode::InvalidPcktHdr, msg }
+        PktError {
+            code: ErrCode::InvalidPcktHdr,
+            msg,
+        }
     }
 
     /// A malformed packet.
     pub fn bad_sequence(msg: &'static str) -> PktError {
-        PktError { code: ErrCode::BadPacketSeq, msg }
+        PktError {
+            code: ErrCode::BadPacketSeq,
+            msg,
+        }
     }
 
     /// Logs the error against the packet at `index` from source `trace_id`.
     pub fn log(&self, link: &ErrLink, index: TrcIndex, trace_id: u8) {
-        link.log(&TraceError::new(Severity::Error, self.code).at(index).on_id(trace_id).with_message(self.msg));
+        link.log(
+            &TraceError::new(Severity::Error, self.code)
+                .at(index)
+                .on_id(trace_id)
+                .with_message(self.msg),
+        );
     }
 }
 

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
-use crate::element::{push_dec, push_hex, TraceElement};
+use crate::element::{TraceElement, push_dec, push_hex};
 use crate::interfaces::{PktDataIn, PktRawDataMon, RawFrameKind, TrcGenElemIn, TrcRawFrameIn};
 use crate::logger::{MsgLogger, Shared};
 
@@ -55,7 +55,13 @@ pub struct PacketPrinter {
 impl PacketPrinter {
     /// A printer for trace ID `trace_id`, writing its lines to `out`.
     pub fn new(trace_id: u8, out: Shared<MsgLogger>) -> Self {
-        PacketPrinter { trace_id, out, waits: TestWaits::default(), mute: false, line: String::with_capacity(256) }
+        PacketPrinter {
+            trace_id,
+            out,
+            waits: TestWaits::default(),
+            mute: false,
+            line: String::with_capacity(256),
+        }
     }
 
     /// Forces `Wait` on the first `n` packets (packet-only mode).
@@ -137,7 +143,14 @@ pub struct GenElemPrinter {
 impl GenElemPrinter {
     /// A printer writing its lines to `out`.
     pub fn new(out: Shared<MsgLogger>) -> Self {
-        GenElemPrinter { out, waits: TestWaits::default(), need_ack: false, mute: false, line: String::with_capacity(256), count: 0 }
+        GenElemPrinter {
+            out,
+            waits: TestWaits::default(),
+            need_ack: false,
+            mute: false,
+            line: String::with_capacity(256),
+            count: 0,
+        }
     }
     /// Forces `Wait` on the first `n` elements.
     pub fn set_test_waits(&mut self, n: u32) {
@@ -180,7 +193,9 @@ impl TrcGenElemIn for GenElemPrinter {
             self.out.borrow_mut().log_msg(&self.line);
         }
         if self.need_ack {
-            self.out.borrow_mut().log_msg("ERROR: Generic Element Printer; New element without previous _WAIT acknowledged\n");
+            self.out
+                .borrow_mut()
+                .log_msg("ERROR: Generic Element Printer; New element without previous _WAIT acknowledged\n");
             self.need_ack = false;
         }
         let resp = self.waits.next();
@@ -220,12 +235,22 @@ pub struct RawFramePrinter {
 impl RawFramePrinter {
     /// A printer writing its lines to `out`.
     pub fn new(out: Shared<MsgLogger>) -> Self {
-        RawFramePrinter { out, line: String::with_capacity(256) }
+        RawFramePrinter {
+            out,
+            line: String::with_capacity(256),
+        }
     }
 }
 
 impl TrcRawFrameIn for RawFramePrinter {
-    fn trace_raw_frame_in(&mut self, op: DatapathOp, index: TrcIndex, kind: RawFrameKind, data: &[u8], trace_id: Option<u8>) {
+    fn trace_raw_frame_in(
+        &mut self,
+        op: DatapathOp,
+        index: TrcIndex,
+        kind: RawFrameKind,
+        data: &[u8],
+        trace_id: Option<u8>,
+    ) {
         if op != DatapathOp::Data {
             return;
         }
@@ -275,7 +300,10 @@ mod tests {
         let out = shared(MsgLogger::capture());
         let mut p = PacketPrinter::new(0x10, out.clone());
         PktRawDataMon::<P>::raw_packet_data_mon(&mut p, DatapathOp::Data, 4, Some(&P), &[0x00, 0x80]);
-        assert_eq!(PktDataIn::<P>::packet_data_in(&mut p, DatapathOp::Data, 16, Some(&P)), DatapathResp::Cont);
+        assert_eq!(
+            PktDataIn::<P>::packet_data_in(&mut p, DatapathOp::Data, 16, Some(&P)),
+            DatapathResp::Cont
+        );
         PktRawDataMon::<P>::raw_packet_data_mon(&mut p, DatapathOp::Eot, 0, None, &[]);
         PktDataIn::<P>::packet_data_in(&mut p, DatapathOp::Reset, 0, None);
         assert_eq!(
@@ -308,7 +336,10 @@ mod tests {
     fn raw_frame_lines() {
         let out = shared(MsgLogger::capture());
         let mut p = RawFramePrinter::new(out.clone());
-        let frame: Vec<u8> = [0xff, 0xff, 0xff, 0x7f, 0x03].into_iter().chain(std::iter::repeat_n(0, 15)).collect();
+        let frame: Vec<u8> = [0xff, 0xff, 0xff, 0x7f, 0x03]
+            .into_iter()
+            .chain(std::iter::repeat_n(0, 15))
+            .collect();
         p.trace_raw_frame_in(DatapathOp::Data, 0, RawFrameKind::Packed, &frame, None);
         p.trace_raw_frame_in(DatapathOp::Data, 4, RawFrameKind::IdData, &[0, 0x80], Some(1));
         p.trace_raw_frame_in(DatapathOp::Data, 4, RawFrameKind::IdData, &[0xd4], None);

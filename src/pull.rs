@@ -35,11 +35,11 @@ use std::path::{Path, PathBuf};
 
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use crate::decoder::{DecodeMode, SourceConfig};
-use crate::element::{Decoded, Element};
 use crate::element::TraceElement;
+use crate::element::{Decoded, Element};
 use crate::errcode::{ErrCode, TraceError};
 use crate::interfaces::{TrcDataIn, TrcGenElemIn};
-use crate::logger::{shared, MsgLogger, Shared};
+use crate::logger::{MsgLogger, Shared, shared};
 use crate::memory::{BufferAccessor, MemSpace};
 use crate::snapshot::{Snapshot, SnapshotError, SnapshotWarning};
 use crate::tree::{DecodeTree, SourceFormat};
@@ -138,8 +138,16 @@ struct QueueSink(Shared<Queue>);
 impl TrcGenElemIn for QueueSink {
     fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp {
         let mut q = self.0.borrow_mut();
-        q.items.push_back(Decoded { index, trace_id, element: Element::from_generic(elem) });
-        if q.items.len() >= q.capacity { DatapathResp::Wait } else { DatapathResp::Cont }
+        q.items.push_back(Decoded {
+            index,
+            trace_id,
+            element: Element::from_generic(elem),
+        });
+        if q.items.len() >= q.capacity {
+            DatapathResp::Wait
+        } else {
+            DatapathResp::Cont
+        }
     }
 }
 
@@ -153,7 +161,10 @@ pub struct Decoder {
 
 impl fmt::Debug for Decoder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Decoder").field("decoders", &self.tree.decoder_count()).field("used", &self.used).finish()
+        f.debug_struct("Decoder")
+            .field("decoders", &self.tree.decoder_count())
+            .field("used", &self.used)
+            .finish()
     }
 }
 
@@ -161,10 +172,16 @@ impl Decoder {
     /// Takes over a decode tree (built from a snapshot or by hand, with its
     /// decoders): its element output becomes this decoder's queue.
     pub fn new(mut tree: DecodeTree) -> Decoder {
-        let queue =
-            shared(Queue { items: VecDeque::with_capacity(DEFAULT_QUEUE_CAPACITY), capacity: DEFAULT_QUEUE_CAPACITY });
+        let queue = shared(Queue {
+            items: VecDeque::with_capacity(DEFAULT_QUEUE_CAPACITY),
+            capacity: DEFAULT_QUEUE_CAPACITY,
+        });
         tree.set_gen_elem_out(Box::new(QueueSink(queue.clone())));
-        Decoder { tree, queue, used: false }
+        Decoder {
+            tree,
+            queue,
+            used: false,
+        }
     }
 
     /// A decoder for the trace buffer `buffer` of a snapshot (full decode,
@@ -174,9 +191,14 @@ impl Decoder {
             return Err(no_such_buffer(ss, buffer));
         }
         let log = shared(MsgLogger::capture());
-        let tree = ss.build_tree(buffer, DecodeMode::FullDecode, |t| t.set_error_output(Some(log.clone())))?;
+        let tree = ss.build_tree(buffer, DecodeMode::FullDecode, |t| {
+            t.set_error_output(Some(log.clone()))
+        })?;
         let Some(mut tree) = tree else {
-            return Err(DecodeError::NoDecoder { buffer: buffer.to_string(), log: log.borrow_mut().take_captured() });
+            return Err(DecodeError::NoDecoder {
+                buffer: buffer.to_string(),
+                log: log.borrow_mut().take_captured(),
+            });
         };
         // Errors during the decode go to the `log` crate and to the tree's
         // error logger (see `last_error`), not to a growing capture.
@@ -200,7 +222,9 @@ impl Decoder {
     /// and the source's name in the snapshot (`etm_0`; empty for a
     /// decoder added by hand), in trace ID order.
     pub fn sources(&self) -> impl Iterator<Item = (u8, &str, &str)> {
-        self.tree.elements().map(|(id, e)| (id, e.protocol.as_str(), e.source_name.as_str()))
+        self.tree
+            .elements()
+            .map(|(id, e)| (id, e.protocol.as_str(), e.source_name.as_str()))
     }
 
     /// Decodes only the sources with these trace IDs (`None`: all).
@@ -235,7 +259,11 @@ impl Decoder {
     /// index 0, ending with end of trace. A decoder that has decoded before
     /// is reset first, so each call is a decode of its own.
     pub fn decode<'a>(&'a mut self, data: &'a [u8]) -> Elements<'a> {
-        Elements { decoder: self, data, cursor: Cursor::default() }
+        Elements {
+            decoder: self,
+            data,
+            cursor: Cursor::default(),
+        }
     }
 
     /// The decode tree back.
@@ -312,7 +340,11 @@ impl Cursor {
                     if r.is_cont() && used == 0 {
                         // Nothing taken and no wait: the tree cannot go on.
                         self.step = Step::Done;
-                        self.stopped = Some(DecodeError::Fatal { index, response: r, error: dec.last_error() });
+                        self.stopped = Some(DecodeError::Fatal {
+                            index,
+                            response: r,
+                            error: dec.last_error(),
+                        });
                         continue;
                     }
                     self.check(dec, r, After::Data);
@@ -351,7 +383,11 @@ impl Cursor {
     fn check(&mut self, dec: &Decoder, r: DatapathResp, then: After) {
         if r.is_fatal() {
             self.step = Step::Done;
-            self.stopped = Some(DecodeError::Fatal { index: self.pos as TrcIndex, response: r, error: dec.last_error() });
+            self.stopped = Some(DecodeError::Fatal {
+                index: self.pos as TrcIndex,
+                response: r,
+                error: dec.last_error(),
+            });
         } else if r.is_wait() {
             self.step = Step::Flush { then };
         }
@@ -388,7 +424,11 @@ pub struct Trace {
 impl fmt::Debug for Trace {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Not the bytes: a buffer can be megabytes.
-        f.debug_struct("Trace").field("buffer", &self.buffer).field("bytes", &self.data.len()).field("decoder", &self.decoder).finish()
+        f.debug_struct("Trace")
+            .field("buffer", &self.buffer)
+            .field("bytes", &self.data.len())
+            .field("decoder", &self.decoder)
+            .finish()
     }
 }
 
@@ -411,7 +451,11 @@ impl Trace {
     pub fn from_snapshot(ss: &Snapshot, buffer: Option<&str>) -> Result<Trace, DecodeError> {
         let name = match buffer {
             Some(n) => n,
-            None => ss.buffers.first().map(|b| b.name.as_str()).ok_or(DecodeError::NoBuffer)?,
+            None => ss
+                .buffers
+                .first()
+                .map(|b| b.name.as_str())
+                .ok_or(DecodeError::NoBuffer)?,
         };
         let info = ss.buffer(name).ok_or_else(|| no_such_buffer(ss, name))?;
         let mut data = Vec::new();
@@ -422,12 +466,22 @@ impl Trace {
             }
         }
         let decoder = Decoder::from_snapshot(ss, name)?;
-        Ok(Trace { decoder, data, buffer: name.to_string(), warnings: ss.warnings().to_vec() })
+        Ok(Trace {
+            decoder,
+            data,
+            buffer: name.to_string(),
+            warnings: ss.warnings().to_vec(),
+        })
     }
 
     /// Trace data and the decoder to decode it with.
     pub fn new(decoder: Decoder, data: Vec<u8>) -> Trace {
-        Trace { decoder, data, buffer: String::new(), warnings: Vec::new() }
+        Trace {
+            decoder,
+            data,
+            buffer: String::new(),
+            warnings: Vec::new(),
+        }
     }
 
     /// What the snapshot's loader warned of (a memory dump that cannot be
@@ -467,7 +521,10 @@ impl IntoIterator for Trace {
     type Item = Result<Decoded, DecodeError>;
     type IntoIter = IntoElements;
     fn into_iter(self) -> IntoElements {
-        IntoElements { trace: self, cursor: Cursor::default() }
+        IntoElements {
+            trace: self,
+            cursor: Cursor::default(),
+        }
     }
 }
 
@@ -495,14 +552,30 @@ pub fn decode_buffer(dir: impl AsRef<Path>, buffer: Option<&str>) -> Result<Vec<
 }
 
 fn no_such_buffer(ss: &Snapshot, name: &str) -> DecodeError {
-    DecodeError::NoSuchBuffer { name: name.to_string(), available: ss.buffer_names().join(", ") }
+    DecodeError::NoSuchBuffer {
+        name: name.to_string(),
+        available: ss.buffer_names().join(", "),
+    }
 }
 
 /// A memory image for a [`DecoderBuilder`].
 enum Image {
-    Bytes { address: u64, data: Vec<u8>, space: MemSpace },
-    File { path: PathBuf, address: u64, offset: u64, size: u64, space: MemSpace },
-    Elf { path: PathBuf, space: MemSpace },
+    Bytes {
+        address: u64,
+        data: Vec<u8>,
+        space: MemSpace,
+    },
+    File {
+        path: PathBuf,
+        address: u64,
+        offset: u64,
+        size: u64,
+        space: MemSpace,
+    },
+    Elf {
+        path: PathBuf,
+        space: MemSpace,
+    },
 }
 
 /// Builds a [`Decoder`] without a snapshot: the buffer's layout, each
@@ -556,7 +629,11 @@ impl DecoderBuilder {
     /// A builder for a buffer laid out as `format`: CoreSight frames
     /// ([`SourceFormat::Formatted`]) or one unformatted source.
     pub fn new(format: SourceFormat) -> DecoderBuilder {
-        DecoderBuilder { format, sources: Vec::new(), images: Vec::new() }
+        DecoderBuilder {
+            format,
+            sources: Vec::new(),
+            images: Vec::new(),
+        }
     }
 
     /// Adds a source decoded with the registered protocol `protocol`
@@ -570,27 +647,44 @@ impl DecoderBuilder {
 
     /// Maps `data` at `address` (any memory space).
     pub fn memory(mut self, address: u64, data: impl Into<Vec<u8>>) -> DecoderBuilder {
-        self.images.push(Image::Bytes { address, data: data.into(), space: MemSpace::ANY });
+        self.images.push(Image::Bytes {
+            address,
+            data: data.into(),
+            space: MemSpace::ANY,
+        });
         self
     }
 
     /// Maps `data` at `address` in memory space `space` only.
     pub fn memory_in(mut self, address: u64, data: impl Into<Vec<u8>>, space: MemSpace) -> DecoderBuilder {
-        self.images.push(Image::Bytes { address, data: data.into(), space });
+        self.images.push(Image::Bytes {
+            address,
+            data: data.into(),
+            space,
+        });
         self
     }
 
     /// Maps `size` bytes of the file `path` from `offset` at `address`
     /// (`size` 0: to the end of the file).
     pub fn memory_file(mut self, path: impl Into<PathBuf>, address: u64, offset: u64, size: u64) -> DecoderBuilder {
-        self.images.push(Image::File { path: path.into(), address, offset, size, space: MemSpace::ANY });
+        self.images.push(Image::File {
+            path: path.into(),
+            address,
+            offset,
+            size,
+            space: MemSpace::ANY,
+        });
         self
     }
 
     /// Maps the loadable segments of the ELF file `path` at their
     /// addresses.
     pub fn elf(mut self, path: impl Into<PathBuf>) -> DecoderBuilder {
-        self.images.push(Image::Elf { path: path.into(), space: MemSpace::ANY });
+        self.images.push(Image::Elf {
+            path: path.into(),
+            space: MemSpace::ANY,
+        });
         self
     }
 
@@ -602,17 +696,28 @@ impl DecoderBuilder {
         }
         let mut tree = DecodeTree::new(self.format, DecodeMode::FullDecode);
         for (protocol, cfg) in &self.sources {
-            tree.create_decoder(protocol, cfg).map_err(|e| Error::code(e.code, e.message))?;
+            tree.create_decoder(protocol, cfg)
+                .map_err(|e| Error::code(e.code, e.message))?;
         }
-        let mapper = tree.mem_mapper().cloned().ok_or_else(|| Error::code(ErrCode::NotInit, "no memory map"))?;
+        let mapper = tree
+            .mem_mapper()
+            .cloned()
+            .ok_or_else(|| Error::code(ErrCode::NotInit, "no memory map"))?;
         for image in self.images {
             match image {
                 Image::Bytes { address, data, space } => {
                     let acc = BufferAccessor::new(address, data, space).map_err(Error::from)?;
                     mapper.borrow_mut().add_accessor(Box::new(acc)).map_err(Error::from)?;
                 }
-                Image::File { path, address, offset, size, space } => {
-                    tree.add_file_region(&path, address, offset, size, space).map_err(Error::from)?;
+                Image::File {
+                    path,
+                    address,
+                    offset,
+                    size,
+                    space,
+                } => {
+                    tree.add_file_region(&path, address, offset, size, space)
+                        .map_err(Error::from)?;
                 }
                 Image::Elf { path, space } => {
                     mapper.borrow_mut().add_elf_file(&path, space).map_err(Error::from)?;

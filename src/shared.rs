@@ -44,7 +44,10 @@ unsafe impl<T: ?Sized + Send> Sync for Lock<T> {}
 impl<T> Lock<T> {
     /// A new, unlocked cell.
     pub const fn new(value: T) -> Lock<T> {
-        Lock { locked: AtomicBool::new(false), value: UnsafeCell::new(value) }
+        Lock {
+            locked: AtomicBool::new(false),
+            value: UnsafeCell::new(value),
+        }
     }
 
     /// The value, out of the cell.

@@ -13,9 +13,8 @@ use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-
 use crate::deformatter::DeformatterConfig;
-use crate::fileio::{check_regular_file, read_regular_file, FileProblem};
+use crate::fileio::{FileProblem, check_regular_file, read_regular_file};
 use crate::memory::MemSpace;
 
 /// Why a snapshot could not be loaded: the file, the line where the
@@ -36,7 +35,12 @@ pub struct SnapshotError {
 
 impl SnapshotError {
     fn file(path: &Path, p: FileProblem) -> SnapshotError {
-        SnapshotError { path: path.to_path_buf(), line: None, message: p.message, io: Some(p.kind) }
+        SnapshotError {
+            path: path.to_path_buf(),
+            line: None,
+            message: p.message,
+            io: Some(p.kind),
+        }
     }
 }
 
@@ -151,24 +155,39 @@ impl fmt::Display for SnapshotWarning {
                 f,
                 "section [{section}] appears again (first on line {first_line}); its entries are read as part of the first"
             ),
-            WarningKind::DuplicateKey { section, key, first_line } => write!(
+            WarningKind::DuplicateKey {
+                section,
+                key,
+                first_line,
+            } => write!(
                 f,
                 "key '{key}' appears again in [{section}] (first on line {first_line}); the first value is used and this line is ignored"
             ),
             WarningKind::OutsideSection { key } => {
-                write!(f, "'{key}=' comes before any [section] header; it is ignored (expected it inside a section)")
+                write!(
+                    f,
+                    "'{key}=' comes before any [section] header; it is ignored (expected it inside a section)"
+                )
             }
             WarningKind::MissingDump { file, path, reason } => write!(
                 f,
                 "memory dump file '{file}' cannot be read ({}: {reason}); the memory it holds is not mapped",
                 path.display()
             ),
-            WarningKind::DumpOutsideFile { file, offset, length, file_len } => write!(
+            WarningKind::DumpOutsideFile {
+                file,
+                offset,
+                length,
+                file_len,
+            } => write!(
                 f,
                 "memory dump '{file}': {length} bytes from offset {offset} run past the end of the file ({file_len} bytes); the dump is not mapped"
             ),
             WarningKind::UnknownMemorySpace { section, space } => {
-                write!(f, "[{section}] space={space}: unknown memory space (expected a name such as EL1N, EL2, S, N or ANY); mapped for any space")
+                write!(
+                    f,
+                    "[{section}] space={space}: unknown memory space (expected a name such as EL1N, EL2, S, N or ANY); mapped for any space"
+                )
             }
             WarningKind::PartialFrame { buffer, offset, length } => write!(
                 f,
@@ -229,7 +248,11 @@ impl IniText {
         // A UTF-8 byte-order mark (written by some Windows editors) is not
         // part of the first section name.
         let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-        let mut ini = IniText { path, sections: Vec::new(), by_name: HashMap::new() };
+        let mut ini = IniText {
+            path,
+            sections: Vec::new(),
+            by_name: HashMap::new(),
+        };
         // The section entries go to, and its keys seen so far (lower case
         // -> line), unless its keys may repeat.
         let mut current: Option<usize> = None;
@@ -242,11 +265,17 @@ impl IniText {
             }
             if let Some(rest) = t.strip_prefix('[') {
                 let Some((name, after)) = rest.split_once(']') else {
-                    return Err(ini.err(Some(line), format!("expected a section header '[name]', found '{t}' (no closing ']')")));
+                    return Err(ini.err(
+                        Some(line),
+                        format!("expected a section header '[name]', found '{t}' (no closing ']')"),
+                    ));
                 };
                 let after = after.trim();
                 if !(after.is_empty() || after.starts_with(';') || after.starts_with('#')) {
-                    return Err(ini.err(Some(line), format!("expected nothing after the section header [{name}], found '{after}'")));
+                    return Err(ini.err(
+                        Some(line),
+                        format!("expected nothing after the section header [{name}], found '{after}'"),
+                    ));
                 }
                 let name = name.trim();
                 if name.is_empty() {
@@ -257,14 +286,21 @@ impl IniText {
                     Some(&first) => {
                         warnings.push(ini.warning(
                             Some(line),
-                            WarningKind::DuplicateSection { section: name.to_string(), first_line: ini.sections[first].line },
+                            WarningKind::DuplicateSection {
+                                section: name.to_string(),
+                                first_line: ini.sections[first].line,
+                            },
                         ));
                         current = Some(first);
                     }
                     None => {
                         ini.by_name.insert(lower, ini.sections.len());
                         current = Some(ini.sections.len());
-                        ini.sections.push(IniSection { name: name.to_string(), line, entries: Vec::new() });
+                        ini.sections.push(IniSection {
+                            name: name.to_string(),
+                            line,
+                            entries: Vec::new(),
+                        });
                         keys.push(HashMap::new());
                     }
                 }
@@ -287,7 +323,10 @@ impl IniText {
                 continue;
             };
             let section = &ini.sections[s];
-            if !MULTI_VALUE_SECTIONS.iter().any(|m| section.name.eq_ignore_ascii_case(m)) {
+            if !MULTI_VALUE_SECTIONS
+                .iter()
+                .any(|m| section.name.eq_ignore_ascii_case(m))
+            {
                 match keys[s].entry(key.to_ascii_lowercase()) {
                     std::collections::hash_map::Entry::Occupied(first) => {
                         let kind = WarningKind::DuplicateKey {
@@ -303,14 +342,20 @@ impl IniText {
                     }
                 }
             }
-            ini.sections[s].entries.push(IniEntry { key: key.to_string(), value: value.trim().to_string(), line });
+            ini.sections[s].entries.push(IniEntry {
+                key: key.to_string(),
+                value: value.trim().to_string(),
+                line,
+            });
         }
         Ok(ini)
     }
 
     /// Line (1-based) of the `[section]` header.
     fn section_line(&self, section: &str) -> Option<usize> {
-        self.by_name.get(&section.to_ascii_lowercase()).map(|&i| self.sections[i].line)
+        self.by_name
+            .get(&section.to_ascii_lowercase())
+            .map(|&i| self.sections[i].line)
     }
 
     /// Line of `key=` inside `section`.
@@ -320,11 +365,20 @@ impl IniText {
     }
 
     fn err(&self, line: Option<usize>, message: impl Into<String>) -> SnapshotError {
-        SnapshotError { path: self.path.clone(), line, message: message.into(), io: None }
+        SnapshotError {
+            path: self.path.clone(),
+            line,
+            message: message.into(),
+            io: None,
+        }
     }
 
     fn warning(&self, line: Option<usize>, kind: WarningKind) -> SnapshotWarning {
-        SnapshotWarning { path: self.path.clone(), line, kind }
+        SnapshotWarning {
+            path: self.path.clone(),
+            line,
+            kind,
+        }
     }
 
     /// Sections as (name, entries) in file order.
@@ -333,11 +387,16 @@ impl IniText {
     }
 
     fn section(&self, name: &str) -> Option<&[IniEntry]> {
-        self.by_name.get(&name.to_ascii_lowercase()).map(|&i| self.sections[i].entries.as_slice())
+        self.by_name
+            .get(&name.to_ascii_lowercase())
+            .map(|&i| self.sections[i].entries.as_slice())
     }
 
     fn value<'a>(entries: &'a [IniEntry], key: &str) -> Option<&'a str> {
-        entries.iter().find(|e| e.key.eq_ignore_ascii_case(key)).map(|e| e.value.as_str())
+        entries
+            .iter()
+            .find(|e| e.key.eq_ignore_ascii_case(key))
+            .map(|e| e.value.as_str())
     }
 }
 
@@ -450,8 +509,15 @@ impl Snapshot {
     /// are kept in [`Snapshot::warnings`] and logged with `log::warn!`.
     pub fn load(dir: impl AsRef<Path>) -> Result<Snapshot, SnapshotError> {
         let dir_str = dir.as_ref().to_string_lossy().into_owned();
-        let prefix = if dir_str.ends_with('/') || dir_str.is_empty() { dir_str.clone() } else { format!("{dir_str}/") };
-        let mut ss = Snapshot { dir: prefix, ..Default::default() };
+        let prefix = if dir_str.ends_with('/') || dir_str.is_empty() {
+            dir_str.clone()
+        } else {
+            format!("{dir_str}/")
+        };
+        let mut ss = Snapshot {
+            dir: prefix,
+            ..Default::default()
+        };
         let mut warnings = Vec::new();
         let result = ss.load_files(&mut warnings);
         for w in &warnings {
@@ -480,31 +546,39 @@ impl Snapshot {
         for e in devlist {
             let (key, file) = (&e.key, &e.value);
             if file.is_empty() {
-                return Err(main.err(Some(e.line), format!("device '{key}' names no file: expected '{key}=FILE.ini'")));
+                return Err(main.err(
+                    Some(e.line),
+                    format!("device '{key}' names no file: expected '{key}=FILE.ini'"),
+                ));
             }
             let dev = self.load_device(file, warnings).map_err(|err| match err.io {
-                Some(_) if err.path == self.path_of(file) => {
-                    main.err(Some(e.line), format!("cannot read device file '{file}': {}", err.message))
-                }
+                Some(_) if err.path == self.path_of(file) => main.err(
+                    Some(e.line),
+                    format!("cannot read device file '{file}': {}", err.message),
+                ),
                 _ => err,
             })?;
             if !names.insert(dev.name.clone()) {
-                return Err(main.err(Some(e.line), format!("device name '{}' used twice: expected each device once", dev.name)));
+                return Err(main.err(
+                    Some(e.line),
+                    format!("device name '{}' used twice: expected each device once", dev.name),
+                ));
             }
             self.devices.push(dev);
         }
 
         if let Some(trace) = main.section("trace")
-            && let Some(meta) = IniText::value(trace, "metadata") {
-                let t = IniText::load(self.path_of(meta), warnings).map_err(|err| match err.io {
-                    Some(_) if err.path == self.path_of(meta) => main.err(
-                        main.key_line("trace", "metadata"),
-                        format!("cannot read trace metadata '{meta}': {}", err.message),
-                    ),
-                    _ => err,
-                })?;
-                self.load_trace_meta(&t, warnings)?;
-            }
+            && let Some(meta) = IniText::value(trace, "metadata")
+        {
+            let t = IniText::load(self.path_of(meta), warnings).map_err(|err| match err.io {
+                Some(_) if err.path == self.path_of(meta) => main.err(
+                    main.key_line("trace", "metadata"),
+                    format!("cannot read trace metadata '{meta}': {}", err.message),
+                ),
+                _ => err,
+            })?;
+            self.load_trace_meta(&t, warnings)?;
+        }
         Ok(())
     }
 
@@ -515,12 +589,19 @@ impl Snapshot {
 
     fn load_device(&self, file: &str, warnings: &mut Vec<SnapshotWarning>) -> Result<Device, SnapshotError> {
         let f = IniText::load(self.path_of(file), warnings)?;
-        let dev_sec = f.section("device").ok_or_else(|| f.err(None, "missing [device] section: expected name, class and type"))?;
+        let dev_sec = f
+            .section("device")
+            .ok_or_else(|| f.err(None, "missing [device] section: expected name, class and type"))?;
         let need = |k: &str| -> Result<String, SnapshotError> {
             IniText::value(dev_sec, k)
                 .filter(|v| !v.is_empty())
                 .map(str::to_string)
-                .ok_or_else(|| f.err(f.section_line("device"), format!("[device] has no '{k}=': expected the device's {k}")))
+                .ok_or_else(|| {
+                    f.err(
+                        f.section_line("device"),
+                        format!("[device] has no '{k}=': expected the device's {k}"),
+                    )
+                })
         };
         let mut dev = Device {
             name: need("name")?,
@@ -539,9 +620,16 @@ impl Snapshot {
                         None => (k.to_string(), None),
                     };
                     let value = parse_number(v).ok_or_else(|| {
-                        f.err(Some(e.line), format!("register {name}: expected a number (decimal or 0x hex), found '{v}'"))
+                        f.err(
+                            Some(e.line),
+                            format!("register {name}: expected a number (decimal or 0x hex), found '{v}'"),
+                        )
                     })?;
-                    dev.regs.push(RegValue { name, decoration, value });
+                    dev.regs.push(RegValue {
+                        name,
+                        decoration,
+                        value,
+                    });
                 }
             } else if sec.get(..4).is_some_and(|p| p.eq_ignore_ascii_case("dump")) {
                 let line = f.section_line(sec);
@@ -550,8 +638,12 @@ impl Snapshot {
                     .ok_or_else(|| f.err(line, format!("[{sec}] has no 'file=': expected the dump's file name")))?;
                 let num = |k: &str, required: bool| -> Result<u64, SnapshotError> {
                     match IniText::value(entries, k) {
-                        Some(v) => parse_number(v)
-                            .ok_or_else(|| f.err(f.key_line(sec, k), format!("[{sec}] {k}: expected a number (decimal or 0x hex), found '{v}'"))),
+                        Some(v) => parse_number(v).ok_or_else(|| {
+                            f.err(
+                                f.key_line(sec, k),
+                                format!("[{sec}] {k}: expected a number (decimal or 0x hex), found '{v}'"),
+                            )
+                        }),
                         None if required => Err(f.err(line, format!("[{sec}] has no '{k}=': expected the dump's {k}"))),
                         None => Ok(0),
                     }
@@ -560,10 +652,19 @@ impl Snapshot {
                 if MemSpace::from_snapshot_name(&space).is_none() {
                     warnings.push(f.warning(
                         f.key_line(sec, "space"),
-                        WarningKind::UnknownMemorySpace { section: sec.to_string(), space: space.clone() },
+                        WarningKind::UnknownMemorySpace {
+                            section: sec.to_string(),
+                            space: space.clone(),
+                        },
                     ));
                 }
-                let dump = DumpDef { file: file.to_string(), address: num("address", true)?, length: num("length", false)?, offset: num("offset", false)?, space };
+                let dump = DumpDef {
+                    file: file.to_string(),
+                    address: num("address", true)?,
+                    length: num("length", false)?,
+                    offset: num("offset", false)?,
+                    space,
+                };
                 if let Some(kind) = self.check_dump(&dump) {
                     warnings.push(f.warning(f.key_line(sec, "file"), kind));
                 }
@@ -578,7 +679,11 @@ impl Snapshot {
     fn check_dump(&self, dump: &DumpDef) -> Option<WarningKind> {
         let path = self.path_of(&dump.file);
         match check_regular_file(&path) {
-            Err(e) => Some(WarningKind::MissingDump { file: dump.file.clone(), path, reason: e.message }),
+            Err(e) => Some(WarningKind::MissingDump {
+                file: dump.file.clone(),
+                path,
+                reason: e.message,
+            }),
             Ok(len) => {
                 // Mapped as OpenCSD maps it: an even number of bytes.
                 let usable = len & !1;
@@ -598,11 +703,17 @@ impl Snapshot {
     }
 
     fn load_trace_meta(&mut self, t: &IniText, warnings: &mut Vec<SnapshotWarning>) -> Result<(), SnapshotError> {
-        let tb = t
-            .section("trace_buffers")
-            .ok_or_else(|| t.err(None, "missing [trace_buffers] section: expected 'buffers=' listing the buffer sections"))?;
+        let tb = t.section("trace_buffers").ok_or_else(|| {
+            t.err(
+                None,
+                "missing [trace_buffers] section: expected 'buffers=' listing the buffer sections",
+            )
+        })?;
         let list = IniText::value(tb, "buffers").ok_or_else(|| {
-            t.err(t.section_line("trace_buffers"), "[trace_buffers] has no 'buffers=': expected the buffer sections, separated by commas")
+            t.err(
+                t.section_line("trace_buffers"),
+                "[trace_buffers] has no 'buffers=': expected the buffer sections, separated by commas",
+            )
         })?;
         let listed: Vec<&str> = list.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
         if let Some(missing) = listed.iter().find(|id| t.section(id).is_none()) {
@@ -622,13 +733,22 @@ impl Snapshot {
             let id = id.as_str();
             let line = t.section_line(id);
             let get = |k: &str, what: &str| {
-                IniText::value(sec, k).filter(|v| !v.is_empty()).ok_or_else(|| t.err(line, format!("[{id}] has no '{k}=': expected {what}")))
+                IniText::value(sec, k)
+                    .filter(|v| !v.is_empty())
+                    .ok_or_else(|| t.err(line, format!("[{id}] has no '{k}=': expected {what}")))
             };
             let name = get("name", "the buffer's name")?.to_string();
-            let files: Vec<String> =
-                get("file", "the buffer's data files")?.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_string).collect();
+            let files: Vec<String> = get("file", "the buffer's data files")?
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .collect();
             if files.is_empty() {
-                return Err(t.err(t.key_line(id, "file"), format!("[{id}] file= names no file: expected one or more file names, separated by commas")));
+                return Err(t.err(
+                    t.key_line(id, "file"),
+                    format!("[{id}] file= names no file: expected one or more file names, separated by commas"),
+                ));
             }
             let format = get("format", "coresight, dstream_coresight or source_data")?.to_string();
             if !matches!(format.as_str(), "coresight" | "dstream_coresight" | "source_data") {
@@ -637,7 +757,12 @@ impl Snapshot {
                     format!("buffer format '{format}': expected coresight, dstream_coresight or source_data"),
                 ));
             }
-            let buffer = BufferInfo { id: id.to_string(), name, files, format };
+            let buffer = BufferInfo {
+                id: id.to_string(),
+                name,
+                files,
+                format,
+            };
             if let Some(w) = self.check_buffer_frames(&buffer) {
                 warnings.push(w);
             }
@@ -650,7 +775,9 @@ impl Snapshot {
                 if !names.contains(buf.as_str()) {
                     return Err(t.err(
                         Some(e.line),
-                        format!("source '{src}' writes to unknown buffer '{buf}': expected the name= of a listed buffer"),
+                        format!(
+                            "source '{src}' writes to unknown buffer '{buf}': expected the name= of a listed buffer"
+                        ),
                     ));
                 }
                 self.source_buffers.push((src.to_string(), buf.to_string()));
@@ -683,7 +810,11 @@ impl Snapshot {
         (tail != 0).then(|| SnapshotWarning {
             path: self.path_of(last),
             line: None,
-            kind: WarningKind::PartialFrame { buffer: buffer.name.clone(), offset: total - tail, length: tail },
+            kind: WarningKind::PartialFrame {
+                buffer: buffer.name.clone(),
+                offset: total - tail,
+                length: tail,
+            },
         })
     }
 
@@ -725,4 +856,3 @@ impl Snapshot {
         buffer.files.iter().map(|f| self.path_of(f)).collect()
     }
 }
-

@@ -8,7 +8,7 @@ use crate::decoder::{DecodeContext, DecodeMode, ElemRouter, TraceComponent};
 use crate::errcode::Severity;
 use crate::instr::ArmInstrDecoder;
 use crate::interfaces::{InstrDecode, TargetMemAccess};
-use crate::logger::{shared, ErrorLogger, MsgLogger, Shared};
+use crate::logger::{ErrorLogger, MsgLogger, Shared, shared};
 use crate::memory::{BufferAccessor, MemAccMapper, MemSpace};
 use crate::printers::{GenElemPrinter, PacketPrinter};
 
@@ -37,7 +37,12 @@ impl Rig {
             err_log,
             options: Default::default(),
         };
-        Rig { out, mapper, elems, ctx }
+        Rig {
+            out,
+            mapper,
+            elems,
+            ctx,
+        }
     }
 
     /// Maps `bytes` at `addr` in every memory space.
@@ -70,7 +75,8 @@ impl Rig {
 
     /// Prints packets with their raw bytes, as `trc_pkt_lister -decode` does.
     pub fn monitor(&self, comp: &mut dyn TraceComponent, id: u8) {
-        comp.attach_packet_printer(PacketPrinter::new(id, self.out.clone()), true).unwrap();
+        comp.attach_packet_printer(PacketPrinter::new(id, self.out.clone()), true)
+            .unwrap();
     }
 
     /// Sends `data` as one block at `index`, flushing whenever a wait is

@@ -6,12 +6,14 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::datapath::{DatapathOp, DatapathResp, SerialKey, TrcIndex};
-use crate::decoder::{DecodeContext, DecodeMode, DecoderOptions, DecoderRegistry, ElemRouter, SourceConfig, TraceComponent};
+use crate::decoder::{
+    DecodeContext, DecodeMode, DecoderOptions, DecoderRegistry, ElemRouter, SourceConfig, TraceComponent,
+};
 use crate::deformatter::{DeformatterConfig, FrameDeformatter, IdStreamSink};
 use crate::errcode::{ErrCode, Severity, TraceError};
 use crate::instr::ArmInstrDecoder;
 use crate::interfaces::{InstrDecode, TrcDataIn, TrcGenElemIn, TrcRawFrameIn};
-use crate::logger::{shared, ErrLink, ErrorLogger, MsgLogger, Shared};
+use crate::logger::{ErrLink, ErrorLogger, MsgLogger, Shared, shared};
 use crate::memory::{CacheConfig, MemAccMapper, MemSpace, MemoryError};
 use crate::printers::PacketPrinter;
 
@@ -23,7 +25,6 @@ pub enum SourceFormat {
     /// One unformatted source (e.g. TRBE, or a single ETM into a FIFO).
     Single,
 }
-
 
 /// One decoder in the tree.
 pub struct TreeElement {
@@ -60,16 +61,28 @@ impl Elements {
 impl Elements {
     /// Hands on the bytes of a block at `index` inside `begin..end` (byte
     /// `k` of a block is at `index + k`, as packet indexes count).
-    fn windowed(&mut self, id: u8, index: TrcIndex, data: &[u8], (begin, end): (TrcIndex, TrcIndex)) -> (DatapathResp, usize) {
+    fn windowed(
+        &mut self,
+        id: u8,
+        index: TrcIndex,
+        data: &[u8],
+        (begin, end): (TrcIndex, TrcIndex),
+    ) -> (DatapathResp, usize) {
         let len = data.len() as u64;
         let skip = begin.saturating_sub(index).min(len) as usize;
         let stop = end.saturating_sub(index).min(len) as usize;
         if skip >= stop {
             return (DatapathResp::Cont, data.len());
         }
-        *self.position.borrow_mut() = SerialKey { index: self.chunk.0, chunk: self.chunk.1, trace_id: id };
+        *self.position.borrow_mut() = SerialKey {
+            index: self.chunk.0,
+            chunk: self.chunk.1,
+            trace_id: id,
+        };
         let (r, used) = match self.slots.get_mut(id as usize) {
-            Some(Some(e)) => e.component.trace_data_in(DatapathOp::Data, index + skip as u64, &data[skip..stop]),
+            Some(Some(e)) => e
+                .component
+                .trace_data_in(DatapathOp::Data, index + skip as u64, &data[skip..stop]),
             _ => (DatapathResp::Cont, stop - skip),
         };
         // Bytes after the window count as used once the window's are.
@@ -89,14 +102,22 @@ impl IdStreamSink for Elements {
         if let Some(w) = self.windows.as_deref() {
             return self.windowed(id, index, data, w[id as usize & 0x7f]);
         }
-        *self.position.borrow_mut() = SerialKey { index: self.chunk.0, chunk: self.chunk.1, trace_id: id };
+        *self.position.borrow_mut() = SerialKey {
+            index: self.chunk.0,
+            chunk: self.chunk.1,
+            trace_id: id,
+        };
         match self.slots.get_mut(id as usize) {
             Some(Some(e)) => e.component.trace_data_in(DatapathOp::Data, index, data),
             _ => (DatapathResp::Cont, data.len()),
         }
     }
     fn error_position(&mut self, index: TrcIndex) {
-        *self.position.borrow_mut() = SerialKey { index, chunk: 0, trace_id: 0 };
+        *self.position.borrow_mut() = SerialKey {
+            index,
+            chunk: 0,
+            trace_id: 0,
+        };
     }
     fn chunk_position(&mut self, frame_index: TrcIndex, chunk: usize) {
         self.chunk = (frame_index, chunk.min(u8::MAX as usize) as u8);
@@ -105,7 +126,11 @@ impl IdStreamSink for Elements {
         if !self.opencsd_empty_blocks || !self.enabled(id) {
             return DatapathResp::Cont;
         }
-        *self.position.borrow_mut() = SerialKey { index: self.chunk.0, chunk: self.chunk.1, trace_id: id };
+        *self.position.borrow_mut() = SerialKey {
+            index: self.chunk.0,
+            chunk: self.chunk.1,
+            trace_id: id,
+        };
         match self.slots.get_mut(id as usize) {
             Some(Some(e)) => e.component.trace_data_in(DatapathOp::Data, index, &[]).0,
             _ => DatapathResp::Cont,
@@ -116,17 +141,22 @@ impl IdStreamSink for Elements {
         let mut worst = DatapathResp::Cont;
         for (id, e) in self.slots.iter_mut().enumerate() {
             if let Some(e) = e
-                && filter.is_none_or(|f| f[id]) {
-                    let at = if op == DatapathOp::Eot { TrcIndex::MAX } else { index };
-                    *self.position.borrow_mut() = SerialKey { index: at, chunk: 0, trace_id: id as u8 };
-                    worst = worst.worst(e.component.trace_data_in(op, index, &[]).0);
-                    // End of trace goes out one decoder at a time: on a wait
-                    // the caller flushes and sends it again, and decoders
-                    // that have finished ignore the repeat.
-                    if op == DatapathOp::Eot && worst.is_wait() {
-                        break;
-                    }
+                && filter.is_none_or(|f| f[id])
+            {
+                let at = if op == DatapathOp::Eot { TrcIndex::MAX } else { index };
+                *self.position.borrow_mut() = SerialKey {
+                    index: at,
+                    chunk: 0,
+                    trace_id: id as u8,
+                };
+                worst = worst.worst(e.component.trace_data_in(op, index, &[]).0);
+                // End of trace goes out one decoder at a time: on a wait
+                // the caller flushes and sends it again, and decoders
+                // that have finished ignore the repeat.
+                if op == DatapathOp::Eot && worst.is_wait() {
+                    break;
                 }
+            }
         }
         worst
     }
@@ -172,7 +202,10 @@ impl DecodeTree {
                 slots: (0..128).map(|_| None).collect(),
                 position: shared(SerialKey::default()),
                 chunk: (0, 0),
-                filter: None, opencsd_empty_blocks: false, windows: None },
+                filter: None,
+                opencsd_empty_blocks: false,
+                windows: None,
+            },
             mapper,
             instr: shared(ArmInstrDecoder::default()),
             elem_out: shared(ElemRouter::default()),
@@ -225,7 +258,14 @@ impl DecodeTree {
     }
 
     /// Maps a region of a binary file (see [`MemAccMapper::add_file_region`]).
-    pub fn add_file_region(&mut self, path: &Path, start: u64, offset: u64, size: u64, space: MemSpace) -> Result<(), MemoryError> {
+    pub fn add_file_region(
+        &mut self,
+        path: &Path,
+        start: u64,
+        offset: u64,
+        size: u64,
+        space: MemSpace,
+    ) -> Result<(), MemoryError> {
         let m = self.mapper.as_ref().ok_or(MemoryError::NoMemory)?;
         m.borrow_mut().add_file_region(path, start, offset, size, space)
     }
@@ -285,7 +325,10 @@ impl DecodeTree {
         DecodeContext {
             mode: self.mode,
             instance_id: 0,
-            mem: self.mapper.as_ref().map(|m| m.clone() as Shared<dyn crate::interfaces::TargetMemAccess>),
+            mem: self
+                .mapper
+                .as_ref()
+                .map(|m| m.clone() as Shared<dyn crate::interfaces::TargetMemAccess>),
             instr: self.instr.clone(),
             elem_out: self.elem_out.clone(),
             err_log: self.err_log.clone(),
@@ -297,13 +340,10 @@ impl DecodeTree {
     /// and places it on the trace ID its configuration gives (ID 0 on a
     /// single-source tree). Returns that ID.
     pub fn create_decoder(&mut self, protocol: &str, cfg: &SourceConfig) -> Result<u8, TraceError> {
-        let factory = self
-            .registry
-            .find(protocol)
-            .ok_or_else(|| {
-                TraceError::new(Severity::Error, ErrCode::DcdregNameUnknown)
-                    .with_message(format!("no decoder registered as '{protocol}'"))
-            })?;
+        let factory = self.registry.find(protocol).ok_or_else(|| {
+            TraceError::new(Severity::Error, ErrCode::DcdregNameUnknown)
+                .with_message(format!("no decoder registered as '{protocol}'"))
+        })?;
         let config_id = factory.trace_id(cfg);
         let slot_id = match self.format {
             SourceFormat::Formatted(_) => config_id,
@@ -331,13 +371,22 @@ impl DecodeTree {
         if slot.is_some() {
             return Err(ErrCode::AttachTooMany);
         }
-        *slot = Some(TreeElement { protocol: protocol.to_string(), source_name: String::new(), config_trace_id: id, component });
+        *slot = Some(TreeElement {
+            protocol: protocol.to_string(),
+            source_name: String::new(),
+            config_trace_id: id,
+            component,
+        });
         Ok(())
     }
 
     /// The decoders, in trace ID order.
     pub fn elements(&self) -> impl Iterator<Item = (u8, &TreeElement)> {
-        self.elements.slots.iter().enumerate().filter_map(|(id, e)| e.as_ref().map(|e| (id as u8, e)))
+        self.elements
+            .slots
+            .iter()
+            .enumerate()
+            .filter_map(|(id, e)| e.as_ref().map(|e| (id as u8, e)))
     }
 
     /// Number of decoders.
@@ -346,7 +395,13 @@ impl DecodeTree {
     }
 
     /// Attaches a packet printer writing to `out` to the decoder on `id`.
-    pub fn attach_packet_printer(&mut self, id: u8, out: Shared<MsgLogger>, monitor: bool, test_waits: u32) -> Result<(), ErrCode> {
+    pub fn attach_packet_printer(
+        &mut self,
+        id: u8,
+        out: Shared<MsgLogger>,
+        monitor: bool,
+        test_waits: u32,
+    ) -> Result<(), ErrCode> {
         let mut p = PacketPrinter::new(id, out);
         p.set_test_waits(test_waits);
         self.attach_printer(id, p, monitor)
@@ -355,7 +410,12 @@ impl DecodeTree {
     /// Attaches a configured packet printer to the decoder on `id`: as a
     /// monitor beside the packet decoder, or as the packet sink.
     pub fn attach_printer(&mut self, id: u8, printer: PacketPrinter, monitor: bool) -> Result<(), ErrCode> {
-        let e = self.elements.slots.get_mut(id as usize).and_then(Option::as_mut).ok_or(ErrCode::InvalidId)?;
+        let e = self
+            .elements
+            .slots
+            .get_mut(id as usize)
+            .and_then(Option::as_mut)
+            .ok_or(ErrCode::InvalidId)?;
         e.component.attach_packet_printer(printer, monitor)
     }
 
@@ -373,8 +433,17 @@ impl DecodeTree {
 
     /// Attaches a trace-ID stream indexer to the decoder on `id` (see
     /// [`crate::index`]).
-    pub fn attach_stream_indexer(&mut self, id: u8, indexer: Box<dyn crate::hooks::StreamIndexer>) -> Result<(), ErrCode> {
-        let e = self.elements.slots.get_mut(id as usize).and_then(Option::as_mut).ok_or(ErrCode::InvalidId)?;
+    pub fn attach_stream_indexer(
+        &mut self,
+        id: u8,
+        indexer: Box<dyn crate::hooks::StreamIndexer>,
+    ) -> Result<(), ErrCode> {
+        let e = self
+            .elements
+            .slots
+            .get_mut(id as usize)
+            .and_then(Option::as_mut)
+            .ok_or(ErrCode::InvalidId)?;
         e.component.attach_indexer(indexer)
     }
 
@@ -391,7 +460,10 @@ impl DecodeTree {
     /// the data handed to the tree must still start at a frame boundary:
     /// see [`DecodeTree::resume_at_frame`].
     pub fn set_id_window(&mut self, id: u8, begin: TrcIndex, end: TrcIndex) {
-        let w = self.elements.windows.get_or_insert_with(|| Box::new([(0, TrcIndex::MAX); 128]));
+        let w = self
+            .elements
+            .windows
+            .get_or_insert_with(|| Box::new([(0, TrcIndex::MAX); 128]));
         w[id as usize & 0x7f] = (begin, end);
     }
 

@@ -26,8 +26,8 @@
 use crate::arch::{InstrInfo, InstrSubType, InstrType, Isa};
 use crate::errcode::ErrCode;
 use crate::instr::InstrDecode;
-use crate::memory::TargetMemAccess;
 use crate::memory::MemSpace;
+use crate::memory::TargetMemAccess;
 
 /// How a walk ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,7 +82,10 @@ const NO_TAG: u64 = 1;
 
 impl CodeCache {
     fn new() -> Self {
-        CodeCache { tags: vec![(NO_TAG, 0, 0, 0); LINES], data: vec![[0; LINE]; LINES] }
+        CodeCache {
+            tags: vec![(NO_TAG, 0, 0, 0); LINES],
+            data: vec![[0; LINE]; LINES],
+        }
     }
 
     fn invalidate(&mut self) {
@@ -93,7 +96,13 @@ impl CodeCache {
 
     /// The 4 bytes at `addr`: `Ok(None)` when they are not all there.
     #[inline]
-    fn read4(&mut self, mem: &mut dyn TargetMemAccess, addr: u64, trace_id: u8, space: MemSpace) -> Result<Option<u32>, ErrCode> {
+    fn read4(
+        &mut self,
+        mem: &mut dyn TargetMemAccess,
+        addr: u64,
+        trace_id: u8,
+        space: MemSpace,
+    ) -> Result<Option<u32>, ErrCode> {
         let base = addr & !(LINE as u64 - 1);
         let off = (addr - base) as usize;
         let slot = ((addr >> LINE_SHIFT) as usize) & (LINES - 1);
@@ -121,12 +130,20 @@ impl CodeCache {
     }
 
     #[cold]
-    fn fill(&mut self, mem: &mut dyn TargetMemAccess, addr: u64, trace_id: u8, space: MemSpace) -> Result<Option<u32>, ErrCode> {
+    fn fill(
+        &mut self,
+        mem: &mut dyn TargetMemAccess,
+        addr: u64,
+        trace_id: u8,
+        space: MemSpace,
+    ) -> Result<Option<u32>, ErrCode> {
         let base = addr & !(LINE as u64 - 1);
         let off = (addr - base) as usize;
         let slot = ((addr >> LINE_SHIFT) as usize) & (LINES - 1);
         self.tags[slot].0 = NO_TAG;
-        let got = mem.read_target_memory(addr, trace_id, space, &mut self.data[slot][off..])?.min(LINE - off);
+        let got = mem
+            .read_target_memory(addr, trace_id, space, &mut self.data[slot][off..])?
+            .min(LINE - off);
         self.tags[slot] = (base, space.bits(), off as u16, (off + got) as u16);
         if got >= 4 {
             let d = &self.data[slot];
@@ -205,20 +222,42 @@ pub(crate) struct Walker {
 
 impl Walker {
     pub fn new(options: WalkOptions) -> Self {
-        Walker { code: CodeCache::new(), blocks: Vec::new(), passed: Vec::new(), generation: 1, mem_generation: 0, options }
+        Walker {
+            code: CodeCache::new(),
+            blocks: Vec::new(),
+            passed: Vec::new(),
+            generation: 1,
+            mem_generation: 0,
+            options,
+        }
     }
 
     /// An unused slot (generation 0 never matches).
     fn empty_block() -> Block {
-        Block { start: 0, tag: 0, walked: Walked { num: 0, end: WalkEnd::Nacc }, after: InstrInfo::default() }
+        Block {
+            start: 0,
+            tag: 0,
+            walked: Walked {
+                num: 0,
+                end: WalkEnd::Nacc,
+            },
+            after: InstrInfo::default(),
+        }
     }
 
     fn block(&self, start: u64, isa: Isa, space: MemSpace, walked: Walked, after: InstrInfo) -> Block {
         let limit = self.options.range_limit;
         let eret = after.instr_type == InstrType::BranchIndirect && after.sub_type == InstrSubType::V8Eret;
-        let fast = walked.end == WalkEnd::Waypoint && (limit == 0 || walked.num <= limit) && !(eret && self.options.eret_not_fast);
+        let fast = walked.end == WalkEnd::Waypoint
+            && (limit == 0 || walked.num <= limit)
+            && !(eret && self.options.eret_not_fast);
         let tag = block_tag(self.generation, isa, space) | fast as u64;
-        Block { start, tag, walked, after }
+        Block {
+            start,
+            tag,
+            walked,
+            after,
+        }
     }
 
     /// Forgets all cached code and blocks (memory may have changed).
@@ -292,7 +331,10 @@ impl Walker {
     /// does.
     #[inline]
     pub fn waypoint_blocks(&self, space: MemSpace) -> WaypointBlocks<'_> {
-        WaypointBlocks { blocks: &self.blocks, tag: block_tag(self.generation, Isa::Arm, space) | 1 }
+        WaypointBlocks {
+            blocks: &self.blocks,
+            tag: block_tag(self.generation, Isa::Arm, space) | 1,
+        }
     }
 
     /// Walks from `instr.instr_addr` to the next waypoint, as far as the
@@ -338,10 +380,16 @@ impl Walker {
         let from_clean = dec.carried_state() == 0;
         let mut passed = std::mem::take(&mut self.passed);
         passed.clear();
-        let mut walked = Walked { num: 0, end: WalkEnd::Nacc };
+        let mut walked = Walked {
+            num: 0,
+            end: WalkEnd::Nacc,
+        };
         loop {
             let (part, at_checkpoint) = self.walk(mem, dec, instr, trace_id, space, None, true);
-            walked = Walked { num: walked.num.saturating_add(part.num), end: part.end };
+            walked = Walked {
+                num: walked.num.saturating_add(part.num),
+                end: part.end,
+            };
             if !at_checkpoint {
                 break;
             }
@@ -350,7 +398,10 @@ impl Walker {
             }
             let at = instr.instr_addr;
             if let Some(rest) = self.remembered(instr, space, 0) {
-                walked = Walked { num: walked.num.saturating_add(rest.num), end: rest.end };
+                walked = Walked {
+                    num: walked.num.saturating_add(rest.num),
+                    end: rest.end,
+                };
                 break;
             }
             passed.push((at, walked.num));
@@ -404,13 +455,43 @@ impl Walker {
         let mut num = 0u32;
         loop {
             if stop_at_checkpoint && num > 0 && instr.instr_addr & (CHECKPOINT - 1) == 0 {
-                return (Walked { num, end: WalkEnd::Nacc }, true);
+                return (
+                    Walked {
+                        num,
+                        end: WalkEnd::Nacc,
+                    },
+                    true,
+                );
             }
             let opcode = match self.code.read4(mem, instr.instr_addr, trace_id, space) {
                 Ok(Some(op)) => op,
-                Ok(None) => return (Walked { num, end: WalkEnd::Nacc }, false),
-                Err(e) if self.options.mem_error_is_error => return (Walked { num, end: WalkEnd::Error(e) }, false),
-                Err(_) => return (Walked { num, end: WalkEnd::Nacc }, false),
+                Ok(None) => {
+                    return (
+                        Walked {
+                            num,
+                            end: WalkEnd::Nacc,
+                        },
+                        false,
+                    );
+                }
+                Err(e) if self.options.mem_error_is_error => {
+                    return (
+                        Walked {
+                            num,
+                            end: WalkEnd::Error(e),
+                        },
+                        false,
+                    );
+                }
+                Err(_) => {
+                    return (
+                        Walked {
+                            num,
+                            end: WalkEnd::Nacc,
+                        },
+                        false,
+                    );
+                }
             };
             instr.opcode = opcode;
             if instr.isa == Isa::Aarch64 && to.is_none() {
@@ -437,17 +518,35 @@ impl Walker {
             }
             if instr.isa == Isa::Aarch64 {
                 if self.options.a64_opcode_check && opcode & 0xFFFF_0000 == 0 {
-                    return (Walked { num, end: WalkEnd::Error(ErrCode::InvalidOpcode) }, false);
+                    return (
+                        Walked {
+                            num,
+                            end: WalkEnd::Error(ErrCode::InvalidOpcode),
+                        },
+                        false,
+                    );
                 }
                 if a64_plain(opcode) {
                     // Outside the branch / exception / system group no A64
                     // instruction is a waypoint: skip the classifier.
                     classify_plain_a64(instr);
                 } else if let Err(e) = dec.decode_instruction(instr) {
-                    return (Walked { num, end: WalkEnd::Error(e) }, false);
+                    return (
+                        Walked {
+                            num,
+                            end: WalkEnd::Error(e),
+                        },
+                        false,
+                    );
                 }
             } else if let Err(e) = dec.decode_instruction(instr) {
-                return (Walked { num, end: WalkEnd::Error(e) }, false);
+                return (
+                    Walked {
+                        num,
+                        end: WalkEnd::Error(e),
+                    },
+                    false,
+                );
             }
             instr.instr_addr = instr.instr_addr.wrapping_add(instr.instr_size as u64);
             num = num.saturating_add(1);
@@ -456,7 +555,13 @@ impl Walker {
                 None => instr.instr_type != InstrType::Other,
             };
             if done {
-                return (Walked { num, end: WalkEnd::Waypoint }, false);
+                return (
+                    Walked {
+                        num,
+                        end: WalkEnd::Waypoint,
+                    },
+                    false,
+                );
             }
         }
     }
@@ -508,9 +613,21 @@ mod tests {
     }
 
     impl TargetMemAccess for Mem {
-        fn read_target_memory(&mut self, address: u64, _id: u8, _space: MemSpace, buf: &mut [u8]) -> Result<usize, ErrCode> {
+        fn read_target_memory(
+            &mut self,
+            address: u64,
+            _id: u8,
+            _space: MemSpace,
+            buf: &mut [u8],
+        ) -> Result<usize, ErrCode> {
             self.reads += 1;
-            let Some(off) = address.checked_sub(self.base).map(|o| o as usize).filter(|&o| o < self.bytes.len()) else { return Ok(0) };
+            let Some(off) = address
+                .checked_sub(self.base)
+                .map(|o| o as usize)
+                .filter(|&o| o < self.bytes.len())
+            else {
+                return Ok(0);
+            };
             let n = buf.len().min(self.bytes.len() - off);
             buf[..n].copy_from_slice(&self.bytes[off..off + n]);
             Ok(n)
@@ -545,25 +662,56 @@ mod tests {
 
     #[test]
     fn a_remembered_block_gives_the_walk_result_without_reading_memory() {
-        let mut mem = Mem { base: 0x1000, bytes: words(&[ADD, NOP, ADD, RET, ADD]), generation: 1, reads: 0 };
+        let mut mem = Mem {
+            base: 0x1000,
+            bytes: words(&[ADD, NOP, ADD, RET, ADD]),
+            generation: 1,
+            reads: 0,
+        };
         let mut dec = ArmInstrDecoder::new();
         let mut w = Walker::new(WalkOptions::default());
         let (first, after) = walk(&mut w, &mut mem, &mut dec, 0x1000);
-        assert_eq!(first, Walked { num: 4, end: WalkEnd::Waypoint });
-        assert_eq!((after.instr_addr, after.instr_type, after.opcode), (0x1010, InstrType::BranchIndirect, RET));
+        assert_eq!(
+            first,
+            Walked {
+                num: 4,
+                end: WalkEnd::Waypoint
+            }
+        );
+        assert_eq!(
+            (after.instr_addr, after.instr_type, after.opcode),
+            (0x1010, InstrType::BranchIndirect, RET)
+        );
         let reads = mem.reads;
         let again = walk(&mut w, &mut mem, &mut dec, 0x1000);
         assert_eq!(again, (first, after));
         assert_eq!(mem.reads, reads, "a remembered block reads no memory");
         // Entering the same block further on is another block.
-        assert_eq!(walk(&mut w, &mut mem, &mut dec, 0x1008).0, Walked { num: 2, end: WalkEnd::Waypoint });
+        assert_eq!(
+            walk(&mut w, &mut mem, &mut dec, 0x1008).0,
+            Walked {
+                num: 2,
+                end: WalkEnd::Waypoint
+            }
+        );
         // Past the end of memory: inaccessible.
-        assert_eq!(walk(&mut w, &mut mem, &mut dec, 0x1010).0, Walked { num: 1, end: WalkEnd::Nacc });
+        assert_eq!(
+            walk(&mut w, &mut mem, &mut dec, 0x1010).0,
+            Walked {
+                num: 1,
+                end: WalkEnd::Nacc
+            }
+        );
     }
 
     #[test]
     fn a_new_memory_generation_drops_remembered_blocks() {
-        let mut mem = Mem { base: 0x1000, bytes: words(&[ADD, ADD, RET]), generation: 1, reads: 0 };
+        let mut mem = Mem {
+            base: 0x1000,
+            bytes: words(&[ADD, ADD, RET]),
+            generation: 1,
+            reads: 0,
+        };
         let mut dec = ArmInstrDecoder::new();
         let mut w = Walker::new(WalkOptions::default());
         assert_eq!(walk(&mut w, &mut mem, &mut dec, 0x1000).0.num, 3);
@@ -581,19 +729,40 @@ mod tests {
         let n = 64 * 1024;
         let mut ops = vec![NOP; n];
         ops.push(RET);
-        let mut mem = Mem { base: 0x10_0000, bytes: words(&ops), generation: 1, reads: 0 };
+        let mut mem = Mem {
+            base: 0x10_0000,
+            bytes: words(&ops),
+            generation: 1,
+            reads: 0,
+        };
         let mut dec = ArmInstrDecoder::new();
         let mut w = Walker::new(WalkOptions::default());
         let (r, _) = walk(&mut w, &mut mem, &mut dec, 0x10_0000);
-        assert_eq!(r, Walked { num: n as u32 + 1, end: WalkEnd::Waypoint });
+        assert_eq!(
+            r,
+            Walked {
+                num: n as u32 + 1,
+                end: WalkEnd::Waypoint
+            }
+        );
         // Entering anywhere else walks only to the next checkpoint.
         let reads = mem.reads;
         for k in [1u64, 1000, 30_000, 65_000] {
             let (r, after) = walk(&mut w, &mut mem, &mut dec, 0x10_0000 + 4 * k);
-            assert_eq!(r, Walked { num: (n as u64 + 1 - k) as u32, end: WalkEnd::Waypoint });
+            assert_eq!(
+                r,
+                Walked {
+                    num: (n as u64 + 1 - k) as u32,
+                    end: WalkEnd::Waypoint
+                }
+            );
             assert_eq!(after.instr_addr, 0x10_0000 + 4 * (n as u64 + 1));
         }
-        assert!(mem.reads - reads <= 4 * (CHECKPOINT as usize / LINE), "{} reads", mem.reads - reads);
+        assert!(
+            mem.reads - reads <= 4 * (CHECKPOINT as usize / LINE),
+            "{} reads",
+            mem.reads - reads
+        );
     }
 
     #[test]
@@ -601,17 +770,41 @@ mod tests {
         // 0x2000: bx lr; nop; 0x2004: ittt eq; then 2 bytes, too few for
         // the next opcode read.
         let bytes = vec![0x70, 0x47, 0x00, 0xbf, 0x02, 0xbf, 0x00, 0x00];
-        let mut mem = Mem { base: 0x2000, bytes, generation: 1, reads: 0 };
+        let mut mem = Mem {
+            base: 0x2000,
+            bytes,
+            generation: 1,
+            reads: 0,
+        };
         let mut dec = ArmInstrDecoder::new();
         let mut w = Walker::new(WalkOptions::default());
         let mut t32 = |w: &mut Walker, dec: &mut ArmInstrDecoder, addr| {
-            let mut info = InstrInfo { isa: Isa::Thumb2, track_it_block: true, ..a64_at(addr) };
-            (w.to_waypoint(&mut mem, dec, &mut info, 1, MemSpace::ANY), info.is_conditional)
+            let mut info = InstrInfo {
+                isa: Isa::Thumb2,
+                track_it_block: true,
+                ..a64_at(addr)
+            };
+            (
+                w.to_waypoint(&mut mem, dec, &mut info, 1, MemSpace::ANY),
+                info.is_conditional,
+            )
         };
-        let bx = Walked { num: 1, end: WalkEnd::Waypoint };
+        let bx = Walked {
+            num: 1,
+            end: WalkEnd::Waypoint,
+        };
         assert_eq!(t32(&mut w, &mut dec, 0x2000), (bx, false));
         // The IT opens a block of three; memory ends right after it.
-        assert_eq!(t32(&mut w, &mut dec, 0x2004), (Walked { num: 1, end: WalkEnd::Nacc }, false));
+        assert_eq!(
+            t32(&mut w, &mut dec, 0x2004),
+            (
+                Walked {
+                    num: 1,
+                    end: WalkEnd::Nacc
+                },
+                false
+            )
+        );
         assert_eq!(dec.carried_state(), 3);
         // The classifier still applies the block: the remembered bx (from
         // no open block) must not be used.

@@ -5,25 +5,24 @@
 
 mod common;
 
-
 use std::sync::Arc;
 
-use common::{temp_dir, write_files, Rng, RngExt};
+use common::{Rng, RngExt, temp_dir, write_files};
+use coresight_decode::builder::TreeBuilder;
 use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use coresight_decode::decoder::{
-    DecodeContext, DecodeMode, DecoderFactory, DecoderRegistry, PacketOut, PacketProcessor, Pipeline, RegSpec, SourceConfig,
-    TraceComponent,
+    DecodeContext, DecodeMode, DecoderFactory, DecoderRegistry, PacketOut, PacketProcessor, Pipeline, RegSpec,
+    SourceConfig, TraceComponent,
 };
 use coresight_decode::deformatter::DeformatterConfig;
 use coresight_decode::element::{ElemType, EventType, TraceElement};
 use coresight_decode::error::{ErrCode, TraceError};
-use coresight_generator::formatter::{FormatterConfig, FrameFormatter};
 use coresight_decode::interfaces::{PktDataIn, TrcDataIn, TrcGenElemIn};
-use coresight_decode::logger::{shared, MsgLogger, Shared};
+use coresight_decode::logger::{MsgLogger, Shared, shared};
 use coresight_decode::printers::{GenElemPrinter, TracePacket};
-use coresight_decode::builder::TreeBuilder;
-use coresight_decode::snapshot::{Snapshot};
+use coresight_decode::snapshot::Snapshot;
 use coresight_decode::tree::{DecodeTree, SourceFormat};
+use coresight_generator::formatter::{FormatterConfig, FrameFormatter};
 
 /// The "ECHO" protocol: each byte is a packet; each packet decodes to an
 /// event carrying the byte and, for odd bytes, a timestamp too.
@@ -128,8 +127,13 @@ impl DecoderFactory for EchoFactory {
     }
     fn create(&self, cfg: &SourceConfig, ctx: &DecodeContext) -> Result<Box<dyn TraceComponent>, TraceError> {
         let decoder = (ctx.mode == DecodeMode::FullDecode).then(|| {
-            Box::new(EchoDecoder { trace_id: self.trace_id(cfg), out: ctx.elem_out.clone(), elem: TraceElement::default(), pending: None, eot_sent: false })
-                as Box<dyn PktDataIn<EchoPkt>>
+            Box::new(EchoDecoder {
+                trace_id: self.trace_id(cfg),
+                out: ctx.elem_out.clone(),
+                elem: TraceElement::default(),
+                pending: None,
+                eot_sent: false,
+            }) as Box<dyn PktDataIn<EchoPkt>>
         });
         Ok(Box::new(Pipeline::new("ECHO", EchoProc, decoder)))
     }
@@ -152,7 +156,11 @@ impl TrcGenElemIn for WaitEvery {
     fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp {
         let r = self.inner.trace_elem_in(index, trace_id, elem);
         self.count += 1;
-        if self.n > 0 && self.count.is_multiple_of(self.n) { DatapathResp::Wait } else { r }
+        if self.n > 0 && self.count.is_multiple_of(self.n) {
+            DatapathResp::Wait
+        } else {
+            r
+        }
     }
 }
 
@@ -196,15 +204,27 @@ fn formatted_input(seed: u64) -> Vec<u8> {
 
 fn listing(wait_every: u32, data: &[u8]) -> String {
     let out = shared(MsgLogger::capture());
-    let mut tree = DecodeTree::with_registry(SourceFormat::Formatted(DeformatterConfig::mem_aligned()), DecodeMode::FullDecode, registry());
+    let mut tree = DecodeTree::with_registry(
+        SourceFormat::Formatted(DeformatterConfig::mem_aligned()),
+        DecodeMode::FullDecode,
+        registry(),
+    );
     for id in [0x10u64, 0x11] {
-        let cfg = SourceConfig { name: format!("ECHO_{id:x}"), regs: vec![("ECHOIDR".into(), id)], ..Default::default() };
+        let cfg = SourceConfig {
+            name: format!("ECHO_{id:x}"),
+            regs: vec![("ECHOIDR".into(), id)],
+            ..Default::default()
+        };
         assert_eq!(tree.create_decoder("ECHO", &cfg).unwrap() as u64, id);
         tree.attach_packet_printer(id as u8, out.clone(), true, 0).unwrap();
     }
-    tree.set_gen_elem_out(Box::new(WaitEvery { inner: GenElemPrinter::new(out.clone()), n: wait_every, count: 0 }));
+    tree.set_gen_elem_out(Box::new(WaitEvery {
+        inner: GenElemPrinter::new(out.clone()),
+        n: wait_every,
+        count: 0,
+    }));
     run(&mut tree, data);
-    
+
     out.borrow_mut().take_captured()
 }
 
@@ -236,11 +256,22 @@ fn waits_every_n_elements_leave_the_listing_unchanged() {
         assert!(reference.lines().count() > 100);
         for n in [1, 2, 3, 7] {
             let got = listing(n, &data);
-            if let Some((i, (a, b))) = got.lines().zip(reference.lines()).enumerate().find(|(_, (a, b))| a != b) {
+            if let Some((i, (a, b))) = got
+                .lines()
+                .zip(reference.lines())
+                .enumerate()
+                .find(|(_, (a, b))| a != b)
+            {
                 panic!("seed {seed}, wait every {n}: line {i}: got `{a}`, expected `{b}`");
             }
             let tail = |t: &str| t.lines().rev().take(4).collect::<Vec<_>>().join(" | ");
-            assert_eq!(got.lines().count(), reference.lines().count(), "seed {seed}, wait every {n}: {} vs {}", tail(&got), tail(&reference));
+            assert_eq!(
+                got.lines().count(),
+                reference.lines().count(),
+                "seed {seed}, wait every {n}: {} vs {}",
+                tail(&got),
+                tail(&reference)
+            );
         }
     }
 }
@@ -277,7 +308,9 @@ fn custom_protocol_from_a_snapshot() {
     let ss = Snapshot::load(&dir).unwrap();
     let out = shared(MsgLogger::capture());
     let mut tree = TreeBuilder::with_registry(&ss, registry())
-        .build("ETB_0", DecodeMode::FullDecode, |t| t.set_error_output(Some(out.clone())))
+        .build("ETB_0", DecodeMode::FullDecode, |t| {
+            t.set_error_output(Some(out.clone()))
+        })
         .unwrap()
         .expect("a tree with the ECHO decoder");
     let ids: Vec<(u8, String)> = tree.elements().map(|(id, e)| (id, e.protocol.clone())).collect();
@@ -301,9 +334,17 @@ fn custom_protocol_through_the_pull_api() {
     use coresight_decode::element::UnsyncInfo;
     use coresight_decode::{Decoder, Element};
 
-    let mut tree = DecodeTree::with_registry(SourceFormat::Formatted(DeformatterConfig::mem_aligned()), DecodeMode::FullDecode, registry());
+    let mut tree = DecodeTree::with_registry(
+        SourceFormat::Formatted(DeformatterConfig::mem_aligned()),
+        DecodeMode::FullDecode,
+        registry(),
+    );
     for id in [0x10u64, 0x11] {
-        let cfg = SourceConfig { name: format!("ECHO_{id:x}"), regs: vec![("ECHOIDR".into(), id)], ..Default::default() };
+        let cfg = SourceConfig {
+            name: format!("ECHO_{id:x}"),
+            regs: vec![("ECHOIDR".into(), id)],
+            ..Default::default()
+        };
         tree.create_decoder("ECHO", &cfg).unwrap();
     }
     let mut f = FrameFormatter::new(FormatterConfig::default());
@@ -311,15 +352,27 @@ fn custom_protocol_through_the_pull_api() {
     let data = f.finish();
     let mut decoder = Decoder::new(tree);
     decoder.set_queue_capacity(1);
-    let got: Vec<(TrcIndex, u8, Element)> =
-        decoder.decode(&data).map(|i| i.map(|d| (d.index, d.trace_id, d.element))).collect::<Result<_, _>>().unwrap();
-    let eot = Element::EoTrace { reason: UnsyncInfo::Unknown };
+    let got: Vec<(TrcIndex, u8, Element)> = decoder
+        .decode(&data)
+        .map(|i| i.map(|d| (d.index, d.trace_id, d.element)))
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let eot = Element::EoTrace {
+        reason: UnsyncInfo::Unknown,
+    };
     assert_eq!(
         got,
         [
             (0, 0x10, Element::Event(Event::Numbered(2))),
             (1, 0x10, Element::Event(Event::Numbered(3))),
-            (1, 0x10, Element::Timestamp { timestamp: 0x12c, cycle_count: None }),
+            (
+                1,
+                0x10,
+                Element::Timestamp {
+                    timestamp: 0x12c,
+                    cycle_count: None
+                }
+            ),
             (0, 0x10, eot),
             (0, 0x11, eot),
         ]

@@ -3,7 +3,6 @@
 
 mod common;
 
-
 use coresight_decode::shared::Lock;
 use std::sync::Arc;
 
@@ -11,9 +10,9 @@ use common::{Rng, RngExt};
 use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use coresight_decode::deformatter::{DeformatterConfig, FrameDeformatter, IdStreamSink};
 use coresight_decode::error::ErrCode;
-use coresight_generator::formatter::{FormatterConfig, FrameFormatter};
 use coresight_decode::interfaces::{RawFrameKind, TrcRawFrameIn};
-use coresight_decode::logger::{shared, ErrLink, ErrorLogger, MsgLogger};
+use coresight_decode::logger::{ErrLink, ErrorLogger, MsgLogger, shared};
+use coresight_generator::formatter::{FormatterConfig, FrameFormatter};
 
 /// Records what reaches each ID: bytes in order with their indexes.
 #[derive(Default)]
@@ -28,10 +27,17 @@ struct Recorder {
 
 impl Recorder {
     fn on(ids: &[u8]) -> Self {
-        Recorder { attached: ids.to_vec(), ..Default::default() }
+        Recorder {
+            attached: ids.to_vec(),
+            ..Default::default()
+        }
     }
     fn stream(&self, id: u8) -> Vec<u8> {
-        self.got.iter().filter(|(i, _, _)| *i == id).map(|(_, _, b)| *b).collect()
+        self.got
+            .iter()
+            .filter(|(i, _, _)| *i == id)
+            .map(|(_, _, b)| *b)
+            .collect()
     }
 }
 
@@ -94,11 +100,33 @@ fn frame(bytes: [u8; 16]) -> Vec<u8> {
 #[test]
 fn single_id_frame_with_flag_bits() {
     // ID 0x10, then data; aux byte carries the LSBs of the even data bytes.
-    let f = frame([0x21, 0xaa, 0x02, 0xbb, 0x04, 0xcc, 0x06, 0xdd, 0x08, 0xee, 0x0a, 0xf0, 0x0c, 0xf1, 0x0e, 0b1000_0010]);
+    let f = frame([
+        0x21,
+        0xaa,
+        0x02,
+        0xbb,
+        0x04,
+        0xcc,
+        0x06,
+        0xdd,
+        0x08,
+        0xee,
+        0x0a,
+        0xf0,
+        0x0c,
+        0xf1,
+        0x0e,
+        0b1000_0010,
+    ]);
     let mut d = FrameDeformatter::new(DeformatterConfig::mem_aligned());
     let mut r = Recorder::on(&[0x10]);
     assert_eq!(feed(&mut d, &f, 16, &mut r), DatapathResp::Cont);
-    assert_eq!(r.stream(0x10), vec![0xaa, 0x03, 0xbb, 0x04, 0xcc, 0x06, 0xdd, 0x08, 0xee, 0x0a, 0xf0, 0x0c, 0xf1, 0x0f]);
+    assert_eq!(
+        r.stream(0x10),
+        vec![
+            0xaa, 0x03, 0xbb, 0x04, 0xcc, 0x06, 0xdd, 0x08, 0xee, 0x0a, 0xf0, 0x0c, 0xf1, 0x0f
+        ]
+    );
     // Indexes: the run starts at the frame start.
     assert_eq!(r.got[0].1, 0);
     assert_eq!(r.got.last().unwrap().1, 13);
@@ -108,7 +136,24 @@ fn single_id_frame_with_flag_bits() {
 fn id_change_mid_frame_and_previous_id_flag() {
     // Byte 4 is a new ID (0x11) with its flag set: byte 5 still belongs to
     // 0x10. Byte 8 changes to 0x12 without the flag: byte 9 is 0x12's.
-    let f = frame([0x21, 0x01, 0x02, 0x03, 0x23, 0x05, 0x06, 0x07, 0x25, 0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x0e, 0b0000_0100]);
+    let f = frame([
+        0x21,
+        0x01,
+        0x02,
+        0x03,
+        0x23,
+        0x05,
+        0x06,
+        0x07,
+        0x25,
+        0x09,
+        0x0a,
+        0x0b,
+        0x0c,
+        0x0d,
+        0x0e,
+        0b0000_0100,
+    ]);
     let mut d = FrameDeformatter::new(DeformatterConfig::mem_aligned());
     let mut r = Recorder::on(&[0x10, 0x11, 0x12]);
     feed(&mut d, &f, 16, &mut r);
@@ -123,8 +168,12 @@ fn id_change_mid_frame_and_previous_id_flag() {
 #[test]
 fn byte_14_id_applies_to_next_frame_and_unknown_id_data_is_skipped() {
     // Frame 1 starts with data before any ID: skipped. Byte 14 is ID 0x20.
-    let f1 = frame([0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x0e, 0x0f, 0x41, 0x00]);
-    let f2 = frame([0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1a, 0x1b, 0x1c, 0x1d, 0x1e, 0x80]);
+    let f1 = frame([
+        0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x0e, 0x0f, 0x41, 0x00,
+    ]);
+    let f2 = frame([
+        0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1a, 0x1b, 0x1c, 0x1d, 0x1e, 0x80,
+    ]);
     let mut d = FrameDeformatter::new(DeformatterConfig::mem_aligned());
     let mut r = Recorder::on(&[0x20]);
     feed(&mut d, &[f1, f2].concat(), 32, &mut r);
@@ -138,7 +187,10 @@ fn byte_14_id_applies_to_next_frame_and_unknown_id_data_is_skipped() {
 
 #[test]
 fn fsync_stream_syncs_skips_leading_garbage_and_splits_across_blocks() {
-    let mut fm = FrameFormatter::new(FormatterConfig { fsync_every: 2, hsync_every: 0 });
+    let mut fm = FrameFormatter::new(FormatterConfig {
+        fsync_every: 2,
+        hsync_every: 0,
+    });
     let payload: Vec<u8> = (0..100u8).collect();
     fm.push(0x10, &payload);
     let mut data = vec![0x55, 0x66, 0x77, 0x88];
@@ -158,11 +210,18 @@ fn fsync_stream_syncs_skips_leading_garbage_and_splits_across_blocks() {
 
 #[test]
 fn hsyncs_are_removed_and_rejected_when_not_expected() {
-    let mut fm = FrameFormatter::new(FormatterConfig { fsync_every: 1, hsync_every: 3 });
+    let mut fm = FrameFormatter::new(FormatterConfig {
+        fsync_every: 1,
+        hsync_every: 3,
+    });
     let payload: Vec<u8> = (0..64u8).map(|b| b.wrapping_mul(7)).collect();
     fm.push(0x22, &payload);
     let data = fm.finish();
-    let mut d = FrameDeformatter::new(DeformatterConfig { hsyncs: true, fsyncs: true, ..Default::default() });
+    let mut d = FrameDeformatter::new(DeformatterConfig {
+        hsyncs: true,
+        fsyncs: true,
+        ..Default::default()
+    });
     let mut r = Recorder::on(&[0x22]);
     feed(&mut d, &data, 2 * 17, &mut r);
     assert_eq!(r.stream(0x22), payload);
@@ -175,10 +234,17 @@ fn hsyncs_are_removed_and_rejected_when_not_expected() {
     let mut d = FrameDeformatter::new(DeformatterConfig::fsync_stream());
     d.set_error_link(ErrLink::new(&log, "DFMT_CSFRAMES"));
     let mut r = Recorder::on(&[0x22]);
-    let padded: Vec<u8> = data.iter().copied().chain(std::iter::repeat_n(0, (4 - data.len() % 4) % 4)).collect();
+    let padded: Vec<u8> = data
+        .iter()
+        .copied()
+        .chain(std::iter::repeat_n(0, (4 - data.len() % 4) % 4))
+        .collect();
     assert!(feed(&mut d, &padded, padded.len(), &mut r).is_fatal());
     let text = out.borrow().captured().to_string();
-    assert!(text.starts_with("DFMT_CSFRAMES : 0x0012 (OCSD_ERR_DFMTR_BAD_FHSYNC)"), "{text}");
+    assert!(
+        text.starts_with("DFMT_CSFRAMES : 0x0012 (OCSD_ERR_DFMTR_BAD_FHSYNC)"),
+        "{text}"
+    );
     assert!(text.ends_with("Bad HSYNC in frame."), "{text}");
 }
 
@@ -192,7 +258,10 @@ fn four_fsyncs_reset_the_decoders_in_memory_aligned_mode() {
     let mut fm = FrameFormatter::new(FormatterConfig::default());
     fm.push(0x10, &[2; 14]);
     data.extend(fm.finish());
-    let mut d = FrameDeformatter::new(DeformatterConfig { reset_on_4x_fsync: true, ..DeformatterConfig::mem_aligned() });
+    let mut d = FrameDeformatter::new(DeformatterConfig {
+        reset_on_4x_fsync: true,
+        ..DeformatterConfig::mem_aligned()
+    });
     let mut r = Recorder::on(&[0x10]);
     feed(&mut d, &data, 64, &mut r);
     assert_eq!(r.ops, vec![(DatapathOp::Reset, reset_at as TrcIndex)]);
@@ -202,7 +271,10 @@ fn four_fsyncs_reset_the_decoders_in_memory_aligned_mode() {
     let mut bad = vec![0u8; 0];
     bad.extend([0xff, 0xff, 0xff, 0x7f].repeat(3));
     bad.extend([0x21, 0, 0, 0]);
-    let mut d = FrameDeformatter::new(DeformatterConfig { reset_on_4x_fsync: true, ..DeformatterConfig::mem_aligned() });
+    let mut d = FrameDeformatter::new(DeformatterConfig {
+        reset_on_4x_fsync: true,
+        ..DeformatterConfig::mem_aligned()
+    });
     assert!(feed(&mut d, &bad, 16, &mut Recorder::on(&[0x10])).is_fatal());
 }
 
@@ -217,10 +289,16 @@ fn misaligned_stream_block_and_non_contiguous_index_are_fatal() {
     // block must follow the last.
     let mut d = FrameDeformatter::new(DeformatterConfig::mem_aligned());
     assert!(d.trace_data_in(DatapathOp::Data, 0, &[0u8; 20], &mut r).0.is_cont());
-    assert_eq!(d.trace_data_in(DatapathOp::Data, 16, &[0u8; 12], &mut r).0, DatapathResp::FatalInvalidData);
+    assert_eq!(
+        d.trace_data_in(DatapathOp::Data, 16, &[0u8; 12], &mut r).0,
+        DatapathResp::FatalInvalidData
+    );
     let mut d = FrameDeformatter::new(DeformatterConfig::mem_aligned());
     assert!(d.trace_data_in(DatapathOp::Data, 0, &[0u8; 16], &mut r).0.is_cont());
-    assert_eq!(d.trace_data_in(DatapathOp::Data, 100, &[0u8; 16], &mut r).0, DatapathResp::FatalInvalidData);
+    assert_eq!(
+        d.trace_data_in(DatapathOp::Data, 100, &[0u8; 16], &mut r).0,
+        DatapathResp::FatalInvalidData
+    );
     // After a reset the index may start again.
     d.trace_data_in(DatapathOp::Reset, 0, &[], &mut r);
     assert!(d.trace_data_in(DatapathOp::Data, 0, &[0u8; 16], &mut r).0.is_cont());
@@ -257,7 +335,14 @@ fn buffer_of_440_bytes_decodes_27_frames_and_reports_the_8_byte_tail() {
     assert_eq!(d.incomplete_tail(), None);
     assert!(!whole.stream(0x10).is_empty() && !whole.stream(0x22).is_empty());
 
-    for (block, waits) in [(440, None), (1024, None), (7, None), (13, Some(2)), (100, Some(1)), (16, Some(3))] {
+    for (block, waits) in [
+        (440, None),
+        (1024, None),
+        (7, None),
+        (13, Some(2)),
+        (100, Some(1)),
+        (16, Some(3)),
+    ] {
         let log = shared(ErrorLogger::default());
         let out = shared(MsgLogger::capture());
         log.borrow_mut().set_output(Some(out.clone()));
@@ -268,7 +353,10 @@ fn buffer_of_440_bytes_decodes_27_frames_and_reports_the_8_byte_tail() {
         let resp = feed(&mut d, &data, block, &mut r);
         assert!(!resp.is_fatal(), "block {block}");
         end_of_trace(&mut d, &mut r);
-        assert_eq!(r.got, whole.got, "block {block}: the bytes of the 27 frames, with their indexes");
+        assert_eq!(
+            r.got, whole.got,
+            "block {block}: the bytes of the 27 frames, with their indexes"
+        );
         assert_eq!(d.incomplete_tail(), Some((432, 8)), "block {block}");
         assert_eq!(
             out.borrow().captured(),
@@ -308,7 +396,14 @@ fn a_frame_cut_between_blocks_is_completed_by_the_next() {
 fn invalid_configuration_is_refused() {
     let mut d = FrameDeformatter::new(DeformatterConfig::mem_aligned());
     assert_eq!(d.configure(DeformatterConfig::default()), Err(ErrCode::InvalidParamVal));
-    assert_eq!(d.configure(DeformatterConfig { mem_aligned: true, fsyncs: true, ..Default::default() }), Err(ErrCode::InvalidParamVal));
+    assert_eq!(
+        d.configure(DeformatterConfig {
+            mem_aligned: true,
+            fsyncs: true,
+            ..Default::default()
+        }),
+        Err(ErrCode::InvalidParamVal)
+    );
     assert!(d.configure(DeformatterConfig::fsync_stream()).is_ok());
 }
 
@@ -331,7 +426,11 @@ fn waits_lose_and_repeat_nothing() {
         r.wait_after = Some(wait_after);
         assert!(!feed(&mut d, &data, 1024, &mut r).is_fatal());
         for id in 0..4u8 {
-            assert_eq!(r.stream(0x10 + id), expect[id as usize], "wait_after {wait_after}, id {id}");
+            assert_eq!(
+                r.stream(0x10 + id),
+                expect[id as usize],
+                "wait_after {wait_after}, id {id}"
+            );
         }
     }
 }
@@ -342,10 +441,23 @@ fn formatter_round_trip_many_streams() {
         let mut rng = Rng::new(seed);
         let cfg = match seed % 3 {
             0 => (FormatterConfig::default(), DeformatterConfig::mem_aligned()),
-            1 => (FormatterConfig { fsync_every: 1 + rng.below(5) as usize, hsync_every: 0 }, DeformatterConfig::fsync_stream()),
+            1 => (
+                FormatterConfig {
+                    fsync_every: 1 + rng.below(5) as usize,
+                    hsync_every: 0,
+                },
+                DeformatterConfig::fsync_stream(),
+            ),
             _ => (
-                FormatterConfig { fsync_every: 1 + rng.below(3) as usize, hsync_every: 1 + rng.below(6) as usize },
-                DeformatterConfig { fsyncs: true, hsyncs: true, ..Default::default() },
+                FormatterConfig {
+                    fsync_every: 1 + rng.below(3) as usize,
+                    hsync_every: 1 + rng.below(6) as usize,
+                },
+                DeformatterConfig {
+                    fsyncs: true,
+                    hsyncs: true,
+                    ..Default::default()
+                },
             ),
         };
         let ids: Vec<u8> = (0..1 + rng.below(6)).map(|_| 1 + rng.below(0x6e) as u8).collect();
@@ -390,9 +502,15 @@ impl TrcRawFrameIn for RawLog {
 
 #[test]
 fn raw_monitor_sees_packed_frames_and_unpacked_runs() {
-    let f = frame([0x21, 0x01, 0x02, 0x03, 0x23, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x0e, 0x00]);
+    let f = frame([
+        0x21, 0x01, 0x02, 0x03, 0x23, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x0e, 0x00,
+    ]);
     let log = Arc::new(Lock::new(Vec::new()));
-    let mut d = FrameDeformatter::new(DeformatterConfig { raw_packed: true, raw_unpacked: true, ..DeformatterConfig::mem_aligned() });
+    let mut d = FrameDeformatter::new(DeformatterConfig {
+        raw_packed: true,
+        raw_unpacked: true,
+        ..DeformatterConfig::mem_aligned()
+    });
     d.set_raw_monitor(Some(Box::new(RawLog(log.clone()))));
     let mut r = Recorder::on(&[0x10]);
     feed(&mut d, &f, 16, &mut r);
@@ -400,6 +518,14 @@ fn raw_monitor_sees_packed_frames_and_unpacked_runs() {
     assert_eq!(got[0], (0, RawFrameKind::Packed, f.clone(), None));
     assert_eq!(got[1], (0, RawFrameKind::IdData, vec![0x01, 0x02, 0x03], Some(0x10)));
     // ID 0x11 has no consumer: its data is still shown.
-    assert_eq!(got[2], (4, RawFrameKind::IdData, vec![0x05, 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x0e], Some(0x11)));
+    assert_eq!(
+        got[2],
+        (
+            4,
+            RawFrameKind::IdData,
+            vec![0x05, 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x0e],
+            Some(0x11)
+        )
+    );
     assert_eq!(got.len(), 3);
 }

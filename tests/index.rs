@@ -11,13 +11,15 @@ use std::path::{Path, PathBuf};
 use coresight_decode::datapath::{DatapathOp, TrcIndex};
 use coresight_decode::decoder::DecodeMode;
 use coresight_decode::element::{ElemType, TraceElement};
-use coresight_generator::{generate, BufferLayout, GenOptions, GenProtocol};
 use coresight_decode::index::build::Capture;
-use coresight_decode::index::decode::{element_time, Element};
+use coresight_decode::index::decode::{Element, element_time};
 use coresight_decode::index::file::{check_capture, from_bytes, to_bytes};
-use coresight_decode::index::{decode_split, decode_split_ids, decode_window, CaptureIndex, EntryKind, IndexFileError, IndexOptions, Window};
+use coresight_decode::index::{
+    CaptureIndex, EntryKind, IndexFileError, IndexOptions, Window, decode_split, decode_split_ids, decode_window,
+};
 use coresight_decode::interfaces::{TrcDataIn, TrcGenElemIn};
-use coresight_decode::logger::{shared, Shared};
+use coresight_decode::logger::{Shared, shared};
+use coresight_generator::{BufferLayout, GenOptions, GenProtocol, generate};
 
 const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/corpus/opencsd-1.8.0");
 
@@ -40,17 +42,27 @@ struct Listed {
 fn listed_packets(text: &str) -> BTreeMap<u8, Listed> {
     let mut out: BTreeMap<u8, Listed> = BTreeMap::new();
     for line in text.lines() {
-        let Some(rest) = line.strip_prefix("Idx:") else { continue };
-        let Some((idx, rest)) = rest.split_once("; ID:") else { continue };
+        let Some(rest) = line.strip_prefix("Idx:") else {
+            continue;
+        };
+        let Some((idx, rest)) = rest.split_once("; ID:") else {
+            continue;
+        };
         // With the raw bytes (a packet monitor) or without (packet sink).
         let (id, desc) = if let Some((id, rest)) = rest.split_once("; [") {
-            let Some((_, desc)) = rest.split_once("];\t") else { continue };
+            let Some((_, desc)) = rest.split_once("];\t") else {
+                continue;
+            };
             (id, desc)
         } else {
-            let Some((id, desc)) = rest.split_once(";\t") else { continue };
+            let Some((id, desc)) = rest.split_once(";\t") else {
+                continue;
+            };
             (id, desc)
         };
-        let (Ok(idx), Ok(id)) = (idx.parse::<u64>(), u8::from_str_radix(id, 16)) else { continue };
+        let (Ok(idx), Ok(id)) = (idx.parse::<u64>(), u8::from_str_radix(id, 16)) else {
+            continue;
+        };
         let name = desc.split([':', ' ']).next().unwrap_or("");
         let l = out.entry(id).or_default();
         l.idx.insert(idx);
@@ -117,23 +129,48 @@ fn corpus_index_counts_equal_the_packet_listing() {
             let ix = cap.index(&IndexOptions::default()).unwrap();
             assert!(!ix.streams.is_empty(), "{name}: nothing indexed");
             for s in ix.streams {
-                streams.entry(s.id).or_insert_with(|| coresight_decode::index::StreamIndex { id: s.id, ..Default::default() }).entries.extend(s.entries);
+                streams
+                    .entry(s.id)
+                    .or_insert_with(|| coresight_decode::index::StreamIndex {
+                        id: s.id,
+                        ..Default::default()
+                    })
+                    .entries
+                    .extend(s.entries);
             }
         }
         for s in streams.values() {
             let c = s.counts();
             let Some(l) = listed.get(&s.id) else {
-                assert!(s.entries.is_empty(), "{name}: ID {:#x} lists no packet but has index entries", s.id);
+                assert!(
+                    s.entries.is_empty(),
+                    "{name}: ID {:#x} lists no packet but has index entries",
+                    s.id
+                );
                 continue;
             };
-            assert_eq!((c.syncs(), c.timestamps(), c.events()), (l.syncs, l.timestamps, l.events), "{name}: ID {:#x} (syncs, timestamps, events)", s.id);
+            assert_eq!(
+                (c.syncs(), c.timestamps(), c.events()),
+                (l.syncs, l.timestamps, l.events),
+                "{name}: ID {:#x} (syncs, timestamps, events)",
+                s.id
+            );
             for e in &s.entries {
-                assert!(l.idx.contains(&e.index), "{name}: ID {:#x} {:?} at {} is no packet's Idx", s.id, e.kind, e.index);
+                assert!(
+                    l.idx.contains(&e.index),
+                    "{name}: ID {:#x} {:?} at {} is no packet's Idx",
+                    s.id,
+                    e.kind,
+                    e.index
+                );
                 positions += 1;
             }
         }
         for id in listed.keys() {
-            assert!(streams.contains_key(id), "{name}: listed ID {id:#x} has no stream index");
+            assert!(
+                streams.contains_key(id),
+                "{name}: listed ID {id:#x} has no stream index"
+            );
         }
         checked += 1;
     }
@@ -178,7 +215,13 @@ fn full_decode(cap: &Capture, id: u8) -> Vec<Element> {
 /// the decoder's scratch (an instruction range's exception number, say).
 fn assert_same(what: &str, got: &[Element], want: &[Element]) {
     if let Some(i) = (0..got.len().min(want.len())).find(|&i| !same(&got[i], &want[i])) {
-        panic!("{what}: element {i} of {}/{} differs:\ngot  {:?}\nwant {:?}", got.len(), want.len(), got[i], want[i]);
+        panic!(
+            "{what}: element {i} of {}/{} differs:\ngot  {:?}\nwant {:?}",
+            got.len(),
+            want.len(),
+            got[i],
+            want[i]
+        );
     }
     assert_eq!(got.len(), want.len(), "{what}: lengths differ");
 }
@@ -193,14 +236,23 @@ fn same(a: &Element, b: &Element) -> bool {
 /// differ; after it they are equal. The part that may differ must be
 /// short.
 fn assert_window_equals(what: &str, window: &[Element], full: &[Element]) {
-    let p = window.iter().position(|e| e.2.elem_type == ElemType::PeContext).unwrap_or_else(|| panic!("{what}: no PE context"));
+    let p = window
+        .iter()
+        .position(|e| e.2.elem_type == ElemType::PeContext)
+        .unwrap_or_else(|| panic!("{what}: no PE context"));
     let ctx_index = window[p].0;
     let rest = &window[p + 1..];
     let mut from = full.partition_point(|e| e.0 < ctx_index);
-    if full.get(from).is_some_and(|e| e.0 == ctx_index && e.2.elem_type == ElemType::PeContext) {
+    if full
+        .get(from)
+        .is_some_and(|e| e.0 == ctx_index && e.2.elem_type == ElemType::PeContext)
+    {
         from += 1;
     }
-    assert!(p <= 4 && from <= 16, "{what}: {p} window elements and {from} full ones before the first PE context");
+    assert!(
+        p <= 4 && from <= 16,
+        "{what}: {p} window elements and {from} full ones before the first PE context"
+    );
     assert_same(what, rest, &full[from..]);
 }
 
@@ -209,30 +261,64 @@ fn assert_window_equals(what: &str, window: &[Element], full: &[Element]) {
 /// (`time`); each asked for must be possible.
 fn check_windows(case: &Path, name: &str, bytes: bool, time: bool) {
     let cap = Capture::load(case, None).unwrap();
-    let ix = cap.index(&IndexOptions { granularity: 1024, ..IndexOptions::default() }).unwrap();
+    let ix = cap
+        .index(&IndexOptions {
+            granularity: 1024,
+            ..IndexOptions::default()
+        })
+        .unwrap();
     if bytes {
         let s = ix.streams.iter().max_by_key(|s| s.counts().syncs()).unwrap();
         let id = s.id;
-        assert!(s.counts().syncs() >= 2, "{name}: ID {id:#x} has {} syncs", s.counts().syncs());
+        assert!(
+            s.counts().syncs() >= 2,
+            "{name}: ID {id:#x} has {} syncs",
+            s.counts().syncs()
+        );
         let full = full_decode(&cap, id);
         let (lo, hi) = (s.entries.first().unwrap().index, s.entries.last().unwrap().index);
 
         // By bytes: 35% to 70% of the stream, edges not on sync points.
         let from = lo + (hi - lo) * 35 / 100 + 1;
         let to = lo + (hi - lo) * 70 / 100;
-        let w = decode_window(&ix, &cap.data, id, Window::Bytes { from, to }, cap.tree(DecodeMode::FullDecode, |_| {}).unwrap()).unwrap();
+        let w = decode_window(
+            &ix,
+            &cap.data,
+            id,
+            Window::Bytes { from, to },
+            cap.tree(DecodeMode::FullDecode, |_| {}).unwrap(),
+        )
+        .unwrap();
         assert!(w.window.start < from);
         let slice: Vec<Element> = full.iter().filter(|e| e.0 >= from && e.0 < to).copied().collect();
         assert!(slice.len() > 10, "{name}: {} elements in the slice", slice.len());
         // The decoder starts before the window: it is synchronised by then.
-        assert_same(&format!("{name}: byte window {from}..{to} of ID {id:#x} (from sync at {})", w.window.start), &w.elements, &slice);
+        assert_same(
+            &format!(
+                "{name}: byte window {from}..{to} of ID {id:#x} (from sync at {})",
+                w.window.start
+            ),
+            &w.elements,
+            &slice,
+        );
 
         // By bytes, from a sync point itself: the documented start exception.
         let sync = ix.syncs_from(id, from).next().unwrap().index;
-        let w = decode_window(&ix, &cap.data, id, Window::Bytes { from: sync, to: hi + 1 }, cap.tree(DecodeMode::FullDecode, |_| {}).unwrap()).unwrap();
+        let w = decode_window(
+            &ix,
+            &cap.data,
+            id,
+            Window::Bytes { from: sync, to: hi + 1 },
+            cap.tree(DecodeMode::FullDecode, |_| {}).unwrap(),
+        )
+        .unwrap();
         assert_eq!(w.window.start, sync);
         let slice: Vec<Element> = full.iter().filter(|e| e.0 >= sync && e.0 <= hi).copied().collect();
-        assert_eq!(w.elements[0].2.elem_type, ElemType::NoSync, "{name}: a window from a sync point starts with NO_SYNC");
+        assert_eq!(
+            w.elements[0].2.elem_type,
+            ElemType::NoSync,
+            "{name}: a window from a sync point starts with NO_SYNC"
+        );
         assert_window_equals(&format!("{name} from sync {sync}"), &w.elements, &slice);
     }
     if time {
@@ -242,7 +328,14 @@ fn check_windows(case: &Path, name: &str, bytes: bool, time: bool) {
         assert!(ts.len() >= 4, "{name}: ID {id:#x} has {} timestamps", ts.len());
         let full = full_decode(&cap, id);
         let (t0, t1) = (ts[ts.len() / 3], ts[ts.len() * 2 / 3]);
-        let w = decode_window(&ix, &cap.data, id, Window::Time { from_ts: t0, to_ts: t1 }, cap.tree(DecodeMode::FullDecode, |_| {}).unwrap()).unwrap();
+        let w = decode_window(
+            &ix,
+            &cap.data,
+            id,
+            Window::Time { from_ts: t0, to_ts: t1 },
+            cap.tree(DecodeMode::FullDecode, |_| {}).unwrap(),
+        )
+        .unwrap();
         let mut now = None;
         let slice: Vec<Element> = full
             .iter()
@@ -255,7 +348,11 @@ fn check_windows(case: &Path, name: &str, bytes: bool, time: bool) {
             .copied()
             .collect();
         assert!(slice.len() > 4, "{name}: {} elements in {t0}..={t1}", slice.len());
-        assert_same(&format!("{name}: time window {t0}..={t1} of ID {id:#x}"), &w.elements, &slice);
+        assert_same(
+            &format!("{name}: time window {t0}..={t1} of ID {id:#x}"),
+            &w.elements,
+            &slice,
+        );
     }
 }
 
@@ -266,19 +363,39 @@ fn window_decode_equals_the_full_decode_slice() {
         return;
     };
     // ETMv4 (no timestamps in this capture).
-    check_windows(&root.join("snapshots/bugfix-exact-match"), "bugfix-exact-match", true, false);
+    check_windows(
+        &root.join("snapshots/bugfix-exact-match"),
+        "bugfix-exact-match",
+        true,
+        false,
+    );
     // PTM, and PTM / ETMv3 with timestamps.
-    check_windows(&root.join("snapshots/tc2-ptm-rstk-t32"), "tc2-ptm-rstk-t32", true, false);
+    check_windows(
+        &root.join("snapshots/tc2-ptm-rstk-t32"),
+        "tc2-ptm-rstk-t32",
+        true,
+        false,
+    );
     check_windows(&root.join("snapshots/TC2"), "TC2", true, true);
     // ETE: sync points in one capture, timestamps in another.
-    check_windows(&root.join("snapshots-ete/infrastructure"), "infrastructure", true, false);
+    check_windows(
+        &root.join("snapshots-ete/infrastructure"),
+        "infrastructure",
+        true,
+        false,
+    );
     check_windows(&root.join("snapshots-ete/ts_bit64_set"), "ts_bit64_set", false, true);
 }
 
 /// A generated single-ID ETMv4 capture of several megabytes.
 fn long_etmv4(name: &str, length: usize) -> PathBuf {
     let dir = common::temp_dir(name);
-    let g = generate(&GenOptions { seed: 5, protocol: GenProtocol::Etmv4, layout: BufferLayout::Formatted, length });
+    let g = generate(&GenOptions {
+        seed: 5,
+        protocol: GenProtocol::Etmv4,
+        layout: BufferLayout::Formatted,
+        length,
+    });
     g.spec.write_to(&dir).unwrap();
     dir
 }
@@ -313,7 +430,12 @@ fn one_stream_split_over_threads_counts_the_same_instructions() {
                 *joined.entry(a).or_default() += n;
             }
         }
-        assert!(joined == serial, "{pieces} pieces: {} vs {} instructions", joined.values().sum::<u64>(), serial.values().sum::<u64>());
+        assert!(
+            joined == serial,
+            "{pieces} pieces: {} vs {} instructions",
+            joined.values().sum::<u64>(),
+            serial.values().sum::<u64>()
+        );
     }
 }
 
@@ -326,14 +448,28 @@ fn keep(acc: &mut Vec<(TrcIndex, String)>, index: TrcIndex, e: &TraceElement) {
 fn pieces_decoded_with_trees_built_beforehand_fold_only_their_own_elements() {
     let dir = long_etmv4("index-pieces", 20_000);
     let cap = Capture::load(&dir, None).unwrap();
-    let ix = cap.index(&IndexOptions { granularity: 256, ..IndexOptions::default() }).unwrap();
+    let ix = cap
+        .index(&IndexOptions {
+            granularity: 256,
+            ..IndexOptions::default()
+        })
+        .unwrap();
     let id = ix.streams[0].id;
     let pieces = ix.split_pieces(id, 3);
     assert_eq!(pieces.len(), 3);
     assert_eq!(pieces[0].start, ix.split_points(id, 3)[0]);
-    assert!(pieces.windows(2).all(|w| w[0].end == w[1].start && w[0].start < w[0].end));
+    assert!(
+        pieces
+            .windows(2)
+            .all(|w| w[0].end == w[1].start && w[0].start < w[0].end)
+    );
     assert_eq!(pieces[2].end, ix.indexed.end);
-    let trees = || pieces.iter().map(|_| cap.tree(DecodeMode::FullDecode, |_| {}).unwrap()).collect::<Vec<_>>();
+    let trees = || {
+        pieces
+            .iter()
+            .map(|_| cap.tree(DecodeMode::FullDecode, |_| {}).unwrap())
+            .collect::<Vec<_>>()
+    };
     let got = coresight_decode::index::decode_pieces(&ix, &cap.data, &pieces, trees(), 2, keep).unwrap();
     // Each piece folds the elements of its own bytes, in decode order.
     for (p, els) in pieces.iter().zip(&got) {
@@ -344,14 +480,24 @@ fn pieces_decoded_with_trees_built_beforehand_fold_only_their_own_elements() {
     // thread as on three.
     let build = || cap.tree(DecodeMode::FullDecode, |_| {});
     assert_eq!(decode_split(&ix, &cap.data, id, 3, &build, keep).unwrap(), got);
-    assert_eq!(coresight_decode::index::decode_pieces(&ix, &cap.data, &pieces, trees(), 1, keep).unwrap(), got);
+    assert_eq!(
+        coresight_decode::index::decode_pieces(&ix, &cap.data, &pieces, trees(), 1, keep).unwrap(),
+        got
+    );
     // After the first piece's first PE context, the joined pieces are the
     // full decode's elements from there on, less what the pieces' own
     // starts add (each decoder's NO_SYNC and its context until the first
     // PE context): compare the counts of instruction ranges.
     let full = full_decode(&cap, id);
-    let ranges = |v: &[(TrcIndex, String)]| v.iter().filter(|(_, t)| t.contains("OCSD_GEN_TRC_ELEM_INSTR_RANGE")).count();
-    let full_ranges = full.iter().filter(|e| e.0 >= pieces[0].start && e.2.elem_type == ElemType::InstrRange).count();
+    let ranges = |v: &[(TrcIndex, String)]| {
+        v.iter()
+            .filter(|(_, t)| t.contains("OCSD_GEN_TRC_ELEM_INSTR_RANGE"))
+            .count()
+    };
+    let full_ranges = full
+        .iter()
+        .filter(|e| e.0 >= pieces[0].start && e.2.elem_type == ElemType::InstrRange)
+        .count();
     assert_eq!(got.iter().map(|v| ranges(v)).sum::<usize>(), full_ranges);
     // One tree per piece.
     let mut two = trees();
@@ -359,7 +505,12 @@ fn pieces_decoded_with_trees_built_beforehand_fold_only_their_own_elements() {
     let e = coresight_decode::index::decode_pieces(&ix, &cap.data, &pieces, two, 2, keep).unwrap_err();
     assert!(e.to_string().contains("2 trees for 3 pieces"), "{e}");
     // A tree that cannot be built fails the decode with its error.
-    let no_tree = || Err(coresight_decode::Error::code(coresight_decode::ErrCode::Fail, "no tree today"));
+    let no_tree = || {
+        Err(coresight_decode::Error::code(
+            coresight_decode::ErrCode::Fail,
+            "no tree today",
+        ))
+    };
     let e = decode_split(&ix, &cap.data, id, 3, &no_tree, keep).unwrap_err();
     assert!(e.to_string().contains("no tree today"), "{e}");
 }
@@ -367,7 +518,12 @@ fn pieces_decoded_with_trees_built_beforehand_fold_only_their_own_elements() {
 fn small_index() -> (Capture, CaptureIndex) {
     let dir = long_etmv4("index-file", 3_000);
     let cap = Capture::load(&dir, None).unwrap();
-    let ix = cap.index(&IndexOptions { granularity: 256, ..IndexOptions::default() }).unwrap();
+    let ix = cap
+        .index(&IndexOptions {
+            granularity: 256,
+            ..IndexOptions::default()
+        })
+        .unwrap();
     (cap, ix)
 }
 
@@ -391,9 +547,23 @@ fn damaged_or_stale_index_files_are_refused_with_what_is_wrong() {
     // Every truncation is refused.
     for n in (0..bytes.len()).step_by(7) {
         let e = from_bytes(&bytes[..n]).unwrap_err();
-        assert!(matches!(e, IndexFileError::BadMagic | IndexFileError::Truncated { .. } | IndexFileError::Checksum { .. }), "cut at {n}: {e}");
+        assert!(
+            matches!(
+                e,
+                IndexFileError::BadMagic | IndexFileError::Truncated { .. } | IndexFileError::Checksum { .. }
+            ),
+            "cut at {n}: {e}"
+        );
     }
-    assert_eq!(from_bytes(&bytes[..30]).unwrap_err().to_string().split(':').next().unwrap(), "index corrupt");
+    assert_eq!(
+        from_bytes(&bytes[..30])
+            .unwrap_err()
+            .to_string()
+            .split(':')
+            .next()
+            .unwrap(),
+        "index corrupt"
+    );
     // Every flipped byte is refused.
     for at in (0..bytes.len()).step_by(5) {
         let mut b = bytes.clone();
@@ -402,10 +572,18 @@ fn damaged_or_stale_index_files_are_refused_with_what_is_wrong() {
     }
     let mut b = bytes.clone();
     b[40] ^= 1;
-    assert!(from_bytes(&b).unwrap_err().to_string().starts_with("index corrupt: checksum"));
+    assert!(
+        from_bytes(&b)
+            .unwrap_err()
+            .to_string()
+            .starts_with("index corrupt: checksum")
+    );
     let mut b = bytes.clone();
     b[8] = 9;
-    assert_eq!(from_bytes(&b).unwrap_err().to_string(), "index version 9 not supported (this library reads version 1)");
+    assert_eq!(
+        from_bytes(&b).unwrap_err().to_string(),
+        "index version 9 not supported (this library reads version 1)"
+    );
     assert_eq!(from_bytes(b"hello").unwrap_err(), IndexFileError::BadMagic);
     // A changed capture: stale.
     let mut data = cap.data.clone();
@@ -422,7 +600,12 @@ fn partial_index_covers_what_it_says() {
     let dir = long_etmv4("index-partial", 3_000);
     let cap = Capture::load(&dir, None).unwrap();
     let full = cap.index(&IndexOptions::default()).unwrap();
-    let part = cap.index(&IndexOptions { limit: Some(cap.data.len() as u64 / 2), ..IndexOptions::default() }).unwrap();
+    let part = cap
+        .index(&IndexOptions {
+            limit: Some(cap.data.len() as u64 / 2),
+            ..IndexOptions::default()
+        })
+        .unwrap();
     assert!(!part.is_complete());
     assert_eq!(part.indexed.end % 16, 0);
     let s = &part.streams[0];
@@ -441,7 +624,10 @@ fn reader_queries() {
     let syncs: Vec<u64> = s.of_kind(EntryKind::Sync).map(|e| e.index).collect();
     assert_eq!(ix.syncs_from(s.id, 0).map(|e| e.index).collect::<Vec<_>>(), syncs);
     assert_eq!(ix.syncs_from(s.id, syncs[1]).next().unwrap().index, syncs[1]);
-    assert_eq!(ix.syncs_from(s.id, syncs[1] + 1).next().map(|e| e.index), syncs.get(2).copied());
+    assert_eq!(
+        ix.syncs_from(s.id, syncs[1] + 1).next().map(|e| e.index),
+        syncs.get(2).copied()
+    );
     assert_eq!(ix.sync_at_or_before(s.id, syncs[1] + 1), Some(syncs[1]));
     assert_eq!(ix.sync_at_or_before(s.id, syncs[0]), Some(syncs[0]));
     if syncs[0] > 0 {
@@ -459,7 +645,12 @@ fn reader_queries() {
 #[test]
 fn unformatted_stream_windows_and_split() {
     let dir = common::temp_dir("index-unformatted");
-    let g = generate(&GenOptions { seed: 8, protocol: GenProtocol::Etmv4, layout: BufferLayout::Unformatted, length: 40_000 });
+    let g = generate(&GenOptions {
+        seed: 8,
+        protocol: GenProtocol::Etmv4,
+        layout: BufferLayout::Unformatted,
+        length: 40_000,
+    });
     g.spec.write_to(&dir).unwrap();
     let cap = Capture::load(&dir, None).unwrap();
     let ix = cap.index(&IndexOptions::default()).unwrap();
@@ -471,7 +662,14 @@ fn unformatted_stream_windows_and_split() {
     assert_eq!(ix.ids_in(0..16), vec![s.id]);
     let full = full_decode(&cap, s.id);
     let (from, to) = (cap.data.len() as u64 / 3, cap.data.len() as u64 * 2 / 3);
-    let w = decode_window(&ix, &cap.data, s.id, Window::Bytes { from, to }, cap.tree(DecodeMode::FullDecode, |_| {}).unwrap()).unwrap();
+    let w = decode_window(
+        &ix,
+        &cap.data,
+        s.id,
+        Window::Bytes { from, to },
+        cap.tree(DecodeMode::FullDecode, |_| {}).unwrap(),
+    )
+    .unwrap();
     let slice: Vec<Element> = full.iter().filter(|e| e.0 >= from && e.0 < to).copied().collect();
     assert!(slice.len() > 100);
     assert_same("unformatted byte window", &w.elements, &slice);
@@ -494,25 +692,42 @@ fn unformatted_stream_windows_and_split() {
 #[test]
 fn correlation_merges_ids_by_time_keeping_each_stream() {
     let dir = common::temp_dir("index-correlate");
-    let g = generate(&GenOptions { seed: 4, protocol: GenProtocol::Tc2, layout: BufferLayout::Formatted, length: 4_000 });
+    let g = generate(&GenOptions {
+        seed: 4,
+        protocol: GenProtocol::Tc2,
+        layout: BufferLayout::Formatted,
+        length: 4_000,
+    });
     g.spec.write_to(&dir).unwrap();
     let cap = Capture::load(&dir, None).unwrap();
     let ix = cap.index(&IndexOptions::default()).unwrap();
-    let ids: Vec<u8> = ix.streams.iter().filter(|s| s.counts().timestamps() > 0).map(|s| s.id).collect();
+    let ids: Vec<u8> = ix
+        .streams
+        .iter()
+        .filter(|s| s.counts().timestamps() > 0)
+        .map(|s| s.id)
+        .collect();
     assert!(ids.len() >= 2, "{ids:?}");
     let build = || cap.tree(DecodeMode::FullDecode, |_| {});
     let merged = coresight_decode::index::correlate(&ix, &cap.data, &ids, &build).unwrap();
     assert!(merged.windows(2).all(|p| p[0].0 <= p[1].0), "not in time order");
     for &id in &ids {
         let first_sync = ix.syncs_from(id, 0).next().unwrap().index;
-        let mine: Vec<Element> = merged.iter().map(|m| m.1).filter(|e| e.1 == id && e.0 >= first_sync && e.2.elem_type != ElemType::EoTrace).collect();
-        let full: Vec<Element> = full_decode(&cap, id).into_iter().filter(|e| e.0 >= first_sync).collect();
+        let mine: Vec<Element> = merged
+            .iter()
+            .map(|m| m.1)
+            .filter(|e| e.1 == id && e.0 >= first_sync && e.2.elem_type != ElemType::EoTrace)
+            .collect();
+        let full: Vec<Element> = full_decode(&cap, id)
+            .into_iter()
+            .filter(|e| e.0 >= first_sync)
+            .collect();
         // The decoder starts at the stream's first sync point, as the full
         // decode does when nothing comes before it.
         assert_same(&format!("ID {id:#x} in the merge"), &mine, &full);
     }
     // Nothing else is in the merge.
-    assert!(merged.iter().all(|m| ids.contains(&m.1 .1)));
+    assert!(merged.iter().all(|m| ids.contains(&m.1.1)));
 }
 
 #[test]
@@ -524,7 +739,12 @@ fn every_id_of_a_capture_split_over_threads_counts_the_same_instructions() {
     let cap = Capture::load(&root.join("snapshots/bugfix-exact-match"), None).unwrap();
     let ix = cap.index(&IndexOptions::default()).unwrap();
     // Six sources are configured; one has trace.
-    let ids: Vec<u8> = ix.streams.iter().filter(|s| s.counts().syncs() > 0).map(|s| s.id).collect();
+    let ids: Vec<u8> = ix
+        .streams
+        .iter()
+        .filter(|s| s.counts().syncs() > 0)
+        .map(|s| s.id)
+        .collect();
     assert!(!ids.is_empty());
     // Serial: the whole capture in one tree.
     let mut tree = cap.tree(DecodeMode::FullDecode, |_| {}).unwrap();
@@ -552,5 +772,10 @@ fn every_id_of_a_capture_split_over_threads_counts_the_same_instructions() {
             *joined.entry((id, a)).or_default() += n;
         }
     }
-    assert!(joined == serial, "{} vs {} instructions", joined.values().sum::<u64>(), serial.values().sum::<u64>());
+    assert!(
+        joined == serial,
+        "{} vs {} instructions",
+        joined.values().sum::<u64>(),
+        serial.values().sum::<u64>()
+    );
 }

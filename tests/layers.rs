@@ -19,18 +19,29 @@ struct Layer {
 
 /// The ```layers block of `ARCHITECTURE.md`.
 fn read_layers(text: &str) -> Result<Vec<Layer>, String> {
-    let start = text.find("```layers\n").ok_or("ARCHITECTURE.md has no ```layers block")? + "```layers\n".len();
-    let len = text[start..].find("```").ok_or("ARCHITECTURE.md: the ```layers block is not closed")?;
+    let start = text
+        .find("```layers\n")
+        .ok_or("ARCHITECTURE.md has no ```layers block")?
+        + "```layers\n".len();
+    let len = text[start..]
+        .find("```")
+        .ok_or("ARCHITECTURE.md: the ```layers block is not closed")?;
     let mut layers = Vec::new();
     for (n, line) in text[start..start + len].lines().enumerate() {
         let line = line.trim();
         if line.is_empty() {
             continue;
         }
-        let (name, mods) = line
-            .split_once(':')
-            .ok_or_else(|| format!("ARCHITECTURE.md layers line {}: expected 'name: module ...', found '{line}'", n + 1))?;
-        layers.push(Layer { name: name.trim().to_string(), modules: mods.split_whitespace().map(str::to_string).collect() });
+        let (name, mods) = line.split_once(':').ok_or_else(|| {
+            format!(
+                "ARCHITECTURE.md layers line {}: expected 'name: module ...', found '{line}'",
+                n + 1
+            )
+        })?;
+        layers.push(Layer {
+            name: name.trim().to_string(),
+            modules: mods.split_whitespace().map(str::to_string).collect(),
+        });
     }
     Ok(layers)
 }
@@ -94,7 +105,11 @@ fn code_only(text: &str) -> String {
 /// The top-level modules a file's code names through `crate::`, each with
 /// the line it is named on.
 fn imports(code: &str) -> Vec<(String, usize)> {
-    let ident = |s: &str| s.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect::<String>();
+    let ident = |s: &str| {
+        s.chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect::<String>()
+    };
     let line_of = |at: usize| code[..at].matches('\n').count() + 1;
     let mut found = Vec::new();
     let mut from = 0;
@@ -102,7 +117,8 @@ fn imports(code: &str) -> Vec<(String, usize)> {
         let at = from + k;
         from = at + "crate::".len();
         // `$crate::` in a macro, or a path like `coresight_decode::...`.
-        if at > 0 && (code.as_bytes()[at - 1].is_ascii_alphanumeric() || matches!(code.as_bytes()[at - 1], b'_' | b'$')) {
+        if at > 0 && (code.as_bytes()[at - 1].is_ascii_alphanumeric() || matches!(code.as_bytes()[at - 1], b'_' | b'$'))
+        {
             continue;
         }
         let rest = &code[from..];
@@ -168,14 +184,23 @@ fn check(src: &Path, layers: &[Layer]) -> Vec<String> {
     let mut same_layer: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for path in &files {
         let rel = path.strip_prefix(src).unwrap();
-        let first = rel.components().next().unwrap().as_os_str().to_string_lossy().into_owned();
+        let first = rel
+            .components()
+            .next()
+            .unwrap()
+            .as_os_str()
+            .to_string_lossy()
+            .into_owned();
         let module = first.trim_end_matches(".rs").to_string();
         if module == "lib" || module == "main" {
             continue; // the crate root: re-exports from every layer
         }
         present.insert(module.clone());
         let Some(&mine) = level.get(module.as_str()) else {
-            problems.push(format!("src/{}: module '{module}' is in no layer of ARCHITECTURE.md", rel.display()));
+            problems.push(format!(
+                "src/{}: module '{module}' is in no layer of ARCHITECTURE.md",
+                rel.display()
+            ));
             continue;
         };
         let text = std::fs::read_to_string(path).unwrap();
@@ -205,13 +230,23 @@ fn check(src: &Path, layers: &[Layer]) -> Vec<String> {
             problems.push(format!("ARCHITECTURE.md lists module '{m}', which src/ does not have"));
         }
     }
-    problems.extend(loops(&same_layer).into_iter().map(|l| format!("modules import each other in a loop: {}", l.join(" -> "))));
+    problems.extend(
+        loops(&same_layer)
+            .into_iter()
+            .map(|l| format!("modules import each other in a loop: {}", l.join(" -> "))),
+    );
     problems
 }
 
 /// Loops in a module graph: for each module on one, the path back to it.
 fn loops(edges: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
-    fn reach(edges: &BTreeMap<String, BTreeSet<String>>, from: &str, goal: &str, seen: &mut BTreeSet<String>, path: &mut Vec<String>) -> bool {
+    fn reach(
+        edges: &BTreeMap<String, BTreeSet<String>>,
+        from: &str,
+        goal: &str,
+        seen: &mut BTreeSet<String>,
+        path: &mut Vec<String>,
+    ) -> bool {
         for next in edges.get(from).into_iter().flatten() {
             if next == goal {
                 path.push(next.clone());

@@ -3,13 +3,15 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 
-use common::{temp_dir, write_files, Rng, RngExt};
+use common::{Rng, RngExt, temp_dir, write_files};
 use coresight_decode::error::ErrCode;
 use coresight_decode::interfaces::TargetMemAccess;
-use coresight_decode::memory::{BufferAccessor, CacheConfig, CallbackAccessor, FileAccessor, MemAccMapper, MemSpace, MemoryError};
+use coresight_decode::memory::{
+    BufferAccessor, CacheConfig, CallbackAccessor, FileAccessor, MemAccMapper, MemSpace, MemoryError,
+};
 
 fn buf(start: u64, data: &[u8], space: MemSpace) -> Box<BufferAccessor> {
     Box::new(BufferAccessor::new(start, data.to_vec(), space).unwrap())
@@ -39,10 +41,25 @@ fn overlapping_images_in_overlapping_spaces_are_refused() {
     let mut m = MemAccMapper::default();
     m.add_accessor(buf(0x1000, &[0; 0x100], MemSpace::ANY)).unwrap();
     let e = m.add_accessor(buf(0x10ff, &[0; 4], MemSpace::EL1N)).unwrap_err();
-    assert_eq!(e, MemoryError::Overlap { start: 0x10ff, end: 0x1102, space: MemSpace::EL1N });
+    assert_eq!(
+        e,
+        MemoryError::Overlap {
+            start: 0x10ff,
+            end: 0x1102,
+            space: MemSpace::EL1N
+        }
+    );
     assert_eq!(e.code(), ErrCode::MemAccOverlap);
-    assert_eq!(e.to_string(), "image at 0x10ff-0x1102 (EL1N) overlaps an image already mapped in that memory space");
-    assert_eq!(m.add_accessor(buf(0x0ff0, &[0; 0x20], MemSpace::ANY)).unwrap_err().code(), ErrCode::MemAccOverlap);
+    assert_eq!(
+        e.to_string(),
+        "image at 0x10ff-0x1102 (EL1N) overlaps an image already mapped in that memory space"
+    );
+    assert_eq!(
+        m.add_accessor(buf(0x0ff0, &[0; 0x20], MemSpace::ANY))
+            .unwrap_err()
+            .code(),
+        ErrCode::MemAccOverlap
+    );
     m.add_accessor(buf(0x1100, &[0; 4], MemSpace::ANY)).unwrap();
     let mut s = MemAccMapper::default();
     s.add_accessor(buf(0x1000, &[0; 0x10], MemSpace::S)).unwrap();
@@ -94,7 +111,13 @@ fn file_images_offsets_lengths_and_regions() {
     assert_eq!(&b[..2], &[0x4e, 0x4f]);
     let mut desc = String::new();
     m.describe(&mut desc);
-    assert_eq!(desc, format!("Gen_Info : FileAcc; Range::0x100:10f; Mem Space::EL1N\nFilename={}\n", img.display()));
+    assert_eq!(
+        desc,
+        format!(
+            "Gen_Info : FileAcc; Range::0x100:10f; Mem Space::EL1N\nFilename={}\n",
+            img.display()
+        )
+    );
 
     // A region running past the end of the file, a missing file: not
     // initialised (OpenCSD's code for both). Odd-sized files lose their
@@ -103,11 +126,22 @@ fn file_images_offsets_lengths_and_regions() {
     assert_eq!(e.code(), ErrCode::NotInit);
     assert_eq!(
         e.to_string(),
-        format!("{}: cannot map 16 bytes from file offset 248: the file holds 256 usable bytes", img.display())
+        format!(
+            "{}: cannot map 16 bytes from file offset 248: the file holds 256 usable bytes",
+            img.display()
+        )
     );
-    let e = FileAccessor::open(dir.join("none.bin"), 0, 0, 0, MemSpace::ANY).err().unwrap();
+    let e = FileAccessor::open(dir.join("none.bin"), 0, 0, 0, MemSpace::ANY)
+        .err()
+        .unwrap();
     assert_eq!(e.code(), ErrCode::NotInit);
-    assert_eq!(e.to_string(), format!("{}: cannot open memory image: no such file", dir.join("none.bin").display()));
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "{}: cannot open memory image: no such file",
+            dir.join("none.bin").display()
+        )
+    );
     let mut m = MemAccMapper::default();
     m.add_file_region(&dir.join("odd.bin"), 0, 0, 0, MemSpace::ANY).unwrap();
     let mut big = [0u8; 32];
@@ -120,10 +154,18 @@ fn cache_gives_the_same_bytes_as_direct_reads() {
     let mut rng = Rng::new(3);
     let data = rng.bytes(20_000);
     write_files(&dir, &[("img.bin", &data)]);
-    let mut cached = MemAccMapper::new(CacheConfig { enabled: true, page_size: 256, num_pages: 4 });
-    let mut direct = MemAccMapper::new(CacheConfig { enabled: false, ..CacheConfig::default() });
+    let mut cached = MemAccMapper::new(CacheConfig {
+        enabled: true,
+        page_size: 256,
+        num_pages: 4,
+    });
+    let mut direct = MemAccMapper::new(CacheConfig {
+        enabled: false,
+        ..CacheConfig::default()
+    });
     for m in [&mut cached, &mut direct] {
-        m.add_file_region(&dir.join("img.bin"), 0x4000, 0, 0, MemSpace::ANY).unwrap();
+        m.add_file_region(&dir.join("img.bin"), 0x4000, 0, 0, MemSpace::ANY)
+            .unwrap();
     }
     for _ in 0..2000 {
         let addr = 0x3ff0 + rng.below(20_100);
@@ -189,7 +231,10 @@ fn elf64(vaddr: u64, code: &[u8]) -> Vec<u8> {
     e.extend(64u16.to_le_bytes());
     e.extend(0u16.to_le_bytes());
     e.extend(0u16.to_le_bytes());
-    for (off, addr, filesz, memsz) in [(data_off, vaddr, code.len() as u64, code.len() as u64), (0, vaddr + 0x10000, 0, 0x100)] {
+    for (off, addr, filesz, memsz) in [
+        (data_off, vaddr, code.len() as u64, code.len() as u64),
+        (0, vaddr + 0x10000, 0, 0x100),
+    ] {
         e.extend(1u32.to_le_bytes()); // PT_LOAD
         e.extend(5u32.to_le_bytes());
         e.extend(off.to_le_bytes());
@@ -207,16 +252,28 @@ fn elf64(vaddr: u64, code: &[u8]) -> Vec<u8> {
 #[test]
 fn elf_images_map_their_loadable_segments() {
     let dir = temp_dir("mem_elf");
-    let code: Vec<u8> = [0xd503201fu32, 0xd65f03c0].iter().flat_map(|w| w.to_le_bytes()).collect();
-    write_files(&dir, &[("prog.elf", &elf64(0x40_0000, &code)), ("notelf.bin", b"hello")]);
+    let code: Vec<u8> = [0xd503201fu32, 0xd65f03c0]
+        .iter()
+        .flat_map(|w| w.to_le_bytes())
+        .collect();
+    write_files(
+        &dir,
+        &[("prog.elf", &elf64(0x40_0000, &code)), ("notelf.bin", b"hello")],
+    );
     let mut m = MemAccMapper::default();
     assert_eq!(m.add_elf_file(&dir.join("prog.elf"), MemSpace::ANY).unwrap(), 1);
     let mut b = [0u8; 8];
     assert_eq!(m.read(0x40_0000, MemSpace::ANY, &mut b), 8);
     assert_eq!(b.to_vec(), code);
     assert_eq!(m.read(0x41_0000, MemSpace::ANY, &mut b), 0);
-    let err = m.add_elf_file(&dir.join("notelf.bin"), MemSpace::ANY).unwrap_err().to_string();
-    assert!(err.contains("notelf.bin") && err.contains("not a readable ELF file"), "{err}");
+    let err = m
+        .add_elf_file(&dir.join("notelf.bin"), MemSpace::ANY)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("notelf.bin") && err.contains("not a readable ELF file"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use coresight_generator::check::decode;
-use coresight_generator::{damage, generate, BufferLayout, GenOptions, GenProtocol, Rng};
+use coresight_generator::{BufferLayout, GenOptions, GenProtocol, Rng, damage, generate};
 
 fn protocols() -> Vec<(GenProtocol, &'static str)> {
     vec![
@@ -26,8 +26,17 @@ fn run(seeds: std::ops::Range<u64>, budget: Duration) {
     let start = Instant::now();
     for seed in seeds {
         for (protocol, name) in protocols() {
-            let layout = if seed % 2 == 0 { BufferLayout::Formatted } else { BufferLayout::Unformatted };
-            let mut g = generate(&GenOptions { seed, protocol, layout, length: 60 });
+            let layout = if seed % 2 == 0 {
+                BufferLayout::Formatted
+            } else {
+                BufferLayout::Unformatted
+            };
+            let mut g = generate(&GenOptions {
+                seed,
+                protocol,
+                layout,
+                length: 60,
+            });
             let mut rng = Rng::new(seed ^ 0xbad);
             for b in &mut g.spec.buffers {
                 damage(&mut rng, &mut b.data);
@@ -40,7 +49,11 @@ fn run(seeds: std::ops::Range<u64>, budget: Duration) {
             }
             let t = Instant::now();
             let _ = decode(&g);
-            assert!(t.elapsed() < Duration::from_secs(2), "{name} seed {seed}: decode took {:?}", t.elapsed());
+            assert!(
+                t.elapsed() < Duration::from_secs(2),
+                "{name} seed {seed}: decode took {:?}",
+                t.elapsed()
+            );
         }
         if start.elapsed() > budget {
             break;
@@ -58,4 +71,3 @@ fn damaged_trace_never_panics_or_hangs() {
 fn mutation_soak() {
     run(1000..21000, Duration::from_secs(600));
 }
-

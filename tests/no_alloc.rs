@@ -8,9 +8,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use coresight_decode::decoder::DecodeMode;
 use coresight_decode::element::TraceElement;
-use coresight_generator::{generate, BufferLayout, GenOptions, GenProtocol};
 use coresight_decode::interfaces::{TrcDataIn, TrcGenElemIn};
 use coresight_decode::snapshot::Snapshot;
+use coresight_generator::{BufferLayout, GenOptions, GenProtocol, generate};
 
 struct Counting;
 
@@ -47,7 +47,12 @@ impl TrcGenElemIn for CountElems {
 
 /// Allocations made while decoding a generated snapshot of `length` steps.
 fn decode_allocations(protocol: GenProtocol, length: usize, dir: &str) -> usize {
-    let g = generate(&GenOptions { seed: 9, protocol, layout: BufferLayout::Formatted, length });
+    let g = generate(&GenOptions {
+        seed: 9,
+        protocol,
+        layout: BufferLayout::Formatted,
+        length,
+    });
     let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(dir);
     let _ = std::fs::remove_dir_all(&path);
     g.spec.write_to(&path).unwrap();
@@ -83,14 +88,22 @@ fn decoding_more_trace_makes_no_more_allocations() {
         let long = decode_allocations(p, 3000, &format!("noalloc_{name}_long"));
         let longer = decode_allocations(p, 30000, &format!("noalloc_{name}_longer"));
         assert!(long < 64, "{name}: {long} allocations for 3000 steps");
-        assert!(longer <= long + 4, "{name}: {long} allocations for 3000 steps, {longer} for 30000");
+        assert!(
+            longer <= long + 4,
+            "{name}: {long} allocations for 3000 steps, {longer} for 30000"
+        );
     }
 }
 
 /// Allocations made while pulling every element of a generated snapshot
 /// of `length` steps through the pull API, and how many elements.
 fn pull_allocations(protocol: GenProtocol, length: usize, dir: &str) -> (usize, usize) {
-    let g = generate(&GenOptions { seed: 9, protocol, layout: BufferLayout::Formatted, length });
+    let g = generate(&GenOptions {
+        seed: 9,
+        protocol,
+        layout: BufferLayout::Formatted,
+        length,
+    });
     let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(dir);
     let _ = std::fs::remove_dir_all(&path);
     g.spec.write_to(&path).unwrap();
@@ -114,7 +127,10 @@ fn pulling_ten_times_more_elements_makes_no_more_allocations() {
         let (longer, n_longer) = pull_allocations(p, 30000, &format!("noalloc_pull_{name}_longer"));
         assert!(n_longer > 5 * n_long, "{name}: {n_long} then {n_longer} elements");
         assert!(long < 64, "{name}: {long} allocations for {n_long} elements");
-        assert!(longer <= long + 4, "{name}: {long} allocations for {n_long} elements, {longer} for {n_longer}");
+        assert!(
+            longer <= long + 4,
+            "{name}: {long} allocations for {n_long} elements, {longer} for {n_longer}"
+        );
     }
 }
 
@@ -122,13 +138,21 @@ fn pulling_ten_times_more_elements_makes_no_more_allocations() {
 /// (packet level, as `coresight_decode::index` builds an index), and the
 /// entries made.
 fn index_allocations(protocol: GenProtocol, length: usize, dir: &str) -> (usize, usize) {
-    use coresight_decode::index::build::{build_index, IndexOptions};
-    let g = generate(&GenOptions { seed: 9, protocol, layout: BufferLayout::Formatted, length });
+    use coresight_decode::index::build::{IndexOptions, build_index};
+    let g = generate(&GenOptions {
+        seed: 9,
+        protocol,
+        layout: BufferLayout::Formatted,
+        length,
+    });
     let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(dir);
     let _ = std::fs::remove_dir_all(&path);
     g.spec.write_to(&path).unwrap();
     let ss = Snapshot::load(&path).unwrap();
-    let mut tree = ss.build_tree("ETB_0", DecodeMode::PacketsOnly, |_| {}).unwrap().unwrap();
+    let mut tree = ss
+        .build_tree("ETB_0", DecodeMode::PacketsOnly, |_| {})
+        .unwrap()
+        .unwrap();
     let data = std::fs::read(path.join("trace.bin")).unwrap();
     let before = ALLOCS.load(Ordering::Relaxed);
     let ix = build_index(&mut tree, &data, &IndexOptions::default()).unwrap();
@@ -139,12 +163,19 @@ fn index_allocations(protocol: GenProtocol, length: usize, dir: &str) -> (usize,
 #[test]
 fn indexing_allocates_only_to_grow_the_index() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    for (p, name) in [(GenProtocol::Etmv4, "etmv4"), (GenProtocol::Stm, "stm"), (GenProtocol::Ptm(Default::default()), "ptm")] {
+    for (p, name) in [
+        (GenProtocol::Etmv4, "etmv4"),
+        (GenProtocol::Stm, "stm"),
+        (GenProtocol::Ptm(Default::default()), "ptm"),
+    ] {
         let (long, e1) = index_allocations(p, 3000, &format!("noalloc_index_{name}_long"));
         let (longer, e2) = index_allocations(p, 30000, &format!("noalloc_index_{name}_longer"));
         assert!(e2 > 5 * e1, "{name}: {e1} then {e2} entries");
         // Ten times the packets: only the entry and block vectors grow
         // (doubling: a few more reallocations), never one per packet.
-        assert!(longer <= long + 24, "{name}: {long} allocations, then {longer} for ten times the trace");
+        assert!(
+            longer <= long + 24,
+            "{name}: {long} allocations, then {longer} for ten times the trace"
+        );
     }
 }

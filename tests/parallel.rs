@@ -4,24 +4,27 @@
 
 mod common;
 
-
 use coresight_decode::shared::Lock;
 use std::sync::Arc;
 
 use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use coresight_decode::decoder::DecodeMode;
 use coresight_decode::element::TraceElement;
-use coresight_generator::{generate, BufferLayout, GenOptions, GenProtocol};
 use coresight_decode::interfaces::{TrcDataIn, TrcGenElemIn};
-use coresight_decode::parallel::{decode_parallel, ParallelOptions, ParallelSink, WorkerSetup};
+use coresight_decode::parallel::{ParallelOptions, ParallelSink, WorkerSetup, decode_parallel};
 use coresight_decode::snapshot::Snapshot;
-
+use coresight_generator::{BufferLayout, GenOptions, GenProtocol, generate};
 
 /// A generated capture of three cores (PTM and ETMv3) long enough to take
 /// many rounds.
 fn long_capture(name: &str) -> std::path::PathBuf {
     let dir = common::temp_dir(name);
-    let g = generate(&GenOptions { seed: 11, protocol: GenProtocol::Tc2, layout: BufferLayout::Formatted, length: 12_000 });
+    let g = generate(&GenOptions {
+        seed: 11,
+        protocol: GenProtocol::Tc2,
+        layout: BufferLayout::Formatted,
+        length: 12_000,
+    });
     g.spec.write_to(&dir).unwrap();
     let size = std::fs::metadata(dir.join("trace.bin")).map(|m| m.len()).unwrap_or(0);
     assert!(size > 30_000, "{size} bytes of trace");
@@ -41,7 +44,11 @@ impl ParallelSink for Seen {
     fn text(&mut self, _text: &str) {}
     fn element(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp {
         self.elems.push((index, trace_id, *elem));
-        if self.wait_every > 0 && self.elems.len() % self.wait_every == 0 { DatapathResp::Wait } else { DatapathResp::Cont }
+        if self.wait_every > 0 && self.elems.len() % self.wait_every == 0 {
+            DatapathResp::Wait
+        } else {
+            DatapathResp::Cont
+        }
     }
     fn flush(&mut self) {
         self.flushes += 1;
@@ -79,8 +86,15 @@ fn elements_come_in_the_serial_order_with_the_serial_indices() {
 
     let build = |_: &WorkerSetup| Ok(ss.build_tree("ETB_0", DecodeMode::FullDecode, |_| {}).unwrap().unwrap());
     for (threads, wait_every) in [(2, 0), (3, 0), (2, 3)] {
-        let mut seen = Seen { wait_every, ..Seen::default() };
-        let options = ParallelOptions { threads, blocks_per_round: 2, ..ParallelOptions::default() };
+        let mut seen = Seen {
+            wait_every,
+            ..Seen::default()
+        };
+        let options = ParallelOptions {
+            threads,
+            blocks_per_round: 2,
+            ..ParallelOptions::default()
+        };
         let outcome = decode_parallel(options, tree.format(), &ids, &mut data.as_slice(), &build, &mut seen).unwrap();
         assert_eq!(outcome.resp, DatapathResp::Cont);
         assert_eq!(outcome.processed, data.len() as u64);

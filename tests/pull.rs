@@ -11,14 +11,14 @@ use coresight_decode::arch::ArchProfile;
 use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use coresight_decode::decoder::{CoreConfig, DecoderRegistry, SourceConfig};
 use coresight_decode::element::{ElemType, TraceElement, UnsyncInfo};
-use coresight_generator::{generate, BufferLayout, GenOptions, GenProtocol};
 use coresight_decode::interfaces::{TrcDataIn, TrcGenElemIn};
-use coresight_decode::logger::{shared, Shared};
+use coresight_decode::logger::{Shared, shared};
 use coresight_decode::memory::MemSpace;
 use coresight_decode::tree::SourceFormat;
 use coresight_decode::{
-    decode_buffer, DecodeError, DecodeMode, Decoded, Decoder, DecoderBuilder, Element, Snapshot, Trace,
+    DecodeError, DecodeMode, Decoded, Decoder, DecoderBuilder, Element, Snapshot, Trace, decode_buffer,
 };
+use coresight_generator::{BufferLayout, GenOptions, GenProtocol, generate};
 
 /// Elements as a push sink saw them; answers Wait on every `wait_every`th.
 struct Collect {
@@ -30,7 +30,11 @@ impl TrcGenElemIn for Collect {
     fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp {
         let mut out = self.out.borrow_mut();
         out.push((index, trace_id, *elem));
-        if self.wait_every > 0 && out.len().is_multiple_of(self.wait_every) { DatapathResp::Wait } else { DatapathResp::Cont }
+        if self.wait_every > 0 && out.len().is_multiple_of(self.wait_every) {
+            DatapathResp::Wait
+        } else {
+            DatapathResp::Cont
+        }
     }
 }
 
@@ -39,9 +43,15 @@ impl TrcGenElemIn for Collect {
 /// (for end of trace, send it again).
 fn push_decode(ss: &Snapshot, wait_every: usize) -> (Vec<(TrcIndex, u8, TraceElement)>, usize) {
     let buffer = ss.buffer_names()[0].to_string();
-    let mut tree = ss.build_tree(&buffer, DecodeMode::FullDecode, |_| {}).unwrap().expect("a decodable source");
+    let mut tree = ss
+        .build_tree(&buffer, DecodeMode::FullDecode, |_| {})
+        .unwrap()
+        .expect("a decodable source");
     let out = shared(Vec::new());
-    tree.set_gen_elem_out(Box::new(Collect { out: out.clone(), wait_every }));
+    tree.set_gen_elem_out(Box::new(Collect {
+        out: out.clone(),
+        wait_every,
+    }));
     let data = read_buffer(ss);
     let mut waits = 0;
     let flush = |tree: &mut coresight_decode::DecodeTree, waits: &mut usize| loop {
@@ -74,7 +84,10 @@ fn push_decode(ss: &Snapshot, wait_every: usize) -> (Vec<(TrcIndex, u8, TraceEle
 
 fn read_buffer(ss: &Snapshot) -> Vec<u8> {
     let b = ss.buffer(ss.buffer_names()[0]).unwrap();
-    ss.buffer_paths(b).iter().flat_map(|p| std::fs::read(p).unwrap()).collect()
+    ss.buffer_paths(b)
+        .iter()
+        .flat_map(|p| std::fs::read(p).unwrap())
+        .collect()
 }
 
 /// One generated snapshot per protocol and layout.
@@ -96,7 +109,12 @@ fn snapshots(test: &str) -> Vec<(String, PathBuf)> {
                 continue; // several sources share one formatted buffer
             }
             let seed = 70 + i as u64;
-            let g = generate(&GenOptions { seed, protocol, layout, length: 120 });
+            let g = generate(&GenOptions {
+                seed,
+                protocol,
+                layout,
+                length: 120,
+            });
             let name = format!("pull-{}-{layout:?}", protocol.name());
             let dir = common::temp_dir(&format!("{test}-{name}"));
             g.spec.write_to(&dir).unwrap();
@@ -111,7 +129,11 @@ fn snapshots(test: &str) -> Vec<(String, PathBuf)> {
 fn assert_same(what: &str, pull: &[Decoded], push: &[(TrcIndex, u8, TraceElement)]) {
     assert_eq!(pull.len(), push.len(), "{what}: element counts");
     for (n, (d, (index, id, e))) in pull.iter().zip(push).enumerate() {
-        let want = Decoded { index: *index, trace_id: *id, element: Element::from_generic(e) };
+        let want = Decoded {
+            index: *index,
+            trace_id: *id,
+            element: Element::from_generic(e),
+        };
         assert_eq!(*d, want, "{what}: element {n}");
         // The typed element keeps everything the listing shows.
         assert_eq!(d.element.to_string(), e.to_string(), "{what}: element {n} printed");
@@ -128,14 +150,21 @@ fn pull_gives_the_push_trees_elements_on_every_protocol() {
         assert!(push.len() > 20, "{name}: only {} elements", push.len());
         let pe_trace = !name.contains("stm") && !name.contains("itm");
         if pe_trace {
-            assert!(push.iter().any(|(_, _, e)| e.elem_type == ElemType::InstrRange), "{name}: no instruction range");
+            assert!(
+                push.iter().any(|(_, _, e)| e.elem_type == ElemType::InstrRange),
+                "{name}: no instruction range"
+            );
         }
         assert_eq!(push.last().unwrap().2.elem_type, ElemType::EoTrace, "{name}");
         kinds.extend(push.iter().map(|(_, _, e)| e.elem_type.name()));
 
         // Push with forced waits: the same elements.
         let (push_waiting, waits) = push_decode(&ss, 3);
-        assert!(waits >= push.len() / 3, "{name}: {waits} waits for {} elements", push.len());
+        assert!(
+            waits >= push.len() / 3,
+            "{name}: {waits} waits for {} elements",
+            push.len()
+        );
         assert!(push_waiting == push, "{name}: forced waits change the push elements");
 
         // Pull, with the default queue and with the tree waiting after
@@ -149,31 +178,62 @@ fn pull_gives_the_push_trees_elements_on_every_protocol() {
             assert_same(&format!("{name} capacity {capacity:?}"), &pull, &push);
         }
         // The owning iterator and the convenience function agree too.
-        let owned: Vec<Decoded> = Trace::open(&dir).unwrap().into_iter().collect::<Result<_, _>>().unwrap();
+        let owned: Vec<Decoded> = Trace::open(&dir)
+            .unwrap()
+            .into_iter()
+            .collect::<Result<_, _>>()
+            .unwrap();
         assert_same(&format!("{name} into_iter"), &owned, &push);
-        assert_same(&format!("{name} decode_buffer"), &decode_buffer(&dir, None).unwrap(), &push);
+        assert_same(
+            &format!("{name} decode_buffer"),
+            &decode_buffer(&dir, None).unwrap(),
+            &push,
+        );
     }
     // The generated traces exercise the conversions of the main kinds.
-    for k in ["INSTR_RANGE", "PE_CONTEXT", "TRACE_ON", "EO_TRACE", "SWTRACE", "ITMTRACE", "EXCEPTION", "TIMESTAMP"] {
-        assert!(kinds.iter().any(|n| n.ends_with(k)), "no {k} element in any snapshot: {kinds:?}");
+    for k in [
+        "INSTR_RANGE",
+        "PE_CONTEXT",
+        "TRACE_ON",
+        "EO_TRACE",
+        "SWTRACE",
+        "ITMTRACE",
+        "EXCEPTION",
+        "TIMESTAMP",
+    ] {
+        assert!(
+            kinds.iter().any(|n| n.ends_with(k)),
+            "no {k} element in any snapshot: {kinds:?}"
+        );
     }
 }
 
 #[test]
 fn a_second_decode_of_the_same_trace_gives_the_same_elements() {
-    let (_, dir) = snapshots("again").into_iter().find(|(n, _)| n.contains("etmv4-Formatted")).unwrap();
+    let (_, dir) = snapshots("again")
+        .into_iter()
+        .find(|(n, _)| n.contains("etmv4-Formatted"))
+        .unwrap();
     let mut trace = Trace::open(&dir).unwrap();
     let first: Vec<Decoded> = trace.elements().collect::<Result<_, _>>().unwrap();
     let second: Vec<Decoded> = trace.elements().collect::<Result<_, _>>().unwrap();
     assert!(first.len() > 20);
     // The same elements, except that the decoder now starts from a reset
     // rather than from its creation.
-    let init = Element::NoSync { reason: UnsyncInfo::InitDecoder };
-    let reset = Element::NoSync { reason: UnsyncInfo::ResetDecoder };
+    let init = Element::NoSync {
+        reason: UnsyncInfo::InitDecoder,
+    };
+    let reset = Element::NoSync {
+        reason: UnsyncInfo::ResetDecoder,
+    };
     assert_eq!(first[0].element, init);
     assert_eq!(first.len(), second.len());
     for (n, (a, b)) in first.iter().zip(&second).enumerate() {
-        let a = if a.element == init { Decoded { element: reset, ..*a } } else { *a };
+        let a = if a.element == init {
+            Decoded { element: reset, ..*a }
+        } else {
+            *a
+        };
         assert_eq!(a, *b, "element {n}");
     }
 }
@@ -211,7 +271,11 @@ fn raw_bytes_with_a_configuration_and_memory_decode_as_the_snapshot_does() {
         let mut builder = DecoderBuilder::new(format);
         for (source, core) in ss.sources_of(&buffer.name) {
             let cfg = source_config(&ss, source, core);
-            let protocol = registry.for_device_type(&cfg.device_type).unwrap().protocol_name().to_string();
+            let protocol = registry
+                .for_device_type(&cfg.device_type)
+                .unwrap()
+                .protocol_name()
+                .to_string();
             builder = builder.source(&protocol, cfg);
             if let Some(core) = core {
                 for d in &ss.device(core).unwrap().dumps {
@@ -238,26 +302,48 @@ fn errors_say_what_and_where() {
     let e = Trace::open(&missing).unwrap_err();
     assert!(matches!(e, DecodeError::Setup(_)), "{e:?}");
     let text = e.to_string();
-    assert!(text.contains("pull-no-such-snapshot") && text.contains("snapshot.ini"), "{text}");
+    assert!(
+        text.contains("pull-no-such-snapshot") && text.contains("snapshot.ini"),
+        "{text}"
+    );
 
-    let (_, dir) = snapshots("errors").into_iter().find(|(n, _)| n.contains("stm-Formatted")).unwrap();
+    let (_, dir) = snapshots("errors")
+        .into_iter()
+        .find(|(n, _)| n.contains("stm-Formatted"))
+        .unwrap();
     let e = Trace::open_buffer(&dir, "ETR_9").unwrap_err();
-    assert_eq!(e.to_string(), "no trace buffer named 'ETR_9' in the snapshot (it has: ETB_0)");
+    assert_eq!(
+        e.to_string(),
+        "no trace buffer named 'ETR_9' in the snapshot (it has: ETB_0)"
+    );
 
     // A builder with no source, or an unknown protocol.
     let e = DecoderBuilder::new(SourceFormat::Single).build().unwrap_err();
-    assert_eq!(e.to_string(), "no trace source to decode: add one with DecoderBuilder::source");
+    assert_eq!(
+        e.to_string(),
+        "no trace source to decode: add one with DecoderBuilder::source"
+    );
     let ss = Snapshot::load(&dir).unwrap();
-    let e = DecoderBuilder::new(SourceFormat::Single).source("NOSUCH", source_config(&ss, "STM_0", None)).build().unwrap_err();
+    let e = DecoderBuilder::new(SourceFormat::Single)
+        .source("NOSUCH", source_config(&ss, "STM_0", None))
+        .build()
+        .unwrap_err();
     assert!(e.to_string().starts_with("no decoder registered as 'NOSUCH'"), "{e}");
 
     // No decoder for the buffer's source: what the tree builder said.
-    let (_, etm) = snapshots("errors").into_iter().find(|(n, _)| n.contains("etmv4-Formatted")).unwrap();
+    let (_, etm) = snapshots("errors")
+        .into_iter()
+        .find(|(n, _)| n.contains("etmv4-Formatted"))
+        .unwrap();
     let ini = std::fs::read_to_string(etm.join("etm_0.ini")).unwrap();
     std::fs::write(etm.join("etm_0.ini"), ini.replace("type=ETM4.0", "type=ETM9.9")).unwrap();
     let e = Trace::open(&etm).unwrap_err();
     assert!(matches!(e, DecodeError::NoDecoder { .. }), "{e:?}");
-    assert!(e.to_string().starts_with("no decodable trace source in buffer 'ETB_0': "), "{e}");
+    assert!(
+        e.to_string()
+            .starts_with("no decodable trace source in buffer 'ETB_0': "),
+        "{e}"
+    );
     assert!(e.to_string().contains("etm_0"), "{e}");
 
     // A trace data file that cannot be read names the file.
@@ -272,7 +358,12 @@ fn a_fatal_error_ends_the_iteration_after_the_elements_before_it() {
     // A formatted frame that switches to a trace ID and away with no byte
     // between gives that ID's decoder an empty block: with OpenCSD's
     // behaviour on, its packet processor rejects it as fatal.
-    let g = generate(&GenOptions { seed: 5, protocol: GenProtocol::Tc2, layout: BufferLayout::Formatted, length: 150 });
+    let g = generate(&GenOptions {
+        seed: 5,
+        protocol: GenProtocol::Tc2,
+        layout: BufferLayout::Formatted,
+        length: 150,
+    });
     let dir = common::temp_dir("pull-fatal");
     g.spec.write_to(&dir).unwrap();
     let ss = Snapshot::load(&dir).unwrap();
@@ -289,14 +380,26 @@ fn a_fatal_error_ends_the_iteration_after_the_elements_before_it() {
     decoder.tree_mut().set_opencsd_empty_blocks(true);
     let items: Vec<Result<Decoded, DecodeError>> = decoder.decode(&data).collect();
     let (last, before) = items.split_last().unwrap();
-    assert!(before.iter().all(Result::is_ok), "only the last item is an error: {:?}", items.iter().filter(|i| i.is_err()).collect::<Vec<_>>());
+    assert!(
+        before.iter().all(Result::is_ok),
+        "only the last item is an error: {:?}",
+        items.iter().filter(|i| i.is_err()).collect::<Vec<_>>()
+    );
     assert!(before.len() > 10, "elements before the error come out");
     let e = last.as_ref().unwrap_err();
-    let DecodeError::Fatal { index, response, .. } = e else { panic!("{e:?}") };
-    assert!(*index as usize >= at && (*index as usize) <= at + 16, "stopped at {index}, the bad frame is at {at}");
+    let DecodeError::Fatal { index, response, .. } = e else {
+        panic!("{e:?}")
+    };
+    assert!(
+        *index as usize >= at && (*index as usize) <= at + 16,
+        "stopped at {index}, the bad frame is at {at}"
+    );
     assert!(response.is_fatal());
     let text = e.to_string();
-    assert!(text.starts_with(&format!("decode stopped at trace index {index}: ")), "{text}");
+    assert!(
+        text.starts_with(&format!("decode stopped at trace index {index}: ")),
+        "{text}"
+    );
     assert!(!text.contains("Fatal"), "plain words, not a Rust debug name: {text}");
     // Nothing after the error.
     let mut it = decoder.decode(&data);
@@ -312,7 +415,10 @@ fn a_fatal_error_ends_the_iteration_after_the_elements_before_it() {
 fn debug_output_does_not_dump_the_trace() {
     let t = Trace::open(concat!(env!("CARGO_MANIFEST_DIR"), "/snapshots/etmv4-a64")).unwrap();
     let text = format!("{t:?}");
-    assert!(text.starts_with("Trace { buffer: \"ETB_0\", bytes: ") && text.len() < 200, "{text}");
+    assert!(
+        text.starts_with("Trace { buffer: \"ETB_0\", bytes: ") && text.len() < 200,
+        "{text}"
+    );
 }
 
 #[test]
@@ -348,9 +454,14 @@ fn decoders_move_to_other_threads() {
     trace.decoder_mut().set_queue_capacity(1);
     let mut it = trace.into_iter();
     let mut got: Vec<Decoded> = it.by_ref().take(10).collect::<Result<_, _>>().unwrap();
-    let rest = std::thread::spawn(move || it.collect::<Result<Vec<Decoded>, _>>().unwrap()).join().unwrap();
+    let rest = std::thread::spawn(move || it.collect::<Result<Vec<Decoded>, _>>().unwrap())
+        .join()
+        .unwrap();
     got.extend(rest);
-    assert!(got == all, "a decode moved to another thread half way gives the same elements");
+    assert!(
+        got == all,
+        "a decode moved to another thread half way gives the same elements"
+    );
 }
 
 #[test]
@@ -380,43 +491,85 @@ fn corrupted_trace_ends_in_elements_or_one_error_whatever_the_waits() {
                 assert!(matches!(last.element, Element::EoTrace { .. }), "{name}: {last}");
             }
             elements += items.len();
-            runs.push(items.into_iter().map(|i| i.map_err(|e| e.to_string())).collect::<Vec<_>>());
+            runs.push(
+                items
+                    .into_iter()
+                    .map(|i| i.map_err(|e| e.to_string()))
+                    .collect::<Vec<_>>(),
+            );
         }
-        assert!(runs[0] == runs[1], "{name}: waiting after every element changes the decode of corrupted trace");
+        assert!(
+            runs[0] == runs[1],
+            "{name}: waiting after every element changes the decode of corrupted trace"
+        );
     }
     assert!(elements > 1000, "{elements} elements");
     // Both endings are exercised (with this seed, 10 of 30 decodes stop).
-    assert!(with_errors > 0 && with_errors < 30, "{with_errors} of 30 decodes stopped on an error");
+    assert!(
+        with_errors > 0 && with_errors < 30,
+        "{with_errors} of 30 decodes stopped on an error"
+    );
 }
 
 #[test]
 fn sources_can_be_listed_and_picked_by_trace_id() {
-    let g = generate(&GenOptions { seed: 3, protocol: GenProtocol::Tc2, layout: BufferLayout::Formatted, length: 60 });
+    let g = generate(&GenOptions {
+        seed: 3,
+        protocol: GenProtocol::Tc2,
+        layout: BufferLayout::Formatted,
+        length: 60,
+    });
     let dir = common::temp_dir("pull-pick");
     g.spec.write_to(&dir).unwrap();
     let mut trace = Trace::open(&dir).unwrap();
-    let sources: Vec<(u8, String, String)> =
-        trace.decoder().sources().map(|(id, p, n)| (id, p.to_string(), n.to_string())).collect();
+    let sources: Vec<(u8, String, String)> = trace
+        .decoder()
+        .sources()
+        .map(|(id, p, n)| (id, p.to_string(), n.to_string()))
+        .collect();
     assert!(sources.len() >= 2, "{sources:?}");
-    assert!(sources.iter().any(|(_, p, _)| p == "PTM") && sources.iter().any(|(_, p, _)| p == "ETMV3"), "{sources:?}");
+    assert!(
+        sources.iter().any(|(_, p, _)| p == "PTM") && sources.iter().any(|(_, p, _)| p == "ETMV3"),
+        "{sources:?}"
+    );
     let all: Vec<Decoded> = trace.elements().collect::<Result<_, _>>().unwrap();
     let id = sources[sources.len() - 1].0;
     trace.decoder_mut().set_id_filter(Some(&[id]));
     let one: Vec<Decoded> = trace.elements().collect::<Result<_, _>>().unwrap();
-    let reset = Element::NoSync { reason: UnsyncInfo::ResetDecoder };
-    let init = Element::NoSync { reason: UnsyncInfo::InitDecoder };
+    let reset = Element::NoSync {
+        reason: UnsyncInfo::ResetDecoder,
+    };
+    let init = Element::NoSync {
+        reason: UnsyncInfo::InitDecoder,
+    };
     let want: Vec<Decoded> = all
         .iter()
         .filter(|d| d.trace_id == id)
-        .map(|d| if d.element == init { Decoded { element: reset, ..*d } } else { *d })
+        .map(|d| {
+            if d.element == init {
+                Decoded { element: reset, ..*d }
+            } else {
+                *d
+            }
+        })
         .collect();
-    assert!(one.len() > 10 && one == want, "only ID {id:#x}: {} elements, expected {}", one.len(), want.len());
+    assert!(
+        one.len() > 10 && one == want,
+        "only ID {id:#x}: {} elements, expected {}",
+        one.len(),
+        want.len()
+    );
 }
 
 #[test]
 fn a_missing_memory_dump_is_a_warning_and_the_decode_goes_on() {
     use coresight_decode::snapshot::WarningKind;
-    let g = generate(&GenOptions { seed: 4, protocol: GenProtocol::Etmv4, layout: BufferLayout::Formatted, length: 60 });
+    let g = generate(&GenOptions {
+        seed: 4,
+        protocol: GenProtocol::Etmv4,
+        layout: BufferLayout::Formatted,
+        length: 60,
+    });
     let dir = common::temp_dir("pull-missing-dump");
     g.spec.write_to(&dir).unwrap();
     let complete = Trace::open(&dir).unwrap();
@@ -425,7 +578,10 @@ fn a_missing_memory_dump_is_a_warning_and_the_decode_goes_on() {
     let mut trace = Trace::open(&dir).unwrap();
     let w = trace.warnings();
     assert_eq!(w.len(), 1, "{w:?}");
-    assert!(matches!(&w[0].kind, WarningKind::MissingDump { file, .. } if file == "code0.bin"), "{w:?}");
+    assert!(
+        matches!(&w[0].kind, WarningKind::MissingDump { file, .. } if file == "code0.bin"),
+        "{w:?}"
+    );
     assert!(w[0].to_string().contains("code0.bin"), "{}", w[0]);
     // The decode goes on: the code that is not mapped is reported.
     let items: Vec<Decoded> = trace.elements().collect::<Result<_, _>>().unwrap();

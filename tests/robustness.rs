@@ -4,15 +4,15 @@
 
 mod common;
 
-use common::{temp_dir, write_files, Rng, RngExt};
+use common::{Rng, RngExt, temp_dir, write_files};
+use coresight_decode::builder::TreeBuilder;
 use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use coresight_decode::decoder::DecodeMode;
 use coresight_decode::deformatter::{DeformatterConfig, FrameDeformatter, IdStreamSink};
 use coresight_decode::interfaces::TrcDataIn;
-use coresight_decode::logger::{shared, MsgLogger};
+use coresight_decode::logger::{MsgLogger, shared};
 use coresight_decode::printers::{GenElemPrinter, RawFramePrinter};
-use coresight_decode::builder::TreeBuilder;
-use coresight_decode::snapshot::{Snapshot};
+use coresight_decode::snapshot::Snapshot;
 
 struct Chaos {
     rng: Rng,
@@ -27,10 +27,18 @@ impl IdStreamSink for Chaos {
         assert!(data.len() <= 16);
         let used = self.rng.below(data.len() as u64 + 1) as usize;
         self.total += used;
-        if used < data.len() || self.rng.below(4) == 0 { (DatapathResp::Wait, used) } else { (DatapathResp::Cont, used) }
+        if used < data.len() || self.rng.below(4) == 0 {
+            (DatapathResp::Wait, used)
+        } else {
+            (DatapathResp::Cont, used)
+        }
     }
     fn all_ids_op(&mut self, _op: DatapathOp, _index: TrcIndex) -> DatapathResp {
-        if self.rng.below(3) == 0 { DatapathResp::Wait } else { DatapathResp::Cont }
+        if self.rng.below(3) == 0 {
+            DatapathResp::Wait
+        } else {
+            DatapathResp::Cont
+        }
     }
 }
 
@@ -38,9 +46,16 @@ impl IdStreamSink for Chaos {
 fn deformatter_survives_random_input_and_operations() {
     let configs = [
         DeformatterConfig::mem_aligned(),
-        DeformatterConfig { reset_on_4x_fsync: true, ..DeformatterConfig::mem_aligned() },
+        DeformatterConfig {
+            reset_on_4x_fsync: true,
+            ..DeformatterConfig::mem_aligned()
+        },
         DeformatterConfig::fsync_stream(),
-        DeformatterConfig { fsyncs: true, hsyncs: true, ..Default::default() },
+        DeformatterConfig {
+            fsyncs: true,
+            hsyncs: true,
+            ..Default::default()
+        },
     ];
     for seed in 0..200u64 {
         let mut rng = Rng::new(seed);
@@ -51,7 +66,10 @@ fn deformatter_survives_random_input_and_operations() {
         if cfg.raw_packed || cfg.raw_unpacked {
             d.set_raw_monitor(Some(Box::new(RawFramePrinter::new(shared(MsgLogger::none())))));
         }
-        let mut sink = Chaos { rng: Rng::new(seed ^ 0xabc), total: 0 };
+        let mut sink = Chaos {
+            rng: Rng::new(seed ^ 0xabc),
+            total: 0,
+        };
         // Bias the bytes towards sync patterns and ID bytes.
         let len = rng.below(3000) as usize;
         let data: Vec<u8> = (0..len)
@@ -95,10 +113,22 @@ fn deformatter_survives_random_input_and_operations() {
 }
 
 const GOOD: [(&str, &str); 5] = [
-    ("snapshot.ini", "[snapshot]\nversion=1.0\n[device_list]\ndevice0=cpu.ini\ndevice1=etm.ini\ndevice2=stm.ini\n[trace]\nmetadata=trace.ini\n"),
-    ("cpu.ini", "[device]\nname=cpu_0\nclass=core\ntype=Cortex-A53\n[regs]\nPC(size:64)=0x1000\n[dump]\nfile=mem.bin\naddress=0x1000\nlength=0x40\n"),
-    ("etm.ini", "[device]\nname=etm_0\nclass=trace_source\ntype=ETM4\n[regs]\nTRCCONFIGR=1\nTRCTRACEIDR=0x10\nTRCIDR0=0x28000EA1\nTRCIDR2=0x20001088\n"),
-    ("stm.ini", "[device]\nname=stm_0\nclass=trace_source\ntype=STM\n[regs]\nSTMTCSR=0x00200007\n"),
+    (
+        "snapshot.ini",
+        "[snapshot]\nversion=1.0\n[device_list]\ndevice0=cpu.ini\ndevice1=etm.ini\ndevice2=stm.ini\n[trace]\nmetadata=trace.ini\n",
+    ),
+    (
+        "cpu.ini",
+        "[device]\nname=cpu_0\nclass=core\ntype=Cortex-A53\n[regs]\nPC(size:64)=0x1000\n[dump]\nfile=mem.bin\naddress=0x1000\nlength=0x40\n",
+    ),
+    (
+        "etm.ini",
+        "[device]\nname=etm_0\nclass=trace_source\ntype=ETM4\n[regs]\nTRCCONFIGR=1\nTRCTRACEIDR=0x10\nTRCIDR0=0x28000EA1\nTRCIDR2=0x20001088\n",
+    ),
+    (
+        "stm.ini",
+        "[device]\nname=stm_0\nclass=trace_source\ntype=STM\n[regs]\nSTMTCSR=0x00200007\n",
+    ),
     (
         "trace.ini",
         "[trace_buffers]\nbuffers=buffer0,buffer1\n[buffer0]\nname=ETB_0\nfile=trace.bin\nformat=coresight\n[buffer1]\nname=ETB_1\nfile=trace.bin\nformat=source_data\n[source_buffers]\netm_0=ETB_0\nstm_0=ETB_0\n[core_trace_sources]\ncpu_0=etm_0\n",
@@ -137,7 +167,11 @@ fn snapshot_loader_and_tree_survive_corrupt_files() {
         let mut rng = Rng::new(seed);
         let victim = rng.below(GOOD.len() as u64) as usize;
         for (i, (name, text)) in GOOD.iter().enumerate() {
-            let contents = if i == victim { mangle(&mut rng, text) } else { text.as_bytes().to_vec() };
+            let contents = if i == victim {
+                mangle(&mut rng, text)
+            } else {
+                text.as_bytes().to_vec()
+            };
             write_files(&dir, &[(name, &contents)]);
         }
         let n = rng.below(300) as usize;
@@ -149,12 +183,15 @@ fn snapshot_loader_and_tree_survive_corrupt_files() {
         for name in ss.buffer_names() {
             for mode in [DecodeMode::PacketsOnly, DecodeMode::FullDecode] {
                 let out = shared(MsgLogger::none());
-                let Ok(Some(mut tree)) = TreeBuilder::new(&ss).build(name, mode, |t| t.set_error_output(Some(out.clone()))) else {
+                let Ok(Some(mut tree)) =
+                    TreeBuilder::new(&ss).build(name, mode, |t| t.set_error_output(Some(out.clone())))
+                else {
                     continue;
                 };
                 let ids: Vec<u8> = tree.elements().map(|(id, _)| id).collect();
                 for id in ids {
-                    tree.attach_packet_printer(id, out.clone(), mode == DecodeMode::FullDecode, 0).unwrap();
+                    tree.attach_packet_printer(id, out.clone(), mode == DecodeMode::FullDecode, 0)
+                        .unwrap();
                 }
                 tree.set_gen_elem_out(Box::new(GenElemPrinter::new(out.clone())));
                 let mut idx = 0;
@@ -169,5 +206,8 @@ fn snapshot_loader_and_tree_survive_corrupt_files() {
             }
         }
     }
-    assert!(loaded > 50, "the mangling should leave many snapshots readable ({loaded})");
+    assert!(
+        loaded > 50,
+        "the mangling should leave many snapshots readable ({loaded})"
+    );
 }

@@ -3,15 +3,24 @@
 //! the first differing item.
 
 use coresight_generator::check::check;
-use coresight_generator::etmv4::{generate_with, Choice, Etmv4Options};
-use coresight_generator::{generate, BufferLayout, GenOptions, GenProtocol};
+use coresight_generator::etmv4::{Choice, Etmv4Options, generate_with};
+use coresight_generator::{BufferLayout, GenOptions, GenProtocol, generate};
 
 fn round_trips(protocol: GenProtocol, seeds: std::ops::Range<u64>, layout: BufferLayout) {
     for seed in seeds {
-        let opts = GenOptions { seed, protocol, layout, length: 150 };
+        let opts = GenOptions {
+            seed,
+            protocol,
+            layout,
+            length: 150,
+        };
         let g = generate(&opts);
         if let Err(e) = check(&g) {
-            panic!("{} seed {seed} ({layout:?}; {}): {e}", protocol.name(), g.spec.description);
+            panic!(
+                "{} seed {seed} ({layout:?}; {}): {e}",
+                protocol.name(),
+                g.spec.description
+            );
         }
     }
 }
@@ -19,10 +28,19 @@ fn round_trips(protocol: GenProtocol, seeds: std::ops::Range<u64>, layout: Buffe
 /// Round trips with ETMv4 options (those left `Random` come from the seed).
 fn etmv4_round_trips(protocol: GenProtocol, seeds: std::ops::Range<u64>, layout: BufferLayout, etmv4: Etmv4Options) {
     for seed in seeds {
-        let opts = GenOptions { seed, protocol, layout, length: 150 };
+        let opts = GenOptions {
+            seed,
+            protocol,
+            layout,
+            length: 150,
+        };
         let g = generate_with(&opts, &etmv4);
         if let Err(e) = check(&g) {
-            panic!("{} seed {seed} ({layout:?}; {}): {e}", protocol.name(), g.spec.description);
+            panic!(
+                "{} seed {seed} ({layout:?}; {}): {e}",
+                protocol.name(),
+                g.spec.description
+            );
         }
     }
 }
@@ -31,18 +49,38 @@ fn etmv4_round_trips(protocol: GenProtocol, seeds: std::ops::Range<u64>, layout:
 fn etmv4_option(name: &str, seeds: std::ops::Range<u64>) {
     let on = Etmv4Options::default().with(name, Choice::On);
     etmv4_round_trips(GenProtocol::Etmv4, seeds.clone(), BufferLayout::Formatted, on);
-    etmv4_round_trips(GenProtocol::Etmv4M, seeds.start + 1000..seeds.end + 1000, BufferLayout::Unformatted, on);
+    etmv4_round_trips(
+        GenProtocol::Etmv4M,
+        seeds.start + 1000..seeds.end + 1000,
+        BufferLayout::Unformatted,
+        on,
+    );
 }
 
 #[test]
 fn etmv4_plain() {
-    etmv4_round_trips(GenProtocol::Etmv4, 300..330, BufferLayout::Formatted, Etmv4Options::all(Choice::Off));
+    etmv4_round_trips(
+        GenProtocol::Etmv4,
+        300..330,
+        BufferLayout::Formatted,
+        Etmv4Options::all(Choice::Off),
+    );
 }
 
 #[test]
 fn etmv4_everything() {
-    etmv4_round_trips(GenProtocol::Etmv4, 330..360, BufferLayout::Unformatted, Etmv4Options::all(Choice::On));
-    etmv4_round_trips(GenProtocol::Etmv4M, 330..360, BufferLayout::Formatted, Etmv4Options::all(Choice::On));
+    etmv4_round_trips(
+        GenProtocol::Etmv4,
+        330..360,
+        BufferLayout::Unformatted,
+        Etmv4Options::all(Choice::On),
+    );
+    etmv4_round_trips(
+        GenProtocol::Etmv4M,
+        330..360,
+        BufferLayout::Formatted,
+        Etmv4Options::all(Choice::On),
+    );
 }
 
 #[test]
@@ -143,9 +181,20 @@ fn itm_unformatted() {
 fn etmv4_exception_implying_the_target_with_return_stack() {
     let mut e = Etmv4Options::default().with("rs", Choice::On).with("exc", Choice::On);
     e.implied_target_with_rs = true;
-    let g = generate_with(&GenOptions { seed: 19, protocol: GenProtocol::Etmv4, layout: BufferLayout::Unformatted, length: 5 }, &e);
+    let g = generate_with(
+        &GenOptions {
+            seed: 19,
+            protocol: GenProtocol::Etmv4,
+            layout: BufferLayout::Unformatted,
+            length: 5,
+        },
+        &e,
+    );
     let err = check(&g).expect_err("the known divergence from the architecture");
-    assert!(err.starts_with("item 3: expected `exception 0xe ret 0x7f9d800020`, decoded nothing more"), "{err}");
+    assert!(
+        err.starts_with("item 3: expected `exception 0xe ret 0x7f9d800020`, decoded nothing more"),
+        "{err}"
+    );
 }
 
 /// The long soak: `cargo test --release -- --ignored soak`.
@@ -154,8 +203,18 @@ fn etmv4_exception_implying_the_target_with_return_stack() {
 fn soak() {
     round_trips(GenProtocol::Etmv4, 1000..6000, BufferLayout::Formatted);
     round_trips(GenProtocol::Etmv4M, 1000..4000, BufferLayout::Unformatted);
-    etmv4_round_trips(GenProtocol::Etmv4, 6000..7000, BufferLayout::Unformatted, Etmv4Options::all(Choice::On));
-    etmv4_round_trips(GenProtocol::Etmv4M, 6000..7000, BufferLayout::Formatted, Etmv4Options::all(Choice::On));
+    etmv4_round_trips(
+        GenProtocol::Etmv4,
+        6000..7000,
+        BufferLayout::Unformatted,
+        Etmv4Options::all(Choice::On),
+    );
+    etmv4_round_trips(
+        GenProtocol::Etmv4M,
+        6000..7000,
+        BufferLayout::Formatted,
+        Etmv4Options::all(Choice::On),
+    );
     round_trips(GenProtocol::Stm, 1000..4000, BufferLayout::Formatted);
     round_trips(GenProtocol::Itm, 1000..4000, BufferLayout::Unformatted);
     ptm_etmv3::soak();
@@ -175,9 +234,15 @@ fn ete_soak() {
 #[test]
 fn a_wrong_truth_is_reported_with_the_first_differing_item() {
     use coresight_generator::Truth;
-    let mut g = generate(&GenOptions { seed: 3, length: 40, ..GenOptions::default() });
+    let mut g = generate(&GenOptions {
+        seed: 3,
+        length: 40,
+        ..GenOptions::default()
+    });
     assert!(g.truth.len() > 10);
-    let i = (7..g.truth.len()).find(|&i| matches!(g.truth[i], Truth::Range { .. })).expect("a range");
+    let i = (7..g.truth.len())
+        .find(|&i| matches!(g.truth[i], Truth::Range { .. }))
+        .expect("a range");
     if let Truth::Range { exec, .. } = &mut g.truth[i] {
         *exec = !*exec;
     }
@@ -210,7 +275,11 @@ mod ptm_etmv3 {
         ptm(0..10, |o| o.isa = Some(IsaMix::A32));
         ptm(10..20, |o| o.isa = Some(IsaMix::T32));
         ptm(20..30, |o| o.isa = Some(IsaMix::Mixed));
-        round_trips(GenProtocol::Ptm(PtmGenOptions::default()), 30..40, BufferLayout::Unformatted);
+        round_trips(
+            GenProtocol::Ptm(PtmGenOptions::default()),
+            30..40,
+            BufferLayout::Unformatted,
+        );
     }
 
     #[test]
@@ -249,7 +318,11 @@ mod ptm_etmv3 {
         etmv3(0..10, |o| o.isa = Some(IsaMix::A32));
         etmv3(10..20, |o| o.isa = Some(IsaMix::T32));
         etmv3(20..30, |o| o.isa = Some(IsaMix::Mixed));
-        round_trips(GenProtocol::Etmv3(Etmv3GenOptions::default()), 30..40, BufferLayout::Unformatted);
+        round_trips(
+            GenProtocol::Etmv3(Etmv3GenOptions::default()),
+            30..40,
+            BufferLayout::Unformatted,
+        );
     }
 
     #[test]
@@ -283,8 +356,17 @@ mod ptm_etmv3 {
 
     #[test]
     fn a_wrong_truth_is_reported_for_ptm_and_etmv3() {
-        for protocol in [GenProtocol::Ptm(PtmGenOptions::default()), GenProtocol::Etmv3(Etmv3GenOptions::default()), GenProtocol::Tc2] {
-            let mut g = generate(&GenOptions { seed: 9, protocol, layout: BufferLayout::Formatted, length: 60 });
+        for protocol in [
+            GenProtocol::Ptm(PtmGenOptions::default()),
+            GenProtocol::Etmv3(Etmv3GenOptions::default()),
+            GenProtocol::Tc2,
+        ] {
+            let mut g = generate(&GenOptions {
+                seed: 9,
+                protocol,
+                layout: BufferLayout::Formatted,
+                length: 60,
+            });
             assert!(g.truth.len() > 20);
             g.truth.swap(12, 13);
             let err = check(&g).unwrap_err();
@@ -303,17 +385,33 @@ mod ptm_etmv3 {
     /// if it changes, listings no longer match OpenCSD's.
     #[test]
     fn etmv3_data_aborts() {
-        let o = Etmv3GenOptions { data_aborts: Some(true), ..Etmv3GenOptions::default() };
-        let g = generate(&GenOptions { seed: 0, protocol: GenProtocol::Etmv3(o), layout: BufferLayout::Formatted, length: 150 });
+        let o = Etmv3GenOptions {
+            data_aborts: Some(true),
+            ..Etmv3GenOptions::default()
+        };
+        let g = generate(&GenOptions {
+            seed: 0,
+            protocol: GenProtocol::Etmv3(o),
+            layout: BufferLayout::Formatted,
+            length: 150,
+        });
         let err = check(&g).expect_err("the known divergence from the architecture");
-        assert_eq!(err, "item 140: expected `range 0x80010010 0x80010014 1 E`, decoded `range 0x80000152 0x80000154 1 E`");
+        assert_eq!(
+            err,
+            "item 140: expected `range 0x80010010 0x80010014 1 E`, decoded `range 0x80000152 0x80000154 1 E`"
+        );
     }
 
     /// Long traces: many periodic syncs, deep call stacks, the return
     /// stack wrapping.
     fn long_round_trips(protocol: GenProtocol, seeds: std::ops::Range<u64>, length: usize) {
         for seed in seeds {
-            let g = generate(&GenOptions { seed, protocol, layout: BufferLayout::Formatted, length });
+            let g = generate(&GenOptions {
+                seed,
+                protocol,
+                layout: BufferLayout::Formatted,
+                length,
+            });
             if let Err(e) = check(&g) {
                 panic!("{protocol:?} seed {seed} length {length}: {e}");
             }
@@ -324,14 +422,29 @@ mod ptm_etmv3 {
         long_round_trips(GenProtocol::Ptm(PtmGenOptions::default()), 20_000..20_300, 3000);
         long_round_trips(GenProtocol::Etmv3(Etmv3GenOptions::default()), 20_000..20_300, 3000);
         long_round_trips(GenProtocol::Tc2, 20_000..20_200, 3000);
-        round_trips(GenProtocol::Ptm(PtmGenOptions::default()), 10_000..14_000, BufferLayout::Formatted);
-        round_trips(GenProtocol::Ptm(PtmGenOptions::default()), 14_000..15_000, BufferLayout::Unformatted);
-        round_trips(GenProtocol::Etmv3(Etmv3GenOptions::default()), 10_000..14_000, BufferLayout::Formatted);
-        round_trips(GenProtocol::Etmv3(Etmv3GenOptions::default()), 14_000..15_000, BufferLayout::Unformatted);
+        round_trips(
+            GenProtocol::Ptm(PtmGenOptions::default()),
+            10_000..14_000,
+            BufferLayout::Formatted,
+        );
+        round_trips(
+            GenProtocol::Ptm(PtmGenOptions::default()),
+            14_000..15_000,
+            BufferLayout::Unformatted,
+        );
+        round_trips(
+            GenProtocol::Etmv3(Etmv3GenOptions::default()),
+            10_000..14_000,
+            BufferLayout::Formatted,
+        );
+        round_trips(
+            GenProtocol::Etmv3(Etmv3GenOptions::default()),
+            14_000..15_000,
+            BufferLayout::Unformatted,
+        );
         round_trips(GenProtocol::Tc2, 10_000..12_000, BufferLayout::Formatted);
     }
 }
-
 
 /// ETE (Armv9) on A64 code: every option forced on in some seeds, both
 /// buffer layouts, several sessions decoded in turn (through the lister,
@@ -343,10 +456,18 @@ mod ete {
 
     pub(super) fn ete_round_trips(seeds: std::ops::Range<u64>, layout: BufferLayout, o: EteOptions, length: usize) {
         for seed in seeds {
-            let opts = GenOptions { seed, protocol: GenProtocol::Ete(o), layout, length };
+            let opts = GenOptions {
+                seed,
+                protocol: GenProtocol::Ete(o),
+                layout,
+                length,
+            };
             let g = ete::generate_with(&opts, &o);
             if let Err(e) = check(&g) {
-                panic!("ete seed {seed} ({layout:?}, length {length}; {}): {e}", g.spec.description);
+                panic!(
+                    "ete seed {seed} ({layout:?}, length {length}; {}): {e}",
+                    g.spec.description
+                );
             }
         }
     }
@@ -374,7 +495,12 @@ mod ete {
     fn ete_everything_and_nothing() {
         let all = EteOptions::all(Choice::On).with("bb", Choice::Off);
         ete_round_trips(100..115, BufferLayout::Unformatted, all, 150);
-        ete_round_trips(115..125, BufferLayout::Formatted, all.with("bb", Choice::On).with("rs", Choice::Off), 150);
+        ete_round_trips(
+            115..125,
+            BufferLayout::Formatted,
+            all.with("bb", Choice::On).with("rs", Choice::Off),
+            150,
+        );
         ete_round_trips(125..135, BufferLayout::Unformatted, EteOptions::all(Choice::Off), 150);
     }
 
@@ -404,19 +530,36 @@ mod ete {
     /// around them, in long traces.
     #[test]
     fn ete_transactions_in_long_traces() {
-        let o = EteOptions::default().with("tme", Choice::On).with("rs", Choice::On).with("bb", Choice::Off).with("exc", Choice::On);
+        let o = EteOptions::default()
+            .with("tme", Choice::On)
+            .with("rs", Choice::On)
+            .with("bb", Choice::Off)
+            .with("exc", Choice::On);
         ete_round_trips(400..406, BufferLayout::Unformatted, o, 1500);
     }
 
     #[test]
     fn a_wrong_truth_is_reported_for_ete() {
-        let o = EteOptions::all(Choice::On).with("bb", Choice::Off).with("multi", Choice::Off);
-        let opts = GenOptions { seed: 5, protocol: GenProtocol::Ete(o), layout: BufferLayout::Unformatted, length: 80 };
+        let o = EteOptions::all(Choice::On)
+            .with("bb", Choice::Off)
+            .with("multi", Choice::Off);
+        let opts = GenOptions {
+            seed: 5,
+            protocol: GenProtocol::Ete(o),
+            layout: BufferLayout::Unformatted,
+            length: 80,
+        };
         let mut g = ete::generate_with(&opts, &o);
-        let i = g.truth.iter().position(|t| matches!(t, Truth::MemTrans(_) | Truth::Instrumentation { .. })).expect("an ETE element");
+        let i = g
+            .truth
+            .iter()
+            .position(|t| matches!(t, Truth::MemTrans(_) | Truth::Instrumentation { .. }))
+            .expect("an ETE element");
         let want = g.truth.remove(i);
         let err = check(&g).unwrap_err();
-        assert!(err.starts_with(&format!("item {i}: expected `")) && err.ends_with(&format!("decoded `{want}`")), "{err}");
+        assert!(
+            err.starts_with(&format!("item {i}: expected `")) && err.ends_with(&format!("decoded `{want}`")),
+            "{err}"
+        );
     }
-
 }

@@ -18,7 +18,11 @@ fn every_snapshot_decodes_to_its_truth() {
             continue;
         }
         let want = std::fs::read_to_string(&truth).unwrap();
-        let got: String = decode_dir(Path::new(&dir)).unwrap().iter().map(|t| format!("{t}\n")).collect();
+        let got: String = decode_dir(Path::new(&dir))
+            .unwrap()
+            .iter()
+            .map(|t| format!("{t}\n"))
+            .collect();
         assert_eq!(got, want, "{}", dir.display());
         checked += 1;
     }

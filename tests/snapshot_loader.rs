@@ -6,11 +6,11 @@ mod common;
 use std::path::Path;
 
 use common::{temp_dir, write_files};
+use coresight_decode::builder::TreeBuilder;
 use coresight_decode::decoder::DecodeMode;
 use coresight_decode::error::Error;
-use coresight_decode::logger::{shared, MsgLogger};
-use coresight_decode::builder::TreeBuilder;
-use coresight_decode::snapshot::{parse_number, Snapshot, SnapshotError, SnapshotWarning, WarningKind};
+use coresight_decode::logger::{MsgLogger, shared};
+use coresight_decode::snapshot::{Snapshot, SnapshotError, SnapshotWarning, WarningKind, parse_number};
 
 const SNAPSHOT_INI: &str = "; test snapshot\n[snapshot]\nversion=1.0\ndescription=unit test\n\n[device_list]\ndevice0=cpu_0.ini\ndevice1=etm_0.ini\ndevice2=stm.ini\n\n[trace]\nmetadata=trace.ini\n";
 const CPU_INI: &str = "[device]\nname=cpu_0\nclass=core\ntype=Cortex-A53\n\n[regs]\nPC(size:64)=0xFFFFFFC000081000\nSP(size:64)=0\n\n[dump1]\nfile=mem.bin\naddress=0x1000\nlength=0x10\n\n[dump.text]\nfile=mem2.bin\naddress=0x8000\noffset=4\nlength=8\nspace=EL1N\n";
@@ -64,10 +64,28 @@ fn good_snapshot_is_read_in_full() {
     assert_eq!(cpu.regs[0].decoration.as_deref(), Some("size:64"));
     assert_eq!(cpu.regs[0].value, 0xFFFF_FFC0_0008_1000);
     assert_eq!(cpu.dumps.len(), 2);
-    assert_eq!((cpu.dumps[0].address, cpu.dumps[0].length, cpu.dumps[0].offset), (0x1000, 0x10, 0));
-    assert_eq!((cpu.dumps[1].file.as_str(), cpu.dumps[1].offset, cpu.dumps[1].space.as_str()), ("mem2.bin", 4, "EL1N"));
+    assert_eq!(
+        (cpu.dumps[0].address, cpu.dumps[0].length, cpu.dumps[0].offset),
+        (0x1000, 0x10, 0)
+    );
+    assert_eq!(
+        (
+            cpu.dumps[1].file.as_str(),
+            cpu.dumps[1].offset,
+            cpu.dumps[1].space.as_str()
+        ),
+        ("mem2.bin", 4, "EL1N")
+    );
     let etm = ss.device("etm_0").unwrap();
-    assert_eq!(etm.regs.iter().find(|r| r.name == "TRCIDR0").unwrap().decoration.as_deref(), Some("id:0x78"));
+    assert_eq!(
+        etm.regs
+            .iter()
+            .find(|r| r.name == "TRCIDR0")
+            .unwrap()
+            .decoration
+            .as_deref(),
+        Some("id:0x78")
+    );
     // Buffers come in section order; multi-file buffers keep their files.
     assert_eq!(ss.buffer_names(), vec!["ETB_0", "ETB_1"]);
     assert_eq!(ss.buffer("ETB_0").unwrap().files, vec!["a.bin", "b.bin"]);
@@ -82,7 +100,9 @@ fn tree_from_snapshot_maps_memory_and_places_decoders() {
     let ss = Snapshot::load(&dir).unwrap();
     let out = shared(MsgLogger::capture());
     let tree = TreeBuilder::new(&ss)
-        .build("ETB_0", DecodeMode::FullDecode, |t| t.set_error_output(Some(out.clone())))
+        .build("ETB_0", DecodeMode::FullDecode, |t| {
+            t.set_error_output(Some(out.clone()))
+        })
         .unwrap()
         .unwrap();
     let ids: Vec<(u8, &str)> = tree.elements().map(|(id, e)| (id, e.protocol.as_str())).collect();
@@ -111,13 +131,23 @@ fn tree_builder_logs_problems_as_opencsd_does() {
     write_files(
         &dir,
         &[
-            ("cpu_0.ini", b"[device]\nname=cpu_0\nclass=core\ntype=Cortex-Z99\n[dump]\nfile=nothere.bin\naddress=0\n"),
-            ("stm.ini", b"[device]\nname=STM_0\nclass=trace_source\ntype=STM\n[regs]\n"),
+            (
+                "cpu_0.ini",
+                b"[device]\nname=cpu_0\nclass=core\ntype=Cortex-Z99\n[dump]\nfile=nothere.bin\naddress=0\n",
+            ),
+            (
+                "stm.ini",
+                b"[device]\nname=STM_0\nclass=trace_source\ntype=STM\n[regs]\n",
+            ),
         ],
     );
     let ss = Snapshot::load(&dir).unwrap();
     let out = shared(MsgLogger::capture());
-    let tree = TreeBuilder::new(&ss).build("ETB_0", DecodeMode::FullDecode, |t| t.set_error_output(Some(out.clone()))).unwrap();
+    let tree = TreeBuilder::new(&ss)
+        .build("ETB_0", DecodeMode::FullDecode, |t| {
+            t.set_error_output(Some(out.clone()))
+        })
+        .unwrap();
     assert!(tree.is_none());
     assert_eq!(
         out.borrow().captured(),
@@ -145,19 +175,30 @@ fn assert_snapshot_err(e: SnapshotError, file: &str, line: Option<usize>, text: 
         None => format!("{}: {}", e.path.display(), e.message),
     };
     assert_eq!(msg, expect);
-    assert!(!msg.contains('\n') && !msg.contains("Some(") && !msg.contains("\"["), "{msg}");
+    assert!(
+        !msg.contains('\n') && !msg.contains("Some(") && !msg.contains("\"["),
+        "{msg}"
+    );
 }
 
 #[test]
 fn broken_files_name_file_line_and_problem() {
     assert_snapshot_err(
-        broken("ss_bad_reg", "etm_0.ini", "[device]\nname=etm_0\nclass=trace_source\ntype=ETM4\n[regs]\nTRCIDR0=0x12\nTRCIDR1=banana\n"),
+        broken(
+            "ss_bad_reg",
+            "etm_0.ini",
+            "[device]\nname=etm_0\nclass=trace_source\ntype=ETM4\n[regs]\nTRCIDR0=0x12\nTRCIDR1=banana\n",
+        ),
         "etm_0.ini",
         Some(7),
         "register TRCIDR1: expected a number (decimal or 0x hex), found 'banana'",
     );
     assert_snapshot_err(
-        broken("ss_no_addr", "cpu_0.ini", "[device]\nname=cpu_0\nclass=core\ntype=Cortex-A53\n\n[dump1]\nfile=mem.bin\n"),
+        broken(
+            "ss_no_addr",
+            "cpu_0.ini",
+            "[device]\nname=cpu_0\nclass=core\ntype=Cortex-A53\n\n[dump1]\nfile=mem.bin\n",
+        ),
         "cpu_0.ini",
         Some(6),
         "[dump1] has no 'address='",
@@ -175,13 +216,21 @@ fn broken_files_name_file_line_and_problem() {
         "[device] has no 'type='",
     );
     assert_snapshot_err(
-        broken("ss_missing_buf", "trace.ini", "[trace_buffers]\nbuffers=buffer0,buffer9\n[buffer0]\nname=B\nfile=a.bin\nformat=coresight\n"),
+        broken(
+            "ss_missing_buf",
+            "trace.ini",
+            "[trace_buffers]\nbuffers=buffer0,buffer9\n[buffer0]\nname=B\nfile=a.bin\nformat=coresight\n",
+        ),
         "trace.ini",
         Some(2),
         "buffer 'buffer9' is listed but has no [buffer9] section",
     );
     assert_snapshot_err(
-        broken("ss_bad_format", "trace.ini", "[trace_buffers]\nbuffers=buffer0\n[buffer0]\nname=B\nfile=a.bin\nformat=tpiu_magic\n"),
+        broken(
+            "ss_bad_format",
+            "trace.ini",
+            "[trace_buffers]\nbuffers=buffer0\n[buffer0]\nname=B\nfile=a.bin\nformat=tpiu_magic\n",
+        ),
         "trace.ini",
         Some(6),
         "buffer format 'tpiu_magic': expected coresight, dstream_coresight or source_data",
@@ -197,7 +246,11 @@ fn broken_files_name_file_line_and_problem() {
         "source 'etm_0' writes to unknown buffer 'NOPE'",
     );
     assert_snapshot_err(
-        broken("ss_missing_dev", "snapshot.ini", "[device_list]\ndevice0=cpu_0.ini\ndevice1=gone.ini\n"),
+        broken(
+            "ss_missing_dev",
+            "snapshot.ini",
+            "[device_list]\ndevice0=cpu_0.ini\ndevice1=gone.ini\n",
+        ),
         "snapshot.ini",
         Some(3),
         "cannot read device file 'gone.ini'",
@@ -208,7 +261,12 @@ fn broken_files_name_file_line_and_problem() {
         Some(1),
         "expected a section header '[name]', found '[device' (no closing ']')",
     );
-    assert_snapshot_err(broken("ss_no_list", "snapshot.ini", "[snapshot]\nversion=1\n"), "snapshot.ini", None, "missing [device_list]");
+    assert_snapshot_err(
+        broken("ss_no_list", "snapshot.ini", "[snapshot]\nversion=1\n"),
+        "snapshot.ini",
+        None,
+        "missing [device_list]",
+    );
 }
 
 #[test]
@@ -228,7 +286,10 @@ fn big_snapshot(name: &str, dumps: usize, buffers: usize) -> std::path::PathBuf 
     let dir = temp_dir(name);
     let mut cpu = String::from("[device]\nname=cpu_0\nclass=core\ntype=Cortex-A53\n");
     for i in 0..dumps {
-        cpu.push_str(&format!("\n[dump{i}]\nfile=mem.bin\naddress=0x{:x}\nlength=0x10\n", 0x1000 + 0x10 * i));
+        cpu.push_str(&format!(
+            "\n[dump{i}]\nfile=mem.bin\naddress=0x{:x}\nlength=0x10\n",
+            0x1000 + 0x10 * i
+        ));
     }
     let mut trace = String::from("[trace_buffers]\nbuffers=");
     trace.push_str(&(0..buffers).map(|i| format!("buffer{i}")).collect::<Vec<_>>().join(","));
@@ -243,7 +304,10 @@ fn big_snapshot(name: &str, dumps: usize, buffers: usize) -> std::path::PathBuf 
     write_files(
         &dir,
         &[
-            ("snapshot.ini", b"[snapshot]\nversion=1.0\n[device_list]\ndevice0=cpu_0.ini\n[trace]\nmetadata=trace.ini\n"),
+            (
+                "snapshot.ini",
+                b"[snapshot]\nversion=1.0\n[device_list]\ndevice0=cpu_0.ini\n[trace]\nmetadata=trace.ini\n",
+            ),
             ("cpu_0.ini", cpu.as_bytes()),
             ("trace.ini", trace.as_bytes()),
             ("mem.bin", &[0u8; 0x10]),
@@ -283,7 +347,10 @@ fn loading_is_linear_in_sections_and_buffers() {
         t_large < t_small * 24 + std::time::Duration::from_millis(50),
         "8x the sections took {t_large:?} against {t_small:?}: not linear"
     );
-    assert!(t_large < std::time::Duration::from_secs(3), "24,000 dumps and 8,000 buffers took {t_large:?}");
+    assert!(
+        t_large < std::time::Duration::from_secs(3),
+        "24,000 dumps and 8,000 buffers took {t_large:?}"
+    );
 }
 
 #[test]
@@ -298,7 +365,11 @@ fn byte_order_mark_and_empty_file_lists() {
     assert_eq!(ss.buffer_names(), ["ETB_0", "ETB_1"]);
 
     // file=,,, names no file: an error, not an empty buffer.
-    let e = broken("empty_file_list", "trace.ini", &TRACE_INI.replace("file=c.bin", "file=,,,"));
+    let e = broken(
+        "empty_file_list",
+        "trace.ini",
+        &TRACE_INI.replace("file=c.bin", "file=,,,"),
+    );
     assert_snapshot_err(e, "trace.ini", Some(11), "[buffer1] file= names no file");
 }
 
@@ -307,7 +378,10 @@ fn ini_that_is_not_a_regular_file_is_refused() {
     // A FIFO would block the reader forever; a directory reads as nothing.
     let dir = good_snapshot("fifo_ini");
     std::fs::remove_file(dir.join("trace.ini")).unwrap();
-    let status = std::process::Command::new("mkfifo").arg(dir.join("trace.ini")).status().expect("mkfifo runs");
+    let status = std::process::Command::new("mkfifo")
+        .arg(dir.join("trace.ini"))
+        .status()
+        .expect("mkfifo runs");
     assert!(status.success());
     let e = Snapshot::load(&dir).unwrap_err().to_string();
     assert!(e.contains("trace.ini") && e.contains("FIFO"), "{e}");
@@ -319,7 +393,11 @@ fn ini_that_is_not_a_regular_file_is_refused() {
 
 #[test]
 fn malformed_line_names_file_line_and_what_was_expected() {
-    let e = broken("ss_bad_line", "cpu_0.ini", "[device]\nname=cpu_0\nclass core\ntype=Cortex-A53\n");
+    let e = broken(
+        "ss_bad_line",
+        "cpu_0.ini",
+        "[device]\nname=cpu_0\nclass core\ntype=Cortex-A53\n",
+    );
     let path = e.path.display().to_string();
     assert!(path.ends_with("ss_bad_line/cpu_0.ini"), "{path}");
     assert_eq!(
@@ -327,16 +405,31 @@ fn malformed_line_names_file_line_and_what_was_expected() {
         format!("{path}:3: expected 'key=value', a '[section]' header or a comment (';' or '#'), found 'class core'")
     );
     let e = broken("ss_no_key", "trace.ini", "[trace_buffers]\n=buffer0\n");
-    assert_eq!(e.to_string(), format!("{}:2: expected a key before '=', found '=buffer0'", e.path.display()));
+    assert_eq!(
+        e.to_string(),
+        format!("{}:2: expected a key before '=', found '=buffer0'", e.path.display())
+    );
     let e = broken("ss_after_header", "stm.ini", "[device] name=STM_0\n");
-    assert_eq!(e.to_string(), format!("{}:1: expected nothing after the section header [device], found 'name=STM_0'", e.path.display()));
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "{}:1: expected nothing after the section header [device], found 'name=STM_0'",
+            e.path.display()
+        )
+    );
 }
 
 #[test]
 fn duplicate_section_is_a_warning_naming_file_and_lines() {
     let dir = good_snapshot("ss_dup_section");
     // A second [regs] section: its registers are read with the first's.
-    write_files(&dir, &[("stm.ini", b"[device]\nname=STM_0\nclass=trace_source\ntype=STM\n[regs]\nSTMTCSR=0x00200007\n\n[Regs]\nSTMHEMCR=1\n")]);
+    write_files(
+        &dir,
+        &[(
+            "stm.ini",
+            b"[device]\nname=STM_0\nclass=trace_source\ntype=STM\n[regs]\nSTMTCSR=0x00200007\n\n[Regs]\nSTMHEMCR=1\n",
+        )],
+    );
     let ss = Snapshot::load(&dir).unwrap();
     let path = ss.path_of("stm.ini");
     assert_eq!(
@@ -344,22 +437,43 @@ fn duplicate_section_is_a_warning_naming_file_and_lines() {
         [SnapshotWarning {
             path: path.clone(),
             line: Some(8),
-            kind: WarningKind::DuplicateSection { section: "Regs".into(), first_line: 5 },
+            kind: WarningKind::DuplicateSection {
+                section: "Regs".into(),
+                first_line: 5
+            },
         }]
     );
     assert_eq!(
         ss.warnings()[0].to_string(),
-        format!("{}:8: warning: section [Regs] appears again (first on line 5); its entries are read as part of the first", path.display())
+        format!(
+            "{}:8: warning: section [Regs] appears again (first on line 5); its entries are read as part of the first",
+            path.display()
+        )
     );
-    let regs: Vec<&str> = ss.device("STM_0").unwrap().regs.iter().map(|r| r.name.as_str()).collect();
+    let regs: Vec<&str> = ss
+        .device("STM_0")
+        .unwrap()
+        .regs
+        .iter()
+        .map(|r| r.name.as_str())
+        .collect();
     assert_eq!(regs, ["STMTCSR", "STMHEMCR"]);
 
     // An entry before any section header belongs to none.
-    write_files(&dir, &[("stm.ini", b"; STM\nname=STM_0\n[device]\nname=STM_0\nclass=trace_source\ntype=STM\n[regs]\nSTMTCSR=1\n")]);
+    write_files(
+        &dir,
+        &[(
+            "stm.ini",
+            b"; STM\nname=STM_0\n[device]\nname=STM_0\nclass=trace_source\ntype=STM\n[regs]\nSTMTCSR=1\n",
+        )],
+    );
     let ss = Snapshot::load(&dir).unwrap();
     assert_eq!(
         ss.warnings().iter().map(ToString::to_string).collect::<Vec<_>>(),
-        [format!("{}:2: warning: 'name=' comes before any [section] header; it is ignored (expected it inside a section)", path.display())]
+        [format!(
+            "{}:2: warning: 'name=' comes before any [section] header; it is ignored (expected it inside a section)",
+            path.display()
+        )]
     );
 }
 
@@ -369,9 +483,17 @@ fn duplicate_key_is_a_warning_and_the_first_value_is_used() {
     write_files(
         &dir,
         &[
-            ("stm.ini", b"[device]\nname=STM_0\nclass=trace_source\ntype=STM\n[regs]\nSTMTCSR=0x00200007\nstmtcsr=0x00300007\n"),
+            (
+                "stm.ini",
+                b"[device]\nname=STM_0\nclass=trace_source\ntype=STM\n[regs]\nSTMTCSR=0x00200007\nstmtcsr=0x00300007\n",
+            ),
             // A core traced by two sources repeats its key by design: no warning.
-            ("trace.ini", TRACE_INI.replace("cpu_0=etm_0\n", "cpu_0=etm_0\ncpu_0=STM_0\n").as_bytes()),
+            (
+                "trace.ini",
+                TRACE_INI
+                    .replace("cpu_0=etm_0\n", "cpu_0=etm_0\ncpu_0=STM_0\n")
+                    .as_bytes(),
+            ),
         ],
     );
     let ss = Snapshot::load(&dir).unwrap();
@@ -381,7 +503,11 @@ fn duplicate_key_is_a_warning_and_the_first_value_is_used() {
         [SnapshotWarning {
             path: path.clone(),
             line: Some(7),
-            kind: WarningKind::DuplicateKey { section: "regs".into(), key: "stmtcsr".into(), first_line: 6 },
+            kind: WarningKind::DuplicateKey {
+                section: "regs".into(),
+                key: "stmtcsr".into(),
+                first_line: 6
+            },
         }]
     );
     assert_eq!(
@@ -394,7 +520,13 @@ fn duplicate_key_is_a_warning_and_the_first_value_is_used() {
     let stm = ss.device("STM_0").unwrap();
     assert_eq!(stm.regs.len(), 1);
     assert_eq!(stm.regs[0].value, 0x0020_0007);
-    assert_eq!(ss.core_trace_sources, [("cpu_0".to_string(), "etm_0".to_string()), ("cpu_0".to_string(), "STM_0".to_string())]);
+    assert_eq!(
+        ss.core_trace_sources,
+        [
+            ("cpu_0".to_string(), "etm_0".to_string()),
+            ("cpu_0".to_string(), "STM_0".to_string())
+        ]
+    );
 }
 
 #[test]
@@ -409,7 +541,11 @@ fn missing_memory_dump_is_a_warning_returned_to_the_library_user() {
         [SnapshotWarning {
             path: ini.clone(),
             line: Some(16),
-            kind: WarningKind::MissingDump { file: "mem2.bin".into(), path: dump.clone(), reason: "no such file".into() },
+            kind: WarningKind::MissingDump {
+                file: "mem2.bin".into(),
+                path: dump.clone(),
+                reason: "no such file".into()
+            },
         }]
     );
     assert_eq!(
@@ -424,7 +560,9 @@ fn missing_memory_dump_is_a_warning_returned_to_the_library_user() {
     // keeps OpenCSD's message for the one that is not.
     let out = shared(MsgLogger::capture());
     let tree = TreeBuilder::new(&ss)
-        .build("ETB_0", DecodeMode::FullDecode, |t| t.set_error_output(Some(out.clone())))
+        .build("ETB_0", DecodeMode::FullDecode, |t| {
+            t.set_error_output(Some(out.clone()))
+        })
         .unwrap()
         .unwrap();
     assert_eq!(tree.mem_mapper().unwrap().borrow().len(), 1);
@@ -461,7 +599,11 @@ fn formatted_buffer_of_440_bytes_warns_of_its_8_byte_tail() {
         [SnapshotWarning {
             path: b.clone(),
             line: None,
-            kind: WarningKind::PartialFrame { buffer: "ETB_0".into(), offset: 432, length: 8 },
+            kind: WarningKind::PartialFrame {
+                buffer: "ETB_0".into(),
+                offset: 432,
+                length: 8
+            },
         }]
     );
     assert_eq!(
@@ -504,12 +646,18 @@ fn decode_lines(dir: &Path, buffer: &str) -> (Vec<String>, String) {
     let ss = Snapshot::load(dir).unwrap();
     let log = shared(MsgLogger::capture());
     let mut tree = TreeBuilder::new(&ss)
-        .build(buffer, DecodeMode::FullDecode, |t| t.set_error_output(Some(log.clone())))
+        .build(buffer, DecodeMode::FullDecode, |t| {
+            t.set_error_output(Some(log.clone()))
+        })
         .unwrap()
         .unwrap();
     let lines = Arc::new(Mutex::new(Vec::new()));
     tree.set_gen_elem_out(Box::new(Lines(lines.clone())));
-    let data: Vec<u8> = ss.buffer_paths(ss.buffer(buffer).unwrap()).iter().flat_map(|p| std::fs::read(p).unwrap()).collect();
+    let data: Vec<u8> = ss
+        .buffer_paths(ss.buffer(buffer).unwrap())
+        .iter()
+        .flat_map(|p| std::fs::read(p).unwrap())
+        .collect();
     let mut at = 0;
     while at < data.len() {
         let end = (at + 1024).min(data.len());
@@ -533,9 +681,18 @@ fn formatted_buffer_of_440_bytes_decodes_its_27_whole_frames() {
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.is_file())
-        .map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read(&p).unwrap()))
+        .map(|p| {
+            (
+                p.file_name().unwrap().to_string_lossy().into_owned(),
+                std::fs::read(&p).unwrap(),
+            )
+        })
         .collect();
-    let trace = &files.iter().find(|(n, _)| n == "trace.bin").expect("the snapshot has trace.bin").1;
+    let trace = &files
+        .iter()
+        .find(|(n, _)| n == "trace.bin")
+        .expect("the snapshot has trace.bin")
+        .1;
     assert!(trace.len() >= 448, "{}", trace.len());
     let copy = |name: &str, len: usize| {
         let dir = temp_dir(name);
@@ -553,7 +710,11 @@ fn formatted_buffer_of_440_bytes_decodes_its_27_whole_frames() {
         [SnapshotWarning {
             path: ss.path_of("trace.bin"),
             line: None,
-            kind: WarningKind::PartialFrame { buffer: ss.buffer_names()[0].to_string(), offset: 432, length: 8 },
+            kind: WarningKind::PartialFrame {
+                buffer: ss.buffer_names()[0].to_string(),
+                offset: 432,
+                length: 8
+            },
         }]
     );
     let buffer = ss.buffer_names()[0].to_string();
@@ -577,7 +738,10 @@ fn formatted_buffer_of_440_bytes_decodes_its_27_whole_frames() {
 fn unknown_buffer_names_the_snapshot_and_the_buffers_it_has() {
     let dir = good_snapshot("ss_unknown_buffer_name");
     let ss = Snapshot::load(&dir).unwrap();
-    let e = TreeBuilder::new(&ss).build("ETB_9", DecodeMode::FullDecode, |_| {}).err().expect("no such buffer");
+    let e = TreeBuilder::new(&ss)
+        .build("ETB_9", DecodeMode::FullDecode, |_| {})
+        .err()
+        .expect("no such buffer");
     assert_eq!(
         e.to_string(),
         format!(

@@ -8,14 +8,14 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use coresight_decode::etmv4::decoder::SPEC_DEPTH_LIMIT;
-use coresight_generator::check::decode;
 use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use coresight_decode::decoder::DecodeMode;
 use coresight_decode::element::TraceElement;
-use coresight_generator::{generate, BufferLayout, GenOptions, GenProtocol, Generated};
+use coresight_decode::etmv4::decoder::SPEC_DEPTH_LIMIT;
 use coresight_decode::interfaces::{TrcDataIn, TrcGenElemIn};
 use coresight_decode::snapshot::Snapshot;
+use coresight_generator::check::decode;
+use coresight_generator::{BufferLayout, GenOptions, GenProtocol, Generated, generate};
 
 /// Tracks live heap bytes and their peak.
 struct Peak;
@@ -60,7 +60,12 @@ impl TrcGenElemIn for CountElems {
 }
 
 fn generated(protocol: GenProtocol, length: usize, maxspec: Option<u64>) -> Generated {
-    let mut g = generate(&GenOptions { seed: 5, protocol, layout: BufferLayout::Formatted, length });
+    let mut g = generate(&GenOptions {
+        seed: 5,
+        protocol,
+        layout: BufferLayout::Formatted,
+        length,
+    });
     if let Some(v) = maxspec {
         for d in &mut g.spec.devices {
             if d.regs.iter().any(|(n, _)| n.starts_with("TRCIDR0")) {
@@ -101,13 +106,22 @@ fn decoded_items(g: &Generated) -> Vec<String> {
 
 #[test]
 fn maximal_speculation_depth_keeps_memory_bounded() {
-    for (protocol, name) in [(GenProtocol::Etmv4, "etmv4"), (GenProtocol::Ete(Default::default()), "ete")] {
+    for (protocol, name) in [
+        (GenProtocol::Etmv4, "etmv4"),
+        (GenProtocol::Ete(Default::default()), "ete"),
+    ] {
         // Far more atoms than the decoder holds: uncommitted elements must
         // be committed as the limit is passed, not piled up.
-        let (peak_short, _) = decode_peak(&generated(protocol, 20_000, Some(0xFFFF_FFFF)), &format!("spec_{name}_short"));
+        let (peak_short, _) = decode_peak(
+            &generated(protocol, 20_000, Some(0xFFFF_FFFF)),
+            &format!("spec_{name}_short"),
+        );
         let long = generated(protocol, 200_000, Some(0xFFFF_FFFF));
         let (peak_long, trace_len) = decode_peak(&long, &format!("spec_{name}_long"));
-        assert!(trace_len > 400_000, "{name}: trace of {trace_len} bytes is too short to show growth");
+        assert!(
+            trace_len > 400_000,
+            "{name}: trace of {trace_len} bytes is too short to show growth"
+        );
         // Ten times the trace, the same peak: the stack is full (at the
         // limit) in both runs.
         eprintln!("{name}: peak heap {peak_long} bytes for {trace_len} trace bytes (short run: {peak_short})");
@@ -120,7 +134,12 @@ fn maximal_speculation_depth_keeps_memory_bounded() {
         // Elements still uncommitted at the end of the trace are dropped
         // (their outcome is unknown): at most the limit's worth of atoms.
         let limit = SPEC_DEPTH_LIMIT as usize;
-        assert!(items.len() < plain.len() && items.len() + 2 * limit > plain.len(), "{name}: {} of {} elements", items.len(), plain.len());
+        assert!(
+            items.len() < plain.len() && items.len() + 2 * limit > plain.len(),
+            "{name}: {} of {} elements",
+            items.len(),
+            plain.len()
+        );
         if let Some(i) = (0..items.len()).find(|&i| items[i] != plain[i]) {
             panic!("{name}: item {i} is {:?} instead of {:?}", items[i], plain[i]);
         }

@@ -8,7 +8,11 @@ use swtrace::{Options, Protocol, run};
 
 /// Packs nibbles (stream order, hex digits) into bytes, low nibble first.
 fn nib(s: &str) -> Vec<u8> {
-    let n: Vec<u8> = s.chars().filter(|c| !c.is_whitespace()).map(|c| c.to_digit(16).unwrap() as u8).collect();
+    let n: Vec<u8> = s
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .map(|c| c.to_digit(16).unwrap() as u8)
+        .collect();
     assert!(n.len().is_multiple_of(2));
     n.chunks(2).map(|p| p[0] | (p[1] << 4)).collect()
 }
@@ -16,7 +20,13 @@ fn nib(s: &str) -> Vec<u8> {
 const ASYNC: &str = "FFFFFFFFFFFFFFFFFFFFF0";
 
 fn stm_opts() -> Options {
-    Options { protocol: Protocol::Stm, formatted: None, id: 0, tcr: 0, all: false }
+    Options {
+        protocol: Protocol::Stm,
+        formatted: None,
+        id: 0,
+        tcr: 0,
+        all: false,
+    }
 }
 
 /// The stream of the example's documentation: ASYNC, VERSION, master 0x41,
@@ -78,7 +88,11 @@ fn frames(id: u8, data: &[u8]) -> Vec<u8> {
 
 #[test]
 fn stm_formatted_frames() {
-    let opts = Options { formatted: Some(false), id: 0x20, ..stm_opts() };
+    let opts = Options {
+        formatted: Some(false),
+        id: 0x20,
+        ..stm_opts()
+    };
     assert_eq!(run(&opts, &frames(0x20, &doc_stream())), (DOC_OUTPUT.to_string(), 0));
     // Another ID's trace is not this source's.
     assert_eq!(run(&opts, &frames(0x21, &doc_stream())).0, "");
@@ -107,7 +121,10 @@ fn itm_messages_take_the_following_timestamp() {
     s.extend([0x0a, 0x45, 0x23, 0x0b, 0x23, 0x01, 0x89, 0x67, 0xd0, 0x0d]); // two writes, TS +13
     s.extend([0x05, 0x15]); // DWT event counter (shown with --all)
     s.extend([0x28, 0x52, 0x45, 0x23]); // stimulus page 2, port 10 -> 74
-    let opts = Options { protocol: Protocol::Itm, ..stm_opts() };
+    let opts = Options {
+        protocol: Protocol::Itm,
+        ..stm_opts()
+    };
     assert_eq!(
         run(&opts, &s).0,
         "port 3   D8  0xbb  ts=0x2

@@ -16,10 +16,9 @@
 //!
 //! `seeds.py` writes seeds in this layout from the project's snapshots.
 
-
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use coresight_decode::arch::ArchProfile;
 use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
@@ -27,8 +26,8 @@ use coresight_decode::decoder::{CoreConfig, DecodeMode, DecoderOptions, SourceCo
 use coresight_decode::deformatter::{DeformatterConfig, FrameDeformatter, IdStreamSink};
 use coresight_decode::element::TraceElement;
 use coresight_decode::interfaces::{RawFrameKind, TrcDataIn, TrcGenElemIn, TrcRawFrameIn};
-use coresight_decode::logger::{shared, MsgLogger};
-use coresight_decode::memory::{BufferAccessor, MemAccMapper, MemSpace, CacheConfig};
+use coresight_decode::logger::{MsgLogger, shared};
+use coresight_decode::memory::{BufferAccessor, CacheConfig, MemAccMapper, MemSpace};
 use coresight_decode::tree::{DecodeTree, SourceFormat};
 
 /// The protocols with a fuzz target.
@@ -68,10 +67,27 @@ impl Protocol {
     pub fn registers(self) -> &'static [&'static str] {
         match self {
             Protocol::Etmv4 => &[
-                "TRCCONFIGR", "TRCTRACEIDR", "TRCIDR0", "TRCIDR1", "TRCIDR2", "TRCIDR8", "TRCIDR9", "TRCIDR10", "TRCIDR11",
-                "TRCIDR12", "TRCIDR13",
+                "TRCCONFIGR",
+                "TRCTRACEIDR",
+                "TRCIDR0",
+                "TRCIDR1",
+                "TRCIDR2",
+                "TRCIDR8",
+                "TRCIDR9",
+                "TRCIDR10",
+                "TRCIDR11",
+                "TRCIDR12",
+                "TRCIDR13",
             ],
-            Protocol::Ete => &["TRCCONFIGR", "TRCTRACEIDR", "TRCIDR0", "TRCIDR1", "TRCIDR2", "TRCIDR8", "TRCDEVARCH"],
+            Protocol::Ete => &[
+                "TRCCONFIGR",
+                "TRCTRACEIDR",
+                "TRCIDR0",
+                "TRCIDR1",
+                "TRCIDR2",
+                "TRCIDR8",
+                "TRCDEVARCH",
+            ],
             Protocol::Ptm | Protocol::Etmv3 => &["ETMIDR", "ETMCR", "ETMCCER", "ETMTRACEIDR"],
             Protocol::Stm => &["STMTCSR"],
             Protocol::Itm => &["ITMTCR"],
@@ -83,8 +99,16 @@ impl Protocol {
 }
 
 /// Cores a PE source can be attached to (flag bits 2-4).
-pub const CORES: [&str; 8] =
-    ["Cortex-A72", "Cortex-A53", "Cortex-M33", "Cortex-A15", "Cortex-A7", "Cortex-A520", "Cortex-X2", "Neoverse-N2"];
+pub const CORES: [&str; 8] = [
+    "Cortex-A72",
+    "Cortex-A53",
+    "Cortex-M33",
+    "Cortex-A15",
+    "Cortex-A7",
+    "Cortex-A520",
+    "Cortex-X2",
+    "Neoverse-N2",
+];
 
 /// A reader over the input that yields zeros once it runs out.
 pub struct Input<'a> {
@@ -143,7 +167,11 @@ pub fn memory_image() -> Vec<u8> {
         x ^= x << 13;
         x ^= x >> 17;
         x ^= x << 5;
-        let w = if x.is_multiple_of(4) { WORDS[(x >> 8) as usize % WORDS.len()] } else { WORDS[(x >> 8) as usize % 2] };
+        let w = if x.is_multiple_of(4) {
+            WORDS[(x >> 8) as usize % WORDS.len()]
+        } else {
+            WORDS[(x >> 8) as usize % 2]
+        };
         out.extend_from_slice(&w.to_le_bytes());
     }
     out
@@ -213,7 +241,11 @@ pub fn run_protocol(protocol: Protocol, data: &[u8]) {
     let flags = inp.u8();
     let opts = inp.u8();
     let base = inp.u64();
-    let regs: Vec<(String, u64)> = protocol.registers().iter().map(|r| (r.to_string(), inp.u32() as u64)).collect();
+    let regs: Vec<(String, u64)> = protocol
+        .registers()
+        .iter()
+        .map(|r| (r.to_string(), inp.u32() as u64))
+        .collect();
     let trace = inp.rest();
 
     let format = match flags & 3 {
@@ -221,7 +253,11 @@ pub fn run_protocol(protocol: Protocol, data: &[u8]) {
         1 => SourceFormat::Formatted(DeformatterConfig::mem_aligned()),
         _ => SourceFormat::Formatted(DeformatterConfig::fsync_stream()),
     };
-    let mode = if flags & 0x20 != 0 { DecodeMode::PacketsOnly } else { DecodeMode::FullDecode };
+    let mode = if flags & 0x20 != 0 {
+        DecodeMode::PacketsOnly
+    } else {
+        DecodeMode::FullDecode
+    };
     let core_name = CORES[(flags >> 2) as usize & 7];
     let mut tree = DecodeTree::new(format, mode);
     tree.set_decoder_options(DecoderOptions {
@@ -243,7 +279,9 @@ pub fn run_protocol(protocol: Protocol, data: &[u8]) {
             profile: ArchProfile::from_core_name(core_name).unwrap_or_default(),
         }),
     };
-    let Ok(id) = tree.create_decoder(protocol.name(), &cfg) else { return };
+    let Ok(id) = tree.create_decoder(protocol.name(), &cfg) else {
+        return;
+    };
     if let Some(mapper) = tree.mem_mapper() {
         let acc = BufferAccessor::new(base, memory_image(), MemSpace::ANY);
         if let Ok(acc) = acc {
@@ -251,10 +289,18 @@ pub fn run_protocol(protocol: Protocol, data: &[u8]) {
         }
     }
     let waits = Arc::new(AtomicU32::new(if flags & 0x80 != 0 { 50 } else { 0 }));
-    tree.set_gen_elem_out(Box::new(Sink { waits: waits.clone(), text: String::new() }));
+    tree.set_gen_elem_out(Box::new(Sink {
+        waits: waits.clone(),
+        text: String::new(),
+    }));
     if flags & 0x40 != 0 || mode == DecodeMode::PacketsOnly {
         let slot = if matches!(format, SourceFormat::Single) { 0 } else { id };
-        let _ = tree.attach_packet_printer(slot, shared(MsgLogger::none()), flags & 0x40 != 0, if flags & 0x80 != 0 { 7 } else { 0 });
+        let _ = tree.attach_packet_printer(
+            slot,
+            shared(MsgLogger::none()),
+            flags & 0x40 != 0,
+            if flags & 0x80 != 0 { 7 } else { 0 },
+        );
     }
     feed(&mut tree, trace);
     // A second session after a reset, as -multi_session does.
@@ -290,7 +336,11 @@ impl IdStreamSink for IdSink {
         DatapathResp::Cont
     }
     fn empty_block(&mut self, _id: u8, _index: TrcIndex) -> DatapathResp {
-        if self.empty_fatal { DatapathResp::FatalInvalidParam } else { DatapathResp::Cont }
+        if self.empty_fatal {
+            DatapathResp::FatalInvalidParam
+        } else {
+            DatapathResp::Cont
+        }
     }
 }
 
@@ -298,8 +348,17 @@ impl IdStreamSink for IdSink {
 struct RawMon(u64);
 
 impl TrcRawFrameIn for RawMon {
-    fn trace_raw_frame_in(&mut self, _op: DatapathOp, index: TrcIndex, _kind: RawFrameKind, data: &[u8], trace_id: Option<u8>) {
-        self.0 = self.0.wrapping_add(index ^ data.len() as u64 ^ trace_id.unwrap_or(0xff) as u64);
+    fn trace_raw_frame_in(
+        &mut self,
+        _op: DatapathOp,
+        index: TrcIndex,
+        _kind: RawFrameKind,
+        data: &[u8],
+        trace_id: Option<u8>,
+    ) {
+        self.0 = self
+            .0
+            .wrapping_add(index ^ data.len() as u64 ^ trace_id.unwrap_or(0xff) as u64);
     }
 }
 
@@ -340,8 +399,19 @@ pub fn run_deformatter(data: &[u8]) {
     if more & 3 != 0 {
         d.set_raw_monitor(Some(Box::new(RawMon(0))));
     }
-    let mut sink = IdSink { attached, calls: 0, wait_every: (flags >> 4) as u32, empty_fatal: more & 4 != 0 };
-    feed(&mut DeformatterIn { d: &mut d, sink: &mut sink }, inp.rest());
+    let mut sink = IdSink {
+        attached,
+        calls: 0,
+        wait_every: (flags >> 4) as u32,
+        empty_fatal: more & 4 != 0,
+    };
+    feed(
+        &mut DeformatterIn {
+            d: &mut d,
+            sink: &mut sink,
+        },
+        inp.rest(),
+    );
 }
 
 fn scratch_dir(kind: &str) -> PathBuf {
@@ -365,14 +435,19 @@ pub fn run_snapshot(data: &[u8]) {
             Some(p) => (&part[..p], &part[p + 1..]),
             None => (&b""[..], part),
         };
-        let name: String = String::from_utf8_lossy(name).chars().filter(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')).collect();
+        let name: String = String::from_utf8_lossy(name)
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+            .collect();
         let name = if n == 0 { "snapshot.ini".to_string() } else { name };
         if name.is_empty() || name == "." || name == ".." {
             continue;
         }
         let _ = std::fs::write(dir.join(&name), text);
     }
-    let Ok(ss) = coresight_decode::snapshot::Snapshot::load(&dir) else { return };
+    let Ok(ss) = coresight_decode::snapshot::Snapshot::load(&dir) else {
+        return;
+    };
     for name in ss.buffer_names() {
         if let Ok(Some(mut tree)) = ss.build_tree(name, DecodeMode::FullDecode, |_| {}) {
             let mut s = String::new();
@@ -398,8 +473,18 @@ pub fn run_elf(data: &[u8]) {
     // Read at both ends of every loadable segment, and across them.
     let mut buf = [0u8; 64];
     let Ok(elf) = goblin::elf::Elf::parse(data) else { return };
-    for ph in elf.program_headers.iter().filter(|p| p.p_type == goblin::elf::program_header::PT_LOAD).take(64) {
-        for addr in [ph.p_vaddr, ph.p_vaddr.wrapping_add(ph.p_filesz).wrapping_sub(1), ph.p_vaddr.wrapping_add(ph.p_filesz), ph.p_vaddr.wrapping_sub(8)] {
+    for ph in elf
+        .program_headers
+        .iter()
+        .filter(|p| p.p_type == goblin::elf::program_header::PT_LOAD)
+        .take(64)
+    {
+        for addr in [
+            ph.p_vaddr,
+            ph.p_vaddr.wrapping_add(ph.p_filesz).wrapping_sub(1),
+            ph.p_vaddr.wrapping_add(ph.p_filesz),
+            ph.p_vaddr.wrapping_sub(8),
+        ] {
             let n = m.read(addr, MemSpace::ANY, &mut buf);
             assert!(n <= buf.len());
         }
@@ -425,8 +510,8 @@ pub fn run_tarmac(data: &[u8]) {
 /// The gnatcov trace-file reader: a file that parses dumps, and writes
 /// back to bytes that parse to the same dump.
 pub fn run_gnatcov(data: &[u8]) {
-    use coresight_gnatcov::dump::dump;
     use coresight_gnatcov::TraceFile;
+    use coresight_gnatcov::dump::dump;
     if let Ok(t) = TraceFile::parse(data) {
         let text = dump(&t, true);
         let bytes = t.to_bytes();
@@ -439,11 +524,14 @@ pub fn run_gnatcov(data: &[u8]) {
 /// program image: the `trace` register, buffer bounds and ISA from the
 /// head of the input, the rest as trace words.
 pub fn run_riscv(data: &[u8]) {
-    use riscv_trace::{create_component, CoreIsa, RiscvTraceConfig, TraceReg};
+    use riscv_trace::{CoreIsa, RiscvTraceConfig, TraceReg, create_component};
     let mut input = Input::new(data);
     let trace = TraceReg(input.u32() | TraceReg::SUPPORTED);
     let isa_bits = input.u8();
-    let isa = CoreIsa { xlen: if isa_bits & 1 != 0 { 64 } else { 32 }, compressed: isa_bits & 2 != 0 };
+    let isa = CoreIsa {
+        xlen: if isa_bits & 1 != 0 { 64 } else { 32 },
+        compressed: isa_bits & 2 != 0,
+    };
     let words = input.u8() as u64 % 64 + 8;
     let write = input.u8() as u64 % words;
     let base = 0x8000_0000u64;
@@ -456,15 +544,22 @@ pub fn run_riscv(data: &[u8]) {
     if let Some(m) = tree.mem_mapper()
         && !image.is_empty()
     {
-        let _ = m.borrow_mut().add_accessor(Box::new(BufferAccessor::new(0x1000, image, MemSpace::ANY).unwrap()));
+        let _ = m
+            .borrow_mut()
+            .add_accessor(Box::new(BufferAccessor::new(0x1000, image, MemSpace::ANY).unwrap()));
     }
-    let Ok(component) = create_component(cfg, &tree.decode_context()) else { return };
+    let Ok(component) = create_component(cfg, &tree.decode_context()) else {
+        return;
+    };
     tree.add_decoder(0, riscv_trace::PROTOCOL_NAME, component).unwrap();
     // A walk follows direct jumps for up to 65,536 instructions without a
     // packet (the plug-in's documented bound): a packet may give that many
     // ranges, so the trace is kept short to keep each run quick.
     let trace = &input.rest()[..input.rest().len().min(256)];
-    tree.set_gen_elem_out(Box::new(Bounded { seen: 0, limit: (2 * trace.len() as u64 + 16) * 65_536 }));
+    tree.set_gen_elem_out(Box::new(Bounded {
+        seen: 0,
+        limit: (2 * trace.len() as u64 + 16) * 65_536,
+    }));
     feed(&mut tree, trace);
 }
 

@@ -21,9 +21,9 @@
 //! decoder produces it.
 
 use super::{BufferLayout, GenOptions, Generated, Rng, Truth};
-use coresight_decode::arch::Isa;
 use crate::formatter::{FormatterConfig, FrameFormatter};
 use crate::snapshot_writer::{BufferSpec, DeviceSpec, SnapshotSpec};
+use coresight_decode::arch::Isa;
 
 /// Which instruction sets a program's main code uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -110,7 +110,10 @@ pub enum Term {
 impl Term {
     /// The branch takes its target from a register or memory.
     pub fn is_indirect(self) -> bool {
-        matches!(self, Term::Bx | Term::BlxReg | Term::Ret | Term::CondRet | Term::LdrPc(_) | Term::ExcRet)
+        matches!(
+            self,
+            Term::Bx | Term::BlxReg | Term::Ret | Term::CondRet | Term::LdrPc(_) | Term::ExcRet
+        )
     }
     /// A branch with link (pushes a return address).
     pub fn is_call(self) -> bool {
@@ -182,7 +185,15 @@ pub struct Block {
 impl Block {
     /// A block of given instructions (for a real execution's runs).
     pub(crate) fn given(addr: u64, isa: Isa, instrs: Vec<Instr>, term: Term) -> Block {
-        Block { addr, isa, instrs, term, fall: None, handler: false, form: 0 }
+        Block {
+            addr,
+            isa,
+            instrs,
+            term,
+            fall: None,
+            handler: false,
+            form: 0,
+        }
     }
 
     pub fn term_index(&self) -> usize {
@@ -264,10 +275,10 @@ fn a32_body(rng: &mut Rng, kind: InstrKind) -> u32 {
             0 => c | 0x0280_0000 | n << 16 | d << 12 | imm, // ADD Rd, Rn, #imm
             1 => c | 0x0240_0000 | n << 16 | d << 12 | imm, // SUB Rd, Rn, #imm
             2 => c | 0x01a0_0000 | d << 12 | gp_reg(rng),   // MOV Rd, Rm
-            3 => c | 0x0350_0000 | n << 16 | imm,            // CMP Rn, #imm
+            3 => c | 0x0350_0000 | n << 16 | imm,           // CMP Rn, #imm
             4 => c | 0x0080_0000 | n << 16 | d << 12 | gp_reg(rng), // ADD Rd, Rn, Rm
             5 => c | 0x0590_0000 | n << 16 | d << 12 | imm, // LDR
-            6 => 0xe320_f000,                                // NOP
+            6 => 0xe320_f000,                               // NOP
             _ => 0xf57f_f050 | [0xf, 0xe, 0xb, 0xa][rng.below(4) as usize], // DMB / DSB options
         },
     }
@@ -289,16 +300,22 @@ fn t32_body(rng: &mut Rng, kind: InstrKind, wide: bool) -> (u16, u16) {
             (base | (rng.below(32) as u16) << 6 | n << 3 | d, 0)
         }
         _ if wide => match rng.below(3) {
-            0 => (0xf100 | gp_reg(rng) as u16, (gp_reg(rng) as u16) << 8 | rng.below(256) as u16), // ADD.W
-            1 => (0xf1a0 | gp_reg(rng) as u16, (gp_reg(rng) as u16) << 8 | rng.below(256) as u16), // SUB.W
-            _ => (0xf3bf, 0x8f50 | [0xf, 0xe, 0xb][rng.below(3) as usize]),                        // DMB / DSB
+            0 => (
+                0xf100 | gp_reg(rng) as u16,
+                (gp_reg(rng) as u16) << 8 | rng.below(256) as u16,
+            ), // ADD.W
+            1 => (
+                0xf1a0 | gp_reg(rng) as u16,
+                (gp_reg(rng) as u16) << 8 | rng.below(256) as u16,
+            ), // SUB.W
+            _ => (0xf3bf, 0x8f50 | [0xf, 0xe, 0xb][rng.below(3) as usize]), // DMB / DSB
         },
         _ => match rng.below(6) {
-            0 => (0xbf00, 0),                                          // NOP
-            1 => (0x2000 | d << 8 | rng.below(256) as u16, 0),         // MOVS Rd, #imm
+            0 => (0xbf00, 0),                                           // NOP
+            1 => (0x2000 | d << 8 | rng.below(256) as u16, 0),          // MOVS Rd, #imm
             2 => (0x1800 | (low_reg(rng) as u16) << 6 | n << 3 | d, 0), // ADDS Rd, Rn, Rm
-            3 => (0x2800 | n << 8 | rng.below(256) as u16, 0),         // CMP Rn, #imm
-            4 => (0x4600 | n << 3 | d, 0),                             // MOV Rd, Rm
+            3 => (0x2800 | n << 8 | rng.below(256) as u16, 0),          // CMP Rn, #imm
+            4 => (0x4600 | n << 3 | d, 0),                              // MOV Rd, Rm
             _ => (0x1e00 | (rng.below(8) as u16) << 6 | n << 3 | d, 0), // SUBS Rd, Rn, #imm3
         },
     }
@@ -356,7 +373,14 @@ struct Proto {
 
 impl Proto {
     fn new(isa: Isa, term: Term, handler: bool) -> Proto {
-        Proto { isa, body: Vec::new(), term, term_size: 4, form: 0, handler }
+        Proto {
+            isa,
+            body: Vec::new(),
+            term,
+            term_size: 4,
+            form: 0,
+            handler,
+        }
     }
 }
 
@@ -452,7 +476,11 @@ impl Program {
                     match rng.below(100) {
                         0..=29 => {
                             // Now and then a loop on itself.
-                            if rng.chance(1, 5) { Term::Cond(me) } else { Term::Cond(same(rng)) }
+                            if rng.chance(1, 5) {
+                                Term::Cond(me)
+                            } else {
+                                Term::Cond(same(rng))
+                            }
                         }
                         30..=41 => Term::B(ahead(rng)),
                         42..=54 => Term::Bl(ahead(rng)),
@@ -525,7 +553,11 @@ impl Program {
                     if isa == Isa::Thumb2 {
                         t32_form(rng, &mut p, first + j);
                     }
-                    p.form = if term == Term::ExcRet { rng.below(4) as u8 } else { p.form };
+                    p.form = if term == Term::ExcRet {
+                        rng.below(4) as u8
+                    } else {
+                        p.form
+                    };
                     protos.push(p);
                 }
                 let base = vbar + 0x100 + 0x400 * k as u64;
@@ -533,7 +565,11 @@ impl Program {
                 // The vector entry: a branch to the handler, or a load of
                 // its address (which may switch instruction set).
                 let v = &mut protos[first_vec + k];
-                v.term = if isa == vec_isa && rng.chance(1, 2) { Term::B(first) } else { Term::LdrPc(first) };
+                v.term = if isa == vec_isa && rng.chance(1, 2) {
+                    Term::B(first)
+                } else {
+                    Term::LdrPc(first)
+                };
                 v.term_size = 4;
                 vectors.push((*kind, first_vec + k));
             }
@@ -559,10 +595,20 @@ impl Program {
             let b = &mut blocks[idx];
             b.addr = addr;
             for &(kind, size) in &p.body {
-                b.instrs.push(Instr { addr: a, size, kind, op: 0 });
+                b.instrs.push(Instr {
+                    addr: a,
+                    size,
+                    kind,
+                    op: 0,
+                });
                 a += size as u64;
             }
-            b.instrs.push(Instr { addr: a, size: p.term_size, kind: InstrKind::Term, op: 0 });
+            b.instrs.push(Instr {
+                addr: a,
+                size: p.term_size,
+                kind: InstrKind::Term,
+                op: 0,
+            });
             a + p.term_size as u64
         };
         for &(first, count, _, base) in &regions {
@@ -583,7 +629,10 @@ impl Program {
         let mut images: Vec<Region> = Vec::new();
         for &(first, count, _, base) in &regions {
             let end = blocks[first + count - 1].end();
-            let mut img = Region { base, code: vec![0; (end - base) as usize + 4] };
+            let mut img = Region {
+                base,
+                code: vec![0; (end - base) as usize + 4],
+            };
             for i in first..first + count {
                 encode_block(rng, &mut blocks, i, &mut img);
             }
@@ -592,10 +641,17 @@ impl Program {
         if cfg.exceptions {
             // Eight entries, then the literal pool the LDR PC entries use.
             let vec_isa = blocks[vectors[0].1].isa;
-            let mut img = Region { base: vbar, code: vec![0; 0x44] };
+            let mut img = Region {
+                base: vbar,
+                code: vec![0; 0x44],
+            };
             for slot in 0..8u64 {
                 // Unused entries loop on themselves.
-                let (w, hw) = if vec_isa == Isa::Arm { (0xeaff_fffe_u32, 0) } else { (0, 0xe7fe_u16) };
+                let (w, hw) = if vec_isa == Isa::Arm {
+                    (0xeaff_fffe_u32, 0)
+                } else {
+                    (0, 0xe7fe_u16)
+                };
                 let at = (slot * 4) as usize;
                 if vec_isa == Isa::Arm {
                     img.code[at..at + 4].copy_from_slice(&w.to_le_bytes());
@@ -609,7 +665,14 @@ impl Program {
             }
             images.push(img);
         }
-        Program { blocks, regions: images, main, entry, vectors, vbar }
+        Program {
+            blocks,
+            regions: images,
+            main,
+            entry,
+            vectors,
+            vbar,
+        }
     }
 
     /// The vector entry block of an exception.
@@ -653,14 +716,18 @@ fn encode_block(rng: &mut Rng, blocks: &mut [Block], i: usize, img: &mut Region)
                     Term::Bx => 0xe12f_ff10 | gp_reg(rng),
                     Term::BlxReg => 0xe12f_ff30 | gp_reg(rng),
                     Term::Ret => match form {
-                        0 => 0xe12f_ff1e,                                   // BX LR
+                        0 => 0xe12f_ff1e,                                    // BX LR
                         1 => 0xe8bd_8000 | (rng.range(1, 0xff) as u32) << 4, // POP {.., PC}
-                        2 => 0xe49d_f004,                                   // LDR PC, [SP], #4
-                        _ => 0xe1a0_f00e,                                   // MOV PC, LR
+                        2 => 0xe49d_f004,                                    // LDR PC, [SP], #4
+                        _ => 0xe1a0_f00e,                                    // MOV PC, LR
                     },
                     Term::CondRet => {
                         let c = a32_cond(rng) << 28;
-                        if rng.chance(1, 2) { c | 0x012f_ff1e } else { c | 0x08bd_8000 | (rng.range(1, 0xff) as u32) << 4 }
+                        if rng.chance(1, 2) {
+                            c | 0x012f_ff1e
+                        } else {
+                            c | 0x08bd_8000 | (rng.range(1, 0xff) as u32) << 4
+                        }
                     }
                     Term::Isb => 0xf57f_f06f,
                     Term::LdrPc(_) => {
@@ -669,10 +736,10 @@ fn encode_block(rng: &mut Rng, blocks: &mut [Block], i: usize, img: &mut Region)
                         0xe59f_f000 | ((lit - (pc + 8)) as u32 & 0xfff)
                     }
                     Term::ExcRet => match form {
-                        0 => 0xe25e_f004,                                   // SUBS PC, LR, #4
-                        1 => 0xe1b0_f00e,                                   // MOVS PC, LR
-                        2 => 0xe8fd_8000 | rng.range(1, 0x1fff) as u32,     // LDMFD SP!, {.., PC}^
-                        _ => 0xf8bd_0a00,                                   // RFEIA SP!
+                        0 => 0xe25e_f004,                               // SUBS PC, LR, #4
+                        1 => 0xe1b0_f00e,                               // MOVS PC, LR
+                        2 => 0xe8fd_8000 | rng.range(1, 0x1fff) as u32, // LDMFD SP!, {.., PC}^
+                        _ => 0xf8bd_0a00,                               // RFEIA SP!
                     },
                 }
             };
@@ -689,11 +756,19 @@ fn encode_block(rng: &mut Rng, blocks: &mut [Block], i: usize, img: &mut Region)
                     Term::Cond(t) if form == 2 => {
                         let off = rel(pc + 4, addr_of(blocks, t));
                         let nz = rng.below(2) as u16;
-                        (0xb100 | nz << 11 | (((off >> 6) & 1) as u16) << 9 | (((off >> 1) & 0x1f) as u16) << 3 | low_reg(rng) as u16, 0)
+                        (
+                            0xb100
+                                | nz << 11
+                                | (((off >> 6) & 1) as u16) << 9
+                                | (((off >> 1) & 0x1f) as u16) << 3
+                                | low_reg(rng) as u16,
+                            0,
+                        )
                     }
-                    Term::Cond(t) if form == 1 => {
-                        (0xd000 | (rng.below(14) as u16) << 8 | ((rel(pc + 4, addr_of(blocks, t)) >> 1) & 0xff) as u16, 0)
-                    }
+                    Term::Cond(t) if form == 1 => (
+                        0xd000 | (rng.below(14) as u16) << 8 | ((rel(pc + 4, addr_of(blocks, t)) >> 1) & 0xff) as u16,
+                        0,
+                    ),
                     Term::Cond(t) => t32_cond_wide(pc, addr_of(blocks, t), rng.below(14) as u16),
                     Term::Bx => (0x4700 | (gp_reg(rng) as u16) << 3, 0),
                     Term::BlxReg => (0x4780 | (gp_reg(rng) as u16) << 3, 0),
@@ -738,7 +813,9 @@ fn encode_block(rng: &mut Rng, blocks: &mut [Block], i: usize, img: &mut Region)
 /// Fills the literal pool of the vector table (after all blocks are
 /// placed, so handler addresses are known).
 fn fill_literals(prog: &mut Program) {
-    let Some(img) = prog.regions.iter().position(|r| r.base == prog.vbar && prog.vbar != 0) else { return };
+    let Some(img) = prog.regions.iter().position(|r| r.base == prog.vbar && prog.vbar != 0) else {
+        return;
+    };
     for k in 0..prog.vectors.len() {
         let (kind, idx) = prog.vectors[k];
         if let Term::LdrPc(t) = prog.blocks[idx].term {
@@ -764,7 +841,11 @@ impl Program {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SegEnd {
     /// The terminator executed: taken or not, and where execution went.
-    Term { taken: bool, next: usize, next_start: usize },
+    Term {
+        taken: bool,
+        next: usize,
+        next_start: usize,
+    },
     /// An exception was taken before instruction `at` (for an SVC, the
     /// one after it; for a data abort, the load or store that aborted).
     /// Execution goes on at the vector entry, and returns to `at`.
@@ -848,7 +929,12 @@ pub fn walk(rng: &mut Rng, prog: &Program, steps: usize, cfg: &WalkConfig) -> Ve
         }
         if let Some((at, kind)) = exc {
             let vector = prog.vector(kind).expect("exceptions need a vector table");
-            out.push(Seg { block: cur.0, start, end: SegEnd::Exception { at, kind, vector }, fails });
+            out.push(Seg {
+                block: cur.0,
+                start,
+                end: SegEnd::Exception { at, kind, vector },
+                fails,
+            });
             exc_return = Some((cur.0, at));
             cur = (vector, 0);
             continue;
@@ -891,7 +977,16 @@ pub fn walk(rng: &mut Rng, prog: &Program, steps: usize, cfg: &WalkConfig) -> Ve
                 (true, blk, at)
             }
         };
-        out.push(Seg { block: cur.0, start, end: SegEnd::Term { taken, next, next_start }, fails });
+        out.push(Seg {
+            block: cur.0,
+            start,
+            end: SegEnd::Term {
+                taken,
+                next,
+                next_start,
+            },
+            fails,
+        });
         cur = (next, next_start);
     }
     out
@@ -934,14 +1029,19 @@ pub fn core_device(name: &str, core_type: &str, prog: &Program, file_prefix: &st
 /// the end of trace come last, by trace ID.
 pub fn snapshot(description: String, sources: Vec<Source>, formatted: bool, rng: &mut Rng) -> Generated {
     assert!(!sources.is_empty());
-    assert!(formatted || sources.len() == 1, "several sources need a formatted buffer");
+    assert!(
+        formatted || sources.len() == 1,
+        "several sources need a formatted buffer"
+    );
     let (data, format, positions) = if formatted {
         let mut f = FrameFormatter::new(FormatterConfig::default());
         let mut pos: Vec<Vec<usize>> = sources.iter().map(|s| Vec::with_capacity(s.bytes.len())).collect();
         let mut cursor = vec![0usize; sources.len()];
         let mut global = 0usize;
         loop {
-            let live: Vec<usize> = (0..sources.len()).filter(|&s| cursor[s] < sources[s].bytes.len()).collect();
+            let live: Vec<usize> = (0..sources.len())
+                .filter(|&s| cursor[s] < sources[s].bytes.len())
+                .collect();
             if live.is_empty() {
                 break;
             }
@@ -962,7 +1062,11 @@ pub fn snapshot(description: String, sources: Vec<Source>, formatted: bool, rng:
     let mut keyed: Vec<((usize, u8), usize, Truth)> = Vec::new();
     for (s, src) in sources.iter().enumerate() {
         for (emit, t) in &src.truth {
-            let key = if *emit == usize::MAX { (usize::MAX, src.trace_id) } else { (positions[s][*emit], 0) };
+            let key = if *emit == usize::MAX {
+                (usize::MAX, src.trace_id)
+            } else {
+                (positions[s][*emit], 0)
+            };
             keyed.push((key, keyed.len(), t.clone()));
         }
     }
@@ -981,7 +1085,12 @@ pub fn snapshot(description: String, sources: Vec<Source>, formatted: bool, rng:
     let spec = SnapshotSpec {
         description,
         devices,
-        buffers: vec![BufferSpec { name: "ETB_0".into(), file: "trace.bin".into(), format: format.into(), data }],
+        buffers: vec![BufferSpec {
+            name: "ETB_0".into(),
+            file: "trace.bin".into(),
+            format: format.into(),
+            data,
+        }],
         source_buffers,
         core_trace_sources,
     };
@@ -990,7 +1099,14 @@ pub fn snapshot(description: String, sources: Vec<Source>, formatted: bool, rng:
 
 /// A PTM or ETMv3 trace source device: its ETMCR, ETMIDR and ETMCCER
 /// values, and trace ID.
-pub(crate) fn etm_device(name: &str, device_type: &str, etmcr: u64, etmidr: u64, etmccer: u64, trace_id: u8) -> DeviceSpec {
+pub(crate) fn etm_device(
+    name: &str,
+    device_type: &str,
+    etmcr: u64,
+    etmidr: u64,
+    etmccer: u64,
+    trace_id: u8,
+) -> DeviceSpec {
     DeviceSpec::trace_source(
         name,
         device_type,
@@ -1016,7 +1132,12 @@ pub(crate) fn single_source(
     let trace_id = 0x10 + rng.below(0x20) as u8;
     let src = make(&mut rng, opts.length, base, trace_id);
     let formatted = opts.layout == BufferLayout::Formatted;
-    snapshot(format!("trc_gen {protocol} seed {}", opts.seed), vec![src], formatted, &mut rng)
+    snapshot(
+        format!("trc_gen {protocol} seed {}", opts.seed),
+        vec![src],
+        formatted,
+        &mut rng,
+    )
 }
 
 // ---- small encoding helpers shared by the encoders ----
@@ -1063,14 +1184,24 @@ pub(crate) mod testing {
         let cfg = SourceConfig {
             name: src.device.name.clone(),
             device_type: src.device.device_type.clone(),
-            regs: src.device.regs.iter().map(|(n, v)| (n.split('(').next().unwrap().to_string(), *v)).collect(),
+            regs: src
+                .device
+                .regs
+                .iter()
+                .map(|(n, v)| (n.split('(').next().unwrap().to_string(), *v))
+                .collect(),
             core: Some(CoreConfig {
                 name: src.core.name.clone(),
                 core_type: src.core.device_type.clone(),
                 profile: ArchProfile::from_core_name(&src.core.device_type).unwrap(),
             }),
         };
-        let name = tree.registry().for_device_type(&cfg.device_type).unwrap().protocol_name().to_string();
+        let name = tree
+            .registry()
+            .for_device_type(&cfg.device_type)
+            .unwrap()
+            .protocol_name()
+            .to_string();
         tree.create_decoder(&name, &cfg).unwrap();
         let mapper = tree.mem_mapper().unwrap().clone();
         for d in &src.core.dumps {
@@ -1135,7 +1266,11 @@ mod tests {
     }
 
     fn read_op(p: &Program, addr: u64) -> u32 {
-        let r = p.regions.iter().find(|r| addr >= r.base && addr + 4 <= r.base + r.code.len() as u64).expect("mapped");
+        let r = p
+            .regions
+            .iter()
+            .find(|r| addr >= r.base && addr + 4 <= r.base + r.code.len() as u64)
+            .expect("mapped");
         let at = (addr - r.base) as usize;
         u32::from_le_bytes(r.code[at..at + 4].try_into().unwrap())
     }
@@ -1148,14 +1283,26 @@ mod tests {
         for seed in 0..60 {
             let mut rng = Rng::new(seed);
             let isa = [IsaMix::A32, IsaMix::T32, IsaMix::Mixed][seed as usize % 3];
-            let cfg = ProgramConfig { base: 0x8000_0000, blocks: 40, isa, exceptions: true };
+            let cfg = ProgramConfig {
+                base: 0x8000_0000,
+                blocks: 40,
+                isa,
+                exceptions: true,
+            };
             let p = Program::generate(&mut rng, &cfg);
             for (bi, b) in p.blocks.iter().enumerate() {
                 for (i, ins) in b.instrs.iter().enumerate() {
                     let op = read_op(&p, ins.addr);
                     let info = classify(&mut dec, b.isa, ins.addr, op);
-                    assert_eq!(info.instr_size, ins.size, "block {bi} instr {i} at {:#x} op {op:#010x}", ins.addr);
-                    let what = format!("seed {seed} block {bi} {:?} instr {i} at {:#x} op {op:#010x}", b.term, ins.addr);
+                    assert_eq!(
+                        info.instr_size, ins.size,
+                        "block {bi} instr {i} at {:#x} op {op:#010x}",
+                        ins.addr
+                    );
+                    let what = format!(
+                        "seed {seed} block {bi} {:?} instr {i} at {:#x} op {op:#010x}",
+                        b.term, ins.addr
+                    );
                     if ins.kind != InstrKind::Term {
                         assert_eq!(info.instr_type, InstrType::Other, "{what}");
                         continue;
@@ -1196,15 +1343,32 @@ mod tests {
     fn walks_follow_the_program() {
         for seed in 0..30 {
             let mut rng = Rng::new(seed);
-            let cfg = ProgramConfig { base: 0x1000_0000, blocks: 30, isa: IsaMix::Mixed, exceptions: true };
+            let cfg = ProgramConfig {
+                base: 0x1000_0000,
+                blocks: 30,
+                isa: IsaMix::Mixed,
+                exceptions: true,
+            };
             let p = Program::generate(&mut rng, &cfg);
-            let w = walk(&mut rng, &p, 400, &WalkConfig { irq_period: 20, abort_period: 5 });
+            let w = walk(
+                &mut rng,
+                &p,
+                400,
+                &WalkConfig {
+                    irq_period: 20,
+                    abort_period: 5,
+                },
+            );
             assert_eq!(w.len(), 400);
             assert_eq!((w[0].block, w[0].start), (p.entry, 0));
             let mut exceptions = 0;
             for pair in w.windows(2) {
                 match pair[0].end {
-                    SegEnd::Term { taken, next, next_start } => {
+                    SegEnd::Term {
+                        taken,
+                        next,
+                        next_start,
+                    } => {
                         assert_eq!((pair[1].block, pair[1].start), (next, next_start));
                         if !taken {
                             assert_eq!(Some(pair[1].block), p.blocks[pair[0].block].fall);

@@ -6,7 +6,7 @@
 //! Every branch target is the start of a block, so each executed stretch of
 //! code is a whole block and a walk is a list of block visits.
 
-use super::{flow, Rng};
+use super::{Rng, flow};
 
 /// How a block ends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,11 +74,11 @@ fn body_instr(rng: &mut Rng) -> u32 {
     let imm = rng.below(4096) as u32;
     match rng.below(6) {
         0 => NOP,
-        1 => 0x9100_0000 | imm << 10 | n << 5 | d,               // ADD Xd, Xn, #imm
-        2 => 0xd100_0000 | imm << 10 | n << 5 | d,               // SUB Xd, Xn, #imm
-        3 => 0xaa00_03e0 | (rng.below(29) as u32) << 16 | d,     // MOV Xd, Xm
-        4 => 0xf940_0000 | (imm & 0x1ff) << 10 | n << 5 | d,     // LDR Xt, [Xn, #imm]
-        _ => 0xf900_0000 | (imm & 0x1ff) << 10 | n << 5 | d,     // STR Xt, [Xn, #imm]
+        1 => 0x9100_0000 | imm << 10 | n << 5 | d, // ADD Xd, Xn, #imm
+        2 => 0xd100_0000 | imm << 10 | n << 5 | d, // SUB Xd, Xn, #imm
+        3 => 0xaa00_03e0 | (rng.below(29) as u32) << 16 | d, // MOV Xd, Xm
+        4 => 0xf940_0000 | (imm & 0x1ff) << 10 | n << 5 | d, // LDR Xt, [Xn, #imm]
+        _ => 0xf900_0000 | (imm & 0x1ff) << 10 | n << 5 | d, // STR Xt, [Xn, #imm]
     }
 }
 
@@ -102,7 +102,12 @@ fn term_instr(rng: &mut Rng, pc: u64, term: Term, blocks_addr: impl Fn(usize) ->
                 // TBZ / TBNZ
                 _ => {
                     let bit = rng.below(64) as u32;
-                    0x3600_0000 | (bit >> 5) << 31 | (rng.below(2) as u32) << 24 | (bit & 31) << 19 | offset_bits(pc, target, 14) << 5 | reg
+                    0x3600_0000
+                        | (bit >> 5) << 31
+                        | (rng.below(2) as u32) << 24
+                        | (bit & 31) << 19
+                        | offset_bits(pc, target, 14) << 5
+                        | reg
                 }
             }
         }
@@ -200,7 +205,11 @@ pub fn walk(rng: &mut Rng, prog: &Program, steps: usize) -> Vec<Step> {
             Term::Br => (true, rng.below(n as u64) as usize),
             Term::Ret => (true, stack.pop().unwrap_or_else(|| rng.below(n as u64) as usize)),
         };
-        out.push(Step { block: cur, taken, next });
+        out.push(Step {
+            block: cur,
+            taken,
+            next,
+        });
         cur = next;
     }
     out
@@ -217,7 +226,11 @@ fn flow_body_instr(rng: &mut Rng, kind: flow::Kind) -> u32 {
                 w
             } else {
                 let (t, n, imm) = (rng.below(29) as u32, rng.below(29) as u32, rng.below(512) as u32);
-                if rng.chance(1, 2) { 0xf940_0000 | imm << 10 | n << 5 | t } else { 0xf900_0000 | imm << 10 | n << 5 | t }
+                if rng.chance(1, 2) {
+                    0xf940_0000 | imm << 10 | n << 5 | t
+                } else {
+                    0xf900_0000 | imm << 10 | n << 5 | t
+                }
             }
         }
         _ => loop {
@@ -347,7 +360,11 @@ pub fn flow_program_ext(
                 }
             }
             body.push(Instr { size: 4, kind });
-            w.push(if extras { armv9_instr(rng, kind) } else { flow_body_instr(rng, kind) });
+            w.push(if extras {
+                armv9_instr(rng, kind)
+            } else {
+                flow_body_instr(rng, kind)
+            });
         }
         (body, w)
     };
@@ -436,14 +453,22 @@ pub fn flow_program_ext(
                 }
                 if role == Role::TxEnd {
                     // The outer TCOMMIT, after any nested pair or TCANCEL.
-                    let nested_end = body.iter().rposition(|x| matches!(x.kind, Kind::Tcommit | Kind::Tcancel)).map_or(0, |p| p + 1);
+                    let nested_end = body
+                        .iter()
+                        .rposition(|x| matches!(x.kind, Kind::Tcommit | Kind::Tcancel))
+                        .map_or(0, |p| p + 1);
                     let at = nested_end + rng.below((body.len() - nested_end) as u64 + 1) as usize;
                     insert(&mut body, &mut w, at, Kind::Tcommit, TCOMMIT);
                 }
             }
             Role::Plain => {}
         }
-        let b = FBlock { addr, body, term, term_size: 4 };
+        let b = FBlock {
+            addr,
+            body,
+            term,
+            term_size: 4,
+        };
         addr = b.end();
         blocks.push(b);
         words.push(w);
@@ -469,7 +494,12 @@ pub fn flow_program_ext(
             };
             let len = rng.below(6) as usize;
             let (body, w) = body_of(rng, len, false, extras);
-            let b = FBlock { addr, body, term, term_size: 4 };
+            let b = FBlock {
+                addr,
+                body,
+                term,
+                term_size: 4,
+            };
             addr = b.end();
             blocks.push(b);
             words.push(w);
@@ -501,7 +531,13 @@ pub fn flow_program_ext(
         let code = flow_encode(rng, &blocks, handlers.clone(), &words[handlers.clone()]);
         images.push((blocks[handlers.start].addr, code));
     }
-    flow::Program { blocks, main, handlers, entries, images }
+    flow::Program {
+        blocks,
+        main,
+        handlers,
+        entries,
+        images,
+    }
 }
 
 #[cfg(test)]
@@ -578,7 +614,11 @@ mod tests {
     fn armv9_code_classifies_as_intended() {
         use flow::{Kind, Term as F};
         let mut dec = ArmInstrDecoder::default();
-        let ext = Armv9Extras { wfx: true, tme: true, ite: true };
+        let ext = Armv9Extras {
+            wfx: true,
+            tme: true,
+            ite: true,
+        };
         let mut heads = 0;
         for seed in 0..20 {
             let mut rng = Rng::new(seed);
@@ -615,11 +655,18 @@ mod tests {
                     heads += 1;
                     let ts = word(b.term_addr() - 4);
                     let cbnz = word(b.term_addr());
-                    assert_eq!(cbnz & 0xff00_001f, 0xb500_0000 | (ts & 0x1f), "CBNZ on the TSTART register");
+                    assert_eq!(
+                        cbnz & 0xff00_001f,
+                        0xb500_0000 | (ts & 0x1f),
+                        "CBNZ on the TSTART register"
+                    );
                     assert!(inside[i + 1] && !inside[i]);
                 }
                 if inside[i] && !inside.get(i + 1).copied().unwrap_or(false) {
-                    assert!(b.body.iter().any(|x| x.kind == Kind::Tcommit), "the last block of a transaction commits it");
+                    assert!(
+                        b.body.iter().any(|x| x.kind == Kind::Tcommit),
+                        "the last block of a transaction commits it"
+                    );
                 }
             }
         }

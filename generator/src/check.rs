@@ -1,8 +1,8 @@
 //! Decodes a generated snapshot in memory and compares the result with
 //! its truth.
 
-
 use super::{Generated, Truth};
+use crate::snapshot_writer::DeviceSpec;
 use coresight_decode::arch::ArchProfile;
 use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use coresight_decode::decoder::{CoreConfig, DecodeMode, SourceConfig};
@@ -10,7 +10,6 @@ use coresight_decode::deformatter::DeformatterConfig;
 use coresight_decode::element::TraceElement;
 use coresight_decode::interfaces::{TrcDataIn, TrcGenElemIn};
 use coresight_decode::memory::{BufferAccessor, MemSpace};
-use crate::snapshot_writer::DeviceSpec;
 use coresight_decode::tree::{DecodeTree, SourceFormat};
 
 /// Collects the truth items of decoded elements.
@@ -29,7 +28,11 @@ fn source_config(dev: &DeviceSpec, core: Option<&DeviceSpec>) -> SourceConfig {
     SourceConfig {
         name: dev.name.clone(),
         device_type: dev.device_type.clone(),
-        regs: dev.regs.iter().map(|(n, v)| (n.split('(').next().unwrap_or(n).to_string(), *v)).collect(),
+        regs: dev
+            .regs
+            .iter()
+            .map(|(n, v)| (n.split('(').next().unwrap_or(n).to_string(), *v))
+            .collect(),
         core: core.map(|c| CoreConfig {
             name: c.name.clone(),
             core_type: c.device_type.clone(),
@@ -45,7 +48,9 @@ fn source_config(dev: &DeviceSpec, core: Option<&DeviceSpec>) -> SourceConfig {
 /// reset, after each); each buffer's items follow a [`Truth::Session`].
 pub fn decode(g: &Generated) -> Result<Vec<Truth>, String> {
     let got = coresight_decode::logger::shared(Vec::new());
-    decode_into(g, Box::new(Collect(got.clone())), |n| got.borrow_mut().push(Truth::Session(n)))?;
+    decode_into(g, Box::new(Collect(got.clone())), |n| {
+        got.borrow_mut().push(Truth::Session(n))
+    })?;
     let v = got.borrow().clone();
     Ok(comparable(v, g.truth.iter().any(Truth::is_detail)))
 }
@@ -72,17 +77,32 @@ pub fn decode_into(g: &Generated, out: Box<dyn TrcGenElemIn>, mut session: impl 
         if b != &buf.name {
             continue;
         }
-        let dev = spec.devices.iter().find(|d| &d.name == src).ok_or_else(|| format!("no device {src}"))?;
-        let core = spec.core_trace_sources.iter().find(|(_, s)| s == src).and_then(|(c, _)| spec.devices.iter().find(|d| &d.name == c));
-        let factory = tree.registry().for_device_type(&dev.device_type).ok_or_else(|| format!("no protocol for {}", dev.device_type))?;
+        let dev = spec
+            .devices
+            .iter()
+            .find(|d| &d.name == src)
+            .ok_or_else(|| format!("no device {src}"))?;
+        let core = spec
+            .core_trace_sources
+            .iter()
+            .find(|(_, s)| s == src)
+            .and_then(|(c, _)| spec.devices.iter().find(|d| &d.name == c));
+        let factory = tree
+            .registry()
+            .for_device_type(&dev.device_type)
+            .ok_or_else(|| format!("no protocol for {}", dev.device_type))?;
         let name = factory.protocol_name().to_string();
-        tree.create_decoder(&name, &source_config(dev, core)).map_err(|e| e.to_string())?;
+        tree.create_decoder(&name, &source_config(dev, core))
+            .map_err(|e| e.to_string())?;
         if let Some(core) = core {
             let mapper = tree.mem_mapper().ok_or("no memory mapper")?.clone();
             for d in &core.dumps {
                 let space = MemSpace::from_snapshot_name(&d.space).unwrap_or(MemSpace::ANY);
                 let acc = BufferAccessor::new(d.address, d.data.clone(), space).map_err(|e| e.to_string())?;
-                mapper.borrow_mut().add_accessor(Box::new(acc)).map_err(|e| e.to_string())?;
+                mapper
+                    .borrow_mut()
+                    .add_accessor(Box::new(acc))
+                    .map_err(|e| e.to_string())?;
             }
         }
     }
@@ -129,7 +149,11 @@ pub fn check(g: &Generated) -> Result<usize, String> {
     if got.len() != g.truth.len() {
         let i = got.len().min(g.truth.len());
         return Err(match (g.truth.get(i), got.get(i)) {
-            (Some(w), None) => format!("item {i}: expected `{w}`, decoded nothing more ({} of {})", got.len(), g.truth.len()),
+            (Some(w), None) => format!(
+                "item {i}: expected `{w}`, decoded nothing more ({} of {})",
+                got.len(),
+                g.truth.len()
+            ),
             (None, Some(h)) => format!("item {i}: expected nothing more, decoded `{h}`"),
             _ => unreachable!(),
         });
@@ -156,7 +180,10 @@ pub fn decode_dir(dir: &std::path::Path) -> Result<Vec<Truth>, String> {
     let ss = coresight_decode::snapshot::Snapshot::load(dir).map_err(|e| e.to_string())?;
     let names: Vec<String> = ss.buffer_names().iter().map(|s| s.to_string()).collect();
     let name = names.first().ok_or("no trace buffer")?;
-    let mut tree = ss.build_tree(name, DecodeMode::FullDecode, |_| {}).map_err(|e| e.to_string())?.ok_or("no decodable source")?;
+    let mut tree = ss
+        .build_tree(name, DecodeMode::FullDecode, |_| {})
+        .map_err(|e| e.to_string())?
+        .ok_or("no decodable source")?;
     let got = coresight_decode::logger::shared(Vec::new());
     tree.set_gen_elem_out(Box::new(Collect(got.clone())));
     let multi = names.len() > 1;
@@ -184,7 +211,9 @@ pub fn decode_dir(dir: &std::path::Path) -> Result<Vec<Truth>, String> {
     }
     let v = got.borrow().clone();
     let models_details = match std::fs::read_to_string(dir.join("truth.txt")) {
-        Ok(t) => t.lines().any(|l| !l.is_empty() && !l.starts_with("range ") && !l.starts_with("msg ") && !l.starts_with("session ")),
+        Ok(t) => t
+            .lines()
+            .any(|l| !l.is_empty() && !l.starts_with("range ") && !l.starts_with("msg ") && !l.starts_with("session ")),
         Err(_) => true,
     };
     Ok(comparable(v, models_details))
@@ -233,10 +262,17 @@ fn truth_from_line(line: &str) -> Option<Truth> {
                 'N' => false,
                 _ => return None,
             };
-            Truth::Range { start, end, count, exec }
+            Truth::Range {
+                start,
+                end,
+                count,
+                exec,
+            }
         }
         "EXCEPTION" => {
-            let ret_addr = between(body, "pref ret addr:", ";").and_then(|a| hex(a.split(' ').next()?)).unwrap_or(0);
+            let ret_addr = between(body, "pref ret addr:", ";")
+                .and_then(|a| hex(a.split(' ').next()?))
+                .unwrap_or(0);
             let number = hex(between(body, "excep num (", ")")?)? as u32;
             Truth::Exception { number, ret_addr }
         }
@@ -263,7 +299,10 @@ fn truth_from_line(line: &str) -> Option<Truth> {
             }
         }
         "CYCLE_COUNT" => Truth::CycleCount(cc()?),
-        "TIMESTAMP" => Truth::Timestamp { ts: hex(between(body, "TS=", "]")?)?, cc: cc() },
+        "TIMESTAMP" => Truth::Timestamp {
+            ts: hex(between(body, "TS=", "]")?)?,
+            cc: cc(),
+        },
         "SYNC_MARKER" => Truth::TsMarker,
         "MEMTRANS" => Truth::MemTrans(match body.trim() {
             "Init" => MemTrans::TraceInit,
@@ -274,7 +313,10 @@ fn truth_from_line(line: &str) -> Option<Truth> {
         }),
         "INSTRUMENTATION" => {
             let (el, value) = body.split_once("; ")?;
-            Truth::Instrumentation { el: el.strip_prefix("EL")?.parse().ok()?, value: hex(value)? }
+            Truth::Instrumentation {
+                el: el.strip_prefix("EL")?.parse().ok()?,
+                value: hex(value)?,
+            }
         }
         _ => return None,
     })
@@ -309,17 +351,48 @@ Idx:0; ID:1; OCSD_GEN_TRC_ELEM_NO_SYNC( [init-decoder])
             got,
             vec![
                 Truth::Session(2),
-                Truth::Range { start: 0xc3488, end: 0xc3490, count: 2, exec: true },
-                Truth::Range { start: 0xc3490, end: 0xc3494, count: 1, exec: false },
+                Truth::Range {
+                    start: 0xc3488,
+                    end: 0xc3490,
+                    count: 2,
+                    exec: true
+                },
+                Truth::Range {
+                    start: 0xc3490,
+                    end: 0xc3494,
+                    count: 1,
+                    exec: false
+                },
                 Truth::MemTrans(MemTrans::Start),
                 Truth::Instrumentation { el: 1, value: 0xfffff },
                 Truth::TsMarker,
-                Truth::Timestamp { ts: 0xfffffffff0006592, cc: None },
-                Truth::Timestamp { ts: 0x1234, cc: Some(77) },
+                Truth::Timestamp {
+                    ts: 0xfffffffff0006592,
+                    cc: None
+                },
+                Truth::Timestamp {
+                    ts: 0x1234,
+                    cc: Some(77)
+                },
                 Truth::CycleCount(12),
-                Truth::Context { el: 1, security: SecurityState::NonSecure, aarch64: true, ctxt_id: None, vmid: None },
-                Truth::Context { el: 2, security: SecurityState::Realm, aarch64: true, ctxt_id: Some(0x99), vmid: Some(0x1234) },
-                Truth::Exception { number: 0xe, ret_addr: 0x400010 },
+                Truth::Context {
+                    el: 1,
+                    security: SecurityState::NonSecure,
+                    aarch64: true,
+                    ctxt_id: None,
+                    vmid: None
+                },
+                Truth::Context {
+                    el: 2,
+                    security: SecurityState::Realm,
+                    aarch64: true,
+                    ctxt_id: Some(0x99),
+                    vmid: Some(0x1234)
+                },
+                Truth::Exception {
+                    number: 0xe,
+                    ret_addr: 0x400010
+                },
                 Truth::ExceptionReturn,
             ]
         );

@@ -118,7 +118,9 @@ impl EteOptions {
     /// every trace option, `sessions` takes a count (1 for one buffer).
     pub fn set_value(&mut self, name: &str, value: &str) -> Result<(), String> {
         if name == "sessions" {
-            let n: usize = value.parse().map_err(|_| format!("bad value `{value}` (want a number of sessions, 1 to 16)"))?;
+            let n: usize = value
+                .parse()
+                .map_err(|_| format!("bad value `{value}` (want a number of sessions, 1 to 16)"))?;
             if !(1..=16).contains(&n) {
                 return Err(format!("bad value `{value}` (want a number of sessions, 1 to 16)"));
             }
@@ -196,7 +198,11 @@ fn registers(rng: &mut Rng, cfg: &Config, revision: u32, trace_id: u8) -> Vec<(S
     let cond_impl = rng.chance(1, 2);
     let cci_impl = maybe(rng, cfg.cc);
     let rs_impl = maybe(rng, cfg.rs);
-    let tssize: u32 = if cfg.ts { if cfg.ts_bits == 48 { 0x6 } else { 0x8 } } else { [0, 0x6, 0x8][rng.below(3) as usize] };
+    let tssize: u32 = if cfg.ts {
+        if cfg.ts_bits == 48 { 0x6 } else { 0x8 }
+    } else {
+        [0, 0x6, 0x8][rng.below(3) as usize]
+    };
     // COMMOPT = 1: no commit sections (nothing is speculative).
     let commopt = if cci_impl { 1 } else { rng.below(2) as u32 };
     let idr0 = 0x1
@@ -252,20 +258,53 @@ pub fn generate_with(opts: &GenOptions, o: &EteOptions) -> Generated {
 pub fn generate_with_stats(opts: &GenOptions, o: &EteOptions) -> (Generated, Stats) {
     let mut rng = Rng::new(opts.seed ^ 0x0e7e_0000_0000);
     let (cfg, revision) = pick_config(&mut rng, o);
-    let sessions = if o.multi_session.pick(&mut rng) { o.sessions.unwrap_or(2 + rng.below(3) as usize).max(2) } else { 1 };
+    let sessions = if o.multi_session.pick(&mut rng) {
+        o.sessions.unwrap_or(2 + rng.below(3) as usize).max(2)
+    } else {
+        1
+    };
 
     // The program: WFx instructions whether or not they are waypoints.
     let core_name = CORES[rng.below(CORES.len() as u64) as usize];
     let n_blocks = 20 + rng.below(60) as usize;
     let base = [0x0000_0000_0040_0000u64, 0xffff_ffc0_0008_0000, 0x0000_007f_9d80_0000][rng.below(3) as usize];
     let hbase = [0xffff_ffc0_0001_0800u64, 0x0000_0000_8000_0000, 0xffff_8000_0010_0000][rng.below(3) as usize];
-    let extras = Armv9Extras { wfx: cfg.ete.wfx || rng.chance(1, 2), tme: cfg.ete.tme, ite: cfg.ete.ite };
-    let prog = a64::flow_program_ext(&mut rng, base, n_blocks, cfg.exceptions.then_some(hbase), cfg.exceptions, &extras);
-    let el = if cfg.exceptions && !cfg.ctx_changes { 1 } else { rng.below(2) as u8 };
-    let (secure, nse) = if cfg.ete.rme { (false, rng.chance(1, 2)) } else { (!cfg.ctx_changes && rng.chance(1, 4), false) };
-    let start_ctx = Ctx { el, secure, nse, aarch64: true, cid: rng.next_u64() as u32, vmid: rng.next_u64() as u32 };
-    let wcfg =
-        WalkCfg { wfx_waypoints: cfg.ete.wfx, rme: cfg.ete.rme, ..WalkCfg::basic(cfg.exceptions, cfg.ctx_changes, false, 2, start_ctx) };
+    let extras = Armv9Extras {
+        wfx: cfg.ete.wfx || rng.chance(1, 2),
+        tme: cfg.ete.tme,
+        ite: cfg.ete.ite,
+    };
+    let prog = a64::flow_program_ext(
+        &mut rng,
+        base,
+        n_blocks,
+        cfg.exceptions.then_some(hbase),
+        cfg.exceptions,
+        &extras,
+    );
+    let el = if cfg.exceptions && !cfg.ctx_changes {
+        1
+    } else {
+        rng.below(2) as u8
+    };
+    let (secure, nse) = if cfg.ete.rme {
+        (false, rng.chance(1, 2))
+    } else {
+        (!cfg.ctx_changes && rng.chance(1, 4), false)
+    };
+    let start_ctx = Ctx {
+        el,
+        secure,
+        nse,
+        aarch64: true,
+        cid: rng.next_u64() as u32,
+        vmid: rng.next_u64() as u32,
+    };
+    let wcfg = WalkCfg {
+        wfx_waypoints: cfg.ete.wfx,
+        rme: cfg.ete.rme,
+        ..WalkCfg::basic(cfg.exceptions, cfg.ctx_changes, false, 2, start_ctx)
+    };
     let segs = flow::walk(&mut rng, &prog, &wcfg, opts.length.max(sessions));
 
     // Sessions: the walk cut in pieces, with untraced gaps between them.
@@ -275,7 +314,11 @@ pub fn generate_with_stats(opts: &GenOptions, o: &EteOptions) -> (Generated, Sta
     let mut parts = Vec::with_capacity(sessions);
     for i in 0..sessions {
         let end = if i + 1 == sessions { segs.len() } else { (i + 1) * per };
-        let gap = if i == 0 { 0 } else { rng.below(per as u64 / 4 + 1) as usize };
+        let gap = if i == 0 {
+            0
+        } else {
+            rng.below(per as u64 / 4 + 1) as usize
+        };
         let mut start = (i * per + gap).min(end - 1);
         if cfg.ete.tme
             && rng.chance(1, 2)
@@ -287,7 +330,11 @@ pub fn generate_with_stats(opts: &GenOptions, o: &EteOptions) -> (Generated, Sta
     }
 
     // The trace: each session starts afresh.
-    let mut ts = if cfg.ts_bits == 64 && rng.chance(1, 4) { u64::MAX - rng.below(1 << 44) } else { rng.below(1 << 40) };
+    let mut ts = if cfg.ts_bits == 64 && rng.chance(1, 4) {
+        u64::MAX - rng.below(1 << 44)
+    } else {
+        rng.below(1 << 40)
+    };
     let mut stats = Stats::default();
     let mut truth = Vec::with_capacity(segs.len() * 2 + sessions);
     let mut traces = Vec::with_capacity(sessions);
@@ -311,7 +358,12 @@ pub fn generate_with_stats(opts: &GenOptions, o: &EteOptions) -> (Generated, Sta
     let trace_id = 0x10 + rng.below(0x20) as u8;
     let mut core = DeviceSpec::core("cpu_0", core_name);
     for (i, (addr, code)) in prog.images.iter().enumerate() {
-        core.dumps.push(DumpSpec { file: format!("code{i}.bin"), address: *addr, data: code.clone(), space: String::new() });
+        core.dumps.push(DumpSpec {
+            file: format!("code{i}.bin"),
+            address: *addr,
+            data: code.clone(),
+            space: String::new(),
+        });
     }
     let regs = registers(&mut rng, &cfg, revision, trace_id);
     let mut devices = vec![core];
@@ -322,29 +374,68 @@ pub fn generate_with_stats(opts: &GenOptions, o: &EteOptions) -> (Generated, Sta
         let (dev, buf, file) = if sessions == 1 {
             ("ete_0".to_string(), "ETB_0".to_string(), "trace.bin".to_string())
         } else {
-            (format!("ete_0_s{}", i + 1), format!("ETB_{}", i + 1), format!("session{}.bin", i + 1))
+            (
+                format!("ete_0_s{}", i + 1),
+                format!("ETB_{}", i + 1),
+                format!("session{}.bin", i + 1),
+            )
         };
         let (data, format) = layout_buffer(opts.layout, trace_id, out, &mut rng);
         devices.push(DeviceSpec::trace_source(&dev, "ETE", regs.clone()));
-        buffers.push(BufferSpec { name: buf.clone(), file, format: format.into(), data });
+        buffers.push(BufferSpec {
+            name: buf.clone(),
+            file,
+            format: format.into(),
+            data,
+        });
         source_buffers.push((dev.clone(), buf));
         core_trace_sources.push(("cpu_0".to_string(), dev));
     }
-    let mut description = format!("trc_gen ete seed {}: {} {} ETE rev {revision}", opts.seed, core_name, cfg.describe());
+    let mut description = format!(
+        "trc_gen ete seed {}: {} {} ETE rev {revision}",
+        opts.seed,
+        core_name,
+        cfg.describe()
+    );
     if sessions > 1 {
         description += &format!(", {sessions} sessions");
     }
-    let spec = SnapshotSpec { description, devices, buffers, source_buffers, core_trace_sources };
+    let spec = SnapshotSpec {
+        description,
+        devices,
+        buffers,
+        source_buffers,
+        core_trace_sources,
+    };
     (Generated { spec, truth }, stats)
 }
 
 /// Encodes a given execution (see [`super::execution`]) as ETE trace:
 /// options from `seed` (ETE's Armv9 extras off: the execution has none),
 /// one session, trace never filtered off, the memory image `images`.
-pub(super) fn generate_given(seed: u64, segs: &[super::flow::Seg], images: &[(u64, Vec<u8>)], layout: super::BufferLayout) -> Generated {
+pub(super) fn generate_given(
+    seed: u64,
+    segs: &[super::flow::Seg],
+    images: &[(u64, Vec<u8>)],
+    layout: super::BufferLayout,
+) -> Generated {
     let mut rng = Rng::new(seed ^ 0x0e7e_0000_0000);
-    let o = EteOptions { tme: Choice::Off, ite: Choice::Off, wfx: Choice::Off, rme: Choice::Off, multi_session: Choice::Off, ..EteOptions::all(Choice::Random) };
-    let o = EteOptions { etmv4: Etmv4Options { exceptions: Choice::Off, context_changes: Choice::Off, ..o.etmv4 }, ..o };
+    let o = EteOptions {
+        tme: Choice::Off,
+        ite: Choice::Off,
+        wfx: Choice::Off,
+        rme: Choice::Off,
+        multi_session: Choice::Off,
+        ..EteOptions::all(Choice::Random)
+    };
+    let o = EteOptions {
+        etmv4: Etmv4Options {
+            exceptions: Choice::Off,
+            context_changes: Choice::Off,
+            ..o.etmv4
+        },
+        ..o
+    };
     let (mut cfg, revision) = pick_config(&mut rng, &o);
     cfg.continuous = true;
     let core_name = CORES[rng.below(CORES.len() as u64) as usize];
@@ -358,14 +449,27 @@ pub(super) fn generate_given(seed: u64, segs: &[super::flow::Seg], images: &[(u6
     let trace_id = 0x10 + rng.below(0x20) as u8;
     let mut core = DeviceSpec::core("cpu_0", core_name);
     for (i, (addr, code)) in images.iter().enumerate() {
-        core.dumps.push(DumpSpec { file: format!("mem{i}.bin"), address: *addr, data: code.clone(), space: String::new() });
+        core.dumps.push(DumpSpec {
+            file: format!("mem{i}.bin"),
+            address: *addr,
+            data: code.clone(),
+            space: String::new(),
+        });
     }
     let regs = registers(&mut rng, &cfg, revision, trace_id);
     let (data, format) = layout_buffer(layout, trace_id, &out, &mut rng);
     let spec = SnapshotSpec {
-        description: format!("trc_gen ete from an execution, seed {seed}: {core_name} {} ETE rev {revision}", cfg.describe()),
+        description: format!(
+            "trc_gen ete from an execution, seed {seed}: {core_name} {} ETE rev {revision}",
+            cfg.describe()
+        ),
         devices: vec![core, DeviceSpec::trace_source("ete_0", "ETE", regs)],
-        buffers: vec![BufferSpec { name: "ETB_0".into(), file: "trace.bin".into(), format: format.into(), data }],
+        buffers: vec![BufferSpec {
+            name: "ETB_0".into(),
+            file: "trace.bin".into(),
+            format: format.into(),
+            data,
+        }],
         source_buffers: vec![("ete_0".into(), "ETB_0".into())],
         core_trace_sources: vec![("cpu_0".into(), "ete_0".into())],
     };
@@ -379,7 +483,12 @@ mod tests {
     use crate::check::check;
 
     fn opts(seed: u64) -> GenOptions {
-        GenOptions { seed, protocol: super::super::GenProtocol::Ete(EteOptions::default()), layout: BufferLayout::Unformatted, length: 300 }
+        GenOptions {
+            seed,
+            protocol: super::super::GenProtocol::Ete(EteOptions::default()),
+            layout: BufferLayout::Unformatted,
+            length: 300,
+        }
     }
 
     #[test]
@@ -404,7 +513,14 @@ mod tests {
     fn registers_follow_the_options() {
         let on = EteOptions::all(Choice::On).with("bb", Choice::Off);
         let (g, _) = generate_with_stats(&opts(1), &on);
-        let reg = |n: &str| g.spec.devices[1].regs.iter().find(|(k, _)| k == n).map(|r| r.1).unwrap();
+        let reg = |n: &str| {
+            g.spec.devices[1]
+                .regs
+                .iter()
+                .find(|(k, _)| k == n)
+                .map(|r| r.1)
+                .unwrap()
+        };
         assert_eq!(g.spec.devices[1].device_type, "ETE");
         assert_eq!(reg("TRCDEVARCH"), 0x4773_5A13, "ITE needs ETE 1.3");
         assert_ne!(reg("TRCIDR0") & 1 << 23, 0, "TSMARK");
@@ -412,7 +528,14 @@ mod tests {
         assert_eq!(reg("TRCCONFIGR") & 0x1818, 0x1810, "cc, ts, rs on; bb off");
         assert_eq!(reg("TRCIDR8"), 0);
         let off = generate_with(&opts(1), &EteOptions::all(Choice::Off));
-        let reg = |n: &str| off.spec.devices[1].regs.iter().find(|(k, _)| k == n).map(|r| r.1).unwrap();
+        let reg = |n: &str| {
+            off.spec.devices[1]
+                .regs
+                .iter()
+                .find(|(k, _)| k == n)
+                .map(|r| r.1)
+                .unwrap()
+        };
         assert_eq!(reg("TRCIDR0") & 1 << 23, 0);
         assert_eq!(reg("TRCIDR2") & 1 << 31, 0);
         assert_eq!(reg("TRCCONFIGR") & 0x1818, 0);
@@ -435,7 +558,10 @@ mod tests {
         }
         let t = &total;
         assert!(t.ts_markers > 10 && t.ites > 10 && t.wfx > 10, "{t:?}");
-        assert!(t.tx_starts > 10 && t.tx_nested > 0 && t.tx_commits > 5 && t.tx_fails > 5, "{t:?}");
+        assert!(
+            t.tx_starts > 10 && t.tx_nested > 0 && t.tx_commits > 5 && t.tx_fails > 5,
+            "{t:?}"
+        );
         assert!(t.realm_root > 10 && t.exception_returns > 10 && t.rs_hits > 5, "{t:?}");
     }
 
@@ -458,7 +584,9 @@ mod tests {
                     let mut name = p.pkt_type.name().to_string();
                     match p.pkt_type {
                         PktType::TraceInfo if p.trace_info.in_trans_state() => name += "+TSTATE",
-                        PktType::Ctxt | PktType::AddrCtxtL64IS0 | PktType::AddrCtxtL32IS0 if p.context.updated && p.context.nse => {
+                        PktType::Ctxt | PktType::AddrCtxtL64IS0 | PktType::AddrCtxtL32IS0
+                            if p.context.updated && p.context.nse =>
+                        {
                             name = format!(
                                 "{}{}",
                                 if p.context.ns { "Realm" } else { "Root" },
@@ -474,9 +602,17 @@ mod tests {
         }
         let seen = Arc::new(Lock::new(BTreeSet::new()));
         for seed in 0..12 {
-            let o = EteOptions::all(Choice::On).with("bb", Choice::Off).with("multi", if seed % 3 == 0 { Choice::On } else { Choice::Off });
+            let o = EteOptions::all(Choice::On)
+                .with("bb", Choice::Off)
+                .with("multi", if seed % 3 == 0 { Choice::On } else { Choice::Off });
             let g = generate_with(&opts(seed), &o);
-            let reg = |n: &str| g.spec.devices[1].regs.iter().find(|(k, _)| k == n).map_or(0, |r| r.1 as u32);
+            let reg = |n: &str| {
+                g.spec.devices[1]
+                    .regs
+                    .iter()
+                    .find(|(k, _)| k == n)
+                    .map_or(0, |r| r.1 as u32)
+            };
             let cfg = EtmV4Config {
                 idr0: reg("TRCIDR0"),
                 idr1: reg("TRCIDR1"),
@@ -490,7 +626,10 @@ mod tests {
             for b in &g.spec.buffers {
                 let mut proc = EtmV4PktProc::new(cfg.clone(), None);
                 let mut sink = Sink(seen.clone());
-                let mut out = PacketOut { mon: None, sink: Some(&mut sink) };
+                let mut out = PacketOut {
+                    mon: None,
+                    sink: Some(&mut sink),
+                };
                 let (_, used) = proc.process(0, &b.data, &mut out);
                 assert_eq!(used, b.data.len());
             }
@@ -515,6 +654,11 @@ mod tests {
         ] {
             assert!(seen.contains(name), "no {name} in {seen:?}");
         }
-        assert!(!seen.iter().any(|n| n.starts_with("I_BAD") || n.starts_with("I_RESERVED") || n == "I_EXCEPT_RTN"), "{seen:?}");
+        assert!(
+            !seen
+                .iter()
+                .any(|n| n.starts_with("I_BAD") || n.starts_with("I_RESERVED") || n == "I_EXCEPT_RTN"),
+            "{seen:?}"
+        );
     }
 }

@@ -30,7 +30,7 @@
 
 use std::collections::VecDeque;
 
-use super::a32t32::{self, walk, ExcKind, IsaMix, Program, ProgramConfig, SegEnd, Source, Term, WalkConfig};
+use super::a32t32::{self, ExcKind, IsaMix, Program, ProgramConfig, SegEnd, Source, Term, WalkConfig, walk};
 use super::ptm::{parse_flag, parse_isa, pick, pick_isa};
 use super::{GenOptions, Generated, Rng, Truth};
 use coresight_decode::arch::Isa;
@@ -131,7 +131,11 @@ impl Etmv3Config {
             _ => 3,
         };
         // Port size and selection bits as a Cortex-A7 ETM is set up.
-        0x860 | (self.cycle_accurate as u64) << 12 | ctxt << 14 | (self.timestamps as u64) << 28 | (self.vmid as u64) << 30
+        0x860
+            | (self.cycle_accurate as u64) << 12
+            | ctxt << 14
+            | (self.timestamps as u64) << 28
+            | (self.vmid as u64) << 30
     }
     /// ETMv3.5 on a Cortex-A7.
     pub(crate) fn etmidr(&self) -> u64 {
@@ -152,7 +156,10 @@ enum ListOp<'a> {
     /// A P-header's elements.
     PHdr(&'a [Elem]),
     /// A branch address, cancelling or not, with an exception or not.
-    Branch { cancel: bool, exception: bool },
+    Branch {
+        cancel: bool,
+        exception: bool,
+    },
     /// A packet adding `n` elements that are not ranges.
     Others(usize),
     ExceptionExit,
@@ -341,7 +348,11 @@ impl Etmv3Encoder {
         p.extend_from_slice(&a.to_le_bytes());
         // Trace on (unless periodic and in sync) and the context.
         let n = if reason != 0 || first { 2 } else { 1 };
-        self.count(if reason == 0 { "isync periodic" } else { "isync trace enable" });
+        self.count(if reason == 0 {
+            "isync periodic"
+        } else {
+            "isync trace enable"
+        });
         self.put(&p, ListOp::Others(n));
         self.addr = addr;
         self.isa = isa;
@@ -384,9 +395,17 @@ impl Etmv3Encoder {
                 self.cc_out[a.item] = per_atom(i);
             }
         } else {
-            self.count(if hdr & 3 == 0 { "P-header format 1" } else { "P-header format 2" });
+            self.count(if hdr & 3 == 0 {
+                "P-header format 1"
+            } else {
+                "P-header format 2"
+            });
         }
-        let elems: Vec<Elem> = if atoms.is_empty() { vec![(None, false)] } else { atoms.iter().map(|a| (Some(a.item), true)).collect() };
+        let elems: Vec<Elem> = if atoms.is_empty() {
+            vec![(None, false)]
+        } else {
+            atoms.iter().map(|a| (Some(a.item), true)).collect()
+        };
         self.put(&[hdr], ListOp::PHdr(&elems));
     }
 
@@ -476,10 +495,18 @@ impl Etmv3Encoder {
         for i in 1..n {
             let shift = 6 + 7 * (i as u32 - 1);
             let b = if i == 4 {
-                let hi = if isa == Isa::Arm { 0x08 | (v >> 27) as u8 & 0x7 } else { 0x10 | (v >> 27) as u8 & 0xf };
+                let hi = if isa == Isa::Arm {
+                    0x08 | (v >> 27) as u8 & 0x7
+                } else {
+                    0x10 | (v >> 27) as u8 & 0xf
+                };
                 hi | (exc as u8) << 6
             } else if i == n - 1 {
-                if alt { (v >> shift) as u8 & 0x3f | (exc as u8) << 6 } else { (v >> shift) as u8 & 0x7f }
+                if alt {
+                    (v >> shift) as u8 & 0x3f | (exc as u8) << 6
+                } else {
+                    (v >> shift) as u8 & 0x7f
+                }
             } else {
                 (v >> shift) as u8 & 0x7f | 0x80
             };
@@ -511,7 +538,11 @@ impl Etmv3Encoder {
         self.ts += rng.range(1, 5000);
         let need = a32t32::bits_needed(self.ts ^ self.ts_out).max(1);
         let (max_bytes, last_bits) = if self.cfg.ts64 { (9u32, 8u32) } else { (7, 6) };
-        let n = if full || need > 7 * (max_bytes - 1) { max_bytes } else { need.div_ceil(7) };
+        let n = if full || need > 7 * (max_bytes - 1) {
+            max_bytes
+        } else {
+            need.div_ceil(7)
+        };
         let mut p = vec![0x42];
         for i in 0..n {
             let v = (self.ts >> (7 * i)) as u8;
@@ -532,7 +563,11 @@ impl Etmv3Encoder {
             return;
         }
         self.flush_atoms();
-        let mask = if self.cfg.ctxt_bytes == 4 { u32::MAX } else { (1u32 << (8 * self.cfg.ctxt_bytes)) - 1 };
+        let mask = if self.cfg.ctxt_bytes == 4 {
+            u32::MAX
+        } else {
+            (1u32 << (8 * self.cfg.ctxt_bytes)) - 1
+        };
         self.ctxt_id = rng.next_u64() as u32 & mask;
         let mut p = vec![0x6e];
         p.extend_from_slice(&self.ctxt_id.to_le_bytes()[..self.cfg.ctxt_bytes]);
@@ -555,7 +590,8 @@ impl Etmv3Encoder {
     /// decoder output it (`usize::MAX` at the end of trace).
     fn finish(&mut self) -> Vec<(usize, Truth)> {
         self.flush_atoms();
-        self.list.packet(ListOp::EndOfTrace, usize::MAX, &mut self.sent, &mut self.cancelled);
+        self.list
+            .packet(ListOp::EndOfTrace, usize::MAX, &mut self.sent, &mut self.cancelled);
         let cancelled = self.cancelled.len();
         self.stats.insert("range cancelled", cancelled);
         let quirk = self.sent.iter().filter(|(_, id)| self.not_executed[*id]).count();
@@ -570,12 +606,21 @@ impl Etmv3Encoder {
     /// The cycle counts of the truth items' ranges, in order.
     #[cfg(test)]
     fn truth_cc(&self) -> Vec<u32> {
-        self.sent.iter().filter(|(_, id)| !self.not_executed[*id]).map(|&(_, id)| self.cc_out[id]).collect()
+        self.sent
+            .iter()
+            .filter(|(_, id)| !self.not_executed[*id])
+            .map(|&(_, id)| self.cc_out[id])
+            .collect()
     }
 }
 
 /// Encodes a walk through `prog`; returns the encoder and the truth.
-fn encode(cfg: Etmv3Config, prog: &Program, segs: &[a32t32::Seg], rng: &mut Rng) -> (Etmv3Encoder, Vec<(usize, Truth)>) {
+fn encode(
+    cfg: Etmv3Config,
+    prog: &Program,
+    segs: &[a32t32::Seg],
+    rng: &mut Rng,
+) -> (Etmv3Encoder, Vec<(usize, Truth)>) {
     let mut enc = Etmv3Encoder::new(cfg, rng);
     let mut tracing = false;
     let mut first = true;
@@ -612,11 +657,28 @@ fn encode(cfg: Etmv3Config, prog: &Program, segs: &[a32t32::Seg], rng: &mut Rng)
             }
             if idx < ti {
                 let pass = seg.passed(idx);
-                let item = Truth::Range { start: ins.addr, end: ins.end(), count: 1, exec: pass };
+                let item = Truth::Range {
+                    start: ins.addr,
+                    end: ins.end(),
+                    count: 1,
+                    exec: pass,
+                };
                 enc.atom(pass, item, true, rng);
             } else {
-                let SegEnd::Term { taken, next, next_start } = seg.end else { unreachable!() };
-                let item = Truth::Range { start: ins.addr, end: ins.end(), count: 1, exec: taken };
+                let SegEnd::Term {
+                    taken,
+                    next,
+                    next_start,
+                } = seg.end
+                else {
+                    unreachable!()
+                };
+                let item = Truth::Range {
+                    start: ins.addr,
+                    end: ins.end(),
+                    count: 1,
+                    exec: taken,
+                };
                 enc.atom(taken, item, true, rng);
                 let needs_addr = taken && (b.term.is_indirect() || matches!(b.term, Term::Blx(_)));
                 if needs_addr {
@@ -641,7 +703,12 @@ fn encode(cfg: Etmv3Config, prog: &Program, segs: &[a32t32::Seg], rng: &mut Rng)
             if cancel {
                 // The aborted load or store is traced, then cancelled.
                 let ins = &b.instrs[at];
-                let item = Truth::Range { start: ins.addr, end: ins.end(), count: 1, exec: true };
+                let item = Truth::Range {
+                    start: ins.addr,
+                    end: ins.end(),
+                    count: 1,
+                    exec: true,
+                };
                 enc.atom(true, item, false, rng);
             }
             let v = &prog.blocks[vector];
@@ -674,7 +741,12 @@ fn build(
     names: (&str, &str),
 ) -> (Source, Etmv3Encoder) {
     let cfg = Etmv3Config::resolve(rng, opts);
-    let pcfg = ProgramConfig { base, blocks: 20 + rng.below(60) as usize, isa: cfg.isa, exceptions: cfg.exceptions };
+    let pcfg = ProgramConfig {
+        base,
+        blocks: 20 + rng.below(60) as usize,
+        isa: cfg.isa,
+        exceptions: cfg.exceptions,
+    };
     let prog = Program::generate(rng, &pcfg);
     let wcfg = WalkConfig {
         irq_period: if cfg.exceptions { 30 + rng.below(60) } else { 0 },
@@ -684,29 +756,69 @@ fn build(
     let (enc, truth) = encode(cfg, &prog, &segs, rng);
     let core = a32t32::core_device(names.0, "Cortex-A7", &prog, &format!("mem_{}", names.0));
     let device = a32t32::etm_device(names.1, "ETM3.5", cfg.etmcr(), cfg.etmidr(), cfg.etmccer(), trace_id);
-    (Source { trace_id, device, core, bytes: enc.out.clone(), truth }, enc)
+    (
+        Source {
+            trace_id,
+            device,
+            core,
+            bytes: enc.out.clone(),
+            truth,
+        },
+        enc,
+    )
 }
 
 /// Encodes a given execution (see [`super::execution`]) as ETMv3 trace:
 /// options from `seed`, no trace filtering, the memory image `images`.
-pub(super) fn generate_given(seed: u64, isa: IsaMix, prog: &Program, segs: &[a32t32::Seg], images: &[(u64, Vec<u8>)], formatted: bool) -> Generated {
+pub(super) fn generate_given(
+    seed: u64,
+    isa: IsaMix,
+    prog: &Program,
+    segs: &[a32t32::Seg],
+    images: &[(u64, Vec<u8>)],
+    formatted: bool,
+) -> Generated {
     let mut rng = Rng::new(seed);
-    let o = Etmv3GenOptions { isa: Some(isa), exceptions: Some(false), data_aborts: Some(false), trace_filter: Some(false), ..Default::default() };
+    let o = Etmv3GenOptions {
+        isa: Some(isa),
+        exceptions: Some(false),
+        data_aborts: Some(false),
+        trace_filter: Some(false),
+        ..Default::default()
+    };
     let cfg = Etmv3Config::resolve(&mut rng, &o);
     let (enc, truth) = encode(cfg, prog, segs, &mut rng);
     let trace_id = 0x10 + rng.below(0x20) as u8;
     let mut core = crate::snapshot_writer::DeviceSpec::core("cpu_0", "Cortex-A7");
     for (i, (addr, data)) in images.iter().enumerate() {
-        core.dumps.push(crate::snapshot_writer::DumpSpec { file: format!("mem{i}.bin"), address: *addr, data: data.clone(), space: String::new() });
+        core.dumps.push(crate::snapshot_writer::DumpSpec {
+            file: format!("mem{i}.bin"),
+            address: *addr,
+            data: data.clone(),
+            space: String::new(),
+        });
     }
     let device = a32t32::etm_device("ETM_0", "ETM3.5", cfg.etmcr(), cfg.etmidr(), cfg.etmccer(), trace_id);
-    let src = Source { trace_id, device, core, bytes: enc.out.clone(), truth };
-    a32t32::snapshot(format!("trc_gen etmv3 from an execution, seed {seed}"), vec![src], formatted, &mut rng)
+    let src = Source {
+        trace_id,
+        device,
+        core,
+        bytes: enc.out.clone(),
+        truth,
+    };
+    a32t32::snapshot(
+        format!("trc_gen etmv3 from an execution, seed {seed}"),
+        vec![src],
+        formatted,
+        &mut rng,
+    )
 }
 
 /// Generates an ETMv3 snapshot of a random A32/T32 program.
 pub fn generate(opts: &GenOptions, etm: &Etmv3GenOptions) -> Generated {
-    a32t32::single_source(opts, "etmv3", |rng, length, base, trace_id| source(etm, rng, length, base, trace_id, ("cpu_0", "ETM_0")))
+    a32t32::single_source(opts, "etmv3", |rng, length, base, trace_id| {
+        source(etm, rng, length, base, trace_id, ("cpu_0", "ETM_0"))
+    })
 }
 
 /// Generates a TC2-like snapshot: Cortex-A15 PTMs and Cortex-A7 ETMv3s
@@ -723,9 +835,23 @@ pub fn generate_multi(opts: &GenOptions) -> Generated {
         let cpu = format!("cpu_{k}");
         let length = (opts.length / 2).max(1);
         let s = if k < n_ptm {
-            super::ptm::source(&Default::default(), &mut rng, length, base, id, (&cpu, &format!("PTM_{k}")))
+            super::ptm::source(
+                &Default::default(),
+                &mut rng,
+                length,
+                base,
+                id,
+                (&cpu, &format!("PTM_{k}")),
+            )
         } else {
-            source(&Default::default(), &mut rng, length, base, id, (&cpu, &format!("ETM_{k}")))
+            source(
+                &Default::default(),
+                &mut rng,
+                length,
+                base,
+                id,
+                (&cpu, &format!("ETM_{k}")),
+            )
         };
         sources.push(s);
     }
@@ -753,7 +879,12 @@ mod tests {
     }
 
     fn item() -> Truth {
-        Truth::Range { start: 0, end: 4, count: 1, exec: true }
+        Truth::Range {
+            start: 0,
+            end: 4,
+            count: 1,
+            exec: true,
+        }
     }
 
     #[test]
@@ -805,23 +936,38 @@ mod tests {
     fn a_lone_last_range_waits_for_the_next_packet() {
         let mut m = ListModel::default();
         let (mut sent, mut canc) = (Vec::new(), Vec::new());
-        m.packet(ListOp::PHdr(&[(Some(0), true), (Some(1), true)]), 5, &mut sent, &mut canc);
+        m.packet(
+            ListOp::PHdr(&[(Some(0), true), (Some(1), true)]),
+            5,
+            &mut sent,
+            &mut canc,
+        );
         assert_eq!(sent, vec![(5, 0), (5, 1)]);
         m.packet(ListOp::PHdr(&[(Some(2), true)]), 6, &mut sent, &mut canc);
         assert_eq!(sent.len(), 2);
-        m.packet(ListOp::Branch { cancel: true, exception: true }, 9, &mut sent, &mut canc);
+        m.packet(
+            ListOp::Branch {
+                cancel: true,
+                exception: true,
+            },
+            9,
+            &mut sent,
+            &mut canc,
+        );
         assert_eq!(canc, vec![2]);
         // The exception element stays behind the stale held-back count.
         m.packet(ListOp::PHdr(&[(Some(3), true)]), 10, &mut sent, &mut canc);
         assert_eq!(sent[2..], [(10, 3)]);
     }
 
-    use super::a32t32::testing::{assert_only_when_on, count as get, sum_stats, Stats};
+    use super::a32t32::testing::{Stats, assert_only_when_on, count as get, sum_stats};
     use coresight_decode::element::ElemType;
 
     /// Statistics summed over seeds.
     fn stats(o: Etmv3GenOptions, seeds: std::ops::Range<u64>) -> Stats {
-        sum_stats(seeds, |rng| build(&o, rng, 150, 0x8000_0000, 0x10, ("cpu_0", "ETM_0")).1.stats)
+        sum_stats(seeds, |rng| {
+            build(&o, rng, 150, 0x8000_0000, 0x10, ("cpu_0", "ETM_0")).1.stats
+        })
     }
 
     fn with(f: impl Fn(&mut Etmv3GenOptions)) -> Etmv3GenOptions {
@@ -841,7 +987,10 @@ mod tests {
             &["P-header format 3", "P-header format 4", "waits before I-sync"],
         );
         on_off(&|o, v| o.exceptions = Some(v), &["exception", "exception exit"]);
-        on_off(&|o, v| o.data_aborts = Some(v), &["exception cancelling", "aborted range output anyway"]);
+        on_off(
+            &|o, v| o.data_aborts = Some(v),
+            &["exception cancelling", "aborted range output anyway"],
+        );
         on_off(&|o, v| o.trace_filter = Some(v), &["trace off"]);
         on_off(&|o, v| o.timestamps = Some(v), &["timestamp"]);
         on_off(&|o, v| o.context_id = Some(v), &["context ID", "VMID"]);
@@ -886,7 +1035,11 @@ mod tests {
             if ca {
                 assert_eq!(ranges, enc.truth_cc(), "seed {seed}");
             }
-            let ts: Vec<u64> = elems.iter().filter(|e| e.elem_type == ElemType::Timestamp).map(|e| e.timestamp).collect();
+            let ts: Vec<u64> = elems
+                .iter()
+                .filter(|e| e.elem_type == ElemType::Timestamp)
+                .map(|e| e.timestamp)
+                .collect();
             assert_eq!(ts, enc.timestamps, "seed {seed}");
             assert!(!ts.is_empty());
         }

@@ -30,8 +30,8 @@
 
 use super::flow::{self, Cause, Ctx, End, Event, Seg, Term, WalkCfg};
 use super::{GenOptions, GenProtocol, Generated, Rng, Truth, a64, layout_buffer, t32m};
-use coresight_decode::element::MemTrans;
 use crate::snapshot_writer::{BufferSpec, DeviceSpec, DumpSpec, SnapshotSpec};
+use coresight_decode::element::MemTrans;
 
 /// Register values of the original, option-less configuration.
 pub const TRCCONFIGR: u64 = 0xC1; // context ID and VMID tracing
@@ -141,10 +141,20 @@ impl Etmv4Options {
             v => return Err(format!("bad value `{v}` (want 1, 0 or random)")),
         };
         match name {
-            "all" => *self = Etmv4Options { implied_target_with_rs: self.implied_target_with_rs, ..Etmv4Options::all(c) },
+            "all" => {
+                *self = Etmv4Options {
+                    implied_target_with_rs: self.implied_target_with_rs,
+                    ..Etmv4Options::all(c)
+                }
+            }
             "rs_implied" => self.implied_target_with_rs = c == Choice::On,
             n if self.set(n, c) => {}
-            n => return Err(format!("unknown option `{n}` (ETMv4: all, {}, rs_implied)", OPTION_NAMES.join(", "))),
+            n => {
+                return Err(format!(
+                    "unknown option `{n}` (ETMv4: all, {}, rs_implied)",
+                    OPTION_NAMES.join(", ")
+                ));
+            }
         }
         Ok(())
     }
@@ -219,7 +229,11 @@ impl Config {
         let (vmid_bits, vmid_size_field) = if m_profile {
             (0, 0)
         } else {
-            let sizes: &[(u32, u32)] = if minor == 0 { &[(8, 1)] } else { &[(8, 1), (16, 2), (32, 4)] };
+            let sizes: &[(u32, u32)] = if minor == 0 {
+                &[(8, 1)]
+            } else {
+                &[(8, 1), (16, 2), (32, 4)]
+            };
             let s = sizes[rng.below(sizes.len() as u64) as usize];
             if rng.chance(1, 2) { s } else { (0, s.1) }
         };
@@ -275,9 +289,13 @@ impl Config {
             v.push(format!("vmid{}", self.vmid_bits));
         }
         let e = &self.ete;
-        for (on, name) in
-            [(e.ts_marker, "tsmark"), (e.tme, if e.trans_p0 { "tme(p0)" } else { "tme" }), (e.ite, "ite"), (e.rme, "rme"), (e.wfx, "wfx")]
-        {
+        for (on, name) in [
+            (e.ts_marker, "tsmark"),
+            (e.tme, if e.trans_p0 { "tme(p0)" } else { "tme" }),
+            (e.ite, "ite"),
+            (e.rme, "rme"),
+            (e.wfx, "wfx"),
+        ] {
             if on {
                 v.push(name.into());
             }
@@ -492,7 +510,18 @@ impl Encoder {
     /// Address with context for an A64 address at EL1 NS, VMID 0 and
     /// context ID 0 (the original generator's only context).
     pub fn addr_with_context(&mut self, addr: u64) {
-        self.addr_ctx(addr, 0, &PktCtx { el: 1, ns: true, nse: false, sf: true, vmid: Some((0, 1)), cid: Some(0) });
+        self.addr_ctx(
+            addr,
+            0,
+            &PktCtx {
+                el: 1,
+                ns: true,
+                nse: false,
+                sf: true,
+                vmid: Some((0, 1)),
+                cid: Some(0),
+            },
+        );
     }
 
     /// A context packet carrying context information.
@@ -537,13 +566,20 @@ impl Encoder {
             forms.push(8);
         }
         let pick = if forms.len() > 1 && self.vary(1, 8) {
-            let r = self.vary.as_mut().map_or(0, |r| r.below(forms.len() as u64 - 1) as usize);
+            let r = self
+                .vary
+                .as_mut()
+                .map_or(0, |r| r.below(forms.len() as u64 - 1) as usize);
             forms[1 + r]
         } else {
             forms[0]
         };
         let short_hdr = if is == 0 { 0x95 } else { 0x96 };
-        let b0 = if is == 0 { ((addr >> 2) & 0x7f) as u8 } else { ((addr >> 1) & 0x7f) as u8 };
+        let b0 = if is == 0 {
+            ((addr >> 2) & 0x7f) as u8
+        } else {
+            ((addr >> 1) & 0x7f) as u8
+        };
         let p: Vec<u8> = match pick {
             1 => vec![short_hdr, b0],
             2 => vec![short_hdr, 0x80 | b0, (addr >> s1) as u8],
@@ -682,7 +718,12 @@ impl Encoder {
 fn best_atom_packet(rest: &[bool], f45: bool) -> (usize, u8) {
     const E: bool = true;
     const N: bool = false;
-    let bits = |n: usize| rest[..n].iter().enumerate().fold(0u8, |acc, (j, &e)| acc | (e as u8) << j);
+    let bits = |n: usize| {
+        rest[..n]
+            .iter()
+            .enumerate()
+            .fold(0u8, |acc, (j, &e)| acc | (e as u8) << j)
+    };
     let mut best = match rest.len() {
         1 => (1, 0xf6 | bits(1)),
         2 => (2, 0xd8 | bits(2)),
@@ -690,14 +731,27 @@ fn best_atom_packet(rest: &[bool], f45: bool) -> (usize, u8) {
     };
     let lead = rest.iter().take_while(|&&a| a).count();
     // Format 6: 3 to 23 E atoms, then one E or N.
-    let k = if lead < rest.len() { lead.min(23) } else { lead.saturating_sub(1).min(23) };
+    let k = if lead < rest.len() {
+        lead.min(23)
+    } else {
+        lead.saturating_sub(1).min(23)
+    };
     if k >= 3 && k + 1 > best.0 {
         best = (k + 1, 0xc0 | (!rest[k] as u8) << 5 | (k - 3) as u8);
     }
     if f45 {
-        const F5: [([bool; 5], u8); 4] =
-            [([N, E, E, E, E], 0xf5), ([N, N, N, N, N], 0xd5), ([N, E, N, E, N], 0xd6), ([E, N, E, N, E], 0xd7)];
-        const F4: [([bool; 4], u8); 4] = [([N, E, E, E], 0xdc), ([N, N, N, N], 0xdd), ([N, E, N, E], 0xde), ([E, N, E, N], 0xdf)];
+        const F5: [([bool; 5], u8); 4] = [
+            ([N, E, E, E, E], 0xf5),
+            ([N, N, N, N, N], 0xd5),
+            ([N, E, N, E, N], 0xd6),
+            ([E, N, E, N, E], 0xd7),
+        ];
+        const F4: [([bool; 4], u8); 4] = [
+            ([N, E, E, E], 0xdc),
+            ([N, N, N, N], 0xdd),
+            ([N, E, N, E], 0xde),
+            ([E, N, E, N], 0xdf),
+        ];
         if rest.len() >= 5
             && best.0 < 5
             && let Some(&(_, h)) = F5.iter().find(|(p, _)| p[..] == rest[..5])
@@ -891,8 +945,14 @@ impl<'a> Gen<'a> {
             stats: Stats::default(),
             cfg,
             enc,
-            log: TruthLog { out: Vec::with_capacity(capacity), pend: Vec::new() },
-            rs: RetStack { active: cfg.rs, v: Vec::new() },
+            log: TruthLog {
+                out: Vec::with_capacity(capacity),
+                pend: Vec::new(),
+            },
+            rs: RetStack {
+                active: cfg.rs,
+                v: Vec::new(),
+            },
             known: None,
             need_addr: true,
             tracing: false,
@@ -914,7 +974,9 @@ impl<'a> Gen<'a> {
             self.segment(rng, s, segs.get(i + 1), i == 0);
         }
         self.enc.flush_atoms();
-        let Gen { enc, log, stats, ts, .. } = self;
+        let Gen {
+            enc, log, stats, ts, ..
+        } = self;
         (enc.out, log.finish(), stats, ts)
     }
 
@@ -924,7 +986,10 @@ impl<'a> Gen<'a> {
             ns: !t.secure,
             nse: t.nse,
             sf: t.aarch64,
-            vmid: t.vmid.filter(|_| with_v).map(|v| (v, (self.cfg.vmid_bits / 8) as usize)),
+            vmid: t
+                .vmid
+                .filter(|_| with_v)
+                .map(|v| (v, (self.cfg.vmid_bits / 8) as usize)),
             cid: t.cid.filter(|_| with_c),
         }
     }
@@ -958,7 +1023,13 @@ impl<'a> Gen<'a> {
         self.known = Some(t);
         self.stats.realm_root += t.nse as usize;
         let security = ctx.security();
-        self.log.pend(Pend::Item(Truth::Context { el: t.el, security, aarch64: t.aarch64, ctxt_id: t.cid, vmid: t.vmid }));
+        self.log.pend(Pend::Item(Truth::Context {
+            el: t.el,
+            security,
+            aarch64: t.aarch64,
+            ctxt_id: t.cid,
+            vmid: t.vmid,
+        }));
         self.need_addr = false;
     }
 
@@ -987,7 +1058,11 @@ impl<'a> Gen<'a> {
             2 => rng.below(1 << 28),
             _ => rng.below(1 << 40),
         };
-        let limit = if self.cfg.ts_bits >= 64 { u64::MAX } else { (1u64 << self.cfg.ts_bits) - 1 };
+        let limit = if self.cfg.ts_bits >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << self.cfg.ts_bits) - 1
+        };
         self.ts = self.ts.saturating_add(1 + step).min(limit);
         let cc = self.cfg.cc.then(|| rng.below(1 << self.cfg.cc_bits) as u32);
         if self.cfg.ete.ts_marker {
@@ -1011,7 +1086,8 @@ impl<'a> Gen<'a> {
                 }
                 Event::Ite(value) => {
                     self.enc.ite(s.ctx.el, value);
-                    self.log.pend(Pend::Item(Truth::Instrumentation { el: s.ctx.el, value }));
+                    self.log
+                        .pend(Pend::Item(Truth::Instrumentation { el: s.ctx.el, value }));
                     self.stats.ites += 1;
                 }
             }
@@ -1062,7 +1138,12 @@ impl<'a> Gen<'a> {
         }
         self.events(s);
 
-        let range = |exec: bool| Truth::Range { start: s.start, end: s.end, count: s.count, exec };
+        let range = |exec: bool| Truth::Range {
+            start: s.start,
+            end: s.end,
+            count: s.count,
+            exec,
+        };
         match s.how {
             End::Branch { taken, term, next: to } => {
                 self.enc.atom(taken);
@@ -1088,7 +1169,12 @@ impl<'a> Gen<'a> {
                         // first, cancelling the pop.
                         let ctx_change = next.is_some_and(|n| cfg.traced(n.ctx) != t);
                         let fail_next = next.is_some_and(|n| matches!(n.how, End::TxFail { .. }));
-                        if self.rs.active && !ctx_change && !fail_next && term != Term::ExcRet && self.rs.v.last() == Some(&to) {
+                        if self.rs.active
+                            && !ctx_change
+                            && !fail_next
+                            && term != Term::ExcRet
+                            && self.rs.v.last() == Some(&to)
+                        {
                             // Return to the stacked address: no address.
                             self.rs.v.pop();
                             self.stats.rs_hits += 1;
@@ -1118,7 +1204,10 @@ impl<'a> Gen<'a> {
                     // The range ends where the exception was taken.
                     items.push(range(true));
                 }
-                items.push(Truth::Exception { number: number as u32, ret_addr: s.end });
+                items.push(Truth::Exception {
+                    number: number as u32,
+                    ret_addr: s.end,
+                });
                 self.log.p0(items);
                 // The handler's address follows.
                 self.need_addr = true;
@@ -1193,7 +1282,11 @@ pub fn generate_with(opts: &GenOptions, etmv4: &Etmv4Options) -> Generated {
 /// [`generate_with`], also saying what the trace contains.
 pub fn generate_with_stats(opts: &GenOptions, etmv4: &Etmv4Options) -> (Generated, Stats) {
     let m_profile = opts.protocol == GenProtocol::Etmv4M;
-    let mut rng = Rng::new(if m_profile { opts.seed ^ 0x4d00_0000_0000 } else { opts.seed });
+    let mut rng = Rng::new(if m_profile {
+        opts.seed ^ 0x4d00_0000_0000
+    } else {
+        opts.seed
+    });
     let mut cfg = Config::pick(&mut rng, etmv4, m_profile);
 
     // The program.
@@ -1210,16 +1303,55 @@ pub fn generate_with_stats(opts: &GenOptions, etmv4: &Etmv4Options) -> (Generate
         }
         let base = [0x0000_0400u64, 0x0800_0000, 0x1000_0200][rng.below(3) as usize];
         let hbase = [0x0002_0000u64, 0x0c00_0000, 0x3000_0000][rng.below(3) as usize];
-        let prog = t32m::flow_program(&mut rng, base, n_blocks, cfg.exceptions.then_some(hbase), cfg.exceptions, lob);
-        (name, prog, Ctx { el: 0, secure: rng.chance(1, 2), nse: false, aarch64: false, cid: 0, vmid: 0 })
+        let prog = t32m::flow_program(
+            &mut rng,
+            base,
+            n_blocks,
+            cfg.exceptions.then_some(hbase),
+            cfg.exceptions,
+            lob,
+        );
+        (
+            name,
+            prog,
+            Ctx {
+                el: 0,
+                secure: rng.chance(1, 2),
+                nse: false,
+                aarch64: false,
+                cid: 0,
+                vmid: 0,
+            },
+        )
     } else {
         let name = ["Cortex-A53", "Cortex-A57", "Cortex-A72"][rng.below(3) as usize];
         let base = [0x0000_0000_0040_0000u64, 0xffff_ffc0_0008_0000, 0x0000_007f_9d80_0000][rng.below(3) as usize];
         let hbase = [0xffff_ffc0_0001_0800u64, 0x0000_0000_8000_0000, 0xffff_0000_0010_0000][rng.below(3) as usize];
-        let prog = a64::flow_program(&mut rng, base, n_blocks, cfg.exceptions.then_some(hbase), cfg.exceptions);
-        let el = if cfg.exceptions && !cfg.ctx_changes { 1 } else { rng.below(2) as u8 };
+        let prog = a64::flow_program(
+            &mut rng,
+            base,
+            n_blocks,
+            cfg.exceptions.then_some(hbase),
+            cfg.exceptions,
+        );
+        let el = if cfg.exceptions && !cfg.ctx_changes {
+            1
+        } else {
+            rng.below(2) as u8
+        };
         let secure = !cfg.ctx_changes && rng.chance(1, 4);
-        (name, prog, Ctx { el, secure, nse: false, aarch64: true, cid: rng.next_u64() as u32, vmid: rng.next_u64() as u32 })
+        (
+            name,
+            prog,
+            Ctx {
+                el,
+                secure,
+                nse: false,
+                aarch64: true,
+                cid: rng.next_u64() as u32,
+                vmid: rng.next_u64() as u32,
+            },
+        )
     };
     let wcfg = WalkCfg::basic(cfg.exceptions, cfg.ctx_changes, m_profile, 2, start_ctx);
     let segs = flow::walk(&mut rng, &prog, &wcfg, opts.length.max(1));
@@ -1231,7 +1363,11 @@ pub fn generate_with_stats(opts: &GenOptions, etmv4: &Etmv4Options) -> (Generate
     enc.is64 = !m_profile;
     enc.vary = Some(Rng::new(rng.next_u64()));
     // Now and then near the top of a 64-bit timestamp (nine-byte packets).
-    let ts = if cfg.ts_bits == 64 && rng.chance(1, 4) { u64::MAX - rng.below(1 << 44) } else { rng.below(1 << 40) };
+    let ts = if cfg.ts_bits == 64 && rng.chance(1, 4) {
+        u64::MAX - rng.below(1 << 44)
+    } else {
+        rng.below(1 << 40)
+    };
     let (out, truth, stats, _) = Gen::new(&cfg, enc, ts, segs.len() * 2).run(&mut rng, &segs);
 
     // The snapshot.
@@ -1239,13 +1375,28 @@ pub fn generate_with_stats(opts: &GenOptions, etmv4: &Etmv4Options) -> (Generate
     let (data, format) = layout_buffer(opts.layout, trace_id, &out, &mut rng);
     let mut core = DeviceSpec::core("cpu_0", core_name);
     for (i, (addr, code)) in prog.images.iter().enumerate() {
-        core.dumps.push(DumpSpec { file: format!("code{i}.bin"), address: *addr, data: code.clone(), space: String::new() });
+        core.dumps.push(DumpSpec {
+            file: format!("code{i}.bin"),
+            address: *addr,
+            data: code.clone(),
+            space: String::new(),
+        });
     }
     let etm = DeviceSpec::trace_source("etm_0", "ETM4.0", registers(&mut rng, &cfg, trace_id));
     let spec = SnapshotSpec {
-        description: format!("trc_gen {} seed {}: {}", opts.protocol.name(), opts.seed, cfg.describe()),
+        description: format!(
+            "trc_gen {} seed {}: {}",
+            opts.protocol.name(),
+            opts.seed,
+            cfg.describe()
+        ),
         devices: vec![core, etm],
-        buffers: vec![BufferSpec { name: "ETB_0".into(), file: "trace.bin".into(), format: format.into(), data }],
+        buffers: vec![BufferSpec {
+            name: "ETB_0".into(),
+            file: "trace.bin".into(),
+            format: format.into(),
+            data,
+        }],
         source_buffers: vec![("etm_0".into(), "ETB_0".into())],
         core_trace_sources: vec![("cpu_0".into(), "etm_0".into())],
     };
@@ -1281,13 +1432,23 @@ pub(super) fn generate_given(
     let (data, format) = layout_buffer(layout, trace_id, &out, &mut rng);
     let mut core = DeviceSpec::core("cpu_0", if aarch64 { "Cortex-A53" } else { "Cortex-A32" });
     for (i, (addr, code)) in images.iter().enumerate() {
-        core.dumps.push(DumpSpec { file: format!("mem{i}.bin"), address: *addr, data: code.clone(), space: String::new() });
+        core.dumps.push(DumpSpec {
+            file: format!("mem{i}.bin"),
+            address: *addr,
+            data: code.clone(),
+            space: String::new(),
+        });
     }
     let etm = DeviceSpec::trace_source("etm_0", "ETM4.0", registers(&mut rng, &cfg, trace_id));
     let spec = SnapshotSpec {
         description: format!("trc_gen etmv4 from an execution, seed {seed}: {}", cfg.describe()),
         devices: vec![core, etm],
-        buffers: vec![BufferSpec { name: "ETB_0".into(), file: "trace.bin".into(), format: format.into(), data }],
+        buffers: vec![BufferSpec {
+            name: "ETB_0".into(),
+            file: "trace.bin".into(),
+            format: format.into(),
+            data,
+        }],
         source_buffers: vec![("etm_0".into(), "ETB_0".into())],
         core_trace_sources: vec![("cpu_0".into(), "etm_0".into())],
     };
@@ -1302,7 +1463,11 @@ fn registers(rng: &mut Rng, cfg: &Config, trace_id: u8) -> Vec<(String, u64)> {
     let cond_impl = rng.chance(1, 2);
     let cci_impl = maybe(rng, cfg.cc);
     let rs_impl = maybe(rng, cfg.rs);
-    let tssize: u32 = if cfg.ts { if cfg.ts_bits == 48 { 0x6 } else { 0x8 } } else { [0, 0x6, 0x8][rng.below(3) as usize] };
+    let tssize: u32 = if cfg.ts {
+        if cfg.ts_bits == 48 { 0x6 } else { 0x8 }
+    } else {
+        [0, 0x6, 0x8][rng.below(3) as usize]
+    };
     // COMMOPT = 1: cycle count packets carry no commit count (there is
     // nothing to commit without speculation).
     let commopt = if cci_impl { 1 } else { rng.below(2) as u32 };
@@ -1316,7 +1481,11 @@ fn registers(rng: &mut Rng, cfg: &Config, trace_id: u8) -> Vec<(String, u64)> {
         | commopt << 29;
     let idr1 = 0x4100_F400 | cfg.minor << 4 | rng.below(4) as u32;
     let ccsize = cfg.cc_bits - 12;
-    let idr2 = if cfg.m_profile { 0x4 } else { 0x8 | 0x4 << 5 | cfg.vmid_size_field << 10 } | ccsize << 25;
+    let idr2 = if cfg.m_profile {
+        0x4
+    } else {
+        0x8 | 0x4 << 5 | cfg.vmid_size_field << 10
+    } | ccsize << 25;
     let configr = 0x1
         | (cfg.bb as u32) << 3
         | (cfg.cc as u32) << 4
@@ -1415,7 +1584,10 @@ mod tests {
             let got = Arc::new(Lock::new(Vec::new()));
             let mut proc = EtmV4PktProc::new(EtmV4Config::default(), None);
             let mut sink = Sink(got.clone());
-            let mut out = PacketOut { mon: None, sink: Some(&mut sink) };
+            let mut out = PacketOut {
+                mon: None,
+                sink: Some(&mut sink),
+            };
             proc.process(0, &e.out, &mut out);
             assert_eq!(*got.borrow(), atoms);
         }
@@ -1429,7 +1601,10 @@ mod tests {
             e.address(addr);
             e.out.clone()
         };
-        assert_eq!(sent(&mut e, 0xFFFF_FFC0_0059_4AC0), vec![0x9d, 0x30, 0x25, 0x59, 0x00, 0xc0, 0xff, 0xff, 0xff]);
+        assert_eq!(
+            sent(&mut e, 0xFFFF_FFC0_0059_4AC0),
+            vec![0x9d, 0x30, 0x25, 0x59, 0x00, 0xc0, 0xff, 0xff, 0xff]
+        );
         e.pkt_sf = Some(true);
         assert_eq!(sent(&mut e, 0xFFFF_FFC0_0059_2B58), vec![0x95, 0xd6, 0x95]);
         assert_eq!(sent(&mut e, 0xFFFF_FFC0_0059_2B64), vec![0x95, 0x59]);
@@ -1471,11 +1646,11 @@ mod tests {
     /// every feature the generator knows turns up.
     #[test]
     fn every_feature_turns_up() {
+        use crate::BufferLayout;
         use coresight_decode::arch::{ArchProfile, ArchVersion, CoreProfile};
         use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
         use coresight_decode::decoder::{PacketOut, PacketProcessor};
         use coresight_decode::etmv4::{EtmV4Config, EtmV4Packet, EtmV4PktProc, PktType};
-        use crate::BufferLayout;
         use coresight_decode::interfaces::PktDataIn;
         use coresight_decode::shared::Lock;
         use std::collections::BTreeSet;
@@ -1488,7 +1663,13 @@ mod tests {
                     match p.pkt_type {
                         PktType::Timestamp => name += if p.cc_valid { "+cc" } else { "" },
                         PktType::Except => name += &format!("/{}", p.exception.addr_interp),
-                        PktType::AtomF6 => name += if p.atoms.en_bits >> (p.atoms.num - 1) & 1 == 0 { "N" } else { "E" },
+                        PktType::AtomF6 => {
+                            name += if p.atoms.en_bits >> (p.atoms.num - 1) & 1 == 0 {
+                                "N"
+                            } else {
+                                "E"
+                            }
+                        }
                         PktType::AddrMatch => name += &format!("{}", p.exact_match_idx),
                         _ => {}
                     }
@@ -1513,7 +1694,15 @@ mod tests {
             ),
             (
                 GenProtocol::Etmv4M,
-                &["I_ADDR_CTXT_L_32IS1", "I_CTXT", "I_ADDR_S_IS1", "I_ADDR_L_32IS1", "I_EXCEPT/1", "I_EXCEPT/2", "I_EXCEPT_RTN"][..],
+                &[
+                    "I_ADDR_CTXT_L_32IS1",
+                    "I_CTXT",
+                    "I_ADDR_S_IS1",
+                    "I_ADDR_L_32IS1",
+                    "I_EXCEPT/1",
+                    "I_EXCEPT/2",
+                    "I_EXCEPT_RTN",
+                ][..],
             ),
         ] {
             let seen = Arc::new(Lock::new(BTreeSet::new()));
@@ -1526,7 +1715,12 @@ mod tests {
                 // and the previous-target exception form needs the stack off.
                 etmv4.branch_broadcast = if seed % 2 == 0 { Choice::On } else { Choice::Off };
                 etmv4.return_stack = if seed % 4 == 1 { Choice::On } else { Choice::Off };
-                let opts = GenOptions { seed, protocol, layout: BufferLayout::Unformatted, length: 400 };
+                let opts = GenOptions {
+                    seed,
+                    protocol,
+                    layout: BufferLayout::Unformatted,
+                    length: 400,
+                };
                 let (g, st) = generate_with_stats(&opts, &etmv4);
                 total.rs_hits += st.rs_hits;
                 total.prev_same += st.prev_same;
@@ -1551,7 +1745,10 @@ mod tests {
                 };
                 let mut proc = EtmV4PktProc::new(cfg, None);
                 let mut sink = Sink(seen.clone());
-                let mut out = PacketOut { mon: None, sink: Some(&mut sink) };
+                let mut out = PacketOut {
+                    mon: None,
+                    sink: Some(&mut sink),
+                };
                 let data = &g.spec.buffers[0].data;
                 let (_, used) = proc.process(0, data, &mut out);
                 assert_eq!(used, data.len());
@@ -1580,9 +1777,20 @@ mod tests {
             for name in common.iter().chain(expect) {
                 assert!(seen.contains(*name), "{protocol:?}: no {name} in {seen:?}");
             }
-            assert!(!seen.iter().any(|n| n.starts_with("I_BAD") || n.starts_with("I_RESERVED")), "{seen:?}");
-            assert!(total.rs_hits > 10 && total.prev_same > 0 && total.ctxt_alone > 0, "{protocol:?}: {total:?}");
-            assert!(total.ctxt_changes > 10 && total.exceptions > 10 && total.exception_returns > 10, "{protocol:?}: {total:?}");
+            assert!(
+                !seen
+                    .iter()
+                    .any(|n| n.starts_with("I_BAD") || n.starts_with("I_RESERVED")),
+                "{seen:?}"
+            );
+            assert!(
+                total.rs_hits > 10 && total.prev_same > 0 && total.ctxt_alone > 0,
+                "{protocol:?}: {total:?}"
+            );
+            assert!(
+                total.ctxt_changes > 10 && total.exceptions > 10 && total.exception_returns > 10,
+                "{protocol:?}: {total:?}"
+            );
         }
     }
 

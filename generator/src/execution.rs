@@ -89,17 +89,33 @@ pub fn insns_from_tarmac<R: BufRead>(r: &mut Reader<R>) -> Result<Vec<ExecInsn>,
     while let Some(rec) = r.next_record().map_err(|e| e.to_string())? {
         let RecordKind::Instruction(i) = rec.kind else { continue };
         let Some(enc) = i.encoding else {
-            return Err(format!("line {}: instruction fetch failed: no opcode to encode", rec.line));
+            return Err(format!(
+                "line {}: instruction fetch failed: no opcode to encode",
+                rec.line
+            ));
         };
         let (isa, size, opcode) = match (i.iset, i.width) {
             (Iset::A64, _) => (Isa::Aarch64, 4, enc as u32),
             (Iset::Arm, _) => (Isa::Arm, 4, enc as u32),
             (Iset::Thumb, 16) => (Isa::Thumb2, 2, enc as u32 & 0xffff),
             (Iset::Thumb, _) => (Isa::Thumb2, 4, (enc as u32).rotate_left(16)),
-            (Iset::RiscV, _) => return Err(format!("line {}: a RISC-V instruction: only Arm code is encoded as CoreSight trace", rec.line)),
+            (Iset::RiscV, _) => {
+                return Err(format!(
+                    "line {}: a RISC-V instruction: only Arm code is encoded as CoreSight trace",
+                    rec.line
+                ));
+            }
         };
         let (el, secure) = mode_context(i.mode);
-        out.push(ExecInsn { addr: i.addr, isa, size, opcode, executed: i.effect != Effect::CcFail, el, secure });
+        out.push(ExecInsn {
+            addr: i.addr,
+            isa,
+            size,
+            opcode,
+            executed: i.effect != Effect::CcFail,
+            el,
+            secure,
+        });
     }
     Ok(out)
 }
@@ -113,9 +129,10 @@ pub fn elf_images(data: &[u8]) -> Result<Vec<(u64, Vec<u8>)>, String> {
             continue;
         }
         let start = ph.p_offset as usize;
-        let end = start.checked_add(ph.p_filesz as usize).filter(|&e| e <= data.len()).ok_or_else(|| {
-            format!("loadable segment at {:#x} runs past the end of the file", ph.p_vaddr)
-        })?;
+        let end = start
+            .checked_add(ph.p_filesz as usize)
+            .filter(|&e| e <= data.len())
+            .ok_or_else(|| format!("loadable segment at {:#x} runs past the end of the file", ph.p_vaddr))?;
         out.push((ph.p_vaddr, data[start..end].to_vec()));
     }
     if out.is_empty() {
@@ -136,19 +153,40 @@ fn segments_with_isa(insns: &[ExecInsn], pe: ArchProfile) -> (Vec<Seg>, Vec<Isa>
     let mut segs = Vec::new();
     let mut first = 0usize;
     for (k, ins) in insns.iter().enumerate() {
-        let mut info = InstrInfo { pe_type: pe, isa: ins.isa, instr_addr: ins.addr, opcode: ins.opcode, ..Default::default() };
+        let mut info = InstrInfo {
+            pe_type: pe,
+            isa: ins.isa,
+            instr_addr: ins.addr,
+            opcode: ins.opcode,
+            ..Default::default()
+        };
         let classified = dec.decode_instruction(&mut info).is_ok();
-        let waypoint = classified && matches!(info.instr_type, InstrType::Branch | InstrType::BranchIndirect | InstrType::Isb);
+        let waypoint = classified
+            && matches!(
+                info.instr_type,
+                InstrType::Branch | InstrType::BranchIndirect | InstrType::Isb
+            );
         let next = insns.get(k + 1);
         let fall = ins.addr.wrapping_add(ins.size as u64);
-        let ctx = Ctx { el: ins.el, secure: ins.secure, nse: false, aarch64: ins.isa == Isa::Aarch64, cid: 0, vmid: 0 };
+        let ctx = Ctx {
+            el: ins.el,
+            secure: ins.secure,
+            nse: false,
+            aarch64: ins.isa == Isa::Aarch64,
+            cid: 0,
+            vmid: 0,
+        };
         let start = insns[first].addr;
         let count = (k + 1 - first) as u32;
         if waypoint {
             let term = match info.instr_type {
                 InstrType::BranchIndirect if info.sub_type == InstrSubType::V8Eret => Term::ExcRet,
                 InstrType::BranchIndirect if info.is_link => Term::Blr,
-                InstrType::BranchIndirect if matches!(info.sub_type, InstrSubType::V8Ret | InstrSubType::V7ImpliedRet) => Term::Ret,
+                InstrType::BranchIndirect
+                    if matches!(info.sub_type, InstrSubType::V8Ret | InstrSubType::V7ImpliedRet) =>
+                {
+                    Term::Ret
+                }
                 InstrType::BranchIndirect => Term::Br,
                 InstrType::Branch if info.is_link => Term::Bl(0),
                 InstrType::Branch if info.is_conditional => Term::Cond(0),
@@ -156,7 +194,15 @@ fn segments_with_isa(insns: &[ExecInsn], pe: ArchProfile) -> (Vec<Seg>, Vec<Isa>
             };
             let taken = ins.executed;
             let to = next.map_or(if taken { info.branch_addr } else { fall }, |n| n.addr);
-            segs.push(Seg { start, end: fall, count, ctx, how: End::Branch { taken, term, next: to }, tx_depth: 0, events: Vec::new() });
+            segs.push(Seg {
+                start,
+                end: fall,
+                count,
+                ctx,
+                how: End::Branch { taken, term, next: to },
+                tx_depth: 0,
+                events: Vec::new(),
+            });
             isas.push(ins.isa);
             first = k + 1;
             // A direct branch whose successor is not where it goes (a gap in
@@ -165,13 +211,35 @@ fn segments_with_isa(insns: &[ExecInsn], pe: ArchProfile) -> (Vec<Seg>, Vec<Isa>
             if let (Some(n), Some(exp)) = (next, architectural_next(&info, taken, fall))
                 && n.addr != exp
             {
-                segs.push(Seg { start: exp, end: exp, count: 0, ctx, how: End::Exception { cause: Cause::Irq, entry: 0 }, tx_depth: 0, events: Vec::new() });
+                segs.push(Seg {
+                    start: exp,
+                    end: exp,
+                    count: 0,
+                    ctx,
+                    how: End::Exception {
+                        cause: Cause::Irq,
+                        entry: 0,
+                    },
+                    tx_depth: 0,
+                    events: Vec::new(),
+                });
                 isas.push(if taken { info.next_isa } else { ins.isa });
             }
         } else if next.is_none_or(|n| n.addr != fall) {
             // An exception before the next instruction (or the end of the
             // trace): the range ends here.
-            segs.push(Seg { start, end: fall, count, ctx, how: End::Exception { cause: Cause::Irq, entry: 0 }, tx_depth: 0, events: Vec::new() });
+            segs.push(Seg {
+                start,
+                end: fall,
+                count,
+                ctx,
+                how: End::Exception {
+                    cause: Cause::Irq,
+                    entry: 0,
+                },
+                tx_depth: 0,
+                events: Vec::new(),
+            });
             isas.push(ins.isa);
             first = k + 1;
         }
@@ -200,13 +268,18 @@ pub fn generate_from_execution(
     seed: u64,
     layout: BufferLayout,
 ) -> Result<Generated, String> {
-    let Some(first) = insns.first() else { return Err("no instructions to encode".into()) };
+    let Some(first) = insns.first() else {
+        return Err("no instructions to encode".into());
+    };
     let aarch64 = first.isa == Isa::Aarch64;
     if insns.iter().any(|i| (i.isa == Isa::Aarch64) != aarch64) {
         return Err("the execution mixes AArch64 and AArch32 code".into());
     }
     let thumb = insns.iter().any(|i| i.isa == Isa::Thumb2);
-    let pe = ArchProfile::new(if aarch64 { ArchVersion::V8 } else { ArchVersion::V7 }, CoreProfile::CortexA);
+    let pe = ArchProfile::new(
+        if aarch64 { ArchVersion::V8 } else { ArchVersion::V7 },
+        CoreProfile::CortexA,
+    );
     let formatted = layout == BufferLayout::Formatted;
     if matches!(protocol, ExecProtocol::Ptm | ExecProtocol::Etmv3) {
         if aarch64 {
@@ -259,15 +332,30 @@ fn a32_program(insns: &[ExecInsn], pe: ArchProfile) -> (a32t32::Program, Vec<a32
     let mut cur: Vec<Instr> = Vec::new();
     let mut cur_fails = 0u64;
     for (k, ins) in insns.iter().enumerate() {
-        let mut info = InstrInfo { pe_type: pe, isa: ins.isa, instr_addr: ins.addr, opcode: ins.opcode, ..Default::default() };
+        let mut info = InstrInfo {
+            pe_type: pe,
+            isa: ins.isa,
+            instr_addr: ins.addr,
+            opcode: ins.opcode,
+            ..Default::default()
+        };
         let classified = dec.decode_instruction(&mut info).is_ok();
-        let waypoint = classified && matches!(info.instr_type, InstrType::Branch | InstrType::BranchIndirect | InstrType::Isb);
+        let waypoint = classified
+            && matches!(
+                info.instr_type,
+                InstrType::Branch | InstrType::BranchIndirect | InstrType::Isb
+            );
         let fall = ins.addr.wrapping_add(ins.size as u64);
         if !ins.executed && !waypoint && cur.len() < 64 {
             cur_fails |= 1 << cur.len();
         }
         let kind = if waypoint { InstrKind::Term } else { InstrKind::Plain };
-        cur.push(Instr { addr: ins.addr, size: ins.size, kind, op: ins.opcode });
+        cur.push(Instr {
+            addr: ins.addr,
+            size: ins.size,
+            kind,
+            op: ins.opcode,
+        });
         let next = insns.get(k + 1);
         if waypoint {
             let term = match info.instr_type {
@@ -289,14 +377,29 @@ fn a32_program(insns: &[ExecInsn], pe: ArchProfile) -> (a32t32::Program, Vec<a32
                 && n.addr != exp
             {
                 let isa = info.next_isa;
-                blocks.push(Block::given(exp, isa, vec![Instr { addr: exp, size: ins.size, kind: InstrKind::Term, op: 0 }], T::B(0)));
+                blocks.push(Block::given(
+                    exp,
+                    isa,
+                    vec![Instr {
+                        addr: exp,
+                        size: ins.size,
+                        kind: InstrKind::Term,
+                        op: 0,
+                    }],
+                    T::B(0),
+                ));
                 ends.push(None);
                 fails.push(0);
             }
         } else if next.is_none_or(|n| n.addr != fall) {
             // A terminator never reached.
             let size = ins.size;
-            cur.push(Instr { addr: fall, size, kind: InstrKind::Term, op: 0 });
+            cur.push(Instr {
+                addr: fall,
+                size,
+                kind: InstrKind::Term,
+                op: 0,
+            });
             blocks.push(Block::given(cur[0].addr, ins.isa, std::mem::take(&mut cur), T::B(0)));
             ends.push(None);
             fails.push(std::mem::replace(&mut cur_fails, 0));
@@ -306,15 +409,45 @@ fn a32_program(insns: &[ExecInsn], pe: ArchProfile) -> (a32t32::Program, Vec<a32
     let n = blocks.len();
     let last = insns.last().map_or(0, |i| i.addr.wrapping_add(i.size as u64));
     let isa = insns.last().map_or(Isa::Arm, |i| i.isa);
-    blocks.push(Block::given(last, isa, vec![Instr { addr: last, size: 4, kind: InstrKind::Term, op: 0 }], T::B(0)));
+    blocks.push(Block::given(
+        last,
+        isa,
+        vec![Instr {
+            addr: last,
+            size: 4,
+            kind: InstrKind::Term,
+            op: 0,
+        }],
+        T::B(0),
+    ));
     let mut segs = Vec::with_capacity(n);
     for (i, end) in ends.iter().enumerate() {
         let end = match end {
-            Some(taken) => SegEnd::Term { taken: *taken, next: i + 1, next_start: 0 },
-            None => SegEnd::Exception { at: blocks[i].instrs.len() - 1, kind: ExcKind::Irq, vector: i + 1 },
+            Some(taken) => SegEnd::Term {
+                taken: *taken,
+                next: i + 1,
+                next_start: 0,
+            },
+            None => SegEnd::Exception {
+                at: blocks[i].instrs.len() - 1,
+                kind: ExcKind::Irq,
+                vector: i + 1,
+            },
         };
-        segs.push(a32t32::Seg { block: i, start: 0, end, fails: fails[i] });
+        segs.push(a32t32::Seg {
+            block: i,
+            start: 0,
+            end,
+            fails: fails[i],
+        });
     }
-    let prog = a32t32::Program { blocks, regions: Vec::new(), main: Vec::new(), entry: 0, vectors: Vec::new(), vbar: 0 };
+    let prog = a32t32::Program {
+        blocks,
+        regions: Vec::new(),
+        main: Vec::new(),
+        entry: 0,
+        vectors: Vec::new(),
+        vbar: 0,
+    };
     (prog, segs)
 }

@@ -109,7 +109,11 @@ impl Block {
     }
     /// Size of instruction `i`.
     pub fn size_of(&self, i: usize) -> u8 {
-        if i < self.body.len() { self.body[i].size } else { self.term_size }
+        if i < self.body.len() {
+            self.body[i].size
+        } else {
+            self.term_size
+        }
     }
 }
 
@@ -234,7 +238,15 @@ pub struct WalkCfg {
 impl WalkCfg {
     /// A walk with the given options and none of the Armv9 ones.
     pub fn basic(exceptions: bool, ctx_changes: bool, m_profile: bool, max_depth: usize, start_ctx: Ctx) -> Self {
-        WalkCfg { exceptions, ctx_changes, m_profile, max_depth, start_ctx, wfx_waypoints: false, rme: false }
+        WalkCfg {
+            exceptions,
+            ctx_changes,
+            m_profile,
+            max_depth,
+            start_ctx,
+            wfx_waypoints: false,
+            rme: false,
+        }
     }
 }
 
@@ -283,7 +295,10 @@ pub fn walk(rng: &mut Rng, prog: &Program, cfg: &WalkCfg, steps: usize) -> Vec<S
     let mut calls: Vec<usize> = Vec::new();
     let mut excs: Vec<(Pc, Ctx)> = Vec::new();
     let mut ctx = cfg.start_ctx;
-    let mut pc = Pc { block: prog.main.start, index: 0 };
+    let mut pc = Pc {
+        block: prog.main.start,
+        index: 0,
+    };
     let can_except = cfg.exceptions && !prog.handlers.is_empty();
     // Blocks only reachable by falling through inside a transaction: no
     // indirect branch goes there.
@@ -350,7 +365,12 @@ pub fn walk(rng: &mut Rng, prog: &Program, cfg: &WalkCfg, steps: usize) -> Vec<S
             }
             if depth > 0 && rng.chance(1, 40) {
                 // A conflict: the transaction fails before instruction j.
-                stop = Some((j, End::TxFail { resume: prog.blocks[tx_resume.block].instr_addr(tx_resume.index) }));
+                stop = Some((
+                    j,
+                    End::TxFail {
+                        resume: prog.blocks[tx_resume.block].instr_addr(tx_resume.index),
+                    },
+                ));
                 break;
             }
             let Some(ins) = b.body.get(j) else { break };
@@ -370,7 +390,12 @@ pub fn walk(rng: &mut Rng, prog: &Program, cfg: &WalkCfg, steps: usize) -> Vec<S
                     }
                 }
                 Kind::Tcancel if depth > 0 => {
-                    stop = Some((j + 1, End::TxFail { resume: prog.blocks[tx_resume.block].instr_addr(tx_resume.index) }));
+                    stop = Some((
+                        j + 1,
+                        End::TxFail {
+                            resume: prog.blocks[tx_resume.block].instr_addr(tx_resume.index),
+                        },
+                    ));
                     break;
                 }
                 Kind::Ite => events.push(Event::Ite(rng.next_u64())),
@@ -382,7 +407,10 @@ pub fn walk(rng: &mut Rng, prog: &Program, cfg: &WalkCfg, steps: usize) -> Vec<S
             match how {
                 End::Tstart { outer } => {
                     if outer {
-                        tx_resume = Pc { block: pc.block, index: k };
+                        tx_resume = Pc {
+                            block: pc.block,
+                            index: k,
+                        };
                         tx_failed = false;
                     }
                     tx_depth = depth + 1;
@@ -405,7 +433,13 @@ pub fn walk(rng: &mut Rng, prog: &Program, cfg: &WalkCfg, steps: usize) -> Vec<S
         if let Some((k, cause, resume)) = exc {
             let entry = prog.entries[rng.below(prog.entries.len() as u64) as usize];
             out.push(seg(k, ctx, End::Exception { cause, entry }, events));
-            excs.push((Pc { block: pc.block, index: resume }, ctx));
+            excs.push((
+                Pc {
+                    block: pc.block,
+                    index: resume,
+                },
+                ctx,
+            ));
             if cfg.ctx_changes {
                 ctx = handler_ctx(rng, cfg, ctx, cause);
             }
@@ -423,8 +457,16 @@ pub fn walk(rng: &mut Rng, prog: &Program, cfg: &WalkCfg, steps: usize) -> Vec<S
         let (taken, to) = match b.term {
             Term::B(t) => (true, Pc { block: t, index: 0 }),
             Term::Cond(t) => {
-                let taken = if tx_head { std::mem::take(&mut tx_failed) } else { rng.chance(1, 2) };
-                if taken { (true, Pc { block: t, index: 0 }) } else { (false, Pc { block: fall, index: 0 }) }
+                let taken = if tx_head {
+                    std::mem::take(&mut tx_failed)
+                } else {
+                    rng.chance(1, 2)
+                };
+                if taken {
+                    (true, Pc { block: t, index: 0 })
+                } else {
+                    (false, Pc { block: fall, index: 0 })
+                }
             }
             Term::Bl(t) => {
                 if calls.len() < 64 {
@@ -436,7 +478,13 @@ pub fn walk(rng: &mut Rng, prog: &Program, cfg: &WalkCfg, steps: usize) -> Vec<S
                 if calls.len() < 64 {
                     calls.push(fall);
                 }
-                (true, Pc { block: main_block(rng), index: 0 })
+                (
+                    true,
+                    Pc {
+                        block: main_block(rng),
+                        index: 0,
+                    },
+                )
             }
             Term::Br => {
                 let t = if in_handler {
@@ -468,7 +516,13 @@ pub fn walk(rng: &mut Rng, prog: &Program, cfg: &WalkCfg, steps: usize) -> Vec<S
                     }
                     (true, resume)
                 }
-                None => (true, Pc { block: main_block(rng), index: 0 }),
+                None => (
+                    true,
+                    Pc {
+                        block: main_block(rng),
+                        index: 0,
+                    },
+                ),
             },
         };
         if cfg.ctx_changes && !cfg.m_profile && b.term == Term::Br && !in_handler && ctx.el >= 1 && rng.chance(1, 6) {
@@ -481,7 +535,11 @@ pub fn walk(rng: &mut Rng, prog: &Program, cfg: &WalkCfg, steps: usize) -> Vec<S
             end: b.end(),
             count: (last + 1 - pc.index) as u32,
             ctx: run_ctx,
-            how: End::Branch { taken, term: b.term, next },
+            how: End::Branch {
+                taken,
+                term: b.term,
+                next,
+            },
             tx_depth,
             events,
         });

@@ -29,7 +29,14 @@ pub const PAD_ID: u8 = 0x00;
 impl FrameFormatter {
     /// A formatter with configuration `cfg` and no frames yet.
     pub fn new(cfg: FormatterConfig) -> Self {
-        FrameFormatter { cfg, out: Vec::new(), pending: Vec::new(), cur_id: None, frames: 0, halfwords: 0 }
+        FrameFormatter {
+            cfg,
+            out: Vec::new(),
+            pending: Vec::new(),
+            cur_id: None,
+            frames: 0,
+            halfwords: 0,
+        }
     }
 
     /// Queues bytes of trace for `id` (1..=0x6f).
@@ -57,7 +64,9 @@ impl FrameFormatter {
         let mut i = 0;
         while i < 15 {
             let next = items.peek().copied();
-            let Some((id, b)) = next.or(if pad { Some((PAD_ID, 0)) } else { None }) else { break };
+            let Some((id, b)) = next.or(if pad { Some((PAD_ID, 0)) } else { None }) else {
+                break;
+            };
             let real = next.is_some();
             if i == 14 {
                 // Last even byte: data for the current ID, or an ID change

@@ -5,7 +5,7 @@
 //! timestamps (one-byte and continuation forms), global timestamps and
 //! hardware-source (DWT) packets, which carry no software message.
 
-use super::{layout_buffer, GenOptions, Generated, Rng, Truth};
+use super::{GenOptions, Generated, Rng, Truth, layout_buffer};
 use crate::snapshot_writer::{BufferSpec, DeviceSpec, SnapshotSpec};
 
 fn sync(out: &mut Vec<u8>) {
@@ -63,7 +63,14 @@ pub fn generate(opts: &GenOptions) -> Generated {
         let value = rng.next_u64() & ((1u64 << (8 * size)) - 1);
         out.push(port << 3 | code);
         out.extend_from_slice(&value.to_le_bytes()[..size]);
-        truth.push(Truth::Message { master: 0, channel: port as u16, bits: (8 * size) as u8, payload: value, marker: false, timestamp: None });
+        truth.push(Truth::Message {
+            master: 0,
+            channel: port as u16,
+            bits: (8 * size) as u8,
+            payload: value,
+            marker: false,
+            timestamp: None,
+        });
         if rng.chance(1, 30) {
             sync(&mut out);
         }
@@ -74,7 +81,12 @@ pub fn generate(opts: &GenOptions) -> Generated {
     let spec = SnapshotSpec {
         description: format!("trc_gen itm seed {}", opts.seed),
         devices: vec![itm],
-        buffers: vec![BufferSpec { name: "ETB_0".into(), file: "trace.bin".into(), format: format.into(), data }],
+        buffers: vec![BufferSpec {
+            name: "ETB_0".into(),
+            file: "trace.bin".into(),
+            format: format.into(),
+            data,
+        }],
         source_buffers: vec![("ITM_0".into(), "ETB_0".into())],
         core_trace_sources: Vec::new(),
     };

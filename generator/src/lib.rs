@@ -18,16 +18,16 @@ pub mod flow;
 pub mod formatter;
 pub mod itm;
 pub mod ptm;
-pub mod stm;
 pub mod snapshot_writer;
+pub mod stm;
 pub mod t32m;
 
 use std::fmt::{self, Write as _};
 
-use coresight_decode::arch::SecurityState;
-use coresight_decode::element::{ElemType, ItmPktKind, MemTrans, TraceElement};
 use crate::formatter::{FormatterConfig, FrameFormatter};
 use crate::snapshot_writer::SnapshotSpec;
+use coresight_decode::arch::SecurityState;
+use coresight_decode::element::{ElemType, ItmPktKind, MemTrans, TraceElement};
 
 /// Deterministic random numbers (xorshift64*): the same seed gives the
 /// same snapshot on every machine.
@@ -137,7 +137,12 @@ pub struct GenOptions {
 
 impl Default for GenOptions {
     fn default() -> Self {
-        GenOptions { seed: 1, protocol: GenProtocol::Etmv4, layout: BufferLayout::Formatted, length: 200 }
+        GenOptions {
+            seed: 1,
+            protocol: GenProtocol::Etmv4,
+            layout: BufferLayout::Formatted,
+            length: 200,
+        }
     }
 }
 
@@ -146,16 +151,34 @@ impl Default for GenOptions {
 pub enum Truth {
     /// Instructions executed from `start` up to (not including) `end`; the
     /// last one a waypoint, taken (`exec`) or not.
-    Range { start: u64, end: u64, count: u32, exec: bool },
+    Range {
+        start: u64,
+        end: u64,
+        count: u32,
+        exec: bool,
+    },
     /// A software message.
-    Message { master: u16, channel: u16, bits: u8, payload: u64, marker: bool, timestamp: Option<u64> },
+    Message {
+        master: u16,
+        channel: u16,
+        bits: u8,
+        payload: u64,
+        marker: bool,
+        timestamp: Option<u64>,
+    },
     /// An exception: its number and preferred return address.
     Exception { number: u32, ret_addr: u64 },
     /// An exception return, where the protocol marks one.
     ExceptionReturn,
     /// The PE context changes (or is restated). The security state is
     /// printed S, NS, Realm or Root.
-    Context { el: u8, security: SecurityState, aarch64: bool, ctxt_id: Option<u32>, vmid: Option<u32> },
+    Context {
+        el: u8,
+        security: SecurityState,
+        aarch64: bool,
+        ctxt_id: Option<u32>,
+        vmid: Option<u32>,
+    },
     /// A cycle count.
     CycleCount(u32),
     /// A timestamp, with the cycle count it carries.
@@ -175,10 +198,26 @@ pub enum Truth {
 impl fmt::Display for Truth {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
-            Truth::Range { start, end, count, exec } => {
-                write!(f, "range 0x{start:x} 0x{end:x} {count} {}", if exec { "E" } else { "N" })
+            Truth::Range {
+                start,
+                end,
+                count,
+                exec,
+            } => {
+                write!(
+                    f,
+                    "range 0x{start:x} 0x{end:x} {count} {}",
+                    if exec { "E" } else { "N" }
+                )
             }
-            Truth::Message { master, channel, bits, payload, marker, timestamp } => {
+            Truth::Message {
+                master,
+                channel,
+                bits,
+                payload,
+                marker,
+                timestamp,
+            } => {
                 write!(f, "msg {master:#x} {channel:#x} {bits} 0x{payload:x}")?;
                 if marker {
                     f.write_str(" marker")?;
@@ -190,7 +229,13 @@ impl fmt::Display for Truth {
             }
             Truth::Exception { number, ret_addr } => write!(f, "exception {number:#x} ret 0x{ret_addr:x}"),
             Truth::ExceptionReturn => f.write_str("exception return"),
-            Truth::Context { el, security, aarch64, ctxt_id, vmid } => {
+            Truth::Context {
+                el,
+                security,
+                aarch64,
+                ctxt_id,
+                vmid,
+            } => {
                 let sec = match security {
                     SecurityState::Secure => "S",
                     SecurityState::NonSecure => "NS",
@@ -239,9 +284,12 @@ impl Truth {
     /// The truth item a decoded element stands for, if any.
     pub fn from_element(e: &TraceElement) -> Option<Truth> {
         match e.elem_type {
-            ElemType::InstrRange => {
-                Some(Truth::Range { start: e.st_addr, end: e.en_addr, count: e.num_instr_range, exec: e.last_instr_exec })
-            }
+            ElemType::InstrRange => Some(Truth::Range {
+                start: e.st_addr,
+                end: e.en_addr,
+                count: e.num_instr_range,
+                exec: e.last_instr_exec,
+            }),
             // Data messages; triggers and flags are not messages.
             ElemType::SwTrace if e.sw_trace.payload_bits > 0 && !e.sw_trace.trigger => Some(Truth::Message {
                 master: e.sw_trace.master_id,
@@ -262,7 +310,10 @@ impl Truth {
                 marker: false,
                 timestamp: None,
             }),
-            ElemType::Exception => Some(Truth::Exception { number: e.exception_number, ret_addr: e.en_addr }),
+            ElemType::Exception => Some(Truth::Exception {
+                number: e.exception_number,
+                ret_addr: e.en_addr,
+            }),
             ElemType::ExceptionRet => Some(Truth::ExceptionReturn),
             ElemType::PeContext => Some(Truth::Context {
                 el: e.context.exception_level.number().unwrap_or(0xff),
@@ -272,10 +323,16 @@ impl Truth {
                 vmid: e.context.vmid_valid.then_some(e.context.vmid),
             }),
             ElemType::CycleCount => Some(Truth::CycleCount(e.cycle_count)),
-            ElemType::Timestamp => Some(Truth::Timestamp { ts: e.timestamp, cc: e.has_cc.then_some(e.cycle_count) }),
+            ElemType::Timestamp => Some(Truth::Timestamp {
+                ts: e.timestamp,
+                cc: e.has_cc.then_some(e.cycle_count),
+            }),
             ElemType::SyncMarker => Some(Truth::TsMarker),
             ElemType::MemTrans => Some(Truth::MemTrans(e.mem_trans)),
-            ElemType::Instrumentation => Some(Truth::Instrumentation { el: e.ite_el, value: e.ite_value }),
+            ElemType::Instrumentation => Some(Truth::Instrumentation {
+                el: e.ite_el,
+                value: e.ite_value,
+            }),
             _ => None,
         }
     }
@@ -313,7 +370,12 @@ pub fn generate(opts: &GenOptions) -> Generated {
 }
 
 /// Lays out one source's bytes as the buffer format asks.
-pub(crate) fn layout_buffer(layout: BufferLayout, trace_id: u8, bytes: &[u8], rng: &mut Rng) -> (Vec<u8>, &'static str) {
+pub(crate) fn layout_buffer(
+    layout: BufferLayout,
+    trace_id: u8,
+    bytes: &[u8],
+    rng: &mut Rng,
+) -> (Vec<u8>, &'static str) {
     match layout {
         BufferLayout::Unformatted => (bytes.to_vec(), "source_data"),
         BufferLayout::Formatted => {

@@ -27,7 +27,7 @@
 //! an exception returned to) up to the waypoint, with the atom; a waypoint
 //! update closes a range at the given instruction, executed.
 
-use super::a32t32::{self, walk, IsaMix, Program, ProgramConfig, SegEnd, Source, Term, WalkConfig};
+use super::a32t32::{self, IsaMix, Program, ProgramConfig, SegEnd, Source, Term, WalkConfig, walk};
 use super::{GenOptions, Generated, Rng, Truth};
 use coresight_decode::arch::Isa;
 
@@ -70,7 +70,9 @@ pub(crate) fn parse_flag(value: &str) -> Result<Option<bool>, String> {
 pub(crate) fn parse_isa(value: &str) -> Result<Option<IsaMix>, String> {
     match value.to_ascii_lowercase().as_str() {
         "random" | "rand" | "any" => Ok(None),
-        v => IsaMix::from_name(v).map(Some).ok_or_else(|| format!("bad ISA `{v}` (want a32, t32, mixed or random)")),
+        v => IsaMix::from_name(v)
+            .map(Some)
+            .ok_or_else(|| format!("bad ISA `{v}` (want a32, t32, mixed or random)")),
     }
 }
 
@@ -332,9 +334,19 @@ impl PtmEncoder {
     pub(crate) fn isync(&mut self, addr: u32, isa: Isa, reason: u8, rng: &mut Rng) {
         self.flush_atoms();
         let thumb = (isa == Isa::Thumb2) as u8;
-        let mut p = vec![0x08, (addr as u8 & 0xfe) | thumb, (addr >> 8) as u8, (addr >> 16) as u8, (addr >> 24) as u8];
+        let mut p = vec![
+            0x08,
+            (addr as u8 & 0xfe) | thumb,
+            (addr >> 8) as u8,
+            (addr >> 16) as u8,
+            (addr >> 24) as u8,
+        ];
         p.push(reason << 5 | (self.cfg.ns as u8) << 3 | 1);
-        self.count(if reason == 0 { "isync periodic" } else { "isync trace enable" });
+        self.count(if reason == 0 {
+            "isync periodic"
+        } else {
+            "isync trace enable"
+        });
         if reason != 0 && self.cfg.cycle_accurate {
             let cc = random_cc(rng);
             cc_bytes(cc, 0, &mut p);
@@ -389,7 +401,11 @@ impl PtmEncoder {
     /// bit 0 set. `exception`: the last address byte says exception bytes
     /// follow.
     fn addr_bytes(&mut self, addr: u32, isa: Isa, exception: bool, out: &mut Vec<u8>) {
-        let covered: [u32; 4] = if isa == Isa::Arm { [8, 14, 21, 28] } else { [7, 13, 20, 27] };
+        let covered: [u32; 4] = if isa == Isa::Arm {
+            [8, 14, 21, 28]
+        } else {
+            [7, 13, 20, 27]
+        };
         let diff = addr ^ self.addr;
         if isa != self.isa {
             self.count("address with ISA change");
@@ -408,7 +424,11 @@ impl PtmEncoder {
         out.push((v as u8 & 0x7e) | 1 | ((n > 1) as u8) << 7);
         for i in 1..n {
             let b = if i == 4 {
-                let hi = if isa == Isa::Arm { 0x08 | (addr >> 29) as u8 & 0x7 } else { 0x10 | (addr >> 28) as u8 & 0xf };
+                let hi = if isa == Isa::Arm {
+                    0x08 | (addr >> 29) as u8 & 0x7
+                } else {
+                    0x10 | (addr >> 28) as u8 & 0xf
+                };
                 hi | (exception as u8) << 6
             } else if i == n - 1 {
                 (v >> (7 * i)) as u8 & 0x3f | (exception as u8) << 6
@@ -472,7 +492,11 @@ impl PtmEncoder {
         };
         let need = a32t32::bits_needed(cur ^ last).max(1);
         let (max_bytes, last_bits) = if self.cfg.ts64 { (9, 8) } else { (7, 6) };
-        let n = if full || need > 7 * (max_bytes - 1) { max_bytes } else { need.div_ceil(7) };
+        let n = if full || need > 7 * (max_bytes - 1) {
+            max_bytes
+        } else {
+            need.div_ceil(7)
+        };
         let mut p = vec![0x42];
         for i in 0..n {
             let v = (cur >> (7 * i)) as u8;
@@ -563,16 +587,30 @@ pub(crate) fn encode(cfg: PtmConfig, prog: &Program, segs: &[a32t32::Seg], rng: 
                 if at > seg.start {
                     // The last instruction executed becomes a waypoint.
                     let last = &b.instrs[at - 1];
-                    let item = Truth::Range { start: first.addr, end: last.end(), count: (at - seg.start) as u32, exec: true };
+                    let item = Truth::Range {
+                        start: first.addr,
+                        end: last.end(),
+                        count: (at - seg.start) as u32,
+                        exec: true,
+                    };
                     let i = enc.wp_update(last.addr as u32, b.isa);
                     enc.item(i, item, None);
                 }
                 let v = &prog.blocks[vector];
                 enc.branch(v.addr as u32, v.isa, Some(kind.number()), rng);
             }
-            SegEnd::Term { taken, next, next_start } => {
+            SegEnd::Term {
+                taken,
+                next,
+                next_start,
+            } => {
                 let ti = b.term_index();
-                let item = Truth::Range { start: first.addr, end: b.end(), count: (ti + 1 - seg.start) as u32, exec: taken };
+                let item = Truth::Range {
+                    start: first.addr,
+                    end: b.end(),
+                    count: (ti + 1 - seg.start) as u32,
+                    exec: taken,
+                };
                 let nb = &prog.blocks[next];
                 let target = nb.instrs[next_start].addr as u32;
                 if b.term.is_indirect() {
@@ -643,41 +681,102 @@ pub(crate) fn build(
     names: (&str, &str),
 ) -> (Source, PtmEncoder) {
     let cfg = PtmConfig::resolve(rng, opts);
-    let pcfg = ProgramConfig { base, blocks: 20 + rng.below(60) as usize, isa: cfg.isa, exceptions: cfg.exceptions };
+    let pcfg = ProgramConfig {
+        base,
+        blocks: 20 + rng.below(60) as usize,
+        isa: cfg.isa,
+        exceptions: cfg.exceptions,
+    };
     let prog = Program::generate(rng, &pcfg);
     let wcfg = if cfg.exceptions {
-        WalkConfig { irq_period: 30 + rng.below(60), abort_period: 8 + rng.below(20) }
+        WalkConfig {
+            irq_period: 30 + rng.below(60),
+            abort_period: 8 + rng.below(20),
+        }
     } else {
-        WalkConfig { irq_period: 0, abort_period: 0 }
+        WalkConfig {
+            irq_period: 0,
+            abort_period: 0,
+        }
     };
     let segs = walk(rng, &prog, length.max(1), &wcfg);
     let enc = encode(cfg, &prog, &segs, rng);
     let core = a32t32::core_device(names.0, cfg.core_type(), &prog, &format!("mem_{}", names.0));
-    let device = a32t32::etm_device(names.1, cfg.device_type(), cfg.etmcr(), cfg.etmidr(), cfg.etmccer(), trace_id);
-    let src = Source { trace_id, device, core, bytes: enc.out.clone(), truth: enc.truth.clone() };
+    let device = a32t32::etm_device(
+        names.1,
+        cfg.device_type(),
+        cfg.etmcr(),
+        cfg.etmidr(),
+        cfg.etmccer(),
+        trace_id,
+    );
+    let src = Source {
+        trace_id,
+        device,
+        core,
+        bytes: enc.out.clone(),
+        truth: enc.truth.clone(),
+    };
     (src, enc)
 }
 
 /// Encodes a given execution (see [`super::execution`]) as PTM trace:
 /// options from `seed`, no trace filtering, the memory image `images`.
-pub(super) fn generate_given(seed: u64, isa: IsaMix, prog: &Program, segs: &[a32t32::Seg], images: &[(u64, Vec<u8>)], formatted: bool) -> Generated {
+pub(super) fn generate_given(
+    seed: u64,
+    isa: IsaMix,
+    prog: &Program,
+    segs: &[a32t32::Seg],
+    images: &[(u64, Vec<u8>)],
+    formatted: bool,
+) -> Generated {
     let mut rng = Rng::new(seed);
-    let o = PtmGenOptions { isa: Some(isa), exceptions: Some(false), trace_filter: Some(false), ..Default::default() };
+    let o = PtmGenOptions {
+        isa: Some(isa),
+        exceptions: Some(false),
+        trace_filter: Some(false),
+        ..Default::default()
+    };
     let cfg = PtmConfig::resolve(&mut rng, &o);
     let enc = encode(cfg, prog, segs, &mut rng);
     let trace_id = 0x10 + rng.below(0x20) as u8;
     let mut core = crate::snapshot_writer::DeviceSpec::core("cpu_0", cfg.core_type());
     for (i, (addr, data)) in images.iter().enumerate() {
-        core.dumps.push(crate::snapshot_writer::DumpSpec { file: format!("mem{i}.bin"), address: *addr, data: data.clone(), space: String::new() });
+        core.dumps.push(crate::snapshot_writer::DumpSpec {
+            file: format!("mem{i}.bin"),
+            address: *addr,
+            data: data.clone(),
+            space: String::new(),
+        });
     }
-    let device = a32t32::etm_device("PTM_0", cfg.device_type(), cfg.etmcr(), cfg.etmidr(), cfg.etmccer(), trace_id);
-    let src = Source { trace_id, device, core, bytes: enc.out.clone(), truth: enc.truth.clone() };
-    a32t32::snapshot(format!("trc_gen ptm from an execution, seed {seed}"), vec![src], formatted, &mut rng)
+    let device = a32t32::etm_device(
+        "PTM_0",
+        cfg.device_type(),
+        cfg.etmcr(),
+        cfg.etmidr(),
+        cfg.etmccer(),
+        trace_id,
+    );
+    let src = Source {
+        trace_id,
+        device,
+        core,
+        bytes: enc.out.clone(),
+        truth: enc.truth.clone(),
+    };
+    a32t32::snapshot(
+        format!("trc_gen ptm from an execution, seed {seed}"),
+        vec![src],
+        formatted,
+        &mut rng,
+    )
 }
 
 /// Generates a PTM snapshot of a random A32/T32 program.
 pub fn generate(opts: &GenOptions, ptm: &PtmGenOptions) -> Generated {
-    a32t32::single_source(opts, "ptm", |rng, length, base, trace_id| source(ptm, rng, length, base, trace_id, ("cpu_0", "PTM_0")))
+    a32t32::single_source(opts, "ptm", |rng, length, base, trace_id| {
+        source(ptm, rng, length, base, trace_id, ("cpu_0", "PTM_0"))
+    })
 }
 
 #[cfg(test)]
@@ -708,7 +807,12 @@ mod tests {
     }
 
     fn item() -> Truth {
-        Truth::Range { start: 0, end: 4, count: 1, exec: true }
+        Truth::Range {
+            start: 0,
+            end: 4,
+            count: 1,
+            exec: true,
+        }
     }
 
     #[test]
@@ -757,12 +861,14 @@ mod tests {
         assert_eq!(e.out, vec![0x81, 0x80, 0x80, 0x80, 0x48, 0x02]);
     }
 
-    use super::a32t32::testing::{assert_only_when_on, count as get, sum_stats, Stats};
+    use super::a32t32::testing::{Stats, assert_only_when_on, count as get, sum_stats};
     use coresight_decode::element::ElemType;
 
     /// Statistics summed over seeds.
     fn stats(o: PtmGenOptions, seeds: std::ops::Range<u64>) -> Stats {
-        sum_stats(seeds, |rng| build(&o, rng, 200, 0x8000_0000, 0x10, ("cpu_0", "PTM_0")).1.stats)
+        sum_stats(seeds, |rng| {
+            build(&o, rng, 200, 0x8000_0000, 0x10, ("cpu_0", "PTM_0")).1.stats
+        })
     }
 
     fn with(f: impl Fn(&mut PtmGenOptions)) -> PtmGenOptions {
@@ -786,7 +892,10 @@ mod tests {
             &["return stack hit"],
         );
         on_off(&|o, v| o.branch_broadcast = Some(v), &["broadcast direct branch"]);
-        on_off(&|o, v| o.exceptions = Some(v), &["exception", "waypoint update", "exception return"]);
+        on_off(
+            &|o, v| o.exceptions = Some(v),
+            &["exception", "waypoint update", "exception return"],
+        );
         on_off(&|o, v| o.trace_filter = Some(v), &["trace off"]);
         on_off(&|o, v| o.timestamps = Some(v), &["timestamp"]);
         on_off(&|o, v| o.context_id = Some(v), &["context ID", "VMID"]);
@@ -825,10 +934,17 @@ mod tests {
             let mut rng = Rng::new(seed);
             let (src, enc) = build(&o, &mut rng, 150, 0x8000_0000, 0x10, ("cpu_0", "PTM_0"));
             let elems = a32t32::testing::decode_elements(&src);
-            let ranges: Vec<Option<u32>> =
-                elems.iter().filter(|e| e.elem_type == ElemType::InstrRange).map(|e| e.has_cc.then_some(e.cycle_count)).collect();
+            let ranges: Vec<Option<u32>> = elems
+                .iter()
+                .filter(|e| e.elem_type == ElemType::InstrRange)
+                .map(|e| e.has_cc.then_some(e.cycle_count))
+                .collect();
             assert_eq!(ranges, enc.cc, "seed {seed}");
-            let ts: Vec<u64> = elems.iter().filter(|e| e.elem_type == ElemType::Timestamp).map(|e| e.timestamp).collect();
+            let ts: Vec<u64> = elems
+                .iter()
+                .filter(|e| e.elem_type == ElemType::Timestamp)
+                .map(|e| e.timestamp)
+                .collect();
             assert_eq!(ts, enc.timestamps, "seed {seed}");
             assert!(!ts.is_empty());
         }

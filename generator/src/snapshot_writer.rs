@@ -39,11 +39,23 @@ pub struct DeviceSpec {
 impl DeviceSpec {
     /// A core named `name` of type `core_type`, with no registers or dumps.
     pub fn core(name: &str, core_type: &str) -> Self {
-        DeviceSpec { name: name.into(), class: "core".into(), device_type: core_type.into(), regs: Vec::new(), dumps: Vec::new() }
+        DeviceSpec {
+            name: name.into(),
+            class: "core".into(),
+            device_type: core_type.into(),
+            regs: Vec::new(),
+            dumps: Vec::new(),
+        }
     }
     /// A trace source named `name` of type `source_type` with registers `regs`.
     pub fn trace_source(name: &str, source_type: &str, regs: Vec<(String, u64)>) -> Self {
-        DeviceSpec { name: name.into(), class: "trace_source".into(), device_type: source_type.into(), regs, dumps: Vec::new() }
+        DeviceSpec {
+            name: name.into(),
+            class: "trace_source".into(),
+            device_type: source_type.into(),
+            regs,
+            dumps: Vec::new(),
+        }
     }
 }
 
@@ -83,7 +95,10 @@ fn write(dir: &Path, name: &str, data: &[u8]) -> Result<()> {
 impl SnapshotSpec {
     /// Writes the snapshot into `dir` (created if needed).
     pub fn write_to(&self, dir: &Path) -> Result<()> {
-        std::fs::create_dir_all(dir).map_err(|e| Error::Io { path: dir.to_path_buf(), source: e })?;
+        std::fs::create_dir_all(dir).map_err(|e| Error::Io {
+            path: dir.to_path_buf(),
+            source: e,
+        })?;
         let mut ss = String::from("[snapshot]\nversion=1.0\n");
         if !self.description.is_empty() {
             let _ = writeln!(ss, "description={}", self.description);
@@ -104,7 +119,14 @@ impl SnapshotSpec {
                 }
             }
             for (i, m) in d.dumps.iter().enumerate() {
-                let _ = write!(s, "\n[dump{}]\nfile={}\naddress=0x{:X}\nlength=0x{:X}\n", i + 1, m.file, m.address, m.data.len());
+                let _ = write!(
+                    s,
+                    "\n[dump{}]\nfile={}\naddress=0x{:X}\nlength=0x{:X}\n",
+                    i + 1,
+                    m.file,
+                    m.address,
+                    m.data.len()
+                );
                 if !m.space.is_empty() {
                     let _ = writeln!(s, "space={}", m.space);
                 }
@@ -114,10 +136,19 @@ impl SnapshotSpec {
         }
 
         let mut t = String::from("[trace_buffers]\nbuffers=");
-        t.push_str(&(0..self.buffers.len()).map(|i| format!("buffer{i}")).collect::<Vec<_>>().join(","));
+        t.push_str(
+            &(0..self.buffers.len())
+                .map(|i| format!("buffer{i}"))
+                .collect::<Vec<_>>()
+                .join(","),
+        );
         t.push('\n');
         for (i, b) in self.buffers.iter().enumerate() {
-            let _ = write!(t, "\n[buffer{i}]\nname={}\nfile={}\nformat={}\n", b.name, b.file, b.format);
+            let _ = write!(
+                t,
+                "\n[buffer{i}]\nname={}\nfile={}\nformat={}\n",
+                b.name, b.file, b.format
+            );
             write(dir, &b.file, &b.data)?;
         }
         t.push_str("\n[source_buffers]\n");

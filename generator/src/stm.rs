@@ -6,7 +6,7 @@
 //! nibbles that changed, in natural binary or Gray code as the VERSION
 //! says), and the odd NULL, FLAG and TRIG packet, which carry no message.
 
-use super::{layout_buffer, GenOptions, Generated, Rng, Truth};
+use super::{GenOptions, Generated, Rng, Truth, layout_buffer};
 use crate::snapshot_writer::{BufferSpec, DeviceSpec, SnapshotSpec};
 
 /// Nibbles packed into bytes, low nibble first.
@@ -55,8 +55,14 @@ impl TsState {
     /// Appends a timestamp field for `ts`: the size nibble and the nibbles
     /// that changed.
     fn encode(&mut self, out: &mut Nibbles, ts: u64) {
-        let (new, old) = if self.gray { (gray(ts), gray(self.last)) } else { (ts, self.last) };
-        let mut n = (1..=16u32).find(|&n| n == 16 || new >> (4 * n) == old >> (4 * n)).unwrap_or(16);
+        let (new, old) = if self.gray {
+            (gray(ts), gray(self.last))
+        } else {
+            (ts, self.last)
+        };
+        let mut n = (1..=16u32)
+            .find(|&n| n == 16 || new >> (4 * n) == old >> (4 * n))
+            .unwrap_or(16);
         if n == 13 {
             n = 14;
         } else if n == 15 {
@@ -82,7 +88,10 @@ pub fn generate(opts: &GenOptions) -> Generated {
         out.push(0xf);
     }
     out.push(0x0);
-    let mut ts = TsState { gray: rng.chance(1, 2), last: 0 };
+    let mut ts = TsState {
+        gray: rng.chance(1, 2),
+        last: 0,
+    };
     out.value(0xf00, 3);
     out.push(if ts.gray { 4 } else { 3 });
 
@@ -158,7 +167,14 @@ pub fn generate(opts: &GenOptions) -> Generated {
         } else {
             None
         };
-        truth.push(Truth::Message { master: master.unwrap_or(0) as u16, channel, bits, payload, marker, timestamp });
+        truth.push(Truth::Message {
+            master: master.unwrap_or(0) as u16,
+            channel,
+            bits,
+            payload,
+            marker,
+            timestamp,
+        });
     }
     let bytes = out.finish();
 
@@ -168,7 +184,12 @@ pub fn generate(opts: &GenOptions) -> Generated {
     let spec = SnapshotSpec {
         description: format!("trc_gen stm seed {}", opts.seed),
         devices: vec![stm],
-        buffers: vec![BufferSpec { name: "ETB_0".into(), file: "trace.bin".into(), format: format.into(), data }],
+        buffers: vec![BufferSpec {
+            name: "ETB_0".into(),
+            file: "trace.bin".into(),
+            format: format.into(),
+            data,
+        }],
         source_buffers: vec![("STM_0".into(), "ETB_0".into())],
         core_trace_sources: Vec::new(),
     };
@@ -189,7 +210,10 @@ mod tests {
 
     #[test]
     fn timestamps_send_only_changed_nibbles() {
-        let mut t = TsState { gray: false, last: 0x1234_5678 };
+        let mut t = TsState {
+            gray: false,
+            last: 0x1234_5678,
+        };
         let mut n = Nibbles::default();
         t.encode(&mut n, 0x1234_5699);
         // Size 2, then 0x99.

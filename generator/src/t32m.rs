@@ -131,7 +131,10 @@ fn body(rng: &mut Rng, len: usize, svc: bool) -> (Vec<Instr>, Vec<u16>) {
                 for j in 0..k - 1 {
                     mask |= c << (3 - j);
                 }
-                ins.push(Instr { size: 2, kind: Kind::Plain });
+                ins.push(Instr {
+                    size: 2,
+                    kind: Kind::Plain,
+                });
                 hw.push(0xbf00 | cond << 4 | mask);
                 for _ in 0..k {
                     let kind = if rng.chance(1, 4) { Kind::Mem } else { Kind::Plain };
@@ -183,7 +186,13 @@ fn encode(rng: &mut Rng, form: Form, at: u64, target: u64) -> Vec<u16> {
         Form::CondNarrow => vec![0xd000 | cond << 8 | ((off >> 1) & 0xff) as u16],
         Form::Cbz => {
             let o = off as u16;
-            vec![0xb100 | (rng.below(2) as u16) << 11 | ((o >> 6) & 1) << 9 | ((o >> 1) & 0x1f) << 3 | rng.below(8) as u16]
+            vec![
+                0xb100
+                    | (rng.below(2) as u16) << 11
+                    | ((o >> 6) & 1) << 9
+                    | ((o >> 1) & 0x1f) << 3
+                    | rng.below(8) as u16,
+            ]
         }
         Form::CondWide => {
             let imm = (off >> 1) as u32;
@@ -235,7 +244,12 @@ fn place(
         if forward && form == Form::Le {
             form = Form::CondWide;
         }
-        let b = Block { addr, body: ins.clone(), term: *term, term_size: form.size() };
+        let b = Block {
+            addr,
+            body: ins.clone(),
+            term: *term,
+            term_size: form.size(),
+        };
         addr = b.end();
         blocks.push(b);
         forms.push(form);
@@ -248,9 +262,17 @@ fn place(
         let has_target = matches!(blocks[g].term, Term::B(_) | Term::Bl(_) | Term::Cond(_));
         let mut target_addr = 0;
         if has_target {
-            let pool: Vec<usize> = if forward { (g + 1..range.end).collect() } else { range.clone().collect() };
+            let pool: Vec<usize> = if forward {
+                (g + 1..range.end).collect()
+            } else {
+                range.clone().collect()
+            };
             let fits = |f: Form| -> Vec<usize> {
-                let mut v: Vec<usize> = pool.iter().copied().filter(|&t| f.reaches(at, blocks[t].addr)).collect();
+                let mut v: Vec<usize> = pool
+                    .iter()
+                    .copied()
+                    .filter(|&t| f.reaches(at, blocks[t].addr))
+                    .collect();
                 if v.len() > 1 && matches!(blocks[g].term, Term::B(_)) {
                     v.retain(|&t| t != g);
                 }
@@ -286,7 +308,14 @@ fn place(
 /// at `base` and, with `handler_base`, exception handlers there. `svc`:
 /// the main program makes supervisor calls; `lob`: Armv8.1-M loop
 /// branches are used.
-pub fn flow_program(rng: &mut Rng, base: u64, n_blocks: usize, handler_base: Option<u64>, svc: bool, lob: bool) -> Program {
+pub fn flow_program(
+    rng: &mut Rng,
+    base: u64,
+    n_blocks: usize,
+    handler_base: Option<u64>,
+    svc: bool,
+    lob: bool,
+) -> Program {
     let n = n_blocks.max(2);
     let mut terms = Vec::with_capacity(n);
     let mut bodies = Vec::with_capacity(n);
@@ -339,7 +368,13 @@ pub fn flow_program(rng: &mut Rng, base: u64, n_blocks: usize, handler_base: Opt
             }
         }
     }
-    flow::Program { blocks, main, handlers, entries, images }
+    flow::Program {
+        blocks,
+        main,
+        handlers,
+        entries,
+        images,
+    }
 }
 
 #[cfg(test)]
@@ -380,15 +415,34 @@ mod tests {
                         ..Default::default()
                     };
                     dec.decode_instruction(&mut info).unwrap();
-                    assert_eq!(info.instr_size, b.size_of(i), "seed {seed} {addr:#x} {:#010x}", info.opcode);
+                    assert_eq!(
+                        info.instr_size,
+                        b.size_of(i),
+                        "seed {seed} {addr:#x} {:#010x}",
+                        info.opcode
+                    );
                     if i < b.body.len() {
-                        assert_eq!(info.instr_type, InstrType::Other, "seed {seed} {addr:#x} {:#010x}", info.opcode);
+                        assert_eq!(
+                            info.instr_type,
+                            InstrType::Other,
+                            "seed {seed} {addr:#x} {:#010x}",
+                            info.opcode
+                        );
                         continue;
                     }
                     match b.term {
                         Term::B(t) | Term::Bl(t) | Term::Cond(t) => {
-                            assert_eq!(info.instr_type, InstrType::Branch, "seed {seed} block {g} {:#010x}", info.opcode);
-                            assert_eq!(info.branch_addr, p.blocks[t].addr, "seed {seed} {addr:#x} {:#010x}", info.opcode);
+                            assert_eq!(
+                                info.instr_type,
+                                InstrType::Branch,
+                                "seed {seed} block {g} {:#010x}",
+                                info.opcode
+                            );
+                            assert_eq!(
+                                info.branch_addr, p.blocks[t].addr,
+                                "seed {seed} {addr:#x} {:#010x}",
+                                info.opcode
+                            );
                             assert_eq!(info.is_link, matches!(b.term, Term::Bl(_)));
                             assert_eq!(info.next_isa, Isa::Thumb2);
                         }

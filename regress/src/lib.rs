@@ -29,8 +29,8 @@ use std::io::{self, BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use coresight_decode::logger::{MsgLogger, shared};
 use coresight_tools::lister;
-use coresight_decode::logger::{shared, MsgLogger};
 
 /// The program name given to the lister as `argv[0]` (it appears in the
 /// banner of written listings, as in OpenCSD's).
@@ -63,7 +63,11 @@ pub struct SetupError {
 
 impl SetupError {
     fn new(path: &Path, line: Option<usize>, message: impl Into<String>) -> Self {
-        SetupError { path: path.to_path_buf(), line, message: message.into() }
+        SetupError {
+            path: path.to_path_buf(),
+            line,
+            message: message.into(),
+        }
     }
 }
 
@@ -111,12 +115,16 @@ impl Case {
 
     /// The expected listing that exists, xz first.
     pub fn expected_file(&self) -> Option<PathBuf> {
-        [self.expected_xz(), self.expected.clone()].into_iter().find(|p| p.is_file())
+        [self.expected_xz(), self.expected.clone()]
+            .into_iter()
+            .find(|p| p.is_file())
     }
 
     /// The argument vector the lister is given (`argv[0]` first).
     pub fn argv(&self) -> Vec<String> {
-        std::iter::once(LISTER_NAME.to_string()).chain(self.args.iter().cloned()).collect()
+        std::iter::once(LISTER_NAME.to_string())
+            .chain(self.args.iter().cloned())
+            .collect()
     }
 
     /// Looks up an environment setting: the case's own, then the process's.
@@ -142,7 +150,9 @@ fn absolute(p: &Path) -> PathBuf {
 /// True for a `cases.tsv` word that is an environment setting
 /// (`[A-Z_][A-Z0-9_]*=...`).
 pub fn is_env_word(word: &str) -> bool {
-    let Some((name, _)) = word.split_once('=') else { return false };
+    let Some((name, _)) = word.split_once('=') else {
+        return false;
+    };
     let mut chars = name.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_uppercase() || c == '_')
         && chars.all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
@@ -196,7 +206,11 @@ pub fn load_case_list(folder: &Path) -> Result<Vec<Case>, SetupError> {
         let parsed = parse_case_line(line).map_err(|m| SetupError::new(&path, Some(n), m))?;
         let Some((name, env, args)) = parsed else { continue };
         if let Some(prev) = seen.insert(name.clone(), n) {
-            return Err(SetupError::new(&path, Some(n), format!("case '{name}' is already defined on line {prev}")));
+            return Err(SetupError::new(
+                &path,
+                Some(n),
+                format!("case '{name}' is already defined on line {prev}"),
+            ));
         }
         let origin = format!("{}:{n}", path.display());
         let mut warnings = Vec::new();
@@ -206,7 +220,16 @@ pub fn load_case_list(folder: &Path) -> Result<Vec<Case>, SetupError> {
             warnings.push(format!("snapshot folder {ss} (from {origin}) not found"));
         }
         let expected = folder.join("expected").join(format!("{name}.ppl"));
-        cases.push(Case { name, run_dir: folder.clone(), args, env, expected, origin, warnings, problem: None });
+        cases.push(Case {
+            name,
+            run_dir: folder.clone(),
+            args,
+            env,
+            expected,
+            origin,
+            warnings,
+            problem: None,
+        });
     }
     Ok(cases)
 }
@@ -227,7 +250,10 @@ pub struct Library {
 /// output options (`-logfilename X`, `-logstdout`, `-logstderr`,
 /// `-logfile`). `None` when there is no such line.
 pub fn recorded_args(first_lines: &[String]) -> Option<Vec<String>> {
-    let i = first_lines.iter().take(BANNER_WINDOW).position(|l| l.starts_with(COMMAND_LINE_MARK))?;
+    let i = first_lines
+        .iter()
+        .take(BANNER_WINDOW)
+        .position(|l| l.starts_with(COMMAND_LINE_MARK))?;
     let cmd = first_lines.get(i + 1).map(String::as_str).unwrap_or("");
     let mut words = cmd.split_whitespace().skip(1);
     let mut args = Vec::new();
@@ -313,14 +339,23 @@ pub fn discover_library(root: &Path, include_without_expected: bool) -> Result<L
     }
     snapshots.sort();
     if snapshots.is_empty() {
-        return Err(SetupError::new(&root, None, "no snapshot (a folder with snapshot.ini) under this folder"));
+        return Err(SetupError::new(
+            &root,
+            None,
+            "no snapshot (a folder with snapshot.ini) under this folder",
+        ));
     }
     for snap in snapshots {
         let name = match snap.strip_prefix(&root) {
-            Ok(rel) if !rel.as_os_str().is_empty() => {
-                rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/")
-            }
-            _ => snap.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| ".".into()),
+            Ok(rel) if !rel.as_os_str().is_empty() => rel
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy())
+                .collect::<Vec<_>>()
+                .join("/"),
+            _ => snap
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| ".".into()),
         };
         let expected = snap.join(LIBRARY_EXPECTED);
         let mut case = Case {
@@ -369,7 +404,10 @@ pub fn open_listing(path: &Path) -> Result<Box<dyn BufRead>, String> {
     let file = File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
     let file = BufReader::with_capacity(1 << 16, file);
     if path.extension().is_some_and(|e| e == "xz") {
-        Ok(Box::new(BufReader::with_capacity(1 << 16, lzma_rust2::XzReader::new(file, true))))
+        Ok(Box::new(BufReader::with_capacity(
+            1 << 16,
+            lzma_rust2::XzReader::new(file, true),
+        )))
     } else {
         Ok(Box::new(file))
     }
@@ -409,7 +447,11 @@ pub fn read_first_lines(path: &Path, n: usize) -> Result<Vec<String>, String> {
 /// `Test Command Line:-` when it is among the first [`BANNER_WINDOW`]
 /// lines, else all of them.
 pub fn strip_banner<T: AsRef<str>>(lines: &[T]) -> &[T] {
-    match lines.iter().take(BANNER_WINDOW).position(|l| l.as_ref().starts_with(COMMAND_LINE_MARK)) {
+    match lines
+        .iter()
+        .take(BANNER_WINDOW)
+        .position(|l| l.as_ref().starts_with(COMMAND_LINE_MARK))
+    {
         Some(i) => lines.get(i + 2..).unwrap_or(&[]),
         None => lines,
     }
@@ -562,8 +604,11 @@ impl<'g> Comparer<'g> {
             self.common += 1;
         }
         let trace = is_trace_line(line);
-        let (pos, same) =
-            if trace { (&mut self.trace_pos, &mut self.trace_same) } else { (&mut self.rest_pos, &mut self.rest_same) };
+        let (pos, same) = if trace {
+            (&mut self.trace_pos, &mut self.trace_same)
+        } else {
+            (&mut self.rest_pos, &mut self.rest_same)
+        };
         if *same {
             while *pos < self.got.len() && is_trace_line(self.got[*pos]) != trace {
                 *pos += 1;
@@ -584,9 +629,10 @@ impl<'g> Comparer<'g> {
         if self.first.is_none() && ne != ng {
             self.first = Some(ne.min(ng));
         }
-        for (pos, want_trace, same) in
-            [(self.trace_pos, true, &mut self.trace_same), (self.rest_pos, false, &mut self.rest_same)]
-        {
+        for (pos, want_trace, same) in [
+            (self.trace_pos, true, &mut self.trace_same),
+            (self.rest_pos, false, &mut self.rest_same),
+        ] {
             if *same && self.got[pos.min(ng)..].iter().any(|l| is_trace_line(l) == want_trace) {
                 *same = false;
             }
@@ -596,7 +642,8 @@ impl<'g> Comparer<'g> {
         let first_difference = self.first.map(|f| {
             let lo = f.saturating_sub(self.context);
             let hi = f.saturating_add(self.context).saturating_add(1).min(ng);
-            let mut expected_context: Vec<(usize, String)> = self.before.into_iter().filter(|(i, _)| *i >= lo).collect();
+            let mut expected_context: Vec<(usize, String)> =
+                self.before.into_iter().filter(|(i, _)| *i >= lo).collect();
             expected_context.extend(self.after);
             Difference {
                 line: f + 1,
@@ -784,7 +831,8 @@ pub fn run_case(case: &Case, opts: &RunOptions) -> Outcome {
     if let Some(dir) = &opts.keep {
         let path = dir.join(keep_name(&case.name));
         if let Err(e) = fs::write(&path, &listing) {
-            out.notes.push(format!("cannot keep the listing as {}: {e}", path.display()));
+            out.notes
+                .push(format!("cannot keep the listing as {}: {e}", path.display()));
         }
     }
     let mut read_ok = false;
@@ -812,7 +860,8 @@ pub fn run_case(case: &Case, opts: &RunOptions) -> Outcome {
         return out;
     }
     if !ran_ok {
-        out.notes.push("expected listing not written: the lister did not run cleanly".into());
+        out.notes
+            .push("expected listing not written: the lister did not run cleanly".into());
     } else if matches {
         out.verdict = Verdict::Pass;
     } else {
@@ -835,7 +884,13 @@ pub fn write_expected(case: &Case, listing: &str) -> Result<(), String> {
     fs::write(&case.expected, listing).map_err(|e| format!("cannot write {}: {e}", case.expected.display()))?;
     let xz = case.expected_xz();
     if xz.exists() {
-        fs::remove_file(&xz).map_err(|e| format!("wrote {} but cannot remove {}: {e}", case.expected.display(), xz.display()))?;
+        fs::remove_file(&xz).map_err(|e| {
+            format!(
+                "wrote {} but cannot remove {}: {e}",
+                case.expected.display(),
+                xz.display()
+            )
+        })?;
     }
     Ok(())
 }
@@ -920,7 +975,9 @@ impl PatParser<'_> {
     }
 
     fn atom(&mut self, depth: usize) -> Result<Atom, String> {
-        let Some(c) = self.next() else { return Err(self.err("unexpected end")) };
+        let Some(c) = self.next() else {
+            return Err(self.err("unexpected end"));
+        };
         Ok(match c {
             '.' => Atom::Any,
             '^' => Atom::Start,
@@ -946,8 +1003,13 @@ impl PatParser<'_> {
     }
 
     fn escape(&mut self, in_class: bool) -> Result<Atom, String> {
-        let Some(c) = self.next() else { return Err(self.err("trailing backslash")) };
-        let class = |r: &[(char, char)], negated| Atom::Class { ranges: r.to_vec(), negated };
+        let Some(c) = self.next() else {
+            return Err(self.err("trailing backslash"));
+        };
+        let class = |r: &[(char, char)], negated| Atom::Class {
+            ranges: r.to_vec(),
+            negated,
+        };
         Ok(match c {
             'd' => class(DIGITS, false),
             'w' => class(WORD, false),
@@ -969,7 +1031,9 @@ impl PatParser<'_> {
         let mut ranges = Vec::new();
         let mut first = true;
         loop {
-            let Some(c) = self.next() else { return Err(self.err("missing ]")) };
+            let Some(c) = self.next() else {
+                return Err(self.err("missing ]"));
+            };
             if c == ']' && !first {
                 break;
             }
@@ -1025,7 +1089,11 @@ impl PatParser<'_> {
                 let min = self.number().ok_or_else(|| self.err("bad {m,n}"))?;
                 let max = if self.peek() == Some(',') {
                     self.pos += 1;
-                    if self.peek() == Some('}') { usize::MAX } else { self.number().ok_or_else(|| self.err("bad {m,n}"))? }
+                    if self.peek() == Some('}') {
+                        usize::MAX
+                    } else {
+                        self.number().ok_or_else(|| self.err("bad {m,n}"))?
+                    }
                 } else {
                     min
                 };
@@ -1051,7 +1119,11 @@ type Cont<'a> = &'a dyn Fn(usize) -> bool;
 
 impl Pattern {
     pub fn new(src: &str) -> Result<Pattern, String> {
-        let mut p = PatParser { chars: src.chars().collect(), pos: 0, src };
+        let mut p = PatParser {
+            chars: src.chars().collect(),
+            pos: 0,
+            src,
+        };
         let root = p.alternation(0)?;
         if p.pos < p.chars.len() {
             return Err(p.err("unbalanced )"));
@@ -1077,7 +1149,11 @@ impl Pattern {
     }
 
     fn piece(p: &Piece, count: usize, t: &[char], i: usize, k: Cont) -> bool {
-        if count < p.max && Self::atom(&p.atom, t, i, &|j| (j != i || count < p.min) && Self::piece(p, count + 1, t, j, k)) {
+        if count < p.max
+            && Self::atom(&p.atom, t, i, &|j| {
+                (j != i || count < p.min) && Self::piece(p, count + 1, t, j, k)
+            })
+        {
             return true;
         }
         count >= p.min && k(i)
@@ -1088,7 +1164,9 @@ impl Pattern {
             Atom::Char(c) => t.get(i) == Some(c) && k(i + 1),
             Atom::Any => t.get(i).is_some_and(|&c| c != '\n') && k(i + 1),
             Atom::Class { ranges, negated } => {
-                t.get(i).is_some_and(|&c| ranges.iter().any(|&(lo, hi)| lo <= c && c <= hi) != *negated) && k(i + 1)
+                t.get(i)
+                    .is_some_and(|&c| ranges.iter().any(|&(lo, hi)| lo <= c && c <= hi) != *negated)
+                    && k(i + 1)
             }
             Atom::Start => i == 0 && k(i),
             Atom::End => i == t.len() && k(i),
@@ -1181,7 +1259,10 @@ pub fn parse_cli(args: &[String]) -> Result<Option<Cli>, String> {
     let mut dir = None;
     let mut kind = FolderKind::Auto;
     let mut only = None;
-    let mut run = RunOptions { context: 3, ..Default::default() };
+    let mut run = RunOptions {
+        context: 3,
+        ..Default::default()
+    };
     let (mut summary_tsv, mut json) = (None, None);
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -1212,7 +1293,14 @@ pub fn parse_cli(args: &[String]) -> Result<Option<Cli>, String> {
         }
     }
     let dir = dir.ok_or("give the folder to run (a case list or a snapshot library)")?;
-    Ok(Some(Cli { dir, kind, only, run, summary_tsv, json }))
+    Ok(Some(Cli {
+        dir,
+        kind,
+        only,
+        run,
+        summary_tsv,
+        json,
+    }))
 }
 
 fn json_str(s: &str) -> String {
@@ -1243,7 +1331,13 @@ fn json_opt(s: &Option<String>) -> String {
 pub fn outcomes_json(outcomes: &[Outcome]) -> String {
     let mut s = String::from("[\n");
     for (n, o) in outcomes.iter().enumerate() {
-        let _ = write!(s, "  {{\"case\": {}, \"result\": \"{}\", \"seconds\": {:.3}", json_str(&o.name), o.verdict.label(), o.seconds);
+        let _ = write!(
+            s,
+            "  {{\"case\": {}, \"result\": \"{}\", \"seconds\": {:.3}",
+            json_str(&o.name),
+            o.verdict.label(),
+            o.seconds
+        );
         if let Some(c) = &o.comparison {
             let _ = write!(
                 s,
@@ -1295,7 +1389,18 @@ pub fn format_outcome(o: &Outcome, context: usize) -> String {
             );
         }
         None => {
-            let _ = writeln!(s, "{:<30} {:<6} {:>5} {:>5} {:>7} {:>7} {:>8} {:>8.2}", o.name, o.verdict.label(), "-", "-", "-", "-", "-", o.seconds);
+            let _ = writeln!(
+                s,
+                "{:<30} {:<6} {:>5} {:>5} {:>7} {:>7} {:>8} {:>8.2}",
+                o.name,
+                o.verdict.label(),
+                "-",
+                "-",
+                "-",
+                "-",
+                "-",
+                o.seconds
+            );
         }
     }
     for n in &o.notes {
@@ -1308,9 +1413,10 @@ pub fn format_outcome(o: &Outcome, context: usize) -> String {
             let _ = writeln!(s, "    expected > {}", show(&d.expected));
             let _ = writeln!(s, "    got      > {}", show(&d.got));
         } else {
-            for (tag, lines, ended) in
-                [("expected", &d.expected_context, d.expected.is_none()), ("got     ", &d.got_context, d.got.is_none())]
-            {
+            for (tag, lines, ended) in [
+                ("expected", &d.expected_context, d.expected.is_none()),
+                ("got     ", &d.got_context, d.got.is_none()),
+            ] {
                 for (i, l) in lines {
                     let _ = writeln!(s, "    {tag} {} {}", if *i + 1 == d.line { ">" } else { " " }, clip(l));
                 }
@@ -1325,7 +1431,10 @@ pub fn format_outcome(o: &Outcome, context: usize) -> String {
 
 /// The table header.
 pub fn table_header() -> String {
-    format!("{:<30} {:<6} {:>5} {:>5} {:>7} {:>7} {:>8} {:>8}", "case", "result", "trace", "rest", "prefix", "overlap", "lines", "seconds")
+    format!(
+        "{:<30} {:<6} {:>5} {:>5} {:>7} {:>7} {:>8} {:>8}",
+        "case", "result", "trace", "rest", "prefix", "overlap", "lines", "seconds"
+    )
 }
 
 /// Loads the cases a command line asks for (before `--only`). Returns the
@@ -1376,7 +1485,10 @@ pub fn main_with_streams(args: &[String], out: &mut dyn Write, mut err: Option<&
             return 0;
         }
         Err(e) => {
-            error(out, format_args!("trc_regress: {e}\n(trc_regress --help for the options)"));
+            error(
+                out,
+                format_args!("trc_regress: {e}\n(trc_regress --help for the options)"),
+            );
             return 2;
         }
     };
@@ -1414,7 +1526,10 @@ pub fn main_with_streams(args: &[String], out: &mut dyn Write, mut err: Option<&
     }
     let mut status = 0;
     if let Some(p) = &cli.summary_tsv {
-        let text: String = outcomes.iter().map(|o| format!("{}\t{}\n", o.name, if o.passed() { "PASS" } else { "FAIL" })).collect();
+        let text: String = outcomes
+            .iter()
+            .map(|o| format!("{}\t{}\n", o.name, if o.passed() { "PASS" } else { "FAIL" }))
+            .collect();
         if let Err(e) = fs::write(p, text) {
             error(out, format_args!("trc_regress: cannot write {}: {e}", p.display()));
             status = 1;
@@ -1497,7 +1612,9 @@ mod tests {
 
     #[test]
     fn case_lines_parse_into_env_and_args() {
-        let (name, env, args) = parse_case_line("c1\tA=1 -ss_dir ./x  -decode B_2=two").unwrap().unwrap();
+        let (name, env, args) = parse_case_line("c1\tA=1 -ss_dir ./x  -decode B_2=two")
+            .unwrap()
+            .unwrap();
         assert_eq!(name, "c1");
         assert_eq!(env, vec![("A".into(), "1".into()), ("B_2".into(), "two".into())]);
         assert_eq!(args, vec!["-ss_dir", "./x", "-decode"]);
@@ -1521,7 +1638,10 @@ mod tests {
         .iter()
         .map(|s| s.to_string())
         .collect();
-        assert_eq!(recorded_args(&lines).unwrap(), vec!["-ss_dir", "./snapshots/x", "-decode", "-no_time_print"]);
+        assert_eq!(
+            recorded_args(&lines).unwrap(),
+            vec!["-ss_dir", "./snapshots/x", "-decode", "-no_time_print"]
+        );
         assert_eq!(recorded_args(&lines[..2]), None);
     }
 
@@ -1567,8 +1687,14 @@ mod tests {
         assert_eq!(d.line, 3);
         assert_eq!(d.expected.as_deref(), Some("l3"));
         assert_eq!(d.got.as_deref(), Some("X3"));
-        assert_eq!(d.expected_context, vec![(1, "Idx:2".into()), (2, "l3".into()), (3, "Idx:4".into())]);
-        assert_eq!(d.got_context, vec![(1, "Idx:2".into()), (2, "X3".into()), (3, "Idx:4".into())]);
+        assert_eq!(
+            d.expected_context,
+            vec![(1, "Idx:2".into()), (2, "l3".into()), (3, "Idx:4".into())]
+        );
+        assert_eq!(
+            d.got_context,
+            vec![(1, "Idx:2".into()), (2, "X3".into()), (3, "Idx:4".into())]
+        );
         assert_eq!(c.prefix, 0.5);
         assert_eq!(c.overlap, 0.75);
         assert!(c.trace_same);
@@ -1623,11 +1749,27 @@ mod tests {
     fn cli_usage_errors() {
         let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
         assert!(parse_cli(&s(&[])).unwrap_err().contains("give the folder"));
-        assert!(parse_cli(&s(&["--bogus", "d"])).unwrap_err().contains("unknown option --bogus"));
-        assert!(parse_cli(&s(&["d", "--diff"])).unwrap_err().contains("--diff needs a value"));
+        assert!(
+            parse_cli(&s(&["--bogus", "d"]))
+                .unwrap_err()
+                .contains("unknown option --bogus")
+        );
+        assert!(
+            parse_cli(&s(&["d", "--diff"]))
+                .unwrap_err()
+                .contains("--diff needs a value")
+        );
         assert!(parse_cli(&s(&["d", "--diff", "x"])).unwrap_err().contains("number"));
-        assert!(parse_cli(&s(&["d", "--diff", "100001"])).unwrap_err().contains("up to 100000"));
-        assert!(parse_cli(&s(&["d", "--only", "(x"])).unwrap_err().contains("bad pattern"));
+        assert!(
+            parse_cli(&s(&["d", "--diff", "100001"]))
+                .unwrap_err()
+                .contains("up to 100000")
+        );
+        assert!(
+            parse_cli(&s(&["d", "--only", "(x"]))
+                .unwrap_err()
+                .contains("bad pattern")
+        );
         assert!(parse_cli(&s(&["--help"])).unwrap().is_none());
         let c = parse_cli(&s(&["d", "--bless", "--diff", "0"])).unwrap().unwrap();
         assert!(c.run.write && c.run.context == 0);

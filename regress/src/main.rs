@@ -7,7 +7,10 @@
 
 fn main() {
     let _ = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("off")).try_init();
-    let args: Vec<String> = std::env::args_os().skip(1).map(|a| a.to_string_lossy().into_owned()).collect();
+    let args: Vec<String> = std::env::args_os()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
     if args.iter().any(|a| a == "--version" || a == "-V") {
         println!("trc_regress {}", env!("CARGO_PKG_VERSION"));
         return;

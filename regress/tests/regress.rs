@@ -9,13 +9,17 @@ mod common;
 use std::fs;
 use std::path::Path;
 
-use coresight_generator::{generate, GenOptions};
+use coresight_generator::{GenOptions, generate};
 use coresight_regress::{
-    compare_texts, discover_library, load_case_list, main_with_args, run_case, Case, RunOptions, Verdict,
+    Case, RunOptions, Verdict, compare_texts, discover_library, load_case_list, main_with_args, run_case,
 };
 
 fn write_snapshot(dir: &Path, seed: u64) {
-    let g = generate(&GenOptions { seed, length: 60, ..GenOptions::default() });
+    let g = generate(&GenOptions {
+        seed,
+        length: 60,
+        ..GenOptions::default()
+    });
     g.spec.write_to(dir).unwrap();
 }
 
@@ -61,7 +65,10 @@ fn a_library_is_blessed_then_passes_then_a_flipped_bit_fails() {
     // Without an expected listing nothing runs, and the report says so.
     let (status, report) = trc_regress(&[s(&lib)]);
     assert_eq!(status, 0, "{report}");
-    assert!(report.contains("1 snapshot(s) without an expected listing skipped"), "{report}");
+    assert!(
+        report.contains("1 snapshot(s) without an expected listing skipped"),
+        "{report}"
+    );
     assert_eq!(last_line(&report), "0 passed, 0 failed");
 
     // Write mode makes it, with the default arguments.
@@ -69,15 +76,24 @@ fn a_library_is_blessed_then_passes_then_a_flipped_bit_fails() {
     assert_eq!(status, 0, "{report}");
     assert!(report.contains("1 expected listing(s) written"), "{report}");
     let expected = fs::read_to_string(lib.join("gen1/expected.ppl")).unwrap();
-    assert!(expected.contains("Test Command Line:-\ntrc_pkt_lister   -ss_dir  ./  -decode  -no_time_print  \n"), "{expected}");
-    assert!(expected.contains("OCSD_GEN_TRC_ELEM_INSTR_RANGE"), "not a decoded listing:\n{expected}");
+    assert!(
+        expected.contains("Test Command Line:-\ntrc_pkt_lister   -ss_dir  ./  -decode  -no_time_print  \n"),
+        "{expected}"
+    );
+    assert!(
+        expected.contains("OCSD_GEN_TRC_ELEM_INSTR_RANGE"),
+        "not a decoded listing:\n{expected}"
+    );
 
     // A clean run passes; the summary and JSON files say so.
     let tsv = root.join("summary.tsv");
     let json = root.join("report.json");
     let (status, report) = trc_regress(&[s(&lib), "--summary-tsv", s(&tsv), "--json", s(&json)]);
     assert_eq!(status, 0, "{report}");
-    assert!(report.lines().any(|l| l.starts_with("gen1 ") && l.contains(" PASS ")), "{report}");
+    assert!(
+        report.lines().any(|l| l.starts_with("gen1 ") && l.contains(" PASS ")),
+        "{report}"
+    );
     assert_eq!(last_line(&report), "1 passed, 0 failed");
     assert_eq!(fs::read_to_string(&tsv).unwrap(), "gen1\tPASS\n");
     assert!(fs::read_to_string(&json).unwrap().contains("\"result\": \"PASS\""));
@@ -95,10 +111,20 @@ fn a_library_is_blessed_then_passes_then_a_flipped_bit_fails() {
     let case = &found.cases[0];
     assert_eq!(case.name, "gen1");
     assert_eq!(case.args, vec!["-ss_dir", "./", "-decode", "-no_time_print"]);
-    assert_eq!(fs::canonicalize(&case.run_dir).unwrap(), fs::canonicalize(lib.join("gen1")).unwrap());
+    assert_eq!(
+        fs::canonicalize(&case.run_dir).unwrap(),
+        fs::canonicalize(lib.join("gen1")).unwrap()
+    );
     let keep = root.join("kept");
     fs::create_dir_all(&keep).unwrap();
-    let o = run_case(case, &RunOptions { context: 2, keep: Some(keep.clone()), write: false });
+    let o = run_case(
+        case,
+        &RunOptions {
+            context: 2,
+            keep: Some(keep.clone()),
+            write: false,
+        },
+    );
     assert_eq!(o.verdict, Verdict::Fail, "{o:?}");
     let c = o.comparison.as_ref().unwrap();
     let d = c.first_difference.as_ref().unwrap();
@@ -109,12 +135,22 @@ fn a_library_is_blessed_then_passes_then_a_flipped_bit_fails() {
     // The kept listing is what the lister produced, and it differs there.
     let kept = fs::read_to_string(keep.join("gen1.ppl")).unwrap();
     assert!(!compare_texts(&expected, &kept, 0).matches());
-    assert_eq!(compare_texts(&expected, &kept, 0).first_difference.unwrap().got.as_deref(), Some(g));
+    assert_eq!(
+        compare_texts(&expected, &kept, 0)
+            .first_difference
+            .unwrap()
+            .got
+            .as_deref(),
+        Some(g)
+    );
 
     // The program reports it, with both versions, and exits 1.
     let (status, report) = trc_regress(&[s(&lib), "--summary-tsv", s(&tsv)]);
     assert_eq!(status, 1, "{report}");
-    assert!(report.contains(&format!("first difference at listing line {}", d.line)), "{report}");
+    assert!(
+        report.contains(&format!("first difference at listing line {}", d.line)),
+        "{report}"
+    );
     // With context, lines are shown up to 200 characters, as the conformance runner does.
     let clip = |l: &str| l.chars().take(200).collect::<String>();
     assert!(report.contains(&format!("    expected > {}\n", clip(e))), "{report}");
@@ -141,11 +177,18 @@ fn a_case_list_reads_xz_expected_listings_and_gives_each_case_its_environment() 
     assert!(report.contains("2 expected listing(s) written"), "{report}");
     let plain = fs::read_to_string(root.join("expected/plain.ppl")).unwrap();
     let limited = fs::read_to_string(root.join("expected/limited.ppl")).unwrap();
-    assert!(plain.contains("Trace Packet Lister : reading snapshot from path ./snapshots/s1\n"), "{plain}");
+    assert!(
+        plain.contains("Trace Packet Lister : reading snapshot from path ./snapshots/s1\n"),
+        "{plain}"
+    );
     // The range limit reached the lister through the case's environment.
     assert_ne!(plain, limited);
     assert!(limited.contains("OCSD_ERR_I_RANGE_LIMIT_OVERRUN"), "{limited}");
-    assert_eq!(std::env::var("OPENCSD_INSTR_RANGE_LIMIT").ok(), None, "the process environment was changed");
+    assert_eq!(
+        std::env::var("OPENCSD_INSTR_RANGE_LIMIT").ok(),
+        None,
+        "the process environment was changed"
+    );
 
     // Replace the plain expected listing by an xz one: still passes.
     fs::write(root.join("expected/plain.ppl.xz"), xz_compress(plain.as_bytes())).unwrap();
@@ -160,11 +203,27 @@ fn a_case_list_reads_xz_expected_listings_and_gives_each_case_its_environment() 
     let mut changed = lines.clone();
     let edited = format!("{} (edited)", lines[at]);
     changed[at] = &edited;
-    fs::write(root.join("expected/plain.ppl.xz"), xz_compress(changed.join("\n").as_bytes())).unwrap();
+    fs::write(
+        root.join("expected/plain.ppl.xz"),
+        xz_compress(changed.join("\n").as_bytes()),
+    )
+    .unwrap();
     let cases = load_case_list(&root).unwrap();
-    assert_eq!(cases.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), vec!["plain", "limited"]);
-    assert_eq!(cases[1].env, vec![("OPENCSD_INSTR_RANGE_LIMIT".to_string(), "2".to_string())]);
-    let o = run_case(&cases[0], &RunOptions { context: 1, ..Default::default() });
+    assert_eq!(
+        cases.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(),
+        vec!["plain", "limited"]
+    );
+    assert_eq!(
+        cases[1].env,
+        vec![("OPENCSD_INSTR_RANGE_LIMIT".to_string(), "2".to_string())]
+    );
+    let o = run_case(
+        &cases[0],
+        &RunOptions {
+            context: 1,
+            ..Default::default()
+        },
+    );
     assert_eq!(o.verdict, Verdict::Fail);
     let d = o.comparison.as_ref().unwrap().first_difference.clone().unwrap();
     let banner = lines.iter().position(|l| l.starts_with("Test Command Line:-")).unwrap() + 2;
@@ -189,15 +248,25 @@ fn a_case_list_reads_xz_expected_listings_and_gives_each_case_its_environment() 
 #[test]
 fn setup_mistakes_are_named_by_file_and_line() {
     let root = common::temp_dir("regress-setup");
-    fs::write(root.join("cases.tsv"), "# header\nok\t-ss_dir ./snapshots/none -decode\nbad line without a tab\n").unwrap();
+    fs::write(
+        root.join("cases.tsv"),
+        "# header\nok\t-ss_dir ./snapshots/none -decode\nbad line without a tab\n",
+    )
+    .unwrap();
     let (status, report) = trc_regress(&[s(&root)]);
     assert_eq!(status, 1, "a malformed case list is a failure of the input: {report}");
-    assert!(report.contains(&format!("{}:3: no TAB", root.join("cases.tsv").display())), "{report}");
+    assert!(
+        report.contains(&format!("{}:3: no TAB", root.join("cases.tsv").display())),
+        "{report}"
+    );
 
     fs::write(root.join("cases.tsv"), "a\t-decode\na\t-decode\n").unwrap();
     let (status, report) = trc_regress(&[s(&root)]);
     assert_eq!(status, 1);
-    assert!(report.contains("cases.tsv:2: case 'a' is already defined on line 1"), "{report}");
+    assert!(
+        report.contains("cases.tsv:2: case 'a' is already defined on line 1"),
+        "{report}"
+    );
 
     // A missing snapshot and a missing expected listing fail the case, and say why.
     fs::write(root.join("cases.tsv"), "gone\t-ss_dir ./snapshots/none -decode\n").unwrap();
@@ -233,14 +302,27 @@ fn a_library_listing_recorded_from_another_folder_runs_from_that_folder() {
     let made = Case {
         name: "made".into(),
         run_dir: root.join("lib"),
-        args: ["-ss_dir", "./group/snap", "-decode", "-no_time_print"].iter().map(|s| s.to_string()).collect(),
+        args: ["-ss_dir", "./group/snap", "-decode", "-no_time_print"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
         env: Vec::new(),
         expected: snap.join(coresight_regress::LIBRARY_EXPECTED),
         origin: "test".into(),
         warnings: Vec::new(),
         problem: None,
     };
-    assert_eq!(run_case(&made, &RunOptions { write: true, ..Default::default() }).verdict, Verdict::Wrote);
+    assert_eq!(
+        run_case(
+            &made,
+            &RunOptions {
+                write: true,
+                ..Default::default()
+            }
+        )
+        .verdict,
+        Verdict::Wrote
+    );
     let listing = fs::read_to_string(&made.expected).unwrap();
     assert!(listing.contains("reading snapshot from path ./group/snap\n"));
 
@@ -251,7 +333,10 @@ fn a_library_listing_recorded_from_another_folder_runs_from_that_folder() {
         assert_eq!(found.cases.len(), 1);
         let case = &found.cases[0];
         assert_eq!(case.args, made.args);
-        assert_eq!(fs::canonicalize(&case.run_dir).unwrap(), fs::canonicalize(root.join("lib")).unwrap());
+        assert_eq!(
+            fs::canonicalize(&case.run_dir).unwrap(),
+            fs::canonicalize(root.join("lib")).unwrap()
+        );
         assert!(case.warnings.is_empty(), "{:?}", case.warnings);
         assert_eq!(run_case(case, &RunOptions::default()).verdict, Verdict::Pass);
     }
@@ -263,12 +348,22 @@ fn a_library_listing_recorded_from_another_folder_runs_from_that_folder() {
     let found = discover_library(&root, false).unwrap();
     let case = &found.cases[0];
     assert_eq!(case.args[..2], ["-ss_dir".to_string(), "./".to_string()]);
-    assert!(case.warnings[0].contains("'-ss_dir ./moved/away' does not lead to this snapshot"), "{:?}", case.warnings);
+    assert!(
+        case.warnings[0].contains("'-ss_dir ./moved/away' does not lead to this snapshot"),
+        "{:?}",
+        case.warnings
+    );
     let o = run_case(case, &RunOptions::default());
     assert_eq!(o.verdict, Verdict::Fail);
     let d = o.comparison.unwrap().first_difference.unwrap();
-    assert_eq!(d.expected.as_deref(), Some("Trace Packet Lister : reading snapshot from path ./moved/away"));
-    assert_eq!(d.got.as_deref(), Some("Trace Packet Lister : reading snapshot from path ./"));
+    assert_eq!(
+        d.expected.as_deref(),
+        Some("Trace Packet Lister : reading snapshot from path ./moved/away")
+    );
+    assert_eq!(
+        d.got.as_deref(),
+        Some("Trace Packet Lister : reading snapshot from path ./")
+    );
     let (status, report) = trc_regress(&["--write", s(&root)]);
     assert_eq!(status, 0, "{report}");
     let (status, report) = trc_regress(&[s(&root)]);
@@ -280,7 +375,10 @@ fn a_library_listing_recorded_from_another_folder_runs_from_that_folder() {
 fn usage_and_help() {
     let (status, report) = trc_regress(&["--help"]);
     assert_eq!(status, 0);
-    assert!(report.starts_with("trc_regress:") && report.contains("--summary-tsv FILE"), "{report}");
+    assert!(
+        report.starts_with("trc_regress:") && report.contains("--summary-tsv FILE"),
+        "{report}"
+    );
     let (status, report) = trc_regress(&[]);
     assert_eq!(status, 2);
     assert!(report.contains("give the folder"), "{report}");

@@ -333,7 +333,10 @@ pub struct TraceElement {
 impl TraceElement {
     /// A fresh element of type `elem_type`, everything else at its default.
     pub fn new(elem_type: ElemType) -> Self {
-        TraceElement { elem_type, ..Default::default() }
+        TraceElement {
+            elem_type,
+            ..Default::default()
+        }
     }
 
     /// Starts a new element of `elem_type`, clearing the per-element flags
@@ -398,7 +401,13 @@ impl TraceElement {
                 }
             }
             ElemType::AddrNacc => {
-                write!(o, " 0x{:x}; Memspace [0x{:x}:{}] ", self.st_addr, self.mem_space.bits(), self.mem_space)?;
+                write!(
+                    o,
+                    " 0x{:x}; Memspace [0x{:x}:{}] ",
+                    self.st_addr,
+                    self.mem_space.bits(),
+                    self.mem_space
+                )?;
             }
             ElemType::IRangeNoPath => {
                 write!(o, "first 0x{:x}:[next 0x{:x}] ", self.st_addr, self.en_addr)?;
@@ -419,18 +428,20 @@ impl TraceElement {
                 // no security state.
                 o.push_str("(ISA=RV) ");
                 if self.context.el_valid
-                    && let Some(n) = self.context.exception_level.number() {
-                        o.push_str(["U; ", "S; ", "H; ", "M; "][n as usize & 3]);
-                    }
+                    && let Some(n) = self.context.exception_level.number()
+                {
+                    o.push_str(["U; ", "S; ", "H; ", "M; "][n as usize & 3]);
+                }
                 o.push_str(if self.context.bits64 { "64-bit; " } else { "32-bit; " });
                 self.write_hart_ie(o)?;
             }
             ElemType::PeContext => {
                 write!(o, "(ISA={}) ", self.isa)?;
                 if self.context.el_valid
-                    && let Some(n) = self.context.exception_level.number() {
-                        write!(o, "EL{n}")?;
-                    }
+                    && let Some(n) = self.context.exception_level.number()
+                {
+                    write!(o, "EL{n}")?;
+                }
                 o.push_str(match self.context.security {
                     SecurityState::Secure => "S; ",
                     SecurityState::NonSecure => "N; ",
@@ -577,10 +588,22 @@ impl TraceElement {
         let width = itm.payload_size as usize * 2;
         match itm.kind {
             ItmPktKind::Swit => {
-                write!(o, "ITM_SWIT (ch: 0x{:x}; Data: 0x{:0w$x}) ", itm.channel_or_desc, itm.value, w = width)?;
+                write!(
+                    o,
+                    "ITM_SWIT (ch: 0x{:x}; Data: 0x{:0w$x}) ",
+                    itm.channel_or_desc,
+                    itm.value,
+                    w = width
+                )?;
             }
             ItmPktKind::Dwt => {
-                write!(o, "ITM_DWT (desc: 0x{:x}; Data: 0x{:0w$x}) ", itm.channel_or_desc, itm.value, w = width)?;
+                write!(
+                    o,
+                    "ITM_DWT (desc: 0x{:x}; Data: 0x{:0w$x}) ",
+                    itm.channel_or_desc,
+                    itm.value,
+                    w = width
+                )?;
             }
             ItmPktKind::TsLocal => {
                 let rel = match itm.ts_relation & 3 {
@@ -589,7 +612,11 @@ impl TraceElement {
                     2 => "Packet Delay",
                     _ => "TS and Packet Delay",
                 };
-                write!(o, "ITM_TS_LOCAL ( TS delta: 0x{:08x}, {{ {rel}}}; TS cumulative: 0x{:016x}) ", itm.value, self.timestamp)?;
+                write!(
+                    o,
+                    "ITM_TS_LOCAL ( TS delta: 0x{:08x}, {{ {rel}}}; TS cumulative: 0x{:016x}) ",
+                    itm.value, self.timestamp
+                )?;
             }
             ItmPktKind::TsGlobal => {
                 write!(o, "ITM_TS_GLOBAL ( TS: 0x{:016x}) ", self.timestamp)?;
@@ -702,31 +729,49 @@ mod tests {
             hart: None,
             interrupts_enabled: None,
         };
-        assert_eq!(text(&e), "OCSD_GEN_TRC_ELEM_PE_CONTEXT((ISA=A64) EL1N; 64-bit; VMID=0x0; CTXTID=0x2a; )");
+        assert_eq!(
+            text(&e),
+            "OCSD_GEN_TRC_ELEM_PE_CONTEXT((ISA=A64) EL1N; 64-bit; VMID=0x0; CTXTID=0x2a; )"
+        );
 
         let mut x = TraceElement::new(ElemType::Exception);
         x.excep_ret_addr = true;
         x.en_addr = 0x2caa4;
         x.exception_number = 2;
-        assert_eq!(text(&x), "OCSD_GEN_TRC_ELEM_EXCEPTION(pref ret addr:0x2caa4; excep num (0x02) )");
+        assert_eq!(
+            text(&x),
+            "OCSD_GEN_TRC_ELEM_EXCEPTION(pref ret addr:0x2caa4; excep num (0x02) )"
+        );
 
         let mut n = TraceElement::new(ElemType::AddrNacc);
         n.st_addr = 0xc0076a4c;
         n.mem_space = MemSpace::N;
-        assert_eq!(text(&n), "OCSD_GEN_TRC_ELEM_ADDR_NACC( 0xc0076a4c; Memspace [0x6:Any NS] )");
+        assert_eq!(
+            text(&n),
+            "OCSD_GEN_TRC_ELEM_ADDR_NACC( 0xc0076a4c; Memspace [0x6:Any NS] )"
+        );
 
         let mut t = TraceElement::new(ElemType::Timestamp);
         t.timestamp = 0x58e90bb867;
         t.set_cycle_count(3);
-        assert_eq!(text(&t), "OCSD_GEN_TRC_ELEM_TIMESTAMP( [ TS=0x0058e90bb867];  [CC=3]; )");
+        assert_eq!(
+            text(&t),
+            "OCSD_GEN_TRC_ELEM_TIMESTAMP( [ TS=0x0058e90bb867];  [CC=3]; )"
+        );
 
         let mut s = TraceElement::new(ElemType::NoSync);
         s.unsync_info = UnsyncInfo::InitDecoder;
         assert_eq!(text(&s), "OCSD_GEN_TRC_ELEM_NO_SYNC( [init-decoder])");
         let mut m = TraceElement::new(ElemType::SyncMarker);
         m.sync_marker_value = 0;
-        assert_eq!(text(&m), "OCSD_GEN_TRC_ELEM_SYNC_MARKER( [Timestamp marker(0x00000000)])");
-        assert_eq!(text(&TraceElement::new(ElemType::ExceptionRet)), "OCSD_GEN_TRC_ELEM_EXCEPTION_RET()");
+        assert_eq!(
+            text(&m),
+            "OCSD_GEN_TRC_ELEM_SYNC_MARKER( [Timestamp marker(0x00000000)])"
+        );
+        assert_eq!(
+            text(&TraceElement::new(ElemType::ExceptionRet)),
+            "OCSD_GEN_TRC_ELEM_EXCEPTION_RET()"
+        );
     }
 
     #[test]
@@ -738,7 +783,10 @@ mod tests {
         e.context.bits64 = true;
         e.context.hart = Some(2);
         e.context.interrupts_enabled = Some(false);
-        assert_eq!(text(&e), "OCSD_GEN_TRC_ELEM_PE_CONTEXT((ISA=RV) M; 64-bit; hart=0x2; ID; )");
+        assert_eq!(
+            text(&e),
+            "OCSD_GEN_TRC_ELEM_PE_CONTEXT((ISA=RV) M; 64-bit; hart=0x2; ID; )"
+        );
         e.context.exception_level = ExceptionLevel::El0;
         e.context.bits64 = false;
         e.context.hart = None;
@@ -746,39 +794,87 @@ mod tests {
         assert_eq!(text(&e), "OCSD_GEN_TRC_ELEM_PE_CONTEXT((ISA=RV) U; 32-bit; IE; )");
 
         let mut d = TraceElement::new(ElemType::DataAccess);
-        d.data = DataAccess { kind: DataAccessKind::Store, addr: Some(0x8000_1000), value: None };
+        d.data = DataAccess {
+            kind: DataAccessKind::Store,
+            addr: Some(0x8000_1000),
+            value: None,
+        };
         assert_eq!(text(&d), "OCSD_GEN_TRC_ELEM_DATA_ACCESS(store addr=0x80001000; )");
-        d.data = DataAccess { kind: DataAccessKind::Load, addr: None, value: Some(0xff) };
+        d.data = DataAccess {
+            kind: DataAccessKind::Load,
+            addr: None,
+            value: Some(0xff),
+        };
         assert_eq!(text(&d), "OCSD_GEN_TRC_ELEM_DATA_ACCESS(load data=0xff; )");
     }
 
     #[test]
     fn software_trace_forms() {
         let mut e = TraceElement::new(ElemType::SwTrace);
-        e.sw_trace = SwTraceInfo { master_id: 0x20, channel_id: 3, payload_bits: 32, id_valid: true, ..Default::default() };
+        e.sw_trace = SwTraceInfo {
+            master_id: 0x20,
+            channel_id: 3,
+            payload_bits: 32,
+            id_valid: true,
+            ..Default::default()
+        };
         e.sw_payload = 0x1234;
         assert_eq!(text(&e), "OCSD_GEN_TRC_ELEM_SWTRACE( (Ma:0x20; Ch:0x03) 0x00001234; )");
         e.sw_trace.id_valid = false;
         e.sw_trace.frequency = true;
         e.sw_payload = 0x0124f800;
-        assert_eq!(text(&e), "OCSD_GEN_TRC_ELEM_SWTRACE((Ma:0x??; Ch:0x??) 0x0124f800; Freq)");
+        assert_eq!(
+            text(&e),
+            "OCSD_GEN_TRC_ELEM_SWTRACE((Ma:0x??; Ch:0x??) 0x0124f800; Freq)"
+        );
     }
 
     #[test]
     fn itm_trace_forms() {
         let mut e = TraceElement::new(ElemType::ItmTrace);
-        e.itm = ItmInfo { kind: ItmPktKind::Swit, channel_or_desc: 0x4a, payload_size: 2, value: 0x2345, ..Default::default() };
-        assert_eq!(text(&e), "OCSD_GEN_TRC_ELEM_ITMTRACE(ITM_SWIT (ch: 0x4a; Data: 0x2345) )");
-        e.itm = ItmInfo { kind: ItmPktKind::Dwt, channel_or_desc: 0x12, payload_size: 1, value: 0x44, overflow: true, ..Default::default() };
-        assert_eq!(text(&e), "OCSD_GEN_TRC_ELEM_ITMTRACE(ITM_OVERFLOW; ITM_DWT (desc: 0x12; Data: 0x44) )");
-        e.itm = ItmInfo { kind: ItmPktKind::TsLocal, ts_relation: 3, value: 0x07543f5e, payload_size: 4, ..Default::default() };
+        e.itm = ItmInfo {
+            kind: ItmPktKind::Swit,
+            channel_or_desc: 0x4a,
+            payload_size: 2,
+            value: 0x2345,
+            ..Default::default()
+        };
+        assert_eq!(
+            text(&e),
+            "OCSD_GEN_TRC_ELEM_ITMTRACE(ITM_SWIT (ch: 0x4a; Data: 0x2345) )"
+        );
+        e.itm = ItmInfo {
+            kind: ItmPktKind::Dwt,
+            channel_or_desc: 0x12,
+            payload_size: 1,
+            value: 0x44,
+            overflow: true,
+            ..Default::default()
+        };
+        assert_eq!(
+            text(&e),
+            "OCSD_GEN_TRC_ELEM_ITMTRACE(ITM_OVERFLOW; ITM_DWT (desc: 0x12; Data: 0x44) )"
+        );
+        e.itm = ItmInfo {
+            kind: ItmPktKind::TsLocal,
+            ts_relation: 3,
+            value: 0x07543f5e,
+            payload_size: 4,
+            ..Default::default()
+        };
         e.timestamp = 0x07543f5e;
         assert_eq!(
             text(&e),
             "OCSD_GEN_TRC_ELEM_ITMTRACE(ITM_TS_LOCAL ( TS delta: 0x07543f5e, { TS and Packet Delay}; TS cumulative: 0x0000000007543f5e) )"
         );
-        e.itm = ItmInfo { kind: ItmPktKind::TsGlobal, ..Default::default() };
+        e.itm = ItmInfo {
+            kind: ItmPktKind::TsGlobal,
+            ..Default::default()
+        };
         e.timestamp = 0x1020304cf23456;
-        assert_eq!(text(&e), "OCSD_GEN_TRC_ELEM_ITMTRACE(ITM_TS_GLOBAL ( TS: 0x001020304cf23456) )");
+        assert_eq!(
+            text(&e),
+            "OCSD_GEN_TRC_ELEM_ITMTRACE(ITM_TS_GLOBAL ( TS: 0x001020304cf23456) )"
+        );
     }
 }

@@ -387,7 +387,10 @@ impl Element {
         match e.elem_type {
             ElemType::Unknown => Element::Unknown,
             ElemType::NoSync => Element::NoSync { reason: e.unsync_info },
-            ElemType::TraceOn => Element::TraceOn { reason: e.trace_on_reason, cycle_count: cc(e) },
+            ElemType::TraceOn => Element::TraceOn {
+                reason: e.trace_on_reason,
+                cycle_count: cc(e),
+            },
             ElemType::EoTrace => Element::EoTrace { reason: e.unsync_info },
             ElemType::PeContext => {
                 let c = &e.context;
@@ -419,10 +422,16 @@ impl Element {
                 },
                 cycle_count: cc(e),
             },
-            ElemType::IRangeNoPath => {
-                Element::IRangeNoPath { isa: e.isa, start: e.st_addr, next: e.en_addr, num_instr: e.num_instr_range }
-            }
-            ElemType::AddrNacc => Element::AddrNacc { addr: e.st_addr, mem_space: e.mem_space },
+            ElemType::IRangeNoPath => Element::IRangeNoPath {
+                isa: e.isa,
+                start: e.st_addr,
+                next: e.en_addr,
+                num_instr: e.num_instr_range,
+            },
+            ElemType::AddrNacc => Element::AddrNacc {
+                addr: e.st_addr,
+                mem_space: e.mem_space,
+            },
             ElemType::AddrUnknown => Element::AddrUnknown { cycle_count: cc(e) },
             ElemType::Exception => Element::Exception {
                 number: e.exception_number,
@@ -431,7 +440,10 @@ impl Element {
                 cycle_count: cc(e),
             },
             ElemType::ExceptionRet => Element::ExceptionRet { cycle_count: cc(e) },
-            ElemType::Timestamp => Element::Timestamp { timestamp: e.timestamp, cycle_count: cc(e) },
+            ElemType::Timestamp => Element::Timestamp {
+                timestamp: e.timestamp,
+                cycle_count: cc(e),
+            },
             ElemType::CycleCount => Element::CycleCount { cycle_count: cc(e) },
             ElemType::Event => Element::Event(match e.event_type {
                 EventType::Unknown => Event::Unknown,
@@ -445,7 +457,10 @@ impl Element {
                     _ => u64::MAX,
                 };
                 Element::SwTrace(SwTrace {
-                    source: s.id_valid.then_some(SwChannel { master: s.master_id, channel: s.channel_id }),
+                    source: s.id_valid.then_some(SwChannel {
+                        master: s.master_id,
+                        channel: s.channel_id,
+                    }),
                     payload: (s.payload_bits > 0).then_some(SwPayload {
                         bits: s.payload_bits,
                         value: e.sw_payload & mask,
@@ -459,16 +474,27 @@ impl Element {
                     timestamp: s.has_timestamp.then_some(e.timestamp),
                 })
             }
-            ElemType::SyncMarker => Element::SyncMarker { value: e.sync_marker_value },
+            ElemType::SyncMarker => Element::SyncMarker {
+                value: e.sync_marker_value,
+            },
             ElemType::MemTrans => Element::MemTrans { op: e.mem_trans },
-            ElemType::Instrumentation => Element::Instrumentation { el: e.ite_el, value: e.ite_value },
+            ElemType::Instrumentation => Element::Instrumentation {
+                el: e.ite_el,
+                value: e.ite_value,
+            },
             ElemType::ItmTrace => {
                 let i = &e.itm;
                 let message = match i.kind {
-                    ItmPktKind::Swit => ItmMessage::Software { port: i.channel_or_desc, size: i.payload_size, value: i.value },
-                    ItmPktKind::Dwt => {
-                        ItmMessage::Hardware { discriminator: i.channel_or_desc, size: i.payload_size, value: i.value }
-                    }
+                    ItmPktKind::Swit => ItmMessage::Software {
+                        port: i.channel_or_desc,
+                        size: i.payload_size,
+                        value: i.value,
+                    },
+                    ItmPktKind::Dwt => ItmMessage::Hardware {
+                        discriminator: i.channel_or_desc,
+                        size: i.payload_size,
+                        value: i.value,
+                    },
                     ItmPktKind::TsLocal => ItmMessage::LocalTimestamp {
                         delta: i.value,
                         relation: TsRelation::from_bits(i.ts_relation),
@@ -477,7 +503,10 @@ impl Element {
                     },
                     ItmPktKind::TsGlobal => ItmMessage::GlobalTimestamp { timestamp: e.timestamp },
                 };
-                Element::ItmTrace(ItmTrace { message, overflow: i.overflow })
+                Element::ItmTrace(ItmTrace {
+                    message,
+                    overflow: i.overflow,
+                })
             }
             ElemType::Custom => Element::Custom { text: e.custom_text },
             ElemType::DataAccess => Element::DataAccess(e.data),
@@ -513,7 +542,14 @@ impl Element {
                     interrupts_enabled: c.interrupts_enabled,
                 };
             }
-            Element::InstrRange { isa, start, end, num_instr, last, .. } => {
+            Element::InstrRange {
+                isa,
+                start,
+                end,
+                num_instr,
+                last,
+                ..
+            } => {
                 g.isa = isa;
                 g.st_addr = start;
                 g.en_addr = end;
@@ -524,7 +560,12 @@ impl Element {
                 g.last_i_subtype = last.subtype;
                 g.last_instr_cond = last.conditional;
             }
-            Element::IRangeNoPath { isa, start, next, num_instr } => {
+            Element::IRangeNoPath {
+                isa,
+                start,
+                next,
+                num_instr,
+            } => {
                 g.isa = isa;
                 g.st_addr = start;
                 g.en_addr = next;
@@ -534,7 +575,12 @@ impl Element {
                 g.st_addr = addr;
                 g.mem_space = mem_space;
             }
-            Element::Exception { number, preferred_return, return_is_branch_target, .. } => {
+            Element::Exception {
+                number,
+                preferred_return,
+                return_is_branch_target,
+                ..
+            } => {
                 g.exception_number = number;
                 g.excep_ret_addr = preferred_return.is_some();
                 g.en_addr = preferred_return.unwrap_or(0);
@@ -550,7 +596,11 @@ impl Element {
             }
             Element::SwTrace(s) => {
                 let src = s.source.unwrap_or(SwChannel { master: 0, channel: 0 });
-                let p = s.payload.unwrap_or(SwPayload { bits: 0, value: 0, packets: 0 });
+                let p = s.payload.unwrap_or(SwPayload {
+                    bits: 0,
+                    value: 0,
+                    packets: 0,
+                });
                 g.sw_trace = SwTraceInfo {
                     master_id: src.master,
                     channel_id: src.channel,
@@ -577,16 +627,30 @@ impl Element {
                 g.ite_value = value;
             }
             Element::ItmTrace(t) => {
-                let mut i = ItmInfo { overflow: t.overflow, ..ItmInfo::default() };
+                let mut i = ItmInfo {
+                    overflow: t.overflow,
+                    ..ItmInfo::default()
+                };
                 match t.message {
                     ItmMessage::Software { port, size, value } => {
                         (i.kind, i.channel_or_desc, i.payload_size, i.value) = (ItmPktKind::Swit, port, size, value);
                     }
-                    ItmMessage::Hardware { discriminator, size, value } => {
-                        (i.kind, i.channel_or_desc, i.payload_size, i.value) = (ItmPktKind::Dwt, discriminator, size, value);
+                    ItmMessage::Hardware {
+                        discriminator,
+                        size,
+                        value,
+                    } => {
+                        (i.kind, i.channel_or_desc, i.payload_size, i.value) =
+                            (ItmPktKind::Dwt, discriminator, size, value);
                     }
-                    ItmMessage::LocalTimestamp { delta, relation, size, timestamp } => {
-                        (i.kind, i.ts_relation, i.payload_size, i.value) = (ItmPktKind::TsLocal, relation.bits(), size, delta);
+                    ItmMessage::LocalTimestamp {
+                        delta,
+                        relation,
+                        size,
+                        timestamp,
+                    } => {
+                        (i.kind, i.ts_relation, i.payload_size, i.value) =
+                            (ItmPktKind::TsLocal, relation.bits(), size, delta);
                         g.timestamp = timestamp;
                         g.has_ts = true;
                     }
@@ -754,9 +818,20 @@ mod tests {
             mem_space: MemSpace::EL2,
             ite_el: 2,
             ite_value: 0xfeed,
-            itm: ItmInfo { kind: ItmPktKind::Dwt, channel_or_desc: 0x12, payload_size: 2, overflow: true, ts_relation: 1, value: 0x4455 },
+            itm: ItmInfo {
+                kind: ItmPktKind::Dwt,
+                channel_or_desc: 0x12,
+                payload_size: 2,
+                overflow: true,
+                ts_relation: 1,
+                value: 0x4455,
+            },
             has_ts: false,
-            data: DataAccess { kind: DataAccessKind::Store, addr: Some(0x8000), value: None },
+            data: DataAccess {
+                kind: DataAccessKind::Store,
+                addr: Some(0x8000),
+                value: None,
+            },
             custom_text: Some("custom words"),
         };
         e.set_type(t);
@@ -767,9 +842,25 @@ mod tests {
     fn every_kind_converts_with_exactly_its_fields() {
         let all = [
             (ElemType::Unknown, Element::Unknown),
-            (ElemType::NoSync, Element::NoSync { reason: UnsyncInfo::Discard }),
-            (ElemType::TraceOn, Element::TraceOn { reason: TraceOnReason::Overflow, cycle_count: None }),
-            (ElemType::EoTrace, Element::EoTrace { reason: UnsyncInfo::Discard }),
+            (
+                ElemType::NoSync,
+                Element::NoSync {
+                    reason: UnsyncInfo::Discard,
+                },
+            ),
+            (
+                ElemType::TraceOn,
+                Element::TraceOn {
+                    reason: TraceOnReason::Overflow,
+                    cycle_count: None,
+                },
+            ),
+            (
+                ElemType::EoTrace,
+                Element::EoTrace {
+                    reason: UnsyncInfo::Discard,
+                },
+            ),
             (
                 ElemType::PeContext,
                 Element::PeContext {
@@ -804,23 +895,55 @@ mod tests {
                     cycle_count: None,
                 },
             ),
-            (ElemType::IRangeNoPath, Element::IRangeNoPath { isa: Isa::Thumb2, start: 0x1000, next: 0x1010, num_instr: 4 }),
-            (ElemType::AddrNacc, Element::AddrNacc { addr: 0x1000, mem_space: MemSpace::EL2 }),
+            (
+                ElemType::IRangeNoPath,
+                Element::IRangeNoPath {
+                    isa: Isa::Thumb2,
+                    start: 0x1000,
+                    next: 0x1010,
+                    num_instr: 4,
+                },
+            ),
+            (
+                ElemType::AddrNacc,
+                Element::AddrNacc {
+                    addr: 0x1000,
+                    mem_space: MemSpace::EL2,
+                },
+            ),
             (ElemType::AddrUnknown, Element::AddrUnknown { cycle_count: None }),
             // set_type clears the return-address flags.
             (
                 ElemType::Exception,
-                Element::Exception { number: 0xe, preferred_return: None, return_is_branch_target: false, cycle_count: None },
+                Element::Exception {
+                    number: 0xe,
+                    preferred_return: None,
+                    return_is_branch_target: false,
+                    cycle_count: None,
+                },
             ),
             (ElemType::ExceptionRet, Element::ExceptionRet { cycle_count: None }),
-            (ElemType::Timestamp, Element::Timestamp { timestamp: 0x1234_5678_9abc, cycle_count: None }),
+            (
+                ElemType::Timestamp,
+                Element::Timestamp {
+                    timestamp: 0x1234_5678_9abc,
+                    cycle_count: None,
+                },
+            ),
             (ElemType::CycleCount, Element::CycleCount { cycle_count: None }),
             (ElemType::Event, Element::Event(Event::Numbered(3))),
             (
                 ElemType::SwTrace,
                 Element::SwTrace(SwTrace {
-                    source: Some(SwChannel { master: 0x41, channel: 0x23 }),
-                    payload: Some(SwPayload { bits: 16, value: 0xbeef, packets: 1 }),
+                    source: Some(SwChannel {
+                        master: 0x41,
+                        channel: 0x23,
+                    }),
+                    payload: Some(SwPayload {
+                        bits: 16,
+                        value: 0xbeef,
+                        packets: 1,
+                    }),
                     marker: true,
                     trigger: false,
                     frequency: false,
@@ -831,16 +954,35 @@ mod tests {
             ),
             (ElemType::SyncMarker, Element::SyncMarker { value: 0x77 }),
             (ElemType::MemTrans, Element::MemTrans { op: MemTrans::Commit }),
-            (ElemType::Instrumentation, Element::Instrumentation { el: 2, value: 0xfeed }),
+            (
+                ElemType::Instrumentation,
+                Element::Instrumentation { el: 2, value: 0xfeed },
+            ),
             (
                 ElemType::ItmTrace,
                 Element::ItmTrace(ItmTrace {
-                    message: ItmMessage::Hardware { discriminator: 0x12, size: 2, value: 0x4455 },
+                    message: ItmMessage::Hardware {
+                        discriminator: 0x12,
+                        size: 2,
+                        value: 0x4455,
+                    },
                     overflow: true,
                 }),
             ),
-            (ElemType::Custom, Element::Custom { text: Some("custom words") }),
-            (ElemType::DataAccess, Element::DataAccess(DataAccess { kind: DataAccessKind::Store, addr: Some(0x8000), value: None })),
+            (
+                ElemType::Custom,
+                Element::Custom {
+                    text: Some("custom words"),
+                },
+            ),
+            (
+                ElemType::DataAccess,
+                Element::DataAccess(DataAccess {
+                    kind: DataAccessKind::Store,
+                    addr: Some(0x8000),
+                    value: None,
+                }),
+            ),
         ];
         assert_eq!(all.len(), 21, "one case per element type");
         for (t, want) in all {
@@ -865,7 +1007,12 @@ mod tests {
         g.context.hart = Some(3);
         g.context.interrupts_enabled = Some(true);
         g.set_cycle_count(17);
-        let Element::PeContext { context, cycle_count, .. } = Element::from_generic(&g) else { panic!("not a context") };
+        let Element::PeContext {
+            context, cycle_count, ..
+        } = Element::from_generic(&g)
+        else {
+            panic!("not a context")
+        };
         assert_eq!(
             context,
             Context {
@@ -888,16 +1035,30 @@ mod tests {
         let e = Element::from_generic(&x);
         assert_eq!(
             e,
-            Element::Exception { number: 0xe, preferred_return: Some(0x2caa4), return_is_branch_target: true, cycle_count: Some(5) }
+            Element::Exception {
+                number: 0xe,
+                preferred_return: Some(0x2caa4),
+                return_is_branch_target: true,
+                cycle_count: Some(5)
+            }
         );
-        assert_eq!(e.to_string(), "OCSD_GEN_TRC_ELEM_EXCEPTION(pref ret addr:0x2caa4 [addr also prev br tgt]; excep num (0x0e)  [CC=5]; )");
+        assert_eq!(
+            e.to_string(),
+            "OCSD_GEN_TRC_ELEM_EXCEPTION(pref ret addr:0x2caa4 [addr also prev br tgt]; excep num (0x0e)  [CC=5]; )"
+        );
 
         let mut r = stale(ElemType::InstrRange);
         r.last_instr_cond = true;
         r.set_cycle_count(12);
         let e = Element::from_generic(&r);
         assert_eq!(e.cycle_count(), Some(12));
-        assert!(matches!(e, Element::InstrRange { last: LastInstr { conditional: true, .. }, .. }));
+        assert!(matches!(
+            e,
+            Element::InstrRange {
+                last: LastInstr { conditional: true, .. },
+                ..
+            }
+        ));
         assert_eq!(
             e.to_string(),
             "OCSD_GEN_TRC_ELEM_INSTR_RANGE(exec range=0x1000:[0x1010] num_i(4) last_sz(2) (ISA=T32) E BR  b+link  <cond> [CC=12]; )"
@@ -908,14 +1069,23 @@ mod tests {
     fn software_and_itm_messages() {
         // A global error: no master/channel; the payload is still kept.
         let mut g = stale(ElemType::SwTrace);
-        g.sw_trace = SwTraceInfo { global_err: true, payload_bits: 8, payload_num_packets: 1, ..SwTraceInfo::default() };
+        g.sw_trace = SwTraceInfo {
+            global_err: true,
+            payload_bits: 8,
+            payload_num_packets: 1,
+            ..SwTraceInfo::default()
+        };
         g.sw_payload = 0x1_0000_0003;
         let e = Element::from_generic(&g);
         assert_eq!(
             e,
             Element::SwTrace(SwTrace {
                 source: None,
-                payload: Some(SwPayload { bits: 8, value: 3, packets: 1 }),
+                payload: Some(SwPayload {
+                    bits: 8,
+                    value: 3,
+                    packets: 1
+                }),
                 marker: false,
                 trigger: false,
                 frequency: false,
@@ -926,34 +1096,78 @@ mod tests {
         );
         assert_eq!(e.to_string(), "OCSD_GEN_TRC_ELEM_SWTRACE({Global Error.})");
         // No payload (a FLAG): no payload at all, whatever is in the buffer.
-        g.sw_trace = SwTraceInfo { marker: true, id_valid: true, master_id: 1, channel_id: 2, ..SwTraceInfo::default() };
-        let Element::SwTrace(s) = Element::from_generic(&g) else { panic!() };
-        assert_eq!((s.source, s.payload, s.marker), (Some(SwChannel { master: 1, channel: 2 }), None, true));
+        g.sw_trace = SwTraceInfo {
+            marker: true,
+            id_valid: true,
+            master_id: 1,
+            channel_id: 2,
+            ..SwTraceInfo::default()
+        };
+        let Element::SwTrace(s) = Element::from_generic(&g) else {
+            panic!()
+        };
+        assert_eq!(
+            (s.source, s.payload, s.marker),
+            (Some(SwChannel { master: 1, channel: 2 }), None, true)
+        );
 
         let mut i = stale(ElemType::ItmTrace);
-        i.itm = ItmInfo { kind: ItmPktKind::TsLocal, channel_or_desc: 9, payload_size: 4, overflow: false, ts_relation: 3, value: 0x07543f5e };
+        i.itm = ItmInfo {
+            kind: ItmPktKind::TsLocal,
+            channel_or_desc: 9,
+            payload_size: 4,
+            overflow: false,
+            ts_relation: 3,
+            value: 0x07543f5e,
+        };
         i.timestamp = 0x1_0754_3f5e;
         let e = Element::from_generic(&i);
         assert_eq!(
             e,
             Element::ItmTrace(ItmTrace {
-                message: ItmMessage::LocalTimestamp { delta: 0x07543f5e, relation: TsRelation::BothDelayed, size: 4, timestamp: 0x1_0754_3f5e },
+                message: ItmMessage::LocalTimestamp {
+                    delta: 0x07543f5e,
+                    relation: TsRelation::BothDelayed,
+                    size: 4,
+                    timestamp: 0x1_0754_3f5e
+                },
                 overflow: false,
             })
         );
         assert_eq!(Element::from_generic(&e.to_generic()), e);
-        i.itm = ItmInfo { kind: ItmPktKind::Swit, channel_or_desc: 0x4a, payload_size: 2, value: 0x2345, ..ItmInfo::default() };
+        i.itm = ItmInfo {
+            kind: ItmPktKind::Swit,
+            channel_or_desc: 0x4a,
+            payload_size: 2,
+            value: 0x2345,
+            ..ItmInfo::default()
+        };
         let e = Element::from_generic(&i);
         assert_eq!(
             e,
-            Element::ItmTrace(ItmTrace { message: ItmMessage::Software { port: 0x4a, size: 2, value: 0x2345 }, overflow: false })
+            Element::ItmTrace(ItmTrace {
+                message: ItmMessage::Software {
+                    port: 0x4a,
+                    size: 2,
+                    value: 0x2345
+                },
+                overflow: false
+            })
         );
-        assert_eq!(e.to_string(), "OCSD_GEN_TRC_ELEM_ITMTRACE(ITM_SWIT (ch: 0x4a; Data: 0x2345) )");
+        assert_eq!(
+            e.to_string(),
+            "OCSD_GEN_TRC_ELEM_ITMTRACE(ITM_SWIT (ch: 0x4a; Data: 0x2345) )"
+        );
         i.itm.kind = ItmPktKind::TsGlobal;
         i.timestamp = 0x1020304cf23456;
         assert_eq!(
             Element::from_generic(&i),
-            Element::ItmTrace(ItmTrace { message: ItmMessage::GlobalTimestamp { timestamp: 0x1020304cf23456 }, overflow: false })
+            Element::ItmTrace(ItmTrace {
+                message: ItmMessage::GlobalTimestamp {
+                    timestamp: 0x1020304cf23456
+                },
+                overflow: false
+            })
         );
         for b in 0..4 {
             assert_eq!(TsRelation::from_bits(b).bits(), b);
@@ -965,19 +1179,36 @@ mod tests {
         let mut g = stale(ElemType::Event);
         g.event_type = EventType::Trigger;
         assert_eq!(Element::from_generic(&g), Element::Event(Event::Trigger));
-        assert_eq!(Element::from_generic(&g).to_string(), "OCSD_GEN_TRC_ELEM_EVENT( Trigger; )");
+        assert_eq!(
+            Element::from_generic(&g).to_string(),
+            "OCSD_GEN_TRC_ELEM_EVENT( Trigger; )"
+        );
         g.event_type = EventType::Unknown;
         assert_eq!(Element::from_generic(&g), Element::Event(Event::Unknown));
         let mut c = stale(ElemType::CycleCount);
         c.set_cycle_count(40);
         assert_eq!(Element::from_generic(&c), Element::CycleCount { cycle_count: Some(40) });
-        assert_eq!(Element::from_generic(&c).to_string(), "OCSD_GEN_TRC_ELEM_CYCLE_COUNT( [CC=40]; )");
-        let d = Decoded { index: 0x40, trace_id: 0x1a, element: Element::from_generic(&c) };
-        assert_eq!(d.to_string(), "Idx:64; ID:1a; OCSD_GEN_TRC_ELEM_CYCLE_COUNT( [CC=40]; )");
+        assert_eq!(
+            Element::from_generic(&c).to_string(),
+            "OCSD_GEN_TRC_ELEM_CYCLE_COUNT( [CC=40]; )"
+        );
+        let d = Decoded {
+            index: 0x40,
+            trace_id: 0x1a,
+            element: Element::from_generic(&c),
+        };
+        assert_eq!(
+            d.to_string(),
+            "Idx:64; ID:1a; OCSD_GEN_TRC_ELEM_CYCLE_COUNT( [CC=40]; )"
+        );
         assert_eq!(d.element.kind_name(), "cycle_count");
         // Small and copyable: an element is a value of at most a cache
         // line, well under the flat generic record.
-        assert!(std::mem::size_of::<Element>() <= 64, "{}", std::mem::size_of::<Element>());
+        assert!(
+            std::mem::size_of::<Element>() <= 64,
+            "{}",
+            std::mem::size_of::<Element>()
+        );
         assert!(std::mem::size_of::<Element>() < std::mem::size_of::<TraceElement>());
     }
 }

@@ -7,9 +7,9 @@
 
 use std::sync::Arc;
 
-use crate::decoder::{DecoderFactory, SourceConfig};
-use crate::etmv4::{create_component, EtmV4Config};
 use crate::decoder::RegSpec;
+use crate::decoder::{DecoderFactory, SourceConfig};
+use crate::etmv4::{EtmV4Config, create_component};
 use crate::factory::{ProtocolFactory, ProtocolInfo};
 
 const ETE_REGS: &[RegSpec] = &[
@@ -23,8 +23,13 @@ const ETE_REGS: &[RegSpec] = &[
 ];
 
 /// ETE, the Armv9 Embedded Trace Extension (`ETE` devices).
-pub const ETE: ProtocolInfo =
-    ProtocolInfo { name: "ETE", device_types: &["ETE"], registers: ETE_REGS, trace_id_reg: ("TRCTRACEIDR", 0), pe_trace: true };
+pub const ETE: ProtocolInfo = ProtocolInfo {
+    name: "ETE",
+    device_types: &["ETE"],
+    registers: ETE_REGS,
+    trace_id_reg: ("TRCTRACEIDR", 0),
+    pe_trace: true,
+};
 
 #[cfg(test)]
 mod tests;
@@ -37,5 +42,7 @@ pub fn config_from_source(cfg: &SourceConfig) -> EtmV4Config {
 
 /// The protocol's factory for the decoder registry.
 pub fn factory() -> Arc<dyn DecoderFactory> {
-    Arc::new(ProtocolFactory::new(&ETE, |info, cfg, ctx| Ok(create_component(info.name, config_from_source(cfg), ctx))))
+    Arc::new(ProtocolFactory::new(&ETE, |info, cfg, ctx| {
+        Ok(create_component(info.name, config_from_source(cfg), ctx))
+    }))
 }

@@ -2,7 +2,6 @@
 //! small A64 programs with their exact generic elements. The ETMv4 test
 //! helpers are shared (ETE runs on the same processor and decoder).
 
-
 use crate::shared::Lock;
 use std::sync::Arc;
 
@@ -11,9 +10,9 @@ use crate::arch::{ArchProfile, ArchVersion, CoreProfile};
 use crate::datapath::DatapathOp;
 use crate::decoder::{DecodeContext, DecodeMode, DecoderOptions, ElemRouter};
 use crate::errcode::Severity;
-use crate::etmv4::tests::{a64, body, decode, list_packets, with_sync, DecodeRun, ASYNC, NOP};
+use crate::etmv4::tests::{ASYNC, DecodeRun, NOP, a64, body, decode, list_packets, with_sync};
 use crate::instr::ArmInstrDecoder;
-use crate::logger::{shared, ErrorLogger, MsgLogger};
+use crate::logger::{ErrorLogger, MsgLogger, shared};
 use crate::memory::{BufferAccessor, MemAccMapper, MemSpace};
 
 // ---------------------------------------------------------------------
@@ -38,11 +37,17 @@ fn ete_cfg() -> EtmV4Config {
 
 /// The same unit as ETE 1.0: no TS marker or instrumentation packets.
 fn ete10_cfg() -> EtmV4Config {
-    EtmV4Config { devarch: Some(0x4770_5a13), ..ete_cfg() }
+    EtmV4Config {
+        devarch: Some(0x4770_5a13),
+        ..ete_cfg()
+    }
 }
 
 fn source(regs: &[(&str, u64)]) -> SourceConfig {
-    SourceConfig { regs: regs.iter().map(|(n, v)| (n.to_string(), *v)).collect(), ..Default::default() }
+    SourceConfig {
+        regs: regs.iter().map(|(n, v)| (n.to_string(), *v)).collect(),
+        ..Default::default()
+    }
 }
 
 #[test]
@@ -80,7 +85,10 @@ fn factory_and_configuration_from_registers() {
     assert_eq!(c.vmid_size(), 32);
     assert!(!c.ete_has_ts_marker());
     // ETE 1.1 without TRCIDR0.TSMARK: timestamps are not held back.
-    let c = EtmV4Config { idr0: 0x2801_cea1, ..ete_cfg() };
+    let c = EtmV4Config {
+        idr0: 0x2801_cea1,
+        ..ete_cfg()
+    };
     assert!(!c.ete_has_ts_marker());
 }
 
@@ -90,12 +98,24 @@ fn factory_and_configuration_from_registers() {
 
 #[test]
 fn trace_info_with_transaction_state_and_sections() {
-    let t = list_packets(ete_cfg(), &with_sync(&[0x01, 0x01, 0x40, 0x01, 0x09, 0x01, 0x05, 0x01, 0x05, 0x00, 0x03]));
+    let t = list_packets(
+        ete_cfg(),
+        &with_sync(&[0x01, 0x01, 0x40, 0x01, 0x09, 0x01, 0x05, 0x01, 0x05, 0x00, 0x03]),
+    );
     let lines: Vec<&str> = t.lines().collect();
-    assert_eq!(lines[1], "Idx:12; [0x01 0x01 0x40 ];\tI_TRACE_INFO : Trace Info.; INFO=0x40 { CC.0, TSTATE.1 }; Decoder Sync point TINFO");
-    assert_eq!(lines[2], "Idx:15; [0x01 0x09 0x01 0x05 ];\tI_TRACE_INFO : Trace Info.; INFO=0x1 { CC.1, TSTATE.0 }; CC_THRESHOLD=0x5");
+    assert_eq!(
+        lines[1],
+        "Idx:12; [0x01 0x01 0x40 ];\tI_TRACE_INFO : Trace Info.; INFO=0x40 { CC.0, TSTATE.1 }; Decoder Sync point TINFO"
+    );
+    assert_eq!(
+        lines[2],
+        "Idx:15; [0x01 0x09 0x01 0x05 ];\tI_TRACE_INFO : Trace Info.; INFO=0x1 { CC.1, TSTATE.0 }; CC_THRESHOLD=0x5"
+    );
     // Speculation depth shows on the first trace info only.
-    assert_eq!(lines[3], "Idx:19; [0x01 0x05 0x00 0x03 ];\tI_TRACE_INFO : Trace Info.; INFO=0x0 { CC.0, TSTATE.0 }");
+    assert_eq!(
+        lines[3],
+        "Idx:19; [0x01 0x05 0x00 0x03 ];\tI_TRACE_INFO : Trace Info.; INFO=0x0 { CC.0, TSTATE.0 }"
+    );
     let t = list_packets(ete_cfg(), &with_sync(&[0x01, 0x05, 0x00, 0x03]));
     assert_eq!(
         t.lines().nth(1).unwrap(),
@@ -105,7 +125,10 @@ fn trace_info_with_transaction_state_and_sections() {
 
 #[test]
 fn transaction_marker_reset_and_fail_packets() {
-    let t = list_packets(ete_cfg(), &with_sync(&[0x01, 0x00, 0x0a, 0x0b, 0x88, 0x06, 0x30, 0x00, 0x06, 0x00, 0x00]));
+    let t = list_packets(
+        ete_cfg(),
+        &with_sync(&[0x01, 0x00, 0x0a, 0x0b, 0x88, 0x06, 0x30, 0x00, 0x06, 0x00, 0x00]),
+    );
     assert_eq!(
         body(&t),
         [
@@ -124,7 +147,10 @@ fn exception_forms_and_exception_return_on_ete() {
     // Short form (address follows), extended form (third byte), and the
     // ETMv4 exception return header, reserved on ETE: passed on without a
     // processor error (the decoder reports it).
-    let t = list_packets(ete_cfg(), &with_sync(&[0x01, 0x00, 0x06, 0x1d, 0x06, 0x9c, 0x00, 0x06, 0x9f, 0x01, 0x07, 0xf7]));
+    let t = list_packets(
+        ete_cfg(),
+        &with_sync(&[0x01, 0x00, 0x06, 0x1d, 0x06, 0x9c, 0x00, 0x06, 0x9f, 0x01, 0x07, 0xf7]),
+    );
     assert_eq!(
         body(&t),
         [
@@ -139,7 +165,12 @@ fn exception_forms_and_exception_return_on_ete() {
 
 #[test]
 fn instrumentation_packet() {
-    let t = list_packets(ete_cfg(), &with_sync(&[0x01, 0x00, 0x09, 0x02, 0xf0, 0xde, 0xbc, 0x9a, 0x78, 0x56, 0x34, 0x12, 0xf6]));
+    let t = list_packets(
+        ete_cfg(),
+        &with_sync(&[
+            0x01, 0x00, 0x09, 0x02, 0xf0, 0xde, 0xbc, 0x9a, 0x78, 0x56, 0x34, 0x12, 0xf6,
+        ]),
+    );
     assert_eq!(
         body(&t),
         [
@@ -149,7 +180,10 @@ fn instrumentation_packet() {
     );
     // Cut short by the end of the trace.
     let t = list_packets(ete_cfg(), &with_sync(&[0x01, 0x00, 0x09, 0x01, 0x02]));
-    assert_eq!(body(&t), ["Idx:14; [0x09 0x01 0x02 ];\tI_INCOMPLETE_EOT : Incomplete packet at end of trace.[I_ITE]"]);
+    assert_eq!(
+        body(&t),
+        ["Idx:14; [0x09 0x01 0x02 ];\tI_INCOMPLETE_EOT : Incomplete packet at end of trace.[I_ITE]"]
+    );
 }
 
 #[test]
@@ -166,16 +200,34 @@ fn packets_reserved_before_ete_1_3_and_on_etmv4() {
             "Idx:16; [0xf7 ];\tI_ATOM_F1 : Atom format 1.; E",
         ]
     );
-    let cfg = EtmV4Config { devarch: Some(0x4772_5a13), ..ete_cfg() };
+    let cfg = EtmV4Config {
+        devarch: Some(0x4772_5a13),
+        ..ete_cfg()
+    };
     let t = list_packets(cfg, &with_sync(&[0x01, 0x00, 0x09]));
-    assert!(body(&t)[0].ends_with("Idx:14; [0x09 ];\tI_RESERVED : Reserved Packet Header"), "{t}");
+    assert!(
+        body(&t)[0].ends_with("Idx:14; [0x09 ];\tI_RESERVED : Reserved Packet Header"),
+        "{t}"
+    );
     // An ETMv4.2 unit knows none of the ETE packets: source addresses and
     // transactions are reserved too.
-    let etm = EtmV4Config { idr1: 0x4100_f420, devarch: None, ..ete_cfg() };
+    let etm = EtmV4Config {
+        idr1: 0x4100_f420,
+        devarch: None,
+        ..ete_cfg()
+    };
     let t = list_packets(etm, &with_sync(&[0x01, 0x00, 0x0a, 0xb4, 0x01, 0xf7]));
     let b = body(&t);
-    assert!(b[0].ends_with("[0x0a ];\tI_RESERVED : Reserved Packet Header"), "{}", b[0]);
-    assert!(b[1].ends_with("[0xb4 ];\tI_RESERVED : Reserved Packet Header"), "{}", b[1]);
+    assert!(
+        b[0].ends_with("[0x0a ];\tI_RESERVED : Reserved Packet Header"),
+        "{}",
+        b[0]
+    );
+    assert!(
+        b[1].ends_with("[0xb4 ];\tI_RESERVED : Reserved Packet Header"),
+        "{}",
+        b[1]
+    );
 }
 
 #[test]
@@ -272,7 +324,10 @@ fn q_packets_and_reserved_q_types() {
 fn bad_sequences_resync_in_an_ete_stream() {
     // A broken async in the middle of the stream and an unknown extension:
     // each becomes a bad-sequence packet and the next packet parses.
-    let t = list_packets(ete_cfg(), &with_sync(&[0x01, 0x00, 0x00, 0x00, 0x00, 0x42, 0x00, 0x09, 0x88, 0x0a]));
+    let t = list_packets(
+        ete_cfg(),
+        &with_sync(&[0x01, 0x00, 0x00, 0x00, 0x00, 0x42, 0x00, 0x09, 0x88, 0x0a]),
+    );
     assert_eq!(
         body(&t),
         [
@@ -316,7 +371,9 @@ fn program() -> Vec<u8> {
 /// Async, trace info, trace on, and address + context: 0x1000 in the
 /// context given by `info` (EL, SF, NS, NSE bits; no VMID or CID).
 fn preamble_ctxt(info: u8) -> Vec<u8> {
-    with_sync(&[0x01, 0x00, 0x04, 0x85, 0x00, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, info])
+    with_sync(&[
+        0x01, 0x00, 0x04, 0x85, 0x00, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, info,
+    ])
 }
 
 /// The preamble at AArch64 EL1 Non-secure.
@@ -407,7 +464,10 @@ fn decode_source_addresses() {
         ]
     );
     // With -src_addr_n, the waypoints passed on the way are N ranges.
-    let opts = DecoderOptions { src_addr_n: true, ..Default::default() };
+    let opts = DecoderOptions {
+        src_addr_n: true,
+        ..Default::default()
+    };
     let r = run(ete_cfg(), &rest, opts);
     assert_eq!(
         r.elems[6..],
@@ -420,7 +480,11 @@ fn decode_source_addresses() {
     );
     // A source address behind the current address starts its range at
     // the source; one outside the image is not accessible.
-    let r = run(ete_cfg(), &[0xb4, 0x05, 0xb4, 0x02, 0xb8, 0x00, 0x40, 0, 0, 0, 0, 0, 0], DecoderOptions::default());
+    let r = run(
+        ete_cfg(),
+        &[0xb4, 0x05, 0xb4, 0x02, 0xb8, 0x00, 0x40, 0, 0, 0, 0, 0, 0],
+        DecoderOptions::default(),
+    );
     assert_eq!(
         r.elems[3..],
         [
@@ -463,7 +527,9 @@ fn decode_transactions() {
     // Trace info in a transaction, start (a P0 element here), commit, and
     // a failed transaction; commit and fail are reported at the end of the
     // trace when nothing follows them.
-    let mut t = with_sync(&[0x01, 0x01, 0x40, 0x04, 0x85, 0x00, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x31]);
+    let mut t = with_sync(&[
+        0x01, 0x01, 0x40, 0x04, 0x85, 0x00, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x31,
+    ]);
     t.extend_from_slice(&[0xf7, 0x0b, 0x0a, 0xf7, 0x06, 0x30, 0x00, 0x95, 0x04]);
     let r = decode(ete_cfg(), &[(0x1000, program())], &t, DecoderOptions::default(), 0);
     assert_eq!(
@@ -483,7 +549,10 @@ fn decode_transactions() {
     );
     // With TRCIDR0.COMMTRANS set, transaction start is not a P0 element:
     // it waits for the next one.
-    let cfg = EtmV4Config { idr0: ete_cfg().idr0 | 0x4000_0000, ..ete_cfg() };
+    let cfg = EtmV4Config {
+        idr0: ete_cfg().idr0 | 0x4000_0000,
+        ..ete_cfg()
+    };
     let r = run(cfg, &[0x0a, 0xf7], DecoderOptions::default());
     assert_eq!(
         r.elems[3..5],
@@ -496,7 +565,11 @@ fn decode_transactions() {
 
 #[test]
 fn decode_instrumentation() {
-    let r = run(ete_cfg(), &[0x09, 0x01, 0xef, 0xbe, 0xad, 0xde, 0, 0, 0, 0, 0xf7], DecoderOptions::default());
+    let r = run(
+        ete_cfg(),
+        &[0x09, 0x01, 0xef, 0xbe, 0xad, 0xde, 0, 0, 0, 0, 0xf7],
+        DecoderOptions::default(),
+    );
     assert_eq!(
         r.elems[3..5],
         [
@@ -505,7 +578,11 @@ fn decode_instrumentation() {
         ]
     );
     // Pending at the end of the trace after committed trace: reported.
-    let r = run(ete_cfg(), &[0xf7, 0x09, 0x00, 1, 0, 0, 0, 0, 0, 0, 0], DecoderOptions::default());
+    let r = run(
+        ete_cfg(),
+        &[0xf7, 0x09, 0x00, 1, 0, 0, 0, 0, 0, 0, 0],
+        DecoderOptions::default(),
+    );
     assert_eq!(
         r.elems[3..],
         [
@@ -515,8 +592,15 @@ fn decode_instrumentation() {
         ]
     );
     // Behind an uncommitted trace on: dropped with it at the end.
-    let r = run(ete_cfg(), &[0x09, 0x00, 1, 0, 0, 0, 0, 0, 0, 0], DecoderOptions::default());
-    assert_eq!(r.elems[1..], ["Idx:25; ID:2; OCSD_GEN_TRC_ELEM_EO_TRACE( [end-of-trace])"]);
+    let r = run(
+        ete_cfg(),
+        &[0x09, 0x00, 1, 0, 0, 0, 0, 0, 0, 0],
+        DecoderOptions::default(),
+    );
+    assert_eq!(
+        r.elems[1..],
+        ["Idx:25; ID:2; OCSD_GEN_TRC_ELEM_EO_TRACE( [end-of-trace])"]
+    );
 }
 
 #[test]
@@ -550,7 +634,9 @@ fn decode_realm_and_root_contexts() {
 fn decode_exception_and_early_event() {
     // An event before the first trace info is kept on ETE.
     let mut t = ASYNC.to_vec();
-    t.extend_from_slice(&[0x71, 0x01, 0x00, 0x04, 0x85, 0x00, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x31]);
+    t.extend_from_slice(&[
+        0x71, 0x01, 0x00, 0x04, 0x85, 0x00, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x31,
+    ]);
     t.extend_from_slice(&[
         0x95, 0x0c, // address 0x1030
         0x06, 0x05, // exception: call, address follows
@@ -573,7 +659,11 @@ fn decode_exception_and_early_event() {
         ]
     );
     // An ETMv4 decoder waits for the trace info before anything.
-    let etm = EtmV4Config { idr1: 0x4100_f440, devarch: None, ..ete_cfg() };
+    let etm = EtmV4Config {
+        idr1: 0x4100_f440,
+        devarch: None,
+        ..ete_cfg()
+    };
     let r = decode(etm, &[(0x1000, program())], &t, DecoderOptions::default(), 0);
     assert!(!r.elems.iter().any(|e| e.contains("EVENT")), "{:?}", r.elems);
 }
@@ -596,8 +686,18 @@ fn decode_pe_reset_and_exception_return_header_are_bad_packets() {
         "DCD_ETMV4_0002 : 0x0019 (OCSD_ERR_BAD_DECODE_PKT) [Reserved or unknown packet in decoder.]; TrcIdx=26; CS ID=02; Unknown packet type."
     );
     let r = run(ete_cfg(), &[0x07, 0xf7], DecoderOptions::default());
-    assert_eq!(r.elems[1..], ["Idx:26; ID:2; OCSD_GEN_TRC_ELEM_NO_SYNC( [bad-packet])", "Idx:26; ID:2; OCSD_GEN_TRC_ELEM_EO_TRACE( [end-of-trace])"]);
-    assert!(r.errors.ends_with("TrcIdx=25; CS ID=02; Unknown packet type."), "{}", r.errors);
+    assert_eq!(
+        r.elems[1..],
+        [
+            "Idx:26; ID:2; OCSD_GEN_TRC_ELEM_NO_SYNC( [bad-packet])",
+            "Idx:26; ID:2; OCSD_GEN_TRC_ELEM_EO_TRACE( [end-of-trace])"
+        ]
+    );
+    assert!(
+        r.errors.ends_with("TrcIdx=25; CS ID=02; Unknown packet type."),
+        "{}",
+        r.errors
+    );
     // After the next sync, decode resumes.
     let mut rest = vec![0x07];
     rest.extend_from_slice(&preamble()[..]);
@@ -647,14 +747,26 @@ fn decode_speculation_with_source_addresses_and_transactions() {
     // Committing more than there is: an error, then resync.
     let cfg = EtmV4Config { idr8: 4, ..ete_cfg() };
     let r = run(cfg, &[0xb4, 0x02, 0x2d, 0x03, 0xf7], DecoderOptions::default());
-    assert!(r.errors.contains("(OCSD_ERR_COMMIT_PKT_OVERRUN)") && r.errors.ends_with("Not enough elements to commit"), "{}", r.errors);
-    assert!(r.elems.iter().any(|e| e.contains("NO_SYNC( [bad-packet])")), "{:?}", r.elems);
+    assert!(
+        r.errors.contains("(OCSD_ERR_COMMIT_PKT_OVERRUN)") && r.errors.ends_with("Not enough elements to commit"),
+        "{}",
+        r.errors
+    );
+    assert!(
+        r.elems.iter().any(|e| e.contains("NO_SYNC( [bad-packet])")),
+        "{:?}",
+        r.elems
+    );
 }
 
 #[test]
 fn discard_keeps_markers_but_drops_instrumentation() {
     let cfg = EtmV4Config { idr8: 4, ..ete_cfg() };
-    let r = run(cfg, &[0xf7, 0x88, 0x09, 0x00, 1, 0, 0, 0, 0, 0, 0, 0, 0x00, 0x03, 0xf7], DecoderOptions::default());
+    let r = run(
+        cfg,
+        &[0xf7, 0x88, 0x09, 0x00, 1, 0, 0, 0, 0, 0, 0, 0, 0x00, 0x03, 0xf7],
+        DecoderOptions::default(),
+    );
     // Nothing was committed: the discard flushes the marker only (trace
     // on and context were never output).
     assert_eq!(
@@ -671,13 +783,20 @@ fn discard_keeps_markers_but_drops_instrumentation() {
 /// reset between them (the lister's -multi_session).
 fn decode_sessions(cfg: EtmV4Config, sessions: &[&[u8]]) -> Vec<String> {
     let mut mapper = MemAccMapper::default();
-    mapper.add_accessor(Box::new(BufferAccessor::new(0x1000, program(), MemSpace::ANY).unwrap())).unwrap();
+    mapper
+        .add_accessor(Box::new(BufferAccessor::new(0x1000, program(), MemSpace::ANY).unwrap()))
+        .unwrap();
     let err_out = shared(MsgLogger::capture());
     let elems = Arc::new(Lock::new(Vec::new()));
     let router = shared(ElemRouter::default());
     struct Log(Arc<Lock<Vec<String>>>);
     impl crate::interfaces::TrcGenElemIn for Log {
-        fn trace_elem_in(&mut self, index: u64, trace_id: u8, elem: &crate::element::TraceElement) -> crate::datapath::DatapathResp {
+        fn trace_elem_in(
+            &mut self,
+            index: u64,
+            trace_id: u8,
+            elem: &crate::element::TraceElement,
+        ) -> crate::datapath::DatapathResp {
             let mut s = format!("Idx:{index}; ID:{trace_id:x}; ");
             elem.write_to(&mut s);
             self.0.borrow_mut().push(s);
@@ -749,8 +868,16 @@ fn random_input_never_panics() {
     let cfgs = [
         ete_cfg(),
         ete10_cfg(),
-        EtmV4Config { idr8: 8, configr: 0x10c1 | (1 << 4), ..ete_cfg() },
-        EtmV4Config { idr0: ete_cfg().idr0 | 0x4000_0000, idr8: 78, ..ete_cfg() },
+        EtmV4Config {
+            idr8: 8,
+            configr: 0x10c1 | (1 << 4),
+            ..ete_cfg()
+        },
+        EtmV4Config {
+            idr0: ete_cfg().idr0 | 0x4000_0000,
+            idr8: 78,
+            ..ete_cfg()
+        },
     ];
     let mut image = program();
     for _ in 0..256 {
@@ -765,9 +892,22 @@ fn random_input_never_panics() {
                 }
                 data.push(next() as u8);
             }
-            let opts = DecoderOptions { src_addr_n: round == 1, strict_br_cond: round == 2, ..Default::default() };
-            let r = decode(cfg.clone(), &[(0x1000, image.clone())], &data, opts, round * 5 + n as u32);
-            assert!(r.elems.last().is_some_and(|e| e.contains("EO_TRACE")), "cfg {n} round {round}");
+            let opts = DecoderOptions {
+                src_addr_n: round == 1,
+                strict_br_cond: round == 2,
+                ..Default::default()
+            };
+            let r = decode(
+                cfg.clone(),
+                &[(0x1000, image.clone())],
+                &data,
+                opts,
+                round * 5 + n as u32,
+            );
+            assert!(
+                r.elems.last().is_some_and(|e| e.contains("EO_TRACE")),
+                "cfg {n} round {round}"
+            );
         }
     }
 }
@@ -780,7 +920,9 @@ fn source_address_at_the_top_of_memory() {
     const TOP: u64 = 0xFFFF_FFFF_FFFF_F000;
     let mut code = vec![NOP; 0x3ff];
     code.push(0x17FF_FC01); // 0xfffffffffffffffc: b 0xfffffffffffff000
-    let mut t = with_sync(&[0x01, 0x00, 0x04, 0x85, 0x00, 0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x31]);
+    let mut t = with_sync(&[
+        0x01, 0x00, 0x04, 0x85, 0x00, 0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x31,
+    ]);
     t.extend_from_slice(&[0xb8, 0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]); // source 0xfffffffffffffffc
     t.push(0xf7); // E: the branch again, from its target
     let expect = [
@@ -789,7 +931,10 @@ fn source_address_at_the_top_of_memory() {
         "Idx:34; ID:2; OCSD_GEN_TRC_ELEM_EO_TRACE( [end-of-trace])",
     ];
     for src_addr_n in [false, true] {
-        let opts = DecoderOptions { src_addr_n, ..Default::default() };
+        let opts = DecoderOptions {
+            src_addr_n,
+            ..Default::default()
+        };
         let r = decode(ete_cfg(), &[(TOP, a64(&code))], &t, opts, 0);
         assert_eq!(r.elems[3..], expect, "src_addr_n {src_addr_n}");
         assert_eq!(r.errors, "");

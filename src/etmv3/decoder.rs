@@ -23,7 +23,7 @@ use crate::errcode::{ErrCode, Severity, TraceError};
 use crate::interfaces::{InstrDecode, TargetMemAccess, TrcGenElemIn};
 use crate::logger::{ErrLink, Shared};
 use crate::memory::MemSpace;
-use crate::ptm::shared::{initial_element, ISyncReason};
+use crate::ptm::shared::{ISyncReason, initial_element};
 
 /// The ring of output elements (OpenCSD's `OcsdGenElemList`): elements are
 /// taken in order, sent from the oldest; the newest can be held back
@@ -38,7 +38,12 @@ struct ElemList {
 
 impl ElemList {
     fn new() -> ElemList {
-        ElemList { slots: Vec::new(), first: 0, used: 0, pend: 0 }
+        ElemList {
+            slots: Vec::new(),
+            first: 0,
+            used: 0,
+            pend: 0,
+        }
     }
 
     fn reset(&mut self) {
@@ -63,7 +68,8 @@ impl ElemList {
     fn grow(&mut self) {
         let add = if self.slots.is_empty() { 8 } else { self.slots.len() / 2 };
         self.slots.rotate_left(self.first);
-        self.slots.extend(std::iter::repeat_with(|| (initial_element(), 0)).take(add));
+        self.slots
+            .extend(std::iter::repeat_with(|| (initial_element(), 0)).take(add));
         self.first = 0;
     }
 
@@ -77,7 +83,11 @@ impl ElemList {
 
     /// Type of the `n`th element in use (0: oldest).
     fn elem_type(&self, n: usize) -> ElemType {
-        if n < self.used { self.slots[(self.first + n) % self.slots.len()].0.elem_type } else { ElemType::Unknown }
+        if n < self.used {
+            self.slots[(self.first + n) % self.slots.len()].0.elem_type
+        } else {
+            ElemType::Unknown
+        }
     }
 
     /// Holds back the last `n` elements, when there are no more than `n`.
@@ -226,7 +236,10 @@ impl Etmv3Decoder {
                     .with_message("ETMv3 trace decoder : data trace decode not yet supported"),
             );
         }
-        let instr = InstrInfo { pe_type: cfg.arch, ..InstrInfo::default() };
+        let instr = InstrInfo {
+            pe_type: cfg.arch,
+            ..InstrInfo::default()
+        };
         Etmv3Decoder {
             eot_sent: false,
             cfg,
@@ -280,7 +293,11 @@ impl Etmv3Decoder {
     }
 
     fn after_send_state(&self) -> State {
-        if self.wait_isync { State::WaitIsync } else { State::DecodePkts }
+        if self.wait_isync {
+            State::WaitIsync
+        } else {
+            State::DecodePkts
+        }
     }
 
     fn process_packet(&mut self) -> DatapathResp {
@@ -435,7 +452,12 @@ impl Etmv3Decoder {
                 resp
             }
             Err(f) => {
-                self.err.log(&TraceError::new(Severity::Error, f.code).at(self.index).on_id(self.trace_id).with_message(f.msg));
+                self.err.log(
+                    &TraceError::new(Severity::Error, f.code)
+                        .at(self.index)
+                        .on_id(self.trace_id)
+                        .with_message(f.msg),
+                );
                 self.unsync = UnsyncInfo::BadPacket;
                 self.reset_decoder();
                 *done = true;
@@ -470,10 +492,23 @@ impl Etmv3Decoder {
                 self.pe_ctx.vmid_valid = true;
             }
             if self.pkt.ctx_updated {
-                self.set_el(if self.pkt.hyp { ExceptionLevel::El2 } else { ExceptionLevel::Unknown });
-                self.pe_ctx.security = if self.pkt.ns { SecurityState::NonSecure } else { SecurityState::Secure };
+                self.set_el(if self.pkt.hyp {
+                    ExceptionLevel::El2
+                } else {
+                    ExceptionLevel::Unknown
+                });
+                self.pe_ctx.security = if self.pkt.ns {
+                    SecurityState::NonSecure
+                } else {
+                    SecurityState::Secure
+                };
             }
-            let (ctx, isa, has_cc, cc) = (self.pe_ctx, self.pkt.curr_isa, self.pkt.isync_has_cc, self.pkt.cycle_count);
+            let (ctx, isa, has_cc, cc) = (
+                self.pe_ctx,
+                self.pkt.curr_isa,
+                self.pkt.isync_has_cc,
+                self.pkt.cycle_count,
+            );
             let e = self.list.elem(slot);
             e.set_type(ElemType::PeContext);
             e.context = ctx;
@@ -487,7 +522,11 @@ impl Etmv3Decoder {
             self.iaddr = self.pkt.addr;
             self.set_need_addr(false);
         }
-        self.state = if self.list.elem_to_send() { State::SendPkts } else { State::DecodePkts };
+        self.state = if self.list.elem_to_send() {
+            State::SendPkts
+        } else {
+            State::DecodePkts
+        };
         DatapathResp::Cont
     }
 
@@ -508,12 +547,20 @@ impl Etmv3Decoder {
         if self.pkt.exception.present {
             let mut update_ctx = false;
             if self.pkt.is_ctxt_updated() {
-                let sec = if self.pkt.ns { SecurityState::NonSecure } else { SecurityState::Secure };
+                let sec = if self.pkt.ns {
+                    SecurityState::NonSecure
+                } else {
+                    SecurityState::Secure
+                };
                 if sec != self.pe_ctx.security {
                     self.pe_ctx.security = sec;
                     update_ctx = true;
                 }
-                let el = if self.pkt.hyp { ExceptionLevel::El2 } else { ExceptionLevel::Unknown };
+                let el = if self.pkt.hyp {
+                    ExceptionLevel::El2
+                } else {
+                    ExceptionLevel::Unknown
+                };
                 if el != self.pe_ctx.exception_level {
                     self.set_el(el);
                     update_ctx = true;
@@ -533,7 +580,11 @@ impl Etmv3Decoder {
                 e.set_type(ElemType::Exception);
                 e.exception_number = num;
             }
-            self.state = if self.list.elem_to_send() { State::SendPkts } else { State::DecodePkts };
+            self.state = if self.list.elem_to_send() {
+                State::SendPkts
+            } else {
+                State::DecodePkts
+            };
         }
         DatapathResp::Cont
     }
@@ -548,14 +599,22 @@ impl Etmv3Decoder {
             cycle_accurate: ca,
         };
         let mut isa = self.pkt.curr_isa;
-        self.follower.space = if self.pe_ctx.security == SecurityState::Secure { MemSpace::S } else { MemSpace::N };
+        self.follower.space = if self.pe_ctx.security == SecurityState::Secure {
+            MemSpace::S
+        } else {
+            MemSpace::N
+        };
 
         loop {
             if self.need_addr {
                 // No address: report the cycles (and, once, that the
                 // address is unknown) and drop the atoms.
                 if !self.sent_unknown || ca {
-                    let t = if self.sent_unknown || atoms.num == 0 { ElemType::CycleCount } else { ElemType::AddrUnknown };
+                    let t = if self.sent_unknown || atoms.num == 0 {
+                        ElemType::CycleCount
+                    } else {
+                        ElemType::AddrUnknown
+                    };
                     let cc = atoms.remaining_cc();
                     let slot = self.next_elem();
                     let e = self.list.elem(slot);
@@ -635,7 +694,11 @@ impl Etmv3Decoder {
         if n >= 1 && self.list.elem_type(n - 1) == ElemType::InstrRange {
             self.list.pend_last(1);
         }
-        self.state = if self.list.elem_to_send() { State::SendPkts } else { State::DecodePkts };
+        self.state = if self.list.elem_to_send() {
+            State::SendPkts
+        } else {
+            State::DecodePkts
+        };
         DatapathResp::Cont
     }
 
@@ -659,13 +722,17 @@ impl Etmv3Decoder {
         f.nacc = false;
         f.en = f.st;
         f.next = f.st;
-        let Some(mem) = self.mem.as_ref() else { return Err(ErrCode::NotInit) };
+        let Some(mem) = self.mem.as_ref() else {
+            return Err(ErrCode::NotInit);
+        };
         f.st = addr;
         f.en = addr;
         f.instr.instr_addr = addr;
 
         let mut buf = [0u8; 4];
-        let n = mem.borrow_mut().read_target_memory(addr, self.trace_id, f.space, &mut buf)?;
+        let n = mem
+            .borrow_mut()
+            .read_target_memory(addr, self.trace_id, f.space, &mut buf)?;
         if n != 4 {
             f.nacc = true;
             f.nacc_addr = addr;

@@ -20,18 +20,23 @@ mod tests;
 
 use std::sync::Arc;
 
+pub use crate::ptm::ISyncReason;
 pub use decoder::Etmv3Decoder;
 pub use packet::{Etmv3Exception, Etmv3Packet, Etmv3PktType};
 pub use processor::Etmv3Processor;
-pub use crate::ptm::ISyncReason;
 
 use crate::arch::{ArchProfile, ArchVersion, CoreProfile};
 use crate::decoder::{DecoderFactory, Pipeline, SourceConfig};
 use crate::factory::{ProtocolFactory, ProtocolInfo};
 
 /// ETMv3 (`ETM3` devices).
-pub const ETMV3: ProtocolInfo =
-    ProtocolInfo { name: "ETMV3", device_types: &["ETM3"], registers: crate::ptm::ETMV3_PTM_REGS, trace_id_reg: ("ETMTRACEIDR", 0), pe_trace: true };
+pub const ETMV3: ProtocolInfo = ProtocolInfo {
+    name: "ETMV3",
+    device_types: &["ETM3"],
+    registers: crate::ptm::ETMV3_PTM_REGS,
+    trace_id_reg: ("ETMTRACEIDR", 0),
+    pe_trace: true,
+};
 
 /// What an ETMv3 source traces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -187,6 +192,10 @@ pub fn factory() -> Arc<dyn DecoderFactory> {
     Arc::new(ProtocolFactory::new(&ETMV3, |info, cfg, ctx| {
         let config = Etmv3Config::from_source(cfg);
         let dec = ctx.decoder_for_mode(|| Etmv3Decoder::new(config, ctx));
-        Ok(Box::new(Pipeline::new(info.name, Etmv3Processor::new(config, ctx), dec)))
+        Ok(Box::new(Pipeline::new(
+            info.name,
+            Etmv3Processor::new(config, ctx),
+            dec,
+        )))
     }))
 }

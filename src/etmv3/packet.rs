@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use crate::arch::Isa;
 use crate::printers::TracePacket;
-use crate::ptm::shared::{self, ISyncReason, ARMV7_EXCEPTION_NAMES};
+use crate::ptm::shared::{self, ARMV7_EXCEPTION_NAMES, ISyncReason};
 
 /// ETMv3 packet types, with the pseudo-types for unsynchronised data and
 /// errors.
@@ -99,7 +99,10 @@ impl Etmv3PktType {
 
     /// An error pseudo-type.
     pub fn is_bad(self) -> bool {
-        matches!(self, Etmv3PktType::BadSequence | Etmv3PktType::BadTraceMode | Etmv3PktType::Reserved)
+        matches!(
+            self,
+            Etmv3PktType::BadSequence | Etmv3PktType::BadTraceMode | Etmv3PktType::Reserved
+        )
     }
 }
 
@@ -439,7 +442,12 @@ impl Etmv3Packet {
                 let _ = write!(out, "; Resume={}", ex.cm_resume);
             }
         } else {
-            out.push_str(ARMV7_EXCEPTION_NAMES.get(ex.number as usize).copied().unwrap_or("Reserved"));
+            out.push_str(
+                ARMV7_EXCEPTION_NAMES
+                    .get(ex.number as usize)
+                    .copied()
+                    .unwrap_or("Reserved"),
+            );
             out.push_str("; ");
         }
         if ex.cancel {
@@ -449,7 +457,13 @@ impl Etmv3Packet {
 
     fn write_branch(&self, out: &mut String) {
         out.push_str("Addr=");
-        shared::write_partial_hex(out, 32, self.addr_valid_bits as u32, self.addr, self.addr_pkt_bits as u32);
+        shared::write_partial_hex(
+            out,
+            32,
+            self.addr_valid_bits as u32,
+            self.addr,
+            self.addr_pkt_bits as u32,
+        );
         out.push_str("; ");
         if self.isa_changed() {
             out.push_str(shared::isa_text(self.curr_isa));
@@ -506,7 +520,11 @@ impl Etmv3Packet {
     fn write_isync(&self, out: &mut String) {
         let _ = write!(out, "({}); ", self.isync_reason.name());
         if !self.isync_no_addr {
-            out.push_str(if self.isync_has_lsip { "Data Instr Addr=0x" } else { "Addr=0x" });
+            out.push_str(if self.isync_has_lsip {
+                "Data Instr Addr=0x"
+            } else {
+                "Addr=0x"
+            });
             let _ = write!(out, "{:08x}; ", self.addr);
         }
         out.push_str(if self.ns { "NS; " } else { "S; " });

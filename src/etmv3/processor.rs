@@ -7,13 +7,13 @@
 //! packets while data trace is off and malformed packets are logged and
 //! passed on as error packets (I_RESERVED, BAD_TRACEMODE, BAD_SEQUENCE).
 
-use super::packet::{Etmv3Packet, Etmv3PktType};
 use super::Etmv3Config;
-use crate::hooks::EntryKind;
+use super::packet::{Etmv3Packet, Etmv3PktType};
 use crate::arch::Isa;
 use crate::datapath::{DatapathResp, TrcIndex};
 use crate::decoder::{DecodeContext, PacketOut, PacketProcessor, ProcStats};
 use crate::errcode::ErrCode;
+use crate::hooks::EntryKind;
 use crate::logger::ErrLink;
 use crate::pktproc::{PktError, ProcState as State};
 use crate::ptm::shared::ISyncReason;
@@ -130,7 +130,11 @@ impl Etmv3Processor {
     fn output_packet(&mut self, out: &mut PacketOut<'_, Etmv3Packet>) -> DatapathResp {
         if !self.send_part {
             let resp = out.emit(self.pkt_index, &self.pkt, &self.raw);
-            self.state = if self.stream_sync { State::ProcHdr } else { State::WaitSync };
+            self.state = if self.stream_sync {
+                State::ProcHdr
+            } else {
+                State::WaitSync
+            };
             self.raw.clear();
             resp
         } else {
@@ -232,7 +236,9 @@ impl Etmv3Processor {
                 // Out of order data.
                 if !self.cfg.data_value_trace() {
                     self.pkt.set_err_type(T::BadTraceMode);
-                    return Err(PktError::header("Invalid data trace header (out of order data) - not tracing data values."));
+                    return Err(PktError::header(
+                        "Invalid data trace header (out of order data) - not tracing data values.",
+                    ));
                 }
                 self.pkt.pkt_type = T::OooData;
                 let size = (b >> 2) & 3;
@@ -250,7 +256,9 @@ impl Etmv3Processor {
             } else if b == 0x50 {
                 if !self.cfg.data_value_trace() {
                     self.pkt.set_err_type(T::BadTraceMode);
-                    return Err(PktError::header("Invalid data trace header (store failed) - not tracing data values."));
+                    return Err(PktError::header(
+                        "Invalid data trace header (store failed) - not tracing data values.",
+                    ));
                 }
                 self.pkt.pkt_type = T::StoreFail;
                 self.send();
@@ -258,7 +266,9 @@ impl Etmv3Processor {
                 self.pkt.pkt_type = T::OooAddrPlc;
                 if !self.cfg.data_trace() {
                     self.pkt.set_err_type(T::BadTraceMode);
-                    return Err(PktError::header("Invalid data trace header (out of order placeholder) - not tracing data."));
+                    return Err(PktError::header(
+                        "Invalid data trace header (out of order placeholder) - not tracing data.",
+                    ));
                 }
                 self.expect_data_addr = b & DATA_ADDR_EXPECTED_FLAG != 0 && self.cfg.data_addr_trace();
                 self.found_data_addr = false;
@@ -276,7 +286,9 @@ impl Etmv3Processor {
             let size = (b >> 2) & 3;
             if !self.cfg.data_trace() {
                 self.pkt.set_err_type(T::BadTraceMode);
-                return Err(PktError::header("Invalid data trace header (normal data) - not tracing data."));
+                return Err(PktError::header(
+                    "Invalid data trace header (normal data) - not tracing data.",
+                ));
             }
             self.pkt.pkt_type = T::NormData;
             self.expect_data_addr = b & DATA_ADDR_EXPECTED_FLAG != 0 && self.cfg.data_addr_trace();
@@ -289,14 +301,18 @@ impl Etmv3Processor {
         } else if b == 0x62 {
             if !self.cfg.data_trace() {
                 self.pkt.set_err_type(T::BadTraceMode);
-                return Err(PktError::header("Invalid data trace header (data suppressed) - not tracing data."));
+                return Err(PktError::header(
+                    "Invalid data trace header (data suppressed) - not tracing data.",
+                ));
             }
             self.pkt.pkt_type = T::DataSuppressed;
             self.send();
         } else if b & 0xef == 0x6a {
             if !self.cfg.data_trace() {
                 self.pkt.set_err_type(T::BadTraceMode);
-                return Err(PktError::header("Invalid data trace header (value not traced) - not tracing data."));
+                return Err(PktError::header(
+                    "Invalid data trace header (value not traced) - not tracing data.",
+                ));
             }
             self.pkt.pkt_type = T::ValNotTraced;
             self.expect_data_addr = b & DATA_ADDR_EXPECTED_FLAG != 0 && self.cfg.data_addr_trace();
@@ -397,8 +413,11 @@ impl Etmv3Processor {
                 if self.bytes_expected == 0 {
                     let cc_bytes = self.raw.len() - 2;
                     let ctxt_bytes = self.cfg.ctxt_id_bytes();
-                    self.bytes_expected =
-                        if self.cfg.instr_trace() { cc_bytes + 6 + ctxt_bytes } else { 2 + ctxt_bytes };
+                    self.bytes_expected = if self.cfg.instr_trace() {
+                        cc_bytes + 6 + ctxt_bytes
+                    } else {
+                        2 + ctxt_bytes
+                    };
                     self.isync_info_idx = 1 + cc_bytes + ctxt_bytes;
                 }
                 if self.raw.len() - 1 == self.isync_info_idx {
@@ -479,7 +498,10 @@ impl Etmv3Processor {
     // ---- field extraction ----
 
     fn next_raw(&mut self) -> Result<u8, PktError> {
-        let b = *self.raw.get(self.raw_idx).ok_or_else(|| PktError::bad_sequence("Malformed Packet - oversized packet."))?;
+        let b = *self
+            .raw
+            .get(self.raw_idx)
+            .ok_or_else(|| PktError::bad_sequence("Malformed Packet - oversized packet."))?;
         self.raw_idx += 1;
         Ok(b)
     }
@@ -615,8 +637,14 @@ impl Etmv3Processor {
         } else {
             num &= 0xf;
         }
-        self.pkt.exception =
-            super::packet::Etmv3Exception { present: true, cancel, cm_type: v7m, cm_resume: resume, cm_irq_n: irq_n, number: num };
+        self.pkt.exception = super::packet::Etmv3Exception {
+            present: true,
+            cancel,
+            cm_type: v7m,
+            cm_resume: resume,
+            cm_irq_n: irq_n,
+            number: num,
+        };
         Ok(())
     }
 

@@ -5,7 +5,7 @@ use crate::arch::{ArchProfile, ArchVersion, CoreProfile};
 use crate::datapath::DatapathOp;
 use crate::decoder::{DecodeMode, Pipeline};
 use crate::interfaces::TrcDataIn;
-use crate::test_rig::{lines, Rig};
+use crate::test_rig::{Rig, lines};
 
 const ETMCR_DATA_VALUE: u32 = 0x4;
 const ETMCR_DATA_ADDR: u32 = 0x8;

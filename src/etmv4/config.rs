@@ -379,7 +379,14 @@ mod tests {
 
     #[test]
     fn juno_registers() {
-        let c = EtmV4Config { idr0: 0x2800_0EA1, idr1: 0x4100_F402, idr2: 0x488, configr: 0xC1, traceidr: 0x14, ..Default::default() };
+        let c = EtmV4Config {
+            idr0: 0x2800_0EA1,
+            idr1: 0x4100_F402,
+            idr2: 0x488,
+            configr: 0xC1,
+            traceidr: 0x14,
+            ..Default::default()
+        };
         assert_eq!(c.ia_size_max(), 64);
         assert_eq!(c.cid_size(), 32);
         assert_eq!(c.vmid_size(), 8);

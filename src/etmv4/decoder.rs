@@ -18,7 +18,7 @@ use crate::errcode::{ErrCode, Severity, TraceError};
 use crate::interfaces::{InstrDecode, TargetMemAccess, TrcGenElemIn};
 use crate::logger::{ErrLink, Shared};
 use crate::memory::MemSpace;
-use crate::walk::{WalkEnd, Walked, WalkOptions, Walker};
+use crate::walk::{WalkEnd, WalkOptions, Walked, Walker};
 
 use super::config::EtmV4Config;
 use super::packet::{Atoms, EtmV4Packet, PktContext, PktType};
@@ -149,7 +149,14 @@ struct ReturnStack {
 
 impl ReturnStack {
     fn new(active: bool) -> Self {
-        ReturnStack { active, entries: [(0, Isa::Unknown); 16], head: 0, num: 0, pop_pending: false, tinfo_wait_addr: false }
+        ReturnStack {
+            active,
+            entries: [(0, Isa::Unknown); 16],
+            head: 0,
+            num: 0,
+            pop_pending: false,
+            tinfo_wait_addr: false,
+        }
     }
     fn flush(&mut self) {
         self.head = 0;
@@ -205,7 +212,12 @@ struct OutStack {
 
 impl OutStack {
     fn new() -> Self {
-        OutStack { elems: vec![(0, TraceElement::default()); 8], curr: 0, send_idx: 0, to_send: 0 }
+        OutStack {
+            elems: vec![(0, TraceElement::default()); 8],
+            curr: 0,
+            send_idx: 0,
+            to_send: 0,
+        }
     }
 
     fn copy_persistent(&mut self, from: usize, to: usize) {
@@ -641,11 +653,14 @@ impl EtmV4Decoder {
         // outstanding; a corrupt count is not allowed to flood the stack.
         let unseen = self.curr_spec_depth.min(self.max_spec_depth + MAX_UNSEEN_EXTRA);
         for _ in 0..unseen {
-            self.stack.push_back(P0Elem::new(P0Kind::UnseenUncommitted, true, self.index_curr_pkt));
+            self.stack
+                .push_back(P0Elem::new(P0Kind::UnseenUncommitted, true, self.index_curr_pkt));
         }
-        self.stack.push_back(P0Elem::new(P0Kind::TraceInfo, false, self.index_curr_pkt));
+        self.stack
+            .push_back(P0Elem::new(P0Kind::TraceInfo, false, self.index_curr_pkt));
         if pkt.trace_info.in_trans_state() {
-            self.stack.push_back(P0Elem::new(P0Kind::TransTraceInit, false, self.index_curr_pkt));
+            self.stack
+                .push_back(P0Elem::new(P0Kind::TransTraceInit, false, self.index_curr_pkt));
         }
     }
 
@@ -681,7 +696,10 @@ impl EtmV4Decoder {
             }
             T::AtomF1 | T::AtomF2 | T::AtomF3 | T::AtomF4 | T::AtomF5 | T::AtomF6 => {
                 // Built whole, then pushed: no second look-up of the back.
-                let e = P0Elem { atoms: pkt.atoms, ..P0Elem::new(P0Kind::Atom, true, self.index_curr_pkt) };
+                let e = P0Elem {
+                    atoms: pkt.atoms,
+                    ..P0Elem::new(P0Kind::Atom, true, self.index_curr_pkt)
+                };
                 self.stack.push_back(e);
                 self.curr_spec_depth += pkt.atoms.num as i64;
             }
@@ -700,7 +718,13 @@ impl EtmV4Decoder {
                 self.push_addr(P0Kind::Addr, false, pkt);
                 is_addr = true;
             }
-            T::SrcAddrMatch | T::SrcAddrSIS0 | T::SrcAddrSIS1 | T::SrcAddrL32IS0 | T::SrcAddrL32IS1 | T::SrcAddrL64IS0 | T::SrcAddrL64IS1 => {
+            T::SrcAddrMatch
+            | T::SrcAddrSIS0
+            | T::SrcAddrSIS1
+            | T::SrcAddrL32IS0
+            | T::SrcAddrL32IS1
+            | T::SrcAddrL64IS0
+            | T::SrcAddrL64IS1 => {
                 self.push_addr(P0Kind::SrcAddr, true, pkt);
                 self.curr_spec_depth += 1;
             }
@@ -814,7 +838,12 @@ impl EtmV4Decoder {
             | T::NumDsMkr
             | T::UnnumDsMkr => {
                 let idx = Some(self.index_curr_pkt);
-                return self.packet_err(ErrCode::UnsuppDecodePkt, Severity::Error, idx, "Data trace related, unsupported packet type.");
+                return self.packet_err(
+                    ErrCode::UnsuppDecodePkt,
+                    Severity::Error,
+                    idx,
+                    "Data trace related, unsupported packet type.",
+                );
             }
         }
 
@@ -883,7 +912,11 @@ impl EtmV4Decoder {
         let mut context_flush = false;
         while self.res.commit > 0 && !context_flush {
             let Some(front) = self.stack.front() else {
-                let r = self.seq_err(ErrCode::CommitPktOverrun, Some(err_idx), "Not enough elements to commit");
+                let r = self.seq_err(
+                    ErrCode::CommitPktOverrun,
+                    Some(err_idx),
+                    "Not enough elements to commit",
+                );
                 self.res.commit = 0;
                 return r;
             };
@@ -908,7 +941,11 @@ impl EtmV4Decoder {
                 P0Kind::TraceOn => {
                     self.next_range_check = None;
                     self.out_stack.add_type(elem.index, ElemType::TraceOn);
-                    self.out_stack.cur().trace_on_reason = if self.prev_overflow { TraceOnReason::Overflow } else { TraceOnReason::Normal };
+                    self.out_stack.cur().trace_on_reason = if self.prev_overflow {
+                        TraceOnReason::Overflow
+                    } else {
+                        TraceOnReason::Normal
+                    };
                     self.prev_overflow = false;
                     self.ret_stack.flush();
                 }
@@ -1054,7 +1091,10 @@ impl EtmV4Decoder {
                     // The sink waits: the atoms left are committed from
                     // the stack at the flush, as any resolution would be.
                     self.curr_spec_depth -= num_req - atoms.num as i64;
-                    self.stack.push_back(P0Elem { atoms, ..P0Elem::new(P0Kind::Atom, true, index) });
+                    self.stack.push_back(P0Elem {
+                        atoms,
+                        ..P0Elem::new(P0Kind::Atom, true, index)
+                    });
                     return resp;
                 }
             }
@@ -1063,7 +1103,10 @@ impl EtmV4Decoder {
             Ok(()) => self.curr_spec_depth -= num_req - self.res.commit,
             Err(Fault::Fatal(_)) => {
                 // Left as the stack would be: the packet's element, whole.
-                self.stack.push_back(P0Elem { atoms: pkt.atoms, ..P0Elem::new(P0Kind::Atom, true, index) });
+                self.stack.push_back(P0Elem {
+                    atoms: pkt.atoms,
+                    ..P0Elem::new(P0Kind::Atom, true, index)
+                });
                 return DatapathResp::FatalInvalidData;
             }
             // The decoder was reset: the packet goes on from there.
@@ -1133,7 +1176,16 @@ impl EtmV4Decoder {
             let next = a.instr_addr;
             *idx = index;
             o.context = context;
-            fill_range(o, a, Range { st: addr, en: next, num }, taken);
+            fill_range(
+                o,
+                a,
+                Range {
+                    st: addr,
+                    en: next,
+                    num,
+                },
+                taken,
+            );
             en_bits >>= 1;
             made += 1;
             last = Some(a);
@@ -1168,7 +1220,10 @@ impl EtmV4Decoder {
         self.instr = *a;
         self.instr.instr_addr = addr;
         self.instr.isa = isa;
-        *atoms = Atoms { en_bits, num: atoms.num - made as u8 };
+        *atoms = Atoms {
+            en_bits,
+            num: atoms.num - made as u8,
+        };
         self.res.commit -= made as i64;
         // `next_range_check` is only kept for the range-continuity check,
         // which leaves all atoms to the general path.
@@ -1217,7 +1272,10 @@ impl EtmV4Decoder {
             } else {
                 let e = *elem;
                 self.stack.pop_back();
-                if matches!(e.kind, P0Kind::Event | P0Kind::Ts | P0Kind::Cc | P0Kind::TsCc | P0Kind::Marker | P0Kind::Ite) {
+                if matches!(
+                    e.kind,
+                    P0Kind::Event | P0Kind::Ts | P0Kind::Cc | P0Kind::TsCc | P0Kind::Marker | P0Kind::Ite
+                ) {
                     self.kept.push(e);
                 }
             }
@@ -1270,7 +1328,11 @@ impl EtmV4Decoder {
         self.res = ElemRes::default();
         self.curr_spec_depth = 0;
         self.state = State::NoSync;
-        self.unsync_info = if self.prev_overflow { UnsyncInfo::Overflow } else { UnsyncInfo::Discard };
+        self.unsync_info = if self.prev_overflow {
+            UnsyncInfo::Overflow
+        } else {
+            UnsyncInfo::Discard
+        };
         self.need_ctxt = true;
         self.need_addr = true;
         self.elem_pending_addr = false;
@@ -1283,7 +1345,12 @@ impl EtmV4Decoder {
         }
         while let Some(elem) = self.stack.front().copied() {
             match elem.kind {
-                P0Kind::TraceOn | P0Kind::Atom | P0Kind::Exception | P0Kind::ExceptionRet | P0Kind::Q | P0Kind::UnseenUncommitted => {
+                P0Kind::TraceOn
+                | P0Kind::Atom
+                | P0Kind::Exception
+                | P0Kind::ExceptionRet
+                | P0Kind::Q
+                | P0Kind::UnseenUncommitted => {
                     self.stack.clear();
                     break;
                 }
@@ -1302,7 +1369,11 @@ impl EtmV4Decoder {
             self.stack.pop_front();
         }
         self.out_stack.add_type(self.index_curr_pkt, ElemType::EoTrace);
-        self.out_stack.cur().unsync_info = if self.prev_overflow { UnsyncInfo::Overflow } else { UnsyncInfo::Eot };
+        self.out_stack.cur().unsync_info = if self.prev_overflow {
+            UnsyncInfo::Overflow
+        } else {
+            UnsyncInfo::Eot
+        };
     }
 
     // ---------------- element output ----------------
@@ -1437,8 +1508,12 @@ impl EtmV4Decoder {
         let mut m = mem.borrow_mut();
         let mut dec = self.instr_dec.borrow_mut();
         let walked = match to_addr {
-            None => self.code.to_waypoint(&mut *m, &mut *dec, &mut self.instr, self.trace_id, space),
-            Some(a) => self.code.to_address(&mut *m, &mut *dec, &mut self.instr, self.trace_id, space, a),
+            None => self
+                .code
+                .to_waypoint(&mut *m, &mut *dec, &mut self.instr, self.trace_id, space),
+            Some(a) => self
+                .code
+                .to_address(&mut *m, &mut *dec, &mut self.instr, self.trace_id, space, a),
         };
         self.carried = Some(dec.carried_state());
         drop((m, dec));
@@ -1453,7 +1528,11 @@ impl EtmV4Decoder {
         if limit != 0 && walked.num > limit {
             return Err(self.range_limit_overrun());
         }
-        let r = Range { st, en: self.instr.instr_addr, num: walked.num };
+        let r = Range {
+            st,
+            en: self.instr.instr_addr,
+            num: walked.num,
+        };
         match walked.end {
             WalkEnd::Waypoint => Ok((r, WpResult::Found)),
             WalkEnd::Nacc => Ok((r, WpResult::Nacc)),
@@ -1487,7 +1566,12 @@ impl EtmV4Decoder {
 
     #[cold]
     fn range_limit_overrun(&self) -> ErrCode {
-        self.log(Severity::Error, ErrCode::IRangeLimitOverrun, None, "Decode Instruction Range Limit Overrun");
+        self.log(
+            Severity::Error,
+            ErrCode::IRangeLimitOverrun,
+            None,
+            "Decode Instruction Range Limit Overrun",
+        );
         ErrCode::IRangeLimitOverrun
     }
 
@@ -1518,8 +1602,12 @@ impl EtmV4Decoder {
                         if self.instr.is_link {
                             self.ret_stack.push(next_addr, self.instr.isa);
                         }
-                    } else if (self.options.direct_br_cond || self.options.strict_br_cond) && !self.instr.is_conditional {
-                        return self.bad_image(index, "Inconsistent program image - N atom on unconditional direct branch");
+                    } else if (self.options.direct_br_cond || self.options.strict_br_cond) && !self.instr.is_conditional
+                    {
+                        return self.bad_image(
+                            index,
+                            "Inconsistent program image - N atom on unconditional direct branch",
+                        );
                     }
                 }
                 InstrType::BranchIndirect => {
@@ -1533,7 +1621,10 @@ impl EtmV4Decoder {
                             ete_eret = true;
                         }
                     } else if self.options.strict_br_cond && !self.instr.is_conditional {
-                        return self.bad_image(index, "Inconsistent program image - N atom on unconditional indirect branch");
+                        return self.bad_image(
+                            index,
+                            "Inconsistent program image - N atom on unconditional indirect branch",
+                        );
                     }
                 }
                 _ => {}
@@ -1694,7 +1785,11 @@ impl EtmV4Decoder {
         };
 
         self.out_stack.add(q.index);
-        let mut range = Range { st: self.instr.instr_addr, en: self.instr.instr_addr, num: 0 };
+        let mut range = Range {
+            st: self.instr.instr_addr,
+            en: self.instr.instr_addr,
+            num: 0,
+        };
         let mut is_branch = false;
         let space = self.mem_space();
         if let Some(mem) = self.mem.clone() {
@@ -1702,7 +1797,9 @@ impl EtmV4Decoder {
             let dec = self.instr_dec.clone();
             let mut dec = dec.borrow_mut();
             for _ in 0..q.q_count {
-                let Some(op) = self.code.read4(&mut *mem, self.instr.instr_addr, self.trace_id, space) else { break };
+                let Some(op) = self.code.read4(&mut *mem, self.instr.instr_addr, self.trace_id, space) else {
+                    break;
+                };
                 self.instr.opcode = op;
                 if dec.decode_instruction(&mut self.instr).is_err() {
                     break;
@@ -1757,10 +1854,18 @@ impl EtmV4Decoder {
         self.instr.opcode = op;
         self.instr.instr_addr = src;
         if let Err(code) = self.instr_dec.clone().borrow_mut().decode_instruction(&mut self.instr) {
-            return self.seq_err(code, Some(e.index), "Instruction decode error processing source address packet.");
+            return self.seq_err(
+                code,
+                Some(e.index),
+                "Instruction decode error processing source address packet.",
+            );
         }
         self.instr.instr_addr = src.wrapping_add(self.instr.instr_size as u64);
-        let mut range = Range { st: src, en: self.instr.instr_addr, num: 1 };
+        let mut range = Range {
+            st: src,
+            en: self.instr.instr_addr,
+            num: 1,
+        };
         if !self.need_addr && curr <= src {
             range.st = curr;
         }
@@ -1788,7 +1893,11 @@ impl EtmV4Decoder {
                         drop(dec);
                         self.out_stack.add_type(e.index, ElemType::AddrNacc);
                         self.set_nacc(src);
-                        range = Range { st: src, en: self.instr.instr_addr, num: 1 };
+                        range = Range {
+                            st: src,
+                            en: self.instr.instr_addr,
+                            num: 1,
+                        };
                         break;
                     };
                     info.opcode = op;
@@ -1802,7 +1911,11 @@ impl EtmV4Decoder {
                         break;
                     }
                     if self.options.src_addr_n && info.instr_type != InstrType::Other {
-                        let mid = Range { st: range.st, en: info.instr_addr, num: range.num };
+                        let mid = Range {
+                            st: range.st,
+                            en: info.instr_addr,
+                            num: range.num,
+                        };
                         self.out_stack.add(e.index);
                         let saved = self.instr;
                         self.instr = info;

@@ -20,10 +20,10 @@ pub(crate) mod tests;
 
 use std::sync::Arc;
 
-use crate::decoder::{DecodeContext, DecoderFactory, Pipeline, TraceComponent};
-use crate::logger::ErrLink;
 use crate::decoder::RegSpec;
+use crate::decoder::{DecodeContext, DecoderFactory, Pipeline, TraceComponent};
 use crate::factory::{ProtocolFactory, ProtocolInfo};
+use crate::logger::ErrLink;
 
 pub use config::EtmV4Config;
 pub use decoder::EtmV4Decoder;
@@ -66,5 +66,7 @@ pub fn create_component(name: &'static str, cfg: EtmV4Config, ctx: &DecodeContex
 
 /// The protocol's factory for the decoder registry.
 pub fn factory() -> Arc<dyn DecoderFactory> {
-    Arc::new(ProtocolFactory::new(&ETMV4, |info, cfg, ctx| Ok(create_component(info.name, EtmV4Config::from_source(cfg), ctx))))
+    Arc::new(ProtocolFactory::new(&ETMV4, |info, cfg, ctx| {
+        Ok(create_component(info.name, EtmV4Config::from_source(cfg), ctx))
+    }))
 }

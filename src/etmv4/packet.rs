@@ -243,12 +243,18 @@ impl PktType {
 
     /// An error or marker type rather than a real packet.
     pub fn is_bad(self) -> bool {
-        matches!(self, PktType::BadSequence | PktType::BadTraceMode | PktType::Reserved | PktType::ReservedCfg)
+        matches!(
+            self,
+            PktType::BadSequence | PktType::BadTraceMode | PktType::Reserved | PktType::ReservedCfg
+        )
     }
 
     /// One of the six atom packet formats.
     pub fn is_atom(self) -> bool {
-        matches!(self, PktType::AtomF1 | PktType::AtomF2 | PktType::AtomF3 | PktType::AtomF4 | PktType::AtomF5 | PktType::AtomF6)
+        matches!(
+            self,
+            PktType::AtomF1 | PktType::AtomF2 | PktType::AtomF3 | PktType::AtomF4 | PktType::AtomF5 | PktType::AtomF6
+        )
     }
 }
 
@@ -469,7 +475,12 @@ impl EtmV4Packet {
         self.trace_info = TraceInfo::default();
         self.spec_depth = 0;
         self.spec_depth_valid = true;
-        let reset = VAddr { val: 0, pkt_bits: 0, valid_bits: 64, is_64: true };
+        let reset = VAddr {
+            val: 0,
+            pkt_bits: 0,
+            valid_bits: 64,
+            is_64: true,
+        };
         self.addr_stack = [(reset, 0); 3];
         self.addr = reset;
         self.addr_is = 0;
@@ -556,7 +567,12 @@ impl EtmV4Packet {
     /// Sets a full 64-bit address with its instruction set, and pushes it on the address
     /// history.
     pub(crate) fn set_64bit_addr(&mut self, addr: u64, is: u8) {
-        self.addr = VAddr { val: addr, pkt_bits: 64, valid_bits: 64, is_64: true };
+        self.addr = VAddr {
+            val: addr,
+            pkt_bits: 64,
+            valid_bits: 64,
+            is_64: true,
+        };
         self.addr_is = is;
         self.push_addr();
     }
@@ -642,7 +658,13 @@ impl EtmV4Packet {
     }
 
     fn write_addr(&self, out: &mut String, update_bits: u8) {
-        write_val_str(out, if self.addr.is_64 { 64 } else { 32 }, self.addr.valid_bits, self.addr.val, update_bits);
+        write_val_str(
+            out,
+            if self.addr.is_64 { 64 } else { 32 },
+            self.addr.valid_bits,
+            self.addr.val,
+            update_bits,
+        );
     }
 
     fn write_exception(&self, out: &mut String) {
@@ -745,7 +767,11 @@ pub fn write_val_str(out: &mut String, total_bits: u32, valid_bits: u8, value: u
         let _ = write!(out, " ({}:0)", valid_bits as i32 - 1);
     }
     if update_bits != 0 {
-        let mask = if update_bits >= 64 { u64::MAX } else { (1u64 << update_bits) - 1 };
+        let mask = if update_bits >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << update_bits) - 1
+        };
         let _ = write!(out, " ~[0x{:X}]", value & mask);
     }
 }

@@ -7,10 +7,10 @@
 //! alignment synchronisation sequence is seen, data is passed on as
 //! `I_NOT_SYNC` in runs of up to eight bytes, as OpenCSD does.
 
-use crate::hooks::EntryKind;
 use crate::datapath::{DatapathResp, TrcIndex};
 use crate::decoder::{PacketOut, PacketProcessor, ProcStats};
 use crate::errcode::{ErrCode, Severity, TraceError};
+use crate::hooks::EntryKind;
 use crate::logger::ErrLink;
 
 use super::config::EtmV4Config;
@@ -180,14 +180,24 @@ impl EtmV4PktProc {
 
     fn log(&self, code: ErrCode, msg: &str) {
         if let Some(e) = &self.err {
-            e.log(&TraceError::new(Severity::Error, code).at(self.packet_index).on_id(self.trace_id).with_message(msg));
+            e.log(
+                &TraceError::new(Severity::Error, code)
+                    .at(self.packet_index)
+                    .on_id(self.trace_id)
+                    .with_message(msg),
+            );
         }
     }
 
     fn send_unsynced(&mut self, out: &mut PacketOut<'_, EtmV4Packet>) -> DatapathResp {
         let n = self.dump_unsynced.min(self.buf.len());
         if let Some(m) = out.mon.as_mut() {
-            m.raw_packet_data_mon(crate::datapath::DatapathOp::Data, self.packet_index, Some(&self.pkt), &self.buf[..n]);
+            m.raw_packet_data_mon(
+                crate::datapath::DatapathOp::Data,
+                self.packet_index,
+                Some(&self.pkt),
+                &self.buf[..n],
+            );
         }
         let mut resp = DatapathResp::Cont;
         if !self.sent_notsync {
@@ -488,7 +498,11 @@ impl EtmV4PktProc {
         self.state = State::SendPacket;
         if ete && (exc_type == 0 || exc_type == 0x18) {
             self.pkt.set_64bit_addr(0, 0);
-            self.pkt.pkt_type = if exc_type == 0x18 { PktType::TransFail } else { PktType::PeReset };
+            self.pkt.pkt_type = if exc_type == 0x18 {
+                PktType::TransFail
+            } else {
+                PktType::PeReset
+            };
         }
     }
 
@@ -523,7 +537,11 @@ impl EtmV4PktProc {
             }
         } else if fmt == PktType::CcntF2 && n == 2 {
             if !commit_opt1 {
-                let offset: i64 = if self.buf[0] & 1 != 0 { self.cfg.max_spec_depth() as i64 - 15 } else { 1 };
+                let offset: i64 = if self.buf[0] & 1 != 0 {
+                    self.cfg.max_spec_depth() as i64 - 15
+                } else {
+                    1
+                };
                 let commit = ((b >> 4) & 0xF) as i64 + offset;
                 self.pkt.set_commit(commit as u32);
             }
@@ -689,7 +707,13 @@ impl EtmV4PktProc {
 
     fn extract_context(&mut self, at: usize) {
         let info = self.buf[at];
-        self.pkt.set_context_info(true, info & 0x3, (info >> 5) & 1 != 0, (info >> 4) & 1 != 0, (info >> 3) & 1 != 0);
+        self.pkt.set_context_info(
+            true,
+            info & 0x3,
+            (info >> 5) & 1 != 0,
+            (info >> 4) & 1 != 0,
+            (info >> 3) & 1 != 0,
+        );
         let n_vmid = if info & 0x40 != 0 { self.cfg.vmid_size() / 8 } else { 0 } as usize;
         let n_cid = if info & 0x80 != 0 { self.cfg.cid_size() / 8 } else { 0 } as usize;
         let mut idx = at + 1;
@@ -867,7 +891,13 @@ impl EtmV4PktProc {
                     addr_match: self.p.q_addr_match,
                 };
             } else {
-                self.pkt.q = super::packet::QInfo { count: 0, q_type: 0xF, count_present: false, addr_present: false, addr_match: false };
+                self.pkt.q = super::packet::QInfo {
+                    count: 0,
+                    q_type: 0xF,
+                    count_present: false,
+                    addr_present: false,
+                    addr_match: false,
+                };
             }
             self.state = State::SendPacket;
         }
@@ -965,7 +995,14 @@ fn build_table(cfg: &EtmV4Config) -> [(PktType, Parser); 256] {
     t[0x02] = (T::Timestamp, P::Timestamp);
     t[0x03] = (T::Timestamp, P::Timestamp);
     t[0x04] = (T::TraceOn, P::NoPayload);
-    t[0x05] = (T::FuncRet, if cfg.is_m_profile() && cfg.is_v8_arch() && ver >= 0x42 { P::NoPayload } else { P::Reserved });
+    t[0x05] = (
+        T::FuncRet,
+        if cfg.is_m_profile() && cfg.is_v8_arch() && ver >= 0x42 {
+            P::NoPayload
+        } else {
+            P::Reserved
+        },
+    );
     t[0x06] = (T::Except, P::Exception);
     t[0x07] = (T::ExceptRtn, if ete { P::InvalidCfg } else { P::NoPayload });
     if ete {
@@ -981,7 +1018,11 @@ fn build_table(cfg: &EtmV4Config) -> [(PktType, Parser); 256] {
     for e in &mut t[0x10..0x20] {
         *e = (T::CcntF3, P::CycleCount);
     }
-    let data = if cfg.enabled_data_trace() { P::NoPayload } else { P::InvalidCfg };
+    let data = if cfg.enabled_data_trace() {
+        P::NoPayload
+    } else {
+        P::InvalidCfg
+    };
     for e in &mut t[0x20..0x28] {
         *e = (T::NumDsMkr, data);
     }
@@ -1052,7 +1093,14 @@ fn build_table(cfg: &EtmV4Config) -> [(PktType, Parser); 256] {
     t[0x9E] = (T::AddrL64IS1, P::LongAddr);
     for i in 0..16usize {
         let reserved = matches!(i, 0x3 | 0x4 | 0x7 | 0x8 | 0x9 | 0xD | 0xE);
-        t[0xA0 + i] = (T::Q, if !reserved && cfg.has_q_elem() { P::Q } else { P::Reserved });
+        t[0xA0 + i] = (
+            T::Q,
+            if !reserved && cfg.has_q_elem() {
+                P::Q
+            } else {
+                P::Reserved
+            },
+        );
     }
     if ver >= 0x50 {
         for e in &mut t[0xB0..0xB3] {
@@ -1123,7 +1171,10 @@ impl PacketProcessor for EtmV4PktProc {
                                 loop {
                                     self.processed += 1;
                                     self.p_atom(b);
-                                    let next = data.get(self.processed).copied().filter(|&n| self.table[n as usize].1 == Parser::Atom);
+                                    let next = data
+                                        .get(self.processed)
+                                        .copied()
+                                        .filter(|&n| self.table[n as usize].1 == Parser::Atom);
                                     self.pkt.atom_run_continues = no_mon && next.is_some();
                                     resp = out.emit(self.packet_index, &self.pkt, std::slice::from_ref(&b));
                                     let Some(n) = next else { break };
@@ -1194,7 +1245,10 @@ impl PacketProcessor for EtmV4PktProc {
     fn stats(&self) -> Option<ProcStats> {
         Some(match &self.err {
             Some(link) => ProcStats::with_errors(self.unsynced_total, link),
-            None => ProcStats { unsynced_bytes: self.unsynced_total, ..ProcStats::default() },
+            None => ProcStats {
+                unsynced_bytes: self.unsynced_total,
+                ..ProcStats::default()
+            },
         })
     }
 
@@ -1209,7 +1263,10 @@ fn index_entries_of(p: &crate::etmv4::packet::EtmV4Packet, emit: &mut dyn FnMut(
     use crate::etmv4::packet::PktType as T;
     match p.pkt_type {
         T::Async => emit(EntryKind::Sync, 0),
-        T::TraceInfo => emit(EntryKind::TraceInfo, if p.spec_depth_valid { p.spec_depth as u64 } else { 0 }),
+        T::TraceInfo => emit(
+            EntryKind::TraceInfo,
+            if p.spec_depth_valid { p.spec_depth as u64 } else { 0 },
+        ),
         T::Timestamp => emit(EntryKind::Timestamp, p.timestamp),
         T::Event => emit(EntryKind::Event, p.event_val as u64),
         T::Ctxt | T::AddrCtxtL32IS0 | T::AddrCtxtL32IS1 | T::AddrCtxtL64IS0 | T::AddrCtxtL64IS1 => {

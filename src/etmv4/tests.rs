@@ -2,7 +2,6 @@
 //! sequences with their exact packet texts, and small programs in memory
 //! with their exact generic elements.
 
-
 use crate::shared::Lock;
 use std::sync::Arc;
 
@@ -17,7 +16,7 @@ use crate::element::TraceElement;
 use crate::errcode::Severity;
 use crate::instr::ArmInstrDecoder;
 use crate::interfaces::{PktDataIn, PktRawDataMon, TrcGenElemIn};
-use crate::logger::{shared, ErrLink, ErrorLogger, MsgLogger, Shared};
+use crate::logger::{ErrLink, ErrorLogger, MsgLogger, Shared, shared};
 use crate::memory::{BufferAccessor, MemAccMapper, MemSpace};
 use crate::printers::TracePacket;
 
@@ -59,7 +58,10 @@ impl PktDataIn<EtmV4Packet> for Sink {
 pub(crate) fn proc_with_log(cfg: EtmV4Config) -> (EtmV4PktProc, Shared<MsgLogger>) {
     let out = shared(MsgLogger::capture());
     let log = shared(ErrorLogger::new(Severity::Info, Some(out.clone())));
-    (EtmV4PktProc::new(cfg, Some(ErrLink::new(&log, "PKTP_ETMV4I_0001"))), out)
+    (
+        EtmV4PktProc::new(cfg, Some(ErrLink::new(&log, "PKTP_ETMV4I_0001"))),
+        out,
+    )
 }
 
 /// Runs `data` through a packet processor for `cfg`; returns the listing
@@ -68,15 +70,24 @@ pub(crate) fn list_packets(cfg: EtmV4Config, data: &[u8]) -> String {
     let (mut proc, text) = proc_with_log(cfg);
     let mut mon = Mon(text.clone());
     let count = Arc::new(Lock::new(0));
-    let mut sink = Sink { count, resp: DatapathResp::Cont };
+    let mut sink = Sink {
+        count,
+        resp: DatapathResp::Cont,
+    };
     // One byte at a time: packets split across blocks must come out whole.
     for (i, b) in data.iter().enumerate() {
-        let mut out = PacketOut { mon: Some(&mut mon), sink: Some(&mut sink) };
+        let mut out = PacketOut {
+            mon: Some(&mut mon),
+            sink: Some(&mut sink),
+        };
         let (r, used) = proc.process(i as u64, std::slice::from_ref(b), &mut out);
         assert!(r.is_cont());
         assert_eq!(used, 1);
     }
-    let mut out = PacketOut { mon: Some(&mut mon), sink: Some(&mut sink) };
+    let mut out = PacketOut {
+        mon: Some(&mut mon),
+        sink: Some(&mut sink),
+    };
     proc.eot(&mut out);
     text.borrow().captured().to_string()
 }
@@ -127,7 +138,12 @@ fn trace_info_sections() {
     assert!(t.contains("I_TRACE_INFO : Trace Info.; INFO=0x1 { CC.1 }; CC_THRESHOLD=0x90; INIT SPEC DEPTH=3; Decoder Sync point TINFO\n"), "{t}");
     // Extended control byte.
     let t = list_packets(a_cfg(), &with_sync(&[0x01, 0x81, 0x00, 0x00]));
-    assert!(t.contains("[0x01 0x81 0x00 0x00 ];\tI_TRACE_INFO : Trace Info.; INFO=0x0 { CC.0 }; Decoder Sync point TINFO\n"), "{t}");
+    assert!(
+        t.contains(
+            "[0x01 0x81 0x00 0x00 ];\tI_TRACE_INFO : Trace Info.; INFO=0x0 { CC.0 }; Decoder Sync point TINFO\n"
+        ),
+        "{t}"
+    );
 }
 
 #[test]
@@ -161,52 +177,109 @@ fn leading_extra_zeros_before_sync() {
 fn timestamp_and_cycle_counts() {
     let mut cfg = a_cfg();
     cfg.idr0 &= !0x2000_0000; // commit sections present
-    let t = list_packets(cfg.clone(), &with_sync(&[0x01, 0x00, 0x02, 0xc0, 0xa1, 0xc5, 0x97, 0x80, 0x80, 0x00]));
-    assert_eq!(body(&t)[0], "Idx:14; [0x02 0xc0 0xa1 0xc5 0x97 0x80 0x80 0x00 ];\tI_TIMESTAMP : Timestamp.; Updated val = 0x2f150c0");
+    let t = list_packets(
+        cfg.clone(),
+        &with_sync(&[0x01, 0x00, 0x02, 0xc0, 0xa1, 0xc5, 0x97, 0x80, 0x80, 0x00]),
+    );
+    assert_eq!(
+        body(&t)[0],
+        "Idx:14; [0x02 0xc0 0xa1 0xc5 0x97 0x80 0x80 0x00 ];\tI_TIMESTAMP : Timestamp.; Updated val = 0x2f150c0"
+    );
     // Timestamp with cycle count; CC size 12 bits masks the count.
     let t = list_packets(cfg.clone(), &with_sync(&[0x01, 0x00, 0x03, 0x05, 0xff, 0x7f]));
-    assert_eq!(body(&t)[0], "Idx:14; [0x03 0x05 0xff 0x7f ];\tI_TIMESTAMP : Timestamp.; Updated val = 0x5; CC=0xfff");
+    assert_eq!(
+        body(&t)[0],
+        "Idx:14; [0x03 0x05 0xff 0x7f ];\tI_TIMESTAMP : Timestamp.; Updated val = 0x5; CC=0xfff"
+    );
     // Cycle counts: F1 with commit and count, F1 unknown count, F2, F3.
-    let t = list_packets(cfg, &with_sync(&[0x01, 0x00, 0x0e, 0x02, 0x10, 0x0f, 0x01, 0x0c, 0x34, 0x17]));
+    let t = list_packets(
+        cfg,
+        &with_sync(&[0x01, 0x00, 0x0e, 0x02, 0x10, 0x0f, 0x01, 0x0c, 0x34, 0x17]),
+    );
     let b = body(&t);
-    assert_eq!(b[0], "Idx:14; [0x0e 0x02 0x10 ];\tI_CCNT_F1 : Cycle Count format 1.; Count=0x10; Commit(2)");
-    assert_eq!(b[1], "Idx:17; [0x0f 0x01 ];\tI_CCNT_F1 : Cycle Count format 1.; Count=0x0; Commit(1)");
-    assert_eq!(b[2], "Idx:19; [0x0c 0x34 ];\tI_CCNT_F2 : Cycle Count format 2.; Count=0x4; Commit(4)");
-    assert_eq!(b[3], "Idx:21; [0x17 ];\tI_CCNT_F3 : Cycle Count format 3.; Count=0x3; Commit(2)");
+    assert_eq!(
+        b[0],
+        "Idx:14; [0x0e 0x02 0x10 ];\tI_CCNT_F1 : Cycle Count format 1.; Count=0x10; Commit(2)"
+    );
+    assert_eq!(
+        b[1],
+        "Idx:17; [0x0f 0x01 ];\tI_CCNT_F1 : Cycle Count format 1.; Count=0x0; Commit(1)"
+    );
+    assert_eq!(
+        b[2],
+        "Idx:19; [0x0c 0x34 ];\tI_CCNT_F2 : Cycle Count format 2.; Count=0x4; Commit(4)"
+    );
+    assert_eq!(
+        b[3],
+        "Idx:21; [0x17 ];\tI_CCNT_F3 : Cycle Count format 3.; Count=0x3; Commit(2)"
+    );
     // COMMOPT=1: no commit sections.
     let t = list_packets(a_cfg(), &with_sync(&[0x01, 0x00, 0x0e, 0x10, 0x0d, 0xf6]));
     let b = body(&t);
-    assert_eq!(b[0], "Idx:14; [0x0e 0x10 ];\tI_CCNT_F1 : Cycle Count format 1.; Count=0x10");
-    assert_eq!(b[1], "Idx:16; [0x0d 0xf6 ];\tI_CCNT_F2 : Cycle Count format 2.; Count=0x6");
+    assert_eq!(
+        b[0],
+        "Idx:14; [0x0e 0x10 ];\tI_CCNT_F1 : Cycle Count format 1.; Count=0x10"
+    );
+    assert_eq!(
+        b[1],
+        "Idx:16; [0x0d 0xf6 ];\tI_CCNT_F2 : Cycle Count format 2.; Count=0x6"
+    );
 }
 
 #[test]
 fn speculation_packets() {
-    let t = list_packets(a_cfg(), &with_sync(&[0x01, 0x00, 0x2d, 0x74, 0x2e, 0x03, 0x2f, 0x02, 0x30, 0x31, 0x35, 0x3b]));
+    let t = list_packets(
+        a_cfg(),
+        &with_sync(&[0x01, 0x00, 0x2d, 0x74, 0x2e, 0x03, 0x2f, 0x02, 0x30, 0x31, 0x35, 0x3b]),
+    );
     let b = body(&t);
     assert_eq!(b[0], "Idx:14; [0x2d 0x74 ];\tI_COMMIT : Commit; Commit(116)");
     assert_eq!(b[1], "Idx:16; [0x2e 0x03 ];\tI_CANCEL_F1 : Cancel Format 1.; Cancel(3)");
-    assert_eq!(b[2], "Idx:18; [0x2f 0x02 ];\tI_CANCEL_F1_MISPRED : Cancel Format 1 + Mispredict.; Cancel(2), Mispredict");
+    assert_eq!(
+        b[2],
+        "Idx:18; [0x2f 0x02 ];\tI_CANCEL_F1_MISPRED : Cancel Format 1 + Mispredict.; Cancel(2), Mispredict"
+    );
     assert_eq!(b[3], "Idx:20; [0x30 ];\tI_MISPREDICT : Mispredict.; Mispredict");
-    assert_eq!(b[4], "Idx:21; [0x31 ];\tI_MISPREDICT : Mispredict.; Atom: E, Mispredict");
-    assert_eq!(b[5], "Idx:22; [0x35 ];\tI_CANCEL_F2 : Cancel Format 2.; Atom: E, Cancel(1), Mispredict");
-    assert_eq!(b[6], "Idx:23; [0x3b ];\tI_CANCEL_F3 : Cancel Format 3.; Atom: E, Cancel(3), Mispredict");
+    assert_eq!(
+        b[4],
+        "Idx:21; [0x31 ];\tI_MISPREDICT : Mispredict.; Atom: E, Mispredict"
+    );
+    assert_eq!(
+        b[5],
+        "Idx:22; [0x35 ];\tI_CANCEL_F2 : Cancel Format 2.; Atom: E, Cancel(1), Mispredict"
+    );
+    assert_eq!(
+        b[6],
+        "Idx:23; [0x3b ];\tI_CANCEL_F3 : Cancel Format 3.; Atom: E, Cancel(3), Mispredict"
+    );
 }
 
 #[test]
 fn exceptions_and_returns() {
     let t = list_packets(a_cfg(), &with_sync(&[0x01, 0x00, 0x06, 0x05, 0x06, 0x5c, 0x07]));
     let b = body(&t);
-    assert_eq!(b[0], "Idx:14; [0x06 0x05 ];\tI_EXCEPT : Exception.;  Call; Ret Addr Follows;");
-    assert_eq!(b[1], "Idx:16; [0x06 0x5c ];\tI_EXCEPT : Exception.;  IRQ; Ret Addr Follows, Match Prev;");
+    assert_eq!(
+        b[0],
+        "Idx:14; [0x06 0x05 ];\tI_EXCEPT : Exception.;  Call; Ret Addr Follows;"
+    );
+    assert_eq!(
+        b[1],
+        "Idx:16; [0x06 0x5c ];\tI_EXCEPT : Exception.;  IRQ; Ret Addr Follows, Match Prev;"
+    );
     assert_eq!(b[2], "Idx:18; [0x07 ];\tI_EXCEPT_RTN : Exception Return.");
     // M profile: extended exception number and fault pending.
     let mut m = a_cfg();
     m.arch = ArchProfile::new(ArchVersion::V8r3, CoreProfile::CortexM);
     let t = list_packets(m, &with_sync(&[0x01, 0x00, 0x06, 0xb6, 0x30, 0x06, 0x07]));
     let b = body(&t);
-    assert_eq!(b[0], "Idx:14; [0x06 0xb6 0x30 ];\tI_EXCEPT : Exception.;  IRQ27; Fault Pending;");
-    assert_eq!(b[1], "Idx:17; [0x06 0x07 ];\tI_EXCEPT : Exception.;  HardFault; Ret Addr Follows;");
+    assert_eq!(
+        b[0],
+        "Idx:14; [0x06 0xb6 0x30 ];\tI_EXCEPT : Exception.;  IRQ27; Fault Pending;"
+    );
+    assert_eq!(
+        b[1],
+        "Idx:17; [0x06 0x07 ];\tI_EXCEPT : Exception.;  HardFault; Ret Addr Follows;"
+    );
 }
 
 #[test]
@@ -225,11 +298,20 @@ fn events_ignore_and_function_return() {
 
 #[test]
 fn context_packets() {
-    let t = list_packets(a_cfg(), &with_sync(&[0x01, 0x00, 0x80, 0x81, 0x31, 0x81, 0xf2, 0x07, 0x78, 0x56, 0x34, 0x12]));
+    let t = list_packets(
+        a_cfg(),
+        &with_sync(&[0x01, 0x00, 0x80, 0x81, 0x31, 0x81, 0xf2, 0x07, 0x78, 0x56, 0x34, 0x12]),
+    );
     let b = body(&t);
     assert_eq!(b[0], "Idx:14; [0x80 ];\tI_CTXT : Context Packet.; Ctxt: Same");
-    assert_eq!(b[1], "Idx:15; [0x81 0x31 ];\tI_CTXT : Context Packet.; Ctxt: AArch64,EL1, NS; ");
-    assert_eq!(b[2], "Idx:17; [0x81 0xf2 0x07 0x78 0x56 0x34 0x12 ];\tI_CTXT : Context Packet.; Ctxt: AArch64,EL2, NS; CID=0x12345678; VMID=0x0007; ");
+    assert_eq!(
+        b[1],
+        "Idx:15; [0x81 0x31 ];\tI_CTXT : Context Packet.; Ctxt: AArch64,EL1, NS; "
+    );
+    assert_eq!(
+        b[2],
+        "Idx:17; [0x81 0xf2 0x07 0x78 0x56 0x34 0x12 ];\tI_CTXT : Context Packet.; Ctxt: AArch64,EL2, NS; CID=0x12345678; VMID=0x0007; "
+    );
 }
 
 #[test]
@@ -246,22 +328,47 @@ fn address_packets_and_history() {
     ]);
     let t = list_packets(a_cfg(), &data);
     let b = body(&t);
-    assert_eq!(b[0], "Idx:14; [0x9d 0x12 0x5a 0xfe 0xff 0x00 0x00 0x00 0x00 ];\tI_ADDR_L_64IS0 : Address, Long, 64 bit, IS0.; Addr=0x00000000FFFEB448; ");
-    assert_eq!(b[1], "Idx:23; [0x95 0xaf 0x17 ];\tI_ADDR_S_IS0 : Address, Short, IS0.; Addr=0x00000000FFFE2EBC ~[0x2EBC]");
-    assert_eq!(b[2], "Idx:26; [0x95 0x3d ];\tI_ADDR_S_IS0 : Address, Short, IS0.; Addr=0x00000000FFFE2EF4 ~[0xF4]");
-    assert_eq!(b[3], "Idx:28; [0x9a 0x1c 0x4b 0x08 0x00 ];\tI_ADDR_L_32IS0 : Address, Long, 32 bit, IS0.; Addr=0x0000000000089670; ");
-    assert_eq!(b[4], "Idx:33; [0x90 ];\tI_ADDR_MATCH : Exact Address Match., [0]; Addr=0x0000000000089670; ");
+    assert_eq!(
+        b[0],
+        "Idx:14; [0x9d 0x12 0x5a 0xfe 0xff 0x00 0x00 0x00 0x00 ];\tI_ADDR_L_64IS0 : Address, Long, 64 bit, IS0.; Addr=0x00000000FFFEB448; "
+    );
+    assert_eq!(
+        b[1],
+        "Idx:23; [0x95 0xaf 0x17 ];\tI_ADDR_S_IS0 : Address, Short, IS0.; Addr=0x00000000FFFE2EBC ~[0x2EBC]"
+    );
+    assert_eq!(
+        b[2],
+        "Idx:26; [0x95 0x3d ];\tI_ADDR_S_IS0 : Address, Short, IS0.; Addr=0x00000000FFFE2EF4 ~[0xF4]"
+    );
+    assert_eq!(
+        b[3],
+        "Idx:28; [0x9a 0x1c 0x4b 0x08 0x00 ];\tI_ADDR_L_32IS0 : Address, Long, 32 bit, IS0.; Addr=0x0000000000089670; "
+    );
+    assert_eq!(
+        b[4],
+        "Idx:33; [0x90 ];\tI_ADDR_MATCH : Exact Address Match., [0]; Addr=0x0000000000089670; "
+    );
     // History now: 89670, 89670, FFFE2EF4.
-    assert_eq!(b[5], "Idx:34; [0x92 ];\tI_ADDR_MATCH : Exact Address Match., [2]; Addr=0x00000000FFFE2EF4; ");
-    assert_eq!(b[6], "Idx:35; [0x96 0x05 ];\tI_ADDR_S_IS1 : Address, Short, IS1.; Addr=0x00000000FFFE2E0A ~[0xA]");
-    assert_eq!(b[7], "Idx:37; [0x9b 0x03 0x80 0x00 0x00 ];\tI_ADDR_L_32IS1 : Address, Long, 32 bit, IS1.; Addr=0x0000000000008006; ");
+    assert_eq!(
+        b[5],
+        "Idx:34; [0x92 ];\tI_ADDR_MATCH : Exact Address Match., [2]; Addr=0x00000000FFFE2EF4; "
+    );
+    assert_eq!(
+        b[6],
+        "Idx:35; [0x96 0x05 ];\tI_ADDR_S_IS1 : Address, Short, IS1.; Addr=0x00000000FFFE2E0A ~[0xA]"
+    );
+    assert_eq!(
+        b[7],
+        "Idx:37; [0x9b 0x03 0x80 0x00 0x00 ];\tI_ADDR_L_32IS1 : Address, Long, 32 bit, IS1.; Addr=0x0000000000008006; "
+    );
 }
 
 #[test]
 fn address_with_context_packets() {
     let data = with_sync(&[
         0x01, 0x00, //
-        0x85, 0x00, 0x1a, 0x08, 0x00, 0xc0, 0xff, 0xff, 0xff, 0xf1, 0x00, 0x10, 0x00, 0x00, 0x00, // 64 IS0 + VMID + CID
+        0x85, 0x00, 0x1a, 0x08, 0x00, 0xc0, 0xff, 0xff, 0xff, 0xf1, 0x00, 0x10, 0x00, 0x00,
+        0x00, // 64 IS0 + VMID + CID
         0x83, 0x01, 0x9a, 0x4f, 0x00, 0x00, // 32 IS1, AArch32 EL0 S
         0x82, 0x04, 0x00, 0x01, 0x00, 0x21, // 32 IS0, AArch32 EL1 NS
         0x86, 0x01, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x30, // 64 IS1
@@ -272,8 +379,14 @@ fn address_with_context_packets() {
         b[0],
         "Idx:14; [0x85 0x00 0x1a 0x08 0x00 0xc0 0xff 0xff 0xff 0xf1 0x00 0x10 0x00 0x00 0x00 ];\tI_ADDR_CTXT_L_64IS0 : Address & Context, Long, 64 bit, IS0.; Addr=0xFFFFFFC000083400; Ctxt: AArch64,EL1, NS; CID=0x00000010; VMID=0x0000; "
     );
-    assert_eq!(b[1], "Idx:29; [0x83 0x01 0x9a 0x4f 0x00 0x00 ];\tI_ADDR_CTXT_L_32IS1 : Address & Context, Long, 32 bit, IS1.; Addr=0xFFFFFFC0004F9A02; Ctxt: AArch32, EL0, S; ");
-    assert_eq!(b[2], "Idx:35; [0x82 0x04 0x00 0x01 0x00 0x21 ];\tI_ADDR_CTXT_L_32IS0 : Address & Context, Long, 32 bit, IS0.; Addr=0x0000000000010010; Ctxt: AArch32, EL1, NS; ");
+    assert_eq!(
+        b[1],
+        "Idx:29; [0x83 0x01 0x9a 0x4f 0x00 0x00 ];\tI_ADDR_CTXT_L_32IS1 : Address & Context, Long, 32 bit, IS1.; Addr=0xFFFFFFC0004F9A02; Ctxt: AArch32, EL0, S; "
+    );
+    assert_eq!(
+        b[2],
+        "Idx:35; [0x82 0x04 0x00 0x01 0x00 0x21 ];\tI_ADDR_CTXT_L_32IS0 : Address & Context, Long, 32 bit, IS0.; Addr=0x0000000000010010; Ctxt: AArch32, EL1, NS; "
+    );
     assert_eq!(
         b[3],
         "Idx:41; [0x86 0x01 0x00 0x00 0x01 0x00 0x00 0x00 0x00 0x30 ];\tI_ADDR_CTXT_L_64IS1 : Address & Context, Long, 64 bit, IS1.; Addr=0x0000000001000002; Ctxt: AArch64,EL0, NS; "
@@ -282,8 +395,17 @@ fn address_with_context_packets() {
 
 #[test]
 fn atom_formats() {
-    let t = list_packets(a_cfg(), &with_sync(&[0x01, 0x00, 0xf7, 0xf6, 0xda, 0xfd, 0xdc, 0xdd, 0xde, 0xdf, 0xd5, 0xd6, 0xd7, 0xf5, 0xe0, 0xe4, 0xd4]));
-    let atoms: Vec<String> = body(&t).iter().take(15).map(|l| l.split('\t').nth(1).unwrap_or("").to_string()).collect();
+    let t = list_packets(
+        a_cfg(),
+        &with_sync(&[
+            0x01, 0x00, 0xf7, 0xf6, 0xda, 0xfd, 0xdc, 0xdd, 0xde, 0xdf, 0xd5, 0xd6, 0xd7, 0xf5, 0xe0, 0xe4, 0xd4,
+        ]),
+    );
+    let atoms: Vec<String> = body(&t)
+        .iter()
+        .take(15)
+        .map(|l| l.split('\t').nth(1).unwrap_or("").to_string())
+        .collect();
     assert_eq!(
         atoms,
         [
@@ -310,24 +432,40 @@ fn atom_formats() {
 fn q_packets() {
     let mut cfg = a_cfg();
     cfg.idr0 |= 0x3 << 15; // full Q support
-    let data = with_sync(&[0x01, 0x00, 0x9a, 0x00, 0x08, 0x00, 0x00, 0xa0, 0x05, 0xa5, 0x10, 0x03, 0xaf, 0xac, 0x81, 0x01]);
+    let data = with_sync(&[
+        0x01, 0x00, 0x9a, 0x00, 0x08, 0x00, 0x00, 0xa0, 0x05, 0xa5, 0x10, 0x03, 0xaf, 0xac, 0x81, 0x01,
+    ]);
     let t = list_packets(cfg, &data);
     let b = body(&t);
-    assert_eq!(b[1], "Idx:19; [0xa0 0x05 ];\tI_Q : Q Packet.; Count(5); [0]; Addr=0x0000000000001000 ~[0x1000]");
-    assert_eq!(b[2], "Idx:21; [0xa5 0x10 0x03 ];\tI_Q : Q Packet.; Count(3); Addr=0x0000000000001040 ~[0x40]");
+    assert_eq!(
+        b[1],
+        "Idx:19; [0xa0 0x05 ];\tI_Q : Q Packet.; Count(5); [0]; Addr=0x0000000000001000 ~[0x1000]"
+    );
+    assert_eq!(
+        b[2],
+        "Idx:21; [0xa5 0x10 0x03 ];\tI_Q : Q Packet.; Count(3); Addr=0x0000000000001040 ~[0x40]"
+    );
     assert_eq!(b[3], "Idx:24; [0xaf ];\tI_Q : Q Packet.; Count(Unknown)");
     assert_eq!(b[4], "Idx:25; [0xac 0x81 0x01 ];\tI_Q : Q Packet.; Count(129)");
 }
 
 #[test]
 fn overflow_discard_and_bad_sequences() {
-    let data = with_sync(&[0x01, 0x00, 0x00, 0x05, 0x00, 0x03, 0x00, 0x07, 0x00, 0x00, 0x00, 0x13, 0xf7]);
+    let data = with_sync(&[
+        0x01, 0x00, 0x00, 0x05, 0x00, 0x03, 0x00, 0x07, 0x00, 0x00, 0x00, 0x13, 0xf7,
+    ]);
     let t = list_packets(a_cfg(), &data);
     let b = body(&t);
     assert_eq!(b[0], "Idx:14; [0x00 0x05 ];\tI_OVERFLOW : Overflow.");
     assert_eq!(b[1], "Idx:16; [0x00 0x03 ];\tI_DISCARD : Discard.");
-    assert_eq!(b[2], "Idx:18; [0x00 0x07 ];\tI_BAD_SEQUENCE : Invalid Sequence in packet.[I_EXTENSION]");
-    assert_eq!(b[3], "Idx:20; [0x00 0x00 0x00 0x13 ];\tI_BAD_SEQUENCE : Invalid Sequence in packet.[I_ASYNC]");
+    assert_eq!(
+        b[2],
+        "Idx:18; [0x00 0x07 ];\tI_BAD_SEQUENCE : Invalid Sequence in packet.[I_EXTENSION]"
+    );
+    assert_eq!(
+        b[3],
+        "Idx:20; [0x00 0x00 0x00 0x13 ];\tI_BAD_SEQUENCE : Invalid Sequence in packet.[I_ASYNC]"
+    );
     assert_eq!(b[4], "Idx:24; [0xf7 ];\tI_ATOM_F1 : Atom format 1.; E");
 }
 
@@ -350,14 +488,20 @@ fn reserved_headers_raise_errors_and_resync() {
     );
     // Reserved in this configuration only: passed on without an error of
     // its own (the decoder reports it), as OpenCSD 1.8.0 does.
-    assert_eq!(b[3], "Idx:18; [0x40 ];\tI_RESERVED_CFG : Reserved header for current configuration.[I_COND_I_F2]");
+    assert_eq!(
+        b[3],
+        "Idx:18; [0x40 ];\tI_RESERVED_CFG : Reserved header for current configuration.[I_COND_I_F2]"
+    );
     assert_eq!(b[4], "Idx:19; [0xfe ];\tI_ATOM_F3 : Atom format 3.; NEE");
 }
 
 #[test]
 fn incomplete_packet_at_end_of_trace() {
     let t = list_packets(a_cfg(), &with_sync(&[0x01, 0x00, 0x9d, 0x12, 0x5a]));
-    assert_eq!(body(&t)[0], "Idx:14; [0x9d 0x12 0x5a ];\tI_INCOMPLETE_EOT : Incomplete packet at end of trace.[I_ADDR_L_64IS0]");
+    assert_eq!(
+        body(&t)[0],
+        "Idx:14; [0x9d 0x12 0x5a ];\tI_INCOMPLETE_EOT : Incomplete packet at end of trace.[I_ADDR_L_64IS0]"
+    );
 }
 
 #[test]
@@ -365,9 +509,15 @@ fn reset_loses_sync_and_waits_stop_processing() {
     let (mut proc, text) = proc_with_log(a_cfg());
     let mut mon = Mon(text.clone());
     let count = Arc::new(Lock::new(0));
-    let mut sink = Sink { count: count.clone(), resp: DatapathResp::Wait };
+    let mut sink = Sink {
+        count: count.clone(),
+        resp: DatapathResp::Wait,
+    };
     let data = with_sync(&[0xf7, 0xf6, 0xf7]);
-    let mut out = PacketOut { mon: Some(&mut mon), sink: Some(&mut sink) };
+    let mut out = PacketOut {
+        mon: Some(&mut mon),
+        sink: Some(&mut sink),
+    };
     // Each packet is followed by a wait: one packet per call.
     let (r, used) = proc.process(0, &data, &mut out);
     assert_eq!((r, used), (DatapathResp::Wait, 12));
@@ -411,10 +561,20 @@ pub(crate) struct DecodeRun {
 
 /// Decodes `trace` for `cfg` against `images` (address, bytes), with the
 /// element sink answering `Wait` `waits` times.
-pub(crate) fn decode(cfg: EtmV4Config, images: &[(u64, Vec<u8>)], trace: &[u8], options: DecoderOptions, waits: u32) -> DecodeRun {
+pub(crate) fn decode(
+    cfg: EtmV4Config,
+    images: &[(u64, Vec<u8>)],
+    trace: &[u8],
+    options: DecoderOptions,
+    waits: u32,
+) -> DecodeRun {
     let mut mapper = MemAccMapper::default();
     for (addr, bytes) in images {
-        mapper.add_accessor(Box::new(BufferAccessor::new(*addr, bytes.clone(), MemSpace::ANY).unwrap())).unwrap();
+        mapper
+            .add_accessor(Box::new(
+                BufferAccessor::new(*addr, bytes.clone(), MemSpace::ANY).unwrap(),
+            ))
+            .unwrap();
     }
     let err_out = shared(MsgLogger::capture());
     let err_log = shared(ErrorLogger::new(Severity::Info, Some(err_out.clone())));
@@ -483,11 +643,16 @@ fn a64_program() -> Vec<u8> {
 /// Trace preamble: async, trace info, trace on, address + context
 /// (0x1000, AArch64 EL1 NS).
 fn preamble() -> Vec<u8> {
-    with_sync(&[0x01, 0x00, 0x04, 0x85, 0x00, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x31])
+    with_sync(&[
+        0x01, 0x00, 0x04, 0x85, 0x00, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x31,
+    ])
 }
 
 fn cfg_dec() -> EtmV4Config {
-    EtmV4Config { traceidr: 0x10, ..a_cfg() }
+    EtmV4Config {
+        traceidr: 0x10,
+        ..a_cfg()
+    }
 }
 
 #[test]
@@ -516,7 +681,13 @@ fn decode_atoms_branches_and_address() {
     );
     assert_eq!(run.errors, "");
     // The same with the sink waiting on every element.
-    let waited = decode(cfg_dec(), &[(0x1000, a64_program())], &t, DecoderOptions::default(), 1000);
+    let waited = decode(
+        cfg_dec(),
+        &[(0x1000, a64_program())],
+        &t,
+        DecoderOptions::default(),
+        1000,
+    );
     assert_eq!(waited.elems, run.elems);
 }
 
@@ -524,7 +695,13 @@ fn decode_atoms_branches_and_address() {
 fn decode_memory_not_accessible() {
     let mut t = preamble();
     t.extend_from_slice(&[0xf7, 0x9a, 0x00, 0x40, 0x00, 0x00, 0xf7]); // E, address 0x8000 (unmapped), E
-    let run = decode(cfg_dec(), &[(0x1000, a64_program()[..12].to_vec())], &t, DecoderOptions::default(), 0);
+    let run = decode(
+        cfg_dec(),
+        &[(0x1000, a64_program()[..12].to_vec())],
+        &t,
+        DecoderOptions::default(),
+        0,
+    );
     assert_eq!(
         &run.elems[3..],
         [
@@ -536,7 +713,13 @@ fn decode_memory_not_accessible() {
     // Walking off the end of an image: the range so far, then NACC.
     let mut t = preamble();
     t.extend_from_slice(&[0x95, 0x01, 0xf7]); // address 0x1004 (9 bits), E
-    let run = decode(cfg_dec(), &[(0x1000, a64(&[NOP, NOP, NOP]))], &t, DecoderOptions::default(), 0);
+    let run = decode(
+        cfg_dec(),
+        &[(0x1000, a64(&[NOP, NOP, NOP]))],
+        &t,
+        DecoderOptions::default(),
+        0,
+    );
     assert_eq!(
         &run.elems[3..],
         [
@@ -597,7 +780,10 @@ fn decode_bad_opcode_error_and_resync() {
     t.extend_from_slice(&[0x95, 0x0a, 0xf6, 0xf7, 0xf7]); // address 0x1028; N (bl), E, E
     t.extend_from_slice(&ASYNC);
     t.extend_from_slice(&[0x01, 0x00, 0x9d, 0x00, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xf7]);
-    let opts = DecoderOptions { aa64_opcode_check: true, ..Default::default() };
+    let opts = DecoderOptions {
+        aa64_opcode_check: true,
+        ..Default::default()
+    };
     let run = decode(cfg_dec(), &[(0x1000, a64_program())], &t, opts, 0);
     assert_eq!(
         &run.elems[3..],
@@ -614,14 +800,21 @@ fn decode_bad_opcode_error_and_resync() {
     );
     // Without the check the zero word is an ordinary instruction.
     let run = decode(cfg_dec(), &[(0x1000, a64_program())], &t, DecoderOptions::default(), 0);
-    assert!(run.elems[4].contains("exec range=0x102c:[0x103c] num_i(4)"), "{:?}", run.elems);
+    assert!(
+        run.elems[4].contains("exec range=0x102c:[0x103c] num_i(4)"),
+        "{:?}",
+        run.elems
+    );
 }
 
 #[test]
 fn decode_range_limit() {
     let mut t = preamble();
     t.extend_from_slice(&[0x95, 0x0c, 0xf7]); // 0x1030: nop, svc (not a waypoint), nop, then off the image
-    let opts = DecoderOptions { instr_range_limit: 2, ..Default::default() };
+    let opts = DecoderOptions {
+        instr_range_limit: 2,
+        ..Default::default()
+    };
     let run = decode(cfg_dec(), &[(0x1000, a64_program())], &t, opts, 0);
     assert_eq!(run.elems[3], "Idx:27; ID:10; OCSD_GEN_TRC_ELEM_NO_SYNC( [bad-packet])");
     assert_eq!(
@@ -662,7 +855,9 @@ fn decode_overflow_discards_and_resyncs() {
     let mut t = preamble();
     t.extend_from_slice(&[0xf7, 0x00, 0x05]);
     t.extend_from_slice(&ASYNC);
-    t.extend_from_slice(&[0x01, 0x00, 0x04, 0x85, 0x00, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x31, 0xf7, 0x2d, 0x01]);
+    t.extend_from_slice(&[
+        0x01, 0x00, 0x04, 0x85, 0x00, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x31, 0xf7, 0x2d, 0x01,
+    ]);
     let run = decode(cfg, &[(0x1000, a64_program())], &t, DecoderOptions::default(), 0);
     assert_eq!(
         &run.elems[1..],
@@ -691,7 +886,11 @@ fn decode_bad_packet_resyncs() {
             "Idx:40; ID:10; OCSD_GEN_TRC_ELEM_EO_TRACE( [end-of-trace])",
         ]
     );
-    assert!(run.errors.contains("TrcIdx=26; CS ID=10; Reserved packet header"), "{}", run.errors);
+    assert!(
+        run.errors.contains("TrcIdx=26; CS ID=10; Reserved packet header"),
+        "{}",
+        run.errors
+    );
 }
 
 #[test]
@@ -713,9 +912,9 @@ fn decode_m_profile_thumb() {
         0xbf00,    // 0x2006 nop
         0x4770,    // 0x2008 bx lr
         0xf000, 0xf802, // 0x200a bl 0x2012
-        0xbf00,    // 0x200e
-        0xbf00,    // 0x2010
-        0x4770,    // 0x2012 bx lr
+        0xbf00, // 0x200e
+        0xbf00, // 0x2010
+        0x4770, // 0x2012 bx lr
     ]
     .iter()
     .flat_map(|h| h.to_le_bytes())
@@ -774,7 +973,8 @@ fn packets_only_component_lists_packets() {
     };
     let out = shared(MsgLogger::capture());
     let mut comp = create_component("ETMV4I", a_cfg(), &ctx);
-    comp.attach_packet_printer(crate::printers::PacketPrinter::new(1, out.clone()), false).unwrap();
+    comp.attach_packet_printer(crate::printers::PacketPrinter::new(1, out.clone()), false)
+        .unwrap();
     let data = with_sync(&[0x01, 0x00, 0xf7]);
     let (r, used) = comp.trace_data_in(DatapathOp::Data, 0, &data);
     assert_eq!((r, used), (DatapathResp::Cont, data.len()));
@@ -793,7 +993,11 @@ fn factory_reads_registers() {
     let f = factory();
     assert_eq!(f.protocol_name(), "ETMV4I");
     let cfg = crate::decoder::SourceConfig {
-        regs: vec![("TRCTRACEIDR".into(), 0x12), ("TRCIDR2".into(), 0x488), ("TRCCONFIGR".into(), 0xC1)],
+        regs: vec![
+            ("TRCTRACEIDR".into(), 0x12),
+            ("TRCIDR2".into(), 0x488),
+            ("TRCCONFIGR".into(), 0xC1),
+        ],
         ..Default::default()
     };
     assert_eq!(f.trace_id(&cfg), 0x12);
@@ -806,13 +1010,24 @@ fn decode_inconsistent_image_checks() {
     // N atom on the unconditional `b` at 0x1008.
     let mut t = preamble();
     t.extend_from_slice(&[0xf6]);
-    let opts = DecoderOptions { direct_br_cond: true, ..Default::default() };
+    let opts = DecoderOptions {
+        direct_br_cond: true,
+        ..Default::default()
+    };
     let run = decode(cfg_dec(), &[(0x1000, a64_program())], &t, opts, 0);
     assert_eq!(run.elems[3], "Idx:25; ID:10; OCSD_GEN_TRC_ELEM_NO_SYNC( [bad-packet])");
-    assert!(run.errors.contains("(OCSD_ERR_BAD_DECODE_IMAGE)") && run.errors.contains("TrcIdx=25; CS ID=10;"), "{}", run.errors);
+    assert!(
+        run.errors.contains("(OCSD_ERR_BAD_DECODE_IMAGE)") && run.errors.contains("TrcIdx=25; CS ID=10;"),
+        "{}",
+        run.errors
+    );
     // Without the check the N atom is followed.
     let run = decode(cfg_dec(), &[(0x1000, a64_program())], &t, DecoderOptions::default(), 0);
-    assert!(run.elems[3].contains("exec range=0x1000:[0x100c] num_i(3) last_sz(4) (ISA=A64) N BR"), "{:?}", run.elems);
+    assert!(
+        run.elems[3].contains("exec range=0x1000:[0x100c] num_i(3) last_sz(4) (ISA=A64) N BR"),
+        "{:?}",
+        run.elems
+    );
 }
 
 #[test]
@@ -850,9 +1065,22 @@ fn random_input_never_panics() {
                 }
                 data.push(next() as u8);
             }
-            let opts = DecoderOptions { range_cont: round & 1 == 1, strict_br_cond: round & 2 == 2, ..Default::default() };
-            let run = decode(cfg.clone(), &[(0x1000, image.clone())], &data, opts, (n * round) as u32 * 7);
-            assert!(run.elems.last().is_some_and(|e| e.contains("EO_TRACE")), "cfg {n} round {round}");
+            let opts = DecoderOptions {
+                range_cont: round & 1 == 1,
+                strict_br_cond: round & 2 == 2,
+                ..Default::default()
+            };
+            let run = decode(
+                cfg.clone(),
+                &[(0x1000, image.clone())],
+                &data,
+                opts,
+                (n * round) as u32 * 7,
+            );
+            assert!(
+                run.elems.last().is_some_and(|e| e.contains("EO_TRACE")),
+                "cfg {n} round {round}"
+            );
         }
     }
 }
@@ -868,7 +1096,9 @@ fn maximal_speculation_depth_and_trace_info_spec_field_stay_bounded() {
     let mut cfg = cfg_dec();
     cfg.idr8 = 0xFFFF_FFFF;
     let mut t = with_sync(&[0x01, 0x04, 0xff, 0xff, 0xff, 0xff, 0x0f]); // Trace Info, SPEC=0xffffffff
-    t.extend_from_slice(&[0x04, 0x85, 0x00, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x31, 0xf7, 0x2d, 0x01]);
+    t.extend_from_slice(&[
+        0x04, 0x85, 0x00, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x31, 0xf7, 0x2d, 0x01,
+    ]);
     let run = decode(cfg, &[(0x1000, a64_program())], &t, DecoderOptions::default(), 0);
     assert_eq!(
         run.elems,

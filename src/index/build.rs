@@ -26,7 +26,11 @@ pub struct IndexOptions {
 
 impl Default for IndexOptions {
     fn default() -> Self {
-        IndexOptions { granularity: 4096, block: 64 * 1024, limit: None }
+        IndexOptions {
+            granularity: 4096,
+            block: 64 * 1024,
+            limit: None,
+        }
     }
 }
 
@@ -39,7 +43,11 @@ impl Default for IndexOptions {
 /// then covers the bytes before it ([`CaptureIndex::indexed`]).
 pub fn build_index(tree: &mut DecodeTree, data: &[u8], opts: &IndexOptions) -> Result<CaptureIndex, Error> {
     let format = match tree.format() {
-        SourceFormat::Formatted(c) => IndexedFormat::Formatted { mem_aligned: c.mem_aligned, fsyncs: c.fsyncs, hsyncs: c.hsyncs },
+        SourceFormat::Formatted(c) => IndexedFormat::Formatted {
+            mem_aligned: c.mem_aligned,
+            fsyncs: c.fsyncs,
+            hsyncs: c.hsyncs,
+        },
         SourceFormat::Single => IndexedFormat::Single,
     };
     let mut streams = Vec::new();
@@ -52,7 +60,10 @@ pub fn build_index(tree: &mut DecodeTree, data: &[u8], opts: &IndexOptions) -> R
     }
     let source = match format {
         IndexedFormat::Formatted { .. } => {
-            let s = shared(SourceIndex { granularity: opts.granularity.max(16), ..SourceIndex::default() });
+            let s = shared(SourceIndex {
+                granularity: opts.granularity.max(16),
+                ..SourceIndex::default()
+            });
             tree.set_source_indexer(Box::new(SourceCollector::new(s.clone())))
                 .map_err(|e| Error::code(e, "the tree has no frame deformatter"))?;
             Some(s)
@@ -98,10 +109,20 @@ pub fn build_index(tree: &mut DecodeTree, data: &[u8], opts: &IndexOptions) -> R
     // The collectors stay attached to the tree; the entries are taken out.
     let streams = streams
         .into_iter()
-        .map(|(id, protocol, entries)| StreamIndex { id, protocol, entries: std::mem::take(&mut *entries.borrow_mut()) })
+        .map(|(id, protocol, entries)| StreamIndex {
+            id,
+            protocol,
+            entries: std::mem::take(&mut *entries.borrow_mut()),
+        })
         .collect();
     let source = source.map(|s| std::mem::take(&mut *s.borrow_mut()));
-    Ok(CaptureIndex { capture: CaptureId::of(data), format, indexed: 0..at as u64, source, streams })
+    Ok(CaptureIndex {
+        capture: CaptureId::of(data),
+        format,
+        indexed: 0..at as u64,
+        source,
+        streams,
+    })
 }
 
 /// A snapshot's trace buffer: its bytes (files concatenated) and where the
@@ -124,31 +145,46 @@ impl Capture {
         let snapshot = Snapshot::load(dir)?;
         let buffer = match buffer {
             Some(b) => b.to_string(),
-            None => snapshot
-                .buffer_names()
-                .first()
-                .map(|s| s.to_string())
-                .ok_or_else(|| Error::code(ErrCode::TestSnapshotRead, format!("{}: no trace buffer in the snapshot", dir.display())))?,
+            None => snapshot.buffer_names().first().map(|s| s.to_string()).ok_or_else(|| {
+                Error::code(
+                    ErrCode::TestSnapshotRead,
+                    format!("{}: no trace buffer in the snapshot", dir.display()),
+                )
+            })?,
         };
         let info = snapshot
             .buffer(&buffer)
-            .ok_or_else(|| Error::code(ErrCode::TestSnapshotRead, format!("{}: no trace buffer named '{buffer}'", dir.display())))?
+            .ok_or_else(|| {
+                Error::code(
+                    ErrCode::TestSnapshotRead,
+                    format!("{}: no trace buffer named '{buffer}'", dir.display()),
+                )
+            })?
             .clone();
         let paths = snapshot.buffer_paths(&info);
         let mut data = Vec::new();
         for p in &paths {
-            let bytes = std::fs::read(p).map_err(|e| Error::code(ErrCode::FileError, format!("{}: {e}", p.display())))?;
+            let bytes =
+                std::fs::read(p).map_err(|e| Error::code(ErrCode::FileError, format!("{}: {e}", p.display())))?;
             data.extend_from_slice(&bytes);
         }
         let path = paths.first().cloned().unwrap_or_else(|| dir.join(&buffer));
-        Ok(Capture { snapshot, buffer, data, path })
+        Ok(Capture {
+            snapshot,
+            buffer,
+            data,
+            path,
+        })
     }
 
     /// A tree for the buffer in `mode`, with `setup` run on it first.
     pub fn tree(&self, mode: DecodeMode, setup: impl FnOnce(&mut DecodeTree)) -> Result<DecodeTree, Error> {
-        self.snapshot
-            .build_tree(&self.buffer, mode, setup)?
-            .ok_or_else(|| Error::code(ErrCode::TestSsToDecoder, format!("no decoder could be created for buffer '{}'", self.buffer)))
+        self.snapshot.build_tree(&self.buffer, mode, setup)?.ok_or_else(|| {
+            Error::code(
+                ErrCode::TestSsToDecoder,
+                format!("no decoder could be created for buffer '{}'", self.buffer),
+            )
+        })
     }
 
     /// Indexes the buffer.

@@ -57,14 +57,14 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::reader::{ByteWindow, Piece};
 use super::CaptureIndex;
+use super::reader::{ByteWindow, Piece};
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use crate::element::{ElemType, TraceElement};
 use crate::errcode::ErrCode;
 use crate::error::Error;
 use crate::interfaces::{TrcDataIn, TrcGenElemIn};
-use crate::logger::{shared, Shared};
+use crate::logger::{Shared, shared};
 use crate::tree::{DecodeTree, SourceFormat};
 
 /// A window of one trace ID's elements.
@@ -109,7 +109,9 @@ impl TrcGenElemIn for Collect {
     }
     fn trace_elems_in(&mut self, trace_id: u8, elems: &[(TrcIndex, TraceElement)]) -> (DatapathResp, usize) {
         // A run at once: one lock, not one per element.
-        self.0.borrow_mut().extend(elems.iter().map(|(i, e)| (*i, trace_id, *e)));
+        self.0
+            .borrow_mut()
+            .extend(elems.iter().map(|(i, e)| (*i, trace_id, *e)));
         (DatapathResp::Cont, elems.len())
     }
 }
@@ -163,7 +165,8 @@ fn feed_range(
             let cp = ix.source.as_ref().and_then(|s| s.checkpoint_before(start));
             let from = match cp {
                 Some(cp) => {
-                    tree.resume_at_frame(cp.id).map_err(|e| Error::code(e, "resuming the deformatter"))?;
+                    tree.resume_at_frame(cp.id)
+                        .map_err(|e| Error::code(e, "resuming the deformatter"))?;
                     cp.frame
                 }
                 None => 0,
@@ -192,8 +195,16 @@ fn feed_range(
         }
         drained();
         if r.is_fatal() {
-            let msg = tree.error_logger().borrow().last_error().map(|e| e.to_string()).unwrap_or_default();
-            return Err(Error::code(ErrCode::Fail, format!("decoding trace ID 0x{id:02x} from byte {start}: fatal error at byte {at}: {msg}")));
+            let msg = tree
+                .error_logger()
+                .borrow()
+                .last_error()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            return Err(Error::code(
+                ErrCode::Fail,
+                format!("decoding trace ID 0x{id:02x} from byte {start}: fatal error at byte {at}: {msg}"),
+            ));
         }
         if used == 0 {
             break;
@@ -214,17 +225,32 @@ fn feed_range(
 /// before it; `tree` is a fresh full-decode tree for the capture. The
 /// elements are those the full decode gives in the window, with the
 /// exception at the start described in the module documentation.
-pub fn decode_window(ix: &CaptureIndex, data: &[u8], id: u8, window: Window, tree: DecodeTree) -> Result<WindowDecode, Error> {
+pub fn decode_window(
+    ix: &CaptureIndex,
+    data: &[u8],
+    id: u8,
+    window: Window,
+    tree: DecodeTree,
+) -> Result<WindowDecode, Error> {
     let no = |what: String| Error::code(ErrCode::InvalidParamVal, what);
     let w = match window {
-        Window::Bytes { from, to } => ix.byte_window(id, from, to).ok_or_else(|| no(format!("trace ID 0x{id:02x} has no sync point to decode bytes {from}..{to} from")))?,
-        Window::Time { from_ts, to_ts } => ix
-            .time_window(id, from_ts, to_ts)
-            .ok_or_else(|| no(format!("trace ID 0x{id:02x} has no timestamp in {from_ts}..={to_ts} after a sync point")))?,
+        Window::Bytes { from, to } => ix.byte_window(id, from, to).ok_or_else(|| {
+            no(format!(
+                "trace ID 0x{id:02x} has no sync point to decode bytes {from}..{to} from"
+            ))
+        })?,
+        Window::Time { from_ts, to_ts } => ix.time_window(id, from_ts, to_ts).ok_or_else(|| {
+            no(format!(
+                "trace ID 0x{id:02x} has no timestamp in {from_ts}..={to_ts} after a sync point"
+            ))
+        })?,
     };
     // Decode on to the next sync point past the window, so everything the
     // window's packets produce is out.
-    let feed_end = ix.syncs_from(id, w.end).next().map_or(ix.indexed.end, |e| e.index.max(w.end));
+    let feed_end = ix
+        .syncs_from(id, w.end)
+        .next()
+        .map_or(ix.indexed.end, |e| e.index.max(w.end));
     let mut elements = Vec::new();
     let mut now: Option<u64> = None;
     decode_range(ix, data, id, w.start, feed_end, tree, &mut |e: &Element| {
@@ -285,16 +311,37 @@ where
 }
 
 /// Decodes `piece` with `tree`, folding its elements into a fresh `R`.
-fn decode_piece<R, F>(ix: &CaptureIndex, data: &[u8], piece: Piece, mut tree: DecodeTree, fold: &Arc<F>) -> Result<R, Error>
+fn decode_piece<R, F>(
+    ix: &CaptureIndex,
+    data: &[u8],
+    piece: Piece,
+    mut tree: DecodeTree,
+    fold: &Arc<F>,
+) -> Result<R, Error>
 where
     R: Default + Send + 'static,
     F: Fn(&mut R, TrcIndex, &TraceElement) + Send + Sync + 'static,
 {
     let done = shared(None);
-    let sink = FoldSink { acc: R::default(), fold: fold.clone(), from: piece.start, len: piece.end.saturating_sub(piece.start), done: done.clone() };
+    let sink = FoldSink {
+        acc: R::default(),
+        fold: fold.clone(),
+        from: piece.start,
+        len: piece.end.saturating_sub(piece.start),
+        done: done.clone(),
+    };
     tree.set_gen_elem_out(Box::new(sink));
     // Nothing is collected: the whole piece goes in at once.
-    feed_range(ix, data, piece.id, piece.start, piece.end, &mut tree, usize::MAX, &mut || {})?;
+    feed_range(
+        ix,
+        data,
+        piece.id,
+        piece.start,
+        piece.end,
+        &mut tree,
+        usize::MAX,
+        &mut || {},
+    )?;
     // Dropping the tree drops the sink, which hands the result over.
     drop(tree);
     let acc = done.borrow_mut().take();
@@ -304,7 +351,14 @@ where
 /// Decodes `pieces` on up to `threads` worker threads, the largest pieces
 /// first, each to the next free worker, with the tree `tree(k)` gives for
 /// piece `k` (called on the worker). Results in the order of `pieces`.
-fn run_pieces<R, F, T>(ix: &CaptureIndex, data: &[u8], pieces: &[Piece], threads: usize, tree: &T, fold: F) -> Result<Vec<R>, Error>
+fn run_pieces<R, F, T>(
+    ix: &CaptureIndex,
+    data: &[u8],
+    pieces: &[Piece],
+    threads: usize,
+    tree: &T,
+    fold: F,
+) -> Result<Vec<R>, Error>
 where
     R: Default + Send + 'static,
     F: Fn(&mut R, TrcIndex, &TraceElement) + Send + Sync + 'static,
@@ -368,7 +422,14 @@ where
 /// the joined result equals the serial decode's when no return crosses a
 /// split point; the test-suite checks it on a generated multi-megabyte
 /// ETMv4 stream and on `bugfix-exact-match`.
-pub fn decode_split<B, R, F>(ix: &CaptureIndex, data: &[u8], id: u8, threads: usize, build: &B, fold: F) -> Result<Vec<R>, Error>
+pub fn decode_split<B, R, F>(
+    ix: &CaptureIndex,
+    data: &[u8],
+    id: u8,
+    threads: usize,
+    build: &B,
+    fold: F,
+) -> Result<Vec<R>, Error>
 where
     B: Fn() -> Result<DecodeTree, Error> + Sync,
     R: Default + Send + 'static,
@@ -376,7 +437,10 @@ where
 {
     let pieces = ix.split_pieces(id, threads.max(1));
     if pieces.is_empty() {
-        return Err(Error::code(ErrCode::InvalidParamVal, format!("trace ID 0x{id:02x} has no sync point to split at")));
+        return Err(Error::code(
+            ErrCode::InvalidParamVal,
+            format!("trace ID 0x{id:02x} has no sync point to split at"),
+        ));
     }
     run_pieces(ix, data, &pieces, pieces.len(), &|_| build(), fold)
 }
@@ -390,13 +454,23 @@ where
 /// Trees built beforehand keep their building (snapshot parsing, memory
 /// mapping) out of the decode: what a benchmark of the decode alone
 /// measures.
-pub fn decode_pieces<R, F>(ix: &CaptureIndex, data: &[u8], pieces: &[Piece], trees: Vec<DecodeTree>, threads: usize, fold: F) -> Result<Vec<R>, Error>
+pub fn decode_pieces<R, F>(
+    ix: &CaptureIndex,
+    data: &[u8],
+    pieces: &[Piece],
+    trees: Vec<DecodeTree>,
+    threads: usize,
+    fold: F,
+) -> Result<Vec<R>, Error>
 where
     R: Default + Send + 'static,
     F: Fn(&mut R, TrcIndex, &TraceElement) + Send + Sync + 'static,
 {
     if trees.len() != pieces.len() {
-        return Err(Error::code(ErrCode::InvalidParamVal, format!("{} trees for {} pieces: one tree per piece", trees.len(), pieces.len())));
+        return Err(Error::code(
+            ErrCode::InvalidParamVal,
+            format!("{} trees for {} pieces: one tree per piece", trees.len(), pieces.len()),
+        ));
     }
     let trees: Vec<Mutex<Option<DecodeTree>>> = trees.into_iter().map(|t| Mutex::new(Some(t))).collect();
     let take = |k: usize| {
@@ -426,7 +500,10 @@ where
     R: Default + Send + 'static,
     F: Fn(&mut R, TrcIndex, &TraceElement) + Send + Sync + 'static,
 {
-    let pieces: Vec<Piece> = ids.iter().flat_map(|&id| ix.split_pieces(id, pieces_per_id.max(1))).collect();
+    let pieces: Vec<Piece> = ids
+        .iter()
+        .flat_map(|&id| ix.split_pieces(id, pieces_per_id.max(1)))
+        .collect();
     let results = run_pieces(ix, data, &pieces, threads, &|_| build(), fold)?;
     Ok(pieces.iter().map(|p| p.id).zip(results).collect())
 }
@@ -443,15 +520,25 @@ where
 {
     let mut streams: Vec<Vec<(u64, Element)>> = Vec::new();
     for &id in ids {
-        let Some(first) = ix.syncs_from(id, 0).next() else { continue };
+        let Some(first) = ix.syncs_from(id, 0).next() else {
+            continue;
+        };
         let mut v: Vec<(Option<u64>, Element)> = Vec::new();
         let mut now = None;
-        decode_range(ix, data, id, first.index, ix.indexed.end, build()?, &mut |e: &Element| {
-            if let Some(t) = element_time(&e.2) {
-                now = Some(t);
-            }
-            v.push((now, *e));
-        })?;
+        decode_range(
+            ix,
+            data,
+            id,
+            first.index,
+            ix.indexed.end,
+            build()?,
+            &mut |e: &Element| {
+                if let Some(t) = element_time(&e.2) {
+                    now = Some(t);
+                }
+                v.push((now, *e));
+            },
+        )?;
         let first_ts = v.iter().find_map(|(t, _)| *t).unwrap_or(0);
         streams.push(v.into_iter().map(|(t, e)| (t.unwrap_or(first_ts), e)).collect());
     }
@@ -464,10 +551,12 @@ pub fn merge_by_time(streams: &[Vec<(u64, Element)>]) -> Vec<(u64, Element)> {
     let mut at = vec![0usize; streams.len()];
     let mut out = Vec::with_capacity(streams.iter().map(Vec::len).sum());
     loop {
-        let next = (0..streams.len()).filter(|&s| at[s] < streams[s].len()).min_by_key(|&s| {
-            let (t, e) = &streams[s][at[s]];
-            (*t, e.0, e.1)
-        });
+        let next = (0..streams.len())
+            .filter(|&s| at[s] < streams[s].len())
+            .min_by_key(|&s| {
+                let (t, e) = &streams[s][at[s]];
+                (*t, e.0, e.1)
+            });
         let Some(s) = next else { break };
         out.push(streams[s][at[s]]);
         at[s] += 1;
@@ -480,7 +569,11 @@ mod tests {
     use super::*;
 
     fn el(t: u64, index: TrcIndex, id: u8, n: u32) -> (u64, Element) {
-        let e = TraceElement { elem_type: ElemType::InstrRange, num_instr_range: n, ..TraceElement::default() };
+        let e = TraceElement {
+            elem_type: ElemType::InstrRange,
+            num_instr_range: n,
+            ..TraceElement::default()
+        };
         (t, (index, id, e))
     }
 
@@ -488,7 +581,22 @@ mod tests {
     fn merge_interleaves_by_time_and_keeps_ties_in_stream_order() {
         let a = vec![el(10, 0, 1, 1), el(10, 5, 1, 2), el(30, 9, 1, 3), el(50, 12, 1, 4)];
         let b = vec![el(5, 2, 2, 1), el(20, 3, 2, 2), el(30, 4, 2, 3), el(30, 4, 2, 4)];
-        let got: Vec<(u64, u8, u32)> = merge_by_time(&[a, b]).iter().map(|(t, (_, id, e))| (*t, *id, e.num_instr_range)).collect();
-        assert_eq!(got, [(5, 2, 1), (10, 1, 1), (10, 1, 2), (20, 2, 2), (30, 2, 3), (30, 2, 4), (30, 1, 3), (50, 1, 4)]);
+        let got: Vec<(u64, u8, u32)> = merge_by_time(&[a, b])
+            .iter()
+            .map(|(t, (_, id, e))| (*t, *id, e.num_instr_range))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (5, 2, 1),
+                (10, 1, 1),
+                (10, 1, 2),
+                (20, 2, 2),
+                (30, 2, 3),
+                (30, 2, 4),
+                (30, 1, 3),
+                (50, 1, 4)
+            ]
+        );
     }
 }

@@ -31,7 +31,7 @@
 use std::path::Path;
 
 use super::source::{Checkpoint, SourceBlock};
-use super::{capture_hash, CaptureId, CaptureIndex, EntryKind, IndexedFormat, SourceIndex, StreamEntry, StreamIndex};
+use super::{CaptureId, CaptureIndex, EntryKind, IndexedFormat, SourceIndex, StreamEntry, StreamIndex, capture_hash};
 
 /// The version this library writes and reads.
 pub const INDEX_VERSION: u32 = 1;
@@ -77,7 +77,9 @@ pub enum IndexFileError {
         /// The checksum of the contents.
         expected: u64,
     },
-    #[error("stale index: built for a capture of {indexed_size} bytes (hash {indexed_hash:#018x}), the capture now has {size} bytes (hash {hash:#018x})")]
+    #[error(
+        "stale index: built for a capture of {indexed_size} bytes (hash {indexed_hash:#018x}), the capture now has {size} bytes (hash {hash:#018x})"
+    )]
     /// The capture is not the one indexed.
     Stale {
         /// Size of the capture indexed.
@@ -115,7 +117,9 @@ impl Writer {
 
 /// The index as bytes of the saved format.
 pub fn to_bytes(ix: &CaptureIndex) -> Vec<u8> {
-    let mut w = Writer(Vec::with_capacity(64 + ix.streams.iter().map(|s| s.entries.len() * 17).sum::<usize>()));
+    let mut w = Writer(Vec::with_capacity(
+        64 + ix.streams.iter().map(|s| s.entries.len() * 17).sum::<usize>(),
+    ));
     w.0.extend_from_slice(MAGIC);
     w.u32(INDEX_VERSION);
     w.u64(ix.capture.size);
@@ -126,7 +130,11 @@ pub fn to_bytes(ix: &CaptureIndex) -> Vec<u8> {
     }
     let flags = match ix.format {
         IndexedFormat::Single => 0,
-        IndexedFormat::Formatted { mem_aligned, fsyncs, hsyncs } => mem_aligned as u8 | (fsyncs as u8) << 1 | (hsyncs as u8) << 2,
+        IndexedFormat::Formatted {
+            mem_aligned,
+            fsyncs,
+            hsyncs,
+        } => mem_aligned as u8 | (fsyncs as u8) << 1 | (hsyncs as u8) << 2,
     };
     w.u8(flags);
     w.0.extend_from_slice(&[0, 0]);
@@ -186,7 +194,12 @@ impl<'a> Reader<'a> {
     fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], IndexFileError> {
         let left = self.data.len() - self.pos;
         if n > left {
-            return Err(IndexFileError::Truncated { what, offset: self.pos, needed: n, left });
+            return Err(IndexFileError::Truncated {
+                what,
+                offset: self.pos,
+                needed: n,
+                left,
+            });
         }
         let s = &self.data[self.pos..self.pos + n];
         self.pos += n;
@@ -208,12 +221,18 @@ impl<'a> Reader<'a> {
         let n = self.u64(what)?;
         let left = (self.data.len() - self.pos).saturating_sub(8);
         if n > (left / size) as u64 {
-            return Err(self.corrupt(at, format!("{what}: count {n} ({size} bytes each) is more than the {left} bytes left")));
+            return Err(self.corrupt(
+                at,
+                format!("{what}: count {n} ({size} bytes each) is more than the {left} bytes left"),
+            ));
         }
         Ok(n as usize)
     }
     fn corrupt(&self, at: usize, what: impl Into<String>) -> IndexFileError {
-        IndexFileError::Corrupt { offset: at, what: what.into() }
+        IndexFileError::Corrupt {
+            offset: at,
+            what: what.into(),
+        }
     }
 }
 
@@ -238,20 +257,33 @@ pub fn from_bytes(data: &[u8]) -> Result<CaptureIndex, IndexFileError> {
             return Err(IndexFileError::Checksum { found, expected });
         }
     }
-    let capture = CaptureId { size: r.u64("capture size")?, hash: r.u64("capture hash")? };
+    let capture = CaptureId {
+        size: r.u64("capture size")?,
+        hash: r.u64("capture hash")?,
+    };
     let at = r.pos;
     let kind = r.u8("format")?;
     let flags = r.u8("format flags")?;
     r.take(2, "format padding")?;
     let format = match kind {
         0 => IndexedFormat::Single,
-        1 => IndexedFormat::Formatted { mem_aligned: flags & 1 != 0, fsyncs: flags & 2 != 0, hsyncs: flags & 4 != 0 },
+        1 => IndexedFormat::Formatted {
+            mem_aligned: flags & 1 != 0,
+            fsyncs: flags & 2 != 0,
+            hsyncs: flags & 4 != 0,
+        },
         k => return Err(r.corrupt(at, format!("format {k}, expected 0 (single) or 1 (formatted)"))),
     };
     let at = r.pos;
     let indexed = r.u64("indexed start")?..r.u64("indexed end")?;
     if indexed.start > indexed.end || indexed.end > capture.size {
-        return Err(r.corrupt(at, format!("indexed range {indexed:?} is not within the capture's {} bytes", capture.size)));
+        return Err(r.corrupt(
+            at,
+            format!(
+                "indexed range {indexed:?} is not within the capture's {} bytes",
+                capture.size
+            ),
+        ));
     }
     let at = r.pos;
     let source = match r.u8("source flag")? {
@@ -270,10 +302,17 @@ pub fn from_bytes(data: &[u8]) -> Result<CaptureIndex, IndexFileError> {
                 let at = r.pos;
                 let frame = r.u64("checkpoint")?;
                 let id = r.u8("checkpoint ID")?;
-                let checkpoint = (frame != u64::MAX).then_some(Checkpoint { frame, id: (id != 0xff).then_some(id) });
+                let checkpoint = (frame != u64::MAX).then_some(Checkpoint {
+                    frame,
+                    id: (id != 0xff).then_some(id),
+                });
                 if let Some(c) = checkpoint {
                     let blk = c.frame / granularity as u64;
-                    if blk != b as u64 || last.is_some_and(|l| l >= c.frame) || c.frame >= indexed.end || id != 0xff && id > 0x7f {
+                    if blk != b as u64
+                        || last.is_some_and(|l| l >= c.frame)
+                        || c.frame >= indexed.end
+                        || id != 0xff && id > 0x7f
+                    {
                         return Err(r.corrupt(at, format!("checkpoint {c:?} does not belong to block {b}")));
                     }
                     last = Some(c.frame);
@@ -294,7 +333,12 @@ pub fn from_bytes(data: &[u8]) -> Result<CaptureIndex, IndexFileError> {
                 }
             }
             let [frame_syncs, triggers] = lists;
-            Some(SourceIndex { granularity, blocks, frame_syncs, triggers })
+            Some(SourceIndex {
+                granularity,
+                blocks,
+                frame_syncs,
+                triggers,
+            })
         }
         f => return Err(r.corrupt(at, format!("source flag {f}, expected 0 or 1"))),
     };
@@ -309,7 +353,9 @@ pub fn from_bytes(data: &[u8]) -> Result<CaptureIndex, IndexFileError> {
         let len = r.u8("protocol name length")? as usize;
         let at = r.pos;
         let name = r.take(len, "protocol name")?;
-        let protocol = std::str::from_utf8(name).map_err(|_| r.corrupt(at, "protocol name not text"))?.to_string();
+        let protocol = std::str::from_utf8(name)
+            .map_err(|_| r.corrupt(at, "protocol name not text"))?
+            .to_string();
         let count = r.count(17, "stream entries")?;
         let mut entries = Vec::with_capacity(count);
         for _ in 0..count {
@@ -317,9 +363,13 @@ pub fn from_bytes(data: &[u8]) -> Result<CaptureIndex, IndexFileError> {
             let index = r.u64("entry index")?;
             let code = r.u8("entry kind")?;
             let value = r.u64("entry value")?;
-            let kind = EntryKind::from_code(code).ok_or_else(|| r.corrupt(at + 8, format!("unknown entry kind {code}")))?;
+            let kind =
+                EntryKind::from_code(code).ok_or_else(|| r.corrupt(at + 8, format!("unknown entry kind {code}")))?;
             if entries.last().is_some_and(|e: &StreamEntry| e.index > index) || index >= indexed.end {
-                return Err(r.corrupt(at, format!("entry index {index} out of order or past the indexed bytes")));
+                return Err(r.corrupt(
+                    at,
+                    format!("entry index {index} out of order or past the indexed bytes"),
+                ));
             }
             entries.push(StreamEntry { index, kind, value });
         }
@@ -329,14 +379,25 @@ pub fn from_bytes(data: &[u8]) -> Result<CaptureIndex, IndexFileError> {
     if r.pos != data.len() {
         return Err(r.corrupt(r.pos, format!("{} bytes after the checksum", data.len() - r.pos)));
     }
-    Ok(CaptureIndex { capture, format, indexed, source, streams })
+    Ok(CaptureIndex {
+        capture,
+        format,
+        indexed,
+        source,
+        streams,
+    })
 }
 
 /// Checks that `ix` was built from `capture` (size and hash).
 pub fn check_capture(ix: &CaptureIndex, capture: &[u8]) -> Result<(), IndexFileError> {
     let now = CaptureId::of(capture);
     if now != ix.capture {
-        return Err(IndexFileError::Stale { indexed_size: ix.capture.size, indexed_hash: ix.capture.hash, size: now.size, hash: now.hash });
+        return Err(IndexFileError::Stale {
+            indexed_size: ix.capture.size,
+            indexed_hash: ix.capture.hash,
+            size: now.size,
+            hash: now.hash,
+        });
     }
     Ok(())
 }
@@ -344,12 +405,18 @@ pub fn check_capture(ix: &CaptureIndex, capture: &[u8]) -> Result<(), IndexFileE
 impl CaptureIndex {
     /// Writes the index to `path`.
     pub fn save(&self, path: &Path) -> Result<(), IndexFileError> {
-        std::fs::write(path, to_bytes(self)).map_err(|e| IndexFileError::Io { path: path.display().to_string(), msg: e.to_string() })
+        std::fs::write(path, to_bytes(self)).map_err(|e| IndexFileError::Io {
+            path: path.display().to_string(),
+            msg: e.to_string(),
+        })
     }
 
     /// Reads the index at `path` and checks it against `capture`.
     pub fn load(path: &Path, capture: &[u8]) -> Result<CaptureIndex, IndexFileError> {
-        let data = std::fs::read(path).map_err(|e| IndexFileError::Io { path: path.display().to_string(), msg: e.to_string() })?;
+        let data = std::fs::read(path).map_err(|e| IndexFileError::Io {
+            path: path.display().to_string(),
+            msg: e.to_string(),
+        })?;
         let ix = from_bytes(&data)?;
         check_capture(&ix, capture)?;
         Ok(ix)
@@ -366,15 +433,30 @@ mod tests {
     fn layout_is_as_documented() {
         let ix = CaptureIndex {
             capture: CaptureId { size: 64, hash: 0x1122 },
-            format: IndexedFormat::Formatted { mem_aligned: true, fsyncs: false, hsyncs: false },
+            format: IndexedFormat::Formatted {
+                mem_aligned: true,
+                fsyncs: false,
+                hsyncs: false,
+            },
             indexed: 0..64,
             source: Some(SourceIndex {
                 granularity: 32,
-                blocks: vec![SourceBlock { ids: 1 << 0x10, checkpoint: Some(Checkpoint { frame: 0, id: None }) }],
+                blocks: vec![SourceBlock {
+                    ids: 1 << 0x10,
+                    checkpoint: Some(Checkpoint { frame: 0, id: None }),
+                }],
                 frame_syncs: vec![],
                 triggers: vec![16],
             }),
-            streams: vec![StreamIndex { id: 0x10, protocol: "STM".into(), entries: vec![StreamEntry { index: 5, kind: EntryKind::Sync, value: 7 }] }],
+            streams: vec![StreamIndex {
+                id: 0x10,
+                protocol: "STM".into(),
+                entries: vec![StreamEntry {
+                    index: 5,
+                    kind: EntryKind::Sync,
+                    value: 7,
+                }],
+            }],
         };
         let b = to_bytes(&ix);
         let mut want = b"CSDIDX\r\n".to_vec();
@@ -420,6 +502,9 @@ mod tests {
         let sum = capture_hash(&b);
         b.extend_from_slice(&sum.to_le_bytes());
         let e = from_bytes(&b).unwrap_err();
-        assert_eq!(e.to_string(), "index corrupt at byte 55: stream entries: count 18446744073709551615 (17 bytes each) is more than the 0 bytes left");
+        assert_eq!(
+            e.to_string(),
+            "index corrupt at byte 55: stream entries: count 18446744073709551615 (17 bytes each) is more than the 0 bytes left"
+        );
     }
 }

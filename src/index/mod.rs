@@ -35,14 +35,13 @@ pub mod reader;
 pub mod source;
 pub mod stream;
 
-pub use build::{build_index, IndexOptions};
-pub use decode::{correlate, decode_pieces, decode_split, decode_split_ids, decode_window, Window, WindowDecode};
-pub use reader::Piece;
-pub use file::{IndexFileError, INDEX_VERSION};
 pub use crate::hooks::{EntryKind, FrameRecord, FrameRun, SourceIndexer, StreamEntry, StreamIndexer};
+pub use build::{IndexOptions, build_index};
+pub use decode::{Window, WindowDecode, correlate, decode_pieces, decode_split, decode_split_ids, decode_window};
+pub use file::{INDEX_VERSION, IndexFileError};
+pub use reader::Piece;
 pub use source::SourceIndex;
 pub use stream::{EntryCounts, SparseStreamIndex, StreamIndex};
-
 
 /// The capture an index was built from: a stale index (the capture
 /// changed) is refused on load.
@@ -57,7 +56,10 @@ pub struct CaptureId {
 impl CaptureId {
     /// The identity of the capture `data`.
     pub fn of(data: &[u8]) -> CaptureId {
-        CaptureId { size: data.len() as u64, hash: capture_hash(data) }
+        CaptureId {
+            size: data.len() as u64,
+            hash: capture_hash(data),
+        }
     }
 }
 

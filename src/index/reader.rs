@@ -48,7 +48,11 @@ impl CaptureIndex {
     /// The last sync point of `id` at or before byte `pos`.
     pub fn sync_at_or_before(&self, id: u8, pos: TrcIndex) -> Option<TrcIndex> {
         let s = self.stream(id)?;
-        s.in_range(0..pos.saturating_add(1)).iter().rev().find(|e| e.kind == EntryKind::Sync).map(|e| e.index)
+        s.in_range(0..pos.saturating_add(1))
+            .iter()
+            .rev()
+            .find(|e| e.kind == EntryKind::Sync)
+            .map(|e| e.index)
     }
 
     /// The timestamps of `id`: first and last value.
@@ -64,7 +68,9 @@ impl CaptureIndex {
     /// decoder starts at the last sync point at or before `from` (or the
     /// first after it, when there is none before).
     pub fn byte_window(&self, id: u8, from: TrcIndex, end: TrcIndex) -> Option<ByteWindow> {
-        let start = self.sync_at_or_before(id, from).or_else(|| self.syncs_from(id, from).next().map(|e| e.index))?;
+        let start = self
+            .sync_at_or_before(id, from)
+            .or_else(|| self.syncs_from(id, from).next().map(|e| e.index))?;
         (start < end).then_some(ByteWindow { start, from, end })
     }
 
@@ -91,7 +97,11 @@ impl CaptureIndex {
         }
         let end = ts.find(|e| e.value > t1).map_or(self.indexed.end, |e| e.index);
         let start = self.sync_at_or_before(id, first.index)?;
-        Some(ByteWindow { start, from: first.index, end })
+        Some(ByteWindow {
+            start,
+            from: first.index,
+            end,
+        })
     }
 
     /// Events and triggers of every stream and of the formatter, by index.
@@ -99,10 +109,22 @@ impl CaptureIndex {
         let mut v: Vec<EventHit> = self
             .streams
             .iter()
-            .flat_map(|s| s.entries.iter().filter(|e| e.kind.is_event()).map(move |e| EventHit { id: Some(s.id), entry: *e }))
+            .flat_map(|s| {
+                s.entries.iter().filter(|e| e.kind.is_event()).map(move |e| EventHit {
+                    id: Some(s.id),
+                    entry: *e,
+                })
+            })
             .collect();
         if let Some(src) = &self.source {
-            v.extend(src.triggers.iter().map(|&index| EventHit { id: None, entry: StreamEntry { index, kind: EntryKind::Trigger, value: 0 } }));
+            v.extend(src.triggers.iter().map(|&index| EventHit {
+                id: None,
+                entry: StreamEntry {
+                    index,
+                    kind: EntryKind::Trigger,
+                    value: 0,
+                },
+            }));
         }
         v.sort_by_key(|h| (h.entry.index, h.id));
         v
@@ -131,7 +153,9 @@ impl CaptureIndex {
     pub fn split_points(&self, id: u8, pieces: usize) -> Vec<TrcIndex> {
         let Some(s) = self.stream(id) else { return Vec::new() };
         let clean = clean_syncs(&s.entries);
-        let (Some(&first), Some(_)) = (clean.first(), s.entries.last()) else { return Vec::new() };
+        let (Some(&first), Some(_)) = (clean.first(), s.entries.last()) else {
+            return Vec::new();
+        };
         let last = self.indexed.end;
         let mut out = vec![first];
         for k in 1..pieces.max(1) {
@@ -153,7 +177,11 @@ impl CaptureIndex {
     pub fn split_pieces(&self, id: u8, pieces: usize) -> Vec<Piece> {
         let points = self.split_points(id, pieces);
         let ends = points.iter().skip(1).copied().chain(std::iter::once(self.indexed.end));
-        points.iter().zip(ends).map(|(&start, end)| Piece { id, start, end }).collect()
+        points
+            .iter()
+            .zip(ends)
+            .map(|(&start, end)| Piece { id, start, end })
+            .collect()
     }
 }
 
@@ -171,7 +199,9 @@ pub(crate) fn clean_syncs(entries: &[StreamEntry]) -> Vec<TrcIndex> {
             out.push(e.index);
             continue;
         }
-        let info = entries[i + 1..].iter().find(|n| n.kind == EntryKind::TraceInfo || n.kind == EntryKind::Sync);
+        let info = entries[i + 1..]
+            .iter()
+            .find(|n| n.kind == EntryKind::TraceInfo || n.kind == EntryKind::Sync);
         if matches!(info, Some(n) if n.kind == EntryKind::TraceInfo && n.value == 0) {
             out.push(e.index);
         }

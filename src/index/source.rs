@@ -60,7 +60,11 @@ impl SourceIndex {
     /// The latest checkpoint at or before `index`.
     pub fn checkpoint_before(&self, index: TrcIndex) -> Option<Checkpoint> {
         let last = self.block_of(index).min(self.blocks.len().checked_sub(1)?);
-        self.blocks[..=last].iter().rev().filter_map(|b| b.checkpoint).find(|c| c.frame <= index)
+        self.blocks[..=last]
+            .iter()
+            .rev()
+            .filter_map(|b| b.checkpoint)
+            .find(|c| c.frame <= index)
     }
 
     /// The IDs with data in the blocks overlapping `range` (at block
@@ -102,7 +106,10 @@ impl SourceIndexer for SourceCollector {
             ix.blocks.resize(b + 1, SourceBlock::default());
         }
         if ix.blocks[b].checkpoint.is_none() {
-            ix.blocks[b].checkpoint = Some(Checkpoint { frame: f.index, id: f.id_at_start });
+            ix.blocks[b].checkpoint = Some(Checkpoint {
+                frame: f.index,
+                id: f.id_at_start,
+            });
         }
         for r in f.runs() {
             let Some(id) = r.id else { continue };

@@ -6,8 +6,8 @@
 //! each protocol's processor maps its own packets); the collector here
 //! keeps them.
 
-use crate::hooks::{EntryKind, StreamEntry, StreamIndexer};
 use crate::datapath::TrcIndex;
+use crate::hooks::{EntryKind, StreamEntry, StreamIndexer};
 use crate::logger::Shared;
 
 /// The stream index of one trace ID: entries in byte order.
@@ -104,17 +104,26 @@ impl StreamIndex {
         for e in &self.entries {
             let number = e.index / block;
             if blocks.last().is_none_or(|b| b.number != number) {
-                blocks.push(SparseBlock { number, ..SparseBlock::default() });
+                blocks.push(SparseBlock {
+                    number,
+                    ..SparseBlock::default()
+                });
             }
             let b = blocks.last_mut().expect("a block");
             b.counts.counts[e.kind as usize] += 1;
             match e.kind {
                 EntryKind::Sync if b.first_sync.is_none() => b.first_sync = Some(e.index),
-                EntryKind::Timestamp => b.timestamps = Some(b.timestamps.map_or((e.value, e.value), |(f, _)| (f, e.value))),
+                EntryKind::Timestamp => {
+                    b.timestamps = Some(b.timestamps.map_or((e.value, e.value), |(f, _)| (f, e.value)))
+                }
                 _ => {}
             }
         }
-        SparseStreamIndex { id: self.id, block, blocks }
+        SparseStreamIndex {
+            id: self.id,
+            block,
+            blocks,
+        }
     }
 }
 

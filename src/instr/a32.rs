@@ -21,19 +21,31 @@ const INDIRECT: &[(Pattern, IndirectRule)] = &[
     // BX Rm / BLX Rm: bit 5 links; BX LR is a return.
     (
         pat(0x0ff0_00d0, 0x0120_0010),
-        IndirectRule::Branch { link: Some(pat(0x0000_0020, 0x0000_0020)), ret: Some(pat(0x0000_00ff, 0x0000_001e)) },
+        IndirectRule::Branch {
+            link: Some(pat(0x0000_0020, 0x0000_0020)),
+            ret: Some(pat(0x0000_00ff, 0x0000_001e)),
+        },
     ),
     // BXJ Rm (acts as BX).
     (pat(0x0ff0_00f0, 0x0120_0020), BRANCH),
     // LDM/LDMDA/LDMDB/LDMIB with the PC in the list; LDMIA SP! without SP
     // in the list (POP) is a return.
-    (pat(0x0e10_8000, 0x0810_8000), IndirectRule::ret_if(0x0fff_a000, 0x08bd_8000)),
+    (
+        pat(0x0e10_8000, 0x0810_8000),
+        IndirectRule::ret_if(0x0fff_a000, 0x08bd_8000),
+    ),
     // LDR PC, [Rn, #imm] (all indexing modes); LDR PC, [SP], #imm is a return.
-    (pat(0x0e50_f000, 0x0410_f000), IndirectRule::ret_if(0x01ff_0000, 0x009d_0000)),
+    (
+        pat(0x0e50_f000, 0x0410_f000),
+        IndirectRule::ret_if(0x01ff_0000, 0x009d_0000),
+    ),
     // LDR PC, [Rn, Rm{, shift}]
     (pat(0x0e50_f010, 0x0610_f000), BRANCH),
     // MOV{S} PC, Rm{, shift}; only plain MOV PC, LR is a return.
-    (pat(0x0fe0_f000, 0x01a0_f000), IndirectRule::ret_if(0x0010_0fff, 0x0000_000e)),
+    (
+        pat(0x0fe0_f000, 0x01a0_f000),
+        IndirectRule::ret_if(0x0010_0fff, 0x0000_000e),
+    ),
     // Miscellaneous instructions in the data-processing space.
     (pat(0x0f90_0080, 0x0100_0000), NOT_BRANCH),
     // Extra loads and stores.
@@ -88,7 +100,10 @@ pub(super) fn classify(op: u32, addr: u64) -> Decoded {
             isa = Some(Isa::Thumb2);
             npc &= !1;
         }
-        d.kind = Kind::Direct { target: u64::from(npc), isa };
+        d.kind = Kind::Direct {
+            target: u64::from(npc),
+            isa,
+        };
         if nv || op & (1 << 24) != 0 {
             d.link = true;
             d.sub_type = InstrSubType::BranchLink;

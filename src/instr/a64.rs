@@ -21,7 +21,11 @@ struct Indirect {
 }
 
 const fn ind(sub_type: InstrSubType, link_bit21: bool, min_arch: ArchVersion) -> Indirect {
-    Indirect { sub_type, link_bit21, min_arch }
+    Indirect {
+        sub_type,
+        link_bit21,
+        min_arch,
+    }
 }
 
 use ArchVersion::{Unknown as ANY, V8r3};
@@ -76,7 +80,11 @@ struct Direct {
 }
 
 const fn dir(offset: Offset, conditional: bool, link_bit31: bool) -> Direct {
-    Direct { offset, conditional, link_bit31 }
+    Direct {
+        offset,
+        conditional,
+        link_bit31,
+    }
 }
 
 /// Direct branches, first match wins.

@@ -199,7 +199,10 @@ enum Kind {
     Other,
     /// Direct branch to `target`; `isa` is set when the branch changes
     /// instruction set (A32/T32 interworking).
-    Direct { target: u64, isa: Option<Isa> },
+    Direct {
+        target: u64,
+        isa: Option<Isa>,
+    },
     Indirect,
     Isb,
     DsbDmb,
@@ -219,7 +222,13 @@ struct Decoded {
 
 impl Decoded {
     const fn other(size: u8) -> Self {
-        Decoded { kind: Kind::Other, sub_type: InstrSubType::None, link: false, conditional: false, size }
+        Decoded {
+            kind: Kind::Other,
+            sub_type: InstrSubType::None,
+            link: false,
+            conditional: false,
+            size,
+        }
     }
 }
 
@@ -268,15 +277,24 @@ const fn sign_extend(value: u32, bits: u32) -> i32 {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum IndirectRule {
     NotBranch,
-    Branch { link: Option<Pattern>, ret: Option<Pattern> },
+    Branch {
+        link: Option<Pattern>,
+        ret: Option<Pattern>,
+    },
 }
 
 impl IndirectRule {
     const PLAIN: IndirectRule = IndirectRule::Branch { link: None, ret: None };
-    const RETURN: IndirectRule = IndirectRule::Branch { link: None, ret: Some(pat(0, 0)) };
+    const RETURN: IndirectRule = IndirectRule::Branch {
+        link: None,
+        ret: Some(pat(0, 0)),
+    };
 
     const fn ret_if(mask: u32, value: u32) -> IndirectRule {
-        IndirectRule::Branch { link: None, ret: Some(pat(mask, value)) }
+        IndirectRule::Branch {
+            link: None,
+            ret: Some(pat(mask, value)),
+        }
     }
 
     /// `(is_link, sub_type)` when `op` is an indirect branch by `table`.

@@ -71,14 +71,20 @@ const INDIRECT: &[(Pattern, IndirectRule)] = &[
     // BX Rm / BLX Rm (and Armv8-M BXNS / BLXNS): bit 7 links; BX LR returns.
     (
         pat(0xff00_0000, 0x4700_0000),
-        IndirectRule::Branch { link: Some(pat(0x0080_0000, 0x0080_0000)), ret: Some(pat(0x0078_0000, 0x0070_0000)) },
+        IndirectRule::Branch {
+            link: Some(pat(0x0080_0000, 0x0080_0000)),
+            ret: Some(pat(0x0078_0000, 0x0070_0000)),
+        },
     ),
     // BXJ Rm (acts as BX).
     (pat(0xfff0_d000, 0xf3c0_8000), BRANCH),
     // POP {..., PC} (16-bit).
     (pat(0xff00_0000, 0xbd00_0000), IndirectRule::RETURN),
     // ADD PC, Rm / MOV PC, Rm (16-bit); MOV PC, LR is a return.
-    (pat(0xfd87_0000, 0x4487_0000), IndirectRule::ret_if(0xffff_0000, 0x46f7_0000)),
+    (
+        pat(0xfd87_0000, 0x4487_0000),
+        IndirectRule::ret_if(0xffff_0000, 0x46f7_0000),
+    ),
     // TBB / TBH.
     (pat(0xfff0_ffe0, 0xe8d0_f000), BRANCH),
     // RFEDB, RFEIA.
@@ -91,11 +97,17 @@ const INDIRECT: &[(Pattern, IndirectRule)] = &[
     // LDR.W PC, <label>.
     (pat(0xff7f_f000, 0xf85f_f000), BRANCH),
     // LDR PC, [Rn, #+/-imm8] (indexed forms); LDR PC, [SP], #+imm is a return.
-    (pat(0xfff0_f800, 0xf850_f800), IndirectRule::ret_if(0x000f_0f00, 0x000d_0b00)),
+    (
+        pat(0xfff0_f800, 0xf850_f800),
+        IndirectRule::ret_if(0x000f_0f00, 0x000d_0b00),
+    ),
     // LDR.W PC, [Rn, Rm{, LSL #n}].
     (pat(0xfff0_ffc0, 0xf850_f000), BRANCH),
     // LDM.W / LDMDB with the PC in the list; LDMIA SP! (POP.W) is a return.
-    (pat(0xfe50_8000, 0xe810_8000), IndirectRule::ret_if(0x0fff_0000, 0x08bd_0000)),
+    (
+        pat(0xfe50_8000, 0xe810_8000),
+        IndirectRule::ret_if(0x0fff_0000, 0x08bd_0000),
+    ),
 ];
 
 /// DSB / DMB / ISB, option field in bits 3:0 of hw2.
@@ -125,7 +137,11 @@ fn branch_target(form: Direct, op: u32, addr: u32) -> u32 {
         Direct::CondNarrow => thumb(sign_extend(hw1 & 0xff, 8) << 1),
         Direct::Narrow => thumb(sign_extend(hw1 & 0x7ff, 11) << 1),
         Direct::CondWide => {
-            let imm = (bit(hw1, 10) << 19) | (bit(hw2, 11) << 18) | (bit(hw2, 13) << 17) | ((hw1 & 0x3f) << 11) | (hw2 & 0x7ff);
+            let imm = (bit(hw1, 10) << 19)
+                | (bit(hw2, 11) << 18)
+                | (bit(hw2, 13) << 17)
+                | ((hw1 & 0x3f) << 11)
+                | (hw2 & 0x7ff);
             thumb(sign_extend(imm, 20) << 1)
         }
         Direct::Wide => {
@@ -153,7 +169,11 @@ fn loop_offset(hw2: u32) -> u32 {
 /// position of the lowest set bit of its mask; 0 when `op` is not an IT.
 fn it_count(op: u32) -> u8 {
     let mask = (op >> 16) & 0xf;
-    if IT.matches(op) && mask != 0 { 4 - mask.trailing_zeros() as u8 } else { 0 }
+    if IT.matches(op) && mask != 0 {
+        4 - mask.trailing_zeros() as u8
+    } else {
+        0
+    }
 }
 
 /// Classifies the T32 opcode `opcode` (first halfword in bits 15:0) at
@@ -167,7 +187,10 @@ pub(super) fn classify(opcode: u32, addr: u64) -> (Decoded, u8) {
     if let Some(form) = first_match(DIRECT, op).flatten() {
         let npc = branch_target(form, op, addr as u32);
         let isa = (npc & 1 == 0).then_some(Isa::Arm);
-        d.kind = Kind::Direct { target: u64::from(npc & !1), isa };
+        d.kind = Kind::Direct {
+            target: u64::from(npc & !1),
+            isa,
+        };
         d.conditional = matches!(form, Direct::CondNarrow | Direct::CondWide | Direct::CompareZero);
         let links = match form {
             Direct::Wide => op & (1 << 14) != 0,

@@ -73,7 +73,15 @@ fn check(s: Setup, rows: &[Row]) {
 // Compact constructors for expected outputs.
 
 fn other(isa: Isa, size: u8) -> Out {
-    Out { ty: Other, sub: InstrSubType::None, target: 0, isa, size, cond: false, link: false }
+    Out {
+        ty: Other,
+        sub: InstrSubType::None,
+        target: 0,
+        isa,
+        size,
+        cond: false,
+        link: false,
+    }
 }
 
 fn typed(isa: Isa, size: u8, ty: InstrType) -> Out {
@@ -81,11 +89,20 @@ fn typed(isa: Isa, size: u8, ty: InstrType) -> Out {
 }
 
 fn indirect(isa: Isa, size: u8, sub: InstrSubType) -> Out {
-    Out { ty: Indirect, sub, link: sub == InstrSubType::BranchLink, ..other(isa, size) }
+    Out {
+        ty: Indirect,
+        sub,
+        link: sub == InstrSubType::BranchLink,
+        ..other(isa, size)
+    }
 }
 
 fn direct(isa: Isa, size: u8, target: u64) -> Out {
-    Out { ty: Branch, target, ..other(isa, size) }
+    Out {
+        ty: Branch,
+        target,
+        ..other(isa, size)
+    }
 }
 
 impl Out {
@@ -93,7 +110,11 @@ impl Out {
         Out { cond: true, ..self }
     }
     fn link(self) -> Out {
-        Out { link: true, sub: InstrSubType::BranchLink, ..self }
+        Out {
+            link: true,
+            sub: InstrSubType::BranchLink,
+            ..self
+        }
     }
     fn to(self, isa: Isa) -> Out {
         Out { isa, ..self }
@@ -106,7 +127,12 @@ const NO_SUB: InstrSubType = InstrSubType::None;
 // ---------------------------------------------------------------- A64
 
 const A64: Isa = Isa::Aarch64;
-const A64_ALL: Setup = Setup { isa: A64, arch: ArchVersion::Aa64, dsb_dmb: true, wfi_wfe: true };
+const A64_ALL: Setup = Setup {
+    isa: A64,
+    arch: ArchVersion::Aa64,
+    dsb_dmb: true,
+    wfi_wfe: true,
+};
 const X: u64 = 0xffff_8000_0010_0000;
 
 fn a64_other() -> Out {
@@ -130,7 +156,12 @@ fn a64_direct_branches() {
             ("bc.eq #-8", X, 0x54ff_ffd0, a64_br(X - 8).cond()),
             ("cbz x0, #+0x100", X, 0xb400_0800, a64_br(X + 0x100).cond()),
             ("tbnz w3, #5, #-0x10", X, 0x372f_ff83, a64_br(X - 0x10).cond()),
-            ("b to the top of the range", 0x1000, 0x15ff_ffff, a64_br(0x1000 + (1 << 27) - 4)),
+            (
+                "b to the top of the range",
+                0x1000,
+                0x15ff_ffff,
+                a64_br(0x1000 + (1 << 27) - 4),
+            ),
             ("b wraps below zero", 0x800, 0x17ff_fc00, a64_br(0xffff_ffff_ffff_f800)),
             // FEAT_CMPBR: direct branches, but not marked conditional.
             ("cbgt x1, x2, #+0x40", X, 0xf402_0201, a64_br(X + 0x40)),
@@ -202,7 +233,11 @@ fn a64_barriers_wfx_tstart_and_others() {
 
 #[test]
 fn a64_waypoint_options_off() {
-    let s = Setup { dsb_dmb: false, wfi_wfe: false, ..A64_ALL };
+    let s = Setup {
+        dsb_dmb: false,
+        wfi_wfe: false,
+        ..A64_ALL
+    };
     check(
         s,
         &[
@@ -220,7 +255,10 @@ fn a64_waypoint_options_off() {
 #[test]
 fn a64_architecture_gates() {
     // Armv8.0-8.2: no pointer authentication, WFxT or TME.
-    let v8 = Setup { arch: ArchVersion::V8, ..A64_ALL };
+    let v8 = Setup {
+        arch: ArchVersion::V8,
+        ..A64_ALL
+    };
     check(
         v8,
         &[
@@ -241,7 +279,10 @@ fn a64_architecture_gates() {
         ],
     );
     // Armv8.3: pointer authentication, still no WFxT or TME.
-    let v8r3 = Setup { arch: ArchVersion::V8r3, ..A64_ALL };
+    let v8r3 = Setup {
+        arch: ArchVersion::V8r3,
+        ..A64_ALL
+    };
     check(
         v8r3,
         &[
@@ -268,7 +309,11 @@ fn a64_opcode_check() {
         info.instr_size = 2;
         info.next_isa = Isa::Arm;
         info.branch_addr = 0x1234;
-        assert_eq!(dec.decode_instruction(&mut info), Err(ErrCode::InvalidOpcode), "{bad:#x}");
+        assert_eq!(
+            dec.decode_instruction(&mut info),
+            Err(ErrCode::InvalidOpcode),
+            "{bad:#x}"
+        );
         // Reset like any A64 decode before the check; the rest is untouched.
         assert_eq!(info.instr_type, Other);
         assert_eq!(info.sub_type, NO_SUB);
@@ -295,7 +340,12 @@ fn a64_opcode_check() {
 // ---------------------------------------------------------------- A32
 
 const A32: Isa = Isa::Arm;
-const A32_ALL: Setup = Setup { isa: A32, arch: ArchVersion::V7, dsb_dmb: true, wfi_wfe: true };
+const A32_ALL: Setup = Setup {
+    isa: A32,
+    arch: ArchVersion::V7,
+    dsb_dmb: true,
+    wfi_wfe: true,
+};
 const A: u64 = 0x8000;
 
 fn a32_other() -> Out {
@@ -317,9 +367,24 @@ fn a32_direct_branches() {
             ("bl #-0x100", A, 0xebff_ffc0, a32_br(A + 8 - 0x100).link()),
             ("bne #+0x40", A, 0x1a00_0010, a32_br(A + 8 + 0x40).cond()),
             ("bleq #0", A, 0x0b00_0000, a32_br(A + 8).cond().link()),
-            ("blx #+0x100 (H=0)", A, 0xfa00_0040, a32_br(A + 8 + 0x100).link().to(Isa::Thumb2)),
-            ("blx #+0x102 (H=1)", A, 0xfb00_0040, a32_br(A + 8 + 0x102).link().to(Isa::Thumb2)),
-            ("blx #-0x10", A, 0xfaff_fffc, a32_br(A + 8 - 0x10).link().to(Isa::Thumb2)),
+            (
+                "blx #+0x100 (H=0)",
+                A,
+                0xfa00_0040,
+                a32_br(A + 8 + 0x100).link().to(Isa::Thumb2),
+            ),
+            (
+                "blx #+0x102 (H=1)",
+                A,
+                0xfb00_0040,
+                a32_br(A + 8 + 0x102).link().to(Isa::Thumb2),
+            ),
+            (
+                "blx #-0x10",
+                A,
+                0xfaff_fffc,
+                a32_br(A + 8 - 0x10).link().to(Isa::Thumb2),
+            ),
             // AArch32 addresses are 32 bits: the upper bits are dropped.
             ("b from above 4GB", 0x1_0000_8000, 0xea00_0040, a32_br(A + 8 + 0x100)),
             ("b wraps at 4GB", 0xffff_fff0, 0xea00_0040, a32_br(0xf8)),
@@ -382,7 +447,12 @@ fn a32_barriers_wfx_and_others() {
             ("yield", A, 0xe320_f001, a32_other()),
             ("nop", A, 0xe320_f000, a32_other()),
             ("mov r0, r1", A, 0xe1a0_0001, a32_other()),
-            ("addeq r0, r1, r2 (any condition counts)", A, 0x0081_0002, a32_other().cond()),
+            (
+                "addeq r0, r1, r2 (any condition counts)",
+                A,
+                0x0081_0002,
+                a32_other().cond(),
+            ),
             ("cmp r0, #1", A, 0xe350_0001, a32_other()),
             ("ldr r0, [r1]", A, 0xe591_0000, a32_other()),
             ("pld [r0]", A, 0xf5d0_f000, a32_other()),
@@ -394,7 +464,11 @@ fn a32_barriers_wfx_and_others() {
 
 #[test]
 fn a32_waypoint_options_off() {
-    let s = Setup { dsb_dmb: false, wfi_wfe: false, ..A32_ALL };
+    let s = Setup {
+        dsb_dmb: false,
+        wfi_wfe: false,
+        ..A32_ALL
+    };
     check(
         s,
         &[
@@ -410,7 +484,12 @@ fn a32_waypoint_options_off() {
 // ---------------------------------------------------------------- T32
 
 const T32: Isa = Isa::Thumb2;
-const T32_ALL: Setup = Setup { isa: T32, arch: ArchVersion::V7, dsb_dmb: true, wfi_wfe: true };
+const T32_ALL: Setup = Setup {
+    isa: T32,
+    arch: ArchVersion::V7,
+    dsb_dmb: true,
+    wfi_wfe: true,
+};
 const T: u64 = 0x8000;
 /// An address to try the long branches from.
 const TF: u64 = 0x0100_0000;
@@ -450,9 +529,24 @@ fn t32_direct_branches() {
             ("bgt.w #+0x40000", TF, 0xa000_f300, t_br(4, TF + 4 + 0x4_0000).cond()),
             // BLX <label> goes to A32 from Align(PC, 4).
             ("blx #+0x2000", T, 0xe800_f002, t_br(4, T + 4 + 0x2000).link().to(A32)),
-            ("blx #+0x2000 from a halfword address", T + 2, 0xe800_f002, t_br(4, T + 4 + 0x2000).link().to(A32)),
-            ("blx #+4 from a halfword address", TF + 2, 0xe802_f000, t_br(4, TF + 8).link().to(A32)),
-            ("blx #-0x400000", TF + 2, 0xe800_f400, t_br(4, TF + 4 - 0x40_0000).link().to(A32)),
+            (
+                "blx #+0x2000 from a halfword address",
+                T + 2,
+                0xe800_f002,
+                t_br(4, T + 4 + 0x2000).link().to(A32),
+            ),
+            (
+                "blx #+4 from a halfword address",
+                TF + 2,
+                0xe802_f000,
+                t_br(4, TF + 8).link().to(A32),
+            ),
+            (
+                "blx #-0x400000",
+                TF + 2,
+                0xe800_f400,
+                t_br(4, TF + 4 - 0x40_0000).link().to(A32),
+            ),
             // Armv8.1-M low-overhead loops: unconditional direct branches.
             ("wls lr, r0, #+0x40", T, 0xc021_f040, t_br(4, T + 4 + 0x40)),
             ("wlstp.8 lr, r0, #+0x40", T, 0xc021_f000, t_br(4, T + 4 + 0x40)),
@@ -470,7 +564,12 @@ fn t32_indirect_branches() {
         T32_ALL,
         &[
             ("bx lr", T, 0x0000_4770, t_ind(2, V7ImpliedRet)),
-            ("bx lr, next halfword in the opcode", T, 0xffff_4770, t_ind(2, V7ImpliedRet)),
+            (
+                "bx lr, next halfword in the opcode",
+                T,
+                0xffff_4770,
+                t_ind(2, V7ImpliedRet),
+            ),
             ("bx r2", T, 0x0000_4710, t_ind(2, NO_SUB)),
             ("blx r3", T, 0x0000_4798, t_ind(2, BranchLink)),
             ("blx lr", T, 0x0000_47f0, t_ind(2, BranchLink)),
@@ -525,7 +624,11 @@ fn t32_barriers_wfx_and_others() {
 
 #[test]
 fn t32_waypoint_options_off() {
-    let s = Setup { dsb_dmb: false, wfi_wfe: false, ..T32_ALL };
+    let s = Setup {
+        dsb_dmb: false,
+        wfi_wfe: false,
+        ..T32_ALL
+    };
     check(
         s,
         &[
@@ -554,17 +657,43 @@ fn it_run(dec: &mut ArmInstrDecoder, track: bool, seq: &[(Isa, u32)]) -> Vec<(bo
 fn t32_it_block_tracking() {
     let mut dec = ArmInstrDecoder::new();
     // itte eq; mov; b (inside the block); mov; mov (after it)
-    let seq = [(T32, 0xbf06), (T32, 0x4608), (T32, 0xe7fe), (T32, 0x4608), (T32, 0x4608)];
+    let seq = [
+        (T32, 0xbf06),
+        (T32, 0x4608),
+        (T32, 0xe7fe),
+        (T32, 0x4608),
+        (T32, 0x4608),
+    ];
     assert_eq!(
         it_run(&mut dec, true, &seq),
-        [(false, 3, Other), (true, 2, Other), (true, 1, Branch), (true, 0, Other), (false, 0, Other)]
+        [
+            (false, 3, Other),
+            (true, 2, Other),
+            (true, 1, Branch),
+            (true, 0, Other),
+            (false, 0, Other)
+        ]
     );
 
     // itttt gt covers four; an IT inside a block does not open another.
-    let seq = [(T32, 0xbfc1), (T32, 0xbf08), (T32, 0x4608), (T32, 0x4608), (T32, 0x4608), (T32, 0x4608)];
+    let seq = [
+        (T32, 0xbfc1),
+        (T32, 0xbf08),
+        (T32, 0x4608),
+        (T32, 0x4608),
+        (T32, 0x4608),
+        (T32, 0x4608),
+    ];
     assert_eq!(
         it_run(&mut dec, true, &seq),
-        [(false, 4, Other), (true, 3, Other), (true, 2, Other), (true, 1, Other), (true, 0, Other), (false, 0, Other)]
+        [
+            (false, 4, Other),
+            (true, 3, Other),
+            (true, 2, Other),
+            (true, 1, Other),
+            (true, 0, Other),
+            (false, 0, Other)
+        ]
     );
 
     // Without tracking nothing is counted.
@@ -615,15 +744,28 @@ fn new_matches_default() {
 /// every ISA, architecture and option combination and check invariants.
 #[test]
 fn strided_sweep_never_panics() {
-    let archs = [ArchVersion::Unknown, ArchVersion::V7, ArchVersion::V8, ArchVersion::V8r3, ArchVersion::Aa64];
+    let archs = [
+        ArchVersion::Unknown,
+        ArchVersion::V7,
+        ArchVersion::V8,
+        ArchVersion::V8r3,
+        ArchVersion::Aa64,
+    ];
     let mut dec = ArmInstrDecoder::new();
-    let ops = (0..=u32::MAX).step_by(65_521).chain([u32::MAX, 0x8000_0000, 0x7fff_ffff]);
+    let ops = (0..=u32::MAX)
+        .step_by(65_521)
+        .chain([u32::MAX, 0x8000_0000, 0x7fff_ffff]);
     for opcode in ops {
         for isa in [A32, T32, A64] {
             for arch in archs {
                 for flags in 0..8u8 {
                     dec.set_aa64_opcode_check(flags & 4 != 0);
-                    let s = Setup { isa, arch, dsb_dmb: flags & 1 != 0, wfi_wfe: flags & 2 != 0 };
+                    let s = Setup {
+                        isa,
+                        arch,
+                        dsb_dmb: flags & 1 != 0,
+                        wfi_wfe: flags & 2 != 0,
+                    };
                     let mut info = info_for(s, 0xffff_ffff_ffff_fffe, opcode);
                     info.track_it_block = true;
                     let r = dec.decode_instruction(&mut info);

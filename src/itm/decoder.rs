@@ -74,7 +74,9 @@ impl ItmDecoder {
     }
 
     fn send(&mut self) -> DatapathResp {
-        self.out.borrow_mut().trace_elem_in(self.index, self.trace_id, &self.elem)
+        self.out
+            .borrow_mut()
+            .trace_elem_in(self.index, self.trace_id, &self.elem)
     }
 
     fn decode(&mut self, pkt: &ItmPacket) -> DatapathResp {
@@ -88,11 +90,18 @@ impl ItmDecoder {
             }
             ItmPktType::Async | ItmPktType::IncompleteEot => return DatapathResp::Cont,
             ItmPktType::Dwt | ItmPktType::Swit => {
-                info.kind = if pkt.pkt_type == ItmPktType::Dwt { ItmPktKind::Dwt } else { ItmPktKind::Swit };
+                info.kind = if pkt.pkt_type == ItmPktType::Dwt {
+                    ItmPktKind::Dwt
+                } else {
+                    ItmPktKind::Swit
+                };
                 info.payload_size = pkt.val_sz;
                 info.value = pkt.value;
-                info.channel_or_desc =
-                    if pkt.pkt_type == ItmPktType::Swit { (pkt.src_id & 0x1f) | (self.stim_page << 5) } else { pkt.src_id };
+                info.channel_or_desc = if pkt.pkt_type == ItmPktType::Swit {
+                    (pkt.src_id & 0x1f) | (self.stim_page << 5)
+                } else {
+                    pkt.src_id
+                };
                 send = true;
             }
             ItmPktType::Extension => {

@@ -9,10 +9,10 @@
 
 use std::sync::Arc;
 
-use crate::decoder::{DecodeContext, DecoderFactory, Pipeline};
-use crate::logger::ErrLink;
 use crate::decoder::RegSpec;
+use crate::decoder::{DecodeContext, DecoderFactory, Pipeline};
 use crate::factory::{ProtocolFactory, ProtocolInfo};
+use crate::logger::ErrLink;
 
 mod decoder;
 mod packet;
@@ -43,7 +43,9 @@ pub struct ItmConfig {
 impl ItmConfig {
     /// A configuration with trace ID `id` and nothing else set.
     pub fn with_trace_id(id: u8) -> Self {
-        ItmConfig { tcr: ((id as u32) & 0x7f) << 16 }
+        ItmConfig {
+            tcr: ((id as u32) & 0x7f) << 16,
+        }
     }
     /// CoreSight trace ID (bits 22:16).
     pub fn trace_id(&self) -> u8 {
@@ -52,7 +54,11 @@ impl ItmConfig {
     /// Local timestamp prescaler: 1, 4, 16 or 64 (TSPrescale, used only
     /// with the TPIU clock, SWOENA set).
     pub fn ts_prescale(&self) -> u32 {
-        if self.tcr & 0x10 != 0 { [1, 4, 16, 64][((self.tcr >> 8) & 3) as usize] } else { 1 }
+        if self.tcr & 0x10 != 0 {
+            [1, 4, 16, 64][((self.tcr >> 8) & 3) as usize]
+        } else {
+            1
+        }
     }
 }
 

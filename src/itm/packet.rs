@@ -87,13 +87,20 @@ pub struct ItmPacket {
 
 impl ItmPacket {
     pub(crate) fn init(&mut self) {
-        *self = ItmPacket { err_type: ItmPktType::NoErrType, ..ItmPacket::default() };
+        *self = ItmPacket {
+            err_type: ItmPktType::NoErrType,
+            ..ItmPacket::default()
+        };
     }
 
     /// Sets a value of `size` bytes (1 to 4; anything else counts as 4).
     pub(crate) fn set_value(&mut self, v: u32, size: u8) {
         self.val_sz = if (1..=4).contains(&size) { size } else { 4 };
-        self.value = if self.val_sz == 4 { v } else { v & ((1u32 << (8 * self.val_sz)) - 1) };
+        self.value = if self.val_sz == 4 {
+            v
+        } else {
+            v & ((1u32 << (8 * self.val_sz)) - 1)
+        };
     }
 
     pub(crate) fn set_ext_value(&mut self, v: u64) {
@@ -104,7 +111,11 @@ impl ItmPacket {
 
     /// The value with its extension bits.
     pub fn ext_value(&self) -> u64 {
-        if self.val_sz < 5 { self.value as u64 } else { self.value as u64 | (self.val_ext as u64) << 32 }
+        if self.val_sz < 5 {
+            self.value as u64
+        } else {
+            self.value as u64 | (self.val_ext as u64) << 32
+        }
     }
 
     pub(crate) fn set_err(&mut self, t: ItmPktType) {
@@ -125,14 +136,25 @@ impl ItmPacket {
         match self.src_id {
             0 => {
                 let _ = write!(out, "[Event Counter: 0x{:02x}; Flags: ", self.value);
-                for (bit, name) in [(0x01, " CPI "), (0x02, " EXC "), (0x04, " Sleep "), (0x08, " LSU "), (0x10, " Fold "), (0x20, " CYC ")]
-                {
+                for (bit, name) in [
+                    (0x01, " CPI "),
+                    (0x02, " EXC "),
+                    (0x04, " Sleep "),
+                    (0x08, " LSU "),
+                    (0x10, " Fold "),
+                    (0x20, " CYC "),
+                ] {
                     out.push_str(if self.value & bit != 0 { name } else { " --- " });
                 }
                 out.push_str("] ");
             }
             1 => {
-                let _ = write!(out, "[Exception Num:  0x{:04x}({}) ]", self.value & 0x1ff, EXCEPTION_FN[((self.value >> 12) & 3) as usize]);
+                let _ = write!(
+                    out,
+                    "[Exception Num:  0x{:04x}({}) ]",
+                    self.value & 0x1ff,
+                    EXCEPTION_FN[((self.value >> 12) & 3) as usize]
+                );
             }
             2 => {
                 out.push_str("[PC Sample: ");
@@ -172,7 +194,12 @@ impl TracePacket for ItmPacket {
                 self.write_dwt(out);
             }
             ItmPktType::TsLocal => {
-                const TC: [&str; 4] = ["TS Sync", "TS Delayed", "TS Sync, Packet Delayed", "TS Delayed, Packet Delayed"];
+                const TC: [&str; 4] = [
+                    "TS Sync",
+                    "TS Delayed",
+                    "TS Sync, Packet Delayed",
+                    "TS Delayed, Packet Delayed",
+                ];
                 self.write_val(out);
                 let _ = write!(out, " {{ {} }}", TC[(self.src_id & 3) as usize]);
             }
@@ -190,7 +217,11 @@ impl TracePacket for ItmPacket {
                 self.write_val(out);
             }
             ItmPktType::TsGlobal2 => {
-                out.push_str(if self.val_sz == 5 { "{ TS bits [63:26]} " } else { "{ TS bits [47:26]} " });
+                out.push_str(if self.val_sz == 5 {
+                    "{ TS bits [63:26]} "
+                } else {
+                    "{ TS bits [47:26]} "
+                });
                 self.write_val(out);
             }
             ItmPktType::Extension => {
@@ -198,7 +229,12 @@ impl TracePacket for ItmPacket {
                 if bits == 3 && self.src_id & 0x80 == 0 {
                     let _ = write!(out, "{{stim port page}} 0x{:02x}", self.value);
                 } else {
-                    let _ = write!(out, "{{unknown extension type, {bits} bits }} 0x{:0w$x}", self.value, w = bits / 4 + 1);
+                    let _ = write!(
+                        out,
+                        "{{unknown extension type, {bits} bits }} 0x{:0w$x}",
+                        self.value,
+                        w = bits / 4 + 1
+                    );
                 }
             }
             ItmPktType::IncompleteEot | ItmPktType::BadSequence => {

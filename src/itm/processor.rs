@@ -12,9 +12,9 @@
 //! monitor as NOTSYNC packets (in runs of at most eight) and one NOTSYNC
 //! packet goes to the decoder, as OpenCSD does.
 
-use crate::hooks::EntryKind;
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use crate::decoder::{PacketOut, PacketProcessor, ProcStats};
+use crate::hooks::EntryKind;
 use crate::logger::ErrLink;
 use crate::pktproc::{Input, PktError, ProcState as State};
 
@@ -129,7 +129,11 @@ impl ItmProcessor {
             None => DatapathResp::Cont,
         };
         self.init_next_packet();
-        self.state = if self.stream_sync { State::ProcHdr } else { State::WaitSync };
+        self.state = if self.stream_sync {
+            State::ProcHdr
+        } else {
+            State::WaitSync
+        };
         resp
     }
 
@@ -222,7 +226,14 @@ impl ItmProcessor {
         let Some(h) = self.read_byte(inp) else { return Ok(()) };
         self.header = h;
         let (t, step) = if h & 0x03 != 0 {
-            (if h & 0x04 != 0 { ItmPktType::Dwt } else { ItmPktType::Swit }, Step::Source)
+            (
+                if h & 0x04 != 0 {
+                    ItmPktType::Dwt
+                } else {
+                    ItmPktType::Swit
+                },
+                Step::Source,
+            )
         } else if h & 0x0f == 0 {
             match h {
                 0x00 => (ItmPktType::Async, Step::Async),
@@ -236,7 +247,11 @@ impl ItmProcessor {
         } else if h & 0x0b == 0x08 {
             (ItmPktType::Extension, Step::Extension)
         } else if h & 0xdf == 0x94 {
-            if h & 0x20 == 0 { (ItmPktType::TsGlobal1, Step::GlobalTs1) } else { (ItmPktType::TsGlobal2, Step::GlobalTs2) }
+            if h & 0x20 == 0 {
+                (ItmPktType::TsGlobal1, Step::GlobalTs1)
+            } else {
+                (ItmPktType::TsGlobal2, Step::GlobalTs2)
+            }
         } else {
             self.pkt.pkt_type = ItmPktType::Reserved;
             return Err(PktError::header(""));
@@ -262,7 +277,10 @@ impl ItmProcessor {
 
     /// The 7-bit groups of the payload bytes, least significant first.
     fn cont_value(&self) -> u64 {
-        self.raw[1..].iter().enumerate().fold(0u64, |v, (i, b)| v | ((*b as u64 & 0x7f) << (7 * i)))
+        self.raw[1..]
+            .iter()
+            .enumerate()
+            .fold(0u64, |v, (i, b)| v | ((*b as u64 & 0x7f) << (7 * i)))
     }
 
     fn run(&mut self, inp: &mut Input) -> Result<(), PktError> {
@@ -416,7 +434,10 @@ impl PacketProcessor for ItmProcessor {
     fn stats(&self) -> Option<ProcStats> {
         Some(match &self.err {
             Some(link) => ProcStats::with_errors(self.unsynced_total, link),
-            None => ProcStats { unsynced_bytes: self.unsynced_total, ..ProcStats::default() },
+            None => ProcStats {
+                unsynced_bytes: self.unsynced_total,
+                ..ProcStats::default()
+            },
         })
     }
 

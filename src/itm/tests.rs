@@ -12,7 +12,11 @@ const ASYNC: [u8; 6] = [0, 0, 0, 0, 0, 0x80];
 /// The ITM pipeline for `ITMTCR` = `tcr`: packets listed and, if
 /// `decode`, elements.
 fn itm(decode: bool, tcr: u32) -> (Rig, Pipeline<ItmProcessor>) {
-    let rig = Rig::new(if decode { DecodeMode::FullDecode } else { DecodeMode::PacketsOnly });
+    let rig = Rig::new(if decode {
+        DecodeMode::FullDecode
+    } else {
+        DecodeMode::PacketsOnly
+    });
     let mut p = create_pipeline(ItmConfig { tcr }, &rig.ctx);
     rig.monitor(&mut p, 0);
     (rig, p)
@@ -44,7 +48,9 @@ const EOT: &str = "ID:0\tEND OF TRACE DATA\n";
 fn notsync_sync_overflow_and_software_packets() {
     let mut s = vec![0x12, 0x00, 0x34];
     s.extend(ASYNC);
-    s.extend([0x70, 0x09, 0xac, 0x0a, 0x45, 0x23, 0x0b, 0x23, 0x01, 0x89, 0x67, 0xf9, 0x55]);
+    s.extend([
+        0x70, 0x09, 0xac, 0x0a, 0x45, 0x23, 0x0b, 0x23, 0x01, 0x89, 0x67, 0xf9, 0x55,
+    ]);
     assert_eq!(
         listing(&s),
         "Idx:0; ID:0; [0x12 ];\tITM_NOTSYNC: ; 'ITM data stream not synchronised'
@@ -136,7 +142,9 @@ Idx:36; ID:0; OCSD_GEN_TRC_ELEM_EO_TRACE( [end-of-trace])
 fn local_timestamps_with_prescaler() {
     // SWOENA with TSPrescale 2: local timestamps count in 16s. An
     // overflow restarts the count.
-    let s = synced(&[0x30, 0xd0, 0x05, 0xe0, 0x81, 0x01, 0xf0, 0x80, 0x80, 0x80, 0x01, 0x70, 0x10]);
+    let s = synced(&[
+        0x30, 0xd0, 0x05, 0xe0, 0x81, 0x01, 0xf0, 0x80, 0x80, 0x80, 0x01, 0x70, 0x10,
+    ]);
     assert_eq!(
         listing_cfg(0x0000_0210, &s),
         format!(
@@ -321,8 +329,8 @@ Idx:17; ID:0; OCSD_GEN_TRC_ELEM_ITMTRACE(ITM_SWIT (ch: 0x1; Data: 0x03) )
 #[test]
 fn same_listing_with_waits_and_one_byte_blocks() {
     let s = synced(&[
-        0x70, 0x09, 0xac, 0x30, 0x0e, 0x05, 0x20, 0x94, 0xd6, 0x34, 0xb4, 0x81, 0x82, 0x83, 0x04, 0x94, 0x11, 0x38, 0x11, 0x77, 0xd0, 0x05,
-        0x0b, 0x01,
+        0x70, 0x09, 0xac, 0x30, 0x0e, 0x05, 0x20, 0x94, 0xd6, 0x34, 0xb4, 0x81, 0x82, 0x83, 0x04, 0x94, 0x11, 0x38,
+        0x11, 0x77, 0xd0, 0x05, 0x0b, 0x01,
     ]);
     let plain = listing(&s);
     for waits in [1, 2, 5, 100] {
@@ -363,10 +371,16 @@ fn arbitrary_bytes_never_panic_or_stall() {
 fn factory_reads_itmtcr() {
     let f = factory();
     assert_eq!(f.protocol_name(), "ITM");
-    let cfg = crate::decoder::SourceConfig { regs: vec![("ITMTCR".into(), 0x0020_0000)], ..Default::default() };
+    let cfg = crate::decoder::SourceConfig {
+        regs: vec![("ITMTCR".into(), 0x0020_0000)],
+        ..Default::default()
+    };
     assert_eq!(f.trace_id(&cfg), 0x20);
     assert_eq!(ItmConfig::with_trace_id(0x20).trace_id(), 0x20);
     // The prescaler applies only with SWOENA (bit 4).
     assert_eq!(ItmConfig { tcr: 0x300 }.ts_prescale(), 1);
-    assert_eq!([0x010, 0x110, 0x210, 0x310].map(|tcr| ItmConfig { tcr }.ts_prescale()), [1, 4, 16, 64]);
+    assert_eq!(
+        [0x010, 0x110, 0x210, 0x310].map(|tcr| ItmConfig { tcr }.ts_prescale()),
+        [1, 4, 16, 64]
+    );
 }

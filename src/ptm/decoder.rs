@@ -11,9 +11,9 @@
 
 use std::fmt::Write as _;
 
-use super::packet::{PtmPacket, PtmPktType};
-use super::shared::{initial_element, ISyncReason, ReturnStack};
 use super::PtmConfig;
+use super::packet::{PtmPacket, PtmPktType};
+use super::shared::{ISyncReason, ReturnStack, initial_element};
 use crate::arch::{InstrInfo, InstrType, Isa, SecurityState};
 use crate::datapath::{DatapathResp, TrcIndex};
 use crate::decoder::{DecodeContext, ElemRouter, PacketDecoder};
@@ -96,7 +96,11 @@ impl PtmDecoder {
         if cfg.has_ret_stack() {
             ret_stack.set_active(cfg.ret_stack_enabled());
         }
-        let instr = InstrInfo { pe_type: cfg.arch, dsb_dmb_waypoints: cfg.dmsb_waypoints(), ..InstrInfo::default() };
+        let instr = InstrInfo {
+            pe_type: cfg.arch,
+            dsb_dmb_waypoints: cfg.dmsb_waypoints(),
+            ..InstrInfo::default()
+        };
         let mut d = PtmDecoder {
             eot_sent: false,
             trace_id: cfg.trace_id(),
@@ -110,7 +114,12 @@ impl PtmDecoder {
             isync_pe_ctxt: false,
             instr,
             nacc_pending: false,
-            walker: Walker::new(WalkOptions { a64_opcode_check: false, mem_error_is_error: true, range_limit: 0, eret_not_fast: false }),
+            walker: Walker::new(WalkOptions {
+                a64_opcode_check: false,
+                mem_error_is_error: true,
+                range_limit: 0,
+                eret_not_fast: false,
+            }),
             nacc_addr: 0,
             pe_ctx: PeContext::default(),
             pe: PeState::default(),
@@ -131,17 +140,28 @@ impl PtmDecoder {
         self.instr.isa = Isa::Unknown;
         self.nacc_pending = false;
         self.pe_ctx = PeContext::default();
-        self.pe = PeState { addr: 0, isa: Isa::Unknown, valid: false };
+        self.pe = PeState {
+            addr: 0,
+            isa: Isa::Unknown,
+            valid: false,
+        };
         self.atom_num = 0;
         self.elem = initial_element();
     }
 
     fn output(&mut self) -> DatapathResp {
-        self.out.borrow_mut().trace_elem_in(self.index, self.trace_id, &self.elem)
+        self.out
+            .borrow_mut()
+            .trace_elem_in(self.index, self.trace_id, &self.elem)
     }
 
     fn log(&self, sev: Severity, code: ErrCode, msg: String) {
-        self.err.log(&TraceError::new(sev, code).at(self.index).on_id(self.trace_id).with_message(msg));
+        self.err.log(
+            &TraceError::new(sev, code)
+                .at(self.index)
+                .on_id(self.trace_id)
+                .with_message(msg),
+        );
     }
 
     fn process_packet(&mut self) -> DatapathResp {
@@ -153,7 +173,11 @@ impl PtmDecoder {
                     self.elem.elem_type = ElemType::NoSync;
                     self.elem.unsync_info = self.unsync;
                     resp = self.output();
-                    self.state = if self.pkt.pkt_type == PtmPktType::ASync { State::WaitIsync } else { State::WaitSync };
+                    self.state = if self.pkt.pkt_type == PtmPktType::ASync {
+                        State::WaitIsync
+                    } else {
+                        State::WaitSync
+                    };
                     break;
                 }
                 State::WaitSync => {
@@ -251,7 +275,10 @@ impl PtmDecoder {
             _ => DatapathResp::Cont,
         };
         if resp.is_cont()
-            && matches!(self.state, State::ContIsync | State::ContAtom | State::ContWpUpdate | State::ContBranch)
+            && matches!(
+                self.state,
+                State::ContIsync | State::ContAtom | State::ContWpUpdate | State::ContBranch
+            )
         {
             self.state = State::DecodePkts;
         }
@@ -261,7 +288,11 @@ impl PtmDecoder {
     fn process_isync(&mut self) -> DatapathResp {
         let mut resp = DatapathResp::Cont;
         if self.state == State::DecodePkts {
-            self.pe = PeState { addr: self.pkt.addr, isa: self.pkt.curr_isa, valid: true };
+            self.pe = PeState {
+                addr: self.pkt.addr,
+                isa: self.pkt.curr_isa,
+                valid: true,
+            };
             self.isync_pe_ctxt = self.pkt.isa_changed();
             if self.pkt.ctxt_id_updated {
                 self.pe_ctx.context_id = self.pkt.context_id;
@@ -273,7 +304,11 @@ impl PtmDecoder {
                 self.pe_ctx.vmid_valid = true;
                 self.isync_pe_ctxt = true;
             }
-            self.pe_ctx.security = if self.pkt.ns { SecurityState::NonSecure } else { SecurityState::Secure };
+            self.pe_ctx.security = if self.pkt.ns {
+                SecurityState::NonSecure
+            } else {
+                SecurityState::Secure
+            };
 
             if self.need_isync || self.pkt.isync_reason != ISyncReason::Periodic {
                 self.elem.set_type(ElemType::TraceOn);
@@ -325,7 +360,11 @@ impl PtmDecoder {
                 // A branch address implies an E atom on the waypoint before it.
                 resp = self.process_atom_range(true, "BranchAddr", WalkTo::Waypoint);
             }
-            self.pe = PeState { addr: self.pkt.addr, isa: self.pkt.curr_isa, valid: true };
+            self.pe = PeState {
+                addr: self.pkt.addr,
+                isa: self.pkt.curr_isa,
+                valid: true,
+            };
         }
         self.check_pending_nacc(&mut resp);
         if resp.is_wait() && self.nacc_pending {
@@ -379,7 +418,11 @@ impl PtmDecoder {
     }
 
     fn mem_space(&self) -> MemSpace {
-        if self.pe_ctx.security == SecurityState::Secure { MemSpace::S } else { MemSpace::N }
+        if self.pe_ctx.security == SecurityState::Secure {
+            MemSpace::S
+        } else {
+            MemSpace::N
+        }
     }
 
     /// Walks from the current address to the next waypoint (or the given
@@ -485,7 +528,8 @@ impl PtmDecoder {
                 let mut mem = mem.borrow_mut();
                 let dec = self.instr_dec.clone();
                 let mut dec = dec.borrow_mut();
-                self.walker.to_waypoint(&mut *mem, &mut *dec, &mut self.instr, self.trace_id, space)
+                self.walker
+                    .to_waypoint(&mut *mem, &mut *dec, &mut self.instr, self.trace_id, space)
             };
             if walked.num > 0 {
                 self.elem.en_addr = self.instr.instr_addr;
@@ -507,7 +551,9 @@ impl PtmDecoder {
             let op_addr = self.instr.instr_addr;
             let mut buf = [0u8; 4];
             let n = match &self.mem {
-                Some(m) => m.borrow_mut().read_target_memory(op_addr, self.trace_id, space, &mut buf)?,
+                Some(m) => m
+                    .borrow_mut()
+                    .read_target_memory(op_addr, self.trace_id, space, &mut buf)?,
                 None => 0,
             };
             if n == 4 {
@@ -528,7 +574,6 @@ impl PtmDecoder {
         }
         Ok(found)
     }
-
 }
 
 impl PacketDecoder for PtmDecoder {

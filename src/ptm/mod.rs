@@ -26,8 +26,8 @@ pub use processor::PtmProcessor;
 pub use shared::ISyncReason;
 
 use crate::arch::{ArchProfile, ArchVersion, CoreProfile};
-use crate::decoder::{DecoderFactory, Pipeline, SourceConfig};
 use crate::decoder::RegSpec;
+use crate::decoder::{DecoderFactory, Pipeline, SourceConfig};
 use crate::factory::{ProtocolFactory, ProtocolInfo};
 
 /// Registers of ETMv3 and PTM sources (the same set).

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use super::shared::{self, ISyncReason, ARMV7_EXCEPTION_NAMES};
+use super::shared::{self, ARMV7_EXCEPTION_NAMES, ISyncReason};
 use crate::arch::Isa;
 use crate::printers::TracePacket;
 
@@ -295,7 +295,13 @@ impl PtmPacket {
 
     fn write_branch(&self, out: &mut String) {
         out.push_str("Addr=");
-        shared::write_partial_hex(out, 32, self.addr_valid_bits as u32, self.addr, self.addr_pkt_bits as u32);
+        shared::write_partial_hex(
+            out,
+            32,
+            self.addr_valid_bits as u32,
+            self.addr,
+            self.addr_pkt_bits as u32,
+        );
         out.push_str("; ");
         if self.isa_changed() {
             out.push_str(shared::isa_text(self.curr_isa));
@@ -308,7 +314,12 @@ impl PtmPacket {
         }
         if self.exception_present {
             out.push_str("Excep=");
-            out.push_str(ARMV7_EXCEPTION_NAMES.get(self.exception_number as usize).copied().unwrap_or("Unknown"));
+            out.push_str(
+                ARMV7_EXCEPTION_NAMES
+                    .get(self.exception_number as usize)
+                    .copied()
+                    .unwrap_or("Unknown"),
+            );
             let _ = write!(out, " [{:02x}]; ", self.exception_number);
         }
         if self.cc_valid {

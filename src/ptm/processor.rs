@@ -9,17 +9,17 @@
 //! headers give RESERVED packets, which the decoder answers by waiting
 //! for the next synchronisation.
 
+use super::PtmConfig;
 use super::packet::{PtmPacket, PtmPktType};
 use super::shared::ISyncReason;
-use super::PtmConfig;
-use crate::hooks::EntryKind;
 use crate::arch::Isa;
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use crate::decoder::{DecodeContext, PacketOut, PacketProcessor, ProcStats};
 use crate::deformatter::overread;
 use crate::errcode::ErrCode;
+use crate::hooks::EntryKind;
 use crate::logger::ErrLink;
-use crate::pktproc::{bin_to_gray, gray_to_bin, PktError, ProcState as State};
+use crate::pktproc::{PktError, ProcState as State, bin_to_gray, gray_to_bin};
 
 /// A-sync: at least this many 0x00 bytes, then 0x80.
 const ASYNC_REQ_0: u32 = 5;
@@ -169,7 +169,9 @@ impl PtmProcessor {
     /// Reads bytes while they may form an A-sync.
     fn find_async(&mut self, data: &[u8], pos: &mut usize) -> AsyncResult {
         loop {
-            let Some(b) = self.read_byte(data, pos) else { return AsyncResult::Incomplete };
+            let Some(b) = self.read_byte(data, pos) else {
+                return AsyncResult::Incomplete;
+            };
             if b == 0x00 {
                 self.async_0 += 1;
                 if self.async_0 >= ASYNC_PAD_0_LIMIT + ASYNC_REQ_0 {
@@ -253,7 +255,12 @@ impl PtmProcessor {
                     }
                     let end = unsynced_start + unsynced;
                     if end <= data.len() {
-                        mon.raw_packet_data_mon(DatapathOp::Data, self.pkt_index, Some(&self.pkt), &data[unsynced_start..end]);
+                        mon.raw_packet_data_mon(
+                            DatapathOp::Data,
+                            self.pkt_index,
+                            Some(&self.pkt),
+                            &data[unsynced_start..end],
+                        );
                     } else {
                         // Zeros pending from the previous block that did not
                         // start an A-sync are counted again with this block's
@@ -363,7 +370,11 @@ impl PtmProcessor {
                 self.got_cc_bytes = 0;
             } else if idx > 5 {
                 if self.need_cc && !self.got_cc {
-                    self.got_cc = if idx == 6 { b & 0x40 == 0 } else { b & 0x80 == 0 || idx == 10 };
+                    self.got_cc = if idx == 6 {
+                        b & 0x40 == 0
+                    } else {
+                        b & 0x80 == 0 || idx == 10
+                    };
                     self.got_cc_bytes += 1;
                     if !self.got_cc {
                         self.num_pkt_bytes_req += 1;
@@ -609,7 +620,11 @@ impl PtmProcessor {
                     done = true;
                 }
             } else if self.need_cc {
-                done = if self.got_cc_bytes == 0 { b & 0x40 == 0 } else { b & 0x80 == 0 || self.got_cc_bytes == 4 };
+                done = if self.got_cc_bytes == 0 {
+                    b & 0x40 == 0
+                } else {
+                    b & 0x80 == 0 || self.got_cc_bytes == 4
+                };
                 self.got_cc_bytes += 1;
             } else {
                 return Err(self.malformed("sequencing error analysing branch packet"));

@@ -8,7 +8,11 @@ use crate::element::TraceElement;
 
 /// A fresh output element, as OpenCSD initialises one (addresses all ones).
 pub(crate) fn initial_element() -> TraceElement {
-    TraceElement { st_addr: u64::MAX, en_addr: u64::MAX, ..TraceElement::default() }
+    TraceElement {
+        st_addr: u64::MAX,
+        en_addr: u64::MAX,
+        ..TraceElement::default()
+    }
 }
 
 /// Names of the Armv7-A/R exception numbers carried in branch packets.
@@ -94,14 +98,22 @@ pub(crate) fn write_partial_hex(out: &mut String, total_bits: u32, valid_bits: u
         let _ = write!(out, " ({}:0)", valid_bits as i64 - 1);
     }
     if update_bits > 0 {
-        let mask = if update_bits >= 64 { u64::MAX } else { (1u64 << update_bits) - 1 };
+        let mask = if update_bits >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << update_bits) - 1
+        };
         let _ = write!(out, " ~[0x{:X}]", value & mask);
     }
 }
 
 /// Replaces the low `update_bits` of `current` with those of `value`.
 pub(crate) fn merge_bits(current: u64, value: u64, update_bits: u32) -> u64 {
-    let mask = if update_bits >= 64 { u64::MAX } else { (1u64 << update_bits) - 1 };
+    let mask = if update_bits >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << update_bits) - 1
+    };
     (current & !mask) | (value & mask)
 }
 

@@ -1,11 +1,11 @@
 //! PTM packet processor and decoder tests on hand-built trace.
 
-use crate::test_rig::{lines, Rig};
 use super::{PtmConfig, PtmDecoder, PtmProcessor};
 use crate::arch::{ArchProfile, ArchVersion, CoreProfile};
 use crate::datapath::DatapathOp;
 use crate::decoder::{DecodeMode, Pipeline};
 use crate::interfaces::TrcDataIn;
+use crate::test_rig::{Rig, lines};
 
 const ETMCR_CYCLE_ACC: u32 = 1 << 12;
 const ETMCR_CTXTID_4: u32 = 3 << 14;
@@ -164,7 +164,10 @@ fn gray_coded_timestamps() {
     let ts: Vec<&str> = out.lines().skip(1).map(|l| l.split('\t').nth(1).unwrap()).collect();
     assert_eq!(
         ts,
-        ["TIMESTAMP : Timestamp packet; TS=0x0000000000000002 ~[0x2](2); ", "TIMESTAMP : Timestamp packet; TS=0x0000000000000001 ~[0x1](1); "]
+        [
+            "TIMESTAMP : Timestamp packet; TS=0x0000000000000002 ~[0x2](2); ",
+            "TIMESTAMP : Timestamp packet; TS=0x0000000000000001 ~[0x1](1); "
+        ]
     );
 }
 
@@ -442,7 +445,10 @@ fn random_bytes_never_panic() {
     let configs = [
         config(0, 0),
         config(ETMCR_CYCLE_ACC | ETMCR_CTXTID_4, CCER_TS_BINARY),
-        config(ETMCR_RET_STACK | ETMCR_CYCLE_ACC | (1 << 14), CCER_RET_STACK | (1 << 29) | (1 << 24)),
+        config(
+            ETMCR_RET_STACK | ETMCR_CYCLE_ACC | (1 << 14),
+            CCER_RET_STACK | (1 << 29) | (1 << 24),
+        ),
     ];
     for (n, cfg) in configs.into_iter().enumerate() {
         let rig = Rig::new(DecodeMode::FullDecode);
@@ -480,11 +486,20 @@ fn unsynced_count_past_the_block_shows_the_deformatter_record() {
     frames.extend([0x22; 8]);
     frames.extend([0x61, 0x44, 0x44, 0x44, 0x44, 0x44, 0x44, 0x00]);
     let rig = Rig::new(DecodeMode::PacketsOnly);
-    let p = packets(&rig, PtmConfig { reg_trc_id: 0x10, ..config(0, CCER_TS_BINARY) });
+    let p = packets(
+        &rig,
+        PtmConfig {
+            reg_trc_id: 0x10,
+            ..config(0, CCER_TS_BINARY)
+        },
+    );
     let mut table = IdStreamTable::default();
     table.attach(0x10, Box::new(p)).unwrap();
     let mut d = FrameDeformatter::new(DeformatterConfig::mem_aligned());
-    assert_eq!(d.trace_data_in(DatapathOp::Data, 0, &frames, &mut table), (DatapathResp::Cont, 32));
+    assert_eq!(
+        d.trace_data_in(DatapathOp::Data, 0, &frames, &mut table),
+        (DatapathResp::Cont, 32)
+    );
     assert_eq!(
         rig.take(),
         lines(&[

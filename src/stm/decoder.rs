@@ -50,7 +50,9 @@ impl StmDecoder {
     }
 
     fn send(&mut self) -> DatapathResp {
-        self.out.borrow_mut().trace_elem_in(self.index, self.trace_id, &self.elem)
+        self.out
+            .borrow_mut()
+            .trace_elem_in(self.index, self.trace_id, &self.elem)
     }
 
     /// Clears the per-packet flags, keeping ids and the id-valid flag.

@@ -35,10 +35,10 @@
 
 use std::sync::Arc;
 
-use crate::decoder::{DecodeContext, DecoderFactory, Pipeline};
-use crate::logger::ErrLink;
 use crate::decoder::RegSpec;
+use crate::decoder::{DecodeContext, DecoderFactory, Pipeline};
 use crate::factory::{ProtocolFactory, ProtocolInfo};
+use crate::logger::ErrLink;
 
 mod decoder;
 mod packet;
@@ -69,7 +69,9 @@ pub struct StmConfig {
 impl StmConfig {
     /// A configuration with trace ID `id` and nothing else set.
     pub fn with_trace_id(id: u8) -> Self {
-        StmConfig { tcsr: ((id as u32) & 0x7f) << 16 }
+        StmConfig {
+            tcsr: ((id as u32) & 0x7f) << 16,
+        }
     }
     /// CoreSight trace ID (bits 22:16).
     pub fn trace_id(&self) -> u8 {

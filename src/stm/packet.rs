@@ -87,7 +87,13 @@ impl StmPktType {
     fn takes_suffixes(self) -> bool {
         matches!(
             self,
-            StmPktType::Trig | StmPktType::Flag | StmPktType::D4 | StmPktType::D8 | StmPktType::D16 | StmPktType::D32 | StmPktType::D64
+            StmPktType::Trig
+                | StmPktType::Flag
+                | StmPktType::D4
+                | StmPktType::D8
+                | StmPktType::D16
+                | StmPktType::D32
+                | StmPktType::D64
         )
     }
 
@@ -171,7 +177,11 @@ impl StmPacket {
     }
 
     pub(crate) fn set_channel(&mut self, c: u16, low8_only: bool) {
-        self.channel = if low8_only { (self.channel & 0xff00) | (c & 0xff) } else { c };
+        self.channel = if low8_only {
+            (self.channel & 0xff00) | (c & 0xff)
+        } else {
+            c
+        };
     }
 
     /// VERSION selects the timestamp encoding and clears master and channel.

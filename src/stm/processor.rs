@@ -12,10 +12,10 @@
 //! of a byte shows that nibble as `0xN0`, and the ASYNC found while
 //! unsynchronised is shown as the canonical `ff x10, 0f`.
 
-use crate::hooks::EntryKind;
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use crate::decoder::{PacketOut, PacketProcessor, ProcStats};
 use crate::deformatter::overread;
+use crate::hooks::EntryKind;
 use crate::logger::ErrLink;
 use crate::pktproc::{Input, PktError, ProcState as State, bin_to_gray, gray_to_bin};
 
@@ -267,7 +267,11 @@ impl StmProcessor {
             let b = self.nibble_2nd << 4;
             self.save_byte(b);
         }
-        self.state = if self.stream_sync { State::ProcHdr } else { State::WaitSync };
+        self.state = if self.stream_sync {
+            State::ProcHdr
+        } else {
+            State::WaitSync
+        };
         resp
     }
 
@@ -284,7 +288,11 @@ impl StmProcessor {
         self.packet_index = self.block_pos(inp);
         // A sync found last time (after data listed as NOTSYNC) is taken as
         // exactly the ASYNC's length now.
-        self.num_nibbles = if self.is_sync { ASYNC_NIBBLES } else { self.num_f_nibbles };
+        self.num_nibbles = if self.is_sync {
+            ASYNC_NIBBLES
+        } else {
+            self.num_f_nibbles
+        };
 
         self.wait_sync_save_suppressed = true;
         while got_data && !self.is_sync {
@@ -303,7 +311,11 @@ impl StmProcessor {
             // bytes from past the end of this one.
             self.pkt.set_type(StmPktType::NotSync, false);
             if self.mon {
-                let held = if self.is_sync { ASYNC_NIBBLES } else { self.num_f_nibbles };
+                let held = if self.is_sync {
+                    ASYNC_NIBBLES
+                } else {
+                    self.num_f_nibbles
+                };
                 let nibbles = self.num_nibbles.wrapping_sub(held);
                 let bytes = (nibbles / 2 + nibbles % 2) as usize;
                 let avail = inp.data.len() - start;
@@ -746,7 +758,10 @@ impl PacketProcessor for StmProcessor {
     fn stats(&self) -> Option<ProcStats> {
         Some(match &self.err {
             Some(link) => ProcStats::with_errors(self.unsynced_total, link),
-            None => ProcStats { unsynced_bytes: self.unsynced_total, ..ProcStats::default() },
+            None => ProcStats {
+                unsynced_bytes: self.unsynced_total,
+                ..ProcStats::default()
+            },
         })
     }
 

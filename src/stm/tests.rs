@@ -10,7 +10,11 @@ use super::*;
 /// Packs nibbles given in stream order (hex digits, spaces ignored) into
 /// bytes, low nibble first.
 fn nib(s: &str) -> Vec<u8> {
-    let n: Vec<u8> = s.chars().filter(|c| !c.is_whitespace()).map(|c| c.to_digit(16).expect("hex digit") as u8).collect();
+    let n: Vec<u8> = s
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .map(|c| c.to_digit(16).expect("hex digit") as u8)
+        .collect();
     assert!(n.len().is_multiple_of(2), "odd nibble count in test stream");
     n.chunks(2).map(|p| p[0] | (p[1] << 4)).collect()
 }
@@ -21,7 +25,11 @@ const ASYNC: &str = "FFFFFFFFFFFFFFFFFFFFF0";
 /// The STM pipeline for trace ID 0x20, on tree slot 0x20 (errors come
 /// from `PKTP_STM_0032`): packets listed and, if `decode`, elements.
 fn stm(decode: bool) -> (Rig, Pipeline<StmProcessor>) {
-    let mut rig = Rig::new(if decode { DecodeMode::FullDecode } else { DecodeMode::PacketsOnly });
+    let mut rig = Rig::new(if decode {
+        DecodeMode::FullDecode
+    } else {
+        DecodeMode::PacketsOnly
+    });
     rig.ctx.instance_id = 0x20;
     let mut p = create_pipeline(StmConfig::with_trace_id(0x20), &rig.ctx);
     rig.monitor(&mut p, 0x20);
@@ -35,7 +43,8 @@ fn listing(data: &[u8]) -> String {
 }
 
 /// The lines every stream below starts with: ASYNC at 0, VERSION 3 at 11.
-const SYNC_V3: &str = "Idx:0; ID:20; [0xff 0xff 0xff 0xff 0xff 0xff 0xff 0xff 0xff 0xff 0x0f ];\tASYNC:Alignment synchronisation packet
+const SYNC_V3: &str =
+    "Idx:0; ID:20; [0xff 0xff 0xff 0xff 0xff 0xff 0xff 0xff 0xff 0xff 0x0f ];\tASYNC:Alignment synchronisation packet
 Idx:0; ID:20; OCSD_GEN_TRC_ELEM_NO_SYNC( [init-decoder])
 Idx:11; ID:20; [0x0f 0x30 ];\tVERSION:Version packet; Ver=3
 ";
@@ -233,7 +242,13 @@ fn bad_packet_is_fatal_to_decode_then_resync() {
     let (resp, used) = p.trace_data_in(DatapathOp::Data, 0, &first);
     assert_eq!(resp, DatapathResp::FatalInvalidData);
     assert_eq!(used, 14);
-    assert_eq!(rig.take(), format!("{SYNC_V3}{}Idx:13; ID:20; [0x1f ];\tRESERVED:Reserved Packet Header\n", reserved_err(13)));
+    assert_eq!(
+        rig.take(),
+        format!(
+            "{SYNC_V3}{}Idx:13; ID:20; [0x1f ];\tRESERVED:Reserved Packet Header\n",
+            reserved_err(13)
+        )
+    );
     assert_eq!(rig.send(&mut p, 14, &first[14..]), DatapathResp::Cont);
     let more = nib(&format!("412 0 {ASYNC} 412 0"));
     assert_eq!(rig.send(&mut p, 15, &more), DatapathResp::Cont);
@@ -392,8 +407,12 @@ fn notsync_overread_shows_deformatter_record() {
     // Frame 1: ID 0x20, then 14 bytes ending in twelve F nibbles. Frame 2:
     // 15 bytes without F. The second NOTSYNC lists 21 bytes: its 15 and
     // what follows them in OpenCSD's record (valid = 15, used = 0).
-    let mut frames = vec![0x41, 0x21, 0x42, 0x65, 0x86, 0xa9, 0xca, 0xed, 0x0e, 0xff, 0xfe, 0xff, 0xfe, 0xff, 0xfe, 0xfe];
-    frames.extend([0x12, 0x34, 0x56, 0x78, 0x12, 0x34, 0x56, 0x78, 0x12, 0x34, 0x56, 0x78, 0x12, 0x34, 0x56, 0x00]);
+    let mut frames = vec![
+        0x41, 0x21, 0x42, 0x65, 0x86, 0xa9, 0xca, 0xed, 0x0e, 0xff, 0xfe, 0xff, 0xfe, 0xff, 0xfe, 0xfe,
+    ];
+    frames.extend([
+        0x12, 0x34, 0x56, 0x78, 0x12, 0x34, 0x56, 0x78, 0x12, 0x34, 0x56, 0x78, 0x12, 0x34, 0x56, 0x00,
+    ]);
     let (rig, p) = stm(false);
     let mut table = IdStreamTable::default();
     table.attach(0x20, Box::new(p)).unwrap();
@@ -469,7 +488,10 @@ fn same_listing_with_waits_and_one_byte_blocks() {
 fn factory_reads_stmtcsr() {
     let f = factory();
     assert_eq!(f.protocol_name(), "STM");
-    let cfg = crate::decoder::SourceConfig { regs: vec![("STMTCSR".into(), 0x00A0_0007)], ..Default::default() };
+    let cfg = crate::decoder::SourceConfig {
+        regs: vec![("STMTCSR".into(), 0x00A0_0007)],
+        ..Default::default()
+    };
     assert_eq!(f.trace_id(&cfg), 0x20);
     assert_eq!(StmConfig { tcsr: 0x00A0_0007 }.trace_id(), 0x20);
     assert_eq!(StmConfig::with_trace_id(0x10).tcsr, 0x0010_0000);

@@ -85,13 +85,21 @@ impl FromStr for ImageArg {
             && !path.is_empty()
         {
             if let Ok(a) = parse_u64(addr) {
-                return Ok(ImageArg { path: PathBuf::from(path), addr: Some(a) });
+                return Ok(ImageArg {
+                    path: PathBuf::from(path),
+                    addr: Some(a),
+                });
             }
             if addr.starts_with("0x") || addr.chars().next().is_some_and(|c| c.is_ascii_digit()) {
-                return Err(format!("'{addr}' in '{s}' is not a load address (decimal, or hex with 0x)"));
+                return Err(format!(
+                    "'{addr}' in '{s}' is not a load address (decimal, or hex with 0x)"
+                ));
             }
         }
-        Ok(ImageArg { path: PathBuf::from(s), addr: None })
+        Ok(ImageArg {
+            path: PathBuf::from(s),
+            addr: None,
+        })
     }
 }
 
@@ -111,7 +119,12 @@ impl ImageArg {
                 }
                 mapper
                     .add_file_region(p, addr, 0, meta.len(), MemSpace::ANY)
-                    .map_err(|e| format!("{}: cannot map at 0x{addr:x}: {e:?} (does it overlap another image?)", p.display()))?;
+                    .map_err(|e| {
+                        format!(
+                            "{}: cannot map at 0x{addr:x}: {e:?} (does it overlap another image?)",
+                            p.display()
+                        )
+                    })?;
                 Ok(1)
             }
             None => {
@@ -124,7 +137,10 @@ impl ImageArg {
                 }
                 let n = mapper.add_elf_file(p, MemSpace::ANY).map_err(|e| e.to_string())?;
                 if n == 0 {
-                    return Err(format!("{}: the ELF file has no loadable segment with contents", p.display()));
+                    return Err(format!(
+                        "{}: the ELF file has no loadable segment with contents",
+                        p.display()
+                    ));
                 }
                 Ok(n)
             }
@@ -136,20 +152,25 @@ impl ImageArg {
 fn is_elf(p: &Path) -> bool {
     use std::io::Read;
     let mut magic = [0u8; 4];
-    std::fs::File::open(p).and_then(|mut f| f.read_exact(&mut magic)).is_ok() && magic == *b"\x7fELF"
+    std::fs::File::open(p)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok()
+        && magic == *b"\x7fELF"
 }
 
 /// The command line with the single-dash options of earlier versions
 /// replaced by their new names (`renames`: old, new), each replacement
 /// noted on standard error once.
-pub fn renamed_options(program: &str, args: impl IntoIterator<Item = OsString>, renames: &[(&str, &str)]) -> Vec<OsString> {
+pub fn renamed_options(
+    program: &str,
+    args: impl IntoIterator<Item = OsString>,
+    renames: &[(&str, &str)],
+) -> Vec<OsString> {
     let mut noted: Vec<&str> = Vec::new();
     let mut out = Vec::new();
     let mut after_dashdash = false;
     for a in args {
-        if !after_dashdash
-            && let Some(s) = a.to_str()
-        {
+        if !after_dashdash && let Some(s) = a.to_str() {
             if s == "--" {
                 after_dashdash = true;
             } else if let Some((old, new)) = renames.iter().find(|(old, _)| *old == s) {
@@ -191,7 +212,9 @@ pub fn progress_bar(total: u64, when: Progress) -> indicatif::ProgressBar {
         return indicatif::ProgressBar::hidden();
     }
     let pb = indicatif::ProgressBar::with_draw_target(Some(total), indicatif::ProgressDrawTarget::stderr());
-    if let Ok(style) = indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] {wide_bar} {bytes}/{total_bytes} ({bytes_per_sec}, {eta} left)") {
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "{spinner} [{elapsed_precise}] {wide_bar} {bytes}/{total_bytes} ({bytes_per_sec}, {eta} left)",
+    ) {
         pb.set_style(style);
     }
     pb
@@ -241,12 +264,20 @@ pub struct FileSequence {
 impl FileSequence {
     /// Reads `files` in order.
     pub fn new(files: Vec<PathBuf>) -> Self {
-        FileSequence { files, next: 0, current: None }
+        FileSequence {
+            files,
+            next: 0,
+            current: None,
+        }
     }
 
     /// Total size of the files (those that can be read).
     pub fn total_len(&self) -> u64 {
-        self.files.iter().filter_map(|f| std::fs::metadata(f).ok()).map(|m| m.len()).sum()
+        self.files
+            .iter()
+            .filter_map(|f| std::fs::metadata(f).ok())
+            .map(|m| m.len())
+            .sum()
     }
 
     /// The first file that is missing or not a regular file, and why.
@@ -263,14 +294,19 @@ impl std::io::Read for FileSequence {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         loop {
             if let Some((f, i)) = self.current.as_mut() {
-                let n = f.read(buf).map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", self.files[*i].display())))?;
+                let n = f
+                    .read(buf)
+                    .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", self.files[*i].display())))?;
                 if n > 0 || buf.is_empty() {
                     return Ok(n);
                 }
                 self.current = None;
             }
-            let Some(path) = self.files.get(self.next) else { return Ok(0) };
-            let f = std::fs::File::open(path).map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+            let Some(path) = self.files.get(self.next) else {
+                return Ok(0);
+            };
+            let f = std::fs::File::open(path)
+                .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
             self.current = Some((f, self.next));
             self.next += 1;
         }
@@ -293,12 +329,42 @@ mod tests {
 
     #[test]
     fn image_arguments() {
-        assert_eq!("a.elf".parse::<ImageArg>(), Ok(ImageArg { path: "a.elf".into(), addr: None }));
-        assert_eq!("a.bin@0x8000".parse::<ImageArg>(), Ok(ImageArg { path: "a.bin".into(), addr: Some(0x8000) }));
-        assert_eq!("a.bin@4096".parse::<ImageArg>(), Ok(ImageArg { path: "a.bin".into(), addr: Some(4096) }));
+        assert_eq!(
+            "a.elf".parse::<ImageArg>(),
+            Ok(ImageArg {
+                path: "a.elf".into(),
+                addr: None
+            })
+        );
+        assert_eq!(
+            "a.bin@0x8000".parse::<ImageArg>(),
+            Ok(ImageArg {
+                path: "a.bin".into(),
+                addr: Some(0x8000)
+            })
+        );
+        assert_eq!(
+            "a.bin@4096".parse::<ImageArg>(),
+            Ok(ImageArg {
+                path: "a.bin".into(),
+                addr: Some(4096)
+            })
+        );
         // An `@` that is not followed by an address is part of the name.
-        assert_eq!("me@host/a.elf".parse::<ImageArg>(), Ok(ImageArg { path: "me@host/a.elf".into(), addr: None }));
-        assert_eq!("a@b@0x10".parse::<ImageArg>(), Ok(ImageArg { path: "a@b".into(), addr: Some(0x10) }));
+        assert_eq!(
+            "me@host/a.elf".parse::<ImageArg>(),
+            Ok(ImageArg {
+                path: "me@host/a.elf".into(),
+                addr: None
+            })
+        );
+        assert_eq!(
+            "a@b@0x10".parse::<ImageArg>(),
+            Ok(ImageArg {
+                path: "a@b".into(),
+                addr: Some(0x10)
+            })
+        );
         let e = "a.bin@0x8zz".parse::<ImageArg>().unwrap_err();
         assert!(e.contains("'0x8zz' in 'a.bin@0x8zz' is not a load address"), "{e}");
         assert!("".parse::<ImageArg>().is_err());
@@ -309,7 +375,10 @@ mod tests {
         assert_eq!(parse_trace_id("0x10"), Ok(0x10));
         assert_eq!(parse_trace_id("111"), Ok(0x6f));
         for bad in ["0", "0x70", "0x7f", "0x105", "256"] {
-            assert!(parse_trace_id(bad).unwrap_err().contains("trace IDs are 0x1 to 0x6f"), "{bad}");
+            assert!(
+                parse_trace_id(bad).unwrap_err().contains("trace IDs are 0x1 to 0x6f"),
+                "{bad}"
+            );
         }
         assert!(parse_trace_id("zz").unwrap_err().contains("'zz' is not a number"));
     }
@@ -318,6 +387,9 @@ mod tests {
     fn renamed_options_are_replaced_outside_values_after_dashdash() {
         let args = ["prog", "-ss_dir", "d", "-id", "5", "--", "-id"].map(OsString::from);
         let got = renamed_options("prog", args, &[("-ss_dir", "--snapshot"), ("-id", "--id")]);
-        assert_eq!(got, ["prog", "--snapshot", "d", "--id", "5", "--", "-id"].map(OsString::from));
+        assert_eq!(
+            got,
+            ["prog", "--snapshot", "d", "--id", "5", "--", "-id"].map(OsString::from)
+        );
     }
 }

@@ -38,10 +38,10 @@ use std::fmt;
 use std::io::{self, Write};
 
 use coresight_decode::arch::{InstrSubType, InstrType, Isa, SecurityState};
-use coresight_decode::element::{DataAccessKind, MemTrans, TraceElement, TraceOnReason, UnsyncInfo};
 use coresight_decode::element::{self, Element, Event, ItmMessage};
-use serde::ser::{SerializeMap, Serializer};
+use coresight_decode::element::{DataAccessKind, MemTrans, TraceElement, TraceOnReason, UnsyncInfo};
 use serde::Serialize;
+use serde::ser::{SerializeMap, Serializer};
 
 /// A 64-bit value written as a hex string.
 struct Hex(u64);
@@ -165,8 +165,13 @@ impl Serialize for JsonElement<'_> {
         m.serialize_entry("trace_id", &self.trace_id)?;
         m.serialize_entry("type", el.kind_name())?;
         match el {
-            Element::Unknown | Element::AddrUnknown { .. } | Element::ExceptionRet { .. } | Element::CycleCount { .. } => {}
-            Element::NoSync { reason } | Element::EoTrace { reason } => m.serialize_entry("reason", unsync_name(reason))?,
+            Element::Unknown
+            | Element::AddrUnknown { .. }
+            | Element::ExceptionRet { .. }
+            | Element::CycleCount { .. } => {}
+            Element::NoSync { reason } | Element::EoTrace { reason } => {
+                m.serialize_entry("reason", unsync_name(reason))?
+            }
             Element::TraceOn { reason, .. } => {
                 let reason = match reason {
                     TraceOnReason::Normal => "normal",
@@ -197,14 +202,26 @@ impl Serialize for JsonElement<'_> {
                     m.serialize_entry("interrupts_enabled", &ie)?;
                 }
             }
-            Element::InstrRange { isa, start, end, num_instr, last, .. } => {
+            Element::InstrRange {
+                isa,
+                start,
+                end,
+                num_instr,
+                last,
+                ..
+            } => {
                 m.serialize_entry("isa", isa_name(isa))?;
                 m.serialize_entry("start", &Hex(start))?;
                 m.serialize_entry("end", &Hex(end))?;
                 m.serialize_entry("num_instr", &num_instr)?;
                 m.serialize_entry("last", &Last(last))?;
             }
-            Element::IRangeNoPath { isa, start, next, num_instr } => {
+            Element::IRangeNoPath {
+                isa,
+                start,
+                next,
+                num_instr,
+            } => {
                 m.serialize_entry("isa", isa_name(isa))?;
                 m.serialize_entry("start", &Hex(start))?;
                 m.serialize_entry("next", &Hex(next))?;
@@ -214,7 +231,12 @@ impl Serialize for JsonElement<'_> {
                 m.serialize_entry("addr", &Hex(addr))?;
                 m.serialize_entry("mem_space", &mem_space.to_string())?;
             }
-            Element::Exception { number, preferred_return, return_is_branch_target, .. } => {
+            Element::Exception {
+                number,
+                preferred_return,
+                return_is_branch_target,
+                ..
+            } => {
                 m.serialize_entry("number", &number)?;
                 if let Some(a) = preferred_return {
                     m.serialize_entry("preferred_return", &Hex(a))?;
@@ -269,16 +291,26 @@ impl Serialize for JsonElement<'_> {
                         m.serialize_entry("size", &size)?;
                         m.serialize_entry("value", &Hex(value as u64))?;
                     }
-                    ItmMessage::Hardware { discriminator, size, value } => {
+                    ItmMessage::Hardware {
+                        discriminator,
+                        size,
+                        value,
+                    } => {
                         m.serialize_entry("message", "hardware")?;
                         m.serialize_entry("discriminator", &discriminator)?;
                         m.serialize_entry("size", &size)?;
                         m.serialize_entry("value", &Hex(value as u64))?;
                     }
-                    ItmMessage::LocalTimestamp { delta, relation, timestamp, .. } => {
+                    ItmMessage::LocalTimestamp {
+                        delta,
+                        relation,
+                        timestamp,
+                        ..
+                    } => {
                         m.serialize_entry("message", "local_timestamp")?;
                         m.serialize_entry("delta", &Hex(delta as u64))?;
-                        let rel = ["sync", "timestamp_delayed", "packet_delayed", "both_delayed"][(relation.bits() & 3) as usize];
+                        let rel = ["sync", "timestamp_delayed", "packet_delayed", "both_delayed"]
+                            [(relation.bits() & 3) as usize];
                         m.serialize_entry("relation", rel)?;
                         m.serialize_entry("timestamp", &Hex(timestamp))?;
                     }
@@ -295,7 +327,14 @@ impl Serialize for JsonElement<'_> {
                 }
             }
             Element::DataAccess(d) => {
-                m.serialize_entry("kind", if d.kind == DataAccessKind::Load { "load" } else { "store" })?;
+                m.serialize_entry(
+                    "kind",
+                    if d.kind == DataAccessKind::Load {
+                        "load"
+                    } else {
+                        "store"
+                    },
+                )?;
                 if let Some(a) = d.addr {
                     m.serialize_entry("addr", &Hex(a))?;
                 }

@@ -6,5 +6,5 @@
 //! Not a stable API: it changes with the programs.
 
 pub mod cli;
-pub mod lister;
 pub mod json;
+pub mod lister;

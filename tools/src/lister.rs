@@ -11,14 +11,14 @@ use std::time::Instant;
 use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use std::sync::Arc;
 
+use coresight_decode::builder::TreeBuilder;
 use coresight_decode::decoder::{DecodeMode, DecoderOptions, DecoderRegistry};
 use coresight_decode::interfaces::{TrcDataIn, TrcGenElemIn};
-use coresight_decode::logger::{shared, MsgLogger, Shared};
+use coresight_decode::logger::{MsgLogger, Shared, shared};
 use coresight_decode::memory::CacheConfig;
-use coresight_decode::parallel::{decode_parallel, worth_sharing, ParallelOptions, ParallelSink, WorkerSetup};
+use coresight_decode::parallel::{ParallelOptions, ParallelSink, WorkerSetup, decode_parallel, worth_sharing};
 use coresight_decode::printers::{GenElemPrinter, PacketPrinter, RawFramePrinter};
-use coresight_decode::builder::TreeBuilder;
-use coresight_decode::snapshot::{Snapshot};
+use coresight_decode::snapshot::Snapshot;
 use coresight_decode::tree::{DecodeTree, SourceFormat};
 
 /// The log file OpenCSD's lister writes by default.
@@ -120,7 +120,9 @@ fn help_text() -> String {
     s.push_str("   Setting any of these options cancels the default output to file & stdout,\n   using _only_ the options supplied.\n\n");
     s.push_str("-logstdout          Output to stdout -> console.\n");
     s.push_str("-logstderr          Output to stderr.\n");
-    s.push_str(&format!("-logfile            Output to default file - {DEFAULT_LOGFILE}\n"));
+    s.push_str(&format!(
+        "-logfile            Output to default file - {DEFAULT_LOGFILE}\n"
+    ));
     s.push_str("-logfilename <name> Output to file <name> \n");
     s.push_str("\nEnvironment:\n\n");
     s.push_str("OPENCSD_INSTR_RANGE_LIMIT=<N>       Error if more than N instructions are decoded in one range.\n");
@@ -155,7 +157,9 @@ pub fn output_for_args(args: &[String]) -> Result<MsgLogger, String> {
             }
             "-logfilename" => {
                 i += 1;
-                let name = args.get(i).ok_or("Bad logger command line options\nProgram Exiting\n")?;
+                let name = args
+                    .get(i)
+                    .ok_or("Bad logger command line options\nProgram Exiting\n")?;
                 file = Some(name.clone());
                 changed = true;
             }
@@ -171,9 +175,10 @@ pub fn output_for_args(args: &[String]) -> Result<MsgLogger, String> {
     log.set_stdout(stdout);
     log.set_stderr(stderr);
     if let Some(f) = file
-        && let Err(e) = log.set_file(&PathBuf::from(&f)) {
-            return Err(format!("Trace Packet Lister : Error: cannot open log file {f}: {e}\n"));
-        }
+        && let Err(e) = log.set_file(&PathBuf::from(&f))
+    {
+        return Err(format!("Trace Packet Lister : Error: cannot open log file {f}: {e}\n"));
+    }
     Ok(log)
 }
 
@@ -219,7 +224,10 @@ impl Lister<'_> {
     /// A bad option: the OpenCSD message in the listing and on stderr.
     fn usage_error(&self, listing: &str) -> Parsed {
         self.msg(listing);
-        self.echo_line(&format!("{} (see -help)", listing.trim_end().trim_start_matches("Trace Packet Lister : Error: ")));
+        self.echo_line(&format!(
+            "{} (see -help)",
+            listing.trim_end().trim_start_matches("Trace Packet Lister : Error: ")
+        ));
         Parsed::Usage
     }
 
@@ -236,7 +244,8 @@ impl Lister<'_> {
                 "-ss_dir" => match value(&mut i) {
                     Some(v) => self.opts.ss_dir = Some(v),
                     None => {
-                        return self.usage_error("Trace Packet Lister : Error: Missing directory string on -ss_dir option\n");
+                        return self
+                            .usage_error("Trace Packet Lister : Error: Missing directory string on -ss_dir option\n");
                     }
                 },
                 "-id" => match value(&mut i) {
@@ -254,7 +263,9 @@ impl Lister<'_> {
                             None => Some(format!("'{v}'")),
                         };
                         if let Some(shown) = shown {
-                            return self.usage_error(&format!("Trace Packet Lister : Error: invalid ID number {shown} on -id option\n"));
+                            return self.usage_error(&format!(
+                                "Trace Packet Lister : Error: invalid ID number {shown} on -id option\n"
+                            ));
                         }
                     }
                     None => {
@@ -264,19 +275,24 @@ impl Lister<'_> {
                 "-src_name" => match value(&mut i) {
                     Some(v) => self.opts.src_name = Some(v),
                     None => {
-                        return self.usage_error("Trace Packet Lister : Error: Missing source name string on -src_name option\n");
+                        return self.usage_error(
+                            "Trace Packet Lister : Error: Missing source name string on -src_name option\n",
+                        );
                     }
                 },
                 "-threads" => match value(&mut i).and_then(|v| parse_c_number(&v)) {
                     Some(n) if (1..=1024).contains(&n) => self.opts.threads = n as usize,
                     _ => {
-                        return self.usage_error("Trace Packet Lister : Error: thread count (1 to 1024) expected after -threads\n");
+                        return self.usage_error(
+                            "Trace Packet Lister : Error: thread count (1 to 1024) expected after -threads\n",
+                        );
                     }
                 },
                 "-test_waits" => match value(&mut i) {
                     Some(v) => self.opts.test_waits = parse_count(&v, u32::MAX as u64) as u32,
                     None => {
-                        return self.usage_error("Trace Packet Lister : Error: wait count value on -test_waits option\n");
+                        return self
+                            .usage_error("Trace Packet Lister : Error: wait count value on -test_waits option\n");
                     }
                 },
                 "-macc_cache_p_size" | "-macc_cache_p_num" => match value(&mut i).and_then(|v| parse_c_number(&v)) {
@@ -289,7 +305,9 @@ impl Lister<'_> {
                         }
                     }
                     None => {
-                        return self.usage_error(&format!("Trace Packet Lister : Error: missing or bad value on {a} option\n"));
+                        return self.usage_error(&format!(
+                            "Trace Packet Lister : Error: missing or bad value on {a} option\n"
+                        ));
                     }
                 },
                 "-macc_cache_disable" => self.opts.cache.enabled = false,
@@ -328,16 +346,19 @@ impl Lister<'_> {
                     // OpenCSD lists on without the option; so does this
                     // lister (scripts written for OpenCSD keep working),
                     // but says so on standard error too.
-                    self.msg(&format!("Trace Packet Lister : Warning: Ignored unknown option {other}.\n"));
+                    self.msg(&format!(
+                        "Trace Packet Lister : Warning: Ignored unknown option {other}.\n"
+                    ));
                     self.echo_line(&format!("warning: unknown option {other} ignored (see -help)"));
                 }
             }
             i += 1;
         }
         if let Some(v) = (self.env)("OPENCSD_INSTR_RANGE_LIMIT")
-            && let Some(n) = parse_c_number(v.trim()) {
-                self.opts.dec.instr_range_limit = n.clamp(0, u32::MAX as i128) as u32;
-            }
+            && let Some(n) = parse_c_number(v.trim())
+        {
+            self.opts.dec.instr_range_limit = n.clamp(0, u32::MAX as i128) as u32;
+        }
         if (self.env)("OPENCSD_ERR_ON_AA64_BAD_OPCODE").is_some() {
             self.opts.dec.aa64_opcode_check = true;
         }
@@ -351,7 +372,9 @@ impl Lister<'_> {
     fn fatal_echo(&self, index: TrcIndex, last_error: Option<&str>) {
         self.failed.set(true);
         match last_error {
-            Some(e) => self.echo_line(&format!("decode stopped by a fatal error after {index} bytes of trace: {e}")),
+            Some(e) => self.echo_line(&format!(
+                "decode stopped by a fatal error after {index} bytes of trace: {e}"
+            )),
             None => self.echo_line(&format!("decode stopped by a fatal error after {index} bytes of trace")),
         }
     }
@@ -359,8 +382,13 @@ impl Lister<'_> {
     /// Checks that every trace file is a regular file, reporting the first
     /// that is not (OpenCSD's listing line, then the file and the problem).
     fn files_ok(&self, files: &[PathBuf]) -> bool {
-        let Some((path, problem)) = files_problem(files) else { return true };
-        self.msg(&format!("Trace Packet Lister : Error : {}: {problem}\n", path.display()));
+        let Some((path, problem)) = files_problem(files) else {
+            return true;
+        };
+        self.msg(&format!(
+            "Trace Packet Lister : Error : {}: {problem}\n",
+            path.display()
+        ));
         self.fail(
             "Trace Packet Lister : Error : Unable to open trace buffer.\n",
             &format!("cannot read trace buffer file {}: {problem}", path.display()),
@@ -410,7 +438,10 @@ impl Lister<'_> {
                 }
                 self.msg(&s);
                 self.failed.set(true);
-                self.echo_line(&format!("trace source {n} not found in {ss_path} (valid names: {})", names.join(", ")));
+                self.echo_line(&format!(
+                    "trace source {n} not found in {ss_path} (valid names: {})",
+                    names.join(", ")
+                ));
                 return;
             }
         };
@@ -422,7 +453,10 @@ impl Lister<'_> {
         let (mut tree, notes) = match setup_tree(&self.opts, ss, source, self.registry.clone(), self.out.clone()) {
             Ok(Some(t)) => t,
             Ok(None) => {
-                self.fail("Trace Packet Lister : No supported protocols found.\n", &format!("no trace source of buffer {source} has a supported protocol"));
+                self.fail(
+                    "Trace Packet Lister : No supported protocols found.\n",
+                    &format!("no trace source of buffer {source} has a supported protocol"),
+                );
                 return;
             }
             Err(e) => {
@@ -434,9 +468,13 @@ impl Lister<'_> {
         for (id, proto, attached) in notes {
             if attached {
                 printers += 1;
-                self.msg(&format!("Trace Packet Lister : Protocol printer {proto} on Trace ID 0x{id:x}\n"));
+                self.msg(&format!(
+                    "Trace Packet Lister : Protocol printer {proto} on Trace ID 0x{id:x}\n"
+                ));
             } else {
-                self.msg(&format!("Trace Packet Lister : Failed to Protocol printer {proto} on Trace ID 0x{id:x}\n"));
+                self.msg(&format!(
+                    "Trace Packet Lister : Failed to Protocol printer {proto} on Trace ID 0x{id:x}\n"
+                ));
             }
         }
 
@@ -454,7 +492,10 @@ impl Lister<'_> {
         }
 
         if !self.opts.decode && printers == 0 {
-            self.fail("Trace Packet Lister : No supported protocols found.\n", &format!("no trace source of buffer {source} has a supported protocol"));
+            self.fail(
+                "Trace Packet Lister : No supported protocols found.\n",
+                &format!("no trace source of buffer {source} has a supported protocol"),
+            );
             return;
         }
         tree.set_id_filter((!self.opts.ids.is_empty()).then_some(self.opts.ids.as_slice()));
@@ -472,7 +513,12 @@ impl Lister<'_> {
             return;
         }
         for (n, name) in names.iter().enumerate() {
-            self.msg(&format!("####### Multi Session decode: Buffer {} of {}; Source name = {}.\n\n", n + 1, names.len(), name));
+            self.msg(&format!(
+                "####### Multi Session decode: Buffer {} of {}; Source name = {}.\n\n",
+                n + 1,
+                names.len(),
+                name
+            ));
             let Some(b) = ss.buffer(name) else {
                 self.fail(
                     &format!("Trace Packet Lister : ERROR : Multi-session decode for buffer {name} - buffer not found. Aborting.\n\n"),
@@ -481,7 +527,9 @@ impl Lister<'_> {
                 break;
             };
             if !self.process_buffer(&mut tree, &ss.buffer_paths(b), elem_printer.as_ref()) {
-                self.msg(&format!("Trace Packet Lister : ERROR : Multi-session decode for buffer {name} failed. Aborting.\n\n"));
+                self.msg(&format!(
+                    "Trace Packet Lister : ERROR : Multi-session decode for buffer {name} failed. Aborting.\n\n"
+                ));
                 self.echo_line(&format!("multi-session decode stopped at buffer {name}"));
                 break;
             }
@@ -502,12 +550,17 @@ impl Lister<'_> {
         let ids = self.ids(tree).len();
         let simple = !(self.opts.dstream_format || self.opts.raw_packed || self.opts.raw_unpacked || self.opts.stats);
         let formatted = matches!(tree.format(), SourceFormat::Formatted(_));
-        (threads > 1 && ids > 1 && simple && formatted).then_some(self.make_registry).flatten()
+        (threads > 1 && ids > 1 && simple && formatted)
+            .then_some(self.make_registry)
+            .flatten()
     }
 
     /// The trace IDs to decode.
     fn ids(&self, tree: &DecodeTree) -> Vec<u8> {
-        tree.elements().map(|(id, _)| id).filter(|id| self.opts.ids.is_empty() || self.opts.ids.contains(id)).collect()
+        tree.elements()
+            .map(|(id, _)| id)
+            .filter(|id| self.opts.ids.is_empty() || self.opts.ids.contains(id))
+            .collect()
     }
 
     /// Whether worker threads can pay for this buffer: not when one trace
@@ -521,7 +574,11 @@ impl Lister<'_> {
         let mut sample = Vec::with_capacity(SAMPLE);
         for f in files {
             let Ok(file) = File::open(f) else { return true };
-            if file.take((SAMPLE - sample.len()) as u64).read_to_end(&mut sample).is_err() {
+            if file
+                .take((SAMPLE - sample.len()) as u64)
+                .read_to_end(&mut sample)
+                .is_err()
+            {
                 return true;
             }
             if sample.len() >= SAMPLE {
@@ -558,24 +615,45 @@ impl Lister<'_> {
         let elements = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
         let build = |w: &WorkerSetup| -> coresight_decode::error::Result<DecodeTree> {
             let Some((mut t, _)) = setup_tree(&opts, ss, source, make_registry(), w.logger.clone())? else {
-                return Err(coresight_decode::error::Error::code(coresight_decode::error::ErrCode::Fail, "no supported protocols"));
+                return Err(coresight_decode::error::Error::code(
+                    coresight_decode::error::ErrCode::Fail,
+                    "no supported protocols",
+                ));
             };
             if opts.decode {
                 let mut p = GenElemPrinter::new(w.logger.clone());
                 p.set_test_waits(opts.test_waits);
                 p.set_mute(opts.profile);
-                t.set_gen_elem_out(Box::new(CountingPrinter { printer: p, total: elements.clone() }));
+                t.set_gen_elem_out(Box::new(CountingPrinter {
+                    printer: p,
+                    total: elements.clone(),
+                }));
             }
             Ok(t)
         };
-        let mut input = FileSequence { files, next: 0, current: None, failed: None };
-        let mut sink = ListerSink { out: &self.out, printer: None };
-        let options = ParallelOptions { threads, deliver_elements: false, ..ParallelOptions::default() };
+        let mut input = FileSequence {
+            files,
+            next: 0,
+            current: None,
+            failed: None,
+        };
+        let mut sink = ListerSink {
+            out: &self.out,
+            printer: None,
+        };
+        let options = ParallelOptions {
+            threads,
+            deliver_elements: false,
+            ..ParallelOptions::default()
+        };
         let format = deformat_as_configured(tree);
         let outcome = match decode_parallel(options, format, &ids, &mut input, &build, &mut sink) {
             Ok(o) => o,
             Err(e) => {
-                self.fail(&format!("Trace Packet Lister : Error: {e}\n"), &format!("decode failed: {e}"));
+                self.fail(
+                    &format!("Trace Packet Lister : Error: {e}\n"),
+                    &format!("decode failed: {e}"),
+                );
                 return false;
             }
         };
@@ -599,8 +677,14 @@ impl Lister<'_> {
     fn buffer_done(&self, input: &FileSequence, index: TrcIndex, start: Instant) {
         if let Some((path, e)) = &input.failed {
             self.fail(
-                &format!("Trace Packet Lister : Error : {}: {e}: the trace stops at byte {index}\n", path.display()),
-                &format!("cannot read trace buffer file {}: {e} (the trace stops at byte {index})", path.display()),
+                &format!(
+                    "Trace Packet Lister : Error : {}: {e}: the trace stops at byte {index}\n",
+                    path.display()
+                ),
+                &format!(
+                    "cannot read trace buffer file {}: {e} (the trace stops at byte {index})",
+                    path.display()
+                ),
             );
         }
         let mut s = format!("Trace Packet Lister : Trace buffer done, processed {index} bytes");
@@ -615,7 +699,14 @@ impl Lister<'_> {
     /// Pushes a block through the tree, flushing on waits, and leaves
     /// nothing held back at its end (so whatever the lister prints between
     /// blocks, such as DSTREAM footers, stays in place under forced waits).
-    fn push(&self, tree: &mut DecodeTree, index: &mut TrcIndex, data: &[u8], printer: Option<&Shared<GenElemPrinter>>, resp: &mut DatapathResp) {
+    fn push(
+        &self,
+        tree: &mut DecodeTree,
+        index: &mut TrcIndex,
+        data: &[u8],
+        printer: Option<&Shared<GenElemPrinter>>,
+        resp: &mut DatapathResp,
+    ) {
         let mut done = 0;
         while (done < data.len() || resp.is_wait()) && !resp.is_fatal() {
             if resp.is_cont() {
@@ -624,9 +715,11 @@ impl Lister<'_> {
                 done += used;
                 *index += used as TrcIndex;
                 if let Some(p) = printer
-                    && p.borrow().need_ack_wait() && resp.is_cont() {
-                        self.msg("Trace Packet Lister : WARNING : Data in; data Path expected WAIT response\n");
-                    }
+                    && p.borrow().need_ack_wait()
+                    && resp.is_cont()
+                {
+                    self.msg("Trace Packet Lister : WARNING : Data in; data Path expected WAIT response\n");
+                }
             } else {
                 if let Some(p) = printer {
                     p.borrow_mut().ack_wait();
@@ -637,7 +730,12 @@ impl Lister<'_> {
     }
 
     /// Decodes one buffer (its files in order). Returns false on failure.
-    fn process_buffer(&self, tree: &mut DecodeTree, files: &[PathBuf], printer: Option<&Shared<GenElemPrinter>>) -> bool {
+    fn process_buffer(
+        &self,
+        tree: &mut DecodeTree,
+        files: &[PathBuf],
+        printer: Option<&Shared<GenElemPrinter>>,
+    ) -> bool {
         let start = Instant::now();
         // Each file must be a regular file: a FIFO would block the open
         // until a writer came, and a directory reads as nothing. Files are
@@ -646,7 +744,12 @@ impl Lister<'_> {
         if !self.files_ok(files) {
             return false;
         }
-        let mut input = FileSequence { files, next: 0, current: None, failed: None };
+        let mut input = FileSequence {
+            files,
+            next: 0,
+            current: None,
+            failed: None,
+        };
         let mut index: TrcIndex = 0;
         let mut resp = DatapathResp::Cont;
         let mut block = vec![0u8; 1024];
@@ -707,9 +810,13 @@ impl Lister<'_> {
             self.print_stats(tree);
         }
         if self.opts.profile
-            && let Some(p) = printer {
-                self.msg(&format!("Trace Packet Lister : Profile : {} generic elements.\n", p.borrow().element_count()));
-            }
+            && let Some(p) = printer
+        {
+            self.msg(&format!(
+                "Trace Packet Lister : Profile : {} generic elements.\n",
+                p.borrow().element_count()
+            ));
+        }
         !resp.is_fatal()
     }
 
@@ -734,7 +841,8 @@ impl Lister<'_> {
         if let Some(d) = tree.deformatter_mut() {
             let st = d.stats();
             if st.frame_bytes > 0 {
-                let total = st.valid_id_bytes + st.no_id_bytes + st.unknown_id_bytes + st.reserved_id_bytes + st.frame_bytes;
+                let total =
+                    st.valid_id_bytes + st.no_id_bytes + st.unknown_id_bytes + st.reserved_id_bytes + st.frame_bytes;
                 let _ = write!(
                     s,
                     "\nFrame Demux Stats\n\
@@ -802,7 +910,11 @@ fn setup_tree(
     registry: Arc<DecoderRegistry>,
     out: Shared<MsgLogger>,
 ) -> coresight_decode::error::Result<Option<(DecodeTree, Vec<(u8, String, bool)>)>> {
-    let mode = if opts.decode { DecodeMode::FullDecode } else { DecodeMode::PacketsOnly };
+    let mode = if opts.decode {
+        DecodeMode::FullDecode
+    } else {
+        DecodeMode::PacketsOnly
+    };
     let (dec_opts, cache) = (opts.dec, opts.cache);
     let err_out = out.clone();
     let tree = TreeBuilder::with_registry(ss, registry).build(source, mode, |t| {
@@ -873,14 +985,23 @@ struct CountingPrinter {
 }
 
 impl TrcGenElemIn for CountingPrinter {
-    fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &coresight_decode::element::TraceElement) -> DatapathResp {
+    fn trace_elem_in(
+        &mut self,
+        index: TrcIndex,
+        trace_id: u8,
+        elem: &coresight_decode::element::TraceElement,
+    ) -> DatapathResp {
         self.total.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if self.printer.need_ack_wait() {
             self.printer.ack_wait();
         }
         self.printer.trace_elem_in(index, trace_id, elem)
     }
-    fn trace_elems_in(&mut self, trace_id: u8, elems: &[(TrcIndex, coresight_decode::element::TraceElement)]) -> (DatapathResp, usize) {
+    fn trace_elems_in(
+        &mut self,
+        trace_id: u8,
+        elems: &[(TrcIndex, coresight_decode::element::TraceElement)],
+    ) -> (DatapathResp, usize) {
         if self.printer.need_ack_wait() {
             self.printer.ack_wait();
         }
@@ -901,7 +1022,12 @@ impl ParallelSink for ListerSink<'_> {
     fn text(&mut self, text: &str) {
         self.out.borrow_mut().log_msg(text);
     }
-    fn element(&mut self, index: TrcIndex, trace_id: u8, elem: &coresight_decode::element::TraceElement) -> DatapathResp {
+    fn element(
+        &mut self,
+        index: TrcIndex,
+        trace_id: u8,
+        elem: &coresight_decode::element::TraceElement,
+    ) -> DatapathResp {
         match self.printer {
             Some(p) => p.borrow_mut().trace_elem_in(index, trace_id, elem),
             None => DatapathResp::Cont,
@@ -935,7 +1061,9 @@ impl Read for FileSequence<'_> {
                 }
                 self.current = None;
             }
-            let Some(path) = self.files.get(self.next) else { return Ok(0) };
+            let Some(path) = self.files.get(self.next) else {
+                return Ok(0);
+            };
             self.next += 1;
             match File::open(path) {
                 Ok(f) => self.current = Some(f),
@@ -1030,7 +1158,10 @@ fn run_lister(
         let mut o = out.borrow_mut();
         o.log_msg("Trace Packet Lister: CS Decode library testing\n");
         o.log_msg("-----------------------------------------------\n\n");
-        o.log_msg(&format!("** Library Version : {} (coresight-decode)\n\n", env!("CARGO_PKG_VERSION")));
+        o.log_msg(&format!(
+            "** Library Version : {} (coresight-decode)\n\n",
+            env!("CARGO_PKG_VERSION")
+        ));
         let mut cmd = String::from("Test Command Line:-\n");
         cmd.push_str(argv.first().map(String::as_str).unwrap_or("trc_pkt_lister"));
         cmd.push_str("   ");
@@ -1041,7 +1172,15 @@ fn run_lister(
         cmd.push_str("\n\n");
         o.log_msg(&cmd);
     }
-    let mut lister = Lister { out: out.clone(), echo, failed: std::cell::Cell::new(false), registry, make_registry, opts: Opts::default(), env };
+    let mut lister = Lister {
+        out: out.clone(),
+        echo,
+        failed: std::cell::Cell::new(false),
+        registry,
+        make_registry,
+        opts: Opts::default(),
+        env,
+    };
     let status = match lister.parse(args) {
         Parsed::Run => {
             lister.run();

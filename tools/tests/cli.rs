@@ -55,7 +55,10 @@ fn explained(help: &str, option: &str) -> bool {
             return false;
         }
         // The words after the option's spelling (and its value name).
-        let rest: Vec<&str> = t.split_whitespace().skip_while(|w| w.starts_with('-') || w.starts_with('<') || w.ends_with(',')).collect();
+        let rest: Vec<&str> = t
+            .split_whitespace()
+            .skip_while(|w| w.starts_with('-') || w.starts_with('<') || w.ends_with(','))
+            .collect();
         let next = lines.get(i + 1).map(|n| n.trim()).unwrap_or("");
         rest.len() >= 2 || (!next.is_empty() && !next.starts_with('-'))
     })
@@ -67,19 +70,112 @@ fn every_program_explains_every_option_in_its_help() {
         (
             DECODE,
             &["--help"],
-            &["--snapshot", "--source", "--id", "--format", "--elf", "--threads", "--disasm", "--max-instr", "--output", "--progress", "--help", "--version"],
+            &[
+                "--snapshot",
+                "--source",
+                "--id",
+                "--format",
+                "--elf",
+                "--threads",
+                "--disasm",
+                "--max-instr",
+                "--output",
+                "--progress",
+                "--help",
+                "--version",
+            ],
         ),
-        (GEN, &["--help"], &["--protocol", "--seed", "--out", "--length", "--unformatted", "--opt", "--tarmac", "--elf", "--help", "--version"]),
-        (BENCH, &["--help"], &["--snapshot", "--source", "--iter", "--block", "--help", "--version"]),
-        (COV, &["export", "--help"], &["--snapshot", "--tarmac", "--implicit-thumb", "--source", "--elf", "--per-id", "--big-endian", "--output"]),
-        (COV, &["coverage", "--help"], &["--elf", "--snapshot", "--tarmac", "--implicit-thumb", "--isa", "--routines", "--summary"]),
-        (COV, &["lcov", "--help"], &["--elf", "--snapshot", "--tarmac", "--output", "--test-name"]),
-        (TARMAC, &["decode", "--help"], &["--output", "--flow", "--exceptions", "--trace-matcher", "--no-disasm", "--link-registers"]),
-        (TARMAC, &["compare", "--help"], &["--window", "--skip-time", "--ignore-ccfail", "--start", "--boot", "--skip-remainder", "--stop-first", "--context"]),
+        (
+            GEN,
+            &["--help"],
+            &[
+                "--protocol",
+                "--seed",
+                "--out",
+                "--length",
+                "--unformatted",
+                "--opt",
+                "--tarmac",
+                "--elf",
+                "--help",
+                "--version",
+            ],
+        ),
+        (
+            BENCH,
+            &["--help"],
+            &["--snapshot", "--source", "--iter", "--block", "--help", "--version"],
+        ),
+        (
+            COV,
+            &["export", "--help"],
+            &[
+                "--snapshot",
+                "--tarmac",
+                "--implicit-thumb",
+                "--source",
+                "--elf",
+                "--per-id",
+                "--big-endian",
+                "--output",
+            ],
+        ),
+        (
+            COV,
+            &["coverage", "--help"],
+            &[
+                "--elf",
+                "--snapshot",
+                "--tarmac",
+                "--implicit-thumb",
+                "--isa",
+                "--routines",
+                "--summary",
+            ],
+        ),
+        (
+            COV,
+            &["lcov", "--help"],
+            &["--elf", "--snapshot", "--tarmac", "--output", "--test-name"],
+        ),
+        (
+            TARMAC,
+            &["decode", "--help"],
+            &[
+                "--output",
+                "--flow",
+                "--exceptions",
+                "--trace-matcher",
+                "--no-disasm",
+                "--link-registers",
+            ],
+        ),
+        (
+            TARMAC,
+            &["compare", "--help"],
+            &[
+                "--window",
+                "--skip-time",
+                "--ignore-ccfail",
+                "--start",
+                "--boot",
+                "--skip-remainder",
+                "--stop-first",
+                "--context",
+            ],
+        ),
         (TARMAC, &["dump", "--help"], &["--implicit-thumb", "--events"]),
         (INDEX, &["--help"], &["--help", "--version"]),
-        (INDEX, &["build", "--help"], &["--source", "--index", "--granularity", "--limit"]),
-        (INDEX, &["decode", "--help"], &["--source", "--index", "--id", "--from", "--to", "--from-ts", "--to-ts"]),
+        (
+            INDEX,
+            &["build", "--help"],
+            &["--source", "--index", "--granularity", "--limit"],
+        ),
+        (
+            INDEX,
+            &["decode", "--help"],
+            &["--source", "--index", "--id", "--from", "--to", "--from-ts", "--to-ts"],
+        ),
         (INDEX, &["query", "syncs", "--help"], &["--id", "--at"]),
         (INDEX, &["query", "time", "--help"], &["--id", "--from-ts", "--to-ts"]),
         (INDEX, &["query", "ids", "--help"], &["--from", "--to"]),
@@ -88,11 +184,39 @@ fn every_program_explains_every_option_in_its_help() {
             LISTER,
             &["--help"],
             &[
-                "-ss_dir", "-ss_verbose", "-id", "-src_name", "-multi_session", "-dstream_format", "-tpiu", "-tpiu_hsync", "-decode",
-                "-decode_only", "-pkt_mon", "-o_raw_packed", "-o_raw_unpacked", "-stats", "-no_time_print", "-src_addr_n",
-                "-aa64_opcode_chk", "-direct_br_cond", "-strict_br_cond", "-range_cont", "-halt_err", "-test_waits", "-profile",
-                "-threads", "-macc_cache_disable", "-macc_cache_p_size", "-macc_cache_p_num", "-logstdout", "-logstderr", "-logfile",
-                "-logfilename", "--help", "--version",
+                "-ss_dir",
+                "-ss_verbose",
+                "-id",
+                "-src_name",
+                "-multi_session",
+                "-dstream_format",
+                "-tpiu",
+                "-tpiu_hsync",
+                "-decode",
+                "-decode_only",
+                "-pkt_mon",
+                "-o_raw_packed",
+                "-o_raw_unpacked",
+                "-stats",
+                "-no_time_print",
+                "-src_addr_n",
+                "-aa64_opcode_chk",
+                "-direct_br_cond",
+                "-strict_br_cond",
+                "-range_cont",
+                "-halt_err",
+                "-test_waits",
+                "-profile",
+                "-threads",
+                "-macc_cache_disable",
+                "-macc_cache_p_size",
+                "-macc_cache_p_num",
+                "-logstdout",
+                "-logstderr",
+                "-logfile",
+                "-logfilename",
+                "--help",
+                "--version",
             ],
         ),
     ];
@@ -101,7 +225,11 @@ fn every_program_explains_every_option_in_its_help() {
         let name = Path::new(bin).file_name().unwrap().to_string_lossy();
         assert_eq!(o.code, Some(0), "{name} {args:?}: {}", o.stderr);
         for opt in *options {
-            assert!(explained(&o.stdout, opt), "{name} {args:?} does not explain {opt}:\n{}", o.stdout);
+            assert!(
+                explained(&o.stdout, opt),
+                "{name} {args:?} does not explain {opt}:\n{}",
+                o.stdout
+            );
         }
         // Every program says what its exit statuses mean.
         if args.len() == 1 {
@@ -110,7 +238,13 @@ fn every_program_explains_every_option_in_its_help() {
         }
     }
     // The subcommands of the programs that have them are listed.
-    for (bin, subs) in [(COV, &["dump", "export", "coverage", "lcov"][..]), (TARMAC, &["profile", "calltree", "flamegraph", "compare", "decode", "dump"])] {
+    for (bin, subs) in [
+        (COV, &["dump", "export", "coverage", "lcov"][..]),
+        (
+            TARMAC,
+            &["profile", "calltree", "flamegraph", "compare", "decode", "dump"],
+        ),
+    ] {
         let o = run(bin, &["--help"]);
         assert_eq!(o.code, Some(0));
         for s in subs {
@@ -148,14 +282,26 @@ fn bad_usage_exits_2_with_a_message_on_stderr() {
         (DECODE, &[], "SNAPSHOT"),
         (GEN, &["--bogus"], "--bogus"),
         (GEN, &["--protocol", "nope", "--out", "x"], "unknown protocol 'nope'"),
-        (GEN, &["--protocol", "ptm", "--opt", "nope=1", "--out", "x"], "--opt nope=1"),
+        (
+            GEN,
+            &["--protocol", "ptm", "--opt", "nope=1", "--out", "x"],
+            "--opt nope=1",
+        ),
         (BENCH, &["--bogus", snap], "--bogus"),
         (BENCH, &[snap, "--iter", "0"], "--iter"),
         (COV, &["coverage", "--bogus"], "--bogus"),
         (TARMAC, &["profile"], "<TRACE>"),
         (INDEX, &["build", "--bogus"], "--bogus"),
-        (LISTER, &["-ss_dir", snap, "-id", "zz"], "invalid ID number 'zz' on -id option"),
-        (LISTER, &["-ss_dir", snap, "-id", "0x105"], "invalid ID number 0x105 on -id option"),
+        (
+            LISTER,
+            &["-ss_dir", snap, "-id", "zz"],
+            "invalid ID number 'zz' on -id option",
+        ),
+        (
+            LISTER,
+            &["-ss_dir", snap, "-id", "0x105"],
+            "invalid ID number 0x105 on -id option",
+        ),
         (LISTER, &["-ss_dir", snap, "-threads", "0"], "-threads"),
         (LISTER, &["-ss_dir"], "Missing directory string on -ss_dir option"),
     ];
@@ -167,11 +313,19 @@ fn bad_usage_exits_2_with_a_message_on_stderr() {
     }
     // The lister's listing still carries OpenCSD's message.
     let o = run(LISTER, &["-ss_dir", snap, "-id", "zz", "-logstdout"]);
-    assert!(o.stdout.contains("Trace Packet Lister : Error: invalid ID number 'zz' on -id option\n"), "{}", o.stdout);
+    assert!(
+        o.stdout
+            .contains("Trace Packet Lister : Error: invalid ID number 'zz' on -id option\n"),
+        "{}",
+        o.stdout
+    );
     // An unknown lister option is ignored, as OpenCSD does, with a warning.
     let o = run(LISTER, &["-ss_dir", snap, "-decode", "-frobnicate", "-logstdout"]);
     assert_eq!(o.code, Some(0));
-    assert!(o.stdout.contains("Trace Packet Lister : Warning: Ignored unknown option -frobnicate.\n"));
+    assert!(
+        o.stdout
+            .contains("Trace Packet Lister : Warning: Ignored unknown option -frobnicate.\n")
+    );
     assert!(o.stderr.contains("unknown option -frobnicate ignored"), "{}", o.stderr);
 }
 
@@ -197,7 +351,12 @@ fn a_missing_snapshot_or_file_exits_1_naming_it_on_stderr() {
     }
     // The lister's listing keeps OpenCSD's line.
     let o = run(LISTER, &["-ss_dir", g, "-logstdout"]);
-    assert!(o.stdout.contains(&format!("Trace Packet Lister : Snapshot path{g} not found\n")), "{}", o.stdout);
+    assert!(
+        o.stdout
+            .contains(&format!("Trace Packet Lister : Snapshot path{g} not found\n")),
+        "{}",
+        o.stdout
+    );
 
     // A snapshot whose trace file is missing: the listing says what
     // OpenCSD says, stderr names the file.
@@ -206,24 +365,56 @@ fn a_missing_snapshot_or_file_exits_1_naming_it_on_stderr() {
     std::fs::remove_file(snap.join("trace.bin")).unwrap();
     let o = run(LISTER, &["-ss_dir", snap.to_str().unwrap(), "-decode", "-logstdout"]);
     assert_eq!(o.code, Some(1), "{}", o.stdout);
-    assert!(o.stdout.contains("Trace Packet Lister : Error : Unable to open trace buffer.\n"), "{}", o.stdout);
+    assert!(
+        o.stdout
+            .contains("Trace Packet Lister : Error : Unable to open trace buffer.\n"),
+        "{}",
+        o.stdout
+    );
     let file = snap.join("trace.bin");
-    assert!(o.stderr.contains(&format!("cannot read trace buffer file {}", file.display())), "{}", o.stderr);
+    assert!(
+        o.stderr
+            .contains(&format!("cannot read trace buffer file {}", file.display())),
+        "{}",
+        o.stderr
+    );
     let o = run(DECODE, &[snap.to_str().unwrap()]);
     assert_eq!(o.code, Some(1));
     assert!(o.stderr.contains(&file.display().to_string()), "{}", o.stderr);
     // A trace source name that is not in the snapshot.
-    let o = run(DECODE, &[repo().join("snapshots/etmv4-a64").to_str().unwrap(), "--source", "NOPE"]);
+    let o = run(
+        DECODE,
+        &[repo().join("snapshots/etmv4-a64").to_str().unwrap(), "--source", "NOPE"],
+    );
     assert_eq!(o.code, Some(1));
-    assert!(o.stderr.contains("no trace buffer named NOPE") && o.stderr.contains("ETB_0"), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("no trace buffer named NOPE") && o.stderr.contains("ETB_0"),
+        "{}",
+        o.stderr
+    );
     // An image that is not there, or not an ELF file without an address.
-    let o = run(DECODE, &[repo().join("snapshots/etmv4-a64").to_str().unwrap(), "--elf", g]);
+    let o = run(
+        DECODE,
+        &[repo().join("snapshots/etmv4-a64").to_str().unwrap(), "--elf", g],
+    );
     assert_eq!(o.code, Some(1));
     assert!(o.stderr.contains(g), "{}", o.stderr);
     let not_elf = snap.join("snapshot.ini");
-    let o = run(DECODE, &[repo().join("snapshots/etmv4-a64").to_str().unwrap(), "--elf", not_elf.to_str().unwrap()]);
+    let o = run(
+        DECODE,
+        &[
+            repo().join("snapshots/etmv4-a64").to_str().unwrap(),
+            "--elf",
+            not_elf.to_str().unwrap(),
+        ],
+    );
     assert_eq!(o.code, Some(1));
-    assert!(o.stderr.contains("is not an ELF file; for a raw binary give its load address"), "{}", o.stderr);
+    assert!(
+        o.stderr
+            .contains("is not an ELF file; for a raw binary give its load address"),
+        "{}",
+        o.stderr
+    );
 }
 
 #[test]
@@ -239,7 +430,11 @@ fn the_lister_exits_1_on_a_fatal_data_path_error() {
     let o = run(LISTER, &["-ss_dir", snap.to_str().unwrap(), "-decode", "-logstdout"]);
     assert_eq!(o.code, Some(1));
     assert!(o.stdout.contains("Trace Packet Lister : Data Path fatal error\n"));
-    assert!(o.stderr.contains("decode stopped by a fatal error after") && o.stderr.contains("OCSD_ERR_INVALID_PARAM_VAL"), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("decode stopped by a fatal error after") && o.stderr.contains("OCSD_ERR_INVALID_PARAM_VAL"),
+        "{}",
+        o.stderr
+    );
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -306,20 +501,38 @@ fn json_lines_carry_the_elements_of_the_text_decode() {
             let v: serde_json::Value = serde_json::from_str(j).unwrap_or_else(|e| panic!("{s}: {j}: {e}"));
             let ty = v["type"].as_str().unwrap();
             kinds.insert(ty.to_string());
-            let head = format!("Idx:{}; ID:{:x}; {}(", v["index"], v["trace_id"].as_u64().unwrap(), opencsd_name(ty));
+            let head = format!(
+                "Idx:{}; ID:{:x}; {}(",
+                v["index"],
+                v["trace_id"].as_u64().unwrap(),
+                opencsd_name(ty)
+            );
             assert!(t.starts_with(&head), "{s}: {t} / {j}");
             // The fields say what the text says.
             match ty {
                 "instr_range" => {
-                    let want = format!("exec range=0x{:x}:[0x{:x}] num_i({}) last_sz({})", hex(&v["start"]), hex(&v["end"]), v["num_instr"], v["last"]["size"]);
+                    let want = format!(
+                        "exec range=0x{:x}:[0x{:x}] num_i({}) last_sz({})",
+                        hex(&v["start"]),
+                        hex(&v["end"]),
+                        v["num_instr"],
+                        v["last"]["size"]
+                    );
                     assert!(t.contains(&want), "{t} / {j}");
                 }
                 "exception" => {
                     let num = format!("excep num (0x{:02x})", v["number"].as_u64().unwrap());
                     assert!(t.contains(&num), "{t} / {j}");
-                    assert_eq!(v.get("preferred_return").is_some(), t.contains("pref ret addr:"), "{t} / {j}");
+                    assert_eq!(
+                        v.get("preferred_return").is_some(),
+                        t.contains("pref ret addr:"),
+                        "{t} / {j}"
+                    );
                 }
-                "timestamp" => assert!(t.contains(&format!("[ TS=0x{:012x}]", hex(&v["timestamp"]))), "{t} / {j}"),
+                "timestamp" => assert!(
+                    t.contains(&format!("[ TS=0x{:012x}]", hex(&v["timestamp"]))),
+                    "{t} / {j}"
+                ),
                 "pe_context" => {
                     assert_eq!(v.get("context_id").is_some(), t.contains("CTXTID="), "{t} / {j}");
                     assert_eq!(v.get("vmid").is_some(), t.contains("VMID="), "{t} / {j}");
@@ -329,8 +542,21 @@ fn json_lines_carry_the_elements_of_the_text_decode() {
             assert_eq!(v.get("cycle_count").is_some(), t.contains("[CC="), "{t} / {j}");
         }
     }
-    for k in ["instr_range", "pe_context", "exception", "timestamp", "swtrace", "itm_trace", "no_sync", "trace_on", "eo_trace"] {
-        assert!(kinds.contains(k), "no {k} element in the generated snapshots: {kinds:?}");
+    for k in [
+        "instr_range",
+        "pe_context",
+        "exception",
+        "timestamp",
+        "swtrace",
+        "itm_trace",
+        "no_sync",
+        "trace_on",
+        "eo_trace",
+    ] {
+        assert!(
+            kinds.contains(k),
+            "no {k} element in the generated snapshots: {kinds:?}"
+        );
     }
 }
 
@@ -349,20 +575,61 @@ fn threads_give_the_same_output() {
     // An ID filter keeps that ID's elements only, on threads or not.
     let all = run(DECODE, &[s, "--format", "json"]);
     let ids = |t: &str| -> std::collections::BTreeSet<u64> {
-        t.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["trace_id"].as_u64().unwrap()).collect()
+        t.lines()
+            .map(|l| {
+                serde_json::from_str::<serde_json::Value>(l).unwrap()["trace_id"]
+                    .as_u64()
+                    .unwrap()
+            })
+            .collect()
     };
     let all_ids = ids(&all.stdout);
     assert!(all_ids.len() > 2, "{}", all.stdout);
     let (first, second) = (all_ids.iter().next().unwrap(), all_ids.iter().nth(1).unwrap());
     let id = format!("0x{first:x}");
     let one = run(DECODE, &[s, "--format", "json", "--id", &id]);
-    assert_eq!(ids(&one.stdout).into_iter().collect::<Vec<_>>(), [*first], "{}", one.stderr);
+    assert_eq!(
+        ids(&one.stdout).into_iter().collect::<Vec<_>>(),
+        [*first],
+        "{}",
+        one.stderr
+    );
     let two_ids = [id.clone(), format!("{second}")];
-    let two = run(DECODE, &[s, "--format", "json", "--id", &two_ids[0], "--id", &two_ids[1], "--threads", "2"]);
-    let serial = run(DECODE, &[s, "--format", "json", "--id", &two_ids[0], "--id", &two_ids[1], "--threads", "1"]);
+    let two = run(
+        DECODE,
+        &[
+            s,
+            "--format",
+            "json",
+            "--id",
+            &two_ids[0],
+            "--id",
+            &two_ids[1],
+            "--threads",
+            "2",
+        ],
+    );
+    let serial = run(
+        DECODE,
+        &[
+            s,
+            "--format",
+            "json",
+            "--id",
+            &two_ids[0],
+            "--id",
+            &two_ids[1],
+            "--threads",
+            "1",
+        ],
+    );
     assert_eq!(ids(&two.stdout).into_iter().collect::<Vec<_>>(), [*first, *second]);
     assert_eq!(two.stdout, serial.stdout);
-    let kept: Vec<&str> = all.stdout.lines().filter(|l| l.contains(&format!("\"trace_id\":{first},")) || l.contains(&format!("\"trace_id\":{second},"))).collect();
+    let kept: Vec<&str> = all
+        .stdout
+        .lines()
+        .filter(|l| l.contains(&format!("\"trace_id\":{first},")) || l.contains(&format!("\"trace_id\":{second},")))
+        .collect();
     assert_eq!(two.stdout.lines().collect::<Vec<_>>(), kept);
 }
 
@@ -371,7 +638,17 @@ fn elf_and_raw_images_stand_in_for_memory_dumps() {
     // A snapshot of a real execution, with the ELF's segments as dumps.
     let fixtures = repo().join("formats/tarmac/tests/fixtures");
     let elf = fixtures.join("prog64.elf");
-    let snap = generate("prog64", &["--protocol", "ete", "--tarmac", fixtures.join("prog64.tarmac").to_str().unwrap(), "--elf", elf.to_str().unwrap()]);
+    let snap = generate(
+        "prog64",
+        &[
+            "--protocol",
+            "ete",
+            "--tarmac",
+            fixtures.join("prog64.tarmac").to_str().unwrap(),
+            "--elf",
+            elf.to_str().unwrap(),
+        ],
+    );
     let with_dumps = run(DECODE, &[snap.to_str().unwrap()]);
     assert_eq!(with_dumps.code, Some(0));
     assert!(!with_dumps.stdout.contains("ADDR_NACC"));
@@ -450,7 +727,11 @@ fn old_single_dash_options_still_work_with_a_note() {
     let old = run(DECODE, &["-ss_dir", s, "-id", "0x15"]);
     assert_eq!((new.code, old.code), (Some(0), Some(0)));
     assert_eq!(new.stdout, old.stdout);
-    assert!(old.stderr.contains("trc_decode: note: -ss_dir is now --snapshot"), "{}", old.stderr);
+    assert!(
+        old.stderr.contains("trc_decode: note: -ss_dir is now --snapshot"),
+        "{}",
+        old.stderr
+    );
     assert!(new.stderr.is_empty(), "{}", new.stderr);
 }
 
@@ -462,8 +743,16 @@ fn snapshot_warnings_go_to_stderr_and_the_decode_goes_on() {
     copy_dir(&repo().join("snapshots/etmv4-a64"), &snap);
     std::fs::remove_file(snap.join("code0.bin")).unwrap();
     let s = snap.to_str().unwrap();
-    let want = format!("{}:7: warning: memory dump file 'code0.bin' cannot be read", snap.join("cpu_0.ini").display());
-    for (bin, args) in [(DECODE, vec![s]), (LISTER, vec!["-ss_dir", s, "-decode", "-logstdout"]), (BENCH, vec![s, "--iter", "1"]), (TARMAC, vec!["decode", s])] {
+    let want = format!(
+        "{}:7: warning: memory dump file 'code0.bin' cannot be read",
+        snap.join("cpu_0.ini").display()
+    );
+    for (bin, args) in [
+        (DECODE, vec![s]),
+        (LISTER, vec!["-ss_dir", s, "-decode", "-logstdout"]),
+        (BENCH, vec![s, "--iter", "1"]),
+        (TARMAC, vec!["decode", s]),
+    ] {
         let o = run(bin, &args);
         let name = Path::new(bin).file_name().unwrap().to_string_lossy().into_owned();
         assert_eq!(o.code, Some(0), "{name}: {}", o.stderr);
@@ -491,10 +780,17 @@ fn a_closed_pipe_ends_the_decode_quietly() {
             .spawn()
             .unwrap();
         let mut first = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut first)
+            .unwrap();
         assert!(!first.is_empty(), "{format}: no output");
         let out = child.wait_with_output().unwrap();
-        assert_eq!(out.status.code(), Some(0), "{format}: {}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{format}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         assert_eq!(String::from_utf8_lossy(&out.stderr), "", "{format}");
     }
 }

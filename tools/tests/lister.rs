@@ -1,9 +1,8 @@
 //! The lister end to end, in-process: listing stability under forced waits,
 //! option errors, and the snapshot shipped for the README.
 
-
+use coresight_decode::logger::{MsgLogger, shared};
 use coresight_tools::lister;
-use coresight_decode::logger::{shared, MsgLogger};
 
 const SNAPSHOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../snapshots/etmv4-a64");
 
@@ -14,7 +13,9 @@ fn run(args: &[&str]) -> (i32, String) {
     argv.extend(args.iter().map(|s| s.to_string()));
     let status = lister::run(&argv, &|_| None, out.clone());
     let text = out.borrow_mut().take_captured();
-    let body = text.split_once("Test Command Line:-\n").map(|(_, rest)| rest.split_once('\n').map(|x| x.1).unwrap_or(""));
+    let body = text
+        .split_once("Test Command Line:-\n")
+        .map(|(_, rest)| rest.split_once('\n').map(|x| x.1).unwrap_or(""));
     (status, body.unwrap_or(&text).to_string())
 }
 
@@ -37,14 +38,23 @@ fn listing_is_identical_with_forced_waits() {
 fn option_errors_are_reported() {
     let (s, text) = run(&["-id", "0x75"]);
     assert_eq!(s, 2);
-    assert!(text.contains("Trace Packet Lister : Error: invalid ID number 0x75 on -id option"), "{text}");
+    assert!(
+        text.contains("Trace Packet Lister : Error: invalid ID number 0x75 on -id option"),
+        "{text}"
+    );
     let (s, text) = run(&["-ss_dir"]);
     assert_eq!(s, 2);
     assert!(text.contains("Missing directory string on -ss_dir option"), "{text}");
     let (_, text) = run(&["-ss_dir", SNAPSHOT, "-frobnicate"]);
-    assert!(text.contains("Trace Packet Lister : Warning: Ignored unknown option -frobnicate."), "{text}");
+    assert!(
+        text.contains("Trace Packet Lister : Warning: Ignored unknown option -frobnicate."),
+        "{text}"
+    );
     let (_, text) = run(&["-ss_dir", SNAPSHOT, "-src_name", "NOPE"]);
-    assert!(text.contains("Trace Packet Lister : Trace source name NOPE not found\nValid source names are:-\nETB_0\n"), "{text}");
+    assert!(
+        text.contains("Trace Packet Lister : Trace source name NOPE not found\nValid source names are:-\nETB_0\n"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -59,9 +69,18 @@ fn id_filter_limits_the_listing() {
 fn stats_report_every_byte() {
     let (_, text) = run(&["-ss_dir", SNAPSHOT, "-decode", "-no_time_print", "-stats"]);
     let size = std::fs::metadata(format!("{SNAPSHOT}/trace.bin")).unwrap().len();
-    assert!(text.contains("\nReading packet decoder statistics....\n\nDecode stats ID 0x"), "{text}");
-    assert!(text.contains("; Unsynced Bytes: ") && text.contains("Bad Header Errors: 0; Bad Sequence Errors: 0\n"), "{text}");
-    assert!(text.contains(&format!("Total bytes processed by frame demux: {size}\n")), "{text}");
+    assert!(
+        text.contains("\nReading packet decoder statistics....\n\nDecode stats ID 0x"),
+        "{text}"
+    );
+    assert!(
+        text.contains("; Unsynced Bytes: ") && text.contains("Bad Header Errors: 0; Bad Sequence Errors: 0\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("Total bytes processed by frame demux: {size}\n")),
+        "{text}"
+    );
 }
 
 /// Runs the lister with an environment.
@@ -77,17 +96,30 @@ fn run_env(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
 
 /// The listing's trace lines (packets and elements) and its summary.
 fn trace_lines(text: &str) -> Vec<&str> {
-    text.lines().filter(|l| l.starts_with("Idx:") || l.contains("Trace buffer done")).collect()
+    text.lines()
+        .filter(|l| l.starts_with("Idx:") || l.contains("Trace buffer done"))
+        .collect()
 }
 
 #[test]
 fn numbers_never_wrap_and_ids_are_range_checked() {
     // Issue 15, defect 5. OpenCSD truncates -id to 8 bits (0x105 is ID 5);
     // out-of-range values are refused with OpenCSD's message instead.
-    for (arg, shown) in [("0x105", "0x105"), ("-0x8000000000000000", "-0x8000000000000000"), ("0", "0x0"), ("-1", "-0x1"), ("abc", "'abc'")] {
+    for (arg, shown) in [
+        ("0x105", "0x105"),
+        ("-0x8000000000000000", "-0x8000000000000000"),
+        ("0", "0x0"),
+        ("-1", "-0x1"),
+        ("abc", "'abc'"),
+    ] {
         let (s, text) = run(&["-id", arg]);
         assert_eq!(s, 2, "-id {arg}");
-        assert!(text.contains(&format!("Trace Packet Lister : Error: invalid ID number {shown} on -id option")), "-id {arg}: {text}");
+        assert!(
+            text.contains(&format!(
+                "Trace Packet Lister : Error: invalid ID number {shown} on -id option"
+            )),
+            "-id {arg}: {text}"
+        );
     }
     let (s, text) = run(&["-ss_dir", SNAPSHOT, "-decode", "-no_time_print", "-id", "025"]); // octal 0x15
     assert_eq!(s, 0);
@@ -102,7 +134,10 @@ fn numbers_never_wrap_and_ids_are_range_checked() {
             assert_eq!(s, 0, "{opt} {extreme}");
             assert_eq!(trace_lines(&text), trace_lines(&plain), "{opt} {extreme}");
         }
-        let (s, text) = run_env(&["-ss_dir", SNAPSHOT, "-decode", "-no_time_print"], &[("OPENCSD_INSTR_RANGE_LIMIT", extreme)]);
+        let (s, text) = run_env(
+            &["-ss_dir", SNAPSHOT, "-decode", "-no_time_print"],
+            &[("OPENCSD_INSTR_RANGE_LIMIT", extreme)],
+        );
         assert_eq!(s, 0, "OPENCSD_INSTR_RANGE_LIMIT={extreme}");
         assert!(text.contains("Trace buffer done"), "{text}");
     }
@@ -121,7 +156,9 @@ fn snapshot_with_buffer_files(name: &str, files: &[(String, Vec<u8>)]) -> std::p
         std::fs::write(dir.join(n), data).unwrap();
     }
     let list: Vec<&str> = files.iter().map(|(n, _)| n.as_str()).collect();
-    let ini = std::fs::read_to_string(format!("{SNAPSHOT}/trace.ini")).unwrap().replace("file=trace.bin", &format!("file={}", list.join(",")));
+    let ini = std::fs::read_to_string(format!("{SNAPSHOT}/trace.ini"))
+        .unwrap()
+        .replace("file=trace.bin", &format!("file={}", list.join(",")));
     std::fs::write(dir.join("trace.ini"), ini).unwrap();
     dir
 }
@@ -156,18 +193,42 @@ fn buffer_that_is_not_a_regular_file_is_refused() {
     std::fs::create_dir(dir.join("a.bin")).unwrap();
     // (The status stays OpenCSD's: the lister itself ran.)
     let (_, text) = run(&["-ss_dir", dir.to_str().unwrap(), "-decode", "-no_time_print"]);
-    assert!(text.contains("a.bin: is a directory, not a file\nTrace Packet Lister : Error : Unable to open trace buffer."), "{text}");
+    assert!(
+        text.contains("a.bin: is a directory, not a file\nTrace Packet Lister : Error : Unable to open trace buffer."),
+        "{text}"
+    );
 
     std::fs::remove_dir(dir.join("a.bin")).unwrap();
-    assert!(std::process::Command::new("mkfifo").arg(dir.join("a.bin")).status().unwrap().success());
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(dir.join("a.bin"))
+            .status()
+            .unwrap()
+            .success()
+    );
     let (_, text) = run(&["-ss_dir", dir.to_str().unwrap(), "-decode", "-no_time_print"]);
-    assert!(text.contains("a.bin: is a FIFO (named pipe), not a regular file"), "{text}");
+    assert!(
+        text.contains("a.bin: is a FIFO (named pipe), not a regular file"),
+        "{text}"
+    );
 
     // A memory dump that is a FIFO: the accessor is refused (as for a
     // missing file) and the trace still decodes.
-    let dir = snapshot_with_buffer_files("dump_is_fifo", &[("trace.bin".into(), std::fs::read(format!("{SNAPSHOT}/trace.bin")).unwrap())]);
+    let dir = snapshot_with_buffer_files(
+        "dump_is_fifo",
+        &[(
+            "trace.bin".into(),
+            std::fs::read(format!("{SNAPSHOT}/trace.bin")).unwrap(),
+        )],
+    );
     std::fs::remove_file(dir.join("code1.bin")).unwrap();
-    assert!(std::process::Command::new("mkfifo").arg(dir.join("code1.bin")).status().unwrap().success());
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(dir.join("code1.bin"))
+            .status()
+            .unwrap()
+            .success()
+    );
     let (_, text) = run(&["-ss_dir", dir.to_str().unwrap(), "-decode", "-no_time_print"]);
     assert!(text.contains("Failed to create memory accessor for file"), "{text}");
     assert!(text.contains("Trace buffer done"), "{text}");
@@ -186,7 +247,14 @@ fn empty_block_after_an_id_switch_stops_the_data_path_as_in_opencsd() {
     let dir = snapshot_with_buffer_files("empty_block", &[("trace.bin".into(), trace.clone())]);
     let (s, text) = run(&["-ss_dir", dir.to_str().unwrap(), "-decode", "-no_time_print"]);
     assert_eq!(s, 1, "a fatal data path error is a failure");
-    let tail: Vec<&str> = text.lines().rev().take(6).collect::<Vec<_>>().into_iter().rev().collect();
+    let tail: Vec<&str> = text
+        .lines()
+        .rev()
+        .take(6)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
     assert_eq!(
         tail,
         [
@@ -199,7 +267,10 @@ fn empty_block_after_an_id_switch_stops_the_data_path_as_in_opencsd() {
         ],
         "{text}"
     );
-    assert!(!text.contains("END OF TRACE DATA") && !text.contains("EO_TRACE"), "{text}");
+    assert!(
+        !text.contains("END OF TRACE DATA") && !text.contains("EO_TRACE"),
+        "{text}"
+    );
 
     // The library on its own drops the empty block and carries on to the
     // end of trace.
@@ -229,7 +300,7 @@ fn empty_block_after_an_id_switch_stops_the_data_path_as_in_opencsd() {
 // ---------------------------------------------------------------------------
 // Trace IDs on worker threads (-threads): the same listing.
 
-use coresight_generator::{generate, BufferLayout, GenOptions, GenProtocol};
+use coresight_generator::{BufferLayout, GenOptions, GenProtocol, generate};
 use std::path::Path;
 
 /// The shipped snapshot with three trace IDs (PTM 0x11, ETMv3 0x29, 0x17)
@@ -251,7 +322,10 @@ fn list_after_echo(args: &[&str]) -> String {
     argv.extend(args.iter().map(|s| s.to_string()));
     // 1: the listing reports a fatal data-path error.
     let status = lister::run(&argv, &|_| None, out.clone());
-    let fatal = out.borrow().captured().contains("Trace Packet Lister : Data Path fatal error");
+    let fatal = out
+        .borrow()
+        .captured()
+        .contains("Trace Packet Lister : Data Path fatal error");
     assert_eq!(status, if fatal { 1 } else { 0 });
     let text = out.borrow_mut().take_captured();
     let (_, rest) = text.split_once("Test Command Line:-\n").unwrap();
@@ -262,7 +336,12 @@ fn list_after_echo(args: &[&str]) -> String {
 /// many rounds.
 fn long_capture(name: &str) -> std::path::PathBuf {
     let dir = temp_dir(name);
-    let g = generate(&GenOptions { seed: 11, protocol: GenProtocol::Tc2, layout: BufferLayout::Formatted, length: 12_000 });
+    let g = generate(&GenOptions {
+        seed: 11,
+        protocol: GenProtocol::Tc2,
+        layout: BufferLayout::Formatted,
+        length: 12_000,
+    });
     g.spec.write_to(&dir).unwrap();
     let size = std::fs::metadata(dir.join("trace.bin")).map(|m| m.len()).unwrap_or(0);
     assert!(size > 30_000, "{size} bytes of trace");
@@ -274,7 +353,14 @@ fn listings_are_identical_on_worker_threads() {
     let long = long_capture("parallel-listings");
     for dir in [Path::new(THREE_IDS), &long] {
         let dir = dir.to_str().unwrap();
-        for mode in [&["-decode"][..], &["-decode", "-test_waits", "3"], &["-decode", "-test_waits", "5000"], &[], &["-test_waits", "7"], &["-decode_only"]] {
+        for mode in [
+            &["-decode"][..],
+            &["-decode", "-test_waits", "3"],
+            &["-decode", "-test_waits", "5000"],
+            &[],
+            &["-test_waits", "7"],
+            &["-decode_only"],
+        ] {
             let mut args = vec!["-ss_dir", dir, "-no_time_print"];
             args.extend_from_slice(mode);
             let serial = list_after_echo(&[&args[..], &["-threads", "1"]].concat());
@@ -303,20 +389,22 @@ fn a_fatal_error_stops_the_threads_where_the_serial_decode_stops() {
     std::fs::write(dir.join("trace.bin"), &trace).unwrap();
     let d = dir.to_str().unwrap();
     let serial = list_after_echo(&["-ss_dir", d, "-decode", "-no_time_print", "-threads", "1"]);
-    assert!(serial.contains("Trace Packet Lister : Data Path fatal error"), "{serial}");
+    assert!(
+        serial.contains("Trace Packet Lister : Data Path fatal error"),
+        "{serial}"
+    );
     assert!(!serial.contains("END OF TRACE DATA"), "{serial}");
     let parallel = list_after_echo(&["-ss_dir", d, "-decode", "-no_time_print", "-threads", "2"]);
     assert_eq!(parallel, serial);
 }
 
-
 // ---------------------------------------------------------------------------
 // ETE multi-session snapshots, end to end through the lister.
 
+use coresight_generator::Truth;
 use coresight_generator::check::{decode_dir, truth_from_listing};
 use coresight_generator::ete::{self, EteOptions};
 use coresight_generator::etmv4::Choice;
-use coresight_generator::Truth;
 
 /// Splits items at each session start: (session number, its items).
 fn sessions(items: &[Truth]) -> Vec<(u32, Vec<Truth>)> {
@@ -336,29 +424,50 @@ fn sessions(items: &[Truth]) -> Vec<(u32, Vec<Truth>)> {
 #[test]
 fn ete_multi_session_end_to_end() {
     for (seed, layout) in [(7u64, BufferLayout::Unformatted), (8, BufferLayout::Formatted)] {
-        let o = EteOptions::all(Choice::On).with("bb", Choice::Off).with("multi", Choice::On);
-        let opts = GenOptions { seed, protocol: GenProtocol::Ete(o), layout, length: 120 };
+        let o = EteOptions::all(Choice::On)
+            .with("bb", Choice::Off)
+            .with("multi", Choice::On);
+        let opts = GenOptions {
+            seed,
+            protocol: GenProtocol::Ete(o),
+            layout,
+            length: 120,
+        };
         let g = ete::generate_with(&opts, &o);
         assert!(g.spec.buffers.len() >= 2, "{}", g.spec.description);
         let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("ete-multi-session-{seed}"));
         let _ = std::fs::remove_dir_all(&dir);
         g.spec.write_to(&dir).unwrap();
         let out = shared(MsgLogger::capture());
-        let argv: Vec<String> = ["trc_pkt_lister", "-ss_dir", dir.to_str().unwrap(), "-decode", "-no_time_print", "-multi_session"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        let argv: Vec<String> = [
+            "trc_pkt_lister",
+            "-ss_dir",
+            dir.to_str().unwrap(),
+            "-decode",
+            "-no_time_print",
+            "-multi_session",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
         assert_eq!(lister::run(&argv, &|_| None, out.clone()), 0);
         let text = out.borrow_mut().take_captured();
         assert!(!text.contains("ERROR") && !text.contains("OCSD_ERR"), "{text}");
         let want = sessions(&g.truth);
         let got = sessions(&truth_from_listing(&text));
         assert_eq!(want.len(), g.spec.buffers.len());
-        assert_eq!(got.iter().map(|s| s.0).collect::<Vec<_>>(), want.iter().map(|s| s.0).collect::<Vec<_>>());
+        assert_eq!(
+            got.iter().map(|s| s.0).collect::<Vec<_>>(),
+            want.iter().map(|s| s.0).collect::<Vec<_>>()
+        );
         for ((n, w), (_, h)) in want.iter().zip(&got) {
             assert!(w.len() > 5, "session {n} has {} items", w.len());
             if let Some(i) = (0..w.len().max(h.len())).find(|&i| w.get(i) != h.get(i)) {
-                panic!("seed {seed} session {n} item {i}: expected {:?}, listed {:?}", w.get(i), h.get(i));
+                panic!(
+                    "seed {seed} session {n} item {i}: expected {:?}, listed {:?}",
+                    w.get(i),
+                    h.get(i)
+                );
             }
         }
         // The snapshot directory decodes the same way in memory.

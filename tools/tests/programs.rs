@@ -45,5 +45,8 @@ fn trc_pkt_lister_decodes_the_riscv_plug_in_example() {
     let want = std::fs::read_to_string(dir.join("qemu-calls/expected.ppl")).unwrap();
     let skip = |s: &str| s[s.find('\n').unwrap() + 1..].to_string();
     assert_eq!(skip(body(&got)), skip(body(&want)));
-    assert!(got.contains("OCSD_GEN_TRC_ELEM_INSTR_RANGE(exec range=0x1043c:"), "{got}");
+    assert!(
+        got.contains("OCSD_GEN_TRC_ELEM_INSTR_RANGE(exec range=0x1043c:"),
+        "{got}"
+    );
 }

@@ -10,7 +10,11 @@ fn fixtures() -> PathBuf {
 
 fn tarmac(args: &[&str]) -> (Option<i32>, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_tarmac")).args(args).output().unwrap();
-    (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 #[test]
@@ -21,7 +25,10 @@ fn help_version_and_usage_errors() {
         assert!(out.contains(sub), "{out}");
     }
     let (code, out, _) = tarmac(&["--version"]);
-    assert_eq!((code, out.trim()), (Some(0), concat!("tarmac ", env!("CARGO_PKG_VERSION"))));
+    assert_eq!(
+        (code, out.trim()),
+        (Some(0), concat!("tarmac ", env!("CARGO_PKG_VERSION")))
+    );
     let (code, out, err) = tarmac(&["profile"]);
     assert_eq!(code, Some(2));
     assert!(out.is_empty() && err.contains("<TRACE>"), "{err}");
@@ -38,7 +45,10 @@ fn a_malformed_trace_is_an_error_naming_the_line() {
     std::fs::write(&bad, "1 clk IT (1) 00001000 d503201f O EL1h_n : NOP\n2 clk R X0 zz\n").unwrap();
     let (code, _, err) = tarmac(&["profile", bad.to_str().unwrap()]);
     assert_eq!(code, Some(1));
-    assert!(err.contains("bad.tarmac: line 2, column 12: expected register contents in hex"), "{err}");
+    assert!(
+        err.contains("bad.tarmac: line 2, column 12: expected register contents in hex"),
+        "{err}"
+    );
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -48,7 +58,10 @@ fn profile_and_compare_exit_statuses() {
     let e = fixtures().join("prog64.elf");
     let (code, out, _) = tarmac(&["profile", t.to_str().unwrap(), "--image", e.to_str().unwrap()]);
     assert_eq!(code, Some(0));
-    assert!(out.starts_with("Address     Count       Time        Function name\n"), "{out}");
+    assert!(
+        out.starts_with("Address     Count       Time        Function name\n"),
+        "{out}"
+    );
     // No register lines in the fixture: no calls are found, one activation.
     assert_eq!(out.lines().count(), 2, "{out}");
     let (code, out, _) = tarmac(&["compare", t.to_str().unwrap(), t.to_str().unwrap()]);
@@ -56,7 +69,10 @@ fn profile_and_compare_exit_statuses() {
     let other = fixtures().join("prog32.tarmac");
     let (code, out, _) = tarmac(&["compare", t.to_str().unwrap(), other.to_str().unwrap(), "--stop-first"]);
     assert_eq!(code, Some(1));
-    assert!(out.starts_with("different: first difference at instruction 0 (0 matched before it)\n"), "{out}");
+    assert!(
+        out.starts_with("different: first difference at instruction 0 (0 matched before it)\n"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -67,12 +83,30 @@ fn trc_gen_encodes_an_execution_and_tarmac_decode_gives_it_back() {
         let e = fixtures().join(format!("{name}.elf"));
         let snap = dir.join(protocol);
         let st = Command::new(env!("CARGO_BIN_EXE_trc_gen"))
-            .args(["-protocol", protocol, "-seed", "9", "-tarmac", t.to_str().unwrap(), "-elf", e.to_str().unwrap(), "-out", snap.to_str().unwrap()])
+            .args([
+                "-protocol",
+                protocol,
+                "-seed",
+                "9",
+                "-tarmac",
+                t.to_str().unwrap(),
+                "-elf",
+                e.to_str().unwrap(),
+                "-out",
+                snap.to_str().unwrap(),
+            ])
             .status()
             .unwrap();
         assert!(st.success());
         let back = dir.join(format!("{name}.back.tarmac"));
-        let (code, _, err) = tarmac(&["decode", snap.to_str().unwrap(), "-o", back.to_str().unwrap(), "--flow", "--exceptions"]);
+        let (code, _, err) = tarmac(&[
+            "decode",
+            snap.to_str().unwrap(),
+            "-o",
+            back.to_str().unwrap(),
+            "--flow",
+            "--exceptions",
+        ]);
         assert_eq!(code, Some(0), "{err}");
         let (code, out, _) = tarmac(&["compare", t.to_str().unwrap(), back.to_str().unwrap(), "--skip-time"]);
         assert_eq!(code, Some(0), "{name} {protocol}: {out}");
@@ -81,7 +115,16 @@ fn trc_gen_encodes_an_execution_and_tarmac_decode_gives_it_back() {
     let t = fixtures().join("prog32.tarmac");
     let e = fixtures().join("prog32.elf");
     let out = Command::new(env!("CARGO_BIN_EXE_trc_gen"))
-        .args(["-protocol", "ete", "-tarmac", t.to_str().unwrap(), "-elf", e.to_str().unwrap(), "-out", dir.join("x").to_str().unwrap()])
+        .args([
+            "-protocol",
+            "ete",
+            "-tarmac",
+            t.to_str().unwrap(),
+            "-elf",
+            e.to_str().unwrap(),
+            "-out",
+            dir.join("x").to_str().unwrap(),
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));

@@ -42,7 +42,13 @@ fn help_version_and_usage_errors() {
 fn bad_inputs_name_the_file_and_byte() {
     let snap = repo().join("snapshots/etmv4-a64");
     let trace = tmp("good.trace");
-    let o = trc_cov(&["export", "--snapshot", snap.to_str().unwrap(), "-o", trace.to_str().unwrap()]);
+    let o = trc_cov(&[
+        "export",
+        "--snapshot",
+        snap.to_str().unwrap(),
+        "-o",
+        trace.to_str().unwrap(),
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     let bytes = std::fs::read(&trace).unwrap();
     // Truncated: the last entry runs past the end of the file.
@@ -50,23 +56,42 @@ fn bad_inputs_name_the_file_and_byte() {
     std::fs::write(&cut, &bytes[..bytes.len() - 5]).unwrap();
     let o = trc_cov(&["dump", cut.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
-    let want = format!("trc_cov: {}: byte {}: execution entry runs past the end of the file (11 of 16 bytes)\n", cut.display(), bytes.len() - 16);
+    let want = format!(
+        "trc_cov: {}: byte {}: execution entry runs past the end of the file (11 of 16 bytes)\n",
+        cut.display(),
+        bytes.len() - 16
+    );
     assert_eq!(text(&o.stderr), want);
     // Wrong magic.
     let mut bad = bytes.clone();
     bad[0] = b'!';
     std::fs::write(&cut, &bad).unwrap();
     let o = trc_cov(&["dump", cut.to_str().unwrap()]);
-    assert_eq!(text(&o.stderr), format!("trc_cov: {}: byte 0: bad magic (expected \"#QEMU-Traces\")\n", cut.display()));
+    assert_eq!(
+        text(&o.stderr),
+        format!(
+            "trc_cov: {}: byte 0: bad magic (expected \"#QEMU-Traces\")\n",
+            cut.display()
+        )
+    );
     // An ELF that is not an ELF.
     let notelf = tmp("not.elf");
     std::fs::write(&notelf, b"#!/bin/sh\n").unwrap();
     let o = trc_cov(&["coverage", "--elf", notelf.to_str().unwrap(), trace.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
-    assert_eq!(text(&o.stderr), format!("trc_cov: {}: byte 0: not an ELF file (expected the magic 7f 45 4c 46)\n", notelf.display()));
+    assert_eq!(
+        text(&o.stderr),
+        format!(
+            "trc_cov: {}: byte 0: not an ELF file (expected the magic 7f 45 4c 46)\n",
+            notelf.display()
+        )
+    );
     // Unknown routine.
     let o = trc_cov(&["coverage", "--snapshot", snap.to_str().unwrap(), "--routines", "nosuch"]);
-    assert_eq!((o.status.code(), text(&o.stderr)), (Some(1), "trc_cov: no routine named nosuch\n".to_string()));
+    assert_eq!(
+        (o.status.code(), text(&o.stderr)),
+        (Some(1), "trc_cov: no routine named nosuch\n".to_string())
+    );
 }
 
 /// Coverage of the snapshot, of its exported trace, and the dump of that
@@ -76,7 +101,11 @@ fn export_then_coverage_matches_snapshot_coverage() {
     let snap = repo().join("snapshots/etmv4-a64");
     let s = snap.to_str().unwrap();
     let trace = tmp("a64.trace");
-    assert!(trc_cov(&["export", "--snapshot", s, "-o", trace.to_str().unwrap()]).status.success());
+    assert!(
+        trc_cov(&["export", "--snapshot", s, "-o", trace.to_str().unwrap()])
+            .status
+            .success()
+    );
     let direct = trc_cov(&["coverage", "--snapshot", s]);
     assert!(direct.status.success(), "{}", text(&direct.stderr));
     // The memory image comes from the snapshot; the evidence from the file.
@@ -90,9 +119,15 @@ fn export_then_coverage_matches_snapshot_coverage() {
     let arg = format!("@{}", routines.display());
     let one = trc_cov(&["coverage", "--snapshot", s, "--routines", &arg, "--summary"]);
     let one_text = text(&one.stdout);
-    assert!(one_text.starts_with("mem_ffffffc000010800 +:\n12 instructions analyzed:\n  12 covered\n"), "{one_text}");
+    assert!(
+        one_text.starts_with("mem_ffffffc000010800 +:\n12 instructions analyzed:\n  12 covered\n"),
+        "{one_text}"
+    );
     let dump = trc_cov(&["dump", trace.to_str().unwrap()]);
     let d = text(&dump.stdout);
-    assert!(d.starts_with("Kind: FLAT\n\nTag  : DATE_TIME (Date)\nLen  : 8\n"), "{d}");
+    assert!(
+        d.starts_with("Kind: FLAT\n\nTag  : DATE_TIME (Date)\nLen  : 8\n"),
+        "{d}"
+    );
     assert!(d.contains("\nTraces:\nffffffc000080000-ffffffc000080013 ?: 11 ---t block\nffffffc0000800a8-ffffffc0000800bf ?: 11 ---t block\nffffffc00008010c-ffffffc000080127 ?: 20 ---- fault\n"), "{d}");
 }

@@ -24,18 +24,29 @@ fn snapshot(name: &str) -> PathBuf {
 }
 
 fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_trc_index")).args(args).output().unwrap()
+    Command::new(env!("CARGO_BIN_EXE_trc_index"))
+        .args(args)
+        .output()
+        .unwrap()
 }
 
 fn ok(args: &[&str]) -> String {
     let out = run(args);
-    assert_eq!(out.status.code(), Some(0), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).unwrap()
 }
 
 /// The full decode's element lines of `id` with `from <= Idx < to`.
 fn lister_elements(dir: &str, id: &str, from: u64, to: u64) -> Vec<String> {
-    let out = Command::new(env!("CARGO_BIN_EXE_trc_pkt_lister")).args(["-ss_dir", dir, "-decode", "-no_time_print", "-logstdout"]).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_trc_pkt_lister"))
+        .args(["-ss_dir", dir, "-decode", "-no_time_print", "-logstdout"])
+        .output()
+        .unwrap();
     let text = String::from_utf8(out.stdout).unwrap();
     let prefix = format!("; ID:{id}; OCSD_GEN_TRC_ELEM_");
     text.lines()
@@ -53,24 +64,38 @@ fn build_show_query_and_decode_from_the_index() {
     let dir = snapshot("trc-index-tool");
     let d = dir.to_str().unwrap();
     let built = ok(&["build", d]);
-    assert!(built.starts_with(&format!("{}", dir.join("trace.bin.csidx").display())), "{built}");
+    assert!(
+        built.starts_with(&format!("{}", dir.join("trace.bin.csidx").display())),
+        "{built}"
+    );
     assert!(dir.join("trace.bin.csidx").exists());
 
     let show = ok(&["show", d]);
     assert!(show.contains("formatted frames (memory aligned)"), "{show}");
     let rows: Vec<&str> = show.lines().filter(|l| l.starts_with("0x")).collect();
     assert_eq!(rows.len(), 2, "{show}");
-    assert!(rows[0].starts_with("0x13   PTM") && rows[1].starts_with("0x3b   ETMV3"), "{show}");
+    assert!(
+        rows[0].starts_with("0x13   PTM") && rows[1].starts_with("0x3b   ETMV3"),
+        "{show}"
+    );
 
     let counts = ok(&["query", d, "counts"]);
     let ptm = counts.lines().find(|l| l.starts_with("0x13 PTM")).unwrap();
-    let syncs: usize = ptm.split(' ').find_map(|w| w.strip_prefix("sync=")).unwrap().parse().unwrap();
+    let syncs: usize = ptm
+        .split(' ')
+        .find_map(|w| w.strip_prefix("sync="))
+        .unwrap()
+        .parse()
+        .unwrap();
     let listed = ok(&["query", d, "syncs", "--id", "0x13"]);
     assert_eq!(listed.lines().count(), syncs);
     let at: Vec<u64> = listed.lines().map(|l| l.parse().unwrap()).collect();
     let from_third = ok(&["query", d, "syncs", "--id", "19", "--at", &(at[2] + 1).to_string()]);
     assert_eq!(from_third.lines().next().unwrap(), at[3].to_string());
-    assert_eq!(ok(&["query", d, "ids", "--from", "0", "--to", "100000"]).trim(), "0x13 0x3b");
+    assert_eq!(
+        ok(&["query", d, "ids", "--from", "0", "--to", "100000"]).trim(),
+        "0x13 0x3b"
+    );
 
     // A byte window equals the full decode's elements there.
     let got = ok(&["decode", d, "--id", "0x13", "--from", "2000", "--to", "4000"]);
@@ -80,16 +105,47 @@ fn build_show_query_and_decode_from_the_index() {
     assert_eq!(got, want);
 
     // A time window: the byte window query and the decode agree.
-    let window = ok(&["query", d, "time", "--id", "0x13", "--from-ts", "0x82fa8a0000", "--to-ts", "0x82fa8b0000"]);
+    let window = ok(&[
+        "query",
+        d,
+        "time",
+        "--id",
+        "0x13",
+        "--from-ts",
+        "0x82fa8a0000",
+        "--to-ts",
+        "0x82fa8b0000",
+    ]);
     let w: Vec<u64> = window.split_whitespace().filter_map(|x| x.parse().ok()).collect();
     assert_eq!(w.len(), 3, "{window}");
-    let decoded = ok(&["decode", d, "--id", "0x13", "--from-ts", "0x82fa8a0000", "--to-ts", "0x82fa8b0000"]);
-    assert!(decoded.starts_with(&format!("# ID 0x13: bytes {}..{}, decoded from the sync point at {}\n", w[1], w[2], w[0])), "{decoded}");
-    assert!(decoded.lines().nth(1).unwrap().contains("OCSD_GEN_TRC_ELEM_TIMESTAMP"), "{decoded}");
+    let decoded = ok(&[
+        "decode",
+        d,
+        "--id",
+        "0x13",
+        "--from-ts",
+        "0x82fa8a0000",
+        "--to-ts",
+        "0x82fa8b0000",
+    ]);
+    assert!(
+        decoded.starts_with(&format!(
+            "# ID 0x13: bytes {}..{}, decoded from the sync point at {}\n",
+            w[1], w[2], w[0]
+        )),
+        "{decoded}"
+    );
+    assert!(
+        decoded.lines().nth(1).unwrap().contains("OCSD_GEN_TRC_ELEM_TIMESTAMP"),
+        "{decoded}"
+    );
 
     // Correlation: both IDs, in timestamp order.
     let merged = ok(&["correlate", d, "--ids", "0x13,0x3b"]);
-    let ts: Vec<u64> = merged.lines().map(|l| l["TS:".len()..l.find(';').unwrap()].parse().unwrap()).collect();
+    let ts: Vec<u64> = merged
+        .lines()
+        .map(|l| l["TS:".len()..l.find(';').unwrap()].parse().unwrap())
+        .collect();
     assert!(ts.windows(2).all(|p| p[0] <= p[1]));
     assert!(merged.contains("; ID:13; ") && merged.contains("; ID:3b; "));
 
@@ -102,7 +158,10 @@ fn build_show_query_and_decode_from_the_index() {
 /// `(instruction ranges, instructions)` of the full decode, from the
 /// lister's element lines.
 fn lister_instructions(dir: &str) -> (u64, u64) {
-    let out = Command::new(env!("CARGO_BIN_EXE_trc_pkt_lister")).args(["-ss_dir", dir, "-decode", "-no_time_print", "-logstdout"]).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_trc_pkt_lister"))
+        .args(["-ss_dir", dir, "-decode", "-no_time_print", "-logstdout"])
+        .output()
+        .unwrap();
     let text = String::from_utf8(out.stdout).unwrap();
     let ranges: Vec<u64> = text
         .lines()
@@ -117,8 +176,13 @@ fn lister_instructions(dir: &str) -> (u64, u64) {
 
 /// The `total:` line's numbers.
 fn totals(text: &str) -> Vec<u64> {
-    let line = text.lines().find(|l| l.starts_with("total:")).unwrap_or_else(|| panic!("{text}"));
-    line.split(|c: char| !c.is_ascii_digit()).filter_map(|w| w.parse().ok()).collect()
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("total:"))
+        .unwrap_or_else(|| panic!("{text}"));
+    line.split(|c: char| !c.is_ascii_digit())
+        .filter_map(|w| w.parse().ok())
+        .collect()
 }
 
 #[test]
@@ -139,7 +203,12 @@ fn count_splits_each_stream_over_threads() {
     let rows: Vec<Vec<u64>> = three
         .lines()
         .filter(|l| l.starts_with("0x13 bytes "))
-        .map(|l| l["0x13 bytes ".len()..].split(|c: char| !c.is_ascii_digit()).filter_map(|w| w.parse().ok()).collect())
+        .map(|l| {
+            l["0x13 bytes ".len()..]
+                .split(|c: char| !c.is_ascii_digit())
+                .filter_map(|w| w.parse().ok())
+                .collect()
+        })
         .collect();
     assert_eq!(rows.len(), 3, "{three}");
     assert!(rows.windows(2).all(|w| w[0][1] == w[1][0]), "{three}");
@@ -163,7 +232,13 @@ fn help_version_and_usage_errors() {
         assert!(help.contains(cmd), "{help}");
     }
     assert!(ok(&["--version"]).starts_with("trc_index "));
-    for bad in [&["show"][..], &["frobnicate"], &["query", "x", "syncs", "--id", "0x99"], &["decode", "x", "--id", "1", "--from", "3"], &["count", "x", "--threads", "0"]] {
+    for bad in [
+        &["show"][..],
+        &["frobnicate"],
+        &["query", "x", "syncs", "--id", "0x99"],
+        &["decode", "x", "--id", "1", "--from", "3"],
+        &["count", "x", "--threads", "0"],
+    ] {
         let out = run(bad);
         assert_eq!(out.status.code(), Some(2), "{bad:?}");
         assert!(out.stdout.is_empty());

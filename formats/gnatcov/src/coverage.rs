@@ -27,7 +27,7 @@ use coresight_decode::arch::{ArchProfile, ArchVersion, CoreProfile, InstrInfo, I
 use coresight_decode::instr::ArmInstrDecoder;
 use coresight_decode::interfaces::InstrDecode;
 
-use super::format::{Entry, Op, EM_AARCH64, EM_ARM, EM_RISCV};
+use super::format::{EM_AARCH64, EM_ARM, EM_RISCV, Entry, Op};
 
 /// A routine: a named address range.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -92,7 +92,7 @@ impl CodeImage {
     /// executable (no function symbols) has one routine per executable
     /// section, named after it (`.text`).
     pub fn from_elf(bytes: &[u8]) -> Result<CodeImage, ImageError> {
-        use goblin::elf::{section_header, sym, Elf};
+        use goblin::elf::{Elf, section_header, sym};
         let elf = Elf::parse(bytes).map_err(|e| ImageError::NotElf(e.to_string()))?;
         let machine = elf.header.e_machine;
         if machine != EM_ARM && machine != EM_AARCH64 && machine != EM_RISCV {
@@ -113,7 +113,10 @@ impl CodeImage {
             let data = (sh.sh_offset as usize)
                 .checked_add(sh.sh_size as usize)
                 .and_then(|end| bytes.get(sh.sh_offset as usize..end))
-                .ok_or_else(|| ImageError::SectionPastEnd { name: name.clone(), offset: sh.sh_offset })?;
+                .ok_or_else(|| ImageError::SectionPastEnd {
+                    name: name.clone(),
+                    offset: sh.sh_offset,
+                })?;
             segments.push((sh.sh_addr, data.to_vec()));
             names.push((sh.sh_addr, name));
         }
@@ -145,9 +148,22 @@ impl CodeImage {
             if !in_code(start) {
                 continue;
             }
-            let isa = if rv { Isa::RiscV } else if a64 { Isa::Aarch64 } else if thumb { Isa::Thumb2 } else { Isa::Arm };
+            let isa = if rv {
+                Isa::RiscV
+            } else if a64 {
+                Isa::Aarch64
+            } else if thumb {
+                Isa::Thumb2
+            } else {
+                Isa::Arm
+            };
             // Aliases: the first global name wins, else the first name.
-            let r = Routine { name: name.to_string(), start, end: start.saturating_add(s.st_size), isa };
+            let r = Routine {
+                name: name.to_string(),
+                start,
+                end: start.saturating_add(s.st_size),
+                isa,
+            };
             match routines.get(&start) {
                 Some(old) if !(s.st_bind() == sym::STB_GLOBAL && old.name.starts_with('.')) => {}
                 _ => {
@@ -157,14 +173,33 @@ impl CodeImage {
         }
         // A stripped executable: its executable sections are the routines.
         if routines.is_empty() {
-            let isa = if rv { Isa::RiscV } else if a64 { Isa::Aarch64 } else { Isa::Arm };
+            let isa = if rv {
+                Isa::RiscV
+            } else if a64 {
+                Isa::Aarch64
+            } else {
+                Isa::Arm
+            };
             for ((start, data), (_, name)) in segments.iter().zip(&names) {
-                routines.insert(*start, Routine { name: name.clone(), start: *start, end: start.saturating_add(data.len() as u64), isa });
+                routines.insert(
+                    *start,
+                    Routine {
+                        name: name.clone(),
+                        start: *start,
+                        end: start.saturating_add(data.len() as u64),
+                        isa,
+                    },
+                );
             }
         }
         mapping.sort_by_key(|m| m.0);
         mapping.dedup_by_key(|m| m.0);
-        Ok(CodeImage { segments, routines: routines.into_values().collect(), mapping, machine })
+        Ok(CodeImage {
+            segments,
+            routines: routines.into_values().collect(),
+            mapping,
+            machine,
+        })
     }
 
     /// From memory regions (a snapshot's dumps): one routine per region,
@@ -175,14 +210,24 @@ impl CodeImage {
         let routines = segments
             .iter()
             .filter(|(_, d)| !d.is_empty())
-            .map(|(a, d)| Routine { name: format!("mem_{a:x}"), start: *a, end: a.saturating_add(d.len() as u64), isa })
+            .map(|(a, d)| Routine {
+                name: format!("mem_{a:x}"),
+                start: *a,
+                end: a.saturating_add(d.len() as u64),
+                isa,
+            })
             .collect();
         let machine = match isa {
             Isa::Aarch64 => EM_AARCH64,
             Isa::RiscV => EM_RISCV,
             _ => EM_ARM,
         };
-        CodeImage { segments, routines, mapping: Vec::new(), machine }
+        CodeImage {
+            segments,
+            routines,
+            mapping: Vec::new(),
+            machine,
+        }
     }
 
     /// Keeps only the routines named (in the image's order). An unknown
@@ -255,7 +300,9 @@ struct Decoder {
 
 impl Decoder {
     fn new() -> Decoder {
-        Decoder { dec: ArmInstrDecoder::new() }
+        Decoder {
+            dec: ArmInstrDecoder::new(),
+        }
     }
     /// The instruction at `addr` in `isa`, reading at most up to `limit`.
     fn at(&mut self, img: &CodeImage, addr: u64, isa: Isa, limit: u64) -> Option<Insn> {
@@ -277,7 +324,14 @@ impl Decoder {
                 let hw = u16::from_le_bytes([b[0], b[1]]);
                 if coresight_decode::instr::is_wide_thumb(hw) {
                     if n < 4 {
-                        return Some(Insn { addr, size: 2, isa, bytes: b, cond_branch: false, data: true });
+                        return Some(Insn {
+                            addr,
+                            size: 2,
+                            isa,
+                            bytes: b,
+                            cond_branch: false,
+                            data: true,
+                        });
                     }
                     info.opcode = u32::from_le_bytes(b);
                     4
@@ -288,7 +342,18 @@ impl Decoder {
             }
             Isa::Arm | Isa::Aarch64 => {
                 if n < 4 {
-                    return if n >= 2 { Some(Insn { addr, size: 2, isa, bytes: b, cond_branch: false, data: true }) } else { None };
+                    return if n >= 2 {
+                        Some(Insn {
+                            addr,
+                            size: 2,
+                            isa,
+                            bytes: b,
+                            cond_branch: false,
+                            data: true,
+                        })
+                    } else {
+                        None
+                    };
                 }
                 info.opcode = u32::from_le_bytes(b);
                 4
@@ -301,16 +366,37 @@ impl Decoder {
                 let hw = u16::from_le_bytes([b[0], b[1]]);
                 let size = if hw & 3 == 3 { 4 } else { 2 };
                 if n < size {
-                    return Some(Insn { addr, size: 2, isa, bytes: b, cond_branch: false, data: true });
+                    return Some(Insn {
+                        addr,
+                        size: 2,
+                        isa,
+                        bytes: b,
+                        cond_branch: false,
+                        data: true,
+                    });
                 }
                 let op = if size == 4 { u32::from_le_bytes(b) } else { hw as u32 };
-                return Some(Insn { addr, size: size as u8, isa, bytes: b, cond_branch: riscv_cond_branch(op), data: false });
+                return Some(Insn {
+                    addr,
+                    size: size as u8,
+                    isa,
+                    bytes: b,
+                    cond_branch: riscv_cond_branch(op),
+                    data: false,
+                });
             }
             _ => return None,
         };
         self.dec.decode_instruction(&mut info).ok()?;
         let branch = matches!(info.instr_type, InstrType::Branch | InstrType::BranchIndirect);
-        Some(Insn { addr, size, isa, bytes: b, cond_branch: branch && info.is_conditional, data: false })
+        Some(Insn {
+            addr,
+            size,
+            isa,
+            bytes: b,
+            cond_branch: branch && info.is_conditional,
+            data: false,
+        })
     }
 }
 
@@ -348,15 +434,23 @@ impl Execution {
             if e.op.special() || e.size == 0 || !seen.insert(*e) {
                 continue;
             }
-            let Some(end) = e.pc.checked_add(e.size as u64) else { continue };
+            let Some(end) = e.pc.checked_add(e.size as u64) else {
+                continue;
+            };
             let Some(r) = img.routine_at(e.pc) else { continue };
             let mut pc = e.pc;
             dec.dec.reset_it_block();
             while pc < end {
-                let Mapping::Code(isa) = img.mapping_at(r, pc) else { break };
-                let Some(i) = dec.at(img, pc, isa, r.end.max(end)) else { break };
+                let Mapping::Code(isa) = img.mapping_at(r, pc) else {
+                    break;
+                };
+                let Some(i) = dec.at(img, pc, isa, r.end.max(end)) else {
+                    break;
+                };
                 x.executed.insert(pc);
-                let Some(next) = pc.checked_add(i.size as u64) else { break };
+                let Some(next) = pc.checked_add(i.size as u64) else {
+                    break;
+                };
                 if i.cond_branch && !i.data {
                     if next < end {
                         *x.outcomes.entry(pc).or_default() |= 2;
@@ -537,7 +631,9 @@ impl Coverage {
                     insn.size = (a - pc) as u8;
                     insn.data = true;
                 }
-                let Some(next) = pc.checked_add(insn.size as u64) else { break };
+                let Some(next) = pc.checked_add(insn.size as u64) else {
+                    break;
+                };
                 pc = next;
                 if insn.data {
                     continue;
@@ -568,7 +664,11 @@ impl Coverage {
                 insns.push(InsnCoverage { insn, state });
             }
             total.add(&s);
-            routines.push(RoutineCoverage { routine: r.clone(), insns, summary: s });
+            routines.push(RoutineCoverage {
+                routine: r.clone(),
+                insns,
+                summary: s,
+            });
         }
         Coverage { routines, total }
     }
@@ -581,7 +681,15 @@ impl Coverage {
         let mut out = String::new();
         for rc in &self.routines {
             let r = &rc.routine;
-            let _ = writeln!(out, "{} {}: {:0w$x}-{:0w$x}", r.name, rc.mark(), r.start, r.end.saturating_sub(1), w = digits);
+            let _ = writeln!(
+                out,
+                "{} {}: {:0w$x}-{:0w$x}",
+                r.name,
+                rc.mark(),
+                r.start,
+                r.end.saturating_sub(1),
+                w = digits
+            );
             for ic in &rc.insns {
                 let i = &ic.insn;
                 let _ = write!(out, "{:0w$x} {}:  ", i.addr, ic.state.mark(), w = digits);

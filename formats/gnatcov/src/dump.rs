@@ -72,7 +72,13 @@ fn dump_infos(out: &mut String, infos: &[InfoEntry<'_>], endian: Endian) {
 pub fn entry_line(out: &mut String, e: &Entry, pc: PcSize, offset: u64) {
     let first = e.pc.wrapping_sub(offset);
     let shifted = Entry { pc: first, ..*e };
-    let _ = write!(out, "{}-{} ?: {:02x} ", hex(first, pc), hex(shifted.last(pc), pc), e.op.0);
+    let _ = write!(
+        out,
+        "{}-{} ?: {:02x} ",
+        hex(first, pc),
+        hex(shifted.last(pc), pc),
+        e.op.0
+    );
     for bit in (0..4).rev() {
         out.push(if e.op.0 >> bit & 1 != 0 { 't' } else { '-' });
     }
@@ -120,14 +126,23 @@ pub fn dump(t: &TraceFile<'_>, raw: bool) -> String {
                 }
             }
             Record::LoadSharedObject { base, infos } => {
-                let name = infos.iter().find(|i| i.kind == InfoKind::ExecFileName).map(|i| String::from_utf8_lossy(&i.data).into_owned()).unwrap_or_default();
+                let name = infos
+                    .iter()
+                    .find(|i| i.kind == InfoKind::ExecFileName)
+                    .map(|i| String::from_utf8_lossy(&i.data).into_owned())
+                    .unwrap_or_default();
                 let size = infos
                     .iter()
                     .find(|i| i.kind == InfoKind::ExecCodeSize)
                     .and_then(|i| super::format::parse_ascii_number(&i.data))
                     .unwrap_or(0);
                 let last = base.wrapping_add(size).wrapping_sub(1);
-                let _ = writeln!(out, "Loading shared object {name}\n   at {} .. {}", hex(*base, pc), hex(last, pc));
+                let _ = writeln!(
+                    out,
+                    "Loading shared object {name}\n   at {} .. {}",
+                    hex(*base, pc),
+                    hex(last, pc)
+                );
                 objects.push((*base, last));
             }
             Record::UnloadSharedObject { base } => objects.retain(|(f, l)| !(*f..=*l).contains(base)),

@@ -18,13 +18,15 @@
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 
-use coresight_decode::logger::{Shared};
 use coresight_decode::arch::{InstrType, Isa};
 use coresight_decode::datapath::{DatapathResp, TrcIndex};
 use coresight_decode::element::{ElemType, TraceElement};
 use coresight_decode::interfaces::TrcGenElemIn;
+use coresight_decode::logger::Shared;
 
-use super::format::{DateTime, Endian, Entry, InfoEntry, InfoKind, Op, PcSize, Record, TraceFile, EM_AARCH64, EM_ARM, EM_RISCV};
+use super::format::{
+    DateTime, EM_AARCH64, EM_ARM, EM_RISCV, Endian, Entry, InfoEntry, InfoKind, Op, PcSize, Record, TraceFile,
+};
 
 /// IEEE CRC-32 (the one GNAT.CRC32 and zlib compute).
 pub fn crc32(data: &[u8]) -> u32 {
@@ -40,7 +42,9 @@ pub fn crc32(data: &[u8]) -> u32 {
         }
         t
     });
-    !data.iter().fold(!0u32, |c, &b| t[((c ^ b as u32) & 0xff) as usize] ^ (c >> 8))
+    !data
+        .iter()
+        .fold(!0u32, |c, &b| t[((c ^ b as u32) & 0xff) as usize] ^ (c >> 8))
 }
 
 /// What gnatcov checks to pair a trace with its executable.
@@ -62,13 +66,25 @@ impl ExecSignature {
         let path = path.as_ref();
         let data = std::fs::read(path)?;
         let mtime = std::fs::metadata(path)?.modified()?;
-        let secs = mtime.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-        Ok(ExecSignature::of_bytes(path.to_string_lossy().into_owned(), &data, DateTime::from_unix(secs)))
+        let secs = mtime
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        Ok(ExecSignature::of_bytes(
+            path.to_string_lossy().into_owned(),
+            &data,
+            DateTime::from_unix(secs),
+        ))
     }
     /// The signature of an executable named `name` with contents `data` and modification time
     /// `time_stamp`.
     pub fn of_bytes(name: String, data: &[u8], time_stamp: DateTime) -> ExecSignature {
-        ExecSignature { name, size: data.len() as u64, time_stamp, crc32: crc32(data) }
+        ExecSignature {
+            name,
+            size: data.len() as u64,
+            time_stamp,
+            crc32: crc32(data),
+        }
     }
     /// The Info entries gnatcov writes for an executable, in its order.
     pub fn info_entries(&self) -> Vec<InfoEntry<'static>> {
@@ -154,7 +170,10 @@ const ALL: u8 = 0xff;
 impl FlatTraceBuilder {
     /// A builder merging trace sources as `merge` says.
     pub fn new(merge: Merge) -> FlatTraceBuilder {
-        FlatTraceBuilder { merge, streams: BTreeMap::new() }
+        FlatTraceBuilder {
+            merge,
+            streams: BTreeMap::new(),
+        }
     }
 
     /// Takes one element (what [`TrcGenElemIn::trace_elem_in`] does).
@@ -180,7 +199,12 @@ impl FlatTraceBuilder {
                     (true, true) => Op::BR0,
                     (true, false) => Op::BR1,
                 };
-                s.pending = Some(Pending { start: e.st_addr, end: e.en_addr, ends_in_waypoint: e.last_i_type != InstrType::Other, outcome });
+                s.pending = Some(Pending {
+                    start: e.st_addr,
+                    end: e.en_addr,
+                    ends_in_waypoint: e.last_i_type != InstrType::Other,
+                    outcome,
+                });
             }
             ElemType::Exception => s.flush(true),
             ElemType::PeContext => {
@@ -202,7 +226,11 @@ impl FlatTraceBuilder {
 
     /// Trace IDs (or the merged stream, as `None`) that have entries.
     pub fn streams(&self) -> Vec<Option<u8>> {
-        self.streams.iter().filter(|(_, s)| !s.entries.is_empty()).map(|(&k, _)| (k != ALL || self.merge == Merge::PerTraceId).then_some(k)).collect()
+        self.streams
+            .iter()
+            .filter(|(_, s)| !s.entries.is_empty())
+            .map(|(&k, _)| (k != ALL || self.merge == Merge::PerTraceId).then_some(k))
+            .collect()
     }
 
     /// The entries of a stream (`None`: merged), in order of first occurrence.
@@ -218,7 +246,10 @@ impl FlatTraceBuilder {
     /// Whether the stream ran RISC-V code, and whether it was RV64 (the
     /// last PE context's `bits64`).
     pub fn riscv(&self, id: Option<u8>) -> Option<bool> {
-        self.streams.get(&id.unwrap_or(ALL)).filter(|s| s.riscv).map(|s| s.bits64)
+        self.streams
+            .get(&id.unwrap_or(ALL))
+            .filter(|s| s.riscv)
+            .map(|s| s.bits64)
     }
 
     /// The flat trace file of a stream. The machine is RISC-V (EM_RISCV)
@@ -226,14 +257,32 @@ impl FlatTraceBuilder {
     /// Arm, unless `machine` says otherwise; 64-bit PCs for AArch64 and
     /// RV64 (32-bit for RV32, as gnatcov's QEMU writes them).
     /// `signature` and `date` fill the Info section.
-    pub fn trace_file(&self, id: Option<u8>, machine: Option<u16>, endian: Endian, signature: Option<&ExecSignature>, date: Option<DateTime>) -> TraceFile<'static> {
+    pub fn trace_file(
+        &self,
+        id: Option<u8>,
+        machine: Option<u16>,
+        endian: Endian,
+        signature: Option<&ExecSignature>,
+        date: Option<DateTime>,
+    ) -> TraceFile<'static> {
         let rv = self.riscv(id);
-        let machine = machine.unwrap_or(if rv.is_some() { EM_RISCV } else if self.is_aarch64(id) { EM_AARCH64 } else { EM_ARM });
+        let machine = machine.unwrap_or(if rv.is_some() {
+            EM_RISCV
+        } else if self.is_aarch64(id) {
+            EM_AARCH64
+        } else {
+            EM_ARM
+        });
         let wide = machine == EM_AARCH64 || (machine == EM_RISCV && rv != Some(false));
-        let pc = if wide || self.entries(id).iter().any(|e| e.pc > u32::MAX as u64) { PcSize::Bits64 } else { PcSize::Bits32 };
+        let pc = if wide || self.entries(id).iter().any(|e| e.pc > u32::MAX as u64) {
+            PcSize::Bits64
+        } else {
+            PcSize::Bits32
+        };
         let mut t = TraceFile::new_flat(pc, endian, machine);
         if let Some(d) = date {
-            t.infos.push(InfoEntry::new(InfoKind::DateTime, d.to_bytes(endian).to_vec()));
+            t.infos
+                .push(InfoEntry::new(InfoKind::DateTime, d.to_bytes(endian).to_vec()));
         }
         if let Some(sig) = signature {
             t.infos.extend(sig.info_entries());

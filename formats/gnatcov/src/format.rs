@@ -173,7 +173,12 @@ pub struct Header {
 impl Header {
     /// A header of the given kind, address size, byte order and ELF machine.
     pub fn new(kind: TraceKind, pc_size: PcSize, endian: Endian, machine: u16) -> Header {
-        Header { kind, pc_size, endian, machine }
+        Header {
+            kind,
+            pc_size,
+            endian,
+            machine,
+        }
     }
     fn write(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(MAGIC);
@@ -297,7 +302,14 @@ impl DateTime {
         let day = (doy - (153 * mp + 2) / 5 + 1) as u8;
         let month = if mp < 10 { mp + 3 } else { mp - 9 } as u8;
         let year = (yoe + era * 400 + i64::from(month <= 2)) as u16;
-        DateTime { year, month, day, hour: (rem / 3600) as u8, min: (rem % 3600 / 60) as u8, sec: (rem % 60) as u8 }
+        DateTime {
+            year,
+            month,
+            day,
+            hour: (rem / 3600) as u8,
+            min: (rem % 3600 / 60) as u8,
+            sec: (rem % 60) as u8,
+        }
     }
     /// The 8-byte field: year in the file's byte order, then the rest, then a pad byte.
     pub fn to_bytes(self, endian: Endian) -> [u8; 8] {
@@ -310,14 +322,25 @@ impl DateTime {
     /// From the 8-byte field (see [`DateTime::to_bytes`]); `None` when it is not 8 bytes.
     pub fn from_bytes(b: &[u8], endian: Endian) -> Option<DateTime> {
         let b: &[u8; 8] = b.try_into().ok()?;
-        Some(DateTime { year: endian.u16([b[0], b[1]]), month: b[2], day: b[3], hour: b[4], min: b[5], sec: b[6] })
+        Some(DateTime {
+            year: endian.u16([b[0], b[1]]),
+            month: b[2],
+            day: b[3],
+            hour: b[4],
+            min: b[5],
+            sec: b[6],
+        })
     }
 }
 
 impl fmt::Display for DateTime {
     /// `YYYY-MM-DD HH:MM:SS`, the form of gnatcov's time stamps.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:04}-{:02}-{:02} {:02}:{:02}:{:02}", self.year, self.month, self.day, self.hour, self.min, self.sec)
+        write!(
+            f,
+            "{:04}-{:02}-{:02} {:02}:{:02}:{:02}",
+            self.year, self.month, self.day, self.hour, self.min, self.sec
+        )
     }
 }
 
@@ -349,11 +372,17 @@ pub enum InfoValue<'a> {
 impl<'a> InfoEntry<'a> {
     /// An entry of kind `kind` holding `data`.
     pub fn new(kind: InfoKind, data: impl Into<std::borrow::Cow<'a, [u8]>>) -> InfoEntry<'a> {
-        InfoEntry { kind, data: data.into() }
+        InfoEntry {
+            kind,
+            data: data.into(),
+        }
     }
     /// A number as gnatcov writes it (Ada's `'Image`: a leading space).
     pub fn number(kind: InfoKind, v: u64) -> InfoEntry<'static> {
-        InfoEntry { kind, data: format!(" {v}").into_bytes().into() }
+        InfoEntry {
+            kind,
+            data: format!(" {v}").into_bytes().into(),
+        }
     }
     /// Interprets the data by its kind.
     pub fn value(&self, endian: Endian) -> InfoValue<'_> {
@@ -369,7 +398,10 @@ impl<'a> InfoEntry<'a> {
     }
     /// Copies borrowed data, so the entry outlives its source.
     pub fn into_owned(self) -> InfoEntry<'static> {
-        InfoEntry { kind: self.kind, data: self.data.into_owned().into() }
+        InfoEntry {
+            kind: self.kind,
+            data: self.data.into_owned().into(),
+        }
     }
 }
 
@@ -615,7 +647,11 @@ struct Cursor<'a> {
 
 impl<'a> Cursor<'a> {
     fn err(&self, at: usize, kind: FormatError) -> ParseError {
-        ParseError { file: None, offset: at, kind }
+        ParseError {
+            file: None,
+            offset: at,
+            kind,
+        }
     }
     fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], ParseError> {
         let have = self.data.len() - self.pos;
@@ -656,7 +692,12 @@ fn read_header(c: &mut Cursor<'_>) -> Result<Header, ParseError> {
         1 => Endian::Big,
         v => return Err(c.err(at + 15, FormatError::BadEndian(v))),
     };
-    Ok(Header { kind, pc_size, endian, machine: u16::from_be_bytes([h[16], h[17]]) })
+    Ok(Header {
+        kind,
+        pc_size,
+        endian,
+        machine: u16::from_be_bytes([h[16], h[17]]),
+    })
 }
 
 /// Info entries up to and including `Info_End`.
@@ -683,7 +724,10 @@ fn read_infos<'a>(c: &mut Cursor<'a>, endian: Endian) -> Result<Vec<InfoEntry<'a
         if c.take(pad, "info padding")?.iter().any(|&b| b != 0) {
             return Err(c.err(pad_at, FormatError::BadPadding));
         }
-        infos.push(InfoEntry { kind, data: data.into() });
+        infos.push(InfoEntry {
+            kind,
+            data: data.into(),
+        });
     }
 }
 
@@ -696,7 +740,11 @@ fn read_entry(c: &mut Cursor<'_>, h: &Header) -> Result<Entry, ParseError> {
     let b = c.take(need, "execution entry")?;
     let e = h.endian;
     Ok(match h.pc_size {
-        PcSize::Bits32 => Entry { pc: e.u32([b[0], b[1], b[2], b[3]]) as u64, size: e.u16([b[4], b[5]]), op: Op(b[6]) },
+        PcSize::Bits32 => Entry {
+            pc: e.u32([b[0], b[1], b[2], b[3]]) as u64,
+            size: e.u16([b[4], b[5]]),
+            op: Op(b[6]),
+        },
         PcSize::Bits64 => Entry {
             pc: e.u64([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]),
             size: e.u16([b[8], b[9]]),
@@ -732,12 +780,20 @@ impl<'a> TraceFile<'a> {
             }
             records.push(match e.size {
                 SPECIAL_LOADADDR => Record::LoadAddr { offset: e.pc },
-                SPECIAL_LOAD_SHARED_OBJECT => Record::LoadSharedObject { base: e.pc, infos: read_infos(&mut c, header.endian)? },
+                SPECIAL_LOAD_SHARED_OBJECT => Record::LoadSharedObject {
+                    base: e.pc,
+                    infos: read_infos(&mut c, header.endian)?,
+                },
                 SPECIAL_UNLOAD_SHARED_OBJECT => Record::UnloadSharedObject { base: e.pc },
                 s => return Err(c.err(at, FormatError::BadSpecial(s))),
             });
         }
-        Ok(TraceFile { info_header, infos, header, records })
+        Ok(TraceFile {
+            info_header,
+            infos,
+            header,
+            records,
+        })
     }
 
     /// A new flat trace file with an Info section.
@@ -767,7 +823,11 @@ impl<'a> TraceFile<'a> {
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(64 + self.records.len() * self.header.pc_size.entry_size());
         if let Some(ih) = &self.info_header {
-            Header { pc_size: self.header.pc_size, ..*ih }.write(&mut out);
+            Header {
+                pc_size: self.header.pc_size,
+                ..*ih
+            }
+            .write(&mut out);
             write_infos(&mut out, ih.endian, &self.infos);
         }
         self.header.write(&mut out);
@@ -775,14 +835,18 @@ impl<'a> TraceFile<'a> {
         for r in &self.records {
             match r {
                 Record::Exec(e) => write_entry(&mut out, h, e),
-                Record::LoadAddr { offset } => write_entry(&mut out, h, &Entry::new(*offset, SPECIAL_LOADADDR, Op::SPECIAL)),
+                Record::LoadAddr { offset } => {
+                    write_entry(&mut out, h, &Entry::new(*offset, SPECIAL_LOADADDR, Op::SPECIAL))
+                }
                 Record::LoadSharedObject { base, infos } => {
                     write_entry(&mut out, h, &Entry::new(*base, SPECIAL_LOAD_SHARED_OBJECT, Op::SPECIAL));
                     write_infos(&mut out, h.endian, infos);
                 }
-                Record::UnloadSharedObject { base } => {
-                    write_entry(&mut out, h, &Entry::new(*base, SPECIAL_UNLOAD_SHARED_OBJECT, Op::SPECIAL))
-                }
+                Record::UnloadSharedObject { base } => write_entry(
+                    &mut out,
+                    h,
+                    &Entry::new(*base, SPECIAL_UNLOAD_SHARED_OBJECT, Op::SPECIAL),
+                ),
             }
         }
         out
@@ -800,9 +864,10 @@ impl<'a> TraceFile<'a> {
                 .map(|r| match r {
                     Record::Exec(e) => Record::Exec(e),
                     Record::LoadAddr { offset } => Record::LoadAddr { offset },
-                    Record::LoadSharedObject { base, infos } => {
-                        Record::LoadSharedObject { base, infos: infos.into_iter().map(InfoEntry::into_owned).collect() }
-                    }
+                    Record::LoadSharedObject { base, infos } => Record::LoadSharedObject {
+                        base,
+                        infos: infos.into_iter().map(InfoEntry::into_owned).collect(),
+                    },
                     Record::UnloadSharedObject { base } => Record::UnloadSharedObject { base },
                 })
                 .collect(),
@@ -839,7 +904,10 @@ fn write_entry(out: &mut Vec<u8>, h: &Header, e: &Entry) {
 /// Reads and parses a file; errors name it.
 pub fn read_file(path: impl AsRef<Path>) -> Result<TraceFile<'static>, ReadError> {
     let path = path.as_ref();
-    let data = std::fs::read(path).map_err(|e| ReadError::Io { path: path.to_path_buf(), msg: e.to_string() })?;
+    let data = std::fs::read(path).map_err(|e| ReadError::Io {
+        path: path.to_path_buf(),
+        msg: e.to_string(),
+    })?;
     let t = TraceFile::parse(&data).map_err(|e| ReadError::Format(e.in_file(path)))?;
     Ok(t.into_owned())
 }

@@ -1,7 +1,7 @@
 //! Unit tests of the trace format, dump and export on traces made here.
 
 use super::dump::dump;
-use super::export::{crc32, ExecSignature, FlatTraceBuilder, Merge};
+use super::export::{ExecSignature, FlatTraceBuilder, Merge, crc32};
 use super::format::*;
 use coresight_decode::arch::{InstrType, Isa};
 use coresight_decode::element::{ElemType, TraceElement};
@@ -9,7 +9,19 @@ use coresight_decode::element::{ElemType, TraceElement};
 fn sample(pc: PcSize, endian: Endian) -> TraceFile<'static> {
     let mut t = TraceFile::new_flat(pc, endian, if pc == PcSize::Bits64 { EM_AARCH64 } else { EM_ARM });
     t.infos = vec![
-        InfoEntry::new(InfoKind::DateTime, DateTime { year: 2026, month: 3, day: 24, hour: 14, min: 59, sec: 38 }.to_bytes(endian).to_vec()),
+        InfoEntry::new(
+            InfoKind::DateTime,
+            DateTime {
+                year: 2026,
+                month: 3,
+                day: 24,
+                hour: 14,
+                min: 59,
+                sec: 38,
+            }
+            .to_bytes(endian)
+            .to_vec(),
+        ),
         InfoEntry::new(InfoKind::ExecFileName, b"obj/prog".to_vec()),
         InfoEntry::new(InfoKind::CoverageOptions, b"insn".to_vec()),
         InfoEntry::new(InfoKind::UserData, b"tag\x01".to_vec()),
@@ -26,7 +38,10 @@ fn sample(pc: PcSize, endian: Endian) -> TraceFile<'static> {
         Record::Exec(Entry::new(0x1008, 0, Op::FAULT)),
         Record::LoadSharedObject {
             base: 0x4000,
-            infos: vec![InfoEntry::new(InfoKind::ExecFileName, b"libx.so".to_vec()), InfoEntry::number(InfoKind::ExecCodeSize, 0x100)],
+            infos: vec![
+                InfoEntry::new(InfoKind::ExecFileName, b"libx.so".to_vec()),
+                InfoEntry::number(InfoKind::ExecCodeSize, 0x100),
+            ],
         },
         Record::Exec(Entry::new(0x4010, 4, Op::BLOCK)),
         Record::UnloadSharedObject { base: 0x4000 },
@@ -51,8 +66,21 @@ fn round_trips_all_forms() {
             let v = back.info(InfoKind::ExecFileSize).unwrap().value(endian);
             assert_eq!(v, InfoValue::Number(19104));
             let d = back.info(InfoKind::DateTime).unwrap().value(endian);
-            assert_eq!(d, InfoValue::DateTime(DateTime { year: 2026, month: 3, day: 24, hour: 14, min: 59, sec: 38 }));
-            assert!(matches!(back.info(InfoKind::ExecFileTimeStamp).unwrap().value(endian), InfoValue::TimeStamp(_)));
+            assert_eq!(
+                d,
+                InfoValue::DateTime(DateTime {
+                    year: 2026,
+                    month: 3,
+                    day: 24,
+                    hour: 14,
+                    min: 59,
+                    sec: 38
+                })
+            );
+            assert!(matches!(
+                back.info(InfoKind::ExecFileTimeStamp).unwrap().value(endian),
+                InfoValue::TimeStamp(_)
+            ));
         }
     }
 }
@@ -98,7 +126,10 @@ fn dump_with_kernel_skips_entries_before_load_address() {
     let d = dump(&t, false);
     assert!(d.contains("Kernel was loaded at: 0000000000000800\n"), "{d}");
     assert!(!d.contains("0000000000001000-"), "{d}");
-    assert!(d.contains("\n0000000000000808-0000000000000807 ?: 20 ---- fault\n"), "{d}");
+    assert!(
+        d.contains("\n0000000000000808-0000000000000807 ?: 20 ---- fault\n"),
+        "{d}"
+    );
 }
 
 fn err(bytes: &[u8]) -> ParseError {
@@ -116,7 +147,17 @@ fn errors_name_the_byte() {
     assert_eq!(err(b"ELF").kind, FormatError::BadMagic);
     // Truncated header.
     let e = err(&good[..15]);
-    assert_eq!((e.offset, &e.kind), (0, &FormatError::Truncated { what: "header", need: 20, have: 15 }));
+    assert_eq!(
+        (e.offset, &e.kind),
+        (
+            0,
+            &FormatError::Truncated {
+                what: "header",
+                need: 20,
+                have: 15
+            }
+        )
+    );
     // Entry past the end of the file.
     let e = err(&good[..good.len() - 3]);
     assert_eq!(e.offset, good.len() - 8);
@@ -173,12 +214,27 @@ fn range(st: u64, en: u64, ty: InstrType, cond: bool, exec: bool, isa: Isa) -> T
 #[test]
 fn export_merges_per_block_and_outcome() {
     let mut b = FlatTraceBuilder::new(Merge::All);
-    let exc = TraceElement { elem_type: ElemType::Exception, ..Default::default() };
+    let exc = TraceElement {
+        elem_type: ElemType::Exception,
+        ..Default::default()
+    };
     for _ in 0..3 {
-        b.add(0x10, &range(0x1000, 0x1010, InstrType::Branch, true, true, Isa::Aarch64));
-        b.add(0x10, &range(0x1000, 0x1010, InstrType::Branch, true, false, Isa::Aarch64));
-        b.add(0x10, &range(0x2000, 0x2008, InstrType::BranchIndirect, false, true, Isa::Aarch64));
-        b.add(0x10, &range(0x3000, 0x300c, InstrType::Other, false, true, Isa::Aarch64));
+        b.add(
+            0x10,
+            &range(0x1000, 0x1010, InstrType::Branch, true, true, Isa::Aarch64),
+        );
+        b.add(
+            0x10,
+            &range(0x1000, 0x1010, InstrType::Branch, true, false, Isa::Aarch64),
+        );
+        b.add(
+            0x10,
+            &range(0x2000, 0x2008, InstrType::BranchIndirect, false, true, Isa::Aarch64),
+        );
+        b.add(
+            0x10,
+            &range(0x3000, 0x300c, InstrType::Other, false, true, Isa::Aarch64),
+        );
         b.add(0x10, &exc);
         b.add(0x11, &range(0x3000, 0x3008, InstrType::Isb, false, true, Isa::Aarch64));
     }
@@ -220,7 +276,11 @@ fn export_merges_per_block_and_outcome() {
 #[test]
 fn riscv_export_machine_and_pc_size_follow_the_hart() {
     let ctx = |bits64: bool| {
-        let mut e = TraceElement { elem_type: ElemType::PeContext, isa: Isa::RiscV, ..Default::default() };
+        let mut e = TraceElement {
+            elem_type: ElemType::PeContext,
+            isa: Isa::RiscV,
+            ..Default::default()
+        };
         e.context.bits64 = bits64;
         e
     };
@@ -243,9 +303,28 @@ fn riscv_export_machine_and_pc_size_follow_the_hart() {
 fn riscv_conditional_branches() {
     use super::coverage::riscv_cond_branch;
     // As the GNU assembler writes them.
-    let yes = [0x00b50463u32, 0xfe0718e3, 0x00c5c463, 0x00c5d463, 0x00c5e463, 0x00c5f463, 0xc391, 0xe391];
+    let yes = [
+        0x00b50463u32,
+        0xfe0718e3,
+        0x00c5c463,
+        0x00c5d463,
+        0x00c5e463,
+        0x00c5f463,
+        0xc391,
+        0xe391,
+    ];
     // jal ra; ret; c.ret; c.j; c.addi; addi; funct3 2 and 3 under opcode 0x63 (reserved); lw.
-    let no = [0x008000efu32, 0x00008067, 0x8082, 0xa001, 0x0505, 0x00150513, 0x00b52463, 0x00b53463, 0x00052503];
+    let no = [
+        0x008000efu32,
+        0x00008067,
+        0x8082,
+        0xa001,
+        0x0505,
+        0x00150513,
+        0x00b52463,
+        0x00b53463,
+        0x00052503,
+    ];
     for op in yes {
         assert!(riscv_cond_branch(op), "{op:#x}");
     }
@@ -268,6 +347,18 @@ fn riscv_code_image_classifies_each_instruction() {
     // The beq both taken and not; the c.bnez only fell through.
     let entries = [Entry::new(0x2000, 4, 0x11), Entry::new(0x2000, 8, 0x12)];
     let cov = Coverage::compute(&img, &Execution::from_entries(&img, &entries));
-    let got: Vec<(u64, u8, bool, char)> = cov.routines[0].insns.iter().map(|i| (i.insn.addr, i.insn.size, i.insn.cond_branch, i.state.mark())).collect();
-    assert_eq!(got, [(0x2000, 4, true, '+'), (0x2004, 2, false, '+'), (0x2006, 2, true, 'v'), (0x2008, 4, false, '-')]);
+    let got: Vec<(u64, u8, bool, char)> = cov.routines[0]
+        .insns
+        .iter()
+        .map(|i| (i.insn.addr, i.insn.size, i.insn.cond_branch, i.state.mark()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (0x2000, 4, true, '+'),
+            (0x2004, 2, false, '+'),
+            (0x2006, 2, true, 'v'),
+            (0x2008, 4, false, '-')
+        ]
+    );
 }

@@ -5,10 +5,12 @@ use std::path::PathBuf;
 
 use coresight_generator::Rng;
 use coresight_gnatcov::dump::dump;
-use coresight_gnatcov::format::{read_file, InfoKind, InfoValue, PcSize, TraceFile, TraceKind, EM_AARCH64, EM_ARM};
+use coresight_gnatcov::format::{EM_AARCH64, EM_ARM, InfoKind, InfoValue, PcSize, TraceFile, TraceKind, read_file};
 
 fn corpus(name: &str) -> Option<PathBuf> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus/gnatcov").join(name);
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/corpus/gnatcov")
+        .join(name);
     p.exists().then_some(p)
 }
 
@@ -35,10 +37,19 @@ Traces:\n\
 080003c8-080003cb ?: 11 ---t block\n\
 08000970-08000971 ?: 20 ---- fault\n";
     assert!(d.starts_with(head), "{d}");
-    assert!(d.ends_with("\n08000532-08000537 ?: 20 ---- fault\n08000538-0800053b ?: 12 --t- block\n"), "{d}");
-    assert!(d.contains("\n080005cc-080005cb ?: 20 ---- fault\n"), "empty fault entries print last = first - 1");
+    assert!(
+        d.ends_with("\n08000532-08000537 ?: 20 ---- fault\n08000538-0800053b ?: 12 --t- block\n"),
+        "{d}"
+    );
+    assert!(
+        d.contains("\n080005cc-080005cb ?: 20 ---- fault\n"),
+        "empty fault entries print last = first - 1"
+    );
     assert_eq!(d.lines().filter(|l| l.contains(" ?: ")).count(), 194);
-    assert_eq!(t.info(InfoKind::ExecFileCrc32).unwrap().value(t.header.endian), InfoValue::Number(3_643_145_681));
+    assert_eq!(
+        t.info(InfoKind::ExecFileCrc32).unwrap().value(t.header.endian),
+        InfoValue::Number(3_643_145_681)
+    );
     // Read through the file API too.
     assert_eq!(read_file(&p).unwrap(), t.clone().into_owned());
 }
@@ -106,9 +117,15 @@ fn mutated_traces_never_panic() {
         for endian in [Endian::Little, Endian::Big] {
             let mut t = TraceFile::new_flat(pc, endian, EM_ARM);
             t.infos.push(InfoEntry::new(InfoKind::ExecFileName, b"a.out".to_vec()));
-            t.infos.push(InfoEntry::new(InfoKind::DateTime, DateTime::from_unix(1).to_bytes(endian).to_vec()));
+            t.infos.push(InfoEntry::new(
+                InfoKind::DateTime,
+                DateTime::from_unix(1).to_bytes(endian).to_vec(),
+            ));
             t.records.push(Record::Exec(Entry::new(0x100, 4, 0x11)));
-            t.records.push(Record::LoadSharedObject { base: 0x8000, infos: vec![InfoEntry::number(InfoKind::ExecCodeSize, 64)] });
+            t.records.push(Record::LoadSharedObject {
+                base: 0x8000,
+                infos: vec![InfoEntry::number(InfoKind::ExecCodeSize, 64)],
+            });
             t.records.push(Record::Exec(Entry::new(0x8004, 8, 0x12)));
             seeds.push(t.to_bytes());
         }
@@ -169,5 +186,10 @@ fn mutated_elves_never_panic() {
         }
     }
     assert!(ok > 100 && rejected > 10, "{ok} read, {rejected} rejected");
-    assert!(CodeImage::from_elf(b"not an ELF at all").unwrap_err().to_string().starts_with("not an ELF file"));
+    assert!(
+        CodeImage::from_elf(b"not an ELF at all")
+            .unwrap_err()
+            .to_string()
+            .starts_with("not an ELF file")
+    );
 }

@@ -145,10 +145,18 @@ impl CallAnalyzer {
     }
 
     fn sp_slot(&self) -> (Slot, usize) {
-        if self.aarch64 { (Slot::Sp, 8) } else { (Slot::Core(13), 4) }
+        if self.aarch64 {
+            (Slot::Sp, 8)
+        } else {
+            (Slot::Core(13), 4)
+        }
     }
     fn lr_slot(&self) -> (Slot, usize) {
-        if self.aarch64 { (Slot::Core(30), 8) } else { (Slot::Core(14), 4) }
+        if self.aarch64 {
+            (Slot::Core(30), 8)
+        } else {
+            (Slot::Core(14), 4)
+        }
     }
 
     /// Starts a node when the time moves on or a second instruction
@@ -164,7 +172,11 @@ impl CallAnalyzer {
                 self.current_time = Some(t);
                 self.seen_instruction_at_time = false;
             }
-            self.nodes.push(Node { time: t, line, pc: None });
+            self.nodes.push(Node {
+                time: t,
+                line,
+                pc: None,
+            });
         }
         if is_instruction {
             self.seen_instruction_at_time = true;
@@ -278,9 +290,15 @@ impl CallAnalyzer {
 
     /// Builds the call tree.
     pub fn finish(&self) -> CallTree {
-        let site = |n: &Node| Site { time: n.time, line: n.line, pc: n.pc.unwrap_or(0) };
+        let site = |n: &Node| Site {
+            time: n.time,
+            line: n.line,
+            pc: n.pc.unwrap_or(0),
+        };
         let mut tree = CallTree { acts: Vec::new() };
-        let Some(first) = self.nodes.iter().position(|n| n.pc.is_some()) else { return tree };
+        let Some(first) = self.nodes.iter().position(|n| n.pc.is_some()) else {
+            return tree;
+        };
         // Call depth of every node.
         let mut depth = 0i64;
         let mut it = self.callrets.iter().peekable();
@@ -294,15 +312,27 @@ impl CallAnalyzer {
             }
             depths.push(depth);
         }
-        tree.acts.push(Activation { entry: site(&self.nodes[first]), exit: None, calls: Vec::new() });
+        tree.acts.push(Activation {
+            entry: site(&self.nodes[first]),
+            exit: None,
+            calls: Vec::new(),
+        });
         let mut stack = vec![0usize];
         let mut cur = depths[first];
         for (i, &d) in depths.iter().enumerate().skip(first + 1) {
             if d > cur {
                 let id = tree.acts.len();
-                tree.acts.push(Activation { entry: site(&self.nodes[i]), exit: None, calls: Vec::new() });
+                tree.acts.push(Activation {
+                    entry: site(&self.nodes[i]),
+                    exit: None,
+                    calls: Vec::new(),
+                });
                 let top = *stack.last().unwrap_or(&0);
-                tree.acts[top].calls.push(Call { call: site(&self.nodes[i - 1]), resume: None, callee: id });
+                tree.acts[top].calls.push(Call {
+                    call: site(&self.nodes[i - 1]),
+                    resume: None,
+                    callee: id,
+                });
                 stack.push(id);
             } else if d < cur && stack.len() > 1 {
                 let top = stack.pop().unwrap_or(0);
@@ -436,7 +466,14 @@ impl CallTree {
     pub fn profile_text(&self, syms: Option<&Symbols>) -> String {
         let mut out = format!("{:<12}{:<12}{:<12}{}\n", "Address", "Count", "Time", "Function name");
         for (addr, (count, time)) in self.profile() {
-            let _ = writeln!(out, "{:<11} {:<11} {:<11} {}", format!("0x{addr:x}"), count, time, name_of(syms, addr));
+            let _ = writeln!(
+                out,
+                "{:<11} {:<11} {:<11} {}",
+                format!("0x{addr:x}"),
+                count,
+                time,
+                name_of(syms, addr)
+            );
         }
         out
     }
@@ -450,7 +487,11 @@ impl CallTree {
         }
         let label = |a: &Activation| {
             let n = name_of(syms, a.entry.pc);
-            if n.is_empty() { format!("0x{:x}", a.entry.pc) } else { n.to_string() }
+            if n.is_empty() {
+                format!("0x{:x}", a.entry.pc)
+            } else {
+                n.to_string()
+            }
         };
         let dur = |a: &Activation| a.exit.unwrap_or_default().time as i64 - a.entry.time as i64;
         // (activation, its stack string)

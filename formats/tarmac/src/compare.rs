@@ -141,7 +141,11 @@ impl CompareReport {
             let _ = writeln!(s, "same: {} instructions match", self.matched);
             return s;
         };
-        let _ = writeln!(s, "different: first difference at instruction {} ({} matched before it)", d.index, d.matched_before);
+        let _ = writeln!(
+            s,
+            "different: first difference at instruction {} ({} matched before it)",
+            d.index, d.matched_before
+        );
         for (a, b) in &d.before {
             let _ = writeln!(s, "    {name_a} {a}");
             let _ = writeln!(s, "    {name_b} {b}");
@@ -210,8 +214,20 @@ fn same(a: &Insn, b: &Insn, o: &CompareOptions) -> bool {
 /// Compares two instruction streams.
 pub fn compare(a: InsnSource, b: InsnSource, opts: &CompareOptions) -> Result<CompareReport, TarmacError> {
     let n = opts.window.max(1);
-    let mut sa = Side { src: a, window: VecDeque::new(), done: false, started: false, skipped: 0 };
-    let mut sb = Side { src: b, window: VecDeque::new(), done: false, started: false, skipped: 0 };
+    let mut sa = Side {
+        src: a,
+        window: VecDeque::new(),
+        done: false,
+        started: false,
+        skipped: 0,
+    };
+    let mut sb = Side {
+        src: b,
+        window: VecDeque::new(),
+        done: false,
+        started: false,
+        skipped: 0,
+    };
     let mut rep = CompareReport::default();
     let mut recent: VecDeque<(Insn, Insn)> = VecDeque::new();
     let mut index = 0u64;
@@ -234,7 +250,11 @@ pub fn compare(a: InsnSource, b: InsnSource, opts: &CompareOptions) -> Result<Co
                     d.matched_before = rep.matched;
                 }
             }
-            rep.differences += if opts.stop_at_first { 1 } else { left + drain(&mut sa, opts)? + drain(&mut sb, opts)? };
+            rep.differences += if opts.stop_at_first {
+                1
+            } else {
+                left + drain(&mut sa, opts)? + drain(&mut sb, opts)?
+            };
             break;
         };
         let pair = if let Some(j) = sb.window.iter().position(|y| same(&x, y, opts)) {

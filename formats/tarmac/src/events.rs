@@ -79,7 +79,11 @@ impl EventPrinter {
                 }
             }
             RecordKind::SysOp { op, .. } => {
-                self.warn(out, format!("sysop {op}"), format!("unsupported system operation '{op}'"));
+                self.warn(
+                    out,
+                    format!("sysop {op}"),
+                    format!("unsupported system operation '{op}'"),
+                );
             }
             RecordKind::Memory(m) => {
                 let known = m.value.is_some();

@@ -101,14 +101,25 @@ impl RangeBuilder {
             }
         }
         let mut info = InstrInfo {
-            pe_type: ArchProfile::new(if isa == Isa::Aarch64 { ArchVersion::V8 } else { ArchVersion::V7 }, CoreProfile::CortexA),
+            pe_type: ArchProfile::new(
+                if isa == Isa::Aarch64 {
+                    ArchVersion::V8
+                } else {
+                    ArchVersion::V7
+                },
+                CoreProfile::CortexA,
+            ),
             isa,
             instr_addr: i.addr,
             opcode,
             ..Default::default()
         };
         let classified = self.dec.decode_instruction(&mut info).is_ok();
-        let waypoint = classified && matches!(info.instr_type, InstrType::Branch | InstrType::BranchIndirect | InstrType::Isb);
+        let waypoint = classified
+            && matches!(
+                info.instr_type,
+                InstrType::Branch | InstrType::BranchIndirect | InstrType::Isb
+            );
         if self.last.is_none() {
             self.start = i.addr;
             self.count = 0;
@@ -176,7 +187,10 @@ impl RangeBuilder {
 fn calls_exception(isa: Isa, size: u8, op: u32) -> bool {
     match (isa, size) {
         (Isa::Aarch64, _) => op & 0xffe0_001c == 0xd400_0000 && op & 3 != 0,
-        (Isa::Arm, _) => (op & 0x0f00_0000 == 0x0f00_0000 && op >> 28 != 0xf) || matches!(op & 0x0ff0_00f0, 0x0140_0070 | 0x0160_0070),
+        (Isa::Arm, _) => {
+            (op & 0x0f00_0000 == 0x0f00_0000 && op >> 28 != 0xf)
+                || matches!(op & 0x0ff0_00f0, 0x0140_0070 | 0x0160_0070)
+        }
         (Isa::Thumb2, 2) => op & 0xff00 == 0xdf00,
         (Isa::Thumb2, _) => matches!(op & 0xfff0, 0xf7e0 | 0xf7f0) && (op >> 16) & 0xf000 == 0x8000,
         _ => false,
@@ -205,7 +219,8 @@ pub fn trace_elements<R: std::io::BufRead>(r: &mut Reader<R>, sink: &mut dyn Trc
                 return Err(TarmacError {
                     line: r.line_number(),
                     column: 1,
-                    expected: "an Arm instruction (A64, A32 or T32): RISC-V Tarmac is not taken as trace input here".into(),
+                    expected: "an Arm instruction (A64, A32 or T32): RISC-V Tarmac is not taken as trace input here"
+                        .into(),
                     text: String::new(),
                 });
             }
@@ -234,7 +249,11 @@ mod tests {
     impl TrcGenElemIn for Collect {
         fn trace_elem_in(&mut self, _: TrcIndex, id: u8, e: &TraceElement) -> DatapathResp {
             self.1.push(id);
-            let r = if e.elem_type == ElemType::InstrRange { (e.st_addr, e.en_addr, e.last_instr_exec, e.num_instr_range) } else { (0, 0, false, 0) };
+            let r = if e.elem_type == ElemType::InstrRange {
+                (e.st_addr, e.en_addr, e.last_instr_exec, e.num_instr_range)
+            } else {
+                (0, 0, false, 0)
+            };
             self.0.push((e.elem_type, r.0, r.1, r.2, r.3));
             DatapathResp::Cont
         }
@@ -331,7 +350,12 @@ mod cpu_tests {
         assert_eq!(trace_elements(&mut Reader::new(t.as_bytes()), &mut b).unwrap(), 6);
         b.finish();
         assert_eq!(b.streams(), [Some(0), Some(1)]);
-        let e = |id| b.entries(Some(id)).iter().map(|e| (e.pc, e.size, e.op.0)).collect::<Vec<_>>();
+        let e = |id| {
+            b.entries(Some(id))
+                .iter()
+                .map(|e| (e.pc, e.size, e.op.0))
+                .collect::<Vec<_>>()
+        };
         use coresight_gnatcov::Op;
         assert_eq!(e(0), [(0x1000, 12, Op::BLOCK)]);
         assert_eq!(e(1), [(0x5000, 8, Op::BLOCK | Op::BR0), (0x500c, 4, Op::BLOCK)]);

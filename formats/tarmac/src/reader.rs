@@ -30,7 +30,11 @@ impl fmt::Display for TarmacError {
         if self.line == 0 {
             return write!(f, "{}", self.expected);
         }
-        write!(f, "line {}, column {}: expected {}: {}", self.line, self.column, self.expected, self.text)
+        write!(
+            f,
+            "line {}, column {}: expected {}: {}",
+            self.line, self.column, self.expected, self.text
+        )
     }
 }
 
@@ -111,7 +115,10 @@ fn parse_hex_ns(s: &[u8]) -> Option<PhysAddr> {
     } else {
         (s, None)
     };
-    Some(PhysAddr { addr: parse_hex(digits)?, non_secure: ns })
+    Some(PhysAddr {
+        addr: parse_hex(digits)?,
+        non_secure: ns,
+    })
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -150,18 +157,30 @@ impl<'a> Lexer<'a> {
         }
         let start = self.pos;
         if start >= l.len() {
-            return Token { start, end: start, kind: Tok::Eol };
+            return Token {
+                start,
+                end: start,
+                kind: Tok::Eol,
+            };
         }
         let c = l[start];
         if b":()[],<>".contains(&c) {
             self.pos += 1;
-            return Token { start, end: start + 1, kind: Tok::Punct(c) };
+            return Token {
+                start,
+                end: start + 1,
+                kind: Tok::Punct(c),
+            };
         }
         while self.pos < l.len() && is_word_byte(l[self.pos]) {
             self.pos += 1;
         }
         if self.pos > start {
-            return Token { start, end: self.pos, kind: Tok::Word };
+            return Token {
+                start,
+                end: self.pos,
+                kind: Tok::Word,
+            };
         }
         // A byte outside the lexicon: one token of its own (UTF-8
         // continuation bytes ride along so that slices stay on char
@@ -170,7 +189,11 @@ impl<'a> Lexer<'a> {
         while self.pos < l.len() && (l[self.pos] & 0xC0) == 0x80 {
             self.pos += 1;
         }
-        Token { start, end: self.pos, kind: Tok::Other(c) }
+        Token {
+            start,
+            end: self.pos,
+            kind: Tok::Other(c),
+        }
     }
 }
 
@@ -273,7 +296,10 @@ type PResult<T> = Result<T, (Token, &'static str)>;
 impl LineParser {
     /// A parser with the given options, before the first line.
     pub fn new(opts: ReaderOptions) -> Self {
-        LineParser { opts, ..Default::default() }
+        LineParser {
+            opts,
+            ..Default::default()
+        }
     }
 
     /// Parses one line (without its line ending). Blank lines give `None`.
@@ -376,7 +402,12 @@ impl LineParser {
             b"E" => exception_or_event(l, &mut lx, tok),
             b"EXC" => {
                 let (name, text) = exc_name(l, &mut lx);
-                Kind::Exception { addr: None, code: None, name, text }
+                Kind::Exception {
+                    addr: None,
+                    code: None,
+                    name,
+                    text,
+                }
             }
             b"FD" | b"FI" | b"FR" => {
                 let kind = match w {
@@ -389,7 +420,11 @@ impl LineParser {
                 if target.is_none() && next.is_punct(b'(') {
                     target = lx.next().word(l).and_then(parse_hex);
                 }
-                Kind::Flow { kind, target, text: (next.start, l.len()) }
+                Kind::Flow {
+                    kind,
+                    target,
+                    text: (next.start, l.len()),
+                }
             }
             _ if w.starts_with(b"MU") && w.len() > 2 && w[2].is_ascii_digit() => mem_update(l, &mut lx, tok),
             _ if is_memory_type(w) => self.memory(l, &mut lx, tok)?,
@@ -413,15 +448,29 @@ impl LineParser {
             b"IF" => InstrStyle::If,
             _ => InstrStyle::Es,
         };
-        let mut effect = if style == InstrStyle::Is { Effect::CcFail } else { Effect::Executed };
+        let mut effect = if style == InstrStyle::Is {
+            Effect::CcFail
+        } else {
+            Effect::Executed
+        };
         let is_es = style == InstrStyle::Es;
         let mut tok = lx.next();
         if tok.is_word(l, b"Reset") {
-            return Ok(Kind::Exception { addr: None, code: None, name: (tok.start, tok.end), text: (tok.start, l.len()) });
+            return Ok(Kind::Exception {
+                addr: None,
+                code: None,
+                name: (tok.start, tok.end),
+                text: (tok.start, l.len()),
+            });
         }
         if tok.is_word(l, b"EXC") {
             let (name, text) = exc_name(l, lx);
-            return Ok(Kind::Exception { addr: None, code: None, name, text });
+            return Ok(Kind::Exception {
+                addr: None,
+                code: None,
+                name,
+                text,
+            });
         }
         let addr;
         let mut encoding = None;
@@ -434,7 +483,10 @@ impl LineParser {
                 return Err((tok, "'(' before the instruction address and encoding"));
             }
             tok = lx.next();
-            addr = tok.word(l).and_then(parse_hex).ok_or((tok, "a hex instruction address"))?;
+            addr = tok
+                .word(l)
+                .and_then(parse_hex)
+                .ok_or((tok, "a hex instruction address"))?;
             tok = lx.next();
             if !tok.is_punct(b':') {
                 return Err((tok, "':' between the instruction address and encoding"));
@@ -456,13 +508,19 @@ impl LineParser {
             let mut bracketed: Option<(Token, u64)> = None;
             if tok.is_punct(b'(') {
                 tok = lx.next();
-                let v = tok.word(l).and_then(parse_hex).ok_or((tok, "a hex or decimal number in brackets"))?;
+                let v = tok
+                    .word(l)
+                    .and_then(parse_hex)
+                    .ok_or((tok, "a hex or decimal number in brackets"))?;
                 bracketed = Some((tok, v));
                 tok = lx.next();
                 if tok.is_punct(b':') {
                     // `(address:index)`: the index follows.
                     tok = lx.next();
-                    let v2 = tok.word(l).and_then(parse_hex).ok_or((tok, "a hex or decimal number after ':'"))?;
+                    let v2 = tok
+                        .word(l)
+                        .and_then(parse_hex)
+                        .ok_or((tok, "a hex or decimal number after ':'"))?;
                     inst_id = tok.word(l).and_then(parse_dec).or(Some(v2));
                     bracketed = None;
                     tok = lx.next();
@@ -474,15 +532,24 @@ impl LineParser {
                 tok = lx.next();
             }
             let post = tok;
-            let post_val = tok.word(l).and_then(parse_hex).ok_or((tok, "a hex instruction address"))?;
+            let post_val = tok
+                .word(l)
+                .and_then(parse_hex)
+                .ok_or((tok, "a hex instruction address"))?;
             tok = lx.next();
             if tok.is_punct(b':') {
                 tok = lx.next();
-                paddr = Some(tok.word(l).and_then(parse_hex_ns).ok_or((tok, "a hex physical address after ':'"))?);
+                paddr = Some(
+                    tok.word(l)
+                        .and_then(parse_hex_ns)
+                        .ok_or((tok, "a hex physical address after ':'"))?,
+                );
                 tok = lx.next();
                 if tok.is_punct(b',') {
                     tok = lx.next();
-                    tok.word(l).and_then(parse_hex_ns).ok_or((tok, "a hex physical address after ','"))?;
+                    tok.word(l)
+                        .and_then(parse_hex_ns)
+                        .ok_or((tok, "a hex physical address after ','"))?;
                     tok = lx.next();
                 }
             }
@@ -497,7 +564,11 @@ impl LineParser {
                     inst_id = bt.word(l).and_then(parse_dec);
                 }
                 addr = post_val;
-                encoding = Some(tok.word(l).and_then(parse_hex).ok_or((tok, "a hex instruction encoding"))?);
+                encoding = Some(
+                    tok.word(l)
+                        .and_then(parse_hex)
+                        .ok_or((tok, "a hex instruction encoding"))?,
+                );
                 enc_tok = tok;
                 tok = lx.next();
             }
@@ -556,7 +627,10 @@ impl LineParser {
         let name = name_tok.word(l).ok_or((name_tok, "a register name"))?;
         let mut tok = lx.next();
         if matches!(name, b"DC" | b"IC" | b"TLBI" | b"AT") {
-            return Ok(Kind::SysOp { op: (name_tok.start, name_tok.end), text: (tok.start, l.len()) });
+            return Ok(Kind::SysOp {
+                op: (name_tok.start, name_tok.end),
+                text: (tok.start, l.len()),
+            });
         }
         let mut extra = None;
         if tok.is_punct(b'(') {
@@ -578,7 +652,12 @@ impl LineParser {
             RegName::Unknown => {
                 self.reg_bytes.clear();
                 self.reg_written.clear();
-                return Ok(Kind::Register { name: (name_tok.start, name_tok.end), extra, reg: None, raw });
+                return Ok(Kind::Register {
+                    name: (name_tok.start, name_tok.end),
+                    extra,
+                    reg: None,
+                    raw,
+                });
             }
             _ => None,
         };
@@ -622,7 +701,12 @@ impl LineParser {
                 }
             }
         };
-        let regvalue = |t: &Token| t.word(l).filter(|w| w.iter().all(|&c| c.is_ascii_hexdigit() || matches!(c, b'_' | b'-' | b'x' | b'X')));
+        let regvalue = |t: &Token| {
+            t.word(l).filter(|w| {
+                w.iter()
+                    .all(|&c| c.is_ascii_hexdigit() || matches!(c, b'_' | b'-' | b'x' | b'X'))
+            })
+        };
         match (reg, looked) {
             (Some(r), _) if r.size().is_some() => {
                 let size = r.size().unwrap_or(0);
@@ -691,8 +775,14 @@ impl LineParser {
                 match looked {
                     RegName::Sp => {
                         reg = Some(match digits.len() {
-                            8 => RegId { class: RegClass::R, index: 13 },
-                            16 => RegId { class: RegClass::Xsp, index: 0 },
+                            8 => RegId {
+                                class: RegClass::R,
+                                index: 13,
+                            },
+                            16 => RegId {
+                                class: RegClass::Xsp,
+                                index: 0,
+                            },
                             _ => return Err((name_tok, "8 or 16 hex digits for SP")),
                         })
                     }
@@ -705,14 +795,20 @@ impl LineParser {
                         }
                         let cut = digits.len() - 8;
                         digits.drain(..cut);
-                        reg = Some(RegId { class: RegClass::Psr, index: 0 });
+                        reg = Some(RegId {
+                            class: RegClass::Psr,
+                            index: 0,
+                        });
                     }
                     _ => {
                         if digits.len().is_multiple_of(2) && digits.len() > 8 {
                             let cut = digits.len() - 8;
                             digits.drain(..cut);
                         }
-                        reg = Some(RegId { class: RegClass::Fpcr, index: 0 });
+                        reg = Some(RegId {
+                            class: RegClass::Fpcr,
+                            index: 0,
+                        });
                     }
                 }
             }
@@ -734,7 +830,12 @@ impl LineParser {
                 self.reg_written.push(true);
             }
         }
-        Ok(Kind::Register { name: (name_tok.start, name_tok.end), extra, reg, raw })
+        Ok(Kind::Register {
+            name: (name_tok.start, name_tok.end),
+            extra,
+            reg,
+            raw,
+        })
     }
 
     fn memory(&mut self, l: &[u8], lx: &mut Lexer, first: Token) -> PResult<Kind> {
@@ -776,7 +877,12 @@ impl LineParser {
             let c = lx.next();
             let b = lx.next();
             let e = lx.next();
-            match (a.word(l).and_then(parse_hex), c.is_punct(b':'), b.word(l).and_then(parse_hex), e.is_punct(b')')) {
+            match (
+                a.word(l).and_then(parse_hex),
+                c.is_punct(b':'),
+                b.word(l).and_then(parse_hex),
+                e.is_punct(b')'),
+            ) {
                 (Some(x), true, Some(y), true) => tag = Some((x, y)),
                 _ => return Err((tok, "'(address:serial)' after the memory access type")),
             }
@@ -795,7 +901,11 @@ impl LineParser {
         let mut paddr = None;
         if tok.is_punct(b':') {
             tok = lx.next();
-            paddr = Some(tok.word(l).and_then(parse_hex_ns).ok_or((tok, "a hex physical address after ':'"))?);
+            paddr = Some(
+                tok.word(l)
+                    .and_then(parse_hex_ns)
+                    .ok_or((tok, "a hex physical address after ':'"))?,
+            );
             tok = lx.next();
         }
         if tok.is_punct(b'(') {
@@ -820,7 +930,16 @@ impl LineParser {
             }
             v => v,
         };
-        Ok(Kind::Memory(MemAccess { read, size, addr, paddr, exclusive, value, memory_order, tag }))
+        Ok(Kind::Memory(MemAccess {
+            read,
+            size,
+            addr,
+            paddr,
+            exclusive,
+            value,
+            memory_order,
+            tag,
+        }))
     }
 
     /// Memory contents: hex with `_` separators; 16-byte data as one token
@@ -855,7 +974,10 @@ impl LineParser {
 
     fn diagram(&mut self, l: &[u8], lx: &mut Lexer, addr_tok: Token, read: bool, continuation: bool) -> PResult<Kind> {
         self.state.continuable = Some((read, addr_tok.start));
-        let base = addr_tok.word(l).and_then(parse_hex).ok_or((addr_tok, "a hex load/store address"))?;
+        let base = addr_tok
+            .word(l)
+            .and_then(parse_hex)
+            .ok_or((addr_tok, "a hex load/store address"))?;
         let mut bytes = [DiagramByte::Unused; 16];
         let mut n = 0;
         let mut tok = lx.next();
@@ -884,7 +1006,13 @@ impl LineParser {
             tok = lx.next();
         }
         let rest = lx.next();
-        Ok(Kind::Diagram { read, base, bytes, continuation, attributes: (rest.start, l.len()) })
+        Ok(Kind::Diagram {
+            read,
+            base,
+            bytes,
+            continuation,
+            attributes: (rest.start, l.len()),
+        })
     }
 }
 
@@ -898,7 +1026,10 @@ fn split_time(w: &[u8]) -> Option<(u64, u8, usize)> {
     let mut end = int_end;
     let mut frac = 0u8;
     if end < w.len() && w[end] == b'.' {
-        let f_end = w[end + 1..].iter().position(|c| !c.is_ascii_digit()).map_or(w.len(), |p| end + 1 + p);
+        let f_end = w[end + 1..]
+            .iter()
+            .position(|c| !c.is_ascii_digit())
+            .map_or(w.len(), |p| end + 1 + p);
         frac = (f_end - end - 1).min(19) as u8;
         end = f_end;
     }
@@ -915,9 +1046,7 @@ fn split_time(w: &[u8]) -> Option<(u64, u8, usize)> {
 fn is_memory_type(w: &[u8]) -> bool {
     match w {
         [b'R' | b'W', b'0', b'1' | b'2' | b'4' | b'8'] | [b'R' | b'W', b'1', b'6'] => true,
-        [b'M', rest @ ..] => {
-            rest.iter().any(|&c| c == b'R' || c == b'W') && rest.iter().any(|c| c.is_ascii_digit())
-        }
+        [b'M', rest @ ..] => rest.iter().any(|&c| c == b'R' || c == b'W') && rest.iter().any(|c| c.is_ascii_digit()),
         _ => false,
     }
 }
@@ -953,9 +1082,19 @@ fn exception_or_event(l: &[u8], lx: &mut Lexer, first: Token) -> Kind {
         }
         let code = t.word(l).and_then(parse_hex);
         let name = if code.is_some() { lx.next() } else { t };
-        return Kind::Exception { addr: Some(addr), code, name: (name.start, name.end), text };
+        return Kind::Exception {
+            addr: Some(addr),
+            code,
+            name: (name.start, name.end),
+            text,
+        };
     }
-    Kind::Exception { addr: None, code: None, name: (next.start, next.end), text }
+    Kind::Exception {
+        addr: None,
+        code: None,
+        name: (next.start, next.end),
+        text,
+    }
 }
 
 /// After `EXC`: the name follows an optional `[vector]`.
@@ -975,7 +1114,11 @@ fn mem_update(l: &[u8], lx: &mut Lexer, first: Token) -> Kind {
     let w = &l[first.start..first.end];
     let digits_end = 2 + w[2..].iter().position(|c| !c.is_ascii_digit()).unwrap_or(w.len() - 2);
     let size = parse_dec(&w[2..digits_end]).unwrap_or(0).min(255) as u8;
-    let op_start = if digits_end < w.len() && w[digits_end] == b'_' { digits_end + 1 } else { digits_end };
+    let op_start = if digits_end < w.len() && w[digits_end] == b'_' {
+        digits_end + 1
+    } else {
+        digits_end
+    };
     let next = lx.next();
     Kind::MemUpdate {
         size,
@@ -1005,16 +1148,48 @@ enum Kind {
         mode: Option<Span>,
         disasm: Span,
     },
-    Register { name: Span, extra: Option<Span>, reg: Option<RegId>, raw: Span },
-    SysOp { op: Span, text: Span },
+    Register {
+        name: Span,
+        extra: Option<Span>,
+        reg: Option<RegId>,
+        raw: Span,
+    },
+    SysOp {
+        op: Span,
+        text: Span,
+    },
     Memory(MemAccess),
-    MemAborted { read: bool, size: u8, addr: u64 },
+    MemAborted {
+        read: bool,
+        size: u8,
+        addr: u64,
+    },
     MemFetch(Span),
     CoprocTransfer(Option<u64>),
-    Diagram { read: bool, base: u64, bytes: [DiagramByte; 16], continuation: bool, attributes: Span },
-    MemUpdate { size: u8, op: Span, addr: Option<u64>, text: Span },
-    Exception { addr: Option<u64>, code: Option<u64>, name: Span, text: Span },
-    Flow { kind: FlowKind, target: Option<u64>, text: Span },
+    Diagram {
+        read: bool,
+        base: u64,
+        bytes: [DiagramByte; 16],
+        continuation: bool,
+        attributes: Span,
+    },
+    MemUpdate {
+        size: u8,
+        op: Span,
+        addr: Option<u64>,
+        text: Span,
+    },
+    Exception {
+        addr: Option<u64>,
+        code: Option<u64>,
+        name: Span,
+        text: Span,
+    },
+    Flow {
+        kind: FlowKind,
+        target: Option<u64>,
+        text: Span,
+    },
     Header(Span),
     Text(TextKind, Span, Span),
 }
@@ -1023,22 +1198,33 @@ impl Kind {
     fn resolve<'a>(self, line: &'a str, bytes: &'a [u8], written: &'a [bool]) -> RecordKind<'a> {
         let s = |sp: Span| line.get(sp.0..sp.1).unwrap_or("");
         match self {
-            Kind::Instruction { style, effect, inst_id, addr, paddr, encoding, width, iset, t16_t32, implicit, mode, disasm } => {
-                RecordKind::Instruction(Instruction {
-                    style,
-                    effect,
-                    inst_id,
-                    addr,
-                    paddr,
-                    encoding,
-                    width,
-                    iset,
-                    t16_t32,
-                    implicit_iset: implicit,
-                    mode: mode.map(s),
-                    disassembly: s(disasm),
-                })
-            }
+            Kind::Instruction {
+                style,
+                effect,
+                inst_id,
+                addr,
+                paddr,
+                encoding,
+                width,
+                iset,
+                t16_t32,
+                implicit,
+                mode,
+                disasm,
+            } => RecordKind::Instruction(Instruction {
+                style,
+                effect,
+                inst_id,
+                addr,
+                paddr,
+                encoding,
+                width,
+                iset,
+                t16_t32,
+                implicit_iset: implicit,
+                mode: mode.map(s),
+                disassembly: s(disasm),
+            }),
             Kind::Register { name, extra, reg, raw } => RecordKind::Register(Register {
                 name: s(name),
                 extra: extra.map(s),
@@ -1047,19 +1233,50 @@ impl Kind {
                 written: if reg.is_some() { written } else { &[] },
                 raw: s(raw),
             }),
-            Kind::SysOp { op, text } => RecordKind::SysOp { op: s(op), text: s(text) },
+            Kind::SysOp { op, text } => RecordKind::SysOp {
+                op: s(op),
+                text: s(text),
+            },
             Kind::Memory(m) => RecordKind::Memory(m),
             Kind::MemAborted { read, size, addr } => RecordKind::MemAborted { read, size, addr },
             Kind::MemFetch(ty) => RecordKind::MemFetch { ty: s(ty) },
             Kind::CoprocTransfer(value) => RecordKind::CoprocTransfer { value },
-            Kind::Diagram { read, base, bytes, continuation, attributes } => {
-                RecordKind::Diagram(MemDiagram { read, base, bytes, continuation, attributes: s(attributes) })
-            }
-            Kind::MemUpdate { size, op, addr, text } => RecordKind::MemUpdate { size, op: s(op), addr, text: s(text) },
-            Kind::Exception { addr, code, name, text } => RecordKind::Exception { addr, code, name: s(name), text: s(text) },
-            Kind::Flow { kind, target, text } => RecordKind::Flow { kind, target, text: s(text) },
+            Kind::Diagram {
+                read,
+                base,
+                bytes,
+                continuation,
+                attributes,
+            } => RecordKind::Diagram(MemDiagram {
+                read,
+                base,
+                bytes,
+                continuation,
+                attributes: s(attributes),
+            }),
+            Kind::MemUpdate { size, op, addr, text } => RecordKind::MemUpdate {
+                size,
+                op: s(op),
+                addr,
+                text: s(text),
+            },
+            Kind::Exception { addr, code, name, text } => RecordKind::Exception {
+                addr,
+                code,
+                name: s(name),
+                text: s(text),
+            },
+            Kind::Flow { kind, target, text } => RecordKind::Flow {
+                kind,
+                target,
+                text: s(text),
+            },
             Kind::Header(t) => RecordKind::Header { text: s(t) },
-            Kind::Text(kind, ty, text) => RecordKind::Text { kind, ty: s(ty), text: s(text) },
+            Kind::Text(kind, ty, text) => RecordKind::Text {
+                kind,
+                ty: s(ty),
+                text: s(text),
+            },
         }
     }
 }
@@ -1093,7 +1310,13 @@ impl<R: BufRead> Reader<R> {
 
     /// A reader of `src` with options `opts`.
     pub fn with_options(src: R, opts: ReaderOptions) -> Self {
-        Reader { src, buf: Vec::with_capacity(256), text: String::new(), lineno: 0, parser: LineParser::new(opts) }
+        Reader {
+            src,
+            buf: Vec::with_capacity(256),
+            text: String::new(),
+            lineno: 0,
+            parser: LineParser::new(opts),
+        }
     }
 
     /// Line number of the last line read.

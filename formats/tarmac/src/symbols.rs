@@ -38,11 +38,17 @@ impl Symbols {
             {
                 continue;
             }
-            let Some(name) = elf.strtab.get_at(sym.st_name) else { continue };
+            let Some(name) = elf.strtab.get_at(sym.st_name) else {
+                continue;
+            };
             if name.is_empty() {
                 continue;
             }
-            s.add(Symbol { addr: sym.st_value, size: sym.st_size, name: name.to_string() });
+            s.add(Symbol {
+                addr: sym.st_value,
+                size: sym.st_size,
+                name: name.to_string(),
+            });
         }
         Ok(s)
     }

@@ -27,12 +27,12 @@
 use std::fmt::Write as _;
 use std::io::Write;
 
+use coresight_decode::arch::{InstrSubType, InstrType};
 use coresight_decode::arch::{Isa, SecurityState};
 use coresight_decode::datapath::{DatapathResp, TrcIndex};
 use coresight_decode::element::{ElemType, TraceElement};
 use coresight_decode::error::ErrCode;
 use coresight_decode::interfaces::{TargetMemAccess, TrcGenElemIn};
-use coresight_decode::arch::{InstrSubType, InstrType};
 use coresight_decode::memory::MemSpace;
 
 /// What to write besides instruction lines.
@@ -63,7 +63,13 @@ pub struct MemImage {
 }
 
 impl TargetMemAccess for MemImage {
-    fn read_target_memory(&mut self, address: u64, _trace_id: u8, _space: MemSpace, buf: &mut [u8]) -> Result<usize, ErrCode> {
+    fn read_target_memory(
+        &mut self,
+        address: u64,
+        _trace_id: u8,
+        _space: MemSpace,
+        buf: &mut [u8],
+    ) -> Result<usize, ErrCode> {
         for (start, data) in &self.regions {
             if address >= *start && address - start < data.len() as u64 {
                 let off = (address - start) as usize;
@@ -119,7 +125,11 @@ impl<W: Write, M: TargetMemAccess> TarmacWriter<W, M> {
             bits64: true,
             classifier: coresight_decode::instr::ArmInstrDecoder::new(),
             #[cfg(feature = "disasm")]
-            disasm: if opts.disassemble { coresight_decode::disasm::Disassembler::new().ok() } else { None },
+            disasm: if opts.disassemble {
+                coresight_decode::disasm::Disassembler::new().ok()
+            } else {
+                None
+            },
         }
     }
 
@@ -185,7 +195,11 @@ impl<W: Write, M: TargetMemAccess> TarmacWriter<W, M> {
         } else {
             ["usr", "svc", "hyp", "mon"][self.el.min(3) as usize].to_string()
         };
-        if self.opts.trace_matcher { name } else { format!("{name}_{sec}") }
+        if self.opts.trace_matcher {
+            name
+        } else {
+            format!("{name}_{sec}")
+        }
     }
 
     fn read(&mut self, addr: u64, trace_id: u8, space: MemSpace, n: usize) -> Option<u32> {
@@ -214,24 +228,34 @@ impl<W: Write, M: TargetMemAccess> TarmacWriter<W, M> {
             let space = e.mem_space;
             let (enc, size, bytes) = if e.isa == Isa::RiscV {
                 // Low two bits 0b11: a 32-bit instruction, else 16-bit (C).
-                let hw1 = self.read(addr, trace_id, space, 2).ok_or_else(|| format!("no memory at {addr:#x}"))?;
+                let hw1 = self
+                    .read(addr, trace_id, space, 2)
+                    .ok_or_else(|| format!("no memory at {addr:#x}"))?;
                 if hw1 & 3 == 3 {
-                    let hw2 = self.read(addr.wrapping_add(2), trace_id, space, 2).ok_or_else(|| format!("no memory at {:#x}", addr.wrapping_add(2)))?;
+                    let hw2 = self
+                        .read(addr.wrapping_add(2), trace_id, space, 2)
+                        .ok_or_else(|| format!("no memory at {:#x}", addr.wrapping_add(2)))?;
                     let w = hw1 | hw2 << 16;
                     (w, 4u64, w.to_le_bytes())
                 } else {
                     (hw1, 2, hw1.to_le_bytes())
                 }
             } else if e.isa == Isa::Thumb2 {
-                let hw1 = self.read(addr, trace_id, space, 2).ok_or_else(|| format!("no memory at {addr:#x}"))?;
+                let hw1 = self
+                    .read(addr, trace_id, space, 2)
+                    .ok_or_else(|| format!("no memory at {addr:#x}"))?;
                 if coresight_decode::instr::is_wide_thumb(hw1 as u16) {
-                    let hw2 = self.read(addr.wrapping_add(2), trace_id, space, 2).ok_or_else(|| format!("no memory at {:#x}", addr.wrapping_add(2)))?;
+                    let hw2 = self
+                        .read(addr.wrapping_add(2), trace_id, space, 2)
+                        .ok_or_else(|| format!("no memory at {:#x}", addr.wrapping_add(2)))?;
                     ((hw1 << 16) | hw2, 4u64, (hw1 | hw2 << 16).to_le_bytes())
                 } else {
                     (hw1, 2, hw1.to_le_bytes())
                 }
             } else {
-                let w = self.read(addr, trace_id, space, 4).ok_or_else(|| format!("no memory at {addr:#x}"))?;
+                let w = self
+                    .read(addr, trace_id, space, 4)
+                    .ok_or_else(|| format!("no memory at {addr:#x}"))?;
                 (w, 4, w.to_le_bytes())
             };
             let next = addr.checked_add(size);
@@ -245,19 +269,34 @@ impl<W: Write, M: TargetMemAccess> TarmacWriter<W, M> {
             let st = if last && !e.last_instr_exec { "IS" } else { "IT" };
             self.push_prefix();
             let _ = write!(self.line, "{st} ({}) {addr:08x} ", self.count);
-            let _ = if size == 2 { write!(self.line, "{enc:04x}") } else { write!(self.line, "{enc:08x}") };
+            let _ = if size == 2 {
+                write!(self.line, "{enc:04x}")
+            } else {
+                write!(self.line, "{enc:08x}")
+            };
             let _ = write!(self.line, " {letter} {} : ", self.mode_text);
             #[cfg(feature = "disasm")]
-            if let Some(text) = self.disasm.as_ref().and_then(|d| d.one(e.isa, addr, &bytes[..size as usize])) {
+            if let Some(text) = self
+                .disasm
+                .as_ref()
+                .and_then(|d| d.one(e.isa, addr, &bytes[..size as usize]))
+            {
                 self.line.push_str(&text);
             }
             #[cfg(not(feature = "disasm"))]
             let _ = bytes;
             self.line.push('\n');
             if self.opts.link_register_lines && st == "IT" && e.isa != Isa::RiscV {
-                let opcode = if size == 4 && e.isa == Isa::Thumb2 { enc.rotate_left(16) } else { enc };
+                let opcode = if size == 4 && e.isa == Isa::Thumb2 {
+                    enc.rotate_left(16)
+                } else {
+                    enc
+                };
                 let mut info = coresight_decode::arch::InstrInfo {
-                    pe_type: coresight_decode::arch::ArchProfile::new(coresight_decode::arch::ArchVersion::V8, coresight_decode::arch::CoreProfile::CortexA),
+                    pe_type: coresight_decode::arch::ArchProfile::new(
+                        coresight_decode::arch::ArchVersion::V8,
+                        coresight_decode::arch::CoreProfile::CortexA,
+                    ),
                     isa: e.isa,
                     instr_addr: addr,
                     opcode,
@@ -304,7 +343,11 @@ impl<W: Write, M: TargetMemAccess> TarmacWriter<W, M> {
             ElemType::InstrRange => self.write_range(trace_id, e)?,
             ElemType::Exception if self.opts.exception_lines => {
                 self.push_prefix();
-                let _ = writeln!(self.line, "E {:08x} {:08x} CoreEvent_EXCEPTION", e.en_addr, e.exception_number);
+                let _ = writeln!(
+                    self.line,
+                    "E {:08x} {:08x} CoreEvent_EXCEPTION",
+                    e.en_addr, e.exception_number
+                );
                 self.flush_line()?;
                 self.pending_flow = None;
             }
@@ -333,7 +376,13 @@ impl<W: Write + Send, M: TargetMemAccess> TrcGenElemIn for TarmacWriter<W, M> {
 struct SharedMem(coresight_decode::logger::Shared<coresight_decode::memory::MemAccMapper>);
 
 impl TargetMemAccess for SharedMem {
-    fn read_target_memory(&mut self, address: u64, trace_id: u8, space: MemSpace, buf: &mut [u8]) -> Result<usize, ErrCode> {
+    fn read_target_memory(
+        &mut self,
+        address: u64,
+        trace_id: u8,
+        space: MemSpace,
+        buf: &mut [u8],
+    ) -> Result<usize, ErrCode> {
         self.0.borrow_mut().read_target_memory(address, trace_id, space, buf)
     }
 }
@@ -355,7 +404,12 @@ impl Write for SharedBuf {
 /// instructions as Tarmac to `out`. Returns the number of instructions.
 /// Only the built-in protocols: see [`snapshot_to_tarmac_with_registry`].
 pub fn snapshot_to_tarmac(dir: &std::path::Path, out: &mut dyn Write, opts: WriterOptions) -> Result<u64, String> {
-    snapshot_to_tarmac_with_registry(dir, std::sync::Arc::new(coresight_decode::decoder::DecoderRegistry::builtin()), out, opts)
+    snapshot_to_tarmac_with_registry(
+        dir,
+        std::sync::Arc::new(coresight_decode::decoder::DecoderRegistry::builtin()),
+        out,
+        opts,
+    )
 }
 
 /// [`snapshot_to_tarmac`] with decoders from `registry` (plug-ins such as
@@ -369,7 +423,11 @@ pub fn snapshot_to_tarmac_with_registry(
     use coresight_decode::datapath::DatapathOp;
     use coresight_decode::interfaces::TrcDataIn;
     let ss = coresight_decode::snapshot::Snapshot::load(dir).map_err(|e| e.to_string())?;
-    let name = ss.buffer_names().first().map(|s| s.to_string()).ok_or("no trace buffer in the snapshot")?;
+    let name = ss
+        .buffer_names()
+        .first()
+        .map(|s| s.to_string())
+        .ok_or("no trace buffer in the snapshot")?;
     let mut tree = coresight_decode::builder::TreeBuilder::with_registry(&ss, registry)
         .build(&name, coresight_decode::decoder::DecodeMode::FullDecode, |_| {})
         .map_err(|e| e.to_string())?
@@ -377,7 +435,10 @@ pub fn snapshot_to_tarmac_with_registry(
     let mem = tree.mem_mapper().ok_or("the snapshot has no memory image")?.clone();
     let buf = SharedBuf::default();
     let count = coresight_decode::logger::shared((0u64, None::<String>));
-    struct Counting<W: Write + Send, M: TargetMemAccess>(TarmacWriter<W, M>, coresight_decode::logger::Shared<(u64, Option<String>)>);
+    struct Counting<W: Write + Send, M: TargetMemAccess>(
+        TarmacWriter<W, M>,
+        coresight_decode::logger::Shared<(u64, Option<String>)>,
+    );
     impl<W: Write + Send, M: TargetMemAccess> TrcGenElemIn for Counting<W, M> {
         fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp {
             let r = self.0.trace_elem_in(index, trace_id, elem);
@@ -385,7 +446,10 @@ pub fn snapshot_to_tarmac_with_registry(
             r
         }
     }
-    tree.set_gen_elem_out(Box::new(Counting(TarmacWriter::new(buf.clone(), SharedMem(mem), opts), count.clone())));
+    tree.set_gen_elem_out(Box::new(Counting(
+        TarmacWriter::new(buf.clone(), SharedMem(mem), opts),
+        count.clone(),
+    )));
     let info = ss.buffer(&name).ok_or("no trace buffer")?.clone();
     let mut data = Vec::new();
     for p in ss.buffer_paths(&info) {

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use coresight_generator::{damage, Rng};
+use coresight_generator::{Rng, damage};
 
 const TARMAC_SEED: &str = "\
 Tarmac Text Rev 3t
@@ -56,11 +56,18 @@ fn mutate_text(rng: &mut Rng, data: &mut Vec<u8>) {
         match rng.below(3) {
             0 => data.insert(at, b":()[],<>_-.#x"[rng.below(13) as usize]),
             1 => {
-                let end = data[at..].iter().position(|&c| c == b' ' || c == b'\n').map_or(data.len(), |p| at + p);
+                let end = data[at..]
+                    .iter()
+                    .position(|&c| c == b' ' || c == b'\n')
+                    .map_or(data.len(), |p| at + p);
                 data.drain(at..end);
             }
             _ => {
-                let w: Vec<u8> = data[at..].iter().take_while(|&&c| c != b' ' && c != b'\n').copied().collect();
+                let w: Vec<u8> = data[at..]
+                    .iter()
+                    .take_while(|&&c| c != b' ' && c != b'\n')
+                    .copied()
+                    .collect();
                 data.splice(at..at, w);
             }
         }
@@ -69,9 +76,9 @@ fn mutate_text(rng: &mut Rng, data: &mut Vec<u8>) {
 
 #[test]
 fn damaged_tarmac_never_panics() {
+    use coresight_gnatcov::export::{FlatTraceBuilder, Merge};
     use coresight_tarmac::calls::CallAnalyzer;
     use coresight_tarmac::events::EventPrinter;
-    use coresight_gnatcov::export::{FlatTraceBuilder, Merge};
     use coresight_tarmac::ranges::RangeBuilder;
     use coresight_tarmac::{Iset, Reader, ReaderOptions, RecordKind};
     let start = Instant::now();
@@ -80,7 +87,9 @@ fn damaged_tarmac_never_panics() {
         let mut rng = Rng::new(seed ^ 0x7a7a);
         let mut data = TARMAC_SEED.as_bytes().to_vec();
         mutate_text(&mut rng, &mut data);
-        let opts = ReaderOptions { implicit_iset: (seed % 2 == 0).then_some(Iset::Thumb) };
+        let opts = ReaderOptions {
+            implicit_iset: (seed % 2 == 0).then_some(Iset::Thumb),
+        };
         let mut r = Reader::with_options(&data[..], opts);
         let mut calls = CallAnalyzer::new().with_log();
         let mut printer = EventPrinter::new();
@@ -111,7 +120,11 @@ fn damaged_tarmac_never_panics() {
         flat.finish();
         assert!(flat.entries(None).iter().all(|e| e.size > 0), "seed {seed}");
         let tree = calls.finish();
-        let _ = (tree.calltree_text(None), tree.profile_text(None), tree.flamegraph_text(None));
+        let _ = (
+            tree.calltree_text(None),
+            tree.profile_text(None),
+            tree.flamegraph_text(None),
+        );
         assert!(start.elapsed() < Duration::from_secs(60), "too slow at seed {seed}");
     }
     assert!(errors > 100, "mutations should make some malformed records ({errors})");

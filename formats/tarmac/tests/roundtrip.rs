@@ -2,7 +2,6 @@
 //! trace units, memory from the ELF) → decode → Tarmac (the writer) →
 //! compare. The instruction streams must be the same.
 
-
 use coresight_decode::shared::Lock;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -10,10 +9,10 @@ use std::sync::Arc;
 
 use coresight_generator::BufferLayout;
 use coresight_generator::check::decode_with;
-use coresight_generator::execution::{elf_images, generate_from_execution, insns_from_tarmac, ExecProtocol};
+use coresight_generator::execution::{ExecProtocol, elf_images, generate_from_execution, insns_from_tarmac};
+use coresight_tarmac::Reader;
 use coresight_tarmac::compare::{self, CompareOptions};
 use coresight_tarmac::writer::{MemImage, TarmacWriter, WriterOptions};
-use coresight_tarmac::Reader;
 
 #[derive(Clone, Default)]
 struct Shared(Arc<Lock<Vec<u8>>>);
@@ -30,12 +29,25 @@ impl Write for Shared {
 
 /// Encodes `tarmac` (with `elf`'s memory) with `protocol`, decodes it back
 /// to Tarmac, and returns (the report, the Tarmac written).
-fn round_trip(tarmac: &[u8], elf: &[u8], protocol: ExecProtocol, seed: u64, layout: BufferLayout) -> (compare::CompareReport, String) {
+fn round_trip(
+    tarmac: &[u8],
+    elf: &[u8],
+    protocol: ExecProtocol,
+    seed: u64,
+    layout: BufferLayout,
+) -> (compare::CompareReport, String) {
     let insns = insns_from_tarmac(&mut Reader::new(tarmac)).unwrap();
     let images = elf_images(elf).unwrap();
     let g = generate_from_execution(&insns, &images, protocol, seed, layout).unwrap();
     let out = Shared::default();
-    let w = TarmacWriter::new(out.clone(), MemImage { regions: images }, WriterOptions { disassemble: true, ..Default::default() });
+    let w = TarmacWriter::new(
+        out.clone(),
+        MemImage { regions: images },
+        WriterOptions {
+            disassemble: true,
+            ..Default::default()
+        },
+    );
     decode_with(&g, Box::new(w)).unwrap();
     let written = String::from_utf8(out.0.borrow().clone()).unwrap();
     let rep = {
@@ -43,7 +55,10 @@ fn round_trip(tarmac: &[u8], elf: &[u8], protocol: ExecProtocol, seed: u64, layo
         let mut rb = Reader::new(written.as_bytes());
         let mut ia = compare::insns_of(&mut ra);
         let mut ib = compare::insns_of(&mut rb);
-        let opts = CompareOptions { skip_time: true, ..Default::default() };
+        let opts = CompareOptions {
+            skip_time: true,
+            ..Default::default()
+        };
         compare::compare(&mut ia, &mut ib, &opts).unwrap()
     };
     (rep, written)
@@ -59,9 +74,18 @@ fn check_shared(dir: &Path, name: &str, protocols: &[ExecProtocol]) {
     let elf = std::fs::read(dir.join(format!("{name}.elf"))).unwrap();
     for &p in protocols {
         for seed in 1..=4u64 {
-            let layout = if seed % 2 == 0 { BufferLayout::Formatted } else { BufferLayout::Unformatted };
+            let layout = if seed % 2 == 0 {
+                BufferLayout::Formatted
+            } else {
+                BufferLayout::Unformatted
+            };
             let (rep, written) = round_trip(&tarmac, &elf, p, seed, layout);
-            assert!(rep.same(), "{name} {p:?} seed {seed}:\n{}\n{}", rep.text("original", "decoded"), &written[..written.len().min(2000)]);
+            assert!(
+                rep.same(),
+                "{name} {p:?} seed {seed}:\n{}\n{}",
+                rep.text("original", "decoded"),
+                &written[..written.len().min(2000)]
+            );
             assert!(rep.matched > 50, "{name}: {} instructions", rep.matched);
         }
     }
@@ -69,7 +93,9 @@ fn check_shared(dir: &Path, name: &str, protocols: &[ExecProtocol]) {
 
 #[test]
 fn shared_quicksort_etmv4_ete() {
-    let Some(dir) = shared() else { return eprintln!("../shared not present: round trips on the shared traces not run") };
+    let Some(dir) = shared() else {
+        return eprintln!("../shared not present: round trips on the shared traces not run");
+    };
     check_shared(&dir, "quicksort", &[ExecProtocol::Etmv4, ExecProtocol::Ete]);
 }
 
@@ -82,7 +108,11 @@ fn shared_calltest64_etmv4_ete() {
 #[test]
 fn shared_calltest32_etmv4_ptm_etmv3() {
     let Some(dir) = shared() else { return };
-    check_shared(&dir, "calltest32", &[ExecProtocol::Etmv4, ExecProtocol::Ptm, ExecProtocol::Etmv3]);
+    check_shared(
+        &dir,
+        "calltest32",
+        &[ExecProtocol::Etmv4, ExecProtocol::Ptm, ExecProtocol::Etmv3],
+    );
 }
 
 /// The fixtures `tests/fixtures/make.sh` makes: a small program run
@@ -93,9 +123,18 @@ fn check_fixture(name: &str, protocols: &[ExecProtocol], expect: usize) {
     let elf = std::fs::read(dir.join(format!("{name}.elf"))).unwrap();
     for &p in protocols {
         for seed in 1..=8u64 {
-            let layout = if seed % 2 == 0 { BufferLayout::Formatted } else { BufferLayout::Unformatted };
+            let layout = if seed % 2 == 0 {
+                BufferLayout::Formatted
+            } else {
+                BufferLayout::Unformatted
+            };
             let (rep, written) = round_trip(&tarmac, &elf, p, seed, layout);
-            assert!(rep.same(), "{name} {p:?} seed {seed}:\n{}\n{}", rep.text("original", "decoded"), &written[..written.len().min(2000)]);
+            assert!(
+                rep.same(),
+                "{name} {p:?} seed {seed}:\n{}\n{}",
+                rep.text("original", "decoded"),
+                &written[..written.len().min(2000)]
+            );
             assert_eq!(rep.matched as usize, expect, "{name} {p:?} seed {seed}");
         }
     }
@@ -108,12 +147,20 @@ fn fixture_aarch64_etmv4_ete() {
 
 #[test]
 fn fixture_aarch32_etmv4_ptm_etmv3() {
-    check_fixture("prog32", &[ExecProtocol::Etmv4, ExecProtocol::Ptm, ExecProtocol::Etmv3], 439);
+    check_fixture(
+        "prog32",
+        &[ExecProtocol::Etmv4, ExecProtocol::Ptm, ExecProtocol::Etmv3],
+        439,
+    );
 }
 
 #[test]
 fn fixture_t32_etmv4_ptm_etmv3() {
-    check_fixture("progt32", &[ExecProtocol::Etmv4, ExecProtocol::Ptm, ExecProtocol::Etmv3], 448);
+    check_fixture(
+        "progt32",
+        &[ExecProtocol::Etmv4, ExecProtocol::Ptm, ExecProtocol::Etmv3],
+        448,
+    );
 }
 
 #[test]
@@ -130,7 +177,15 @@ fn a_wrong_decode_is_reported_different() {
     let mut rb = Reader::new(damaged.as_bytes());
     let mut ia = compare::insns_of(&mut ra);
     let mut ib = compare::insns_of(&mut rb);
-    let rep = compare::compare(&mut ia, &mut ib, &CompareOptions { skip_time: true, ..Default::default() }).unwrap();
+    let rep = compare::compare(
+        &mut ia,
+        &mut ib,
+        &CompareOptions {
+            skip_time: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     assert_eq!((rep.differences, rep.first.unwrap().index), (1, 39));
 }
 
@@ -151,7 +206,11 @@ fn trace_matcher_form_with_flow_exception_and_link_lines_reads_back_the_same() {
         disassemble: false,
         link_register_lines: true,
     };
-    decode_with(&g, Box::new(TarmacWriter::new(out.clone(), MemImage { regions: images }, opts))).unwrap();
+    decode_with(
+        &g,
+        Box::new(TarmacWriter::new(out.clone(), MemImage { regions: images }, opts)),
+    )
+    .unwrap();
     let written = String::from_utf8(out.0.borrow().clone()).unwrap();
     // Trace Matcher form: CPU number, mode without security, T32 halfwords in order.
     // (PTM does not trace the exception level: the mode is the writer's default.)
@@ -164,12 +223,24 @@ fn trace_matcher_form_with_flow_exception_and_link_lines_reads_back_the_same() {
         &written[..400]
     );
     // The trace ends with the exception that stands for the end of the run.
-    assert!(written.ends_with(" CoreEvent_EXCEPTION\n"), "{}", &written[written.len() - 300..]);
+    assert!(
+        written.ends_with(" CoreEvent_EXCEPTION\n"),
+        "{}",
+        &written[written.len() - 300..]
+    );
     let mut ra = Reader::new(&tarmac[..]);
     let mut rb = Reader::new(written.as_bytes());
     let mut ia = compare::insns_of(&mut ra);
     let mut ib = compare::insns_of(&mut rb);
-    let rep = compare::compare(&mut ia, &mut ib, &CompareOptions { skip_time: true, ..Default::default() }).unwrap();
+    let rep = compare::compare(
+        &mut ia,
+        &mut ib,
+        &CompareOptions {
+            skip_time: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     assert!(rep.same(), "{}", rep.text("a", "b"));
     assert_eq!(rep.matched, 448);
 }
@@ -179,31 +250,60 @@ fn trace_matcher_form_with_flow_exception_and_link_lines_reads_back_the_same() {
 /// execution with another trace unit, decoded again: the same stream.
 #[test]
 fn generated_programs_survive_a_second_trip_as_executions() {
-    use coresight_generator::{generate, GenOptions, GenProtocol};
+    use coresight_generator::{GenOptions, GenProtocol, generate};
     let cases: [(GenProtocol, &[ExecProtocol]); 3] = [
         (GenProtocol::Etmv4, &[ExecProtocol::Ete, ExecProtocol::Etmv4]),
-        (GenProtocol::Ptm(Default::default()), &[ExecProtocol::Etmv3, ExecProtocol::Ptm, ExecProtocol::Etmv4]),
-        (GenProtocol::Etmv3(Default::default()), &[ExecProtocol::Ptm, ExecProtocol::Etmv3, ExecProtocol::Etmv4]),
+        (
+            GenProtocol::Ptm(Default::default()),
+            &[ExecProtocol::Etmv3, ExecProtocol::Ptm, ExecProtocol::Etmv4],
+        ),
+        (
+            GenProtocol::Etmv3(Default::default()),
+            &[ExecProtocol::Ptm, ExecProtocol::Etmv3, ExecProtocol::Etmv4],
+        ),
     ];
     let mut checked = 0;
     for (gp, targets) in cases {
         for seed in 1..=40u64 {
-            let g = generate(&GenOptions { seed, protocol: gp, layout: BufferLayout::Formatted, length: 150 });
-            let images: Vec<(u64, Vec<u8>)> =
-                g.spec.devices.iter().flat_map(|d| d.dumps.iter().map(|m| (m.address, m.data.clone()))).collect();
+            let g = generate(&GenOptions {
+                seed,
+                protocol: gp,
+                layout: BufferLayout::Formatted,
+                length: 150,
+            });
+            let images: Vec<(u64, Vec<u8>)> = g
+                .spec
+                .devices
+                .iter()
+                .flat_map(|d| d.dumps.iter().map(|m| (m.address, m.data.clone())))
+                .collect();
             let out = Shared::default();
-            let w = TarmacWriter::new(out.clone(), MemImage { regions: images.clone() }, WriterOptions::default());
+            let w = TarmacWriter::new(
+                out.clone(),
+                MemImage {
+                    regions: images.clone(),
+                },
+                WriterOptions::default(),
+            );
             decode_with(&g, Box::new(w)).unwrap();
             let first = String::from_utf8(out.0.borrow().clone()).unwrap();
             let insns = insns_from_tarmac(&mut Reader::new(first.as_bytes())).unwrap();
             for &p in targets {
-                let aarch64 = insns.first().is_some_and(|i| i.isa == coresight_decode::arch::Isa::Aarch64);
+                let aarch64 = insns
+                    .first()
+                    .is_some_and(|i| i.isa == coresight_decode::arch::Isa::Aarch64);
                 if insns.is_empty() || (aarch64 && matches!(p, ExecProtocol::Ptm | ExecProtocol::Etmv3)) {
                     continue;
                 }
                 let g2 = generate_from_execution(&insns, &images, p, seed, BufferLayout::Unformatted).unwrap();
                 let out2 = Shared::default();
-                let w2 = TarmacWriter::new(out2.clone(), MemImage { regions: images.clone() }, WriterOptions::default());
+                let w2 = TarmacWriter::new(
+                    out2.clone(),
+                    MemImage {
+                        regions: images.clone(),
+                    },
+                    WriterOptions::default(),
+                );
                 decode_with(&g2, Box::new(w2)).unwrap();
                 let second = String::from_utf8(out2.0.borrow().clone()).unwrap();
                 let mut ra = Reader::new(first.as_bytes());
@@ -214,9 +314,18 @@ fn generated_programs_survive_a_second_trip_as_executions() {
                 // ETMv4 only of branches: a failed non-branch reads back
                 // as executed.
                 let ignore_effect = gp.name() == "etmv3" && p != ExecProtocol::Etmv3;
-                let o = CompareOptions { skip_time: true, ignore_effect, ..Default::default() };
+                let o = CompareOptions {
+                    skip_time: true,
+                    ignore_effect,
+                    ..Default::default()
+                };
                 let rep = compare::compare(&mut ia, &mut ib, &o).unwrap();
-                assert!(rep.same(), "{} seed {seed} -> {p:?}:\n{}", gp.name(), rep.text("first", "second"));
+                assert!(
+                    rep.same(),
+                    "{} seed {seed} -> {p:?}:\n{}",
+                    gp.name(),
+                    rep.text("first", "second")
+                );
                 checked += 1;
             }
         }

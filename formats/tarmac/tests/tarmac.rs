@@ -4,10 +4,10 @@
 use std::path::PathBuf;
 
 use coresight_tarmac::calls::CallAnalyzer;
+use coresight_tarmac::compare;
 use coresight_tarmac::events::EventPrinter;
 use coresight_tarmac::symbols::Symbols;
 use coresight_tarmac::*;
-use coresight_tarmac::compare;
 
 fn corpus() -> Option<PathBuf> {
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus/tarmac");
@@ -39,12 +39,18 @@ fn assert_same_lines(ours: &str, theirs: &str, what: &str) {
     for (i, (a, b)) in ours.lines().zip(theirs.lines()).enumerate() {
         assert_eq!(a, b, "{what}: first difference at output line {}", i + 1);
     }
-    assert_eq!(ours.lines().count(), theirs.lines().count(), "{what}: line counts differ");
+    assert_eq!(
+        ours.lines().count(),
+        theirs.lines().count(),
+        "{what}: line counts differ"
+    );
 }
 
 #[test]
 fn upstream_parsertest() {
-    let Some(dir) = corpus() else { return eprintln!("../shared not present: upstream parser test not run") };
+    let Some(dir) = corpus() else {
+        return eprintln!("../shared not present: upstream parser test not run");
+    };
     let txt = std::fs::read_to_string(dir.join("parsertest.txt")).unwrap();
     let want = std::fs::read_to_string(dir.join("parsertest.ref")).unwrap();
     assert_same_lines(&parsertest(&txt, ReaderOptions::default()), &want, "parsertest");
@@ -55,7 +61,9 @@ fn upstream_parsertest_implicit_thumb() {
     let Some(dir) = corpus() else { return };
     let txt = std::fs::read_to_string(dir.join("parsertest-implicit-thumb.txt")).unwrap();
     let want = std::fs::read_to_string(dir.join("parsertest-implicit-thumb.ref")).unwrap();
-    let opts = ReaderOptions { implicit_iset: Some(Iset::Thumb) };
+    let opts = ReaderOptions {
+        implicit_iset: Some(Iset::Thumb),
+    };
     assert_same_lines(&parsertest(&txt, opts), &want, "parsertest-implicit-thumb");
 }
 
@@ -79,7 +87,10 @@ fn upstream_quicksort_profile_calltree_flamegraph() {
     assert_eq!(tree.profile_text(Some(&syms)), read("profile-quicksort-symbols.ref"));
     assert_eq!(tree.profile_text(None), read("profile-quicksort-addr.ref"));
     assert_eq!(tree.calltree_text(Some(&syms)), read("calltree-quicksort-symbols.ref"));
-    assert_eq!(tree.flamegraph_text(Some(&syms)), read("flamegraph-quicksort-symbols.ref"));
+    assert_eq!(
+        tree.flamegraph_text(Some(&syms)),
+        read("flamegraph-quicksort-symbols.ref")
+    );
 }
 
 #[test]
@@ -98,7 +109,11 @@ fn upstream_calltest_calls_and_returns() {
         assert_same_lines(ours, &theirs, name);
         // And the call tree after it.
         let syms = Symbols::from_elf_file(&dir.join(format!("{name}.elf"))).unwrap();
-        let tree_ref: String = reflog.lines().skip_while(|l| !l.starts_with("o ")).map(|l| format!("{l}\n")).collect();
+        let tree_ref: String = reflog
+            .lines()
+            .skip_while(|l| !l.starts_with("o "))
+            .map(|l| format!("{l}\n"))
+            .collect();
         assert_eq!(a.finish().calltree_text(Some(&syms)), tree_ref, "{name} call tree");
     }
 }
@@ -119,17 +134,35 @@ fn typed_instruction_fields() {
     let text = "10 clk cpu1 IT (10) 0000815c:00000000815c_NS,00000000815e_NS f7ffef76 T hyp_n : BLX {pc}-0x110\n";
     let mut r = Reader::new(text.as_bytes());
     let rec = r.next_record().unwrap().unwrap();
-    assert_eq!((rec.line, rec.time, rec.cpu, rec.unit), (1, 10, Some(1), Some(TimeUnit::Clk)));
-    let RecordKind::Instruction(i) = rec.kind else { panic!("{:?}", rec.kind) };
-    assert_eq!((i.addr, i.encoding, i.width, i.iset, i.inst_id), (0x815c, Some(0xf7ffef76), 32, Iset::Thumb, Some(10)));
-    assert_eq!(i.paddr, Some(PhysAddr { addr: 0x815c, non_secure: Some(true) }));
-    assert_eq!((i.mode, i.mode_name(), i.security()), (Some("hyp_n"), Some("hyp"), Some(Security::NonSecure)));
+    assert_eq!(
+        (rec.line, rec.time, rec.cpu, rec.unit),
+        (1, 10, Some(1), Some(TimeUnit::Clk))
+    );
+    let RecordKind::Instruction(i) = rec.kind else {
+        panic!("{:?}", rec.kind)
+    };
+    assert_eq!(
+        (i.addr, i.encoding, i.width, i.iset, i.inst_id),
+        (0x815c, Some(0xf7ffef76), 32, Iset::Thumb, Some(10))
+    );
+    assert_eq!(
+        i.paddr,
+        Some(PhysAddr {
+            addr: 0x815c,
+            non_secure: Some(true)
+        })
+    );
+    assert_eq!(
+        (i.mode, i.mode_name(), i.security()),
+        (Some("hyp_n"), Some("hyp"), Some(Security::NonSecure))
+    );
     assert_eq!(i.disassembly, "BLX {pc}-0x110");
 }
 
 #[test]
 fn cpu_component_names_and_trace_matcher_cpu_numbers() {
-    let text = "7 clk cluster0.cpu3 IT (7) 00001000 d503201f O EL1h_n : NOP\n8 clk 2 IT (8) 00001004 d503201f O EL1h : NOP\n";
+    let text =
+        "7 clk cluster0.cpu3 IT (7) 00001000 d503201f O EL1h_n : NOP\n8 clk 2 IT (8) 00001004 d503201f O EL1h : NOP\n";
     let mut r = Reader::new(text.as_bytes());
     assert_eq!(r.next_record().unwrap().unwrap().cpu, Some(3));
     let rec = r.next_record().unwrap().unwrap();
@@ -149,8 +182,17 @@ R X0 01234567 89abcdef
     let mut r = Reader::new(text.as_bytes());
     let rec = r.next_record().unwrap().unwrap();
     let RecordKind::Register(q) = rec.kind else { panic!() };
-    assert_eq!(q.reg, Some(RegId { class: RegClass::Q, index: 0 }));
-    assert_eq!(q.runs().collect::<Vec<_>>(), vec![(0usize, &[0xcd, 0x3b, 0x7f, 0x66, 0x9e, 0xa0, 0xf6, 0x3f][..])]);
+    assert_eq!(
+        q.reg,
+        Some(RegId {
+            class: RegClass::Q,
+            index: 0
+        })
+    );
+    assert_eq!(
+        q.runs().collect::<Vec<_>>(),
+        vec![(0usize, &[0xcd, 0x3b, 0x7f, 0x66, 0x9e, 0xa0, 0xf6, 0x3f][..])]
+    );
     let rec = r.next_record().unwrap().unwrap();
     assert_eq!((rec.time, rec.time_given), (5, false));
     let RecordKind::Register(x) = rec.kind else { panic!() };
@@ -161,7 +203,10 @@ R X0 01234567 89abcdef
     assert_eq!(m.value, Some(0x4050d645c8ac92fc_c04ce8c2677550b4));
     let rec = r.next_record().unwrap().unwrap();
     let RecordKind::Diagram(d) = rec.kind else { panic!() };
-    assert_eq!((d.read, d.base, d.attributes), (true, 0x4020, "S:0000000000004020  NM NSH"));
+    assert_eq!(
+        (d.read, d.base, d.attributes),
+        (true, 0x4020, "S:0000000000004020  NM NSH")
+    );
     assert_eq!(d.bytes[15], DiagramByte::Known(0x3e));
     assert_eq!(d.bytes[12], DiagramByte::Unknown);
     assert_eq!(d.bytes[0], DiagramByte::Unused);
@@ -187,7 +232,11 @@ fn malformed_known_records_name_the_line() {
     r.next_record().unwrap();
     let e = r.next_record().unwrap_err();
     assert_eq!((e.line, e.column), (2, 14));
-    assert!(e.to_string().starts_with("line 2, column 14: expected a hex instruction"), "{e}");
+    assert!(
+        e.to_string()
+            .starts_with("line 2, column 14: expected a hex instruction"),
+        "{e}"
+    );
     let cases = [
         ("R X0 0123zz", "register contents"),
         ("MR4 00001000", "memory contents"),
@@ -237,7 +286,11 @@ fn call_tree_profile_flamegraph_of_a_small_trace() {
     let t = a.finish();
     let mut syms = Symbols::default();
     for (addr, name) in [(0u64, "zero"), (0x1000, "main"), (0x1010, "f"), (0x1024, "g")] {
-        syms.add(coresight_tarmac::symbols::Symbol { addr, size: 0, name: name.into() });
+        syms.add(coresight_tarmac::symbols::Symbol {
+            addr,
+            size: 0,
+            name: name.into(),
+        });
     }
     assert_eq!(
         t.calltree_text(Some(&syms)),
@@ -256,7 +309,10 @@ fn call_tree_profile_flamegraph_of_a_small_trace() {
          0x1010      1           7           f\n\
          0x1024      2           2           g\n"
     );
-    assert_eq!(t.flamegraph_text(None), "0x1000 4\n0x1000;0x1010 6\n0x1000;0x1010;0x1024 0\n");
+    assert_eq!(
+        t.flamegraph_text(None),
+        "0x1000 4\n0x1000;0x1010 6\n0x1000;0x1010;0x1024 0\n"
+    );
 }
 
 fn cmp(a: &str, b: &str, opts: &compare::CompareOptions) -> compare::CompareReport {
@@ -268,7 +324,9 @@ fn cmp(a: &str, b: &str, opts: &compare::CompareOptions) -> compare::CompareRepo
 }
 
 fn insn_lines(spec: &[(u64, u64)]) -> String {
-    spec.iter().map(|(t, pc)| format!("{t} clk IT ({t}) {pc:08x} d503201f O EL1h_n : NOP\n")).collect()
+    spec.iter()
+        .map(|(t, pc)| format!("{t} clk IT ({t}) {pc:08x} d503201f O EL1h_n : NOP\n"))
+        .collect()
 }
 
 #[test]
@@ -278,31 +336,106 @@ fn compare_with_trace_matcher_options() {
     assert!(cmp(&a, &a, &CompareOptions::default()).same());
     // Reordered within a window of 2.
     let b = insn_lines(&[(1, 0x100), (3, 0x108), (2, 0x104), (4, 0x10c)]);
-    let strict = cmp(&a, &b, &CompareOptions { skip_time: true, ..Default::default() });
+    let strict = cmp(
+        &a,
+        &b,
+        &CompareOptions {
+            skip_time: true,
+            ..Default::default()
+        },
+    );
     assert!(!strict.same());
     let d = strict.first.unwrap();
     assert_eq!((d.index, d.a.unwrap().addr, d.b.unwrap().addr), (1, 0x104, 0x108));
     assert_eq!(d.before.len(), 1);
-    assert!(cmp(&a, &b, &CompareOptions { window: 2, ..Default::default() }).same());
+    assert!(
+        cmp(
+            &a,
+            &b,
+            &CompareOptions {
+                window: 2,
+                ..Default::default()
+            }
+        )
+        .same()
+    );
     // Time-only differences.
     let c = insn_lines(&[(10, 0x100), (20, 0x104), (30, 0x108), (40, 0x10c)]);
     assert_eq!(cmp(&a, &c, &CompareOptions::default()).differences, 4);
-    assert!(cmp(&a, &c, &CompareOptions { skip_time: true, ..Default::default() }).same());
+    assert!(
+        cmp(
+            &a,
+            &c,
+            &CompareOptions {
+                skip_time: true,
+                ..Default::default()
+            }
+        )
+        .same()
+    );
     // Start address, boot section, remainder.
     let longer = insn_lines(&[(0, 0x80), (1, 0x100), (2, 0x104), (3, 0x108), (4, 0x10c), (5, 0x110)]);
-    let o = CompareOptions { start_addr: Some(0x100), ..Default::default() };
+    let o = CompareOptions {
+        start_addr: Some(0x100),
+        ..Default::default()
+    };
     let r = cmp(&a, &longer, &o);
     assert_eq!((r.matched, r.differences), (4, 1));
     assert!(r.first.as_ref().unwrap().a.is_none());
-    assert!(cmp(&a, &longer, &CompareOptions { skip_remainder: true, ..o }).same());
-    let boot = CompareOptions { boot_size: 1, skip_time: true, ..Default::default() };
-    assert!(!cmp(&a, &insn_lines(&[(1, 0x999), (2, 0x104), (3, 0x108), (4, 0x10c)]), &CompareOptions::default()).same());
-    assert!(cmp(&a, &insn_lines(&[(1, 0x999), (2, 0x104), (3, 0x108), (4, 0x10c)]), &boot).same());
+    assert!(
+        cmp(
+            &a,
+            &longer,
+            &CompareOptions {
+                skip_remainder: true,
+                ..o
+            }
+        )
+        .same()
+    );
+    let boot = CompareOptions {
+        boot_size: 1,
+        skip_time: true,
+        ..Default::default()
+    };
+    assert!(
+        !cmp(
+            &a,
+            &insn_lines(&[(1, 0x999), (2, 0x104), (3, 0x108), (4, 0x10c)]),
+            &CompareOptions::default()
+        )
+        .same()
+    );
+    assert!(
+        cmp(
+            &a,
+            &insn_lines(&[(1, 0x999), (2, 0x104), (3, 0x108), (4, 0x10c)]),
+            &boot
+        )
+        .same()
+    );
     // Stop at the first difference.
     let e = insn_lines(&[(1, 0x100), (2, 0x200), (3, 0x208), (4, 0x10c)]);
     assert_eq!(cmp(&a, &e, &CompareOptions::default()).differences, 2);
-    assert_eq!(cmp(&a, &e, &CompareOptions { stop_at_first: true, ..Default::default() }).differences, 1);
+    assert_eq!(
+        cmp(
+            &a,
+            &e,
+            &CompareOptions {
+                stop_at_first: true,
+                ..Default::default()
+            }
+        )
+        .differences,
+        1
+    );
     let text = cmp(&a, &e, &CompareOptions::default()).text("A", "B");
-    assert!(text.starts_with("different: first difference at instruction 1 (1 matched before it)\n"), "{text}");
-    assert!(text.contains("  > A line 2: 2 IT 00000104 d503201f O\n  > B line 2: 2 IT 00000200 d503201f O\n"), "{text}");
+    assert!(
+        text.starts_with("different: first difference at instruction 1 (1 matched before it)\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  > A line 2: 2 IT 00000104 d503201f O\n  > B line 2: 2 IT 00000200 d503201f O\n"),
+        "{text}"
+    );
 }

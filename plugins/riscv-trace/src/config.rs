@@ -138,8 +138,12 @@ pub struct RiscvTraceConfig {
 }
 
 /// Registers a RISC-V trace device file gives.
-pub const REGISTERS: &[RegSpec] =
-    &[RegSpec::required("trace"), RegSpec::required("tbufstart"), RegSpec::required("tbufend"), RegSpec::required("tbufwrite")];
+pub const REGISTERS: &[RegSpec] = &[
+    RegSpec::required("trace"),
+    RegSpec::required("tbufstart"),
+    RegSpec::required("tbufend"),
+    RegSpec::required("tbufwrite"),
+];
 
 /// Smallest buffer: eight sync segments of at least three words each, so
 /// the longest sequence (18 nibbles) always fits between sync points.
@@ -148,7 +152,14 @@ pub const MIN_BUFFER_WORDS: u64 = 24;
 impl RiscvTraceConfig {
     /// A configuration checked for consistency (see [`Self::validate`]).
     pub fn new(trace: TraceReg, tbufstart: u64, tbufend: u64, tbufwrite: u64, isa: CoreIsa) -> Result<Self, Error> {
-        let c = RiscvTraceConfig { trace, tbufstart, tbufend, tbufwrite, isa, trace_id: 0 };
+        let c = RiscvTraceConfig {
+            trace,
+            tbufstart,
+            tbufend,
+            tbufwrite,
+            isa,
+            trace_id: 0,
+        };
         c.validate()?;
         Ok(c)
     }
@@ -156,24 +167,43 @@ impl RiscvTraceConfig {
     /// From a source's registers and its core's name.
     pub fn from_source(cfg: &SourceConfig) -> Result<Self, Error> {
         let reg = |n: &str| {
-            cfg.reg(n).ok_or_else(|| Error::code(ErrCode::InvalidParamVal, format!("{}: RISC-V trace register '{n}' missing", cfg.name)))
+            cfg.reg(n).ok_or_else(|| {
+                Error::code(
+                    ErrCode::InvalidParamVal,
+                    format!("{}: RISC-V trace register '{n}' missing", cfg.name),
+                )
+            })
         };
         let trace = reg("trace")?;
         if trace > u32::MAX as u64 {
-            return Err(Error::code(ErrCode::InvalidParamVal, format!("{}: trace register 0x{trace:x} wider than 32 bits", cfg.name)));
+            return Err(Error::code(
+                ErrCode::InvalidParamVal,
+                format!("{}: trace register 0x{trace:x} wider than 32 bits", cfg.name),
+            ));
         }
-        let core = cfg
-            .core
-            .as_ref()
-            .ok_or_else(|| Error::code(ErrCode::InvalidParamVal, format!("{}: a RISC-V trace source must trace a core", cfg.name)))?;
+        let core = cfg.core.as_ref().ok_or_else(|| {
+            Error::code(
+                ErrCode::InvalidParamVal,
+                format!("{}: a RISC-V trace source must trace a core", cfg.name),
+            )
+        })?;
         let isa = CoreIsa::from_core_name(&core.core_type).ok_or_else(|| {
             Error::code(
                 ErrCode::InvalidParamVal,
-                format!("{}: core type '{}': expected a RISC-V name such as RV64GC or RV32IMAC", cfg.name, core.core_type),
+                format!(
+                    "{}: core type '{}': expected a RISC-V name such as RV64GC or RV32IMAC",
+                    cfg.name, core.core_type
+                ),
             )
         })?;
-        let mut c = RiscvTraceConfig::new(TraceReg(trace as u32), reg("tbufstart")?, reg("tbufend")?, reg("tbufwrite")?, isa)
-            .map_err(|e| Error::code(ErrCode::InvalidParamVal, format!("{}: {e}", cfg.name)))?;
+        let mut c = RiscvTraceConfig::new(
+            TraceReg(trace as u32),
+            reg("tbufstart")?,
+            reg("tbufend")?,
+            reg("tbufwrite")?,
+            isa,
+        )
+        .map_err(|e| Error::code(ErrCode::InvalidParamVal, format!("{}: {e}", cfg.name)))?;
         c.trace_id = (cfg.reg_or("traceid", 0) & 0x7f) as u8;
         Ok(c)
     }
@@ -195,10 +225,16 @@ impl RiscvTraceConfig {
             ));
         }
         if (self.tbufend - self.tbufstart) / 4 > (1 << 40) {
-            return bad(format!("trace buffer 0x{:x}..0x{:x} is implausibly large", self.tbufstart, self.tbufend));
+            return bad(format!(
+                "trace buffer 0x{:x}..0x{:x} is implausibly large",
+                self.tbufstart, self.tbufend
+            ));
         }
         if self.tbufwrite < self.tbufstart || self.tbufwrite > self.tbufend {
-            return bad(format!("tbufwrite 0x{:x} outside the buffer 0x{:x}..0x{:x}", self.tbufwrite, self.tbufstart, self.tbufend));
+            return bad(format!(
+                "tbufwrite 0x{:x} outside the buffer 0x{:x}..0x{:x}",
+                self.tbufwrite, self.tbufstart, self.tbufend
+            ));
         }
         Ok(())
     }
@@ -237,7 +273,9 @@ impl RiscvTraceConfig {
 
     /// Offset of `tbufwrite` from the buffer start, in bytes.
     pub fn write_offset(&self) -> u64 {
-        self.tbufwrite.saturating_sub(self.tbufstart).min(self.buffer_words() * 4)
+        self.tbufwrite
+            .saturating_sub(self.tbufstart)
+            .min(self.buffer_words() * 4)
     }
 }
 
@@ -247,11 +285,41 @@ mod tests {
 
     #[test]
     fn core_names() {
-        assert_eq!(CoreIsa::from_core_name("RV64GC"), Some(CoreIsa { xlen: 64, compressed: true }));
-        assert_eq!(CoreIsa::from_core_name("RV32IMAC"), Some(CoreIsa { xlen: 32, compressed: true }));
-        assert_eq!(CoreIsa::from_core_name("rv32imaf"), Some(CoreIsa { xlen: 32, compressed: false }));
-        assert_eq!(CoreIsa::from_core_name("rv64imac_zicsr_zifencei"), Some(CoreIsa { xlen: 64, compressed: true }));
-        assert_eq!(CoreIsa::from_core_name("RV64G"), Some(CoreIsa { xlen: 64, compressed: false }));
+        assert_eq!(
+            CoreIsa::from_core_name("RV64GC"),
+            Some(CoreIsa {
+                xlen: 64,
+                compressed: true
+            })
+        );
+        assert_eq!(
+            CoreIsa::from_core_name("RV32IMAC"),
+            Some(CoreIsa {
+                xlen: 32,
+                compressed: true
+            })
+        );
+        assert_eq!(
+            CoreIsa::from_core_name("rv32imaf"),
+            Some(CoreIsa {
+                xlen: 32,
+                compressed: false
+            })
+        );
+        assert_eq!(
+            CoreIsa::from_core_name("rv64imac_zicsr_zifencei"),
+            Some(CoreIsa {
+                xlen: 64,
+                compressed: true
+            })
+        );
+        assert_eq!(
+            CoreIsa::from_core_name("RV64G"),
+            Some(CoreIsa {
+                xlen: 64,
+                compressed: false
+            })
+        );
         for bad in ["", "RV", "RV128GC", "RV64", "Cortex-A53", "RV64XC", "RV64G-C"] {
             assert_eq!(CoreIsa::from_core_name(bad), None, "{bad}");
         }
@@ -259,7 +327,10 @@ mod tests {
 
     #[test]
     fn sync_points() {
-        let isa = CoreIsa { xlen: 64, compressed: true };
+        let isa = CoreIsa {
+            xlen: 64,
+            compressed: true,
+        };
         let c = RiscvTraceConfig::new(TraceReg(0), 0x1000, 0x1000 + 4 * 100, 0x1000, isa).unwrap();
         // 100 words: segments of 12 words (96 nibbles); the last is longer.
         assert_eq!(c.sync_spacing_nibbles(), 96);

@@ -34,7 +34,7 @@ use coresight_decode::logger::{ErrLink, Shared};
 use coresight_decode::memory::MemSpace;
 
 use crate::config::RiscvTraceConfig;
-use crate::instr::{classify, instr_len, Flow};
+use crate::instr::{Flow, classify, instr_len};
 use crate::packet::{Privilege, RvPacket};
 
 /// Harts tracked at once; the least recently selected is forgotten past this.
@@ -53,7 +53,12 @@ struct Hart {
 
 impl Hart {
     fn new(id: u64) -> Hart {
-        Hart { id, pc: None, prv: None, ie: None }
+        Hart {
+            id,
+            pc: None,
+            prv: None,
+            ie: None,
+        }
     }
 }
 
@@ -167,7 +172,12 @@ impl RvDecoder {
     }
 
     fn error(&mut self, index: TrcIndex, code: ErrCode, msg: String) {
-        self.log.log(&TraceError::new(Severity::Error, code).at(index).on_id(self.trace_id).with_message(msg));
+        self.log.log(
+            &TraceError::new(Severity::Error, code)
+                .at(index)
+                .on_id(self.trace_id)
+                .with_message(msg),
+        );
     }
 
     /// Gives up until the next Trace Enabled.
@@ -205,7 +215,10 @@ impl RvDecoder {
     fn read_instr(&mut self, pc: u64) -> Option<u32> {
         let mem = self.mem.as_ref()?;
         let mut buf = [0u8; 4];
-        let n = mem.borrow_mut().read_target_memory(pc, self.trace_id, MemSpace::ANY, &mut buf).ok()?;
+        let n = mem
+            .borrow_mut()
+            .read_target_memory(pc, self.trace_id, MemSpace::ANY, &mut buf)
+            .ok()?;
         if n < 2 {
             return None;
         }
@@ -229,8 +242,22 @@ impl RvDecoder {
         (e.last_i_type, e.last_i_subtype) = match flow {
             Flow::Other => (InstrType::Other, InstrSubType::None),
             Flow::Branch { .. } => (InstrType::Branch, InstrSubType::None),
-            Flow::Jal { link, .. } => (InstrType::Branch, if link { InstrSubType::BranchLink } else { InstrSubType::None }),
-            Flow::Jalr { link } => (InstrType::BranchIndirect, if link { InstrSubType::BranchLink } else { InstrSubType::None }),
+            Flow::Jal { link, .. } => (
+                InstrType::Branch,
+                if link {
+                    InstrSubType::BranchLink
+                } else {
+                    InstrSubType::None
+                },
+            ),
+            Flow::Jalr { link } => (
+                InstrType::BranchIndirect,
+                if link {
+                    InstrSubType::BranchLink
+                } else {
+                    InstrSubType::None
+                },
+            ),
             Flow::Trap | Flow::TrapReturn => (InstrType::BranchIndirect, InstrSubType::None),
         };
     }
@@ -259,7 +286,11 @@ impl RvDecoder {
                 if n > 0 {
                     self.push_range(index, start, pc, n, last.0, last.1, true);
                 }
-                self.error(index, ErrCode::IRangeLimitOverrun, format!("walk for {goal:?} passed {} instructions", self.walk_limit));
+                self.error(
+                    index,
+                    ErrCode::IRangeLimitOverrun,
+                    format!("walk for {goal:?} passed {} instructions", self.walk_limit),
+                );
                 self.lose_sync(index, UnsyncInfo::BadPacket);
                 return false;
             }
@@ -278,7 +309,11 @@ impl RvDecoder {
                     if n > 0 {
                         self.push_range(index, start, pc, n, last.0, last.1, true);
                     }
-                    self.error(index, ErrCode::InvalidOpcode, format!("opcode 0x{op:x} at 0x{pc:x} not valid for this hart"));
+                    self.error(
+                        index,
+                        ErrCode::InvalidOpcode,
+                        format!("opcode 0x{op:x} at 0x{pc:x} not valid for this hart"),
+                    );
                     self.lose_sync(index, UnsyncInfo::BadPacket);
                     return false;
                 }
@@ -289,7 +324,11 @@ impl RvDecoder {
             let here = pc;
             let mismatch = |s: &mut Self, what: &str| {
                 s.push_range(index, start, next, n, ins.size, ins.flow, true);
-                s.error(index, ErrCode::BadDecodeImage, format!("{what} at 0x{here:x} while walking for {goal:?}"));
+                s.error(
+                    index,
+                    ErrCode::BadDecodeImage,
+                    format!("{what} at 0x{here:x} while walking for {goal:?}"),
+                );
                 s.lose_sync(index, UnsyncInfo::BadPacket);
                 false
             };
@@ -476,8 +515,11 @@ impl RvDecoder {
             RvPacket::LoadAddr(v) | RvPacket::StoreAddr(v) | RvPacket::LoadData(v) | RvPacket::StoreData(v) => {
                 self.resolve_pending(After::Other);
                 self.in_group = false;
-                let kind =
-                    if matches!(pkt, RvPacket::LoadAddr(_) | RvPacket::LoadData(_)) { DataAccessKind::Load } else { DataAccessKind::Store };
+                let kind = if matches!(pkt, RvPacket::LoadAddr(_) | RvPacket::LoadData(_)) {
+                    DataAccessKind::Load
+                } else {
+                    DataAccessKind::Store
+                };
                 let known = v.known.then_some(v.value);
                 if matches!(pkt, RvPacket::LoadAddr(_) | RvPacket::StoreAddr(_)) {
                     self.data(index, kind, known, None);

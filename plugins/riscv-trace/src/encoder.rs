@@ -7,9 +7,9 @@ use coresight_decode::element::DataAccessKind;
 use coresight_decode::interfaces::TargetMemAccess;
 use coresight_decode::memory::MemSpace;
 
-use crate::config::{CoreIsa, RiscvTraceConfig, TraceReg, MIN_BUFFER_WORDS};
-use crate::instr::{classify, instr_len, Flow};
-use crate::packet::{header, Privilege};
+use crate::config::{CoreIsa, MIN_BUFFER_WORDS, RiscvTraceConfig, TraceReg};
+use crate::instr::{Flow, classify, instr_len};
+use crate::packet::{Privilege, header};
 
 /// Privilege mode and interrupt enable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -120,10 +120,14 @@ impl Encoder {
     /// with the emit options of `trace` (its `wrapped` bit is ignored).
     pub fn new(trace: TraceReg, isa: CoreIsa, tbufstart: u64, buffer_words: u64) -> Result<Encoder, String> {
         if !(MIN_BUFFER_WORDS..=(1 << 28)).contains(&buffer_words) {
-            return Err(format!("buffer of {buffer_words} words: expected {MIN_BUFFER_WORDS} to 2^28"));
+            return Err(format!(
+                "buffer of {buffer_words} words: expected {MIN_BUFFER_WORDS} to 2^28"
+            ));
         }
         let trace = TraceReg(trace.0 & !TraceReg::WRAPPED);
-        let tbufend = tbufstart.checked_add(4 * buffer_words).ok_or_else(|| format!("buffer at 0x{tbufstart:x} passes the end of memory"))?;
+        let tbufend = tbufstart
+            .checked_add(4 * buffer_words)
+            .ok_or_else(|| format!("buffer at 0x{tbufstart:x} passes the end of memory"))?;
         let shape = RiscvTraceConfig::new(trace, tbufstart, tbufend, tbufstart, isa).map_err(|e| e.to_string())?;
         Ok(Encoder {
             trace,
@@ -199,7 +203,9 @@ impl Encoder {
             None => full,
             Some(last) => {
                 let diff = (v ^ last) & low_mask(w);
-                (1..=full).find(|&n| (4 * n as u32) >= 64 || diff >> (4 * n as u32) == 0).unwrap_or(full)
+                (1..=full)
+                    .find(|&n| (4 * n as u32) >= 64 || diff >> (4 * n as u32) == 0)
+                    .unwrap_or(full)
             }
         }
     }
@@ -250,7 +256,15 @@ impl Encoder {
     }
 
     fn privilege(&mut self, m: Mode, interrupt: bool) {
-        self.simple(&[header::PRIVILEGE, Privilege { interrupt, prv: m.prv, ie: m.ie }.nibble()]);
+        self.simple(&[
+            header::PRIVILEGE,
+            Privilege {
+                interrupt,
+                prv: m.prv,
+                ie: m.ie,
+            }
+            .nibble(),
+        ]);
     }
 
     /// Trace Enabled (or Change Hart) group: where the hart is now.
@@ -282,13 +296,20 @@ impl Encoder {
         for (i, r) in steps.iter().enumerate() {
             let err = |m: String| EncodeError { step: i, message: m };
             let mut buf = [0u8; 4];
-            let n = mem.read_target_memory(r.pc, 0, MemSpace::ANY, &mut buf).map_err(|e| err(format!("reading 0x{:x}: {e}", r.pc)))?;
+            let n = mem
+                .read_target_memory(r.pc, 0, MemSpace::ANY, &mut buf)
+                .map_err(|e| err(format!("reading 0x{:x}: {e}", r.pc)))?;
             let hw = u16::from_le_bytes([buf[0], buf[1]]);
             if n < 2 || instr_len(hw) == 0 || n < instr_len(hw) {
                 return Err(err(format!("no instruction in the image at 0x{:x}", r.pc)));
             }
-            let op = if instr_len(hw) == 2 { hw as u32 } else { u32::from_le_bytes(buf) };
-            let ins = classify(self.isa, r.pc, op).map_err(|_| err(format!("opcode 0x{op:x} at 0x{:x} not valid for this hart", r.pc)))?;
+            let op = if instr_len(hw) == 2 {
+                hw as u32
+            } else {
+                u32::from_le_bytes(buf)
+            };
+            let ins = classify(self.isa, r.pc, op)
+                .map_err(|_| err(format!("opcode 0x{op:x} at 0x{:x} not valid for this hart", r.pc)))?;
             let seq = r.pc.wrapping_add(ins.size as u64) & self.isa.mask();
             if r.hart != 0 {
                 self.multi_hart = true;
@@ -317,10 +338,20 @@ impl Encoder {
             }
             if let Some(a) = r.access {
                 let (addr_on, data_on, ah, dh, kind) = match a.kind {
-                    DataAccessKind::Load => (t.emit_load_addr(), t.emit_load_data(), header::LOAD_ADDR, header::LOAD_DATA, Kind::LoadAddr),
-                    DataAccessKind::Store => {
-                        (t.emit_store_addr(), t.emit_store_data(), header::STORE_ADDR, header::STORE_DATA, Kind::StoreAddr)
-                    }
+                    DataAccessKind::Load => (
+                        t.emit_load_addr(),
+                        t.emit_load_data(),
+                        header::LOAD_ADDR,
+                        header::LOAD_DATA,
+                        Kind::LoadAddr,
+                    ),
+                    DataAccessKind::Store => (
+                        t.emit_store_addr(),
+                        t.emit_store_data(),
+                        header::STORE_ADDR,
+                        header::STORE_DATA,
+                        Kind::StoreAddr,
+                    ),
                 };
                 if addr_on {
                     self.filled(ah, kind, a.addr);
@@ -334,16 +365,26 @@ impl Encoder {
             match ins.flow {
                 Flow::Other => {
                     if r.next_pc != seq {
-                        return Err(err(format!("0x{:x} does not branch but the next instruction is 0x{:x}", r.pc, r.next_pc)));
+                        return Err(err(format!(
+                            "0x{:x} does not branch but the next instruction is 0x{:x}",
+                            r.pc, r.next_pc
+                        )));
                     }
                 }
                 Flow::Branch { target } => {
                     let taken = r.next_pc != seq;
                     if taken && r.next_pc != target {
-                        return Err(err(format!("branch at 0x{:x} goes to 0x{target:x}, not 0x{:x}", r.pc, r.next_pc)));
+                        return Err(err(format!(
+                            "branch at 0x{:x} goes to 0x{target:x}, not 0x{:x}",
+                            r.pc, r.next_pc
+                        )));
                     }
                     if t.emit_branch() {
-                        self.simple(&[if taken { header::BRANCH_TAKEN } else { header::BRANCH_NOT_TAKEN }]);
+                        self.simple(&[if taken {
+                            header::BRANCH_TAKEN
+                        } else {
+                            header::BRANCH_NOT_TAKEN
+                        }]);
                     } else if pair && taken {
                         self.pc(r.pc);
                         self.pc(r.next_pc);
@@ -351,7 +392,10 @@ impl Encoder {
                 }
                 Flow::Jal { target, .. } => {
                     if r.next_pc != target {
-                        return Err(err(format!("jump at 0x{:x} goes to 0x{target:x}, not 0x{:x}", r.pc, r.next_pc)));
+                        return Err(err(format!(
+                            "jump at 0x{:x} goes to 0x{target:x}, not 0x{:x}",
+                            r.pc, r.next_pc
+                        )));
                     }
                     if pair {
                         self.pc(r.pc);
@@ -405,10 +449,21 @@ impl Encoder {
         }
         let buf_nibs = self.buf_nibs();
         let wrapped = self.pos > buf_nibs;
-        let phys = if self.pos == buf_nibs { buf_nibs } else { self.pos % buf_nibs };
+        let phys = if self.pos == buf_nibs {
+            buf_nibs
+        } else {
+            self.pos % buf_nibs
+        };
         let trace = TraceReg(t.0 | if wrapped { TraceReg::WRAPPED } else { 0 });
         let tbufend = self.tbufstart + 4 * self.words.len() as u64;
-        let config = RiscvTraceConfig { trace, tbufstart: self.tbufstart, tbufend, tbufwrite: self.tbufstart + phys / 2, isa: self.isa, trace_id: 0 };
+        let config = RiscvTraceConfig {
+            trace,
+            tbufstart: self.tbufstart,
+            tbufend,
+            tbufwrite: self.tbufstart + phys / 2,
+            isa: self.isa,
+            trace_id: 0,
+        };
         let data = self.words.iter().flat_map(|w| w.to_le_bytes()).collect();
         Ok(Encoded { data, config })
     }

@@ -70,8 +70,14 @@ fn bits(v: u32, hi: u32, lo: u32) -> u32 {
 pub fn classify(isa: CoreIsa, pc: u64, opcode: u32) -> Result<Instr, InstrError> {
     let mask = isa.mask();
     match instr_len(opcode as u16) {
-        2 if isa.compressed => Ok(Instr { size: 2, flow: classify16(isa, pc, opcode as u16, mask) }),
-        4 => Ok(Instr { size: 4, flow: classify32(pc, opcode, mask) }),
+        2 if isa.compressed => Ok(Instr {
+            size: 2,
+            flow: classify16(isa, pc, opcode as u16, mask),
+        }),
+        4 => Ok(Instr {
+            size: 4,
+            flow: classify32(pc, opcode, mask),
+        }),
         _ => Err(InstrError::Unsupported),
     }
 }
@@ -81,12 +87,21 @@ fn classify32(pc: u64, op: u32, mask: u64) -> Flow {
     let link = rd == 1 || rd == 5;
     match op & 0x7f {
         0x63 if !matches!(bits(op, 14, 12), 2 | 3) => {
-            let imm = (bits(op, 31, 31) << 12) | (bits(op, 7, 7) << 11) | (bits(op, 30, 25) << 5) | (bits(op, 11, 8) << 1);
-            Flow::Branch { target: pc.wrapping_add(sext(imm as u64, 13)) & mask }
+            let imm =
+                (bits(op, 31, 31) << 12) | (bits(op, 7, 7) << 11) | (bits(op, 30, 25) << 5) | (bits(op, 11, 8) << 1);
+            Flow::Branch {
+                target: pc.wrapping_add(sext(imm as u64, 13)) & mask,
+            }
         }
         0x6f => {
-            let imm = (bits(op, 31, 31) << 20) | (bits(op, 19, 12) << 12) | (bits(op, 20, 20) << 11) | (bits(op, 30, 21) << 1);
-            Flow::Jal { target: pc.wrapping_add(sext(imm as u64, 21)) & mask, link }
+            let imm = (bits(op, 31, 31) << 20)
+                | (bits(op, 19, 12) << 12)
+                | (bits(op, 20, 20) << 11)
+                | (bits(op, 30, 21) << 1);
+            Flow::Jal {
+                target: pc.wrapping_add(sext(imm as u64, 21)) & mask,
+                link,
+            }
         }
         0x67 if bits(op, 14, 12) == 0 => Flow::Jalr { link },
         0x73 => match op {
@@ -113,12 +128,24 @@ fn classify16(isa: CoreIsa, pc: u64, h: u16, mask: u64) -> Flow {
         pc.wrapping_add(sext(imm as u64, 12)) & mask
     };
     match (h & 3, funct3) {
-        (1, 0b101) => Flow::Jal { target: cj_target(), link: false },
+        (1, 0b101) => Flow::Jal {
+            target: cj_target(),
+            link: false,
+        },
         // c.jal exists only on RV32 (RV64 reuses the encoding for c.addiw).
-        (1, 0b001) if isa.xlen == 32 => Flow::Jal { target: cj_target(), link: true },
+        (1, 0b001) if isa.xlen == 32 => Flow::Jal {
+            target: cj_target(),
+            link: true,
+        },
         (1, 0b110) | (1, 0b111) => {
-            let imm = (bits(h, 12, 12) << 8) | (bits(h, 6, 5) << 6) | (bits(h, 2, 2) << 5) | (bits(h, 11, 10) << 3) | (bits(h, 4, 3) << 1);
-            Flow::Branch { target: pc.wrapping_add(sext(imm as u64, 9)) & mask }
+            let imm = (bits(h, 12, 12) << 8)
+                | (bits(h, 6, 5) << 6)
+                | (bits(h, 2, 2) << 5)
+                | (bits(h, 11, 10) << 3)
+                | (bits(h, 4, 3) << 1);
+            Flow::Branch {
+                target: pc.wrapping_add(sext(imm as u64, 9)) & mask,
+            }
         }
         (2, 0b100) => {
             let rs1 = bits(h, 11, 7);
@@ -161,7 +188,12 @@ pub mod asm {
     /// `jal rd, off` (even, within ±1 MiB).
     pub fn jal(rd: u32, off: i64) -> u32 {
         let o = off as u32;
-        (((o >> 20) & 1) << 31) | (((o >> 1) & 0x3ff) << 21) | (((o >> 11) & 1) << 20) | (((o >> 12) & 0xff) << 12) | (rd << 7) | 0x6f
+        (((o >> 20) & 1) << 31)
+            | (((o >> 1) & 0x3ff) << 21)
+            | (((o >> 11) & 1) << 20)
+            | (((o >> 12) & 0xff) << 12)
+            | (rd << 7)
+            | 0x6f
     }
     /// `jalr rd, imm(rs1)`.
     pub fn jalr(rd: u32, rs1: u32, imm: i32) -> u32 {
@@ -224,9 +256,18 @@ mod tests {
     use super::asm::*;
     use super::*;
 
-    const RV64C: CoreIsa = CoreIsa { xlen: 64, compressed: true };
-    const RV32C: CoreIsa = CoreIsa { xlen: 32, compressed: true };
-    const RV32: CoreIsa = CoreIsa { xlen: 32, compressed: false };
+    const RV64C: CoreIsa = CoreIsa {
+        xlen: 64,
+        compressed: true,
+    };
+    const RV32C: CoreIsa = CoreIsa {
+        xlen: 32,
+        compressed: true,
+    };
+    const RV32: CoreIsa = CoreIsa {
+        xlen: 32,
+        compressed: false,
+    };
 
     fn flow(isa: CoreIsa, pc: u64, op: u32) -> Flow {
         classify(isa, pc, op).unwrap().flow
@@ -237,15 +278,33 @@ mod tests {
         // Encodings as the GNU assembler writes them.
         assert_eq!(flow(RV64C, 0x1000, 0x00b50463), Flow::Branch { target: 0x1008 }); // beq a0,a1,+8
         assert_eq!(flow(RV64C, 0x1000, 0xfe0718e3), Flow::Branch { target: 0x1000 - 16 }); // bnez a4,-16
-        assert_eq!(flow(RV64C, 0x1000, 0x008000ef), Flow::Jal { target: 0x1008, link: true }); // jal ra,+8
+        assert_eq!(
+            flow(RV64C, 0x1000, 0x008000ef),
+            Flow::Jal {
+                target: 0x1008,
+                link: true
+            }
+        ); // jal ra,+8
         assert_eq!(flow(RV64C, 0x1000, 0x00008067), Flow::Jalr { link: false }); // ret
         assert_eq!(flow(RV64C, 0x1000, 0x000780e7), Flow::Jalr { link: true }); // jalr a5
         assert_eq!(flow(RV64C, 0x1000, 0x8082), Flow::Jalr { link: false }); // c.ret
         assert_eq!(flow(RV64C, 0x1000, 0x9782), Flow::Jalr { link: true }); // c.jalr a5
-        assert_eq!(flow(RV64C, 0x1000, 0xa001), Flow::Jal { target: 0x1000, link: false }); // c.j .
+        assert_eq!(
+            flow(RV64C, 0x1000, 0xa001),
+            Flow::Jal {
+                target: 0x1000,
+                link: false
+            }
+        ); // c.j .
         assert_eq!(flow(RV64C, 0x1000, 0xc391), Flow::Branch { target: 0x1004 }); // c.beqz a5,+4
         assert_eq!(flow(RV64C, 0x1000, 0x2005), Flow::Other); // c.addiw on RV64
-        assert_eq!(flow(RV32C, 0x1000, 0x2005), Flow::Jal { target: 0x1020, link: true }); // c.jal +0x20
+        assert_eq!(
+            flow(RV32C, 0x1000, 0x2005),
+            Flow::Jal {
+                target: 0x1020,
+                link: true
+            }
+        ); // c.jal +0x20
         assert_eq!(flow(RV64C, 0x1000, ECALL), Flow::Trap);
         assert_eq!(flow(RV64C, 0x1000, 0x9002), Flow::Trap); // c.ebreak
         assert_eq!(flow(RV64C, 0x1000, MRET), Flow::TrapReturn);
@@ -257,17 +316,45 @@ mod tests {
     #[test]
     fn encoders_round_trip_through_the_classifier() {
         for off in (-4096i64..4096).step_by(2) {
-            assert_eq!(flow(RV64C, 0x10000, branch(1, 5, 6, off)), Flow::Branch { target: (0x10000 + off) as u64 });
+            assert_eq!(
+                flow(RV64C, 0x10000, branch(1, 5, 6, off)),
+                Flow::Branch {
+                    target: (0x10000 + off) as u64
+                }
+            );
         }
         for off in [-(1i64 << 20), -2, 0, 2, 0x7fe, 0x800, 0xffffe] {
-            assert_eq!(flow(RV64C, 0x200000, jal(1, off)), Flow::Jal { target: (0x200000 + off) as u64, link: true });
+            assert_eq!(
+                flow(RV64C, 0x200000, jal(1, off)),
+                Flow::Jal {
+                    target: (0x200000 + off) as u64,
+                    link: true
+                }
+            );
         }
         for off in (-2048i64..2048).step_by(2) {
-            assert_eq!(flow(RV64C, 0x10000, c_j(off) as u32), Flow::Jal { target: (0x10000 + off) as u64, link: false });
-            assert_eq!(flow(RV32C, 0x10000, c_jal(off) as u32), Flow::Jal { target: (0x10000 + off) as u64, link: true });
+            assert_eq!(
+                flow(RV64C, 0x10000, c_j(off) as u32),
+                Flow::Jal {
+                    target: (0x10000 + off) as u64,
+                    link: false
+                }
+            );
+            assert_eq!(
+                flow(RV32C, 0x10000, c_jal(off) as u32),
+                Flow::Jal {
+                    target: (0x10000 + off) as u64,
+                    link: true
+                }
+            );
         }
         for off in (-256i64..256).step_by(2) {
-            assert_eq!(flow(RV64C, 0x10000, c_bz(off & 2 == 0, 3, off) as u32), Flow::Branch { target: (0x10000 + off) as u64 });
+            assert_eq!(
+                flow(RV64C, 0x10000, c_bz(off & 2 == 0, 3, off) as u32),
+                Flow::Branch {
+                    target: (0x10000 + off) as u64
+                }
+            );
         }
         assert_eq!(flow(RV64C, 0, c_jr(1) as u32), Flow::Jalr { link: false });
         assert_eq!(flow(RV64C, 0, c_jalr(7) as u32), Flow::Jalr { link: true });

@@ -117,7 +117,9 @@ mod tests;
 use std::sync::Arc;
 
 use coresight_decode::arch::{ArchProfile, ArchVersion, CoreProfile};
-use coresight_decode::decoder::{DecodeContext, DecoderFactory, DecoderRegistry, Pipeline, RegSpec, SourceConfig, TraceComponent};
+use coresight_decode::decoder::{
+    DecodeContext, DecoderFactory, DecoderRegistry, Pipeline, RegSpec, SourceConfig, TraceComponent,
+};
 use coresight_decode::error::{ErrCode, Error, Severity, TraceError};
 use coresight_decode::logger::ErrLink;
 

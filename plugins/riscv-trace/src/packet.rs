@@ -26,7 +26,10 @@ pub mod header {
 
     /// Headers followed by a Value Sequence.
     pub fn has_value(h: u8) -> bool {
-        matches!(h, PC | CHANGE_HART | LOAD_ADDR | STORE_ADDR | LOAD_DATA | STORE_DATA | TIMESTAMP)
+        matches!(
+            h,
+            PC | CHANGE_HART | LOAD_ADDR | STORE_ADDR | LOAD_DATA | STORE_DATA | TIMESTAMP
+        )
     }
 }
 
@@ -56,7 +59,11 @@ pub struct Privilege {
 
 impl Privilege {
     pub fn from_nibble(n: u8) -> Privilege {
-        Privilege { interrupt: n & 8 != 0, prv: (n >> 1) & 3, ie: n & 1 != 0 }
+        Privilege {
+            interrupt: n & 8 != 0,
+            prv: (n >> 1) & 3,
+            ie: n & 1 != 0,
+        }
     }
     pub fn nibble(self) -> u8 {
         ((self.interrupt as u8) << 3) | ((self.prv & 3) << 1) | self.ie as u8
@@ -81,7 +88,9 @@ pub enum RvPacket {
     Pc(SeqValue),
     BranchTaken,
     BranchNotTaken,
-    TraceEnabled { version: u8 },
+    TraceEnabled {
+        version: u8,
+    },
     TraceDisabled,
     Privilege(Privilege),
     ChangeHart(u64),
@@ -98,7 +107,11 @@ fn write_value(out: &mut String, name: &str, v: &SeqValue) {
     if v.known {
         let _ = write!(out, "{name} : 0x{:x}; ({} nibbles)", v.value, v.nibbles);
     } else {
-        let _ = write!(out, "{name} : 0x{:x}; ({} nibbles, upper bits unknown)", v.value, v.nibbles);
+        let _ = write!(
+            out,
+            "{name} : 0x{:x}; ({} nibbles, upper bits unknown)",
+            v.value, v.nibbles
+        );
     }
 }
 

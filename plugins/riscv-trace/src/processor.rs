@@ -19,7 +19,7 @@ use coresight_decode::datapath::{DatapathResp, TrcIndex};
 use coresight_decode::decoder::{PacketOut, PacketProcessor, ProcStats};
 
 use crate::config::RiscvTraceConfig;
-use crate::packet::{header, BadReason, Privilege, RvPacket, SeqValue};
+use crate::packet::{BadReason, Privilege, RvPacket, SeqValue, header};
 
 fn low_mask(bits: u32) -> u64 {
     if bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 }
@@ -40,7 +40,10 @@ impl Last {
         let (value, known) = if got >= width {
             (acc & low_mask(width), true)
         } else {
-            ((self.value & !low_mask(got) & low_mask(width)) | (acc & low_mask(got)), self.known)
+            (
+                (self.value & !low_mask(got) & low_mask(width)) | (acc & low_mask(got)),
+                self.known,
+            )
         };
         *self = Last { value, known };
         SeqValue { value, nibbles, known }
@@ -159,7 +162,12 @@ impl Parser {
                 Some(RvPacket::Privilege(Privilege::from_nibble(n)))
             }
             State::Size(hdr) => {
-                self.state = State::Value { hdr, need: n + 1, got: 0, acc: 0 };
+                self.state = State::Value {
+                    hdr,
+                    need: n + 1,
+                    got: 0,
+                    acc: 0,
+                };
                 None
             }
             State::Value { hdr, need, got, acc } => {
@@ -198,8 +206,16 @@ impl Parser {
                     let s = 64 - got;
                     ((((acc << s) as i64) >> s) as u64) & isa.mask()
                 };
-                let v = SeqValue { value, nibbles, known: true };
-                if hdr == header::LOAD_DATA { RvPacket::LoadData(v) } else { RvPacket::StoreData(v) }
+                let v = SeqValue {
+                    value,
+                    nibbles,
+                    known: true,
+                };
+                if hdr == header::LOAD_DATA {
+                    RvPacket::LoadData(v)
+                } else {
+                    RvPacket::StoreData(v)
+                }
             }
         }
     }
@@ -237,8 +253,21 @@ pub struct RvProcessor {
 impl RvProcessor {
     pub fn new(cfg: RiscvTraceConfig) -> RvProcessor {
         let write_nib = cfg.write_offset() * 2;
-        let start_nib = if cfg.trace.wrapped() { cfg.next_sync_point(write_nib) } else { 0 };
-        RvProcessor { cfg, parser: Parser::new(cfg), off: 0, half: false, start_nib, held: Vec::new(), replay_nib: 0, ended: false }
+        let start_nib = if cfg.trace.wrapped() {
+            cfg.next_sync_point(write_nib)
+        } else {
+            0
+        };
+        RvProcessor {
+            cfg,
+            parser: Parser::new(cfg),
+            off: 0,
+            half: false,
+            start_nib,
+            held: Vec::new(),
+            replay_nib: 0,
+            ended: false,
+        }
     }
 
     fn write_nib(&self) -> u64 {
@@ -333,9 +362,17 @@ impl PacketProcessor for RvProcessor {
     }
 
     fn reset(&mut self, _index: TrcIndex) {
-        let stats = (self.parser.unsynced_nibbles, self.parser.bad_headers, self.parser.bad_sequences);
+        let stats = (
+            self.parser.unsynced_nibbles,
+            self.parser.bad_headers,
+            self.parser.bad_sequences,
+        );
         *self = RvProcessor::new(self.cfg);
-        (self.parser.unsynced_nibbles, self.parser.bad_headers, self.parser.bad_sequences) = stats;
+        (
+            self.parser.unsynced_nibbles,
+            self.parser.bad_headers,
+            self.parser.bad_sequences,
+        ) = stats;
     }
 
     fn stats(&self) -> Option<ProcStats> {

@@ -23,7 +23,12 @@ fn pack(nibbles: &[u8], words: usize) -> Vec<u8> {
 struct Sink(Vec<(TrcIndex, String)>);
 
 impl PktDataIn<RvPacket> for Sink {
-    fn packet_data_in(&mut self, _op: coresight_decode::datapath::DatapathOp, index: TrcIndex, pkt: Option<&RvPacket>) -> DatapathResp {
+    fn packet_data_in(
+        &mut self,
+        _op: coresight_decode::datapath::DatapathOp,
+        index: TrcIndex,
+        pkt: Option<&RvPacket>,
+    ) -> DatapathResp {
         if let Some(p) = pkt {
             let mut s = String::new();
             p.write_desc(&mut s);
@@ -36,14 +41,20 @@ impl PktDataIn<RvPacket> for Sink {
 fn list(cfg: RiscvTraceConfig, data: &[u8]) -> Vec<(TrcIndex, String)> {
     let mut proc = RvProcessor::new(cfg);
     let mut sink = Sink(Vec::new());
-    let mut out = PacketOut { mon: None, sink: Some(&mut sink) };
+    let mut out = PacketOut {
+        mon: None,
+        sink: Some(&mut sink),
+    };
     let (r, used) = proc.process(0, data, &mut out);
     assert_eq!((r, used), (DatapathResp::Cont, data.len()));
     proc.eot(&mut out);
     sink.0
 }
 
-const RV64C: CoreIsa = CoreIsa { xlen: 64, compressed: true };
+const RV64C: CoreIsa = CoreIsa {
+    xlen: 64,
+    compressed: true,
+};
 
 fn cfg(isa: CoreIsa, words: u64, write_words: u64, wrapped: bool) -> RiscvTraceConfig {
     let t = TraceReg::SUPPORTED | if wrapped { TraceReg::WRAPPED } else { 0 };
@@ -99,9 +110,18 @@ fn every_header_and_the_fill_rules() {
 #[test]
 fn pc_width_follows_xlen_and_c() {
     // RV32 without C: PC[31:2], 8 nibbles cover it.
-    let isa = CoreIsa { xlen: 32, compressed: false };
-    let got = list(cfg(isa, 24, 24, false), &pack(&[1, 7, 0xd, 0xc, 0xb, 0xa, 0, 0, 0, 0x3, 1, 0, 1], 24));
-    assert_eq!(descs(&got), ["PC : 0xc002af34; (8 nibbles)", "PC : 0xc002af04; (1 nibbles)"]);
+    let isa = CoreIsa {
+        xlen: 32,
+        compressed: false,
+    };
+    let got = list(
+        cfg(isa, 24, 24, false),
+        &pack(&[1, 7, 0xd, 0xc, 0xb, 0xa, 0, 0, 0, 0x3, 1, 0, 1], 24),
+    );
+    assert_eq!(
+        descs(&got),
+        ["PC : 0xc002af34; (8 nibbles)", "PC : 0xc002af04; (1 nibbles)"]
+    );
 }
 
 #[test]
@@ -135,7 +155,14 @@ fn bad_headers_resync_at_the_next_sync_point() {
     let mut proc = RvProcessor::new(cfg(RV64C, 24, 24, false));
     let mut sink = Sink(Vec::new());
     let data = pack(&n, 24);
-    proc.process(0, &data, &mut PacketOut { mon: None, sink: Some(&mut sink) });
+    proc.process(
+        0,
+        &data,
+        &mut PacketOut {
+            mon: None,
+            sink: Some(&mut sink),
+        },
+    );
     let s = proc.stats().unwrap();
     assert_eq!((s.bad_header_errs, s.bad_sequence_errs), (3, 1));
     assert_eq!(s.unsynced_bytes, (20 + 22 + 22 + 22) / 2);
@@ -153,31 +180,62 @@ fn a_wrapped_buffer_starts_at_the_sync_point_after_the_write_pointer() {
     let got = list(cfg(RV64C, 24, 4, true), &pack(&n, 24));
     assert_eq!(
         descs(&got),
-        ["TRACE_ENABLED : version 0", "TRACE_DISABLED", "BRANCH_TAKEN", "BRANCH_TAKEN", "BRANCH_NOT_TAKEN", "BRANCH_NOT_TAKEN"]
+        [
+            "TRACE_ENABLED : version 0",
+            "TRACE_DISABLED",
+            "BRANCH_TAKEN",
+            "BRANCH_TAKEN",
+            "BRANCH_NOT_TAKEN",
+            "BRANCH_NOT_TAKEN"
+        ]
     );
     assert_eq!(got.iter().map(|g| g.0).collect::<Vec<_>>(), [24, 95, 0, 0, 1, 1]);
     // Not wrapped: only up to tbufwrite.
     let got = list(cfg(RV64C, 24, 4, false), &pack(&n, 24));
-    assert_eq!(descs(&got), ["BRANCH_TAKEN", "BRANCH_TAKEN", "BRANCH_NOT_TAKEN", "BRANCH_NOT_TAKEN"]);
+    assert_eq!(
+        descs(&got),
+        ["BRANCH_TAKEN", "BRANCH_TAKEN", "BRANCH_NOT_TAKEN", "BRANCH_NOT_TAKEN"]
+    );
 }
 
 #[test]
 fn a_sequence_cut_by_the_end_is_reported() {
     let got = list(cfg(RV64C, 24, 1, false), &pack(&[4, 0, 1, 15, 1, 2, 3, 4], 24));
-    assert_eq!(descs(&got), ["TRACE_ENABLED : version 0", "BAD_PACKET : trace ends inside a sequence; resync at next sync point"]);
+    assert_eq!(
+        descs(&got),
+        [
+            "TRACE_ENABLED : version 0",
+            "BAD_PACKET : trace ends inside a sequence; resync at next sync point"
+        ]
+    );
 }
 
 #[test]
 fn an_unchecked_configuration_does_not_panic() {
     let isa = RV64C;
-    for (start, end, write) in [(0x1000, 0x800, 0x900), (0, 0, 0), (0x1000, 0x1004, u64::MAX), (u64::MAX - 3, 0, 7)] {
+    for (start, end, write) in [
+        (0x1000, 0x800, 0x900),
+        (0, 0, 0),
+        (0x1000, 0x1004, u64::MAX),
+        (u64::MAX - 3, 0, 7),
+    ] {
         for wrapped in [false, true] {
             let t = TraceReg(TraceReg::SUPPORTED | if wrapped { TraceReg::WRAPPED } else { 0 });
-            let cfg = RiscvTraceConfig { trace: t, tbufstart: start, tbufend: end, tbufwrite: write, isa, trace_id: 0 };
+            let cfg = RiscvTraceConfig {
+                trace: t,
+                tbufstart: start,
+                tbufend: end,
+                tbufwrite: write,
+                isa,
+                trace_id: 0,
+            };
             assert!(cfg.validate().is_err());
             let mut proc = RvProcessor::new(cfg);
             let mut sink = Sink(Vec::new());
-            let mut out = PacketOut { mon: None, sink: Some(&mut sink) };
+            let mut out = PacketOut {
+                mon: None,
+                sink: Some(&mut sink),
+            };
             let data = pack(&[4, 0, 2, 13, 3, 1, 15], 30);
             assert_eq!(proc.process(0, &data, &mut out).1, data.len());
             proc.eot(&mut out);

@@ -7,10 +7,10 @@ mod common;
 use std::path::Path;
 
 use common::*;
-use coresight_decode::decoder::DecodeMode;
-use coresight_decode::logger::{shared, MsgLogger};
 use coresight_decode::builder::TreeBuilder;
-use coresight_decode::snapshot::{Snapshot};
+use coresight_decode::decoder::DecodeMode;
+use coresight_decode::logger::{MsgLogger, shared};
+use coresight_decode::snapshot::Snapshot;
 use riscv_trace::config::{CoreIsa, RiscvTraceConfig, TraceReg};
 use riscv_trace::encoder::Encoded;
 
@@ -49,13 +49,30 @@ fn decode_bounded(p: &Program, data: Vec<u8>, config: RiscvTraceConfig, wait: u3
     let elems = decode(&enc, p, wait, chunk);
     // Each packet walks at most the whole program (then loses sync).
     let bound = (nibbles + 8) * (p.starts.len() as u64 + 8);
-    assert!((elems.len() as u64) <= bound, "{} elements from {nibbles} nibbles", elems.len());
+    assert!(
+        (elems.len() as u64) <= bound,
+        "{} elements from {nibbles} nibbles",
+        elems.len()
+    );
     assert_eq!(elems.last().map(|(_, e)| e.elem_type), Some(ElemType::EoTrace));
 }
 
 #[test]
 fn damaged_trace_never_panics_or_hangs() {
-    let isas = [CoreIsa { xlen: 32, compressed: true }, CoreIsa { xlen: 64, compressed: false }, CoreIsa { xlen: 64, compressed: true }];
+    let isas = [
+        CoreIsa {
+            xlen: 32,
+            compressed: true,
+        },
+        CoreIsa {
+            xlen: 64,
+            compressed: false,
+        },
+        CoreIsa {
+            xlen: 64,
+            compressed: true,
+        },
+    ];
     let mut runs = 0;
     for seed in 0..60u64 {
         let mut rng = Rng::new(0xf00d + seed);
@@ -106,7 +123,11 @@ fn fixed_files(dir: &Path, p: &Program) {
 }
 
 fn round_files(dir: &Path, device: &str, core: &str, trace: &[u8]) {
-    for (n, d) in [("cpu_0.ini", core.as_bytes()), ("rvtrace_0.ini", device.as_bytes()), ("trace.bin", trace)] {
+    for (n, d) in [
+        ("cpu_0.ini", core.as_bytes()),
+        ("rvtrace_0.ini", device.as_bytes()),
+        ("trace.bin", trace),
+    ] {
         std::fs::write(dir.join(n), d).unwrap();
     }
 }
@@ -117,13 +138,52 @@ fn mangled_device_files_never_panic() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let mut rng = Rng::new(77);
-    let p = random_program(&mut rng, CoreIsa { xlen: 64, compressed: true }, 0x1_0000, 100);
+    let p = random_program(
+        &mut rng,
+        CoreIsa {
+            xlen: 64,
+            compressed: true,
+        },
+        0x1_0000,
+        100,
+    );
     let steps = random_execution(&mut rng, &p, 300, 2);
     let enc = encode(&p, TraceReg::SUPPORTED | TraceReg::EMIT_ALL, 200, &steps);
     let c = enc.config;
-    let values = [0, 1, 3, 4, 0x60, c.tbufstart, c.tbufend, c.tbufwrite, u32::MAX as u64, u64::MAX, u64::MAX - 3, 1 << 40, 1 << 63];
-    let names = ["trace", "tbufstart", "tbufend", "tbufwrite", "traceid", "TRACE", "tbufEnd"];
-    let cores = ["RV64GC", "RV32IMAC", "rv64g", "RV128GC", "RV", "Cortex-A53", "RV64GC_zba", ""];
+    let values = [
+        0,
+        1,
+        3,
+        4,
+        0x60,
+        c.tbufstart,
+        c.tbufend,
+        c.tbufwrite,
+        u32::MAX as u64,
+        u64::MAX,
+        u64::MAX - 3,
+        1 << 40,
+        1 << 63,
+    ];
+    let names = [
+        "trace",
+        "tbufstart",
+        "tbufend",
+        "tbufwrite",
+        "traceid",
+        "TRACE",
+        "tbufEnd",
+    ];
+    let cores = [
+        "RV64GC",
+        "RV32IMAC",
+        "rv64g",
+        "RV128GC",
+        "RV",
+        "Cortex-A53",
+        "RV64GC_zba",
+        "",
+    ];
     fixed_files(&dir, &p);
     let mut built = 0;
     for round in 0..250 {
@@ -145,7 +205,11 @@ fn mangled_device_files_never_panic() {
                 }
                 _ if !regs.is_empty() => {
                     let i = rng.below(regs.len() as u64) as usize;
-                    regs[i].1 = if rng.chance(1, 2) { values[rng.below(values.len() as u64) as usize] } else { rng.next_u64() };
+                    regs[i].1 = if rng.chance(1, 2) {
+                        values[rng.below(values.len() as u64) as usize]
+                    } else {
+                        rng.next_u64()
+                    };
                 }
                 _ => {}
             }
@@ -159,7 +223,10 @@ fn mangled_device_files_never_panic() {
             mutate(&mut rng, &mut bytes);
         }
         let core_type = cores[rng.below(cores.len() as u64) as usize];
-        let core = format!("[device]\nname=cpu_0\nclass=core\ntype={core_type}\n[dump1]\nfile=text.bin\naddress=0x{:x}\n", p.base);
+        let core = format!(
+            "[device]\nname=cpu_0\nclass=core\ntype={core_type}\n[dump1]\nfile=text.bin\naddress=0x{:x}\n",
+            p.base
+        );
         let mut trace = enc.data.clone();
         if round % 3 == 0 {
             mutate(&mut rng, &mut trace);
@@ -168,7 +235,8 @@ fn mangled_device_files_never_panic() {
         let Ok(ss) = Snapshot::load(&dir) else { continue };
         let log = shared(MsgLogger::capture());
         for mode in [DecodeMode::FullDecode, DecodeMode::PacketsOnly] {
-            let tree = TreeBuilder::with_registry(&ss, riscv_trace::registry()).build("tbuf", mode, |t| t.set_error_output(Some(log.clone())));
+            let tree = TreeBuilder::with_registry(&ss, riscv_trace::registry())
+                .build("tbuf", mode, |t| t.set_error_output(Some(log.clone())));
             if let Ok(Some(mut tree)) = tree {
                 built += 1;
                 if mode == DecodeMode::PacketsOnly {

@@ -5,17 +5,16 @@
 
 mod common;
 
-
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use common::*;
 use coresight_gnatcov::coverage::{CodeImage, Coverage, Execution};
 use coresight_gnatcov::export::{FlatTraceBuilder, Merge};
-use coresight_gnatcov::format::{Endian, Entry, Op, PcSize, TraceFile, EM_RISCV};
-use coresight_tarmac::writer::{snapshot_to_tarmac_with_registry, MemImage, TarmacWriter, WriterOptions};
+use coresight_gnatcov::format::{EM_RISCV, Endian, Entry, Op, PcSize, TraceFile};
+use coresight_tarmac::writer::{MemImage, TarmacWriter, WriterOptions, snapshot_to_tarmac_with_registry};
 use riscv_trace::config::{CoreIsa, TraceReg};
-use riscv_trace::instr::{classify, Flow};
+use riscv_trace::instr::{Flow, classify};
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
@@ -28,7 +27,9 @@ fn shipped_snapshot() -> PathBuf {
 /// The PCs QEMU executed running `calls` (the shipped snapshot's trace).
 fn calls_pcs() -> Vec<u64> {
     let mut text = String::new();
-    lzma_rust2::XzReader::new(std::fs::File::open(fixtures().join("calls.pcs.xz")).unwrap(), false).read_to_string(&mut text).unwrap();
+    lzma_rust2::XzReader::new(std::fs::File::open(fixtures().join("calls.pcs.xz")).unwrap(), false)
+        .read_to_string(&mut text)
+        .unwrap();
     text.lines().map(|l| u64::from_str_radix(l, 16).unwrap()).collect()
 }
 
@@ -83,11 +84,21 @@ fn tarmac_of_the_shipped_snapshot_lists_the_pcs_qemu_ran() {
     let pcs = calls_pcs();
     let p = program_from_elf(&std::fs::read(fixtures().join("calls.elf")).unwrap());
     let mut out = Vec::new();
-    let n = snapshot_to_tarmac_with_registry(&shipped_snapshot(), riscv_trace::registry(), &mut out, WriterOptions::default()).unwrap();
+    let n = snapshot_to_tarmac_with_registry(
+        &shipped_snapshot(),
+        riscv_trace::registry(),
+        &mut out,
+        WriterOptions::default(),
+    )
+    .unwrap();
     let text = String::from_utf8(out).unwrap();
     let lines = parse(&text);
     assert_eq!(n as usize, pcs.len());
-    assert_eq!(lines.iter().map(|l| l.addr).collect::<Vec<_>>(), pcs, "the executed PCs, in order");
+    assert_eq!(
+        lines.iter().map(|l| l.addr).collect::<Vec<_>>(),
+        pcs,
+        "the executed PCs, in order"
+    );
     // The snapshot has a timestamp every 500 instructions (the count):
     // times are those, in order.
     let times: Vec<u64> = lines.iter().map(|l| l.time.0).collect();
@@ -103,7 +114,11 @@ fn tarmac_of_the_shipped_snapshot_lists_the_pcs_qemu_ran() {
         assert_eq!(l.mode, "U", "{l:?}");
         // The opcode as fetched: 4 digits for a compressed instruction.
         let op = p.fetch(l.addr).unwrap();
-        let want = if op & 3 == 3 { format!("{op:08x}") } else { format!("{op:04x}") };
+        let want = if op & 3 == 3 {
+            format!("{op:08x}")
+        } else {
+            format!("{op:04x}")
+        };
         assert_eq!(l.opcode, want, "{l:?}");
     }
     // Both sizes occur (RV64GC code).
@@ -119,7 +134,9 @@ fn tarmac_of_the_shipped_snapshot_lists_the_pcs_qemu_ran() {
     let mut r = Reader::new(std::io::Cursor::new(text.as_bytes()));
     let mut back = Vec::new();
     while let Some(rec) = r.next_record().unwrap() {
-        let RecordKind::Instruction(i) = rec.kind else { panic!("only instruction lines") };
+        let RecordKind::Instruction(i) = rec.kind else {
+            panic!("only instruction lines")
+        };
         assert_eq!((i.iset, i.mode), (Iset::RiscV, Some("U")));
         assert_eq!(i.width as u64, p.size_at(i.addr) * 8);
         assert_eq!(i.encoding, Some(p.fetch(i.addr).unwrap() as u64));
@@ -141,7 +158,9 @@ fn tarmac_of_rv32_executions_has_the_executed_pcs_and_privileges() {
         let enc = encode(&p, trace, 8192, &steps);
         let elems = decode(&enc, &p, 0, 64);
         assert_eq!(trouble(&elems), Vec::<String>::new());
-        let mem = MemImage { regions: vec![(p.base, p.bytes.clone())] };
+        let mem = MemImage {
+            regions: vec![(p.base, p.bytes.clone())],
+        };
         let mut w = TarmacWriter::new(Vec::new(), mem, WriterOptions::default());
         for (i, e) in &elems {
             use coresight_decode::interfaces::TrcGenElemIn;
@@ -152,11 +171,18 @@ fn tarmac_of_rv32_executions_has_the_executed_pcs_and_privileges() {
         // No timestamps: the time is the instruction count.
         assert!(lines.iter().all(|l| l.time == (l.count, "clk".to_string())));
         let want: Vec<u64> = steps.iter().map(|s| s.pc).collect();
-        assert_eq!(lines.iter().map(|l| l.addr).collect::<Vec<_>>(), want, "compressed={compressed}");
+        assert_eq!(
+            lines.iter().map(|l| l.addr).collect::<Vec<_>>(),
+            want,
+            "compressed={compressed}"
+        );
         assert!(lines.iter().all(|l| l.letter == "R"));
         // Each instruction in the privilege it ran in; all of U, S and M occur.
         let modes: Vec<&str> = lines.iter().map(|l| l.mode.as_str()).collect();
-        let want_modes: Vec<&str> = steps.iter().map(|s| ["U", "S", "H", "M"][s.mode.prv as usize]).collect();
+        let want_modes: Vec<&str> = steps
+            .iter()
+            .map(|s| ["U", "S", "H", "M"][s.mode.prv as usize])
+            .collect();
         assert_eq!(modes, want_modes);
         assert!(["U", "S", "M"].iter().all(|m| modes.contains(m)));
         assert_eq!(lines.iter().any(|l| l.opcode.len() == 4), compressed);
@@ -184,10 +210,10 @@ fn entries_from_pcs(p: &Program, pcs: &[u64]) -> Vec<Entry> {
 
 #[test]
 fn gnatcov_export_of_the_shipped_snapshot_is_em_riscv_with_qemus_coverage() {
+    use coresight_decode::builder::TreeBuilder;
     use coresight_decode::datapath::DatapathOp;
     use coresight_decode::interfaces::TrcDataIn;
-    use coresight_decode::builder::TreeBuilder;
-use coresight_decode::snapshot::{Snapshot};
+    use coresight_decode::snapshot::Snapshot;
     let dir = shipped_snapshot();
     let ss = Snapshot::load(&dir).unwrap();
     let mut tree = TreeBuilder::with_registry(&ss, riscv_trace::registry())
@@ -228,5 +254,8 @@ use coresight_decode::snapshot::{Snapshot};
     let s = from_trace.total;
     let distinct: std::collections::HashSet<u64> = pcs.iter().copied().collect();
     assert_eq!(s.covered, distinct.len());
-    assert!(s.insns > s.covered && s.branches > 0 && s.fully > 0 && s.partially > 0, "{s:?}");
+    assert!(
+        s.insns > s.covered && s.branches > 0 && s.fully > 0 && s.partially > 0,
+        "{s:?}"
+    );
 }

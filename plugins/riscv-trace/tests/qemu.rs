@@ -26,7 +26,9 @@ fn read_pcs(path: &Path) -> Vec<u64> {
     let f = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let mut text = String::new();
     lzma_rust2::XzReader::new(f, false).read_to_string(&mut text).unwrap();
-    text.lines().map(|l| u64::from_str_radix(l.trim(), 16).unwrap_or_else(|_| panic!("{}: bad line '{l}'", path.display()))).collect()
+    text.lines()
+        .map(|l| u64::from_str_radix(l.trim(), 16).unwrap_or_else(|_| panic!("{}: bad line '{l}'", path.display())))
+        .collect()
 }
 
 /// QEMU's executed PCs as an instruction stream (user mode, one hart), with
@@ -36,7 +38,9 @@ fn execution(p: &Program, pcs: &[u64]) -> Vec<Executed> {
     pcs.iter()
         .enumerate()
         .map(|(i, &pc)| {
-            let size = classify(p.isa, pc, p.fetch(pc).expect("executed PC inside the ELF's text")).unwrap().size as u64;
+            let size = classify(p.isa, pc, p.fetch(pc).expect("executed PC inside the ELF's text"))
+                .unwrap()
+                .size as u64;
             Executed {
                 hart: 0,
                 pc,
@@ -81,7 +85,12 @@ fn qemu_executions_round_trip_with_the_elf_as_memory() {
         for trace in CONFIGS {
             let enc = encode(&p, trace, pcs.len() as u64 * 6 + 64, &steps);
             let elems = decode_with(&enc, 0, 4096, |tree| {
-                let n = tree.mem_mapper().unwrap().borrow_mut().add_elf_file(&elf_path, MemSpace::ANY).unwrap();
+                let n = tree
+                    .mem_mapper()
+                    .unwrap()
+                    .borrow_mut()
+                    .add_elf_file(&elf_path, MemSpace::ANY)
+                    .unwrap();
                 assert!(n > 0);
             });
             let what = format!("{name} trace=0x{trace:x}");

@@ -8,10 +8,22 @@ use common::*;
 use riscv_trace::config::{CoreIsa, TraceReg};
 
 const ISAS: [CoreIsa; 4] = [
-    CoreIsa { xlen: 32, compressed: false },
-    CoreIsa { xlen: 32, compressed: true },
-    CoreIsa { xlen: 64, compressed: false },
-    CoreIsa { xlen: 64, compressed: true },
+    CoreIsa {
+        xlen: 32,
+        compressed: false,
+    },
+    CoreIsa {
+        xlen: 32,
+        compressed: true,
+    },
+    CoreIsa {
+        xlen: 64,
+        compressed: false,
+    },
+    CoreIsa {
+        xlen: 64,
+        compressed: true,
+    },
 ];
 
 fn base(isa: CoreIsa) -> u64 {
@@ -38,7 +50,14 @@ fn every_emit_combination_round_trips() {
             assert_same(&got, &want, &what);
             // Trace Disabled then the end of trace close every decode.
             let tail: Vec<String> = elems.iter().rev().take(2).map(|(_, e)| e.to_string()).collect();
-            assert_eq!(tail, ["OCSD_GEN_TRC_ELEM_EO_TRACE( [end-of-trace])", "OCSD_GEN_TRC_ELEM_NO_SYNC( [discard])"], "{what}");
+            assert_eq!(
+                tail,
+                [
+                    "OCSD_GEN_TRC_ELEM_EO_TRACE( [end-of-trace])",
+                    "OCSD_GEN_TRC_ELEM_NO_SYNC( [discard])"
+                ],
+                "{what}"
+            );
             if TraceReg(trace).emit_pc() {
                 assert_eq!(got.instrs.len(), steps.len(), "{what}");
             }
@@ -62,7 +81,12 @@ fn waits_and_chunking_leave_the_elements_unchanged() {
                 assert!(reference.len() > 5);
                 for (wait, chunk) in [(1, 1), (2, 3), (3, 64), (7, 5), (1, 1 << 20)] {
                     let got = decode(&enc, &p, wait, chunk);
-                    assert_eq!(got, reference, "{} trace=0x{trace:x} words={words} wait={wait} chunk={chunk}", core_name(isa));
+                    assert_eq!(
+                        got,
+                        reference,
+                        "{} trace=0x{trace:x} words={words} wait={wait} chunk={chunk}",
+                        core_name(isa)
+                    );
                 }
             }
         }
@@ -90,10 +114,22 @@ fn wrapped_buffers_decode_the_latest_execution() {
                 let want = expect(&steps, &p, trace);
                 // The oldest trace was overwritten: the decode is the end
                 // of the execution, from a sync point on.
-                assert!(!got.instrs.is_empty() && (got.instrs.len() > 50 || words < 100), "{what}: only {} instructions", got.instrs.len());
+                assert!(
+                    !got.instrs.is_empty() && (got.instrs.len() > 50 || words < 100),
+                    "{what}: only {} instructions",
+                    got.instrs.len()
+                );
                 assert!(got.instrs.len() < want.instrs.len(), "{what}");
-                assert_eq!(got.instrs[..], want.instrs[want.instrs.len() - got.instrs.len()..], "{what}");
-                assert_eq!(got.timestamps[..], want.timestamps[want.timestamps.len() - got.timestamps.len()..], "{what}");
+                assert_eq!(
+                    got.instrs[..],
+                    want.instrs[want.instrs.len() - got.instrs.len()..],
+                    "{what}"
+                );
+                assert_eq!(
+                    got.timestamps[..],
+                    want.timestamps[want.timestamps.len() - got.timestamps.len()..],
+                    "{what}"
+                );
                 assert_eq!(got.data[..], want.data[want.data.len() - got.data.len()..], "{what}");
             }
         }

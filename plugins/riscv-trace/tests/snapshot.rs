@@ -4,14 +4,13 @@
 
 mod common;
 
-
 use std::path::{Path, PathBuf};
 
 use common::*;
-use coresight_decode::decoder::DecodeMode;
-use coresight_decode::logger::{shared, MsgLogger};
 use coresight_decode::builder::TreeBuilder;
-use coresight_decode::snapshot::{Snapshot};
+use coresight_decode::decoder::DecodeMode;
+use coresight_decode::logger::{MsgLogger, shared};
+use coresight_decode::snapshot::Snapshot;
 use riscv_trace::config::TraceReg;
 use riscv_trace::encoder::{Encoded, Executed, Mode};
 
@@ -20,7 +19,9 @@ fn qemu_program() -> (Program, Vec<Executed>) {
     let p = program_from_elf(&std::fs::read(dir.join("calls.elf")).unwrap());
     let mut text = String::new();
     use std::io::Read;
-    lzma_rust2::XzReader::new(std::fs::File::open(dir.join("calls.pcs.xz")).unwrap(), false).read_to_string(&mut text).unwrap();
+    lzma_rust2::XzReader::new(std::fs::File::open(dir.join("calls.pcs.xz")).unwrap(), false)
+        .read_to_string(&mut text)
+        .unwrap();
     let pcs: Vec<u64> = text.lines().map(|l| u64::from_str_radix(l, 16).unwrap()).collect();
     let user = Mode { prv: 0, ie: false };
     let steps = pcs
@@ -76,10 +77,14 @@ fn write_snapshot(dir: &Path, p: &Program, enc: &Encoded, core_type: &str, sourc
 
 fn regs_of(enc: &Encoded) -> String {
     let c = &enc.config;
-    format!("trace=0x{:x}\ntbufstart=0x{:x}\ntbufend=0x{:x}\ntbufwrite=0x{:x}\n", c.trace.0, c.tbufstart, c.tbufend, c.tbufwrite)
+    format!(
+        "trace=0x{:x}\ntbufstart=0x{:x}\ntbufend=0x{:x}\ntbufwrite=0x{:x}\n",
+        c.trace.0, c.tbufstart, c.tbufend, c.tbufwrite
+    )
 }
 
-const TRACE: u32 = TraceReg::SUPPORTED | TraceReg::EMIT_PC | TraceReg::EMIT_BRANCH | TraceReg::EMIT_PRIV | TraceReg::EMIT_TIMESTAMP;
+const TRACE: u32 =
+    TraceReg::SUPPORTED | TraceReg::EMIT_PC | TraceReg::EMIT_BRANCH | TraceReg::EMIT_PRIV | TraceReg::EMIT_TIMESTAMP;
 
 #[test]
 fn a_tree_built_from_a_snapshot_with_the_plug_in_registered() {
@@ -90,15 +95,22 @@ fn a_tree_built_from_a_snapshot_with_the_plug_in_registered() {
     let ss = Snapshot::load(&dir).unwrap();
 
     // The built-in protocols know no RISCV_TRACE device: no decoder.
-    let plain = TreeBuilder::new(&ss).build("tbuf", DecodeMode::FullDecode, |_| {}).unwrap();
+    let plain = TreeBuilder::new(&ss)
+        .build("tbuf", DecodeMode::FullDecode, |_| {})
+        .unwrap();
     assert!(plain.is_none());
 
     let log = shared(MsgLogger::capture());
     let mut tree = TreeBuilder::with_registry(&ss, riscv_trace::registry())
-        .build("tbuf", DecodeMode::FullDecode, |t| t.set_error_output(Some(log.clone())))
+        .build("tbuf", DecodeMode::FullDecode, |t| {
+            t.set_error_output(Some(log.clone()))
+        })
         .unwrap()
         .expect("a tree with the RISC-V decoder");
-    let ids: Vec<(u8, String, String)> = tree.elements().map(|(id, e)| (id, e.protocol.clone(), e.source_name.clone())).collect();
+    let ids: Vec<(u8, String, String)> = tree
+        .elements()
+        .map(|(id, e)| (id, e.protocol.clone(), e.source_name.clone()))
+        .collect();
     assert_eq!(ids, [(0, "RISCV".to_string(), "rvtrace_0".to_string())]);
     let elems = collect(&mut tree, &enc.data, 1000, 0);
     assert_eq!(trouble(&elems), Vec::<String>::new());
@@ -110,7 +122,10 @@ fn a_tree_built_from_a_snapshot_with_the_plug_in_registered() {
 
 fn lister(dir: &Path, extra: &[&str]) -> String {
     let out = shared(MsgLogger::capture());
-    let mut argv: Vec<String> = ["trc_pkt_lister", "-ss_dir", dir.to_str().unwrap(), "-no_time_print"].iter().map(|s| s.to_string()).collect();
+    let mut argv: Vec<String> = ["trc_pkt_lister", "-ss_dir", dir.to_str().unwrap(), "-no_time_print"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
     argv.extend(extra.iter().map(|s| s.to_string()));
     let status = coresight_tools::lister::run_with_registry(&argv, &|_| None, out.clone(), riscv_trace::registry());
     assert_eq!(status, 0);
@@ -125,26 +140,50 @@ fn the_lister_lists_and_decodes_a_riscv_snapshot() {
     write_snapshot(&dir, &p, &enc, "RV64GC", &regs_of(&enc));
 
     let listing = lister(&dir, &[]);
-    assert!(listing.contains("Trace Packet Lister : Protocol printer RISCV on Trace ID 0x0\n"), "{listing}");
+    assert!(
+        listing.contains("Trace Packet Lister : Protocol printer RISCV on Trace ID 0x0\n"),
+        "{listing}"
+    );
     let packets: Vec<&str> = listing.lines().filter(|l| l.starts_with("Idx:")).collect();
     // Trace Enabled, Privilege Level (U), the first PC in full (63 bits),
     // the timestamp taken at the first instruction.
     assert_eq!(packets[0], "Idx:0; ID:0;\tTRACE_ENABLED : version 0");
     assert_eq!(packets[1], "Idx:1; ID:0;\tPRIVILEGE : U; ID");
-    assert_eq!(packets[2], format!("Idx:2; ID:0;\tPC : 0x{:x}; (16 nibbles)", steps[0].pc));
+    assert_eq!(
+        packets[2],
+        format!("Idx:2; ID:0;\tPC : 0x{:x}; (16 nibbles)", steps[0].pc)
+    );
     assert_eq!(packets[3], "Idx:11; ID:0;\tTIMESTAMP : 0x0; (16 nibbles)");
     assert!(packets.iter().any(|l| l.ends_with("\tBRANCH_NOT_TAKEN")), "{listing}");
     assert!(packets.last().unwrap().ends_with("\tTRACE_DISABLED"), "{listing}");
 
     let decoded = lister(&dir, &["-decode"]);
     let elems: Vec<&str> = decoded.lines().filter(|l| l.contains("OCSD_GEN_TRC_ELEM")).collect();
-    assert_eq!(elems[0], "Idx:1; ID:0; OCSD_GEN_TRC_ELEM_PE_CONTEXT((ISA=RV) U; 64-bit; hart=0x0; ID; )");
+    assert_eq!(
+        elems[0],
+        "Idx:1; ID:0; OCSD_GEN_TRC_ELEM_PE_CONTEXT((ISA=RV) U; 64-bit; hart=0x0; ID; )"
+    );
     assert_eq!(elems[1], "Idx:2; ID:0; OCSD_GEN_TRC_ELEM_TRACE_ON( [begin or filter])");
-    assert_eq!(elems[3], "Idx:11; ID:0; OCSD_GEN_TRC_ELEM_TIMESTAMP( [ TS=0x000000000000]; )");
-    assert!(elems[4].contains(&format!("OCSD_GEN_TRC_ELEM_INSTR_RANGE(exec range=0x{:x}:", steps[0].pc)), "{decoded}");
+    assert_eq!(
+        elems[3],
+        "Idx:11; ID:0; OCSD_GEN_TRC_ELEM_TIMESTAMP( [ TS=0x000000000000]; )"
+    );
+    assert!(
+        elems[4].contains(&format!(
+            "OCSD_GEN_TRC_ELEM_INSTR_RANGE(exec range=0x{:x}:",
+            steps[0].pc
+        )),
+        "{decoded}"
+    );
     assert!(elems.iter().any(|l| l.contains("(ISA=RV) N BR   <cond>")), "{decoded}");
-    assert!(elems[elems.len() - 2].ends_with("; ID:0; OCSD_GEN_TRC_ELEM_NO_SYNC( [discard])"), "{decoded}");
-    assert_eq!(elems[elems.len() - 1], "Idx:0; ID:0; OCSD_GEN_TRC_ELEM_EO_TRACE( [end-of-trace])");
+    assert!(
+        elems[elems.len() - 2].ends_with("; ID:0; OCSD_GEN_TRC_ELEM_NO_SYNC( [discard])"),
+        "{decoded}"
+    );
+    assert_eq!(
+        elems[elems.len() - 1],
+        "Idx:0; ID:0; OCSD_GEN_TRC_ELEM_EO_TRACE( [end-of-trace])"
+    );
     // Decoding shows the same instructions as QEMU ran.
     let n: u32 = elems
         .iter()
@@ -158,10 +197,26 @@ fn a_wrong_device_file_is_refused_with_a_clear_message() {
     let (p, steps) = qemu_program();
     let enc = encode(&p, TRACE, 4096, &steps[..40]);
     let cases: [(&str, String, &str); 4] = [
-        ("RV64GC", "trace=0x30001\ntbufstart=0x1000\ntbufend=0x2000\n".into(), "Error:Missing tbufwrite"),
-        ("Cortex-A53", regs_of(&enc), "Failed to create decoder for source rvtrace_0"),
-        ("RV64GC", "trace=0x30001\ntbufstart=0x1000\ntbufend=0x1010\ntbufwrite=0x1000\n".into(), "expected at least 24 words"),
-        ("RV64GC", "trace=0x30001\ntbufstart=0x1000\ntbufend=0x2000\ntbufwrite=0x3000\n".into(), "tbufwrite 0x3000 outside the buffer"),
+        (
+            "RV64GC",
+            "trace=0x30001\ntbufstart=0x1000\ntbufend=0x2000\n".into(),
+            "Error:Missing tbufwrite",
+        ),
+        (
+            "Cortex-A53",
+            regs_of(&enc),
+            "Failed to create decoder for source rvtrace_0",
+        ),
+        (
+            "RV64GC",
+            "trace=0x30001\ntbufstart=0x1000\ntbufend=0x1010\ntbufwrite=0x1000\n".into(),
+            "expected at least 24 words",
+        ),
+        (
+            "RV64GC",
+            "trace=0x30001\ntbufstart=0x1000\ntbufend=0x2000\ntbufwrite=0x3000\n".into(),
+            "tbufwrite 0x3000 outside the buffer",
+        ),
     ];
     for (i, (core, regs, message)) in cases.iter().enumerate() {
         let dir = temp_dir(&format!("rv_snapshot_bad{i}"));
@@ -169,7 +224,9 @@ fn a_wrong_device_file_is_refused_with_a_clear_message() {
         let ss = Snapshot::load(&dir).unwrap();
         let log = shared(MsgLogger::capture());
         let tree = TreeBuilder::with_registry(&ss, riscv_trace::registry())
-            .build("tbuf", DecodeMode::FullDecode, |t| t.set_error_output(Some(log.clone())))
+            .build("tbuf", DecodeMode::FullDecode, |t| {
+                t.set_error_output(Some(log.clone()))
+            })
             .unwrap();
         assert!(tree.is_none(), "case {i}");
         let text = log.borrow().captured().to_string();
@@ -178,8 +235,13 @@ fn a_wrong_device_file_is_refused_with_a_clear_message() {
     // By hand, the configuration error names the source and the problem.
     let mut cfg = source_config(&enc.config);
     cfg.regs[2].1 = cfg.regs[1].1 + 8;
-    let e = riscv_trace::RiscvTraceConfig::from_source(&cfg).unwrap_err().to_string();
-    assert!(e.starts_with("RVTRACE_0: trace buffer 0x90000000..0x90000008: expected at least 24 words"), "{e}");
+    let e = riscv_trace::RiscvTraceConfig::from_source(&cfg)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("RVTRACE_0: trace buffer 0x90000000..0x90000008: expected at least 24 words"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -192,7 +254,12 @@ fn forced_waits_leave_the_listings_unchanged() {
         assert_eq!(enc.config.trace.wrapped(), words == 24);
         let dir = temp_dir(&format!("rv_snapshot_waits{words}"));
         write_snapshot(&dir, &p, &enc, "RV64GC", &regs_of(&enc));
-        let body = |s: String| s.lines().filter(|l| l.starts_with("Idx:") || l.starts_with("ID:")).collect::<Vec<_>>().join("\n");
+        let body = |s: String| {
+            s.lines()
+                .filter(|l| l.starts_with("Idx:") || l.starts_with("ID:"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
         for extra in [&[][..], &["-decode"][..]] {
             let reference = body(lister(&dir, extra));
             assert!(reference.lines().count() > 20, "{reference}");
@@ -221,7 +288,15 @@ fn the_shipped_example_snapshot_is_current() {
     std::fs::write(dir.join("expected.ppl"), listing).unwrap();
 
     let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("snapshots/qemu-calls");
-    let names = ["snapshot.ini", "cpu_0.ini", "rvtrace_0.ini", "trace.ini", "trace.bin", "text.bin", "expected.ppl"];
+    let names = [
+        "snapshot.ini",
+        "cpu_0.ini",
+        "rvtrace_0.ini",
+        "trace.ini",
+        "trace.bin",
+        "text.bin",
+        "expected.ppl",
+    ];
     if std::env::var_os("RISCV_TRACE_BLESS").is_some() {
         std::fs::create_dir_all(&shipped).unwrap();
         for n in names {
@@ -231,7 +306,10 @@ fn the_shipped_example_snapshot_is_current() {
     for n in names {
         let made = std::fs::read(dir.join(n)).unwrap();
         let have = std::fs::read(shipped.join(n)).unwrap_or_default();
-        assert!(made == have, "snapshots/qemu-calls/{n} is out of date: run scripts/make_example_snapshot.sh");
+        assert!(
+            made == have,
+            "snapshots/qemu-calls/{n} is out of date: run scripts/make_example_snapshot.sh"
+        );
     }
 }
 
@@ -247,7 +325,9 @@ fn by_hand_without_a_snapshot_or_registry() {
     tree.mem_mapper()
         .unwrap()
         .borrow_mut()
-        .add_accessor(Box::new(BufferAccessor::new(p.base, p.bytes.clone(), MemSpace::ANY).unwrap()))
+        .add_accessor(Box::new(
+            BufferAccessor::new(p.base, p.bytes.clone(), MemSpace::ANY).unwrap(),
+        ))
         .unwrap();
     let c = &enc.config;
     let cfg = riscv_trace::RiscvTraceConfig::new(c.trace, c.tbufstart, c.tbufend, c.tbufwrite, p.isa).unwrap();

@@ -22,7 +22,7 @@ use coresight_tarmac::calls::CallAnalyzer;
 use coresight_tarmac::compare::{self, CompareOptions};
 use coresight_tarmac::events::EventPrinter;
 use coresight_tarmac::symbols::Symbols;
-use coresight_tarmac::writer::{snapshot_to_tarmac_with_registry, WriterOptions};
+use coresight_tarmac::writer::{WriterOptions, snapshot_to_tarmac_with_registry};
 use coresight_tarmac::{Iset, Reader, ReaderOptions};
 
 #[derive(Parser)]
@@ -159,20 +159,33 @@ fn parse_hex(s: &str) -> Result<u64, String> {
 
 /// A Tarmac file, or a snapshot directory decoded to Tarmac in memory.
 fn open(path: &Path, implicit_thumb: bool) -> Result<Reader<Box<dyn BufRead>>, String> {
-    let opts = ReaderOptions { implicit_iset: implicit_thumb.then_some(Iset::Thumb) };
+    let opts = ReaderOptions {
+        implicit_iset: implicit_thumb.then_some(Iset::Thumb),
+    };
     if path.is_dir() {
         let mut text = Vec::new();
-        let wopts = WriterOptions { link_register_lines: true, ..Default::default() };
-        snapshot_to_tarmac_with_registry(path, riscv_trace::registry(), &mut text, wopts).map_err(|e| format!("{}: {e}", path.display()))?;
+        let wopts = WriterOptions {
+            link_register_lines: true,
+            ..Default::default()
+        };
+        snapshot_to_tarmac_with_registry(path, riscv_trace::registry(), &mut text, wopts)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
         return Ok(Reader::with_options(Box::new(std::io::Cursor::new(text)), opts));
     }
     let f = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok(Reader::with_options(Box::new(BufReader::with_capacity(1 << 16, f)), opts))
+    Ok(Reader::with_options(
+        Box::new(BufReader::with_capacity(1 << 16, f)),
+        opts,
+    ))
 }
 
 fn analyse(input: &Input, log: bool) -> Result<CallAnalyzer, String> {
     let mut r = open(&input.trace, input.implicit_thumb)?;
-    let mut a = if log { CallAnalyzer::new().with_log() } else { CallAnalyzer::new() };
+    let mut a = if log {
+        CallAnalyzer::new().with_log()
+    } else {
+        CallAnalyzer::new()
+    };
     while let Some(rec) = r.next_record().map_err(|e| format!("{}: {e}", input.trace.display()))? {
         a.feed(&rec);
     }
@@ -188,7 +201,9 @@ fn write_out(text: &str, output: Option<&Path>) -> Result<(), String> {
         Some(p) => std::fs::write(p, text).map_err(|e| format!("{}: {e}", p.display())),
         None => {
             let mut so = std::io::stdout().lock();
-            so.write_all(text.as_bytes()).and_then(|_| so.flush()).map_err(|e| format!("standard output: {e}"))
+            so.write_all(text.as_bytes())
+                .and_then(|_| so.flush())
+                .map_err(|e| format!("standard output: {e}"))
         }
     }
 }
@@ -209,7 +224,11 @@ fn run(cli: Cli) -> Result<ExitCode, Failed> {
             let a = analyse(&input, false)?;
             write_out(&a.finish().profile_text(syms.as_ref()), None)?;
         }
-        Cmd::Calltree { input, image, debug_calls } => {
+        Cmd::Calltree {
+            input,
+            image,
+            debug_calls,
+        } => {
             let syms = symbols(&image)?;
             let a = analyse(&input, debug_calls)?;
             let mut text = a.log().unwrap_or("").to_string();
@@ -221,7 +240,19 @@ fn run(cli: Cli) -> Result<ExitCode, Failed> {
             let a = analyse(&input, false)?;
             write_out(&a.finish().flamegraph_text(syms.as_ref()), output.as_deref())?;
         }
-        Cmd::Compare { a, b, window, skip_time, ignore_ccfail, start, boot, skip_remainder, stop_first, context, implicit_thumb } => {
+        Cmd::Compare {
+            a,
+            b,
+            window,
+            skip_time,
+            ignore_ccfail,
+            start,
+            boot,
+            skip_remainder,
+            stop_first,
+            context,
+            implicit_thumb,
+        } => {
             let opts = CompareOptions {
                 window,
                 skip_time,
@@ -241,9 +272,21 @@ fn run(cli: Cli) -> Result<ExitCode, Failed> {
             let rep = compare::compare(&mut ia, &mut ib, &opts).map_err(|e| trouble(format!("{e}")))?;
             let (na, nb) = (a.display().to_string(), b.display().to_string());
             write_out(&rep.text(&na, &nb), None).map_err(trouble)?;
-            return Ok(if rep.same() { ExitCode::SUCCESS } else { ExitCode::from(1) });
+            return Ok(if rep.same() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            });
         }
-        Cmd::Decode { snapshot, output, flow, exceptions, trace_matcher, no_disasm, link_registers } => {
+        Cmd::Decode {
+            snapshot,
+            output,
+            flow,
+            exceptions,
+            trace_matcher,
+            no_disasm,
+            link_registers,
+        } => {
             let opts = WriterOptions {
                 flow_lines: flow,
                 exception_lines: exceptions,
@@ -253,10 +296,13 @@ fn run(cli: Cli) -> Result<ExitCode, Failed> {
                 link_register_lines: link_registers,
             };
             let mut out: Box<dyn Write> = match &output {
-                Some(p) => Box::new(std::io::BufWriter::new(File::create(p).map_err(|e| format!("{}: {e}", p.display()))?)),
+                Some(p) => Box::new(std::io::BufWriter::new(
+                    File::create(p).map_err(|e| format!("{}: {e}", p.display()))?,
+                )),
                 None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
             };
-            snapshot_to_tarmac_with_registry(&snapshot, riscv_trace::registry(), &mut out, opts).map_err(|e| format!("{}: {e}", snapshot.display()))?;
+            snapshot_to_tarmac_with_registry(&snapshot, riscv_trace::registry(), &mut out, opts)
+                .map_err(|e| format!("{}: {e}", snapshot.display()))?;
             out.flush().map_err(|e| format!("output: {e}"))?;
         }
         Cmd::Dump { input, events } => {
@@ -271,7 +317,8 @@ fn run(cli: Cli) -> Result<ExitCode, Failed> {
                 } else {
                     text = format!("{} t={} {:?}\n", rec.line, rec.time, rec.kind);
                 }
-                out.write_all(text.as_bytes()).map_err(|e| format!("standard output: {e}"))?;
+                out.write_all(text.as_bytes())
+                    .map_err(|e| format!("standard output: {e}"))?;
             }
             out.flush().map_err(|e| format!("standard output: {e}"))?;
         }

@@ -9,7 +9,6 @@
 //! instructions per second (instructions counted from the instruction
 //! ranges' instruction counts). The best of `N` runs is reported.
 
-
 use coresight_decode::shared::Lock;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -17,12 +16,12 @@ use std::time::Instant;
 
 use clap::Parser;
 
+use coresight_decode::builder::TreeBuilder;
 use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use coresight_decode::decoder::DecodeMode;
 use coresight_decode::element::{ElemType, TraceElement};
 use coresight_decode::interfaces::{TrcDataIn, TrcGenElemIn};
-use coresight_decode::builder::TreeBuilder;
-use coresight_decode::snapshot::{Snapshot};
+use coresight_decode::snapshot::Snapshot;
 use coresight_decode::tree::SourceFormat;
 use coresight_tools::cli;
 
@@ -39,7 +38,11 @@ const PROGRAM: &str = "trc_bench";
 )]
 struct Cli {
     /// Snapshot directory (the folder holding snapshot.ini).
-    #[arg(value_name = "SNAPSHOT", required_unless_present = "snapshot_dir", conflicts_with = "snapshot_dir")]
+    #[arg(
+        value_name = "SNAPSHOT",
+        required_unless_present = "snapshot_dir",
+        conflicts_with = "snapshot_dir"
+    )]
     snapshot: Option<String>,
     /// Snapshot directory, as an option (same as SNAPSHOT).
     #[arg(long = "snapshot", value_name = "DIR")]
@@ -56,7 +59,12 @@ struct Cli {
     block: u32,
 }
 
-const RENAMED: &[(&str, &str)] = &[("-src", "--source"), ("-iter", "--iter"), ("-block", "--block"), ("-help", "--help")];
+const RENAMED: &[(&str, &str)] = &[
+    ("-src", "--source"),
+    ("-iter", "--iter"),
+    ("-block", "--block"),
+    ("-help", "--help"),
+];
 
 /// Counts elements and instructions.
 #[derive(Default)]
@@ -121,7 +129,12 @@ fn run_once(ss: &Snapshot, source: &str, data: &[u8], block: usize) -> Result<Ru
     tree.trace_data_in(DatapathOp::Eot, 0, &[]);
     let seconds = start.elapsed().as_secs_f64();
     let c = counter.borrow();
-    Ok(Run { seconds, bytes: data.len(), elements: c.elements, instructions: c.instructions })
+    Ok(Run {
+        seconds,
+        bytes: data.len(),
+        elements: c.elements,
+        instructions: c.instructions,
+    })
 }
 
 fn main() -> ExitCode {
@@ -151,7 +164,13 @@ fn main() -> ExitCode {
         },
     };
     let Some(buf) = ss.buffer(&source) else {
-        return cli::fail(PROGRAM, format!("no trace buffer named {source} in {dir} (it has: {})", ss.buffer_names().join(", ")));
+        return cli::fail(
+            PROGRAM,
+            format!(
+                "no trace buffer named {source} in {dir} (it has: {})",
+                ss.buffer_names().join(", ")
+            ),
+        );
     };
     let mut data = Vec::new();
     for p in ss.buffer_paths(buf) {

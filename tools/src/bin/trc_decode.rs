@@ -14,18 +14,18 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, ValueEnum};
+use coresight_decode::builder::TreeBuilder;
 use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use coresight_decode::decoder::DecodeMode;
 use coresight_decode::element::{ElemType, TraceElement};
 use coresight_decode::error::{ErrCode, Error};
 use coresight_decode::interfaces::{TargetMemAccess, TrcDataIn, TrcGenElemIn};
-use coresight_decode::logger::{shared, MsgLogger, Shared};
+use coresight_decode::logger::{MsgLogger, Shared, shared};
 use coresight_decode::memory::{MemAccMapper, MemSpace};
-use coresight_decode::parallel::{decode_parallel, ParallelOptions, ParallelSink, WorkerSetup};
-use coresight_decode::builder::TreeBuilder;
+use coresight_decode::parallel::{ParallelOptions, ParallelSink, WorkerSetup, decode_parallel};
 use coresight_decode::snapshot::{Snapshot, WarningKind};
-use coresight_tarmac::writer::{TarmacWriter, WriterOptions};
 use coresight_decode::tree::{DecodeTree, SourceFormat};
+use coresight_tarmac::writer::{TarmacWriter, WriterOptions};
 use coresight_tools::cli::{self, FileSequence, ImageArg, Progress, ProgressReader};
 use coresight_tools::json;
 
@@ -56,7 +56,11 @@ enum Format {
 )]
 struct Cli {
     /// Snapshot directory (the folder holding snapshot.ini).
-    #[arg(value_name = "SNAPSHOT", required_unless_present = "snapshot_dir", conflicts_with = "snapshot_dir")]
+    #[arg(
+        value_name = "SNAPSHOT",
+        required_unless_present = "snapshot_dir",
+        conflicts_with = "snapshot_dir"
+    )]
     snapshot: Option<PathBuf>,
     /// Snapshot directory, as an option (same as SNAPSHOT).
     #[arg(long = "snapshot", value_name = "DIR")]
@@ -100,8 +104,14 @@ struct Cli {
 }
 
 /// Options of the single-dash style this program had, and their names now.
-const RENAMED: &[(&str, &str)] =
-    &[("-ss_dir", "--snapshot"), ("-src_name", "--source"), ("-id", "--id"), ("-disasm", "--disasm"), ("-max_instr", "--max-instr"), ("-help", "--help")];
+const RENAMED: &[(&str, &str)] = &[
+    ("-ss_dir", "--snapshot"),
+    ("-src_name", "--source"),
+    ("-id", "--id"),
+    ("-disasm", "--disasm"),
+    ("-max_instr", "--max-instr"),
+    ("-help", "--help"),
+];
 
 /// A failure: its message (empty: already reported) and exit status.
 struct Failure(String, u8);
@@ -115,7 +125,13 @@ fn failure(msg: impl std::fmt::Display) -> Failure {
 struct MapperMem(Shared<MemAccMapper>);
 
 impl TargetMemAccess for MapperMem {
-    fn read_target_memory(&mut self, address: u64, trace_id: u8, space: MemSpace, buf: &mut [u8]) -> Result<usize, ErrCode> {
+    fn read_target_memory(
+        &mut self,
+        address: u64,
+        trace_id: u8,
+        space: MemSpace,
+        buf: &mut [u8],
+    ) -> Result<usize, ErrCode> {
         self.0.borrow_mut().read_target_memory(address, trace_id, space, buf)
     }
 }
@@ -171,7 +187,9 @@ impl Printer {
             }
             Format::Json => json::write_element(&mut self.out, index, trace_id, e),
             Format::Tarmac => {
-                let Some((w, buf)) = self.tarmac.as_mut() else { return Ok(()) };
+                let Some((w, buf)) = self.tarmac.as_mut() else {
+                    return Ok(());
+                };
                 w.trace_elem_in(index, trace_id, e);
                 if let Some(err) = w.error() {
                     return Err(io::Error::other(err.to_string()));
@@ -198,11 +216,18 @@ impl TrcGenElemIn for Collect {
 
 /// Builds a tree for `source` with the images mapped and the deformatter
 /// set up as trc_pkt_lister sets it up.
-fn build_tree(ss: &Snapshot, source: &str, images: &[ImageArg], errors: Shared<MsgLogger>) -> Result<DecodeTree, String> {
+fn build_tree(
+    ss: &Snapshot,
+    source: &str,
+    images: &[ImageArg],
+    errors: Shared<MsgLogger>,
+) -> Result<DecodeTree, String> {
     // Plug-in protocols (RISC-V trace) decode like the built-in ones.
     let builder = TreeBuilder::with_registry(ss, riscv_trace::registry());
     let mut tree = builder
-        .build(source, DecodeMode::FullDecode, |t| t.set_error_output(Some(errors.clone())))
+        .build(source, DecodeMode::FullDecode, |t| {
+            t.set_error_output(Some(errors.clone()))
+        })
         .map_err(|e| e.to_string())?
         .ok_or_else(|| format!("no trace source of buffer {source} has a supported protocol"))?;
     if let SourceFormat::Formatted(mut cfg) = tree.format() {
@@ -259,38 +284,76 @@ fn run(cli: Cli) -> Result<(), Failure> {
     let names: Vec<String> = ss.buffer_names().into_iter().map(str::to_string).collect();
     let source = match &cli.source {
         Some(n) if names.contains(n) => n.clone(),
-        Some(n) => return Err(failure(format!("no trace buffer named {n} in {} (it has: {})", dir.display(), names.join(", ")))),
-        None => names.first().cloned().ok_or_else(|| failure(format!("the snapshot in {} names no trace buffer", dir.display())))?,
+        Some(n) => {
+            return Err(failure(format!(
+                "no trace buffer named {n} in {} (it has: {})",
+                dir.display(),
+                names.join(", ")
+            )));
+        }
+        None => names
+            .first()
+            .cloned()
+            .ok_or_else(|| failure(format!("the snapshot in {} names no trace buffer", dir.display())))?,
     };
-    let buffer = ss.buffer(&source).ok_or_else(|| failure(format!("no trace buffer named {source}")))?.clone();
+    let buffer = ss
+        .buffer(&source)
+        .ok_or_else(|| failure(format!("no trace buffer named {source}")))?
+        .clone();
     let errors = shared(MsgLogger::capture());
     let mut tree = build_tree(&ss, &source, &cli.images, errors.clone()).map_err(failure)?;
     // A memory dump that cannot be read was reported above in plain words;
     // the tree builder's OpenCSD-style line about it says no more.
-    let dump_warned = ss.warnings().iter().any(|w| matches!(w.kind, WarningKind::MissingDump { .. } | WarningKind::DumpOutsideFile { .. }));
+    let dump_warned = ss.warnings().iter().any(|w| {
+        matches!(
+            w.kind,
+            WarningKind::MissingDump { .. } | WarningKind::DumpOutsideFile { .. }
+        )
+    });
     if dump_warned {
         let text = errors.borrow_mut().take_captured();
-        let kept: String = text.split_inclusive('\n').filter(|l| !l.contains("Failed to create memory accessor for file")).collect();
+        let kept: String = text
+            .split_inclusive('\n')
+            .filter(|l| !l.contains("Failed to create memory accessor for file"))
+            .collect();
         errors.borrow_mut().log_msg(&kept);
     }
-    let ids: Vec<u8> = tree.elements().map(|(id, _)| id).filter(|id| cli.ids.is_empty() || cli.ids.contains(id)).collect();
+    let ids: Vec<u8> = tree
+        .elements()
+        .map(|(id, _)| id)
+        .filter(|id| cli.ids.is_empty() || cli.ids.contains(id))
+        .collect();
     if !cli.ids.is_empty() {
         tree.set_id_filter(Some(&cli.ids));
     }
-    let mem = tree.mem_mapper().cloned().ok_or_else(|| failure("full decode without a memory mapper"))?;
+    let mem = tree
+        .mem_mapper()
+        .cloned()
+        .ok_or_else(|| failure("full decode without a memory mapper"))?;
 
     #[cfg(not(feature = "disasm"))]
     if cli.disasm {
-        return Err(Failure(format!("{PROGRAM} was built without the `disasm` feature: --disasm is not available"), cli::EXIT_USAGE));
+        return Err(Failure(
+            format!("{PROGRAM} was built without the `disasm` feature: --disasm is not available"),
+            cli::EXIT_USAGE,
+        ));
     }
-    let out_name = cli.output.as_ref().map_or("standard output".to_string(), |p| p.display().to_string());
+    let out_name = cli
+        .output
+        .as_ref()
+        .map_or("standard output".to_string(), |p| p.display().to_string());
     let out: Box<dyn Write> = match &cli.output {
-        Some(p) => Box::new(io::BufWriter::new(std::fs::File::create(p).map_err(|e| failure(format!("cannot create {}: {e}", p.display())))?)),
+        Some(p) => Box::new(io::BufWriter::new(
+            std::fs::File::create(p).map_err(|e| failure(format!("cannot create {}: {e}", p.display())))?,
+        )),
         None => Box::new(io::BufWriter::new(io::stdout().lock())),
     };
     let tarmac = (cli.format == Format::Tarmac).then(|| {
         let buf = TarmacBuf::default();
-        let opts = WriterOptions { disassemble: cli.disasm, ..Default::default() };
+        let opts = WriterOptions {
+            disassemble: cli.disasm,
+            ..Default::default()
+        };
         (TarmacWriter::new(buf.clone(), MapperMem(mem.clone()), opts), buf)
     });
     let mut printer = Printer {
@@ -317,7 +380,10 @@ fn run(cli: Cli) -> Result<(), Failure> {
     let bar = cli::progress_bar(input.total_len(), cli.progress);
     let mut input = ProgressReader::new(input, bar.clone());
 
-    let threads = cli.threads.map_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()), |n| n as usize);
+    let threads = cli.threads.map_or_else(
+        || std::thread::available_parallelism().map_or(1, |n| n.get()),
+        |n| n as usize,
+    );
     let parallel = threads > 1 && ids.len() > 1 && matches!(tree.format(), SourceFormat::Formatted(_));
     let result = if parallel {
         decode_threads(&cli, &ss, &source, &tree, &ids, threads, &mut input, &mut printer, &bar)
@@ -398,7 +464,9 @@ fn decode_serial(
 
 fn fatal(index: TrcIndex, last_error: Option<&str>) -> Failure {
     match last_error {
-        Some(e) => failure(format!("decode stopped by a fatal error after {index} bytes of trace: {e}")),
+        Some(e) => failure(format!(
+            "decode stopped by a fatal error after {index} bytes of trace: {e}"
+        )),
         None => failure(format!("decode stopped by a fatal error after {index} bytes of trace")),
     }
 }
@@ -462,9 +530,18 @@ fn decode_threads(
         (SourceFormat::Formatted(_), Some(d)) => SourceFormat::Formatted(d.config()),
         (f, _) => f,
     };
-    let options = ParallelOptions { threads, deliver_elements: true, ..ParallelOptions::default() };
-    let mut sink = Sink { printer, bar, failed: None };
-    let outcome = decode_parallel(options, format, ids, input, &build, &mut sink).map_err(|e| failure(format!("decode failed: {e}")))?;
+    let options = ParallelOptions {
+        threads,
+        deliver_elements: true,
+        ..ParallelOptions::default()
+    };
+    let mut sink = Sink {
+        printer,
+        bar,
+        failed: None,
+    };
+    let outcome = decode_parallel(options, format, ids, input, &build, &mut sink)
+        .map_err(|e| failure(format!("decode failed: {e}")))?;
     if let Some(f) = sink.failed {
         return Err(f);
     }

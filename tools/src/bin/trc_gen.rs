@@ -37,8 +37,8 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use coresight_generator::etmv4::{self, Etmv4Options};
-use coresight_generator::execution::{elf_images, generate_from_execution, insns_from_tarmac, ExecProtocol};
-use coresight_generator::{generate, BufferLayout, GenOptions, GenProtocol, Generated};
+use coresight_generator::execution::{ExecProtocol, elf_images, generate_from_execution, insns_from_tarmac};
+use coresight_generator::{BufferLayout, GenOptions, GenProtocol, Generated, generate};
 use coresight_tarmac::Reader;
 use coresight_tools::cli;
 
@@ -119,9 +119,18 @@ const RENAMED: &[(&str, &str)] = &[
 
 /// A real execution (a Tarmac trace and its ELF) as trace. Errors: the
 /// message and the exit status.
-fn from_execution(tarmac: &std::path::Path, elf: &std::path::Path, protocol: &str, opts: &GenOptions) -> Result<Generated, (String, u8)> {
-    let p = ExecProtocol::from_name(protocol)
-        .ok_or_else(|| (format!("--protocol {protocol} cannot encode an execution (etmv4, ete, ptm, etmv3)"), cli::EXIT_USAGE))?;
+fn from_execution(
+    tarmac: &std::path::Path,
+    elf: &std::path::Path,
+    protocol: &str,
+    opts: &GenOptions,
+) -> Result<Generated, (String, u8)> {
+    let p = ExecProtocol::from_name(protocol).ok_or_else(|| {
+        (
+            format!("--protocol {protocol} cannot encode an execution (etmv4, ete, ptm, etmv3)"),
+            cli::EXIT_USAGE,
+        )
+    })?;
     let failed = |m: String| (m, cli::EXIT_FAILURE);
     let f = std::fs::File::open(tarmac).map_err(|e| failed(format!("cannot read {}: {e}", tarmac.display())))?;
     let mut r = Reader::new(std::io::BufReader::new(f));
@@ -137,9 +146,20 @@ fn main() -> ExitCode {
     let args = cli::renamed_options(PROGRAM, std::env::args_os(), RENAMED);
     let a = Cli::parse_from(args);
     let Some(protocol) = GenProtocol::from_name(&a.protocol) else {
-        return cli::usage_error(PROGRAM, format!("unknown protocol '{}': one of etmv4, etmv4m, ete, stm, itm, ptm, etmv3, tc2", a.protocol));
+        return cli::usage_error(
+            PROGRAM,
+            format!(
+                "unknown protocol '{}': one of etmv4, etmv4m, ete, stm, itm, ptm, etmv3, tc2",
+                a.protocol
+            ),
+        );
     };
-    let mut opts = GenOptions { seed: a.seed, protocol, length: a.length, ..GenOptions::default() };
+    let mut opts = GenOptions {
+        seed: a.seed,
+        protocol,
+        length: a.length,
+        ..GenOptions::default()
+    };
     if a.unformatted {
         opts.layout = BufferLayout::Unformatted;
     }
@@ -173,6 +193,12 @@ fn main() -> ExitCode {
     if let Err(e) = std::fs::write(&truth, g.truth_text()) {
         return cli::fail(PROGRAM, format!("cannot write {}: {e}", truth.display()));
     }
-    println!("{}: {} {} items of truth ({})", dir.display(), g.truth.len(), opts.protocol.name(), g.spec.description);
+    println!(
+        "{}: {} {} items of truth ({})",
+        dir.display(),
+        g.truth.len(),
+        opts.protocol.name(),
+        g.spec.description
+    );
     ExitCode::SUCCESS
 }

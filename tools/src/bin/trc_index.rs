@@ -21,11 +21,13 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
-use coresight_decode::decoder::DecodeMode;
-use coresight_decode::index::build::Capture;
-use coresight_decode::element::{ElemType, TraceElement};
-use coresight_decode::index::{correlate, decode_split_ids, decode_window, CaptureIndex, EntryKind, IndexOptions, IndexedFormat, Window};
 use coresight_decode::TrcIndex;
+use coresight_decode::decoder::DecodeMode;
+use coresight_decode::element::{ElemType, TraceElement};
+use coresight_decode::index::build::Capture;
+use coresight_decode::index::{
+    CaptureIndex, EntryKind, IndexOptions, IndexedFormat, Window, correlate, decode_split_ids, decode_window,
+};
 
 #[derive(Parser)]
 #[command(
@@ -247,7 +249,11 @@ fn load_capture(t: &Target) -> Result<(Capture, PathBuf), String> {
 fn load_index(t: &Target) -> Result<(Capture, CaptureIndex), String> {
     let (cap, path) = load_capture(t)?;
     if !path.exists() {
-        return Err(format!("{}: no index (run `trc_index build {}` first)", path.display(), t.snapshot.display()));
+        return Err(format!(
+            "{}: no index (run `trc_index build {}` first)",
+            path.display(),
+            t.snapshot.display()
+        ));
     }
     let ix = CaptureIndex::load(&path, &cap.data).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok((cap, ix))
@@ -256,10 +262,20 @@ fn load_index(t: &Target) -> Result<(Capture, CaptureIndex), String> {
 fn run(cli: Cli) -> Result<String, String> {
     let mut out = String::new();
     match cli.cmd {
-        Cmd::Build { target, granularity, limit } => {
+        Cmd::Build {
+            target,
+            granularity,
+            limit,
+        } => {
             let (cap, path) = load_capture(&target)?;
             let start = std::time::Instant::now();
-            let ix = cap.index(&IndexOptions { granularity, limit, ..IndexOptions::default() }).map_err(|e| e.to_string())?;
+            let ix = cap
+                .index(&IndexOptions {
+                    granularity,
+                    limit,
+                    ..IndexOptions::default()
+                })
+                .map_err(|e| e.to_string())?;
             let secs = start.elapsed().as_secs_f64();
             ix.save(&path).map_err(|e| e.to_string())?;
             let entries: usize = ix.streams.iter().map(|s| s.entries.len()).sum();
@@ -290,7 +306,11 @@ fn run(cli: Cli) -> Result<String, String> {
             };
             let tree = cap.tree(DecodeMode::FullDecode, |_| {}).map_err(|e| e.to_string())?;
             let d = decode_window(&ix, &cap.data, id, w, tree).map_err(|e| e.to_string())?;
-            let _ = writeln!(out, "# ID 0x{id:02x}: bytes {}..{}, decoded from the sync point at {}", d.window.from, d.window.end, d.window.start);
+            let _ = writeln!(
+                out,
+                "# ID 0x{id:02x}: bytes {}..{}, decoded from the sync point at {}",
+                d.window.from, d.window.end, d.window.start
+            );
             for (index, id, e) in &d.elements {
                 let _ = writeln!(out, "Idx:{index}; ID:{id:x}; {e}");
             }
@@ -302,7 +322,12 @@ fn run(cli: Cli) -> Result<String, String> {
                 let _ = writeln!(out, "TS:{ts}; Idx:{index}; ID:{id:x}; {e}");
             }
         }
-        Cmd::Count { target, ids, threads, pieces } => {
+        Cmd::Count {
+            target,
+            ids,
+            threads,
+            pieces,
+        } => {
             let (cap, ix) = load_index(&target)?;
             count(&mut out, &cap, &ix, ids, threads, pieces)?;
         }
@@ -310,27 +335,58 @@ fn run(cli: Cli) -> Result<String, String> {
     Ok(out)
 }
 
-fn count(out: &mut String, cap: &Capture, ix: &CaptureIndex, ids: Vec<u8>, threads: Option<u16>, pieces: Option<u16>) -> Result<(), String> {
-    let ids = if ids.is_empty() { ix.streams.iter().filter(|s| s.counts().syncs() > 0).map(|s| s.id).collect() } else { ids };
+fn count(
+    out: &mut String,
+    cap: &Capture,
+    ix: &CaptureIndex,
+    ids: Vec<u8>,
+    threads: Option<u16>,
+    pieces: Option<u16>,
+) -> Result<(), String> {
+    let ids = if ids.is_empty() {
+        ix.streams
+            .iter()
+            .filter(|s| s.counts().syncs() > 0)
+            .map(|s| s.id)
+            .collect()
+    } else {
+        ids
+    };
     for &id in &ids {
         if ix.stream(id).is_none_or(|s| s.counts().syncs() == 0) {
             return Err(format!("trace ID 0x{id:02x} has no indexed sync point to decode from"));
         }
     }
-    let threads = threads.map_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()), usize::from);
+    let threads = threads.map_or_else(
+        || std::thread::available_parallelism().map_or(1, |n| n.get()),
+        usize::from,
+    );
     let per_id = pieces.map_or(threads, usize::from);
     let build = || cap.tree(DecodeMode::FullDecode, |_| {});
     let start = std::time::Instant::now();
-    let parts = decode_split_ids(ix, &cap.data, &ids, per_id, threads, &build, count_elem).map_err(|e| e.to_string())?;
+    let parts =
+        decode_split_ids(ix, &cap.data, &ids, per_id, threads, &build, count_elem).map_err(|e| e.to_string())?;
     let secs = start.elapsed().as_secs_f64();
     let line = |out: &mut String, what: String, c: &Counts| {
-        let _ = writeln!(out, "{what}: {} elements, {} instruction ranges, {} instructions", c.elements, c.ranges, c.instructions);
+        let _ = writeln!(
+            out,
+            "{what}: {} elements, {} instruction ranges, {} instructions",
+            c.elements, c.ranges, c.instructions
+        );
     };
-    let _ = writeln!(out, "# pieces: {}, threads: {threads}, decoded in {secs:.3} s", parts.len());
+    let _ = writeln!(
+        out,
+        "# pieces: {}, threads: {threads}, decoded in {secs:.3} s",
+        parts.len()
+    );
     let mut all = Counts::default();
     for &id in &ids {
         let mut total = Counts::default();
-        for (p, (_, c)) in ix.split_pieces(id, per_id).iter().zip(parts.iter().filter(|(i, _)| *i == id)) {
+        for (p, (_, c)) in ix
+            .split_pieces(id, per_id)
+            .iter()
+            .zip(parts.iter().filter(|(i, _)| *i == id))
+        {
             line(out, format!("0x{id:02x} bytes {}..{}", p.start, p.end), c);
             total.add(c);
         }
@@ -346,12 +402,30 @@ fn count(out: &mut String, cap: &Capture, ix: &CaptureIndex, ids: Vec<u8>, threa
 fn show(out: &mut String, cap: &Capture, ix: &CaptureIndex) {
     let fmt = match ix.format {
         IndexedFormat::Single => "single unformatted source".to_string(),
-        IndexedFormat::Formatted { mem_aligned, fsyncs, hsyncs } => format!(
+        IndexedFormat::Formatted {
+            mem_aligned,
+            fsyncs,
+            hsyncs,
+        } => format!(
             "formatted frames ({})",
-            if mem_aligned { "memory aligned" } else if hsyncs { "frame and half-frame syncs" } else if fsyncs { "frame syncs" } else { "?" }
+            if mem_aligned {
+                "memory aligned"
+            } else if hsyncs {
+                "frame and half-frame syncs"
+            } else if fsyncs {
+                "frame syncs"
+            } else {
+                "?"
+            }
         ),
     };
-    let _ = writeln!(out, "Capture: {} ({} bytes, buffer {}), {fmt}", cap.path.display(), ix.capture.size, cap.buffer);
+    let _ = writeln!(
+        out,
+        "Capture: {} ({} bytes, buffer {}), {fmt}",
+        cap.path.display(),
+        ix.capture.size,
+        cap.buffer
+    );
     let partial = if ix.is_complete() { "" } else { " (partial)" };
     let _ = writeln!(out, "Indexed: bytes {}..{}{partial}", ix.indexed.start, ix.indexed.end);
     if let Some(s) = &ix.source {
@@ -364,29 +438,59 @@ fn show(out: &mut String, cap: &Capture, ix: &CaptureIndex) {
             s.triggers.len()
         );
     }
-    let _ = writeln!(out, "{:<6} {:<8} {:>8} {:>8} {:>8} {:>10}  {:<24} timestamps", "ID", "protocol", "syncs", "ts", "events", "entries", "bytes (first..last entry)");
+    let _ = writeln!(
+        out,
+        "{:<6} {:<8} {:>8} {:>8} {:>8} {:>10}  {:<24} timestamps",
+        "ID", "protocol", "syncs", "ts", "events", "entries", "bytes (first..last entry)"
+    );
     for s in &ix.streams {
         let c = s.counts();
         let span = match (s.entries.first(), s.entries.last()) {
             (Some(a), Some(b)) => format!("{}..{}", a.index, b.index),
             _ => "-".into(),
         };
-        let ts = ix.timestamp_range(s.id).map_or("-".to_string(), |(a, b)| format!("{a:#x}..{b:#x}"));
-        let _ = writeln!(out, "0x{:02x}   {:<8} {:>8} {:>8} {:>8} {:>10}  {:<24} {ts}", s.id, s.protocol, c.syncs(), c.timestamps(), c.events(), s.entries.len(), span);
+        let ts = ix
+            .timestamp_range(s.id)
+            .map_or("-".to_string(), |(a, b)| format!("{a:#x}..{b:#x}"));
+        let _ = writeln!(
+            out,
+            "0x{:02x}   {:<8} {:>8} {:>8} {:>8} {:>10}  {:<24} {ts}",
+            s.id,
+            s.protocol,
+            c.syncs(),
+            c.timestamps(),
+            c.events(),
+            s.entries.len(),
+            span
+        );
     }
     let events = ix.events();
     let _ = writeln!(out, "Events and triggers: {}", events.len());
     for h in events.iter().take(20) {
         let who = h.id.map_or("formatter".to_string(), |id| format!("ID 0x{id:02x}"));
-        let _ = writeln!(out, "  Idx:{} {who} {} {:#x}", h.entry.index, h.entry.kind.name(), h.entry.value);
+        let _ = writeln!(
+            out,
+            "  Idx:{} {who} {} {:#x}",
+            h.entry.index,
+            h.entry.kind.name(),
+            h.entry.value
+        );
     }
     if events.len() > 20 {
-        let _ = writeln!(out, "  ... {} more (trc_index query SNAPSHOT events)", events.len() - 20);
+        let _ = writeln!(
+            out,
+            "  ... {} more (trc_index query SNAPSHOT events)",
+            events.len() - 20
+        );
     }
 }
 
 fn query(out: &mut String, ix: &CaptureIndex, what: Query) -> Result<(), String> {
-    let need = |id: u8| ix.stream(id).map(|_| ()).ok_or_else(|| format!("trace ID 0x{id:02x} is not in the index"));
+    let need = |id: u8| {
+        ix.stream(id)
+            .map(|_| ())
+            .ok_or_else(|| format!("trace ID 0x{id:02x} is not in the index"))
+    };
     match what {
         Query::Syncs { id, at } => {
             need(id)?;
@@ -396,13 +500,21 @@ fn query(out: &mut String, ix: &CaptureIndex, what: Query) -> Result<(), String>
         }
         Query::Time { id, from_ts, to_ts } => {
             need(id)?;
-            let w = ix.time_window(id, from_ts, to_ts).ok_or_else(|| format!("trace ID 0x{id:02x}: no timestamp in {from_ts}..={to_ts} after a sync point"))?;
+            let w = ix.time_window(id, from_ts, to_ts).ok_or_else(|| {
+                format!("trace ID 0x{id:02x}: no timestamp in {from_ts}..={to_ts} after a sync point")
+            })?;
             let _ = writeln!(out, "start {} from {} end {}", w.start, w.from, w.end);
         }
         Query::Events => {
             for h in ix.events() {
                 let who = h.id.map_or("formatter".to_string(), |id| format!("0x{id:02x}"));
-                let _ = writeln!(out, "{} {who} {} {:#x}", h.entry.index, h.entry.kind.name(), h.entry.value);
+                let _ = writeln!(
+                    out,
+                    "{} {who} {} {:#x}",
+                    h.entry.index,
+                    h.entry.kind.name(),
+                    h.entry.value
+                );
             }
         }
         Query::Ids { from, to } => {

@@ -13,12 +13,20 @@
 //! protocols of this workspace (RISC-V trace), so their snapshots list and
 //! decode too.
 
-use coresight_tools::lister;
 use coresight_decode::logger::shared;
+use coresight_tools::lister;
 
 /// Options that take a value (skipped when looking for `--version`).
-const WITH_VALUE: &[&str] =
-    &["-ss_dir", "-id", "-src_name", "-threads", "-test_waits", "-macc_cache_p_size", "-macc_cache_p_num", "-logfilename"];
+const WITH_VALUE: &[&str] = &[
+    "-ss_dir",
+    "-id",
+    "-src_name",
+    "-threads",
+    "-test_waits",
+    "-macc_cache_p_size",
+    "-macc_cache_p_num",
+    "-logfilename",
+];
 
 /// Whether the command line asks for the version (`--version` or
 /// `-version` as an option, not as another option's value).
@@ -48,9 +56,19 @@ fn main() {
         Err(msg) => {
             // OpenCSD's words on standard output, plain ones on stderr.
             print!("{msg}");
-            eprintln!("trc_pkt_lister: {}", msg.lines().next().unwrap_or("bad logging options").trim_start_matches("Trace Packet Lister : Error: "));
+            eprintln!(
+                "trc_pkt_lister: {}",
+                msg.lines()
+                    .next()
+                    .unwrap_or("bad logging options")
+                    .trim_start_matches("Trace Packet Lister : Error: ")
+            );
             let usage = msg.starts_with("Bad logger");
-            std::process::exit(if usage { lister::EXIT_USAGE } else { lister::EXIT_FAILURE });
+            std::process::exit(if usage {
+                lister::EXIT_USAGE
+            } else {
+                lister::EXIT_FAILURE
+            });
         }
     };
     // When the listing itself goes to standard error, failures are not

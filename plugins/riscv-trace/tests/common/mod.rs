@@ -3,7 +3,6 @@
 //! elements say compared with what was executed.
 #![allow(dead_code)]
 
-
 use coresight_decode::shared::Lock;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -12,13 +11,13 @@ use coresight_decode::arch::{ArchProfile, ArchVersion, CoreProfile};
 use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use coresight_decode::decoder::{CoreConfig, DecodeMode, SourceConfig};
 pub use coresight_decode::element::{DataAccess, DataAccessKind, ElemType, TraceElement, UnsyncInfo};
-pub use coresight_generator::Rng;
 use coresight_decode::interfaces::{TargetMemAccess, TrcDataIn, TrcGenElemIn};
 use coresight_decode::memory::{BufferAccessor, MemSpace};
 use coresight_decode::tree::{DecodeTree, SourceFormat};
+pub use coresight_generator::Rng;
 use riscv_trace::config::{CoreIsa, RiscvTraceConfig, TraceReg};
 use riscv_trace::encoder::{Access, Encoded, Encoder, Executed, Interrupt, Mode};
-use riscv_trace::instr::{asm, classify, instr_len, Flow};
+use riscv_trace::instr::{Flow, asm, classify, instr_len};
 
 /// The program's memory.
 #[derive(Clone)]
@@ -51,9 +50,17 @@ impl Program {
 pub struct ProgMem<'a>(pub &'a Program);
 
 impl TargetMemAccess for ProgMem<'_> {
-    fn read_target_memory(&mut self, address: u64, _id: u8, _s: MemSpace, buf: &mut [u8]) -> Result<usize, coresight_decode::error::ErrCode> {
+    fn read_target_memory(
+        &mut self,
+        address: u64,
+        _id: u8,
+        _s: MemSpace,
+        buf: &mut [u8],
+    ) -> Result<usize, coresight_decode::error::ErrCode> {
         let p = self.0;
-        let Some(off) = address.checked_sub(p.base) else { return Ok(0) };
+        let Some(off) = address.checked_sub(p.base) else {
+            return Ok(0);
+        };
         let off = off as usize;
         if off >= p.bytes.len() {
             return Ok(0);
@@ -96,7 +103,9 @@ pub fn random_program(rng: &mut Rng, isa: CoreIsa, base: u64, n: usize) -> Progr
                 return (Slot::Jal, false);
             }
             let s = pick(rng);
-            let small = isa.compressed && matches!(s, Slot::Other | Slot::Branch | Slot::Jal | Slot::Jalr | Slot::Trap) && rng.chance(1, 2);
+            let small = isa.compressed
+                && matches!(s, Slot::Other | Slot::Branch | Slot::Jal | Slot::Jalr | Slot::Trap)
+                && rng.chance(1, 2);
             (s, small)
         })
         .collect();
@@ -136,26 +145,53 @@ pub fn random_program(rng: &mut Rng, isa: CoreIsa, base: u64, n: usize) -> Progr
                 Some(off) => Ok(asm::c_j(off)),
                 None => Ok(asm::c_addi(5, 1)),
             },
-            (Slot::Jalr, true) => Ok(if rng.chance(1, 2) { asm::c_jr(1 + rng.below(31) as u32) } else { asm::c_jalr(1 + rng.below(31) as u32) }),
+            (Slot::Jalr, true) => Ok(if rng.chance(1, 2) {
+                asm::c_jr(1 + rng.below(31) as u32)
+            } else {
+                asm::c_jalr(1 + rng.below(31) as u32)
+            }),
             (Slot::Trap, true) => Ok(asm::C_EBREAK),
-            (Slot::Other, false) => Err(asm::addi(rng.below(32) as u32, rng.below(32) as u32, rng.below(4096) as i32 - 2048)),
+            (Slot::Other, false) => Err(asm::addi(
+                rng.below(32) as u32,
+                rng.below(32) as u32,
+                rng.below(4096) as i32 - 2048,
+            )),
             (Slot::Load, _) => {
                 mem_ops.insert(pc, DataAccessKind::Load);
-                Err(asm::load(rng.below(if isa.xlen == 64 { 7 } else { 6 }) as u32 % 6, 5, 6, rng.below(2048) as i32))
+                Err(asm::load(
+                    rng.below(if isa.xlen == 64 { 7 } else { 6 }) as u32 % 6,
+                    5,
+                    6,
+                    rng.below(2048) as i32,
+                ))
             }
             (Slot::Store, _) => {
                 mem_ops.insert(pc, DataAccessKind::Store);
-                Err(asm::store(rng.below(if isa.xlen == 64 { 4 } else { 3 }) as u32, 5, 6, rng.below(2048) as i32))
+                Err(asm::store(
+                    rng.below(if isa.xlen == 64 { 4 } else { 3 }) as u32,
+                    5,
+                    6,
+                    rng.below(2048) as i32,
+                ))
             }
             (Slot::Branch, false) => match target(rng, 4000, false) {
-                Some(off) => Err(asm::branch([0, 1, 4, 5, 6, 7][rng.below(6) as usize], rng.below(32) as u32, rng.below(32) as u32, off)),
+                Some(off) => Err(asm::branch(
+                    [0, 1, 4, 5, 6, 7][rng.below(6) as usize],
+                    rng.below(32) as u32,
+                    rng.below(32) as u32,
+                    off,
+                )),
                 None => Err(asm::addi(5, 5, 1)),
             },
             (Slot::Jal, false) => match target(rng, 1 << 19, true) {
                 Some(off) => Err(asm::jal([0, 1, 5][rng.below(3) as usize], off)),
                 None => Err(asm::addi(5, 5, 1)),
             },
-            (Slot::Jalr, false) => Err(asm::jalr([0, 1, 5][rng.below(3) as usize], 1 + rng.below(31) as u32, rng.below(64) as i32)),
+            (Slot::Jalr, false) => Err(asm::jalr(
+                [0, 1, 5][rng.below(3) as usize],
+                1 + rng.below(31) as u32,
+                rng.below(64) as i32,
+            )),
             (Slot::Trap, false) => Err(if rng.chance(1, 2) { asm::ECALL } else { asm::EBREAK }),
             (Slot::Ret, _) => Err(if rng.chance(1, 2) { asm::MRET } else { asm::SRET }),
         };
@@ -164,14 +200,30 @@ pub fn random_program(rng: &mut Rng, isa: CoreIsa, base: u64, n: usize) -> Progr
             Err(w) => bytes.extend_from_slice(&w.to_le_bytes()),
         }
     }
-    Program { base, bytes, starts, mem_ops, isa }
+    Program {
+        base,
+        bytes,
+        starts,
+        mem_ops,
+        isa,
+    }
 }
 
 /// A random execution of `steps` instructions on `harts` harts.
 pub fn random_execution(rng: &mut Rng, p: &Program, steps: usize, harts: u64) -> Vec<Executed> {
     let mask = p.isa.mask();
     let any = |rng: &mut Rng| p.starts[rng.below(p.starts.len() as u64) as usize];
-    let mut state: Vec<(u64, Mode)> = (0..harts).map(|_| (any(rng), Mode { prv: 3, ie: rng.chance(1, 2) })).collect();
+    let mut state: Vec<(u64, Mode)> = (0..harts)
+        .map(|_| {
+            (
+                any(rng),
+                Mode {
+                    prv: 3,
+                    ie: rng.chance(1, 2),
+                },
+            )
+        })
+        .collect();
     let mut h = 0usize;
     let mut ts = rng.below(1 << 40);
     let mut out = Vec::with_capacity(steps);
@@ -200,11 +252,17 @@ pub fn random_execution(rng: &mut Rng, p: &Program, steps: usize, harts: u64) ->
                 any(rng)
             }
             Flow::TrapReturn => {
-                next_mode = Mode { prv: [0, 1, 3][rng.below(3) as usize], ie: rng.chance(1, 2) };
+                next_mode = Mode {
+                    prv: [0, 1, 3][rng.below(3) as usize],
+                    ie: rng.chance(1, 2),
+                };
                 any(rng)
             }
         };
-        let interrupt = rng.chance(1, 60).then(|| Interrupt { handler: any(rng), mode: Mode { prv: 3, ie: false } });
+        let interrupt = rng.chance(1, 60).then(|| Interrupt {
+            handler: any(rng),
+            mode: Mode { prv: 3, ie: false },
+        });
         let timestamp = rng.chance(1, 12).then(|| {
             ts += rng.range(1, 5000);
             ts
@@ -216,9 +274,22 @@ pub fn random_execution(rng: &mut Rng, p: &Program, steps: usize, harts: u64) ->
                 2 => rng.next_u64(),
                 _ => (rng.below(1 << 16) as i16) as i64 as u64,
             };
-            Access { kind, addr: (0x8000_0000 + rng.below(1 << 20)) & mask, value: v & mask }
+            Access {
+                kind,
+                addr: (0x8000_0000 + rng.below(1 << 20)) & mask,
+                value: v & mask,
+            }
         });
-        let rec = Executed { hart: h as u64, pc, next_pc, mode, next_mode, interrupt, timestamp, access };
+        let rec = Executed {
+            hart: h as u64,
+            pc,
+            next_pc,
+            mode,
+            next_mode,
+            interrupt,
+            timestamp,
+            access,
+        };
         out.push(rec);
         state[h] = match interrupt {
             Some(i) => (i.handler, i.mode),
@@ -246,7 +317,11 @@ impl TrcGenElemIn for Collect {
     fn trace_elem_in(&mut self, index: TrcIndex, _id: u8, elem: &TraceElement) -> DatapathResp {
         self.out.borrow_mut().push((index, elem.clone()));
         self.n += 1;
-        if self.wait_every > 0 && self.n.is_multiple_of(self.wait_every) { DatapathResp::Wait } else { DatapathResp::Cont }
+        if self.wait_every > 0 && self.n.is_multiple_of(self.wait_every) {
+            DatapathResp::Wait
+        } else {
+            DatapathResp::Cont
+        }
     }
 }
 
@@ -323,7 +398,8 @@ pub fn decode(enc: &Encoded, p: &Program, wait_every: u32, chunk: usize) -> Elem
 pub fn decode_with(enc: &Encoded, wait_every: u32, chunk: usize, map: impl FnOnce(&mut DecodeTree)) -> Elems {
     let mut tree = DecodeTree::with_registry(SourceFormat::Single, DecodeMode::FullDecode, riscv_trace::registry());
     map(&mut tree);
-    tree.create_decoder(riscv_trace::PROTOCOL_NAME, &source_config(&enc.config)).unwrap();
+    tree.create_decoder(riscv_trace::PROTOCOL_NAME, &source_config(&enc.config))
+        .unwrap();
     collect(&mut tree, &enc.data, chunk, wait_every)
 }
 
@@ -331,7 +407,11 @@ pub fn decode_with(enc: &Encoded, wait_every: u32, chunk: usize, map: impl FnOnc
 /// elements; `wait_every` forces waits.
 pub fn collect(tree: &mut DecodeTree, data: &[u8], chunk: usize, wait_every: u32) -> Elems {
     let out = Arc::new(Lock::new(Vec::new()));
-    tree.set_gen_elem_out(Box::new(Collect { out: out.clone(), wait_every, n: 0 }));
+    tree.set_gen_elem_out(Box::new(Collect {
+        out: out.clone(),
+        wait_every,
+        n: 0,
+    }));
     run_tree(tree, data, chunk);
     std::mem::take(&mut *out.borrow_mut())
 }
@@ -373,7 +453,10 @@ pub fn observe(elems: &Elems, p: &Program, with_positions: bool) -> Observed {
             ElemType::PeContext => {
                 hart = e.context.hart.expect("RISC-V contexts name the hart");
                 if e.context.el_valid {
-                    let m = (e.context.exception_level.number().unwrap(), e.context.interrupts_enabled.unwrap());
+                    let m = (
+                        e.context.exception_level.number().unwrap(),
+                        e.context.interrupts_enabled.unwrap(),
+                    );
                     if known.insert(hart, m) != Some(m) {
                         o.modes.push((pos, hart, m.0, m.1));
                     }
@@ -419,10 +502,18 @@ pub fn expect(steps: &[Executed], p: &Program, trace: u32) -> Observed {
                 DataAccessKind::Store => (t.emit_store_addr(), t.emit_store_data()),
             };
             if ea {
-                o.data.push(DataAccess { kind: a.kind, addr: Some(a.addr), value: None });
+                o.data.push(DataAccess {
+                    kind: a.kind,
+                    addr: Some(a.addr),
+                    value: None,
+                });
             }
             if ed {
-                o.data.push(DataAccess { kind: a.kind, addr: None, value: Some(a.value & p.isa.mask()) });
+                o.data.push(DataAccess {
+                    kind: a.kind,
+                    addr: None,
+                    value: Some(a.value & p.isa.mask()),
+                });
             }
         }
         let ins = classify(p.isa, r.pc, p.fetch(r.pc).unwrap()).unwrap();
@@ -433,10 +524,12 @@ pub fn expect(steps: &[Executed], p: &Program, trace: u32) -> Observed {
             note(&mut o, &mut known, i + 1, r.hart, r.next_mode);
         }
         if let Some(irq) = r.interrupt
-            && (t.emit_pc() || t.emit_priv()) {
-                o.interrupts.push((if pos_on { i + 1 } else { 0 }, t.emit_pc().then_some(r.next_pc)));
-                note(&mut o, &mut known, i + 1, r.hart, irq.mode);
-            }
+            && (t.emit_pc() || t.emit_priv())
+        {
+            o.interrupts
+                .push((if pos_on { i + 1 } else { 0 }, t.emit_pc().then_some(r.next_pc)));
+            note(&mut o, &mut known, i + 1, r.hart, irq.mode);
+        }
     }
     o
 }
@@ -445,7 +538,11 @@ pub fn expect(steps: &[Executed], p: &Program, trace: u32) -> Observed {
 pub fn assert_same(got: &Observed, want: &Observed, what: &str) {
     fn first_diff<T: PartialEq + std::fmt::Debug>(a: &[T], b: &[T], name: &str, what: &str) {
         if a != b {
-            let i = a.iter().zip(b).position(|(x, y)| x != y).unwrap_or(a.len().min(b.len()));
+            let i = a
+                .iter()
+                .zip(b)
+                .position(|(x, y)| x != y)
+                .unwrap_or(a.len().min(b.len()));
             panic!(
                 "{what}: {name} differ at {i} (got {} items, want {}): got {:?}, want {:?}",
                 a.len(),
@@ -468,7 +565,8 @@ pub fn trouble(elems: &Elems) -> Vec<String> {
     elems
         .iter()
         .filter(|(_, e)| {
-            e.elem_type == ElemType::AddrNacc || (e.elem_type == ElemType::NoSync && e.unsync_info == UnsyncInfo::BadPacket)
+            e.elem_type == ElemType::AddrNacc
+                || (e.elem_type == ElemType::NoSync && e.unsync_info == UnsyncInfo::BadPacket)
         })
         .map(|(i, e)| format!("{i}: {e}"))
         .collect()

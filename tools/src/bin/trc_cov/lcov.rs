@@ -25,18 +25,29 @@ pub struct LineTable {
 impl LineTable {
     pub fn from_elf(bytes: &[u8]) -> Result<LineTable, String> {
         let elf = goblin::elf::Elf::parse(bytes).map_err(|e| format!("not an ELF file: {e}"))?;
-        let endian = if elf.little_endian { RunTimeEndian::Little } else { RunTimeEndian::Big };
+        let endian = if elf.little_endian {
+            RunTimeEndian::Little
+        } else {
+            RunTimeEndian::Big
+        };
         let section = |name: &str| -> &[u8] {
             elf.section_headers
                 .iter()
-                .find(|sh| elf.shdr_strtab.get_at(sh.sh_name) == Some(name) && sh.sh_type != goblin::elf::section_header::SHT_NOBITS)
-                .and_then(|sh| bytes.get(sh.sh_offset as usize..(sh.sh_offset as usize).checked_add(sh.sh_size as usize)?))
+                .find(|sh| {
+                    elf.shdr_strtab.get_at(sh.sh_name) == Some(name)
+                        && sh.sh_type != goblin::elf::section_header::SHT_NOBITS
+                })
+                .and_then(|sh| {
+                    bytes.get(sh.sh_offset as usize..(sh.sh_offset as usize).checked_add(sh.sh_size as usize)?)
+                })
                 .unwrap_or(&[])
         };
         if section(".debug_line").is_empty() {
             return Err("no DWARF line table (.debug_line): build with -g".into());
         }
-        let load = |id: gimli::SectionId| -> Result<EndianSlice<'_, RunTimeEndian>, gimli::Error> { Ok(EndianSlice::new(section(id.name()), endian)) };
+        let load = |id: gimli::SectionId| -> Result<EndianSlice<'_, RunTimeEndian>, gimli::Error> {
+            Ok(EndianSlice::new(section(id.name()), endian))
+        };
         let dwarf = gimli::Dwarf::load(load).map_err(|e| format!("DWARF: {e}"))?;
         let mut files: Vec<String> = Vec::new();
         let mut file_ids: BTreeMap<String, usize> = BTreeMap::new();
@@ -44,8 +55,13 @@ impl LineTable {
         let mut units = dwarf.units();
         while let Some(header) = units.next().map_err(|e| format!("DWARF unit: {e}"))? {
             let unit = dwarf.unit(header).map_err(|e| format!("DWARF unit: {e}"))?;
-            let Some(program) = unit.line_program.clone() else { continue };
-            let comp_dir = unit.comp_dir.map(|d| d.to_string_lossy().into_owned()).unwrap_or_default();
+            let Some(program) = unit.line_program.clone() else {
+                continue;
+            };
+            let comp_dir = unit
+                .comp_dir
+                .map(|d| d.to_string_lossy().into_owned())
+                .unwrap_or_default();
             let mut seq: Vec<(u64, usize, u32)> = Vec::new();
             let mut r = program.rows();
             while let Some((h, row)) = r.next_row().map_err(|e| format!("DWARF line program: {e}"))? {
@@ -60,7 +76,10 @@ impl LineTable {
                     continue;
                 }
                 let Some(file) = row.file(h) else { continue };
-                let name = dwarf.attr_string(&unit, file.path_name()).map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+                let name = dwarf
+                    .attr_string(&unit, file.path_name())
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default();
                 let dir = file
                     .directory(h)
                     .and_then(|d| dwarf.attr_string(&unit, d).ok())
@@ -129,10 +148,16 @@ pub fn tracefile(test_name: &str, cov: &Coverage, lines: &LineTable) -> String {
     let mut files: BTreeMap<usize, FileCov> = BTreeMap::new();
     for rc in &cov.routines {
         if let Some((f, l)) = rc.insns.first().and_then(|i| lines.lookup(i.insn.addr)) {
-            files.entry(f).or_default().functions.push((l, rc.routine.name.clone(), rc.summary.covered > 0));
+            files
+                .entry(f)
+                .or_default()
+                .functions
+                .push((l, rc.routine.name.clone(), rc.summary.covered > 0));
         }
         for ic in &rc.insns {
-            let Some((f, l)) = lines.lookup(ic.insn.addr) else { continue };
+            let Some((f, l)) = lines.lookup(ic.insn.addr) else {
+                continue;
+            };
             let fc = files.entry(f).or_default();
             let ran = ic.state != InsnState::NotCovered;
             *fc.lines.entry(l).or_default() |= ran;
@@ -159,7 +184,12 @@ pub fn tracefile(test_name: &str, cov: &Coverage, lines: &LineTable) -> String {
         for (_, n, hit) in &fc.functions {
             let _ = writeln!(out, "FNDA:{},{n}", *hit as u32);
         }
-        let _ = writeln!(out, "FNF:{}\nFNH:{}", fc.functions.len(), fc.functions.iter().filter(|f| f.2).count());
+        let _ = writeln!(
+            out,
+            "FNF:{}\nFNH:{}",
+            fc.functions.len(),
+            fc.functions.iter().filter(|f| f.2).count()
+        );
         let mut block_of_line: BTreeMap<u32, u32> = BTreeMap::new();
         let (mut brf, mut brh) = (0, 0);
         let mut branches = fc.branches.clone();
@@ -181,7 +211,12 @@ pub fn tracefile(test_name: &str, cov: &Coverage, lines: &LineTable) -> String {
         for (l, hit) in &fc.lines {
             let _ = writeln!(out, "DA:{l},{}", *hit as u32);
         }
-        let _ = writeln!(out, "LF:{}\nLH:{}\nend_of_record", fc.lines.len(), fc.lines.values().filter(|h| **h).count());
+        let _ = writeln!(
+            out,
+            "LF:{}\nLH:{}\nend_of_record",
+            fc.lines.len(),
+            fc.lines.values().filter(|h| **h).count()
+        );
     }
     out
 }

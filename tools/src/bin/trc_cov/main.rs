@@ -11,7 +11,6 @@
 
 mod lcov;
 
-
 use coresight_decode::shared::Lock;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -19,15 +18,15 @@ use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand};
 use coresight_decode::arch::Isa;
+use coresight_decode::builder::TreeBuilder;
 use coresight_decode::datapath::{DatapathOp, TrcIndex};
 use coresight_decode::decoder::DecodeMode;
+use coresight_decode::interfaces::TrcDataIn;
+use coresight_decode::snapshot::Snapshot;
 use coresight_gnatcov::coverage::{CodeImage, Coverage, Execution};
 use coresight_gnatcov::dump::dump;
 use coresight_gnatcov::export::{ExecSignature, FlatTraceBuilder, Merge, SharedBuilder};
-use coresight_gnatcov::format::{read_file, DateTime, Endian, Entry};
-use coresight_decode::interfaces::TrcDataIn;
-use coresight_decode::builder::TreeBuilder;
-use coresight_decode::snapshot::{Snapshot};
+use coresight_gnatcov::format::{DateTime, Endian, Entry, read_file};
 use coresight_tarmac::ranges::trace_elements;
 use coresight_tarmac::{Iset, Reader, ReaderOptions};
 
@@ -164,7 +163,16 @@ fn run(cli: Cli) -> Result<(), Fail> {
             let t = read_file(&trace)?;
             print!("{}", dump(&t, raw));
         }
-        Cmd::Export { snapshot, tarmac, implicit_thumb, buffer, elf, per_id, big_endian, output } => {
+        Cmd::Export {
+            snapshot,
+            tarmac,
+            implicit_thumb,
+            buffer,
+            elf,
+            per_id,
+            big_endian,
+            output,
+        } => {
             let merge = if per_id { Merge::PerTraceId } else { Merge::All };
             let (b, source) = match (&snapshot, &tarmac) {
                 (Some(dir), _) => (decode_snapshot(dir, buffer.as_deref(), merge)?, dir),
@@ -175,12 +183,18 @@ fn run(cli: Cli) -> Result<(), Fail> {
                 Some(p) => {
                     let bytes = std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?;
                     let img = load_elf(p, &bytes)?;
-                    (Some(ExecSignature::of_file(p).map_err(|e| format!("{}: {e}", p.display()))?), Some(img.machine))
+                    (
+                        Some(ExecSignature::of_file(p).map_err(|e| format!("{}: {e}", p.display()))?),
+                        Some(img.machine),
+                    )
                 }
                 None => (None, None),
             };
             let endian = if big_endian { Endian::Big } else { Endian::Little };
-            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0);
             let streams = b.streams();
             if streams.is_empty() {
                 return Err(Fail(format!("{}: no instructions were traced", source.display())));
@@ -195,7 +209,11 @@ fn run(cli: Cli) -> Result<(), Fail> {
                 eprintln!("trc_cov: wrote {} ({} entries)", path.display(), t.records.len());
             }
         }
-        Cmd::Coverage { input, routines, summary } => {
+        Cmd::Coverage {
+            input,
+            routines,
+            summary,
+        } => {
             let (mut img, entries, digits) = gather(&input)?;
             let xlen = if digits > 8 { 64 } else { 32 };
             if let Some(r) = routines {
@@ -215,7 +233,11 @@ fn run(cli: Cli) -> Result<(), Fail> {
                 print!("{}", cov.report(digits, &mut text));
             }
         }
-        Cmd::Lcov { input, output, test_name } => {
+        Cmd::Lcov {
+            input,
+            output,
+            test_name,
+        } => {
             let Some(elf) = &input.elf else {
                 return Err(Fail("lcov needs --elf (the DWARF line tables)".into()));
             };
@@ -235,7 +257,10 @@ fn run(cli: Cli) -> Result<(), Fail> {
 }
 
 fn per_id_path(out: &Path, id: u8) -> PathBuf {
-    let stem = out.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let stem = out
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let name = match out.extension() {
         Some(e) => format!("{stem}-{id:02x}.{}", e.to_string_lossy()),
         None => format!("{stem}-{id:02x}"),
@@ -248,12 +273,20 @@ fn routine_names(arg: &str) -> Result<Vec<String>, Fail> {
         Some(f) => std::fs::read_to_string(f).map_err(|e| format!("{f}: {e}"))?,
         None => arg.replace(',', "\n"),
     };
-    Ok(text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).map(String::from).collect())
+    Ok(text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(String::from)
+        .collect())
 }
 
 fn load_elf(path: &Path, bytes: &[u8]) -> Result<CodeImage, Fail> {
     if bytes.get(..4) != Some(b"\x7fELF".as_slice()) {
-        return Err(Fail(format!("{}: byte 0: not an ELF file (expected the magic 7f 45 4c 46)", path.display())));
+        return Err(Fail(format!(
+            "{}: byte 0: not an ELF file (expected the magic 7f 45 4c 46)",
+            path.display()
+        )));
     }
     CodeImage::from_elf(bytes).map_err(|e| Fail(format!("{}: {e}", path.display())))
 }
@@ -276,7 +309,9 @@ fn gather(input: &Inputs) -> Result<(CodeImage, Vec<Entry>, usize), Fail> {
         entries.extend_from_slice(b.entries(None));
     }
     if input.traces.is_empty() && input.snapshot.is_empty() && input.tarmac.is_empty() {
-        return Err(Fail("no trace given (gnatcov trace files, --snapshot or --tarmac)".into()));
+        return Err(Fail(
+            "no trace given (gnatcov trace files, --snapshot or --tarmac)".into(),
+        ));
     }
     let img = match &input.elf {
         Some(p) => {
@@ -285,7 +320,9 @@ fn gather(input: &Inputs) -> Result<(CodeImage, Vec<Entry>, usize), Fail> {
         }
         None => {
             let Some(dir) = input.snapshot.first() else {
-                return Err(Fail("no --elf: give one, or a --snapshot whose memory dumps stand for it".into()));
+                return Err(Fail(
+                    "no --elf: give one, or a --snapshot whose memory dumps stand for it".into(),
+                ));
             };
             let isa = match input.isa.to_ascii_lowercase().as_str() {
                 "a64" | "aarch64" => Isa::Aarch64,
@@ -296,7 +333,11 @@ fn gather(input: &Inputs) -> Result<(CodeImage, Vec<Entry>, usize), Fail> {
                     Isa::RiscV
                 }
                 "rv32" | "riscv32" => Isa::RiscV,
-                v => return Err(Fail(format!("--isa: unknown instruction set '{v}' (a64, a32, t32, rv64 or rv32)"))),
+                v => {
+                    return Err(Fail(format!(
+                        "--isa: unknown instruction set '{v}' (a64, a32, t32, rv64 or rv32)"
+                    )));
+                }
             };
             CodeImage::from_regions(snapshot_regions(dir)?, isa)
         }
@@ -322,7 +363,11 @@ fn snapshot_regions(dir: &Path) -> Result<Vec<(u64, Vec<u8>)>, Fail> {
             let p = ss.path_of(&m.file);
             let data = std::fs::read(&p).map_err(|e| format!("{}: {e}", p.display()))?;
             let from = (m.offset as usize).min(data.len());
-            let to = if m.length == 0 { data.len() } else { (from + m.length as usize).min(data.len()) };
+            let to = if m.length == 0 {
+                data.len()
+            } else {
+                (from + m.length as usize).min(data.len())
+            };
             out.push((m.address, data[from..to].to_vec()));
         }
     }
@@ -333,7 +378,9 @@ fn snapshot_regions(dir: &Path) -> Result<Vec<(u64, Vec<u8>)>, Fail> {
 /// the same builder decoded trace goes to.
 fn read_tarmac(path: &Path, merge: Merge, implicit_thumb: bool) -> Result<FlatTraceBuilder, Fail> {
     let f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let opts = ReaderOptions { implicit_iset: implicit_thumb.then_some(Iset::Thumb) };
+    let opts = ReaderOptions {
+        implicit_iset: implicit_thumb.then_some(Iset::Thumb),
+    };
     let mut r = Reader::with_options(std::io::BufReader::new(f), opts);
     let mut b = FlatTraceBuilder::new(merge);
     trace_elements(&mut r, &mut b).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -346,11 +393,21 @@ fn decode_snapshot(dir: &Path, buffer: Option<&str>, merge: Merge) -> Result<Fla
     let ss = Snapshot::load(dir)?;
     let names = ss.buffer_names();
     let Some(buf) = buffer.or(names.first().copied()).and_then(|n| ss.buffer(n)) else {
-        return Err(Fail(format!("{}: no such trace buffer (the snapshot has: {})", dir.display(), names.join(", "))));
+        return Err(Fail(format!(
+            "{}: no such trace buffer (the snapshot has: {})",
+            dir.display(),
+            names.join(", ")
+        )));
     };
     // Plug-in protocols (RISC-V trace) next to the built-in ones.
-    let Some(mut tree) = TreeBuilder::with_registry(&ss, riscv_trace::registry()).build(&buf.name, DecodeMode::FullDecode, |_| {})? else {
-        return Err(Fail(format!("{}: no decodable trace source in buffer {}", dir.display(), buf.name)));
+    let Some(mut tree) =
+        TreeBuilder::with_registry(&ss, riscv_trace::registry()).build(&buf.name, DecodeMode::FullDecode, |_| {})?
+    else {
+        return Err(Fail(format!(
+            "{}: no decodable trace source in buffer {}",
+            dir.display(),
+            buf.name
+        )));
     };
     let b = Arc::new(Lock::new(FlatTraceBuilder::new(merge)));
     tree.set_gen_elem_out(Box::new(SharedBuilder(b.clone())));
@@ -372,7 +429,9 @@ fn decode_snapshot(dir: &Path, buffer: Option<&str>, merge: Merge) -> Result<Fla
     tree.trace_data_in(DatapathOp::Eot, 0, &[]);
     drop(tree);
     b.borrow_mut().finish();
-    Ok(Arc::try_unwrap(b).map(Lock::into_inner).unwrap_or_else(|rc| std::mem::take(&mut *rc.borrow_mut())))
+    Ok(Arc::try_unwrap(b)
+        .map(Lock::into_inner)
+        .unwrap_or_else(|rc| std::mem::take(&mut *rc.borrow_mut())))
 }
 
 #[cfg(feature = "disasm")]
