@@ -1,3 +1,5 @@
+#![doc = include_str!("../README.md")]
+
 //! Reads (and writes) `perf.data` files holding CoreSight trace, as recorded by Linux
 //! `perf record -e cs_etm//` or Android `simpleperf record -e cs-etm`.
 //!
