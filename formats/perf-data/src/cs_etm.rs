@@ -323,3 +323,57 @@ fn bad_magic(offset: u64, magic: u64) -> Error {
         ),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_0_fixed_blocks() {
+        let words = [
+            0,
+            7 << 32 | 2,
+            0,
+            ETMV3_MAGIC,
+            0,
+            0x1000,
+            0x12,
+            0x8000_0000,
+            0x4100_f250,
+            ETMV4_MAGIC,
+            1,
+            0x40,
+            0x14,
+            1,
+            2,
+            3,
+            4,
+            5,
+        ];
+        let info = CsEtmInfo::parse(&words, 0x100).unwrap();
+        assert_eq!((info.version, info.pmu_type, info.num_cpus), (0, 7, 2));
+        assert_eq!(
+            info.cpus[0].unit,
+            TraceUnit::Etmv3(Etmv3Config {
+                etmcr: 0x1000,
+                etmtraceidr: 0x12,
+                etmccer: 0x8000_0000,
+                etmidr: 0x4100_f250
+            })
+        );
+        assert_eq!(info.cpus[1].trace_id(), 0x14);
+        assert!(matches!(
+            info.cpus[1].unit,
+            TraceUnit::Etmv4(Etmv4Config {
+                trcauthstatus: 5,
+                ts_source: None,
+                ..
+            })
+        ));
+        // A bad magic names the offset of the block.
+        let mut bad = words;
+        bad[9] = 0x1234;
+        let e = CsEtmInfo::parse(&bad, 0x100).unwrap_err();
+        assert_eq!(e.offset(), 0x100 + 9 * 8);
+    }
+}
