@@ -103,7 +103,7 @@ pub fn count(
                         break;
                     }
                     let bytes = end.min(f.end).saturating_sub(start.max(f.start));
-                    let n = if unit > 0 { bytes / unit } else { num * bytes / len };
+                    let n = bytes.checked_div(unit).unwrap_or(num * bytes / len);
                     c.per_function[i] += n;
                     counted += n;
                 }

@@ -27,8 +27,12 @@ pub struct MsgLogger {
     capture: Option<String>,
     /// With a capture: the tree position each piece of text was written
     /// at (parallel decode restores the serial order from it).
-    keyed: Option<(Shared<SerialKey>, Vec<(SerialKey, usize)>)>,
+    keyed: Option<(Shared<SerialKey>, Vec<TextMark>)>,
 }
+
+/// Where a piece of captured text starts: the tree position it was
+/// written at, and its byte offset in the capture.
+pub type TextMark = (SerialKey, usize);
 
 impl MsgLogger {
     /// A logger that writes nowhere.
@@ -61,7 +65,7 @@ impl MsgLogger {
     }
 
     /// Takes the captured text and where each position's text starts in it.
-    pub fn take_keyed(&mut self) -> (String, Vec<(SerialKey, usize)>) {
+    pub fn take_keyed(&mut self) -> (String, Vec<TextMark>) {
         let marks = self.keyed.as_mut().map(|(_, m)| std::mem::take(m)).unwrap_or_default();
         (self.take_captured(), marks)
     }

@@ -37,7 +37,7 @@ use crate::element::TraceElement;
 use crate::errcode::ErrCode;
 use crate::error::Error;
 use crate::interfaces::{TrcDataIn, TrcGenElemIn};
-use crate::logger::{MsgLogger, Shared, shared};
+use crate::logger::{MsgLogger, Shared, TextMark, shared};
 use crate::tree::{DecodeTree, SourceFormat};
 
 /// Receives the merged output of a parallel decode, in serial order.
@@ -110,9 +110,9 @@ enum Event {
 struct Batch {
     text: String,
     /// Where each position's text starts in `text`.
-    marks: Vec<(SerialKey, usize)>,
+    marks: Vec<TextMark>,
     /// Elements with their position and where they stand in `text`.
-    elems: Vec<(SerialKey, usize, TrcIndex, u8, TraceElement)>,
+    elems: Vec<KeyedElement>,
     /// A fatal response: where, the bytes processed, the last error.
     fatal: Option<(SerialKey, DatapathResp, u64, Option<String>)>,
 }
@@ -143,11 +143,15 @@ impl Batch {
     }
 }
 
+/// An element with the tree position it was output at, the length of the
+/// logged text before it, its trace index and trace ID.
+type KeyedElement = (SerialKey, usize, TrcIndex, u8, TraceElement);
+
 /// The worker's element sink: elements with the tree position.
 struct Capture {
     position: Shared<SerialKey>,
     logger: Shared<MsgLogger>,
-    elems: Shared<Vec<(SerialKey, usize, TrcIndex, u8, TraceElement)>>,
+    elems: Shared<Vec<KeyedElement>>,
 }
 
 impl TrcGenElemIn for Capture {

@@ -340,7 +340,7 @@ impl Walker {
     /// Walks from `instr.instr_addr` to the next waypoint, as far as the
     /// memory image goes.
     #[inline]
-    pub fn to_waypoint(
+    pub fn walk_to_waypoint(
         &mut self,
         mem: &mut dyn TargetMemAccess,
         dec: &mut dyn InstrDecode,
@@ -429,7 +429,7 @@ impl Walker {
 
     /// Walks from `instr.instr_addr` until the next instruction would be
     /// at `to` (not stopping at waypoints), uncached.
-    pub fn to_address(
+    pub fn walk_to_address(
         &mut self,
         mem: &mut dyn TargetMemAccess,
         dec: &mut dyn InstrDecode,
@@ -442,6 +442,8 @@ impl Walker {
         self.walk(mem, dec, instr, trace_id, space, Some(to), false).0
     }
 
+    // The walk's state goes in registers, not a struct: it is the hot path.
+    #[allow(clippy::too_many_arguments)]
     fn walk(
         &mut self,
         mem: &mut dyn TargetMemAccess,
@@ -656,7 +658,7 @@ mod tests {
 
     fn walk(w: &mut Walker, mem: &mut Mem, dec: &mut ArmInstrDecoder, addr: u64) -> (Walked, InstrInfo) {
         let mut info = a64_at(addr);
-        let r = w.to_waypoint(mem, dec, &mut info, 1, MemSpace::ANY);
+        let r = w.walk_to_waypoint(mem, dec, &mut info, 1, MemSpace::ANY);
         (r, info)
     }
 
@@ -785,7 +787,7 @@ mod tests {
                 ..a64_at(addr)
             };
             (
-                w.to_waypoint(&mut mem, dec, &mut info, 1, MemSpace::ANY),
+                w.walk_to_waypoint(&mut mem, dec, &mut info, 1, MemSpace::ANY),
                 info.is_conditional,
             )
         };

@@ -44,7 +44,7 @@ impl ParallelSink for Seen {
     fn text(&mut self, _text: &str) {}
     fn element(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp {
         self.elems.push((index, trace_id, *elem));
-        if self.wait_every > 0 && self.elems.len() % self.wait_every == 0 {
+        if self.wait_every > 0 && self.elems.len().is_multiple_of(self.wait_every) {
             DatapathResp::Wait
         } else {
             DatapathResp::Cont
@@ -99,7 +99,7 @@ fn elements_come_in_the_serial_order_with_the_serial_indices() {
         assert_eq!(outcome.resp, DatapathResp::Cont);
         assert_eq!(outcome.processed, data.len() as u64);
         assert!(seen.elems == serial, "{threads} threads: elements differ");
-        assert_eq!(seen.flushes, if wait_every > 0 { serial.len() / wait_every } else { 0 });
+        assert_eq!(seen.flushes, serial.len().checked_div(wait_every).unwrap_or(0));
     }
 }
 

@@ -403,7 +403,7 @@ fn a_fatal_error_ends_the_iteration_after_the_elements_before_it() {
     assert!(!text.contains("Fatal"), "plain words, not a Rust debug name: {text}");
     // Nothing after the error.
     let mut it = decoder.decode(&data);
-    while let Some(item) = it.next() {
+    for item in it.by_ref() {
         if item.is_err() {
             break;
         }

@@ -1173,7 +1173,7 @@ pub(crate) mod testing {
 
     impl TrcGenElemIn for Collect {
         fn trace_elem_in(&mut self, _index: TrcIndex, _id: u8, elem: &TraceElement) -> DatapathResp {
-            self.0.borrow_mut().push(elem.clone());
+            self.0.borrow_mut().push(*elem);
             DatapathResp::Cont
         }
     }

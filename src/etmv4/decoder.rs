@@ -1510,10 +1510,10 @@ impl EtmV4Decoder {
         let walked = match to_addr {
             None => self
                 .code
-                .to_waypoint(&mut *m, &mut *dec, &mut self.instr, self.trace_id, space),
+                .walk_to_waypoint(&mut *m, &mut *dec, &mut self.instr, self.trace_id, space),
             Some(a) => self
                 .code
-                .to_address(&mut *m, &mut *dec, &mut self.instr, self.trace_id, space, a),
+                .walk_to_address(&mut *m, &mut *dec, &mut self.instr, self.trace_id, space, a),
         };
         self.carried = Some(dec.carried_state());
         drop((m, dec));

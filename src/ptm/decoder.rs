@@ -529,7 +529,7 @@ impl PtmDecoder {
                 let dec = self.instr_dec.clone();
                 let mut dec = dec.borrow_mut();
                 self.walker
-                    .to_waypoint(&mut *mem, &mut *dec, &mut self.instr, self.trace_id, space)
+                    .walk_to_waypoint(&mut *mem, &mut *dec, &mut self.instr, self.trace_id, space)
             };
             if walked.num > 0 {
                 self.elem.en_addr = self.instr.instr_addr;

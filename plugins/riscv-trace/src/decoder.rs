@@ -156,7 +156,7 @@ impl RvDecoder {
 
     fn push(&mut self, index: TrcIndex, ty: ElemType) -> &mut TraceElement {
         self.elem.set_type(ty);
-        self.queue.push_back((index, self.elem.clone()));
+        self.queue.push_back((index, self.elem));
         // Just pushed: the queue is not empty.
         &mut self.queue.back_mut().expect("element just queued").1
     }

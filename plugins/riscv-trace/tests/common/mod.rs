@@ -315,7 +315,7 @@ struct Collect {
 
 impl TrcGenElemIn for Collect {
     fn trace_elem_in(&mut self, index: TrcIndex, _id: u8, elem: &TraceElement) -> DatapathResp {
-        self.out.borrow_mut().push((index, elem.clone()));
+        self.out.borrow_mut().push((index, *elem));
         self.n += 1;
         if self.wait_every > 0 && self.n.is_multiple_of(self.wait_every) {
             DatapathResp::Wait
