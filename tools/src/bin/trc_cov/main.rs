@@ -347,10 +347,11 @@ fn gather(input: &Inputs) -> Result<(CodeImage, Vec<Entry>, usize), Fail> {
     }
     // RISC-V: addresses as wide as the ELF class (RV64: ELFCLASS64).
     if let Some(p) = &input.elf
-        && img.machine == coresight_gnatcov::format::EM_RISCV {
-            let bytes = std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?;
-            digits = if bytes.get(4) == Some(&2) { 16 } else { 8 };
-        }
+        && img.machine == coresight_gnatcov::format::EM_RISCV
+    {
+        let bytes = std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?;
+        digits = if bytes.get(4) == Some(&2) { 16 } else { 8 };
+    }
     Ok((img, entries, digits))
 }
 
