@@ -12,6 +12,8 @@
 //!   of routines, from traces, with gnatcov's annotated disassembly and
 //!   summary.
 
+#![deny(missing_docs)]
+
 pub mod coverage;
 pub mod dump;
 pub mod export;

@@ -155,7 +155,7 @@ fn mutated_traces_never_panic() {
 #[test]
 fn mutated_elves_never_panic() {
     use coresight_gnatcov::coverage::{CodeImage, Coverage, Execution};
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tools/tests/fixtures/cov");
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tools/tests/fixtures/cov");
     let mut rng = Rng::new(5);
     let (mut ok, mut rejected) = (0, 0);
     for arch in ["a64", "t32"] {

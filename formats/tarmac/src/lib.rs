@@ -8,6 +8,8 @@
 //! graphs, compares instruction streams ([`compare`]), and gives the
 //! instructions as a decoder's trace elements ([`ranges`]), for coverage.
 
+#![deny(missing_docs)]
+
 pub mod calls;
 pub mod compare;
 pub mod events;
