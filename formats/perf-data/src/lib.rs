@@ -9,14 +9,20 @@
 //! and a streaming iterator over typed [`Record`]s. [`Writer`] makes files for tests and for the
 //! trace generator. See the README for what comes from `linux-perf-data` and what is this crate's.
 
+pub mod autofdo;
+pub mod binaries;
 mod bytes;
 pub mod cs_etm;
+pub mod decode;
+pub mod elf;
 mod error;
 pub mod features;
 mod file;
 mod header;
+pub mod memory;
 pub mod record;
 mod recording;
+pub mod script;
 mod writer;
 
 pub use bytes::Endian;

@@ -1,0 +1,284 @@
+//! Finding the recorded binaries on this machine, as simpleperf's `--symdir` and perf's
+//! build-id cache do: by build id first, then by the recorded path.
+//!
+//! A symbol directory is searched recursively for ELF files; each is indexed by its build id
+//! and by its file name. A file found by name whose build id differs from the recorded one is
+//! not used (its code would not be the traced code).
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use crate::elf::{ElfImage, read_build_id};
+use crate::record::BuildId;
+
+/// No folder tree holds more files worth looking at than this; the scan stops there.
+const MAX_SCANNED_FILES: usize = 200_000;
+/// Nor is it deeper than this (symbolic-link loops end here too).
+const MAX_DEPTH: usize = 32;
+
+/// Whether two build ids name the same file: equal, or equal but for zero padding (simpleperf
+/// records 16-byte ids padded to 20 bytes).
+pub fn build_ids_match(a: &[u8], b: &[u8]) -> bool {
+    let (short, long) = if a.len() <= b.len() { (a, b) } else { (b, a) };
+    long.starts_with(short) && long[short.len()..].iter().all(|&x| x == 0)
+}
+
+/// `a` without trailing zero bytes (the key of the build-id index).
+fn trimmed(a: &[u8]) -> Vec<u8> {
+    let n = a.iter().rposition(|&x| x != 0).map_or(0, |i| i + 1);
+    a[..n].to_vec()
+}
+
+/// Where binaries are looked for.
+#[derive(Debug, Default, Clone)]
+pub struct SymbolSearch {
+    dirs: Vec<PathBuf>,
+    by_build_id: HashMap<Vec<u8>, PathBuf>,
+    by_name: HashMap<OsString, Vec<PathBuf>>,
+    build_id_caches: Vec<PathBuf>,
+    /// Also try the recorded path itself on this machine.
+    pub recorded_paths: bool,
+    /// Files skipped because the scan limit was reached.
+    pub truncated_scan: bool,
+}
+
+impl SymbolSearch {
+    /// No folders; recorded paths are tried.
+    pub fn new() -> Self {
+        SymbolSearch {
+            recorded_paths: true,
+            ..Default::default()
+        }
+    }
+
+    /// Adds a symbol directory (simpleperf's `--symdir`), indexing the ELF files under it.
+    pub fn add_symdir(&mut self, dir: &Path) -> std::io::Result<()> {
+        let meta = std::fs::metadata(dir)?;
+        if !meta.is_dir() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::NotADirectory,
+                format!("{} is not a directory", dir.display()),
+            ));
+        }
+        self.dirs.push(dir.to_path_buf());
+        let mut stack = vec![(dir.to_path_buf(), 0usize)];
+        let mut seen = 0usize;
+        while let Some((d, depth)) = stack.pop() {
+            let Ok(rd) = std::fs::read_dir(&d) else { continue };
+            for entry in rd.flatten() {
+                let p = entry.path();
+                let Ok(ft) = entry.file_type() else { continue };
+                let is_dir = ft.is_dir() || (ft.is_symlink() && p.is_dir());
+                if is_dir {
+                    if depth < MAX_DEPTH {
+                        stack.push((p, depth + 1));
+                    }
+                    continue;
+                }
+                seen += 1;
+                if seen > MAX_SCANNED_FILES {
+                    self.truncated_scan = true;
+                    return Ok(());
+                }
+                if let Some(id) = read_build_id(&p) {
+                    self.by_build_id.entry(trimmed(&id)).or_insert_with(|| p.clone());
+                    if let Some(name) = p.file_name() {
+                        self.by_name.entry(name.to_os_string()).or_default().push(p);
+                    }
+                } else if let Some(name) = p.file_name() {
+                    // Not ELF or no build id: still a candidate by name (checked on use).
+                    self.by_name.entry(name.to_os_string()).or_default().push(p);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds a perf build-id cache (`~/.debug`): `.build-id/xx/yyyy…/elf` and
+    /// `<recorded path>/<build id>/elf` under it.
+    pub fn add_build_id_cache(&mut self, dir: &Path) {
+        self.build_id_caches.push(dir.to_path_buf());
+    }
+
+    /// The symbol directories given.
+    pub fn symdirs(&self) -> &[PathBuf] {
+        &self.dirs
+    }
+
+    /// Finds the file for a binary recorded at `recorded` with build id `build_id`.
+    pub fn find(&self, recorded: &str, build_id: Option<&BuildId>) -> Option<PathBuf> {
+        let want = build_id.map(|b| b.as_bytes()).filter(|b| b.iter().any(|&x| x != 0));
+        let accept = |p: &Path| -> bool {
+            match want {
+                Some(w) => read_build_id(p).is_some_and(|id| build_ids_match(&id, w)),
+                None => p.is_file(),
+            }
+        };
+        if let Some(w) = want
+            && let Some(p) = self.by_build_id.get(&trimmed(w))
+        {
+            return Some(p.clone());
+        }
+        let rel = recorded.trim_start_matches('/');
+        for d in &self.dirs {
+            let p = d.join(rel);
+            if !rel.is_empty() && accept(&p) {
+                return Some(p);
+            }
+        }
+        if let Some(name) = Path::new(recorded).file_name()
+            && let Some(list) = self.by_name.get(name)
+            && let Some(p) = list.iter().find(|p| accept(p))
+        {
+            return Some(p.clone());
+        }
+        if let Some(w) = want {
+            let hex: String = w.iter().map(|b| format!("{b:02x}")).collect();
+            for c in &self.build_id_caches {
+                let (head, tail) = hex.split_at(2.min(hex.len()));
+                for p in [
+                    c.join(".build-id").join(head).join(tail).join("elf"),
+                    c.join(".build-id").join(head).join(tail),
+                    c.join(rel).join(&hex).join("elf"),
+                ] {
+                    if accept(&p) {
+                        return Some(p);
+                    }
+                }
+            }
+        }
+        if self.recorded_paths && recorded.starts_with('/') && accept(Path::new(recorded)) {
+            return Some(PathBuf::from(recorded));
+        }
+        None
+    }
+}
+
+/// One binary of the recording: its recorded path and build id, the file found for it (loaded
+/// on first use) and how often its code was wanted but not there.
+#[derive(Debug)]
+pub struct Binary {
+    /// The path recorded (on the device).
+    pub path: String,
+    /// The build id recorded, if any.
+    pub build_id: Option<BuildId>,
+    image: OnceLock<Option<Arc<ElfImage>>>,
+    /// Memory reads into it that found no file (or no bytes).
+    pub missing_reads: AtomicU64,
+    /// Why its file could not be used, once tried.
+    problem: OnceLock<String>,
+}
+
+impl Binary {
+    fn new(path: String, build_id: Option<BuildId>) -> Self {
+        Binary {
+            path,
+            build_id,
+            image: OnceLock::new(),
+            missing_reads: AtomicU64::new(0),
+            problem: OnceLock::new(),
+        }
+    }
+
+    /// The file's image, loaded from where `search` finds it the first time it is asked for.
+    pub fn image(&self, search: &SymbolSearch) -> Option<&Arc<ElfImage>> {
+        self.image
+            .get_or_init(|| {
+                let Some(p) = search.find(&self.path, self.build_id.as_ref()) else {
+                    let _ = self.problem.set("not found".into());
+                    return None;
+                };
+                match ElfImage::open(&p) {
+                    Ok(img) => Some(Arc::new(img)),
+                    Err(e) => {
+                        let _ = self.problem.set(e.to_string());
+                        None
+                    }
+                }
+            })
+            .as_ref()
+    }
+
+    /// The image if it was loaded already (no search).
+    pub fn loaded(&self) -> Option<&Arc<ElfImage>> {
+        self.image.get().and_then(Option::as_ref)
+    }
+
+    /// Gives the binary an image made elsewhere (tests, or a file the caller chose); false if
+    /// it was looked up already.
+    pub fn set_image(&self, img: ElfImage) -> bool {
+        self.image.set(Some(Arc::new(img))).is_ok()
+    }
+
+    /// Why the file could not be used, if it was looked for and not found or not readable.
+    pub fn problem(&self) -> Option<&str> {
+        self.problem.get().map(String::as_str)
+    }
+
+    pub(crate) fn count_missing(&self) {
+        self.missing_reads.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// simpleperf's `build_id.ToString()`: `0x` and 20 bytes of hex, zero padded.
+    pub fn build_id_string(&self) -> String {
+        let mut b = [0u8; 20];
+        if let Some(id) = &self.build_id {
+            let s = id.as_bytes();
+            b[..s.len()].copy_from_slice(s);
+        }
+        let mut out = String::with_capacity(42);
+        out.push_str("0x");
+        for x in b {
+            out.push_str(&format!("{x:02x}"));
+        }
+        out
+    }
+
+    /// A kernel image (perf's `[kernel.kallsyms]` maps, simpleperf's `[kernel.kallsyms]`).
+    pub fn is_kernel(&self) -> bool {
+        self.path.starts_with("[kernel.kallsyms]")
+    }
+}
+
+/// The binaries of a recording, one per (path, build id).
+#[derive(Debug, Default)]
+pub struct Binaries {
+    list: Vec<Binary>,
+    index: HashMap<(String, Option<Vec<u8>>), usize>,
+}
+
+impl Binaries {
+    /// The number for (`path`, `build_id`), added if new.
+    pub fn intern(&mut self, path: &str, build_id: Option<BuildId>) -> usize {
+        let key = (path.to_string(), build_id.map(|b| trimmed(b.as_bytes())));
+        if let Some(&i) = self.index.get(&key) {
+            return i;
+        }
+        self.list.push(Binary::new(path.to_string(), build_id));
+        self.index.insert(key, self.list.len() - 1);
+        self.list.len() - 1
+    }
+
+    /// Binary `i`.
+    pub fn get(&self, i: usize) -> Option<&Binary> {
+        self.list.get(i)
+    }
+
+    /// All of them.
+    pub fn iter(&self) -> impl Iterator<Item = &Binary> {
+        self.list.iter()
+    }
+
+    /// How many.
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    /// None.
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+}

@@ -1,0 +1,731 @@
+//! Decoding a recording's AUX trace: one decoder per CPU's trace unit (ETMv4, ETE, ETMv3 or
+//! PTM, from the cs_etm AUXTRACE_INFO), each AUXTRACE buffer fed as CoreSight frames (one tree
+//! whose deformatter routes each trace ID to its CPU's decoder) or as one raw stream (TRBE:
+//! the buffer's CPU's own tree), with the decoders reset before every buffer as perf and
+//! simpleperf do (buffers are not contiguous, and the start of one may be overwritten trace).
+//!
+//! Elements go to a callback with the CPU, trace ID, buffer and thread they belong to. The
+//! thread is kept per CPU in [`Streams`]: PE_CONTEXT elements set it from the context ID
+//! before any later memory read, when the trace unit traces context IDs; else the recording's
+//! ITRACE_START and SWITCH records for the CPU give it.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use coresight_decode::arch::{ArchProfile, ArchVersion, CoreProfile};
+use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
+use coresight_decode::decoder::{CoreConfig, DecodeMode, SourceConfig};
+use coresight_decode::deformatter::DeformatterConfig;
+use coresight_decode::element::{ElemType, TraceElement};
+use coresight_decode::interfaces::{TargetMemAccess, TrcDataIn, TrcGenElemIn};
+use coresight_decode::logger::{MsgLogger, Shared, shared};
+use coresight_decode::tree::{DecodeTree, SourceFormat};
+
+use crate::cs_etm::{CpuConfig, TraceUnit};
+use crate::error::Warning;
+use crate::memory::{Model, RecordingMemory, StreamOf, Streams};
+use crate::recording::{AuxBuffer, AuxFormat, Recording, ThreadEventKind};
+
+/// A recording that cannot be decoded at all.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    /// No cs_etm AUXTRACE_INFO: not a CoreSight recording (or it was lost).
+    #[error("the recording has no CoreSight (cs_etm) AUXTRACE_INFO record: nothing says how to decode its trace")]
+    NoCsEtmInfo,
+    /// A CPU's configuration could not make a decoder.
+    #[error("at file offset {offset:#x}: cannot make a {protocol} decoder for CPU {cpu}: {detail}")]
+    Config {
+        /// File offset of the AUXTRACE_INFO record's private data.
+        offset: u64,
+        /// The CPU.
+        cpu: u32,
+        /// The protocol.
+        protocol: &'static str,
+        /// What the library said.
+        detail: String,
+    },
+}
+
+/// How to decode.
+#[derive(Debug, Clone, Default)]
+pub struct DecodeOptions {
+    /// Packets only (for a packet dump), not elements.
+    pub packets_only: bool,
+    /// Where packet listings go (with `packets_only`, or beside the elements).
+    pub packet_out: Option<Shared<MsgLogger>>,
+    /// Feed each AUX record's piece of a buffer on its own, the decoders reset before each
+    /// (what simpleperf does: it decodes AUX record by AUX record). Default: whole buffers,
+    /// as perf does.
+    pub split_at_aux_records: bool,
+    /// Send the decoders an end of trace after each piece, so that what they hold back is
+    /// delivered (perf does, at each buffer's end; simpleperf does not).
+    pub flush_each_buffer: bool,
+    /// Decode only the buffers of these CPUs (empty: all).
+    pub cpus: Vec<u32>,
+}
+
+/// Where an element came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ElementInfo {
+    /// Index of the buffer in [`Recording::buffers`].
+    pub buffer: usize,
+    /// The CPU whose trace unit made it.
+    pub cpu: u32,
+    /// Its stream: the index of that CPU's configuration in the cs_etm info.
+    pub stream: usize,
+    /// Its trace ID.
+    pub trace_id: u8,
+    /// Index of the packet's first byte: its offset in the buffer plus the sizes of the
+    /// buffers decoded before it (unique across the decode).
+    pub index: TrcIndex,
+    /// The process traced when it was made (-1: unknown).
+    pub pid: i32,
+    /// The thread (-1: unknown).
+    pub tid: i32,
+}
+
+/// What the callback of [`RecordingDecoder::run`] is told.
+#[derive(Debug)]
+pub enum Event<'e, 'a> {
+    /// A buffer starts (the decoders were reset).
+    BufferStart {
+        /// Its index.
+        buffer: usize,
+        /// The buffer.
+        aux: &'e AuxBuffer<'a>,
+    },
+    /// An element.
+    Element(&'e ElementInfo, &'e TraceElement),
+    /// A buffer ends.
+    BufferEnd {
+        /// Its index.
+        buffer: usize,
+    },
+}
+
+/// One CPU's trace unit and how it is decoded.
+#[derive(Debug, Clone)]
+pub struct CpuStream {
+    /// The CPU.
+    pub cpu: u32,
+    /// Its trace ID.
+    pub trace_id: u8,
+    /// The decoder's protocol (`ETMV4I`, `ETE`, `ETMV3`, `PTM`).
+    pub protocol: &'static str,
+    /// The registers given to the decoder.
+    pub config: SourceConfig,
+    /// Context IDs (or VMIDs) in the trace name the thread.
+    pub context_ids: bool,
+    /// The VMID, not the context ID, holds the thread (a kernel at EL2: CONTEXTIDR_EL2).
+    pub use_vmid: bool,
+}
+
+/// TRCCONFIGR bits: context ID, VMID, VMID option (perf's `ETM4_CFG_BIT_*`).
+const TRCCONFIGR_CID: u64 = 1 << 6;
+const TRCCONFIGR_VMID: u64 = 1 << 7;
+const TRCCONFIGR_VMIDOPT: u64 = 1 << 15;
+/// ETMCR context ID size field (bits 15:14): non-zero when context IDs are traced.
+const ETMCR_CTXID_SIZE: u64 = 3 << 14;
+/// PTMs have ETMIDR[11:8] = 0b0011.
+const ETMIDR_PTM_VERSION: u64 = 0x300;
+
+impl CpuStream {
+    /// The decoder configuration for one CPU block of the cs_etm info.
+    pub fn from_config(c: &CpuConfig) -> CpuStream {
+        let core = |profile: ArchProfile, kind: &str| {
+            Some(CoreConfig {
+                name: format!("cpu_{}", c.cpu),
+                core_type: kind.to_string(),
+                profile,
+            })
+        };
+        let reg = |n: &str, v: u64| (n.to_string(), v);
+        match &c.unit {
+            TraceUnit::Etmv3(e) => {
+                let ptm = e.etmidr & ETMIDR_PTM_VERSION == ETMIDR_PTM_VERSION;
+                CpuStream {
+                    cpu: c.cpu,
+                    trace_id: c.trace_id(),
+                    protocol: if ptm { "PTM" } else { "ETMV3" },
+                    config: SourceConfig {
+                        name: format!("ETM_{}", c.cpu),
+                        device_type: if ptm { "PTM1.1" } else { "ETM3.5" }.into(),
+                        regs: vec![
+                            reg("ETMCR", e.etmcr),
+                            reg("ETMTRACEIDR", e.etmtraceidr),
+                            reg("ETMCCER", e.etmccer),
+                            reg("ETMIDR", e.etmidr),
+                        ],
+                        core: core(ArchProfile::new(ArchVersion::V7, CoreProfile::CortexA), "ARMv7-A"),
+                    },
+                    context_ids: e.etmcr & ETMCR_CTXID_SIZE != 0,
+                    use_vmid: false,
+                }
+            }
+            TraceUnit::Etmv4(e) | TraceUnit::Ete(e) => {
+                let ete = matches!(c.unit, TraceUnit::Ete(_));
+                let mut regs = vec![
+                    reg("TRCCONFIGR", e.trcconfigr),
+                    reg("TRCTRACEIDR", e.trctraceidr),
+                    reg("TRCIDR0", e.trcidr0),
+                    reg("TRCIDR1", e.trcidr1),
+                    reg("TRCIDR2", e.trcidr2),
+                    reg("TRCIDR8", e.trcidr8),
+                ];
+                if let Some(d) = e.trcdevarch {
+                    regs.push(reg("TRCDEVARCH", d));
+                }
+                // As simpleperf configures them: ETMv4 on an Armv8 A-profile core, ETE on an
+                // AArch64 (Armv9) one.
+                let (profile, kind) = if ete {
+                    (ArchProfile::new(ArchVersion::Aa64, CoreProfile::CortexA), "ARM-AA64")
+                } else {
+                    (ArchProfile::new(ArchVersion::V8, CoreProfile::CortexA), "ARMv8-A")
+                };
+                let use_vmid = e.trcconfigr & (TRCCONFIGR_VMID | TRCCONFIGR_VMIDOPT) != 0;
+                CpuStream {
+                    cpu: c.cpu,
+                    trace_id: c.trace_id(),
+                    protocol: if ete { "ETE" } else { "ETMV4I" },
+                    config: SourceConfig {
+                        name: format!("ETM_{}", c.cpu),
+                        device_type: if ete { "ETE" } else { "ETM4" }.into(),
+                        regs,
+                        core: core(profile, kind),
+                    },
+                    context_ids: use_vmid || e.trcconfigr & TRCCONFIGR_CID != 0,
+                    use_vmid,
+                }
+            }
+        }
+    }
+}
+
+/// What a decode did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DecodeSummary {
+    /// Buffers decoded.
+    pub buffers: u64,
+    /// Bytes of trace fed.
+    pub bytes: u64,
+    /// Elements delivered.
+    pub elements: u64,
+    /// ADDR_NACC elements: code the decoder needed and memory did not have.
+    pub memory_gaps: u64,
+    /// Times a decoder stopped on a fatal error and was reset.
+    pub resets_after_error: u64,
+    /// Error lines the decoders logged (they recovered from them).
+    pub decoder_errors: u64,
+}
+
+/// An element held until the tree call that made it returns.
+#[derive(Clone, Copy)]
+struct Held {
+    index: TrcIndex,
+    trace_id: u8,
+    stream: u16,
+    pid: i32,
+    tid: i32,
+    elem: TraceElement,
+}
+
+/// The trees' element output: notes the thread from PE_CONTEXT elements at once (memory reads
+/// that follow must see it), and keeps the element for the callback.
+struct Collect {
+    held: Shared<Vec<Held>>,
+    stream_of: StreamOf,
+    streams: Arc<Streams>,
+    model: Arc<Model>,
+    use_vmid: Vec<bool>,
+}
+
+impl TrcGenElemIn for Collect {
+    fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp {
+        let Some(s) = self.stream_of.get(trace_id) else {
+            return DatapathResp::Cont;
+        };
+        if elem.elem_type == ElemType::PeContext && self.streams.from_context(s) {
+            let c = &elem.context;
+            let id = if self.use_vmid.get(s).copied().unwrap_or(false) {
+                c.vmid_valid.then_some(c.vmid)
+            } else {
+                c.ctxt_id_valid.then_some(c.context_id)
+            };
+            if let Some(id) = id {
+                let tid = id as i32;
+                self.streams.set_thread(s, self.model.pid_of(tid), tid);
+            }
+        }
+        let (pid, tid) = self.streams.thread(s);
+        self.held.borrow_mut().push(Held {
+            index,
+            trace_id,
+            stream: s as u16,
+            pid,
+            tid,
+            elem: *elem,
+        });
+        DatapathResp::Cont
+    }
+}
+
+/// Most decoder error lines kept as warnings (the rest are counted).
+const MAX_ERROR_LINES: usize = 32;
+
+/// Decodes the AUX trace of a recording.
+pub struct RecordingDecoder<'r, 'a> {
+    rec: &'r Recording<'a>,
+    model: Arc<Model>,
+    streams: Arc<Streams>,
+    cpus: Vec<CpuStream>,
+    opts: DecodeOptions,
+    formatted: Option<DecodeTree>,
+    raw: Vec<Option<DecodeTree>>,
+    held: Shared<Vec<Held>>,
+    errors: Shared<MsgLogger>,
+    /// What went wrong without stopping the decode.
+    pub warnings: Vec<Warning>,
+    /// Counts.
+    pub summary: DecodeSummary,
+}
+
+impl<'r, 'a> RecordingDecoder<'r, 'a> {
+    /// A decoder for `rec` reading code through `model`.
+    pub fn new(rec: &'r Recording<'a>, model: Arc<Model>, opts: DecodeOptions) -> Result<Self, DecodeError> {
+        let info = rec.cs_etm.as_ref().ok_or(DecodeError::NoCsEtmInfo)?;
+        let cpus: Vec<CpuStream> = info.cpus.iter().map(CpuStream::from_config).collect();
+        let streams = Arc::new(Streams::new(cpus.len()));
+        for (i, c) in cpus.iter().enumerate() {
+            streams.set_from_context(i, c.context_ids);
+        }
+        let mut d = RecordingDecoder {
+            rec,
+            model,
+            streams,
+            raw: (0..cpus.len()).map(|_| None).collect(),
+            cpus,
+            opts,
+            formatted: None,
+            held: shared(Vec::new()),
+            errors: shared(MsgLogger::capture()),
+            warnings: Vec::new(),
+            summary: DecodeSummary::default(),
+        };
+        // Make every decoder now, so that a bad configuration is reported before decoding.
+        let needs_formatted = rec.buffers.iter().any(|b| b.format != AuxFormat::Raw);
+        if needs_formatted {
+            d.formatted = Some(d.make_tree(None)?);
+        }
+        for b in &rec.buffers {
+            if b.format == AuxFormat::Raw
+                && let Some(s) = d.stream_of_cpu(b.cpu)
+                && d.raw[s].is_none()
+            {
+                d.raw[s] = Some(d.make_tree(Some(s))?);
+            }
+        }
+        let mut seen = [false; 128];
+        for c in &d.cpus {
+            if std::mem::replace(&mut seen[c.trace_id as usize], true) {
+                d.warnings.push(Warning {
+                    offset: 0,
+                    message: format!(
+                        "trace ID {:#x} is used by more than one CPU: formatted trace of CPU {} is decoded as the first's",
+                        c.trace_id, c.cpu
+                    ),
+                });
+            }
+        }
+        Ok(d)
+    }
+
+    /// The CPUs' trace units.
+    pub fn cpus(&self) -> &[CpuStream] {
+        &self.cpus
+    }
+
+    /// The processes and binaries.
+    pub fn model(&self) -> &Arc<Model> {
+        &self.model
+    }
+
+    /// The current thread of each stream.
+    pub fn streams(&self) -> &Arc<Streams> {
+        &self.streams
+    }
+
+    fn stream_of_cpu(&self, cpu: Option<u32>) -> Option<usize> {
+        match cpu {
+            Some(c) => self.cpus.iter().position(|s| s.cpu == c),
+            // Per-thread recordings of one CPU's unit.
+            None if self.cpus.len() == 1 => Some(0),
+            None => None,
+        }
+    }
+
+    /// A tree for all streams (formatted: `single` None) or for one.
+    fn make_tree(&self, single: Option<usize>) -> Result<DecodeTree, DecodeError> {
+        let format = match single {
+            None => SourceFormat::Formatted(DeformatterConfig::mem_aligned()),
+            Some(_) => SourceFormat::Single,
+        };
+        let mode = if self.opts.packets_only {
+            DecodeMode::PacketsOnly
+        } else {
+            DecodeMode::FullDecode
+        };
+        let mut tree = DecodeTree::new(format, mode);
+        tree.set_error_output(Some(self.errors.clone()));
+        let stream_of = match single {
+            Some(s) => StreamOf::Fixed(s),
+            None => {
+                let mut t = Box::new([None; 128]);
+                for (i, c) in self.cpus.iter().enumerate() {
+                    let slot = &mut t[c.trace_id as usize & 0x7f];
+                    if slot.is_none() {
+                        *slot = Some(i as u16);
+                    }
+                }
+                StreamOf::ById(t)
+            }
+        };
+        let mem: Shared<dyn TargetMemAccess> = shared(RecordingMemory::new(
+            self.model.clone(),
+            self.streams.clone(),
+            stream_of.clone(),
+        ));
+        let offset = self
+            .rec
+            .auxtrace_info
+            .iter()
+            .find(|i| i.kind == crate::record::AUXTRACE_CS_ETM)
+            .map_or(0, |i| i.priv_offset);
+        let which: Vec<usize> = match single {
+            Some(s) => vec![s],
+            None => (0..self.cpus.len()).collect(),
+        };
+        let mut placed = [false; 128];
+        for i in which {
+            let c = &self.cpus[i];
+            let err = |detail: String| DecodeError::Config {
+                offset,
+                cpu: c.cpu,
+                protocol: c.protocol,
+                detail,
+            };
+            let slot = if single.is_some() { 0 } else { c.trace_id & 0x7f };
+            if std::mem::replace(&mut placed[slot as usize], true) {
+                continue;
+            }
+            let factory = tree
+                .registry()
+                .find(c.protocol)
+                .ok_or_else(|| err("protocol not registered".into()))?;
+            let mut ctx = tree.decode_context();
+            ctx.instance_id = slot;
+            if ctx.mem.is_some() {
+                ctx.mem = Some(mem.clone());
+            }
+            let component = factory.create(&c.config, &ctx).map_err(|e| err(e.to_string()))?;
+            tree.add_decoder(slot, c.protocol, component)
+                .map_err(|e| err(format!("{e:?}")))?;
+            if let Some(out) = &self.opts.packet_out {
+                tree.attach_packet_printer(slot, out.clone(), !self.opts.packets_only, 0)
+                    .map_err(|e| err(format!("{e:?}")))?;
+            }
+        }
+        tree.set_gen_elem_out(Box::new(Collect {
+            held: self.held.clone(),
+            stream_of,
+            streams: self.streams.clone(),
+            model: self.model.clone(),
+            use_vmid: self.cpus.iter().map(|c| c.use_vmid).collect(),
+        }));
+        Ok(tree)
+    }
+
+    /// The thread running on `cpu` at file position `at`, from the recording's thread events
+    /// (the last ITRACE_START or switch-in on the CPU before it, else the first after).
+    fn thread_on_cpu(&self, cpu: Option<u32>, buffer_tid: Option<u32>, at: u64) -> (i32, i32) {
+        if let Some(t) = buffer_tid {
+            let tid = t as i32;
+            return (self.model.pid_of(tid), tid);
+        }
+        let mut best: Option<(u64, i32, i32)> = None;
+        let mut first_after: Option<(u64, i32, i32)> = None;
+        for e in &self.rec.thread_events {
+            if cpu.is_some() && e.cpu.is_some() && e.cpu != cpu {
+                continue;
+            }
+            let (pid, tid) = match &e.kind {
+                ThreadEventKind::ItraceStart => (e.pid, e.tid),
+                ThreadEventKind::Switch { out: false, .. } => (e.pid, e.tid),
+                ThreadEventKind::Switch {
+                    out: true,
+                    next_prev: Some((p, t)),
+                    ..
+                } => (*p, *t),
+                _ => continue,
+            };
+            if e.offset <= at {
+                if best.is_none_or(|b| b.0 <= e.offset) {
+                    best = Some((e.offset, pid, tid));
+                }
+            } else if first_after.is_none_or(|b| b.0 > e.offset) {
+                first_after = Some((e.offset, pid, tid));
+            }
+        }
+        best.or(first_after).map_or((-1, -1), |(_, p, t)| (p, t))
+    }
+
+    /// Decodes every buffer in file order, telling `f` what happens.
+    pub fn run(&mut self, f: &mut dyn FnMut(Event<'_, 'a>)) -> DecodeSummary {
+        let rec = self.rec;
+        let mut index: TrcIndex = 0;
+        for (bi, b) in rec.buffers.iter().enumerate() {
+            if !self.opts.cpus.is_empty() && !b.cpu.is_some_and(|c| self.opts.cpus.contains(&c)) {
+                continue;
+            }
+            if (b.data.len() as u64) < b.size {
+                self.warnings.push(Warning {
+                    offset: b.data_offset,
+                    message: format!(
+                        "AUXTRACE buffer {bi} holds {} of its {} bytes: the file is truncated",
+                        b.data.len(),
+                        b.size
+                    ),
+                });
+            }
+            if b.discontinuous {
+                self.warnings.push(Warning {
+                    offset: b.record_offset,
+                    message: format!(
+                        "AUXTRACE buffer {bi} (CPU {}) does not follow on from the previous one: trace was lost between them",
+                        b.cpu.map_or("?".into(), |c| c.to_string())
+                    ),
+                });
+            }
+            let single = match b.format {
+                AuxFormat::Raw => match self.stream_of_cpu(b.cpu) {
+                    Some(s) => Some(s),
+                    None => {
+                        self.warnings.push(Warning {
+                            offset: b.record_offset,
+                            message: format!(
+                                "raw AUXTRACE buffer {bi} is for CPU {:?}, which has no trace unit configuration: skipped",
+                                b.cpu
+                            ),
+                        });
+                        continue;
+                    }
+                },
+                _ => None,
+            };
+            self.streams.position.store(b.record_offset, Ordering::Relaxed);
+            self.streams.bump_all();
+            // Threads at the buffer's start: unknown where context IDs will say (simpleperf
+            // forgets them at each reset), else from the thread events.
+            for (s, c) in self.cpus.iter().enumerate() {
+                if c.context_ids {
+                    self.streams.set_thread(s, -1, -1);
+                } else {
+                    let cpu = if b.cpu.is_some() { Some(c.cpu) } else { None };
+                    let (p, t) = self.thread_on_cpu(cpu, b.tid, b.record_offset);
+                    self.streams.set_thread(s, p, t);
+                }
+            }
+            f(Event::BufferStart { buffer: bi, aux: b });
+            self.summary.buffers += 1;
+            let pieces = self.pieces(b);
+            for (from, to) in pieces {
+                let data = &b.data[from..to];
+                self.feed(bi, single, index + from as u64, data, f);
+            }
+            index += b.data.len() as u64;
+            self.summary.bytes += b.data.len() as u64;
+            f(Event::BufferEnd { buffer: bi });
+        }
+        self.take_errors();
+        self.summary.clone()
+    }
+
+    /// The pieces of buffer `b` decoded each from a reset.
+    fn pieces(&self, b: &AuxBuffer<'_>) -> Vec<(usize, usize)> {
+        let len = b.data.len();
+        if !self.opts.split_at_aux_records {
+            return vec![(0, len)];
+        }
+        let mut cuts: Vec<usize> = self
+            .rec
+            .aux_records
+            .iter()
+            .filter(|(_, a)| b.cpu.is_none() || a.sample_id.cpu.is_none() || a.sample_id.cpu == b.cpu)
+            .filter_map(|(_, a)| {
+                let rel = a.aux_offset.checked_sub(b.aux_offset)?;
+                (rel > 0 && rel < len as u64).then_some(rel as usize)
+            })
+            .collect();
+        cuts.sort_unstable();
+        cuts.dedup();
+        let mut out = Vec::with_capacity(cuts.len() + 1);
+        let mut at = 0;
+        for c in cuts {
+            out.push((at, c));
+            at = c;
+        }
+        out.push((at, len));
+        out
+    }
+
+    fn tree(&mut self, single: Option<usize>) -> Option<&mut DecodeTree> {
+        match single {
+            Some(s) => self.raw.get_mut(s).and_then(Option::as_mut),
+            None => self.formatted.as_mut(),
+        }
+    }
+
+    /// Feeds one piece from a reset, delivering elements as they come.
+    fn feed(
+        &mut self,
+        bi: usize,
+        single: Option<usize>,
+        index0: TrcIndex,
+        data: &[u8],
+        f: &mut dyn FnMut(Event<'_, 'a>),
+    ) {
+        if self.tree(single).is_none() {
+            return;
+        }
+        let op = |me: &mut Self, op: DatapathOp, index: TrcIndex, d: &[u8]| -> (DatapathResp, usize) {
+            match me.tree(single) {
+                Some(t) => t.trace_data_in(op, index, d),
+                None => (DatapathResp::FatalNotInit, 0),
+            }
+        };
+        op(self, DatapathOp::Reset, index0, &[]);
+        let mut done = 0usize;
+        let mut resp = DatapathResp::Cont;
+        let mut retries = 0;
+        while done < data.len() || resp.is_wait() {
+            if resp.is_wait() {
+                resp = op(self, DatapathOp::Flush, 0, &[]).0;
+            } else {
+                let (r, used) = op(self, DatapathOp::Data, index0 + done as u64, &data[done..]);
+                resp = r;
+                done += used.min(data.len() - done);
+            }
+            self.deliver(bi, f);
+            if resp.is_fatal() {
+                // A decode error need not spoil the rest: reset and go on after it, a few
+                // times (as simpleperf does), then give the piece up.
+                self.summary.resets_after_error += 1;
+                retries += 1;
+                let at = self.rec.buffers.get(bi).map_or(0, |b| b.data_offset) + done as u64;
+                self.warnings.push(Warning {
+                    offset: at,
+                    message: format!("the decoder stopped on an error in buffer {bi}; reset and resumed"),
+                });
+                op(self, DatapathOp::Reset, index0 + done as u64, &[]);
+                resp = DatapathResp::Cont;
+                if retries > 3 {
+                    break;
+                }
+            }
+        }
+        if self.opts.flush_each_buffer && !resp.is_fatal() {
+            let mut r = op(self, DatapathOp::Eot, 0, &[]).0;
+            let mut guard = 0;
+            while r.is_wait() && guard < 1_000_000 {
+                r = op(self, DatapathOp::Flush, 0, &[]).0;
+                if r.is_cont() {
+                    r = op(self, DatapathOp::Eot, 0, &[]).0;
+                }
+                self.deliver(bi, f);
+                guard += 1;
+            }
+            self.deliver(bi, f);
+        }
+        self.take_errors();
+    }
+
+    fn deliver(&mut self, bi: usize, f: &mut dyn FnMut(Event<'_, 'a>)) {
+        let items = std::mem::take(&mut *self.held.borrow_mut());
+        for h in &items {
+            let stream = h.stream as usize;
+            if h.elem.elem_type == ElemType::AddrNacc {
+                self.summary.memory_gaps += 1;
+            }
+            let info = ElementInfo {
+                buffer: bi,
+                cpu: self.cpus.get(stream).map_or(0, |c| c.cpu),
+                stream,
+                trace_id: h.trace_id,
+                index: h.index,
+                pid: h.pid,
+                tid: h.tid,
+            };
+            self.summary.elements += 1;
+            f(Event::Element(&info, &h.elem));
+        }
+        // Give the buffer back for reuse (no allocation per element once warmed up).
+        let mut v = items;
+        v.clear();
+        let mut held = self.held.borrow_mut();
+        if held.is_empty() {
+            *held = v;
+        }
+    }
+
+    fn take_errors(&mut self) {
+        let text = self.errors.borrow_mut().take_captured();
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            self.summary.decoder_errors += 1;
+            if (self.summary.decoder_errors as usize) <= MAX_ERROR_LINES {
+                self.warnings.push(Warning {
+                    offset: 0,
+                    message: format!("decoder: {}", line.trim()),
+                });
+            }
+        }
+    }
+
+    /// A report of the binaries whose code was needed but not found.
+    pub fn missing_binaries(&self) -> Vec<(String, u64, String)> {
+        let mut out = Vec::new();
+        for b in self.model.binaries.iter() {
+            let n = b.missing_reads.load(Ordering::Relaxed);
+            if n > 0 {
+                out.push((b.path.clone(), n, b.problem().unwrap_or("no bytes there").to_string()));
+            }
+        }
+        out
+    }
+}
+
+/// A text summary of a recording's CoreSight configuration (for `trc_perf info`).
+pub fn describe_cpus(rec: &Recording<'_>) -> String {
+    let mut s = String::new();
+    if let Some(info) = &rec.cs_etm {
+        for c in &info.cpus {
+            let st = CpuStream::from_config(c);
+            let _ = writeln!(
+                s,
+                "cpu {}: {} trace ID {:#04x}{}",
+                c.cpu,
+                st.protocol,
+                st.trace_id,
+                if st.context_ids {
+                    if st.use_vmid {
+                        ", VMIDs as thread ids"
+                    } else {
+                        ", context IDs"
+                    }
+                } else {
+                    ""
+                }
+            );
+        }
+    }
+    s
+}

@@ -1,0 +1,288 @@
+//! The recorded binaries: an ELF file's loadable segments (to turn a file offset into the
+//! virtual address a profile names), its build id and its function symbols.
+//!
+//! A relocatable kernel module (`.ko`) has no program headers: its executable sections are
+//! used as segments at their section addresses, as simpleperf does for modules.
+
+use std::path::{Path, PathBuf};
+
+use goblin::elf::{Elf, program_header, section_header, sym};
+
+/// A problem with a binary file.
+#[derive(Debug, thiserror::Error)]
+pub enum BinaryError {
+    /// The file could not be opened or mapped.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// Not an ELF file, or its headers are damaged.
+    #[error("{path}: at file offset {offset:#x}: not a usable ELF file: {detail}")]
+    NotElf {
+        /// The file.
+        path: PathBuf,
+        /// Where the problem is (0: the header).
+        offset: u64,
+        /// What goblin said.
+        detail: String,
+    },
+}
+
+/// One loadable piece of the file: `file_size` bytes at `file_offset` appear at `vaddr`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Segment {
+    /// Virtual address in the file's own address space.
+    pub vaddr: u64,
+    /// Offset in the file.
+    pub file_offset: u64,
+    /// Bytes present in the file.
+    pub file_size: u64,
+    /// Executable.
+    pub executable: bool,
+}
+
+/// A function symbol.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Symbol {
+    /// Start (virtual address in the file).
+    pub start: u64,
+    /// One past the end: the symbol's size, or the next symbol's start when it has none.
+    pub end: u64,
+    /// Name as in the symbol table (not demangled).
+    pub name: String,
+}
+
+/// An ELF file, mapped.
+pub struct ElfImage {
+    path: PathBuf,
+    data: Data,
+    /// The GNU build id note, if any.
+    pub build_id: Option<Vec<u8>>,
+    /// PT_LOAD segments in file order (or a module's executable sections).
+    pub segments: Vec<Segment>,
+    /// 64-bit ELF.
+    pub is_64: bool,
+    /// A relocatable file (kernel module).
+    pub relocatable: bool,
+    symbols: Vec<Symbol>,
+}
+
+enum Data {
+    Mapped(memmap2::Mmap),
+    Owned(Vec<u8>),
+}
+
+impl Data {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Data::Mapped(m) => m,
+            Data::Owned(v) => v,
+        }
+    }
+}
+
+impl std::fmt::Debug for ElfImage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ElfImage")
+            .field("path", &self.path)
+            .field("segments", &self.segments)
+            .field("symbols", &self.symbols.len())
+            .finish()
+    }
+}
+
+/// The build id of the ELF file at `path` without keeping the file: `None` for a file that is
+/// not ELF or has no build id note.
+pub fn read_build_id(path: &Path) -> Option<Vec<u8>> {
+    let f = std::fs::File::open(path).ok()?;
+    // SAFETY: the map is read-only and dropped before returning; a file changed under it
+    // can only give wrong bytes, which the ELF parser checks like any other input.
+    let m = unsafe { memmap2::Mmap::map(&f) }.ok()?;
+    if m.len() < 4 || &m[..4] != b"\x7fELF" {
+        return None;
+    }
+    let elf = Elf::parse(&m).ok()?;
+    build_id_of(&elf, &m)
+}
+
+fn build_id_of(elf: &Elf, bytes: &[u8]) -> Option<Vec<u8>> {
+    let from = |notes: Option<goblin::elf::note::NoteIterator>| -> Option<Vec<u8>> {
+        for n in notes?.flatten() {
+            if n.n_type == goblin::elf::note::NT_GNU_BUILD_ID && n.name == "GNU" {
+                return Some(n.desc.to_vec());
+            }
+        }
+        None
+    };
+    from(elf.iter_note_headers(bytes)).or_else(|| from(elf.iter_note_sections(bytes, Some(".note.gnu.build-id"))))
+}
+
+impl ElfImage {
+    /// Maps and parses the ELF file at `path`.
+    pub fn open(path: &Path) -> Result<ElfImage, BinaryError> {
+        let io = |source| BinaryError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let f = std::fs::File::open(path).map_err(io)?;
+        // SAFETY: read-only map of a file this process does not write; see read_build_id.
+        let m = unsafe { memmap2::Mmap::map(&f) }.map_err(io)?;
+        Self::parse(path, Data::Mapped(m))
+    }
+
+    /// Parses ELF bytes held in memory (tests, and images made on the fly).
+    pub fn from_bytes(path: &Path, bytes: Vec<u8>) -> Result<ElfImage, BinaryError> {
+        Self::parse(path, Data::Owned(bytes))
+    }
+
+    fn parse(path: &Path, data: Data) -> Result<ElfImage, BinaryError> {
+        let bytes = data.bytes();
+        let elf = Elf::parse(bytes).map_err(|e| BinaryError::NotElf {
+            path: path.to_path_buf(),
+            offset: 0,
+            detail: e.to_string(),
+        })?;
+        let relocatable = elf.header.e_type == goblin::elf::header::ET_REL;
+        let mut segments: Vec<Segment> = if relocatable {
+            elf.section_headers
+                .iter()
+                .filter(|s| {
+                    s.sh_type == section_header::SHT_PROGBITS
+                        && s.sh_flags & u64::from(section_header::SHF_EXECINSTR) != 0
+                })
+                .map(|s| Segment {
+                    vaddr: s.sh_addr,
+                    file_offset: s.sh_offset,
+                    file_size: s.sh_size,
+                    executable: true,
+                })
+                .collect()
+        } else {
+            elf.program_headers
+                .iter()
+                .filter(|p| p.p_type == program_header::PT_LOAD)
+                .map(|p| Segment {
+                    vaddr: p.p_vaddr,
+                    file_offset: p.p_offset,
+                    file_size: p.p_filesz,
+                    executable: p.p_flags & program_header::PF_X != 0,
+                })
+                .collect()
+        };
+        // Segments whose bytes lie past the end of the file would make reads fail later.
+        let len = bytes.len() as u64;
+        segments.retain(|s| s.file_offset <= len);
+        let build_id = build_id_of(&elf, bytes);
+        let symbols = symbols_of(&elf);
+        let is_64 = elf.is_64;
+        Ok(ElfImage {
+            path: path.to_path_buf(),
+            build_id,
+            segments,
+            is_64,
+            relocatable,
+            symbols,
+            data,
+        })
+    }
+
+    /// Where the file is on this machine.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The whole file.
+    pub fn bytes(&self) -> &[u8] {
+        self.data.bytes()
+    }
+
+    /// Copies file bytes from `offset` into `buf`; returns how many there were.
+    pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> usize {
+        let b = self.bytes();
+        let Ok(off) = usize::try_from(offset) else {
+            return 0;
+        };
+        if off >= b.len() {
+            return 0;
+        }
+        let n = buf.len().min(b.len() - off);
+        buf[..n].copy_from_slice(&b[off..off + n]);
+        n
+    }
+
+    /// The virtual address of the first loadable segment: AutoFDO's text profile counts
+    /// addresses from it.
+    pub fn first_load_vaddr(&self) -> u64 {
+        if self.relocatable {
+            return 0;
+        }
+        self.segments.first().map_or(0, |s| s.vaddr)
+    }
+
+    /// The virtual address (in the file) of the byte at file offset `offset`: through the
+    /// segment holding it, else as if it followed the first segment.
+    pub fn offset_to_vaddr(&self, offset: u64) -> u64 {
+        for s in &self.segments {
+            if offset >= s.file_offset && offset - s.file_offset < s.file_size {
+                return s.vaddr.wrapping_add(offset - s.file_offset);
+            }
+        }
+        match self.segments.first() {
+            Some(s) => offset.wrapping_sub(s.file_offset).wrapping_add(s.vaddr),
+            None => offset,
+        }
+    }
+
+    /// The function symbol holding `vaddr`, with the offset into it.
+    pub fn symbol_at(&self, vaddr: u64) -> Option<(&Symbol, u64)> {
+        let i = self.symbols.partition_point(|s| s.start <= vaddr);
+        let s = self.symbols.get(i.checked_sub(1)?)?;
+        (vaddr < s.end).then(|| (s, vaddr - s.start))
+    }
+
+    /// The function symbols, by address.
+    pub fn symbols(&self) -> &[Symbol] {
+        &self.symbols
+    }
+}
+
+/// Function symbols from `.symtab` and `.dynsym`, sorted, one per address; a symbol without
+/// a size runs to the next one (as perf does).
+fn symbols_of(elf: &Elf) -> Vec<Symbol> {
+    let mut out = Vec::new();
+    let mut add = |syms: &goblin::elf::Symtab, strtab: &goblin::strtab::Strtab| {
+        for s in syms.iter() {
+            let t = s.st_type();
+            if (t != sym::STT_FUNC && t != sym::STT_GNU_IFUNC) || s.st_shndx == 0 || s.st_value == 0 {
+                continue;
+            }
+            let Some(name) = strtab.get_at(s.st_name) else {
+                continue;
+            };
+            // A32/T32: bit 0 marks Thumb code, not part of the address.
+            let start = if elf.header.e_machine == goblin::elf::header::EM_ARM {
+                s.st_value & !1
+            } else {
+                s.st_value
+            };
+            out.push(Symbol {
+                start,
+                end: start.saturating_add(s.st_size),
+                name: name.to_string(),
+            });
+        }
+    };
+    add(&elf.syms, &elf.strtab);
+    add(&elf.dynsyms, &elf.dynstrtab);
+    out.sort_by(|a, b| a.start.cmp(&b.start).then(b.end.cmp(&a.end)));
+    out.dedup_by_key(|s| s.start);
+    for i in 0..out.len() {
+        if out[i].end == out[i].start {
+            out[i].end = out.get(i + 1).map_or(u64::MAX, |n| n.start);
+        }
+    }
+    out
+}

@@ -1,0 +1,1 @@
+//! perf script lines (to come).
