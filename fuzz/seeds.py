@@ -137,7 +137,7 @@ def reader_seeds(out):
     gnatcov fixtures (in pieces), and the RISC-V example trace behind a
     header in the layout of run_riscv (trace register, ISA, buffer words,
     write pointer)."""
-    fx = os.path.join(ROOT, "tests", "fixtures", "tarmac")
+    fx = os.path.join(ROOT, "formats", "tarmac", "tests", "fixtures")
     for name in sorted(os.listdir(fx)) if os.path.isdir(fx) else []:
         if name.endswith(".tarmac"):
             with open(os.path.join(fx, name), "rb") as f:
@@ -155,6 +155,30 @@ def reader_seeds(out):
             trace = f.read()
         for emit, isa in ((0x00FF0001, 3), (0x00030001, 1), (0x01FF0001, 2)):
             write(out, "riscv", f"qemu-calls-{emit:x}-{isa}", struct.pack("<IBBB", emit, isa, 32, 0) + trace[:8192])
+
+
+def perf_data_seeds(out):
+    """Seeds for the perf.data reader: a minimal PERFILE2 file with one
+    attribute and an empty data section, and the real simpleperf
+    recordings when ../shared is beside the project (seeds only; nothing
+    of them is committed)."""
+    attr_size = 136
+    attr = struct.pack("<IIQQQ", 8, attr_size, 0x4000, 0, 0x1c7) + bytes(attr_size - 32)
+    header_size = 104
+    attrs_off = header_size
+    ids_off = attrs_off + attr_size + 16
+    data_off = ids_off + 8
+    header = b"PERFILE2" + struct.pack("<QQ", header_size, attr_size + 16)
+    header += struct.pack("<QQ", attrs_off, attr_size + 16)
+    header += struct.pack("<QQ", data_off, 0)
+    header += struct.pack("<QQ", 0, 0) + bytes(32)
+    entry = attr + struct.pack("<QQ", ids_off, 8)
+    write(out, "perf_data", "minimal", header + entry + struct.pack("<Q", 71))
+    sp = os.path.join(ROOT, "..", "shared", "corpus", "simpleperf")
+    for name in sorted(os.listdir(sp)) if os.path.isdir(sp) else []:
+        if name.endswith(".data") and name.startswith("perf_") and name != "perf_inject.data":
+            with open(os.path.join(sp, name), "rb") as f:
+                write(out, "perf_data", name, f.read())
 
 
 def capture_hash(data):
@@ -198,6 +222,7 @@ def main():
         snapshot_seeds(out, d)
     elf_seeds(out)
     reader_seeds(out)
+    perf_data_seeds(out)
     index_seeds(out)
     for t in sorted(os.listdir(out)):
         print(f"{t}: {len(os.listdir(os.path.join(out, t)))} seeds")

@@ -612,3 +612,19 @@ pub fn run_index(data: &[u8]) {
         }
     }
 }
+
+/// The perf.data reader: any bytes give a recording or an error naming an
+/// offset inside the input; a recording's borrowed AUX data lies inside it.
+pub fn run_perf_data(data: &[u8]) {
+    use coresight_perf_data::Recording;
+    match Recording::parse(data) {
+        Ok(rec) => {
+            let range = data.as_ptr_range();
+            for b in &rec.buffers {
+                let r = b.data.as_ptr_range();
+                assert!(b.data.is_empty() || (range.start <= r.start && r.end <= range.end));
+            }
+        }
+        Err(e) => assert!(e.offset() <= data.len() as u64, "{e}"),
+    }
+}
