@@ -156,10 +156,10 @@ impl EteOptions {
 }
 
 /// Armv9 cores an ETE traces.
-const CORES: &[&str] = &["ARM-AA64", "Cortex-A710", "Cortex-X2", "Neoverse-N2", "Cortex-A520"];
+pub(super) const CORES: &[&str] = &["ARM-AA64", "Cortex-A710", "Cortex-X2", "Neoverse-N2", "Cortex-A520"];
 
 /// Picks the configuration: ETMv4's choices, then ETE's.
-fn pick_config(rng: &mut Rng, o: &EteOptions) -> (Config, u32) {
+pub(super) fn pick_config(rng: &mut Rng, o: &EteOptions) -> (Config, u32) {
     let mut cfg = Config::pick(rng, &o.etmv4, false);
     // ETE traces a 32-bit VMID when it traces one.
     cfg.vmid_size_field = 4;
@@ -192,7 +192,7 @@ fn pick_config(rng: &mut Rng, o: &EteOptions) -> (Config, u32) {
 
 /// ETE registers for `cfg`: what is enabled is implemented, what is not
 /// may or may not be.
-fn registers(rng: &mut Rng, cfg: &Config, revision: u32, trace_id: u8) -> Vec<(String, u64)> {
+pub(super) fn registers(rng: &mut Rng, cfg: &Config, revision: u32, trace_id: u8) -> Vec<(String, u64)> {
     let maybe = |rng: &mut Rng, on: bool| on || rng.chance(1, 2);
     let bb_impl = maybe(rng, cfg.bb);
     let cond_impl = rng.chance(1, 2);

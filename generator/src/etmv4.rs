@@ -1457,7 +1457,7 @@ pub(super) fn generate_given(
 
 /// Trace unit registers for `cfg`: what is enabled is implemented, what is
 /// not may or may not be.
-fn registers(rng: &mut Rng, cfg: &Config, trace_id: u8) -> Vec<(String, u64)> {
+pub(super) fn registers(rng: &mut Rng, cfg: &Config, trace_id: u8) -> Vec<(String, u64)> {
     let maybe = |rng: &mut Rng, on: bool| on || rng.chance(1, 2);
     let bb_impl = maybe(rng, cfg.bb);
     let cond_impl = rng.chance(1, 2);

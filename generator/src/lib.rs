@@ -10,6 +10,7 @@
 pub mod a32t32;
 pub mod a64;
 pub mod check;
+pub mod elf;
 pub mod ete;
 pub mod etmv3;
 pub mod etmv4;
@@ -17,6 +18,7 @@ pub mod execution;
 pub mod flow;
 pub mod formatter;
 pub mod itm;
+pub mod perf_data;
 pub mod ptm;
 pub mod snapshot_writer;
 pub mod stm;

@@ -9,8 +9,15 @@ use crate::record::{AUXTRACE_CS_ETM, BuildId, kind, misc};
 
 /// `perf_event_attr` size written (`PERF_ATTR_SIZE_VER7`, as simpleperf writes).
 const ATTR_SIZE: usize = 128;
-/// `sample_type` written: IP | TID | TIME | CPU | IDENTIFIER.
-pub const WRITER_SAMPLE_TYPE: u64 = 0x1 | 0x2 | 0x4 | 0x80 | 0x1_0000;
+/// `sample_type` written by default: IP | TID | TIME | CPU | IDENTIFIER (what `perf record -e
+/// cs_etm//u -a` sets); [`WriterOptions::sample_time`] and [`WriterOptions::sample_cpu`] drop TIME
+/// and CPU, as a per-thread `perf record -e cs_etm//u -- PROG` does.
+pub const WRITER_SAMPLE_TYPE: u64 = SAMPLE_IP | SAMPLE_TID | SAMPLE_TIME | SAMPLE_CPU | SAMPLE_IDENTIFIER;
+const SAMPLE_IP: u64 = 0x1;
+const SAMPLE_TID: u64 = 0x2;
+const SAMPLE_TIME: u64 = 0x4;
+const SAMPLE_CPU: u64 = 0x80;
+const SAMPLE_IDENTIFIER: u64 = 0x1_0000;
 /// perf aligns strings in feature sections to this.
 const NAME_ALIGN: usize = 64;
 
@@ -35,6 +42,23 @@ pub struct WriterOptions {
     pub cpuid: String,
     /// HEADER_NRCPUS: CPUs available (online is the number of traced CPUs, at least).
     pub nr_cpus: u32,
+    /// PERF_SAMPLE_TIME in `sample_type` (and a time in every record's sample id). Linux perf
+    /// 6.1 decodes a file without it "timeless": buffers in file order, no trace timestamps
+    /// needed, but only one trace ID's packets per buffer.
+    pub sample_time: bool,
+    /// PERF_SAMPLE_CPU in `sample_type` (and a CPU in every record's sample id): per-CPU
+    /// recordings have it, and perf matches AUX records to AUXTRACE buffers by it.
+    pub sample_cpu: bool,
+    /// The event's name in HEADER_EVENT_DESC.
+    pub event_name: String,
+    /// HEADER_HOSTNAME.
+    pub hostname: String,
+    /// HEADER_OSRELEASE.
+    pub osrelease: String,
+    /// HEADER_VERSION (the perf version that "recorded").
+    pub perf_version: String,
+    /// HEADER_CMDLINE, one string an argument.
+    pub cmdline: Vec<String>,
 }
 
 impl Default for WriterOptions {
@@ -49,7 +73,28 @@ impl Default for WriterOptions {
             cpudesc: "ARM Cortex-A76".into(),
             cpuid: "0x00000000414fd0b1".into(),
             nr_cpus: 1,
+            sample_time: true,
+            sample_cpu: true,
+            event_name: "cs_etm//".into(),
+            hostname: "coresight-decode".into(),
+            osrelease: "6.1.0-coresight-decode".into(),
+            perf_version: "6.1".into(),
+            cmdline: vec!["perf".into(), "record".into(), "-e".into(), "cs_etm//u".into()],
         }
+    }
+}
+
+impl WriterOptions {
+    /// The attribute's `sample_type`.
+    pub fn sample_type(&self) -> u64 {
+        let mut t = WRITER_SAMPLE_TYPE;
+        if !self.sample_time {
+            t &= !SAMPLE_TIME;
+        }
+        if !self.sample_cpu {
+            t &= !SAMPLE_CPU;
+        }
+        t
     }
 }
 
@@ -135,7 +180,7 @@ impl Writer {
         put_u32(&mut v, ATTR_SIZE as u32);
         put_u64(&mut v, o.config);
         put_u64(&mut v, 1); // sample_period
-        put_u64(&mut v, WRITER_SAMPLE_TYPE);
+        put_u64(&mut v, o.sample_type());
         put_u64(&mut v, 0); // read_format
         put_u64(&mut v, flags);
         v.resize(104, 0);
@@ -155,12 +200,17 @@ impl Writer {
 
     fn end(&mut self, at: usize, s: Option<SampleFields>) {
         if let Some(s) = s {
+            // The sample id's fields in perf's order: TID, TIME, CPU, IDENTIFIER.
             let id = self.event_id(s.cpu);
             put_u32(&mut self.data, s.pid);
             put_u32(&mut self.data, s.tid);
-            put_u64(&mut self.data, s.time);
-            put_u32(&mut self.data, s.cpu);
-            put_u32(&mut self.data, 0);
+            if self.opts.sample_time {
+                put_u64(&mut self.data, s.time);
+            }
+            if self.opts.sample_cpu {
+                put_u32(&mut self.data, s.cpu);
+                put_u32(&mut self.data, 0);
+            }
             put_u64(&mut self.data, id);
         }
         pad_to(&mut self.data, 8);
@@ -259,7 +309,9 @@ impl Writer {
         put_u32(&mut self.data, 0);
         self.end(at, None);
         self.data.extend_from_slice(payload);
-        self.index.push((file_offset, 48 + payload.len() as u64));
+        // The index gives the record's size without its payload: perf checks it against the
+        // header's size and refuses the AUXTRACE_INFO (EINVAL) when they differ.
+        self.index.push((file_offset, 48));
     }
 
     /// FINISHED_ROUND.
@@ -296,6 +348,15 @@ impl Writer {
                 }
             }
             feature::ARCH => put_string(&mut v, &o.arch),
+            feature::HOSTNAME => put_string(&mut v, &o.hostname),
+            feature::OSRELEASE => put_string(&mut v, &o.osrelease),
+            feature::VERSION => put_string(&mut v, &o.perf_version),
+            feature::CMDLINE => {
+                put_u32(&mut v, o.cmdline.len() as u32);
+                for a in &o.cmdline {
+                    put_string(&mut v, a);
+                }
+            }
             feature::NRCPUS => {
                 put_u32(&mut v, o.nr_cpus.max(o.cpus.len() as u32));
                 put_u32(&mut v, o.nr_cpus.max(o.cpus.len() as u32));
@@ -307,7 +368,7 @@ impl Writer {
                 put_u32(&mut v, ATTR_SIZE as u32);
                 v.extend_from_slice(&self.attr_bytes());
                 put_u32(&mut v, self.ids.len() as u32);
-                put_string(&mut v, "cs_etm//");
+                put_string(&mut v, &o.event_name);
                 for &id in &self.ids {
                     put_u64(&mut v, id);
                 }
@@ -331,12 +392,16 @@ impl Writer {
 
     /// The file.
     pub fn finish(self) -> Vec<u8> {
-        const FEATURES: [u32; 8] = [
+        const FEATURES: [u32; 12] = [
             feature::BUILD_ID,
+            feature::HOSTNAME,
+            feature::OSRELEASE,
+            feature::VERSION,
             feature::ARCH,
             feature::NRCPUS,
             feature::CPUDESC,
             feature::CPUID,
+            feature::CMDLINE,
             feature::EVENT_DESC,
             feature::PMU_MAPPINGS,
             feature::AUXTRACE,

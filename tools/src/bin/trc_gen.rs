@@ -28,16 +28,27 @@
 //! buffer, the memory image) and `truth.txt`: the executed instruction
 //! ranges (or software messages) in order, one a line; with several
 //! sessions, each buffer's items follow a `session N` line.
+//!
+//! ```text
+//! trc_gen --protocol etmv4 --seed 7 --perf-data FILE [--cpus N] [--unformatted] [--size 64M] [--per-thread]
+//! ```
+//! writes the generated executions as a Linux `perf.data` (what `perf record -e cs_etm//u -a`
+//! writes on an Arm64 machine: ETMv4 or ETE, formatted ETR frames interleaving every CPU's
+//! trace or, with `--unformatted`, one raw TRBE stream per CPU), the ELF executable the
+//! programs run in as `FILE.elf` (recorded in the MMAP2 and build-id records by its absolute
+//! path, or `--elf-path`), and each CPU's truth as `FILE.cpuN.truth.txt` (one copy of the
+//! trace: with `--size` each AUX buffer holds whole copies of it).
 
 //!
 //! Exit status: 0 written, 1 failed (a file that could not be read or
 //! written), 2 bad usage.
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Parser;
 use coresight_generator::etmv4::{self, Etmv4Options};
 use coresight_generator::execution::{ExecProtocol, elf_images, generate_from_execution, insns_from_tarmac};
+use coresight_generator::perf_data::{PerfOptions, PerfProtocol, generate_perf_data};
 use coresight_generator::{BufferLayout, GenOptions, GenProtocol, Generated, generate};
 use coresight_tarmac::Reader;
 use coresight_tools::cli;
@@ -84,8 +95,31 @@ struct Cli {
     #[arg(long, value_name = "N", default_value_t = 1)]
     seed: u64,
     /// Directory to write the snapshot to (created if needed).
-    #[arg(long, value_name = "DIR")]
-    out: PathBuf,
+    #[arg(
+        long,
+        value_name = "DIR",
+        required_unless_present = "perf_data",
+        conflicts_with = "perf_data"
+    )]
+    out: Option<PathBuf>,
+    /// Write a Linux perf.data instead of a snapshot (etmv4 or ete): FILE, the ELF as
+    /// FILE.elf and each CPU's truth as FILE.cpuN.truth.txt.
+    #[arg(long, value_name = "FILE")]
+    perf_data: Option<PathBuf>,
+    /// With --perf-data: CPUs traced, each running its own program.
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "perf_data")]
+    cpus: u32,
+    /// With --perf-data: at least this much AUX data (e.g. 64M), the trace repeated in
+    /// whole copies.
+    #[arg(long, value_name = "BYTES", requires = "perf_data", value_parser = parse_size)]
+    size: Option<u64>,
+    /// With --perf-data: a per-thread recording (one CPU, no CPU or time in samples).
+    #[arg(long, requires = "perf_data")]
+    per_thread: bool,
+    /// With --perf-data: the ELF's path as the recording gives it (default: the absolute
+    /// path of FILE.elf).
+    #[arg(long, value_name = "PATH", requires = "perf_data")]
+    elf_path: Option<String>,
     /// Approximate number of waypoints (branches) or messages.
     #[arg(long, value_name = "N", default_value_t = 200)]
     length: usize,
@@ -103,6 +137,104 @@ struct Cli {
     /// snapshot's memory.
     #[arg(long, value_name = "ELF", requires = "tarmac")]
     elf: Option<PathBuf>,
+}
+
+/// A byte count with an optional K, M or G (binary) suffix.
+fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, mult) = match t.char_indices().last() {
+        Some((i, c)) if c.eq_ignore_ascii_case(&'k') => (&t[..i], 1u64 << 10),
+        Some((i, c)) if c.eq_ignore_ascii_case(&'m') => (&t[..i], 1 << 20),
+        Some((i, c)) if c.eq_ignore_ascii_case(&'g') => (&t[..i], 1 << 30),
+        _ => (t, 1),
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .ok_or_else(|| format!("`{s}` is not a size (a number with an optional K, M or G)"))
+}
+
+/// `--perf-data`: the recording, its ELF and truths. Errors: the message and the exit status.
+fn write_perf_data(a: &Cli, opts: &GenOptions, etmv4_opts: &Etmv4Options, file: &Path) -> Result<String, (String, u8)> {
+    let protocol = PerfProtocol::from_name(&a.protocol).ok_or_else(|| {
+        (
+            format!(
+                "--perf-data: --protocol {} is not traced by perf here (etmv4 or ete)",
+                a.protocol
+            ),
+            cli::EXIT_USAGE,
+        )
+    })?;
+    let failed = |m: String| (m, cli::EXIT_FAILURE);
+    let mut elf_file = file.as_os_str().to_owned();
+    elf_file.push(".elf");
+    let elf_file = PathBuf::from(elf_file);
+    let elf_path = match &a.elf_path {
+        Some(p) => p.clone(),
+        None => {
+            // The absolute path, so that perf finds the ELF without --symfs.
+            let dir = match file.parent().filter(|p| !p.as_os_str().is_empty()) {
+                Some(d) => d.to_path_buf(),
+                None => PathBuf::from("."),
+            };
+            let dir = std::fs::canonicalize(&dir).map_err(|e| failed(format!("cannot find {}: {e}", dir.display())))?;
+            let name = elf_file.file_name().unwrap_or_default();
+            dir.join(name).to_string_lossy().into_owned()
+        }
+    };
+    let etmv4 = match opts.protocol {
+        GenProtocol::Ete(o) => o.etmv4,
+        _ => *etmv4_opts,
+    };
+    let po = PerfOptions {
+        seed: opts.seed,
+        protocol,
+        layout: opts.layout,
+        cpus: a.cpus,
+        length: opts.length,
+        etmv4,
+        min_aux_bytes: a.size.unwrap_or(0),
+        elf_path,
+        per_thread: a.per_thread,
+    };
+    let r = generate_perf_data(&po).map_err(|m| (format!("--perf-data: {m}"), cli::EXIT_USAGE))?;
+    let write =
+        |p: &Path, b: &[u8]| std::fs::write(p, b).map_err(|e| failed(format!("cannot write {}: {e}", p.display())));
+    write(file, &r.perf_data)?;
+    write(&elf_file, &r.elf.bytes)?;
+    for c in &r.cpus {
+        let mut t = file.as_os_str().to_owned();
+        t.push(format!(".cpu{}.truth.txt", c.cpu));
+        let text: String = c.truth.iter().map(|t| format!("{t}\n")).collect();
+        write(Path::new(&t), text.as_bytes())?;
+    }
+    let cpus: Vec<String> = r
+        .cpus
+        .iter()
+        .map(|c| {
+            format!(
+                "cpu {} pid {} trace ID {:#x}: {} items ({})",
+                c.cpu,
+                c.pid,
+                c.trace_id,
+                c.truth.len(),
+                c.description
+            )
+        })
+        .collect();
+    Ok(format!(
+        "{}: {} {} perf.data, {} AUX bytes in {} buffers; {}",
+        file.display(),
+        protocol.name(),
+        if opts.layout == BufferLayout::Unformatted {
+            "unformatted"
+        } else {
+            "formatted"
+        },
+        r.aux_bytes(),
+        r.buffers.len(),
+        cpus.join("; ")
+    ))
 }
 
 const RENAMED: &[(&str, &str)] = &[
@@ -174,6 +306,25 @@ fn main() -> ExitCode {
             return cli::usage_error(PROGRAM, format!("--opt {v}: {e}"));
         }
     }
+    if let Some(file) = &a.perf_data {
+        if a.tarmac.is_some() {
+            return cli::usage_error(
+                PROGRAM,
+                "--perf-data encodes generated programs, not --tarmac executions",
+            );
+        }
+        return match write_perf_data(&a, &opts, &etmv4_opts, file) {
+            Ok(msg) => {
+                println!("{msg}");
+                ExitCode::SUCCESS
+            }
+            Err((msg, code)) if code == cli::EXIT_USAGE => cli::usage_error(PROGRAM, msg),
+            Err((msg, _)) => cli::fail(PROGRAM, msg),
+        };
+    }
+    let Some(dir) = &a.out else {
+        return cli::usage_error(PROGRAM, "--out DIR or --perf-data FILE is needed");
+    };
     let g = match (&a.tarmac, &a.elf) {
         (Some(t), Some(e)) => match from_execution(t, e, &a.protocol, &opts) {
             Ok(g) => g,
@@ -185,7 +336,6 @@ fn main() -> ExitCode {
             _ => generate(&opts),
         },
     };
-    let dir = &a.out;
     if let Err(e) = g.spec.write_to(dir) {
         return cli::fail(PROGRAM, format!("cannot write the snapshot to {}: {e}", dir.display()));
     }

@@ -1,0 +1,668 @@
+//! Generated executions as a Linux `perf.data`, laid out as `perf record -e
+//! cs_etm//u -a` writes it on an Arm64 machine, with the ELF executable the
+//! trace ran in: so that Linux perf (and our own perf.data reader) can decode
+//! them and the result be checked against the truth.
+//!
+//! Each traced CPU runs its own generated A64 program, a process of its own
+//! (pid [`PID_BASE`] + CPU) at EL0, with an ETMv4 or an ETE tracing it with
+//! context IDs (the PID, as a kernel with `CONFIG_PID_IN_CONTEXTIDR` writes
+//! it) and, by default, timestamps. All programs are laid out in one ELF
+//! ([`crate::elf`]), which every process maps. The trace is:
+//!
+//! - formatted (an ETR): one CoreSight frame stream interleaving every CPU's
+//!   trace ID, in the first CPU's AUX buffer, as a sink shared by all CPUs
+//!   hands its data to whichever event is active;
+//! - unformatted (TRBE): each CPU's raw stream in its own AUX buffer, the AUX
+//!   records flagged `PERF_AUX_FLAG_CORESIGHT_FORMAT_RAW`.
+//!
+//! Linux perf resets its decoder at every AUXTRACE buffer, so a buffer holds
+//! whole copies of a CPU's trace (or of the frame stream): [`PerfOptions::min_aux_bytes`]
+//! repeats them to make a large file for benchmarks without generating (and
+//! keeping the truth of) a huge execution. Each buffer decodes to its copies'
+//! truth.
+
+use std::collections::BTreeMap;
+
+use coresight_perf_data::{
+    AuxFlags, AuxFormat, BuildId, CpuConfig, CsEtmInfo, Etmv4Config, Recording, SampleFields, TraceUnit, Writer,
+    WriterOptions,
+};
+
+use crate::elf::{self, ElfImage, Function};
+use crate::ete::{self, EteOptions};
+use crate::etmv4::{self, Choice, Config, Encoder, Etmv4Options, Gen};
+use crate::flow::{self, Ctx, WalkCfg};
+use crate::formatter::{FormatterConfig, FrameFormatter};
+use crate::snapshot_writer::{BufferSpec, DeviceSpec, DumpSpec, SnapshotSpec};
+use crate::{BufferLayout, Generated, Rng, Truth, a64};
+
+/// The first traced process's id; CPU `n` runs process `PID_BASE + n`.
+pub const PID_BASE: u32 = 4000;
+/// Where the code of the first program is loaded.
+pub const TEXT_ADDR: u64 = 0x40_0000;
+/// The cs_etm PMU type written (any dynamic PMU number works; this is a common one).
+pub const PMU_TYPE: u32 = 10;
+/// The process name in COMM records.
+pub const COMM: &str = "trc_gen_prog";
+/// The largest AUXTRACE buffer written when copies are repeated (a typical AUX area size).
+const CHUNK: usize = 4 << 20;
+/// cs_etm attribute config bits (`ETM_OPT_*`): cycle counts, context ID, timestamps, return stack.
+const ETM_OPT_BRANCH_BROADCAST: u64 = 1 << 8;
+const ETM_OPT_CYCACC: u64 = 1 << 12;
+const ETM_OPT_CTXTID: u64 = 1 << 14;
+const ETM_OPT_TS: u64 = 1 << 28;
+const ETM_OPT_RETSTK: u64 = 1 << 29;
+/// TRCAUTHSTATUS of a trace unit with non-secure invasive and non-invasive debug enabled.
+const TRCAUTHSTATUS: u64 = 0xcc;
+
+/// The trace unit of every CPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PerfProtocol {
+    Etmv4,
+    Ete,
+}
+
+impl PerfProtocol {
+    pub fn from_name(s: &str) -> Option<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "etmv4" | "etm4" | "etmv4i" => Some(PerfProtocol::Etmv4),
+            "ete" => Some(PerfProtocol::Ete),
+            _ => None,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            PerfProtocol::Etmv4 => "etmv4",
+            PerfProtocol::Ete => "ete",
+        }
+    }
+}
+
+/// What to generate.
+#[derive(Clone, Debug)]
+pub struct PerfOptions {
+    pub seed: u64,
+    pub protocol: PerfProtocol,
+    /// Formatted (ETR) or unformatted (TRBE).
+    pub layout: BufferLayout,
+    /// CPUs traced (at least 1).
+    pub cpus: u32,
+    /// Approximate number of waypoints per CPU.
+    pub length: usize,
+    /// Trace unit options. Exceptions and context changes are always off (user space
+    /// traced, one process per CPU); context ID tracing is always on; timestamps are forced
+    /// on unless `per_thread`.
+    pub etmv4: Etmv4Options,
+    /// At least this many bytes of AUX data in all: each CPU's trace (or the frame stream)
+    /// is repeated in whole copies until there are.
+    pub min_aux_bytes: u64,
+    /// The ELF's file name as the MMAP2 records and the build-id table give it (where perf
+    /// looks for it, under `--symfs` if given).
+    pub elf_path: String,
+    /// A per-thread recording (`perf record -e cs_etm//u -- PROG`, one CPU only): no CPU or
+    /// time in the samples, the AUXTRACE buffer belongs to the thread (CPU -1). Linux perf
+    /// then decodes "timeless", in file order.
+    pub per_thread: bool,
+}
+
+impl Default for PerfOptions {
+    fn default() -> Self {
+        PerfOptions {
+            seed: 1,
+            protocol: PerfProtocol::Etmv4,
+            layout: BufferLayout::Formatted,
+            cpus: 1,
+            length: 200,
+            etmv4: Etmv4Options::default(),
+            min_aux_bytes: 0,
+            elf_path: "/tmp/trc_gen_prog".into(),
+            per_thread: false,
+        }
+    }
+}
+
+/// One traced CPU.
+#[derive(Clone, Debug)]
+pub struct PerfCpu {
+    pub cpu: u32,
+    /// Its process (and thread) id: what its context ID packets carry.
+    pub pid: u32,
+    pub trace_id: u8,
+    /// The trace unit registers as AUXTRACE_INFO gives them.
+    pub config: CpuConfig,
+    /// One copy of its trace, unformatted.
+    pub trace: Vec<u8>,
+    /// The truth of one copy of its trace.
+    pub truth: Vec<Truth>,
+    /// The program's functions.
+    pub functions: Vec<Function>,
+    /// The trace unit options used (as the snapshot description gives them).
+    pub description: String,
+}
+
+/// One AUXTRACE buffer written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PerfBuffer {
+    /// The CPU whose AUX area it came from (None: per-thread).
+    pub cpu: Option<u32>,
+    /// Offset in that AUX area.
+    pub aux_offset: u64,
+    /// Bytes.
+    pub size: u64,
+    /// Whole copies of the trace it holds.
+    pub copies: usize,
+}
+
+/// A generated recording.
+#[derive(Clone, Debug)]
+pub struct PerfRecording {
+    /// The perf.data file.
+    pub perf_data: Vec<u8>,
+    /// The ELF executable (write it where [`PerfOptions::elf_path`] says).
+    pub elf: ElfImage,
+    pub cpus: Vec<PerfCpu>,
+    pub buffers: Vec<PerfBuffer>,
+    pub layout: BufferLayout,
+    pub protocol: PerfProtocol,
+}
+
+impl PerfRecording {
+    /// The truth a buffer of `cpu` decodes to, for the CPU (trace ID) `of` ([`PerfBuffer`]s
+    /// of formatted trace hold every CPU's trace).
+    pub fn buffer_truth(&self, b: &PerfBuffer, of: u32) -> Vec<Truth> {
+        let Some(c) = self.cpus.iter().find(|c| c.cpu == of) else {
+            return Vec::new();
+        };
+        let mut v = Vec::with_capacity(c.truth.len() * b.copies);
+        for _ in 0..b.copies {
+            v.extend_from_slice(&c.truth);
+        }
+        v
+    }
+
+    /// Total AUX bytes.
+    pub fn aux_bytes(&self) -> u64 {
+        self.buffers.iter().map(|b| b.size).sum()
+    }
+}
+
+/// The generated functions of a program: its first block and every direct call's target
+/// start one, which runs to the next one's start (or the end of the code).
+fn functions(prog: &flow::Program, cpu: u32, end: u64) -> Vec<Function> {
+    let mut starts: Vec<usize> = vec![prog.main.start];
+    for b in &prog.blocks[prog.main.clone()] {
+        if let flow::Term::Bl(t) = b.term {
+            starts.push(t);
+        }
+    }
+    starts.sort_unstable();
+    starts.dedup();
+    let addrs: Vec<u64> = starts.iter().map(|&i| prog.blocks[i].addr).collect();
+    addrs
+        .iter()
+        .enumerate()
+        .map(|(k, &a)| {
+            let next = addrs.get(k + 1).copied().unwrap_or(end);
+            let name = if k == 0 {
+                format!("cpu{cpu}_main")
+            } else {
+                format!("cpu{cpu}_func{}", starts[k])
+            };
+            Function {
+                name,
+                addr: a,
+                size: next - a,
+            }
+        })
+        .collect()
+}
+
+fn reg(regs: &[(String, u64)], name: &str) -> u64 {
+    regs.iter().find(|(n, _)| n == name).map_or(0, |(_, v)| *v)
+}
+
+/// One CPU's program, execution and trace; `base` is where its code goes.
+fn generate_cpu(o: &PerfOptions, cpu: u32, base: u64) -> (PerfCpu, flow::Program, u64) {
+    let mut rng = Rng::new(o.seed.wrapping_add(u64::from(cpu).wrapping_mul(0x1_0000_0001)) ^ 0x9e2f_da7a);
+    let mut etm = o.etmv4;
+    // User space of one process: no exceptions or context changes to trace.
+    etm.exceptions = Choice::Off;
+    etm.context_changes = Choice::Off;
+    // Linux perf 6.1 orders the CPUs' trace by its timestamps (and needs one to start
+    // decoding) unless the recording is per-thread.
+    if !o.per_thread {
+        etm.timestamps = Choice::On;
+    }
+    let (mut cfg, revision, core) = match o.protocol {
+        PerfProtocol::Etmv4 => {
+            let cfg = Config::pick(&mut rng, &etm, false);
+            let core = ["Cortex-A53", "Cortex-A57", "Cortex-A72"][rng.below(3) as usize];
+            (cfg, 0, core)
+        }
+        PerfProtocol::Ete => {
+            // ETE's Armv9 extras stay off: perf traces plain user code here.
+            let eo = EteOptions {
+                etmv4: etm,
+                ts_marker: Choice::Off,
+                tme: Choice::Off,
+                ite: Choice::Off,
+                rme: Choice::Off,
+                wfx: Choice::Off,
+                multi_session: Choice::Off,
+                sessions: None,
+            };
+            let (cfg, revision) = ete::pick_config(&mut rng, &eo);
+            let core = ete::CORES[rng.below(ete::CORES.len() as u64) as usize];
+            (cfg, revision, core)
+        }
+    };
+    // Context IDs carry the PID; no VMID, which perf would read as the PID instead.
+    cfg.cid = true;
+    cfg.vmid_bits = 0;
+    let pid = PID_BASE + cpu;
+    let n_blocks = 20 + rng.below(60) as usize;
+    let prog = a64::flow_program(&mut rng, base, n_blocks, None, false);
+    let start = Ctx {
+        el: 0,
+        secure: false,
+        nse: false,
+        aarch64: true,
+        cid: pid,
+        vmid: 0,
+    };
+    let wcfg = WalkCfg::basic(false, false, false, 2, start);
+    let segs = flow::walk(&mut rng, &prog, &wcfg, o.length.max(1));
+    let mut enc = Encoder::new(256 + rng.below(1024) as usize);
+    enc.f45 = cfg.f45;
+    enc.exact = cfg.exact;
+    enc.is64 = true;
+    enc.vary = Some(Rng::new(rng.next_u64()));
+    // CPUs' timestamps start close together, as one system counter's would.
+    let ts = 0x10_0000_0000 + u64::from(cpu) * 0x100 + rng.below(0x100);
+    let (trace, truth, _, _) = Gen::new(&cfg, enc, ts, segs.len() * 2).run(&mut rng, &segs);
+    // Linux's legacy CPU trace IDs: 0x10 + 2 * CPU.
+    let trace_id = (0x10 + 2 * cpu) as u8;
+    let regs = match o.protocol {
+        PerfProtocol::Etmv4 => etmv4::registers(&mut rng, &cfg, trace_id),
+        PerfProtocol::Ete => ete::registers(&mut rng, &cfg, revision, trace_id),
+    };
+    let e = Etmv4Config {
+        trcconfigr: reg(&regs, "TRCCONFIGR"),
+        trctraceidr: reg(&regs, "TRCTRACEIDR"),
+        trcidr0: reg(&regs, "TRCIDR0"),
+        trcidr1: reg(&regs, "TRCIDR1"),
+        trcidr2: reg(&regs, "TRCIDR2"),
+        trcidr8: reg(&regs, "TRCIDR8"),
+        trcauthstatus: TRCAUTHSTATUS,
+        trcdevarch: None,
+        ts_source: None,
+    };
+    let config = match o.protocol {
+        PerfProtocol::Etmv4 => CpuConfig::etmv4(cpu, e),
+        PerfProtocol::Ete => CpuConfig::ete(
+            cpu,
+            Etmv4Config {
+                trcdevarch: Some(reg(&regs, "TRCDEVARCH")),
+                ..e
+            },
+        ),
+    };
+    let end = prog
+        .images
+        .iter()
+        .map(|(a, c)| a + c.len() as u64)
+        .max()
+        .unwrap_or(base);
+    let description = format!("{core} {}", cfg.describe());
+    let c = PerfCpu {
+        cpu,
+        pid,
+        trace_id,
+        config,
+        trace,
+        truth,
+        functions: functions(&prog, cpu, end),
+        description,
+    };
+    (c, prog, end)
+}
+
+/// Interleaves the CPUs' streams into one frame stream, in uneven pieces as a funnel would.
+fn format_streams(cpus: &[PerfCpu], rng: &mut Rng) -> Vec<u8> {
+    let mut f = FrameFormatter::new(FormatterConfig::default());
+    let mut at = vec![0usize; cpus.len()];
+    loop {
+        let left: Vec<usize> = (0..cpus.len()).filter(|&i| at[i] < cpus[i].trace.len()).collect();
+        if left.is_empty() {
+            break;
+        }
+        let i = left[rng.below(left.len() as u64) as usize];
+        let t = &cpus[i].trace;
+        let n = (1 + rng.below(48) as usize).min(t.len() - at[i]);
+        f.push(cpus[i].trace_id, &t[at[i]..at[i] + n]);
+        at[i] += n;
+    }
+    f.finish()
+}
+
+/// Generates a recording: the programs, their executions and trace, the ELF and the
+/// perf.data. Errors only when the options cannot make one (no CPUs, a per-thread recording
+/// of several CPUs, more CPUs than trace IDs).
+pub fn generate_perf_data(o: &PerfOptions) -> Result<PerfRecording, String> {
+    if o.cpus == 0 {
+        return Err("no CPUs to trace".into());
+    }
+    if o.per_thread && o.cpus > 1 {
+        return Err("a per-thread recording traces one CPU".into());
+    }
+    // Trace IDs 0x10 + 2n must stay below 0x70.
+    if o.cpus > 47 {
+        return Err(format!("{} CPUs: at most 47 have trace IDs", o.cpus));
+    }
+    let mut cpus = Vec::new();
+    let mut text = Vec::new();
+    let mut base = TEXT_ADDR;
+    for cpu in 0..o.cpus {
+        let (c, prog, end) = generate_cpu(o, cpu, base);
+        for (addr, code) in &prog.images {
+            let off = (addr - TEXT_ADDR) as usize;
+            if text.len() < off + code.len() {
+                text.resize(off + code.len(), 0);
+            }
+            text[off..off + code.len()].copy_from_slice(code);
+        }
+        // The next program a page on.
+        base = (end + 0x1000).next_multiple_of(0x1000);
+        cpus.push(c);
+    }
+    let funcs: Vec<Function> = cpus.iter().flat_map(|c| c.functions.iter().cloned()).collect();
+    let elf = elf::write_elf(TEXT_ADDR, &text, &funcs, TEXT_ADDR)?;
+
+    let mut rng = Rng::new(o.seed ^ 0x9e2f_0f0f);
+    // What goes in the AUX areas: (cpu, one copy's bytes).
+    let per_cpu: Vec<(u32, Vec<u8>)> = match o.layout {
+        BufferLayout::Formatted => vec![(cpus[0].cpu, format_streams(&cpus, &mut rng))],
+        BufferLayout::Unformatted => cpus.iter().map(|c| (c.cpu, c.trace.clone())).collect(),
+    };
+
+    let config = cpus.iter().fold(ETM_OPT_CTXTID, |acc, c| {
+        let r = match c.config.unit {
+            TraceUnit::Etmv4(e) | TraceUnit::Ete(e) => e.trcconfigr,
+            TraceUnit::Etmv3(_) => 0,
+        };
+        acc | if r & 1 << 3 != 0 { ETM_OPT_BRANCH_BROADCAST } else { 0 }
+            | if r & 1 << 4 != 0 { ETM_OPT_CYCACC } else { 0 }
+            | if r & 1 << 11 != 0 { ETM_OPT_TS } else { 0 }
+            | if r & 1 << 12 != 0 { ETM_OPT_RETSTK } else { 0 }
+    });
+    let cmdline: Vec<String> = if o.per_thread {
+        ["perf", "record", "-e", "cs_etm//u", "--", COMM]
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+    } else {
+        ["perf", "record", "-e", "cs_etm//u", "-a"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+    };
+    let mut w = Writer::new(WriterOptions {
+        pmu_type: PMU_TYPE,
+        cpus: cpus.iter().map(|c| c.cpu).collect(),
+        config,
+        nr_cpus: o.cpus,
+        cpudesc: match o.protocol {
+            PerfProtocol::Etmv4 => "ARM Cortex-A72".into(),
+            PerfProtocol::Ete => "ARM Neoverse-N2".into(),
+        },
+        cpuid: match o.protocol {
+            PerfProtocol::Etmv4 => "0x00000000410fd083".into(),
+            PerfProtocol::Ete => "0x00000000410fd490".into(),
+        },
+        sample_time: !o.per_thread,
+        sample_cpu: !o.per_thread,
+        cmdline,
+        event_name: "cs_etm//u".into(),
+        ..WriterOptions::default()
+    });
+    let mut info = CsEtmInfo {
+        version: 1,
+        pmu_type: PMU_TYPE,
+        num_cpus: o.cpus,
+        snapshot: false,
+        cpus: cpus.iter().map(|c| c.config.clone()).collect(),
+        raw: Vec::new(),
+    };
+    info.raw = info.to_words();
+    w.auxtrace_info(&info);
+    let build_id = BuildId::new(&elf.build_id);
+    let map_len = (elf.text_size).next_multiple_of(0x1000);
+    let mut time = 1_000_000u64;
+    for c in &cpus {
+        let at = SampleFields {
+            pid: c.pid,
+            tid: c.pid,
+            time,
+            cpu: c.cpu,
+        };
+        w.comm(c.pid, c.pid, COMM, true, at);
+        w.mmap2(
+            c.pid,
+            c.pid,
+            TEXT_ADDR,
+            map_len,
+            elf.text_offset,
+            &o.elf_path,
+            Some(build_id),
+            SampleFields { time: time + 1, ..at },
+        );
+        w.build_id(c.pid as i32, &o.elf_path, build_id);
+        w.itrace_start(c.pid, c.pid, SampleFields { time: time + 2, ..at });
+        time += 10;
+    }
+    w.finished_round();
+
+    // The buffers: whole copies, up to CHUNK bytes each, until each area has its share.
+    let share = o.min_aux_bytes.div_ceil(per_cpu.len() as u64);
+    let raw = o.layout == BufferLayout::Unformatted;
+    let mut buffers = Vec::new();
+    let mut reference = 0x1_0000u64;
+    for (idx, (cpu, copy)) in per_cpu.iter().enumerate() {
+        let c = cpus.iter().find(|c| c.cpu == *cpu).expect("a generated CPU");
+        let per_chunk = (CHUNK / copy.len().max(1)).max(1);
+        let mut left = share.div_ceil(copy.len().max(1) as u64).max(1) as usize;
+        let mut aux_offset = 0u64;
+        while left > 0 {
+            let copies = left.min(per_chunk);
+            left -= copies;
+            let mut data = Vec::with_capacity(copy.len() * copies);
+            for _ in 0..copies {
+                data.extend_from_slice(copy);
+            }
+            let at = SampleFields {
+                pid: c.pid,
+                tid: c.pid,
+                time,
+                cpu: *cpu,
+            };
+            w.aux(
+                aux_offset,
+                data.len() as u64,
+                if raw { AuxFlags::CORESIGHT_FORMAT_RAW } else { 0 },
+                at,
+            );
+            let (buf_cpu, aux_cpu) = if o.per_thread {
+                (None, u32::MAX)
+            } else {
+                (Some(*cpu), *cpu)
+            };
+            w.auxtrace(aux_offset, reference, idx as u32, c.pid, aux_cpu, &data);
+            reference += 1;
+            time += 1000;
+            buffers.push(PerfBuffer {
+                cpu: buf_cpu,
+                aux_offset,
+                size: data.len() as u64,
+                copies,
+            });
+            aux_offset += data.len() as u64;
+            w.finished_round();
+        }
+    }
+    Ok(PerfRecording {
+        perf_data: w.finish(),
+        elf,
+        cpus,
+        buffers,
+        layout: o.layout,
+        protocol: o.protocol,
+    })
+}
+
+/// One AUXTRACE buffer decoded: its CPU (None: per-thread) and the truth items of each
+/// trace ID's elements.
+pub type DecodedBuffer = (Option<u32>, BTreeMap<u8, Vec<Truth>>);
+
+/// What a perf.data's trace decodes to with this project's decoder: for each AUXTRACE
+/// buffer in file order, its CPU and the truth items of each trace ID's elements (each
+/// buffer decoded from a reset, as Linux perf does). `elf` supplies the memory: the
+/// loadable segments of the executable the recording maps.
+pub fn decode_perf_data(perf_data: &[u8], elf: &[u8]) -> Result<Vec<DecodedBuffer>, String> {
+    let rec = Recording::parse(perf_data).map_err(|e| e.to_string())?;
+    let cs = rec.cs_etm.as_ref().ok_or("no cs_etm AUXTRACE_INFO")?;
+    let images = crate::execution::elf_images(elf)?;
+    let mut devices = Vec::new();
+    let mut source_buffers = Vec::new();
+    let mut core_trace_sources = Vec::new();
+    for c in &cs.cpus {
+        let (e, kind) = match c.unit {
+            TraceUnit::Etmv4(e) => (e, "ETM4.0"),
+            TraceUnit::Ete(e) => (e, "ETE"),
+            TraceUnit::Etmv3(_) => return Err(format!("CPU {}: an ETMv3/PTM: not generated here", c.cpu)),
+        };
+        let mut core = DeviceSpec::core(&format!("cpu_{}", c.cpu), "Cortex-A72");
+        for (i, (addr, data)) in images.iter().enumerate() {
+            core.dumps.push(DumpSpec {
+                file: format!("mem{i}.bin"),
+                address: *addr,
+                data: data.clone(),
+                space: String::new(),
+            });
+        }
+        let mut regs = vec![
+            ("TRCCONFIGR".to_string(), e.trcconfigr),
+            ("TRCTRACEIDR".to_string(), e.trctraceidr),
+            ("TRCIDR0".to_string(), e.trcidr0),
+            ("TRCIDR1".to_string(), e.trcidr1),
+            ("TRCIDR2".to_string(), e.trcidr2),
+            ("TRCIDR8".to_string(), e.trcidr8),
+        ];
+        if let Some(d) = e.trcdevarch {
+            regs.push(("TRCDEVARCH".to_string(), d));
+        }
+        let src = format!("etm_{}", c.cpu);
+        devices.push(core);
+        devices.push(DeviceSpec::trace_source(&src, kind, regs));
+        source_buffers.push((src.clone(), "AUX".to_string()));
+        core_trace_sources.push((format!("cpu_{}", c.cpu), src));
+    }
+    let mut out = Vec::new();
+    for b in &rec.buffers {
+        let format = match b.format {
+            AuxFormat::Raw => "source_data",
+            _ => "coresight",
+        };
+        // A raw buffer holds one CPU's trace: only its trace unit decodes it.
+        let only = (b.format == AuxFormat::Raw).then_some(b.cpu).flatten();
+        let sources: Vec<(String, String)> = source_buffers
+            .iter()
+            .filter(|(s, _)| only.is_none_or(|cpu| *s == format!("etm_{cpu}")))
+            .cloned()
+            .collect();
+        if sources.is_empty() {
+            return Err(format!(
+                "AUXTRACE at file offset {:#x}: CPU {:?} has no trace unit in AUXTRACE_INFO",
+                b.record_offset, b.cpu
+            ));
+        }
+        let g = Generated {
+            spec: SnapshotSpec {
+                description: String::new(),
+                devices: devices.clone(),
+                buffers: vec![BufferSpec {
+                    name: "AUX".into(),
+                    file: "aux.bin".into(),
+                    format: format.into(),
+                    data: b.data.to_vec(),
+                }],
+                source_buffers: sources,
+                core_trace_sources: core_trace_sources.clone(),
+            },
+            truth: Vec::new(),
+        };
+        let got = coresight_decode::logger::shared(BTreeMap::<u8, Vec<Truth>>::new());
+        crate::check::decode_with(&g, Box::new(ById(got.clone())))
+            .map_err(|e| format!("AUXTRACE at file offset {:#x}: {e}", b.record_offset))?;
+        let v = got.borrow().clone();
+        out.push((b.cpu, v));
+    }
+    Ok(out)
+}
+
+/// Collects truth items per trace ID.
+struct ById(coresight_decode::logger::Shared<BTreeMap<u8, Vec<Truth>>>);
+
+impl coresight_decode::interfaces::TrcGenElemIn for ById {
+    fn trace_elem_in(
+        &mut self,
+        _index: coresight_decode::datapath::TrcIndex,
+        trace_id: u8,
+        elem: &coresight_decode::element::TraceElement,
+    ) -> coresight_decode::datapath::DatapathResp {
+        if let Some(t) = Truth::from_element(elem) {
+            self.0.borrow_mut().entry(trace_id).or_default().push(t);
+        }
+        coresight_decode::datapath::DatapathResp::Cont
+    }
+}
+
+/// Checks a generated recording against its truth with this project's decoder: every
+/// buffer, every CPU whose trace it holds. The error names the buffer, CPU and first
+/// differing item.
+pub fn check_perf_data(r: &PerfRecording) -> Result<usize, String> {
+    let decoded = decode_perf_data(&r.perf_data, &r.elf.bytes)?;
+    if decoded.len() != r.buffers.len() {
+        return Err(format!(
+            "{} AUXTRACE buffers read back, {} written",
+            decoded.len(),
+            r.buffers.len()
+        ));
+    }
+    let mut items = 0;
+    for (n, (b, (_, got))) in r.buffers.iter().zip(&decoded).enumerate() {
+        let holds: Vec<&PerfCpu> = match (r.layout, b.cpu) {
+            (BufferLayout::Unformatted, Some(cpu)) => r.cpus.iter().filter(|c| c.cpu == cpu).collect(),
+            _ => r.cpus.iter().collect(),
+        };
+        for c in holds {
+            let want = r.buffer_truth(b, c.cpu);
+            let have = crate::check::comparable(
+                got.get(&c.trace_id).cloned().unwrap_or_default(),
+                want.iter().any(Truth::is_detail),
+            );
+            if let Some(i) = (0..want.len().max(have.len())).find(|&i| want.get(i) != have.get(i)) {
+                let show = |t: Option<&Truth>| t.map_or("nothing".to_string(), |t| format!("`{t}`"));
+                return Err(format!(
+                    "buffer {n} (CPU {:?}), CPU {} trace ID {:#x}: item {i}: expected {}, decoded {}",
+                    b.cpu,
+                    c.cpu,
+                    c.trace_id,
+                    show(want.get(i)),
+                    show(have.get(i))
+                ));
+            }
+            items += have.len();
+        }
+    }
+    Ok(items)
+}
