@@ -24,7 +24,7 @@ use coresight_decode::arch::{ArchProfile, ArchVersion, CoreProfile, InstrInfo, I
 use coresight_decode::element::{ElemType, TraceElement};
 use coresight_decode::instr::ArmInstrDecoder;
 use coresight_decode::interfaces::InstrDecode;
-use regex::Regex;
+pub use regex::Regex;
 
 use crate::decode::{ElementInfo, Event};
 use crate::memory::Model;

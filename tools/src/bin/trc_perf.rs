@@ -1,0 +1,530 @@
+//! `trc_perf`: CoreSight trace in Linux perf / Android simpleperf `perf.data` recordings.
+//!
+//! ```text
+//! trc_perf info     [-i perf.data]
+//! trc_perf autofdo  -i FILE[,FILE…] [-i @LIST] [--symdir DIR]… [--binary REGEX] [-o FILE]
+//! trc_perf script   [-i perf.data] [--itrace ib] [-F FIELDS] [--symdir DIR]…
+//! trc_perf decode   [-i perf.data] [--symdir DIR]…   (JSON Lines of elements)
+//! trc_perf dump     [-i perf.data]                   (packets of each AUX buffer)
+//! ```
+//! Exit status: 0 done, 1 failed (a file missing or unreadable, not a CoreSight recording),
+//! 2 bad usage.
+
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Args, Parser, Subcommand};
+use coresight_decode::logger::{MsgLogger, shared};
+use coresight_perf_data::autofdo::{AutoFdoProfile, add_recording};
+use coresight_perf_data::binaries::SymbolSearch;
+use coresight_perf_data::decode::{DecodeOptions, Event, RecordingDecoder, describe_cpus};
+use coresight_perf_data::memory::Model;
+use coresight_perf_data::script::{Fields, Itrace, ScriptWriter};
+use coresight_perf_data::{AuxFormat, MappedFile, Recording};
+use coresight_tools::cli::{self, Progress};
+
+const PROGRAM: &str = "trc_perf";
+
+#[derive(Parser)]
+#[command(
+    name = "trc_perf",
+    version,
+    about = "Decode the CoreSight trace of perf.data recordings (Linux perf `-e cs_etm//`, simpleperf `-e cs-etm`): \
+             AutoFDO profiles, perf script lines, elements, packet dumps",
+    after_help = "Exit status: 0 done; 1 failed (file missing or unreadable, not a CoreSight recording, \
+                  output not writable); 2 bad usage.\n\
+                  Binaries are found by build id, then by path, under each --symdir folder (searched \
+                  recursively), in perf's build-id cache (~/.debug) and at their recorded path."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// What the recording holds: CPUs and their trace units, trace IDs, AUX buffers, maps,
+    /// warnings.
+    Info(OneInput),
+    /// An AutoFDO text profile, as `simpleperf inject --output autofdo` writes it (for
+    /// create_llvm_prof, create_gcov or llvm-profgen --unsymbolized-profile).
+    Autofdo(AutofdoArgs),
+    /// Instruction and branch samples as `perf script --itrace=… -F …` prints them.
+    Script(ScriptArgs),
+    /// The decoded trace elements as JSON Lines (with CPU, process and thread).
+    Decode(DecodeArgs),
+    /// The packets of each AUX buffer, as `perf report -D` lists them.
+    Dump(OneInput),
+}
+
+#[derive(Args)]
+struct OneInput {
+    /// The recording.
+    #[arg(short = 'i', long = "input", value_name = "FILE", default_value = "perf.data")]
+    input: PathBuf,
+}
+
+#[derive(Args, Clone)]
+struct Symbols {
+    /// A folder searched (recursively) for the recorded binaries, by build id or by name;
+    /// repeat for more.
+    #[arg(long = "symdir", value_name = "DIR")]
+    symdirs: Vec<PathBuf>,
+    /// perf's build-id cache folder (default: ~/.debug, when it exists).
+    #[arg(long = "buildid-dir", value_name = "DIR")]
+    buildid_dir: Option<PathBuf>,
+    /// Do not look for binaries at their recorded paths on this machine.
+    #[arg(long)]
+    no_recorded_paths: bool,
+    /// Progress bar on stderr: auto shows it when stderr is a terminal and there is 1 MiB of
+    /// trace or more.
+    #[arg(long, value_enum, default_value_t = Progress::Auto, value_name = "WHEN")]
+    progress: Progress,
+}
+
+#[derive(Args)]
+struct AutofdoArgs {
+    /// Recordings: repeat, or separate with commas; @FILE reads a list of names (separated by
+    /// white space) from FILE.
+    #[arg(
+        short = 'i',
+        long = "input",
+        value_name = "FILE[,FILE…]",
+        default_value = "perf.data"
+    )]
+    inputs: Vec<String>,
+    /// Keep only binaries whose recorded path matches this regular expression.
+    #[arg(long = "binary", value_name = "REGEX")]
+    binary: Option<String>,
+    /// Write the profile to FILE (default: standard output).
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    output: Option<PathBuf>,
+    #[command(flatten)]
+    symbols: Symbols,
+}
+
+#[derive(Args)]
+struct ScriptArgs {
+    /// The recording.
+    #[arg(short = 'i', long = "input", value_name = "FILE", default_value = "perf.data")]
+    input: PathBuf,
+    /// Samples to make, in perf's spelling: i[PERIOD] (an instruction sample every PERIOD
+    /// instructions, default 100000), b (branch samples).
+    #[arg(long, value_name = "OPTS", default_value = "ib")]
+    itrace: String,
+    /// Fields, in perf's spelling: comm,pid,tid,cpu,time,period,event,ip,sym,symoff,dso,addr
+    /// (replacing the defaults), or +FIELD / -FIELD to change them.
+    #[arg(short = 'F', long = "fields", value_name = "FIELDS", allow_hyphen_values = true)]
+    fields: Option<String>,
+    /// Write to FILE (default: standard output).
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    output: Option<PathBuf>,
+    #[command(flatten)]
+    symbols: Symbols,
+}
+
+#[derive(Args)]
+struct DecodeArgs {
+    /// The recording.
+    #[arg(short = 'i', long = "input", value_name = "FILE", default_value = "perf.data")]
+    input: PathBuf,
+    /// Write to FILE (default: standard output).
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    output: Option<PathBuf>,
+    #[command(flatten)]
+    symbols: Symbols,
+}
+
+/// A failure: its message (empty: already reported, or a closed pipe) and exit status.
+struct Failure(String, u8);
+
+fn failure(msg: impl std::fmt::Display) -> Failure {
+    Failure(msg.to_string(), cli::EXIT_FAILURE)
+}
+
+fn usage(msg: impl std::fmt::Display) -> Failure {
+    Failure(msg.to_string(), cli::EXIT_USAGE)
+}
+
+fn output_error(e: io::Error, name: &str) -> Failure {
+    if e.kind() == io::ErrorKind::BrokenPipe {
+        Failure(String::new(), cli::EXIT_OK)
+    } else {
+        failure(format!("{name}: {e}"))
+    }
+}
+
+fn open(path: &Path) -> Result<MappedFile, Failure> {
+    MappedFile::open(path).map_err(failure)
+}
+
+fn parse<'a>(path: &Path, f: &'a MappedFile) -> Result<Recording<'a>, Failure> {
+    Recording::parse(f.bytes()).map_err(|e| failure(format!("{}: {e}", path.display())))
+}
+
+fn warn(path: &Path, msg: impl std::fmt::Display) {
+    eprintln!("{PROGRAM}: {}: warning: {msg}", path.display());
+}
+
+fn search(s: &Symbols) -> Result<SymbolSearch, Failure> {
+    let mut search = SymbolSearch::new();
+    search.recorded_paths = !s.no_recorded_paths;
+    for d in &s.symdirs {
+        search
+            .add_symdir(d)
+            .map_err(|e| failure(format!("--symdir {}: {e}", d.display())))?;
+    }
+    match &s.buildid_dir {
+        Some(d) => search.add_build_id_cache(d),
+        None => {
+            if let Some(home) = std::env::var_os("HOME") {
+                let d = PathBuf::from(home).join(".debug");
+                if d.is_dir() {
+                    search.add_build_id_cache(&d);
+                }
+            }
+        }
+    }
+    Ok(search)
+}
+
+fn output(path: &Option<PathBuf>) -> Result<(Box<dyn Write>, String), Failure> {
+    match path {
+        Some(p) => {
+            let f = std::fs::File::create(p).map_err(|e| failure(format!("cannot create {}: {e}", p.display())))?;
+            Ok((Box::new(io::BufWriter::new(f)), p.display().to_string()))
+        }
+        None => Ok((
+            Box::new(io::BufWriter::new(io::stdout().lock())),
+            "standard output".to_string(),
+        )),
+    }
+}
+
+fn aux_bytes(rec: &Recording<'_>) -> u64 {
+    rec.buffers.iter().map(|b| b.data.len() as u64).sum()
+}
+
+/// Expands `-i` values: commas, and `@FILE` lists.
+fn input_list(values: &[String]) -> Result<Vec<PathBuf>, Failure> {
+    let mut out = Vec::new();
+    for v in values {
+        for part in v.split(',').filter(|p| !p.is_empty()) {
+            if let Some(list) = part.strip_prefix('@') {
+                let text =
+                    std::fs::read_to_string(list).map_err(|e| failure(format!("cannot read list file {list}: {e}")))?;
+                out.extend(text.split_whitespace().map(PathBuf::from));
+            } else {
+                out.push(PathBuf::from(part));
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn report_missing(path: &Path, missing: &[(String, u64, String)]) {
+    for (bin, n, why) in missing {
+        warn(
+            path,
+            format!("code of {bin} was needed {n} times and is not available ({why}): that trace was skipped"),
+        );
+    }
+}
+
+fn info(a: &OneInput) -> Result<(), Failure> {
+    let f = open(&a.input)?;
+    let rec = parse(&a.input, &f)?;
+    let mut out = io::stdout().lock();
+    let mut s = String::new();
+    use std::fmt::Write as _;
+    let _ = writeln!(
+        s,
+        "file: {} ({} bytes, {})",
+        a.input.display(),
+        f.bytes().len(),
+        if rec.file.is_simpleperf() { "simpleperf" } else { "perf" }
+    );
+    let _ = writeln!(s, "records: {}, samples: {}", rec.records, rec.samples);
+    match &rec.cs_etm {
+        Some(cs) => {
+            let _ = writeln!(
+                s,
+                "cs_etm: version {}, PMU type {}, {} CPUs{}",
+                cs.version,
+                cs.pmu_type,
+                cs.cpus.len(),
+                if cs.snapshot { ", snapshot mode" } else { "" }
+            );
+            s.push_str(&describe_cpus(&rec));
+        }
+        None => s.push_str("no CoreSight (cs_etm) AUXTRACE_INFO\n"),
+    }
+    let _ = writeln!(s, "AUX buffers: {} ({} bytes)", rec.buffers.len(), aux_bytes(&rec));
+    for (i, b) in rec.buffers.iter().enumerate() {
+        let _ = writeln!(
+            s,
+            "  buffer {i}: cpu {} tid {} aux offset {:#x} size {} at file offset {:#x}, {}{}",
+            b.cpu.map_or("-".into(), |c| c.to_string()),
+            b.tid.map_or("-".into(), |t| t.to_string()),
+            b.aux_offset,
+            b.size,
+            b.data_offset,
+            match b.format {
+                AuxFormat::Formatted => "formatted",
+                AuxFormat::Raw => "raw",
+                AuxFormat::Unknown => "format unknown (decoded as formatted)",
+            },
+            if b.discontinuous { ", after a gap" } else { "" }
+        );
+    }
+    let exec: Vec<_> = rec.maps.iter().filter(|m| m.executable).collect();
+    let _ = writeln!(s, "maps: {} ({} executable)", rec.maps.len(), exec.len());
+    for m in exec {
+        let _ = writeln!(
+            s,
+            "  pid {} {:#x}-{:#x} pgoff {:#x} {}{}",
+            m.pid,
+            m.start,
+            m.start.saturating_add(m.len),
+            m.pgoff,
+            m.filename,
+            m.build_id.map(|b| format!(" (build id {b})")).unwrap_or_default()
+        );
+    }
+    let _ = writeln!(
+        s,
+        "lost records: {}, truncated AUX records: {}",
+        rec.lost, rec.truncated_aux
+    );
+    for w in &rec.warnings {
+        let _ = writeln!(s, "warning: {w}");
+    }
+    out.write_all(s.as_bytes())
+        .map_err(|e| output_error(e, "standard output"))
+}
+
+fn autofdo(a: &AutofdoArgs) -> Result<(), Failure> {
+    let filter = match &a.binary {
+        Some(r) => Some(coresight_perf_data::autofdo::Regex::new(r).map_err(|e| usage(format!("--binary {r}: {e}")))?),
+        None => None,
+    };
+    let inputs = input_list(&a.inputs)?;
+    let search = search(&a.symbols)?;
+    let mut profile = AutoFdoProfile::new(filter);
+    for path in &inputs {
+        let f = open(path)?;
+        let rec = parse(path, &f)?;
+        for w in &rec.warnings {
+            warn(path, w);
+        }
+        let bar = cli::progress_bar(aux_bytes(&rec), a.symbols.progress);
+        let report = add_recording(&rec, search.clone(), DecodeOptions::default(), &mut profile, &mut |n| {
+            bar.inc(n)
+        })
+        .map_err(|e| failure(format!("{}: {e}", path.display())))?;
+        bar.finish_and_clear();
+        for w in &report.warnings {
+            warn(path, w);
+        }
+        report_missing(path, &report.missing);
+    }
+    if profile.overflows > 0 {
+        eprintln!(
+            "{PROGRAM}: warning: {} counts reached 2^64-1 and were kept there (saturated)",
+            profile.overflows
+        );
+    }
+    let (mut out, name) = output(&a.output)?;
+    profile.write(&mut out).map_err(|e| output_error(e, &name))?;
+    out.flush().map_err(|e| output_error(e, &name))
+}
+
+fn script(a: &ScriptArgs) -> Result<(), Failure> {
+    let itrace: Itrace = a.itrace.parse().map_err(usage)?;
+    let fields: Fields = match &a.fields {
+        Some(f) => f.parse().map_err(usage)?,
+        None => Fields::default(),
+    };
+    let f = open(&a.input)?;
+    let rec = parse(&a.input, &f)?;
+    for w in &rec.warnings {
+        warn(&a.input, w);
+    }
+    let model = Arc::new(Model::new(&rec, search(&a.symbols)?));
+    let mut dec = RecordingDecoder::new(&rec, model.clone(), DecodeOptions::default())
+        .map_err(|e| failure(format!("{}: {e}", a.input.display())))?;
+    let names: Vec<String> = rec
+        .file
+        .event_desc()
+        .ok()
+        .flatten()
+        .map(|v| v.into_iter().map(|d| d.name).collect())
+        .unwrap_or_default();
+    // The modifier perf gives the synthesised events: that of the recorded event.
+    let modifier = names
+        .first()
+        .and_then(|n| n.rsplit_once('/').map(|(_, m)| m.trim_start_matches(':').to_string()))
+        .unwrap_or_default();
+    let (out, name) = output(&a.output)?;
+    let mut w = ScriptWriter::new(
+        &model,
+        dec.cpus().len(),
+        out,
+        itrace,
+        fields,
+        &modifier,
+        &names,
+        rec.time_conv,
+    );
+    let bar = cli::progress_bar(aux_bytes(&rec), a.symbols.progress);
+    let mut err: Option<io::Error> = None;
+    dec.run(&mut |ev| {
+        if err.is_some() {
+            return;
+        }
+        if let Event::BufferEnd { buffer } = ev {
+            bar.inc(rec.buffers.get(buffer).map_or(0, |b| b.data.len() as u64));
+        }
+        if let Err(e) = w.event(&ev) {
+            err = Some(e);
+        }
+    });
+    bar.finish_and_clear();
+    if let Some(e) = err {
+        return Err(output_error(e, &name));
+    }
+    for x in &dec.warnings {
+        warn(&a.input, x);
+    }
+    report_missing(&a.input, &dec.missing_binaries());
+    w.into_inner().flush().map_err(|e| output_error(e, &name))
+}
+
+fn decode(a: &DecodeArgs) -> Result<(), Failure> {
+    let f = open(&a.input)?;
+    let rec = parse(&a.input, &f)?;
+    for w in &rec.warnings {
+        warn(&a.input, w);
+    }
+    let model = Arc::new(Model::new(&rec, search(&a.symbols)?));
+    let mut dec = RecordingDecoder::new(&rec, model, DecodeOptions::default())
+        .map_err(|e| failure(format!("{}: {e}", a.input.display())))?;
+    let (mut out, name) = output(&a.output)?;
+    let bar = cli::progress_bar(aux_bytes(&rec), a.symbols.progress);
+    let mut err: Option<io::Error> = None;
+    let mut buf: Vec<u8> = Vec::with_capacity(512);
+    dec.run(&mut |ev| {
+        if err.is_some() {
+            return;
+        }
+        match ev {
+            Event::Element(info, e) => {
+                buf.clear();
+                let r = coresight_tools::json::write_element(&mut buf, info.index, info.trace_id, e).and_then(|()| {
+                    // The element's object, with where it came from first.
+                    write!(
+                        out,
+                        "{{\"buffer\":{},\"cpu\":{},\"pid\":{},\"tid\":{},",
+                        info.buffer, info.cpu, info.pid, info.tid
+                    )?;
+                    out.write_all(buf.get(1..).unwrap_or_default())
+                });
+                if let Err(e) = r {
+                    err = Some(e);
+                }
+            }
+            Event::BufferEnd { buffer } => bar.inc(rec.buffers.get(buffer).map_or(0, |b| b.data.len() as u64)),
+            Event::BufferStart { .. } => {}
+        }
+    });
+    bar.finish_and_clear();
+    if let Some(e) = err {
+        return Err(output_error(e, &name));
+    }
+    for x in &dec.warnings {
+        warn(&a.input, x);
+    }
+    report_missing(&a.input, &dec.missing_binaries());
+    out.flush().map_err(|e| output_error(e, &name))
+}
+
+fn dump(a: &OneInput) -> Result<(), Failure> {
+    let f = open(&a.input)?;
+    let rec = parse(&a.input, &f)?;
+    for w in &rec.warnings {
+        warn(&a.input, w);
+    }
+    let packets = shared(MsgLogger::capture());
+    let opts = DecodeOptions {
+        packets_only: true,
+        packet_out: Some(packets.clone()),
+        ..Default::default()
+    };
+    let model = Arc::new(Model::new(&rec, SymbolSearch::default()));
+    let mut dec =
+        RecordingDecoder::new(&rec, model, opts).map_err(|e| failure(format!("{}: {e}", a.input.display())))?;
+    let mut out = io::BufWriter::new(io::stdout().lock());
+    let mut err: Option<io::Error> = None;
+    dec.run(&mut |ev| {
+        if err.is_some() {
+            return;
+        }
+        let r = match ev {
+            Event::BufferStart { aux, .. } => write!(
+                out,
+                "\n{:#x} [{:#x}]: PERF_RECORD_AUXTRACE size: {:#x}  offset: {:#x}  ref: {:#x}  idx: {}  tid: {}  cpu: {}\n\n. ... CoreSight ETM Trace data: size {} bytes\n",
+                aux.record_offset,
+                aux.data_offset - aux.record_offset,
+                aux.size,
+                aux.aux_offset,
+                aux.reference,
+                aux.idx,
+                aux.tid.map_or(-1, |t| t as i64),
+                aux.cpu.map_or(-1, |c| c as i64),
+                aux.size
+            ),
+            Event::BufferEnd { .. } => {
+                let text = packets.borrow_mut().take_captured();
+                text.lines().try_for_each(|l| writeln!(out, "\t{l}"))
+            }
+            Event::Element(..) => Ok(()),
+        };
+        if let Err(e) = r {
+            err = Some(e);
+        }
+    });
+    if let Some(e) = err {
+        return Err(output_error(e, "standard output"));
+    }
+    for x in &dec.warnings {
+        warn(&a.input, x);
+    }
+    out.flush().map_err(|e| output_error(e, "standard output"))
+}
+
+fn main() -> ExitCode {
+    let _ = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("off")).try_init();
+    let cli = Cli::parse();
+    let r = match &cli.command {
+        Command::Info(a) => info(a),
+        Command::Autofdo(a) => autofdo(a),
+        Command::Script(a) => script(a),
+        Command::Decode(a) => decode(a),
+        Command::Dump(a) => dump(a),
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure(msg, code)) => {
+            if !msg.is_empty() {
+                if code == cli::EXIT_USAGE {
+                    eprintln!("{PROGRAM}: error: {msg}\n\nFor more information, try '--help'.");
+                } else {
+                    eprintln!("{PROGRAM}: {msg}");
+                }
+            }
+            ExitCode::from(code)
+        }
+    }
+}
