@@ -259,6 +259,10 @@ fn generate_cpu(o: &PerfOptions, cpu: u32, base: u64) -> (PerfCpu, flow::Program
     // Context IDs carry the PID; no VMID, which perf would read as the PID instead.
     cfg.cid = true;
     cfg.vmid_bits = 0;
+    // Trace is never filtered off: the truth does not say where trace comes back on, which
+    // perf reports as a gap, so a comparison with perf's branches could not tell a periodic
+    // context (no gap) from a trace-on (a gap).
+    cfg.continuous = true;
     let pid = PID_BASE + cpu;
     let n_blocks = 20 + rng.below(60) as usize;
     let prog = a64::flow_program(&mut rng, base, n_blocks, None, false);
@@ -540,15 +544,8 @@ pub fn decode_perf_data(perf_data: &[u8], elf: &[u8]) -> Result<Vec<DecodedBuffe
             TraceUnit::Ete(e) => (e, "ETE"),
             TraceUnit::Etmv3(_) => return Err(format!("CPU {}: an ETMv3/PTM: not generated here", c.cpu)),
         };
-        let mut core = DeviceSpec::core(&format!("cpu_{}", c.cpu), "Cortex-A72");
-        for (i, (addr, data)) in images.iter().enumerate() {
-            core.dumps.push(DumpSpec {
-                file: format!("mem{i}.bin"),
-                address: *addr,
-                data: data.clone(),
-                space: String::new(),
-            });
-        }
+        // The memory goes to the core of a buffer's first source (see below).
+        let core = DeviceSpec::core(&format!("cpu_{}", c.cpu), "Cortex-A72");
         let mut regs = vec![
             ("TRCCONFIGR".to_string(), e.trcconfigr),
             ("TRCTRACEIDR".to_string(), e.trctraceidr),
@@ -585,10 +582,24 @@ pub fn decode_perf_data(perf_data: &[u8], elf: &[u8]) -> Result<Vec<DecodedBuffe
                 b.record_offset, b.cpu
             ));
         }
+        // One memory map serves every core of a tree: the image goes in once, with the core
+        // of the first source decoded.
+        let mut devices = devices.clone();
+        let first_core = format!("cpu_{}", sources[0].0.trim_start_matches("etm_"));
+        if let Some(core) = devices.iter_mut().find(|d| d.name == first_core) {
+            for (i, (addr, data)) in images.iter().enumerate() {
+                core.dumps.push(DumpSpec {
+                    file: format!("mem{i}.bin"),
+                    address: *addr,
+                    data: data.clone(),
+                    space: String::new(),
+                });
+            }
+        }
         let g = Generated {
             spec: SnapshotSpec {
                 description: String::new(),
-                devices: devices.clone(),
+                devices,
                 buffers: vec![BufferSpec {
                     name: "AUX".into(),
                     file: "aux.bin".into(),
