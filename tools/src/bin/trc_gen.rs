@@ -352,3 +352,19 @@ fn main() -> ExitCode {
     );
     ExitCode::SUCCESS
 }
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes_with_suffixes() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("64M"), Ok(64 << 20));
+        assert_eq!(parse_size("2k"), Ok(2048));
+        assert_eq!(parse_size("1G"), Ok(1 << 30));
+        assert!(parse_size("M").is_err());
+        assert!(parse_size("12x").is_err());
+        assert!(parse_size("99999999999999G").is_err());
+    }
+}
