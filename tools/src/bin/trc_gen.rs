@@ -106,9 +106,9 @@ struct Cli {
     /// FILE.elf and each CPU's truth as FILE.cpuN.truth.txt.
     #[arg(long, value_name = "FILE")]
     perf_data: Option<PathBuf>,
-    /// With --perf-data: CPUs traced, each running its own program.
-    #[arg(long, value_name = "N", default_value_t = 1, requires = "perf_data")]
-    cpus: u32,
+    /// With --perf-data: CPUs traced, each running its own program (default 1).
+    #[arg(long, value_name = "N", requires = "perf_data")]
+    cpus: Option<u32>,
     /// With --perf-data: at least this much AUX data (e.g. 64M), the trace repeated in
     /// whole copies.
     #[arg(long, value_name = "BYTES", requires = "perf_data", value_parser = parse_size)]
@@ -190,7 +190,7 @@ fn write_perf_data(a: &Cli, opts: &GenOptions, etmv4_opts: &Etmv4Options, file: 
         seed: opts.seed,
         protocol,
         layout: opts.layout,
-        cpus: a.cpus,
+        cpus: a.cpus.unwrap_or(1),
         length: opts.length,
         etmv4,
         min_aux_bytes: a.size.unwrap_or(0),
