@@ -322,6 +322,12 @@ fn main() -> ExitCode {
             Err((msg, _)) => cli::fail(PROGRAM, msg),
         };
     }
+    if a.cpus.is_some() || a.size.is_some() || a.per_thread || a.elf_path.is_some() {
+        return cli::usage_error(
+            PROGRAM,
+            "--cpus, --size, --per-thread and --elf-path go with --perf-data FILE",
+        );
+    }
     let Some(dir) = &a.out else {
         return cli::usage_error(PROGRAM, "--out DIR or --perf-data FILE is needed");
     };
