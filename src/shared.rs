@@ -11,6 +11,7 @@
 
 use std::cell::UnsafeCell;
 use std::fmt;
+use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -64,7 +65,7 @@ impl<T: ?Sized> Lock<T> {
         if self.locked.swap(true, Ordering::Acquire) {
             self.wait();
         }
-        LockGuard { lock: self }
+        LockGuard { lock: self, _value: PhantomData }
     }
 
     /// The same as [`borrow_mut`](Self::borrow_mut): there are no shared
@@ -76,7 +77,7 @@ impl<T: ?Sized> Lock<T> {
 
     /// Borrows the value if no one else holds it.
     pub fn try_borrow_mut(&self) -> Option<LockGuard<'_, T>> {
-        (!self.locked.swap(true, Ordering::Acquire)).then_some(LockGuard { lock: self })
+        (!self.locked.swap(true, Ordering::Acquire)).then_some(LockGuard { lock: self, _value: PhantomData })
     }
 
     /// The value, through a unique reference (no locking needed).
@@ -108,8 +109,27 @@ impl<T: ?Sized> fmt::Debug for Lock<T> {
 }
 
 /// Exclusive access to a [`Lock`]'s value; released when dropped.
+///
+/// The guard gives `&T` through a shared reference to it, so it may be
+/// shared between threads only when `T` itself may be (`T: Sync`); a
+/// guard over a `Cell` stays on its thread:
+///
+/// ```compile_fail
+/// use std::cell::Cell;
+/// use coresight_decode::shared::Lock;
+/// let lock = Lock::new(Cell::new(0u64));
+/// let guard = lock.borrow_mut();
+/// std::thread::scope(|s| {
+///     s.spawn(|| guard.set(guard.get() + 1));
+///     guard.set(guard.get() + 1);
+/// });
+/// ```
 pub struct LockGuard<'a, T: ?Sized> {
     lock: &'a Lock<T>,
+    // Send and Sync as `&mut T` is: `Sync` only for `T: Sync`. Without
+    // it the guard would be `Sync` whenever `T: Send`, letting two
+    // threads reach a `Cell` at once.
+    _value: PhantomData<&'a mut T>,
 }
 
 impl<T: ?Sized + fmt::Debug> fmt::Debug for LockGuard<'_, T> {

@@ -345,6 +345,14 @@ impl DecodeTree {
                 .with_message(format!("no decoder registered as '{protocol}'"))
         })?;
         let config_id = factory.trace_id(cfg);
+        if usize::from(config_id) >= self.elements.slots.len() {
+            return Err(
+                TraceError::new(Severity::Error, ErrCode::InvalidId).with_message(format!(
+                    "{}: trace ID 0x{config_id:x} from the configuration is not a CoreSight trace ID (0x00 to 0x7f)",
+                    cfg.name
+                )),
+            );
+        }
         let slot_id = match self.format {
             SourceFormat::Formatted(_) => config_id,
             SourceFormat::Single => 0,

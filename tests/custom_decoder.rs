@@ -122,8 +122,10 @@ impl DecoderFactory for EchoFactory {
         const R: &[RegSpec] = &[RegSpec::required("ECHOIDR")];
         R
     }
+    /// Unmasked, so a test can give the tree an ID a CoreSight source
+    /// cannot have.
     fn trace_id(&self, cfg: &SourceConfig) -> u8 {
-        (cfg.reg_or("ECHOIDR", 0) & 0x7f) as u8
+        cfg.reg_or("ECHOIDR", 0) as u8
     }
     fn create(&self, cfg: &SourceConfig, ctx: &DecodeContext) -> Result<Box<dyn TraceComponent>, TraceError> {
         let decoder = (ctx.mode == DecodeMode::FullDecode).then(|| {
@@ -377,4 +379,27 @@ fn custom_protocol_through_the_pull_api() {
             (0, 0x11, eot),
         ]
     );
+}
+
+/// A factory whose configuration gives a trace ID of 0x80 or more (not a
+/// CoreSight trace ID) is refused with OpenCSD's invalid-ID code, not a
+/// panic.
+#[test]
+fn a_trace_id_past_0x7f_is_an_error() {
+    for (format, id) in [
+        (SourceFormat::Formatted(DeformatterConfig::mem_aligned()), 0x90),
+        (SourceFormat::Single, 0x80),
+    ] {
+        let mut tree = DecodeTree::with_registry(format, DecodeMode::FullDecode, registry());
+        let cfg = SourceConfig {
+            name: "echo".into(),
+            device_type: "ECHO".into(),
+            regs: vec![("ECHOIDR".into(), id)],
+            core: None,
+        };
+        let e = tree.create_decoder("ECHO", &cfg).unwrap_err();
+        assert_eq!(e.code, ErrCode::InvalidId, "{e}");
+        assert!(e.message.contains(&format!("0x{id:x}")), "{e}");
+        assert_eq!(tree.decoder_count(), 0);
+    }
 }
