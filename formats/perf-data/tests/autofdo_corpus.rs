@@ -15,7 +15,7 @@ fn dir() -> PathBuf {
 fn profile(files: &[&str], filter: Option<&str>) -> String {
     let mut p = AutoFdoProfile::new(filter.map(|f| regex::Regex::new(f).unwrap()));
     for f in files {
-        let m = MappedFile::open(&dir().join(f)).unwrap_or_else(|e| panic!("{e}"));
+        let m = MappedFile::open(dir().join(f)).unwrap_or_else(|e| panic!("{e}"));
         let rec = Recording::parse(m.bytes()).unwrap();
         let mut search = SymbolSearch::new();
         search.recorded_paths = false;

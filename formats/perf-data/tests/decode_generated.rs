@@ -3,7 +3,7 @@
 //! saturation and `--binary`; perf script lines of a hand-made case; damaged recordings.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use coresight_decode::arch::InstrType;
@@ -48,7 +48,7 @@ fn generated(
     (r, dir)
 }
 
-fn search(dir: &PathBuf) -> SymbolSearch {
+fn search(dir: &Path) -> SymbolSearch {
     let mut s = SymbolSearch::new();
     s.recorded_paths = false;
     s.add_symdir(dir).unwrap();
@@ -71,7 +71,7 @@ fn ranges(truth: &[Truth]) -> Vec<(u64, u64, u32, bool)> {
 }
 
 /// Decodes and gathers each CPU's instruction ranges, checking they carry the CPU's process.
-fn decoded_ranges(r: &PerfRecording, dir: &PathBuf) -> HashMap<u32, Vec<(u64, u64, u32, bool)>> {
+fn decoded_ranges(r: &PerfRecording, dir: &Path) -> HashMap<u32, Vec<(u64, u64, u32, bool)>> {
     let rec = Recording::parse(&r.perf_data).unwrap();
     let model = Arc::new(Model::new(&rec, search(dir)));
     let mut dec = RecordingDecoder::new(&rec, model, DecodeOptions::default()).unwrap();
