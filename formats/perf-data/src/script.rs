@@ -11,7 +11,7 @@
 //!   gap in the trace (trace on, no sync, end of trace) one from the last instruction to 0,
 //!   then one from 0 to the first instruction after the gap.
 //!
-//! Each line: `comm` (`%16s`), `tid` (`%7d`, or `pid/tid` as `%7d/%-7d`), `[cpu]` (`[%03d]`),
+//! Each line (perf 6.1's layout): `comm` (`%16s`), `tid` (`%5d`, or `pid/tid` as `%5d/%-5d`), `[cpu]` (`[%03d]`),
 //! `time` (`secs.usecs:` in `%12s`), `period` (`%10u`), the event name, then
 //! `ip sym+off (dso)` and for branches `=> addr sym+off (dso)`, addresses as `%16x`; a symbol
 //! that cannot be found is `[unknown]`, as perf prints it.
@@ -455,11 +455,11 @@ impl<'m, W: Write> ScriptWriter<'m, W> {
             }
         }
         if f.pid && f.tid {
-            let _ = write!(l, "{pid:>7}/{tid:<7} ");
+            let _ = write!(l, "{pid:>5}/{tid:<5} ");
         } else if f.pid {
-            let _ = write!(l, "{pid:>7} ");
+            let _ = write!(l, "{pid:>5} ");
         } else if f.tid {
-            let _ = write!(l, "{tid:>7} ");
+            let _ = write!(l, "{tid:>5} ");
         }
         if f.cpu {
             let _ = write!(l, "[{:03}] ", info.cpu);

@@ -293,11 +293,11 @@ fn perf_script_lines_of_a_hand_made_trace() {
     }
     let text = String::from_utf8(sw.into_inner()).unwrap();
     let expected = concat!(
-        "            prog      42 [000]          3 instructions:            400008 [unknown] (/tmp/prog)\n",
-        "            prog      42 [000]          1     branches:                 0 [unknown] ([unknown]) =>           400000 [unknown] (/tmp/prog)\n",
-        "            prog      42 [000]          3 instructions:            400104 [unknown] (/tmp/prog)\n",
-        "            prog      42 [000]          1     branches:            40000c [unknown] (/tmp/prog) =>           400100 [unknown] (/tmp/prog)\n",
-        "            prog      42 [000]          1     branches:            400104 [unknown] (/tmp/prog) =>                0 [unknown] ([unknown])\n",
+        "            prog    42 [000]          3 instructions:            400008 [unknown] (/tmp/prog)\n",
+        "            prog    42 [000]          1     branches:                 0 [unknown] ([unknown]) =>           400000 [unknown] (/tmp/prog)\n",
+        "            prog    42 [000]          3 instructions:            400104 [unknown] (/tmp/prog)\n",
+        "            prog    42 [000]          1     branches:            40000c [unknown] (/tmp/prog) =>           400100 [unknown] (/tmp/prog)\n",
+        "            prog    42 [000]          1     branches:            400104 [unknown] (/tmp/prog) =>                0 [unknown] ([unknown])\n",
     );
     assert_eq!(text, expected);
 }

@@ -362,11 +362,8 @@ fn script(a: &ScriptArgs) -> Result<(), Failure> {
         .flatten()
         .map(|v| v.into_iter().map(|d| d.name).collect())
         .unwrap_or_default();
-    // The modifier perf gives the synthesised events: that of the recorded event.
-    let modifier = names
-        .first()
-        .and_then(|n| n.rsplit_once('/').map(|(_, m)| m.trim_start_matches(':').to_string()))
-        .unwrap_or_default();
+    // The modifier perf gives the synthesised events: from the recorded event's attribute.
+    let modifier = rec.attrs().first().map(|a| event_modifier(a.flags)).unwrap_or_default();
     let (out, name) = output(&a.output)?;
     let mut w = ScriptWriter::new(
         &model,
@@ -400,6 +397,29 @@ fn script(a: &ScriptArgs) -> Result<(), Failure> {
     }
     report_missing(&a.input, &dec.missing_binaries());
     w.into_inner().flush().map_err(|e| output_error(e, &name))
+}
+
+/// perf's event name modifier for an attribute's flags: `u`, `k`, `h` for the privilege
+/// levels counted when some are excluded, then `H` or `G` when only the host or the guest is.
+fn event_modifier(flags: u64) -> String {
+    let bit = |n: u32| flags >> n & 1 == 1;
+    let (x_user, x_kernel, x_hv, x_host, x_guest) = (bit(4), bit(5), bit(6), bit(19), bit(20));
+    let mut m = String::new();
+    if x_user || x_kernel || x_hv {
+        if !x_user {
+            m.push('u');
+        }
+        if !x_kernel {
+            m.push('k');
+        }
+        if !x_hv {
+            m.push('h');
+        }
+    }
+    if x_host != x_guest {
+        m.push(if x_host { 'G' } else { 'H' });
+    }
+    m
 }
 
 fn decode(a: &DecodeArgs) -> Result<(), Failure> {
