@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <opencsd/c_api/opencsd_c_api.h>
 
@@ -88,7 +89,11 @@ int main(int argc, char **argv)
             if (tree == C_API_INVALID_TREE_HANDLE) { fprintf(stderr, "tree creation failed\n"); return 1; }
             ocsd_def_errlog_init(OCSD_ERR_SEV_ERROR, 1);
             ocsd_def_errlog_config_output(C_API_MSGLOGOUT_FLG_NONE, NULL);
-            ocsd_def_errlog_set_strprint_cb(tree, NULL, print_str);
+            /* Text goes to stdout through the print callback; a decode
+             * that prints nothing (-noprint) leaves it unset, as perf's
+             * decode does. */
+            if (print)
+                ocsd_def_errlog_set_strprint_cb(tree, NULL, print_str);
             trace = read_all(&w[3], n - 3, &trace_len);
         } else if (strcmp(w[0], "decoder") == 0 && n >= 2) {
             unsigned char csid = 0;
@@ -159,6 +164,8 @@ int main(int argc, char **argv)
 
     /* The data path: hand the buffer over in blocks, flushing while the
      * tree asks to wait, stopping on a fatal response. */
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     size_t pos = 0;
     ocsd_datapath_resp_t resp = OCSD_RESP_CONT;
     while (pos < trace_len && !OCSD_DATA_RESP_IS_FATAL(resp)) {
@@ -173,8 +180,10 @@ int main(int argc, char **argv)
     }
     if (!OCSD_DATA_RESP_IS_FATAL(resp))
         ocsd_dt_process_data(tree, OCSD_OP_EOT, 0, 0, NULL, NULL);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
     if (!print)
-        fprintf(stderr, "%llu elements\n", n_elems);
+        fprintf(stderr, "%llu elements, decode %.6f s\n", n_elems,
+                (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
 
     ocsd_destroy_dcd_tree(tree);
     free(trace);

@@ -6,6 +6,7 @@ use std::ffi::{CStr, c_char, c_int, c_void};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use coresight_decode::arch::{ArchProfile, ArchVersion, CoreProfile};
 use coresight_decode::datapath::{DatapathOp, DatapathResp};
@@ -188,11 +189,12 @@ pub extern "C" fn ocsd_create_dcd_tree(src_type: c_int, deformatter_cfg_flags: u
         let mut tree = DecodeTree::new(format, DecodeMode::FullDecode);
         // OpenCSD hands empty frame blocks to decoders; so must a drop-in.
         tree.set_opencsd_empty_blocks(true);
+        let verbosity = default_log().verbosity;
         let text = TextOut {
             capture: shared(MsgLogger::capture()),
             print: shared(PrintCb::default()),
+            readers: Arc::new(AtomicBool::new(false)),
         };
-        let verbosity = default_log().verbosity;
         *tree.error_logger().borrow_mut() = ErrorLogger::new(verbosity, Some(text.capture.clone()));
         let t = Box::new(CTree {
             tree,
@@ -798,6 +800,7 @@ pub unsafe extern "C" fn ocsd_def_errlog_config_output(output_flags: c_int, log_
     guarded(OCSD_ERR_FAIL, || {
         let mut log = default_log();
         log.out_flags = output_flags & C_API_MSGLOGOUT_MASK;
+        crate::tree::DEFAULT_OUTPUT_ON.store(log.out_flags != 0, Ordering::Relaxed);
         if output_flags & C_API_MSGLOGOUT_FLG_FILE != 0 {
             let name = name.unwrap_or_else(|| "ocsd_trace_decode.log".to_string());
             match std::fs::File::create(name) {
@@ -820,6 +823,7 @@ pub extern "C" fn ocsd_def_errlog_set_strprint_cb(
             cb: p_str_print_cb,
             ctx: p_context as usize,
         };
+        t.text.readers.store(p_str_print_cb.is_some(), Ordering::Relaxed);
         OCSD_OK
     })
 }
@@ -836,6 +840,7 @@ pub unsafe extern "C" fn ocsd_def_errlog_msgout(msg: *const c_char) {
         let text = TextOut {
             capture: shared(out),
             print: shared(PrintCb::default()),
+            readers: Arc::new(AtomicBool::new(true)),
         };
         text.flush();
     })

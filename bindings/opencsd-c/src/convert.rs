@@ -497,6 +497,15 @@ pub fn to_1_3_text(line: &str) -> std::borrow::Cow<'_, str> {
     Cow::Borrowed(line)
 }
 
+/// [`to_1_3_text`] in a 1.3.x build; the line unchanged in a 1.8.x one.
+pub fn to_1_3_text_if_default(line: &str) -> std::borrow::Cow<'_, str> {
+    if cfg!(feature = "opencsd-1-8") {
+        std::borrow::Cow::Borrowed(line)
+    } else {
+        to_1_3_text(line)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -38,6 +38,10 @@ pub fn default_log() -> MutexGuard<'static, DefaultLog> {
     DEFAULT_LOG.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Whether the default logger writes anywhere (its output flags are not
+/// zero), readable without its lock.
+pub static DEFAULT_OUTPUT_ON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// Live tree handles: a handle not in here is refused rather than
 /// dereferenced.
 static HANDLES: Mutex<Option<HashSet<usize>>> = Mutex::new(None);
@@ -51,11 +55,14 @@ pub fn register_handle(p: usize) {
 }
 
 pub fn unregister_handle(p: usize) -> bool {
-    HANDLES
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .as_mut()
-        .is_some_and(|s| s.remove(&p))
+    let mut handles = HANDLES.lock().unwrap_or_else(|e| e.into_inner());
+    let removed = handles.as_mut().is_some_and(|s| s.remove(&p));
+    // With no tree left the table goes too: a program that destroys its
+    // trees leaves nothing of the library's allocated at exit.
+    if handles.as_ref().is_some_and(HashSet::is_empty) {
+        *handles = None;
+    }
+    removed
 }
 
 pub fn is_handle(p: usize) -> bool {
@@ -83,9 +90,19 @@ pub struct PrintCb {
 pub struct TextOut {
     pub capture: Shared<MsgLogger>,
     pub print: Shared<PrintCb>,
+    /// Set when a print callback or default logger output is configured.
+    pub readers: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl TextOut {
+    /// Whether text reaches anyone: a print callback or a default logger
+    /// output. Read without locking the capture (the data path asks once
+    /// an element).
+    pub fn has_reader(&self) -> bool {
+        self.readers.load(std::sync::atomic::Ordering::Relaxed)
+            || DEFAULT_OUTPUT_ON.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     pub fn flush(&self) {
         let text = self.capture.borrow_mut().take_captured();
         if text.is_empty() {
@@ -148,8 +165,12 @@ pub struct ElemCallback {
 impl TrcGenElemIn for ElemCallback {
     fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp {
         // Text logged before this element (errors, printers) reaches the
-        // client before the element does, as it would from OpenCSD.
-        self.text.flush();
+        // client before the element does, as it would from OpenCSD. With
+        // nowhere for text to go (perf's decode, for one) there is no
+        // order to keep, and the element path skips the logger's lock.
+        if self.text.has_reader() {
+            self.text.flush();
+        }
         let Some(f) = self.f else {
             return DatapathResp::Cont;
         };

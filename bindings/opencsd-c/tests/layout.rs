@@ -84,18 +84,33 @@ fn rust_values() -> BTreeMap<String, u64> {
     s("off ocsd_generic_trace_elem.timestamp", offset_of!(E, timestamp));
     s("off ocsd_generic_trace_elem.cycle_count", offset_of!(E, cycle_count));
     s("off ocsd_generic_trace_elem.last_i_type", offset_of!(E, last_i_type));
-    s("off ocsd_generic_trace_elem.last_i_subtype", offset_of!(E, last_i_subtype));
+    s(
+        "off ocsd_generic_trace_elem.last_i_subtype",
+        offset_of!(E, last_i_subtype),
+    );
     s("off ocsd_generic_trace_elem.flag_bits", offset_of!(E, flag_bits));
     s("off ocsd_generic_trace_elem.exception_number", offset_of!(E, payload));
-    s("off ocsd_generic_trace_elem.ptr_extended_data", offset_of!(E, ptr_extended_data));
-    s("off ocsd_pe_context.security_level", offset_of!(OcsdPeContext, security_level));
-    s("off ocsd_pe_context.exception_level", offset_of!(OcsdPeContext, exception_level));
+    s(
+        "off ocsd_generic_trace_elem.ptr_extended_data",
+        offset_of!(E, ptr_extended_data),
+    );
+    s(
+        "off ocsd_pe_context.security_level",
+        offset_of!(OcsdPeContext, security_level),
+    );
+    s(
+        "off ocsd_pe_context.exception_level",
+        offset_of!(OcsdPeContext, exception_level),
+    );
     s("off ocsd_pe_context.context_id", offset_of!(OcsdPeContext, context_id));
     s("off ocsd_pe_context.vmid", offset_of!(OcsdPeContext, vmid));
     s("off ocsd_etmv4_cfg.reg_idr0", offset_of!(OcsdEtmv4Cfg, reg_idr0));
     s("off ocsd_etmv4_cfg.reg_idr13", offset_of!(OcsdEtmv4Cfg, reg_idr13));
     s("off ocsd_etmv4_cfg.reg_configr", offset_of!(OcsdEtmv4Cfg, reg_configr));
-    s("off ocsd_etmv4_cfg.reg_traceidr", offset_of!(OcsdEtmv4Cfg, reg_traceidr));
+    s(
+        "off ocsd_etmv4_cfg.reg_traceidr",
+        offset_of!(OcsdEtmv4Cfg, reg_traceidr),
+    );
     s("off ocsd_etmv4_cfg.arch_ver", offset_of!(OcsdEtmv4Cfg, arch_ver));
     s("off ocsd_etmv4_cfg.core_prof", offset_of!(OcsdEtmv4Cfg, core_prof));
     s("off ocsd_ete_cfg.reg_devarch", offset_of!(OcsdEteCfg, reg_devarch));
@@ -105,10 +120,22 @@ fn rust_values() -> BTreeMap<String, u64> {
     s("off ocsd_etmv3_cfg.core_prof", offset_of!(OcsdEtmv3Cfg, core_prof));
     s("off ocsd_stm_cfg.reg_hwev_mast", offset_of!(OcsdStmCfg, reg_hwev_mast));
     s("off ocsd_stm_cfg.hw_event", offset_of!(OcsdStmCfg, hw_event));
-    s("off ocsd_file_mem_region_t.start_address", offset_of!(OcsdFileMemRegion, start_address));
-    s("off ocsd_file_mem_region_t.region_size", offset_of!(OcsdFileMemRegion, region_size));
-    s("off ocsd_decode_stats_t.channel_total", offset_of!(OcsdDecodeStats, channel_total));
-    s("off ocsd_decode_stats_t.bad_sequence_errs", offset_of!(OcsdDecodeStats, bad_sequence_errs));
+    s(
+        "off ocsd_file_mem_region_t.start_address",
+        offset_of!(OcsdFileMemRegion, start_address),
+    );
+    s(
+        "off ocsd_file_mem_region_t.region_size",
+        offset_of!(OcsdFileMemRegion, region_size),
+    );
+    s(
+        "off ocsd_decode_stats_t.channel_total",
+        offset_of!(OcsdDecodeStats, channel_total),
+    );
+    s(
+        "off ocsd_decode_stats_t.bad_sequence_errs",
+        offset_of!(OcsdDecodeStats, bad_sequence_errs),
+    );
     s("off ocsd_decode_stats_t.demux", offset_of!(OcsdDecodeStats, demux));
     s("bit last_instr_exec", flag::LAST_INSTR_EXEC as usize);
     s("bit has_cc", flag::HAS_CC as usize);
@@ -138,7 +165,9 @@ fn rust_values() -> BTreeMap<String, u64> {
 fn struct_layouts_match_the_c_headers() {
     let include = std::env::var("OPENCSD_INCLUDE").unwrap_or_else(|_| "/usr/include".to_string());
     assert!(
-        std::path::Path::new(&include).join("opencsd/c_api/opencsd_c_api.h").exists(),
+        std::path::Path::new(&include)
+            .join("opencsd/c_api/opencsd_c_api.h")
+            .exists(),
         "no OpenCSD headers under {include}"
     );
     let dir = std::env::temp_dir().join(format!("ocsd-layout-{}", std::process::id()));

@@ -1,0 +1,115 @@
+#!/bin/sh
+# Checks of the drop-in C library that need programs from outside the
+# project. Installs nothing: the caller installs Debian's linux-perf,
+# libopencsd-dev, libopencsd-bin (for its libopencsd1), valgrind, a C
+# compiler, python3 and xz first. Exits non-zero on any mismatch.
+#
+#   scripts/check.sh [layout|perf|ctest|valgrind|all]   (default: all)
+#
+# CARGO_TARGET_DIR is honoured (default: the workspace's target/).
+set -eu
+here=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$here/../.." && pwd)
+corpus=${CORPUS:-$root/../shared/corpus/opencsd-1.8.0}
+perfdata=${PERF_DATA_DIR:-$root/../shared/corpus/simpleperf}
+target=${CARGO_TARGET_DIR:-$root/target}
+what=${1:-all}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail=0
+
+cargo build -q --release -p coresight-opencsd-c --manifest-path "$root/Cargo.toml"
+lib="$work/lib"
+mkdir -p "$lib"
+ln -s "$target/release/libopencsd_c_api.so" "$lib/libopencsd_c_api.so.1"
+manifest="$target/release/ocsd_snapshot_manifest"
+
+if [ "$what" = all ] || [ "$what" = layout ]; then
+    echo "== struct layouts against /usr/include/opencsd"
+    cargo test -q -p coresight-opencsd-c --manifest-path "$root/Cargo.toml" --test layout -- --ignored \
+        || fail=1
+fi
+
+if [ "$what" = all ] || [ "$what" = perf ]; then
+    echo "== perf with Debian's libopencsd1 and with this library"
+    LD_LIBRARY_PATH="$lib" ldd /usr/bin/perf | grep libopencsd_c_api
+    LD_LIBRARY_PATH="$lib" ldd /usr/bin/perf | grep -q "$lib/libopencsd_c_api.so.1" || { echo "FAIL: not loaded"; fail=1; }
+    # The loader binds perf's OpenCSD calls to this library's symbols.
+    LD_DEBUG=bindings LD_LIBRARY_PATH="$lib" perf report -D -i "$perfdata/perf_etm.data" 2>&1 >/dev/null \
+        | grep "symbol \`ocsd_dt_process_data'" | head -1
+    symfs="$work/symfs"
+    mkdir -p "$symfs/data/local/tmp"
+    cp "$perfdata/etm_test_loop" "$symfs/data/local/tmp/"
+    for f in "$perfdata"/*.data ${EXTRA_PERF_DATA:-}; do
+        for args in "report -D" "script" "script --symfs $symfs" "script --symfs $symfs -F cpu,tid,ip,addr,sym,symoff,flags" \
+                    "script --symfs $symfs --itrace=i10" "report --stdio --symfs $symfs"; do
+            # shellcheck disable=SC2086
+            perf $args -i "$f" >"$work/debian.txt" 2>&1 || true
+            # shellcheck disable=SC2086
+            LD_LIBRARY_PATH="$lib" perf $args -i "$f" >"$work/ours.txt" 2>&1 || true
+            if cmp -s "$work/debian.txt" "$work/ours.txt"; then
+                echo "same ($(wc -l <"$work/ours.txt") lines): perf $args -i $(basename "$f")"
+            else
+                echo "DIFFERENT: perf $args -i $f"
+                diff "$work/debian.txt" "$work/ours.txt" | head -5
+                fail=1
+            fi
+        done
+    done
+fi
+
+if [ "$what" = all ] || [ "$what" = ctest ] || [ "$what" = valgrind ]; then
+    cc -O2 -Wall -Wextra -o "$work/ocsd_c_list" "$here/ctest/ocsd_c_list.c" -L"$lib" -l:libopencsd_c_api.so.1
+fi
+
+if [ "$what" = all ] || [ "$what" = ctest ]; then
+    echo "== C program against libopencsd-dev's headers, on the corpus"
+    cat >"$work/cmp.py" <<'PY'
+import lzma, re, sys
+exp_path, got_path = sys.argv[1], sys.argv[2]
+def to13(l):
+    # OpenCSD 1.3.3's wording of the three descriptions that differ from 1.8.0's.
+    l = re.sub(r'(OCSD_GEN_TRC_ELEM_ADDR_NACC\( 0x[0-9a-f]+); Memspace \[[^\]]*\] \)', r'\1 )', l)
+    if 'I_TRACE_INFO' in l:
+        l = l.replace('; Decoder Sync point TINFO', '')
+    if 'I_CCNT_F' in l:
+        l = re.sub(r'; Commit\(\d+\)$', '', l)
+    return l
+exp = [to13(l.rstrip('\n')) for l in lzma.open(exp_path, 'rt', errors='replace') if l.startswith('Idx:')]
+got = [l.rstrip('\n') for l in open(got_path, errors='replace') if l.startswith('Idx:')]
+if exp == got:
+    print(f"same {len(got)} lines")
+    sys.exit(0)
+for i, (a, b) in enumerate(zip(exp, got)):
+    if a != b:
+        print(f"first difference at line {i + 1}:\n  expected: {a}\n  got:      {b}")
+        break
+print(f"DIFFERENT: expected {len(exp)} lines, got {len(got)}")
+sys.exit(1)
+PY
+    for c in ${CTEST_CASES:-juno_r1_1 juno-uname-001 bugfix-exact-match a57_single_step armv8_1m_branches 001-ack_test ete_ip TC2 Snowball tc2-ptm-rstk-t32 stm_only stm_only-2 stm-issue-27 itm_only_raw}; do
+        dir=$(grep -P "^$c\t" "$corpus/cases.tsv" | sed 's/.*-ss_dir \([^ ]*\).*/\1/')
+        (cd "$corpus" && "$manifest" "$dir" >"$work/$c.man" &&
+            LD_LIBRARY_PATH="$lib" "$work/ocsd_c_list" "$work/$c.man" >"$work/$c.out")
+        if r=$(python3 "$work/cmp.py" "$corpus/expected/$c.ppl.xz" "$work/$c.out"); then
+            echo "$c: $r"
+        else
+            echo "$c: $r"
+            fail=1
+        fi
+    done
+fi
+
+if [ "$what" = all ] || [ "$what" = valgrind ]; then
+    echo "== valgrind on the C program"
+    (cd "$corpus" && "$manifest" ./snapshots/juno_r1_1 >"$work/vg.man")
+    if (cd "$corpus" && LD_LIBRARY_PATH="$lib" valgrind -q --leak-check=full --show-leak-kinds=all \
+            --errors-for-leak-kinds=all --error-exitcode=3 "$work/ocsd_c_list" "$work/vg.man" >/dev/null); then
+        echo "valgrind: no leak, no error"
+    else
+        echo "valgrind: FAILED"
+        fail=1
+    fi
+fi
+
+exit $fail

@@ -1,0 +1,266 @@
+//! The exported functions called as C would call them, with nothing
+//! installed: the project's own snapshots decoded through the C API with
+//! the library's printers must list what `trc_pkt_lister` lists
+//! (`expected.ppl` beside each snapshot), in this build's OpenCSD text.
+
+use std::ffi::{CString, c_char, c_int, c_void};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use opencsd_c_api::abi::*;
+use opencsd_c_api::*;
+
+fn snapshots() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../snapshots")
+}
+
+unsafe extern "C" fn collect(ctx: *const c_void, msg: *const c_char, len: c_int) {
+    // SAFETY: the test registered a `String` as context; `msg` holds `len`
+    // bytes.
+    unsafe {
+        let out = &mut *(ctx as *mut String);
+        let bytes = std::slice::from_raw_parts(msg.cast::<u8>(), len as usize);
+        out.push_str(std::str::from_utf8(bytes).unwrap());
+    }
+}
+
+fn num(s: &str) -> u64 {
+    u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap()
+}
+
+/// Decodes `name` through the C API; returns the listing text.
+fn decode_through_c_api(name: &str) -> String {
+    let dir = snapshots().join(name);
+    let man = Command::new(env!("CARGO_BIN_EXE_ocsd_snapshot_manifest"))
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(man.status.success());
+    let man = String::from_utf8(man.stdout).unwrap();
+    let mut text = Box::new(String::new());
+    let mut tree: TreeHandle = std::ptr::null_mut();
+    let mut trace = Vec::new();
+    for line in man.lines() {
+        let w: Vec<&str> = line.split_whitespace().collect();
+        match w[0] {
+            "buffer" => {
+                let src = if w[1] == "single" {
+                    OCSD_TRC_SRC_SINGLE
+                } else {
+                    OCSD_TRC_SRC_FRAME_FORMATTED
+                };
+                tree = ocsd_create_dcd_tree(src, num(w[2]) as u32);
+                assert!(!tree.is_null());
+                let ctx: *mut String = &mut *text;
+                assert_eq!(
+                    ocsd_def_errlog_set_strprint_cb(tree, ctx.cast(), Some(collect)),
+                    OCSD_OK
+                );
+                for f in &w[3..] {
+                    trace.extend(std::fs::read(f).unwrap());
+                }
+            }
+            "decoder" => {
+                let v: Vec<u32> = w[2..].iter().map(|s| num(s) as u32).collect();
+                let mut csid = 0u8;
+                let name = CString::new(w[1]).unwrap();
+                let flags = OCSD_CREATE_FLG_FULL_DECODER;
+                // SAFETY: each config struct is the named protocol's.
+                let err = unsafe {
+                    match w[1] {
+                        "ETMV4I" => {
+                            let c = OcsdEtmv4Cfg {
+                                reg_idr0: v[0],
+                                reg_idr1: v[1],
+                                reg_idr2: v[2],
+                                reg_idr8: v[3],
+                                reg_idr9: v[4],
+                                reg_idr10: v[5],
+                                reg_idr11: v[6],
+                                reg_idr12: v[7],
+                                reg_idr13: v[8],
+                                reg_configr: v[9],
+                                reg_traceidr: v[10],
+                                arch_ver: v[11] as i32,
+                                core_prof: v[12] as i32,
+                            };
+                            ocsd_dt_create_decoder(
+                                tree,
+                                name.as_ptr(),
+                                flags,
+                                (&c as *const OcsdEtmv4Cfg).cast(),
+                                &mut csid,
+                            )
+                        }
+                        "ETE" => {
+                            let c = OcsdEteCfg {
+                                reg_idr0: v[0],
+                                reg_idr1: v[1],
+                                reg_idr2: v[2],
+                                reg_idr8: v[3],
+                                reg_devarch: v[4],
+                                reg_configr: v[5],
+                                reg_traceidr: v[6],
+                                arch_ver: v[7] as i32,
+                                core_prof: v[8] as i32,
+                            };
+                            ocsd_dt_create_decoder(
+                                tree,
+                                name.as_ptr(),
+                                flags,
+                                (&c as *const OcsdEteCfg).cast(),
+                                &mut csid,
+                            )
+                        }
+                        "ETMV3" | "PTM" => {
+                            let c = OcsdEtmv3Cfg {
+                                reg_idr: v[0],
+                                reg_ctrl: v[1],
+                                reg_ccer: v[2],
+                                reg_trc_id: v[3],
+                                arch_ver: v[4] as i32,
+                                core_prof: v[5] as i32,
+                            };
+                            ocsd_dt_create_decoder(
+                                tree,
+                                name.as_ptr(),
+                                flags,
+                                (&c as *const OcsdEtmv3Cfg).cast(),
+                                &mut csid,
+                            )
+                        }
+                        "ITM" => {
+                            let c = OcsdItmCfg { reg_tcr: v[0] };
+                            ocsd_dt_create_decoder(
+                                tree,
+                                name.as_ptr(),
+                                flags,
+                                (&c as *const OcsdItmCfg).cast(),
+                                &mut csid,
+                            )
+                        }
+                        other => panic!("no test config for {other}"),
+                    }
+                };
+                assert_eq!(err, OCSD_OK, "creating {}", w[1]);
+                assert_eq!(ocsd_dt_set_pkt_protocol_printer(tree, csid, 1), OCSD_OK);
+            }
+            "mem" => {
+                let region = OcsdFileMemRegion {
+                    file_offset: num(w[3]) as usize,
+                    start_address: num(w[2]),
+                    region_size: num(w[4]) as usize,
+                };
+                let path = CString::new(w[5]).unwrap();
+                // SAFETY: one region, a NUL-terminated path.
+                let err =
+                    unsafe { ocsd_dt_add_binfile_region_mem_acc(tree, &region, 1, num(w[1]) as c_int, path.as_ptr()) };
+                assert_eq!(err, OCSD_OK);
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(ocsd_dt_set_gen_elem_printer(tree), OCSD_OK);
+    let mut pos = 0usize;
+    while pos < trace.len() {
+        let mut used = 0u32;
+        let block = (trace.len() - pos).min(1000) as u32;
+        // SAFETY: `block` bytes at `pos` of the buffer.
+        let r = unsafe { ocsd_dt_process_data(tree, 0, pos as u64, block, trace[pos..].as_ptr(), &mut used) };
+        assert!(r < 6, "fatal response {r}");
+        pos += used as usize;
+    }
+    // SAFETY: end of trace takes no data.
+    unsafe { ocsd_dt_process_data(tree, 1, 0, 0, std::ptr::null(), std::ptr::null_mut()) };
+    ocsd_destroy_dcd_tree(tree);
+    *text
+}
+
+fn idx_lines(s: &str) -> Vec<String> {
+    s.lines()
+        .filter(|l| l.starts_with("Idx:"))
+        .map(|l| opencsd_c_api::convert::to_1_3_text_if_default(l).into_owned())
+        .collect()
+}
+
+fn check(name: &str) {
+    let got = decode_through_c_api(name);
+    let expected = std::fs::read_to_string(snapshots().join(name).join("expected.ppl")).unwrap();
+    let exp = idx_lines(&expected);
+    let got: Vec<String> = got
+        .lines()
+        .filter(|l| l.starts_with("Idx:"))
+        .map(str::to_string)
+        .collect();
+    assert!(!exp.is_empty());
+    assert_eq!(exp.len(), got.len(), "{name}: line count");
+    for (i, (e, g)) in exp.iter().zip(&got).enumerate() {
+        assert_eq!(e, g, "{name}: line {}", i + 1);
+    }
+}
+
+#[test]
+fn etmv4_through_the_c_api() {
+    check("etmv4-a64");
+}
+
+#[test]
+fn ete_through_the_c_api() {
+    check("ete-all-options");
+}
+
+#[test]
+fn etmv3_through_the_c_api() {
+    check("etmv3-cycle-accurate");
+}
+
+#[test]
+fn bad_handles_and_pointers_give_opencsd_codes() {
+    let bogus = 0x1234usize as TreeHandle;
+    assert_eq!(ocsd_dt_set_gen_elem_printer(std::ptr::null_mut()), OCSD_ERR_BAD_HANDLE);
+    assert_eq!(ocsd_dt_set_gen_elem_printer(bogus), OCSD_ERR_BAD_HANDLE);
+    let mut used = 0;
+    // SAFETY: deliberately bad arguments; none is dereferenced.
+    unsafe {
+        assert_eq!(ocsd_dt_process_data(bogus, 0, 0, 4, [0u8; 4].as_ptr(), &mut used), 6);
+        assert_eq!(
+            ocsd_dt_process_data(bogus, 0, 0, 4, std::ptr::null(), &mut used),
+            OCSD_RESP_FATAL_INVALID_PARAM
+        );
+        assert_eq!(
+            ocsd_dt_create_decoder(bogus, std::ptr::null(), 0, std::ptr::null(), std::ptr::null_mut()),
+            OCSD_ERR_INVALID_PARAM_VAL
+        );
+        assert_eq!(
+            ocsd_gen_elem_str(std::ptr::null(), std::ptr::null_mut(), 0),
+            OCSD_ERR_INVALID_PARAM_VAL
+        );
+    }
+    ocsd_destroy_dcd_tree(bogus);
+    let t = ocsd_create_dcd_tree(OCSD_TRC_SRC_SINGLE, 0);
+    ocsd_destroy_dcd_tree(t);
+    // A freed handle is refused, not used.
+    assert_eq!(ocsd_dt_set_gen_elem_printer(t), OCSD_ERR_BAD_HANDLE);
+    assert!(ocsd_create_dcd_tree(7, 0).is_null());
+}
+
+#[test]
+fn element_to_string_round_trip() {
+    let mut e = OcsdGenericTraceElem::default();
+    // SAFETY: a valid element and buffer.
+    unsafe {
+        ocsd_gen_elem_init(&mut e, abi::elem::INSTR_RANGE as c_int);
+        e.st_addr = 0x1000;
+        e.en_addr = 0x1008;
+        e.isa = 2;
+        e.payload.word = 2;
+        e.flag_bits = flag::LAST_INSTR_EXEC | 4 << flag::LAST_INSTR_SZ_SHIFT;
+        let mut buf = [0 as c_char; 256];
+        assert_eq!(ocsd_gen_elem_str(&e, buf.as_mut_ptr(), buf.len() as c_int), OCSD_OK);
+        let s = std::ffi::CStr::from_ptr(buf.as_ptr()).to_str().unwrap();
+        assert_eq!(
+            s,
+            "OCSD_GEN_TRC_ELEM_INSTR_RANGE(exec range=0x1000:[0x1008] num_i(2) last_sz(4) (ISA=A64) E --- )"
+        );
+    }
+}
