@@ -10,14 +10,26 @@
 //! address with the stack pointer back at its value at the call, and the
 //! stack pointer never rose above that value in between.
 //!
+//! After every transfer of control, whether or not it was taken for a
+//! call or a return, the link register counts as not recently written
+//! (upstream does the same), so that one write of it makes at most one
+//! call.
+//!
 //! Time and lines are counted the way the upstream index counts them: the
 //! trace is cut into nodes, each a run of lines with one timestamp holding
 //! at most one instruction; calls and returns are recorded at the first
 //! line of a node, and register values are read as they stood when the
 //! current node began.
+//!
+//! Memory: the analyser keeps the calls found (four sites each), the calls
+//! still waiting for their return and the registers, never the trace's
+//! nodes; the outputs are written as they are made, the call tree with
+//! memory bounded by the call depth, the flame graph by the number of
+//! distinct stacks.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
+use std::io::{self, Write};
 
 use super::record::{Iset, Record, RecordKind, RegClass, RegId};
 use super::symbols::Symbols;
@@ -34,11 +46,54 @@ pub struct Site {
     pub pc: u64,
 }
 
+/// How many instructions after a write of the link register a transfer
+/// of control may still be a call.
+const LR_WRITE_WINDOW: u64 = 8;
+
+/// Where the call/return log goes.
+enum Log {
+    Off,
+    Text(String),
+    Stream(Box<dyn Write>, Option<io::Error>),
+}
+
+impl Log {
+    fn line(&mut self, args: std::fmt::Arguments) {
+        match self {
+            Log::Off => {}
+            Log::Text(s) => {
+                let _ = s.write_fmt(args);
+                s.push('\n');
+            }
+            Log::Stream(w, err) => {
+                if err.is_none()
+                    && let Err(e) = w.write_fmt(args).and_then(|_| w.write_all(b"\n"))
+                {
+                    *err = Some(e);
+                }
+            }
+        }
+    }
+    fn on(&self) -> bool {
+        !matches!(self, Log::Off)
+    }
+}
+
+/// A call or return found: at the first line of the node `at`, the node
+/// before it being `before`.
 #[derive(Clone, Copy, Debug)]
-struct Node {
-    time: u64,
-    line: u64,
-    pc: Option<u64>,
+struct CallRet {
+    dir: i8,
+    before: Site,
+    at: Site,
+}
+
+/// A call waiting for its return: the called function's first node and
+/// the node before it (the call instruction's).
+#[derive(Clone, Copy, Debug)]
+struct Pending {
+    before: Site,
+    at: Site,
 }
 
 /// Registers the heuristic needs: the 31 general-purpose registers
@@ -98,18 +153,24 @@ impl RegFile {
 /// Finds calls and returns in a stream of records. Feed every record in
 /// order with [`CallAnalyzer::feed`], then [`CallAnalyzer::finish`].
 pub struct CallAnalyzer {
-    nodes: Vec<Node>,
-    callrets: BTreeMap<u64, i8>,
-    pending: BTreeMap<(u64, u64), u64>,
+    callrets: BTreeMap<u64, CallRet>,
+    pending: BTreeMap<(u64, u64), Pending>,
     regs: RegFile,
     node_start_regs: RegFile,
     insns_since_lr_update: u64,
     expected_next_pc: Option<u64>,
     expected_next_lr: u64,
     aarch64: bool,
+    saw_a64: bool,
+    saw_a32: bool,
     current_time: Option<u64>,
     seen_instruction_at_time: bool,
-    log: Option<String>,
+    /// The current node and the one before it (pc 0 when no instruction).
+    cur: Option<Site>,
+    prev: Site,
+    /// The first node with an instruction: the root's entry.
+    root: Option<Site>,
+    log: Log,
 }
 
 impl Default for CallAnalyzer {
@@ -122,26 +183,42 @@ impl CallAnalyzer {
     /// An analyser with nothing seen yet.
     pub fn new() -> Self {
         CallAnalyzer {
-            nodes: Vec::new(),
             callrets: BTreeMap::new(),
             pending: BTreeMap::new(),
             regs: RegFile::default(),
             node_start_regs: RegFile::default(),
-            insns_since_lr_update: 0,
+            insns_since_lr_update: LR_WRITE_WINDOW,
             expected_next_pc: None,
             expected_next_lr: 0,
             aarch64: false,
+            saw_a64: false,
+            saw_a32: false,
             current_time: None,
             seen_instruction_at_time: false,
-            log: None,
+            cur: None,
+            prev: Site::default(),
+            root: None,
+            log: Log::Off,
         }
     }
 
     /// Also keep a log of every transfer of control and what it was taken
-    /// for, in the form of the upstream `--debug=call_heuristics` output.
+    /// for, in the form of the upstream `--debug=call_heuristics` output;
+    /// read it with [`CallAnalyzer::log`].
     pub fn with_log(mut self) -> Self {
-        self.log = Some(String::new());
+        self.log = Log::Text(String::new());
         self
+    }
+
+    /// Writes that log to `out` as the trace is read, rather than keeping it.
+    pub fn with_log_to(mut self, out: Box<dyn Write>) -> Self {
+        self.log = Log::Stream(out, None);
+        self
+    }
+
+    /// Whether A64 and whether A32/T32 instructions were seen.
+    pub fn instruction_sets(&self) -> (bool, bool) {
+        (self.saw_a64, self.saw_a32)
     }
 
     fn sp_slot(&self) -> (Slot, usize) {
@@ -172,11 +249,10 @@ impl CallAnalyzer {
                 self.current_time = Some(t);
                 self.seen_instruction_at_time = false;
             }
-            self.nodes.push(Node {
-                time: t,
-                line,
-                pc: None,
-            });
+            if let Some(c) = self.cur {
+                self.prev = c;
+            }
+            self.cur = Some(Site { time: t, line, pc: 0 });
         }
         if is_instruction {
             self.seen_instruction_at_time = true;
@@ -188,8 +264,13 @@ impl CallAnalyzer {
         match rec.kind {
             RecordKind::Instruction(ins) => {
                 self.event(rec.time, rec.line, true);
-                self.insns_since_lr_update += 1;
+                self.insns_since_lr_update = (self.insns_since_lr_update + 1).min(LR_WRITE_WINDOW);
                 self.aarch64 = ins.iset == Iset::A64;
+                if self.aarch64 {
+                    self.saw_a64 = true;
+                } else if matches!(ins.iset, Iset::Arm | Iset::Thumb) {
+                    self.saw_a32 = true;
+                }
                 let thumb = ins.iset == Iset::Thumb;
                 let pc = ins.addr | thumb as u64;
                 let next = pc.wrapping_add(ins.width as u64 / 8);
@@ -236,42 +317,53 @@ impl CallAnalyzer {
     }
 
     fn update_pc(&mut self, pc: u64, next_pc: u64, thumb: bool) {
-        let node_line = self.nodes.last().map_or(0, |n| n.line);
+        let Some(cur) = self.cur.as_mut() else { return };
+        cur.pc = pc;
+        let at = *cur;
+        let before = self.prev;
+        if self.root.is_none() {
+            self.root = Some(at);
+        }
         if let Some(expected) = self.expected_next_pc
             && (pc ^ expected) & !1 != 0
         {
             let (s, sz) = self.sp_slot();
             let sp = self.node_start_regs.read(s, sz).unwrap_or(u64::MAX);
-            if let Some(log) = &mut self.log {
-                let _ = writeln!(log, "transfer of control @ {node_line}, sp={sp:x}, pc={pc:x}");
+            let node_line = at.line;
+            if self.log.on() {
+                self.log
+                    .line(format_args!("transfer of control @ {node_line}, sp={sp:x}, pc={pc:x}"));
             }
-            if let Some(call_line) = self.pending.remove(&(sp, pc)) {
-                if let Some(log) = &mut self.log {
-                    let _ = writeln!(log, "  looks like return for call @ {call_line}");
+            if let Some(call) = self.pending.remove(&(sp, pc)) {
+                if self.log.on() {
+                    self.log
+                        .line(format_args!("  looks like return for call @ {}", call.at.line));
                 }
-                self.callrets.entry(call_line).or_insert(1);
-                self.callrets.entry(node_line).or_insert(-1);
-                // The link register was used up by the return.
-                self.insns_since_lr_update = 8;
+                self.callrets.entry(call.at.line).or_insert(CallRet {
+                    dir: 1,
+                    before: call.before,
+                    at: call.at,
+                });
+                self.callrets
+                    .entry(node_line)
+                    .or_insert(CallRet { dir: -1, before, at });
             } else {
                 let (s, sz) = self.lr_slot();
                 if let Some(lr) = self.node_start_regs.read(s, sz)
-                    && self.insns_since_lr_update < 8
+                    && self.insns_since_lr_update < LR_WRITE_WINDOW
                     && lr.abs_diff(self.expected_next_lr) < 64
                 {
-                    if let Some(log) = &mut self.log {
-                        let _ = writeln!(log, "  inserting as pending call with sp={sp:x} lr={lr:x}");
+                    if self.log.on() {
+                        self.log
+                            .line(format_args!("  inserting as pending call with sp={sp:x} lr={lr:x}"));
                     }
-                    self.pending.entry((sp, lr)).or_insert(node_line);
-                    // One write of the link register makes one call: a
-                    // later branch near the same return address (a loop
-                    // in the callee) must not count again.
-                    self.insns_since_lr_update = 8;
+                    self.pending.entry((sp, lr)).or_insert(Pending { before, at });
                 }
             }
-        }
-        if let Some(n) = self.nodes.last_mut() {
-            n.pc = Some(pc);
+            // Any transfer of control uses up the last write of the link
+            // register: a later branch (a loop in the callee, a tail
+            // call) is not taken for a call on the strength of it.
+            self.insns_since_lr_update = LR_WRITE_WINDOW;
         }
         self.expected_next_pc = Some(next_pc);
         self.expected_next_lr = next_pc | thumb as u64;
@@ -279,174 +371,165 @@ impl CallAnalyzer {
 
     /// The call/return log (when made with [`CallAnalyzer::with_log`]).
     pub fn log(&self) -> Option<&str> {
-        self.log.as_deref()
+        match &self.log {
+            Log::Text(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The first error writing the log (when made with
+    /// [`CallAnalyzer::with_log_to`]), after flushing it.
+    pub fn flush_log(&mut self) -> io::Result<()> {
+        if let Log::Stream(w, err) = &mut self.log {
+            if let Some(e) = err.take() {
+                return Err(e);
+            }
+            w.flush()?;
+        }
+        Ok(())
     }
 
     /// Lines at which calls (+1: first line of the called function) and
     /// returns (-1: first line back in the caller) were found.
-    pub fn calls_and_returns(&self) -> &BTreeMap<u64, i8> {
-        &self.callrets
+    pub fn calls_and_returns(&self) -> impl Iterator<Item = (u64, i8)> + '_ {
+        self.callrets.iter().map(|(&l, c)| (l, c.dir))
     }
 
-    /// Builds the call tree.
+    /// Builds the call tree: activations in the order they began.
     pub fn finish(&self) -> CallTree {
-        let site = |n: &Node| Site {
-            time: n.time,
-            line: n.line,
-            pc: n.pc.unwrap_or(0),
-        };
         let mut tree = CallTree { acts: Vec::new() };
-        let Some(first) = self.nodes.iter().position(|n| n.pc.is_some()) else {
-            return tree;
-        };
-        // Call depth of every node.
-        let mut depth = 0i64;
-        let mut it = self.callrets.iter().peekable();
-        let mut depths = Vec::with_capacity(self.nodes.len());
-        for n in &self.nodes {
-            if let Some(&(&line, &dir)) = it.peek()
-                && line == n.line
-            {
-                depth += dir as i64;
-                it.next();
-            }
-            depths.push(depth);
-        }
+        let Some(root) = self.root else { return tree };
+        let last = self.cur.unwrap_or(root);
         tree.acts.push(Activation {
-            entry: site(&self.nodes[first]),
-            exit: None,
-            calls: Vec::new(),
+            entry: root,
+            exit: last,
+            call: Site::default(),
+            resume: last,
+            depth: 0,
         });
         let mut stack = vec![0usize];
-        let mut cur = depths[first];
-        for (i, &d) in depths.iter().enumerate().skip(first + 1) {
-            if d > cur {
-                let id = tree.acts.len();
+        for c in self.callrets.values() {
+            if c.dir > 0 {
+                stack.push(tree.acts.len());
                 tree.acts.push(Activation {
-                    entry: site(&self.nodes[i]),
-                    exit: None,
-                    calls: Vec::new(),
+                    entry: c.at,
+                    exit: last,
+                    call: c.before,
+                    resume: last,
+                    depth: stack.len() as u32 - 1,
                 });
-                let top = *stack.last().unwrap_or(&0);
-                tree.acts[top].calls.push(Call {
-                    call: site(&self.nodes[i - 1]),
-                    resume: None,
-                    callee: id,
-                });
-                stack.push(id);
-            } else if d < cur && stack.len() > 1 {
-                let top = stack.pop().unwrap_or(0);
-                tree.acts[top].exit = Some(site(&self.nodes[i - 1]));
-                let parent = *stack.last().unwrap_or(&0);
-                if let Some(c) = tree.acts[parent].calls.last_mut() {
-                    c.resume = Some(site(&self.nodes[i]));
-                }
-            }
-            cur = d;
-        }
-        // Activations still open at the end of the trace end with it.
-        let last = site(self.nodes.last().unwrap_or(&self.nodes[first]));
-        for a in &mut tree.acts {
-            if a.exit.is_none() {
-                a.exit = Some(last);
-            }
-        }
-        for a in &mut tree.acts {
-            for c in &mut a.calls {
-                if c.resume.is_none() {
-                    c.resume = Some(last);
-                }
+            } else if stack.len() > 1
+                && let Some(top) = stack.pop()
+            {
+                let a = &mut tree.acts[top];
+                a.exit = c.before;
+                a.resume = c.at;
             }
         }
         tree
     }
 }
 
-/// A call from an activation: the call instruction's node, the node where
-/// the caller resumed, and the called activation.
-#[derive(Clone, Debug)]
-pub struct Call {
-    /// Where the call instruction was.
-    pub call: Site,
-    /// Where the caller resumed after the return (`None` when the trace ended first).
-    pub resume: Option<Site>,
-    /// The called activation: an index into [`CallTree::acts`].
-    pub callee: usize,
-}
-
 /// One activation of a function: from its first instruction to its return
-/// instruction.
-#[derive(Clone, Debug)]
+/// instruction, with the call that made it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Activation {
     /// The function's first instruction.
     pub entry: Site,
-    /// Its return (`None` when the trace ended first).
-    pub exit: Option<Site>,
-    /// The calls it made, in order.
-    pub calls: Vec<Call>,
+    /// Its return (the end of the trace when the trace ended first).
+    pub exit: Site,
+    /// The call instruction, in the caller (zero for the root).
+    pub call: Site,
+    /// Where the caller resumed (the end of the trace when it ended first).
+    pub resume: Site,
+    /// Call depth: 0 for the root, which covers the whole trace.
+    pub depth: u32,
 }
 
-/// The call tree; activation 0 is the root (the whole trace).
+/// The call tree, as its activations in the order they began (a pre-order
+/// walk of the tree): each activation's caller is the nearest earlier one
+/// of one less depth.
 #[derive(Clone, Debug, Default)]
 pub struct CallTree {
     /// Activations; index 0 is the root, covering the whole trace.
     pub acts: Vec<Activation>,
 }
 
-fn name_of(syms: Option<&Symbols>, addr: u64) -> &str {
-    syms.map_or("", |s| s.name(addr))
+/// How functions are named in the outputs.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Naming<'a> {
+    /// The image's symbols, if any.
+    pub symbols: Option<&'a Symbols>,
+    /// Leave out the ` + 0xPC` of a function entered past its start
+    /// (upstream's `--no-offsets`).
+    pub no_offsets: bool,
+}
+
+impl<'a> Naming<'a> {
+    /// Names from `symbols`, with offsets.
+    pub fn new(symbols: Option<&'a Symbols>) -> Self {
+        Naming {
+            symbols,
+            no_offsets: false,
+        }
+    }
+
+    /// Appends the name of the function at `addr` to `out` (nothing when
+    /// unnamed); returns whether it wrote.
+    fn write(&self, out: &mut String, addr: u64) -> bool {
+        match self.symbols {
+            Some(s) => s.write_function_name(out, addr, !self.no_offsets).unwrap_or(false),
+            None => false,
+        }
+    }
+}
+
+fn write_site(out: &mut String, s: &Site) {
+    let _ = write!(out, "t:{} l:{} pc:0x{:x}", s.time, s.line, s.pc);
+}
+
+/// A trie node of the flame graph: one distinct call stack.
+struct Stack {
+    label: u32,
+    own: i64,
 }
 
 impl CallTree {
-    /// The call tree in `tarmac-calltree` form.
-    pub fn calltree_text(&self, syms: Option<&Symbols>) -> String {
-        let mut out = String::new();
-        if !self.acts.is_empty() {
-            self.write_subtree(&mut out, 0, 0, syms);
+    /// Writes the call tree in `tarmac-calltree` form to `out`, line by
+    /// line; memory beyond the tree is one line.
+    pub fn write_calltree(&self, out: &mut dyn Write, names: Naming) -> io::Result<()> {
+        let mut line = String::with_capacity(256);
+        for a in &self.acts {
+            let level = 2 * a.depth as usize;
+            if a.depth > 0 {
+                line.clear();
+                line.extend(std::iter::repeat_n(' ', 2 * (level - 1)));
+                line.push_str("- ");
+                write_site(&mut line, &a.call);
+                line.push_str(" - ");
+                write_site(&mut line, &a.resume);
+                line.push('\n');
+                out.write_all(line.as_bytes())?;
+            }
+            line.clear();
+            line.extend(std::iter::repeat_n(' ', 2 * level));
+            line.push_str("o ");
+            write_site(&mut line, &a.entry);
+            line.push_str(" - ");
+            write_site(&mut line, &a.exit);
+            line.push_str(" : ");
+            names.write(&mut line, a.entry.pc);
+            line.push('\n');
+            out.write_all(line.as_bytes())?;
         }
-        out
+        Ok(())
     }
 
-    fn write_subtree(&self, out: &mut String, a: usize, level: usize, syms: Option<&Symbols>) {
-        let site = |s: &Site| format!("t:{} l:{} pc:0x{:x}", s.time, s.line, s.pc);
-        // Explicit stack: entries are (activation, level, next call index).
-        let mut stack = vec![(a, level, 0usize)];
-        let act = &self.acts[a];
-        let _ = writeln!(
-            out,
-            "{}o {} - {} : {}",
-            "  ".repeat(level),
-            site(&act.entry),
-            site(&act.exit.unwrap_or_default()),
-            name_of(syms, act.entry.pc)
-        );
-        while let Some(top) = stack.last_mut() {
-            let (a, lvl, i) = *top;
-            let act = &self.acts[a];
-            if i >= act.calls.len() {
-                stack.pop();
-                continue;
-            }
-            top.2 += 1;
-            let c = &act.calls[i];
-            let _ = writeln!(
-                out,
-                "{}- {} - {}",
-                "  ".repeat(lvl + 1),
-                site(&c.call),
-                site(&c.resume.unwrap_or_default())
-            );
-            let callee = &self.acts[c.callee];
-            let _ = writeln!(
-                out,
-                "{}o {} - {} : {}",
-                "  ".repeat(lvl + 2),
-                site(&callee.entry),
-                site(&callee.exit.unwrap_or_default()),
-                name_of(syms, callee.entry.pc)
-            );
-            stack.push((c.callee, lvl + 2, 0));
-        }
+    /// The call tree in `tarmac-calltree` form.
+    pub fn calltree_text(&self, syms: Option<&Symbols>) -> String {
+        let mut out = Vec::new();
+        let _ = self.write_calltree(&mut out, Naming::new(syms));
+        String::from_utf8_lossy(&out).into_owned()
     }
 
     /// Per function entry address: (calls, total time including callees),
@@ -454,62 +537,173 @@ impl CallTree {
     pub fn profile(&self) -> BTreeMap<u64, (u64, u64)> {
         let mut prof: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
         for a in &self.acts {
-            let exit = a.exit.unwrap_or_default();
             let e = prof.entry(a.entry.pc).or_default();
             e.0 += 1;
-            e.1 = e.1.wrapping_add(exit.time.wrapping_sub(a.entry.time).wrapping_add(1));
+            e.1 = e.1.wrapping_add(a.exit.time.wrapping_sub(a.entry.time).wrapping_add(1));
         }
         prof
     }
 
-    /// The profile in `tarmac-profile` form.
-    pub fn profile_text(&self, syms: Option<&Symbols>) -> String {
-        let mut out = format!("{:<12}{:<12}{:<12}{}\n", "Address", "Count", "Time", "Function name");
-        for (addr, (count, time)) in self.profile() {
-            let _ = writeln!(
-                out,
-                "{:<11} {:<11} {:<11} {}",
-                format!("0x{addr:x}"),
-                count,
-                time,
-                name_of(syms, addr)
-            );
+    /// Writes the profile in `tarmac-profile` form to `out`.
+    pub fn write_profile(&self, out: &mut dyn Write, names: Naming) -> io::Result<()> {
+        writeln!(out, "{:<12}{:<12}{:<12}Function name", "Address", "Count", "Time")?;
+        let mut line = String::with_capacity(128);
+        let mut addr = String::with_capacity(20);
+        for (pc, (count, time)) in self.profile() {
+            addr.clear();
+            let _ = write!(addr, "0x{pc:x}");
+            line.clear();
+            let _ = write!(line, "{addr:<11} {count:<11} {time:<11} ");
+            names.write(&mut line, pc);
+            line.push('\n');
+            out.write_all(line.as_bytes())?;
         }
-        out
+        Ok(())
     }
 
-    /// Folded stacks for `flamegraph.pl`: each call stack (names, or hex
-    /// addresses) with the time spent in its innermost function itself.
-    pub fn flamegraph_text(&self, syms: Option<&Symbols>) -> String {
-        let mut folded: BTreeMap<String, i64> = BTreeMap::new();
+    /// The profile in `tarmac-profile` form.
+    pub fn profile_text(&self, syms: Option<&Symbols>) -> String {
+        let mut out = Vec::new();
+        let _ = self.write_profile(&mut out, Naming::new(syms));
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    /// Writes folded stacks for `flamegraph.pl` to `out`: each distinct
+    /// call stack (function names, or hex addresses) with the time spent
+    /// in its innermost function itself, sorted by the stack's text as
+    /// upstream sorts them. The stacks are kept as a trie (one node per
+    /// distinct stack, holding a label number), never as text.
+    pub fn write_flamegraph(&self, out: &mut dyn Write, names: Naming) -> io::Result<()> {
         if self.acts.is_empty() {
-            return String::new();
+            return Ok(());
         }
-        let label = |a: &Activation| {
-            let n = name_of(syms, a.entry.pc);
-            if n.is_empty() {
-                format!("0x{:x}", a.entry.pc)
-            } else {
-                n.to_string()
+        // Labels, one per distinct text, and the label of each entry pc.
+        let mut labels: Vec<String> = Vec::new();
+        let mut label_of_text: HashMap<String, u32> = HashMap::new();
+        let mut label_of_pc: HashMap<u64, u32> = HashMap::new();
+        let mut text = String::new();
+        let mut label = |pc: u64| -> u32 {
+            if let Some(&l) = label_of_pc.get(&pc) {
+                return l;
+            }
+            text.clear();
+            if !names.write(&mut text, pc) {
+                let _ = write!(text, "0x{pc:x}");
+            }
+            let l = match label_of_text.get(&text) {
+                Some(&l) => l,
+                None => {
+                    let l = labels.len() as u32;
+                    labels.push(text.clone());
+                    label_of_text.insert(text.clone(), l);
+                    l
+                }
+            };
+            label_of_pc.insert(pc, l);
+            l
+        };
+        // The trie: node 0 is the root's stack; children by (parent, label).
+        let mut nodes = vec![Stack {
+            label: label(self.acts[0].entry.pc),
+            own: 0,
+        }];
+        let mut child: HashMap<(u32, u32), u32> = HashMap::new();
+        // Open activations: (trie node, own time so far).
+        let mut open: Vec<(u32, i64)> = Vec::new();
+        let dur = |a: &Activation| a.exit.time as i64 - a.entry.time as i64;
+        let close = |open: &mut Vec<(u32, i64)>, nodes: &mut Vec<Stack>| {
+            if let Some((n, own)) = open.pop() {
+                nodes[n as usize].own += own;
             }
         };
-        let dur = |a: &Activation| a.exit.unwrap_or_default().time as i64 - a.entry.time as i64;
-        // (activation, its stack string)
-        let mut work = vec![(0usize, label(&self.acts[0]))];
-        while let Some((a, stack)) = work.pop() {
-            let act = &self.acts[a];
-            let mut own = dur(act);
-            for c in &act.calls {
-                let callee = &self.acts[c.callee];
-                own -= dur(callee);
-                work.push((c.callee, format!("{stack};{}", label(callee))));
+        for a in &self.acts {
+            while open.len() > a.depth as usize {
+                close(&mut open, &mut nodes);
             }
-            *folded.entry(stack).or_default() += own;
+            let d = dur(a);
+            let node = match open.last_mut() {
+                None => 0,
+                Some((parent, parent_own)) => {
+                    *parent_own -= d;
+                    let l = label(a.entry.pc);
+                    let next = nodes.len() as u32;
+                    let n = *child.entry((*parent, l)).or_insert(next);
+                    if n == next {
+                        nodes.push(Stack { label: l, own: 0 });
+                    }
+                    n
+                }
+            };
+            open.push((node, d));
         }
-        let mut out = String::new();
-        for (k, v) in folded {
-            let _ = writeln!(out, "{k} {v}");
+        while !open.is_empty() {
+            close(&mut open, &mut nodes);
         }
-        out
+        // Children of each node, in the order their lines sort: a child's
+        // own line sorts by its label, its descendants by its label and a
+        // ';' (so "f2" comes between "f" and "f;g").
+        let mut kids: Vec<Vec<u32>> = Vec::new();
+        kids.resize_with(nodes.len(), Vec::new);
+        for (&(parent, _), &n) in &child {
+            kids[parent as usize].push(n);
+        }
+        drop(child);
+        // Items to emit under a node: (child, false) its own line, (child,
+        // true) its descendants.
+        let items = |n: u32, kids: &[Vec<u32>]| -> Vec<(u32, bool)> {
+            let mut v: Vec<(u32, bool)> = kids[n as usize]
+                .iter()
+                .flat_map(|&k| [(k, false), (k, true)])
+                .filter(|&(k, desc)| !desc || !kids[k as usize].is_empty())
+                .collect();
+            v.sort_by(|&(a, da), &(b, db)| {
+                let ka = labels[nodes[a as usize].label as usize]
+                    .bytes()
+                    .chain(da.then_some(b';'));
+                let kb = labels[nodes[b as usize].label as usize]
+                    .bytes()
+                    .chain(db.then_some(b';'));
+                ka.cmp(kb)
+            });
+            v
+        };
+        let mut path = String::new();
+        let mut line = String::new();
+        let mut emit = |path: &str, own: i64, out: &mut dyn Write| -> io::Result<()> {
+            line.clear();
+            let _ = writeln!(line, "{path} {own}");
+            out.write_all(line.as_bytes())
+        };
+        path.push_str(&labels[nodes[0].label as usize]);
+        emit(&path, nodes[0].own, out)?;
+        // Explicit stack (the depth may be in the hundreds of thousands):
+        // (items under a node, next item, path length to restore).
+        let mut stack = vec![(items(0, &kids), 0usize, path.len())];
+        while let Some((list, i, _)) = stack.last_mut() {
+            let Some(&(k, desc)) = list.get(*i) else {
+                let (_, _, restore) = stack.pop().unwrap_or_default();
+                path.truncate(restore);
+                continue;
+            };
+            *i += 1;
+            let restore = path.len();
+            path.push(';');
+            path.push_str(&labels[nodes[k as usize].label as usize]);
+            if desc {
+                // The path stays extended until this node's items are done.
+                stack.push((items(k, &kids), 0, restore));
+            } else {
+                emit(&path, nodes[k as usize].own, out)?;
+                path.truncate(restore);
+            }
+        }
+        Ok(())
+    }
+
+    /// Folded stacks for `flamegraph.pl`.
+    pub fn flamegraph_text(&self, syms: Option<&Symbols>) -> String {
+        let mut out = Vec::new();
+        let _ = self.write_flamegraph(&mut out, Naming::new(syms));
+        String::from_utf8_lossy(&out).into_owned()
     }
 }

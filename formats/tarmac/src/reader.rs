@@ -21,8 +21,53 @@ pub struct TarmacError {
     pub column: usize,
     /// What the reader expected there.
     pub expected: String,
-    /// The line's text.
+    /// An excerpt of the line around the column, at most
+    /// [`EXCERPT_BEFORE`] + [`EXCERPT_AFTER`] bytes of it, with control
+    /// characters, quotes and bytes that are not UTF-8 escaped: a line of
+    /// a megabyte or of binary garbage gives a message of one short line.
     pub text: String,
+}
+
+/// Bytes of the line kept before the offending column in an error.
+pub const EXCERPT_BEFORE: usize = 24;
+/// Bytes of the line kept from the offending column on in an error.
+pub const EXCERPT_AFTER: usize = 40;
+
+/// The excerpt of `line` around byte `at` for an error message: quoted,
+/// escaped, with `...` where it was cut.
+pub fn excerpt(line: &[u8], at: usize) -> String {
+    let at = at.min(line.len());
+    let mut start = at.saturating_sub(EXCERPT_BEFORE);
+    let mut end = at.saturating_add(EXCERPT_AFTER).min(line.len());
+    // Cut on character boundaries where the text is UTF-8.
+    while start > 0 && start < line.len() && (line[start] & 0xC0) == 0x80 {
+        start -= 1;
+    }
+    while end < line.len() && (line[end] & 0xC0) == 0x80 {
+        end += 1;
+    }
+    let mut out = String::with_capacity(end - start + 8);
+    out.push('"');
+    if start > 0 {
+        out.push_str("...");
+    }
+    for chunk in line[start..end].utf8_chunks() {
+        for c in chunk.valid().chars() {
+            if c == '\'' {
+                out.push(c);
+            } else {
+                out.extend(c.escape_debug());
+            }
+        }
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    if end < line.len() {
+        out.push_str("...");
+    }
+    out.push('"');
+    out
 }
 
 impl fmt::Display for TarmacError {
@@ -319,9 +364,9 @@ impl LineParser {
             Ok(None) => Ok(None),
             Err((tok, what)) => Err(TarmacError {
                 line: lineno,
-                column: line[..tok.start.min(line.len())].chars().count() + 1,
+                column: line.get(..tok.start).map_or(tok.start, |p| p.chars().count()) + 1,
                 expected: what.to_string(),
-                text: line.to_string(),
+                text: excerpt(bytes, tok.start),
             }),
         }
     }
@@ -1300,6 +1345,8 @@ pub struct Reader<R> {
     text: String,
     lineno: u64,
     parser: LineParser,
+    /// The last line read had no line ending: the input ended in it.
+    partial: bool,
 }
 
 impl<R: BufRead> Reader<R> {
@@ -1316,7 +1363,15 @@ impl<R: BufRead> Reader<R> {
             text: String::new(),
             lineno: 0,
             parser: LineParser::new(opts),
+            partial: false,
         }
+    }
+
+    /// Whether the last line read ended the input without a line ending:
+    /// a trace still being written, or cut. An error on such a line is
+    /// one the caller may take as the end of the trace, as upstream does.
+    pub fn at_partial_line(&self) -> bool {
+        self.partial
     }
 
     /// Line number of the last line read.
@@ -1339,6 +1394,7 @@ impl<R: BufRead> Reader<R> {
                 return Ok(None);
             }
             self.lineno += 1;
+            self.partial = self.buf.last() != Some(&b'\n');
             while matches!(self.buf.last(), Some(b'\n' | b'\r')) {
                 self.buf.pop();
             }
@@ -1355,7 +1411,7 @@ impl<R: BufRead> Reader<R> {
                         line: self.lineno,
                         column: valid + 1,
                         expected: "UTF-8 text".into(),
-                        text: String::from_utf8_lossy(&self.buf).into_owned(),
+                        text: excerpt(&self.buf, valid),
                     });
                 }
             };

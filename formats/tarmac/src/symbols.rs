@@ -2,7 +2,7 @@
 //! Utilities look them up, so that profiles and call trees name the same
 //! functions theirs do.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use goblin::elf::Elf;
@@ -24,14 +24,34 @@ pub struct Symbol {
 pub struct Symbols {
     syms: Vec<Symbol>,
     by_addr: BTreeMap<u64, Vec<usize>>,
+    /// How many symbols have each name: a name held by two symbols (static
+    /// functions of two files) is printed with its address to tell them apart.
+    name_count: HashMap<String, u32>,
+    machine: Option<u16>,
 }
+
+/// Arm mapping symbols (`$a`, `$t`, `$x`, `$d`, and their `$a.N` forms)
+/// mark where code of one instruction set or data begins; many share one
+/// name, so they never name a function.
+pub fn is_mapping_symbol(name: &str) -> bool {
+    let b = name.as_bytes();
+    b.len() >= 2 && b[0] == b'$' && matches!(b[1], b'a' | b't' | b'x' | b'd')
+}
+
+/// The ELF machine numbers of the architectures a Tarmac trace can hold.
+pub const EM_ARM: u16 = 40;
+/// AArch64.
+pub const EM_AARCH64: u16 = 183;
 
 impl Symbols {
     /// Reads `.symtab`: local, global and weak symbols of no type, objects
     /// and functions, with a name.
     pub fn from_elf_bytes(data: &[u8]) -> Result<Self, String> {
         let elf = Elf::parse(data).map_err(|e| format!("not a readable ELF file ({e})"))?;
-        let mut s = Symbols::default();
+        let mut s = Symbols {
+            machine: Some(elf.header.e_machine),
+            ..Default::default()
+        };
         for sym in elf.syms.iter() {
             if !matches!(sym.st_bind(), STB_LOCAL | STB_GLOBAL | STB_WEAK)
                 || !matches!(sym.st_type(), STT_NOTYPE | STT_OBJECT | STT_FUNC)
@@ -59,10 +79,32 @@ impl Symbols {
         Self::from_elf_bytes(&data).map_err(|e| format!("{}: {e}", path.display()))
     }
 
-    /// Adds a symbol.
+    /// Adds a symbol; mapping symbols and nameless ones are left out, as
+    /// they name no function.
     pub fn add(&mut self, sym: Symbol) {
+        if sym.name.is_empty() || is_mapping_symbol(&sym.name) {
+            return;
+        }
+        *self.name_count.entry(sym.name.clone()).or_default() += 1;
         self.by_addr.entry(sym.addr).or_default().push(self.syms.len());
         self.syms.push(sym);
+    }
+
+    /// The ELF machine (`e_machine`) of the file read, if from a file.
+    pub fn machine(&self) -> Option<u16> {
+        self.machine
+    }
+
+    /// Adds `offset` to every address (an image loaded elsewhere than its
+    /// link address: position-independent code, shared libraries).
+    pub fn relocate(&mut self, offset: u64) {
+        for s in &mut self.syms {
+            s.addr = s.addr.wrapping_add(offset);
+        }
+        let old = std::mem::take(&mut self.by_addr);
+        for (a, v) in old {
+            self.by_addr.insert(a.wrapping_add(offset), v);
+        }
     }
 
     /// No symbols.
@@ -74,8 +116,7 @@ impl Symbols {
     /// below it, the first sized symbol that contains it, else the nearest
     /// label. As in the upstream tools, the lowest-addressed entry is never
     /// examined (its symbols name nothing), which is why a program's
-    /// lowest symbol (often `_start` beside a `$a`/`$x` mapping symbol)
-    /// appears unnamed in their outputs.
+    /// lowest symbol (often `_start`) appears unnamed in their outputs.
     pub fn find(&self, addr: u64) -> Option<&Symbol> {
         let lowest = *self.by_addr.keys().next()?;
         let mut backup = None;
@@ -96,8 +137,31 @@ impl Symbols {
         backup
     }
 
-    /// The name for `addr`, or "" when no symbol names it.
+    /// The symbol's name, or "" when no symbol names `addr`.
     pub fn name(&self, addr: u64) -> &str {
         self.find(addr).map_or("", |s| s.name.as_str())
+    }
+
+    /// Writes the function name for `addr` as the upstream tools print
+    /// it: the symbol's name, `name@0xADDR` when two symbols share the
+    /// name, and with `offsets`, ` + 0xPC` when `addr` is past the
+    /// symbol's start (upstream prints the address there, not the
+    /// distance from the start). Writes nothing when no symbol names it;
+    /// returns whether it wrote.
+    pub fn write_function_name<W: std::fmt::Write + ?Sized>(
+        &self,
+        out: &mut W,
+        addr: u64,
+        offsets: bool,
+    ) -> Result<bool, std::fmt::Error> {
+        let Some(s) = self.find(addr) else { return Ok(false) };
+        out.write_str(&s.name)?;
+        if self.name_count.get(&s.name).is_some_and(|&n| n > 1) {
+            write!(out, "@0x{:x}", s.addr)?;
+        }
+        if offsets && addr != s.addr {
+            write!(out, " + 0x{addr:x}")?;
+        }
+        Ok(true)
     }
 }

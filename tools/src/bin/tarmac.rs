@@ -1,13 +1,17 @@
 //! `tarmac`: read, profile and compare Tarmac instruction traces.
 //!
 //! ```text
-//! tarmac profile TRACE [--image ELF]
-//! tarmac calltree TRACE [--image ELF] [--debug-calls]
-//! tarmac flamegraph TRACE [--image ELF] [-o OUT]
+//! tarmac profile TRACE [--image ELF [--load-offset OFF]] [--no-offsets]
+//! tarmac calltree TRACE [--image ELF [--load-offset OFF]] [--no-offsets] [--debug-calls]
+//! tarmac flamegraph TRACE [--image ELF [--load-offset OFF]] [--no-offsets] [-o OUT]
 //! tarmac compare A B [-w N] [--skip-time] [--start ADDR] [--boot N] [--skip-remainder] [--stop-first]
 //! tarmac decode SNAPSHOT_DIR [-o OUT] [--flow] [--exceptions] [--trace-matcher]
 //! tarmac dump TRACE [--events]
 //! ```
+//! TRACE `-` is standard input. A trace whose last line is cut (no line
+//! ending) and does not parse is read up to that line, with a warning, as
+//! upstream does; a trace with no records is an error.
+//!
 //! Exit status: 0 done, 1 failed (a file that could not be read or
 //! written), 2 bad usage; `compare`, as diff(1): 0 same, 1 different, 2
 //! trouble.
@@ -18,10 +22,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
-use coresight_tarmac::calls::CallAnalyzer;
+use coresight_tarmac::calls::{CallAnalyzer, CallTree, Naming};
 use coresight_tarmac::compare::{self, CompareOptions};
 use coresight_tarmac::events::EventPrinter;
-use coresight_tarmac::symbols::Symbols;
+use coresight_tarmac::symbols::{EM_AARCH64, EM_ARM, Symbols};
 use coresight_tarmac::writer::{WriterOptions, snapshot_to_tarmac_with_registry};
 use coresight_tarmac::{Iset, Reader, ReaderOptions};
 
@@ -34,14 +38,17 @@ use coresight_tarmac::{Iset, Reader, ReaderOptions};
                   could not be parsed or decoded); 2 bad usage. compare, as diff: 0 same, 1 different, 2 trouble."
 )]
 struct Cli {
+    /// No warnings (a cut last line, an image of another architecture).
+    #[arg(short, long, global = true)]
+    quiet: bool,
     #[command(subcommand)]
     cmd: Cmd,
 }
 
 #[derive(Args)]
 struct Input {
-    /// Tarmac trace file, or a snapshot directory (decoded, with the link
-    /// register written at each call).
+    /// Tarmac trace file (`-` for standard input), or a snapshot directory
+    /// (decoded, with the link register written at each call).
     trace: PathBuf,
     /// Assume T32 where a line gives no instruction set state.
     #[arg(long)]
@@ -53,6 +60,14 @@ struct Image {
     /// ELF image of the traced program, for function names.
     #[arg(long)]
     image: Option<PathBuf>,
+    /// Where the image was loaded relative to its link address (hex, may
+    /// be negative: `-0x1000`): position-independent code, shared libraries.
+    #[arg(long, value_parser = parse_offset, allow_hyphen_values = true, requires = "image")]
+    load_offset: Option<u64>,
+    /// Name a function entered past its start by its symbol alone, without
+    /// upstream's ` + 0xPC`.
+    #[arg(long)]
+    no_offsets: bool,
 }
 
 #[derive(Subcommand)]
@@ -152,6 +167,13 @@ enum Cmd {
     },
 }
 
+fn parse_offset(s: &str) -> Result<u64, String> {
+    match s.strip_prefix('-') {
+        Some(rest) => parse_hex(rest).map(u64::wrapping_neg),
+        None => parse_hex(s.strip_prefix('+').unwrap_or(s)),
+    }
+}
+
 fn parse_hex(s: &str) -> Result<u64, String> {
     let t = s.trim_start_matches("0x").trim_start_matches("0X");
     u64::from_str_radix(t, 16).map_err(|e| format!("{s}: not a hex address ({e})"))
@@ -162,6 +184,12 @@ fn open(path: &Path, implicit_thumb: bool) -> Result<Reader<Box<dyn BufRead>>, S
     let opts = ReaderOptions {
         implicit_iset: implicit_thumb.then_some(Iset::Thumb),
     };
+    if path.as_os_str() == "-" {
+        return Ok(Reader::with_options(
+            Box::new(BufReader::with_capacity(1 << 16, std::io::stdin())),
+            opts,
+        ));
+    }
     if path.is_dir() {
         let mut text = Vec::new();
         let wopts = WriterOptions {
@@ -179,33 +207,109 @@ fn open(path: &Path, implicit_thumb: bool) -> Result<Reader<Box<dyn BufRead>>, S
     ))
 }
 
-fn analyse(input: &Input, log: bool) -> Result<CallAnalyzer, String> {
+/// Reads every record of the trace into `f`. A parse error on a cut last
+/// line ends the trace with a warning; a trace without records is an error.
+fn read_trace(input: &Input, quiet: bool, mut f: impl FnMut(&coresight_tarmac::Record)) -> Result<(), String> {
+    let name = input.trace.display();
     let mut r = open(&input.trace, input.implicit_thumb)?;
+    let mut any = false;
+    loop {
+        let e = match r.next_record() {
+            Ok(Some(rec)) => {
+                any = true;
+                f(&rec);
+                continue;
+            }
+            Ok(None) => break,
+            Err(e) => e,
+        };
+        // A read error (column 0) is never taken for a cut line.
+        if r.at_partial_line() && e.column > 0 {
+            if !quiet {
+                eprintln!("tarmac: warning: {name}: {e}; ignoring this partial last line (trace truncated?)");
+            }
+            break;
+        }
+        return Err(format!("{name}: {e}"));
+    }
+    if !any {
+        return Err(format!("{name}: the trace contains no events"));
+    }
+    Ok(())
+}
+
+fn analyse(input: &Input, quiet: bool, log: bool) -> Result<CallAnalyzer, String> {
     let mut a = if log {
-        CallAnalyzer::new().with_log()
+        CallAnalyzer::new().with_log_to(Box::new(std::io::BufWriter::new(std::io::stdout())))
     } else {
         CallAnalyzer::new()
     };
-    while let Some(rec) = r.next_record().map_err(|e| format!("{}: {e}", input.trace.display()))? {
-        a.feed(&rec);
-    }
+    read_trace(input, quiet, |rec| a.feed(rec))?;
+    a.flush_log().map_err(|e| format!("standard output: {e}"))?;
     Ok(a)
 }
 
 fn symbols(image: &Image) -> Result<Option<Symbols>, String> {
-    image.image.as_deref().map(Symbols::from_elf_file).transpose()
+    let mut s = image.image.as_deref().map(Symbols::from_elf_file).transpose()?;
+    if let (Some(s), Some(off)) = (&mut s, image.load_offset) {
+        s.relocate(off);
+    }
+    Ok(s)
 }
 
-fn write_out(text: &str, output: Option<&Path>) -> Result<(), String> {
-    match output {
-        Some(p) => std::fs::write(p, text).map_err(|e| format!("{}: {e}", p.display())),
-        None => {
-            let mut so = std::io::stdout().lock();
-            so.write_all(text.as_bytes())
-                .and_then(|_| so.flush())
-                .map_err(|e| format!("standard output: {e}"))
-        }
+/// Warns when the image is for another architecture than the trace's
+/// instructions: its names would be of the wrong program.
+fn check_architecture(image: &Image, syms: Option<&Symbols>, a: &CallAnalyzer, input: &Input, quiet: bool) {
+    let (Some(path), Some(machine)) = (&image.image, syms.and_then(Symbols::machine)) else {
+        return;
+    };
+    let (a64, a32) = a.instruction_sets();
+    let elf_arch = match machine {
+        EM_AARCH64 => "AArch64",
+        EM_ARM => "AArch32",
+        _ => "neither AArch64 nor AArch32",
+    };
+    let mismatch = match machine {
+        EM_AARCH64 => a32 && !a64,
+        EM_ARM => a64 && !a32,
+        _ => a64 || a32,
+    };
+    if mismatch && !quiet {
+        let trace_arch = if a64 { "A64" } else { "A32/T32" };
+        eprintln!(
+            "tarmac: warning: {}: the image is {elf_arch} (ELF machine {machine}) but {} holds {trace_arch} \
+             instructions; function names may be wrong",
+            path.display(),
+            input.trace.display()
+        );
     }
+}
+
+/// Runs `f` on the output (a file or standard output), buffered, and
+/// flushes it.
+fn with_output(output: Option<&Path>, f: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) -> Result<(), String> {
+    let (mut w, name): (Box<dyn Write>, String) = match output {
+        Some(p) => (
+            Box::new(std::io::BufWriter::with_capacity(
+                1 << 16,
+                File::create(p).map_err(|e| format!("{}: {e}", p.display()))?,
+            )),
+            p.display().to_string(),
+        ),
+        None => (
+            Box::new(std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock())),
+            "standard output".into(),
+        ),
+    };
+    f(&mut *w).and_then(|_| w.flush()).map_err(|e| format!("{name}: {e}"))
+}
+
+/// The call tree of the trace, with the image's names.
+fn tree_and_names(input: &Input, image: &Image, quiet: bool, log: bool) -> Result<(CallTree, Option<Symbols>), String> {
+    let syms = symbols(image)?;
+    let a = analyse(input, quiet, log)?;
+    check_architecture(image, syms.as_ref(), &a, input, quiet);
+    Ok((a.finish(), syms))
 }
 
 /// A failure: the message and the exit status.
@@ -218,27 +322,29 @@ impl From<String> for Failed {
 }
 
 fn run(cli: Cli) -> Result<ExitCode, Failed> {
+    let quiet = cli.quiet;
+    fn naming<'a>(syms: &'a Option<Symbols>, image: &Image) -> Naming<'a> {
+        Naming {
+            symbols: syms.as_ref(),
+            no_offsets: image.no_offsets,
+        }
+    }
     match cli.cmd {
         Cmd::Profile { input, image } => {
-            let syms = symbols(&image)?;
-            let a = analyse(&input, false)?;
-            write_out(&a.finish().profile_text(syms.as_ref()), None)?;
+            let (tree, syms) = tree_and_names(&input, &image, quiet, false)?;
+            with_output(None, |w| tree.write_profile(w, naming(&syms, &image)))?;
         }
         Cmd::Calltree {
             input,
             image,
             debug_calls,
         } => {
-            let syms = symbols(&image)?;
-            let a = analyse(&input, debug_calls)?;
-            let mut text = a.log().unwrap_or("").to_string();
-            text.push_str(&a.finish().calltree_text(syms.as_ref()));
-            write_out(&text, None)?;
+            let (tree, syms) = tree_and_names(&input, &image, quiet, debug_calls)?;
+            with_output(None, |w| tree.write_calltree(w, naming(&syms, &image)))?;
         }
         Cmd::Flamegraph { input, image, output } => {
-            let syms = symbols(&image)?;
-            let a = analyse(&input, false)?;
-            write_out(&a.finish().flamegraph_text(syms.as_ref()), output.as_deref())?;
+            let (tree, syms) = tree_and_names(&input, &image, quiet, false)?;
+            with_output(output.as_deref(), |w| tree.write_flamegraph(w, naming(&syms, &image)))?;
         }
         Cmd::Compare {
             a,
@@ -271,7 +377,7 @@ fn run(cli: Cli) -> Result<ExitCode, Failed> {
             let mut ib = compare::insns_of(&mut rb);
             let rep = compare::compare(&mut ia, &mut ib, &opts).map_err(|e| trouble(format!("{e}")))?;
             let (na, nb) = (a.display().to_string(), b.display().to_string());
-            write_out(&rep.text(&na, &nb), None).map_err(trouble)?;
+            with_output(None, |w| w.write_all(rep.text(&na, &nb).as_bytes())).map_err(trouble)?;
             return Ok(if rep.same() {
                 ExitCode::SUCCESS
             } else {
@@ -306,19 +412,27 @@ fn run(cli: Cli) -> Result<ExitCode, Failed> {
             out.flush().map_err(|e| format!("output: {e}"))?;
         }
         Cmd::Dump { input, events } => {
-            let mut r = open(&input.trace, input.implicit_thumb)?;
             let mut printer = EventPrinter::new();
             let mut out = std::io::BufWriter::new(std::io::stdout().lock());
             let mut text = String::new();
-            while let Some(rec) = r.next_record().map_err(|e| format!("{}: {e}", input.trace.display()))? {
+            let mut err = None;
+            read_trace(&input, quiet, |rec| {
+                if err.is_some() {
+                    return;
+                }
                 text.clear();
                 if events {
-                    printer.write(&rec, &mut text);
+                    printer.write(rec, &mut text);
                 } else {
-                    text = format!("{} t={} {:?}\n", rec.line, rec.time, rec.kind);
+                    use std::fmt::Write as _;
+                    let _ = writeln!(text, "{} t={} {:?}", rec.line, rec.time, rec.kind);
                 }
-                out.write_all(text.as_bytes())
-                    .map_err(|e| format!("standard output: {e}"))?;
+                if let Err(e) = out.write_all(text.as_bytes()) {
+                    err = Some(e);
+                }
+            })?;
+            if let Some(e) = err {
+                return Err(format!("standard output: {e}").into());
             }
             out.flush().map_err(|e| format!("standard output: {e}"))?;
         }
