@@ -240,35 +240,60 @@ struct Collect {
     use_vmid: Vec<bool>,
 }
 
-impl TrcGenElemIn for Collect {
-    fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp {
-        let Some(s) = self.stream_of.get(trace_id) else {
-            return DatapathResp::Cont;
-        };
-        if elem.elem_type == ElemType::PeContext && self.streams.from_context(s) {
-            let c = &elem.context;
-            let id = if self.use_vmid.get(s).copied().unwrap_or(false) {
-                c.vmid_valid.then_some(c.vmid)
-            } else {
-                c.ctxt_id_valid.then_some(c.context_id)
-            };
-            if let Some(id) = id {
-                let tid = id as i32;
-                self.streams.set_thread(s, self.model.pid_of(tid), tid);
-            }
+impl Collect {
+    /// A PE_CONTEXT element names the stream's thread (when context IDs are
+    /// traced): noted at once, so that memory reads that follow see it.
+    fn note_context(&self, s: usize, elem: &TraceElement) {
+        if elem.elem_type != ElemType::PeContext || !self.streams.from_context(s) {
+            return;
         }
-        let (pid, tid) = self.streams.thread(s);
-        self.held.borrow_mut().push(Held {
-            index,
-            trace_id,
-            stream: s as u16,
-            pid,
-            tid,
-            elem: *elem,
-        });
-        DatapathResp::Cont
+        let c = &elem.context;
+        let id = if self.use_vmid.get(s).copied().unwrap_or(false) {
+            c.vmid_valid.then_some(c.vmid)
+        } else {
+            c.ctxt_id_valid.then_some(c.context_id)
+        };
+        if let Some(id) = id {
+            let tid = id as i32;
+            self.streams.set_thread(s, self.model.pid_of(tid), tid);
+        }
     }
 }
+
+impl TrcGenElemIn for Collect {
+    fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp {
+        self.trace_elems_in(trace_id, &[(index, *elem)]).0
+    }
+
+    /// A run at once: one borrow of the held list, and the thread looked
+    /// up again only after a context element.
+    fn trace_elems_in(&mut self, trace_id: u8, elems: &[(TrcIndex, TraceElement)]) -> (DatapathResp, usize) {
+        let Some(s) = self.stream_of.get(trace_id) else {
+            return (DatapathResp::Cont, elems.len());
+        };
+        let mut held = self.held.borrow_mut();
+        held.reserve(elems.len());
+        let (mut pid, mut tid) = self.streams.thread(s);
+        for (index, elem) in elems {
+            if elem.elem_type == ElemType::PeContext {
+                self.note_context(s, elem);
+                (pid, tid) = self.streams.thread(s);
+            }
+            held.push(Held {
+                index: *index,
+                trace_id,
+                stream: s as u16,
+                pid,
+                tid,
+                elem: *elem,
+            });
+        }
+        (DatapathResp::Cont, elems.len())
+    }
+}
+
+/// Trace bytes fed to a tree before its elements are delivered.
+const FEED_CHUNK: usize = 16 << 10;
 
 /// Most decoder error lines kept as warnings (the rest are counted).
 const MAX_ERROR_LINES: usize = 32;
@@ -611,9 +636,12 @@ impl<'r, 'a> RecordingDecoder<'r, 'a> {
             if resp.is_wait() {
                 resp = op(self, DatapathOp::Flush, 0, &[]).0;
             } else {
-                let (r, used) = op(self, DatapathOp::Data, index0 + done as u64, &data[done..]);
+                // A bounded piece at a time: the elements it makes are held until
+                // delivered, so memory stays small and the held elements in cache.
+                let end = data.len().min(done + FEED_CHUNK);
+                let (r, used) = op(self, DatapathOp::Data, index0 + done as u64, &data[done..end]);
                 resp = r;
-                done += used.min(data.len() - done);
+                done += used.min(end - done);
             }
             self.deliver(bi, f);
             if resp.is_fatal() {
