@@ -131,6 +131,10 @@ struct Inputs {
     /// rv64, rv32.
     #[arg(long, default_value = "a64")]
     isa: String,
+    /// Go on when --elf does not match what a gnatcov trace's header says
+    /// of its executable (file size, CRC32, machine): a warning, not an error.
+    #[arg(long)]
+    allow_mismatch: bool,
     /// gnatcov trace files.
     traces: Vec<PathBuf>,
 }
@@ -295,8 +299,24 @@ fn load_elf(path: &Path, bytes: &[u8]) -> Result<CodeImage, Fail> {
 fn gather(input: &Inputs) -> Result<(CodeImage, Vec<Entry>, usize), Fail> {
     let mut entries = Vec::new();
     let mut digits = 8;
+    let elf_bytes = match &input.elf {
+        Some(p) if !input.traces.is_empty() => Some(std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?),
+        _ => None,
+    };
+    let mut mismatched = false;
     for t in &input.traces {
         let f = read_file(t)?;
+        if let (Some(elf), Some(bytes)) = (&input.elf, &elf_bytes)
+            && let Some(why) = exec_mismatch(&f, bytes)
+        {
+            // gnatcov's words, and what differs.
+            eprintln!(
+                "trc_cov: warning: executable file {} does not seem to match trace file {} ({why})",
+                elf.display(),
+                t.display()
+            );
+            mismatched = true;
+        }
         digits = digits.max(f.header.pc_size.hex_digits());
         entries.extend(f.entries().copied());
     }
@@ -307,6 +327,11 @@ fn gather(input: &Inputs) -> Result<(CodeImage, Vec<Entry>, usize), Fail> {
     for t in &input.tarmac {
         let b = read_tarmac(t, Merge::All, input.implicit_thumb)?;
         entries.extend_from_slice(b.entries(None));
+    }
+    if mismatched && !input.allow_mismatch {
+        return Err(Fail(
+            "the executable does not match the trace (--allow-mismatch to go on)".into(),
+        ));
     }
     if input.traces.is_empty() && input.snapshot.is_empty() && input.tarmac.is_empty() {
         return Err(Fail(
@@ -353,6 +378,45 @@ fn gather(input: &Inputs) -> Result<(CodeImage, Vec<Entry>, usize), Fail> {
         digits = if bytes.get(4) == Some(&2) { 16 } else { 8 };
     }
     Ok((img, entries, digits))
+}
+
+/// What differs between an executable and what a gnatcov trace's header
+/// says of it (the Info section's file size and CRC32, the header's ELF
+/// machine), or `None` when nothing the trace says differs.
+fn exec_mismatch(f: &coresight_gnatcov::format::TraceFile, elf: &[u8]) -> Option<String> {
+    use coresight_gnatcov::format::{InfoKind, InfoValue};
+    let endian = f.info_header.as_ref().map_or(f.header.endian, |h| h.endian);
+    let number = |k| match f.info(k).map(|i| i.value(endian)) {
+        Some(InfoValue::Number(n)) => Some(n),
+        _ => None,
+    };
+    let mut why = Vec::new();
+    if let Some(size) = number(InfoKind::ExecFileSize)
+        && size != elf.len() as u64
+    {
+        why.push(format!("size {size} in the trace, {} in the file", elf.len()));
+    }
+    if let Some(crc) = number(InfoKind::ExecFileCrc32) {
+        let have = coresight_gnatcov::export::crc32(elf) as u64;
+        if crc != have {
+            why.push(format!("CRC32 {crc} in the trace, {have} of the file"));
+        }
+    }
+    // e_machine at byte 18, in the ELF's byte order (byte 5: 1 little, 2 big).
+    if let (Some(m), Some(&order)) = (elf.get(18..20), elf.get(5)) {
+        let machine = if order == 2 {
+            u16::from_be_bytes([m[0], m[1]])
+        } else {
+            u16::from_le_bytes([m[0], m[1]])
+        };
+        if f.header.machine != 0 && machine != f.header.machine {
+            why.push(format!(
+                "machine {} in the trace, {machine} in the file",
+                f.header.machine
+            ));
+        }
+    }
+    (!why.is_empty()).then(|| why.join(", "))
 }
 
 fn snapshot_regions(dir: &Path) -> Result<Vec<(u64, Vec<u8>)>, Fail> {
