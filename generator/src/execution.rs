@@ -120,6 +120,12 @@ pub fn insns_from_tarmac<R: BufRead>(r: &mut Reader<R>) -> Result<Vec<ExecInsn>,
     Ok(out)
 }
 
+/// [`insns_from_tarmac`] of the Tarmac file at `path` (the error names it).
+pub fn insns_from_tarmac_file(path: &std::path::Path) -> Result<Vec<ExecInsn>, String> {
+    let f = std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    insns_from_tarmac(&mut Reader::new(std::io::BufReader::new(f))).map_err(|e| format!("{}: {e}", path.display()))
+}
+
 /// The loadable segments of an ELF file: (address, bytes in the file).
 pub fn elf_images(data: &[u8]) -> Result<Vec<(u64, Vec<u8>)>, String> {
     let elf = Elf::parse(data).map_err(|e| format!("not a readable ELF file ({e})"))?;

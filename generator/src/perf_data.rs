@@ -23,6 +23,7 @@
 
 use std::collections::BTreeMap;
 
+use coresight_decode::arch::{ArchProfile, ArchVersion, CoreProfile, Isa};
 use coresight_perf_data::{
     AuxFlags, AuxFormat, BuildId, CpuConfig, CsEtmInfo, Etmv4Config, Recording, SampleFields, TraceUnit, Writer,
     WriterOptions,
@@ -31,6 +32,7 @@ use coresight_perf_data::{
 use crate::elf::{self, ElfImage, Function};
 use crate::ete::{self, EteOptions};
 use crate::etmv4::{self, Choice, Config, Encoder, Etmv4Options, Gen};
+use crate::execution::ExecInsn;
 use crate::flow::{self, Ctx, WalkCfg};
 use crate::formatter::{FormatterConfig, FrameFormatter};
 use crate::snapshot_writer::{BufferSpec, DeviceSpec, DumpSpec, SnapshotSpec};
@@ -223,7 +225,45 @@ fn reg(regs: &[(String, u64)], name: &str) -> u64 {
 
 /// One CPU's program, execution and trace; `base` is where its code goes.
 fn generate_cpu(o: &PerfOptions, cpu: u32, base: u64) -> (PerfCpu, flow::Program, u64) {
-    let mut rng = Rng::new(o.seed.wrapping_add(u64::from(cpu).wrapping_mul(0x1_0000_0001)) ^ 0x9e2f_da7a);
+    let mut rng = cpu_rng(o, cpu);
+    let unit = pick_unit(o, &mut rng);
+    let pid = PID_BASE + cpu;
+    let n_blocks = 20 + rng.below(60) as usize;
+    let prog = a64::flow_program(&mut rng, base, n_blocks, None, false);
+    let start = Ctx {
+        el: 0,
+        secure: false,
+        nse: false,
+        aarch64: true,
+        cid: pid,
+        vmid: 0,
+    };
+    let wcfg = WalkCfg::basic(false, false, false, 2, start);
+    let segs = flow::walk(&mut rng, &prog, &wcfg, o.length.max(1));
+    let end = prog
+        .images
+        .iter()
+        .map(|(a, c)| a + c.len() as u64)
+        .max()
+        .unwrap_or(base);
+    let c = encode_cpu(o, cpu, &mut rng, &unit, &segs, functions(&prog, cpu, end));
+    (c, prog, end)
+}
+
+/// The random source of CPU `cpu`'s program and trace.
+fn cpu_rng(o: &PerfOptions, cpu: u32) -> Rng {
+    Rng::new(o.seed.wrapping_add(u64::from(cpu).wrapping_mul(0x1_0000_0001)) ^ 0x9e2f_da7a)
+}
+
+/// A CPU's trace unit: its configuration, ETE revision and core name.
+struct Unit {
+    cfg: Config,
+    revision: u32,
+    core: &'static str,
+}
+
+/// Picks a CPU's trace unit as perf would find it set up.
+fn pick_unit(o: &PerfOptions, rng: &mut Rng) -> Unit {
     let mut etm = o.etmv4;
     // User space of one process: no exceptions or context changes to trace.
     etm.exceptions = Choice::Off;
@@ -235,7 +275,7 @@ fn generate_cpu(o: &PerfOptions, cpu: u32, base: u64) -> (PerfCpu, flow::Program
     }
     let (mut cfg, revision, core) = match o.protocol {
         PerfProtocol::Etmv4 => {
-            let cfg = Config::pick(&mut rng, &etm, false);
+            let cfg = Config::pick(rng, &etm, false);
             let core = ["Cortex-A53", "Cortex-A57", "Cortex-A72"][rng.below(3) as usize];
             (cfg, 0, core)
         }
@@ -251,7 +291,7 @@ fn generate_cpu(o: &PerfOptions, cpu: u32, base: u64) -> (PerfCpu, flow::Program
                 multi_session: Choice::Off,
                 sessions: None,
             };
-            let (cfg, revision) = ete::pick_config(&mut rng, &eo);
+            let (cfg, revision) = ete::pick_config(rng, &eo);
             let core = ete::CORES[rng.below(ete::CORES.len() as u64) as usize];
             (cfg, revision, core)
         }
@@ -263,19 +303,20 @@ fn generate_cpu(o: &PerfOptions, cpu: u32, base: u64) -> (PerfCpu, flow::Program
     // perf reports as a gap, so a comparison with perf's branches could not tell a periodic
     // context (no gap) from a trace-on (a gap).
     cfg.continuous = true;
+    Unit { cfg, revision, core }
+}
+
+/// Encodes a CPU's execution `segs` with its trace unit `unit`.
+fn encode_cpu(
+    o: &PerfOptions,
+    cpu: u32,
+    rng: &mut Rng,
+    unit: &Unit,
+    segs: &[flow::Seg],
+    functions: Vec<Function>,
+) -> PerfCpu {
+    let cfg = &unit.cfg;
     let pid = PID_BASE + cpu;
-    let n_blocks = 20 + rng.below(60) as usize;
-    let prog = a64::flow_program(&mut rng, base, n_blocks, None, false);
-    let start = Ctx {
-        el: 0,
-        secure: false,
-        nse: false,
-        aarch64: true,
-        cid: pid,
-        vmid: 0,
-    };
-    let wcfg = WalkCfg::basic(false, false, false, 2, start);
-    let segs = flow::walk(&mut rng, &prog, &wcfg, o.length.max(1));
     let mut enc = Encoder::new(256 + rng.below(1024) as usize);
     enc.f45 = cfg.f45;
     enc.exact = cfg.exact;
@@ -283,12 +324,12 @@ fn generate_cpu(o: &PerfOptions, cpu: u32, base: u64) -> (PerfCpu, flow::Program
     enc.vary = Some(Rng::new(rng.next_u64()));
     // CPUs' timestamps start close together, as one system counter's would.
     let ts = 0x10_0000_0000 + u64::from(cpu) * 0x100 + rng.below(0x100);
-    let (trace, truth, _, _) = Gen::new(&cfg, enc, ts, segs.len() * 2).run(&mut rng, &segs);
+    let (trace, truth, _, _) = Gen::new(cfg, enc, ts, segs.len() * 2).run(rng, segs);
     // Linux's legacy CPU trace IDs: 0x10 + 2 * CPU.
     let trace_id = (0x10 + 2 * cpu) as u8;
     let regs = match o.protocol {
-        PerfProtocol::Etmv4 => etmv4::registers(&mut rng, &cfg, trace_id),
-        PerfProtocol::Ete => ete::registers(&mut rng, &cfg, revision, trace_id),
+        PerfProtocol::Etmv4 => etmv4::registers(rng, cfg, trace_id),
+        PerfProtocol::Ete => ete::registers(rng, cfg, unit.revision, trace_id),
     };
     let e = Etmv4Config {
         trcconfigr: reg(&regs, "TRCCONFIGR"),
@@ -311,24 +352,17 @@ fn generate_cpu(o: &PerfOptions, cpu: u32, base: u64) -> (PerfCpu, flow::Program
             },
         ),
     };
-    let end = prog
-        .images
-        .iter()
-        .map(|(a, c)| a + c.len() as u64)
-        .max()
-        .unwrap_or(base);
-    let description = format!("{core} {}", cfg.describe());
-    let c = PerfCpu {
+    let description = format!("{} {}", unit.core, cfg.describe());
+    PerfCpu {
         cpu,
         pid,
         trace_id,
         config,
         trace,
         truth,
-        functions: functions(&prog, cpu, end),
+        functions,
         description,
-    };
-    (c, prog, end)
+    }
 }
 
 /// Interleaves the CPUs' streams into one frame stream, in uneven pieces as a funnel would.
@@ -381,7 +415,99 @@ pub fn generate_perf_data(o: &PerfOptions) -> Result<PerfRecording, String> {
     }
     let funcs: Vec<Function> = cpus.iter().flat_map(|c| c.functions.iter().cloned()).collect();
     let elf = elf::write_elf(TEXT_ADDR, &text, &funcs, TEXT_ADDR)?;
+    Ok(record(o, cpus, elf))
+}
 
+/// A recording of a real execution: `insns` (A64 code, from
+/// [`crate::execution::insns_from_tarmac`]) run by one process on CPU 0, in the executable
+/// whose file is `elf` (it needs a 20-byte GNU build id, `-Wl,--build-id`). The trace unit
+/// is picked from `o.seed` as for generated programs (`o.cpus` must be 1; `o.length` is not
+/// used); the process maps the ELF's executable segment. The CPU's functions are the ELF's
+/// function symbols.
+pub fn generate_perf_data_from_execution(
+    o: &PerfOptions,
+    insns: &[ExecInsn],
+    elf: &[u8],
+) -> Result<PerfRecording, String> {
+    if o.cpus != 1 {
+        return Err(format!("an execution runs on one CPU, not {}", o.cpus));
+    }
+    if insns.is_empty() {
+        return Err("no instructions to encode".into());
+    }
+    if let Some(i) = insns.iter().find(|i| i.isa != Isa::Aarch64) {
+        return Err(format!(
+            "{:#x}: not A64 code: perf recordings here trace AArch64",
+            i.addr
+        ));
+    }
+    let image = real_elf(elf)?;
+    let pid = PID_BASE;
+    let pe = ArchProfile::new(ArchVersion::V8, CoreProfile::CortexA);
+    let mut segs = crate::execution::segments(insns, pe);
+    for s in &mut segs {
+        // The process's thread id is its context ID.
+        s.ctx.cid = pid;
+        s.ctx.vmid = 0;
+    }
+    let mut rng = cpu_rng(o, 0);
+    let unit = pick_unit(o, &mut rng);
+    let c = encode_cpu(o, 0, &mut rng, &unit, &segs, image.1);
+    Ok(record(o, vec![c], image.0))
+}
+
+/// A real executable as [`ElfImage`] (its executable segment as the code, page aligned) and
+/// its function symbols.
+fn real_elf(data: &[u8]) -> Result<(ElfImage, Vec<Function>), String> {
+    use goblin::elf::Elf;
+    use goblin::elf::program_header::{PF_X, PT_LOAD};
+    use goblin::elf::sym::STT_FUNC;
+    const PAGE: u64 = 0x1000;
+    let elf = Elf::parse(data).map_err(|e| format!("not a readable ELF file ({e})"))?;
+    let text = elf
+        .program_headers
+        .iter()
+        .find(|p| p.p_type == PT_LOAD && p.p_flags & PF_X != 0)
+        .ok_or("no executable loadable segment")?;
+    let build_id = elf
+        .iter_note_headers(data)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .find(|n| n.n_type == goblin::elf::note::NT_GNU_BUILD_ID && n.name == "GNU")
+        .map(|n| n.desc.to_vec())
+        .ok_or("no GNU build id note (link with -Wl,--build-id)")?;
+    let build_id: [u8; 20] = build_id
+        .as_slice()
+        .try_into()
+        .map_err(|_| format!("a {}-byte build id: a 20-byte one (SHA-1) is needed", build_id.len()))?;
+    let text_addr = text.p_vaddr & !(PAGE - 1);
+    let text_offset = text.p_offset & !(PAGE - 1);
+    let mut functions: Vec<Function> = elf
+        .syms
+        .iter()
+        .filter(|s| s.st_type() == STT_FUNC && s.st_size > 0)
+        .filter_map(|s| {
+            Some(Function {
+                name: elf.strtab.get_at(s.st_name)?.to_string(),
+                addr: s.st_value,
+                size: s.st_size,
+            })
+        })
+        .collect();
+    functions.sort_by_key(|f| f.addr);
+    let image = ElfImage {
+        bytes: data.to_vec(),
+        build_id,
+        text_offset,
+        text_addr,
+        text_size: text.p_vaddr + text.p_memsz - text_addr,
+    };
+    Ok((image, functions))
+}
+
+/// The perf.data of the CPUs' traces, all running in `elf` (mapped at its code's page).
+fn record(o: &PerfOptions, cpus: Vec<PerfCpu>, elf: ElfImage) -> PerfRecording {
     let mut rng = Rng::new(o.seed ^ 0x9e2f_0f0f);
     // What goes in the AUX areas: (cpu, one copy's bytes).
     let per_cpu: Vec<(u32, Vec<u8>)> = match o.layout {
@@ -414,7 +540,7 @@ pub fn generate_perf_data(o: &PerfOptions) -> Result<PerfRecording, String> {
         pmu_type: PMU_TYPE,
         cpus: cpus.iter().map(|c| c.cpu).collect(),
         config,
-        nr_cpus: o.cpus,
+        nr_cpus: cpus.len() as u32,
         cpudesc: match o.protocol {
             PerfProtocol::Etmv4 => "ARM Cortex-A72".into(),
             PerfProtocol::Ete => "ARM Neoverse-N2".into(),
@@ -432,7 +558,7 @@ pub fn generate_perf_data(o: &PerfOptions) -> Result<PerfRecording, String> {
     let mut info = CsEtmInfo {
         version: 1,
         pmu_type: PMU_TYPE,
-        num_cpus: o.cpus,
+        num_cpus: cpus.len() as u32,
         snapshot: false,
         cpus: cpus.iter().map(|c| c.config.clone()).collect(),
         raw: Vec::new(),
@@ -453,7 +579,7 @@ pub fn generate_perf_data(o: &PerfOptions) -> Result<PerfRecording, String> {
         w.mmap2(
             c.pid,
             c.pid,
-            TEXT_ADDR,
+            elf.text_addr,
             map_len,
             elf.text_offset,
             &o.elf_path,
@@ -513,14 +639,14 @@ pub fn generate_perf_data(o: &PerfOptions) -> Result<PerfRecording, String> {
             w.finished_round();
         }
     }
-    Ok(PerfRecording {
+    PerfRecording {
         perf_data: w.finish(),
         elf,
         cpus,
         buffers,
         layout: o.layout,
         protocol: o.protocol,
-    })
+    }
 }
 
 /// One AUXTRACE buffer decoded: its CPU (None: per-thread) and the truth items of each

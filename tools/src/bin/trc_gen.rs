@@ -37,7 +37,9 @@
 //! trace or, with `--unformatted`, one raw TRBE stream per CPU), the ELF executable the
 //! programs run in as `FILE.elf` (recorded in the MMAP2 and build-id records by its absolute
 //! path, or `--elf-path`), and each CPU's truth as `FILE.cpuN.truth.txt` (one copy of the
-//! trace: with `--size` each AUX buffer holds whole copies of it).
+//! trace: with `--size` each AUX buffer holds whole copies of it). With `--tarmac FILE --elf
+//! ELF` the recording is of that real execution (A64 code, one CPU) and `FILE.elf` is a copy
+//! of ELF.
 
 //!
 //! Exit status: 0 written, 1 failed (a file that could not be read or
@@ -47,8 +49,10 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use coresight_generator::etmv4::{self, Etmv4Options};
-use coresight_generator::execution::{ExecProtocol, elf_images, generate_from_execution, insns_from_tarmac};
-use coresight_generator::perf_data::{PerfOptions, PerfProtocol, generate_perf_data};
+use coresight_generator::execution::{ExecInsn, ExecProtocol, elf_images, generate_from_execution, insns_from_tarmac};
+use coresight_generator::perf_data::{
+    PerfOptions, PerfProtocol, generate_perf_data, generate_perf_data_from_execution,
+};
 use coresight_generator::{BufferLayout, GenOptions, GenProtocol, Generated, generate};
 use coresight_tarmac::Reader;
 use coresight_tools::cli;
@@ -103,7 +107,8 @@ struct Cli {
     )]
     out: Option<PathBuf>,
     /// Write a Linux perf.data instead of a snapshot (etmv4 or ete): FILE, the ELF as
-    /// FILE.elf and each CPU's truth as FILE.cpuN.truth.txt.
+    /// FILE.elf and each CPU's truth as FILE.cpuN.truth.txt (with --tarmac: of that
+    /// execution, FILE.elf a copy of --elf).
     #[arg(long, value_name = "FILE")]
     perf_data: Option<PathBuf>,
     /// With --perf-data: CPUs traced, each running its own program (default 1).
@@ -197,7 +202,14 @@ fn write_perf_data(a: &Cli, opts: &GenOptions, etmv4_opts: &Etmv4Options, file: 
         elf_path,
         per_thread: a.per_thread,
     };
-    let r = generate_perf_data(&po).map_err(|m| (format!("--perf-data: {m}"), cli::EXIT_USAGE))?;
+    let r = match (&a.tarmac, &a.elf) {
+        (Some(t), Some(e)) => {
+            let (insns, data) = read_execution(t, e)?;
+            generate_perf_data_from_execution(&po, &insns, &data)
+                .map_err(|m| (format!("--perf-data --tarmac {}: {m}", t.display()), cli::EXIT_USAGE))?
+        }
+        _ => generate_perf_data(&po).map_err(|m| (format!("--perf-data: {m}"), cli::EXIT_USAGE))?,
+    };
     let write =
         |p: &Path, b: &[u8]| std::fs::write(p, b).map_err(|e| failed(format!("cannot write {}: {e}", p.display())));
     write(file, &r.perf_data)?;
@@ -249,6 +261,17 @@ const RENAMED: &[(&str, &str)] = &[
     ("-help", "--help"),
 ];
 
+/// The instructions of a Tarmac trace and the bytes of its ELF. Errors: the message and the
+/// exit status.
+fn read_execution(tarmac: &Path, elf: &Path) -> Result<(Vec<ExecInsn>, Vec<u8>), (String, u8)> {
+    let failed = |m: String| (m, cli::EXIT_FAILURE);
+    let f = std::fs::File::open(tarmac).map_err(|e| failed(format!("cannot read {}: {e}", tarmac.display())))?;
+    let mut r = Reader::new(std::io::BufReader::new(f));
+    let insns = insns_from_tarmac(&mut r).map_err(|e| failed(format!("{}: {e}", tarmac.display())))?;
+    let data = std::fs::read(elf).map_err(|e| failed(format!("cannot read {}: {e}", elf.display())))?;
+    Ok((insns, data))
+}
+
 /// A real execution (a Tarmac trace and its ELF) as trace. Errors: the
 /// message and the exit status.
 fn from_execution(
@@ -264,10 +287,7 @@ fn from_execution(
         )
     })?;
     let failed = |m: String| (m, cli::EXIT_FAILURE);
-    let f = std::fs::File::open(tarmac).map_err(|e| failed(format!("cannot read {}: {e}", tarmac.display())))?;
-    let mut r = Reader::new(std::io::BufReader::new(f));
-    let insns = insns_from_tarmac(&mut r).map_err(|e| failed(format!("{}: {e}", tarmac.display())))?;
-    let data = std::fs::read(elf).map_err(|e| failed(format!("cannot read {}: {e}", elf.display())))?;
+    let (insns, data) = read_execution(tarmac, elf)?;
     let images = elf_images(&data).map_err(|e| failed(format!("{}: {e}", elf.display())))?;
     // What the protocol cannot encode (A32 code for ETE...) is a wrong
     // choice of protocol: bad usage.
@@ -307,12 +327,6 @@ fn main() -> ExitCode {
         }
     }
     if let Some(file) = &a.perf_data {
-        if a.tarmac.is_some() {
-            return cli::usage_error(
-                PROGRAM,
-                "--perf-data encodes generated programs, not --tarmac executions",
-            );
-        }
         return match write_perf_data(&a, &opts, &etmv4_opts, file) {
             Ok(msg) => {
                 println!("{msg}");
