@@ -63,6 +63,10 @@ pub struct DecodeOptions {
     pub flush_each_buffer: bool,
     /// Decode only the buffers of these CPUs (empty: all).
     pub cpus: Vec<u32>,
+    /// Decode every raw (TRBE) buffer with the first CPU's trace unit configuration and say
+    /// its elements are that CPU's, as Linux perf 6.1 does (a perf bug, fixed in 6.7: for
+    /// comparing with that perf only).
+    pub raw_with_first_config: bool,
 }
 
 /// Where an element came from.
@@ -230,6 +234,85 @@ struct Held {
     elem: TraceElement,
 }
 
+/// perf's packet queue limit (`CS_ETM_PACKET_MAX_BUFFER - 1`): a full queue stops the decoder.
+const PERF_MAX_QUEUED: u32 = 1023;
+
+/// What perf's cs_etm decoder glue (`cs-etm-decoder.c`) keeps for one trace ID to pace the
+/// decoder: the timestamp estimate of the packets queued and how many are queued.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ChanPacing {
+    /// Estimated time of the packets waiting (0: no timestamp seen since the last gap).
+    pub cs_timestamp: u64,
+    /// Estimated time of the next range.
+    pub next_cs_timestamp: u64,
+    /// Instructions since the last estimate.
+    pub instr_count: u64,
+    /// Packets queued (ranges, gaps, exceptions) and not yet taken by the front end.
+    pub queued: u32,
+}
+
+/// perf's pacing of one decoder (one AUX queue): the decoder stops (a `Wait`) at each
+/// timestamp that starts a timed run, after each range once one has, and when a trace ID's
+/// packet queue is full; `pending` then says which stream and estimated time, as perf's
+/// `pending_timestamp_chan_id` does.
+#[derive(Debug, Default)]
+pub struct Pacing {
+    /// Per stream (CPU configuration index).
+    pub chans: Vec<ChanPacing>,
+    /// The stream and estimated time of the stop, taken by the front end.
+    pub pending: Option<(usize, u64)>,
+}
+
+impl Pacing {
+    /// Takes one element of stream `s`; true: stop the decoder after it.
+    fn element(&mut self, s: usize, e: &TraceElement) -> bool {
+        let Some(c) = self.chans.get_mut(s) else {
+            return false;
+        };
+        let queue = |c: &mut ChanPacing| {
+            c.queued = c.queued.saturating_add(1);
+            c.queued >= PERF_MAX_QUEUED
+        };
+        match e.elem_type {
+            ElemType::InstrRange => {
+                if queue(c) {
+                    return true;
+                }
+                c.instr_count = c.instr_count.wrapping_add(u64::from(e.num_instr_range));
+                if c.cs_timestamp == 0 {
+                    return false;
+                }
+                c.cs_timestamp = c.next_cs_timestamp;
+                c.next_cs_timestamp = c.next_cs_timestamp.wrapping_add(c.instr_count);
+                c.instr_count = 0;
+                self.pending = Some((s, c.cs_timestamp));
+                true
+            }
+            ElemType::Timestamp => {
+                if c.cs_timestamp != 0 {
+                    c.next_cs_timestamp = e.timestamp;
+                    return false;
+                }
+                // The first timestamp after a gap: the ranges before it started that many
+                // instructions earlier (one instruction a tick, as perf estimates).
+                c.cs_timestamp = e.timestamp.checked_sub(c.instr_count).unwrap_or(0);
+                c.next_cs_timestamp = e.timestamp;
+                c.instr_count = 0;
+                self.pending = Some((s, c.cs_timestamp));
+                true
+            }
+            ElemType::NoSync | ElemType::TraceOn | ElemType::EoTrace => {
+                c.cs_timestamp = 0;
+                c.next_cs_timestamp = 0;
+                c.instr_count = 0;
+                queue(c)
+            }
+            ElemType::Exception | ElemType::ExceptionRet => queue(c),
+            _ => false,
+        }
+    }
+}
+
 /// The trees' element output: notes the thread from PE_CONTEXT elements at once (memory reads
 /// that follow must see it), and keeps the element for the callback.
 struct Collect {
@@ -238,6 +321,7 @@ struct Collect {
     streams: Arc<Streams>,
     model: Arc<Model>,
     use_vmid: Vec<bool>,
+    pacing: Option<Shared<Pacing>>,
 }
 
 impl Collect {
@@ -274,7 +358,7 @@ impl TrcGenElemIn for Collect {
         let mut held = self.held.borrow_mut();
         held.reserve(elems.len());
         let (mut pid, mut tid) = self.streams.thread(s);
-        for (index, elem) in elems {
+        for (n, (index, elem)) in elems.iter().enumerate() {
             if elem.elem_type == ElemType::PeContext {
                 self.note_context(s, elem);
                 (pid, tid) = self.streams.thread(s);
@@ -287,8 +371,53 @@ impl TrcGenElemIn for Collect {
                 tid,
                 elem: *elem,
             });
+            if let Some(p) = &self.pacing
+                && p.borrow_mut().element(s, elem)
+            {
+                return (DatapathResp::Wait, n + 1);
+            }
         }
         (DatapathResp::Cont, elems.len())
+    }
+}
+
+/// One of perf's AUX queues (the buffers of one mmap, in file order), decoded step by step
+/// with perf's pacing so that the samples of several queues can be merged in time order.
+pub struct PerfQueue {
+    /// Its number (the AUXTRACE records' `idx`).
+    pub number: u32,
+    /// Its buffers ([`Recording::buffers`] indices), in file order.
+    pub buffers: Vec<usize>,
+    tree: Option<DecodeTree>,
+    single: Option<usize>,
+    pacing: Shared<Pacing>,
+    /// Position in `buffers` of the buffer being decoded.
+    current: Option<usize>,
+    next: usize,
+    used: usize,
+    last: DatapathResp,
+    index0: TrcIndex,
+    retries: u32,
+}
+
+impl PerfQueue {
+    /// The buffer being decoded.
+    pub fn buffer(&self) -> Option<usize> {
+        self.current.and_then(|c| self.buffers.get(c).copied())
+    }
+
+    /// The front end took every packet queued for stream `s`.
+    pub fn drained(&self, s: usize) {
+        if let Some(c) = self.pacing.borrow_mut().chans.get_mut(s) {
+            c.queued = 0;
+        }
+    }
+
+    /// The front end dropped every queued packet.
+    pub fn drained_all(&self) {
+        for c in self.pacing.borrow_mut().chans.iter_mut() {
+            c.queued = 0;
+        }
     }
 }
 
@@ -370,6 +499,11 @@ impl<'r, 'a> RecordingDecoder<'r, 'a> {
         &self.cpus
     }
 
+    /// The recording.
+    pub fn recording(&self) -> &'r Recording<'a> {
+        self.rec
+    }
+
     /// The processes and binaries.
     pub fn model(&self) -> &Arc<Model> {
         &self.model
@@ -391,6 +525,15 @@ impl<'r, 'a> RecordingDecoder<'r, 'a> {
 
     /// A tree for all streams (formatted: `single` None) or for one.
     fn make_tree(&self, single: Option<usize>) -> Result<DecodeTree, DecodeError> {
+        self.make_paced_tree(single, None)
+    }
+
+    /// A tree, its element output paced as perf's when `pacing` is given.
+    fn make_paced_tree(
+        &self,
+        single: Option<usize>,
+        pacing: Option<Shared<Pacing>>,
+    ) -> Result<DecodeTree, DecodeError> {
         let format = match single {
             None => SourceFormat::Formatted(DeformatterConfig::mem_aligned()),
             Some(_) => SourceFormat::Single,
@@ -432,7 +575,12 @@ impl<'r, 'a> RecordingDecoder<'r, 'a> {
         };
         let mut placed = [false; 128];
         for i in which {
-            let c = &self.cpus[i];
+            // perf 6.1 configures a raw buffer's decoder from the first CPU's registers.
+            let c = if single.is_some() && self.opts.raw_with_first_config {
+                &self.cpus[0]
+            } else {
+                &self.cpus[i]
+            };
             let err = |detail: String| DecodeError::Config {
                 offset,
                 cpu: c.cpu,
@@ -466,6 +614,7 @@ impl<'r, 'a> RecordingDecoder<'r, 'a> {
             streams: self.streams.clone(),
             model: self.model.clone(),
             use_vmid: self.cpus.iter().map(|c| c.use_vmid).collect(),
+            pacing,
         }));
         Ok(tree)
     }
@@ -678,15 +827,18 @@ impl<'r, 'a> RecordingDecoder<'r, 'a> {
     }
 
     fn deliver(&mut self, bi: usize, f: &mut dyn FnMut(Event<'_, 'a>)) {
+        let raw_first =
+            self.opts.raw_with_first_config && self.rec.buffers.get(bi).is_some_and(|b| b.format == AuxFormat::Raw);
         let items = std::mem::take(&mut *self.held.borrow_mut());
         for h in &items {
             let stream = h.stream as usize;
             if h.elem.elem_type == ElemType::AddrNacc {
                 self.summary.memory_gaps += 1;
             }
+            let label = if raw_first { 0 } else { stream };
             let info = ElementInfo {
                 buffer: bi,
-                cpu: self.cpus.get(stream).map_or(0, |c| c.cpu),
+                cpu: self.cpus.get(label).map_or(0, |c| c.cpu),
                 stream,
                 trace_id: h.trace_id,
                 index: h.index,
@@ -703,6 +855,193 @@ impl<'r, 'a> RecordingDecoder<'r, 'a> {
         if held.is_empty() {
             *held = v;
         }
+    }
+
+    /// perf's AUX queues: the buffers grouped by mmap index (`idx`), in index order, each
+    /// with its own decoder paced as perf's (see [`Pacing`]), for [`Self::next_block`] and
+    /// [`Self::decode_block`]. A raw queue of a CPU without a configuration is left out with a
+    /// warning.
+    pub fn perf_queues(&mut self) -> Result<Vec<PerfQueue>, DecodeError> {
+        let rec = self.rec;
+        let mut numbers: Vec<u32> = rec
+            .buffers
+            .iter()
+            .filter(|b| self.opts.cpus.is_empty() || b.cpu.is_some_and(|c| self.opts.cpus.contains(&c)))
+            .map(|b| b.idx)
+            .collect();
+        numbers.sort_unstable();
+        numbers.dedup();
+        let mut out = Vec::with_capacity(numbers.len());
+        for number in numbers {
+            let buffers: Vec<usize> = rec
+                .buffers
+                .iter()
+                .enumerate()
+                .filter(|(_, b)| b.idx == number)
+                .filter(|(_, b)| self.opts.cpus.is_empty() || b.cpu.is_some_and(|c| self.opts.cpus.contains(&c)))
+                .map(|(i, _)| i)
+                .collect();
+            let Some(first) = buffers.first().map(|&i| &rec.buffers[i]) else {
+                continue;
+            };
+            let single = match first.format {
+                AuxFormat::Raw => match self.stream_of_cpu(first.cpu) {
+                    Some(s) => Some(s),
+                    None => {
+                        self.warnings.push(Warning {
+                            offset: first.record_offset,
+                            message: format!(
+                                "raw AUX queue {number} is for CPU {:?}, which has no trace unit configuration: skipped",
+                                first.cpu
+                            ),
+                        });
+                        continue;
+                    }
+                },
+                _ => None,
+            };
+            let pacing = shared(Pacing {
+                chans: vec![ChanPacing::default(); self.cpus.len()],
+                pending: None,
+            });
+            let tree = self.make_paced_tree(single, Some(pacing.clone()))?;
+            out.push(PerfQueue {
+                number,
+                buffers,
+                tree: Some(tree),
+                single,
+                pacing,
+                current: None,
+                next: 0,
+                used: 0,
+                last: DatapathResp::Cont,
+                index0: 0,
+                retries: 0,
+            });
+        }
+        Ok(out)
+    }
+
+    /// perf's `cs_etm__get_data_block`: when the queue's buffer is used up, moves to its next
+    /// one and resets the decoder (what the decoder still held back is dropped, as perf drops
+    /// it, unless `keep_held`: then a buffer is used up once the decoder has delivered
+    /// everything). False: no buffer left.
+    pub fn next_block(&mut self, q: &mut PerfQueue, keep_held: bool, f: &mut dyn FnMut(Event<'_, 'a>)) -> bool {
+        let rec = self.rec;
+        if let Some(c) = q.current {
+            let bi = q.buffers[c];
+            if q.used < rec.buffers[bi].data.len() || (keep_held && q.last.is_wait()) {
+                return true;
+            }
+            f(Event::BufferEnd { buffer: bi });
+            q.current = None;
+        }
+        while let Some(&bi) = q.buffers.get(q.next) {
+            q.next += 1;
+            let b = &rec.buffers[bi];
+            if b.data.is_empty() {
+                continue;
+            }
+            if (b.data.len() as u64) < b.size {
+                self.warnings.push(Warning {
+                    offset: b.data_offset,
+                    message: format!(
+                        "AUXTRACE buffer {bi} holds {} of its {} bytes: the file is truncated",
+                        b.data.len(),
+                        b.size
+                    ),
+                });
+            }
+            if b.discontinuous {
+                self.warnings.push(Warning {
+                    offset: b.record_offset,
+                    message: format!(
+                        "AUXTRACE buffer {bi} (CPU {}) does not follow on from the previous one: trace was lost between them",
+                        b.cpu.map_or("?".into(), |c| c.to_string())
+                    ),
+                });
+            }
+            self.streams.position.store(b.record_offset, Ordering::Relaxed);
+            self.streams.bump_all();
+            let covered: Vec<usize> = match q.single {
+                Some(s) => vec![s],
+                None => (0..self.cpus.len()).collect(),
+            };
+            for s in covered {
+                let c = &self.cpus[s];
+                if c.context_ids {
+                    self.streams.set_thread(s, -1, -1);
+                } else {
+                    let cpu = if b.cpu.is_some() { Some(c.cpu) } else { None };
+                    let (p, t) = self.thread_on_cpu(cpu, b.tid, b.record_offset);
+                    self.streams.set_thread(s, p, t);
+                }
+            }
+            f(Event::BufferStart { buffer: bi, aux: b });
+            self.summary.buffers += 1;
+            self.summary.bytes += b.data.len() as u64;
+            q.current = Some(q.next - 1);
+            q.used = 0;
+            q.last = DatapathResp::Cont;
+            q.retries = 0;
+            q.index0 = rec.buffers[..bi].iter().map(|x| x.data.len() as u64).sum();
+            if let Some(t) = q.tree.as_mut() {
+                t.trace_data_in(DatapathOp::Reset, q.index0, &[]);
+            }
+            return true;
+        }
+        false
+    }
+
+    /// perf's `cs_etm__decode_data_block`: feeds the rest of the queue's buffer until the
+    /// decoder stops (perf's pacing) or the data is used up, delivering the elements to `f`;
+    /// returns the stream and estimated time of a timed stop. A decoder stopped when the last
+    /// bytes went in is not flushed (perf's way), unless `keep_held`.
+    pub fn decode_block(
+        &mut self,
+        q: &mut PerfQueue,
+        keep_held: bool,
+        f: &mut dyn FnMut(Event<'_, 'a>),
+    ) -> Option<(usize, u64)> {
+        let bi = q.buffer()?;
+        let b = &self.rec.buffers[bi];
+        let data = b.data;
+        self.streams.position.store(b.record_offset, Ordering::Relaxed);
+        loop {
+            let at_end = q.used >= data.len();
+            if at_end && !(keep_held && q.last.is_wait()) {
+                break;
+            }
+            let Some(tree) = q.tree.as_mut() else {
+                break;
+            };
+            let (r, used) = if q.last.is_wait() {
+                tree.trace_data_in(DatapathOp::Flush, 0, &[])
+            } else {
+                tree.trace_data_in(DatapathOp::Data, q.index0 + q.used as u64, &data[q.used..])
+            };
+            q.used += used.min(data.len() - q.used);
+            q.last = r;
+            self.deliver(bi, f);
+            if r.is_fatal() {
+                self.summary.resets_after_error += 1;
+                q.retries += 1;
+                self.warnings.push(Warning {
+                    offset: b.data_offset + q.used as u64,
+                    message: format!("the decoder stopped on an error in buffer {bi}; reset and resumed"),
+                });
+                tree_reset(q);
+                if q.retries > 3 {
+                    q.used = data.len();
+                }
+                continue;
+            }
+            if r.is_wait() {
+                break;
+            }
+        }
+        self.take_errors();
+        q.pacing.borrow_mut().pending.take()
     }
 
     fn take_errors(&mut self) {
@@ -728,6 +1067,13 @@ impl<'r, 'a> RecordingDecoder<'r, 'a> {
             }
         }
         out
+    }
+}
+
+fn tree_reset(q: &mut PerfQueue) {
+    q.last = DatapathResp::Cont;
+    if let Some(t) = q.tree.as_mut() {
+        t.trace_data_in(DatapathOp::Reset, q.index0 + q.used as u64, &[]);
     }
 }
 

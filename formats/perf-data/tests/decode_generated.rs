@@ -334,7 +334,7 @@ fn damaged_recordings_never_panic() {
                 Fields::default(),
                 "u",
                 &[],
-                rec.time_conv,
+                coresight_perf_data::script::perf_sample_time(&rec),
             );
             dec.run(&mut |ev| {
                 let _ = sw.event(&ev);

@@ -21,7 +21,7 @@ use coresight_perf_data::autofdo::{AutoFdoProfile, add_recording};
 use coresight_perf_data::binaries::SymbolSearch;
 use coresight_perf_data::decode::{DecodeOptions, Event, RecordingDecoder, describe_cpus};
 use coresight_perf_data::memory::Model;
-use coresight_perf_data::script::{Fields, Itrace, ScriptWriter};
+use coresight_perf_data::script::{Fields, Itrace, PerfOrder, ScriptWriter, perf_sample_time, write_in_perf_order};
 use coresight_perf_data::{AuxFormat, MappedFile, Recording};
 use coresight_tools::cli::{self, Progress};
 
@@ -121,6 +121,11 @@ struct ScriptArgs {
     /// Write to FILE (default: standard output).
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     output: Option<PathBuf>,
+    /// Reproduce Linux perf 6.1's known decoding bugs, to compare with its output: raw
+    /// (TRBE) buffers decoded with the first CPU's trace unit configuration and labelled with
+    /// its CPU; the branches the decoder still holds at a buffer's end dropped.
+    #[arg(long = "as-perf-6.1")]
+    as_perf_61: bool,
     #[command(flatten)]
     symbols: Symbols,
 }
@@ -353,8 +358,12 @@ fn script(a: &ScriptArgs) -> Result<(), Failure> {
         warn(&a.input, w);
     }
     let model = Arc::new(Model::new(&rec, search(&a.symbols)?));
-    let mut dec = RecordingDecoder::new(&rec, model.clone(), DecodeOptions::default())
-        .map_err(|e| failure(format!("{}: {e}", a.input.display())))?;
+    let opts = DecodeOptions {
+        raw_with_first_config: a.as_perf_61,
+        ..Default::default()
+    };
+    let mut dec =
+        RecordingDecoder::new(&rec, model.clone(), opts).map_err(|e| failure(format!("{}: {e}", a.input.display())))?;
     let names: Vec<String> = rec
         .file
         .event_desc()
@@ -373,25 +382,15 @@ fn script(a: &ScriptArgs) -> Result<(), Failure> {
         fields,
         &modifier,
         &names,
-        rec.time_conv,
+        perf_sample_time(&rec),
     );
     let bar = cli::progress_bar(aux_bytes(&rec), a.symbols.progress);
-    let mut err: Option<io::Error> = None;
-    dec.run(&mut |ev| {
-        if err.is_some() {
-            return;
-        }
-        if let Event::BufferEnd { buffer } = ev {
-            bar.inc(rec.buffers.get(buffer).map_or(0, |b| b.data.len() as u64));
-        }
-        if let Err(e) = w.event(&ev) {
-            err = Some(e);
-        }
-    });
+    let order = PerfOrder {
+        drop_held_at_buffer_end: a.as_perf_61,
+    };
+    let r = write_in_perf_order(&mut dec, &mut w, order, &mut |n| bar.inc(n));
     bar.finish_and_clear();
-    if let Some(e) = err {
-        return Err(output_error(e, &name));
-    }
+    r.map_err(|e| output_error(e, &name))?;
     for x in &dec.warnings {
         warn(&a.input, x);
     }
