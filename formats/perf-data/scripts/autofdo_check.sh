@@ -19,6 +19,10 @@
 # under AutoFDO's counting (derived, and checked against the truth, by
 # tests/autofdo_tools.rs, whose doc gives the rule). Exit 2: bad usage.
 #
+# The tools' logs go to LOG files beside the outputs (--logtostderr: glog writes no files to
+# /tmp); they warn that the binary has no compilation info (-frecord-compilation-info-in-elf,
+# a Google GCC branch option), which does not matter here.
+#
 # Needs Debian's autofdo (apt-get install autofdo).
 set -u
 
@@ -44,11 +48,12 @@ fi
 OUT=$(cd "$OUT" && pwd)
 want=$(grep -v '^#' "$FIX/expected.txt" | sort)
 
-# Runs a command in the current folder, output in LOG; says what failed.
+# step OUT LOG COMMAND...: runs COMMAND in the current folder, standard output in OUT and
+# standard error in LOG; says what failed.
 step() {
-    local log=$1
-    shift
-    if ! "$@" >"$log" 2>&1; then
+    local out=$1 log=$2
+    shift 2
+    if ! "$@" >"$out" 2>"$log"; then
         echo "FAIL $name: $* exited non-zero:"
         sed 's/^/    /' "$log" | head -10
         return 1
@@ -67,13 +72,13 @@ for kind in "etmv4 1 fmt" "ete 2 raw"; do
     [ "$3" = raw ] && args+=(--unformatted)
     (
         cd "$dir" &&
-        step gen.log "$TRC_GEN" "${args[@]}" &&
-        step autofdo.log "$TRC_PERF" autofdo -i prog.data --symdir . -o prof.txt &&
-        step llvm.log create_llvm_prof --profiler=text --profile=prof.txt --binary=prog.data.elf \
+        step gen.txt gen.log "$TRC_GEN" "${args[@]}" &&
+        step /dev/null autofdo.log "$TRC_PERF" autofdo -i prog.data --symdir . -o prof.txt &&
+        step /dev/null llvm.log create_llvm_prof --logtostderr --profiler=text --profile=prof.txt --binary=prog.data.elf \
             --out=prof.llvm.txt --format=text &&
-        step gcov.log create_gcov --profiler=text --profile=prof.txt --binary=prog.data.elf \
+        step /dev/null gcov.log create_gcov --logtostderr --profiler=text --profile=prof.txt --binary=prog.data.elf \
             --gcov=prog.gcov &&
-        step prog.gcov.txt dump_gcov prog.gcov
+        step prog.gcov.txt dump.log dump_gcov --logtostderr prog.gcov
     ) || { failed=1; continue; }
     # function llvm_total llvm_head gcov_total gcov_head, as expected.txt has them.
     got=$(

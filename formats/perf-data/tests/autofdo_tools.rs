@@ -451,7 +451,9 @@ fn expected_totals_follow_from_the_truth() {
     }
 }
 
-/// Runs a tool; panics with its output if it fails.
+/// Runs a tool; panics with its output if it fails. (`--logtostderr` keeps glog's log files
+/// out of /tmp; what they log is a warning that the binary has no GCC compilation info,
+/// a Google GCC branch feature.)
 fn run(dir: &Path, program: &str, args: &[&str]) -> String {
     let out = Command::new(program)
         .args(args)
@@ -524,6 +526,7 @@ fn autofdo_tools_accept_our_profile_and_agree_with_the_truth() {
             &dir,
             "create_llvm_prof",
             &[
+                "--logtostderr",
                 "--profiler=text",
                 "--profile=prof.txt",
                 "--binary=prog.elf",
@@ -535,13 +538,14 @@ fn autofdo_tools_accept_our_profile_and_agree_with_the_truth() {
             &dir,
             "create_gcov",
             &[
+                "--logtostderr",
                 "--profiler=text",
                 "--profile=prof.txt",
                 "--binary=prog.elf",
                 "--gcov=prog.gcov",
             ],
         );
-        let dump = run(&dir, "dump_gcov", &["prog.gcov"]);
+        let dump = run(&dir, "dump_gcov", &["--logtostderr", "prog.gcov"]);
         std::fs::write(dir.join("prog.gcov.txt"), &dump).unwrap();
         let llvm = llvm_totals(&std::fs::read_to_string(dir.join("prof.llvm.txt")).unwrap());
         let gcov = gcov_totals(&dump);
