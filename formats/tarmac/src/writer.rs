@@ -451,27 +451,40 @@ pub fn snapshot_to_tarmac_with_registry(
         count.clone(),
     )));
     let info = ss.buffer(&name).ok_or("no trace buffer")?.clone();
-    let mut data = Vec::new();
-    for p in ss.buffer_paths(&info) {
-        data.extend(std::fs::read(&p).map_err(|e| format!("{}: {e}", p.display()))?);
-    }
     let drain = |out: &mut dyn Write| -> Result<(), String> {
         let mut b = buf.0.borrow_mut();
         out.write_all(&b).map_err(|e| format!("output: {e}"))?;
         b.clear();
         Ok(())
     };
-    let mut idx = 0usize;
-    while idx < data.len() {
-        let (r, used) = tree.trace_data_in(DatapathOp::Data, idx as TrcIndex, &data[idx..]);
-        drain(out)?;
-        if let Some(e) = &count.borrow().1 {
-            return Err(e.clone());
+    // The buffer is read and decoded a chunk at a time, and what each chunk
+    // decodes to is written before the next is read: memory stays that of
+    // one chunk and its lines, and the first lines come out at once.
+    let mut chunk = vec![0u8; 1 << 16];
+    let mut idx: TrcIndex = 0;
+    for p in ss.buffer_paths(&info) {
+        let mut f = std::fs::File::open(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+        loop {
+            let n = match std::io::Read::read(&mut f, &mut chunk) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(format!("{}: {e}", p.display())),
+            };
+            let mut off = 0;
+            while off < n {
+                let (r, used) = tree.trace_data_in(DatapathOp::Data, idx, &chunk[off..n]);
+                drain(out)?;
+                if let Some(e) = &count.borrow().1 {
+                    return Err(e.clone());
+                }
+                if r.is_fatal() || used == 0 {
+                    return Err(format!("decode stopped at index {idx} of buffer {name} ({r:?})"));
+                }
+                off += used;
+                idx += used as TrcIndex;
+            }
         }
-        if r.is_fatal() || used == 0 {
-            return Err(format!("decode stopped at index {idx} of buffer {name} ({r:?})"));
-        }
-        idx += used;
     }
     tree.trace_data_in(DatapathOp::Eot, 0, &[]);
     drain(out)?;
