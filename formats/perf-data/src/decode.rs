@@ -295,7 +295,7 @@ impl Pacing {
                 }
                 // The first timestamp after a gap: the ranges before it started that many
                 // instructions earlier (one instruction a tick, as perf estimates).
-                c.cs_timestamp = e.timestamp.checked_sub(c.instr_count).unwrap_or(0);
+                c.cs_timestamp = e.timestamp.saturating_sub(c.instr_count);
                 c.next_cs_timestamp = e.timestamp;
                 c.instr_count = 0;
                 self.pending = Some((s, c.cs_timestamp));
