@@ -615,14 +615,27 @@ pub fn run_index(data: &[u8]) {
 
 /// The perf.data reader: any bytes give a recording or an error naming an
 /// offset inside the input; a recording's borrowed AUX data lies inside it.
+/// A recording is then decoded (no binaries: the trace's memory reads find
+/// nothing, as with a recording whose files are missing).
 pub fn run_perf_data(data: &[u8]) {
     use coresight_perf_data::Recording;
+    use coresight_perf_data::binaries::SymbolSearch;
+    use coresight_perf_data::decode::{DecodeOptions, RecordingDecoder};
+    use coresight_perf_data::memory::Model;
     match Recording::parse(data) {
         Ok(rec) => {
             let range = data.as_ptr_range();
             for b in &rec.buffers {
                 let r = b.data.as_ptr_range();
                 assert!(b.data.is_empty() || (range.start <= r.start && r.end <= range.end));
+            }
+            let mut search = SymbolSearch::new();
+            // Never read a file the input names.
+            search.recorded_paths = false;
+            let model = std::sync::Arc::new(Model::new(&rec, search));
+            if let Ok(mut dec) = RecordingDecoder::new(&rec, model, DecodeOptions::default()) {
+                let mut n = 0u64;
+                dec.run(&mut |_| n += 1);
             }
         }
         Err(e) => assert!(e.offset() <= data.len() as u64, "{e}"),
