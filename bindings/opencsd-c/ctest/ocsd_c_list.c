@@ -7,8 +7,12 @@
  * snapshot arrives pre-digested as a manifest (see
  * src/bin/ocsd_snapshot_manifest.rs) so this program needs no ini parser.
  *
- * usage: ocsd_c_list <manifest> [-noprint]
+ * usage: ocsd_c_list <manifest> [-noprint | -pkts]
  *   -noprint: decode with an element callback that only counts (speed).
+ *   -pkts:    packet processing only, each packet through a packet
+ *             callback (the protocol's packet struct) printed with
+ *             ocsd_pkt_str, as trc_pkt_lister lists packets without
+ *             -decode.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +34,26 @@ static ocsd_datapath_resp_t count_elem(const void *ctx, const ocsd_trc_index_t i
 {
     (void)ctx; (void)idx; (void)id; (void)e;
     n_elems++;
+    return OCSD_RESP_CONT;
+}
+
+/* What a packet callback is given as context: the decoder's protocol and
+ * trace ID. */
+struct pkt_ctx {
+    int protocol;
+    unsigned char csid;
+};
+
+static ocsd_datapath_resp_t print_pkt(const void *ctx, const ocsd_datapath_op_t op,
+                                      const ocsd_trc_index_t idx, const void *pkt)
+{
+    const struct pkt_ctx *c = ctx;
+    char text[1024];
+    if (op != OCSD_OP_DATA || pkt == NULL)
+        return OCSD_RESP_CONT;
+    if (ocsd_pkt_str((ocsd_trace_protocol_t)c->protocol, pkt, text, (int)sizeof text) != OCSD_OK)
+        strcpy(text, "(ocsd_pkt_str failed)");
+    printf("Idx:%llu; ID:%x;\t%s\n", (unsigned long long)idx, c->csid, text);
     return OCSD_RESP_CONT;
 }
 
@@ -68,10 +92,14 @@ int main(int argc, char **argv)
 {
     if (argc < 2) { fprintf(stderr, "usage: ocsd_c_list <manifest> [-noprint]\n"); return 2; }
     int print = !(argc > 2 && strcmp(argv[2], "-noprint") == 0);
+    int pkts = argc > 2 && strcmp(argv[2], "-pkts") == 0;
+    struct pkt_ctx pctx[128];
+    int n_pctx = 0;
     FILE *m = fopen(argv[1], "r");
     if (!m) { perror(argv[1]); return 2; }
 
     dcd_tree_handle_t tree = C_API_INVALID_TREE_HANDLE;
+    int single = 0;
     unsigned char *trace = NULL;
     size_t trace_len = 0;
     char line[8192];
@@ -83,7 +111,7 @@ int main(int argc, char **argv)
         if (n == 0)
             continue;
         if (strcmp(w[0], "buffer") == 0 && n >= 4) {
-            int single = strcmp(w[1], "single") == 0;
+            single = strcmp(w[1], "single") == 0;
             tree = ocsd_create_dcd_tree(single ? OCSD_TRC_SRC_SINGLE : OCSD_TRC_SRC_FRAME_FORMATTED,
                                         single ? 0 : num(w[2]));
             if (tree == C_API_INVALID_TREE_HANDLE) { fprintf(stderr, "tree creation failed\n"); return 1; }
@@ -98,7 +126,8 @@ int main(int argc, char **argv)
         } else if (strcmp(w[0], "decoder") == 0 && n >= 2) {
             unsigned char csid = 0;
             ocsd_err_t err = OCSD_ERR_NO_PROTOCOL;
-            int flags = OCSD_CREATE_FLG_FULL_DECODER;
+            int flags = pkts ? OCSD_CREATE_FLG_PACKET_PROC : OCSD_CREATE_FLG_FULL_DECODER;
+            int protocol = OCSD_PROTOCOL_UNKNOWN;
             if (strcmp(w[1], "ETMV4I") == 0 && n == 15) {
                 ocsd_etmv4_cfg c = {0};
                 c.reg_idr0 = num(w[2]); c.reg_idr1 = num(w[3]); c.reg_idr2 = num(w[4]);
@@ -107,6 +136,7 @@ int main(int argc, char **argv)
                 c.reg_configr = num(w[11]); c.reg_traceidr = num(w[12]);
                 c.arch_ver = (ocsd_arch_version_t)num(w[13]); c.core_prof = (ocsd_core_profile_t)num(w[14]);
                 err = ocsd_dt_create_decoder(tree, OCSD_BUILTIN_DCD_ETMV4I, flags, &c, &csid);
+                protocol = OCSD_PROTOCOL_ETMV4I;
             } else if (strcmp(w[1], "ETE") == 0 && n == 11) {
                 ocsd_ete_cfg c = {0};
                 c.reg_idr0 = num(w[2]); c.reg_idr1 = num(w[3]); c.reg_idr2 = num(w[4]);
@@ -114,34 +144,50 @@ int main(int argc, char **argv)
                 c.reg_traceidr = num(w[8]);
                 c.arch_ver = (ocsd_arch_version_t)num(w[9]); c.core_prof = (ocsd_core_profile_t)num(w[10]);
                 err = ocsd_dt_create_decoder(tree, OCSD_BUILTIN_DCD_ETE, flags, &c, &csid);
+                protocol = OCSD_PROTOCOL_ETE;
             } else if (strcmp(w[1], "ETMV3") == 0 && n == 8) {
                 ocsd_etmv3_cfg c = {0};
                 c.reg_idr = num(w[2]); c.reg_ctrl = num(w[3]); c.reg_ccer = num(w[4]);
                 c.reg_trc_id = num(w[5]);
                 c.arch_ver = (ocsd_arch_version_t)num(w[6]); c.core_prof = (ocsd_core_profile_t)num(w[7]);
                 err = ocsd_dt_create_decoder(tree, OCSD_BUILTIN_DCD_ETMV3, flags, &c, &csid);
+                protocol = OCSD_PROTOCOL_ETMV3;
             } else if (strcmp(w[1], "PTM") == 0 && n == 8) {
                 ocsd_ptm_cfg c = {0};
                 c.reg_idr = num(w[2]); c.reg_ctrl = num(w[3]); c.reg_ccer = num(w[4]);
                 c.reg_trc_id = num(w[5]);
                 c.arch_ver = (ocsd_arch_version_t)num(w[6]); c.core_prof = (ocsd_core_profile_t)num(w[7]);
                 err = ocsd_dt_create_decoder(tree, OCSD_BUILTIN_DCD_PTM, flags, &c, &csid);
+                protocol = OCSD_PROTOCOL_PTM;
             } else if (strcmp(w[1], "ITM") == 0 && n == 3) {
                 /* OpenCSD 1.3 has no ITM decoder, so its headers have no
                  * config struct; 1.8's is this one register. */
                 struct { uint32_t reg_tcr; } c = { num(w[2]) };
                 err = ocsd_dt_create_decoder(tree, "ITM", flags, &c, &csid);
+                protocol = 7; /* OCSD_PROTOCOL_ITM in 1.8 */
             } else if (strcmp(w[1], "STM") == 0 && n == 8) {
                 ocsd_stm_cfg c = {0};
                 c.reg_tcsr = num(w[2]);
                 err = ocsd_dt_create_decoder(tree, OCSD_BUILTIN_DCD_STM, flags, &c, &csid);
+                protocol = OCSD_PROTOCOL_STM;
             }
             if (err != OCSD_OK) {
                 fprintf(stderr, "decoder %s not created: error %d\n", w[1], (int)err);
                 rc = 1;
                 continue;
             }
-            if (print)
+            if (pkts && n_pctx < 128) {
+                pctx[n_pctx].protocol = protocol;
+                /* A single-source tree holds its decoder in slot 0, which
+                 * is how trc_pkt_lister labels its packets. */
+                pctx[n_pctx].csid = single ? 0 : csid;
+                if (ocsd_dt_attach_packet_callback(tree, csid, OCSD_C_API_CB_PKT_SINK, (void *)print_pkt,
+                                                   &pctx[n_pctx]) != OCSD_OK) {
+                    fprintf(stderr, "packet callback not attached to 0x%x\n", csid);
+                    rc = 1;
+                }
+                n_pctx++;
+            } else if (print)
                 ocsd_dt_set_pkt_protocol_printer(tree, csid, 1);
         } else if (strcmp(w[0], "mem") == 0 && n == 6) {
             ocsd_file_mem_region_t r;
@@ -157,7 +203,9 @@ int main(int argc, char **argv)
     fclose(m);
     if (tree == C_API_INVALID_TREE_HANDLE) { fprintf(stderr, "no buffer in manifest\n"); return 1; }
 
-    if (print)
+    if (pkts)
+        ;
+    else if (print)
         ocsd_dt_set_gen_elem_printer(tree);
     else
         ocsd_dt_set_gen_elem_outfn(tree, count_elem, NULL);

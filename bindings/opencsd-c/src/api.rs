@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use coresight_decode::arch::{ArchProfile, ArchVersion, CoreProfile};
 use coresight_decode::datapath::{DatapathOp, DatapathResp};
-use coresight_decode::decoder::{CoreConfig, DecodeMode, DecoderOptions, DecoderRegistry, SourceConfig};
+use coresight_decode::decoder::{CoreConfig, DecodeMode, DecoderOptions, SourceConfig};
 use coresight_decode::deformatter::DeformatterConfig;
 use coresight_decode::errcode::{ErrCode, Severity};
 use coresight_decode::logger::{ErrorLogger, MsgLogger, shared};
@@ -59,7 +59,7 @@ fn mem_err(e: MemoryError) -> OcsdErr {
     err_code(e.code())
 }
 
-fn resp_to_c(r: DatapathResp) -> OcsdResp {
+pub(crate) fn resp_to_c(r: DatapathResp) -> OcsdResp {
     match r {
         DatapathResp::Cont => 0,
         DatapathResp::WarnCont => 1,
@@ -137,6 +137,15 @@ unsafe fn copy_out(s: &str, buf: *mut c_char, size: c_int) -> bool {
     n == s.len()
 }
 
+/// [`copy_out`] for the crate's other modules.
+///
+/// # Safety
+/// As [`copy_out`].
+pub(crate) unsafe fn copy_out_pub(s: &str, buf: *mut c_char, size: c_int) -> bool {
+    // SAFETY: as the caller guarantees.
+    unsafe { copy_out(s, buf, size) }
+}
+
 /// # Safety
 /// `p` is null or a NUL-terminated string.
 unsafe fn c_str<'a>(p: *const c_char) -> Option<&'a str> {
@@ -202,6 +211,7 @@ pub extern "C" fn ocsd_create_dcd_tree(src_type: c_int, deformatter_cfg_flags: u
             single_id: shared(0),
             stats: Box::default(),
             poisoned: false,
+            decoders: Vec::new(),
         });
         let p = Box::into_raw(t);
         register_handle(p as usize);
@@ -420,18 +430,26 @@ pub unsafe extern "C" fn ocsd_dt_create_decoder(
     if decoder_cfg.is_null() {
         return OCSD_ERR_INVALID_PARAM_VAL;
     }
-    // SAFETY: the client passes the config struct of the named protocol.
-    let Some(cfg) = (unsafe { source_config(name, decoder_cfg) }) else {
-        return OCSD_ERR_DCDREG_NAME_UNKNOWN;
+    let cfg = if crate::custom::is_custom(name) {
+        crate::custom::source_config(decoder_cfg)
+    } else {
+        // SAFETY: the client passes the config struct of the named protocol.
+        match unsafe { source_config(name, decoder_cfg) } {
+            Some(c) => c,
+            None => return OCSD_ERR_DCDREG_NAME_UNKNOWN,
+        }
     };
     let r = with_tree(handle, Err(OCSD_ERR_BAD_HANDLE), |t| {
-        let registry = Arc::new(DecoderRegistry::builtin());
+        let registry = crate::custom::registry();
         let factory = registry.find(name).ok_or(OCSD_ERR_DCDREG_NAME_UNKNOWN)?;
         let config_id = factory.trace_id(&cfg);
         let slot = match t.tree.format() {
             SourceFormat::Formatted(_) => config_id,
             SourceFormat::Single => 0,
         };
+        if t.decoders.iter().any(|d| d.csid == config_id) {
+            return Err(OCSD_ERR_ATTACH_TOO_MANY);
+        }
         t.tree.set_decoder_options(options_from_flags(create_flags));
         let mut ctx = t.tree.decode_context();
         ctx.instance_id = slot;
@@ -440,10 +458,23 @@ pub unsafe extern "C" fn ocsd_dt_create_decoder(
         } else {
             DecodeMode::PacketsOnly
         };
-        let component = factory.create(&cfg, &ctx).map_err(|e| err_code(e.code))?;
+        let (component, attach) = match crate::pktcb::build_builtin(factory.protocol_name(), &cfg, &ctx) {
+            Some((c, a)) => (c, Some(a)),
+            None => {
+                let c = factory.create(&cfg, &ctx).map_err(|e| err_code(e.code))?;
+                let handle =
+                    crate::custom::take_last_created().map(|h| Box::new(h) as Box<dyn crate::pktcb::PktAttach>);
+                (c, handle)
+            }
+        };
         t.tree
             .add_decoder(slot, factory.protocol_name(), component)
             .map_err(err_code)?;
+        t.decoders.push(crate::tree::DecoderEntry {
+            csid: config_id,
+            attach,
+            stats_base: OcsdDecodeStats::default(),
+        });
         *t.single_id.borrow_mut() = config_id;
         Ok(config_id)
     });
@@ -482,16 +513,27 @@ pub extern "C" fn ocsd_dt_remove_decoder(handle: TreeHandle, csid: u8) -> OcsdEr
 #[unsafe(no_mangle)]
 pub extern "C" fn ocsd_dt_attach_packet_callback(
     handle: TreeHandle,
-    _csid: u8,
+    csid: u8,
     callback_type: c_int,
-    _p_fn_callback_data: *mut c_void,
-    _p_context: *const c_void,
+    p_fn_callback_data: *mut c_void,
+    p_context: *const c_void,
 ) -> OcsdErr {
-    // Packet structs are not produced yet (see the README): the printers
-    // (`ocsd_dt_set_pkt_protocol_printer`) give the packets' text.
-    with_tree(handle, OCSD_ERR_BAD_HANDLE, |_| match callback_type {
-        OCSD_C_API_CB_PKT_SINK | OCSD_C_API_CB_PKT_MON => OCSD_ERR_DCD_INTERFACE_UNUSED,
-        _ => OCSD_ERR_INVALID_PARAM_VAL,
+    with_tree(handle, OCSD_ERR_BAD_HANDLE, |t| {
+        // A single-source tree's decoder answers to its trace ID and to
+        // slot 0.
+        let single = matches!(t.tree.format(), SourceFormat::Single);
+        let Some(d) = t.decoders.iter().find(|d| d.csid == csid || (single && csid == 0)) else {
+            return OCSD_ERR_INVALID_ID;
+        };
+        if !matches!(callback_type, OCSD_C_API_CB_PKT_SINK | OCSD_C_API_CB_PKT_MON) {
+            return OCSD_ERR_INVALID_PARAM_VAL;
+        }
+        match &d.attach {
+            Some(a) => a.attach(callback_type, p_fn_callback_data, p_context as usize, t.text.clone()),
+            // A custom decoder's packets are its own: OpenCSD has no
+            // packet struct to hand on for them either.
+            None => OCSD_ERR_DCD_INTERFACE_UNUSED,
+        }
     })
 }
 
@@ -513,19 +555,25 @@ pub unsafe extern "C" fn ocsd_dt_get_decode_stats(
             .ok_or(OCSD_ERR_INVALID_ID)?;
         let s = e.component.stats().ok_or(OCSD_ERR_NOT_INIT)?;
         let demux = t.tree.deformatter().map(|d| d.stats()).unwrap_or_default();
+        let base = t
+            .decoders
+            .iter()
+            .find(|d| d.csid == csid)
+            .map(|d| d.stats_base)
+            .unwrap_or_default();
         *t.stats = OcsdDecodeStats {
             version: OCSD_VER_NUM,
             revision: 1,
-            channel_total: s.channel_total,
-            channel_unsynced: s.channel_unsynced,
-            bad_header_errs: s.bad_header_errs as u32,
-            bad_sequence_errs: s.bad_sequence_errs as u32,
+            channel_total: s.channel_total.wrapping_sub(base.channel_total),
+            channel_unsynced: s.channel_unsynced.wrapping_sub(base.channel_unsynced),
+            bad_header_errs: (s.bad_header_errs as u32).wrapping_sub(base.bad_header_errs),
+            bad_sequence_errs: (s.bad_sequence_errs as u32).wrapping_sub(base.bad_sequence_errs),
             demux: OcsdDemuxStats {
-                valid_id_bytes: demux.valid_id_bytes,
-                no_id_bytes: demux.no_id_bytes,
-                reserved_id_bytes: demux.reserved_id_bytes,
-                unknown_id_bytes: demux.unknown_id_bytes,
-                frame_bytes: demux.frame_bytes,
+                valid_id_bytes: demux.valid_id_bytes.wrapping_sub(base.demux.valid_id_bytes),
+                no_id_bytes: demux.no_id_bytes.wrapping_sub(base.demux.no_id_bytes),
+                reserved_id_bytes: demux.reserved_id_bytes.wrapping_sub(base.demux.reserved_id_bytes),
+                unknown_id_bytes: demux.unknown_id_bytes.wrapping_sub(base.demux.unknown_id_bytes),
+                frame_bytes: demux.frame_bytes.wrapping_sub(base.demux.frame_bytes),
             },
         };
         Ok(&mut *t.stats as *mut OcsdDecodeStats)
@@ -542,10 +590,38 @@ pub unsafe extern "C" fn ocsd_dt_get_decode_stats(
 }
 
 #[unsafe(no_mangle)]
-pub extern "C" fn ocsd_dt_reset_decode_stats(handle: TreeHandle, _csid: u8) -> OcsdErr {
-    // The library's statistics cannot be reset; report that as OpenCSD
-    // does for a decoder without statistics.
-    with_tree(handle, OCSD_ERR_BAD_HANDLE, |_| OCSD_ERR_NOT_INIT)
+pub extern "C" fn ocsd_dt_reset_decode_stats(handle: TreeHandle, csid: u8) -> OcsdErr {
+    // The library's counters run on; the statistics handed out from now
+    // on are counted from here (the counts now are kept and taken off).
+    let mut block: *mut OcsdDecodeStats = std::ptr::null_mut();
+    // SAFETY: a valid output location.
+    let r = unsafe { ocsd_dt_get_decode_stats(handle, csid, &mut block) };
+    if r != OCSD_OK {
+        return r;
+    }
+    with_tree(handle, OCSD_ERR_BAD_HANDLE, |t| {
+        let now = *t.stats;
+        let Some(d) = t.decoders.iter_mut().find(|d| d.csid == csid) else {
+            return OCSD_ERR_INVALID_ID;
+        };
+        let b = &mut d.stats_base;
+        b.channel_total = b.channel_total.wrapping_add(now.channel_total);
+        b.channel_unsynced = b.channel_unsynced.wrapping_add(now.channel_unsynced);
+        b.bad_header_errs = b.bad_header_errs.wrapping_add(now.bad_header_errs);
+        b.bad_sequence_errs = b.bad_sequence_errs.wrapping_add(now.bad_sequence_errs);
+        let (bd, nd) = (&mut b.demux, now.demux);
+        bd.valid_id_bytes = bd.valid_id_bytes.wrapping_add(nd.valid_id_bytes);
+        bd.no_id_bytes = bd.no_id_bytes.wrapping_add(nd.no_id_bytes);
+        bd.reserved_id_bytes = bd.reserved_id_bytes.wrapping_add(nd.reserved_id_bytes);
+        bd.unknown_id_bytes = bd.unknown_id_bytes.wrapping_add(nd.unknown_id_bytes);
+        bd.frame_bytes = bd.frame_bytes.wrapping_add(nd.frame_bytes);
+        *t.stats = OcsdDecodeStats {
+            version: now.version,
+            revision: now.revision,
+            ..OcsdDecodeStats::default()
+        };
+        OCSD_OK
+    })
 }
 
 // ----------------------------------------------------------------- memory
@@ -856,7 +932,7 @@ pub unsafe extern "C" fn ocsd_err_str(err: c_int, buffer: *mut c_char, buffer_si
     unsafe { copy_out(&text, buffer, buffer_size) };
 }
 
-fn code_from_c(v: c_int) -> Option<ErrCode> {
+pub(crate) fn code_from_c(v: c_int) -> Option<ErrCode> {
     // The codes are dense from 0: walk them rather than keep a second table.
     use ErrCode::*;
     const ALL: [ErrCode; 47] = [
@@ -944,19 +1020,22 @@ pub unsafe extern "C" fn ocsd_pkt_str(
     buffer: *mut c_char,
     buffer_size: c_int,
 ) -> OcsdErr {
-    // Packets are not handed out as structs yet (see
-    // `ocsd_dt_attach_packet_callback`), so there is none to describe.
     if p_pkt.is_null() || buffer.is_null() || buffer_size <= 0 {
         return OCSD_ERR_INVALID_PARAM_VAL;
     }
-    if !(OCSD_PROTOCOL_ETMV3..=OCSD_PROTOCOL_ETE).contains(&pkt_protocol)
-        && !(OCSD_PROTOCOL_CUSTOM_0..OCSD_PROTOCOL_END).contains(&pkt_protocol)
-    {
-        return OCSD_ERR_NO_PROTOCOL;
+    if (OCSD_PROTOCOL_CUSTOM_0..OCSD_PROTOCOL_END).contains(&pkt_protocol) {
+        // SAFETY: the client's packet and buffer, handed on as they came.
+        return unsafe { crate::custom::protocol_to_str(pkt_protocol, p_pkt, buffer, buffer_size) };
     }
-    // SAFETY: the client's buffer.
-    unsafe { copy_out("", buffer, buffer_size) };
-    OCSD_ERR_DCD_INTERFACE_UNUSED
+    // SAFETY: the client passes the packet struct of `pkt_protocol`.
+    let text = guarded(None, || unsafe { crate::packets::packet_text(pkt_protocol, p_pkt) });
+    let Some(text) = text else {
+        return OCSD_ERR_NO_PROTOCOL;
+    };
+    let text = convert::to_1_3_text_if_default(&text);
+    // SAFETY: the client's buffer of `buffer_size` bytes.
+    unsafe { copy_out(&text, buffer, buffer_size) };
+    OCSD_OK
 }
 
 #[unsafe(no_mangle)]
@@ -1016,6 +1095,7 @@ pub extern "C" fn ocsd_dt_set_raw_frame_printer(handle: TreeHandle, flags: c_int
 }
 
 const OCSD_ERR_DCDT_NO_FORMATTER_C: OcsdErr = 29;
+const OCSD_ERR_ATTACH_TOO_MANY: OcsdErr = 10;
 
 #[unsafe(no_mangle)]
 pub extern "C" fn ocsd_dt_set_gen_elem_printer(handle: TreeHandle) -> OcsdErr {
@@ -1043,27 +1123,41 @@ pub extern "C" fn ocsd_dt_set_pkt_protocol_printer(handle: TreeHandle, cs_id: u8
 // --------------------------------------------------------- custom decoders
 
 #[unsafe(no_mangle)]
-pub extern "C" fn ocsd_register_custom_decoder(name: *const c_char, p_dcd_fact: *mut c_void) -> OcsdErr {
-    // Custom decoders through the C API are not supported yet (see the
-    // README); report the registry full, as OpenCSD does when it cannot
-    // take another.
-    if name.is_null() || p_dcd_fact.is_null() {
+pub unsafe extern "C" fn ocsd_register_custom_decoder(
+    name: *const c_char,
+    p_dcd_fact: *mut crate::custom::OcsdExternDcdFact,
+) -> OcsdErr {
+    // SAFETY: a NUL-terminated name from the client.
+    let Some(name) = (unsafe { c_str(name) }).map(str::to_owned) else {
+        return OCSD_ERR_INVALID_PARAM_VAL;
+    };
+    if p_dcd_fact.is_null() {
         return OCSD_ERR_INVALID_PARAM_VAL;
     }
-    OCSD_ERR_DCDREG_TOOMANY
+    // SAFETY: the client's factory struct, non-null.
+    guarded(OCSD_ERR_FAIL, || unsafe { crate::custom::register(&name, p_dcd_fact) })
 }
 
 #[unsafe(no_mangle)]
 pub extern "C" fn ocsd_deregister_decoders() -> OcsdErr {
-    OCSD_OK
+    guarded(OCSD_ERR_FAIL, || {
+        crate::custom::deregister_all();
+        OCSD_OK
+    })
 }
 
 #[unsafe(no_mangle)]
-pub extern "C" fn ocsd_cust_protocol_to_str(
-    _pkt_protocol: c_int,
-    _trc_pkt: *const c_void,
-    _buffer: *mut c_char,
-    _buflen: c_int,
+pub unsafe extern "C" fn ocsd_cust_protocol_to_str(
+    pkt_protocol: c_int,
+    trc_pkt: *const c_void,
+    buffer: *mut c_char,
+    buflen: c_int,
 ) -> OcsdErr {
-    OCSD_ERR_NO_PROTOCOL
+    if trc_pkt.is_null() || buffer.is_null() || buflen <= 0 {
+        return OCSD_ERR_INVALID_PARAM_VAL;
+    }
+    // SAFETY: the client's packet and buffer, handed to its own printer.
+    guarded(OCSD_ERR_FAIL, || unsafe {
+        crate::custom::protocol_to_str(pkt_protocol, trc_pkt, buffer, buflen)
+    })
 }

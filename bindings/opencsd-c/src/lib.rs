@@ -15,6 +15,9 @@
 pub mod abi;
 mod api;
 pub mod convert;
+mod custom;
+pub mod packets;
+mod pktcb;
 mod tree;
 
 pub use api::*;

@@ -151,6 +151,18 @@ pub struct CTree {
     pub stats: Box<abi::OcsdDecodeStats>,
     /// Set when a panic was caught inside the tree: it is not used again.
     pub poisoned: bool,
+    /// The decoders this library built, by trace ID (CSID): a handle for
+    /// packet callbacks, and the statistics at the last reset.
+    pub decoders: Vec<DecoderEntry>,
+}
+
+/// A decoder the C API created.
+pub struct DecoderEntry {
+    pub csid: u8,
+    /// `None` for a custom protocol's decoder (no packet struct here).
+    pub attach: Option<Box<dyn crate::pktcb::PktAttach>>,
+    /// Statistics at the last `ocsd_dt_reset_decode_stats`.
+    pub stats_base: abi::OcsdDecodeStats,
 }
 
 /// Sends generic elements to a C callback (`ocsd_dt_set_gen_elem_outfn`).

@@ -1,0 +1,251 @@
+//! Packet callbacks (`ocsd_dt_attach_packet_callback`): the built-in
+//! protocols' decoders are built here rather than by the registry's
+//! factories, so that the library keeps a typed handle on each packet
+//! pipeline and can attach a C packet sink or monitor to it later.
+
+use std::ffi::{c_int, c_void};
+
+use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
+use coresight_decode::decoder::{DecodeContext, DecodeStats, PacketProcessor, Pipeline, SourceConfig, TraceComponent};
+use coresight_decode::errcode::ErrCode;
+use coresight_decode::hooks::StreamIndexer;
+use coresight_decode::interfaces::{PktDataIn, PktRawDataMon, TrcDataIn};
+use coresight_decode::logger::{ErrLink, Shared, shared};
+use coresight_decode::printers::PacketPrinter;
+
+use crate::abi::{self, OcsdErr, OcsdResp};
+use crate::packets::CPacket;
+use crate::tree::TextOut;
+
+/// `FnDefPktDataIn`.
+pub type FnPktDataIn = unsafe extern "C" fn(
+    p_context: *const c_void,
+    op: c_int,
+    index_sop: TrcIndex,
+    p_packet_in: *const c_void,
+) -> OcsdResp;
+/// `FnDefPktDataMon`.
+pub type FnPktDataMon = unsafe extern "C" fn(
+    p_context: *const c_void,
+    op: c_int,
+    index_sop: TrcIndex,
+    p_packet_in: *const c_void,
+    size: u32,
+    p_data: *const u8,
+);
+
+fn op_to_c(op: DatapathOp) -> c_int {
+    match op {
+        DatapathOp::Data => 0,
+        DatapathOp::Eot => 1,
+        DatapathOp::Flush => 2,
+        DatapathOp::Reset => 3,
+    }
+}
+
+/// A C packet sink: every packet, converted to the C struct.
+struct CPktSink<P: CPacket> {
+    f: FnPktDataIn,
+    ctx: usize,
+    c: Box<P::C>,
+    text: TextOut,
+}
+
+impl<P: CPacket> PktDataIn<P> for CPktSink<P> {
+    fn packet_data_in(&mut self, op: DatapathOp, index: TrcIndex, pkt: Option<&P>) -> DatapathResp {
+        if self.text.has_reader() {
+            self.text.flush();
+        }
+        let p: *const c_void = match pkt {
+            Some(p) => {
+                p.to_c(&mut self.c);
+                (&*self.c as *const P::C).cast()
+            }
+            None => std::ptr::null(),
+        };
+        // SAFETY: the client registered `f` for `ctx`; the packet struct
+        // lives in this sink across the call.
+        let r = unsafe { (self.f)(self.ctx as *const c_void, op_to_c(op), index, p) };
+        crate::api::resp_from_c(r)
+    }
+}
+
+/// A C packet monitor: every packet with the bytes it was made from.
+struct CPktMon<P: CPacket> {
+    f: FnPktDataMon,
+    ctx: usize,
+    c: Box<P::C>,
+    text: TextOut,
+}
+
+impl<P: CPacket> PktRawDataMon<P> for CPktMon<P> {
+    fn raw_packet_data_mon(&mut self, op: DatapathOp, index: TrcIndex, pkt: Option<&P>, raw: &[u8]) {
+        if self.text.has_reader() {
+            self.text.flush();
+        }
+        let p: *const c_void = match pkt {
+            Some(p) => {
+                p.to_c(&mut self.c);
+                (&*self.c as *const P::C).cast()
+            }
+            None => std::ptr::null(),
+        };
+        let data = if raw.is_empty() { std::ptr::null() } else { raw.as_ptr() };
+        // SAFETY: as for the sink; `raw` lives across the call.
+        unsafe { (self.f)(self.ctx as *const c_void, op_to_c(op), index, p, raw.len() as u32, data) };
+    }
+}
+
+/// What the C API can do to a decoder it created, whatever its protocol.
+pub trait PktAttach: Send {
+    /// Attaches a C callback (`OCSD_C_API_CB_PKT_SINK` or `_MON`).
+    fn attach(&self, kind: c_int, f: *mut c_void, ctx: usize, text: TextOut) -> OcsdErr;
+}
+
+/// One packet pipeline, shared between the tree (as its component) and
+/// the C API's handle on it.
+struct SharedPipe<PP: PacketProcessor> {
+    name: &'static str,
+    pipe: Shared<Pipeline<PP>>,
+}
+
+impl<PP: PacketProcessor> TrcDataIn for SharedPipe<PP> {
+    fn trace_data_in(&mut self, op: DatapathOp, index: TrcIndex, data: &[u8]) -> (DatapathResp, usize) {
+        self.pipe.borrow_mut().trace_data_in(op, index, data)
+    }
+}
+
+impl<PP: PacketProcessor> TraceComponent for SharedPipe<PP> {
+    fn protocol_name(&self) -> &str {
+        self.name
+    }
+    fn attach_packet_printer(&mut self, printer: PacketPrinter, monitor: bool) -> Result<(), ErrCode> {
+        let mut p = self.pipe.borrow_mut();
+        if monitor {
+            p.set_monitor(Some(Box::new(printer)));
+            Ok(())
+        } else {
+            p.attach_packet_printer(printer, false)
+        }
+    }
+    fn stats(&self) -> Option<DecodeStats> {
+        self.pipe.borrow_mut().stats()
+    }
+    fn attach_indexer(&mut self, indexer: Box<dyn StreamIndexer>) -> Result<(), ErrCode> {
+        self.pipe.borrow_mut().attach_indexer(indexer)
+    }
+}
+
+struct PipeHandle<PP: PacketProcessor> {
+    pipe: Shared<Pipeline<PP>>,
+    full_decode: bool,
+}
+
+impl<PP> PktAttach for PipeHandle<PP>
+where
+    PP: PacketProcessor,
+    PP::Packet: CPacket,
+{
+    fn attach(&self, kind: c_int, f: *mut c_void, ctx: usize, text: TextOut) -> OcsdErr {
+        let mut p = self.pipe.borrow_mut();
+        match kind {
+            abi::OCSD_C_API_CB_PKT_SINK => {
+                // As OpenCSD: only a packet processor on its own takes a
+                // packet sink (a full decoder's sink is its decoder).
+                if self.full_decode {
+                    return abi::OCSD_ERR_INVALID_PARAM_TYPE;
+                }
+                let sink = (!f.is_null()).then(|| {
+                    // SAFETY: the client passes a `FnDefPktDataIn` for a sink.
+                    let f = unsafe { std::mem::transmute::<*mut c_void, FnPktDataIn>(f) };
+                    Box::new(CPktSink::<PP::Packet> {
+                        f,
+                        ctx,
+                        c: Box::default(),
+                        text,
+                    }) as Box<dyn PktDataIn<PP::Packet>>
+                });
+                p.set_sink(sink);
+                abi::OCSD_OK
+            }
+            abi::OCSD_C_API_CB_PKT_MON => {
+                let mon = (!f.is_null()).then(|| {
+                    // SAFETY: the client passes a `FnDefPktDataMon` for a monitor.
+                    let f = unsafe { std::mem::transmute::<*mut c_void, FnPktDataMon>(f) };
+                    Box::new(CPktMon::<PP::Packet> {
+                        f,
+                        ctx,
+                        c: Box::default(),
+                        text,
+                    }) as Box<dyn PktRawDataMon<PP::Packet>>
+                });
+                p.set_monitor(mon);
+                abi::OCSD_OK
+            }
+            _ => abi::OCSD_ERR_INVALID_PARAM_VAL,
+        }
+    }
+}
+
+/// A built decoder: the tree's component and the C API's handle on it.
+pub type Built = (Box<dyn TraceComponent>, Box<dyn PktAttach>);
+
+fn share<PP>(name: &'static str, pipe: Pipeline<PP>, full_decode: bool) -> Built
+where
+    PP: PacketProcessor + 'static,
+    PP::Packet: CPacket,
+{
+    let pipe = shared(pipe);
+    (
+        Box::new(SharedPipe {
+            name,
+            pipe: pipe.clone(),
+        }),
+        Box::new(PipeHandle { pipe, full_decode }),
+    )
+}
+
+/// Builds the decoder of the built-in protocol `name` for `cfg`, as the
+/// registry's factory for it would, keeping a handle for packet
+/// callbacks. `None` for a protocol that is not built in here.
+pub fn build_builtin(name: &str, cfg: &SourceConfig, ctx: &DecodeContext) -> Option<Built> {
+    use coresight_decode::decoder::DecodeMode;
+    use coresight_decode::{ete, etmv3, etmv4, itm, ptm, stm};
+    let full = ctx.mode == DecodeMode::FullDecode;
+    Some(match name {
+        "ETMV4I" | "ETE" => {
+            let (pname, c) = if name == "ETE" {
+                ("ETE", ete::config_from_source(cfg))
+            } else {
+                ("ETMV4I", etmv4::EtmV4Config::from_source(cfg))
+            };
+            let err = ErrLink::new(&ctx.err_log, format!("PKTP_ETMV4I_{:04}", ctx.instance_id));
+            let proc = etmv4::EtmV4PktProc::new(c.clone(), Some(err));
+            let dec = ctx.decoder_for_mode(|| etmv4::EtmV4Decoder::new(c, ctx));
+            share(pname, Pipeline::new(pname, proc, dec), full)
+        }
+        "ETMV3" => {
+            let c = etmv3::Etmv3Config::from_source(cfg);
+            let dec = ctx.decoder_for_mode(|| etmv3::Etmv3Decoder::new(c, ctx));
+            share(
+                "ETMV3",
+                Pipeline::new("ETMV3", etmv3::Etmv3Processor::new(c, ctx), dec),
+                full,
+            )
+        }
+        "PTM" => {
+            let c = ptm::PtmConfig::from_source(cfg);
+            let dec = ctx.decoder_for_mode(|| ptm::PtmDecoder::new(c, ctx));
+            share("PTM", Pipeline::new("PTM", ptm::PtmProcessor::new(c, ctx), dec), full)
+        }
+        "STM" => {
+            let tcsr = cfg.reg_or("STMTCSR", 0) as u32;
+            share("STM", stm::create_pipeline(stm::StmConfig { tcsr }, ctx), full)
+        }
+        "ITM" => {
+            let tcr = cfg.reg_or("ITMTCR", 0) as u32;
+            share("ITM", itm::create_pipeline(itm::ItmConfig { tcr }, ctx), full)
+        }
+        _ => return None,
+    })
+}
