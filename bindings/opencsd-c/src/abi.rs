@@ -180,7 +180,17 @@ pub union ElemPayload {
     pub sw_ite: TraceSwIte,
     #[cfg(feature = "opencsd-1-8")]
     pub swt_itm: SwtItmInfo,
+    /// The union's bytes as words (written whole by the element
+    /// conversion, so nothing of a previous element is left).
+    pub raw: [u32; PAYLOAD_WORDS],
 }
+
+/// Size of the element payload union in 32-bit words: 8 bytes in 1.3.x,
+/// 16 in 1.8.x (`trace_sw_ite_t` holds a `uint64_t` after a byte).
+#[cfg(not(feature = "opencsd-1-8"))]
+pub const PAYLOAD_WORDS: usize = 2;
+#[cfg(feature = "opencsd-1-8")]
+pub const PAYLOAD_WORDS: usize = 4;
 
 impl Default for ElemPayload {
     fn default() -> Self {

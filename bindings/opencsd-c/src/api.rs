@@ -285,6 +285,7 @@ pub extern "C" fn ocsd_dt_set_gen_elem_outfn(
             text: t.text.clone(),
             elem: Box::default(),
             payload: Box::new([0; 8]),
+            cache: convert::ElemCache::default(),
         };
         t.tree.set_gen_elem_out(Box::new(sink));
         OCSD_OK

@@ -10,18 +10,6 @@ use coresight_decode::memory::MemSpace;
 
 use crate::abi::{self, OcsdGenericTraceElem, OcsdPeContext, elem, flag};
 
-fn isa_to_c(isa: Isa) -> u32 {
-    match isa {
-        Isa::Arm => 0,
-        Isa::Thumb2 => 1,
-        Isa::Aarch64 => 2,
-        Isa::Tee => 3,
-        Isa::Jazelle => 4,
-        Isa::Custom | Isa::RiscV => 5,
-        _ => 6,
-    }
-}
-
 fn isa_from_c(v: u32) -> Isa {
     match v {
         0 => Isa::Arm,
@@ -91,27 +79,6 @@ fn elem_type_from_c(v: u32) -> ElemType {
     }
 }
 
-fn context_to_c(c: &PeContext) -> OcsdPeContext {
-    OcsdPeContext {
-        security_level: match c.security {
-            SecurityState::Secure => 0,
-            SecurityState::NonSecure => 1,
-            SecurityState::Root => 2,
-            SecurityState::Realm => 3,
-        },
-        exception_level: match c.exception_level {
-            ExceptionLevel::Unknown => -1,
-            ExceptionLevel::El0 => 0,
-            ExceptionLevel::El1 => 1,
-            ExceptionLevel::El2 => 2,
-            ExceptionLevel::El3 => 3,
-        },
-        context_id: c.context_id,
-        vmid: c.vmid,
-        flags: c.bits64 as u32 | (c.ctxt_id_valid as u32) << 1 | (c.vmid_valid as u32) << 2 | (c.el_valid as u32) << 3,
-    }
-}
-
 fn context_from_c(c: &OcsdPeContext) -> PeContext {
     PeContext {
         security: match c.security_level {
@@ -135,18 +102,6 @@ fn context_from_c(c: &OcsdPeContext) -> PeContext {
     }
 }
 
-fn instr_type_to_c(t: InstrType) -> u32 {
-    match t {
-        InstrType::Other => 0,
-        InstrType::Branch => 1,
-        InstrType::BranchIndirect => 2,
-        InstrType::Isb => 3,
-        InstrType::DsbDmb => 4,
-        InstrType::WfiWfe => 5,
-        InstrType::Tstart => 6,
-    }
-}
-
 fn instr_type_from_c(v: u32) -> InstrType {
     match v {
         1 => InstrType::Branch,
@@ -156,16 +111,6 @@ fn instr_type_from_c(v: u32) -> InstrType {
         5 => InstrType::WfiWfe,
         6 => InstrType::Tstart,
         _ => InstrType::Other,
-    }
-}
-
-fn instr_subtype_to_c(t: InstrSubType) -> u32 {
-    match t {
-        InstrSubType::None => 0,
-        InstrSubType::BranchLink => 1,
-        InstrSubType::V8Ret => 2,
-        InstrSubType::V8Eret => 3,
-        InstrSubType::V7ImpliedRet => 4,
     }
 }
 
@@ -212,70 +157,214 @@ fn swt_from_c(s: &abi::OcsdSwtInfo) -> SwTraceInfo {
     }
 }
 
+/// No C element kind for this library kind.
+const NO_KIND: u32 = u32::MAX;
+
+/// C element kind by the library's (`ElemType as usize`), built from
+/// [`elem_type_to_c`] so the table cannot disagree with it.
+const ELEM_KIND: [u32; 64] = {
+    let mut t = [NO_KIND; 64];
+    let all = [
+        ElemType::Unknown,
+        ElemType::NoSync,
+        ElemType::TraceOn,
+        ElemType::EoTrace,
+        ElemType::PeContext,
+        ElemType::InstrRange,
+        ElemType::IRangeNoPath,
+        ElemType::AddrNacc,
+        ElemType::AddrUnknown,
+        ElemType::Exception,
+        ElemType::ExceptionRet,
+        ElemType::Timestamp,
+        ElemType::CycleCount,
+        ElemType::Event,
+        ElemType::SwTrace,
+        ElemType::SyncMarker,
+        ElemType::MemTrans,
+        #[cfg(feature = "opencsd-1-8")]
+        ElemType::Instrumentation,
+        #[cfg(feature = "opencsd-1-8")]
+        ElemType::ItmTrace,
+        ElemType::Custom,
+    ];
+    let mut i = 0;
+    while i < all.len() {
+        t[all[i] as usize] = match all[i] {
+            ElemType::Unknown => elem::UNKNOWN,
+            ElemType::NoSync => elem::NO_SYNC,
+            ElemType::TraceOn => elem::TRACE_ON,
+            ElemType::EoTrace => elem::EO_TRACE,
+            ElemType::PeContext => elem::PE_CONTEXT,
+            ElemType::InstrRange => elem::INSTR_RANGE,
+            ElemType::IRangeNoPath => elem::I_RANGE_NOPATH,
+            ElemType::AddrNacc => elem::ADDR_NACC,
+            ElemType::AddrUnknown => elem::ADDR_UNKNOWN,
+            ElemType::Exception => elem::EXCEPTION,
+            ElemType::ExceptionRet => elem::EXCEPTION_RET,
+            ElemType::Timestamp => elem::TIMESTAMP,
+            ElemType::CycleCount => elem::CYCLE_COUNT,
+            ElemType::Event => elem::EVENT,
+            ElemType::SwTrace => elem::SWTRACE,
+            ElemType::SyncMarker => elem::SYNC_MARKER,
+            ElemType::MemTrans => elem::MEMTRANS,
+            #[cfg(feature = "opencsd-1-8")]
+            ElemType::Instrumentation => elem::INSTRUMENTATION,
+            #[cfg(feature = "opencsd-1-8")]
+            ElemType::ItmTrace => elem::ITMTRACE,
+            ElemType::Custom => elem::CUSTOM,
+            _ => NO_KIND,
+        };
+        i += 1;
+    }
+    t
+};
+
+/// `ocsd_isa` by `Isa as usize`.
+const ISA_C: [u32; 16] = {
+    let mut t = [6; 16];
+    t[Isa::Arm as usize] = 0;
+    t[Isa::Thumb2 as usize] = 1;
+    t[Isa::Aarch64 as usize] = 2;
+    t[Isa::Tee as usize] = 3;
+    t[Isa::Jazelle as usize] = 4;
+    t[Isa::Custom as usize] = 5;
+    t[Isa::RiscV as usize] = 5;
+    t
+};
+
+const ITYPE_C: [u32; 8] = {
+    let mut t = [0; 8];
+    t[InstrType::Branch as usize] = 1;
+    t[InstrType::BranchIndirect as usize] = 2;
+    t[InstrType::Isb as usize] = 3;
+    t[InstrType::DsbDmb as usize] = 4;
+    t[InstrType::WfiWfe as usize] = 5;
+    t[InstrType::Tstart as usize] = 6;
+    t
+};
+
+const ISUB_C: [u32; 8] = {
+    let mut t = [0; 8];
+    t[InstrSubType::BranchLink as usize] = 1;
+    t[InstrSubType::V8Ret as usize] = 2;
+    t[InstrSubType::V8Eret as usize] = 3;
+    t[InstrSubType::V7ImpliedRet as usize] = 4;
+    t
+};
+
+const SEC_C: [i32; 4] = {
+    let mut t = [0; 4];
+    t[SecurityState::NonSecure as usize] = 1;
+    t[SecurityState::Root as usize] = 2;
+    t[SecurityState::Realm as usize] = 3;
+    t
+};
+
+const EL_C: [i32; 8] = {
+    let mut t = [-1; 8];
+    t[ExceptionLevel::El0 as usize] = 0;
+    t[ExceptionLevel::El1 as usize] = 1;
+    t[ExceptionLevel::El2 as usize] = 2;
+    t[ExceptionLevel::El3 as usize] = 3;
+    t
+};
+
+/// What [`elem_to_c`] may keep between elements (nothing yet: each
+/// field is cheaper to convert than to compare).
+#[derive(Default)]
+pub struct ElemCache {}
+
 /// Fills `c` from `e`. `payload` receives the software trace payload
 /// bytes that `ptr_extended_data` points at; it must outlive the use of
-/// `c` (the sink keeps both). Returns `false` for an element the ABI
-/// cannot carry.
-pub fn elem_to_c(e: &TraceElement, c: &mut OcsdGenericTraceElem, payload: &mut [u8; 8]) -> bool {
-    let Some(t) = elem_type_to_c(e.elem_type) else {
+/// `c` (the sink keeps both). `cache` must be used with this `c` only.
+/// Returns `false` for an element the ABI cannot carry.
+///
+/// This runs once an element on every decode through the C API, so it
+/// works from tables and writes each field in place.
+#[inline(always)]
+pub fn elem_to_c(e: &TraceElement, c: &mut OcsdGenericTraceElem, payload: &mut [u8; 8], cache: &mut ElemCache) -> bool {
+    let t = ELEM_KIND[e.elem_type as usize & 63];
+    if t == NO_KIND {
         return false;
-    };
+    }
     c.elem_type = t;
-    c.isa = isa_to_c(e.isa);
+    c.isa = ISA_C[e.isa as usize & 15];
     c.st_addr = e.st_addr;
     c.en_addr = e.en_addr;
-    c.context = context_to_c(&e.context);
+    // Comparing contexts costs more than converting one (the library's
+    // context has optional fields the C one lacks): convert every time,
+    // from tables.
+    {
+        let x = &e.context;
+        c.context = OcsdPeContext {
+            security_level: SEC_C[x.security as usize & 3],
+            exception_level: EL_C[x.exception_level as usize & 7],
+            context_id: x.context_id,
+            vmid: x.vmid,
+            flags: x.bits64 as u32
+                | (x.ctxt_id_valid as u32) << 1
+                | (x.vmid_valid as u32) << 2
+                | (x.el_valid as u32) << 3,
+        };
+    }
+    let _ = cache;
     c.timestamp = e.timestamp;
     c.cycle_count = e.cycle_count;
-    c.last_i_type = instr_type_to_c(e.last_i_type);
-    c.last_i_subtype = instr_subtype_to_c(e.last_i_subtype);
-    let mut f =
-        (e.last_instr_exec as u32) | ((e.last_instr_sz as u32) << flag::LAST_INSTR_SZ_SHIFT & flag::LAST_INSTR_SZ_MASK);
-    if e.has_cc {
-        f |= flag::HAS_CC;
-    }
-    if e.excep_ret_addr {
-        f |= flag::EXCEP_RET_ADDR;
-    }
-    if e.has_ts {
-        f |= flag::HAS_TS;
-    }
-    if e.last_instr_cond {
-        f |= flag::LAST_INSTR_COND;
-    }
-    if e.excep_ret_addr_br_tgt {
-        f |= flag::EXCEP_RET_ADDR_BR_TGT;
-    }
+    c.last_i_type = ITYPE_C[e.last_i_type as usize & 7];
+    c.last_i_subtype = ISUB_C[e.last_i_subtype as usize & 7];
+    let f = (e.last_instr_exec as u32)
+        | ((e.last_instr_sz as u32) << flag::LAST_INSTR_SZ_SHIFT & flag::LAST_INSTR_SZ_MASK)
+        | (e.has_cc as u32) << 4
+        | (e.excep_ret_addr as u32) << 6
+        | (e.has_ts as u32) << 9
+        | (e.last_instr_cond as u32) << 10
+        | (e.excep_ret_addr_br_tgt as u32) << 11;
     c.ptr_extended_data = std::ptr::null();
-    c.payload = abi::ElemPayload::default();
+    if let ElemType::InstrRange | ElemType::IRangeNoPath = e.elem_type {
+        let mut raw = [0; abi::PAYLOAD_WORDS];
+        raw[0] = e.num_instr_range;
+        c.payload.raw = raw;
+        c.flag_bits = f;
+    } else {
+        c.flag_bits = f;
+        other_payload(e, c, payload);
+    }
+    true
+}
+
+/// The payload of the element kinds other than instruction ranges.
+fn other_payload(e: &TraceElement, c: &mut OcsdGenericTraceElem, payload: &mut [u8; 8]) {
+    let mut p = abi::ElemPayload {
+        raw: [0; abi::PAYLOAD_WORDS],
+    };
     match e.elem_type {
-        ElemType::Exception => c.payload.word = e.exception_number,
+        ElemType::Exception => p.word = e.exception_number,
         ElemType::Event => {
             let ev_type = match e.event_type {
                 EventType::Unknown => 0,
                 EventType::Trigger => 1,
                 EventType::Numbered => 2,
             };
-            c.payload.trace_event = [ev_type, e.event_number];
+            p.trace_event = [ev_type, e.event_number];
         }
         ElemType::TraceOn => {
-            c.payload.word = match e.trace_on_reason {
+            p.word = match e.trace_on_reason {
                 TraceOnReason::Normal => 0,
                 TraceOnReason::Overflow => 1,
                 TraceOnReason::ExDebug => 2,
             }
         }
         ElemType::SwTrace => {
-            c.payload.sw_trace_info = swt_to_c(&e.sw_trace);
+            p.sw_trace_info = swt_to_c(&e.sw_trace);
             if e.sw_trace.payload_bits > 0 {
                 *payload = e.sw_payload.to_le_bytes();
                 c.ptr_extended_data = payload.as_ptr().cast();
-                f |= flag::EXTENDED_DATA;
+                c.flag_bits |= flag::EXTENDED_DATA;
             }
         }
-        ElemType::InstrRange | ElemType::IRangeNoPath => c.payload.word = e.num_instr_range,
         ElemType::NoSync | ElemType::EoTrace => {
-            c.payload.word = match e.unsync_info {
+            p.word = match e.unsync_info {
                 UnsyncInfo::Unknown => 0,
                 UnsyncInfo::InitDecoder => 1,
                 UnsyncInfo::ResetDecoder => 2,
@@ -285,9 +374,9 @@ pub fn elem_to_c(e: &TraceElement, c: &mut OcsdGenericTraceElem, payload: &mut [
                 UnsyncInfo::Eot => 6,
             }
         }
-        ElemType::SyncMarker => c.payload.sync_marker = [0, e.sync_marker_value],
+        ElemType::SyncMarker => p.sync_marker = [0, e.sync_marker_value],
         ElemType::MemTrans => {
-            c.payload.word = match e.mem_trans {
+            p.word = match e.mem_trans {
                 MemTrans::TraceInit => 0,
                 MemTrans::Start => 1,
                 MemTrans::Commit => 2,
@@ -296,20 +385,19 @@ pub fn elem_to_c(e: &TraceElement, c: &mut OcsdGenericTraceElem, payload: &mut [
         }
         // 1.8.x keeps the memory space of an inaccessible address in the
         // exception number; 1.3.x had no place for it.
-        ElemType::AddrNacc if cfg!(feature = "opencsd-1-8") => c.payload.word = e.mem_space.bits() as u32,
+        ElemType::AddrNacc if cfg!(feature = "opencsd-1-8") => p.word = e.mem_space.bits() as u32,
         #[cfg(feature = "opencsd-1-8")]
         ElemType::Instrumentation => {
-            c.payload.sw_ite = abi::TraceSwIte {
+            p.sw_ite = abi::TraceSwIte {
                 el: e.ite_el,
                 value: e.ite_value,
             }
         }
         #[cfg(feature = "opencsd-1-8")]
-        ElemType::ItmTrace => c.payload.swt_itm = itm_to_c(&e.itm),
+        ElemType::ItmTrace => p.swt_itm = itm_to_c(&e.itm),
         _ => {}
     }
-    c.flag_bits = f;
-    true
+    c.payload = p;
 }
 
 #[cfg(feature = "opencsd-1-8")]
@@ -509,6 +597,17 @@ pub fn to_1_3_text_if_default(line: &str) -> std::borrow::Cow<'_, str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kind_table_agrees_with_the_match() {
+        for (i, &k) in ELEM_KIND.iter().enumerate() {
+            if k != NO_KIND {
+                let e = TraceElement::new(elem_type_from_c(k));
+                assert_eq!(e.elem_type as usize, i);
+                assert_eq!(elem_type_to_c(e.elem_type), Some(k));
+            }
+        }
+    }
 
     #[test]
     fn text_1_3_rewrites() {

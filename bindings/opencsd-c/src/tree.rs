@@ -172,9 +172,35 @@ pub struct ElemCallback {
     pub text: TextOut,
     pub elem: Box<OcsdGenericTraceElem>,
     pub payload: Box<[u8; 8]>,
+    pub cache: convert::ElemCache,
 }
 
 impl TrcGenElemIn for ElemCallback {
+    fn trace_elems_in(&mut self, trace_id: u8, elems: &[(TrcIndex, TraceElement)]) -> (DatapathResp, usize) {
+        if self.text.has_reader() {
+            return coresight_decode::interfaces::elems_one_by_one(self, trace_id, elems);
+        }
+        // Nowhere for text to go: a run goes to the callback with no
+        // check of the logger between its elements.
+        let Some(f) = self.f else {
+            return (DatapathResp::Cont, elems.len());
+        };
+        let mut n = 0;
+        for (index, elem) in elems {
+            n += 1;
+            if !convert::elem_to_c(elem, &mut self.elem, &mut self.payload, &mut self.cache) {
+                continue;
+            }
+            // SAFETY: the client registered `f` for `ctx`; the element
+            // lives in this sink for the duration of the call.
+            let r = crate::api::resp_from_c(unsafe { f(self.ctx as *const c_void, *index, trace_id, &*self.elem) });
+            if !r.is_cont() {
+                return (r, n);
+            }
+        }
+        (DatapathResp::Cont, n)
+    }
+
     fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp {
         // Text logged before this element (errors, printers) reaches the
         // client before the element does, as it would from OpenCSD. With
@@ -186,7 +212,7 @@ impl TrcGenElemIn for ElemCallback {
         let Some(f) = self.f else {
             return DatapathResp::Cont;
         };
-        if !convert::elem_to_c(elem, &mut self.elem, &mut self.payload) {
+        if !convert::elem_to_c(elem, &mut self.elem, &mut self.payload, &mut self.cache) {
             return DatapathResp::Cont;
         }
         // SAFETY: the client registered `f` for `ctx`; the element lives
