@@ -312,8 +312,13 @@ impl CallAnalyzer {
 
     fn update_sp(&mut self, sp: u64) {
         // A pending call whose stack pointer is below the new one can no
-        // longer be returned from.
-        self.pending.retain(|&(psp, _), _| psp >= sp);
+        // longer be returned from. The map is ordered by stack pointer, so
+        // those are at its front: the cost is that of the calls dropped.
+        while let Some(e) = self.pending.first_entry()
+            && e.key().0 < sp
+        {
+            e.remove();
+        }
     }
 
     fn update_pc(&mut self, pc: u64, next_pc: u64, thumb: bool) {
