@@ -40,6 +40,9 @@ pub struct TreeElement {
 
 struct Elements {
     slots: Vec<Option<TreeElement>>,
+    /// The IDs with a decoder, ascending: operations for every ID visit
+    /// these, not all 128 slots (a caller that flushes often pays per ID).
+    attached: Vec<u8>,
     /// What the tree is handing on now: see [`DecodeTree::serial_position`].
     position: Shared<SerialKey>,
     /// The frame and place of the block the deformatter hands on next.
@@ -53,6 +56,13 @@ struct Elements {
 }
 
 impl Elements {
+    /// Notes that `id` has a decoder now.
+    fn attach(&mut self, id: u8) {
+        if let Err(at) = self.attached.binary_search(&id) {
+            self.attached.insert(at, id);
+        }
+    }
+
     fn enabled(&self, id: u8) -> bool {
         self.filter.is_none_or(|f| f[id as usize & 0x7f])
     }
@@ -139,8 +149,9 @@ impl IdStreamSink for Elements {
     fn all_ids_op(&mut self, op: DatapathOp, index: TrcIndex) -> DatapathResp {
         let filter = self.filter;
         let mut worst = DatapathResp::Cont;
-        for (id, e) in self.slots.iter_mut().enumerate() {
-            if let Some(e) = e
+        for &id in &self.attached {
+            let id = usize::from(id);
+            if let Some(e) = &mut self.slots[id]
                 && filter.is_none_or(|f| f[id])
             {
                 let at = if op == DatapathOp::Eot { TrcIndex::MAX } else { index };
@@ -200,6 +211,7 @@ impl DecodeTree {
             deformatter,
             elements: Elements {
                 slots: (0..128).map(|_| None).collect(),
+                attached: Vec::new(),
                 position: shared(SerialKey::default()),
                 chunk: (0, 0),
                 filter: None,
@@ -364,6 +376,7 @@ impl DecodeTree {
         let mut ctx = self.decode_context();
         ctx.instance_id = slot_id;
         let component = factory.create(cfg, &ctx)?;
+        self.elements.attach(slot_id);
         self.elements.slots[slot_id as usize] = Some(TreeElement {
             protocol: factory.protocol_name().to_string(),
             source_name: cfg.name.clone(),
@@ -385,6 +398,7 @@ impl DecodeTree {
             config_trace_id: id,
             component,
         });
+        self.elements.attach(id);
         Ok(())
     }
 
