@@ -4,9 +4,12 @@
 # libopencsd-dev, libopencsd-bin (for its libopencsd1), valgrind, a C
 # compiler, python3 and xz first. Exits non-zero on any mismatch.
 #
-#   scripts/check.sh [layout|perf|ctest|valgrind|all]   (default: all)
+#   scripts/check.sh [layout|perf|ctest|pkts|valgrind|all]   (default: all)
 #
-# CARGO_TARGET_DIR is honoured (default: the workspace's target/).
+# CARGO_TARGET_DIR is honoured (default: the workspace's target/). The perf
+# comparison runs on the simpleperf recordings, on perf.data files the
+# built trc_gen writes (ETMv4 and ETE, formatted and unformatted, one and
+# two CPUs), and on any files in EXTRA_PERF_DATA.
 set -eu
 here=$(cd "$(dirname "$0")/.." && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -40,7 +43,22 @@ if [ "$what" = all ] || [ "$what" = perf ]; then
     symfs="$work/symfs"
     mkdir -p "$symfs/data/local/tmp"
     cp "$perfdata/etm_test_loop" "$symfs/data/local/tmp/"
-    for f in "$perfdata"/*.data ${EXTRA_PERF_DATA:-}; do
+    # Recordings trc_gen makes: each with its ELF beside it (FILE.elf),
+    # where the recording says the program was.
+    cargo build -q --release -p coresight-tools --bin trc_gen --manifest-path "$root/Cargo.toml"
+    gen="$work/gen"
+    mkdir -p "$gen"
+    generated=""
+    for spec in "etmv4 1" "ete 2" "etmv4 3 --cpus 2" "ete 4 --unformatted" "etmv4 5 --unformatted"; do
+        # shellcheck disable=SC2086
+        set -- $spec
+        f="$gen/$1-$2$(echo "${3:-}${4:-}" | tr -d ' -').data"
+        p=$1 n=$2
+        shift 2
+        "$target/release/trc_gen" --protocol "$p" --seed "$n" --perf-data "$f" "$@" >/dev/null
+        generated="$generated $f"
+    done
+    for f in "$perfdata"/*.data $generated ${EXTRA_PERF_DATA:-}; do
         for args in "report -D" "script" "script --symfs $symfs" "script --symfs $symfs -F cpu,tid,ip,addr,sym,symoff,flags" \
                     "script --symfs $symfs --itrace=i10" "report --stdio --symfs $symfs"; do
             # shellcheck disable=SC2086
@@ -58,12 +76,7 @@ if [ "$what" = all ] || [ "$what" = perf ]; then
     done
 fi
 
-if [ "$what" = all ] || [ "$what" = ctest ] || [ "$what" = valgrind ]; then
-    cc -O2 -Wall -Wextra -o "$work/ocsd_c_list" "$here/ctest/ocsd_c_list.c" -L"$lib" -l:libopencsd_c_api.so.1
-fi
-
-if [ "$what" = all ] || [ "$what" = ctest ]; then
-    echo "== C program against libopencsd-dev's headers, on the corpus"
+if [ "$what" = all ] || [ "$what" = ctest ] || [ "$what" = pkts ] || [ "$what" = valgrind ]; then
     cat >"$work/cmp.py" <<'PY'
 import lzma, re, sys
 exp_path, got_path = sys.argv[1], sys.argv[2]
@@ -87,6 +100,11 @@ for i, (a, b) in enumerate(zip(exp, got)):
 print(f"DIFFERENT: expected {len(exp)} lines, got {len(got)}")
 sys.exit(1)
 PY
+    cc -O2 -Wall -Wextra -o "$work/ocsd_c_list" "$here/ctest/ocsd_c_list.c" -L"$lib" -l:libopencsd_c_api.so.1
+fi
+
+if [ "$what" = all ] || [ "$what" = ctest ]; then
+    echo "== C program against libopencsd-dev's headers, on the corpus"
     for c in ${CTEST_CASES:-juno_r1_1 juno-uname-001 bugfix-exact-match a57_single_step armv8_1m_branches 001-ack_test ete_ip TC2 Snowball tc2-ptm-rstk-t32 stm_only stm_only-2 stm-issue-27 itm_only_raw}; do
         dir=$(grep -P "^$c\t" "$corpus/cases.tsv" | sed 's/.*-ss_dir \([^ ]*\).*/\1/')
         (cd "$corpus" && "$manifest" "$dir" >"$work/$c.man" &&
@@ -95,6 +113,37 @@ PY
             echo "$c: $r"
         else
             echo "$c: $r"
+            fail=1
+        fi
+    done
+fi
+
+if [ "$what" = all ] || [ "$what" = ctest ]; then
+    echo "== a custom decoder registered from C (ctest/custom_echo.c)"
+    cc -O2 -Wall -Wextra -o "$work/custom_echo" "$here/ctest/custom_echo.c" -L"$lib" -l:libopencsd_c_api.so.1
+    if LD_LIBRARY_PATH="$lib" valgrind -q --leak-check=full --errors-for-leak-kinds=all --error-exitcode=3 \
+            "$work/custom_echo" >"$work/custom_echo.out"; then
+        tail -1 "$work/custom_echo.out"
+    else
+        echo "custom_echo: FAILED"
+        fail=1
+    fi
+fi
+
+if [ "$what" = all ] || [ "$what" = pkts ]; then
+    echo "== C program's packet callback (ocsd_pkt_str) against trc_pkt_lister's packet lines"
+    cargo build -q --release -p coresight-tools --bin trc_pkt_lister --manifest-path "$root/Cargo.toml"
+    for c in ${CTEST_CASES:-juno_r1_1 juno-uname-001 bugfix-exact-match a57_single_step armv8_1m_branches 001-ack_test ete_ip TC2 Snowball tc2-ptm-rstk-t32 stm_only stm_only-2 stm-issue-27}; do
+        args=$(grep -P "^$c\t" "$corpus/cases.tsv" | cut -f2 | sed 's/-decode//')
+        dir=$(echo "$args" | sed 's/.*-ss_dir \([^ ]*\).*/\1/')
+        # shellcheck disable=SC2086
+        (cd "$corpus" && "$manifest" "$dir" >"$work/$c.man" &&
+            LD_LIBRARY_PATH="$lib" "$work/ocsd_c_list" "$work/$c.man" -pkts >"$work/$c.pkts" 2>/dev/null &&
+            "$target/release/trc_pkt_lister" $args 2>/dev/null | xz >"$work/$c.exp.xz")
+        if r=$(python3 "$work/cmp.py" "$work/$c.exp.xz" "$work/$c.pkts"); then
+            echo "$c packets: $r"
+        else
+            echo "$c packets: $r"
             fail=1
         fi
     done

@@ -538,6 +538,41 @@ pub extern "C" fn ocsd_dt_attach_packet_callback(
     })
 }
 
+/// Fills the tree's statistics block for `csid` (counted from its last
+/// reset).
+fn fill_stats(t: &mut CTree, csid: u8) -> Result<(), OcsdErr> {
+    let slot = slot_of(t, csid);
+    let (_, e) = t
+        .tree
+        .elements()
+        .find(|(id, _)| *id == slot)
+        .ok_or(OCSD_ERR_INVALID_ID)?;
+    let s = e.component.stats().ok_or(OCSD_ERR_NOT_INIT)?;
+    let demux = t.tree.deformatter().map(|d| d.stats()).unwrap_or_default();
+    let base = t
+        .decoders
+        .iter()
+        .find(|d| d.csid == csid)
+        .map(|d| d.stats_base)
+        .unwrap_or_default();
+    *t.stats = OcsdDecodeStats {
+        version: OCSD_VER_NUM,
+        revision: 1,
+        channel_total: s.channel_total.wrapping_sub(base.channel_total),
+        channel_unsynced: s.channel_unsynced.wrapping_sub(base.channel_unsynced),
+        bad_header_errs: (s.bad_header_errs as u32).wrapping_sub(base.bad_header_errs),
+        bad_sequence_errs: (s.bad_sequence_errs as u32).wrapping_sub(base.bad_sequence_errs),
+        demux: OcsdDemuxStats {
+            valid_id_bytes: demux.valid_id_bytes.wrapping_sub(base.demux.valid_id_bytes),
+            no_id_bytes: demux.no_id_bytes.wrapping_sub(base.demux.no_id_bytes),
+            reserved_id_bytes: demux.reserved_id_bytes.wrapping_sub(base.demux.reserved_id_bytes),
+            unknown_id_bytes: demux.unknown_id_bytes.wrapping_sub(base.demux.unknown_id_bytes),
+            frame_bytes: demux.frame_bytes.wrapping_sub(base.demux.frame_bytes),
+        },
+    };
+    Ok(())
+}
+
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ocsd_dt_get_decode_stats(
     handle: TreeHandle,
@@ -548,35 +583,7 @@ pub unsafe extern "C" fn ocsd_dt_get_decode_stats(
         return OCSD_ERR_INVALID_PARAM_VAL;
     }
     let r = with_tree(handle, Err(OCSD_ERR_BAD_HANDLE), |t| {
-        let slot = slot_of(t, csid);
-        let (_, e) = t
-            .tree
-            .elements()
-            .find(|(id, _)| *id == slot)
-            .ok_or(OCSD_ERR_INVALID_ID)?;
-        let s = e.component.stats().ok_or(OCSD_ERR_NOT_INIT)?;
-        let demux = t.tree.deformatter().map(|d| d.stats()).unwrap_or_default();
-        let base = t
-            .decoders
-            .iter()
-            .find(|d| d.csid == csid)
-            .map(|d| d.stats_base)
-            .unwrap_or_default();
-        *t.stats = OcsdDecodeStats {
-            version: OCSD_VER_NUM,
-            revision: 1,
-            channel_total: s.channel_total.wrapping_sub(base.channel_total),
-            channel_unsynced: s.channel_unsynced.wrapping_sub(base.channel_unsynced),
-            bad_header_errs: (s.bad_header_errs as u32).wrapping_sub(base.bad_header_errs),
-            bad_sequence_errs: (s.bad_sequence_errs as u32).wrapping_sub(base.bad_sequence_errs),
-            demux: OcsdDemuxStats {
-                valid_id_bytes: demux.valid_id_bytes.wrapping_sub(base.demux.valid_id_bytes),
-                no_id_bytes: demux.no_id_bytes.wrapping_sub(base.demux.no_id_bytes),
-                reserved_id_bytes: demux.reserved_id_bytes.wrapping_sub(base.demux.reserved_id_bytes),
-                unknown_id_bytes: demux.unknown_id_bytes.wrapping_sub(base.demux.unknown_id_bytes),
-                frame_bytes: demux.frame_bytes.wrapping_sub(base.demux.frame_bytes),
-            },
-        };
+        fill_stats(t, csid)?;
         Ok(&mut *t.stats as *mut OcsdDecodeStats)
     });
     match r {
@@ -594,13 +601,10 @@ pub unsafe extern "C" fn ocsd_dt_get_decode_stats(
 pub extern "C" fn ocsd_dt_reset_decode_stats(handle: TreeHandle, csid: u8) -> OcsdErr {
     // The library's counters run on; the statistics handed out from now
     // on are counted from here (the counts now are kept and taken off).
-    let mut block: *mut OcsdDecodeStats = std::ptr::null_mut();
-    // SAFETY: a valid output location.
-    let r = unsafe { ocsd_dt_get_decode_stats(handle, csid, &mut block) };
-    if r != OCSD_OK {
-        return r;
-    }
     with_tree(handle, OCSD_ERR_BAD_HANDLE, |t| {
+        if let Err(e) = fill_stats(t, csid) {
+            return e;
+        }
         let now = *t.stats;
         let Some(d) = t.decoders.iter_mut().find(|d| d.csid == csid) else {
             return OCSD_ERR_INVALID_ID;

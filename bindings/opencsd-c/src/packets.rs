@@ -545,6 +545,8 @@ fn e3_type_from_c(v: u32) -> Etmv3PktType {
     }
 }
 
+// One argument a bit of the C context word: clearer than a struct of them.
+#[allow(clippy::too_many_arguments)]
 fn v7_context(alt: bool, ns: bool, hyp: bool, upd: bool, upd_c: bool, upd_v: bool, cid: u32, vmid: u8) -> V7Context {
     V7Context {
         bits: alt as u32
