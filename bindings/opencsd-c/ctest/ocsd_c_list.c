@@ -188,7 +188,9 @@ int main(int argc, char **argv)
                 }
                 n_pctx++;
             } else if (print)
-                ocsd_dt_set_pkt_protocol_printer(tree, csid, 1);
+                /* trc_pkt_lister names a single-source tree's decoder by
+                 * its slot, 0. */
+                ocsd_dt_set_pkt_protocol_printer(tree, single ? 0 : csid, 1);
         } else if (strcmp(w[0], "mem") == 0 && n == 6) {
             ocsd_file_mem_region_t r;
             r.start_address = strtoull(w[2], NULL, 0);

@@ -15,7 +15,7 @@ use coresight_decode::deformatter::DeformatterConfig;
 use coresight_decode::errcode::{ErrCode, Severity};
 use coresight_decode::logger::{ErrorLogger, MsgLogger, shared};
 use coresight_decode::memory::{BufferAccessor, CacheConfig, CallbackAccessor, MemSpace, MemoryError};
-use coresight_decode::printers::{GenElemPrinter, RawFramePrinter};
+use coresight_decode::printers::{GenElemPrinter, PacketPrinter, RawFramePrinter};
 use coresight_decode::tree::{DecodeTree, SourceFormat};
 
 use crate::abi::*;
@@ -1115,10 +1115,10 @@ pub extern "C" fn ocsd_dt_set_gen_elem_printer(handle: TreeHandle) -> OcsdErr {
 pub extern "C" fn ocsd_dt_set_pkt_protocol_printer(handle: TreeHandle, cs_id: u8, monitor: c_int) -> OcsdErr {
     with_tree(handle, OCSD_ERR_BAD_HANDLE, |t| {
         let slot = slot_of(t, cs_id);
-        match t
-            .tree
-            .attach_packet_printer(slot, t.text.capture.clone(), monitor != 0, 0)
-        {
+        // The printer names the ID it was asked for, as OpenCSD's does: on
+        // a single-source tree that is the caller's, whatever the slot.
+        let printer = PacketPrinter::new(cs_id, t.text.capture.clone());
+        match t.tree.attach_printer(slot, printer, monitor != 0) {
             Ok(()) => OCSD_OK,
             Err(e) => err_code(e),
         }

@@ -40,11 +40,13 @@ fn decode_through_c_api(name: &str) -> String {
     let mut text = Box::new(String::new());
     let mut tree: TreeHandle = std::ptr::null_mut();
     let mut trace = Vec::new();
+    let mut single = false;
     for line in man.lines() {
         let w: Vec<&str> = line.split_whitespace().collect();
         match w[0] {
             "buffer" => {
-                let src = if w[1] == "single" {
+                single = w[1] == "single";
+                let src = if single {
                     OCSD_TRC_SRC_SINGLE
                 } else {
                     OCSD_TRC_SRC_FRAME_FORMATTED
@@ -143,7 +145,10 @@ fn decode_through_c_api(name: &str) -> String {
                     }
                 };
                 assert_eq!(err, OCSD_OK, "creating {}", w[1]);
-                assert_eq!(ocsd_dt_set_pkt_protocol_printer(tree, csid, 1), OCSD_OK);
+                // As trc_pkt_lister: a single-source tree's decoder is
+                // named by its slot, 0 (the printer prints the ID it is given).
+                let id = if single { 0 } else { csid };
+                assert_eq!(ocsd_dt_set_pkt_protocol_printer(tree, id, 1), OCSD_OK);
             }
             "mem" => {
                 let region = OcsdFileMemRegion {
