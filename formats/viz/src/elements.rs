@@ -128,7 +128,7 @@ impl ElementStacks {
         &mut self,
         key: u64,
         source_name: impl FnOnce() -> String,
-        ctx: u64,
+        ctx: u128,
         name: impl FnOnce() -> String,
     ) {
         let i = self.state(key, source_name);
@@ -155,10 +155,7 @@ impl ElementStacks {
             ElemType::PeContext => {
                 if self.contexts_from_elements {
                     let c = &e.context;
-                    let key = (c.ctxt_id_valid as u64) << 63
-                        | (c.vmid_valid as u64) << 62
-                        | (c.vmid as u64 & 0x3fff_ffff) << 32
-                        | c.context_id as u64;
+                    let key = context_key(c);
                     let profile = &mut self.profile;
                     let sname = profile.source_name(src).to_string();
                     profile.switch_context(src, key, || context_name(&sname, c));
@@ -235,7 +232,24 @@ impl ElementStacks {
     /// The next instruction ran at `addr`: finishes the transfer pending.
     fn resolve(&mut self, i: usize, addr: u64) {
         let src = self.states[i].src;
-        match std::mem::replace(&mut self.states[i].pending, Pending::None) {
+        let pending = std::mem::replace(&mut self.states[i].pending, Pending::None);
+        // A context whose first activity is a call or an exception: the
+        // function it came from is its outermost one.
+        let from = match pending {
+            Pending::Call { site, .. } => site,
+            Pending::Exception { ret } => ret,
+            _ => 0,
+        };
+        if from != 0
+            && self
+                .profile
+                .active(src)
+                .is_some_and(|c| self.profile.contexts[c as usize].depth() == 0)
+        {
+            self.function(from);
+            self.profile.ensure_root(src, &self.frames);
+        }
+        match pending {
             Pending::None => {}
             Pending::Call { site, ret } => {
                 self.frames.clear();
@@ -295,6 +309,12 @@ impl ElementStacks {
     pub fn finish(&mut self) {
         self.profile.finish();
     }
+}
+
+/// A context's key: context ID and VMID, each with whether it is traced
+/// (bits 64 and 65).
+pub fn context_key(c: &coresight_decode::element::PeContext) -> u128 {
+    (c.ctxt_id_valid as u128) << 64 | (c.vmid_valid as u128) << 65 | (c.vmid as u128) << 32 | c.context_id as u128
 }
 
 /// A context's name: its source, then its context ID and VMID when traced.

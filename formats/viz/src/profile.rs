@@ -158,7 +158,7 @@ pub struct Context {
     /// The source it runs on.
     pub source: u32,
     /// Its key within the source.
-    pub key: u64,
+    pub key: u128,
     /// Its trie node.
     pub node: u32,
     /// Times its stack was broken by a gap in the trace.
@@ -346,7 +346,7 @@ impl Profile {
 
     /// Makes the context `key` of `src` the running one (made, named
     /// `name()`, when first seen). Returns its index.
-    pub fn switch_context(&mut self, src: u32, key: u64, name: impl FnOnce() -> String) -> u32 {
+    pub fn switch_context(&mut self, src: u32, key: u128, name: impl FnOnce() -> String) -> u32 {
         let s = src as usize;
         if let Some(a) = self.sources[s].active
             && self.contexts[a as usize].key == key
@@ -416,12 +416,13 @@ impl Profile {
         s.settled = s.clock;
         let Some(top) = top else { return };
         let n = &mut self.nodes[top as usize];
-        n.own[0] += d[0];
-        n.own[1] += d[1];
+        n.own[0] = n.own[0].saturating_add(d[0]);
+        n.own[1] = n.own[1].saturating_add(d[1]);
         if self.direct_time {
-            n.own[2] += d[2];
+            n.own[2] = n.own[2].saturating_add(d[2]);
         } else if d[0] > 0 && s.last_ts.is_some() {
-            *s.ts_pending.entry(top).or_default() += d[0];
+            let p = s.ts_pending.entry(top).or_default();
+            *p = p.saturating_add(d[0]);
         }
         if let Some(c) = s.active {
             self.contexts[c as usize].instructions += d[0];
@@ -476,7 +477,8 @@ impl Profile {
                 ((dt as u128 * n as u128) / di as u128) as u64
             };
             given += w;
-            self.nodes[node as usize].own[2] += w;
+            let own = &mut self.nodes[node as usize].own[2];
+            *own = own.saturating_add(w);
             if largest.is_none_or(|(_, m)| n > m) {
                 largest = Some((node, n));
             }
@@ -484,7 +486,8 @@ impl Profile {
         // Rounding leftovers go to the stack that ran most, so that the
         // weights add up to the time.
         if let Some((node, _)) = largest {
-            self.nodes[node as usize].own[2] += dt - given.min(dt);
+            let own = &mut self.nodes[node as usize].own[2];
+            *own = own.saturating_add(dt - given.min(dt));
         }
         s.ts_pending.clear();
         for &e in &s.ev_pending {
@@ -498,6 +501,7 @@ impl Profile {
         }
         s.ev_pending.clear();
         s.rate.0 = s.rate.0.saturating_add(dt);
+        let ts = ts.max(ts0);
         s.rate.1 = s.rate.1.saturating_add(di);
         s.last_ts = Some((ts, instr));
     }
@@ -652,10 +656,15 @@ impl Profile {
                 && let Some((ts0, i0)) = s.last_ts
             {
                 let (num, den) = if s.rate.1 == 0 { (1, 1) } else { s.rate };
-                let at = |i: u64| ts0 + ((i.saturating_sub(i0) as u128 * num as u128) / den as u128) as u64;
+                let at = |i: u64| {
+                    let d = (i.saturating_sub(i0) as u128 * num as u128) / den as u128;
+                    ts0.saturating_add(d.min(u64::MAX as u128) as u64)
+                };
                 let end = at(s.clock[0]);
                 for (&node, &n) in &s.ts_pending {
-                    self.nodes[node as usize].own[2] += ((n as u128 * num as u128) / den as u128) as u64;
+                    let w = (n as u128 * num as u128) / den as u128;
+                    let own = &mut self.nodes[node as usize].own[2];
+                    *own = own.saturating_add(w.min(u64::MAX as u128) as u64);
                 }
                 s.ts_pending.clear();
                 for &e in &s.ev_pending {
