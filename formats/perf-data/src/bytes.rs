@@ -132,10 +132,12 @@ pub(crate) fn until_nul(b: &[u8]) -> String {
 pub(crate) fn slice_at<'a>(data: &'a [u8], offset: u64, len: u64, what: &'static str) -> Result<&'a [u8]> {
     let file_len = data.len() as u64;
     if offset > file_len {
+        // The error names where reading stopped (the end of the file), and
+        // the offset that pointed past it.
         return Err(Error::malformed(
-            offset,
+            file_len,
             what,
-            format!("starts past the end of the file ({file_len} bytes)"),
+            format!("starts at {offset:#x}, past the end of the file ({file_len} bytes)"),
         ));
     }
     let available = file_len - offset;
