@@ -12,7 +12,14 @@ use crate::profile::{Axis, NONE, Profile};
 /// start with the context's name when the profile has several contexts.
 pub fn folded_lines(p: &Profile, axis: Axis) -> Vec<(String, u64)> {
     let k = axis.slot();
-    let multi = p.contexts.len() > 1;
+    // Context names lead the stacks when more than one context ran code.
+    let mut ran = vec![false; p.contexts.len()];
+    for n in &p.nodes {
+        if n.depth == 1 {
+            ran[n.ctx as usize] = true;
+        }
+    }
+    let multi = ran.iter().filter(|&&r| r).count() > 1;
     let mut path: Vec<Option<String>> = vec![None; p.nodes.len()];
     let mut lines = Vec::new();
     for (i, n) in p.nodes.iter().enumerate() {

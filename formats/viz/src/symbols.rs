@@ -47,12 +47,19 @@ pub fn demangle(name: &str) -> Cow<'_, str> {
     Cow::Borrowed(name)
 }
 
-/// Names addresses from the ELF images given.
+/// Names an address in an address space (a process) when the images do
+/// not: perf.data's maps, say.
+pub type Resolver = Box<dyn FnMut(u64, u64) -> Option<String>>;
+
+/// Names addresses from the ELF images given (and a resolver).
 #[derive(Default)]
 pub struct Symbolizer {
     images: Vec<Image>,
-    /// Address → (first frame in `flat`, count), for functions entered.
-    entry_cache: HashMap<u64, (u32, u32)>,
+    resolver: Option<Resolver>,
+    /// The address space of the addresses looked up next (a process).
+    space: u64,
+    /// (space, address) → (first frame in `flat`, count), for functions entered.
+    entry_cache: HashMap<(u64, u64), (u32, u32)>,
     /// Call site → its inline frames.
     inline_cache: HashMap<u64, (u32, u32)>,
     flat: Vec<FrameId>,
@@ -63,6 +70,16 @@ impl Symbolizer {
     /// No images: every address is named in hex.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Names what the images do not with `r(space, address)`.
+    pub fn set_resolver(&mut self, r: Resolver) {
+        self.resolver = Some(r);
+    }
+
+    /// The address space (process) of the addresses looked up next.
+    pub fn set_space(&mut self, space: u64) {
+        self.space = space;
     }
 
     /// Whether any image was added.
@@ -140,9 +157,12 @@ impl Symbolizer {
         });
         match named {
             Some(n) => text.push_str(n),
-            None => {
-                let _ = write!(text, "0x{addr:x}");
-            }
+            None => match self.resolver.as_mut().and_then(|r| r(self.space, addr)) {
+                Some(n) => text.push_str(&demangle(&n)),
+                None => {
+                    let _ = write!(text, "0x{addr:x}");
+                }
+            },
         }
         self.text = text;
     }
@@ -150,14 +170,14 @@ impl Symbolizer {
     /// The frames of the function at `addr` (entered by a call, or where
     /// a context's trace begins): its name.
     pub fn function(&mut self, addr: u64, frames: &mut Frames) -> &[FrameId] {
-        let (start, n) = match self.entry_cache.get(&addr) {
+        let (start, n) = match self.entry_cache.get(&(self.space, addr)) {
             Some(&v) => v,
             None => {
                 self.function_name(addr);
                 let id = frames.intern(&self.text);
                 let v = (self.flat.len() as u32, 1);
                 self.flat.push(id);
-                self.entry_cache.insert(addr, v);
+                self.entry_cache.insert((self.space, addr), v);
                 v
             }
         };
