@@ -14,6 +14,9 @@ use std::sync::{Arc, OnceLock};
 use crate::elf::{ElfImage, read_build_id};
 use crate::record::BuildId;
 
+/// How perf and simpleperf name the kernel's maps.
+pub const KERNEL_PREFIX: &str = "[kernel.kallsyms]";
+
 /// No folder tree holds more files worth looking at than this; the scan stops there.
 const MAX_SCANNED_FILES: usize = 200_000;
 /// Nor is it deeper than this (symbolic-link loops end here too).
@@ -43,6 +46,12 @@ pub struct SymbolSearch {
     pub recorded_paths: bool,
     /// Files skipped because the scan limit was reached.
     pub truncated_scan: bool,
+    /// The kernel image (`--vmlinux`): used for the `[kernel.kallsyms]` maps unless its build
+    /// id differs from the recorded one.
+    pub vmlinux: Option<PathBuf>,
+    /// The kernel's symbols from `/proc/kallsyms` text (`--kallsyms`), for kernel addresses
+    /// whose image is not available.
+    pub kallsyms: Option<Arc<Kallsyms>>,
 }
 
 impl SymbolSearch {
@@ -117,10 +126,36 @@ impl SymbolSearch {
                 None => p.is_file(),
             }
         };
+        if recorded.starts_with(KERNEL_PREFIX)
+            && let Some(v) = &self.vmlinux
+        {
+            // The image given: refused only when both build ids are known and differ.
+            let ok = match (want, read_build_id(v)) {
+                (Some(w), Some(id)) => build_ids_match(&id, w),
+                _ => v.is_file(),
+            };
+            if ok {
+                return Some(v.clone());
+            }
+        }
         if let Some(w) = want
             && let Some(p) = self.by_build_id.get(&trimmed(w))
         {
             return Some(p.clone());
+        }
+        // A module perf names `[name]` when it did not know its file: `name.ko` (the kernel
+        // writes `-` in module file names as `_` in module names).
+        if let Some(m) = recorded.strip_prefix('[').and_then(|r| r.strip_suffix(']'))
+            && !recorded.starts_with(KERNEL_PREFIX)
+            && !m.is_empty()
+        {
+            for name in [format!("{m}.ko"), format!("{}.ko", m.replace('_', "-"))] {
+                if let Some(list) = self.by_name.get(std::ffi::OsStr::new(&name))
+                    && let Some(p) = list.iter().find(|p| accept(p))
+                {
+                    return Some(p.clone());
+                }
+            }
         }
         let rel = recorded.trim_start_matches('/');
         for d in &self.dirs {
@@ -239,7 +274,19 @@ impl Binary {
 
     /// A kernel image (perf's `[kernel.kallsyms]` maps, simpleperf's `[kernel.kallsyms]`).
     pub fn is_kernel(&self) -> bool {
-        self.path.starts_with("[kernel.kallsyms]")
+        self.path.starts_with(KERNEL_PREFIX)
+    }
+
+    /// The name perf script gives its dso: `[kernel.kallsyms]` for the kernel (whose maps
+    /// perf names `[kernel.kallsyms]_text`), else the recorded path.
+    pub fn dso_name(&self) -> &str {
+        if self.is_kernel() { KERNEL_PREFIX } else { &self.path }
+    }
+
+    /// The symbol a kernel map's page offset is the runtime address of (perf writes
+    /// `[kernel.kallsyms]_text`: `_text`), if any.
+    pub fn kernel_anchor(&self) -> Option<&str> {
+        self.path.strip_prefix(KERNEL_PREFIX).filter(|s| !s.is_empty())
     }
 }
 
@@ -280,5 +327,99 @@ impl Binaries {
     /// None.
     pub fn is_empty(&self) -> bool {
         self.list.is_empty()
+    }
+}
+
+/// A kernel symbol of `/proc/kallsyms`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelSymbol {
+    /// Its (runtime) address.
+    pub start: u64,
+    /// The next symbol's address (kallsyms gives no sizes).
+    pub end: u64,
+    /// Its name.
+    pub name: String,
+    /// The module holding it, as the line and perf's dso name write it (`[name]`), if any.
+    pub module: Option<String>,
+}
+
+/// The text symbols of a `/proc/kallsyms` file, by address.
+#[derive(Debug, Clone, Default)]
+pub struct Kallsyms {
+    symbols: Vec<KernelSymbol>,
+}
+
+impl Kallsyms {
+    /// Reads `/proc/kallsyms` text: `ADDRESS TYPE NAME [MODULE]` lines. Text symbols (types
+    /// `t`, `T`, `w`, `W`) are kept; at one address a global symbol is preferred, then the
+    /// first. Lines that do not parse are skipped; all-zero addresses (a kernel hiding them,
+    /// `kptr_restrict`) are an error, as is a file without one text symbol.
+    pub fn parse(text: &str) -> Result<Kallsyms, String> {
+        let mut syms: Vec<(KernelSymbol, bool)> = Vec::new();
+        let mut zero = 0usize;
+        for line in text.lines() {
+            let mut f = line.split_whitespace();
+            let (Some(a), Some(t), Some(name)) = (f.next(), f.next(), f.next()) else {
+                continue;
+            };
+            let Ok(addr) = u64::from_str_radix(a, 16) else { continue };
+            if !matches!(t, "t" | "T" | "w" | "W") {
+                continue;
+            }
+            if addr == 0 {
+                zero += 1;
+                continue;
+            }
+            let module = f
+                .next()
+                .filter(|m| m.len() > 2 && m.starts_with('[') && m.ends_with(']'))
+                .map(str::to_string);
+            let global = t == "T" || t == "W";
+            syms.push((
+                KernelSymbol {
+                    start: addr,
+                    end: addr,
+                    name: name.to_string(),
+                    module,
+                },
+                global,
+            ));
+        }
+        if syms.is_empty() {
+            return Err(if zero > 0 {
+                format!(
+                    "{zero} text symbols, all at address 0 (the kernel hid them: read it as root, or with kptr_restrict 0)"
+                )
+            } else {
+                "no text symbol (lines `ADDRESS TYPE NAME`, types t, T, w or W)".to_string()
+            });
+        }
+        // Stable: the first of a kind wins at an address.
+        syms.sort_by(|a, b| a.0.start.cmp(&b.0.start).then(b.1.cmp(&a.1)));
+        syms.dedup_by_key(|s| s.0.start);
+        let mut symbols: Vec<KernelSymbol> = syms.into_iter().map(|s| s.0).collect();
+        for i in 0..symbols.len() {
+            // The last one: to the page after its own, as perf ends it.
+            let s = symbols[i].start;
+            let last = s
+                .checked_next_multiple_of(4096)
+                .and_then(|x| x.checked_add(4096))
+                .unwrap_or(u64::MAX);
+            symbols[i].end = symbols.get(i + 1).map_or(last, |n| n.start);
+        }
+        Ok(Kallsyms { symbols })
+    }
+
+    /// The symbol holding `addr`, with the offset into it (none below the first symbol, and
+    /// the last one ends a page after its own page).
+    pub fn lookup(&self, addr: u64) -> Option<(&KernelSymbol, u64)> {
+        let i = self.symbols.partition_point(|s| s.start <= addr);
+        let s = self.symbols.get(i.checked_sub(1)?)?;
+        (addr < s.end).then(|| (s, addr - s.start))
+    }
+
+    /// The symbols, by address.
+    pub fn symbols(&self) -> &[KernelSymbol] {
+        &self.symbols
     }
 }

@@ -2,7 +2,11 @@
 //! virtual address a profile names), its build id and its function symbols.
 //!
 //! A relocatable kernel module (`.ko`) has no program headers: its executable sections are
-//! used as segments at their section addresses, as simpleperf does for modules.
+//! used as segments at their section addresses, as simpleperf does for modules. When several
+//! executable sections share one address (in a `.ko` they are all 0), they are laid out one
+//! after the other in section order, each at its alignment, as the kernel's module loader
+//! places them (its core text first: `.init` sections after the others), and their function
+//! symbols are moved with them.
 
 use std::path::{Path, PathBuf};
 
@@ -68,6 +72,8 @@ pub struct ElfImage {
     /// A relocatable file (kernel module).
     pub relocatable: bool,
     symbols: Vec<Symbol>,
+    /// `_text` and `_stext` (any symbol type): where a kernel image is relocated from.
+    anchors: Vec<(String, u64)>,
 }
 
 enum Data {
@@ -146,18 +152,19 @@ impl ElfImage {
             detail: e.to_string(),
         })?;
         let relocatable = elf.header.e_type == goblin::elf::header::ET_REL;
+        // A module's executable sections: (section index, address given).
+        let section_vaddr = if relocatable { module_layout(&elf) } else { Vec::new() };
         let mut segments: Vec<Segment> = if relocatable {
-            elf.section_headers
+            section_vaddr
                 .iter()
-                .filter(|s| {
-                    s.sh_type == section_header::SHT_PROGBITS
-                        && s.sh_flags & u64::from(section_header::SHF_EXECINSTR) != 0
-                })
-                .map(|s| Segment {
-                    vaddr: s.sh_addr,
-                    file_offset: s.sh_offset,
-                    file_size: s.sh_size,
-                    executable: true,
+                .filter_map(|&(i, vaddr)| {
+                    let s = elf.section_headers.get(i)?;
+                    Some(Segment {
+                        vaddr,
+                        file_offset: s.sh_offset,
+                        file_size: s.sh_size,
+                        executable: true,
+                    })
                 })
                 .collect()
         } else {
@@ -176,7 +183,16 @@ impl ElfImage {
         let len = bytes.len() as u64;
         segments.retain(|s| s.file_offset <= len);
         let build_id = build_id_of(&elf, bytes);
-        let symbols = symbols_of(&elf);
+        let symbols = symbols_of(&elf, relocatable.then_some(section_vaddr.as_slice()));
+        let anchors = elf
+            .syms
+            .iter()
+            .filter(|s| s.st_shndx != 0)
+            .filter_map(|s| {
+                let name = elf.strtab.get_at(s.st_name)?;
+                matches!(name, "_text" | "_stext").then(|| (name.to_string(), s.st_value))
+            })
+            .collect();
         let is_64 = elf.is_64;
         Ok(ElfImage {
             path: path.to_path_buf(),
@@ -185,6 +201,7 @@ impl ElfImage {
             is_64,
             relocatable,
             symbols,
+            anchors,
             data,
         })
     }
@@ -236,6 +253,41 @@ impl ElfImage {
         }
     }
 
+    /// The file offset of virtual address `vaddr`, through the segment whose file bytes hold
+    /// it, with the bytes left in that segment.
+    pub fn vaddr_to_offset(&self, vaddr: u64) -> Option<(u64, u64)> {
+        self.segments.iter().find_map(|s| {
+            let d = vaddr.checked_sub(s.vaddr)?;
+            (d < s.file_size).then(|| (s.file_offset + d, s.file_size - d))
+        })
+    }
+
+    /// Copies the bytes at virtual address `vaddr` (not past the end of their segment's file
+    /// bytes) into `buf`; returns how many there were.
+    pub fn read_vaddr(&self, vaddr: u64, buf: &mut [u8]) -> usize {
+        let Some((off, left)) = self.vaddr_to_offset(vaddr) else {
+            return 0;
+        };
+        let n = usize::try_from(left).map_or(buf.len(), |l| l.min(buf.len()));
+        self.read_at(off, &mut buf[..n])
+    }
+
+    /// The lowest address of an executable segment (a module's first text section).
+    pub fn first_exec_vaddr(&self) -> u64 {
+        self.segments
+            .iter()
+            .filter(|s| s.executable)
+            .map(|s| s.vaddr)
+            .min()
+            .unwrap_or(0)
+    }
+
+    /// The value of the symbol `_text` or `_stext` (whatever its type): a kernel image's
+    /// reference for its relocation (KASLR).
+    pub fn anchor(&self, name: &str) -> Option<u64> {
+        self.anchors.iter().find(|(n, _)| n == name).map(|&(_, v)| v)
+    }
+
     /// The function symbol holding `vaddr`, with the offset into it.
     pub fn symbol_at(&self, vaddr: u64) -> Option<(&Symbol, u64)> {
         let i = self.symbols.partition_point(|s| s.start <= vaddr);
@@ -249,25 +301,73 @@ impl ElfImage {
     }
 }
 
+/// A module's executable sections (index, address): at their own addresses, or laid out in
+/// section order (core text first, then `.init` text) at their alignments when several share
+/// an address.
+fn module_layout(elf: &Elf) -> Vec<(usize, u64)> {
+    let exec: Vec<(usize, &section_header::SectionHeader)> = elf
+        .section_headers
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| {
+            s.sh_type == section_header::SHT_PROGBITS && s.sh_flags & u64::from(section_header::SHF_EXECINSTR) != 0
+        })
+        .collect();
+    let mut addrs: Vec<u64> = exec.iter().map(|(_, s)| s.sh_addr).collect();
+    addrs.sort_unstable();
+    addrs.dedup();
+    if addrs.len() == exec.len() {
+        return exec.iter().map(|&(i, s)| (i, s.sh_addr)).collect();
+    }
+    let is_init = |s: &section_header::SectionHeader| {
+        elf.shdr_strtab
+            .get_at(s.sh_name)
+            .is_some_and(|n| n.starts_with(".init"))
+    };
+    let mut out = Vec::with_capacity(exec.len());
+    let mut at = 0u64;
+    for init in [false, true] {
+        for &(i, s) in exec.iter().filter(|(_, s)| is_init(s) == init) {
+            let align = s.sh_addralign.max(1);
+            at = at.checked_next_multiple_of(align).unwrap_or(at);
+            out.push((i, at));
+            at = at.saturating_add(s.sh_size);
+        }
+    }
+    out
+}
+
 /// Function symbols from `.symtab` and `.dynsym`, sorted, one per address; a symbol without
-/// a size runs to the next one (as perf does).
-fn symbols_of(elf: &Elf) -> Vec<Symbol> {
+/// a size runs to the next one (as perf does). In a module (`sections` given), a symbol's
+/// value is an offset in its section, which must be one of the executable ones.
+fn symbols_of(elf: &Elf, sections: Option<&[(usize, u64)]>) -> Vec<Symbol> {
     let mut out = Vec::new();
     let mut add = |syms: &goblin::elf::Symtab, strtab: &goblin::strtab::Strtab| {
         for s in syms.iter() {
             let t = s.st_type();
-            if (t != sym::STT_FUNC && t != sym::STT_GNU_IFUNC) || s.st_shndx == 0 || s.st_value == 0 {
+            if (t != sym::STT_FUNC && t != sym::STT_GNU_IFUNC)
+                || s.st_shndx == 0
+                || (s.st_value == 0 && sections.is_none())
+            {
                 continue;
             }
             let Some(name) = strtab.get_at(s.st_name) else {
                 continue;
             };
+            let base = match sections {
+                Some(list) => match list.iter().find(|&&(i, _)| i == s.st_shndx) {
+                    Some(&(_, a)) => a,
+                    None => continue,
+                },
+                None => 0,
+            };
             // A32/T32: bit 0 marks Thumb code, not part of the address.
-            let start = if elf.header.e_machine == goblin::elf::header::EM_ARM {
+            let value = if elf.header.e_machine == goblin::elf::header::EM_ARM {
                 s.st_value & !1
             } else {
                 s.st_value
             };
+            let start = value.wrapping_add(base);
             out.push(Symbol {
                 start,
                 end: start.saturating_add(s.st_size),

@@ -16,7 +16,8 @@ use coresight_decode::errcode::ErrCode;
 use coresight_decode::interfaces::TargetMemAccess;
 use coresight_decode::memory::MemSpace;
 
-use crate::binaries::{Binaries, Binary, SymbolSearch};
+use crate::binaries::{Binaries, Binary, KERNEL_PREFIX, SymbolSearch};
+use crate::elf::ElfImage;
 use crate::recording::{MapEvent, Recording, ThreadEventKind};
 
 /// One executable mapping of a process.
@@ -149,10 +150,15 @@ impl Model {
             .map(String::as_str)
     }
 
-    /// The map of process `pid` holding `addr` as it was at file position `at`: the latest map
-    /// recorded before `at` that holds it, else the first recorded after; then the parent's
-    /// (forked processes share their parent's maps), then the kernel's.
+    /// The map of process `pid` holding `addr` as it was at file position `at`: a kernel map
+    /// (pid -1, or the kernel's image) holding it, whatever the process; else the latest map
+    /// of the process recorded before `at` that holds it, else the first recorded after; then
+    /// the parent's (forked processes share their parent's maps); then, for a kernel address,
+    /// the last kernel map starting below it.
     pub fn find_map(&self, pid: i32, addr: u64, at: u64) -> Option<usize> {
+        if let Some(i) = self.pick(&self.kernel, addr, at) {
+            return Some(i);
+        }
         let mut p = pid;
         for _ in 0..8 {
             if let Some(list) = self.by_pid.get(&p)
@@ -165,18 +171,18 @@ impl Model {
                 _ => break,
             }
         }
-        if self.kernel.is_empty() {
+        // A kernel map recorded with an end short of the code (simpleperf does not know
+        // the kernel's end): the last kernel map starting below a kernel address.
+        if !is_kernel_addr(addr) {
             return None;
         }
-        self.pick(&self.kernel, addr, at).or_else(|| {
-            // A kernel map recorded with an end short of the code (simpleperf does not know
-            // the kernel's end): the last kernel map starting below a kernel address.
-            if !is_kernel_addr(addr) {
-                return None;
-            }
-            let k = self.kernel.partition_point(|&i| self.maps[i].start <= addr);
-            k.checked_sub(1).map(|j| self.kernel[j])
-        })
+        let k = self.kernel.partition_point(|&i| self.maps[i].start <= addr);
+        k.checked_sub(1).map(|j| self.kernel[j])
+    }
+
+    /// Whether map `i` is in the kernel's address space (pid -1, or the kernel's image).
+    pub fn is_kernel_map(&self, i: usize) -> bool {
+        self.kernel.contains(&i)
     }
 
     fn pick(&self, list: &[usize], addr: u64, at: u64) -> Option<usize> {
@@ -209,8 +215,109 @@ impl Model {
     /// `GetVaddrInFile` gives it (needs the binary's file; `None` without it).
     pub fn vaddr_in_file(&self, map: usize, addr: u64) -> Option<u64> {
         let m = self.maps.get(map)?;
-        let img = self.binaries.get(m.binary)?.image(&self.search)?;
-        Some(img.offset_to_vaddr(m.file_offset(addr)))
+        let bin = self.binaries.get(m.binary)?;
+        let img = bin.image(&self.search)?;
+        Some(vaddr_of(m, bin, img, addr))
+    }
+
+    /// Copies the code at `addr` of map `map` into `buf` (not past the map's end); returns
+    /// how many bytes there were, counting a read that found none as missing for the binary.
+    pub fn read(&self, map: usize, addr: u64, buf: &mut [u8]) -> usize {
+        let Some(m) = self.maps.get(map) else { return 0 };
+        let Some(bin) = self.binaries.get(m.binary) else {
+            return 0;
+        };
+        let room = m.end.saturating_sub(addr).min(buf.len() as u64) as usize;
+        let n = match bin.image(&self.search) {
+            Some(img) => read_code(m, bin, img, addr, &mut buf[..room]),
+            None => 0,
+        };
+        if n == 0 && room > 0 {
+            bin.count_missing();
+        }
+        n
+    }
+
+    /// Like [`Model::read`], from images already loaded only, counting nothing (for the
+    /// writers of results, after the decode).
+    pub fn read_loaded(&self, map: usize, addr: u64, buf: &mut [u8]) -> usize {
+        let Some(m) = self.maps.get(map) else { return 0 };
+        let Some(bin) = self.binaries.get(m.binary) else {
+            return 0;
+        };
+        let room = m.end.saturating_sub(addr).min(buf.len() as u64) as usize;
+        bin.loaded()
+            .map_or(0, |img| read_code(m, bin, img, addr, &mut buf[..room]))
+    }
+
+    /// The function symbol at `addr` in process `pid` (as at file position `at`), with the
+    /// offset into it, and the name of the binary (perf's dso): from the binary's symbols,
+    /// else, for a kernel address or map, from `--kallsyms`.
+    pub fn symbolize(&self, pid: i32, addr: u64, at: u64) -> (Option<(&str, u64)>, Option<&str>) {
+        let map = if pid >= 0 || is_kernel_addr(addr) {
+            self.find_map(pid, addr, at)
+        } else {
+            self.pick(&self.kernel, addr, at)
+        };
+        let bin = map.and_then(|i| self.binary(self.maps[i].binary));
+        let sym = map.zip(bin).and_then(|(i, b)| {
+            let img = b.image(&self.search)?;
+            img.symbol_at(vaddr_of(&self.maps[i], b, img, addr))
+                .map(|(s, off)| (s.name.as_str(), off))
+        });
+        if sym.is_some() {
+            return (sym, bin.map(Binary::dso_name));
+        }
+        let kernel_space = map.map_or(is_kernel_addr(addr), |i| self.is_kernel_map(i));
+        if kernel_space
+            && let Some(k) = &self.search.kallsyms
+            && let Some((s, off)) = k.lookup(addr)
+        {
+            let dso = match (&s.module, bin) {
+                (Some(m), _) => Some(m.as_str()),
+                (None, Some(b)) => Some(b.dso_name()),
+                (None, None) => Some(KERNEL_PREFIX),
+            };
+            return (Some((s.name.as_str(), off)), dso);
+        }
+        (None, bin.map(Binary::dso_name))
+    }
+}
+
+/// The KASLR offset of a kernel map: its page offset is the runtime address of the symbol its
+/// name gives (`[kernel.kallsyms]_text`), which the image has at its link address.
+fn kernel_slide(m: &Map, bin: &Binary, img: &ElfImage) -> u64 {
+    match bin.kernel_anchor().and_then(|a| img.anchor(a)) {
+        Some(link) if m.pgoff != 0 => m.pgoff.wrapping_sub(link),
+        _ => 0,
+    }
+}
+
+/// Whether `addr` of map `m` is found by virtual address (a kernel image, a module) rather
+/// than by file offset.
+fn by_vaddr(bin: &Binary, img: &ElfImage) -> bool {
+    img.relocatable || bin.is_kernel()
+}
+
+/// The virtual address in the file of `addr` of map `m`: a kernel image's less the KASLR
+/// offset; a module's from its first text section; else through the file offset.
+fn vaddr_of(m: &Map, bin: &Binary, img: &ElfImage, addr: u64) -> u64 {
+    if img.relocatable {
+        addr.wrapping_sub(m.start)
+            .wrapping_add(m.pgoff)
+            .wrapping_add(img.first_exec_vaddr())
+    } else if bin.is_kernel() {
+        addr.wrapping_sub(kernel_slide(m, bin, img))
+    } else {
+        img.offset_to_vaddr(m.file_offset(addr))
+    }
+}
+
+fn read_code(m: &Map, bin: &Binary, img: &ElfImage, addr: u64, buf: &mut [u8]) -> usize {
+    if by_vaddr(bin, img) {
+        img.read_vaddr(vaddr_of(m, bin, img, addr), buf)
+    } else {
+        img.read_at(m.file_offset(addr), buf)
     }
 }
 
@@ -371,21 +478,7 @@ impl TargetMemAccess for RecordingMemory {
         if let Some(slot) = self.last.get_mut(s) {
             *slot = Some((pid, at, i));
         }
-        let m = &model.maps[i];
-        // Not past the end of the map.
-        let room = m.end.saturating_sub(address).min(buf.len() as u64) as usize;
-        let Some(bin) = model.binary(m.binary) else {
-            return Ok(0);
-        };
-        let Some(img) = bin.image(&model.search) else {
-            bin.count_missing();
-            return Ok(0);
-        };
-        let n = img.read_at(m.file_offset(address), &mut buf[..room]);
-        if n == 0 {
-            bin.count_missing();
-        }
-        Ok(n)
+        Ok(model.read(i, address, buf))
     }
 
     fn generation(&self, trace_id: u8) -> u64 {

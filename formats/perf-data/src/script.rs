@@ -557,13 +557,7 @@ impl<'m, W: Write> ScriptWriter<'m, W> {
         let map = self.model.find_map(self.chans[k].pid, a, p.position);
         for _ in 0..n {
             let mut hw = [0u8; 2];
-            let got = map
-                .and_then(|m| {
-                    let m = &self.model.maps[m];
-                    let img = self.model.binary(m.binary)?.loaded()?;
-                    Some(img.read_at(m.file_offset(a), &mut hw))
-                })
-                .unwrap_or(0);
+            let got = map.map_or(0, |m| self.model.read_loaded(m, a, &mut hw));
             let wide = got == 2 && coresight_decode::instr::is_wide_thumb(u16::from_le_bytes(hw));
             a = a.wrapping_add(if wide { 4 } else { 2 });
         }
@@ -647,22 +641,13 @@ impl<'m, W: Write> ScriptWriter<'m, W> {
     /// ` sym+0xoff (dso)` of `addr` in the process `pid`.
     fn symbolise(&mut self, pid: i32, addr: u64, position: u64) {
         let f = self.fields;
-        let model = self.model;
-        let map = (pid >= 0 || addr >> 63 == 1)
-            .then(|| model.find_map(pid, addr, position))
-            .flatten()
-            .map(|i| &model.maps[i]);
-        let bin = map.and_then(|m| model.binary(m.binary));
+        let (sym, dso) = self.model.symbolize(pid, addr, position);
         let l = &mut self.line;
         if f.sym {
             l.push(' ');
-            let sym = map.zip(bin).and_then(|(m, b)| {
-                let img = b.image(&model.search)?;
-                img.symbol_at(img.offset_to_vaddr(m.file_offset(addr)))
-            });
             match sym {
-                Some((s, off)) => {
-                    l.push_str(&s.name);
+                Some((name, off)) => {
+                    l.push_str(name);
                     if f.symoff {
                         let _ = write!(l, "+{off:#x}");
                     }
@@ -671,7 +656,7 @@ impl<'m, W: Write> ScriptWriter<'m, W> {
             }
         }
         if f.dso {
-            let _ = write!(l, " ({})", bin.map_or("[unknown]", |b| b.path.as_str()));
+            let _ = write!(l, " ({})", dso.unwrap_or("[unknown]"));
         }
     }
 
