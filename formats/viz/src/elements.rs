@@ -152,14 +152,12 @@ impl ElementStacks {
             self.profile.advance(src, 0, e.cycle_count as u64);
         }
         match e.elem_type {
-            ElemType::PeContext => {
-                if self.contexts_from_elements {
-                    let c = &e.context;
-                    let key = context_key(c);
-                    let profile = &mut self.profile;
-                    let sname = profile.source_name(src).to_string();
-                    profile.switch_context(src, key, || context_name(&sname, c));
-                }
+            ElemType::PeContext if self.contexts_from_elements => {
+                let c = &e.context;
+                let key = context_key(c);
+                let profile = &mut self.profile;
+                let sname = profile.source_name(src).to_string();
+                profile.switch_context(src, key, || context_name(&sname, c));
             }
             ElemType::InstrRange => self.range(i, e),
             ElemType::IRangeNoPath => {
@@ -182,10 +180,8 @@ impl ElementStacks {
                     self.states[i].pending = Pending::Exception { ret };
                 }
             }
-            ElemType::ExceptionRet => {
-                if self.states[i].synced {
-                    self.states[i].pending = Pending::ExceptionReturn;
-                }
+            ElemType::ExceptionRet if self.states[i].synced => {
+                self.states[i].pending = Pending::ExceptionReturn;
             }
             ElemType::Timestamp => {
                 self.counts.timestamps += 1;
@@ -209,10 +205,8 @@ impl ElementStacks {
                 };
                 self.gap(i, offset, what)
             }
-            ElemType::AddrNacc => {
-                if self.states[i].synced {
-                    self.gap(i, offset, "memory image missing at the traced address: path lost");
-                }
+            ElemType::AddrNacc if self.states[i].synced => {
+                self.gap(i, offset, "memory image missing at the traced address: path lost");
             }
             ElemType::EoTrace => {
                 // The end of a buffer: what follows (another session) starts anew.

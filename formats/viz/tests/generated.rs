@@ -31,8 +31,7 @@ impl TrcGenElemIn for Collect {
 fn elements(g: &Generated) -> Vec<(TrcIndex, u8, TraceElement)> {
     let got = shared(Vec::new());
     coresight_generator::check::decode_with(g, Box::new(Collect(got.clone()))).unwrap();
-    let v = got.borrow().clone();
-    v
+    got.borrow().clone()
 }
 
 /// The 32-bit word at `addr` in the snapshot's memory dumps.
