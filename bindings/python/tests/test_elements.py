@@ -1,0 +1,206 @@
+"""Elements from Python equal the Rust decoder's (trc_decode --format json), element for element."""
+
+import json
+import subprocess
+import threading
+import time
+
+import pytest
+
+import coresight_decode as csd
+from conftest import snapshot_dirs
+
+
+def unhex(v):
+    """trc_decode writes 64-bit values as hex strings; Python gives integers."""
+    if isinstance(v, str) and v.startswith("0x"):
+        return int(v, 16)
+    if isinstance(v, dict):
+        return {k: unhex(x) for k, x in v.items()}
+    return v
+
+
+def reference(tools, snapshot):
+    out = subprocess.run([tools["trc_decode"], str(snapshot), "--format", "json"],
+                         check=True, stdout=subprocess.PIPE, text=True).stdout
+    return [unhex(json.loads(line)) for line in out.splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("snapshot", snapshot_dirs(), ids=lambda p: p.name)
+def test_elements_equal_trc_decode_json(tools, snapshot):
+    ref = reference(tools, snapshot)
+    got = [e.to_dict() for e in csd.open(snapshot)]
+    assert len(ref) > 0
+    assert got == ref
+
+
+@pytest.mark.parametrize("snapshot", snapshot_dirs(), ids=lambda p: p.name)
+def test_counts_and_arrow_rows_equal_elements(snapshot):
+    t = csd.open(snapshot)
+    elements = list(t)
+    by_kind = {}
+    for e in elements:
+        by_kind[e.kind] = by_kind.get(e.kind, 0) + 1
+    assert t.count() == by_kind
+    rows = {}
+    for kind, batch in t.batches(batch_size=7):
+        assert 0 < batch.num_rows <= 7
+        assert batch.schema == csd.schema(kind)
+        rows[kind] = rows.get(kind, 0) + batch.num_rows
+    assert sum(rows.values()) == len(elements)
+    for kind in ("instr_range", "pe_context", "exception", "timestamp"):
+        assert rows.get(kind, 0) == by_kind.get(kind, 0)
+
+
+@pytest.mark.parametrize("snapshot", snapshot_dirs(), ids=lambda p: p.name)
+def test_instr_range_batches_equal_elements(snapshot):
+    t = csd.open(snapshot)
+    ranges = [e for e in t if e.kind == "instr_range"]
+    table = t.to_arrow("instr_range", batch_size=16)
+    assert table.num_rows == len(ranges)
+    cols = table.to_pydict()
+    assert cols["index"] == [e.index for e in ranges]
+    assert cols["trace_id"] == [e.trace_id for e in ranges]
+    assert cols["start"] == [e.start for e in ranges]
+    assert cols["end"] == [e.end for e in ranges]
+    assert cols["num_instr"] == [e.num_instr for e in ranges]
+    assert cols["isa"] == [e.isa for e in ranges]
+    assert cols["last_type"] == [e.last["kind"] for e in ranges]
+    assert cols["cycle_count"] == [e.fields.get("cycle_count") for e in ranges]
+    assert cols["taken"] == [e.last["executed"] and e.last["kind"] != "other" for e in ranges]
+
+
+def test_context_and_timestamp_columns(generated):
+    snap = generated("etmv4", 3, "--opt", "ts", "--opt", "ctxt")
+    t = csd.open(snap)
+    ctx, ts, expect = {}, {}, []
+    for e in t:
+        if e.kind == "pe_context":
+            ctx[e.trace_id] = e.fields.get("context_id")
+        elif e.kind == "timestamp":
+            ts[e.trace_id] = e.timestamp
+        elif e.kind == "instr_range":
+            expect.append((ctx.get(e.trace_id), ts.get(e.trace_id)))
+    cols = t.to_arrow("instr_range").to_pydict()
+    assert list(zip(cols["context_id"], cols["timestamp"])) == expect
+    assert any(c is not None for c, _ in expect)
+
+
+def test_pandas_and_other_kinds():
+    t = csd.open(csd_snapshot("stm-messages"))
+    df = t.to_pandas("other")
+    kinds = set(df["kind"])
+    assert "swtrace" in kinds
+    assert all(isinstance(x, str) and x for x in df["text"])
+
+
+def csd_snapshot(name):
+    from conftest import SNAPSHOTS
+    return SNAPSHOTS / name
+
+
+def test_element_attributes():
+    e = next(e for e in csd.open(csd_snapshot("etmv4-a64")) if e.kind == "instr_range")
+    assert e.end > e.start and e.num_instr > 0
+    assert e.fields["start"] == e.start
+    assert "INSTR_RANGE" in e.text
+    with pytest.raises(AttributeError, match="instr_range element has no field 'number'"):
+        e.number
+
+
+def test_open_errors_have_the_library_message(tmp_path):
+    with pytest.raises(csd.OpenError, match="snapshot.ini"):
+        csd.open(tmp_path / "missing")
+    with pytest.raises(csd.OpenError, match="no trace buffer named 'NOPE'"):
+        csd.open_snapshot(csd_snapshot("etmv4-a64"), buffer="NOPE")
+    bad = tmp_path / "bad.data"
+    bad.write_bytes(b"PERFILE2" + b"\0" * 40)
+    with pytest.raises(csd.OpenError, match="bad.data"):
+        csd.open(bad)
+    assert issubclass(csd.OpenError, csd.CoreSightError)
+    assert issubclass(csd.DecodeError, csd.CoreSightError)
+    with pytest.raises(ValueError, match="no element kind 'bogus'"):
+        list(csd.open(csd_snapshot("etmv4-a64")).batches(["bogus"]))
+
+
+ETM = {
+    "protocol": "ETMV4I",
+    "core": "Cortex-A53",
+    "registers": {
+        "TRCCONFIGR": 0x1, "TRCTRACEIDR": 0x10, "TRCIDR0": 0x280006E1, "TRCIDR1": 0x4100F421,
+        "TRCIDR2": 0x00000488, "TRCIDR8": 0, "TRCIDR9": 0, "TRCIDR10": 0, "TRCIDR11": 0,
+        "TRCIDR12": 0, "TRCIDR13": 0,
+    },
+}
+
+
+def test_raw_buffer_with_configuration():
+    t = csd.from_bytes(b"", [ETM], formatted=False, memory=[(0x8000_0000, bytes([0x1F, 0x20, 0x03, 0xD5]))])
+    kinds = [e.kind for e in t]
+    assert kinds == ["eo_trace"]
+    with pytest.raises(csd.OpenError, match="unknown core type"):
+        csd.from_bytes(b"", [dict(ETM, core="NotACore")])
+    with pytest.raises(csd.OpenError):
+        csd.from_bytes(b"", [dict(ETM, protocol="NOSUCH")])
+
+
+def test_raw_buffer_equals_snapshot(generated):
+    """The generated snapshot's trace and memory, given as bytes and registers."""
+    import configparser
+
+    snap = generated("etmv4", 5, "--unformatted")
+    ini = configparser.ConfigParser()
+    ini.optionxform = str
+    ini.read(snap / "etm_0.ini")
+    regs = {k.split("(")[0]: int(v, 0) for k, v in ini["regs"].items()}
+    core = configparser.ConfigParser()
+    core.read(snap / "cpu_0.ini")
+    mem = []
+    for sec in core.sections():
+        if sec.lower().startswith("dump"):
+            s = core[sec]
+            mem.append((int(s["address"], 0), (snap / s["file"]).read_bytes()))
+    core_type = core["device"]["type"]
+    data = (snap / "trace.bin").read_bytes()
+    t = csd.from_bytes(data, [{"protocol": "ETMV4I", "registers": regs, "core": core_type}],
+                       formatted=False, memory=mem)
+    assert [e.to_dict() for e in t] == [e.to_dict() for e in csd.open(snap)]
+
+
+def test_perf_data(generated):
+    rec = generated("etmv4", 2, perf=True)
+    t = csd.open(rec, symdirs=[rec.parent])
+    els = list(t)
+    ranges = [e for e in els if e.kind == "instr_range"]
+    assert ranges and all(e.cpu == 0 for e in ranges)
+    assert t.count() == {k: sum(1 for e in els if e.kind == k) for k in {e.kind for e in els}}
+    cols = t.to_arrow("instr_range").to_pydict()
+    assert cols["start"] == [e.start for e in ranges]
+    assert set(cols["cpu"]) == {0}
+
+
+def test_decoding_releases_the_gil(generated):
+    """A Python thread keeps running while the decode runs."""
+    rec = generated("etmv4", 9, "--size", "8M", perf=True)
+    t = csd.open(rec, symdirs=[rec.parent])
+    ticks = [0]
+    stop = threading.Event()
+
+    def spin():
+        while not stop.is_set():
+            ticks[0] += 1
+
+    th = threading.Thread(target=spin)
+    th.start()
+    time.sleep(0.05)
+    before = ticks[0]
+    start = time.perf_counter()
+    n = sum(t.count().values())
+    elapsed = time.perf_counter() - start
+    during = ticks[0] - before
+    stop.set()
+    th.join()
+    assert n > 100_000
+    assert elapsed > 0.05
+    # With the GIL held for the whole call the thread would not have run at all.
+    assert during > 1000, (during, elapsed)
