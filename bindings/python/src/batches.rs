@@ -221,7 +221,11 @@ struct Table {
 impl Table {
     fn new(kind: Kind, capacity: usize) -> Table {
         let schema = kind.schema();
-        let cols = schema.fields().iter().map(|f| Col::new(f.data_type(), capacity)).collect();
+        let cols = schema
+            .fields()
+            .iter()
+            .map(|f| Col::new(f.data_type(), capacity))
+            .collect();
         Table {
             schema,
             cols,

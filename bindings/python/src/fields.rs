@@ -258,7 +258,11 @@ pub fn fields(e: &Element) -> Vec<(&'static str, Val)> {
         Element::DataAccess(d) => {
             f.push((
                 "kind",
-                Val::S(if d.kind == DataAccessKind::Load { "load" } else { "store" }),
+                Val::S(if d.kind == DataAccessKind::Load {
+                    "load"
+                } else {
+                    "store"
+                }),
             ));
             if let Some(a) = d.addr {
                 f.push(("addr", Val::U(a)));

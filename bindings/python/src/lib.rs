@@ -104,7 +104,11 @@ impl Trace {
     #[staticmethod]
     #[pyo3(signature = (path, buffer=None))]
     fn snapshot(py: Python<'_>, path: PathBuf, buffer: Option<String>) -> PyResult<Trace> {
-        let description = format!("snapshot {}{}", path.display(), buffer.as_deref().map(|b| format!(" buffer {b}")).unwrap_or_default());
+        let description = format!(
+            "snapshot {}{}",
+            path.display(),
+            buffer.as_deref().map(|b| format!(" buffer {b}")).unwrap_or_default()
+        );
         Trace::opened(py, Spec::Snapshot { dir: path, buffer }, description)
     }
 
@@ -136,7 +140,8 @@ impl Trace {
     ) -> PyResult<Trace> {
         let mut srcs = Vec::new();
         for (n, d) in sources.iter().enumerate() {
-            let protocol = dict_str(d, "protocol")?.ok_or_else(|| PyValueError::new_err("a source needs a 'protocol'"))?;
+            let protocol =
+                dict_str(d, "protocol")?.ok_or_else(|| PyValueError::new_err("a source needs a 'protocol'"))?;
             let name = dict_str(d, "name")?.unwrap_or_else(|| format!("source_{n}"));
             let core = dict_str(d, "core")?;
             let regs: Vec<(String, u64)> = match d.get_item("registers")? {
@@ -473,7 +478,10 @@ impl BatchIter {
         match next {
             Ok(Some((k, b))) => {
                 let batch = Bound::new(py, ArrowBatch { kind: k, batch: b })?;
-                Ok(Some(PyTuple::new(py, [k.name().into_bound_py_any(py)?, batch.into_any()])?))
+                Ok(Some(PyTuple::new(
+                    py,
+                    [k.name().into_bound_py_any(py)?, batch.into_any()],
+                )?))
             }
             Ok(None) => Ok(None),
             Err(e) => Err(DecodeError::new_err(e)),
@@ -528,7 +536,11 @@ impl ArrowBatch {
     }
 
     fn __repr__(&self) -> String {
-        format!("ArrowBatch(kind={}, num_rows={})", self.kind.name(), self.batch.num_rows())
+        format!(
+            "ArrowBatch(kind={}, num_rows={})",
+            self.kind.name(),
+            self.batch.num_rows()
+        )
     }
 }
 

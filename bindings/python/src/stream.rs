@@ -5,12 +5,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 
+use coresight_decode::Element;
 use coresight_decode::arch::ArchProfile;
 use coresight_decode::decoder::{CoreConfig, SourceConfig};
 use coresight_decode::deformatter::DeformatterConfig;
 use coresight_decode::pull::{DecoderBuilder, IntoElements, Trace};
 use coresight_decode::tree::SourceFormat;
-use coresight_decode::Element;
 use coresight_perf_data::binaries::SymbolSearch;
 use coresight_perf_data::decode::{DecodeOptions, Event, RecordingDecoder};
 use coresight_perf_data::memory::Model;
@@ -175,7 +175,11 @@ fn symbol_search(symdirs: &[PathBuf]) -> Result<SymbolSearch, String> {
 }
 
 /// Runs the decode of a recording, sending chunks of elements to `tx`.
-fn perf_decode(path: &std::path::Path, symdirs: &[PathBuf], tx: &SyncSender<Result<Vec<Item>, String>>) -> Result<(), String> {
+fn perf_decode(
+    path: &std::path::Path,
+    symdirs: &[PathBuf],
+    tx: &SyncSender<Result<Vec<Item>, String>>,
+) -> Result<(), String> {
     let f = MappedFile::open(path).map_err(|e| e.to_string())?;
     let rec = Recording::parse(f.bytes()).map_err(|e| perf_context(path, e))?;
     let model = Arc::new(Model::new(&rec, symbol_search(symdirs)?));
