@@ -1,10 +1,11 @@
 //! The machinery of coresight-decode's command-line programs, shared by
 //! them and their tests: the lister behind `trc_pkt_lister` and `trc_regress`
 //! ([`lister`]), option conventions ([`cli`]), decoded elements as
-//! JSON Lines ([`json`]).
+//! JSON Lines ([`json`]), lcov tracefiles from coverage ([`lcov`]).
 //!
 //! Not a stable API: it changes with the programs.
 
 pub mod cli;
 pub mod json;
+pub mod lcov;
 pub mod lister;

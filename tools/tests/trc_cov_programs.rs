@@ -8,9 +8,7 @@
 //! path (our object coverage must give the same, instruction by
 //! instruction).
 
-#[allow(dead_code)]
-#[path = "../src/bin/trc_cov/lcov.rs"]
-mod lcov;
+use coresight_tools::lcov;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -23,10 +23,10 @@ fn help_and_version() {
     let o = trc_perf().arg("--help").output().unwrap();
     assert!(o.status.success());
     let text = String::from_utf8_lossy(&o.stdout);
-    for cmd in ["info", "autofdo", "script", "decode", "dump"] {
+    for cmd in ["info", "autofdo", "script", "decode", "coverage", "dump"] {
         assert!(text.contains(cmd), "{text}");
     }
-    for cmd in ["info", "autofdo", "script", "decode", "dump"] {
+    for cmd in ["info", "autofdo", "script", "decode", "coverage", "dump"] {
         let o = trc_perf().args([cmd, "--help"]).output().unwrap();
         assert!(o.status.success(), "{cmd}");
     }
@@ -120,4 +120,185 @@ fn profile_script_decode_and_dump_of_a_generated_recording() {
     let dump = run(&["dump", "-i", d]);
     assert!(dump.contains("CoreSight ETM Trace data: size"), "{dump}");
     assert!(dump.contains("\tIdx:"), "{dump}");
+}
+
+/// A generated 1-CPU recording in a scratch folder: (folder, perf.data, symbol folder).
+fn one_cpu(seed: u64, name: &str) -> (coresight_generator::perf_data::PerfRecording, PathBuf, PathBuf) {
+    let dir = scratch(name);
+    let r = generate_perf_data(&PerfOptions {
+        seed,
+        length: 80,
+        elf_path: "/data/local/tmp/gen_prog".into(),
+        ..Default::default()
+    })
+    .unwrap();
+    let syms = dir.join("syms");
+    std::fs::create_dir_all(&syms).unwrap();
+    std::fs::write(syms.join("gen_prog"), &r.elf.bytes).unwrap();
+    let data = dir.join("perf.data");
+    std::fs::write(&data, &r.perf_data).unwrap();
+    (r, data, syms)
+}
+
+/// The instructions of the truth of every buffer: (address, executed).
+fn truth_instructions(r: &coresight_generator::perf_data::PerfRecording) -> Vec<(u64, bool)> {
+    use coresight_generator::Truth;
+    let mut out = Vec::new();
+    for b in &r.buffers {
+        for t in r.buffer_truth(b, r.cpus[0].cpu) {
+            if let Truth::Range { start, count, exec, .. } = t {
+                for i in 0..u64::from(count) {
+                    out.push((start + 4 * i, exec || i + 1 < u64::from(count)));
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn tarmac_of_a_recording_is_the_truth_with_the_binary_s_opcodes() {
+    let (r, data, syms) = one_cpu(21, "tarmac");
+    let o = trc_perf()
+        .args(["decode", "--format", "tarmac", "--no-recorded-paths", "--symdir"])
+        .arg(&syms)
+        .arg("-i")
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8(o.stdout).unwrap();
+    let e = &r.elf;
+    let opcode = |a: u64| {
+        let at = (e.text_offset + a - e.text_addr) as usize;
+        u32::from_le_bytes(e.bytes[at..at + 4].try_into().unwrap())
+    };
+    let want: Vec<String> = truth_instructions(&r)
+        .iter()
+        .enumerate()
+        .map(|(n, &(a, exec))| {
+            format!(
+                "{} ({}) {a:08x} {:08x} O EL0t_n : ",
+                if exec { "IT" } else { "IS" },
+                n + 1,
+                opcode(a)
+            )
+        })
+        .collect();
+    assert!(want.len() > 50);
+    // Each line: TIME tic, then what the truth gives.
+    let got: Vec<String> = text
+        .lines()
+        .map(|l| {
+            let (time, rest) = l.split_once(" tic ").unwrap_or_else(|| panic!("{l}"));
+            assert!(time.parse::<u64>().is_ok(), "{l}");
+            rest.to_string()
+        })
+        .collect();
+    assert_eq!(got, want);
+
+    // The element listing and JSON have one line per element.
+    let run = |fmt: &str| {
+        let o = trc_perf()
+            .args(["decode", "--no-recorded-paths", "--format", fmt, "--symdir"])
+            .arg(&syms)
+            .arg("-i")
+            .arg(&data)
+            .output()
+            .unwrap();
+        assert!(o.status.success());
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let listing = run("text");
+    let json = run("json");
+    assert_eq!(listing.lines().count(), json.lines().count());
+    assert!(
+        listing.starts_with("Idx:0; ID:10; OCSD_GEN_TRC_ELEM_NO_SYNC("),
+        "{listing}"
+    );
+    let ranges = listing
+        .lines()
+        .filter(|l| l.contains("OCSD_GEN_TRC_ELEM_INSTR_RANGE("))
+        .count();
+    assert_eq!(ranges, json.matches("\"type\":\"instr_range\"").count());
+}
+
+#[test]
+fn coverage_of_a_recording_covers_exactly_the_truth() {
+    use coresight_gnatcov::coverage::{CodeImage, Coverage, Execution, InsnState};
+    let (r, data, syms) = one_cpu(22, "coverage");
+    let out = data.parent().unwrap().join("cov");
+    let o = trc_perf()
+        .args(["coverage", "--no-recorded-paths", "--symdir"])
+        .arg(&syms)
+        .arg("-i")
+        .arg(&data)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let err = String::from_utf8_lossy(&o.stderr);
+    // The generated ELF has no DWARF: a gnatcov trace, and no lcov tracefile.
+    assert!(err.contains("gen_prog.trace ("), "{err}");
+    assert!(err.contains("no lcov tracefile: no DWARF line table"), "{err}");
+    assert!(!out.join("gen_prog.info").exists());
+    let t = coresight_gnatcov::format::read_file(out.join("gen_prog.trace")).unwrap();
+    let img = CodeImage::from_elf(&r.elf.bytes).unwrap();
+    let entries: Vec<_> = t.entries().copied().collect();
+    let x = Execution::from_entries(&img, &entries);
+    let cov = Coverage::compute(&img, &x);
+    let mut covered: Vec<u64> = cov
+        .routines
+        .iter()
+        .flat_map(|rc| rc.insns.iter())
+        .filter(|i| i.state != InsnState::NotCovered)
+        .map(|i| i.insn.addr)
+        .collect();
+    covered.sort_unstable();
+    let all: std::collections::HashSet<u64> = cov
+        .routines
+        .iter()
+        .flat_map(|rc| rc.insns.iter().map(|i| i.insn.addr))
+        .collect();
+    let mut want: Vec<u64> = truth_instructions(&r).iter().map(|x| x.0).collect();
+    want.sort_unstable();
+    want.dedup();
+    assert!(want.iter().all(|a| all.contains(a)), "truth outside the routines");
+    assert_eq!(covered, want);
+}
+
+#[test]
+fn kallsyms_that_hide_addresses_are_refused() {
+    let (_, data, _) = one_cpu(23, "kallsyms");
+    let k = data.parent().unwrap().join("kallsyms");
+    std::fs::write(&k, "0000000000000000 T _text\n").unwrap();
+    let o = trc_perf()
+        .arg("script")
+        .arg("-i")
+        .arg(&data)
+        .arg("--kallsyms")
+        .arg(&k)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        format!(
+            "trc_perf: --kallsyms {}: 1 text symbols, all at address 0 (the kernel hid them: read it as root, or with kptr_restrict 0)\n",
+            k.display()
+        )
+    );
+    let o = trc_perf()
+        .arg("script")
+        .arg("-i")
+        .arg(&data)
+        .args(["--vmlinux", "/no/such/vmlinux"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        "trc_perf: --vmlinux /no/such/vmlinux: not a file\n"
+    );
 }

@@ -485,3 +485,48 @@ impl TargetMemAccess for RecordingMemory {
         self.stream_of.get(trace_id).map_or(0, |s| self.streams.generation(s))
     }
 }
+
+/// The code of one process as the recording's maps give it, for what writes results after
+/// the decode (a Tarmac writer's opcodes): the process and the file position (of the buffer)
+/// are set before each element with [`ProcessMemory::set`], on any clone. Reads only images
+/// the decode loaded, and counts no missing code.
+#[derive(Debug, Clone)]
+pub struct ProcessMemory {
+    model: Arc<Model>,
+    pid: Arc<AtomicI32>,
+    position: Arc<AtomicU64>,
+}
+
+impl ProcessMemory {
+    /// Memory of no process yet (kernel maps only).
+    pub fn new(model: Arc<Model>) -> Self {
+        ProcessMemory {
+            model,
+            pid: Arc::new(AtomicI32::new(-1)),
+            position: Arc::new(AtomicU64::new(u64::MAX)),
+        }
+    }
+
+    /// The process whose memory is read next, as at file position `position`.
+    pub fn set(&self, pid: i32, position: u64) {
+        self.pid.store(pid, Ordering::Relaxed);
+        self.position.store(position, Ordering::Relaxed);
+    }
+}
+
+impl TargetMemAccess for ProcessMemory {
+    fn read_target_memory(
+        &mut self,
+        address: u64,
+        _trace_id: u8,
+        _mem_space: MemSpace,
+        buf: &mut [u8],
+    ) -> Result<usize, ErrCode> {
+        let pid = self.pid.load(Ordering::Relaxed);
+        let at = self.position.load(Ordering::Relaxed);
+        Ok(self
+            .model
+            .find_map(pid, address, at)
+            .map_or(0, |i| self.model.read_loaded(i, address, buf)))
+    }
+}

@@ -4,9 +4,12 @@
 //! trc_perf info     [-i perf.data]
 //! trc_perf autofdo  -i FILE[,FILE…] [-i @LIST] [--symdir DIR]… [--binary REGEX] [-o FILE]
 //! trc_perf script   [-i perf.data] [--itrace ib] [-F FIELDS] [--symdir DIR]…
-//! trc_perf decode   [-i perf.data] [--symdir DIR]…   (JSON Lines of elements)
+//! trc_perf decode   [-i perf.data] [--symdir DIR]… [--format json|text|tarmac]
+//! trc_perf coverage [-i perf.data] [--symdir DIR]… -o DIR [--format gnatcov|lcov|both]
 //! trc_perf dump     [-i perf.data]                   (packets of each AUX buffer)
 //! ```
+//! Kernel code: `--vmlinux FILE` (relocated by the KASLR offset the recording gives),
+//! `--kallsyms FILE` (symbols only); modules are found as other binaries.
 //! Exit status: 0 done, 1 failed (a file missing or unreadable, not a CoreSight recording),
 //! 2 bad usage.
 
@@ -16,13 +19,20 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand};
+use coresight_decode::element::{ElemType, TraceElement};
+use coresight_decode::interfaces::TrcGenElemIn;
 use coresight_decode::logger::{MsgLogger, shared};
+use coresight_gnatcov::coverage::{CodeImage, Coverage, Execution};
+use coresight_gnatcov::export::{ExecSignature, FlatTraceBuilder, Merge};
+use coresight_gnatcov::format::{DateTime, Endian, Entry, Record as TraceRecord};
 use coresight_perf_data::autofdo::{AutoFdoProfile, add_recording};
-use coresight_perf_data::binaries::SymbolSearch;
+use coresight_perf_data::binaries::{Kallsyms, SymbolSearch};
+use coresight_perf_data::decode::ElementInfo;
 use coresight_perf_data::decode::{DecodeOptions, Event, RecordingDecoder, describe_cpus};
-use coresight_perf_data::memory::Model;
+use coresight_perf_data::memory::{Model, ProcessMemory};
 use coresight_perf_data::script::{Fields, Itrace, PerfOrder, ScriptWriter, perf_sample_time, write_in_perf_order};
 use coresight_perf_data::{AuxFormat, MappedFile, Recording};
+use coresight_tarmac::writer::{TarmacWriter, WriterOptions as TarmacOptions};
 use coresight_tools::cli::{self, Progress};
 
 const PROGRAM: &str = "trc_perf";
@@ -53,8 +63,12 @@ enum Command {
     Autofdo(AutofdoArgs),
     /// Instruction and branch samples as `perf script --itrace=… -F …` prints them.
     Script(ScriptArgs),
-    /// The decoded trace elements as JSON Lines (with CPU, process and thread).
+    /// The decoded trace elements: JSON Lines (with CPU, process and thread), the element
+    /// listing, or Tarmac (one line per instruction).
     Decode(DecodeArgs),
+    /// Code coverage of each traced binary: gnatcov flat trace files and lcov tracefiles
+    /// (source lines from the binary's DWARF), at the addresses of the binaries' files.
+    Coverage(CoverageArgs),
     /// The packets of each AUX buffer, as `perf report -D` lists them.
     Dump(OneInput),
 }
@@ -78,6 +92,14 @@ struct Symbols {
     /// Do not look for binaries at their recorded paths on this machine.
     #[arg(long)]
     no_recorded_paths: bool,
+    /// The kernel image (ELF with symbols) for the recording's `[kernel.kallsyms]` maps: at
+    /// its link addresses, or relocated by the KASLR offset the recording gives.
+    #[arg(long, value_name = "FILE")]
+    vmlinux: Option<PathBuf>,
+    /// /proc/kallsyms text: kernel symbols when there is no kernel image (kernel code is then
+    /// not available: its trace is skipped and counted as missing).
+    #[arg(long, value_name = "FILE")]
+    kallsyms: Option<PathBuf>,
     /// Progress bar on stderr: auto shows it when stderr is a terminal and there is 1 MiB of
     /// trace or more.
     #[arg(long, value_enum, default_value_t = Progress::Auto, value_name = "WHEN")]
@@ -130,6 +152,17 @@ struct ScriptArgs {
     symbols: Symbols,
 }
 
+/// What `decode` writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum DecodeFormat {
+    /// JSON Lines: each element's object, with its buffer, CPU, process and thread first.
+    Json,
+    /// The element listing (`Idx:…; ID:…; ` and the element), as trc_decode writes it.
+    Text,
+    /// Tarmac: one line per executed instruction, opcodes read from the binaries.
+    Tarmac,
+}
+
 #[derive(Args)]
 struct DecodeArgs {
     /// The recording.
@@ -138,6 +171,39 @@ struct DecodeArgs {
     /// Write to FILE (default: standard output).
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     output: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = DecodeFormat::Json)]
+    format: DecodeFormat,
+    #[command(flatten)]
+    symbols: Symbols,
+}
+
+/// What `coverage` writes for each binary.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum CoverageFormat {
+    /// gnatcov flat trace files (NAME.trace).
+    Gnatcov,
+    /// lcov tracefiles (NAME.info): needs the binaries' DWARF line tables.
+    Lcov,
+    /// Both.
+    Both,
+}
+
+#[derive(Args)]
+struct CoverageArgs {
+    /// The recording.
+    #[arg(short = 'i', long = "input", value_name = "FILE", default_value = "perf.data")]
+    input: PathBuf,
+    /// The folder the files go to (created if needed): one per binary and format, named
+    /// after the binary's file.
+    #[arg(short = 'o', long = "output-dir", value_name = "DIR")]
+    output_dir: PathBuf,
+    /// Which files.
+    #[arg(long, value_enum, default_value_t = CoverageFormat::Both)]
+    format: CoverageFormat,
+    /// Test name of the lcov records (`TN:`).
+    #[arg(long, default_value = "")]
+    test_name: String,
     #[command(flatten)]
     symbols: Symbols,
 }
@@ -180,6 +246,17 @@ fn search(s: &Symbols) -> Result<SymbolSearch, Failure> {
         search
             .add_symdir(d)
             .map_err(|e| failure(format!("--symdir {}: {e}", d.display())))?;
+    }
+    if let Some(v) = &s.vmlinux {
+        if !v.is_file() {
+            return Err(failure(format!("--vmlinux {}: not a file", v.display())));
+        }
+        search.vmlinux = Some(v.clone());
+    }
+    if let Some(k) = &s.kallsyms {
+        let text = std::fs::read_to_string(k).map_err(|e| failure(format!("--kallsyms {}: {e}", k.display())))?;
+        let syms = Kallsyms::parse(&text).map_err(|e| failure(format!("--kallsyms {}: {e}", k.display())))?;
+        search.kallsyms = Some(Arc::new(syms));
     }
     match &s.buildid_dir {
         Some(d) => search.add_build_id_cache(d),
@@ -421,26 +498,49 @@ fn event_modifier(flags: u64) -> String {
     m
 }
 
-fn decode(a: &DecodeArgs) -> Result<(), Failure> {
-    let f = open(&a.input)?;
-    let rec = parse(&a.input, &f)?;
-    for w in &rec.warnings {
-        warn(&a.input, w);
+/// Bytes a Tarmac writer wrote, taken after each element.
+#[derive(Clone, Default)]
+struct Drain(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl Write for Drain {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).extend_from_slice(b);
+        Ok(b.len())
     }
-    let model = Arc::new(Model::new(&rec, search(&a.symbols)?));
-    let mut dec = RecordingDecoder::new(&rec, model, DecodeOptions::default())
-        .map_err(|e| failure(format!("{}: {e}", a.input.display())))?;
-    let (mut out, name) = output(&a.output)?;
-    let bar = cli::progress_bar(aux_bytes(&rec), a.symbols.progress);
-    let mut err: Option<io::Error> = None;
-    let mut buf: Vec<u8> = Vec::with_capacity(512);
-    dec.run(&mut |ev| {
-        if err.is_some() {
-            return;
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Writes a decode's elements in the chosen format.
+struct ElementWriter {
+    format: DecodeFormat,
+    mem: ProcessMemory,
+    /// One Tarmac writer per stream (CPU), all writing to `drain`.
+    tarmac: Vec<Option<TarmacWriter<Drain, ProcessMemory>>>,
+    drain: Drain,
+    /// File offset of the buffer being decoded.
+    position: u64,
+    line: String,
+}
+
+impl ElementWriter {
+    fn new(format: DecodeFormat, model: Arc<Model>, streams: usize) -> Self {
+        ElementWriter {
+            format,
+            mem: ProcessMemory::new(model),
+            tarmac: (0..streams).map(|_| None).collect(),
+            drain: Drain::default(),
+            position: 0,
+            line: String::with_capacity(256),
         }
-        match ev {
-            Event::Element(info, e) => {
-                buf.clear();
+    }
+
+    fn element(&mut self, out: &mut dyn Write, info: &ElementInfo, e: &TraceElement) -> io::Result<()> {
+        match self.format {
+            DecodeFormat::Json => {
+                self.line.clear();
+                let mut buf = std::mem::take(&mut self.line).into_bytes();
                 let r = coresight_tools::json::write_element(&mut buf, info.index, info.trace_id, e).and_then(|()| {
                     // The element's object, with where it came from first.
                     write!(
@@ -450,12 +550,68 @@ fn decode(a: &DecodeArgs) -> Result<(), Failure> {
                     )?;
                     out.write_all(buf.get(1..).unwrap_or_default())
                 });
-                if let Err(e) = r {
+                buf.clear();
+                self.line = String::from_utf8(buf).unwrap_or_default();
+                r
+            }
+            DecodeFormat::Text => {
+                use std::fmt::Write as _;
+                self.line.clear();
+                let _ = write!(self.line, "Idx:{}; ID:{:x}; ", info.index, info.trace_id);
+                e.write_to(&mut self.line);
+                self.line.push('\n');
+                out.write_all(self.line.as_bytes())
+            }
+            DecodeFormat::Tarmac => {
+                let Some(slot) = self.tarmac.get_mut(info.stream) else {
+                    return Ok(());
+                };
+                let w = slot.get_or_insert_with(|| {
+                    let opts = TarmacOptions {
+                        cpu: info.cpu,
+                        ..Default::default()
+                    };
+                    TarmacWriter::new(self.drain.clone(), self.mem.clone(), opts)
+                });
+                self.mem.set(info.pid, self.position);
+                w.trace_elem_in(info.index, info.trace_id, e);
+                if let Some(err) = w.error() {
+                    return Err(io::Error::other(err.to_string()));
+                }
+                let mut b = self.drain.0.lock().unwrap_or_else(|p| p.into_inner());
+                out.write_all(&b)?;
+                b.clear();
+                Ok(())
+            }
+        }
+    }
+}
+
+fn decode(a: &DecodeArgs) -> Result<(), Failure> {
+    let f = open(&a.input)?;
+    let rec = parse(&a.input, &f)?;
+    for w in &rec.warnings {
+        warn(&a.input, w);
+    }
+    let model = Arc::new(Model::new(&rec, search(&a.symbols)?));
+    let mut dec = RecordingDecoder::new(&rec, model.clone(), DecodeOptions::default())
+        .map_err(|e| failure(format!("{}: {e}", a.input.display())))?;
+    let (mut out, name) = output(&a.output)?;
+    let bar = cli::progress_bar(aux_bytes(&rec), a.symbols.progress);
+    let mut err: Option<io::Error> = None;
+    let mut w = ElementWriter::new(a.format, model, dec.cpus().len());
+    dec.run(&mut |ev| {
+        if err.is_some() {
+            return;
+        }
+        match ev {
+            Event::Element(info, e) => {
+                if let Err(e) = w.element(&mut out, info, e) {
                     err = Some(e);
                 }
             }
             Event::BufferEnd { buffer } => bar.inc(rec.buffers.get(buffer).map_or(0, |b| b.data.len() as u64)),
-            Event::BufferStart { .. } => {}
+            Event::BufferStart { aux, .. } => w.position = aux.record_offset,
         }
     });
     bar.finish_and_clear();
@@ -467,6 +623,158 @@ fn decode(a: &DecodeArgs) -> Result<(), Failure> {
     }
     report_missing(&a.input, &dec.missing_binaries());
     out.flush().map_err(|e| output_error(e, &name))
+}
+
+/// One binary's coverage: its flat-trace builder (a stream per trace ID) at the addresses of
+/// its file.
+struct BinaryCoverage {
+    builder: FlatTraceBuilder,
+    ranges: u64,
+}
+
+fn coverage(a: &CoverageArgs) -> Result<(), Failure> {
+    let f = open(&a.input)?;
+    let rec = parse(&a.input, &f)?;
+    for w in &rec.warnings {
+        warn(&a.input, w);
+    }
+    let model = Arc::new(Model::new(&rec, search(&a.symbols)?));
+    let mut dec = RecordingDecoder::new(&rec, model.clone(), DecodeOptions::default())
+        .map_err(|e| failure(format!("{}: {e}", a.input.display())))?;
+    let bar = cli::progress_bar(aux_bytes(&rec), a.symbols.progress);
+    let mut bins: std::collections::BTreeMap<usize, BinaryCoverage> = std::collections::BTreeMap::new();
+    // The binary of each stream's last range: the other elements of the stream go to it.
+    let mut current: Vec<Option<usize>> = vec![None; dec.cpus().len()];
+    let mut position = 0u64;
+    let mut unmapped = 0u64;
+    dec.run(&mut |ev| match ev {
+        Event::BufferStart { aux, .. } => position = aux.record_offset,
+        Event::BufferEnd { buffer } => bar.inc(rec.buffers.get(buffer).map_or(0, |b| b.data.len() as u64)),
+        Event::Element(info, e) => {
+            let Some(cur) = current.get_mut(info.stream) else {
+                return;
+            };
+            if e.elem_type != ElemType::InstrRange {
+                if let Some(b) = cur.and_then(|b| bins.get_mut(&b)) {
+                    b.builder.add(info.trace_id, e);
+                }
+                return;
+            }
+            // The range at its binary's addresses (a map holds it whole: ranges do not cross
+            // maps, the decoder reads code through one at a time).
+            let target = model.find_map(info.pid, e.st_addr, position).and_then(|m| {
+                let v = model.vaddr_in_file(m, e.st_addr)?;
+                Some((model.maps[m].binary, v))
+            });
+            let Some((bin, vaddr)) = target else {
+                unmapped += 1;
+                if let Some(b) = cur.take().and_then(|b| bins.get_mut(&b)) {
+                    b.builder.add(info.trace_id, &TraceElement::new(ElemType::NoSync));
+                }
+                return;
+            };
+            if *cur != Some(bin)
+                && let Some(b) = cur.and_then(|b| bins.get_mut(&b))
+            {
+                b.builder.add(info.trace_id, &TraceElement::new(ElemType::NoSync));
+            }
+            *cur = Some(bin);
+            let mut r = *e;
+            r.st_addr = vaddr;
+            r.en_addr = vaddr.wrapping_add(e.en_addr.wrapping_sub(e.st_addr));
+            let b = bins.entry(bin).or_insert_with(|| BinaryCoverage {
+                builder: FlatTraceBuilder::new(Merge::PerTraceId),
+                ranges: 0,
+            });
+            b.builder.add(info.trace_id, &r);
+            b.ranges += 1;
+        }
+    });
+    bar.finish_and_clear();
+    for x in &dec.warnings {
+        warn(&a.input, x);
+    }
+    report_missing(&a.input, &dec.missing_binaries());
+    if unmapped > 0 {
+        warn(
+            &a.input,
+            format!("{unmapped} instruction ranges in no binary found: not in the coverage"),
+        );
+    }
+    std::fs::create_dir_all(&a.output_dir)
+        .map_err(|e| failure(format!("cannot create {}: {e}", a.output_dir.display())))?;
+    let mut used: std::collections::HashSet<String> = std::collections::HashSet::new();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    for (bin, mut c) in bins {
+        c.builder.finish();
+        let Some(b) = model.binary(bin) else { continue };
+        let Some(img) = b.loaded() else { continue };
+        let ids = c.builder.streams();
+        let entries: Vec<Entry> = ids
+            .iter()
+            .flat_map(|&id| c.builder.entries(id).iter().copied())
+            .collect();
+        if entries.is_empty() {
+            continue;
+        }
+        // The file name, made unique.
+        let base = Path::new(b.dso_name())
+            .file_name()
+            .map_or_else(|| "binary".to_string(), |n| n.to_string_lossy().into_owned());
+        let base = base.trim_matches(|c| c == '[' || c == ']').to_string();
+        let mut stem = base.clone();
+        let mut n = 1;
+        while !used.insert(stem.clone()) {
+            n += 1;
+            stem = format!("{base}-{n}");
+        }
+        let code = CodeImage::from_elf(img.bytes());
+        if matches!(a.format, CoverageFormat::Gnatcov | CoverageFormat::Both) {
+            let sig =
+                ExecSignature::of_file(img.path()).map_err(|e| failure(format!("{}: {e}", img.path().display())))?;
+            let machine = code.as_ref().ok().map(|c| c.machine);
+            let mut t = c.builder.trace_file(
+                ids.first().copied().flatten(),
+                machine,
+                Endian::Little,
+                Some(&sig),
+                Some(DateTime::from_unix(now)),
+            );
+            t.records = entries.iter().map(|e| TraceRecord::Exec(*e)).collect();
+            let path = a.output_dir.join(format!("{stem}.trace"));
+            std::fs::write(&path, t.to_bytes()).map_err(|e| failure(format!("{}: {e}", path.display())))?;
+            eprintln!(
+                "{PROGRAM}: wrote {} ({} entries, {} ranges of {})",
+                path.display(),
+                entries.len(),
+                c.ranges,
+                b.path
+            );
+        }
+        if matches!(a.format, CoverageFormat::Lcov | CoverageFormat::Both) {
+            let lines = match coresight_tools::lcov::LineTable::from_elf(img.bytes()) {
+                Ok(l) => l,
+                Err(e) => {
+                    warn(
+                        &a.input,
+                        format!("{} ({}): no lcov tracefile: {e}", b.path, img.path().display()),
+                    );
+                    continue;
+                }
+            };
+            let code = code.map_err(|e| failure(format!("{}: {e}", img.path().display())))?;
+            let x = Execution::from_entries(&code, &entries);
+            let cov = Coverage::compute(&code, &x);
+            let path = a.output_dir.join(format!("{stem}.info"));
+            std::fs::write(&path, coresight_tools::lcov::tracefile(&a.test_name, &cov, &lines))
+                .map_err(|e| failure(format!("{}: {e}", path.display())))?;
+            eprintln!("{PROGRAM}: wrote {}", path.display());
+        }
+    }
+    Ok(())
 }
 
 fn dump(a: &OneInput) -> Result<(), Failure> {
@@ -531,6 +839,7 @@ fn main() -> ExitCode {
         Command::Autofdo(a) => autofdo(a),
         Command::Script(a) => script(a),
         Command::Decode(a) => decode(a),
+        Command::Coverage(a) => coverage(a),
         Command::Dump(a) => dump(a),
     };
     match r {

@@ -9,7 +9,7 @@
 //!
 //! Exit status: 0 done, 1 the input could not be processed, 2 bad usage.
 
-mod lcov;
+use coresight_tools::lcov;
 
 use coresight_decode::shared::Lock;
 use std::path::{Path, PathBuf};

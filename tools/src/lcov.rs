@@ -17,12 +17,14 @@ use gimli::{EndianSlice, RunTimeEndian};
 /// Address ranges to (file, line).
 #[derive(Debug)]
 pub struct LineTable {
+    /// Source file paths (normalised), by index.
     pub files: Vec<String>,
     /// (start, end, file index, line), sorted by start.
     pub rows: Vec<(u64, u64, usize, u32)>,
 }
 
 impl LineTable {
+    /// The line table of an ELF file's `.debug_line` (an error without one).
     pub fn from_elf(bytes: &[u8]) -> Result<LineTable, String> {
         let elf = goblin::elf::Elf::parse(bytes).map_err(|e| format!("not an ELF file: {e}"))?;
         let endian = if elf.little_endian {
