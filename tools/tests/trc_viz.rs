@@ -212,3 +212,35 @@ fn bad_inputs_fail_with_the_file_named() {
     let _ = out;
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A perf.data (made by trc_gen): one stack per CPU and thread, functions
+/// named from the recorded binary's symbols.
+#[test]
+fn perf_data_stacks_by_thread_with_symbols() {
+    let dir = std::env::temp_dir().join(format!("trc_viz_perf_{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let data = dir.join("p.data");
+    let out = Command::new(env!("CARGO_BIN_EXE_trc_gen"))
+        .args(["--protocol", "etmv4", "--seed", "7", "--cpus", "2", "--perf-data"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (code, out, err) = run(&[
+        "folded",
+        &data.display().to_string(),
+        "--symdir",
+        &dir.display().to_string(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let mut threads: Vec<&str> = out.lines().map(|l| l.split(';').next().unwrap()).collect();
+    threads.dedup();
+    assert_eq!(threads, ["cpu 0 trc_gen_prog tid 4000", "cpu 1 trc_gen_prog tid 4001"]);
+    // Each CPU runs its own program, whose functions are named cpuN_...
+    for l in out.lines() {
+        let mut f = l.split(';');
+        let cpu = f.next().unwrap().split(' ').nth(1).unwrap();
+        assert!(f.next().unwrap().starts_with(&format!("cpu{cpu}_")), "{l}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
