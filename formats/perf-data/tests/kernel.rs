@@ -191,3 +191,126 @@ fn kallsyms_text_that_hides_addresses_or_has_no_code_is_refused() {
     let names: Vec<_> = k.symbols().iter().map(|s| (s.name.as_str(), s.start, s.end)).collect();
     assert_eq!(names, [("global_b", 0x1000, 0x2000), ("x", 0x2000, 0x3000)]);
 }
+
+/// A relocatable AArch64 module: `.text` (16 bytes: `mod_a`, `mod_b`) and `.init.text`
+/// (8 bytes: `mod_init`), both at address 0 as in a `.ko`.
+fn module_ko() -> Vec<u8> {
+    let text: Vec<u8> = (0u8..16).collect();
+    let init: Vec<u8> = (0x80u8..0x88).collect();
+    let shstr = b"\0.text\0.init.text\0.symtab\0.strtab\0.shstrtab\0";
+    let strtab = b"\0mod_a\0mod_b\0mod_init\0";
+    let sym = |name: u32, shndx: u16, value: u64, size: u64| {
+        let mut v = Vec::new();
+        v.extend_from_slice(&name.to_le_bytes());
+        v.push(if name == 0 { 0 } else { 0x12 }); // GLOBAL FUNC
+        v.push(0);
+        v.extend_from_slice(&shndx.to_le_bytes());
+        v.extend_from_slice(&value.to_le_bytes());
+        v.extend_from_slice(&size.to_le_bytes());
+        v
+    };
+    let mut symtab = sym(0, 0, 0, 0);
+    symtab.extend(sym(1, 1, 0, 8));
+    symtab.extend(sym(7, 1, 8, 8));
+    symtab.extend(sym(13, 2, 0, 8));
+    // Layout: header, .text, .init.text, .symtab, .strtab, .shstrtab, section headers.
+    let mut body = vec![0u8; 64];
+    let place = |b: &mut Vec<u8>, data: &[u8]| {
+        while !b.len().is_multiple_of(8) {
+            b.push(0);
+        }
+        let at = b.len() as u64;
+        b.extend_from_slice(data);
+        at
+    };
+    let o_text = place(&mut body, &text);
+    let o_init = place(&mut body, &init);
+    let o_sym = place(&mut body, &symtab);
+    let o_str = place(&mut body, strtab);
+    let o_shs = place(&mut body, shstr);
+    let shoff = place(&mut body, &[]);
+    let sh = |name: u32, kind: u32, flags: u64, off: u64, size: u64, link: u32, info: u32, align: u64, ent: u64| {
+        let mut v = Vec::new();
+        for x in [name, kind] {
+            v.extend_from_slice(&x.to_le_bytes());
+        }
+        for x in [flags, 0, off, size] {
+            v.extend_from_slice(&x.to_le_bytes());
+        }
+        for x in [link, info] {
+            v.extend_from_slice(&x.to_le_bytes());
+        }
+        for x in [align, ent] {
+            v.extend_from_slice(&x.to_le_bytes());
+        }
+        v
+    };
+    body.extend(sh(0, 0, 0, 0, 0, 0, 0, 0, 0));
+    body.extend(sh(1, 1, 6, o_text, 16, 0, 0, 4, 0));
+    body.extend(sh(7, 1, 6, o_init, 8, 0, 0, 8, 0));
+    body.extend(sh(18, 2, 0, o_sym, symtab.len() as u64, 4, 1, 8, 24));
+    body.extend(sh(26, 3, 0, o_str, strtab.len() as u64, 0, 0, 1, 0));
+    body.extend(sh(34, 3, 0, o_shs, shstr.len() as u64, 0, 0, 1, 0));
+    let mut h = Vec::new();
+    h.extend_from_slice(b"\x7fELF\x02\x01\x01\0\0\0\0\0\0\0\0\0");
+    h.extend_from_slice(&1u16.to_le_bytes()); // ET_REL
+    h.extend_from_slice(&183u16.to_le_bytes()); // EM_AARCH64
+    h.extend_from_slice(&1u32.to_le_bytes());
+    h.extend_from_slice(&0u64.to_le_bytes()); // entry
+    h.extend_from_slice(&0u64.to_le_bytes()); // phoff
+    h.extend_from_slice(&shoff.to_le_bytes());
+    h.extend_from_slice(&0u32.to_le_bytes());
+    for x in [64u16, 0, 0, 64, 6, 5] {
+        h.extend_from_slice(&x.to_le_bytes());
+    }
+    body[..64].copy_from_slice(&h);
+    body
+}
+
+#[test]
+fn a_module_of_the_kernel_serves_every_process_from_its_sections() {
+    use coresight_perf_data::elf::ElfImage;
+    use coresight_perf_data::{SampleFields, Writer, WriterOptions};
+    let dir = scratch("module");
+    std::fs::write(dir.join("foo_bar.ko"), module_ko()).unwrap();
+    let img = ElfImage::open(&dir.join("foo_bar.ko")).unwrap();
+    assert!(img.relocatable);
+    let laid: Vec<(u64, u64)> = img.segments.iter().map(|s| (s.vaddr, s.file_size)).collect();
+    assert_eq!(laid, [(0, 16), (16, 8)]);
+    let syms: Vec<(&str, u64, u64)> = img
+        .symbols()
+        .iter()
+        .map(|s| (s.name.as_str(), s.start, s.end))
+        .collect();
+    assert_eq!(syms, [("mod_a", 0, 8), ("mod_b", 8, 16), ("mod_init", 16, 24)]);
+
+    const BASE: u64 = 0xffff_8000_7a00_0000;
+    for recorded in ["/lib/modules/6.1.0/extra/foo_bar.ko", "[foo_bar]"] {
+        let mut w = Writer::new(WriterOptions::default());
+        let at = SampleFields {
+            pid: u32::MAX,
+            tid: u32::MAX,
+            time: 1,
+            cpu: 0,
+        };
+        w.mmap2(u32::MAX, u32::MAX, BASE, 0x1000, 0, recorded, None, at);
+        let bytes = w.finish();
+        let rec = Recording::parse(&bytes).unwrap();
+        let mut s = SymbolSearch::new();
+        s.recorded_paths = false;
+        s.add_symdir(&dir).unwrap();
+        let model = Model::new(&rec, s);
+        for pid in [-1, 42] {
+            let m = model.find_map(pid, BASE + 4, u64::MAX).unwrap();
+            assert!(model.is_kernel_map(m));
+            let mut buf = [0u8; 32];
+            // Not past the end of .text: the init text is elsewhere at run time.
+            assert_eq!(model.read(m, BASE + 4, &mut buf), 12);
+            assert_eq!(&buf[..12], &(4u8..16).collect::<Vec<_>>()[..]);
+            assert_eq!(
+                model.symbolize(pid, BASE + 0xc, 0),
+                (Some(("mod_b", 4)), Some(recorded))
+            );
+        }
+    }
+}
