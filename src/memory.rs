@@ -406,29 +406,44 @@ impl FileAccessor {
             return Err(outside());
         }
         let range = AddrRange::with_size(start, size).ok_or(MemoryError::InvalidRange { start, size })?;
-        if self.ranges.iter().any(|r| r.overlaps(&range)) {
+        // Regions are kept in address order and never overlap, so only the
+        // neighbours of the new one can overlap it: a snapshot of many
+        // dumps of one file adds each in logarithmic time (in address
+        // order, at the end).
+        let at = self.regions.partition_point(|r| r.range.start < start);
+        let before = at.checked_sub(1).map(|i| &self.ranges[i]);
+        if before
+            .into_iter()
+            .chain(self.ranges.get(at))
+            .any(|r| r.overlaps(&range))
+        {
             return Err(MemoryError::RegionOverlap {
                 path: self.path.clone(),
                 start,
                 size,
             });
         }
-        self.regions.push(FileRegion {
-            range,
-            file_offset: offset,
-        });
-        self.regions.sort_by_key(|r| r.range.start);
-        self.ranges = self.regions.iter().map(|r| r.range).collect();
+        self.regions.insert(
+            at,
+            FileRegion {
+                range,
+                file_offset: offset,
+            },
+        );
+        self.ranges.insert(at, range);
         Ok(())
     }
 
     /// True when `addr` starts one of the regions.
     pub fn starts_region(&self, addr: u64) -> bool {
-        self.regions.iter().any(|r| r.range.start == addr)
+        self.ranges.binary_search_by_key(&addr, |r| r.start).is_ok()
     }
 
     fn region_for(&self, addr: u64) -> Option<&FileRegion> {
-        self.regions.iter().find(|r| r.range.contains(addr))
+        let at = self.regions.partition_point(|r| r.range.start <= addr);
+        at.checked_sub(1)
+            .map(|i| &self.regions[i])
+            .filter(|r| r.range.contains(addr))
     }
 }
 
@@ -603,6 +618,11 @@ impl CacheConfig {
 struct CachePage {
     acc: usize,
     start: u64,
+    /// The bytes read are `data[from..len]`: from the first address of the
+    /// image's range in the page to the end of that range or page. Another
+    /// range of the same image in the page (a file mapped in pieces with
+    /// gaps) is not in it: a read there fills the page again.
+    from: usize,
     len: usize,
     data: Vec<u8>,
     used: u64,
@@ -629,10 +649,11 @@ impl PageCache {
         let tick = self.tick;
         let page_size = self.cfg.page_size as u64;
         let page_start = addr - addr % page_size;
+        let in_page = (addr - page_start) as usize;
         let slot = match self
             .pages
             .iter()
-            .position(|p| p.acc == acc_idx && p.start == page_start)
+            .position(|p| p.acc == acc_idx && p.start == page_start && (p.from..p.len).contains(&in_page))
         {
             Some(i) => i,
             None => {
@@ -640,6 +661,7 @@ impl PageCache {
                     self.pages.push(CachePage {
                         acc: acc_idx,
                         start: 0,
+                        from: 0,
                         len: 0,
                         data: vec![0; self.cfg.page_size],
                         used: 0,
@@ -660,6 +682,7 @@ impl PageCache {
                 let fill_from = page_start.max(addr_range_start(acc, addr));
                 let off = (fill_from - page_start) as usize;
                 let got = acc.read(fill_from, &mut p.data[off..]);
+                p.from = off;
                 p.len = off + got;
                 if off > 0 {
                     p.data[..off].fill(0);
@@ -682,6 +705,7 @@ impl PageCache {
     fn invalidate(&mut self) {
         for p in &mut self.pages {
             p.acc = usize::MAX;
+            p.from = 0;
             p.len = 0;
             p.used = 0;
         }
