@@ -258,7 +258,11 @@ impl ElfImage {
     pub fn vaddr_to_offset(&self, vaddr: u64) -> Option<(u64, u64)> {
         self.segments.iter().find_map(|s| {
             let d = vaddr.checked_sub(s.vaddr)?;
-            (d < s.file_size).then(|| (s.file_offset + d, s.file_size - d))
+            if d < s.file_size {
+                Some((s.file_offset.checked_add(d)?, s.file_size - d))
+            } else {
+                None
+            }
         })
     }
 
