@@ -3,7 +3,7 @@
 //! are sized once, then reused).
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::cell::Cell;
 
 use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use coresight_decode::decoder::DecodeMode;
@@ -14,18 +14,34 @@ use coresight_generator::{BufferLayout, GenOptions, GenProtocol, generate};
 
 struct Counting;
 
-static ALLOCS: AtomicUsize = AtomicUsize::new(0);
+thread_local! {
+    /// Allocations made by this thread. Per thread: the test harness's
+    /// own threads (reporting other tests as they finish) allocate at
+    /// times that depend on the machine's load, and must not count. The
+    /// decode paths measured here run on the calling thread.
+    static ALLOCS: Cell<usize> = const { Cell::new(0) };
+}
+
+fn count_one() {
+    // A const-initialised Cell needs no destructor: usable at any time.
+    let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+}
+
+/// Allocations this thread has made so far.
+fn allocs() -> usize {
+    ALLOCS.with(Cell::get)
+}
 
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        count_one();
         unsafe { System.alloc(layout) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        count_one();
         unsafe { System.realloc(ptr, layout, new_size) }
     }
 }
@@ -33,7 +49,8 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
-/// The count is global: the tests measure one at a time.
+/// The tests measure one at a time (the generator and loader they share
+/// write the same temporary folders).
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 struct CountElems(u64);
@@ -60,7 +77,7 @@ fn decode_allocations(protocol: GenProtocol, length: usize, dir: &str) -> usize 
     let mut tree = ss.build_tree("ETB_0", DecodeMode::FullDecode, |_| {}).unwrap().unwrap();
     tree.set_gen_elem_out(Box::new(CountElems(0)));
     let data = std::fs::read(path.join("trace.bin")).unwrap();
-    let before = ALLOCS.load(Ordering::Relaxed);
+    let before = allocs();
     let mut idx = 0;
     for block in data.chunks(1024) {
         let (r, used) = tree.trace_data_in(DatapathOp::Data, idx, block);
@@ -68,7 +85,7 @@ fn decode_allocations(protocol: GenProtocol, length: usize, dir: &str) -> usize 
         idx += used as TrcIndex;
     }
     tree.trace_data_in(DatapathOp::Eot, 0, &[]);
-    ALLOCS.load(Ordering::Relaxed) - before
+    allocs() - before
 }
 
 #[test]
@@ -110,13 +127,13 @@ fn pull_allocations(protocol: GenProtocol, length: usize, dir: &str) -> (usize, 
     let ss = Snapshot::load(&path).unwrap();
     let mut decoder = coresight_decode::Decoder::from_snapshot(&ss, "ETB_0").unwrap();
     let data = std::fs::read(path.join("trace.bin")).unwrap();
-    let before = ALLOCS.load(Ordering::Relaxed);
+    let before = allocs();
     let mut n = 0;
     for item in decoder.decode(&data) {
         item.unwrap();
         n += 1;
     }
-    (ALLOCS.load(Ordering::Relaxed) - before, n)
+    (allocs() - before, n)
 }
 
 #[test]
@@ -154,10 +171,10 @@ fn index_allocations(protocol: GenProtocol, length: usize, dir: &str) -> (usize,
         .unwrap()
         .unwrap();
     let data = std::fs::read(path.join("trace.bin")).unwrap();
-    let before = ALLOCS.load(Ordering::Relaxed);
+    let before = allocs();
     let ix = build_index(&mut tree, &data, &IndexOptions::default()).unwrap();
     let entries = ix.streams.iter().map(|s| s.entries.len()).sum();
-    (ALLOCS.load(Ordering::Relaxed) - before, entries)
+    (allocs() - before, entries)
 }
 
 #[test]
@@ -178,4 +195,22 @@ fn indexing_allocates_only_to_grow_the_index() {
             "{name}: {long} allocations, then {longer} for ten times the trace"
         );
     }
+}
+
+#[test]
+fn the_counter_sees_this_threads_allocations_only() {
+    let before = allocs();
+    let v = std::hint::black_box(vec![1u8; 100]);
+    assert_eq!(allocs(), before + 1);
+    drop(v);
+    // Another thread's allocations do not count here (spawning and
+    // joining it allocate a few times on this thread).
+    let was = allocs();
+    let other = std::thread::spawn(|| {
+        (0..1000)
+            .map(|i| std::hint::black_box(vec![i as u8; 8]).len())
+            .sum::<usize>()
+    });
+    assert_eq!(other.join().unwrap(), 8000);
+    assert!(allocs() - was < 100, "{} allocations counted here", allocs() - was);
 }
