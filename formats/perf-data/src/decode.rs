@@ -653,6 +653,30 @@ impl<'r, 'a> RecordingDecoder<'r, 'a> {
         best.or(first_after).map_or((-1, -1), |(_, p, t)| (p, t))
     }
 
+    /// Warns of a buffer that the file cuts short, or that does not follow
+    /// on from its CPU's previous one.
+    fn warn_of_buffer(&mut self, bi: usize, b: &AuxBuffer<'_>) {
+        if (b.data.len() as u64) < b.size {
+            self.warnings.push(Warning {
+                offset: b.data_offset,
+                message: format!(
+                    "AUXTRACE buffer {bi} holds {} of its {} bytes: the file is truncated",
+                    b.data.len(),
+                    b.size
+                ),
+            });
+        }
+        if b.discontinuous {
+            self.warnings.push(Warning {
+                offset: b.record_offset,
+                message: format!(
+                    "AUXTRACE buffer {bi} (CPU {}) does not follow on from the previous one: trace was lost between them",
+                    b.cpu.map_or("?".into(), |c| c.to_string())
+                ),
+            });
+        }
+    }
+
     /// Decodes every buffer in file order, telling `f` what happens.
     pub fn run(&mut self, f: &mut dyn FnMut(Event<'_, 'a>)) -> DecodeSummary {
         let rec = self.rec;
@@ -661,25 +685,7 @@ impl<'r, 'a> RecordingDecoder<'r, 'a> {
             if !self.opts.cpus.is_empty() && !b.cpu.is_some_and(|c| self.opts.cpus.contains(&c)) {
                 continue;
             }
-            if (b.data.len() as u64) < b.size {
-                self.warnings.push(Warning {
-                    offset: b.data_offset,
-                    message: format!(
-                        "AUXTRACE buffer {bi} holds {} of its {} bytes: the file is truncated",
-                        b.data.len(),
-                        b.size
-                    ),
-                });
-            }
-            if b.discontinuous {
-                self.warnings.push(Warning {
-                    offset: b.record_offset,
-                    message: format!(
-                        "AUXTRACE buffer {bi} (CPU {}) does not follow on from the previous one: trace was lost between them",
-                        b.cpu.map_or("?".into(), |c| c.to_string())
-                    ),
-                });
-            }
+            self.warn_of_buffer(bi, b);
             let single = match b.format {
                 AuxFormat::Raw => match self.stream_of_cpu(b.cpu) {
                     Some(s) => Some(s),
@@ -942,25 +948,7 @@ impl<'r, 'a> RecordingDecoder<'r, 'a> {
             if b.data.is_empty() {
                 continue;
             }
-            if (b.data.len() as u64) < b.size {
-                self.warnings.push(Warning {
-                    offset: b.data_offset,
-                    message: format!(
-                        "AUXTRACE buffer {bi} holds {} of its {} bytes: the file is truncated",
-                        b.data.len(),
-                        b.size
-                    ),
-                });
-            }
-            if b.discontinuous {
-                self.warnings.push(Warning {
-                    offset: b.record_offset,
-                    message: format!(
-                        "AUXTRACE buffer {bi} (CPU {}) does not follow on from the previous one: trace was lost between them",
-                        b.cpu.map_or("?".into(), |c| c.to_string())
-                    ),
-                });
-            }
+            self.warn_of_buffer(bi, b);
             self.streams.position.store(b.record_offset, Ordering::Relaxed);
             self.streams.bump_all();
             let covered: Vec<usize> = match q.single {
