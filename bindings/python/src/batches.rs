@@ -1,17 +1,107 @@
 //! Elements as Arrow record batches: one schema per kind of element,
 //! built in batches of bounded size.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow_array::builder::{BooleanBuilder, Int32Builder, StringBuilder, UInt8Builder, UInt32Builder, UInt64Builder};
-use arrow_array::{ArrayRef, RecordBatch};
+use arrow_array::builder::{
+    BooleanBufferBuilder, BooleanBuilder, Int32Builder, StringBuilder, UInt8Builder, UInt32Builder, UInt64Builder,
+};
+use arrow_array::types::{Int32Type, UInt8Type, UInt32Type, UInt64Type};
+use arrow_array::{
+    ArrayRef, ArrowPrimitiveType, BooleanArray, DictionaryArray, PrimitiveArray, RecordBatch, StringArray,
+};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
-use coresight_decode::arch::InstrType;
+use coresight_decode::arch::{InstrSubType, InstrType, Isa, SecurityState};
 use coresight_decode::element::{Context, Element};
 
 use crate::fields::{instr_subtype_name, instr_type_name, isa_name, security_name};
 use crate::stream::Item;
+
+/// A column of names from a small fixed set: dictionary encoded, `UInt8`
+/// keys into the set's names (pandas reads it as a categorical, and
+/// `to_pylist()` gives the names). The key of a value is its position in
+/// the set, which is the order the enum declares its variants in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Names {
+    Isa,
+    InstrType,
+    InstrSubType,
+    Security,
+}
+
+const ISAS: [Isa; 8] = [
+    Isa::Arm,
+    Isa::Thumb2,
+    Isa::Aarch64,
+    Isa::Tee,
+    Isa::Jazelle,
+    Isa::Custom,
+    Isa::RiscV,
+    Isa::Unknown,
+];
+const INSTR_TYPES: [InstrType; 7] = [
+    InstrType::Other,
+    InstrType::Branch,
+    InstrType::BranchIndirect,
+    InstrType::Isb,
+    InstrType::DsbDmb,
+    InstrType::WfiWfe,
+    InstrType::Tstart,
+];
+const INSTR_SUBTYPES: [InstrSubType; 5] = [
+    InstrSubType::None,
+    InstrSubType::BranchLink,
+    InstrSubType::V8Ret,
+    InstrSubType::V8Eret,
+    InstrSubType::V7ImpliedRet,
+];
+const SECURITY: [SecurityState; 4] = [
+    SecurityState::Secure,
+    SecurityState::NonSecure,
+    SecurityState::Root,
+    SecurityState::Realm,
+];
+
+// The key of a value is `value as u8`: the sets above list the variants in
+// declaration order.
+const _: () = {
+    let mut i = 0;
+    while i < ISAS.len() {
+        assert!(ISAS[i] as usize == i);
+        i += 1;
+    }
+    let mut i = 0;
+    while i < INSTR_TYPES.len() {
+        assert!(INSTR_TYPES[i] as usize == i);
+        i += 1;
+    }
+    let mut i = 0;
+    while i < INSTR_SUBTYPES.len() {
+        assert!(INSTR_SUBTYPES[i] as usize == i);
+        i += 1;
+    }
+    let mut i = 0;
+    while i < SECURITY.len() {
+        assert!(SECURITY[i] as usize == i);
+        i += 1;
+    }
+};
+
+impl Names {
+    /// The names, in key order.
+    pub fn names(self) -> Vec<&'static str> {
+        match self {
+            Names::Isa => ISAS.map(isa_name).to_vec(),
+            Names::InstrType => INSTR_TYPES.map(instr_type_name).to_vec(),
+            Names::InstrSubType => INSTR_SUBTYPES.map(instr_subtype_name).to_vec(),
+            Names::Security => SECURITY.map(security_name).to_vec(),
+        }
+    }
+
+    fn data_type() -> DataType {
+        DataType::Dictionary(Box::new(DataType::UInt8), Box::new(DataType::Utf8))
+    }
+}
 
 /// The kinds with a table, in the order of [`Kind::ALL`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -64,8 +154,8 @@ impl Kind {
         }
     }
 
-    fn columns(self) -> Vec<(&'static str, DataType, bool)> {
-        use DataType::*;
+    fn columns(self) -> Vec<(&'static str, Type, bool)> {
+        use Type::*;
         let mut c = vec![
             ("index", UInt64, false),
             ("trace_id", UInt8, false),
@@ -73,14 +163,14 @@ impl Kind {
             ("pid", Int32, true),
             ("tid", Int32, true),
         ];
-        let more: &[(&'static str, DataType, bool)] = match self {
+        let more: &[(&'static str, Type, bool)] = match self {
             Kind::InstrRange => &[
                 ("start", UInt64, false),
                 ("end", UInt64, false),
                 ("num_instr", UInt32, false),
-                ("isa", Utf8, false),
-                ("last_type", Utf8, false),
-                ("last_subtype", Utf8, false),
+                ("isa", Dict(Names::Isa), false),
+                ("last_type", Dict(Names::InstrType), false),
+                ("last_subtype", Dict(Names::InstrSubType), false),
                 ("last_size", UInt8, false),
                 ("taken", Boolean, false),
                 ("conditional", Boolean, false),
@@ -88,18 +178,18 @@ impl Kind {
                 ("context_id", UInt32, true),
                 ("vmid", UInt32, true),
                 ("exception_level", UInt8, true),
-                ("security", Utf8, true),
+                ("security", Dict(Names::Security), true),
                 ("timestamp", UInt64, true),
             ],
             Kind::IRangeNoPath => &[
                 ("start", UInt64, false),
                 ("next", UInt64, false),
                 ("num_instr", UInt32, false),
-                ("isa", Utf8, false),
+                ("isa", Dict(Names::Isa), false),
             ],
             Kind::PeContext => &[
-                ("isa", Utf8, false),
-                ("security", Utf8, false),
+                ("isa", Dict(Names::Isa), false),
+                ("security", Dict(Names::Security), false),
                 ("exception_level", UInt8, true),
                 ("bits64", Boolean, false),
                 ("context_id", UInt32, true),
@@ -125,9 +215,35 @@ impl Kind {
         let fields: Vec<Field> = self
             .columns()
             .into_iter()
-            .map(|(n, t, null)| Field::new(n, t, null))
+            .map(|(n, t, null)| Field::new(n, t.data_type(), null))
             .collect();
         Arc::new(Schema::new(fields))
+    }
+}
+
+/// A column's type.
+#[derive(Clone, Copy, Debug)]
+enum Type {
+    UInt64,
+    UInt32,
+    UInt8,
+    Int32,
+    Boolean,
+    Utf8,
+    Dict(Names),
+}
+
+impl Type {
+    fn data_type(self) -> DataType {
+        match self {
+            Type::UInt64 => DataType::UInt64,
+            Type::UInt32 => DataType::UInt32,
+            Type::UInt8 => DataType::UInt8,
+            Type::Int32 => DataType::Int32,
+            Type::Boolean => DataType::Boolean,
+            Type::Utf8 => DataType::Utf8,
+            Type::Dict(_) => Names::data_type(),
+        }
     }
 }
 
@@ -139,29 +255,36 @@ enum Col {
     I32(Int32Builder),
     Bool(BooleanBuilder),
     Str(StringBuilder),
+    /// Keys, and the dictionary they index.
+    Dict(UInt8Builder, Arc<StringArray>),
 }
 
 impl Col {
-    fn new(t: &DataType, cap: usize) -> Col {
+    fn new(t: Type, cap: usize) -> Col {
         match t {
-            DataType::UInt64 => Col::U64(UInt64Builder::with_capacity(cap)),
-            DataType::UInt32 => Col::U32(UInt32Builder::with_capacity(cap)),
-            DataType::UInt8 => Col::U8(UInt8Builder::with_capacity(cap)),
-            DataType::Int32 => Col::I32(Int32Builder::with_capacity(cap)),
-            DataType::Boolean => Col::Bool(BooleanBuilder::with_capacity(cap)),
-            _ => Col::Str(StringBuilder::with_capacity(cap, cap * 8)),
+            Type::UInt64 => Col::U64(UInt64Builder::with_capacity(cap)),
+            Type::UInt32 => Col::U32(UInt32Builder::with_capacity(cap)),
+            Type::UInt8 => Col::U8(UInt8Builder::with_capacity(cap)),
+            Type::Int32 => Col::I32(Int32Builder::with_capacity(cap)),
+            Type::Boolean => Col::Bool(BooleanBuilder::with_capacity(cap)),
+            Type::Utf8 => Col::Str(StringBuilder::with_capacity(cap, cap * 8)),
+            Type::Dict(n) => Col::Dict(UInt8Builder::with_capacity(cap), Arc::new(StringArray::from(n.names()))),
         }
     }
 
-    fn finish(&mut self) -> ArrayRef {
-        match self {
+    fn finish(&mut self) -> Result<ArrayRef, String> {
+        Ok(match self {
             Col::U64(b) => Arc::new(b.finish()),
             Col::U32(b) => Arc::new(b.finish()),
             Col::U8(b) => Arc::new(b.finish()),
             Col::I32(b) => Arc::new(b.finish()),
             Col::Bool(b) => Arc::new(b.finish()),
             Col::Str(b) => Arc::new(b.finish()),
-        }
+            Col::Dict(b, names) => {
+                let values: ArrayRef = names.clone();
+                Arc::new(DictionaryArray::<UInt8Type>::try_new(b.finish(), values).map_err(|e| e.to_string())?)
+            }
+        })
     }
 }
 
@@ -202,6 +325,13 @@ impl Row<'_> {
         }
         self
     }
+    /// A key of a [`Names`] column (`None`: null).
+    fn key(&mut self, v: Option<u8>) -> &mut Self {
+        if let Some(Col::Dict(b, _)) = self.cols.next() {
+            b.append_option(v);
+        }
+        self
+    }
     fn str(&mut self, v: Option<&str>) -> &mut Self {
         if let Some(Col::Str(b)) = self.cols.next() {
             b.append_option(v);
@@ -213,6 +343,7 @@ impl Row<'_> {
 /// One kind's batch being built.
 struct Table {
     schema: SchemaRef,
+    types: Vec<Type>,
     cols: Vec<Col>,
     rows: usize,
     capacity: usize,
@@ -220,14 +351,11 @@ struct Table {
 
 impl Table {
     fn new(kind: Kind, capacity: usize) -> Table {
-        let schema = kind.schema();
-        let cols = schema
-            .fields()
-            .iter()
-            .map(|f| Col::new(f.data_type(), capacity))
-            .collect();
+        let types: Vec<Type> = kind.columns().into_iter().map(|(_, t, _)| t).collect();
+        let cols = types.iter().map(|t| Col::new(*t, capacity)).collect();
         Table {
-            schema,
+            schema: kind.schema(),
+            types,
             cols,
             rows: 0,
             capacity,
@@ -243,11 +371,191 @@ impl Table {
 
     fn finish(&mut self) -> Result<RecordBatch, String> {
         self.rows = 0;
-        let arrays: Vec<ArrayRef> = self.cols.iter_mut().map(Col::finish).collect();
+        let arrays: Vec<ArrayRef> = self.cols.iter_mut().map(Col::finish).collect::<Result<_, _>>()?;
         // Builders keep no capacity after `finish`: reserve the next batch's.
-        for (c, f) in self.cols.iter_mut().zip(self.schema.fields()) {
-            *c = Col::new(f.data_type(), self.capacity);
+        for (c, t) in self.cols.iter_mut().zip(&self.types) {
+            *c = Col::new(*t, self.capacity);
         }
+        RecordBatch::try_new(self.schema.clone(), arrays).map_err(|e| e.to_string())
+    }
+}
+
+/// A nullable column of plain values and their validity, one byte a row
+/// (cheaper to append than bits; packed once per batch).
+struct Opt<T> {
+    values: Vec<T>,
+    valid: Vec<bool>,
+}
+
+impl<T: Default + Copy> Opt<T> {
+    fn new(cap: usize) -> Self {
+        Opt {
+            values: Vec::with_capacity(cap),
+            valid: Vec::with_capacity(cap),
+        }
+    }
+
+    #[inline(always)]
+    fn push(&mut self, v: Option<T>) {
+        self.values.push(v.unwrap_or_default());
+        self.valid.push(v.is_some());
+    }
+}
+
+fn nullable<T: ArrowPrimitiveType>(o: &mut Opt<T::Native>, cap: usize) -> PrimitiveArray<T> {
+    let values = std::mem::replace(&mut o.values, Vec::with_capacity(cap));
+    let valid = std::mem::replace(&mut o.valid, Vec::with_capacity(cap));
+    let nulls = if valid.iter().all(|v| *v) {
+        None
+    } else {
+        let mut bits = BooleanBufferBuilder::new(valid.len());
+        bits.append_slice(&valid);
+        Some(bits.finish().into())
+    };
+    PrimitiveArray::new(values.into(), nulls)
+}
+
+fn plain<T: ArrowPrimitiveType>(v: &mut Vec<T::Native>, cap: usize) -> PrimitiveArray<T> {
+    PrimitiveArray::new(std::mem::replace(v, Vec::with_capacity(cap)).into(), None)
+}
+
+/// The `instr_range` table, nearly every element of a trace: one typed
+/// vector per column, appended to without dispatch (the generic
+/// [`Table`] would cost more than the decode).
+struct RangeTable {
+    schema: SchemaRef,
+    capacity: usize,
+    index: Vec<u64>,
+    trace_id: Vec<u8>,
+    cpu: Opt<i32>,
+    pid: Opt<i32>,
+    tid: Opt<i32>,
+    start: Vec<u64>,
+    end: Vec<u64>,
+    num_instr: Vec<u32>,
+    isa: Vec<u8>,
+    last_type: Vec<u8>,
+    last_subtype: Vec<u8>,
+    last_size: Vec<u8>,
+    taken: BooleanBufferBuilder,
+    conditional: BooleanBufferBuilder,
+    cycle_count: Opt<u32>,
+    context_id: Opt<u32>,
+    vmid: Opt<u32>,
+    exception_level: Opt<u8>,
+    security: Opt<u8>,
+    timestamp: Opt<u64>,
+    names: [Arc<StringArray>; 4],
+}
+
+impl RangeTable {
+    fn new(capacity: usize) -> RangeTable {
+        let c = capacity;
+        let names = [Names::Isa, Names::InstrType, Names::InstrSubType, Names::Security]
+            .map(|n| Arc::new(StringArray::from(n.names())));
+        RangeTable {
+            schema: Kind::InstrRange.schema(),
+            capacity,
+            index: Vec::with_capacity(c),
+            trace_id: Vec::with_capacity(c),
+            cpu: Opt::new(c),
+            pid: Opt::new(c),
+            tid: Opt::new(c),
+            start: Vec::with_capacity(c),
+            end: Vec::with_capacity(c),
+            num_instr: Vec::with_capacity(c),
+            isa: Vec::with_capacity(c),
+            last_type: Vec::with_capacity(c),
+            last_subtype: Vec::with_capacity(c),
+            last_size: Vec::with_capacity(c),
+            taken: BooleanBufferBuilder::new(c),
+            conditional: BooleanBufferBuilder::new(c),
+            cycle_count: Opt::new(c),
+            context_id: Opt::new(c),
+            vmid: Opt::new(c),
+            exception_level: Opt::new(c),
+            security: Opt::new(c),
+            timestamp: Opt::new(c),
+            names,
+        }
+    }
+
+    fn rows(&self) -> usize {
+        self.index.len()
+    }
+
+    #[inline(always)]
+    fn push(&mut self, item: &Item, st: &SourceState) {
+        let Element::InstrRange {
+            isa,
+            start,
+            end,
+            num_instr,
+            last,
+            cycle_count,
+        } = item.element
+        else {
+            return;
+        };
+        let o = item.origin;
+        self.index.push(item.index);
+        self.trace_id.push(item.trace_id);
+        self.cpu.push(o.map(|o| o.cpu as i32));
+        self.pid.push(o.map(|o| o.pid));
+        self.tid.push(o.map(|o| o.tid));
+        self.start.push(start);
+        self.end.push(end);
+        self.num_instr.push(num_instr);
+        self.isa.push(isa as u8);
+        self.last_type.push(last.kind as u8);
+        self.last_subtype.push(last.subtype as u8);
+        self.last_size.push(last.size);
+        self.taken.append(last.executed && last.kind != InstrType::Other);
+        self.conditional.append(last.conditional);
+        self.cycle_count.push(cycle_count);
+        let ctx = st.context;
+        self.context_id.push(ctx.and_then(|c| c.context_id));
+        self.vmid.push(ctx.and_then(|c| c.vmid));
+        self.exception_level
+            .push(ctx.and_then(|c| c.exception_level.and_then(|l| l.number())));
+        self.security.push(ctx.map(|c| c.security as u8));
+        self.timestamp.push(st.timestamp);
+    }
+
+    fn finish(&mut self) -> Result<RecordBatch, String> {
+        let c = self.capacity;
+        let dict = |keys: PrimitiveArray<UInt8Type>, names: &Arc<StringArray>| -> Result<ArrayRef, String> {
+            let values: ArrayRef = names.clone();
+            Ok(Arc::new(
+                DictionaryArray::<UInt8Type>::try_new(keys, values).map_err(|e| e.to_string())?,
+            ))
+        };
+        let isa = plain::<UInt8Type>(&mut self.isa, c);
+        let last_type = plain::<UInt8Type>(&mut self.last_type, c);
+        let last_subtype = plain::<UInt8Type>(&mut self.last_subtype, c);
+        let security = nullable::<UInt8Type>(&mut self.security, c);
+        let arrays: Vec<ArrayRef> = vec![
+            Arc::new(plain::<UInt64Type>(&mut self.index, c)),
+            Arc::new(plain::<UInt8Type>(&mut self.trace_id, c)),
+            Arc::new(nullable::<Int32Type>(&mut self.cpu, c)),
+            Arc::new(nullable::<Int32Type>(&mut self.pid, c)),
+            Arc::new(nullable::<Int32Type>(&mut self.tid, c)),
+            Arc::new(plain::<UInt64Type>(&mut self.start, c)),
+            Arc::new(plain::<UInt64Type>(&mut self.end, c)),
+            Arc::new(plain::<UInt32Type>(&mut self.num_instr, c)),
+            dict(isa, &self.names[0])?,
+            dict(last_type, &self.names[1])?,
+            dict(last_subtype, &self.names[2])?,
+            Arc::new(plain::<UInt8Type>(&mut self.last_size, c)),
+            Arc::new(BooleanArray::new(self.taken.finish(), None)),
+            Arc::new(BooleanArray::new(self.conditional.finish(), None)),
+            Arc::new(nullable::<UInt32Type>(&mut self.cycle_count, c)),
+            Arc::new(nullable::<UInt32Type>(&mut self.context_id, c)),
+            Arc::new(nullable::<UInt32Type>(&mut self.vmid, c)),
+            Arc::new(nullable::<UInt8Type>(&mut self.exception_level, c)),
+            dict(security, &self.names[3])?,
+            Arc::new(nullable::<UInt64Type>(&mut self.timestamp, c)),
+        ];
         RecordBatch::try_new(self.schema.clone(), arrays).map_err(|e| e.to_string())
     }
 }
@@ -262,8 +570,13 @@ struct SourceState {
 
 /// Elements sorted into per-kind batches of at most `batch_size` rows.
 pub struct Batcher {
+    /// Per kind, but `instr_range`'s, which is `ranges`.
     tables: Vec<Option<Table>>,
-    state: HashMap<(u8, u32), SourceState>,
+    ranges: Option<RangeTable>,
+    /// Per source (trace ID, CPU): a handful, looked up linearly, the
+    /// last one found first.
+    state: Vec<((u8, u32), SourceState)>,
+    last: usize,
     batch_size: usize,
 }
 
@@ -271,25 +584,51 @@ impl Batcher {
     /// Batches of the `kinds` given (all kinds when empty).
     pub fn new(kinds: &[Kind], batch_size: usize) -> Batcher {
         let batch_size = batch_size.max(1);
+        let wanted = |k: &Kind| kinds.is_empty() || kinds.contains(k);
+        let capacity = batch_size.min(1 << 16);
         let tables = Kind::ALL
             .iter()
-            .map(|k| (kinds.is_empty() || kinds.contains(k)).then(|| Table::new(*k, batch_size.min(1 << 16))))
+            .map(|k| (*k != Kind::InstrRange && wanted(k)).then(|| Table::new(*k, capacity)))
             .collect();
         Batcher {
             tables,
-            state: HashMap::new(),
+            ranges: wanted(&Kind::InstrRange).then(|| RangeTable::new(capacity)),
+            state: Vec::new(),
+            last: 0,
             batch_size,
         }
     }
 
     /// Adds an element; returns a full batch when its table filled up.
+    #[inline]
     pub fn push(&mut self, item: &Item) -> Result<Option<(Kind, RecordBatch)>, String> {
         let key = (item.trace_id, item.origin.map_or(u32::MAX, |o| o.cpu));
-        let st = self.state.entry(key).or_default();
+        let at = match self.state.get(self.last) {
+            Some((k, _)) if *k == key => self.last,
+            _ => match self.state.iter().position(|(k, _)| *k == key) {
+                Some(i) => i,
+                None => {
+                    self.state.push((key, SourceState::default()));
+                    self.state.len() - 1
+                }
+            },
+        };
+        self.last = at;
+        let st = &mut self.state[at].1;
         match item.element {
             Element::PeContext { context, .. } => st.context = Some(context),
             Element::Timestamp { timestamp, .. } => st.timestamp = Some(timestamp),
             _ => {}
+        }
+        if let Element::InstrRange { .. } = item.element {
+            let Some(t) = self.ranges.as_mut() else {
+                return Ok(None);
+            };
+            t.push(item, st);
+            if t.rows() >= self.batch_size {
+                return t.finish().map(|b| Some((Kind::InstrRange, b)));
+            }
+            return Ok(None);
         }
         let st = *st;
         let kind = Kind::of(&item.element);
@@ -316,9 +655,9 @@ impl Batcher {
                 r.u64(Some(start))
                     .u64(Some(end))
                     .u32(Some(num_instr))
-                    .str(Some(isa_name(isa)))
-                    .str(Some(instr_type_name(last.kind)))
-                    .str(Some(instr_subtype_name(last.subtype)))
+                    .key(Some(isa as u8))
+                    .key(Some(last.kind as u8))
+                    .key(Some(last.subtype as u8))
                     .u8(Some(last.size))
                     .bool(last.executed && last.kind != InstrType::Other)
                     .bool(last.conditional)
@@ -326,7 +665,7 @@ impl Batcher {
                     .u32(ctx.and_then(|c| c.context_id))
                     .u32(ctx.and_then(|c| c.vmid))
                     .u8(ctx.and_then(|c| c.exception_level.and_then(|l| l.number())))
-                    .str(ctx.map(|c| security_name(c.security)))
+                    .key(ctx.map(|c| c.security as u8))
                     .u64(st.timestamp);
             }
             Element::IRangeNoPath {
@@ -338,15 +677,15 @@ impl Batcher {
                 r.u64(Some(start))
                     .u64(Some(next))
                     .u32(Some(num_instr))
-                    .str(Some(isa_name(isa)));
+                    .key(Some(isa as u8));
             }
             Element::PeContext {
                 isa,
                 context: c,
                 cycle_count,
             } => {
-                r.str(Some(isa_name(isa)))
-                    .str(Some(security_name(c.security)))
+                r.key(Some(isa as u8))
+                    .key(Some(c.security as u8))
                     .u8(c.exception_level.and_then(|l| l.number()))
                     .bool(c.bits64)
                     .u32(c.context_id)
@@ -384,6 +723,11 @@ impl Batcher {
     /// The batches not yet full, at the end of the decode.
     pub fn flush(&mut self) -> Result<Vec<(Kind, RecordBatch)>, String> {
         let mut out = Vec::new();
+        if let Some(t) = self.ranges.as_mut()
+            && t.rows() > 0
+        {
+            out.push((Kind::InstrRange, t.finish()?));
+        }
         for (k, t) in Kind::ALL.iter().zip(self.tables.iter_mut()) {
             if let Some(t) = t
                 && t.rows > 0

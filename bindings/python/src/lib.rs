@@ -27,7 +27,7 @@ mod stream;
 
 use batches::{Batcher, Kind};
 use fields::Val;
-use stream::{Item, RawSource, Spec, Stream};
+use stream::{Fed, Item, RawSource, Spec, Stream};
 
 create_exception!(
     coresight_decode,
@@ -434,17 +434,29 @@ impl BatchState {
     /// Decodes until a batch is full or the decode ends.
     fn fill(&mut self) -> Result<(), String> {
         while self.ready.is_empty() && !self.done {
-            match self.stream.next_item() {
-                Some(Ok(i)) => {
-                    if let Some(b) = self.batcher.push(&i)? {
-                        self.ready.push_back(b);
-                    }
+            let (batcher, ready) = (&mut self.batcher, &mut self.ready);
+            let mut failed = None;
+            let fed = self.stream.feed(&mut |i| match batcher.push(&i) {
+                Ok(None) => false,
+                Ok(Some(b)) => {
+                    ready.push_back(b);
+                    true
                 }
-                Some(Err(e)) => {
+                Err(e) => {
+                    failed = Some(e);
+                    true
+                }
+            });
+            if let Some(e) = failed {
+                return Err(e);
+            }
+            match fed {
+                Fed::Stopped => {}
+                Fed::End => self.done = true,
+                Fed::Failed(e) => {
                     self.error = Some(e);
                     self.done = true;
                 }
-                None => self.done = true,
             }
             if self.done {
                 self.ready.extend(self.batcher.flush()?);
@@ -572,6 +584,30 @@ fn schema(kind: &str) -> PyResult<ArrowSchema> {
         .ok_or_else(|| PyValueError::new_err(format!("no element kind '{kind}'")))
 }
 
+/// A benchmark reference: opens the snapshot `path` (buffer `buffer`)
+/// with the Rust pull API (`coresight_decode::pull::Trace`) and counts its
+/// elements, with no Python object per element and the GIL released.
+/// Returns `(elements, seconds)`, the time from opening the snapshot to
+/// the last element.
+#[pyfunction]
+#[pyo3(signature = (path, buffer=None))]
+fn pull_count(py: Python<'_>, path: PathBuf, buffer: Option<String>) -> PyResult<(u64, f64)> {
+    py.detach(move || {
+        let start = std::time::Instant::now();
+        let t = match &buffer {
+            Some(b) => coresight_decode::pull::Trace::open_buffer(&path, b),
+            None => coresight_decode::pull::Trace::open(&path),
+        }
+        .map_err(|e| OpenError::new_err(format!("{}: {e}", path.display())))?;
+        let mut n = 0u64;
+        for d in t {
+            d.map_err(|e| DecodeError::new_err(e.to_string()))?;
+            n += 1;
+        }
+        Ok((n, start.elapsed().as_secs_f64()))
+    })
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
@@ -582,6 +618,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ArrowBatch>()?;
     m.add_class::<ArrowSchema>()?;
     m.add_function(wrap_pyfunction!(schema, m)?)?;
+    m.add_function(wrap_pyfunction!(pull_count, m)?)?;
     m.add("KINDS", Kind::ALL.map(|k| k.name()).to_vec())?;
     m.add("CoreSightError", py.get_type::<CoreSightError>())?;
     m.add("OpenError", py.get_type::<OpenError>())?;

@@ -42,12 +42,59 @@ pub struct Item {
 /// item).
 pub trait Stream: Send {
     fn next_item(&mut self) -> Option<Result<Item, String>>;
+
+    /// Passes items to `f` until `f` returns true (stop for now), the
+    /// stream ends or it fails: one call for many items, for sinks that
+    /// take every item (Arrow batches).
+    fn feed(&mut self, f: &mut dyn FnMut(Item) -> bool) -> Fed {
+        while let Some(r) = self.next_item() {
+            match r {
+                Ok(i) => {
+                    if f(i) {
+                        return Fed::Stopped;
+                    }
+                }
+                Err(e) => return Fed::Failed(e),
+            }
+        }
+        Fed::End
+    }
+}
+
+/// Why [`Stream::feed`] returned.
+pub enum Fed {
+    /// The sink asked to stop; there may be more.
+    Stopped,
+    /// No more items.
+    End,
+    /// The decode stopped on this error.
+    Failed(String),
 }
 
 /// The pull API over a trace buffer.
 struct PullStream(IntoElements);
 
 impl Stream for PullStream {
+    fn feed(&mut self, f: &mut dyn FnMut(Item) -> bool) -> Fed {
+        for r in self.0.by_ref() {
+            match r {
+                Ok(d) => {
+                    let i = Item {
+                        index: d.index,
+                        trace_id: d.trace_id,
+                        element: d.element,
+                        origin: None,
+                    };
+                    if f(i) {
+                        return Fed::Stopped;
+                    }
+                }
+                Err(e) => return Fed::Failed(e.to_string()),
+            }
+        }
+        Fed::End
+    }
+
     fn next_item(&mut self) -> Option<Result<Item, String>> {
         self.0.next().map(|r| {
             r.map(|d| Item {
