@@ -27,7 +27,7 @@ import json
 import os
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 __all__ = ["Profile", "FleetResult", "profile_capture", "run", "run_serial"]
 
@@ -132,30 +132,59 @@ def run_serial(paths: Iterable[str], symdirs: Sequence[str] = ()) -> FleetResult
     return FleetResult(total, done, failures)
 
 
-def run(paths: Iterable[str], client: Any = None, symdirs: Sequence[str] = (), retries: int = 1) -> FleetResult:
+def _group_task(paths: Tuple[str, ...], symdirs: Tuple[str, ...]) -> FleetResult:
+    """A task: decodes a few captures and merges them on the worker (fewer tasks for the scheduler,
+    less to send and merge on the client). Never raises: a failed capture is in ``failures``."""
+    return run_serial(paths, symdirs)
+
+
+def run(
+    paths: Iterable[str],
+    client: Any = None,
+    symdirs: Sequence[str] = (),
+    retries: int = 2,
+    per_task: Optional[int] = None,
+    on_progress: Optional[Callable[[int, int], None]] = None,
+) -> FleetResult:
     """Decodes the captures as tasks on a Dask ``distributed.Client`` (default: the current one)
-    and merges their profiles as they complete. Task keys are derived from the capture paths, so
-    submitting the same capture twice runs it once; a worker lost mid-task is retried ``retries``
-    times on another worker, and a capture whose task still fails is reported in ``failures``."""
+    and merges their profiles as they complete.
+
+    Each task decodes ``per_task`` captures (default: enough for about 8 tasks per worker, at most
+    16 captures a task) and merges them on its worker; the client adds up the partial profiles.
+    Task keys are derived from the capture paths, so submitting the same captures twice runs them
+    once. A worker lost mid-task (killed, out of memory) has its tasks run again on the others,
+    ``retries`` times; a capture whose task still fails is reported in ``failures``, as is a
+    capture that cannot be opened or decoded, and the others still merge. ``on_progress(done,
+    total)`` is called on the client as tasks complete."""
     from dask.distributed import as_completed, get_client
 
     client = client or get_client()
     paths = [os.fspath(p) for p in paths]
-    keys = [f"coresight-profile-{hashlib.sha1(p.encode()).hexdigest()[:16]}-{i}" for i, p in enumerate(paths)]
-    futures = [client.submit(_task, p, tuple(symdirs), key=k, retries=retries, pure=False) for p, k in zip(paths, keys)]
-    path_of = {f.key: p for f, p in zip(futures, paths)}
+    if per_task is None:
+        workers = max(1, len(client.scheduler_info().get("workers", {})))
+        per_task = max(1, min(16, len(paths) // (8 * workers)))
+    groups = [tuple(paths[i : i + per_task]) for i in range(0, len(paths), per_task)]
+    sym = tuple(os.fspath(d) for d in symdirs)
+    futures = []
+    for i, g in enumerate(groups):
+        digest = hashlib.sha1("\n".join(g + ("",) + sym).encode()).hexdigest()[:16]
+        futures.append(client.submit(_group_task, g, sym, key=f"coresight-profile-{digest}-{i}", retries=retries, pure=False))
+    group_of = {f.key: g for f, g in zip(futures, groups)}
     total, done, failures = Profile(), [], {}
+    finished = 0
     for fut in as_completed(futures):
-        path = path_of[fut.key]
+        group = group_of[fut.key]
         if fut.status != "finished":
-            failures[path] = f"task {fut.status}: {fut.exception()!r}"
-            continue
-        _, prof, err = fut.result()
-        if prof is None:
-            failures[path] = err or "failed"
+            for path in group:
+                failures[path] = f"task {fut.status}: {fut.exception()!r}"
         else:
-            total.merge(prof)
-            done.append(path)
+            part = fut.result()
+            total.merge(part.profile)
+            done.extend(part.done)
+            failures.update(part.failures)
         fut.release()
+        finished += 1
+        if on_progress is not None:
+            on_progress(finished, len(futures))
     done.sort()
     return FleetResult(total, done, failures)
