@@ -4,7 +4,13 @@
 # libopencsd-dev, libopencsd-bin (for its libopencsd1), valgrind, a C
 # compiler, python3 and xz first. Exits non-zero on any mismatch.
 #
-#   scripts/check.sh [layout|perf|ctest|pkts|valgrind|all]   (default: all)
+#   scripts/check.sh [layout|perf|ctest|pkts|valgrind|header|all]   (default: all)
+#
+# `header` builds the 1.8.x library (--features opencsd-1-8, in
+# $CARGO_TARGET_DIR/opencsd-1-8) and compiles the C programs against the
+# crate's own header (include/); with OPENCSD_18_INCLUDE (a folder holding
+# upstream 1.8.0's opencsd/) it also compiles them against upstream's
+# headers and checks both give the same lines.
 #
 # CARGO_TARGET_DIR is honoured (default: the workspace's target/). The perf
 # comparison runs on the simpleperf recordings, on perf.data files the
@@ -76,11 +82,14 @@ if [ "$what" = all ] || [ "$what" = perf ]; then
     done
 fi
 
-if [ "$what" = all ] || [ "$what" = ctest ] || [ "$what" = pkts ] || [ "$what" = valgrind ]; then
+if [ "$what" = all ] || [ "$what" = ctest ] || [ "$what" = pkts ] || [ "$what" = valgrind ] || [ "$what" = header ]; then
     cat >"$work/cmp.py" <<'PY'
 import lzma, re, sys
 exp_path, got_path = sys.argv[1], sys.argv[2]
+v18 = len(sys.argv) > 3 and sys.argv[3] == '1.8'
 def to13(l):
+    if v18:
+        return l
     # OpenCSD 1.3.3's wording of the three descriptions that differ from 1.8.0's.
     l = re.sub(r'(OCSD_GEN_TRC_ELEM_ADDR_NACC\( 0x[0-9a-f]+); Memspace \[[^\]]*\] \)', r'\1 )', l)
     if 'I_TRACE_INFO' in l:
@@ -157,6 +166,50 @@ if [ "$what" = all ] || [ "$what" = valgrind ]; then
         echo "valgrind: no leak, no error"
     else
         echo "valgrind: FAILED"
+        fail=1
+    fi
+fi
+
+if [ "$what" = all ] || [ "$what" = header ]; then
+    echo "== C programs against the crate's header (include/), 1.8.x build"
+    t18="$target/opencsd-1-8"
+    CARGO_TARGET_DIR="$t18" cargo build -q --release -p coresight-opencsd-c --features opencsd-1-8 \
+        --manifest-path "$root/Cargo.toml"
+    CARGO_TARGET_DIR="$t18" cargo test -q -p coresight-opencsd-c --features opencsd-1-8 \
+        --manifest-path "$root/Cargo.toml" --test header --test layout >"$work/h18.txt" 2>&1 \
+        && echo "header and layout tests: passed" || { echo "header/layout tests: FAILED"; cat "$work/h18.txt"; fail=1; }
+    lib18="$work/lib18"
+    mkdir -p "$lib18"
+    ln -s "$t18/release/libopencsd_c_api.so" "$lib18/libopencsd_c_api.so.1"
+    cc -O2 -Wall -Wextra -Werror -I "$here/include" -o "$work/ocsd_c_list18" "$here/ctest/ocsd_c_list.c" \
+        -L"$lib18" -l:libopencsd_c_api.so.1
+    cc -O2 -Wall -Wextra -Werror -I "$here/include" -o "$work/custom_echo18" "$here/ctest/custom_echo.c" \
+        -L"$lib18" -l:libopencsd_c_api.so.1
+    if [ -n "${OPENCSD_18_INCLUDE:-}" ]; then
+        cc -O2 -Wall -Wextra -I "$OPENCSD_18_INCLUDE" -o "$work/ocsd_c_list18u" "$here/ctest/ocsd_c_list.c" \
+            -L"$lib18" -l:libopencsd_c_api.so.1
+    fi
+    for c in ${CTEST_CASES:-juno_r1_1 juno-uname-001 bugfix-exact-match a57_single_step armv8_1m_branches 001-ack_test ete_ip TC2 Snowball tc2-ptm-rstk-t32 stm_only stm_only-2 stm-issue-27 itm_only_raw}; do
+        dir=$(grep -P "^$c\t" "$corpus/cases.tsv" | sed 's/.*-ss_dir \([^ ]*\).*/\1/')
+        (cd "$corpus" && "$manifest" "$dir" >"$work/$c.man" &&
+            LD_LIBRARY_PATH="$lib18" "$work/ocsd_c_list18" "$work/$c.man" >"$work/$c.out18")
+        r=$(python3 "$work/cmp.py" "$corpus/expected/$c.ppl.xz" "$work/$c.out18" 1.8) || fail=1
+        same=""
+        if [ -n "${OPENCSD_18_INCLUDE:-}" ]; then
+            (cd "$corpus" && LD_LIBRARY_PATH="$lib18" "$work/ocsd_c_list18u" "$work/$c.man" >"$work/$c.out18u")
+            if cmp -s "$work/$c.out18" "$work/$c.out18u"; then
+                same="; same output as with upstream 1.8.0's headers"
+            else
+                same="; DIFFERENT from the output with upstream 1.8.0's headers"
+                fail=1
+            fi
+        fi
+        echo "$c (crate header): $r$same"
+    done
+    if LD_LIBRARY_PATH="$lib18" "$work/custom_echo18" >"$work/custom_echo18.out"; then
+        echo "custom_echo (crate header): $(tail -1 "$work/custom_echo18.out")"
+    else
+        echo "custom_echo (crate header): FAILED"
         fail=1
     fi
 fi

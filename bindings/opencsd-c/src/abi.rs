@@ -60,7 +60,7 @@ pub const OCSD_OPFLG_N_UNCOND_DIR_BR_CHK: c_int = 0x400;
 pub const OCSD_OPFLG_STRICT_N_UNCOND_BR_CHK: c_int = 0x800;
 pub const OCSD_OPFLG_CHK_RANGE_CONTINUE: c_int = 0x1000;
 /// ETMv4/ETE: error on bad AArch64 opcodes (`ETM4_OPFLG_PKTDEC_AA64_OPCODE_CHK`).
-pub const ETM4_OPFLG_PKTDEC_AA64_OPCODE_CHK: c_int = 0x0100_0000;
+pub const ETM4_OPFLG_PKTDEC_AA64_OPCODE_CHK: c_int = 0x0002_0000;
 
 /// Logger output flags (`C_API_MSGLOGOUT_FLG_*`).
 pub const C_API_MSGLOGOUT_FLG_FILE: c_int = 0x1;

@@ -185,19 +185,29 @@ impl TrcGenElemIn for ElemCallback {
         let Some(f) = self.f else {
             return (DatapathResp::Cont, elems.len());
         };
-        let mut n = 0;
-        for (index, elem) in elems {
-            n += 1;
-            if !convert::elem_to_c(elem, &mut self.elem, &mut self.payload, &mut self.cache) {
+        // The sink's parts borrowed once for the run: the loop then keeps
+        // them in registers across the calls into C.
+        let (ctx, c, payload, cache) = (
+            self.ctx as *const c_void,
+            &mut *self.elem,
+            &mut *self.payload,
+            &mut self.cache,
+        );
+        for (n, (index, elem)) in elems.iter().enumerate() {
+            if !convert::elem_to_c(elem, c, payload, cache) {
                 continue;
             }
             // SAFETY: the client registered `f` for `ctx`; the element
             // lives in this sink for the duration of the call.
-            let r = crate::api::resp_from_c(unsafe { f(self.ctx as *const c_void, *index, trace_id, &*self.elem) });
-            if !r.is_cont() {
-                return (r, n);
+            let r = unsafe { f(ctx, *index, trace_id, &*c) };
+            if r != abi::OCSD_RESP_CONT {
+                let r = crate::api::resp_from_c(r);
+                if !r.is_cont() {
+                    return (r, n + 1);
+                }
             }
         }
+        let n = elems.len();
         (DatapathResp::Cont, n)
     }
 
