@@ -919,6 +919,30 @@ impl MemAccMapper {
     }
 }
 
+/// Memory shared with a decode tree (its mapper, as the tree hands it out)
+/// is memory for anyone else too: a sink that needs the image (a Tarmac
+/// writer's opcodes) reads it through the same mapper, one borrow a read.
+impl<T: TargetMemAccess + ?Sized> TargetMemAccess for crate::shared::Shared<T> {
+    fn read_target_memory(
+        &mut self,
+        address: u64,
+        trace_id: u8,
+        mem_space: MemSpace,
+        buf: &mut [u8],
+    ) -> Result<usize, ErrCode> {
+        self.borrow_mut().read_target_memory(address, trace_id, mem_space, buf)
+    }
+    fn invalidate_mem_acc_cache(&mut self, trace_id: u8) {
+        self.borrow_mut().invalidate_mem_acc_cache(trace_id);
+    }
+    fn generation(&self, trace_id: u8) -> u64 {
+        self.borrow().generation(trace_id)
+    }
+    fn contents_fixed(&self) -> bool {
+        self.borrow().contents_fixed()
+    }
+}
+
 impl TargetMemAccess for MemAccMapper {
     fn read_target_memory(
         &mut self,

@@ -372,21 +372,6 @@ impl<W: Write + Send, M: TargetMemAccess> TrcGenElemIn for TarmacWriter<W, M> {
     }
 }
 
-/// Memory seen through a decode tree's shared memory mapper.
-struct SharedMem(coresight_decode::logger::Shared<coresight_decode::memory::MemAccMapper>);
-
-impl TargetMemAccess for SharedMem {
-    fn read_target_memory(
-        &mut self,
-        address: u64,
-        trace_id: u8,
-        space: MemSpace,
-        buf: &mut [u8],
-    ) -> Result<usize, ErrCode> {
-        self.0.borrow_mut().read_target_memory(address, trace_id, space, buf)
-    }
-}
-
 #[derive(Clone, Default)]
 struct SharedBuf(coresight_decode::logger::Shared<Vec<u8>>);
 
@@ -447,7 +432,7 @@ pub fn snapshot_to_tarmac_with_registry(
         }
     }
     tree.set_gen_elem_out(Box::new(Counting(
-        TarmacWriter::new(buf.clone(), SharedMem(mem), opts),
+        TarmacWriter::new(buf.clone(), mem, opts),
         count.clone(),
     )));
     let info = ss.buffer(&name).ok_or("no trace buffer")?.clone();

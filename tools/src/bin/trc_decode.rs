@@ -19,7 +19,7 @@ use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use coresight_decode::decoder::DecodeMode;
 use coresight_decode::element::{ElemType, TraceElement};
 use coresight_decode::error::{ErrCode, Error};
-use coresight_decode::interfaces::{TargetMemAccess, TrcDataIn, TrcGenElemIn};
+use coresight_decode::interfaces::{TrcDataIn, TrcGenElemIn};
 use coresight_decode::logger::{MsgLogger, Shared, shared};
 use coresight_decode::memory::{MemAccMapper, MemSpace};
 use coresight_decode::parallel::{ParallelOptions, ParallelSink, WorkerSetup, decode_parallel};
@@ -120,22 +120,6 @@ fn failure(msg: impl std::fmt::Display) -> Failure {
     Failure(msg.to_string(), cli::EXIT_FAILURE)
 }
 
-/// Memory seen through the tree's shared mapper (for Tarmac opcodes and
-/// disassembly, read between blocks).
-struct MapperMem(Shared<MemAccMapper>);
-
-impl TargetMemAccess for MapperMem {
-    fn read_target_memory(
-        &mut self,
-        address: u64,
-        trace_id: u8,
-        space: MemSpace,
-        buf: &mut [u8],
-    ) -> Result<usize, ErrCode> {
-        self.0.borrow_mut().read_target_memory(address, trace_id, space, buf)
-    }
-}
-
 /// Bytes the Tarmac writer wrote, taken after each element.
 #[derive(Clone, Default)]
 struct TarmacBuf(Shared<Vec<u8>>);
@@ -160,7 +144,7 @@ struct Printer {
     dis: Option<coresight_decode::disasm::Disassembler>,
     code: Vec<u8>,
     max_instr: usize,
-    tarmac: Option<(TarmacWriter<TarmacBuf, MapperMem>, TarmacBuf)>,
+    tarmac: Option<(TarmacWriter<TarmacBuf, Shared<MemAccMapper>>, TarmacBuf)>,
     elements: u64,
 }
 
@@ -354,7 +338,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             disassemble: cli.disasm,
             ..Default::default()
         };
-        (TarmacWriter::new(buf.clone(), MapperMem(mem.clone()), opts), buf)
+        (TarmacWriter::new(buf.clone(), mem.clone(), opts), buf)
     });
     let mut printer = Printer {
         format: cli.format,
