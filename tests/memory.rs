@@ -311,7 +311,8 @@ fn many_regions_of_one_file_map_in_linear_time() {
     let data: Vec<u8> = (0..0x400u32).map(|i| (i * 7) as u8).collect();
     write_files(&dir, &[("mem.bin", &data)]);
     let path = dir.join("mem.bin");
-    let best = |n| (0..3).map(|_| map_regions(&path, n, false).0).min().unwrap();
+    // The best of five: scheduling noise only ever adds time.
+    let best = |n| (0..5).map(|_| map_regions(&path, n, false).0).min().unwrap();
     let (small, large) = (best(12_000), best(96_000));
     eprintln!("12,000 regions: {small:?}; 96,000: {large:?}");
     assert!(
