@@ -5,8 +5,12 @@
 //! address after the branch where it returns. An executed return (A64
 //! RET, A32/T32 implied returns) leaves the call that returns to the next
 //! range's first address (else the innermost one). An exception is a call
-//! to its handler that returns to its preferred return address; ERET or an
-//! exception-return element leaves it. A PE context element switches to
+//! to its handler that returns to its preferred return address; ERET, an
+//! exception-return element, or (A32/T32, whose exception returns have no
+//! instruction subtype) an indirect branch to the innermost exception's
+//! return address leaves it. A call, return or branch whose target never
+//! ran because an exception came first went to the exception's return
+//! address. A PE context element switches to
 //! the stack of its context (context ID, VMID) on that source. A gap
 //! (overflow, lost sync, unreadable memory) marks the stack broken and
 //! keeps it: the calls resume from it, as perf's cs_etm does.
@@ -14,7 +18,7 @@
 //! Nothing here allocates per element: names are looked up once per
 //! address and kept as frame ids.
 
-use coresight_decode::arch::InstrSubType;
+use coresight_decode::arch::{InstrSubType, InstrType};
 use coresight_decode::element::{ElemType, TraceElement, TraceOnReason, UnsyncInfo};
 
 use crate::profile::{FrameId, Limits, Profile};
@@ -37,6 +41,10 @@ enum Pending {
     Return,
     /// An exception return.
     ExceptionReturn,
+    /// Another indirect branch: an exception return when it goes back to
+    /// where the innermost exception returns (A32/T32 `SUBS PC, LR`,
+    /// `MOVS PC, LR`, `LDM {.., PC}^`, `RFE` have no instruction subtype).
+    Indirect,
 }
 
 /// Per-source decoding state.
@@ -47,6 +55,10 @@ struct SrcState {
     pending: Pending,
     /// Instructions seen since the source started or resynchronised.
     synced: bool,
+    /// A call whose target never ran because an exception came first,
+    /// when the trace does not say where the exception returns (ETMv3):
+    /// made when the exception returns, to where it returns.
+    deferred: Option<(u64, u64)>,
 }
 
 /// What the capture held, for the report.
@@ -114,6 +126,7 @@ impl ElementStacks {
                     src,
                     pending: Pending::None,
                     synced: false,
+                    deferred: None,
                 });
                 self.states.len() - 1
             }
@@ -168,13 +181,29 @@ impl ElementStacks {
             ElemType::Exception => {
                 self.counts.exceptions += 1;
                 let ret = if e.excep_ret_addr { e.en_addr } else { 0 };
-                // An exception taken before the called function's first
-                // instruction ran: the call still happened, to where the
-                // exception returns.
-                if let Pending::Call { .. } = self.states[i].pending
-                    && ret != 0
-                {
+                // An exception taken before the first instruction at the
+                // target of a call, return or branch ran: the transfer still
+                // happened, to where the exception returns.
+                if self.states[i].pending != Pending::None && ret != 0 {
                     self.resolve(i, ret);
+                } else if let Pending::Call { site, ret } = self.states[i].pending {
+                    self.states[i].deferred = Some((site, ret));
+                } else if self.states[i].pending == Pending::Return {
+                    // Where it returned is not said (ETMv3): it left the
+                    // innermost call, as most do.
+                    self.states[i].pending = Pending::None;
+                    if self
+                        .profile
+                        .active(src)
+                        .is_some_and(|c| self.profile.contexts[c as usize].depth() > 1)
+                    {
+                        self.profile.pop(src);
+                    }
+                } else if self.states[i].pending == Pending::ExceptionReturn {
+                    // Where it returned is not said (ETMv3), but which
+                    // exception it left is.
+                    self.states[i].pending = Pending::None;
+                    self.profile.pop_to(src, 0, true, &[]);
                 }
                 if self.states[i].synced {
                     self.states[i].pending = Pending::Exception { ret };
@@ -211,6 +240,7 @@ impl ElementStacks {
             ElemType::EoTrace => {
                 // The end of a buffer: what follows (another session) starts anew.
                 self.states[i].pending = Pending::None;
+                self.states[i].deferred = None;
                 self.states[i].synced = false;
             }
             _ => {}
@@ -219,6 +249,7 @@ impl ElementStacks {
 
     fn gap(&mut self, i: usize, offset: u64, what: &str) {
         self.states[i].pending = Pending::None;
+        self.states[i].deferred = None;
         self.states[i].synced = false;
         self.profile.gap(self.states[i].src, offset, what);
     }
@@ -257,10 +288,20 @@ impl ElementStacks {
                 self.function(addr);
                 self.profile.push(src, &self.frames, ret, true);
             }
+            Pending::Indirect => {
+                if self.profile.exception_returns_to(src, addr) {
+                    self.function(addr);
+                    self.profile.pop_to(src, addr, true, &self.frames);
+                }
+            }
             p @ (Pending::Return | Pending::ExceptionReturn) => {
                 let exc = p == Pending::ExceptionReturn;
                 self.function(addr);
                 self.profile.pop_to(src, addr, exc, &self.frames);
+                if exc && let Some((site, ret)) = self.states[i].deferred.take() {
+                    self.states[i].pending = Pending::Call { site, ret };
+                    return self.resolve(i, addr);
+                }
             }
         }
         // The first instructions of a context: the function they are in.
@@ -295,6 +336,7 @@ impl ElementStacks {
             },
             InstrSubType::V8Ret | InstrSubType::V7ImpliedRet => Pending::Return,
             InstrSubType::V8Eret => Pending::ExceptionReturn,
+            InstrSubType::None if e.last_i_type == InstrType::BranchIndirect => Pending::Indirect,
             InstrSubType::None => Pending::None,
         };
     }

@@ -624,6 +624,19 @@ impl Profile {
         }
     }
 
+    /// The innermost exception on `src`'s running stack returns to `addr`.
+    pub fn exception_returns_to(&self, src: u32, addr: u64) -> bool {
+        let Some(c) = self.sources[src as usize].active else {
+            return false;
+        };
+        self.contexts[c as usize]
+            .stack
+            .iter()
+            .rev()
+            .find(|e| e.exception)
+            .is_some_and(|e| e.ret_addr == addr && addr != 0)
+    }
+
     /// Leaves the innermost call of `src`'s running context.
     pub fn pop(&mut self, src: u32) {
         let Some(c) = self.sources[src as usize].active else {
