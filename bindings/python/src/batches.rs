@@ -497,12 +497,23 @@ impl RangeTable {
         else {
             return;
         };
-        let o = item.origin;
+        // cpu, pid, tid: only perf.data items have them; until one comes,
+        // the columns are all null and not written row by row.
+        if item.origin.is_some() && self.cpu.values.len() < self.index.len() {
+            let missing = self.index.len() - self.cpu.values.len();
+            for c in [&mut self.cpu, &mut self.pid, &mut self.tid] {
+                c.values.resize(c.values.len() + missing, 0);
+                c.valid.resize(c.valid.len() + missing, false);
+            }
+        }
+        if item.origin.is_some() || !self.cpu.values.is_empty() {
+            let o = item.origin;
+            self.cpu.push(o.map(|o| o.cpu as i32));
+            self.pid.push(o.map(|o| o.pid));
+            self.tid.push(o.map(|o| o.tid));
+        }
         self.index.push(item.index);
         self.trace_id.push(item.trace_id);
-        self.cpu.push(o.map(|o| o.cpu as i32));
-        self.pid.push(o.map(|o| o.pid));
-        self.tid.push(o.map(|o| o.tid));
         self.start.push(start);
         self.end.push(end);
         self.num_instr.push(num_instr);
@@ -534,12 +545,21 @@ impl RangeTable {
         let last_type = plain::<UInt8Type>(&mut self.last_type, c);
         let last_subtype = plain::<UInt8Type>(&mut self.last_subtype, c);
         let security = nullable::<UInt8Type>(&mut self.security, c);
+        let rows = self.index.len();
+        let origin = |o: &mut Opt<i32>| -> ArrayRef {
+            if o.values.is_empty() {
+                Arc::new(PrimitiveArray::<Int32Type>::new_null(rows))
+            } else {
+                Arc::new(nullable::<Int32Type>(o, c))
+            }
+        };
+        let (cpu, pid, tid) = (origin(&mut self.cpu), origin(&mut self.pid), origin(&mut self.tid));
         let arrays: Vec<ArrayRef> = vec![
             Arc::new(plain::<UInt64Type>(&mut self.index, c)),
             Arc::new(plain::<UInt8Type>(&mut self.trace_id, c)),
-            Arc::new(nullable::<Int32Type>(&mut self.cpu, c)),
-            Arc::new(nullable::<Int32Type>(&mut self.pid, c)),
-            Arc::new(nullable::<Int32Type>(&mut self.tid, c)),
+            cpu,
+            pid,
+            tid,
             Arc::new(plain::<UInt64Type>(&mut self.start, c)),
             Arc::new(plain::<UInt64Type>(&mut self.end, c)),
             Arc::new(plain::<UInt32Type>(&mut self.num_instr, c)),
