@@ -84,6 +84,7 @@ def test_killed_worker_others_merge_and_failure_reported(generated, tmp_path):
 
         result = fleet.run(paths, client, per_task=1, on_progress=kill_one)
     assert killed and killed[0][1] < killed[0][2], "no worker was killed mid-run"
+    assert list(result.failures) == [str(bad)], result.failures
     assert result.profile.to_json() == serial.profile.to_json()
     assert result.profile.captures == 40
     assert sorted(result.done) == sorted(p for p in paths if p != str(bad))

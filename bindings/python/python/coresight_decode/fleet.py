@@ -174,11 +174,13 @@ def run(
     finished = 0
     for fut in as_completed(futures):
         group = group_of[fut.key]
-        if fut.status != "finished":
-            for path in group:
-                failures[path] = f"task {fut.status}: {fut.exception()!r}"
-        else:
+        try:
+            # Waits if the result was lost with its worker and is being computed again.
             part = fut.result()
+        except Exception as e:  # noqa: BLE001 - the task failed on every try: reported
+            for path in group:
+                failures[path] = f"task failed: {type(e).__name__}: {e}"
+        else:
             total.merge(part.profile)
             done.extend(part.done)
             failures.update(part.failures)
