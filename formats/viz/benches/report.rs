@@ -150,8 +150,7 @@ fn plain_decode(input: &Input) -> u64 {
         }
     }
     tree.trace_data_in(DatapathOp::Eot, 0, &[]);
-    let count = *n.borrow();
-    count
+    *n.borrow()
 }
 
 /// Decode into call stacks, then the report. Returns its size.

@@ -18,7 +18,7 @@
 //! Nothing here allocates per element: names are looked up once per
 //! address and kept as frame ids.
 
-use coresight_decode::arch::{InstrSubType, InstrType};
+use coresight_decode::arch::{InstrSubType, InstrType, Isa};
 use coresight_decode::element::{ElemType, TraceElement, TraceOnReason, UnsyncInfo};
 
 use crate::profile::{FrameId, Limits, Profile};
@@ -336,7 +336,10 @@ impl ElementStacks {
             },
             InstrSubType::V8Ret | InstrSubType::V7ImpliedRet => Pending::Return,
             InstrSubType::V8Eret => Pending::ExceptionReturn,
-            InstrSubType::None if e.last_i_type == InstrType::BranchIndirect => Pending::Indirect,
+            // A64 has ERET for that: there an indirect branch is only one.
+            InstrSubType::None if e.last_i_type == InstrType::BranchIndirect && e.isa != Isa::Aarch64 => {
+                Pending::Indirect
+            }
             InstrSubType::None => Pending::None,
         };
     }

@@ -179,13 +179,11 @@ fn a32_waypoint(w: u32) -> bool {
         || w & 0xfe50_ffff == 0xf810_0a00
 }
 
-/// A T32 branch, BX/BLX, POP/LDM/LDR into PC, MOV PC, ISB, SUBS PC, LR, RFE.
+/// A T32 branch, BX/BLX, POP/LDM/LDR into PC (and RFE, whose second
+/// halfword has bit 15 set too), MOV PC, ISB, SUBS PC, LR.
 fn t32_waypoint(h1: u16, h2: u16) -> bool {
     if h1 >> 11 >= 0x1d {
-        (h1 >> 11 == 0x1e && h2 & 0x8000 != 0)
-            || (h1 & 0xfe50 == 0xe810 && h2 & 0x8000 != 0)
-            || (h1 & 0xff70 == 0xf850 && h2 >> 12 == 0xf)
-            || (h1 & 0xfe50 == 0xe810 && h2 == 0xc000)
+        (h1 >> 11 == 0x1e || h1 & 0xfe50 == 0xe810) && h2 & 0x8000 != 0 || (h1 & 0xff70 == 0xf850 && h2 >> 12 == 0xf)
     } else {
         (h1 >> 12 == 0xd && (h1 >> 8) & 0xf < 0xe)
             || h1 >> 11 == 0x1c
@@ -238,7 +236,7 @@ fn a32t32_fit(g: &Generated, start: u64, end: u64, count: u32) -> (Option<Readin
     let t32 = (a == end).then(|| {
         let next = if wide && h1 >> 11 == 0x1e && h2 & 0xd000 == 0xc000 {
             Next::Switch
-        } else if (wide && h1 >> 11 == 0x1e && h2 & 0x8000 != 0)
+        } else if (wide && h1 >> 11 == 0x1e && (h2 & 0xd000 == 0x9000 || (h2 & 0xd000 == 0x8000 && (h1 >> 7) & 7 != 7)))
             || (!wide && (h1 >> 12 == 0xd || h1 >> 11 == 0x1c || h1 & 0xf500 == 0xb100))
             || !t32_waypoint(h1, h2)
         {
@@ -248,7 +246,7 @@ fn a32t32_fit(g: &Generated, start: u64, end: u64, count: u32) -> (Option<Readin
         };
         (t32_kind(h1, h2, at), true, next)
     });
-    let a32 = (start % 4 == 0 && end - start == 4 * count as u64).then(|| {
+    let a32 = (start.is_multiple_of(4) && end - start == 4 * count as u64).then(|| {
         let w = word(g, end - 4).unwrap();
         let next = if w & 0xfe00_0000 == 0xfa00_0000 {
             Next::Switch
@@ -471,6 +469,13 @@ impl TruthTree {
         } else if self.defer_calls && self.pending == Some(Flow::Return) {
             // Nor where a return went: it leaves the innermost call.
             self.stacks.entry(self.ctx).or_default().pop();
+        } else if self.defer_calls && self.pending == Some(Flow::ExceptionReturn) {
+            // Nor where an exception return went: it leaves the innermost
+            // exception, and a call deferred still waits for where it goes.
+            let stack = self.stacks.entry(self.ctx).or_default();
+            if let Some(i) = stack.iter().rposition(|e| e.1) {
+                stack.truncate(i);
+            }
         } else if self.pending.is_some() {
             self.transfer(ret);
         }
@@ -532,6 +537,23 @@ fn exception_return_target(g: &Generated, n: usize, vectors: &std::ops::Range<u6
 
 /// Ours, from the timeline's events and the stacks as the elements go by.
 fn our_tree(els: &[(TrcIndex, u8, TraceElement)]) -> (Tree, u64) {
+    let (tree, gaps) = our_tree_with_gaps(els);
+    (tree, gaps.count)
+}
+
+/// What our side says of gaps.
+struct Gaps {
+    /// Gaps seen.
+    count: u64,
+    /// Their byte offsets.
+    offsets: Vec<u64>,
+    /// Times a stack was marked broken.
+    broken: u64,
+    /// Calls the timeline opens after its first gap.
+    opened_after: usize,
+}
+
+fn our_tree_with_gaps(els: &[(TrcIndex, u8, TraceElement)]) -> (Tree, Gaps) {
     let mut s = ElementStacks::new(Symbolizer::new(), Limits::default());
     let mut depths = Vec::new();
     for (i, id, e) in els {
@@ -557,7 +579,16 @@ fn our_tree(els: &[(TrcIndex, u8, TraceElement)]) -> (Tree, u64) {
             .or_default()
             .push((n.depth as usize - 1, u64::from_str_radix(&name[2..], 16).unwrap()));
     }
-    ((acts, depths), p.gap_count)
+    let first_gap = tl.events.iter().position(|e| e.kind == EventKind::Gap);
+    let gaps = Gaps {
+        count: p.gap_count,
+        offsets: p.gaps.iter().map(|g| g.offset).collect(),
+        broken: p.contexts.iter().map(|c| c.broken).sum(),
+        opened_after: first_gap.map_or(0, |f| {
+            tl.events[f..].iter().filter(|e| e.kind == EventKind::Open).count()
+        }),
+    };
+    ((acts, depths), gaps)
 }
 
 /// PTM and ETMv3 with every option random (by seed), on A32, T32 or both,
@@ -601,17 +632,8 @@ fn check_call_tree(protocols: Vec<GenProtocol>, seeds: std::ops::RangeInclusive<
             let (tacts, tdepths) = truth_tree(&g, protocol);
             let ((acts, depths), gaps) = our_tree(&elements(&g));
             assert_eq!(gaps, 0, "{} seed {seed}: gaps", protocol.name());
-            if depths != tdepths {
-                let i = depths
-                    .iter()
-                    .zip(&tdepths)
-                    .position(|(a, b)| a != b)
-                    .unwrap_or(depths.len().min(tdepths.len()));
-                let ranges: Vec<&Truth> = g.truth.iter().filter(|t| matches!(t, Truth::Range { .. })).collect();
-                for k in i.saturating_sub(8)..(i + 3).min(ranges.len()) {
-                    eprintln!("{k}: {} ours {:?} truth {:?}", ranges[k], depths.get(k), tdepths.get(k));
-                }
-            }
+            let ranges: Vec<Truth> = truth_ranges(&g).into_iter().map(|t| t.1.clone()).collect();
+            show_difference(&ranges, &depths, &tdepths, None);
             assert_eq!(depths, tdepths, "{} seed {seed}: depth over time", protocol.name());
             assert_eq!(acts, tacts, "{} seed {seed}: call tree", protocol.name());
             assert!(
@@ -634,4 +656,159 @@ fn call_tree_equals_the_truth_etmv4_ete() {
 #[test]
 fn call_tree_equals_the_truth_ptm_etmv3() {
     assert_eq!(check_call_tree(a32t32_protocols(), 1..=16), 32);
+}
+
+/// Makes the generated trace (one source, unformatted) lose what its trace
+/// unit wrote between two synchronisation points in its middle, as a
+/// trace unit whose FIFO overflowed does: the bytes from an A-sync a
+/// quarter of the way in to a later one (a sixth of the trace further at
+/// least) are cut, and the trace unit says so where it resumes: ETMv4 and
+/// ETE with an Overflow packet before the A-sync, PTM and ETMv3 with the
+/// I-sync after it giving reason 2 (restart after overflow). Returns the
+/// byte offset of the cut and the bytes lost.
+fn overflow(g: &mut Generated, protocol: GenProtocol) -> (usize, usize) {
+    let a64 = code(protocol) == Code::A64;
+    let mut sync = vec![0u8; if a64 { 11 } else { 5 }];
+    sync.push(0x80);
+    assert_eq!(g.spec.buffers[0].format, "source_data");
+    let data = &mut g.spec.buffers[0].data;
+    let syncs: Vec<usize> = (0..data.len().saturating_sub(sync.len()))
+        .filter(|&i| data[i..i + sync.len()] == sync[..])
+        .collect();
+    let len = data.len();
+    let p1 = *syncs
+        .iter()
+        .find(|&&p| p >= len / 4)
+        .unwrap_or_else(|| panic!("no sync a quarter of the way in: {len} bytes, syncs at {syncs:?}"));
+    let p2 = *syncs.iter().find(|&&p| p >= p1 + len / 6).expect("a sync further on");
+    data.drain(p1..p2);
+    if a64 {
+        data.insert(p1, 0x05);
+    } else {
+        // No cycle counts and no context ID: the I-sync is the header, the
+        // address (PTM) and the information byte, or the header and the
+        // information byte then the address (ETMv3).
+        let i = p1 + sync.len();
+        assert_eq!(data[i], 0x08, "an I-sync after the A-sync");
+        let info = i + if matches!(protocol, GenProtocol::Ptm(_)) { 5 } else { 1 };
+        assert_eq!(data[info] & 0x60, 0, "a periodic I-sync");
+        data[info] |= 2 << 5;
+    }
+    (p1, p2 - p1)
+}
+
+/// The truth's ranges.
+fn truth_ranges(g: &Generated) -> Vec<(usize, &Truth)> {
+    g.truth
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| matches!(t, Truth::Range { .. }))
+        .collect()
+}
+
+fn overflow_protocols() -> Vec<GenProtocol> {
+    let ptm = coresight_generator::ptm::PtmGenOptions {
+        context_id: Some(false),
+        trace_filter: Some(false),
+        cycle_accurate: Some(false),
+        ..Default::default()
+    };
+    let etmv3 = coresight_generator::etmv3::Etmv3GenOptions {
+        context_id: Some(false),
+        trace_filter: Some(false),
+        cycle_accurate: Some(false),
+        ..Default::default()
+    };
+    vec![
+        GenProtocol::Etmv4,
+        GenProtocol::Ete(Default::default()),
+        GenProtocol::Ptm(ptm),
+        GenProtocol::Etmv3(etmv3),
+    ]
+}
+
+#[test]
+fn call_tree_across_a_real_overflow() {
+    let mut checked = 0;
+    // Calls the timelines open after their gap (some walks end in a loop
+    // without calls).
+    let mut opened_after = 0;
+    for protocol in overflow_protocols() {
+        for seed in 1..=6 {
+            let name = format!("{} seed {seed}", protocol.name());
+            let mut g = generate(&GenOptions {
+                seed,
+                protocol,
+                layout: BufferLayout::Unformatted,
+                length: 3000,
+            });
+            let (cut, lost_bytes) = overflow(&mut g, protocol);
+            let els = elements(&g);
+            // The decoded ranges are the truth's up to the cut, then the
+            // truth's from where the decoder resynchronised: nothing made up.
+            let resync = els
+                .iter()
+                .position(|e| {
+                    e.0 as usize >= cut
+                        && (e.2.elem_type == ElemType::NoSync
+                            || (e.2.elem_type == ElemType::TraceOn && e.2.trace_on_reason == TraceOnReason::Overflow))
+                })
+                .unwrap_or_else(|| panic!("{name}: no loss of sync nor overflow seen"));
+            let ranges = |els: &[(TrcIndex, u8, TraceElement)]| -> Vec<Truth> {
+                els.iter()
+                    .filter(|e| e.2.elem_type == ElemType::InstrRange)
+                    .filter_map(|e| Truth::from_element(&e.2))
+                    .collect()
+            };
+            let (ours_before, ours_after) = (ranges(&els[..resync]), ranges(&els[resync..]));
+            let truth = truth_ranges(&g);
+            let (before, after) = (ours_before.len(), ours_after.len());
+            let ours: Vec<Truth> = ours_before.into_iter().chain(ours_after).collect();
+            let theirs: Vec<Truth> = truth[..before]
+                .iter()
+                .chain(&truth[truth.len() - after..])
+                .map(|t| t.1.clone())
+                .collect();
+            assert!(
+                ours == theirs,
+                "{name}: decoded ranges not the truth's before and after the gap"
+            );
+            let lost_ranges = truth.len() - ours.len();
+            assert!(lost_ranges > 20, "{name}: {lost_ranges} ranges lost");
+            assert!(
+                before > 20 && after > 20,
+                "{name}: {before} ranges before, {after} after (of {}); cut {lost_bytes} bytes at {cut} of {}",
+                truth.len(),
+                g.spec.buffers[0].data.len() + lost_bytes
+            );
+            // The truth with what was lost taken out, the stack kept.
+            let lost = truth[before - 1].0 + 1..truth[truth.len() - after].0;
+            let (tacts, tdepths) = truth_tree_with_gap(&g, protocol, Some(lost));
+            let ((acts, depths), gaps) = our_tree_with_gaps(&els);
+            assert_eq!(gaps.count, 1, "{name}: gaps {:?}", gaps.offsets);
+            assert_eq!(gaps.broken, 1, "{name}: stacks broken");
+            let at = gaps.offsets[0] as usize;
+            assert!((cut..cut + 24).contains(&at), "{name}: gap at byte {at}, cut at {cut}");
+            opened_after += gaps.opened_after;
+            show_difference(&theirs, &depths, &tdepths, Some(before));
+            assert_eq!(depths, tdepths, "{name}: depth over time");
+            assert_eq!(acts, tacts, "{name}: call tree");
+            let _ = lost_bytes;
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 24);
+    assert!(opened_after > 24 * 20, "{opened_after} calls after the gaps");
+}
+
+/// On stderr: the ranges around the first place the depths differ (and
+/// where the decoder resynchronised).
+fn show_difference(ranges: &[Truth], ours: &[usize], truth: &[usize], resync: Option<usize>) {
+    let Some(i) = ours.iter().zip(truth).position(|(a, b)| a != b) else {
+        return;
+    };
+    for (k, r) in ranges.iter().enumerate().skip(i.saturating_sub(6)).take(9) {
+        let mark = if resync == Some(k) { " (resync)" } else { "" };
+        eprintln!("{k}{mark}: {r} ours {:?} truth {:?}", ours.get(k), truth.get(k));
+    }
 }
