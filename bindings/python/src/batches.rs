@@ -400,6 +400,12 @@ impl<T: Default + Copy> Opt<T> {
         self.values.push(v.unwrap_or_default());
         self.valid.push(v.is_some());
     }
+
+    /// `n` rows of `v`.
+    fn fill(&mut self, v: Option<T>, n: usize) {
+        self.values.resize(self.values.len() + n, v.unwrap_or_default());
+        self.valid.resize(self.valid.len() + n, v.is_some());
+    }
 }
 
 fn nullable<T: ArrowPrimitiveType>(o: &mut Opt<T::Native>, cap: usize) -> PrimitiveArray<T> {
@@ -440,11 +446,11 @@ struct RangeTable {
     taken: BooleanBufferBuilder,
     conditional: BooleanBufferBuilder,
     cycle_count: Opt<u32>,
-    context_id: Opt<u32>,
-    vmid: Opt<u32>,
-    exception_level: Opt<u8>,
-    security: Opt<u8>,
-    timestamp: Opt<u64>,
+    /// The source state of the rows from each row on: it changes rarely,
+    /// so its columns (context_id, vmid, exception_level, security,
+    /// timestamp) are filled in runs when the batch is made.
+    runs: Vec<(usize, SourceState)>,
+    generation: Option<u64>,
     names: [Arc<StringArray>; 4],
 }
 
@@ -471,11 +477,8 @@ impl RangeTable {
             taken: BooleanBufferBuilder::new(c),
             conditional: BooleanBufferBuilder::new(c),
             cycle_count: Opt::new(c),
-            context_id: Opt::new(c),
-            vmid: Opt::new(c),
-            exception_level: Opt::new(c),
-            security: Opt::new(c),
-            timestamp: Opt::new(c),
+            runs: Vec::new(),
+            generation: None,
             names,
         }
     }
@@ -485,7 +488,7 @@ impl RangeTable {
     }
 
     #[inline(always)]
-    fn push(&mut self, item: &Item, st: &SourceState) {
+    fn push(&mut self, item: &Item, st: &SourceState, generation: u64) {
         let Element::InstrRange {
             isa,
             start,
@@ -524,13 +527,39 @@ impl RangeTable {
         self.taken.append(last.executed && last.kind != InstrType::Other);
         self.conditional.append(last.conditional);
         self.cycle_count.push(cycle_count);
-        let ctx = st.context;
-        self.context_id.push(ctx.and_then(|c| c.context_id));
-        self.vmid.push(ctx.and_then(|c| c.vmid));
-        self.exception_level
-            .push(ctx.and_then(|c| c.exception_level.and_then(|l| l.number())));
-        self.security.push(ctx.map(|c| c.security as u8));
-        self.timestamp.push(st.timestamp);
+        if self.generation != Some(generation) {
+            self.generation = Some(generation);
+            self.runs.push((self.index.len() - 1, *st));
+        }
+    }
+
+    /// The columns taken from the source state, filled run by run.
+    /// (context_id, vmid, exception_level, security keys, timestamp)
+    fn state_columns(&mut self) -> (ArrayRef, ArrayRef, ArrayRef, PrimitiveArray<UInt8Type>, ArrayRef) {
+        let rows = self.index.len();
+        let mut context_id = Opt::<u32>::new(rows);
+        let mut vmid = Opt::<u32>::new(rows);
+        let mut level = Opt::<u8>::new(rows);
+        let mut security = Opt::<u8>::new(rows);
+        let mut timestamp = Opt::<u64>::new(rows);
+        for (i, (from, st)) in self.runs.iter().enumerate() {
+            let to = self.runs.get(i + 1).map_or(rows, |r| r.0);
+            let ctx = st.context;
+            context_id.fill(ctx.and_then(|c| c.context_id), to - from);
+            vmid.fill(ctx.and_then(|c| c.vmid), to - from);
+            level.fill(ctx.and_then(|c| c.exception_level.and_then(|l| l.number())), to - from);
+            security.fill(ctx.map(|c| c.security as u8), to - from);
+            timestamp.fill(st.timestamp, to - from);
+        }
+        self.runs.clear();
+        self.generation = None;
+        (
+            Arc::new(nullable::<UInt32Type>(&mut context_id, 0)),
+            Arc::new(nullable::<UInt32Type>(&mut vmid, 0)),
+            Arc::new(nullable::<UInt8Type>(&mut level, 0)),
+            nullable::<UInt8Type>(&mut security, 0),
+            Arc::new(nullable::<UInt64Type>(&mut timestamp, 0)),
+        )
     }
 
     fn finish(&mut self) -> Result<RecordBatch, String> {
@@ -544,7 +573,7 @@ impl RangeTable {
         let isa = plain::<UInt8Type>(&mut self.isa, c);
         let last_type = plain::<UInt8Type>(&mut self.last_type, c);
         let last_subtype = plain::<UInt8Type>(&mut self.last_subtype, c);
-        let security = nullable::<UInt8Type>(&mut self.security, c);
+        let (context_id, vmid, exception_level, security, timestamp) = self.state_columns();
         let rows = self.index.len();
         let origin = |o: &mut Opt<i32>| -> ArrayRef {
             if o.values.is_empty() {
@@ -570,11 +599,11 @@ impl RangeTable {
             Arc::new(BooleanArray::new(self.taken.finish(), None)),
             Arc::new(BooleanArray::new(self.conditional.finish(), None)),
             Arc::new(nullable::<UInt32Type>(&mut self.cycle_count, c)),
-            Arc::new(nullable::<UInt32Type>(&mut self.context_id, c)),
-            Arc::new(nullable::<UInt32Type>(&mut self.vmid, c)),
-            Arc::new(nullable::<UInt8Type>(&mut self.exception_level, c)),
+            context_id,
+            vmid,
+            exception_level,
             dict(security, &self.names[3])?,
-            Arc::new(nullable::<UInt64Type>(&mut self.timestamp, c)),
+            timestamp,
         ];
         RecordBatch::try_new(self.schema.clone(), arrays).map_err(|e| e.to_string())
     }
@@ -597,6 +626,9 @@ pub struct Batcher {
     /// last one found first.
     state: Vec<((u8, u32), SourceState)>,
     last: usize,
+    /// Changes when the state rows take changes: another source, a new
+    /// context or timestamp.
+    generation: u64,
     batch_size: usize,
 }
 
@@ -615,6 +647,7 @@ impl Batcher {
             ranges: wanted(&Kind::InstrRange).then(|| RangeTable::new(capacity)),
             state: Vec::new(),
             last: 0,
+            generation: 0,
             batch_size,
         }
     }
@@ -633,18 +666,27 @@ impl Batcher {
                 }
             },
         };
+        if at != self.last {
+            self.generation += 1;
+        }
         self.last = at;
         let st = &mut self.state[at].1;
         match item.element {
-            Element::PeContext { context, .. } => st.context = Some(context),
-            Element::Timestamp { timestamp, .. } => st.timestamp = Some(timestamp),
+            Element::PeContext { context, .. } => {
+                st.context = Some(context);
+                self.generation += 1;
+            }
+            Element::Timestamp { timestamp, .. } => {
+                st.timestamp = Some(timestamp);
+                self.generation += 1;
+            }
             _ => {}
         }
         if let Element::InstrRange { .. } = item.element {
             let Some(t) = self.ranges.as_mut() else {
                 return Ok(None);
             };
-            t.push(item, st);
+            t.push(item, st, self.generation);
             if t.rows() >= self.batch_size {
                 return t.finish().map(|b| Some((Kind::InstrRange, b)));
             }

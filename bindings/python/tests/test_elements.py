@@ -204,3 +204,23 @@ def test_decoding_releases_the_gil(generated):
     assert elapsed > 0.05
     # With the GIL held for the whole call the thread would not have run at all.
     assert during > 1000, (during, elapsed)
+
+
+@pytest.mark.parametrize("batch_size", [7, 65536])
+@pytest.mark.parametrize("snapshot", snapshot_dirs(), ids=lambda p: p.name)
+def test_state_columns_follow_each_source(snapshot, batch_size):
+    """context_id, vmid, exception_level, security and timestamp of each instr_range row are those
+    of its own source's latest pe_context and timestamp, across sources and batch boundaries."""
+    t = csd.open(snapshot)
+    ctx, ts, expect = {}, {}, []
+    for e in t:
+        if e.kind == "pe_context":
+            f = e.fields
+            ctx[e.trace_id] = (f.get("context_id"), f.get("vmid"), f.get("exception_level"), f.get("security"))
+        elif e.kind == "timestamp":
+            ts[e.trace_id] = e.timestamp
+        elif e.kind == "instr_range":
+            expect.append(ctx.get(e.trace_id, (None,) * 4) + (ts.get(e.trace_id),))
+    cols = t.to_arrow("instr_range", batch_size=batch_size).to_pydict()
+    names = ["context_id", "vmid", "exception_level", "security", "timestamp"]
+    assert list(zip(*(cols[n] for n in names))) == expect
