@@ -421,6 +421,13 @@ fn nullable<T: ArrowPrimitiveType>(o: &mut Opt<T::Native>, cap: usize) -> Primit
     PrimitiveArray::new(values.into(), nulls)
 }
 
+fn bools(v: &mut Vec<bool>, cap: usize) -> BooleanArray {
+    let v = std::mem::replace(v, Vec::with_capacity(cap));
+    let mut bits = BooleanBufferBuilder::new(v.len());
+    bits.append_slice(&v);
+    BooleanArray::new(bits.finish(), None)
+}
+
 fn plain<T: ArrowPrimitiveType>(v: &mut Vec<T::Native>, cap: usize) -> PrimitiveArray<T> {
     PrimitiveArray::new(std::mem::replace(v, Vec::with_capacity(cap)).into(), None)
 }
@@ -443,8 +450,9 @@ struct RangeTable {
     last_type: Vec<u8>,
     last_subtype: Vec<u8>,
     last_size: Vec<u8>,
-    taken: BooleanBufferBuilder,
-    conditional: BooleanBufferBuilder,
+    /// One byte a row, packed into bits when the batch is made.
+    taken: Vec<bool>,
+    conditional: Vec<bool>,
     cycle_count: Opt<u32>,
     /// The source state of the rows from each row on: it changes rarely,
     /// so its columns (context_id, vmid, exception_level, security,
@@ -474,8 +482,8 @@ impl RangeTable {
             last_type: Vec::with_capacity(c),
             last_subtype: Vec::with_capacity(c),
             last_size: Vec::with_capacity(c),
-            taken: BooleanBufferBuilder::new(c),
-            conditional: BooleanBufferBuilder::new(c),
+            taken: Vec::with_capacity(c),
+            conditional: Vec::with_capacity(c),
             cycle_count: Opt::new(c),
             runs: Vec::new(),
             generation: None,
@@ -524,8 +532,8 @@ impl RangeTable {
         self.last_type.push(last.kind as u8);
         self.last_subtype.push(last.subtype as u8);
         self.last_size.push(last.size);
-        self.taken.append(last.executed && last.kind != InstrType::Other);
-        self.conditional.append(last.conditional);
+        self.taken.push(last.executed && last.kind != InstrType::Other);
+        self.conditional.push(last.conditional);
         self.cycle_count.push(cycle_count);
         if self.generation != Some(generation) {
             self.generation = Some(generation);
@@ -596,8 +604,8 @@ impl RangeTable {
             dict(last_type, &self.names[1])?,
             dict(last_subtype, &self.names[2])?,
             Arc::new(plain::<UInt8Type>(&mut self.last_size, c)),
-            Arc::new(BooleanArray::new(self.taken.finish(), None)),
-            Arc::new(BooleanArray::new(self.conditional.finish(), None)),
+            Arc::new(bools(&mut self.taken, c)),
+            Arc::new(bools(&mut self.conditional, c)),
             Arc::new(nullable::<UInt32Type>(&mut self.cycle_count, c)),
             context_id,
             vmid,
@@ -653,7 +661,7 @@ impl Batcher {
     }
 
     /// Adds an element; returns a full batch when its table filled up.
-    #[inline]
+    #[inline(always)]
     pub fn push(&mut self, item: &Item) -> Result<Option<(Kind, RecordBatch)>, String> {
         let key = (item.trace_id, item.origin.map_or(u32::MAX, |o| o.cpu));
         let at = match self.state.get(self.last) {
