@@ -15,8 +15,9 @@
  * <opencsd/etmv4/trc_pkt_types_etmv4.h>, ...) find forwarding headers under
  * include/opencsd/ that include this one.
  *
- * Trace indexes (ocsd_trc_index_t) are 32-bit unless
- * ENABLE_LARGE_TRACE_SOURCES is defined, as in OpenCSD.
+ * Trace indexes (ocsd_trc_index_t) are 32-bit, as in OpenCSD's default
+ * build (Debian's among them): the library is built that way, so
+ * ENABLE_LARGE_TRACE_SOURCES (OpenCSD's switch to 64-bit indexes) is refused.
  */
 #ifndef COSD_OPENCSD_C_API_H
 #define COSD_OPENCSD_C_API_H
@@ -60,12 +61,10 @@
 /* ---- Basic types ----------------------------------------------------- */
 
 #ifdef ENABLE_LARGE_TRACE_SOURCES
-typedef uint64_t ocsd_trc_index_t;
-#define OCSD_TRC_IDX_STR PRIu64
-#else
+#error "coresight-opencsd-c's libopencsd_c_api.so.1 has 32-bit trace indexes (OpenCSD's default build)"
+#endif
 typedef uint32_t ocsd_trc_index_t;
 #define OCSD_TRC_IDX_STR PRIu32
-#endif
 #define OCSD_BAD_TRC_INDEX ((ocsd_trc_index_t)-1)
 #define OCSD_BAD_CS_SRC_ID ((uint8_t)-1)
 #define OCSD_IS_VALID_CS_SRC_ID(id) (((id) > 0) && ((id) < 0x70))

@@ -10,8 +10,11 @@ use std::ffi::{c_char, c_int, c_void};
 pub type OcsdErr = c_int;
 /// `ocsd_datapath_resp_t`.
 pub type OcsdResp = c_int;
-/// `ocsd_trc_index_t` (64-bit build of OpenCSD).
-pub type TrcIndex = u64;
+/// `ocsd_trc_index_t`: 32 bits, as OpenCSD builds it by default (without
+/// `ENABLE_LARGE_TRACE_SOURCES`): Debian's 1.3.3 library stores 4 bytes
+/// through `ocsd_get_last_err`'s index pointer, and 1.8.0's header declares
+/// `uint32_t`.
+pub type TrcIndex = u32;
 /// `ocsd_vaddr_t` (64-bit build of OpenCSD).
 pub type VAddr = u64;
 /// `dcd_tree_handle_t`.

@@ -258,7 +258,7 @@ pub unsafe extern "C" fn ocsd_dt_process_data(
         &[]
     };
     let (resp, used) = with_tree(handle, (OCSD_RESP_FATAL_NOT_INIT, 0), |t| {
-        let (r, used) = coresight_decode::interfaces::TrcDataIn::trace_data_in(&mut t.tree, op, index, data);
+        let (r, used) = coresight_decode::interfaces::TrcDataIn::trace_data_in(&mut t.tree, op, u64::from(index), data);
         t.text.flush();
         if let Some(e) = t.tree.error_logger().borrow().last_error() {
             default_log().last_error = Some(e.clone());
@@ -1001,12 +1001,25 @@ pub unsafe extern "C" fn ocsd_get_last_err(
 ) -> OcsdErr {
     let last = guarded(None, || default_log().last_error.clone());
     let Some(e) = last else {
+        // No error: OpenCSD's bad index and trace ID, and an empty message.
+        // SAFETY: null or the client's output locations.
+        unsafe {
+            if !index.is_null() {
+                *index = TrcIndex::MAX;
+            }
+            if !chan_id.is_null() {
+                *chan_id = 0xff;
+            }
+            copy_out("", message, message_len);
+        }
         return OCSD_OK;
     };
     // SAFETY: null or the client's output locations.
     unsafe {
         if !index.is_null() {
-            *index = e.index.unwrap_or(u64::MAX);
+            // A 32-bit index, as OpenCSD's: an error past 4 GiB of trace
+            // wraps, as it would there.
+            *index = e.index.map_or(TrcIndex::MAX, |i| i as TrcIndex);
         }
         if !chan_id.is_null() {
             *chan_id = e.trace_id.unwrap_or(0xff);

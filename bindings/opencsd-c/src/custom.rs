@@ -291,7 +291,7 @@ unsafe extern "C" fn cb_gen_elem(
         };
         // SAFETY: the element's extended data is the decoder's.
         let el = l.elem.0.insert(unsafe { crate::convert::elem_from_c(e) });
-        let r = l.ctx.elem_out.borrow_mut().trace_elem_in(index, id, el);
+        let r = l.ctx.elem_out.borrow_mut().trace_elem_in(u64::from(index), id, el);
         crate::api::resp_to_c(r)
     }))
     .unwrap_or(abi::OCSD_RESP_FATAL_SYS_ERR)
@@ -318,8 +318,8 @@ unsafe extern "C" fn cb_log_error(
         // SAFETY: our context.
         let Some(l) = (unsafe { lib_of(lib) }) else { return };
         let mut e = TraceError::new(severity(sev), code_of(code));
-        if idx != u64::MAX {
-            e = e.at(idx);
+        if idx != CIndex::MAX {
+            e = e.at(u64::from(idx));
         }
         if chan < 0x80 {
             e = e.on_id(chan);
@@ -459,7 +459,16 @@ impl TrcDataIn for CustomComponent {
             data.as_ptr()
         };
         // SAFETY: the client's decoder with its handle and our bytes.
-        let r = unsafe { f(self.inst.decoder_handle, op, index, data.len() as u32, p, &mut used) };
+        let r = unsafe {
+            f(
+                self.inst.decoder_handle,
+                op,
+                index as CIndex,
+                data.len() as u32,
+                p,
+                &mut used,
+            )
+        };
         (crate::api::resp_from_c(r), (used as usize).min(data.len()))
     }
 }

@@ -21,14 +21,14 @@ use crate::tree::TextOut;
 pub type FnPktDataIn = unsafe extern "C" fn(
     p_context: *const c_void,
     op: c_int,
-    index_sop: TrcIndex,
+    index_sop: crate::abi::TrcIndex,
     p_packet_in: *const c_void,
 ) -> OcsdResp;
 /// `FnDefPktDataMon`.
 pub type FnPktDataMon = unsafe extern "C" fn(
     p_context: *const c_void,
     op: c_int,
-    index_sop: TrcIndex,
+    index_sop: crate::abi::TrcIndex,
     p_packet_in: *const c_void,
     size: u32,
     p_data: *const u8,
@@ -65,7 +65,7 @@ impl<P: CPacket> PktDataIn<P> for CPktSink<P> {
         };
         // SAFETY: the client registered `f` for `ctx`; the packet struct
         // lives in this sink across the call.
-        let r = unsafe { (self.f)(self.ctx as *const c_void, op_to_c(op), index, p) };
+        let r = unsafe { (self.f)(self.ctx as *const c_void, op_to_c(op), index as crate::abi::TrcIndex, p) };
         crate::api::resp_from_c(r)
     }
 }
@@ -92,7 +92,16 @@ impl<P: CPacket> PktRawDataMon<P> for CPktMon<P> {
         };
         let data = if raw.is_empty() { std::ptr::null() } else { raw.as_ptr() };
         // SAFETY: as for the sink; `raw` lives across the call.
-        unsafe { (self.f)(self.ctx as *const c_void, op_to_c(op), index, p, raw.len() as u32, data) };
+        unsafe {
+            (self.f)(
+                self.ctx as *const c_void,
+                op_to_c(op),
+                index as crate::abi::TrcIndex,
+                p,
+                raw.len() as u32,
+                data,
+            )
+        };
     }
 }
 

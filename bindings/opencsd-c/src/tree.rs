@@ -199,7 +199,7 @@ impl TrcGenElemIn for ElemCallback {
             }
             // SAFETY: the client registered `f` for `ctx`; the element
             // lives in this sink for the duration of the call.
-            let r = unsafe { f(ctx, *index, trace_id, &*c) };
+            let r = unsafe { f(ctx, *index as abi::TrcIndex, trace_id, &*c) };
             if r != abi::OCSD_RESP_CONT {
                 let r = crate::api::resp_from_c(r);
                 if !r.is_cont() {
@@ -227,7 +227,7 @@ impl TrcGenElemIn for ElemCallback {
         }
         // SAFETY: the client registered `f` for `ctx`; the element lives
         // in this sink for the duration of the call.
-        let r = unsafe { f(self.ctx as *const c_void, index, trace_id, &*self.elem) };
+        let r = unsafe { f(self.ctx as *const c_void, index as abi::TrcIndex, trace_id, &*self.elem) };
         crate::api::resp_from_c(r)
     }
 }

@@ -171,7 +171,7 @@ fn decode_through_c_api(name: &str) -> String {
         let mut used = 0u32;
         let block = (trace.len() - pos).min(1000) as u32;
         // SAFETY: `block` bytes at `pos` of the buffer.
-        let r = unsafe { ocsd_dt_process_data(tree, 0, pos as u64, block, trace[pos..].as_ptr(), &mut used) };
+        let r = unsafe { ocsd_dt_process_data(tree, 0, pos as TrcIndex, block, trace[pos..].as_ptr(), &mut used) };
         assert!(r < 6, "fatal response {r}");
         pos += used as usize;
     }
@@ -267,5 +267,23 @@ fn element_to_string_round_trip() {
             s,
             "OCSD_GEN_TRC_ELEM_INSTR_RANGE(exec range=0x1000:[0x1008] num_i(2) last_sz(4) (ISA=A64) E --- )"
         );
+    }
+}
+
+/// `ocsd_trc_index_t` is 32 bits, as in OpenCSD's builds: the last error's
+/// index fills 4 bytes and no more, and with no error it is OpenCSD's bad
+/// index with trace ID 0xff and an empty message.
+#[test]
+fn last_error_index_is_32_bits() {
+    let mut words = [0x5555_5555u32; 2];
+    let mut id = 0u8;
+    let mut msg = [b'x' as c_char; 16];
+    // SAFETY: an index location of 4 bytes (in an array of two words), a
+    // byte, and a 16-byte buffer.
+    let r = unsafe { ocsd_get_last_err(words.as_mut_ptr(), &mut id, msg.as_mut_ptr(), 16) };
+    assert_eq!(r, OCSD_OK);
+    assert_eq!(words[1], 0x5555_5555, "wrote past a 32-bit index");
+    if words[0] == u32::MAX {
+        assert_eq!((id, msg[0]), (0xff, 0));
     }
 }
