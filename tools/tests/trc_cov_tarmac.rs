@@ -196,7 +196,7 @@ fn bad_tarmac_names_the_file_and_line() {
         assert_eq!(
             String::from_utf8_lossy(&o.stderr),
             format!(
-                "trc_cov: {b}: line 3, column 14: expected a hex instruction address: 3 clk IT (3) 0000100g d503201f O EL0t_n : nop\n"
+                "trc_cov: {b}: line 3, column 14: expected a hex instruction address: \"3 clk IT (3) 0000100g d503201f O EL0t_n : nop\"\n"
             )
         );
         assert!(o.stdout.is_empty());

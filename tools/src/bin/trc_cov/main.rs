@@ -299,14 +299,21 @@ fn load_elf(path: &Path, bytes: &[u8]) -> Result<CodeImage, Fail> {
 fn gather(input: &Inputs) -> Result<(CodeImage, Vec<Entry>, usize), Fail> {
     let mut entries = Vec::new();
     let mut digits = 8;
-    let elf_bytes = match &input.elf {
-        Some(p) if !input.traces.is_empty() => Some(std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?),
-        _ => None,
+    // The executable is read and checked once, before the traces are held
+    // against it: a file that is not an ELF is refused as such.
+    let elf = match &input.elf {
+        Some(p) => {
+            let bytes = std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?;
+            let img = load_elf(p, &bytes)?;
+            Some((bytes, img))
+        }
+        None => None,
     };
+    let elf_bytes = elf.as_ref().map(|(bytes, _)| bytes);
     let mut mismatched = false;
     for t in &input.traces {
         let f = read_file(t)?;
-        if let (Some(elf), Some(bytes)) = (&input.elf, &elf_bytes)
+        if let (Some(elf), Some(bytes)) = (&input.elf, elf_bytes)
             && let Some(why) = exec_mismatch(&f, bytes)
         {
             // gnatcov's words, and what differs.
@@ -338,11 +345,8 @@ fn gather(input: &Inputs) -> Result<(CodeImage, Vec<Entry>, usize), Fail> {
             "no trace given (gnatcov trace files, --snapshot or --tarmac)".into(),
         ));
     }
-    let img = match &input.elf {
-        Some(p) => {
-            let bytes = std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?;
-            load_elf(p, &bytes)?
-        }
+    let img = match elf {
+        Some((_, img)) => img,
         None => {
             let Some(dir) = input.snapshot.first() else {
                 return Err(Fail(
