@@ -76,6 +76,9 @@ pub struct SnapshotInput<'a> {
     pub progress: &'a mut dyn FnMut(u64, u64),
 }
 
+/// Trace bytes given to the decoder at a time.
+const CHUNK: usize = 2048;
+
 /// Elements kept until the decoder hands back control.
 struct Collect(Shared<Vec<(TrcIndex, u8, TraceElement)>>);
 
@@ -204,7 +207,10 @@ pub fn decode_snapshot(input: SnapshotInput, stacks: &mut ElementStacks) -> Resu
                 if resp.is_wait() {
                     resp = tree.trace_data_in(DatapathOp::Flush, 0, &[]).0;
                 } else {
-                    let (r, used) = tree.trace_data_in(DatapathOp::Data, index, &block[done..n]);
+                    // A few KiB at a time: the elements they make are kept
+                    // until the decoder returns, and stay in cache so.
+                    let end = n.min(done + CHUNK);
+                    let (r, used) = tree.trace_data_in(DatapathOp::Data, index, &block[done..end]);
                     resp = r;
                     done += used;
                     index += used as TrcIndex;
