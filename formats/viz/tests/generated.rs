@@ -1,12 +1,18 @@
 //! On generated traces (`coresight_generator`, whose truth is the executed
-//! ranges in order): the call tree and the call depth over time that the
-//! element path builds from the decoded trace equal those of the truth,
-//! also with an overflow in the middle of the trace.
+//! ranges in order) of every protocol with calls and returns (ETMv4 and
+//! ETE on A64, PTM and ETMv3 on A32/T32): the call tree and the call depth
+//! over time that the element path builds from the decoded trace equal
+//! those of the truth, also across a real overflow (trace bytes between two
+//! synchronisation points cut out, the trace unit saying so), where the
+//! truth's tree is its own with what was lost taken out and the stack kept.
 //!
 //! The truth's calls and returns are read from the program's memory: the
-//! last instruction of each executed range classified from its A64
-//! encoding (BL, BLR: call; RET: return; ERET: exception return), the
-//! truth's exceptions as calls to their handlers.
+//! last instruction of each executed range classified from its encoding
+//! (A64: BL, BLR call, RET returns, ERET; A32/T32: BL, BLX call, BX LR,
+//! POP/LDR/MOV into PC return, SUBS PC, LR and the like return from
+//! exceptions), written here independently of the decoder's classifier;
+//! the truth's exceptions (A32/T32: ranges in the vector table) are calls
+//! to their handlers.
 
 use std::collections::BTreeMap;
 
