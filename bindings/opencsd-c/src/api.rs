@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use coresight_decode::arch::{ArchProfile, ArchVersion, CoreProfile};
-use coresight_decode::datapath::{DatapathOp, DatapathResp};
+use coresight_decode::datapath::DatapathOp;
 use coresight_decode::decoder::{CoreConfig, DecodeMode, DecoderOptions, SourceConfig};
 use coresight_decode::deformatter::DeformatterConfig;
 use coresight_decode::errcode::{ErrCode, Severity};
@@ -19,7 +19,7 @@ use coresight_decode::printers::{GenElemPrinter, PacketPrinter, RawFramePrinter}
 use coresight_decode::tree::{DecodeTree, SourceFormat};
 
 use crate::abi::*;
-use crate::convert;
+use crate::convert::{self, code_from_c, copy_out, resp_to_c};
 use crate::tree::{CTree, ElemCallback, PrintCb, TextOut, default_log, is_handle, register_handle, unregister_handle};
 
 /// Runs `f` on the tree behind `handle`, or returns `bad` for a null,
@@ -59,39 +59,6 @@ fn mem_err(e: MemoryError) -> OcsdErr {
     err_code(e.code())
 }
 
-pub(crate) fn resp_to_c(r: DatapathResp) -> OcsdResp {
-    match r {
-        DatapathResp::Cont => 0,
-        DatapathResp::WarnCont => 1,
-        DatapathResp::ErrCont => 2,
-        DatapathResp::Wait => 3,
-        DatapathResp::WarnWait => 4,
-        DatapathResp::ErrWait => 5,
-        DatapathResp::FatalNotInit => 6,
-        DatapathResp::FatalInvalidOp => 7,
-        DatapathResp::FatalInvalidParam => 8,
-        DatapathResp::FatalInvalidData => 9,
-        DatapathResp::FatalSysErr => 10,
-    }
-}
-
-/// A client callback's response.
-pub(crate) fn resp_from_c(r: OcsdResp) -> DatapathResp {
-    match r {
-        0 => DatapathResp::Cont,
-        1 => DatapathResp::WarnCont,
-        2 => DatapathResp::ErrCont,
-        3 => DatapathResp::Wait,
-        4 => DatapathResp::WarnWait,
-        5 => DatapathResp::ErrWait,
-        6 => DatapathResp::FatalNotInit,
-        7 => DatapathResp::FatalInvalidOp,
-        8 => DatapathResp::FatalInvalidParam,
-        9 => DatapathResp::FatalInvalidData,
-        _ => DatapathResp::FatalSysErr,
-    }
-}
-
 /// A memory space from C. 1.3.x's "any" (0x1f) predates the realm and
 /// root spaces, which it also meant.
 fn space_from_c(v: c_int) -> MemSpace {
@@ -117,33 +84,6 @@ fn severity_from_c(v: c_int) -> Severity {
         2 => Severity::Warn,
         _ => Severity::Info,
     }
-}
-
-/// Copies `s` into a C buffer of `size` bytes, truncated and NUL
-/// terminated.
-///
-/// # Safety
-/// `buf` is null or points at `size` writable bytes.
-unsafe fn copy_out(s: &str, buf: *mut c_char, size: c_int) -> bool {
-    if buf.is_null() || size <= 0 {
-        return false;
-    }
-    let n = s.len().min(size as usize - 1);
-    // SAFETY: `buf` holds `size` bytes (caller) and `n < size`.
-    unsafe {
-        std::ptr::copy_nonoverlapping(s.as_ptr().cast::<c_char>(), buf, n);
-        *buf.add(n) = 0;
-    }
-    n == s.len()
-}
-
-/// [`copy_out`] for the crate's other modules.
-///
-/// # Safety
-/// As [`copy_out`].
-pub(crate) unsafe fn copy_out_pub(s: &str, buf: *mut c_char, size: c_int) -> bool {
-    // SAFETY: as the caller guarantees.
-    unsafe { copy_out(s, buf, size) }
 }
 
 /// # Safety
@@ -463,8 +403,7 @@ pub unsafe extern "C" fn ocsd_dt_create_decoder(
             Some((c, a)) => (c, Some(a)),
             None => {
                 let c = factory.create(&cfg, &ctx).map_err(|e| err_code(e.code))?;
-                let handle =
-                    crate::custom::take_last_created().map(|h| Box::new(h) as Box<dyn crate::pktcb::PktAttach>);
+                let handle = crate::custom::take_last_created().map(|h| Box::new(h) as Box<dyn crate::tree::PktAttach>);
                 (c, handle)
             }
         };
@@ -935,61 +874,6 @@ pub unsafe extern "C" fn ocsd_err_str(err: c_int, buffer: *mut c_char, buffer_si
     });
     // SAFETY: the client's buffer of `buffer_size` bytes.
     unsafe { copy_out(&text, buffer, buffer_size) };
-}
-
-pub(crate) fn code_from_c(v: c_int) -> Option<ErrCode> {
-    // The codes are dense from 0: walk them rather than keep a second table.
-    use ErrCode::*;
-    const ALL: [ErrCode; 47] = [
-        Ok,
-        Fail,
-        Mem,
-        NotInit,
-        InvalidId,
-        BadHandle,
-        InvalidParamVal,
-        InvalidParamType,
-        FileError,
-        NoProtocol,
-        AttachTooMany,
-        AttachInvalidParam,
-        AttachCompNotFound,
-        RdrFileNotFound,
-        RdrInvalidInit,
-        RdrNoDecoder,
-        DataDecodeFatal,
-        DfmtrNotContTrace,
-        DfmtrBadFhSync,
-        BadPacketSeq,
-        InvalidPcktHdr,
-        PktInterpFail,
-        UnsupportedIsa,
-        HwCfgUnsupp,
-        UnsuppDecodePkt,
-        BadDecodePkt,
-        CommitPktOverrun,
-        MemNacc,
-        RetStackOverflow,
-        DcdtNoFormatter,
-        MemAccOverlap,
-        MemAccFileNotFound,
-        MemAccFileDiffRange,
-        MemAccRangeInvalid,
-        MemAccBadLen,
-        TestSnapshotParse,
-        TestSnapshotParseInfo,
-        TestSnapshotRead,
-        TestSsToDecoder,
-        DcdregNameRepeat,
-        DcdregNameUnknown,
-        DcdregTypeUnknown,
-        DcdregTooMany,
-        DcdInterfaceUnused,
-        InvalidOpcode,
-        IRangeLimitOverrun,
-        BadDecodeImage,
-    ];
-    ALL.iter().copied().find(|c| c.code() as c_int == v)
 }
 
 #[unsafe(no_mangle)]

@@ -2,13 +2,16 @@
 //! printer text of the OpenCSD version this build follows.
 
 use coresight_decode::arch::{ExceptionLevel, InstrSubType, InstrType, Isa, SecurityState};
+use coresight_decode::datapath::DatapathResp;
 use coresight_decode::element::generic::{EventType, MemTrans, PeContext, SwTraceInfo, TraceOnReason, UnsyncInfo};
 #[cfg(feature = "opencsd-1-8")]
 use coresight_decode::element::generic::{ItmInfo, ItmPktKind};
 use coresight_decode::element::{ElemType, TraceElement};
+use coresight_decode::errcode::ErrCode;
 use coresight_decode::memory::MemSpace;
+use std::ffi::{c_char, c_int};
 
-use crate::abi::{self, OcsdGenericTraceElem, OcsdPeContext, elem, flag};
+use crate::abi::{self, OcsdGenericTraceElem, OcsdPeContext, OcsdResp, elem, flag};
 
 fn isa_from_c(v: u32) -> Isa {
     match v {
@@ -592,6 +595,114 @@ pub fn to_1_3_text_if_default(line: &str) -> std::borrow::Cow<'_, str> {
     } else {
         to_1_3_text(line)
     }
+}
+
+/// A datapath response for C.
+pub(crate) fn resp_to_c(r: DatapathResp) -> OcsdResp {
+    match r {
+        DatapathResp::Cont => 0,
+        DatapathResp::WarnCont => 1,
+        DatapathResp::ErrCont => 2,
+        DatapathResp::Wait => 3,
+        DatapathResp::WarnWait => 4,
+        DatapathResp::ErrWait => 5,
+        DatapathResp::FatalNotInit => 6,
+        DatapathResp::FatalInvalidOp => 7,
+        DatapathResp::FatalInvalidParam => 8,
+        DatapathResp::FatalInvalidData => 9,
+        DatapathResp::FatalSysErr => 10,
+    }
+}
+
+/// A client callback's response.
+pub(crate) fn resp_from_c(r: OcsdResp) -> DatapathResp {
+    match r {
+        0 => DatapathResp::Cont,
+        1 => DatapathResp::WarnCont,
+        2 => DatapathResp::ErrCont,
+        3 => DatapathResp::Wait,
+        4 => DatapathResp::WarnWait,
+        5 => DatapathResp::ErrWait,
+        6 => DatapathResp::FatalNotInit,
+        7 => DatapathResp::FatalInvalidOp,
+        8 => DatapathResp::FatalInvalidParam,
+        9 => DatapathResp::FatalInvalidData,
+        _ => DatapathResp::FatalSysErr,
+    }
+}
+
+/// Copies `s` into a C buffer of `size` bytes, truncated and NUL
+/// terminated.
+///
+/// # Safety
+/// `buf` is null or points at `size` writable bytes.
+pub(crate) unsafe fn copy_out(s: &str, buf: *mut c_char, size: c_int) -> bool {
+    if buf.is_null() || size <= 0 {
+        return false;
+    }
+    let n = s.len().min(size as usize - 1);
+    // SAFETY: `buf` holds `size` bytes (caller) and `n < size`.
+    unsafe {
+        std::ptr::copy_nonoverlapping(s.as_ptr().cast::<c_char>(), buf, n);
+        *buf.add(n) = 0;
+    }
+    n == s.len()
+}
+
+/// An OpenCSD error code from C.
+pub(crate) fn code_from_c(v: c_int) -> Option<ErrCode> {
+    // The codes are dense from 0: walk them rather than keep a second table.
+    use ErrCode::*;
+    const ALL: [ErrCode; 47] = [
+        Ok,
+        Fail,
+        Mem,
+        NotInit,
+        InvalidId,
+        BadHandle,
+        InvalidParamVal,
+        InvalidParamType,
+        FileError,
+        NoProtocol,
+        AttachTooMany,
+        AttachInvalidParam,
+        AttachCompNotFound,
+        RdrFileNotFound,
+        RdrInvalidInit,
+        RdrNoDecoder,
+        DataDecodeFatal,
+        DfmtrNotContTrace,
+        DfmtrBadFhSync,
+        BadPacketSeq,
+        InvalidPcktHdr,
+        PktInterpFail,
+        UnsupportedIsa,
+        HwCfgUnsupp,
+        UnsuppDecodePkt,
+        BadDecodePkt,
+        CommitPktOverrun,
+        MemNacc,
+        RetStackOverflow,
+        DcdtNoFormatter,
+        MemAccOverlap,
+        MemAccFileNotFound,
+        MemAccFileDiffRange,
+        MemAccRangeInvalid,
+        MemAccBadLen,
+        TestSnapshotParse,
+        TestSnapshotParseInfo,
+        TestSnapshotRead,
+        TestSsToDecoder,
+        DcdregNameRepeat,
+        DcdregNameUnknown,
+        DcdregTypeUnknown,
+        DcdregTooMany,
+        DcdInterfaceUnused,
+        InvalidOpcode,
+        IRangeLimitOverrun,
+        BadDecodeImage,
+    ];
+    ALL.iter().copied().find(|c| c.code() as c_int == v)
 }
 
 #[cfg(test)]

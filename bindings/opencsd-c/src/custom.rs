@@ -197,7 +197,7 @@ impl DecoderFactory for CustomFactory {
 }
 
 fn code_of(v: OcsdErr) -> ErrCode {
-    crate::api::code_from_c(v).unwrap_or(ErrCode::Fail)
+    crate::convert::code_from_c(v).unwrap_or(ErrCode::Fail)
 }
 
 /// Room for the element a C decoder hands back, as the library's.
@@ -227,7 +227,7 @@ pub struct CustomHandle {
     handle: usize,
 }
 
-impl crate::pktcb::PktAttach for CustomHandle {
+impl crate::tree::PktAttach for CustomHandle {
     fn attach(&self, kind: c_int, f: *mut c_void, ctx: usize, _text: crate::tree::TextOut) -> OcsdErr {
         let mut c = self.cbs.lock().unwrap_or_else(|e| e.into_inner());
         match kind {
@@ -292,7 +292,7 @@ unsafe extern "C" fn cb_gen_elem(
         // SAFETY: the element's extended data is the decoder's.
         let el = l.elem.0.insert(unsafe { crate::convert::elem_from_c(e) });
         let r = l.ctx.elem_out.borrow_mut().trace_elem_in(u64::from(index), id, el);
-        crate::api::resp_to_c(r)
+        crate::convert::resp_to_c(r)
     }))
     .unwrap_or(abi::OCSD_RESP_FATAL_SYS_ERR)
 }
@@ -469,7 +469,7 @@ impl TrcDataIn for CustomComponent {
                 &mut used,
             )
         };
-        (crate::api::resp_from_c(r), (used as usize).min(data.len()))
+        (crate::convert::resp_from_c(r), (used as usize).min(data.len()))
     }
 }
 
@@ -564,7 +564,7 @@ pub unsafe fn protocol_to_str(protocol: c_int, pkt: *const c_void, buf: *mut c_c
         Some(None) => {
             let s = format!("CUSTOM_PKT[]: print unsupported; protocol({protocol}).");
             // SAFETY: the caller's buffer.
-            unsafe { crate::api::copy_out_pub(&s, buf, len) };
+            unsafe { crate::convert::copy_out(&s, buf, len) };
             abi::OCSD_OK
         }
         None => abi::OCSD_ERR_NO_PROTOCOL,

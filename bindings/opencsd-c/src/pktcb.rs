@@ -15,7 +15,7 @@ use coresight_decode::printers::PacketPrinter;
 
 use crate::abi::{self, OcsdErr, OcsdResp};
 use crate::packets::CPacket;
-use crate::tree::TextOut;
+use crate::tree::{PktAttach, TextOut};
 
 /// `FnDefPktDataIn`.
 pub type FnPktDataIn = unsafe extern "C" fn(
@@ -66,7 +66,7 @@ impl<P: CPacket> PktDataIn<P> for CPktSink<P> {
         // SAFETY: the client registered `f` for `ctx`; the packet struct
         // lives in this sink across the call.
         let r = unsafe { (self.f)(self.ctx as *const c_void, op_to_c(op), index as crate::abi::TrcIndex, p) };
-        crate::api::resp_from_c(r)
+        crate::convert::resp_from_c(r)
     }
 }
 
@@ -103,12 +103,6 @@ impl<P: CPacket> PktRawDataMon<P> for CPktMon<P> {
             )
         };
     }
-}
-
-/// What the C API can do to a decoder it created, whatever its protocol.
-pub trait PktAttach: Send {
-    /// Attaches a C callback (`OCSD_C_API_CB_PKT_SINK` or `_MON`).
-    fn attach(&self, kind: c_int, f: *mut c_void, ctx: usize, text: TextOut) -> OcsdErr;
 }
 
 /// One packet pipeline, shared between the tree (as its component) and

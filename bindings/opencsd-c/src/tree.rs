@@ -13,7 +13,7 @@ use coresight_decode::interfaces::TrcGenElemIn;
 use coresight_decode::logger::{MsgLogger, Shared};
 use coresight_decode::tree::DecodeTree;
 
-use crate::abi::{self, FnDefLoggerPrintStrCb, FnTraceElemIn, OcsdGenericTraceElem};
+use crate::abi::{self, FnDefLoggerPrintStrCb, FnTraceElemIn, OcsdErr, OcsdGenericTraceElem};
 use crate::convert;
 
 /// The library's default logger (OpenCSD keeps one per process): its
@@ -80,6 +80,13 @@ pub struct PrintCb {
     /// The client's context pointer, kept as an address so the sinks that
     /// hold it can move between threads with the tree.
     pub ctx: usize,
+}
+
+/// What the C API can do to a decoder it created, whatever its protocol
+/// (the packet callbacks attach through it).
+pub trait PktAttach: Send {
+    /// Attaches a C callback (`OCSD_C_API_CB_PKT_SINK` or `_MON`).
+    fn attach(&self, kind: c_int, f: *mut c_void, ctx: usize, text: TextOut) -> OcsdErr;
 }
 
 /// Where a tree's printers and error logger write: text is captured, then
@@ -160,7 +167,7 @@ pub struct CTree {
 pub struct DecoderEntry {
     pub csid: u8,
     /// `None` for a custom protocol's decoder (no packet struct here).
-    pub attach: Option<Box<dyn crate::pktcb::PktAttach>>,
+    pub attach: Option<Box<dyn PktAttach>>,
     /// Statistics at the last `ocsd_dt_reset_decode_stats`.
     pub stats_base: abi::OcsdDecodeStats,
 }
@@ -201,7 +208,7 @@ impl TrcGenElemIn for ElemCallback {
             // lives in this sink for the duration of the call.
             let r = unsafe { f(ctx, *index as abi::TrcIndex, trace_id, &*c) };
             if r != abi::OCSD_RESP_CONT {
-                let r = crate::api::resp_from_c(r);
+                let r = crate::convert::resp_from_c(r);
                 if !r.is_cont() {
                     return (r, n + 1);
                 }
@@ -228,6 +235,6 @@ impl TrcGenElemIn for ElemCallback {
         // SAFETY: the client registered `f` for `ctx`; the element lives
         // in this sink for the duration of the call.
         let r = unsafe { f(self.ctx as *const c_void, index as abi::TrcIndex, trace_id, &*self.elem) };
-        crate::api::resp_from_c(r)
+        crate::convert::resp_from_c(r)
     }
 }
