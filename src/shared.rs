@@ -65,7 +65,10 @@ impl<T: ?Sized> Lock<T> {
         if self.locked.swap(true, Ordering::Acquire) {
             self.wait();
         }
-        LockGuard { lock: self, _value: PhantomData }
+        LockGuard {
+            lock: self,
+            _value: PhantomData,
+        }
     }
 
     /// The same as [`borrow_mut`](Self::borrow_mut): there are no shared
@@ -77,7 +80,10 @@ impl<T: ?Sized> Lock<T> {
 
     /// Borrows the value if no one else holds it.
     pub fn try_borrow_mut(&self) -> Option<LockGuard<'_, T>> {
-        (!self.locked.swap(true, Ordering::Acquire)).then_some(LockGuard { lock: self, _value: PhantomData })
+        (!self.locked.swap(true, Ordering::Acquire)).then_some(LockGuard {
+            lock: self,
+            _value: PhantomData,
+        })
     }
 
     /// The value, through a unique reference (no locking needed).

@@ -42,7 +42,11 @@ fn main() {
 /// AUX data in each generated recording: 64 MiB, or `PERF_BENCH_MIB`
 /// (smaller for a run under callgrind).
 fn aux_bytes() -> u64 {
-    std::env::var("PERF_BENCH_MIB").ok().and_then(|v| v.parse().ok()).unwrap_or(64u64) << 20
+    std::env::var("PERF_BENCH_MIB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(64u64)
+        << 20
 }
 
 /// One layout's recording, symbol folder and snapshot.
@@ -190,7 +194,10 @@ fn decode_snapshot(c: &Case) -> u64 {
 fn check(c: &Case) {
     c.checked.get_or_init(|| {
         let (a, b) = (decode_perf_data(c), decode_snapshot(c));
-        assert!(a > 0 && a.abs_diff(b) * 10_000 < a, "perf.data path {a} instructions, snapshot path {b}");
+        assert!(
+            a > 0 && a.abs_diff(b) * 10_000 < a,
+            "perf.data path {a} instructions, snapshot path {b}"
+        );
     });
 }
 
