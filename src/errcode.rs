@@ -4,7 +4,7 @@
 //! as OpenCSD numbers and names them, so that logged errors read the same.
 //! [`TraceError`] is one logged error: severity, code, optional trace index
 //! and trace ID, and a message: the decode layer's error. The crate's
-//! aggregate error, [`Error`](crate::errcode::Error), wraps it with the
+//! aggregate error, [`Error`](crate::error::Error), wraps it with the
 //! errors of the layers above.
 
 use std::fmt::{self, Write as _};

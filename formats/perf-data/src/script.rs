@@ -314,7 +314,7 @@ impl Chan {
 ///
 /// Elements are turned into perf's packets as they arrive; [`ScriptWriter::event`] makes
 /// the samples at once (a single decode in file order), while
-/// [`ScriptWriter::queue_event`] only queues them, per AUX queue and trace ID, for
+/// `ScriptWriter::queue_event` only queues them, per AUX queue and trace ID, for
 /// [`write_in_perf_order`] to take them in perf's time order.
 pub struct ScriptWriter<'m, W: Write> {
     model: &'m Model,

@@ -132,7 +132,7 @@ struct ScriptArgs {
     /// The recording.
     #[arg(short = 'i', long = "input", value_name = "FILE", default_value = "perf.data")]
     input: PathBuf,
-    /// Samples to make, in perf's spelling: i[PERIOD] (an instruction sample every PERIOD
+    /// Samples to make, in perf's spelling: i or iPERIOD (an instruction sample every PERIOD
     /// instructions, default 100000), b (branch samples).
     #[arg(long, value_name = "OPTS", default_value = "ib")]
     itrace: String,
