@@ -344,27 +344,29 @@ impl Collect {
     }
 }
 
-impl TrcGenElemIn for Collect {
-    fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp {
-        self.trace_elems_in(trace_id, &[(index, *elem)]).0
-    }
-
-    /// A run at once: one borrow of the held list, and the thread looked
-    /// up again only after a context element.
-    fn trace_elems_in(&mut self, trace_id: u8, elems: &[(TrcIndex, TraceElement)]) -> (DatapathResp, usize) {
+impl Collect {
+    /// Holds `elems` of `trace_id`: one borrow of the held list, and the
+    /// thread looked up again only after a context element. Stops early
+    /// (WAIT) when the pacing says so; returns how many were taken.
+    fn take<'e>(
+        &mut self,
+        trace_id: u8,
+        elems: impl ExactSizeIterator<Item = (TrcIndex, &'e TraceElement)>,
+    ) -> (DatapathResp, usize) {
+        let total = elems.len();
         let Some(s) = self.stream_of.get(trace_id) else {
-            return (DatapathResp::Cont, elems.len());
+            return (DatapathResp::Cont, total);
         };
         let mut held = self.held.borrow_mut();
-        held.reserve(elems.len());
+        held.reserve(total);
         let (mut pid, mut tid) = self.streams.thread(s);
-        for (n, (index, elem)) in elems.iter().enumerate() {
+        for (n, (index, elem)) in elems.enumerate() {
             if elem.elem_type == ElemType::PeContext {
                 self.note_context(s, elem);
                 (pid, tid) = self.streams.thread(s);
             }
             held.push(Held {
-                index: *index,
+                index,
                 trace_id,
                 stream: s as u16,
                 pid,
@@ -377,7 +379,17 @@ impl TrcGenElemIn for Collect {
                 return (DatapathResp::Wait, n + 1);
             }
         }
-        (DatapathResp::Cont, elems.len())
+        (DatapathResp::Cont, total)
+    }
+}
+
+impl TrcGenElemIn for Collect {
+    fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp {
+        self.take(trace_id, std::iter::once((index, elem))).0
+    }
+
+    fn trace_elems_in(&mut self, trace_id: u8, elems: &[(TrcIndex, TraceElement)]) -> (DatapathResp, usize) {
+        self.take(trace_id, elems.iter().map(|(index, elem)| (*index, elem)))
     }
 }
 
