@@ -74,7 +74,7 @@ pub fn to_json(d: &Decoded) -> Value {
             put("next", json!(next));
             put("num_instr", json!(num_instr));
         }
-        Element::AddrNacc { addr, mem_space } => {
+        Element::AddrNacc { addr, mem_space, .. } => {
             put("addr", json!(addr));
             put("mem_space", json!(mem_space.to_string()));
         }

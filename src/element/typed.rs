@@ -121,6 +121,8 @@ pub enum Element {
         addr: u64,
         /// The memory space the read was made in.
         mem_space: MemSpace,
+        /// Cycle count, on cycle-accurate ETMv3 (the listing's `[CC=n]`).
+        cycle_count: Option<u32>,
     },
     /// Instructions executed at an address the decoder does not know
     /// (ETMv3 atoms while it waits for an address): reported once, and
@@ -431,6 +433,7 @@ impl Element {
             ElemType::AddrNacc => Element::AddrNacc {
                 addr: e.st_addr,
                 mem_space: e.mem_space,
+                cycle_count: cc(e),
             },
             ElemType::AddrUnknown => Element::AddrUnknown { cycle_count: cc(e) },
             ElemType::Exception => Element::Exception {
@@ -571,7 +574,7 @@ impl Element {
                 g.en_addr = next;
                 g.num_instr_range = num_instr;
             }
-            Element::AddrNacc { addr, mem_space } => {
+            Element::AddrNacc { addr, mem_space, .. } => {
                 g.st_addr = addr;
                 g.mem_space = mem_space;
             }
@@ -730,6 +733,7 @@ impl Element {
             | Element::PeContext { cycle_count, .. }
             | Element::InstrRange { cycle_count, .. }
             | Element::AddrUnknown { cycle_count }
+            | Element::AddrNacc { cycle_count, .. }
             | Element::Exception { cycle_count, .. }
             | Element::ExceptionRet { cycle_count }
             | Element::Timestamp { cycle_count, .. }
@@ -909,6 +913,7 @@ mod tests {
                 Element::AddrNacc {
                     addr: 0x1000,
                     mem_space: MemSpace::EL2,
+                    cycle_count: None,
                 },
             ),
             (ElemType::AddrUnknown, Element::AddrUnknown { cycle_count: None }),

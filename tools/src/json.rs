@@ -21,7 +21,7 @@
 //! | `pe_context` | `isa`, `security`, `exception_level`?, `bits64`, `context_id`?, `vmid`?, `hart`?, `interrupts_enabled`?, `cycle_count`? |
 //! | `instr_range` | `isa`, `start`, `end`, `num_instr`, `last` (`executed`, `size`, `kind`, `subtype`, `conditional`), `cycle_count`? |
 //! | `i_range_nopath` | `isa`, `start`, `next`, `num_instr` |
-//! | `addr_nacc` | `addr`, `mem_space` |
+//! | `addr_nacc` | `addr`, `mem_space`, `cycle_count`? |
 //! | `addr_unknown`, `exception_ret`, `cycle_count` | `cycle_count`? |
 //! | `exception` | `number`, `preferred_return`?, `return_is_branch_target`, `cycle_count`? |
 //! | `timestamp` | `timestamp`, `cycle_count`? |
@@ -227,7 +227,7 @@ impl Serialize for JsonElement<'_> {
                 m.serialize_entry("next", &Hex(next))?;
                 m.serialize_entry("num_instr", &num_instr)?;
             }
-            Element::AddrNacc { addr, mem_space } => {
+            Element::AddrNacc { addr, mem_space, .. } => {
                 m.serialize_entry("addr", &Hex(addr))?;
                 m.serialize_entry("mem_space", &mem_space.to_string())?;
             }

@@ -777,7 +777,7 @@ impl Batcher {
             Element::Timestamp { timestamp, cycle_count } => {
                 r.u64(Some(timestamp)).u32(cycle_count);
             }
-            Element::AddrNacc { addr, mem_space } => {
+            Element::AddrNacc { addr, mem_space, .. } => {
                 r.u64(Some(addr)).str(Some(&mem_space.to_string()));
             }
             e => {

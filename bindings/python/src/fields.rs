@@ -145,7 +145,7 @@ pub fn fields(e: &Element) -> Vec<(&'static str, Val)> {
             f.push(("next", Val::U(next)));
             f.push(("num_instr", Val::U(num_instr.into())));
         }
-        Element::AddrNacc { addr, mem_space } => {
+        Element::AddrNacc { addr, mem_space, .. } => {
             f.push(("addr", Val::U(addr)));
             f.push(("mem_space", Val::Text(mem_space.to_string())));
         }
