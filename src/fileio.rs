@@ -89,3 +89,120 @@ fn unix_kind(t: &std::fs::FileType) -> Option<&'static str> {
         return None;
     })
 }
+
+/// DSTREAM captures (`format=dstream_coresight`): the probe writes the
+/// formatted trace in 512-byte blocks, each ending with an 8-byte footer
+/// that is not trace. Trace indexes count the trace bytes only, as
+/// OpenCSD's lister does with `-dstream_format`.
+pub mod dstream {
+    use std::io::Read;
+
+    /// Bytes in a block, footer included.
+    pub const BLOCK: usize = 512;
+    /// Bytes of the footer at the end of each block.
+    pub const FOOTER: usize = 8;
+    /// Trace bytes in a block.
+    pub const DATA: usize = BLOCK - FOOTER;
+
+    /// Removes the footers from a whole capture in place (no copy of the
+    /// trace beyond moving it down).
+    pub fn strip_footers(data: &mut Vec<u8>) {
+        let mut w = 0;
+        let mut r = 0;
+        while r < data.len() {
+            let n = DATA.min(data.len() - r);
+            data.copy_within(r..r + n, w);
+            w += n;
+            r += BLOCK;
+        }
+        data.truncate(w);
+    }
+
+    /// Reads a capture with its footers left out.
+    pub struct FooterReader<R> {
+        inner: R,
+        /// Position in the current block.
+        at: usize,
+    }
+
+    impl<R: Read> FooterReader<R> {
+        /// Reads `inner`, which starts at a block boundary.
+        pub fn new(inner: R) -> Self {
+            FooterReader { inner, at: 0 }
+        }
+
+        /// The reader inside.
+        pub fn get_ref(&self) -> &R {
+            &self.inner
+        }
+    }
+
+    impl<R: Read> Read for FooterReader<R> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            loop {
+                if self.at >= DATA {
+                    // Skip what is left of the footer; end of input inside
+                    // it is the end of the trace.
+                    let mut skip = [0u8; FOOTER];
+                    let want = BLOCK - self.at;
+                    let n = self.inner.read(&mut skip[..want])?;
+                    if n == 0 {
+                        return Ok(0);
+                    }
+                    self.at += n;
+                    if self.at == BLOCK {
+                        self.at = 0;
+                    }
+                    continue;
+                }
+                let want = buf.len().min(DATA - self.at);
+                let n = self.inner.read(&mut buf[..want])?;
+                self.at += n;
+                return Ok(n);
+            }
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        fn capture(blocks: usize, tail: usize) -> (Vec<u8>, Vec<u8>) {
+            let mut raw = Vec::new();
+            let mut trace = Vec::new();
+            for i in 0..blocks * BLOCK + tail {
+                let b = (i * 7 % 251) as u8;
+                if i % BLOCK < DATA {
+                    trace.push(b);
+                    raw.push(b);
+                } else {
+                    raw.push(0xEE);
+                }
+            }
+            (raw, trace)
+        }
+
+        #[test]
+        fn footers_are_left_out_in_place_and_when_read() {
+            for (blocks, tail) in [(0, 0), (0, 100), (1, 0), (3, 504), (3, 508), (2, 511)] {
+                let (raw, trace) = capture(blocks, tail);
+                let mut v = raw.clone();
+                strip_footers(&mut v);
+                assert_eq!(v, trace, "{blocks} blocks + {tail}");
+                for chunk in [1, 7, 504, 4096] {
+                    let mut r = FooterReader::new(&raw[..]);
+                    let mut got = Vec::new();
+                    let mut buf = vec![0u8; chunk];
+                    loop {
+                        let n = r.read(&mut buf).unwrap();
+                        if n == 0 {
+                            break;
+                        }
+                        got.extend_from_slice(&buf[..n]);
+                    }
+                    assert_eq!(got, trace, "{blocks} blocks + {tail}, reads of {chunk}");
+                }
+            }
+        }
+    }
+}

@@ -79,6 +79,7 @@ pub use decoder::DecodeMode;
 pub use element::{Decoded, Element};
 pub use element::{ElemType, TraceElement};
 pub use error::{ErrCode, Error, Result, TraceError};
+pub use fileio::dstream;
 pub use interfaces::{InstrDecode, PktDataIn, PktRawDataMon, TargetMemAccess, TrcDataIn, TrcGenElemIn};
 pub use pull::{DecodeError, Decoder, DecoderBuilder, Trace, decode_buffer};
 pub use snapshot::Snapshot;

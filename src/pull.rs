@@ -465,6 +465,9 @@ impl Trace {
                 Err(source) => return Err(DecodeError::Io { path, source }),
             }
         }
+        if info.has_dstream_footers() {
+            crate::dstream::strip_footers(&mut data);
+        }
         let decoder = Decoder::from_snapshot(ss, name)?;
         Ok(Trace {
             decoder,

@@ -476,6 +476,14 @@ pub struct BufferInfo {
     pub format: String,
 }
 
+impl BufferInfo {
+    /// A DSTREAM capture: its files have an 8-byte footer in every
+    /// 512-byte block, which readers leave out (see [`crate::dstream`]).
+    pub fn has_dstream_footers(&self) -> bool {
+        self.format == "dstream_coresight"
+    }
+}
+
 /// A loaded snapshot.
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {

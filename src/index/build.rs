@@ -168,6 +168,9 @@ impl Capture {
                 std::fs::read(p).map_err(|e| Error::code(ErrCode::FileError, format!("{}: {e}", p.display())))?;
             data.extend_from_slice(&bytes);
         }
+        if info.has_dstream_footers() {
+            crate::dstream::strip_footers(&mut data);
+        }
         let path = paths.first().cloned().unwrap_or_else(|| dir.join(&buffer));
         Ok(Capture {
             snapshot,

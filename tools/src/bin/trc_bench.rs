@@ -181,6 +181,9 @@ fn main() -> ExitCode {
             }
         }
     }
+    if buf.has_dstream_footers() {
+        coresight_decode::dstream::strip_footers(&mut data);
+    }
 
     let mut best: Option<Run> = None;
     for _ in 0..iters {

@@ -362,7 +362,13 @@ fn run(cli: Cli) -> Result<(), Failure> {
         return Err(failure(p));
     }
     let bar = cli::progress_bar(input.total_len(), cli.progress);
-    let mut input = ProgressReader::new(input, bar.clone());
+    let input = ProgressReader::new(input, bar.clone());
+    // A DSTREAM capture's block footers are not trace.
+    let mut input: Box<dyn Read> = if buffer.has_dstream_footers() {
+        Box::new(coresight_decode::dstream::FooterReader::new(input))
+    } else {
+        Box::new(input)
+    };
 
     let threads = cli.threads.map_or_else(
         || std::thread::available_parallelism().map_or(1, |n| n.get()),

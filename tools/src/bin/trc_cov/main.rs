@@ -483,6 +483,9 @@ fn decode_snapshot(dir: &Path, buffer: Option<&str>, merge: Merge) -> Result<Fla
     for p in ss.buffer_paths(buf) {
         data.extend(std::fs::read(&p).map_err(|e| format!("{}: {e}", p.display()))?);
     }
+    if buf.has_dstream_footers() {
+        coresight_decode::dstream::strip_footers(&mut data);
+    }
     let mut idx = 0;
     while idx < data.len() {
         let (r, used) = tree.trace_data_in(DatapathOp::Data, idx as TrcIndex, &data[idx..]);
