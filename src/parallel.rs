@@ -266,6 +266,12 @@ pub fn decode_parallel<B>(
 where
     B: Fn(&WorkerSetup) -> Result<DecodeTree, Error> + Sync,
 {
+    if let Some(bad) = ids.iter().find(|&&id| id >= 0x80) {
+        return Err(Error::code(
+            ErrCode::InvalidId,
+            format!("parallel decode: 0x{bad:02x} is not a trace ID (expected 0x00 to 0x7f)"),
+        ));
+    }
     let block = options.block.max(16);
     let round_len = block * options.blocks_per_round.max(1);
     let read_round = |input: &mut dyn Read| -> Result<Vec<u8>, Error> {
@@ -488,7 +494,8 @@ fn worker<B>(
             elems: elems.clone(),
         }));
     }
-    tree.set_id_filter(Some(ids));
+    // decode_parallel refused IDs of 0x80 and more before any worker began.
+    let _ = tree.set_id_filter(Some(ids));
 
     let mut stopped = false;
     while let Ok(round) = rounds.recv() {

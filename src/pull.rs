@@ -227,9 +227,21 @@ impl Decoder {
             .map(|(id, e)| (id, e.protocol.as_str(), e.source_name.as_str()))
     }
 
-    /// Decodes only the sources with these trace IDs (`None`: all).
-    pub fn set_id_filter(&mut self, ids: Option<&[u8]>) {
-        self.tree.set_id_filter(ids);
+    /// Decodes only the sources with these trace IDs (`None`: all). A value
+    /// of 0x80 or more is not a trace ID: an error, the filter unchanged.
+    pub fn set_id_filter(&mut self, ids: Option<&[u8]>) -> Result<(), DecodeError> {
+        self.tree.set_id_filter(ids).map_err(|code| {
+            let bad = ids
+                .unwrap_or_default()
+                .iter()
+                .find(|&&id| id >= 0x80)
+                .copied()
+                .unwrap_or_default();
+            DecodeError::Setup(crate::error::Error::code(
+                code,
+                format!("trace ID filter: 0x{bad:02x} is not a trace ID (expected 0x00 to 0x7f)"),
+            ))
+        })
     }
 
     /// The decode tree (its decoders, memory map, error logger).

@@ -318,18 +318,24 @@ impl DecodeTree {
         self.elem_out.borrow_mut().set(Some(out));
     }
 
-    /// Limits decoding to the given trace IDs (`None`: all).
-    pub fn set_id_filter(&mut self, ids: Option<&[u8]>) {
+    /// Limits decoding to the given trace IDs (`None`: all). A trace ID is
+    /// 7 bits: a value of 0x80 or more is refused with
+    /// [`ErrCode::InvalidId`] and the filter is left as it was.
+    pub fn set_id_filter(&mut self, ids: Option<&[u8]>) -> Result<(), ErrCode> {
+        if ids.is_some_and(|list| list.iter().any(|&id| id >= 0x80)) {
+            return Err(ErrCode::InvalidId);
+        }
         self.elements.filter = ids.map(|list| {
             let mut f = [false; 128];
             for &id in list {
-                f[id as usize & 0x7f] = true;
+                f[id as usize] = true;
             }
             f
         });
         if let Some(d) = self.deformatter.as_mut() {
             d.set_raw_id_filter(ids);
         }
+        Ok(())
     }
 
     /// The context a decoder is created with.

@@ -403,3 +403,17 @@ fn a_trace_id_past_0x7f_is_an_error() {
         assert_eq!(tree.decoder_count(), 0);
     }
 }
+
+/// An ID filter naming 0x90 is refused: before, it silently became 0x10
+/// and decoded that source instead.
+#[test]
+fn an_id_filter_past_0x7f_is_an_error_not_another_id() {
+    let mut tree = DecodeTree::with_registry(
+        SourceFormat::Formatted(DeformatterConfig::mem_aligned()),
+        DecodeMode::FullDecode,
+        registry(),
+    );
+    assert_eq!(tree.set_id_filter(Some(&[0x10, 0x90])), Err(ErrCode::InvalidId));
+    assert_eq!(tree.set_id_filter(Some(&[0x10, 0x7f])), Ok(()));
+    assert_eq!(tree.set_id_filter(None), Ok(()));
+}

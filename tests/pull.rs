@@ -534,7 +534,7 @@ fn sources_can_be_listed_and_picked_by_trace_id() {
     );
     let all: Vec<Decoded> = trace.elements().collect::<Result<_, _>>().unwrap();
     let id = sources[sources.len() - 1].0;
-    trace.decoder_mut().set_id_filter(Some(&[id]));
+    trace.decoder_mut().set_id_filter(Some(&[id])).unwrap();
     let one: Vec<Decoded> = trace.elements().collect::<Result<_, _>>().unwrap();
     let reset = Element::NoSync {
         reason: UnsyncInfo::ResetDecoder,

@@ -161,7 +161,12 @@ fn feed_range(
 ) -> Result<(), Error> {
     let (feed_from, feed_to, align) = match tree.format() {
         SourceFormat::Formatted(cfg) => {
-            tree.set_id_filter(Some(&[id]));
+            tree.set_id_filter(Some(&[id])).map_err(|code| {
+                Error::code(
+                    code,
+                    format!("index: 0x{id:02x} is not a trace ID (expected 0x00 to 0x7f)"),
+                )
+            })?;
             let cp = ix.source.as_ref().and_then(|s| s.checkpoint_before(start));
             let from = match cp {
                 Some(cp) => {

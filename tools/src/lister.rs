@@ -498,7 +498,8 @@ impl Lister<'_> {
             );
             return;
         }
-        tree.set_id_filter((!self.opts.ids.is_empty()).then_some(self.opts.ids.as_slice()));
+        // -id takes 0x01 to 0x6f only, so the filter cannot be refused.
+        let _ = tree.set_id_filter((!self.opts.ids.is_empty()).then_some(self.opts.ids.as_slice()));
 
         let Some(buf) = ss.buffer(source) else { return };
         if !self.opts.multi_session {

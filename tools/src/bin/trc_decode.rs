@@ -308,7 +308,8 @@ fn run(cli: Cli) -> Result<(), Failure> {
         .filter(|id| cli.ids.is_empty() || cli.ids.contains(id))
         .collect();
     if !cli.ids.is_empty() {
-        tree.set_id_filter(Some(&cli.ids));
+        // --id takes 0x1 to 0x6f only, so the filter cannot be refused.
+        let _ = tree.set_id_filter(Some(&cli.ids));
     }
     let mem = tree
         .mem_mapper()
