@@ -574,7 +574,7 @@ fn damaged_or_stale_index_files_are_refused_with_what_is_wrong() {
     b[8] = 9;
     assert_eq!(
         from_bytes(&b).unwrap_err().to_string(),
-        "index version 9 not supported (this library reads version 1)"
+        "index version 9 not supported (this library reads version 2)"
     );
     assert_eq!(from_bytes(b"hello").unwrap_err(), IndexFileError::BadMagic);
     // A changed capture: stale.

@@ -118,6 +118,7 @@ pub fn build_index(tree: &mut DecodeTree, data: &[u8], opts: &IndexOptions) -> R
     let source = source.map(|s| std::mem::take(&mut *s.borrow_mut()));
     Ok(CaptureIndex {
         capture: CaptureId::of(data),
+        config: 0,
         format,
         indexed: 0..at as u64,
         source,
@@ -193,7 +194,45 @@ impl Capture {
     /// Indexes the buffer.
     pub fn index(&self, opts: &IndexOptions) -> Result<CaptureIndex, Error> {
         let mut tree = self.tree(DecodeMode::PacketsOnly, |_| {})?;
-        build_index(&mut tree, &self.data, opts)
+        let mut ix = build_index(&mut tree, &self.data, opts)?;
+        ix.config = self.config_hash();
+        Ok(ix)
+    }
+
+    /// A hash of what the decode of this buffer depends on besides its
+    /// bytes: the buffer's format and, for each of its trace sources, the
+    /// source's and its core's names, types and registers. An index
+    /// records it so that one built before the snapshot's configuration
+    /// changed (another trace ID, format) is refused.
+    pub fn config_hash(&self) -> u64 {
+        let ss = &self.snapshot;
+        let mut text = String::new();
+        if let Some(b) = ss.buffer(&self.buffer) {
+            text.push_str(&format!("buffer {} format {}\n", b.name, b.format));
+        }
+        for (src, core) in ss.sources_of(&self.buffer) {
+            for name in std::iter::once(src).chain(core) {
+                match ss.device(name) {
+                    Some(d) => {
+                        text.push_str(&format!("device {} {} {}\n", d.name, d.class, d.device_type));
+                        for r in &d.regs {
+                            text.push_str(&format!("  {}={:#x}\n", r.name, r.value));
+                        }
+                    }
+                    None => text.push_str(&format!("device {name} missing\n")),
+                }
+            }
+        }
+        // Never 0, which means "not recorded".
+        crate::index::capture_hash(text.as_bytes()).max(1)
+    }
+
+    /// Reads the index at `path` and checks that it was built from this
+    /// capture's bytes and with its configuration.
+    pub fn load_index(&self, path: &std::path::Path) -> Result<CaptureIndex, crate::index::file::IndexFileError> {
+        let ix = CaptureIndex::load(path, &self.data)?;
+        crate::index::file::check_config(&ix, self.config_hash())?;
+        Ok(ix)
     }
 
     /// Where the index is saved by default: beside the buffer's first

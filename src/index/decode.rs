@@ -238,6 +238,18 @@ pub fn decode_window(
     tree: DecodeTree,
 ) -> Result<WindowDecode, Error> {
     let no = |what: String| Error::code(ErrCode::InvalidParamVal, what);
+    // A partial index cannot say where the sync points past its end are.
+    if let Window::Bytes { to, .. } = window
+        && to > ix.indexed.end
+        && ix.indexed.end < data.len() as u64
+    {
+        return Err(no(format!(
+            "the index covers bytes {}..{} of {}: bytes up to {to} were asked for; build it again without --limit",
+            ix.indexed.start,
+            ix.indexed.end,
+            data.len()
+        )));
+    }
     let w = match window {
         Window::Bytes { from, to } => ix.byte_window(id, from, to).ok_or_else(|| {
             no(format!(
@@ -392,7 +404,11 @@ where
     // This thread is one of the workers.
     let workers = threads.clamp(1, pieces.len().max(1));
     let results = std::thread::scope(|scope| {
-        let handles: Vec<_> = (1..workers).map(|_| scope.spawn(work)).collect();
+        // A thread the system will not give is one worker fewer, not a
+        // panic: the pieces are shared by those that started.
+        let handles: Vec<_> = (1..workers)
+            .map_while(|_| std::thread::Builder::new().spawn_scoped(scope, work).ok())
+            .collect();
         let mine = work();
         // Every worker is joined before an error is returned.
         let theirs: Vec<_> = handles.into_iter().map(|h| h.join()).collect();

@@ -1,11 +1,13 @@
 //! The saved index format.
 //!
-//! All numbers little-endian. Version 1:
+//! All numbers little-endian. Version 2:
 //!
 //! ```text
 //! magic      8 bytes  "CSDIDX\r\n"
 //! version    u32      INDEX_VERSION
 //! capture    u64 size, u64 hash (crate::index::capture_hash)
+//! config     u64      hash of the configuration the capture was decoded
+//!                     with (CaptureIndex::config; 0: not recorded)
 //! format     u8       0 single, 1 formatted; u8 flags (bit 0 memory
 //!                     aligned, bit 1 FSYNCs, bit 2 HSYNCs); u16 zero
 //! indexed    u64 start, u64 end
@@ -34,7 +36,7 @@ use super::source::{Checkpoint, SourceBlock};
 use super::{CaptureId, CaptureIndex, EntryKind, IndexedFormat, SourceIndex, StreamEntry, StreamIndex, capture_hash};
 
 /// The version this library writes and reads.
-pub const INDEX_VERSION: u32 = 1;
+pub const INDEX_VERSION: u32 = 2;
 const MAGIC: &[u8; 8] = b"CSDIDX\r\n";
 
 /// Why an index file was refused.
@@ -91,6 +93,17 @@ pub enum IndexFileError {
         /// Its hash.
         hash: u64,
     },
+    #[error(
+        "stale index: built with another configuration of the capture (hash {indexed:#018x}, now {now:#018x}): the buffer's format or its sources' registers changed; build the index again"
+    )]
+    /// The capture is the one indexed, but its configuration (buffer
+    /// format, trace sources and their registers) is not.
+    ConfigChanged {
+        /// Configuration hash recorded in the index.
+        indexed: u64,
+        /// Configuration hash now.
+        now: u64,
+    },
     #[error("{path}: {msg}")]
     /// Reading or writing the file failed.
     Io {
@@ -124,6 +137,7 @@ pub fn to_bytes(ix: &CaptureIndex) -> Vec<u8> {
     w.u32(INDEX_VERSION);
     w.u64(ix.capture.size);
     w.u64(ix.capture.hash);
+    w.u64(ix.config);
     match ix.format {
         IndexedFormat::Single => w.u8(0),
         IndexedFormat::Formatted { .. } => w.u8(1),
@@ -261,6 +275,7 @@ pub fn from_bytes(data: &[u8]) -> Result<CaptureIndex, IndexFileError> {
         size: r.u64("capture size")?,
         hash: r.u64("capture hash")?,
     };
+    let config = r.u64("configuration hash")?;
     let at = r.pos;
     let kind = r.u8("format")?;
     let flags = r.u8("format flags")?;
@@ -382,10 +397,24 @@ pub fn from_bytes(data: &[u8]) -> Result<CaptureIndex, IndexFileError> {
     Ok(CaptureIndex {
         capture,
         format,
+        config,
         indexed,
         source,
         streams,
     })
+}
+
+/// Checks that `ix` was built with the configuration whose hash is
+/// `config` (see [`crate::index::Capture::config_hash`]); an index that
+/// recorded none (0) is taken.
+pub fn check_config(ix: &CaptureIndex, config: u64) -> Result<(), IndexFileError> {
+    if ix.config != 0 && ix.config != config {
+        return Err(IndexFileError::ConfigChanged {
+            indexed: ix.config,
+            now: config,
+        });
+    }
+    Ok(())
 }
 
 /// Checks that `ix` was built from `capture` (size and hash).
@@ -433,6 +462,7 @@ mod tests {
     fn layout_is_as_documented() {
         let ix = CaptureIndex {
             capture: CaptureId { size: 64, hash: 0x1122 },
+            config: 0x3344,
             format: IndexedFormat::Formatted {
                 mem_aligned: true,
                 fsyncs: false,
@@ -460,9 +490,10 @@ mod tests {
         };
         let b = to_bytes(&ix);
         let mut want = b"CSDIDX\r\n".to_vec();
-        want.extend_from_slice(&1u32.to_le_bytes());
+        want.extend_from_slice(&2u32.to_le_bytes());
         want.extend_from_slice(&64u64.to_le_bytes());
         want.extend_from_slice(&0x1122u64.to_le_bytes());
+        want.extend_from_slice(&0x3344u64.to_le_bytes());
         want.extend_from_slice(&[1, 1, 0, 0]);
         want.extend_from_slice(&0u64.to_le_bytes());
         want.extend_from_slice(&64u64.to_le_bytes());
@@ -491,8 +522,8 @@ mod tests {
     #[test]
     fn counts_cannot_ask_for_more_than_the_file_holds() {
         let mut b = b"CSDIDX\r\n".to_vec();
-        b.extend_from_slice(&1u32.to_le_bytes());
-        b.extend_from_slice(&[0; 16]);
+        b.extend_from_slice(&2u32.to_le_bytes());
+        b.extend_from_slice(&[0; 24]);
         b.extend_from_slice(&[0, 0, 0, 0]);
         b.extend_from_slice(&[0; 16]);
         b.push(0);
@@ -504,7 +535,7 @@ mod tests {
         let e = from_bytes(&b).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "index corrupt at byte 55: stream entries: count 18446744073709551615 (17 bytes each) is more than the 0 bytes left"
+            "index corrupt at byte 63: stream entries: count 18446744073709551615 (17 bytes each) is more than the 0 bytes left"
         );
     }
 }

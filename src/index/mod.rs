@@ -108,6 +108,10 @@ pub enum IndexedFormat {
 pub struct CaptureIndex {
     /// The capture indexed.
     pub capture: CaptureId,
+    /// Hash of the configuration it was indexed with (buffer format,
+    /// trace sources and their registers: [`Capture::config_hash`]); 0
+    /// when not recorded (an index built from a tree, not a snapshot).
+    pub config: u64,
     /// Its layout.
     pub format: IndexedFormat,
     /// Bytes of the capture indexed: `0..size` when complete, less when

@@ -238,6 +238,10 @@ fn help_version_and_usage_errors() {
         &["query", "x", "syncs", "--id", "0x99"],
         &["decode", "x", "--id", "1", "--from", "3"],
         &["count", "x", "--threads", "0"],
+        // It crashed spawning 65,535 threads; like the other tools it takes
+        // at most 1,024.
+        &["count", "x", "--threads", "65535"],
+        &["count", "x", "--pieces", "1025"],
     ] {
         let out = run(bad);
         assert_eq!(out.status.code(), Some(2), "{bad:?}");
@@ -277,4 +281,43 @@ fn missing_damaged_and_stale_indexes_fail_with_what_is_wrong() {
     data[200] ^= 1;
     std::fs::write(&trace, &data).unwrap();
     fails(&["show", d], "stale index: built for a capture of");
+    data[200] ^= 1;
+    std::fs::write(&trace, &data).unwrap();
+    ok(&["show", d]);
+
+    // The same bytes with another configuration: a source's trace ID
+    // changed in its register file. Before, the index was taken and a
+    // window of the new ID decoded nothing.
+    let etm = dir.join("ETM_1.ini");
+    let ini = std::fs::read_to_string(&etm).unwrap();
+    let changed: String = ini
+        .lines()
+        .map(|l| match l.split_once('=') {
+            Some((reg, _)) if reg.starts_with("ETMTRACEIDR") => format!("{reg}=0x00000044\n"),
+            _ => format!("{l}\n"),
+        })
+        .collect();
+    assert_ne!(changed.trim(), ini.trim(), "ETM_1.ini has no ETMTRACEIDR:\n{ini}");
+    std::fs::write(&etm, changed).unwrap();
+    fails(&["show", d], "stale index: built with another configuration");
+    std::fs::write(&etm, ini).unwrap();
+    ok(&["show", d]);
+}
+
+/// An index of the first bytes only (`--limit`) does not answer for a
+/// window past them: before, the decode stopped there with exit 0.
+#[test]
+fn a_window_past_a_partial_index_is_refused() {
+    let dir = snapshot("trc-index-limit");
+    let d = dir.to_str().unwrap();
+    ok(&["build", d, "--limit", "4096"]);
+    let within = ok(&["decode", d, "--id", "0x13", "--from", "0", "--to", "4000"]);
+    assert!(within.lines().count() > 10, "{within}");
+    let out = run(&["decode", d, "--id", "0x13", "--from", "2000", "--to", "9000"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("the index covers bytes 0..4096 of") && err.contains("build it again without --limit"),
+        "{err}"
+    );
 }

@@ -111,11 +111,11 @@ enum Cmd {
         /// Trace IDs, comma-separated (default: every ID with a sync point).
         #[arg(long, value_delimiter = ',', value_parser = parse_id)]
         ids: Vec<u8>,
-        /// Worker threads (default: one per core).
-        #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+        /// Worker threads, 1 to 1024 (default: one per core).
+        #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
         threads: Option<u16>,
-        /// Pieces per trace ID (default: the number of threads).
-        #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+        /// Pieces per trace ID, 1 to 1024 (default: the number of threads).
+        #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
         pieces: Option<u16>,
     },
 }
@@ -255,7 +255,7 @@ fn load_index(t: &Target) -> Result<(Capture, CaptureIndex), String> {
             t.snapshot.display()
         ));
     }
-    let ix = CaptureIndex::load(&path, &cap.data).map_err(|e| format!("{}: {e}", path.display()))?;
+    let ix = cap.load_index(&path).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok((cap, ix))
 }
 
