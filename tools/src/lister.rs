@@ -612,8 +612,7 @@ impl Lister<'_> {
         };
         let opts = self.opts.clone();
         // Each worker prints its own elements into its text (forced waits
-        // included), and counts them for -profile.
-        let elements = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        // included).
         let build = |w: &WorkerSetup| -> coresight_decode::error::Result<DecodeTree> {
             let Some((mut t, _)) = setup_tree(&opts, ss, source, make_registry(), w.logger.clone())? else {
                 return Err(coresight_decode::error::Error::code(
@@ -625,10 +624,7 @@ impl Lister<'_> {
                 let mut p = GenElemPrinter::new(w.logger.clone());
                 p.set_test_waits(opts.test_waits);
                 p.set_mute(opts.profile);
-                t.set_gen_elem_out(Box::new(CountingPrinter {
-                    printer: p,
-                    total: elements.clone(),
-                }));
+                t.set_gen_elem_out(Box::new(WorkerPrinter { printer: p }));
             }
             Ok(t)
         };
@@ -638,13 +634,18 @@ impl Lister<'_> {
             current: None,
             failed: None,
         };
+        // With -profile the elements come back to this thread, merged in
+        // serial order, and the muted printer counts them: after a fatal
+        // error the count is then the serial decode's, not every element
+        // the workers made before they stopped.
+        let count_here = self.opts.profile && printer.is_some();
         let mut sink = ListerSink {
             out: &self.out,
-            printer: None,
+            printer: if count_here { printer } else { None },
         };
         let options = ParallelOptions {
             threads,
-            deliver_elements: false,
+            deliver_elements: count_here,
             ..ParallelOptions::default()
         };
         let format = deformat_as_configured(tree);
@@ -666,8 +667,8 @@ impl Lister<'_> {
             self.fatal_echo(outcome.processed, outcome.last_error.as_deref());
         }
         self.buffer_done(&input, outcome.processed, start);
-        if self.opts.profile && printer.is_some() {
-            let n = elements.load(std::sync::atomic::Ordering::Relaxed);
+        if count_here && let Some(p) = printer {
+            let n = p.borrow().element_count();
             self.msg(&format!("Trace Packet Lister : Profile : {n} generic elements.\n"));
         }
         !outcome.resp.is_fatal()
@@ -978,21 +979,19 @@ fn setup_tree(
     Ok(Some((tree, notes)))
 }
 
-/// A worker's element printer, adding what it printed to a total shared
-/// by the workers. A forced wait is acknowledged when the worker flushes.
-struct CountingPrinter {
+/// A worker's element printer. A forced wait is acknowledged when the
+/// worker flushes.
+struct WorkerPrinter {
     printer: GenElemPrinter,
-    total: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
-impl TrcGenElemIn for CountingPrinter {
+impl TrcGenElemIn for WorkerPrinter {
     fn trace_elem_in(
         &mut self,
         index: TrcIndex,
         trace_id: u8,
         elem: &coresight_decode::element::TraceElement,
     ) -> DatapathResp {
-        self.total.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if self.printer.need_ack_wait() {
             self.printer.ack_wait();
         }
@@ -1006,9 +1005,7 @@ impl TrcGenElemIn for CountingPrinter {
         if self.printer.need_ack_wait() {
             self.printer.ack_wait();
         }
-        let (resp, n) = self.printer.trace_elems_in(trace_id, elems);
-        self.total.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
-        (resp, n)
+        self.printer.trace_elems_in(trace_id, elems)
     }
 }
 
