@@ -21,6 +21,17 @@
 //! the nearest place where [`RESYNC_RUN`] instructions agree again: that
 //! says whether an instruction was dropped, inserted or changed.
 //!
+//! Loops repeat instructions: with a window longer than a loop, a dropped
+//! instruction could be paired with itself one iteration on, and every
+//! later one with the next iteration's, pushing the difference to the end
+//! of the loop. So an instruction is paired with the nearest equal one to
+//! its place, and a partner away from its place is taken as the same
+//! instruction an iteration on (the instruction itself dropped, inserted or
+//! changed) when the traces agree after setting it aside and the partner
+//! has a double within two places of where it would then belong. An
+//! instruction moved by about a whole loop iteration is therefore reported
+//! as dropped and inserted even within the window.
+//!
 //! # Registers and memory
 //!
 //! The register (`R`) and memory (`MR`, `MW`, `LD`, `ST`, `MU`) lines
@@ -671,6 +682,16 @@ fn effects_differ(x: &Step, y: &Step, mem: bool, want_lines: bool) -> Option<Eff
     Some((only_x, only_y))
 }
 
+/// The places of a window around `place`, `w` either side and none
+/// before `first`, nearest first (the earlier of two as near): where the
+/// same instructions recur (a loop), an instruction is paired with the one
+/// at its own place rather than one a loop iteration away.
+fn nearest(place: u64, w: u64, first: u64) -> impl Iterator<Item = u64> {
+    std::iter::once(place)
+        .chain((1..=w).flat_map(move |d| [place.checked_sub(d), place.checked_add(d)].into_iter().flatten()))
+        .filter(move |&k| k >= first)
+}
+
 /// What the look-ahead found for two instructions without partners.
 enum Resync {
     OnlyA,
@@ -772,19 +793,35 @@ impl Matcher<'_, '_> {
             self.b.fill_to(pa + w, o)?;
             let x = self.a.open(i).map(|s| s.insn);
             if let Some(x) = x
-                && let Some(k) = (pa.saturating_sub(w).max(j)..=pa + w)
-                    .find(|&k| self.b.open(k).is_some_and(|s| same(&x, &s.insn, o)))
+                && let Some(k) = nearest(pa, w, j).find(|&k| self.b.open(k).is_some_and(|s| same(&x, &s.insn, o)))
             {
-                self.pair(i, k)?;
+                // A partner away from x's place may be the same instruction
+                // a loop iteration on, with x dropped.
+                if k != pa && self.set_aside(i, j, k, true, 1, 0)? {
+                    self.only_a(i)?;
+                } else if k != pa && k != j && self.set_aside(i, j, k, true, 1, 1)? {
+                    self.changed(i, j)?;
+                } else if k != pa && k != j && !self.y_has_partner(i, j, pb)? && self.set_aside(i, j, k, true, 0, 1)? {
+                    self.only_b(j)?;
+                } else {
+                    self.pair(i, k)?;
+                }
                 continue;
             }
             self.a.fill_to(pb + w, o)?;
             let y = self.b.open(j).map(|s| s.insn);
             if let Some(y) = y
-                && let Some(k) = (pb.saturating_sub(w).max(i)..=pb + w)
-                    .find(|&k| self.a.open(k).is_some_and(|s| same(&s.insn, &y, o)))
+                && let Some(k) = nearest(pb, w, i).find(|&k| self.a.open(k).is_some_and(|s| same(&s.insn, &y, o)))
             {
-                self.pair(k, j)?;
+                if k != pb && self.set_aside(i, j, k, false, 0, 1)? {
+                    self.only_b(j)?;
+                } else if k != pb && k != i && self.set_aside(i, j, k, false, 1, 1)? {
+                    self.changed(i, j)?;
+                } else if k != pb && k != i && self.set_aside(i, j, k, false, 1, 0)? {
+                    self.only_a(i)?;
+                } else {
+                    self.pair(k, j)?;
+                }
                 continue;
             }
             match self.resync(i)? {
@@ -799,6 +836,94 @@ impl Matcher<'_, '_> {
             self.rep.shown.truncate(1);
         }
         Ok(())
+    }
+
+    /// A partner found away from its instruction's place may be the same
+    /// instruction a loop iteration on, the instruction itself being
+    /// dropped, inserted or changed: is it? `in_b` says the partner `k` is
+    /// in B (of x, A's `i`), else in A (of y, B's `j`); the hypothesis sets
+    /// `skip_a` instructions of A and `skip_b` of B aside. It holds when the
+    /// traces agree for [`RESYNC_RUN`] instructions after those set aside,
+    /// and, for a drop or an insert, the partner has a double within two
+    /// places of where it would be then. (Moved within the window, an instruction has no such double,
+    /// unless it moved by about a whole loop iteration.)
+    fn set_aside(
+        &mut self,
+        i: u64,
+        j: u64,
+        k: u64,
+        in_b: bool,
+        skip_a: u64,
+        skip_b: u64,
+    ) -> Result<bool, CompareError> {
+        if !self.agree_from(i + skip_a, j + skip_b, RESYNC_RUN as u64)? {
+            return Ok(false);
+        }
+        if skip_a == skip_b {
+            // A change: whether the partner is extra where it is or the
+            // instruction moved there, there are two differences.
+            return Ok(true);
+        }
+        // Two places either way: other drops or inserts may come between.
+        let (o, d) = (self.o, 2);
+        let shift = self.shift + skip_b as i64 - skip_a as i64;
+        // The double is not the instruction set aside.
+        let (from, to, place, not) = if in_b {
+            (
+                &self.b,
+                &mut self.a,
+                (k as i64).saturating_sub(shift),
+                (skip_a > 0).then_some(i),
+            )
+        } else {
+            (
+                &self.a,
+                &mut self.b,
+                (k as i64).saturating_add(shift),
+                (skip_b > 0).then_some(j),
+            )
+        };
+        let place = place.max(0) as u64;
+        let Some(p) = from.open(k).map(|s| s.insn) else {
+            return Ok(false);
+        };
+        to.fill_to(place + d, o)?;
+        Ok(nearest(place, d, 0).any(|m| Some(m) != not && to.open(m).is_some_and(|s| same(&s.insn, &p, o))))
+    }
+
+    /// Whether y (B's `j`, whose place in A is `pb`) has a partner within
+    /// the window: then it may have moved, and is not taken as inserted.
+    fn y_has_partner(&mut self, i: u64, j: u64, pb: u64) -> Result<bool, CompareError> {
+        let (o, w) = (self.o, self.n - 1);
+        self.a.fill_to(pb + w, o)?;
+        let Some(y) = self.b.open(j).map(|s| s.insn) else {
+            return Ok(false);
+        };
+        Ok(nearest(pb, w, i).any(|k| self.a.open(k).is_some_and(|s| same(&s.insn, &y, o))))
+    }
+
+    /// Whether the unresolved instructions of A from `i` and of B from `j`
+    /// are the same, in the same order, for `len` instructions (or until
+    /// both traces end).
+    fn agree_from(&mut self, mut i: u64, mut j: u64, len: u64) -> Result<bool, CompareError> {
+        let o = self.o;
+        for _ in 0..len {
+            for (side, k) in [(&mut self.a, &mut i), (&mut self.b, &mut j)] {
+                side.fill_to(*k, o)?;
+                while side.get(*k).is_some_and(|s| s.resolved) {
+                    *k += 1;
+                    side.fill_to(*k, o)?;
+                }
+            }
+            match (self.a.open(i), self.b.open(j)) {
+                (Some(x), Some(y)) if same(&x.insn, &y.insn, o) => {}
+                (None, None) => return Ok(true),
+                _ => return Ok(false),
+            }
+            i += 1;
+            j += 1;
+        }
+        Ok(true)
     }
 
     /// Whether a difference at (pa, pb) is among the first `show`, so that
