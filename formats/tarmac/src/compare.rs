@@ -682,14 +682,24 @@ fn effects_differ(x: &Step, y: &Step, mem: bool, want_lines: bool) -> Option<Eff
     Some((only_x, only_y))
 }
 
-/// The places of a window around `place`, `w` either side and none
-/// before `first`, nearest first (the earlier of two as near): where the
-/// same instructions recur (a loop), an instruction is paired with the one
-/// at its own place rather than one a loop iteration away.
-fn nearest(place: u64, w: u64, first: u64) -> impl Iterator<Item = u64> {
-    std::iter::once(place)
-        .chain((1..=w).flat_map(move |d| [place.checked_sub(d), place.checked_add(d)].into_iter().flatten()))
-        .filter(move |&k| k >= first)
+/// The places of a window around `place`, `w` either side, from `first`
+/// and before `end`, nearest first (the earlier of two as near): where
+/// the same instructions recur (a loop), an instruction is paired with the
+/// one at its own place rather than one a loop iteration away.
+fn nearest(place: u64, w: u64, first: u64, end: u64) -> impl Iterator<Item = u64> {
+    let lo = place.saturating_sub(w).max(first);
+    let hi = place.saturating_add(w).min(end.saturating_sub(1));
+    // Only as far as places exist: a long window over a short buffer costs
+    // the buffer, not the window.
+    let reach = if lo > hi {
+        0
+    } else {
+        (place.saturating_sub(lo)).max(hi.saturating_sub(place)) + 1
+    };
+    (0..reach)
+        .flat_map(move |d| [place.checked_sub(d), (d > 0).then(|| place.checked_add(d)).flatten()])
+        .flatten()
+        .filter(move |&k| (lo..=hi).contains(&k))
 }
 
 /// What the look-ahead found for two instructions without partners.
@@ -793,7 +803,8 @@ impl Matcher<'_, '_> {
             self.b.fill_to(pa + w, o)?;
             let x = self.a.open(i).map(|s| s.insn);
             if let Some(x) = x
-                && let Some(k) = nearest(pa, w, j).find(|&k| self.b.open(k).is_some_and(|s| same(&x, &s.insn, o)))
+                && let Some(k) =
+                    nearest(pa, w, j, self.b.end()).find(|&k| self.b.open(k).is_some_and(|s| same(&x, &s.insn, o)))
             {
                 // A partner away from x's place may be the same instruction
                 // a loop iteration on, with x dropped.
@@ -811,7 +822,8 @@ impl Matcher<'_, '_> {
             self.a.fill_to(pb + w, o)?;
             let y = self.b.open(j).map(|s| s.insn);
             if let Some(y) = y
-                && let Some(k) = nearest(pb, w, i).find(|&k| self.a.open(k).is_some_and(|s| same(&s.insn, &y, o)))
+                && let Some(k) =
+                    nearest(pb, w, i, self.a.end()).find(|&k| self.a.open(k).is_some_and(|s| same(&s.insn, &y, o)))
             {
                 if k != pb && self.set_aside(i, j, k, false, 0, 1)? {
                     self.only_b(j)?;
@@ -888,7 +900,7 @@ impl Matcher<'_, '_> {
             return Ok(false);
         };
         to.fill_to(place + d, o)?;
-        Ok(nearest(place, d, 0).any(|m| Some(m) != not && to.open(m).is_some_and(|s| same(&s.insn, &p, o))))
+        Ok(nearest(place, d, 0, to.end()).any(|m| Some(m) != not && to.open(m).is_some_and(|s| same(&s.insn, &p, o))))
     }
 
     /// Whether y (B's `j`, whose place in A is `pb`) has a partner within
@@ -899,7 +911,7 @@ impl Matcher<'_, '_> {
         let Some(y) = self.b.open(j).map(|s| s.insn) else {
             return Ok(false);
         };
-        Ok(nearest(pb, w, i).any(|k| self.a.open(k).is_some_and(|s| same(&s.insn, &y, o))))
+        Ok(nearest(pb, w, i, self.a.end()).any(|k| self.a.open(k).is_some_and(|s| same(&s.insn, &y, o))))
     }
 
     /// Whether the unresolved instructions of A from `i` and of B from `j`
@@ -1055,7 +1067,9 @@ impl Matcher<'_, '_> {
             return Ok(Resync::Changed);
         }
         let o = self.o;
-        let w = self.n as usize - 1;
+        // Reordering tolerated in the run, at most as far as the look-ahead:
+        // a huge window must not make every look-ahead read it all.
+        let w = (self.n as usize - 1).min(RESYNC_LOOKAHEAD);
         let need = RESYNC_LOOKAHEAD + RESYNC_RUN + w;
         for (side, list) in [(&mut self.a, &mut self.ua), (&mut self.b, &mut self.ub)] {
             list.clear();

@@ -117,8 +117,9 @@ enum Cmd {
         /// neighbours may swap). One moved N or more places is a
         /// difference, reported where it was and where it went; a dropped
         /// or inserted one is one difference, and the traces line up again
-        /// after it.
-        #[arg(short, long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1 << 20))]
+        /// after it. (Where a loop repeats instructions, one moved by about a
+        /// whole iteration is taken as dropped and inserted.)
+        #[arg(short, long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1 << 20))]
         window: u32,
         /// Records that differ only in time are the same.
         #[arg(long)]
