@@ -613,12 +613,15 @@ impl<'s> Side<'s> {
     /// `present`, else the place before `n`.
     fn context(&mut self, n: u64, present: bool, c: usize, o: &CompareOptions) -> Result<Context, CompareError> {
         let after_from = n + u64::from(present);
-        self.fill_to(after_from + c as u64, o)?;
+        let to = after_from.saturating_add(c as u64);
+        self.fill_to(to, o)?;
         let insn = |k: u64| self.get(k).map(|s| s.step.insn);
+        // Only what is buffered: a huge context costs the trace, not the number.
+        let (first, end) = (n.saturating_sub(c as u64).max(self.base), to.min(self.end()));
         Ok(Context {
-            before: (n.saturating_sub(c as u64)..n).filter_map(insn).collect(),
+            before: (first..n).filter_map(insn).collect(),
             at: if present { insn(n) } else { None },
-            after: (after_from..after_from + c as u64).filter_map(insn).collect(),
+            after: (after_from..end).filter_map(insn).collect(),
             line: insn(n).map(|i| i.line),
         })
     }
@@ -757,7 +760,7 @@ impl Matcher<'_, '_> {
         let o = self.o;
         let w = self.n - 1;
         // Kept behind the first unresolved instruction, for context.
-        let keep = o.context as u64 + 2 * self.n + RESYNC_LOOKAHEAD as u64;
+        let keep = (o.context as u64).saturating_add(2 * self.n + RESYNC_LOOKAHEAD as u64);
         loop {
             self.a.trim(keep);
             self.b.trim(keep);
