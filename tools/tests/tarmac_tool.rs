@@ -70,7 +70,7 @@ fn profile_and_compare_exit_statuses() {
     let (code, out, _) = tarmac(&["compare", t.to_str().unwrap(), other.to_str().unwrap(), "--stop-first"]);
     assert_eq!(code, Some(1));
     assert!(
-        out.starts_with("different: first difference at instruction 0 (0 matched before it)\n"),
+        out.starts_with("different: stopped at the first difference (0 instructions matched)\n"),
         "{out}"
     );
 }

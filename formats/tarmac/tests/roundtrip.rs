@@ -53,13 +53,11 @@ fn round_trip(
     let rep = {
         let mut ra = Reader::new(tarmac);
         let mut rb = Reader::new(written.as_bytes());
-        let mut ia = compare::insns_of(&mut ra);
-        let mut ib = compare::insns_of(&mut rb);
         let opts = CompareOptions {
             skip_time: true,
             ..Default::default()
         };
-        compare::compare(&mut ia, &mut ib, &opts).unwrap()
+        compare::compare(&mut ra, &mut rb, &opts).unwrap()
     };
     (rep, written)
 }
@@ -175,18 +173,20 @@ fn a_wrong_decode_is_reported_different() {
     assert_ne!(damaged, written);
     let mut ra = Reader::new(&tarmac[..]);
     let mut rb = Reader::new(damaged.as_bytes());
-    let mut ia = compare::insns_of(&mut ra);
-    let mut ib = compare::insns_of(&mut rb);
     let rep = compare::compare(
-        &mut ia,
-        &mut ib,
+        &mut ra,
+        &mut rb,
         &CompareOptions {
             skip_time: true,
             ..Default::default()
         },
     )
     .unwrap();
-    assert_eq!((rep.differences, rep.first.unwrap().index), (1, 39));
+    let d = rep.first().unwrap();
+    assert_eq!(
+        (rep.differences, d.kind, d.index_a, d.index_b),
+        (1, compare::DiffKind::Changed, 39, 39)
+    );
 }
 
 #[test]
@@ -230,11 +230,9 @@ fn trace_matcher_form_with_flow_exception_and_link_lines_reads_back_the_same() {
     );
     let mut ra = Reader::new(&tarmac[..]);
     let mut rb = Reader::new(written.as_bytes());
-    let mut ia = compare::insns_of(&mut ra);
-    let mut ib = compare::insns_of(&mut rb);
     let rep = compare::compare(
-        &mut ia,
-        &mut ib,
+        &mut ra,
+        &mut rb,
         &CompareOptions {
             skip_time: true,
             ..Default::default()
@@ -308,8 +306,6 @@ fn generated_programs_survive_a_second_trip_as_executions() {
                 let second = String::from_utf8(out2.0.borrow().clone()).unwrap();
                 let mut ra = Reader::new(first.as_bytes());
                 let mut rb = Reader::new(second.as_bytes());
-                let mut ia = compare::insns_of(&mut ra);
-                let mut ib = compare::insns_of(&mut rb);
                 // ETMv3 traces the condition of every instruction; PTM and
                 // ETMv4 only of branches: a failed non-branch reads back
                 // as executed.
@@ -319,7 +315,7 @@ fn generated_programs_survive_a_second_trip_as_executions() {
                     ignore_effect,
                     ..Default::default()
                 };
-                let rep = compare::compare(&mut ia, &mut ib, &o).unwrap();
+                let rep = compare::compare(&mut ra, &mut rb, &o).unwrap();
                 assert!(
                     rep.same(),
                     "{} seed {seed} -> {p:?}:\n{}",

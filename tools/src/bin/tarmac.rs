@@ -5,6 +5,7 @@
 //! tarmac calltree TRACE [--image ELF [--load-offset OFF]] [--no-offsets] [--debug-calls]
 //! tarmac flamegraph TRACE [--image ELF [--load-offset OFF]] [--no-offsets] [-o OUT]
 //! tarmac compare A B [-w N] [--skip-time] [--start ADDR] [--boot N] [--skip-remainder] [--stop-first]
+//!                   [--registers] [--memory] [--context N] [--show N]
 //! tarmac decode SNAPSHOT_DIR [-o OUT] [--flow] [--exceptions] [--trace-matcher]
 //! tarmac dump TRACE [--events]
 //! ```
@@ -99,15 +100,27 @@ enum Cmd {
         #[arg(short, long)]
         output: Option<PathBuf>,
     },
-    /// Compare the instruction streams of two traces (exit 0 same, 1 different).
+    /// Compare two traces as Trace Matcher does (exit 0 same, 1 different, 2 trouble).
+    ///
+    /// Instructions are matched in order, or within a window (-w); with
+    /// --registers and --memory, the register writes and memory accesses
+    /// logged after each matched instruction must agree too. Each
+    /// difference is shown where it happened, with the instructions around
+    /// it in both traces.
     Compare {
         /// Tarmac file or snapshot directory.
         a: PathBuf,
         /// Tarmac file or snapshot directory.
         b: PathBuf,
-        /// Window: records up to N apart may match out of order.
-        #[arg(short, long, default_value_t = 1)]
-        window: usize,
+        /// Window: an instruction matches an equal one fewer than N places
+        /// from its own place in the other trace (1: strictly in order, 2:
+        /// neighbours may swap). One moved N or more places is a
+        /// difference, reported where it was and where it went; a dropped
+        /// or inserted one is one difference, and the traces line up again
+        /// after it. (Where a loop repeats instructions, one moved by about a
+        /// whole iteration is taken as dropped and inserted.)
+        #[arg(short, long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1 << 20))]
+        window: u32,
         /// Records that differ only in time are the same.
         #[arg(long)]
         skip_time: bool,
@@ -126,9 +139,20 @@ enum Cmd {
         /// Stop at the first difference.
         #[arg(long)]
         stop_first: bool,
-        /// Records of context around the first difference.
+        /// Instructions of context shown before and after a difference, from each trace.
         #[arg(long, default_value_t = 3)]
         context: usize,
+        /// Show this many differences (the first ones); the rest are counted.
+        #[arg(long, default_value_t = 1)]
+        show: usize,
+        /// Compare the register writes (R lines) of matched instructions: the
+        /// same registers with the same values, in any order.
+        #[arg(long)]
+        registers: bool,
+        /// Compare the memory accesses (MR/MW, LD/ST, MU lines) of matched
+        /// instructions: direction, size, address and value, in any order.
+        #[arg(long)]
+        memory: bool,
         /// Assume T32 where a line gives no instruction set state.
         #[arg(long)]
         implicit_thumb: bool,
@@ -312,6 +336,31 @@ fn tree_and_names(input: &Input, image: &Image, quiet: bool, log: bool) -> Resul
     Ok((a.finish(), syms))
 }
 
+/// A trace being compared: a cut last line ends it with a warning, as in
+/// the other commands.
+struct CompareInput<'n> {
+    reader: Reader<Box<dyn BufRead>>,
+    name: &'n str,
+    quiet: bool,
+}
+
+impl compare::RecordSource for CompareInput<'_> {
+    fn next_record(&mut self) -> Result<Option<coresight_tarmac::Record<'_>>, coresight_tarmac::TarmacError> {
+        self.reader.next_record()
+    }
+    fn ends_at(&mut self, e: &coresight_tarmac::TarmacError) -> bool {
+        // A read error (column 0) is never taken for a cut line.
+        let cut = self.reader.at_partial_line() && e.column > 0;
+        if cut && !self.quiet {
+            eprintln!(
+                "tarmac: warning: {}: {e}; ignoring this partial last line (trace truncated?)",
+                self.name
+            );
+        }
+        cut
+    }
+}
+
 /// A failure: the message and the exit status.
 struct Failed(String, u8);
 
@@ -357,10 +406,13 @@ fn run(cli: Cli) -> Result<ExitCode, Failed> {
             skip_remainder,
             stop_first,
             context,
+            show,
+            registers,
+            memory,
             implicit_thumb,
         } => {
             let opts = CompareOptions {
-                window,
+                window: window as usize,
                 skip_time,
                 ignore_effect: ignore_ccfail,
                 start_addr: start,
@@ -368,15 +420,27 @@ fn run(cli: Cli) -> Result<ExitCode, Failed> {
                 skip_remainder,
                 stop_at_first: stop_first,
                 context,
+                show,
+                registers,
+                memory,
             };
             // Trouble is exit status 2 here: 1 says the traces differ.
             let trouble = |m: String| Failed(m, 2);
-            let mut ra = open(&a, implicit_thumb).map_err(trouble)?;
-            let mut rb = open(&b, implicit_thumb).map_err(trouble)?;
-            let mut ia = compare::insns_of(&mut ra);
-            let mut ib = compare::insns_of(&mut rb);
-            let rep = compare::compare(&mut ia, &mut ib, &opts).map_err(|e| trouble(format!("{e}")))?;
             let (na, nb) = (a.display().to_string(), b.display().to_string());
+            let mut ra = CompareInput {
+                reader: open(&a, implicit_thumb).map_err(trouble)?,
+                name: &na,
+                quiet,
+            };
+            let mut rb = CompareInput {
+                reader: open(&b, implicit_thumb).map_err(trouble)?,
+                name: &nb,
+                quiet,
+            };
+            let rep = compare::compare(&mut ra, &mut rb, &opts).map_err(|e| {
+                let name = if e.trace == 0 { &na } else { &nb };
+                trouble(format!("{name}: {}", e.error))
+            })?;
             with_output(None, |w| w.write_all(rep.text(&na, &nb).as_bytes())).map_err(trouble)?;
             return Ok(if rep.same() {
                 ExitCode::SUCCESS
