@@ -51,8 +51,8 @@ fn a_record_moved_beyond_the_window_differs_where_it_was_and_where_it_went() {
     std::fs::write(d.join("a.tarmac"), trace(&base())).unwrap();
     std::fs::write(d.join("b.tarmac"), trace(&moved)).unwrap();
     let args = ["a.tarmac", "b.tarmac", "--skip-time", "--context", "2", "--show", "2"];
-    // Three places apart: not within a window of 3...
-    let (code, out, err) = compare(&d, &[&args[..], &["-w", "3"]].concat());
+    // Three places apart: not within a window of 2...
+    let (code, out, err) = compare(&d, &[&args[..], &["-w", "2"]].concat());
     assert_eq!((code, err.as_str()), (Some(1), ""));
     assert_eq!(
         out,
@@ -84,10 +84,10 @@ fn a_record_moved_beyond_the_window_differs_where_it_was_and_where_it_went() {
          \x20     line 7: 7 IT 00001018 d503201f O\n\
          \x20     line 8: 8 IT 0000101c d503201f O\n"
     );
-    // ...and within a window of 4.
-    let (code, out, _) = compare(&d, &[&args[..], &["-w", "4"]].concat());
+    // ...and within a window of 3.
+    let (code, out, _) = compare(&d, &[&args[..], &["-w", "3"]].concat());
     assert_eq!((code, out.as_str()), (Some(0), "same: 12 instructions match\n"));
-    // In order, a swap of neighbours is two changed instructions; -w 2 allows it.
+    // In order, a swap of neighbours is two changed instructions; -w 1 allows it.
     let mut swapped = base();
     swapped.swap(4, 5);
     std::fs::write(d.join("s.tarmac"), trace(&swapped)).unwrap();
@@ -97,7 +97,7 @@ fn a_record_moved_beyond_the_window_differs_where_it_was_and_where_it_went() {
         out.starts_with("different: 2 difference(s), 10 instructions matched\n"),
         "{out}"
     );
-    let (code, out, _) = compare(&d, &["a.tarmac", "s.tarmac", "--skip-time", "-w", "2"]);
+    let (code, out, _) = compare(&d, &["a.tarmac", "s.tarmac", "--skip-time", "-w", "1"]);
     assert_eq!((code, out.as_str()), (Some(0), "same: 12 instructions match\n"));
     std::fs::remove_dir_all(&d).ok();
 }
@@ -140,6 +140,11 @@ fn a_record_moved_500_places_differs_with_a_window_of_2() {
          \x20 b.tarmac\n\
          \x20   > line 511: 511 IT 00001028 d503201f O\n"
     );
+    // Moved 500 places: within a window of 500, not of 499.
+    let (code, _, _) = compare(&d, &["a.tarmac", "b.tarmac", "--skip-time", "-w", "500"]);
+    assert_eq!(code, Some(0));
+    let (code, _, _) = compare(&d, &["a.tarmac", "b.tarmac", "--skip-time", "-w", "499"]);
+    assert_eq!(code, Some(1));
     let (code, _, _) = compare(&d, &["a.tarmac", "b.tarmac", "--skip-time", "-w", "501"]);
     assert_eq!(code, Some(0));
     std::fs::remove_dir_all(&d).ok();
@@ -181,7 +186,7 @@ fn dropped_and_inserted_records_are_reported_at_their_instruction_with_both_side
                     \x20     line 7: 7 IT 00001014 d503201f O\n\
                     \x20     line 8: 8 IT 00001018 d503201f O\n";
     // The same report, at the same instruction, in order and with windows.
-    for w in ["1", "2", "4", "64"] {
+    for w in ["0", "1", "2", "4", "64"] {
         let (code, out, _) = compare(
             &d,
             &["a.tarmac", "drop.tarmac", "--skip-time", "--context", "2", "-w", w],
@@ -330,7 +335,7 @@ fn exit_statuses_same_different_trouble() {
     let (code, _, err) = compare(&d, &["bad.tarmac", "a.tarmac"]);
     assert_eq!(code, Some(2));
     assert!(err.starts_with("tarmac: bad.tarmac: line 2, column 12: "), "{err}");
-    let (code, _, err) = compare(&d, &["a.tarmac", "a.tarmac", "-w", "0"]);
+    let (code, _, err) = compare(&d, &["a.tarmac", "a.tarmac", "-w", "1048576"]);
     assert_eq!(code, Some(2));
     assert!(err.contains("--window"), "{err}");
     // A cut last line ends its trace with a warning, as in the other subcommands.

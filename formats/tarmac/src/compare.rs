@@ -8,10 +8,10 @@
 //! # The window
 //!
 //! With a window of N, an instruction matches an equal one of the other
-//! trace fewer than N places from its own place there: N = 1 keeps the
-//! order strictly, N = 2 lets neighbours swap. An instruction moved N or
-//! more places is a difference: reported as missing where it was, and as
-//! extra where it went. Places are counted after setting aside the
+//! trace at most N places from its own place there: N = 0 keeps the order
+//! strictly, N = 1 lets neighbours swap. An instruction moved more than N
+//! places is a difference: reported as missing where it was, and as extra
+//! where it went. Places are counted after setting aside the
 //! instructions already reported as in one trace only, so a dropped or
 //! inserted instruction costs one difference, where it happened, and the
 //! traces line up again after it.
@@ -128,9 +128,9 @@ impl<R: std::io::BufRead> RecordSource for super::Reader<R> {
 /// Trace Matcher's options.
 #[derive(Clone, Copy, Debug)]
 pub struct CompareOptions {
-    /// An instruction matches an equal one fewer than this many places
-    /// from its own place in the other trace (1: strictly in order); see
-    /// the [module documentation](self).
+    /// An instruction matches an equal one at most this many places from
+    /// its own place in the other trace (0: strictly in order); see the
+    /// [module documentation](self).
     pub window: usize,
     /// Records that differ only in their time are the same.
     pub skip_time: bool,
@@ -158,7 +158,7 @@ pub struct CompareOptions {
 impl Default for CompareOptions {
     fn default() -> Self {
         CompareOptions {
-            window: 1,
+            window: 0,
             skip_time: false,
             ignore_effect: false,
             start_addr: None,
@@ -738,7 +738,8 @@ pub fn compare(
     b: &mut dyn RecordSource,
     opts: &CompareOptions,
 ) -> Result<CompareReport, CompareError> {
-    let n = opts.window.clamp(1, MAX_WINDOW) as u64;
+    // Partners are looked for fewer than n places away.
+    let n = opts.window.saturating_add(1).min(MAX_WINDOW) as u64;
     let mut m = Matcher {
         a: Side::new(a, 0),
         b: Side::new(b, 1),

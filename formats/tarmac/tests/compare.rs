@@ -27,12 +27,14 @@ fn trace(pcs: &[u64]) -> String {
         .collect()
 }
 
-fn run(a: &[u64], b: &[u64], window: usize) -> CompareReport {
+/// `reach`: an instruction matches an equal one fewer than `reach` places
+/// away (the option's window is `reach - 1`).
+fn run(a: &[u64], b: &[u64], reach: usize) -> CompareReport {
     let (ta, tb) = (trace(a), trace(b));
     let mut ra = Reader::new(ta.as_bytes());
     let mut rb = Reader::new(tb.as_bytes());
     let o = CompareOptions {
-        window,
+        window: reach - 1,
         skip_time: true,
         show: usize::MAX,
         context: 1,

@@ -112,14 +112,14 @@ enum Cmd {
         a: PathBuf,
         /// Tarmac file or snapshot directory.
         b: PathBuf,
-        /// Window: an instruction matches an equal one fewer than N places
-        /// from its own place in the other trace (1: strictly in order, 2:
-        /// neighbours may swap). One moved N or more places is a
-        /// difference, reported where it was and where it went; a dropped
+        /// Window: an instruction matches an equal one at most N places
+        /// from its own place in the other trace (0, the default: strictly
+        /// in order; 1: neighbours may swap). One moved more than N places
+        /// is a difference, reported where it was and where it went; a dropped
         /// or inserted one is one difference, and the traces line up again
         /// after it. (Where a loop repeats instructions, one moved by about a
         /// whole iteration is taken as dropped and inserted.)
-        #[arg(short, long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1 << 20))]
+        #[arg(short, long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..1 << 20))]
         window: u32,
         /// Records that differ only in time are the same.
         #[arg(long)]
