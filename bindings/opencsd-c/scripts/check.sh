@@ -8,9 +8,12 @@
 #
 # `header` builds the 1.8.x library (--features opencsd-1-8, in
 # $CARGO_TARGET_DIR/opencsd-1-8) and compiles the C programs against the
-# crate's own header (include/); with OPENCSD_18_INCLUDE (a folder holding
-# upstream 1.8.0's opencsd/) it also compiles them against upstream's
-# headers and checks both give the same lines.
+# crate's own header (include/, 1.8.x variant, with the flags of
+# pkgconfig/1.8); with OPENCSD_18_INCLUDE (a folder holding upstream
+# 1.8.0's opencsd/) it also compiles them against upstream's headers and
+# checks both give the same lines. `ctest` also compiles the C program
+# against the crate's 1.3.x variant (pkgconfig/1.3's flags) and checks it
+# prints what the one built on Debian's headers prints. Needs pkg-config.
 #
 # CARGO_TARGET_DIR is honoured (default: the workspace's target/). The perf
 # comparison runs on the simpleperf recordings, on perf.data files the
@@ -118,6 +121,12 @@ print(f"DIFFERENT: expected {len(exp)} lines, got {len(got)}")
 sys.exit(1)
 PY
     cc -O2 -Wall -Wextra -o "$work/ocsd_c_list" "$here/ctest/ocsd_c_list.c" -L"$lib" -l:libopencsd_c_api.so.1
+    # The compiler flags pkg-config gives for the crate's header, installed
+    # in place (includedir = include/) for the ABI $1.
+    pcflags() {
+        PKG_CONFIG_PATH="$here/pkgconfig/$1" pkg-config --define-variable=includedir="$here/include" \
+            --cflags opencsd_c_api
+    }
 fi
 
 if [ "$what" = all ] || [ "$what" = ctest ]; then
@@ -130,6 +139,20 @@ if [ "$what" = all ] || [ "$what" = ctest ]; then
             echo "$c: $r"
         else
             echo "$c: $r"
+            fail=1
+        fi
+    done
+
+    echo "== the C program against the crate's header, 1.3.x variant (pkgconfig/1.3)"
+    # shellcheck disable=SC2046
+    cc -O2 -Wall -Wextra -Werror $(pcflags 1.3) -o "$work/ocsd_c_list13" "$here/ctest/ocsd_c_list.c" \
+        -L"$lib" -l:libopencsd_c_api.so.1
+    for c in ${CTEST_CASES:-juno_r1_1 juno-uname-001 bugfix-exact-match a57_single_step armv8_1m_branches 001-ack_test ete_ip TC2 Snowball tc2-ptm-rstk-t32 stm_only stm_only-2 stm-issue-27 itm_only_raw}; do
+        (cd "$corpus" && LD_LIBRARY_PATH="$lib" "$work/ocsd_c_list13" "$work/$c.man" >"$work/$c.out13")
+        if cmp -s "$work/$c.out" "$work/$c.out13"; then
+            echo "$c (crate header, 1.3.x): same $(grep -c '^Idx:' "$work/$c.out13") lines as with Debian's headers"
+        else
+            echo "$c (crate header, 1.3.x): DIFFERENT from the output with Debian's headers"
             fail=1
         fi
     done
@@ -222,9 +245,11 @@ if [ "$what" = all ] || [ "$what" = header ]; then
     lib18="$work/lib18"
     mkdir -p "$lib18"
     ln -s "$t18/release/libopencsd_c_api.so" "$lib18/libopencsd_c_api.so.1"
-    cc -O2 -Wall -Wextra -Werror -I "$here/include" -o "$work/ocsd_c_list18" "$here/ctest/ocsd_c_list.c" \
+    # shellcheck disable=SC2046
+    cc -O2 -Wall -Wextra -Werror $(pcflags 1.8) -o "$work/ocsd_c_list18" "$here/ctest/ocsd_c_list.c" \
         -L"$lib18" -l:libopencsd_c_api.so.1
-    cc -O2 -Wall -Wextra -Werror -I "$here/include" -o "$work/custom_echo18" "$here/ctest/custom_echo.c" \
+    # shellcheck disable=SC2046
+    cc -O2 -Wall -Wextra -Werror $(pcflags 1.8) -o "$work/custom_echo18" "$here/ctest/custom_echo.c" \
         -L"$lib18" -l:libopencsd_c_api.so.1
     if [ -n "${OPENCSD_18_INCLUDE:-}" ]; then
         cc -O2 -Wall -Wextra -I "$OPENCSD_18_INCLUDE" -o "$work/ocsd_c_list18u" "$here/ctest/ocsd_c_list.c" \

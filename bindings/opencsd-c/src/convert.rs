@@ -374,7 +374,7 @@ fn other_payload(e: &TraceElement, c: &mut OcsdGenericTraceElem, payload: &mut [
                 UnsyncInfo::Overflow => 3,
                 UnsyncInfo::Discard => 4,
                 UnsyncInfo::BadPacket => 5,
-                UnsyncInfo::Eot => 6,
+                UnsyncInfo::Eot => abi::UNSYNC_EOT,
             }
         }
         ElemType::SyncMarker => p.sync_marker = [0, e.sync_marker_value],
@@ -491,7 +491,7 @@ pub unsafe fn elem_from_c(c: &OcsdGenericTraceElem) -> TraceElement {
                 3 => UnsyncInfo::Overflow,
                 4 => UnsyncInfo::Discard,
                 5 => UnsyncInfo::BadPacket,
-                6 => UnsyncInfo::Eot,
+                abi::UNSYNC_EOT => UnsyncInfo::Eot,
                 _ => UnsyncInfo::Unknown,
             }
         }
