@@ -359,3 +359,45 @@ fn a_removed_memory_image_is_not_read() {
     assert!(count(&log, "OCSD_GEN_TRC_ELEM_ADDR_NACC") > 0, "{log}");
     assert_eq!(ocsd_dt_remove_mem_acc(std::ptr::null_mut(), 0, 0), OCSD_ERR_BAD_HANDLE);
 }
+
+/// Element callback: each element as `ocsd_gen_elem_str` describes it, in
+/// the listing's line format.
+unsafe extern "C" fn elem_lines(ctx: *const c_void, idx: TrcIndex, id: u8, e: *const OcsdGenericTraceElem) -> c_int {
+    let mut buf = [0 as c_char; 512];
+    // SAFETY: the test registered a `String` as context; the library hands
+    // a valid element for the duration of the call.
+    unsafe {
+        assert_eq!(ocsd_gen_elem_str(e, buf.as_mut_ptr(), buf.len() as c_int), OCSD_OK);
+        let s = std::ffi::CStr::from_ptr(buf.as_ptr()).to_str().unwrap();
+        let out = &mut *(ctx as *mut String);
+        out.push_str(&format!("Idx:{idx}; ID:{id:x}; {s}\n"));
+    }
+    OCSD_RESP_CONT
+}
+
+/// The C element the callback receives (one the library reuses, as
+/// OpenCSD's are) carries everything of each element: described with
+/// `ocsd_gen_elem_str`, every element is the listing's element line.
+#[test]
+fn elements_through_the_c_struct_describe_as_listed() {
+    for name in ["etmv4-a64", "ete-all-options", "etmv3-cycle-accurate"] {
+        let mut lines = Box::new(String::new());
+        decode_with(name, |tree, _, _| {
+            // No text reader: the elements go to the callback in runs.
+            assert_eq!(
+                ocsd_def_errlog_set_strprint_cb(tree, std::ptr::null_mut(), None),
+                OCSD_OK
+            );
+            let ctx: *mut String = &mut *lines;
+            assert_eq!(ocsd_dt_set_gen_elem_outfn(tree, Some(elem_lines), ctx.cast()), OCSD_OK);
+        });
+        let expected = std::fs::read_to_string(snapshots().join(name).join("expected.ppl")).unwrap();
+        let exp: Vec<String> = idx_lines(&expected).into_iter().filter(|l| !l.contains('\t')).collect();
+        let got: Vec<&str> = lines.lines().collect();
+        assert!(exp.len() > 10, "{name}");
+        assert_eq!(exp.len(), got.len(), "{name}: element count");
+        for (i, (e, g)) in exp.iter().zip(&got).enumerate() {
+            assert_eq!(e, g, "{name}: element {}", i + 1);
+        }
+    }
+}
