@@ -223,7 +223,10 @@ fn header_version(abi: Abi) -> String {
         .lines()
         .find(|l| l.starts_with("#define OCSD_VER_STRING "))
         .expect("OCSD_VER_STRING in the header");
-    line.trim_start_matches("#define OCSD_VER_STRING ").trim().trim_matches('"').to_string()
+    line.trim_start_matches("#define OCSD_VER_STRING ")
+        .trim()
+        .trim_matches('"')
+        .to_string()
 }
 
 /// The pkg-config file for `abi` names that ABI's version, selects the
@@ -254,7 +257,11 @@ fn pkg_config_data_matches_each_abi() {
         assert_eq!(field("includedir="), "${prefix}/include/coresight-opencsd-c");
     }
     // And the library reports the version of the ABI it is built for.
-    let built = if cfg!(feature = "opencsd-1-8") { Abi::V1_8 } else { Abi::V1_3 };
+    let built = if cfg!(feature = "opencsd-1-8") {
+        Abi::V1_8
+    } else {
+        Abi::V1_3
+    };
     assert_eq!(
         opencsd_c_api::abi::OCSD_VER_STRING.to_str().unwrap(),
         header_version(built)
@@ -277,5 +284,9 @@ fn compare_exports(abi: Abi) {
         bad.push(format!("{name}: in the header, not exported"));
     }
     println!("{abi:?}: {} functions compared", rust.len());
-    assert!(bad.is_empty(), "{abi:?}: header and exports differ:\n{}", bad.join("\n"));
+    assert!(
+        bad.is_empty(),
+        "{abi:?}: header and exports differ:\n{}",
+        bad.join("\n")
+    );
 }
