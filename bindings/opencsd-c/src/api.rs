@@ -441,15 +441,26 @@ fn slot_of(t: &CTree, csid: u8) -> u8 {
 #[unsafe(no_mangle)]
 pub extern "C" fn ocsd_dt_remove_decoder(handle: TreeHandle, csid: u8) -> OcsdErr {
     // As OpenCSD: an ID with no decoder is no error; on a single-source
-    // tree any ID names its one decoder.
-    with_tree(handle, OCSD_ERR_BAD_HANDLE, |t| match t.tree.remove_decoder(csid) {
+    // tree any ID names its one decoder; on a formatted one an ID that is
+    // no trace source's (0, 0x70 and above) is refused.
+    with_tree(handle, OCSD_ERR_BAD_HANDLE, |t| {
+        if matches!(t.tree.format(), SourceFormat::Formatted(_)) && !(1..0x70).contains(&csid) {
+            return OCSD_ERR_INVALID_ID;
+        }
+        remove_decoder(t, csid)
+    })
+}
+
+/// Takes the decoder for `csid` out of the tree and out of the C API's list.
+fn remove_decoder(t: &mut CTree, csid: u8) -> OcsdErr {
+    match t.tree.remove_decoder(csid) {
         Ok(_) => {
             let single = matches!(t.tree.format(), SourceFormat::Single);
             t.decoders.retain(|d| !(single || d.csid == csid));
             OCSD_OK
         }
         Err(e) => err_code(e),
-    })
+    }
 }
 
 #[unsafe(no_mangle)]

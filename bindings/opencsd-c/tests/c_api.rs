@@ -325,7 +325,10 @@ fn a_removed_decoder_lists_nothing() {
             OCSD_ERR_INVALID_ID
         );
         assert_eq!(ocsd_dt_remove_decoder(tree, ids[0]), OCSD_OK);
-        assert_eq!(ocsd_dt_remove_decoder(tree, 0x80), OCSD_ERR_INVALID_ID);
+        // Not a trace source's ID (OpenCSD's OCSD_IS_VALID_CS_SRC_ID).
+        for bad in [0, 0x70, 0x7f, 0x80] {
+            assert_eq!(ocsd_dt_remove_decoder(tree, bad), OCSD_ERR_INVALID_ID);
+        }
     });
     assert_eq!(count(&text, ""), 0, "{text}");
     assert_eq!(ocsd_dt_remove_decoder(std::ptr::null_mut(), 0x10), OCSD_ERR_BAD_HANDLE);
