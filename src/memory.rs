@@ -223,6 +223,15 @@ pub enum MemoryError {
     /// The decode tree has no memory (it only lists packets).
     #[error("no memory to map images into: the decode tree was made to list packets, not to decode instructions")]
     NoMemory,
+    /// No image mapped holds the address in the memory space (removing an
+    /// image by address).
+    #[error("no image mapped at 0x{addr:x} in {space}")]
+    NotMapped {
+        /// The address asked for.
+        addr: u64,
+        /// The memory space asked for.
+        space: MemSpace,
+    },
 }
 
 impl MemoryError {
@@ -233,7 +242,7 @@ impl MemoryError {
             MemoryError::FileOpen { .. } | MemoryError::RegionOutsideFile { .. } | MemoryError::NoMemory => {
                 ErrCode::NotInit
             }
-            MemoryError::RegionOverlap { .. } => ErrCode::InvalidParamVal,
+            MemoryError::RegionOverlap { .. } | MemoryError::NotMapped { .. } => ErrCode::InvalidParamVal,
             MemoryError::Overlap { .. } => ErrCode::MemAccOverlap,
             MemoryError::InvalidRange { .. } => ErrCode::MemAccRangeInvalid,
             MemoryError::Elf { .. } => ErrCode::FileError,
@@ -865,6 +874,25 @@ impl MemAccMapper {
             mapped += 1;
         }
         Ok(mapped)
+    }
+
+    /// Unmaps the image holding `addr` in a memory space overlapping
+    /// `space` (OpenCSD's remove by address: any address of the image, not
+    /// only its first, picks it; a file image goes with all its regions).
+    /// Fails with [`MemoryError::NotMapped`] when no image holds it.
+    pub fn remove_accessor_at(&mut self, addr: u64, space: MemSpace) -> Result<(), MemoryError> {
+        let i = self
+            .images
+            .iter()
+            .position(|img| img.holds(addr, space))
+            .ok_or(MemoryError::NotMapped { addr, space })?;
+        self.images.remove(i);
+        // Indexes into `images` moved: the last hit and the cached pages
+        // (keyed by index) go, and decoders read memory again.
+        self.last = None;
+        self.cache.invalidate();
+        self.generation += 1;
+        Ok(())
     }
 
     /// Number of images mapped.

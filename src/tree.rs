@@ -408,6 +408,34 @@ impl DecodeTree {
         Ok(())
     }
 
+    /// Takes out the decoder created for trace ID `id` (on a single-source
+    /// tree, its only decoder) and returns it, or `None` when there is none
+    /// (OpenCSD's `removeDecoder`, which also succeeds then). Data for `id`
+    /// is dropped from then on, as for any ID with no decoder, and a new
+    /// decoder may be created for it. An `id` that is no CoreSight trace ID
+    /// (above 0x7f) on a formatted tree is [`ErrCode::InvalidId`].
+    pub fn remove_decoder(&mut self, id: u8) -> Result<Option<TreeElement>, ErrCode> {
+        let slot = match self.format {
+            SourceFormat::Formatted(_) if id > 0x7f => return Err(ErrCode::InvalidId),
+            SourceFormat::Formatted(_) => id,
+            SourceFormat::Single => 0,
+        };
+        let removed = self.elements.slots[slot as usize].take();
+        if let Ok(at) = self.elements.attached.binary_search(&slot) {
+            self.elements.attached.remove(at);
+        }
+        Ok(removed)
+    }
+
+    /// Unmaps the memory image holding `addr` in a memory space overlapping
+    /// `space` (OpenCSD's `removeMemAccByAddress`): see
+    /// [`MemAccMapper::remove_accessor_at`]. A packets-only tree has no
+    /// memory: [`MemoryError::NoMemory`].
+    pub fn remove_mem_acc(&mut self, addr: u64, space: MemSpace) -> Result<(), MemoryError> {
+        let m = self.mapper.as_ref().ok_or(MemoryError::NoMemory)?;
+        m.borrow_mut().remove_accessor_at(addr, space)
+    }
+
     /// The decoders, in trace ID order.
     pub fn elements(&self) -> impl Iterator<Item = (u8, &TreeElement)> {
         self.elements

@@ -417,3 +417,61 @@ fn an_id_filter_past_0x7f_is_an_error_not_another_id() {
     assert_eq!(tree.set_id_filter(Some(&[0x10, 0x7f])), Ok(()));
     assert_eq!(tree.set_id_filter(None), Ok(()));
 }
+
+#[test]
+fn a_removed_decoder_gets_no_more_data_and_its_id_takes_a_new_one() {
+    let mut f = FrameFormatter::new(FormatterConfig::default());
+    f.push(0x10, &[0x02]);
+    f.push(0x11, &[0x04]);
+    let data = f.finish();
+    let out = shared(MsgLogger::capture());
+    let mut tree = DecodeTree::with_registry(
+        SourceFormat::Formatted(DeformatterConfig::mem_aligned()),
+        DecodeMode::FullDecode,
+        registry(),
+    );
+    let cfg = |id: u64| SourceConfig {
+        name: format!("ECHO_{id:x}"),
+        regs: vec![("ECHOIDR".into(), id)],
+        ..Default::default()
+    };
+    for id in [0x10, 0x11] {
+        tree.create_decoder("ECHO", &cfg(id)).unwrap();
+    }
+    tree.set_gen_elem_out(Box::new(GenElemPrinter::new(out.clone())));
+    let removed = tree.remove_decoder(0x11).unwrap().expect("the decoder on 0x11");
+    assert_eq!((removed.protocol.as_str(), removed.config_trace_id), ("ECHO", 0x11));
+    assert_eq!(tree.decoder_count(), 1);
+    // Nothing there any more: OpenCSD's removeDecoder succeeds too.
+    assert!(tree.remove_decoder(0x11).unwrap().is_none());
+    assert_eq!(tree.remove_decoder(0x80).err(), Some(ErrCode::InvalidId));
+    run(&mut tree, &data);
+    assert_eq!(
+        out.borrow_mut().take_captured(),
+        "Idx:0; ID:10; OCSD_GEN_TRC_ELEM_EVENT( Numbered:2; )\n\
+         Idx:0; ID:10; OCSD_GEN_TRC_ELEM_EO_TRACE( [undefined])\n"
+    );
+
+    // A decoder created again on the ID decodes its data.
+    let mut tree = DecodeTree::with_registry(
+        SourceFormat::Formatted(DeformatterConfig::mem_aligned()),
+        DecodeMode::FullDecode,
+        registry(),
+    );
+    tree.create_decoder("ECHO", &cfg(0x11)).unwrap();
+    tree.remove_decoder(0x11).unwrap();
+    assert_eq!(tree.create_decoder("ECHO", &cfg(0x11)).unwrap(), 0x11);
+    tree.set_gen_elem_out(Box::new(GenElemPrinter::new(out.clone())));
+    run(&mut tree, &data);
+    assert_eq!(
+        out.borrow_mut().take_captured(),
+        "Idx:2; ID:11; OCSD_GEN_TRC_ELEM_EVENT( Numbered:4; )\n\
+         Idx:0; ID:11; OCSD_GEN_TRC_ELEM_EO_TRACE( [undefined])\n"
+    );
+
+    // A single-source tree's decoder goes whatever ID it is asked by.
+    let mut tree = DecodeTree::with_registry(SourceFormat::Single, DecodeMode::FullDecode, registry());
+    tree.create_decoder("ECHO", &cfg(0x22)).unwrap();
+    assert!(tree.remove_decoder(0x22).unwrap().is_some());
+    assert_eq!(tree.decoder_count(), 0);
+}

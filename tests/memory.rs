@@ -344,3 +344,81 @@ fn many_regions_of_one_file_map_in_linear_time() {
         );
     }
 }
+
+/// A callback image of `0x1000` bytes at `start`, every byte `fill`,
+/// counting its calls in `calls`.
+fn filled(start: u64, fill: u8, calls: &Arc<AtomicU32>) -> Box<CallbackAccessor> {
+    let c = calls.clone();
+    Box::new(
+        CallbackAccessor::new(
+            start,
+            start + 0xfff,
+            MemSpace::ANY,
+            Box::new(move |_addr, _space, out: &mut [u8]| {
+                c.fetch_add(1, Ordering::Relaxed);
+                out.fill(fill);
+                out.len()
+            }),
+        )
+        .unwrap(),
+    )
+}
+
+#[test]
+fn an_image_is_removed_by_any_address_in_it_and_the_cache_forgets_it() {
+    let calls = Arc::new(AtomicU32::new(0));
+    let mut m = MemAccMapper::default();
+    m.add_accessor(filled(0x1000, 0xaa, &calls)).unwrap();
+    m.add_accessor(filled(0x4000, 0xbb, &calls)).unwrap();
+    m.add_accessor(buf(0x8000, &[7; 16], MemSpace::EL1S)).unwrap();
+    let mut b = [0u8; 4];
+    assert_eq!(m.read(0x1010, MemSpace::EL1N, &mut b), 4);
+    assert_eq!(m.read(0x4010, MemSpace::EL1N, &mut b), 4);
+    assert_eq!(b, [0xbb; 4]);
+    let g = m.generation(0);
+
+    // Not mapped there, or not in that space: refused, nothing removed.
+    let e = m.remove_accessor_at(0x3000, MemSpace::ANY).unwrap_err();
+    assert_eq!(
+        e,
+        MemoryError::NotMapped {
+            addr: 0x3000,
+            space: MemSpace::ANY
+        }
+    );
+    assert_eq!(e.code(), ErrCode::InvalidParamVal);
+    assert_eq!(e.to_string(), "no image mapped at 0x3000 in Any");
+    assert!(m.remove_accessor_at(0x8000, MemSpace::EL1N).is_err());
+    assert_eq!(m.len(), 3);
+
+    // An address inside the first image, not its start, takes it out.
+    m.remove_accessor_at(0x1800, MemSpace::EL1N).unwrap();
+    assert_eq!(m.len(), 2);
+    assert_ne!(m.generation(0), g, "decoders must read memory again");
+    assert_eq!(m.read(0x1010, MemSpace::EL1N, &mut b), 0);
+    // The image after it moved up; its cached page must not answer for
+    // another image, nor the removed image's for it.
+    b = [0; 4];
+    let before = calls.load(Ordering::Relaxed);
+    assert_eq!(m.read(0x4010, MemSpace::EL1N, &mut b), 4);
+    assert_eq!(b, [0xbb; 4]);
+    assert_eq!(
+        calls.load(Ordering::Relaxed),
+        before + 1,
+        "read again after the cache was emptied"
+    );
+    assert_eq!(m.read(0x8004, MemSpace::EL1S, &mut b), 4);
+    assert_eq!(b, [7; 4]);
+    let mut listing = String::new();
+    m.describe(&mut listing);
+    assert_eq!(
+        listing,
+        "Gen_Info : CB  Acc; Range::0x4000:4fff; Mem Space::Any\n\
+         Gen_Info : BuffAcc; Range::0x8000:800f; Mem Space::EL1S\n"
+    );
+
+    // The address can be mapped again.
+    m.add_accessor(filled(0x1000, 0xcc, &calls)).unwrap();
+    assert_eq!(m.read(0x1010, MemSpace::EL1N, &mut b), 4);
+    assert_eq!(b, [0xcc; 4]);
+}

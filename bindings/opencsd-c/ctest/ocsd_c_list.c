@@ -7,12 +7,17 @@
  * snapshot arrives pre-digested as a manifest (see
  * src/bin/ocsd_snapshot_manifest.rs) so this program needs no ini parser.
  *
- * usage: ocsd_c_list <manifest> [-noprint | -pkts]
+ * usage: ocsd_c_list <manifest> [-noprint | -pkts | -rmdcd | -rmmem]
  *   -noprint: decode with an element callback that only counts (speed).
  *   -pkts:    packet processing only, each packet through a packet
  *             callback (the protocol's packet struct) printed with
  *             ocsd_pkt_str, as trc_pkt_lister lists packets without
  *             -decode.
+ *   -rmdcd:   ocsd_dt_remove_decoder on the first decoder before the
+ *             decode (its lines go; the others' stay as they were).
+ *   -rmmem:   ocsd_dt_remove_mem_acc on every image, by an address inside
+ *             it, before the decode.
+ *   Both print the calls' return codes as "# " lines first.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,6 +98,11 @@ int main(int argc, char **argv)
     if (argc < 2) { fprintf(stderr, "usage: ocsd_c_list <manifest> [-noprint]\n"); return 2; }
     int print = !(argc > 2 && strcmp(argv[2], "-noprint") == 0);
     int pkts = argc > 2 && strcmp(argv[2], "-pkts") == 0;
+    int rmdcd = argc > 2 && strcmp(argv[2], "-rmdcd") == 0;
+    int rmmem = argc > 2 && strcmp(argv[2], "-rmmem") == 0;
+    int first_csid = -1;
+    struct { ocsd_vaddr_t at; int space; } images[64];
+    int n_images = 0;
     struct pkt_ctx pctx[128];
     int n_pctx = 0;
     FILE *m = fopen(argv[1], "r");
@@ -176,6 +186,8 @@ int main(int argc, char **argv)
                 rc = 1;
                 continue;
             }
+            if (first_csid < 0)
+                first_csid = csid;
             if (pkts && n_pctx < 128) {
                 pctx[n_pctx].protocol = protocol;
                 /* A single-source tree holds its decoder in slot 0, which
@@ -200,10 +212,37 @@ int main(int argc, char **argv)
                                                                 (ocsd_mem_space_acc_t)num(w[1]), w[5]);
             if (err != OCSD_OK)
                 fprintf(stderr, "memory %s not mapped: error %d\n", w[5], (int)err);
+            else if (n_images < 64) {
+                /* An address inside the image, not its start: OpenCSD
+                 * removes the image holding the address. */
+                images[n_images].at = r.start_address + r.region_size / 2;
+                images[n_images].space = (int)num(w[1]);
+                n_images++;
+            }
         }
     }
     fclose(m);
     if (tree == C_API_INVALID_TREE_HANDLE) { fprintf(stderr, "no buffer in manifest\n"); return 1; }
+
+    if (rmdcd && first_csid >= 0) {
+        printf("# remove decoder 0x%x: %d\n", first_csid, (int)ocsd_dt_remove_decoder(tree, (unsigned char)first_csid));
+        /* Nothing there now: no error, as OpenCSD. */
+        printf("# remove it again: %d\n", (int)ocsd_dt_remove_decoder(tree, (unsigned char)first_csid));
+        if (!single)
+            printf("# remove decoder 0x80: %d\n", (int)ocsd_dt_remove_decoder(tree, 0x80));
+    }
+    if (rmmem) {
+        for (int i = 0; i < n_images; i++) {
+            ocsd_err_t e = ocsd_dt_remove_mem_acc(tree, images[i].at, (ocsd_mem_space_acc_t)images[i].space);
+            /* A file mapped in several regions is one image: the first
+             * address of it removes it and the rest find nothing. */
+            printf("# remove image at 0x%llx: %d\n", (unsigned long long)images[i].at, (int)e);
+        }
+        if (n_images > 0)
+            printf("# remove again: %d\n", (int)ocsd_dt_remove_mem_acc(tree, images[0].at,
+                                                                      (ocsd_mem_space_acc_t)images[0].space));
+        ocsd_tl_log_mapped_mem_ranges(tree);
+    }
 
     if (pkts)
         ;

@@ -1,7 +1,13 @@
 /*
- * opencsd_c_api.h: the C API of coresight-opencsd-c (libopencsd_c_api.so.1)
- * built with `--features opencsd-1-8`: OpenCSD 1.8.x's names, values and
- * struct layouts, in one header.
+ * opencsd_c_api.h: the C API of coresight-opencsd-c (libopencsd_c_api.so.1),
+ * in one header, for either ABI the library is built with:
+ *
+ *   - by default OpenCSD 1.3.x's names, values and struct layouts (Debian's
+ *     libopencsd-dev 1.3.3), as the library's default build;
+ *   - with OCSD_C_API_ABI_1_8 defined (-DOCSD_C_API_ABI_1_8), OpenCSD
+ *     1.8.x's, for the library built with `--features opencsd-1-8`.
+ *
+ * The pkg-config data (pkgconfig/) gives the matching flags for each build.
  *
  * Written for this library (not copied from OpenCSD); the names and the
  * layouts are OpenCSD's, which is what makes a program built against this
@@ -51,10 +57,16 @@
 /* ---- Version --------------------------------------------------------- */
 
 #define OCSD_VER_MAJOR 0x1
+#ifdef OCSD_C_API_ABI_1_8
 #define OCSD_VER_MINOR 0x8
 #define OCSD_VER_PATCH 0x0
-#define OCSD_VER_NUM ((OCSD_VER_MAJOR << 16) | (OCSD_VER_MINOR << 8) | OCSD_VER_PATCH)
 #define OCSD_VER_STRING "1.8.0"
+#else
+#define OCSD_VER_MINOR 0x3
+#define OCSD_VER_PATCH 0x3
+#define OCSD_VER_STRING "1.3.3"
+#endif
+#define OCSD_VER_NUM ((OCSD_VER_MAJOR << 16) | (OCSD_VER_MINOR << 8) | OCSD_VER_PATCH)
 #define OCSD_LIB_NAME "OpenCSD Library"
 #define OCSD_LIB_SHORT_NAME "OCSD"
 
@@ -97,7 +109,9 @@ typedef enum _ocsd_err_t {
     OCSD_ERR_TEST_SS_TO_DECODER,
     OCSD_ERR_DCDREG_NAME_REPEAT, OCSD_ERR_DCDREG_NAME_UNKNOWN, OCSD_ERR_DCDREG_TYPE_UNKNOWN,
     OCSD_ERR_DCDREG_TOOMANY, OCSD_ERR_DCD_INTERFACE_UNUSED,
+#ifdef OCSD_C_API_ABI_1_8
     OCSD_ERR_INVALID_OPCODE, OCSD_ERR_I_RANGE_LIMIT_OVERRUN, OCSD_ERR_BAD_DECODE_IMAGE,
+#endif
     OCSD_ERR_LAST
 } ocsd_err_t;
 
@@ -194,7 +208,9 @@ typedef struct _ocsd_instr_info {
     uint32_t opcode;
     uint8_t dsb_dmb_waypoints;
     uint8_t wfi_wfe_branch;
+#ifdef OCSD_C_API_ABI_1_8
     uint8_t track_it_block;
+#endif
     ocsd_instr_type type;
     ocsd_vaddr_t branch_addr;
     ocsd_isa next_isa;
@@ -220,11 +236,18 @@ typedef struct _ocsd_pe_context {
 
 /* Memory spaces: one bit each; S, N, R and ANY are unions of them. */
 typedef enum _ocsd_mem_space_acc_t {
+#ifdef OCSD_C_API_ABI_1_8
     OCSD_MEM_SPACE_NONE = 0x0, OCSD_MEM_SPACE_EL1S = 0x1, OCSD_MEM_SPACE_EL1N = 0x2,
     OCSD_MEM_SPACE_EL2 = 0x4, OCSD_MEM_SPACE_EL3 = 0x8, OCSD_MEM_SPACE_EL2S = 0x10,
     OCSD_MEM_SPACE_EL1R = 0x20, OCSD_MEM_SPACE_EL2R = 0x40, OCSD_MEM_SPACE_ROOT = 0x80,
     OCSD_MEM_SPACE_S = 0x19, OCSD_MEM_SPACE_N = 0x6, OCSD_MEM_SPACE_R = 0x60,
     OCSD_MEM_SPACE_ANY = 0xFF,
+#else
+    /* 1.3.x: no realm or root spaces; "any" is the five spaces it has. */
+    OCSD_MEM_SPACE_EL1S = 0x1, OCSD_MEM_SPACE_EL1N = 0x2, OCSD_MEM_SPACE_EL2 = 0x4,
+    OCSD_MEM_SPACE_EL3 = 0x8, OCSD_MEM_SPACE_EL2S = 0x10, OCSD_MEM_SPACE_S = 0x19,
+    OCSD_MEM_SPACE_N = 0x6, OCSD_MEM_SPACE_ANY = 0x1F,
+#endif
 } ocsd_mem_space_acc_t;
 
 typedef uint32_t (*Fn_MemAcc_CB)(const void *p_context, const ocsd_vaddr_t address,
@@ -251,6 +274,7 @@ typedef struct _ocsd_file_mem_region {
 #define OCSD_OPFLG_COMP_MODE_MASK 0xFFFF0000
 #define OCSD_OPFLG_PKTDEC_ERROR_BAD_PKTS 0x00000100
 #define OCSD_OPFLG_PKTDEC_HALT_BAD_PKTS 0x00000200
+#ifdef OCSD_C_API_ABI_1_8
 #define OCSD_OPFLG_N_UNCOND_DIR_BR_CHK 0x00000400
 #define OCSD_OPFLG_STRICT_N_UNCOND_BR_CHK 0x00000800
 #define OCSD_OPFLG_CHK_RANGE_CONTINUE 0x00001000
@@ -259,6 +283,9 @@ typedef struct _ocsd_file_mem_region {
     (OCSD_OPFLG_PKTDEC_ERROR_BAD_PKTS | OCSD_OPFLG_PKTDEC_HALT_BAD_PKTS |            \
      OCSD_OPFLG_N_UNCOND_DIR_BR_CHK | OCSD_OPFLG_STRICT_N_UNCOND_BR_CHK |            \
      OCSD_OPFLG_CHK_RANGE_CONTINUE | OCSD_OPFLG_N_UNCOND_CHK_NO_THUMB)
+#else
+#define OCSD_OPFLG_PKTDEC_COMMON (OCSD_OPFLG_PKTDEC_ERROR_BAD_PKTS | OCSD_OPFLG_PKTDEC_HALT_BAD_PKTS)
+#endif
 
 #define OCSD_CREATE_FLG_PACKET_PROC 0x01
 #define OCSD_CREATE_FLG_FULL_DECODER 0x02
@@ -271,11 +298,16 @@ typedef struct _ocsd_file_mem_region {
 #define OCSD_BUILTIN_DCD_ETMV4D "ETMV4D"
 #define OCSD_BUILTIN_DCD_PTM "PTM"
 #define OCSD_BUILTIN_DCD_ETE "ETE"
+#ifdef OCSD_C_API_ABI_1_8
 #define OCSD_BUILTIN_DCD_ITM "ITM"
+#endif
 
 typedef enum _ocsd_trace_protocol_t {
     OCSD_PROTOCOL_UNKNOWN = 0, OCSD_PROTOCOL_ETMV3, OCSD_PROTOCOL_ETMV4I, OCSD_PROTOCOL_ETMV4D,
-    OCSD_PROTOCOL_PTM, OCSD_PROTOCOL_STM, OCSD_PROTOCOL_ETE, OCSD_PROTOCOL_ITM,
+    OCSD_PROTOCOL_PTM, OCSD_PROTOCOL_STM, OCSD_PROTOCOL_ETE,
+#ifdef OCSD_C_API_ABI_1_8
+    OCSD_PROTOCOL_ITM,
+#endif
     OCSD_PROTOCOL_BUILTIN_END,
     OCSD_PROTOCOL_CUSTOM_0 = 100, OCSD_PROTOCOL_CUSTOM_1, OCSD_PROTOCOL_CUSTOM_2,
     OCSD_PROTOCOL_CUSTOM_3, OCSD_PROTOCOL_CUSTOM_4, OCSD_PROTOCOL_CUSTOM_5,
@@ -335,8 +367,11 @@ typedef enum _ocsd_gen_trc_elem_t {
     OCSD_GEN_TRC_ELEM_I_RANGE_NOPATH, OCSD_GEN_TRC_ELEM_ADDR_NACC, OCSD_GEN_TRC_ELEM_ADDR_UNKNOWN,
     OCSD_GEN_TRC_ELEM_EXCEPTION, OCSD_GEN_TRC_ELEM_EXCEPTION_RET, OCSD_GEN_TRC_ELEM_TIMESTAMP,
     OCSD_GEN_TRC_ELEM_CYCLE_COUNT, OCSD_GEN_TRC_ELEM_EVENT, OCSD_GEN_TRC_ELEM_SWTRACE,
-    OCSD_GEN_TRC_ELEM_SYNC_MARKER, OCSD_GEN_TRC_ELEM_MEMTRANS, OCSD_GEN_TRC_ELEM_INSTRUMENTATION,
-    OCSD_GEN_TRC_ELEM_ITMTRACE, OCSD_GEN_TRC_ELEM_CUSTOM,
+    OCSD_GEN_TRC_ELEM_SYNC_MARKER, OCSD_GEN_TRC_ELEM_MEMTRANS,
+#ifdef OCSD_C_API_ABI_1_8
+    OCSD_GEN_TRC_ELEM_INSTRUMENTATION, OCSD_GEN_TRC_ELEM_ITMTRACE,
+#endif
+    OCSD_GEN_TRC_ELEM_CUSTOM,
 } ocsd_gen_trc_elem_t;
 
 typedef enum _trace_on_reason_t {
@@ -350,7 +385,11 @@ typedef struct _trace_event_t {
 
 typedef enum _unsync_info_t {
     UNSYNC_UNKNOWN, UNSYNC_INIT_DECODER, UNSYNC_RESET_DECODER, UNSYNC_OVERFLOW,
-    UNSYNC_DISCARD, UNSYNC_BAD_PACKET, UNSYNC_BAD_IMAGE, UNSYNC_EOT,
+    UNSYNC_DISCARD, UNSYNC_BAD_PACKET,
+#ifdef OCSD_C_API_ABI_1_8
+    UNSYNC_BAD_IMAGE,
+#endif
+    UNSYNC_EOT,
 } unsync_info_t;
 
 typedef enum _trace_sync_marker_t {
@@ -366,6 +405,7 @@ typedef enum _memtrans_t {
     OCSD_MEM_TRANS_TRACE_INIT, OCSD_MEM_TRANS_START, OCSD_MEM_TRANS_COMMIT, OCSD_MEM_TRANS_FAIL,
 } trace_memtrans_t;
 
+#ifdef OCSD_C_API_ABI_1_8
 typedef struct _sw_ite_t {
     uint8_t el;
     uint64_t value;
@@ -382,6 +422,7 @@ typedef struct _swt_itm_info {
     uint32_t value;
     uint8_t overflow;
 } swt_itm_info;
+#endif
 
 typedef struct _ocsd_generic_trace_elem {
     ocsd_gen_trc_elem_t elem_type;
@@ -419,8 +460,10 @@ typedef struct _ocsd_generic_trace_elem {
         unsync_info_t unsync_eot_info;
         trace_marker_payload_t sync_marker;
         trace_memtrans_t mem_trans;
+#ifdef OCSD_C_API_ABI_1_8
         trace_sw_ite_t sw_ite;
         swt_itm_info swt_itm;
+#endif
     };
     const void *ptr_extended_data;
 } ocsd_generic_trace_elem;
@@ -476,7 +519,11 @@ typedef enum _ocsd_etmv4_i_pkt_type {
     /* Packets, by header byte. */
     ETM4_PKT_I_EXTENSION = 0x00, ETM4_PKT_I_TRACE_INFO = 0x01, ETM4_PKT_I_TIMESTAMP = 0x02,
     ETM4_PKT_I_TRACE_ON = 0x04, ETM4_PKT_I_FUNC_RET = 0x05, ETM4_PKT_I_EXCEPT = 0x06,
+#ifdef OCSD_C_API_ABI_1_8
     ETM4_PKT_I_EXCEPT_RTN = 0x07, ETE_PKT_I_ITE = 0x09, ETE_PKT_I_TRANS_ST = 0x0A,
+#else
+    ETM4_PKT_I_EXCEPT_RTN = 0x07, ETE_PKT_I_COMMIT_WIN_MV = 0x09, ETE_PKT_I_TRANS_ST = 0x0A,
+#endif
     ETE_PKT_I_TRANS_COMMIT = 0x0B, ETM4_PKT_I_CCNT_F2 = 0x0C, ETM4_PKT_I_CCNT_F1 = 0x0E,
     ETM4_PKT_I_CCNT_F3 = 0x10, ETM4_PKT_I_NUM_DS_MKR = 0x20, ETM4_PKT_I_UNNUM_DS_MKR = 0x28,
     ETM4_PKT_I_COMMIT = 0x2D, ETM4_PKT_I_CANCEL_F1 = 0x2E, ETM4_PKT_I_CANCEL_F1_MISPRED = 0x2F,
@@ -508,9 +555,11 @@ typedef union _etmv4_trace_info_t {
         uint32_t p0_load : 1;
         uint32_t p0_store : 1;
         uint32_t in_trans_state : 1;
+#ifdef OCSD_C_API_ABI_1_8
         uint32_t pad : 9;
         uint32_t initial_t_info : 1;
         uint32_t spec_field_present : 1;
+#endif
     } bits;
 } etmv4_trace_info_t;
 
@@ -592,10 +641,12 @@ typedef struct _ocsd_etmv4_i_pkt {
             uint32_t q_type : 4;
         };
     } Q_pkt;
+#ifdef OCSD_C_API_ABI_1_8
     struct {
         uint8_t el;
         uint64_t value;
     } ite_pkt;
+#endif
     union {
         uint32_t val;
         struct {
@@ -609,7 +660,9 @@ typedef struct _ocsd_etmv4_i_pkt {
             uint32_t cc_thresh_valid : 1;
             uint32_t cc_valid : 1;
             uint32_t commit_elem_valid : 1;
+#ifdef OCSD_C_API_ABI_1_8
             uint32_t cancel_elem_valid : 1;
+#endif
         } bits;
     } pkt_valid;
     ocsd_etmv4_i_pkt_type err_type;
@@ -655,8 +708,10 @@ typedef struct _ocsd_etmv4_cfg {
 
 #define ETE_ARCH_VERSION 0x5
 #define ETE_OPFLG_PKTDEC_SRCADDR_N_ATOMS 0x00010000
+#ifdef OCSD_C_API_ABI_1_8
 #define ETM4_OPFLG_PKTDEC_AA64_OPCODE_CHK 0x00020000
 #define ETE_ETM4_OPFLG_MASK (ETE_OPFLG_PKTDEC_SRCADDR_N_ATOMS | ETM4_OPFLG_PKTDEC_AA64_OPCODE_CHK)
+#endif
 
 typedef struct _ocsd_ete_cfg {
     uint32_t reg_idr0;
@@ -852,7 +907,9 @@ typedef struct _ocsd_stm_cfg {
     hw_event_feat_t hw_event;
 } ocsd_stm_cfg;
 
-/* ---- ITM -------------------------------------------------------------- */
+/* ---- ITM (1.8.x) ------------------------------------------------------ */
+
+#ifdef OCSD_C_API_ABI_1_8
 
 typedef enum _ocsd_itm_pkt_type {
     ITM_PKT_NOTSYNC, ITM_PKT_INCOMPLETE_EOT, ITM_PKT_NO_ERR_TYPE, ITM_PKT_ASYNC,
@@ -877,6 +934,7 @@ typedef enum _ocsd_itm_dwt_ecntr {
     ITM_DWT_ECNTR_CPI = 0x01, ITM_DWT_ECNTR_EXC = 0x02, ITM_DWT_ECNTR_SLP = 0x04,
     ITM_DWT_ECNTR_LSU = 0x08, ITM_DWT_ECNTR_FLD = 0x10, ITM_DWT_ECNTR_CYC = 0x20,
 } ocsd_itm_dwt_ecntr;
+#endif
 
 /* ---- C API types -------------------------------------------------------- */
 
@@ -1037,8 +1095,10 @@ OCSD_C_API ocsd_err_t ocsd_dt_add_callback_trcid_mem_acc(const dcd_tree_handle_t
 OCSD_C_API ocsd_err_t ocsd_dt_remove_mem_acc(const dcd_tree_handle_t handle, const ocsd_vaddr_t st_address,
                                              const ocsd_mem_space_acc_t mem_space);
 OCSD_C_API void ocsd_tl_log_mapped_mem_ranges(const dcd_tree_handle_t handle);
+#ifdef OCSD_C_API_ABI_1_8
 OCSD_C_API ocsd_err_t ocsd_dt_set_mem_acc_cacheing(const dcd_tree_handle_t handle, const int enable,
                                                    const uint16_t page_size, const int nr_pages);
+#endif
 
 /* The default error logger. */
 OCSD_C_API ocsd_err_t ocsd_def_errlog_init(const ocsd_err_severity_t verbosity,

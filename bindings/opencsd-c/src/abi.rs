@@ -125,6 +125,9 @@ pub mod elem {
     pub const CUSTOM: u32 = 17;
 }
 
+/// `unsync_info_t`'s UNSYNC_EOT: 1.8.x put UNSYNC_BAD_IMAGE before it.
+pub const UNSYNC_EOT: u32 = if cfg!(feature = "opencsd-1-8") { 7 } else { 6 };
+
 /// `ocsd_pe_context`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]

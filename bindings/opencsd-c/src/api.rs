@@ -440,14 +440,27 @@ fn slot_of(t: &CTree, csid: u8) -> u8 {
 
 #[unsafe(no_mangle)]
 pub extern "C" fn ocsd_dt_remove_decoder(handle: TreeHandle, csid: u8) -> OcsdErr {
-    // The library's decode tree has no way to take a decoder out.
+    // As OpenCSD: an ID with no decoder is no error; on a single-source
+    // tree any ID names its one decoder; on a formatted one an ID that is
+    // no trace source's (0, 0x70 and above) is refused.
     with_tree(handle, OCSD_ERR_BAD_HANDLE, |t| {
-        if t.tree.elements().any(|(id, _)| id == slot_of(t, csid)) {
-            OCSD_ERR_FAIL
-        } else {
-            OCSD_ERR_INVALID_ID
+        if matches!(t.tree.format(), SourceFormat::Formatted(_)) && !(1..0x70).contains(&csid) {
+            return OCSD_ERR_INVALID_ID;
         }
+        remove_decoder(t, csid)
     })
+}
+
+/// Takes the decoder for `csid` out of the tree and out of the C API's list.
+fn remove_decoder(t: &mut CTree, csid: u8) -> OcsdErr {
+    match t.tree.remove_decoder(csid) {
+        Ok(_) => {
+            let single = matches!(t.tree.format(), SourceFormat::Single);
+            t.decoders.retain(|d| !(single || d.csid == csid));
+            OCSD_OK
+        }
+        Err(e) => err_code(e),
+    }
 }
 
 #[unsafe(no_mangle)]
@@ -754,9 +767,14 @@ pub extern "C" fn ocsd_dt_add_callback_trcid_mem_acc(
 }
 
 #[unsafe(no_mangle)]
-pub extern "C" fn ocsd_dt_remove_mem_acc(handle: TreeHandle, _st_address: VAddr, _mem_space: c_int) -> OcsdErr {
-    // The library's memory map cannot drop an image.
-    with_tree(handle, OCSD_ERR_BAD_HANDLE, |_| OCSD_ERR_FAIL)
+pub extern "C" fn ocsd_dt_remove_mem_acc(handle: TreeHandle, st_address: VAddr, mem_space: c_int) -> OcsdErr {
+    // OpenCSD removes the image holding the address (any address of it)
+    // in a matching memory space; none there is OCSD_ERR_INVALID_PARAM_VAL.
+    with_tree(handle, OCSD_ERR_BAD_HANDLE, |t| {
+        t.tree
+            .remove_mem_acc(st_address, space_from_c(mem_space))
+            .map_or_else(mem_err, |()| OCSD_OK)
+    })
 }
 
 #[unsafe(no_mangle)]

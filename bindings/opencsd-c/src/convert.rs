@@ -236,6 +236,18 @@ const ISA_C: [u32; 16] = {
     t
 };
 
+/// [`ISA_C`] with one entry per `Isa`.
+const ISA_RANGE_C: [u32; 8] = {
+    let mut t = [0; 8];
+    let mut i = 0;
+    while i < 8 {
+        t[i] = ISA_C[i];
+        i += 1;
+    }
+    t
+};
+const _: () = assert!(Isa::Unknown as usize == 7, "ISA_RANGE_C has one entry per Isa");
+
 const ITYPE_C: [u32; 8] = {
     let mut t = [0; 8];
     t[InstrType::Branch as usize] = 1;
@@ -254,6 +266,17 @@ const ISUB_C: [u32; 8] = {
     t[InstrSubType::V8Eret as usize] = 3;
     t[InstrSubType::V7ImpliedRet as usize] = 4;
     t
+};
+
+/// Instruction types and subtypes are OpenCSD's values: an instruction
+/// range converts them by a cast.
+const _: () = {
+    let mut i = 0;
+    while i < 8 {
+        assert!(ITYPE_C[i] as usize == i || i > InstrType::Tstart as usize);
+        assert!(ISUB_C[i] as usize == i || i > InstrSubType::V7ImpliedRet as usize);
+        i += 1;
+    }
 };
 
 const SEC_C: [i32; 4] = {
@@ -283,10 +306,59 @@ pub struct ElemCache {}
 /// `c` (the sink keeps both). `cache` must be used with this `c` only.
 /// Returns `false` for an element the ABI cannot carry.
 ///
-/// This runs once an element on every decode through the C API, so it
-/// works from tables and writes each field in place.
+/// `c` is the sink's one element, used again for every element, as
+/// OpenCSD hands its callback element objects it reuses. An instruction
+/// range (nearly every element of a trace) writes only what OpenCSD sets
+/// for one: see [`range_to_c`]. Any other kind writes every field.
 #[inline(always)]
 pub fn elem_to_c(e: &TraceElement, c: &mut OcsdGenericTraceElem, payload: &mut [u8; 8], cache: &mut ElemCache) -> bool {
+    if e.elem_type == ElemType::InstrRange {
+        range_to_c(e, c);
+        return true;
+    }
+    elem_to_c_full(e, c, payload, cache)
+}
+
+/// An instruction range into `c`: the fields OpenCSD's decoders set on
+/// one (`setType` clears the flags, the payload word and the extended data
+/// pointer; then the range, its instruction count, the ISA, the last
+/// instruction's type, subtype, size, execution and condition, and a cycle
+/// count or timestamp where flagged). The context and the rest of the
+/// payload keep what earlier elements left, as in OpenCSD's reused element
+/// objects: neither perf nor the element printer reads them on a range.
+#[inline(always)]
+pub fn range_to_c(e: &TraceElement, c: &mut OcsdGenericTraceElem) {
+    c.elem_type = elem::INSTR_RANGE;
+    // Indexed by the enum's value, below the table's length: no mask,
+    // no bounds check.
+    c.isa = ISA_RANGE_C[e.isa as usize];
+    c.st_addr = e.st_addr;
+    c.en_addr = e.en_addr;
+    // The library's instruction types and subtypes are OpenCSD's values
+    // (checked where ITYPE_C and ISUB_C are built).
+    c.last_i_type = e.last_i_type as u32;
+    c.last_i_subtype = e.last_i_subtype as u32;
+    c.payload.word = e.num_instr_range;
+    // Copied whether flagged or not: cheaper than testing the flags.
+    c.cycle_count = e.cycle_count;
+    c.timestamp = e.timestamp;
+    c.flag_bits = (e.last_instr_exec as u32)
+        | ((e.last_instr_sz as u32) << flag::LAST_INSTR_SZ_SHIFT & flag::LAST_INSTR_SZ_MASK)
+        | (e.has_cc as u32) << 4
+        | (e.has_ts as u32) << 9
+        | (e.last_instr_cond as u32) << 10;
+    c.ptr_extended_data = std::ptr::null();
+}
+
+/// Every field of `c` from `e` (the element kinds other than instruction
+/// ranges: rare, so kept out of the element loop).
+#[inline(never)]
+fn elem_to_c_full(
+    e: &TraceElement,
+    c: &mut OcsdGenericTraceElem,
+    payload: &mut [u8; 8],
+    cache: &mut ElemCache,
+) -> bool {
     let t = ELEM_KIND[e.elem_type as usize & 63];
     if t == NO_KIND {
         return false;
@@ -316,7 +388,7 @@ pub fn elem_to_c(e: &TraceElement, c: &mut OcsdGenericTraceElem, payload: &mut [
     c.cycle_count = e.cycle_count;
     c.last_i_type = ITYPE_C[e.last_i_type as usize & 7];
     c.last_i_subtype = ISUB_C[e.last_i_subtype as usize & 7];
-    let f = (e.last_instr_exec as u32)
+    c.flag_bits = (e.last_instr_exec as u32)
         | ((e.last_instr_sz as u32) << flag::LAST_INSTR_SZ_SHIFT & flag::LAST_INSTR_SZ_MASK)
         | (e.has_cc as u32) << 4
         | (e.excep_ret_addr as u32) << 6
@@ -324,13 +396,11 @@ pub fn elem_to_c(e: &TraceElement, c: &mut OcsdGenericTraceElem, payload: &mut [
         | (e.last_instr_cond as u32) << 10
         | (e.excep_ret_addr_br_tgt as u32) << 11;
     c.ptr_extended_data = std::ptr::null();
-    if let ElemType::InstrRange | ElemType::IRangeNoPath = e.elem_type {
+    if e.elem_type == ElemType::IRangeNoPath {
         let mut raw = [0; abi::PAYLOAD_WORDS];
         raw[0] = e.num_instr_range;
         c.payload.raw = raw;
-        c.flag_bits = f;
     } else {
-        c.flag_bits = f;
         other_payload(e, c, payload);
     }
     true
@@ -374,7 +444,7 @@ fn other_payload(e: &TraceElement, c: &mut OcsdGenericTraceElem, payload: &mut [
                 UnsyncInfo::Overflow => 3,
                 UnsyncInfo::Discard => 4,
                 UnsyncInfo::BadPacket => 5,
-                UnsyncInfo::Eot => 6,
+                UnsyncInfo::Eot => abi::UNSYNC_EOT,
             }
         }
         ElemType::SyncMarker => p.sync_marker = [0, e.sync_marker_value],
@@ -491,7 +561,7 @@ pub unsafe fn elem_from_c(c: &OcsdGenericTraceElem) -> TraceElement {
                 3 => UnsyncInfo::Overflow,
                 4 => UnsyncInfo::Discard,
                 5 => UnsyncInfo::BadPacket,
-                6 => UnsyncInfo::Eot,
+                abi::UNSYNC_EOT => UnsyncInfo::Eot,
                 _ => UnsyncInfo::Unknown,
             }
         }

@@ -200,7 +200,11 @@ impl TrcGenElemIn for ElemCallback {
             &mut *self.payload,
             &mut self.cache,
         );
-        for (n, (index, elem)) in elems.iter().enumerate() {
+        // No element counter in the loop (the position comes from the
+        // iterator when the client stops early): one register less to
+        // spill around the call into C.
+        let mut it = elems.iter();
+        while let Some((index, elem)) = it.next() {
             if !convert::elem_to_c(elem, c, payload, cache) {
                 continue;
             }
@@ -210,7 +214,7 @@ impl TrcGenElemIn for ElemCallback {
             if r != abi::OCSD_RESP_CONT {
                 let r = crate::convert::resp_from_c(r);
                 if !r.is_cont() {
-                    return (r, n + 1);
+                    return (r, elems.len() - it.len());
                 }
             }
         }

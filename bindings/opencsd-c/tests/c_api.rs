@@ -30,6 +30,13 @@ fn num(s: &str) -> u64 {
 
 /// Decodes `name` through the C API; returns the listing text.
 fn decode_through_c_api(name: &str) -> String {
+    decode_with(name, |_, _, _| {})
+}
+
+/// Decodes `name` through the C API, calling `setup` with the tree, the
+/// decoders' trace IDs and the memory images' (address, memory space)
+/// before the data goes in; returns the listing text.
+fn decode_with(name: &str, setup: impl FnOnce(TreeHandle, &[u8], &[(u64, c_int)])) -> String {
     let dir = snapshots().join(name);
     let man = Command::new(env!("CARGO_BIN_EXE_ocsd_snapshot_manifest"))
         .arg(&dir)
@@ -41,6 +48,7 @@ fn decode_through_c_api(name: &str) -> String {
     let mut tree: TreeHandle = std::ptr::null_mut();
     let mut trace = Vec::new();
     let mut single = false;
+    let (mut ids, mut images) = (Vec::new(), Vec::new());
     for line in man.lines() {
         let w: Vec<&str> = line.split_whitespace().collect();
         match w[0] {
@@ -145,6 +153,7 @@ fn decode_through_c_api(name: &str) -> String {
                     }
                 };
                 assert_eq!(err, OCSD_OK, "creating {}", w[1]);
+                ids.push(csid);
                 // As trc_pkt_lister: a single-source tree's decoder is
                 // named by its slot, 0 (the printer prints the ID it is given).
                 let id = if single { 0 } else { csid };
@@ -161,11 +170,13 @@ fn decode_through_c_api(name: &str) -> String {
                 let err =
                     unsafe { ocsd_dt_add_binfile_region_mem_acc(tree, &region, 1, num(w[1]) as c_int, path.as_ptr()) };
                 assert_eq!(err, OCSD_OK);
+                images.push((num(w[2]), num(w[1]) as c_int));
             }
             _ => {}
         }
     }
     assert_eq!(ocsd_dt_set_gen_elem_printer(tree), OCSD_OK);
+    setup(tree, &ids, &images);
     let mut pos = 0usize;
     while pos < trace.len() {
         let mut used = 0u32;
@@ -285,5 +296,111 @@ fn last_error_index_is_32_bits() {
     assert_eq!(words[1], 0x5555_5555, "wrote past a 32-bit index");
     if words[0] == u32::MAX {
         assert_eq!((id, msg[0]), (0xff, 0));
+    }
+}
+
+fn count(text: &str, what: &str) -> usize {
+    text.lines()
+        .filter(|l| l.starts_with("Idx:") && l.contains(what))
+        .count()
+}
+
+#[test]
+fn a_removed_decoder_lists_nothing() {
+    let full = decode_through_c_api("etmv4-a64");
+    assert!(count(&full, "OCSD_GEN_TRC_ELEM_INSTR_RANGE") > 0);
+    let text = decode_with("etmv4-a64", |tree, ids, _| {
+        assert_eq!(ids.len(), 1);
+        assert_eq!(ocsd_dt_remove_decoder(tree, ids[0]), OCSD_OK);
+        // Gone: no packet callback to attach, and removing again is no
+        // error (as OpenCSD's removeDecoder).
+        assert_eq!(
+            ocsd_dt_attach_packet_callback(
+                tree,
+                ids[0],
+                OCSD_C_API_CB_PKT_MON,
+                std::ptr::null_mut(),
+                std::ptr::null()
+            ),
+            OCSD_ERR_INVALID_ID
+        );
+        assert_eq!(ocsd_dt_remove_decoder(tree, ids[0]), OCSD_OK);
+        // Not a trace source's ID (OpenCSD's OCSD_IS_VALID_CS_SRC_ID).
+        for bad in [0, 0x70, 0x7f, 0x80] {
+            assert_eq!(ocsd_dt_remove_decoder(tree, bad), OCSD_ERR_INVALID_ID);
+        }
+    });
+    assert_eq!(count(&text, ""), 0, "{text}");
+    assert_eq!(ocsd_dt_remove_decoder(std::ptr::null_mut(), 0x10), OCSD_ERR_BAD_HANDLE);
+}
+
+#[test]
+fn a_removed_memory_image_is_not_read() {
+    let full = decode_through_c_api("etmv4-a64");
+    assert_eq!(count(&full, "OCSD_GEN_TRC_ELEM_ADDR_NACC"), 0);
+    let mut log = Box::new(String::new());
+    // The listing goes to `log` too, after the mapped ranges.
+    decode_with("etmv4-a64", |tree, _, images| {
+        assert!(!images.is_empty());
+        for &(at, space) in images {
+            // Any address of an image names it, in its memory space.
+            assert_eq!(ocsd_dt_remove_mem_acc(tree, at + 4, space), OCSD_OK);
+            assert_eq!(ocsd_dt_remove_mem_acc(tree, at + 4, space), OCSD_ERR_INVALID_PARAM_VAL);
+        }
+        let ctx: *mut String = &mut *log;
+        assert_eq!(
+            ocsd_def_errlog_set_strprint_cb(tree, ctx.cast(), Some(collect)),
+            OCSD_OK
+        );
+        ocsd_tl_log_mapped_mem_ranges(tree);
+    });
+    assert!(
+        log.starts_with("Gen_Info : Mapped Memory Accessors\nGen_Info : ========================\nIdx:"),
+        "{log}"
+    );
+    assert_eq!(count(&log, "OCSD_GEN_TRC_ELEM_INSTR_RANGE"), 0);
+    assert!(count(&log, "OCSD_GEN_TRC_ELEM_ADDR_NACC") > 0, "{log}");
+    assert_eq!(ocsd_dt_remove_mem_acc(std::ptr::null_mut(), 0, 0), OCSD_ERR_BAD_HANDLE);
+}
+
+/// Element callback: each element as `ocsd_gen_elem_str` describes it, in
+/// the listing's line format.
+unsafe extern "C" fn elem_lines(ctx: *const c_void, idx: TrcIndex, id: u8, e: *const OcsdGenericTraceElem) -> c_int {
+    let mut buf = [0 as c_char; 512];
+    // SAFETY: the test registered a `String` as context; the library hands
+    // a valid element for the duration of the call.
+    unsafe {
+        assert_eq!(ocsd_gen_elem_str(e, buf.as_mut_ptr(), buf.len() as c_int), OCSD_OK);
+        let s = std::ffi::CStr::from_ptr(buf.as_ptr()).to_str().unwrap();
+        let out = &mut *(ctx as *mut String);
+        out.push_str(&format!("Idx:{idx}; ID:{id:x}; {s}\n"));
+    }
+    OCSD_RESP_CONT
+}
+
+/// The C element the callback receives (one the library reuses, as
+/// OpenCSD's are) carries everything of each element: described with
+/// `ocsd_gen_elem_str`, every element is the listing's element line.
+#[test]
+fn elements_through_the_c_struct_describe_as_listed() {
+    for name in ["etmv4-a64", "ete-all-options", "etmv3-cycle-accurate"] {
+        let mut lines = Box::new(String::new());
+        decode_with(name, |tree, _, _| {
+            // No text reader: the elements go to the callback in runs.
+            assert_eq!(
+                ocsd_def_errlog_set_strprint_cb(tree, std::ptr::null_mut(), None),
+                OCSD_OK
+            );
+            let ctx: *mut String = &mut *lines;
+            assert_eq!(ocsd_dt_set_gen_elem_outfn(tree, Some(elem_lines), ctx.cast()), OCSD_OK);
+        });
+        let expected = std::fs::read_to_string(snapshots().join(name).join("expected.ppl")).unwrap();
+        let exp: Vec<String> = idx_lines(&expected).into_iter().filter(|l| !l.contains('\t')).collect();
+        let got: Vec<&str> = lines.lines().collect();
+        assert!(exp.len() > 10, "{name}");
+        assert_eq!(exp.len(), got.len(), "{name}: element count");
+        for (i, (e, g)) in exp.iter().zip(&got).enumerate() {
+            assert_eq!(e, g, "{name}: element {}", i + 1);
+        }
     }
 }

@@ -95,6 +95,10 @@ int main(void) {
     W(ocsd_etmv3_pkt, exception.bits.cm_irq_n, offsetof(ocsd_etmv3_pkt, exception.bits)) W(ocsd_etmv3_pkt, exception.bits.cm_resume, offsetof(ocsd_etmv3_pkt, exception.bits))
     W(ocsd_etmv3_pkt, data.update_dval, offsetof(ocsd_etmv3_pkt, data.addr) + sizeof(ocsd_pkt_vaddr)) W(ocsd_etmv3_pkt, data.ooo_tag, offsetof(ocsd_etmv3_pkt, data.addr) + sizeof(ocsd_pkt_vaddr))
     W(ocsd_etmv3_pkt, isync_info.no_address, offsetof(ocsd_etmv3_pkt, isync_info) + 4)
+    /* Enum values that moved between versions, and the version. */
+    printf("val OCSD_VER_NUM %u\n", (unsigned)OCSD_VER_NUM);
+    printf("val UNSYNC_EOT %u\n", (unsigned)UNSYNC_EOT);
+    printf("val OCSD_GEN_TRC_ELEM_CUSTOM %u\n", (unsigned)OCSD_GEN_TRC_ELEM_CUSTOM);
 #ifdef OCSD_BUILTIN_DCD_ITM
     S(ocsd_itm_pkt) O(ocsd_itm_pkt, src_id) O(ocsd_itm_pkt, value) O(ocsd_itm_pkt, val_sz) O(ocsd_itm_pkt, val_ext)
     O(ocsd_itm_pkt, err_type) O(ocsd_etmv4_i_pkt, ite_pkt) O(ocsd_etmv4_i_pkt, ite_pkt.value)
@@ -115,6 +119,9 @@ fn rust_values() -> BTreeMap<String, u64> {
         m.insert(k.to_string(), v as u64);
     };
     s("size ocsd_generic_trace_elem", size_of::<OcsdGenericTraceElem>());
+    s("val OCSD_VER_NUM", OCSD_VER_NUM as usize);
+    s("val UNSYNC_EOT", UNSYNC_EOT as usize);
+    s("val OCSD_GEN_TRC_ELEM_CUSTOM", elem::CUSTOM as usize);
     s("size ocsd_pe_context", size_of::<OcsdPeContext>());
     s("size ocsd_swt_info_t", size_of::<OcsdSwtInfo>());
     s("size ocsd_etmv4_cfg", size_of::<OcsdEtmv4Cfg>());
@@ -376,13 +383,13 @@ fn rust_values() -> BTreeMap<String, u64> {
 #[ignore = "needs libopencsd-dev (or OPENCSD_INCLUDE) and a C compiler; scripts/check.sh runs it"]
 fn struct_layouts_match_the_c_headers() {
     let include = std::env::var("OPENCSD_INCLUDE").unwrap_or_else(|_| "/usr/include".to_string());
-    compare_with(&include);
+    compare_with(&include, &[]);
 }
 
-/// The crate's own header (`include/opencsd_c_api.h`, the 1.8.x layout)
-/// against the Rust declarations, in every `cargo test` of the 1.8.x
-/// build (with a C compiler; without one the test says so and passes).
-#[cfg(feature = "opencsd-1-8")]
+/// The crate's own header (`include/opencsd_c_api.h`) against the Rust
+/// declarations, in every `cargo test`: its 1.3.x variant in the default
+/// build, its 1.8.x variant (`-DOCSD_C_API_ABI_1_8`) in the 1.8.x build
+/// (with a C compiler; without one the test says so and passes).
 #[test]
 fn struct_layouts_match_the_crate_header() {
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
@@ -390,12 +397,18 @@ fn struct_layouts_match_the_crate_header() {
         eprintln!("no C compiler ({cc}): the crate header's layouts are not checked");
         return;
     }
-    compare_with(concat!(env!("CARGO_MANIFEST_DIR"), "/include"));
+    let defines: &[&str] = if cfg!(feature = "opencsd-1-8") {
+        &["-DOCSD_C_API_ABI_1_8"]
+    } else {
+        &[]
+    };
+    compare_with(concat!(env!("CARGO_MANIFEST_DIR"), "/include"), defines);
 }
 
 /// Compiles the layout program against the OpenCSD headers under
-/// `include` and compares its sizes, offsets and bits with the Rust side.
-fn compare_with(include: &str) {
+/// `include` (with `defines`) and compares its sizes, offsets and bits
+/// with the Rust side.
+fn compare_with(include: &str, defines: &[&str]) {
     assert!(
         std::path::Path::new(include)
             .join("opencsd/c_api/opencsd_c_api.h")
@@ -410,6 +423,7 @@ fn compare_with(include: &str) {
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
     let st = Command::new(&cc)
         .arg(format!("-I{include}"))
+        .args(defines)
         .arg("-o")
         .arg(&exe)
         .arg(&src)
