@@ -473,6 +473,8 @@ impl Trace {
         let mut data = Vec::new();
         for path in ss.buffer_paths(info) {
             match std::fs::read(&path) {
+                // The first file's bytes become the capture: no second copy.
+                Ok(d) if data.is_empty() => data = d,
                 Ok(mut d) => data.append(&mut d),
                 Err(source) => return Err(DecodeError::Io { path, source }),
             }

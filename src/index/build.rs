@@ -167,7 +167,12 @@ impl Capture {
         for p in &paths {
             let bytes =
                 std::fs::read(p).map_err(|e| Error::code(ErrCode::FileError, format!("{}: {e}", p.display())))?;
-            data.extend_from_slice(&bytes);
+            // The first file's bytes become the capture: no second copy.
+            if data.is_empty() {
+                data = bytes;
+            } else {
+                data.extend_from_slice(&bytes);
+            }
         }
         if info.has_dstream_footers() {
             crate::dstream::strip_footers(&mut data);

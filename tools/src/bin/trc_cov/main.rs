@@ -481,7 +481,13 @@ fn decode_snapshot(dir: &Path, buffer: Option<&str>, merge: Merge) -> Result<Fla
     tree.set_gen_elem_out(Box::new(SharedBuilder(b.clone())));
     let mut data = Vec::new();
     for p in ss.buffer_paths(buf) {
-        data.extend(std::fs::read(&p).map_err(|e| format!("{}: {e}", p.display()))?);
+        let bytes = std::fs::read(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+        // The first file's bytes become the capture: no second copy.
+        if data.is_empty() {
+            data = bytes;
+        } else {
+            data.extend(bytes);
+        }
     }
     if buf.has_dstream_footers() {
         coresight_decode::dstream::strip_footers(&mut data);
