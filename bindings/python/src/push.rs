@@ -12,13 +12,13 @@ use std::collections::VecDeque;
 
 use arrow_array::RecordBatch;
 use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
-use coresight_decode::element::{Element, TraceElement};
+use coresight_decode::element::{ElemType, Element, TraceElement};
 use coresight_decode::interfaces::{TrcDataIn, TrcGenElemIn};
 use coresight_decode::pull::{DecodeError, Decoder};
 use coresight_decode::shared::{Shared, shared};
 use coresight_decode::tree::DecodeTree;
 
-use crate::batches::{Batcher, Kind};
+use crate::batches::{Batcher, Kind, RangeFields};
 use crate::stream::Item;
 
 /// How many flushes in a row may make no batch while the tree answers
@@ -39,13 +39,19 @@ impl Columns {
     /// ready, or making it failed).
     #[inline(always)]
     fn add(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) -> bool {
-        let item = Item {
-            index,
-            trace_id,
-            element: Element::from_generic(elem),
-            origin: None,
+        // Ranges, nearly every element, go to their columns from the
+        // decoder's element as it is; the others through the typed one.
+        let added = if elem.elem_type == ElemType::InstrRange {
+            self.batcher.push_range(index, trace_id, &RangeFields::of(elem))
+        } else {
+            self.batcher.push(&Item {
+                index,
+                trace_id,
+                element: Element::from_generic(elem),
+                origin: None,
+            })
         };
-        match self.batcher.push(&item) {
+        match added {
             Ok(None) => false,
             Ok(Some(b)) => {
                 self.ready.push_back(b);

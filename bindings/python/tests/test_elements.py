@@ -66,8 +66,11 @@ def test_instr_range_batches_equal_elements(snapshot):
     assert cols["num_instr"] == [e.num_instr for e in ranges]
     assert cols["isa"] == [e.isa for e in ranges]
     assert cols["last_type"] == [e.last["kind"] for e in ranges]
+    assert cols["last_subtype"] == [e.last["subtype"] for e in ranges]
+    assert cols["last_size"] == [e.last["size"] for e in ranges]
     assert cols["cycle_count"] == [e.fields.get("cycle_count") for e in ranges]
     assert cols["taken"] == [e.last["executed"] and e.last["kind"] != "other" for e in ranges]
+    assert cols["conditional"] == [e.last["conditional"] for e in ranges]
 
 
 def test_context_and_timestamp_columns(generated):
