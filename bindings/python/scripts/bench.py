@@ -8,11 +8,10 @@ Usage: python scripts/bench.py SNAPSHOT_DIR [--repeat N] [--batch-size N]
   (zero copy, through the Arrow PyCapsule interface), rows counted;
 - elements (information only): ``Element`` objects iterated from Python.
 
-Both main figures time the whole job, from opening the snapshot to the last element. Runs of the
-two alternate, ``--repeat`` of each, and the best of each is kept (the machine may be shared). The
-Arrow path decodes on a thread of its own while the calling thread builds the batches, so it
-needs a second core to keep up with the decode. Prints both rates and their ratio; exits 1
-if the ratio is under ``--min-ratio`` (default 0: report only).
+Both main figures time the whole job, from opening the snapshot to the last element, on one
+thread each. Runs of the two alternate, ``--repeat`` of each, and the best of each is kept (the
+machine may be shared). Prints both rates and their ratio; exits 1 if the ratio is under
+``--min-ratio`` (default 0: report only).
 """
 
 import argparse
