@@ -4,8 +4,10 @@
 //!
 //! Every decode runs with the GIL released: elements are decoded in
 //! chunks on the calling thread (or, for perf.data, on a decode thread
-//! behind a bounded channel) and turned into Python objects or Arrow
-//! record batches afterwards.
+//! behind a bounded channel) and turned into Python objects afterwards.
+//! Arrow batches of a snapshot or raw buffer are filled by the decode
+//! tree's element sink as it decodes (`push`); those of perf.data from
+//! its elements.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
