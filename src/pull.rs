@@ -532,6 +532,12 @@ impl Trace {
     pub fn elements(&mut self) -> Elements<'_> {
         self.decoder.decode(&self.data)
     }
+
+    /// The decoder and the trace data, apart: to drive the decode another
+    /// way, with a sink of one's own on the tree ([`Decoder::into_tree`]).
+    pub fn into_parts(self) -> (Decoder, Vec<u8>) {
+        (self.decoder, self.data)
+    }
 }
 
 impl IntoIterator for Trace {

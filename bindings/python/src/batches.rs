@@ -8,14 +8,15 @@ use arrow_array::builder::{
 };
 use arrow_array::types::{Int32Type, UInt8Type, UInt32Type, UInt64Type};
 use arrow_array::{
-    ArrayRef, ArrowPrimitiveType, BooleanArray, DictionaryArray, PrimitiveArray, RecordBatch, StringArray,
+    Array, ArrayRef, ArrowPrimitiveType, BooleanArray, DictionaryArray, PrimitiveArray, RecordBatch, StringArray,
 };
+use arrow_buffer::{BooleanBuffer, Buffer, NullBuffer};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use coresight_decode::arch::{InstrSubType, InstrType, Isa, SecurityState};
-use coresight_decode::element::{Context, Element};
+use coresight_decode::element::{Context, Element, LastInstr, TraceElement};
 
 use crate::fields::{instr_subtype_name, instr_type_name, isa_name, security_name};
-use crate::stream::Item;
+use crate::stream::{Item, Origin};
 
 /// A column of names from a small fixed set: dictionary encoded, `UInt8`
 /// keys into the set's names (pandas reads it as a categorical, and
@@ -421,39 +422,103 @@ fn nullable<T: ArrowPrimitiveType>(o: &mut Opt<T::Native>, cap: usize) -> Primit
     PrimitiveArray::new(values.into(), nulls)
 }
 
-fn bools(v: &mut Vec<bool>, cap: usize) -> BooleanArray {
-    let v = std::mem::replace(v, Vec::with_capacity(cap));
-    let mut bits = BooleanBufferBuilder::new(v.len());
-    bits.append_slice(&v);
-    BooleanArray::new(bits.finish(), None)
+/// The fields of an `instr_range` element, from an [`Element`] or straight
+/// from the decoder's [`TraceElement`].
+#[derive(Clone, Copy)]
+pub struct RangeFields {
+    pub isa: Isa,
+    pub start: u64,
+    pub end: u64,
+    pub num_instr: u32,
+    pub last: LastInstr,
+    pub cycle_count: Option<u32>,
 }
 
-fn plain<T: ArrowPrimitiveType>(v: &mut Vec<T::Native>, cap: usize) -> PrimitiveArray<T> {
-    PrimitiveArray::new(std::mem::replace(v, Vec::with_capacity(cap)).into(), None)
+impl RangeFields {
+    /// The fields of a generic element of type `InstrRange`, as
+    /// [`Element::from_generic`] reads them.
+    #[inline(always)]
+    pub fn of(e: &TraceElement) -> RangeFields {
+        RangeFields {
+            isa: e.isa,
+            start: e.st_addr,
+            end: e.en_addr,
+            num_instr: e.num_instr_range,
+            last: LastInstr {
+                executed: e.last_instr_exec,
+                size: e.last_instr_sz,
+                kind: e.last_i_type,
+                subtype: e.last_i_subtype,
+                conditional: e.last_instr_cond,
+            },
+            cycle_count: e.has_cc.then_some(e.cycle_count),
+        }
+    }
 }
 
-/// The `instr_range` table, nearly every element of a trace: one typed
-/// vector per column, appended to without dispatch (the generic
-/// [`Table`] would cost more than the decode).
+/// A dictionary column: `keys` into `names`. The keys are checked in one
+/// pass (`try_new` checks them one at a time, with their validity).
+fn dictionary(keys: PrimitiveArray<UInt8Type>, names: &Arc<StringArray>) -> Result<ArrayRef, String> {
+    let values: ArrayRef = names.clone();
+    if keys.values().iter().fold(0u8, |m, k| m.max(*k)) as usize >= names.len() {
+        return DictionaryArray::<UInt8Type>::try_new(keys, values)
+            .map(|d| Arc::new(d) as ArrayRef)
+            .map_err(|e| e.to_string());
+    }
+    // SAFETY: every key, of a null slot or not, is below the number of
+    // values (checked above), and the values are a valid string array.
+    Ok(Arc::new(unsafe {
+        DictionaryArray::<UInt8Type>::new_unchecked(keys, values)
+    }))
+}
+
+/// One `instr_range` row, kept whole until the batch is made: one write
+/// and one length check a row instead of one per column.
+#[derive(Clone, Copy)]
+struct RangeRow {
+    index: u64,
+    start: u64,
+    end: u64,
+    num_instr: u32,
+    cycle_count: u32,
+    trace_id: u8,
+    isa: u8,
+    last_type: u8,
+    last_subtype: u8,
+    last_size: u8,
+    taken: bool,
+    conditional: bool,
+    has_cycle_count: bool,
+}
+
+/// A column of the rows' `value`, with no bitmap (one tight loop).
+fn column<T: ArrowPrimitiveType>(rows: &[RangeRow], value: impl Fn(&RangeRow) -> T::Native) -> PrimitiveArray<T> {
+    let v: Vec<T::Native> = rows.iter().map(value).collect();
+    PrimitiveArray::new(v.into(), None)
+}
+
+/// The rows' `bit`, packed 64 rows a word.
+fn bits(rows: &[RangeRow], bit: impl Fn(&RangeRow) -> bool) -> BooleanBuffer {
+    let words: Vec<u64> = rows
+        .chunks(64)
+        .map(|c| {
+            c.iter()
+                .enumerate()
+                .fold(0u64, |w, (i, r)| w | (u64::from(bit(r)) << i))
+        })
+        .collect();
+    BooleanBuffer::new(Buffer::from_vec(words), 0, rows.len())
+}
+
+/// The `instr_range` table, nearly every element of a trace: whole rows,
+/// cut into typed columns when the batch is made (the generic [`Table`]
+/// would cost more than the decode).
 struct RangeTable {
     schema: SchemaRef,
-    capacity: usize,
-    index: Vec<u64>,
-    trace_id: Vec<u8>,
+    rows: Vec<RangeRow>,
     cpu: Opt<i32>,
     pid: Opt<i32>,
     tid: Opt<i32>,
-    start: Vec<u64>,
-    end: Vec<u64>,
-    num_instr: Vec<u32>,
-    isa: Vec<u8>,
-    last_type: Vec<u8>,
-    last_subtype: Vec<u8>,
-    last_size: Vec<u8>,
-    /// One byte a row, packed into bits when the batch is made.
-    taken: Vec<bool>,
-    conditional: Vec<bool>,
-    cycle_count: Opt<u32>,
     /// The source state of the rows from each row on: it changes rarely,
     /// so its columns (context_id, vmid, exception_level, security,
     /// timestamp) are filled in runs when the batch is made.
@@ -469,22 +534,10 @@ impl RangeTable {
             .map(|n| Arc::new(StringArray::from(n.names())));
         RangeTable {
             schema: Kind::InstrRange.schema(),
-            capacity,
-            index: Vec::with_capacity(c),
-            trace_id: Vec::with_capacity(c),
-            cpu: Opt::new(c),
-            pid: Opt::new(c),
-            tid: Opt::new(c),
-            start: Vec::with_capacity(c),
-            end: Vec::with_capacity(c),
-            num_instr: Vec::with_capacity(c),
-            isa: Vec::with_capacity(c),
-            last_type: Vec::with_capacity(c),
-            last_subtype: Vec::with_capacity(c),
-            last_size: Vec::with_capacity(c),
-            taken: Vec::with_capacity(c),
-            conditional: Vec::with_capacity(c),
-            cycle_count: Opt::new(c),
+            rows: Vec::with_capacity(c),
+            cpu: Opt::new(0),
+            pid: Opt::new(0),
+            tid: Opt::new(0),
             runs: Vec::new(),
             generation: None,
             names,
@@ -492,12 +545,12 @@ impl RangeTable {
     }
 
     fn rows(&self) -> usize {
-        self.index.len()
+        self.rows.len()
     }
 
     #[inline(always)]
     fn push(&mut self, item: &Item, st: &SourceState, generation: u64) {
-        let Element::InstrRange {
+        if let Element::InstrRange {
             isa,
             start,
             end,
@@ -505,46 +558,77 @@ impl RangeTable {
             last,
             cycle_count,
         } = item.element
-        else {
-            return;
-        };
+        {
+            let r = RangeFields {
+                isa,
+                start,
+                end,
+                num_instr,
+                last,
+                cycle_count,
+            };
+            self.push_fields(item.index, item.trace_id, item.origin, &r, st, generation);
+        }
+    }
+
+    #[inline(always)]
+    fn push_fields(
+        &mut self,
+        index: u64,
+        trace_id: u8,
+        origin: Option<Origin>,
+        r: &RangeFields,
+        st: &SourceState,
+        generation: u64,
+    ) {
+        let RangeFields {
+            isa,
+            start,
+            end,
+            num_instr,
+            last,
+            cycle_count,
+        } = *r;
         // cpu, pid, tid: only perf.data items have them; until one comes,
         // the columns are all null and not written row by row.
-        if item.origin.is_some() && self.cpu.values.len() < self.index.len() {
-            let missing = self.index.len() - self.cpu.values.len();
+        if origin.is_some() && self.cpu.values.len() < self.rows.len() {
+            let missing = self.rows.len() - self.cpu.values.len();
             for c in [&mut self.cpu, &mut self.pid, &mut self.tid] {
                 c.values.resize(c.values.len() + missing, 0);
                 c.valid.resize(c.valid.len() + missing, false);
             }
         }
-        if item.origin.is_some() || !self.cpu.values.is_empty() {
-            let o = item.origin;
+        if origin.is_some() || !self.cpu.values.is_empty() {
+            let o = origin;
             self.cpu.push(o.map(|o| o.cpu as i32));
             self.pid.push(o.map(|o| o.pid));
             self.tid.push(o.map(|o| o.tid));
         }
-        self.index.push(item.index);
-        self.trace_id.push(item.trace_id);
-        self.start.push(start);
-        self.end.push(end);
-        self.num_instr.push(num_instr);
-        self.isa.push(isa as u8);
-        self.last_type.push(last.kind as u8);
-        self.last_subtype.push(last.subtype as u8);
-        self.last_size.push(last.size);
-        self.taken.push(last.executed && last.kind != InstrType::Other);
-        self.conditional.push(last.conditional);
-        self.cycle_count.push(cycle_count);
+        self.rows.push(RangeRow {
+            index,
+            start,
+            end,
+            num_instr,
+            cycle_count: cycle_count.unwrap_or(0),
+            trace_id,
+            isa: isa as u8,
+            last_type: last.kind as u8,
+            last_subtype: last.subtype as u8,
+            last_size: last.size,
+            taken: last.executed && last.kind != InstrType::Other,
+            conditional: last.conditional,
+            has_cycle_count: cycle_count.is_some(),
+        });
         if self.generation != Some(generation) {
             self.generation = Some(generation);
-            self.runs.push((self.index.len() - 1, *st));
+            self.runs.push((self.rows.len() - 1, *st));
         }
     }
 
     /// The columns taken from the source state, filled run by run.
     /// (context_id, vmid, exception_level, security keys, timestamp)
     fn state_columns(&mut self) -> (ArrayRef, ArrayRef, ArrayRef, PrimitiveArray<UInt8Type>, ArrayRef) {
-        let rows = self.index.len();
+        let rows = self.rows.len();
         let mut context_id = Opt::<u32>::new(rows);
         let mut vmid = Opt::<u32>::new(rows);
         let mut level = Opt::<u8>::new(rows);
@@ -571,48 +655,46 @@ impl RangeTable {
     }
 
     fn finish(&mut self) -> Result<RecordBatch, String> {
-        let c = self.capacity;
-        let dict = |keys: PrimitiveArray<UInt8Type>, names: &Arc<StringArray>| -> Result<ArrayRef, String> {
-            let values: ArrayRef = names.clone();
-            Ok(Arc::new(
-                DictionaryArray::<UInt8Type>::try_new(keys, values).map_err(|e| e.to_string())?,
-            ))
-        };
-        let isa = plain::<UInt8Type>(&mut self.isa, c);
-        let last_type = plain::<UInt8Type>(&mut self.last_type, c);
-        let last_subtype = plain::<UInt8Type>(&mut self.last_subtype, c);
         let (context_id, vmid, exception_level, security, timestamp) = self.state_columns();
-        let rows = self.index.len();
+        let rows = &self.rows[..];
+        let n = rows.len();
         let origin = |o: &mut Opt<i32>| -> ArrayRef {
             if o.values.is_empty() {
-                Arc::new(PrimitiveArray::<Int32Type>::new_null(rows))
+                Arc::new(PrimitiveArray::<Int32Type>::new_null(n))
             } else {
-                Arc::new(nullable::<Int32Type>(o, c))
+                Arc::new(nullable::<Int32Type>(o, 0))
             }
         };
         let (cpu, pid, tid) = (origin(&mut self.cpu), origin(&mut self.pid), origin(&mut self.tid));
+        let has_cc = bits(rows, |r| r.has_cycle_count);
+        let cc_nulls = (has_cc.count_set_bits() < n).then(|| NullBuffer::new(has_cc));
         let arrays: Vec<ArrayRef> = vec![
-            Arc::new(plain::<UInt64Type>(&mut self.index, c)),
-            Arc::new(plain::<UInt8Type>(&mut self.trace_id, c)),
+            Arc::new(column::<UInt64Type>(rows, |r| r.index)),
+            Arc::new(column::<UInt8Type>(rows, |r| r.trace_id)),
             cpu,
             pid,
             tid,
-            Arc::new(plain::<UInt64Type>(&mut self.start, c)),
-            Arc::new(plain::<UInt64Type>(&mut self.end, c)),
-            Arc::new(plain::<UInt32Type>(&mut self.num_instr, c)),
-            dict(isa, &self.names[0])?,
-            dict(last_type, &self.names[1])?,
-            dict(last_subtype, &self.names[2])?,
-            Arc::new(plain::<UInt8Type>(&mut self.last_size, c)),
-            Arc::new(bools(&mut self.taken, c)),
-            Arc::new(bools(&mut self.conditional, c)),
-            Arc::new(nullable::<UInt32Type>(&mut self.cycle_count, c)),
+            Arc::new(column::<UInt64Type>(rows, |r| r.start)),
+            Arc::new(column::<UInt64Type>(rows, |r| r.end)),
+            Arc::new(column::<UInt32Type>(rows, |r| r.num_instr)),
+            dictionary(column(rows, |r| r.isa), &self.names[0])?,
+            dictionary(column(rows, |r| r.last_type), &self.names[1])?,
+            dictionary(column(rows, |r| r.last_subtype), &self.names[2])?,
+            Arc::new(column::<UInt8Type>(rows, |r| r.last_size)),
+            Arc::new(BooleanArray::new(bits(rows, |r| r.taken), None)),
+            Arc::new(BooleanArray::new(bits(rows, |r| r.conditional), None)),
+            Arc::new(PrimitiveArray::<UInt32Type>::new(
+                rows.iter().map(|r| r.cycle_count).collect(),
+                cc_nulls,
+            )),
             context_id,
             vmid,
             exception_level,
-            dict(security, &self.names[3])?,
+            dictionary(security, &self.names[3])?,
             timestamp,
         ];
+        // The rows' vector is kept for the next batch, with its capacity.
+        self.rows.clear();
         RecordBatch::try_new(self.schema.clone(), arrays).map_err(|e| e.to_string())
     }
 }
@@ -660,10 +742,10 @@ impl Batcher {
         }
     }
 
-    /// Adds an element; returns a full batch when its table filled up.
+    /// The index in `state` of the source `key` (trace ID, CPU), added
+    /// when new; another source than the last changes the generation.
     #[inline(always)]
-    pub fn push(&mut self, item: &Item) -> Result<Option<(Kind, RecordBatch)>, String> {
-        let key = (item.trace_id, item.origin.map_or(u32::MAX, |o| o.cpu));
+    fn source(&mut self, key: (u8, u32)) -> usize {
         let at = match self.state.get(self.last) {
             Some((k, _)) if *k == key => self.last,
             _ => match self.state.iter().position(|(k, _)| *k == key) {
@@ -678,6 +760,34 @@ impl Batcher {
             self.generation += 1;
         }
         self.last = at;
+        at
+    }
+
+    /// Adds an `instr_range` element of trace ID `trace_id` given by its
+    /// fields (no perf.data origin); returns a full batch when its table
+    /// filled up. The same rows as [`push`](Self::push) of the element.
+    #[inline(always)]
+    pub fn push_range(
+        &mut self,
+        index: u64,
+        trace_id: u8,
+        r: &RangeFields,
+    ) -> Result<Option<(Kind, RecordBatch)>, String> {
+        let at = self.source((trace_id, u32::MAX));
+        let Some(t) = self.ranges.as_mut() else {
+            return Ok(None);
+        };
+        t.push_fields(index, trace_id, None, r, &self.state[at].1, self.generation);
+        if t.rows() >= self.batch_size {
+            return t.finish().map(|b| Some((Kind::InstrRange, b)));
+        }
+        Ok(None)
+    }
+
+    /// Adds an element; returns a full batch when its table filled up.
+    #[inline(always)]
+    pub fn push(&mut self, item: &Item) -> Result<Option<(Kind, RecordBatch)>, String> {
+        let at = self.source((item.trace_id, item.origin.map_or(u32::MAX, |o| o.cpu)));
         let st = &mut self.state[at].1;
         match item.element {
             Element::PeContext { context, .. } => {

@@ -4,8 +4,10 @@
 //!
 //! Every decode runs with the GIL released: elements are decoded in
 //! chunks on the calling thread (or, for perf.data, on a decode thread
-//! behind a bounded channel) and turned into Python objects or Arrow
-//! record batches afterwards.
+//! behind a bounded channel) and turned into Python objects afterwards.
+//! Arrow batches of a snapshot or raw buffer are filled by the decode
+//! tree's element sink as it decodes (`push`); those of perf.data from
+//! its elements.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
@@ -23,10 +25,12 @@ use pyo3::types::{PyCapsule, PyDict, PyTuple};
 mod batches;
 mod fields;
 mod profile;
+mod push;
 mod stream;
 
 use batches::{Batcher, Kind};
 use fields::Val;
+use push::PushBatches;
 use stream::{Fed, Item, RawSource, Spec, Stream};
 
 create_exception!(
@@ -194,14 +198,19 @@ impl Trace {
                 ))
             })?);
         }
-        Ok(BatchIter {
-            state: Mutex::new(BatchState {
-                stream: self.stream(py)?,
-                batcher: Batcher::new(&ks, batch_size),
+        let batcher = Batcher::new(&ks, batch_size);
+        let source = match self.stream(py)?.into_parts() {
+            Ok((decoder, data)) => Batches::Pushed(Box::new(PushBatches::new(decoder, data, batcher))),
+            Err(stream) => Batches::Pulled(Box::new(BatchState {
+                stream,
+                batcher,
                 ready: VecDeque::new(),
                 error: None,
                 done: false,
-            }),
+            })),
+        };
+        Ok(BatchIter {
+            state: Mutex::new(source),
         })
     }
 
@@ -466,10 +475,32 @@ impl BatchState {
     }
 }
 
+/// Where batches come from: a decode tree filling the columns itself, or
+/// elements pulled from a stream (perf.data).
+enum Batches {
+    Pushed(Box<PushBatches>),
+    Pulled(Box<BatchState>),
+}
+
+impl Batches {
+    fn next_batch(&mut self) -> Result<Option<(Kind, RecordBatch)>, String> {
+        match self {
+            Batches::Pushed(p) => p.next_batch(),
+            Batches::Pulled(s) => {
+                s.fill()?;
+                match s.ready.pop_front() {
+                    Some(b) => Ok(Some(b)),
+                    None => s.error.take().map_or(Ok(None), Err),
+                }
+            }
+        }
+    }
+}
+
 /// An iterator over a capture's elements as `(kind, ArrowBatch)` pairs.
 #[pyclass(module = "coresight_decode._native", frozen)]
 struct BatchIter {
-    state: Mutex<BatchState>,
+    state: Mutex<Batches>,
 }
 
 #[pymethods]
@@ -479,14 +510,7 @@ impl BatchIter {
     }
 
     fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyTuple>>> {
-        let next = py.detach(|| {
-            let mut s = lock(&self.state);
-            s.fill()?;
-            match s.ready.pop_front() {
-                Some(b) => Ok(Some(b)),
-                None => s.error.take().map_or(Ok(None), Err),
-            }
-        });
+        let next = py.detach(|| lock(&self.state).next_batch());
         match next {
             Ok(Some((k, b))) => {
                 let batch = Bound::new(py, ArrowBatch { kind: k, batch: b })?;

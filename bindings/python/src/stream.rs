@@ -9,7 +9,7 @@ use coresight_decode::Element;
 use coresight_decode::arch::ArchProfile;
 use coresight_decode::decoder::{CoreConfig, SourceConfig};
 use coresight_decode::deformatter::DeformatterConfig;
-use coresight_decode::pull::{DecoderBuilder, IntoElements, Trace};
+use coresight_decode::pull::{Decoder, DecoderBuilder, IntoElements, Trace};
 use coresight_decode::tree::SourceFormat;
 use coresight_perf_data::binaries::SymbolSearch;
 use coresight_perf_data::decode::{DecodeOptions, Event, RecordingDecoder};
@@ -59,6 +59,12 @@ pub trait Stream: Send {
         }
         Fed::End
     }
+
+    /// The decoder and its data, when the stream is a decode tree that
+    /// has not started (the Arrow batches are then filled by the tree, see
+    /// `push`); otherwise the stream back (perf.data: a push-only decoder
+    /// on a thread of its own).
+    fn into_parts(self: Box<Self>) -> Result<(Decoder, Vec<u8>), Box<dyn Stream>>;
 }
 
 /// Why [`Stream::feed`] returned.
@@ -71,12 +77,38 @@ pub enum Fed {
     Failed(String),
 }
 
-/// The pull API over a trace buffer.
-struct PullStream(IntoElements);
+/// The pull API over a trace buffer: the trace until the first element is
+/// asked for (its decoder can still be taken for Arrow batches, see
+/// [`Stream::into_parts`]), then its iterator.
+enum PullStream {
+    Ready(Trace),
+    Running(IntoElements),
+    /// Only while turning from one into the other.
+    Gone,
+}
+
+impl PullStream {
+    /// The iterator, started on the first call (`None` never happens: the
+    /// stream is only `Gone` inside this function).
+    fn elements(&mut self) -> Option<&mut IntoElements> {
+        if let PullStream::Ready(_) = self
+            && let PullStream::Ready(t) = std::mem::replace(self, PullStream::Gone)
+        {
+            *self = PullStream::Running(t.into_iter());
+        }
+        match self {
+            PullStream::Running(e) => Some(e),
+            _ => None,
+        }
+    }
+}
 
 impl Stream for PullStream {
     fn feed(&mut self, f: &mut dyn FnMut(Item) -> bool) -> Fed {
-        for r in self.0.by_ref() {
+        let Some(elements) = self.elements() else {
+            return Fed::End;
+        };
+        for r in elements.by_ref() {
             match r {
                 Ok(d) => {
                     let i = Item {
@@ -96,7 +128,7 @@ impl Stream for PullStream {
     }
 
     fn next_item(&mut self) -> Option<Result<Item, String>> {
-        self.0.next().map(|r| {
+        self.elements()?.next().map(|r| {
             r.map(|d| Item {
                 index: d.index,
                 trace_id: d.trace_id,
@@ -105,6 +137,13 @@ impl Stream for PullStream {
             })
             .map_err(|e| e.to_string())
         })
+    }
+
+    fn into_parts(self: Box<Self>) -> Result<(Decoder, Vec<u8>), Box<dyn Stream>> {
+        match *self {
+            PullStream::Ready(t) => Ok(t.into_parts()),
+            s => Err(Box::new(s)),
+        }
     }
 }
 
@@ -124,6 +163,10 @@ struct PerfStream {
 }
 
 impl Stream for PerfStream {
+    fn into_parts(self: Box<Self>) -> Result<(Decoder, Vec<u8>), Box<dyn Stream>> {
+        Err(self)
+    }
+
     fn next_item(&mut self) -> Option<Result<Item, String>> {
         loop {
             if let Some(i) = self.chunk.next() {
@@ -283,7 +326,7 @@ impl Spec {
                     None => Trace::open(dir),
                 }
                 .map_err(|e| format!("{}: {e}", dir.display()))?;
-                Ok(Box::new(PullStream(t.into_iter())))
+                Ok(Box::new(PullStream::Ready(t)))
             }
             Spec::Raw {
                 data,
@@ -308,7 +351,7 @@ impl Spec {
                     b = b.elf(e.clone());
                 }
                 let dec = b.build().map_err(|e| e.to_string())?;
-                Ok(Box::new(PullStream(Trace::new(dec, data.to_vec()).into_iter())))
+                Ok(Box::new(PullStream::Ready(Trace::new(dec, data.to_vec()))))
             }
             Spec::Perf { path, symdirs } => {
                 perf_check(path, symdirs)?;

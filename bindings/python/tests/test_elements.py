@@ -66,8 +66,11 @@ def test_instr_range_batches_equal_elements(snapshot):
     assert cols["num_instr"] == [e.num_instr for e in ranges]
     assert cols["isa"] == [e.isa for e in ranges]
     assert cols["last_type"] == [e.last["kind"] for e in ranges]
+    assert cols["last_subtype"] == [e.last["subtype"] for e in ranges]
+    assert cols["last_size"] == [e.last["size"] for e in ranges]
     assert cols["cycle_count"] == [e.fields.get("cycle_count") for e in ranges]
     assert cols["taken"] == [e.last["executed"] and e.last["kind"] != "other" for e in ranges]
+    assert cols["conditional"] == [e.last["conditional"] for e in ranges]
 
 
 def test_context_and_timestamp_columns(generated):
@@ -165,6 +168,13 @@ def test_raw_buffer_equals_snapshot(generated):
     t = csd.from_bytes(data, [{"protocol": "ETMV4I", "registers": regs, "core": core_type}],
                        formatted=False, memory=mem)
     assert [e.to_dict() for e in t] == [e.to_dict() for e in csd.open(snap)]
+    # Arrow batches of a raw buffer are filled by its decode tree, as a snapshot's are.
+    for kind in ("instr_range", "pe_context", "timestamp"):
+        raw = t.to_arrow(kind, batch_size=5).to_pydict()
+        assert raw == csd.open(snap).to_arrow(kind).to_pydict()
+    ranges = [e for e in t if e.kind == "instr_range"]
+    assert ranges
+    assert t.to_arrow("instr_range", batch_size=5).to_pydict()["start"] == [e.start for e in ranges]
 
 
 def test_perf_data(generated):
