@@ -10,6 +10,7 @@
 
 #![deny(missing_docs)]
 
+pub mod callinfo;
 pub mod calls;
 pub mod compare;
 pub mod events;

@@ -239,3 +239,36 @@ fn demangle_leaves_other_names_alone() {
         assert_eq!(demangle(plain), None, "{plain}");
     }
 }
+
+/// `tarmac-callinfo`'s answers on every trace, for each function by name
+/// (`helper#1` the second static helper; `helper#2` and `nope` not found),
+/// skip_fn's second instruction by address (executed in both calls of
+/// skip_fn), an address never executed and an upper-case `0X`, which
+/// upstream takes for a name (`fixtures/calls/callinfo.sh`).
+#[test]
+fn callinfo_equals_upstream_on_every_trace() {
+    use coresight_tarmac::callinfo::{Query, write_callinfo};
+    for (arch, step) in [("a64", 4), ("a32", 4), ("t32", 2)] {
+        let syms = Symbols::from_elf_file(&dir().join(format!("{arch}.elf"))).unwrap();
+        let mid = format!("{:#x}", (syms.find_by_name("skip_fn").unwrap().addr & !1) + step);
+        let args = [
+            "_start", "fib", "helper", "helper#1", "helper#2", "other", "skip_fn", "nope", &mid, "0x1", "0X10",
+        ];
+        let queries: Vec<Query> = args.iter().map(|a| Query::parse(a)).collect();
+        assert_eq!(queries[8], Query::Addr(u64::from_str_radix(&mid[2..], 16).unwrap()));
+        assert_eq!(queries[10], Query::Name("0X10".into()));
+        for style in ["fm", "es", "gem5"] {
+            let name = format!("{arch}-{style}");
+            let text = std::fs::read(dir().join(format!("{name}.tarmac"))).unwrap();
+            let mut r = Reader::new(&text[..]);
+            let mut a = CallAnalyzer::new().with_watch(queries.iter().filter_map(|q| q.address(Some(&syms))));
+            while let Some((pos, rec)) = r.next_record_with_offset().unwrap() {
+                a.feed_at(&rec, pos);
+            }
+            let mut out = Vec::new();
+            write_callinfo(&mut out, &queries, Some(&syms), &a, None).unwrap();
+            let golden = std::fs::read_to_string(dir().join(format!("{name}.callinfo"))).unwrap();
+            assert_eq!(String::from_utf8(out).unwrap(), golden, "{name}");
+        }
+    }
+}

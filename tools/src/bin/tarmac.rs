@@ -4,6 +4,7 @@
 //! tarmac profile TRACE [--image ELF [--load-offset OFF]] [--no-offsets]
 //! tarmac calltree TRACE [--image ELF [--load-offset OFF]] [--no-offsets] [--debug-calls]
 //! tarmac flamegraph TRACE [--image ELF [--load-offset OFF]] [--no-offsets] [-o OUT]
+//! tarmac callinfo TRACE FUNCTION... [--image ELF [--load-offset OFF]] [--callers]
 //! tarmac compare A B [-w N] [--skip-time] [--start ADDR] [--boot N] [--skip-remainder] [--stop-first]
 //! tarmac decode SNAPSHOT_DIR [-o OUT] [--flow] [--exceptions] [--trace-matcher]
 //! tarmac dump TRACE [--events]
@@ -26,6 +27,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
+use coresight_tarmac::callinfo::{Query, write_callinfo};
 use coresight_tarmac::calls::{CallAnalyzer, CallTree, Naming};
 use coresight_tarmac::compare::{self, CompareOptions};
 use coresight_tarmac::events::EventPrinter;
@@ -124,6 +126,22 @@ enum Cmd {
         /// Write to this file instead of standard output.
         #[arg(short, long)]
         output: Option<PathBuf>,
+    },
+    /// Every execution of functions or addresses, with time, line and byte
+    /// offset (upstream's tarmac-callinfo).
+    Callinfo {
+        #[command(flatten)]
+        input: Input,
+        /// Function name (`name#N`: the Nth, from 0, of several of that
+        /// name; needs --image) or hex address (`0x...`).
+        #[arg(required = true, value_name = "FUNCTION")]
+        functions: Vec<String>,
+        #[command(flatten)]
+        image: Image,
+        /// After each execution, the call that entered the function there
+        /// (`called from`) or the function it ran in (`in`).
+        #[arg(long)]
+        callers: bool,
     },
     /// Compare the instruction streams of two traces (exit 0 same, 1 different).
     Compare {
@@ -309,12 +327,16 @@ fn read_trace(input: &Input, report: &Report, mut f: impl FnMut(&coresight_tarma
 }
 
 fn analyse(input: &Input, report: &Report, log: bool) -> Result<CallAnalyzer, String> {
-    let mut a = if log {
+    let a = if log {
         CallAnalyzer::new().with_log_to(Box::new(std::io::BufWriter::new(std::io::stdout())))
     } else {
         CallAnalyzer::new()
     };
-    read_trace(input, report, |rec, _| a.feed(rec))?;
+    analyse_with(a, input, report)
+}
+
+fn analyse_with(mut a: CallAnalyzer, input: &Input, report: &Report) -> Result<CallAnalyzer, String> {
+    read_trace(input, report, |rec, pos| a.feed_at(rec, pos))?;
     a.flush_log().map_err(|e| format!("standard output: {e}"))?;
     Ok(a)
 }
@@ -469,6 +491,23 @@ fn run(cli: Cli) -> Result<ExitCode, Failed> {
         Cmd::Flamegraph { input, image, output } => {
             let (tree, syms) = tree_and_names(&input, &image, &report, false)?;
             with_output(output.as_deref(), |w| tree.write_flamegraph(w, naming(&syms, &image)))?;
+        }
+        Cmd::Callinfo {
+            input,
+            functions,
+            image,
+            callers,
+        } => {
+            let syms = symbols(&image, &report)?;
+            let queries: Vec<Query> = functions.iter().map(|f| Query::parse(f)).collect();
+            let watch = queries.iter().filter_map(|q| q.address(syms.as_ref()));
+            let a = analyse_with(CallAnalyzer::new().with_watch(watch), &input, &report)?;
+            check_architecture(&image, syms.as_ref(), &a, &input, &report);
+            let tree = callers.then(|| a.finish());
+            let names = naming(&syms, &image);
+            with_output(None, |w| {
+                write_callinfo(w, &queries, syms.as_ref(), &a, tree.as_ref().map(|t| (t, names)))
+            })?;
         }
         Cmd::Compare {
             a,
