@@ -19,6 +19,7 @@ pub mod ranges;
 pub mod reader;
 pub mod record;
 pub mod symbols;
+pub mod vcd;
 pub mod writer;
 
 pub use reader::{LineParser, Reader, ReaderOptions, TarmacError};
