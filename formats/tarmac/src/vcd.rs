@@ -422,17 +422,15 @@ impl<W: Write> VcdWriter<W> {
             if !self.written[range.clone()].iter().any(|&w| w) || !self.known[range.clone()].iter().all(|&k| k) {
                 continue;
             }
+            // Bits straight from the file: no allocation per change.
             let bytes = &self.file[range];
-            let bits: Vec<Value> = (0..8 * size)
-                .rev()
-                .map(|i| {
-                    if (bytes[i / 8] >> (i % 8)) & 1 != 0 {
-                        Value::V1
-                    } else {
-                        Value::V0
-                    }
-                })
-                .collect();
+            let bits = (0..8 * size).rev().map(|i| {
+                if (bytes[i / 8] >> (i % 8)) & 1 != 0 {
+                    Value::V1
+                } else {
+                    Value::V0
+                }
+            });
             self.w.change_vector(r.id, bits)?;
         }
         Ok(())
