@@ -63,6 +63,23 @@ fn the_goldens_show_what_they_are_for() {
     assert!(ct.contains(": skip_fn + 0x40021c\n"), "{ct}");
     // No mapping symbol names anything.
     assert!(!ct.contains('$'), "{ct}");
+    // gem5's A64 trace has its 16-byte accesses (STP/LDP), read as such.
+    let gem5 = std::fs::read_to_string(dir().join("a64-gem5.tarmac")).unwrap();
+    let mut r = Reader::new(gem5.as_bytes());
+    let (mut writes, mut reads) = (0, 0);
+    while let Some(rec) = r.next_record().unwrap() {
+        if let coresight_tarmac::RecordKind::Memory(m) = rec.kind
+            && m.size == 16
+        {
+            assert!(m.value.is_some(), "line {}", rec.line);
+            if m.read { reads += 1 } else { writes += 1 }
+        }
+    }
+    assert_eq!(
+        (writes, reads),
+        (gem5.matches(" cs MW16 ").count(), gem5.matches(" cs MR16 ").count())
+    );
+    assert!(writes > 10 && reads > 10, "{writes} {reads}");
 }
 
 fn sym(addr: u64, size: u64, name: &str) -> Symbol {
