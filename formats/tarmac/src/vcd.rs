@@ -463,7 +463,9 @@ impl<W: Write> VcdWriter<W> {
             )));
         }
         let tick = self.tick.unwrap_or(0);
-        for (k, a) in std::mem::take(&mut self.accesses).iter().enumerate() {
+        // By index, so that the list's allocation is kept for the next node.
+        for k in 0..self.accesses.len() {
+            let a = self.accesses[k];
             if k > 0 {
                 self.w
                     .timestamp(tick.wrapping_mul(TIMESCALE) + k as u64 * TIMESCALE / n)?;
@@ -472,6 +474,7 @@ impl<W: Write> VcdWriter<W> {
             self.bits(self.mem_addr, self.addr_bits, a.addr)?;
             self.bits(self.mem_data, self.data_bits, a.data)?;
         }
+        self.accesses.clear();
         Ok(())
     }
 
