@@ -21,7 +21,16 @@ fn tarmac(args: &[&str]) -> (Option<i32>, String, String) {
 fn help_version_and_usage_errors() {
     let (code, out, _) = tarmac(&["--help"]);
     assert_eq!(code, Some(0));
-    for sub in ["profile", "calltree", "flamegraph", "compare", "decode", "dump"] {
+    for sub in [
+        "profile",
+        "calltree",
+        "flamegraph",
+        "callinfo",
+        "vcd",
+        "compare",
+        "decode",
+        "dump",
+    ] {
         assert!(out.contains(sub), "{out}");
     }
     let (code, out, _) = tarmac(&["--version"]);

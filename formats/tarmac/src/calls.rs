@@ -27,7 +27,7 @@
 //! memory bounded by the call depth, the flame graph by the number of
 //! distinct stacks.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
@@ -171,6 +171,28 @@ pub struct CallAnalyzer {
     /// The first node with an instruction: the root's entry.
     root: Option<Site>,
     log: Log,
+    /// Byte offset of the record being fed and of the current node's
+    /// first line.
+    pos: u64,
+    node_pos: u64,
+    /// Addresses whose executions are kept (bit 0 clear), and those kept.
+    watch: HashSet<u64>,
+    executions: Vec<Execution>,
+}
+
+/// One execution of a watched address: the node of the instruction, as
+/// upstream's `tarmac-callinfo` lists it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Execution {
+    /// The instruction's address (bit 0 clear).
+    pub addr: u64,
+    /// The node's time.
+    pub time: u64,
+    /// The node's first line.
+    pub line: u64,
+    /// Byte offset of the node's first line in the trace (when fed with
+    /// [`CallAnalyzer::feed_at`]).
+    pub pos: u64,
 }
 
 impl Default for CallAnalyzer {
@@ -199,7 +221,30 @@ impl CallAnalyzer {
             prev: Site::default(),
             root: None,
             log: Log::Off,
+            pos: 0,
+            node_pos: 0,
+            watch: HashSet::new(),
+            executions: Vec::new(),
         }
+    }
+
+    /// Also keep every execution of an instruction at one of `addrs`
+    /// (bit 0, T32's, ignored), for [`CallAnalyzer::executions`].
+    pub fn with_watch(mut self, addrs: impl IntoIterator<Item = u64>) -> Self {
+        self.watch = addrs.into_iter().map(|a| a & !1).collect();
+        self
+    }
+
+    /// The executions of the watched addresses, in trace order.
+    pub fn executions(&self) -> &[Execution] {
+        &self.executions
+    }
+
+    /// [`CallAnalyzer::feed`], with the byte offset of the record's line in
+    /// the trace (for [`Execution::pos`]).
+    pub fn feed_at(&mut self, rec: &Record, pos: u64) {
+        self.pos = pos;
+        self.feed(rec);
     }
 
     /// Also keep a log of every transfer of control and what it was taken
@@ -253,6 +298,7 @@ impl CallAnalyzer {
                 self.prev = c;
             }
             self.cur = Some(Site { time: t, line, pc: 0 });
+            self.node_pos = self.pos;
         }
         if is_instruction {
             self.seen_instruction_at_time = true;
@@ -272,6 +318,17 @@ impl CallAnalyzer {
                     self.saw_a32 = true;
                 }
                 let thumb = ins.iset == Iset::Thumb;
+                if !self.watch.is_empty()
+                    && self.watch.contains(&(ins.addr & !1))
+                    && let Some(cur) = self.cur
+                {
+                    self.executions.push(Execution {
+                        addr: ins.addr & !1,
+                        time: cur.time,
+                        line: cur.line,
+                        pos: self.node_pos,
+                    });
+                }
                 let pc = ins.addr | thumb as u64;
                 let next = pc.wrapping_add(ins.width as u64 / 8);
                 self.update_pc(pc, next, thumb);
@@ -481,7 +538,7 @@ impl<'a> Naming<'a> {
 
     /// Appends the name of the function at `addr` to `out` (nothing when
     /// unnamed); returns whether it wrote.
-    fn write(&self, out: &mut String, addr: u64) -> bool {
+    pub fn write(&self, out: &mut String, addr: u64) -> bool {
         match self.symbols {
             Some(s) => s.write_function_name(out, addr, !self.no_offsets).unwrap_or(false),
             None => false,

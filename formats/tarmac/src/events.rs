@@ -15,6 +15,16 @@ use super::record::*;
 #[derive(Debug, Default)]
 pub struct EventPrinter {
     warned: BTreeSet<String>,
+    big_endian: bool,
+}
+
+/// `v` with its low `size` bytes in the reverse order.
+fn reverse_bytes(v: u128, size: u8) -> u128 {
+    let mut r = 0u128;
+    for b in 0..size as u32 {
+        r |= ((v >> (8 * b)) & 0xff) << (8 * (size as u32 - 1 - b));
+    }
+    r
 }
 
 fn text_event(out: &mut String, time: u64, ty: &str, text: &str) {
@@ -32,6 +42,15 @@ impl EventPrinter {
     /// A printer that has given no warnings yet.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Events of a trace from a big-endian system (upstream's `--bi`):
+    /// memory contents are given in the system's byte order, so a line
+    /// written in memory order (Cortex-M `..D`) is taken as it stands and a
+    /// load/store diagram's lowest-addressed byte is the most significant.
+    pub fn with_big_endian(mut self, big_endian: bool) -> Self {
+        self.big_endian = big_endian;
+        self
     }
 
     fn warn(&mut self, out: &mut String, key: String, msg: String) {
@@ -87,7 +106,11 @@ impl EventPrinter {
             }
             RecordKind::Memory(m) => {
                 let known = m.value.is_some();
-                let v = m.value.unwrap_or(0);
+                let mut v = m.value.unwrap_or(0);
+                if m.memory_order && self.big_endian && m.size <= 8 {
+                    // The reader reversed it into a little-endian system's value.
+                    v = reverse_bytes(v, m.size);
+                }
                 if m.size == 16 {
                     mem_event(out, t, m.read, known, m.addr, 8, v as u64);
                     mem_event(out, t, m.read, known, m.addr.wrapping_add(8), 8, (v >> 64) as u64);
@@ -113,12 +136,17 @@ impl EventPrinter {
                         }
                         DiagramByte::Known(_) => {
                             // Runs of at most 8 bytes, the leftmost (highest
-                            // address) most significant.
+                            // address) most significant, or on a big-endian
+                            // system the rightmost.
                             let mut j = i;
                             let mut v = 0u64;
                             while j < 16 && j - i < 8 {
                                 let DiagramByte::Known(b) = d.bytes[j] else { break };
-                                v = (v << 8) | b as u64;
+                                if self.big_endian {
+                                    v |= (b as u64) << (8 * (j - i));
+                                } else {
+                                    v = (v << 8) | b as u64;
+                                }
                                 j += 1;
                             }
                             mem_event(out, t, d.read, true, d.base.wrapping_add(16 - j as u64), j - i, v);

@@ -5,11 +5,14 @@
 //! reads every record kind of the format into typed [`Record`]s
 //! ([`Reader`]), finds calls and returns with the heuristic of Arm's
 //! Tarmac Trace Utilities ([`calls`]) for profiles, call trees and flame
-//! graphs, compares instruction streams ([`compare`]), and gives the
-//! instructions as a decoder's trace elements ([`ranges`]), for coverage.
+//! graphs, lists every execution of a function ([`callinfo`]), writes a
+//! trace as a Value Change Dump for waveform viewers ([`vcd`]), compares
+//! instruction streams ([`compare`]), and gives the instructions as a
+//! decoder's trace elements ([`ranges`]), for coverage.
 
 #![deny(missing_docs)]
 
+pub mod callinfo;
 pub mod calls;
 pub mod compare;
 pub mod events;
@@ -18,6 +21,7 @@ pub mod ranges;
 pub mod reader;
 pub mod record;
 pub mod symbols;
+pub mod vcd;
 pub mod writer;
 
 pub use reader::{LineParser, Reader, ReaderOptions, TarmacError};

@@ -1347,6 +1347,9 @@ pub struct Reader<R> {
     parser: LineParser,
     /// The last line read had no line ending: the input ended in it.
     partial: bool,
+    /// Bytes read so far, and the offset of the last line read.
+    pos: u64,
+    line_pos: u64,
 }
 
 impl<R: BufRead> Reader<R> {
@@ -1364,6 +1367,8 @@ impl<R: BufRead> Reader<R> {
             lineno: 0,
             parser: LineParser::new(opts),
             partial: false,
+            pos: 0,
+            line_pos: 0,
         }
     }
 
@@ -1379,9 +1384,34 @@ impl<R: BufRead> Reader<R> {
         self.lineno
     }
 
+    /// Byte offset in the input of the last line read (of the line that
+    /// gave the last record or error), as upstream's index records a node's
+    /// position.
+    pub fn line_offset(&self) -> u64 {
+        self.line_pos
+    }
+
     /// The next record; `Ok(None)` at the end of the input. Blank lines
     /// are skipped. After an error, reading continues with the next line.
     pub fn next_record(&mut self) -> Result<Option<Record<'_>>, TarmacError> {
+        match self.next_line()? {
+            Some(lineno) => self.parser.parse_line(&self.text, lineno),
+            None => Ok(None),
+        }
+    }
+
+    /// [`Reader::next_record`], with the byte offset of the record's line
+    /// in the input.
+    pub fn next_record_with_offset(&mut self) -> Result<Option<(u64, Record<'_>)>, TarmacError> {
+        match self.next_line()? {
+            Some(lineno) => Ok(self.parser.parse_line(&self.text, lineno)?.map(|r| (self.line_pos, r))),
+            None => Ok(None),
+        }
+    }
+
+    /// Reads the next line that is not blank into `text`; its number, or
+    /// `None` at the end of the input.
+    fn next_line(&mut self) -> Result<Option<u64>, TarmacError> {
         loop {
             self.buf.clear();
             let n = self.src.read_until(b'\n', &mut self.buf).map_err(|e| TarmacError {
@@ -1393,6 +1423,8 @@ impl<R: BufRead> Reader<R> {
             if n == 0 {
                 return Ok(None);
             }
+            self.line_pos = self.pos;
+            self.pos += n as u64;
             self.lineno += 1;
             self.partial = self.buf.last() != Some(&b'\n');
             while matches!(self.buf.last(), Some(b'\n' | b'\r')) {
@@ -1418,9 +1450,8 @@ impl<R: BufRead> Reader<R> {
             // Keep the allocation of the previous line's text for the next read.
             let old = std::mem::replace(&mut self.text, text);
             self.buf = old.into_bytes();
-            let lineno = self.lineno;
             // Not blank, so the parser gives a record (or an error).
-            return self.parser.parse_line(&self.text, lineno);
+            return Ok(Some(self.lineno));
         }
     }
 }

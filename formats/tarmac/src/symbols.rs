@@ -28,6 +28,7 @@ pub struct Symbols {
     /// functions of two files) is printed with its address to tell them apart.
     name_count: HashMap<String, u32>,
     machine: Option<u16>,
+    big_endian: Option<bool>,
 }
 
 /// Arm mapping symbols (`$a`, `$t`, `$x`, `$d`, and their `$a.N` forms)
@@ -36,6 +37,21 @@ pub struct Symbols {
 pub fn is_mapping_symbol(name: &str) -> bool {
     let b = name.as_bytes();
     b.len() >= 2 && b[0] == b'$' && matches!(b[1], b'a' | b't' | b'x' | b'd')
+}
+
+/// The demangled form of a Rust (legacy or v0) or C++ (Itanium ABI)
+/// symbol name; `None` when it is neither. Rust's hash is left out, as
+/// `rustc` prints paths. Rust is tried first: a legacy Rust name is also a
+/// valid C++ name, which would show the hash as a path element.
+pub fn demangle(name: &str) -> Option<String> {
+    if let Ok(d) = rustc_demangle::try_demangle(name) {
+        return Some(format!("{d:#}"));
+    }
+    if !name.starts_with("_Z") {
+        return None;
+    }
+    let sym = cpp_demangle::Symbol::new(name).ok()?;
+    sym.demangle(&cpp_demangle::DemangleOptions::new()).ok()
 }
 
 /// The ELF machine numbers of the architectures a Tarmac trace can hold.
@@ -50,6 +66,7 @@ impl Symbols {
         let elf = Elf::parse(data).map_err(|e| format!("not a readable ELF file ({e})"))?;
         let mut s = Symbols {
             machine: Some(elf.header.e_machine),
+            big_endian: Some(!elf.little_endian),
             ..Default::default()
         };
         for sym in elf.syms.iter() {
@@ -93,6 +110,43 @@ impl Symbols {
     /// The ELF machine (`e_machine`) of the file read, if from a file.
     pub fn machine(&self) -> Option<u16> {
         self.machine
+    }
+
+    /// Whether the file read is big-endian (`EI_DATA`), if from a file:
+    /// the byte order the upstream tools assume for the trace's memory
+    /// unless told otherwise.
+    pub fn big_endian(&self) -> Option<bool> {
+        self.big_endian
+    }
+
+    /// Number of symbols kept (mapping symbols and nameless ones left out).
+    pub fn len(&self) -> usize {
+        self.syms.len()
+    }
+
+    /// The symbol called `name`, as the upstream tools look names up: of
+    /// several symbols of that name, the first in the symbol table, or
+    /// with `name#N` the one at index `N` (from 0) among them.
+    pub fn find_by_name(&self, name: &str) -> Option<&Symbol> {
+        let (name, index) = match name.rsplit_once('#') {
+            Some((n, i)) => (n, i.parse::<usize>().ok()?),
+            None => (name, 0),
+        };
+        self.syms.iter().filter(|s| s.name == name).nth(index)
+    }
+
+    /// Replaces each C++ (Itanium ABI) or Rust name by its demangled
+    /// form; names that are neither stay as they are. Names that become
+    /// equal (a Rust function's instances differ only in their hash) are
+    /// then told apart by address, as any shared name is.
+    pub fn demangle(&mut self) {
+        self.name_count.clear();
+        for s in &mut self.syms {
+            if let Some(d) = demangle(&s.name) {
+                s.name = d;
+            }
+            *self.name_count.entry(s.name.clone()).or_default() += 1;
+        }
     }
 
     /// Adds `offset` to every address (an image loaded elsewhere than its

@@ -16,8 +16,12 @@ fn corpus() -> Option<PathBuf> {
 
 /// The upstream parser test: each non-comment line, then its events.
 fn parsertest(text: &str, opts: ReaderOptions) -> String {
+    parsertest_endian(text, opts, false)
+}
+
+fn parsertest_endian(text: &str, opts: ReaderOptions, big_endian: bool) -> String {
     let mut p = LineParser::new(opts);
-    let mut printer = EventPrinter::new();
+    let mut printer = EventPrinter::new().with_big_endian(big_endian);
     let mut out = String::new();
     for (n, line) in text.lines().enumerate() {
         if line.trim().is_empty() || line.starts_with('#') {
@@ -65,6 +69,19 @@ fn upstream_parsertest_implicit_thumb() {
         implicit_iset: Some(Iset::Thumb),
     };
     assert_same_lines(&parsertest(&txt, opts), &want, "parsertest-implicit-thumb");
+}
+
+/// Memory in memory order and load/store diagrams on little- and
+/// big-endian systems, against upstream's parser (`parsertest --li/--bi`,
+/// goldens made by `fixtures/endian/make.sh`).
+#[test]
+fn memory_events_in_either_byte_order_equal_upstream() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/endian");
+    let txt = std::fs::read_to_string(dir.join("endian.txt")).unwrap();
+    for (be, golden) in [(false, "endian-li.ref"), (true, "endian-bi.ref")] {
+        let want = std::fs::read_to_string(dir.join(golden)).unwrap();
+        assert_eq!(parsertest_endian(&txt, ReaderOptions::default(), be), want, "{golden}");
+    }
 }
 
 fn analyse(path: &std::path::Path) -> CallAnalyzer {

@@ -4,11 +4,17 @@
 //! tarmac profile TRACE [--image ELF [--load-offset OFF]] [--no-offsets]
 //! tarmac calltree TRACE [--image ELF [--load-offset OFF]] [--no-offsets] [--debug-calls]
 //! tarmac flamegraph TRACE [--image ELF [--load-offset OFF]] [--no-offsets] [-o OUT]
+//! tarmac callinfo TRACE FUNCTION... [--image ELF [--load-offset OFF]] [--callers]
+//! tarmac vcd TRACE [--image ELF] [-o OUT] [--no-date] [--use-tarmac-timestamps]
 //! tarmac compare A B [-w N] [--skip-time] [--start ADDR] [--boot N] [--skip-remainder] [--stop-first]
 //!                   [--registers] [--memory] [--context N] [--show N]
 //! tarmac decode SNAPSHOT_DIR [-o OUT] [--flow] [--exceptions] [--trace-matcher]
 //! tarmac dump TRACE [--events]
 //! ```
+//! Every command takes `-q` (no warnings), `-v` (what was read, on
+//! standard error), `--li`/`--bi` (the traced system's byte order, else the
+//! image's, else little-endian) and `--progress` (a bar on standard error
+//! while a large trace file is read, when standard error is a terminal).
 //! TRACE `-` is standard input. A trace whose last line is cut (no line
 //! ending) and does not parse is read up to that line, with a warning, as
 //! upstream does; a trace with no records is an error.
@@ -23,12 +29,15 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
+use coresight_tarmac::callinfo::{Query, write_callinfo};
 use coresight_tarmac::calls::{CallAnalyzer, CallTree, Naming};
 use coresight_tarmac::compare::{self, CompareOptions};
 use coresight_tarmac::events::EventPrinter;
 use coresight_tarmac::symbols::{EM_AARCH64, EM_ARM, Symbols};
+use coresight_tarmac::vcd::{VcdOptions, VcdWriter, function_changes};
 use coresight_tarmac::writer::{WriterOptions, snapshot_to_tarmac_with_registry};
 use coresight_tarmac::{Iset, Reader, ReaderOptions};
+use coresight_tools::cli::{Progress, ProgressReader};
 
 #[derive(Parser)]
 #[command(
@@ -40,8 +49,25 @@ use coresight_tarmac::{Iset, Reader, ReaderOptions};
 )]
 struct Cli {
     /// No warnings (a cut last line, an image of another architecture).
-    #[arg(short, long, global = true)]
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
     quiet: bool,
+    /// Say on standard error what was read: the image's symbols, the
+    /// trace's lines, records and instructions, the calls found.
+    #[arg(short, long, global = true)]
+    verbose: bool,
+    /// The trace is from a little-endian system (the default unless the
+    /// image is big-endian): how memory contents written in memory order
+    /// and load/store diagrams are read.
+    #[arg(long, global = true, conflicts_with = "bi")]
+    li: bool,
+    /// The trace is from a big-endian system.
+    #[arg(long, global = true)]
+    bi: bool,
+    /// Progress bar on standard error while a trace file is read: auto
+    /// shows it for a file of 1 MiB or more when standard error is a
+    /// terminal; always, whatever the size; never.
+    #[arg(long, global = true, value_enum, default_value_t = Progress::Auto, value_name = "WHEN")]
+    progress: Progress,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -69,6 +95,10 @@ struct Image {
     /// upstream's ` + 0xPC`.
     #[arg(long)]
     no_offsets: bool,
+    /// Print C++ and Rust function names demangled (`demo::fib(int)` for
+    /// `_ZN4demo3fibEi`); off by default, as upstream prints them mangled.
+    #[arg(long, requires = "image")]
+    demangle: bool,
 }
 
 #[derive(Subcommand)]
@@ -99,6 +129,40 @@ enum Cmd {
         /// Write to this file instead of standard output.
         #[arg(short, long)]
         output: Option<PathBuf>,
+    },
+    /// Every execution of functions or addresses, with time, line and byte
+    /// offset (upstream's tarmac-callinfo).
+    Callinfo {
+        #[command(flatten)]
+        input: Input,
+        /// Function name (`name#N`: the Nth, from 0, of several of that
+        /// name; needs --image) or hex address (`0x...`).
+        #[arg(required = true, value_name = "FUNCTION")]
+        functions: Vec<String>,
+        #[command(flatten)]
+        image: Image,
+        /// After each execution, the call that entered the function there
+        /// (`called from`) or the function it ran in (`in`).
+        #[arg(long)]
+        callers: bool,
+    },
+    /// Registers, instructions, functions and memory accesses over time as
+    /// a Value Change Dump for GTKWave (upstream's tarmac-vcd).
+    Vcd {
+        #[command(flatten)]
+        input: Input,
+        #[command(flatten)]
+        image: Image,
+        /// Write to this file (`-`: standard output); default TRACE.vcd.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// No `$date` in the header (the same output on every run).
+        #[arg(long)]
+        no_date: bool,
+        /// Step at the instructions' timestamps rather than once per
+        /// instruction.
+        #[arg(long)]
+        use_tarmac_timestamps: bool,
     },
     /// Compare two traces as Trace Matcher does (exit 0 same, 1 different, 2 trouble).
     ///
@@ -203,15 +267,50 @@ fn parse_hex(s: &str) -> Result<u64, String> {
     u64::from_str_radix(t, 16).map_err(|e| format!("{s}: not a hex address ({e})"))
 }
 
+/// How the whole run reports: warnings, what was read, progress, and the
+/// byte order the trace's system was said to have.
+#[derive(Clone, Copy)]
+struct Report {
+    quiet: bool,
+    verbose: bool,
+    progress: Progress,
+    /// `--bi` (`Some(true)`) or `--li` (`Some(false)`).
+    big_endian: Option<bool>,
+}
+
+impl Report {
+    fn warn(&self, msg: std::fmt::Arguments) {
+        if !self.quiet {
+            eprintln!("tarmac: warning: {msg}");
+        }
+    }
+    fn info(&self, msg: std::fmt::Arguments) {
+        if self.verbose {
+            eprintln!("tarmac: {msg}");
+        }
+    }
+}
+
 /// A Tarmac file, or a snapshot directory decoded to Tarmac in memory.
 fn open(path: &Path, implicit_thumb: bool) -> Result<Reader<Box<dyn BufRead>>, String> {
+    open_with_progress(path, implicit_thumb, Progress::Never).map(|(r, _)| r)
+}
+
+/// [`open`], with a progress bar over a trace file's bytes as `progress`
+/// says (none for standard input or a snapshot).
+fn open_with_progress(
+    path: &Path,
+    implicit_thumb: bool,
+    progress: Progress,
+) -> Result<(Reader<Box<dyn BufRead>>, indicatif::ProgressBar), String> {
+    let hidden = indicatif::ProgressBar::hidden();
     let opts = ReaderOptions {
         implicit_iset: implicit_thumb.then_some(Iset::Thumb),
     };
     if path.as_os_str() == "-" {
-        return Ok(Reader::with_options(
-            Box::new(BufReader::with_capacity(1 << 16, std::io::stdin())),
-            opts,
+        return Ok((
+            Reader::with_options(Box::new(BufReader::with_capacity(1 << 16, std::io::stdin())), opts),
+            hidden,
         ));
     }
     if path.is_dir() {
@@ -222,68 +321,112 @@ fn open(path: &Path, implicit_thumb: bool) -> Result<Reader<Box<dyn BufRead>>, S
         };
         snapshot_to_tarmac_with_registry(path, riscv_trace::registry(), &mut text, wopts)
             .map_err(|e| format!("{}: {e}", path.display()))?;
-        return Ok(Reader::with_options(Box::new(std::io::Cursor::new(text)), opts));
+        return Ok((Reader::with_options(Box::new(std::io::Cursor::new(text)), opts), hidden));
     }
     let f = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok(Reader::with_options(
-        Box::new(BufReader::with_capacity(1 << 16, f)),
-        opts,
-    ))
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let bar = coresight_tools::cli::progress_bar(len, progress);
+    let src = BufReader::with_capacity(1 << 16, ProgressReader::new(f, bar.clone()));
+    Ok((Reader::with_options(Box::new(src), opts), bar))
 }
 
 /// Reads every record of the trace into `f`. A parse error on a cut last
 /// line ends the trace with a warning; a trace without records is an error.
-fn read_trace(input: &Input, quiet: bool, mut f: impl FnMut(&coresight_tarmac::Record)) -> Result<(), String> {
+/// `f` is given each record and the byte offset of its line.
+fn read_trace(input: &Input, report: &Report, mut f: impl FnMut(&coresight_tarmac::Record, u64)) -> Result<(), String> {
     let name = input.trace.display();
-    let mut r = open(&input.trace, input.implicit_thumb)?;
-    let mut any = false;
-    loop {
-        let e = match r.next_record() {
-            Ok(Some(rec)) => {
-                any = true;
-                f(&rec);
+    let (mut r, bar) = open_with_progress(&input.trace, input.implicit_thumb, report.progress)?;
+    let (mut records, mut instructions) = (0u64, 0u64);
+    let res = loop {
+        let e = match r.next_record_with_offset() {
+            Ok(Some((pos, rec))) => {
+                records += 1;
+                instructions += matches!(rec.kind, coresight_tarmac::RecordKind::Instruction(_)) as u64;
+                f(&rec, pos);
                 continue;
             }
-            Ok(None) => break,
+            Ok(None) => break Ok(()),
             Err(e) => e,
         };
         // A read error (column 0) is never taken for a cut line.
         if r.at_partial_line() && e.column > 0 {
-            if !quiet {
-                eprintln!("tarmac: warning: {name}: {e}; ignoring this partial last line (trace truncated?)");
-            }
-            break;
+            bar.finish_and_clear();
+            report.warn(format_args!(
+                "{name}: {e}; ignoring this partial last line (trace truncated?)"
+            ));
+            break Ok(());
         }
-        return Err(format!("{name}: {e}"));
-    }
-    if !any {
+        break Err(format!("{name}: {e}"));
+    };
+    bar.finish_and_clear();
+    res?;
+    report.info(format_args!(
+        "{name}: {} lines, {records} records, {instructions} instructions",
+        r.line_number()
+    ));
+    if records == 0 {
         return Err(format!("{name}: the trace contains no events"));
     }
     Ok(())
 }
 
-fn analyse(input: &Input, quiet: bool, log: bool) -> Result<CallAnalyzer, String> {
-    let mut a = if log {
+fn analyse(input: &Input, report: &Report, log: bool) -> Result<CallAnalyzer, String> {
+    let a = if log {
         CallAnalyzer::new().with_log_to(Box::new(std::io::BufWriter::new(std::io::stdout())))
     } else {
         CallAnalyzer::new()
     };
-    read_trace(input, quiet, |rec| a.feed(rec))?;
+    analyse_with(a, input, report)
+}
+
+fn analyse_with(mut a: CallAnalyzer, input: &Input, report: &Report) -> Result<CallAnalyzer, String> {
+    read_trace(input, report, |rec, pos| a.feed_at(rec, pos))?;
     a.flush_log().map_err(|e| format!("standard output: {e}"))?;
     Ok(a)
 }
 
-fn symbols(image: &Image) -> Result<Option<Symbols>, String> {
-    let mut s = image.image.as_deref().map(Symbols::from_elf_file).transpose()?;
-    if let (Some(s), Some(off)) = (&mut s, image.load_offset) {
+fn symbols(image: &Image, report: &Report) -> Result<Option<Symbols>, String> {
+    let Some(path) = image.image.as_deref() else {
+        return Ok(None);
+    };
+    let mut s = Symbols::from_elf_file(path)?;
+    if let Some(off) = image.load_offset {
         s.relocate(off);
     }
-    Ok(s)
+    if image.demangle {
+        s.demangle();
+    }
+    let elf_be = s.big_endian().unwrap_or(false);
+    if let Some(be) = report.big_endian
+        && be != elf_be
+    {
+        // Upstream warns the same way; the option wins.
+        report.warn(format_args!(
+            "{}: the image is {}-endian but {} says the trace is {}-endian",
+            path.display(),
+            if elf_be { "big" } else { "little" },
+            if be { "--bi" } else { "--li" },
+            if be { "big" } else { "little" },
+        ));
+    }
+    report.info(format_args!(
+        "{}: {} symbols, ELF machine {}, {}-endian{}{}",
+        path.display(),
+        s.len(),
+        s.machine().unwrap_or(0),
+        if elf_be { "big" } else { "little" },
+        match image.load_offset {
+            Some(off) => format!(", loaded at offset {:#x}", off),
+            None => String::new(),
+        },
+        if image.demangle { ", names demangled" } else { "" },
+    ));
+    Ok(Some(s))
 }
 
 /// Warns when the image is for another architecture than the trace's
 /// instructions: its names would be of the wrong program.
-fn check_architecture(image: &Image, syms: Option<&Symbols>, a: &CallAnalyzer, input: &Input, quiet: bool) {
+fn check_architecture(image: &Image, syms: Option<&Symbols>, a: &CallAnalyzer, input: &Input, report: &Report) {
     let (Some(path), Some(machine)) = (&image.image, syms.and_then(Symbols::machine)) else {
         return;
     };
@@ -298,14 +441,14 @@ fn check_architecture(image: &Image, syms: Option<&Symbols>, a: &CallAnalyzer, i
         EM_ARM => a64 && !a32,
         _ => a64 || a32,
     };
-    if mismatch && !quiet {
+    if mismatch {
         let trace_arch = if a64 { "A64" } else { "A32/T32" };
-        eprintln!(
-            "tarmac: warning: {}: the image is {elf_arch} (ELF machine {machine}) but {} holds {trace_arch} \
+        report.warn(format_args!(
+            "{}: the image is {elf_arch} (ELF machine {machine}) but {} holds {trace_arch} \
              instructions; function names may be wrong",
             path.display(),
             input.trace.display()
-        );
+        ));
     }
 }
 
@@ -329,11 +472,56 @@ fn with_output(output: Option<&Path>, f: impl FnOnce(&mut dyn Write) -> std::io:
 }
 
 /// The call tree of the trace, with the image's names.
-fn tree_and_names(input: &Input, image: &Image, quiet: bool, log: bool) -> Result<(CallTree, Option<Symbols>), String> {
-    let syms = symbols(image)?;
-    let a = analyse(input, quiet, log)?;
-    check_architecture(image, syms.as_ref(), &a, input, quiet);
-    Ok((a.finish(), syms))
+fn tree_and_names(
+    input: &Input,
+    image: &Image,
+    report: &Report,
+    log: bool,
+) -> Result<(CallTree, Option<Symbols>), String> {
+    let syms = symbols(image, report)?;
+    let a = analyse(input, report, log)?;
+    check_architecture(image, syms.as_ref(), &a, input, report);
+    let tree = a.finish();
+    report.info(format_args!(
+        "{}: {} calls found, {} deep at most",
+        input.trace.display(),
+        tree.acts.len().saturating_sub(1),
+        tree.acts.iter().map(|a| a.depth).max().unwrap_or(0)
+    ));
+    Ok((tree, syms))
+}
+
+/// The time now as C's asctime writes it (`Wed Nov 25 20:05:38 2026`), in
+/// UTC, for the VCD's `$date`.
+fn asctime_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let days = (secs / 86400) as i64;
+    let rem = secs % 86400;
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719468;
+    let era = z.div_euclid(146097);
+    let doe = z - era * 146097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + (month <= 2) as i64;
+    const WD: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MON: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    format!(
+        "{} {}{:3} {:02}:{:02}:{:02} {year}",
+        WD[days.rem_euclid(7) as usize],
+        MON[(month - 1) as usize],
+        day,
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
 }
 
 /// A trace being compared: a cut last line ends it with a warning, as in
@@ -371,7 +559,18 @@ impl From<String> for Failed {
 }
 
 fn run(cli: Cli) -> Result<ExitCode, Failed> {
-    let quiet = cli.quiet;
+    let report = Report {
+        quiet: cli.quiet,
+        verbose: cli.verbose,
+        progress: if cli.quiet { Progress::Never } else { cli.progress },
+        big_endian: if cli.bi {
+            Some(true)
+        } else if cli.li {
+            Some(false)
+        } else {
+            None
+        },
+    };
     fn naming<'a>(syms: &'a Option<Symbols>, image: &Image) -> Naming<'a> {
         Naming {
             symbols: syms.as_ref(),
@@ -380,7 +579,7 @@ fn run(cli: Cli) -> Result<ExitCode, Failed> {
     }
     match cli.cmd {
         Cmd::Profile { input, image } => {
-            let (tree, syms) = tree_and_names(&input, &image, quiet, false)?;
+            let (tree, syms) = tree_and_names(&input, &image, &report, false)?;
             with_output(None, |w| tree.write_profile(w, naming(&syms, &image)))?;
         }
         Cmd::Calltree {
@@ -388,12 +587,81 @@ fn run(cli: Cli) -> Result<ExitCode, Failed> {
             image,
             debug_calls,
         } => {
-            let (tree, syms) = tree_and_names(&input, &image, quiet, debug_calls)?;
+            let (tree, syms) = tree_and_names(&input, &image, &report, debug_calls)?;
             with_output(None, |w| tree.write_calltree(w, naming(&syms, &image)))?;
         }
         Cmd::Flamegraph { input, image, output } => {
-            let (tree, syms) = tree_and_names(&input, &image, quiet, false)?;
+            let (tree, syms) = tree_and_names(&input, &image, &report, false)?;
             with_output(output.as_deref(), |w| tree.write_flamegraph(w, naming(&syms, &image)))?;
+        }
+        Cmd::Callinfo {
+            input,
+            functions,
+            image,
+            callers,
+        } => {
+            let syms = symbols(&image, &report)?;
+            let queries: Vec<Query> = functions.iter().map(|f| Query::parse(f)).collect();
+            let watch = queries.iter().filter_map(|q| q.address(syms.as_ref()));
+            let a = analyse_with(CallAnalyzer::new().with_watch(watch), &input, &report)?;
+            check_architecture(&image, syms.as_ref(), &a, &input, &report);
+            let tree = callers.then(|| a.finish());
+            let names = naming(&syms, &image);
+            with_output(None, |w| {
+                write_callinfo(w, &queries, syms.as_ref(), &a, tree.as_ref().map(|t| (t, names)))
+            })?;
+        }
+        Cmd::Vcd {
+            input,
+            image,
+            output,
+            no_date,
+            use_tarmac_timestamps,
+        } => {
+            if input.trace.as_os_str() == "-" {
+                return Err(Failed(
+                    "vcd reads the trace twice (the calls, then the signals): give a file, not standard input".into(),
+                    2,
+                ));
+            }
+            let syms = symbols(&image, &report)?;
+            let a = analyse(&input, &report, false)?;
+            check_architecture(&image, syms.as_ref(), &a, &input, &report);
+            let functions = function_changes(&a.finish(), naming(&syms, &image));
+            let opts = VcdOptions {
+                use_timestamps: use_tarmac_timestamps,
+                date: (!no_date).then(asctime_now),
+                version: concat!("tarmac ", env!("CARGO_PKG_VERSION")).into(),
+                comment: "Generated by tarmac vcd.".into(),
+                big_endian: report
+                    .big_endian
+                    .or_else(|| syms.as_ref().and_then(Symbols::big_endian))
+                    .unwrap_or(false),
+            };
+            let out = output.unwrap_or_else(|| {
+                let mut p = input.trace.clone().into_os_string();
+                p.push(".vcd");
+                p.into()
+            });
+            let out = (out.as_os_str() != "-").then_some(out);
+            with_output(out.as_deref(), |w| {
+                let mut v = VcdWriter::new(w, a.instruction_sets().0, functions, opts)?;
+                let mut err = None;
+                let read = read_trace(&input, &report, |rec, _| {
+                    if err.is_none()
+                        && let Err(e) = v.feed(rec)
+                    {
+                        err = Some(e);
+                    }
+                    for warning in v.take_warnings() {
+                        report.warn(format_args!("{}: {warning}", input.trace.display()));
+                    }
+                });
+                if let Some(e) = read.err().or(err) {
+                    return Err(std::io::Error::other(e));
+                }
+                v.finish()
+            })?;
         }
         Cmd::Compare {
             a,
@@ -430,12 +698,12 @@ fn run(cli: Cli) -> Result<ExitCode, Failed> {
             let mut ra = CompareInput {
                 reader: open(&a, implicit_thumb).map_err(trouble)?,
                 name: &na,
-                quiet,
+                quiet: report.quiet,
             };
             let mut rb = CompareInput {
                 reader: open(&b, implicit_thumb).map_err(trouble)?,
                 name: &nb,
-                quiet,
+                quiet: report.quiet,
             };
             let rep = compare::compare(&mut ra, &mut rb, &opts).map_err(|e| {
                 let name = if e.trace == 0 { &na } else { &nb };
@@ -476,11 +744,11 @@ fn run(cli: Cli) -> Result<ExitCode, Failed> {
             out.flush().map_err(|e| format!("output: {e}"))?;
         }
         Cmd::Dump { input, events } => {
-            let mut printer = EventPrinter::new();
+            let mut printer = EventPrinter::new().with_big_endian(report.big_endian.unwrap_or(false));
             let mut out = std::io::BufWriter::new(std::io::stdout().lock());
             let mut text = String::new();
             let mut err = None;
-            read_trace(&input, quiet, |rec| {
+            read_trace(&input, &report, |rec, _| {
                 if err.is_some() {
                     return;
                 }
