@@ -13,12 +13,12 @@ use std::collections::VecDeque;
 use crate::arch::{ExceptionLevel, InstrInfo, InstrSubType, InstrType, Isa, SecurityState};
 use crate::datapath::{DatapathResp, TrcIndex};
 use crate::decoder::{DecodeContext, DecoderOptions, ElemRouter, PacketDecoder};
-use crate::element::{ElemType, EventType, TraceElement, TraceOnReason, UnsyncInfo};
+use crate::element::{ElemType, EventType, PeContext, TraceElement, TraceOnReason, UnsyncInfo};
 use crate::errcode::{ErrCode, Severity, TraceError};
 use crate::interfaces::{InstrDecode, TargetMemAccess, TrcGenElemIn};
 use crate::logger::{ErrLink, Shared};
 use crate::memory::MemSpace;
-use crate::walk::{WalkEnd, WalkOptions, Walked, Walker};
+use crate::walk::{WalkEnd, WalkOptions, Walked, Walker, WaypointBlocks};
 
 use super::config::EtmV4Config;
 use super::packet::{Atoms, EtmV4Packet, PktContext, PktType};
@@ -349,6 +349,86 @@ fn fill_range(o: &mut TraceElement, last: &InstrInfo, r: Range, executed: bool) 
     o.st_addr = r.st;
     o.en_addr = r.en;
     o.num_instr_range = r.num;
+}
+
+/// The fused atom walk's state between atom packets (see
+/// [`EtmV4Decoder::atom_bytes_fast`]).
+struct AtomWalk<'a> {
+    /// Where the next atom's block starts, and its instruction set.
+    addr: u64,
+    isa: Isa,
+    /// The last block committed: the instruction state it left.
+    last: Option<&'a InstrInfo>,
+    /// An indirect branch was taken: the next atom needs an address.
+    need_addr: bool,
+}
+
+/// Commits atoms (`en_bits`, oldest in bit 0) of the packet at
+/// `pkt_index` over remembered blocks, one range into each of `slots`
+/// with the PE context `context`, until the slots are filled, a block is
+/// not remembered, or an indirect branch is taken; returns how many. Out
+/// of line with its arguments apart, so the loop's state stays in
+/// registers.
+#[inline(never)]
+fn walk_atoms<'a>(
+    blocks: &WaypointBlocks<'a>,
+    slots: &mut [(TrcIndex, TraceElement)],
+    context: &PeContext,
+    ret_stack: &mut ReturnStack,
+    walk: &mut AtomWalk<'a>,
+    mut en_bits: u32,
+    pkt_index: TrcIndex,
+) -> usize {
+    let (mut addr, mut isa, mut last) = (walk.addr, walk.isa, walk.last);
+    let mut made = 0;
+    for (idx, o) in slots.iter_mut() {
+        let Some((num, a)) = blocks.get(addr, isa) else { break };
+        let taken = en_bits & 1 != 0;
+        let next = a.instr_addr;
+        *idx = pkt_index;
+        o.context = *context;
+        fill_range(
+            o,
+            a,
+            Range {
+                st: addr,
+                en: next,
+                num,
+            },
+            taken,
+        );
+        en_bits >>= 1;
+        made += 1;
+        last = Some(a);
+        if !taken {
+            addr = next;
+            isa = a.isa;
+            continue;
+        }
+        isa = a.next_isa;
+        match a.instr_type {
+            InstrType::Branch => {
+                addr = a.branch_addr;
+                if a.is_link {
+                    ret_stack.push(next, a.isa);
+                }
+            }
+            InstrType::BranchIndirect => {
+                addr = next;
+                if a.is_link {
+                    ret_stack.push(next, a.isa);
+                }
+                ret_stack.set_pop_pending();
+                walk.need_addr = true;
+                break;
+            }
+            _ => addr = next,
+        }
+    }
+    walk.addr = addr;
+    walk.isa = isa;
+    walk.last = last;
+    made
 }
 
 /// Outcome of a decode step that may have hit a stream error: the error
@@ -1244,73 +1324,41 @@ impl EtmV4Decoder {
         let first = if out.to_send > 0 { out.curr + 1 } else { out.curr };
         out.reserve(first + HELD_MAX + 32);
         let context = out.elems[out.curr].1.context;
-        let blocks = self.code.waypoint_blocks(self.space);
+        let blocks = self.code.waypoint_blocks(self.space)?;
         let table = &self.atom_table;
-        // The walk's state in locals, written back once.
-        let (mut addr, mut isa) = (self.instr.instr_addr, self.instr.isa);
-        let mut last: Option<&InstrInfo> = None;
-        let mut need_addr = false;
         let mut slot = first;
         let held_before = out.to_send;
         // The packet that stopped the run: its atoms, and how many of them
         // were committed.
         let mut stopped: Option<(Atoms, u8)> = None;
-        while *i < run.len() {
-            let atoms = table[run[*i] as usize];
-            if atoms.num == 0 || need_addr || slot + atoms.num as usize > out.elems.len() {
+        let mut walk = AtomWalk {
+            addr: self.instr.instr_addr,
+            isa: self.instr.isa,
+            last: None,
+            need_addr: false,
+        };
+        while let Some(&b) = run.get(*i) {
+            let atoms = table[b as usize];
+            let n = atoms.num as usize;
+            let Some(slots) = out.elems.get_mut(slot..slot + n) else {
+                break;
+            };
+            if n == 0 || walk.need_addr {
                 break;
             }
             let pkt_index = index + *i as u64;
-            let mut en_bits = atoms.en_bits;
-            let mut m = 0u8;
-            while m < atoms.num {
-                let Some((num, a)) = blocks.get(addr, isa) else { break };
-                let (idx, o) = &mut out.elems[slot];
-                let taken = en_bits & 1 != 0;
-                let next = a.instr_addr;
-                *idx = pkt_index;
-                o.context = context;
-                fill_range(
-                    o,
-                    a,
-                    Range {
-                        st: addr,
-                        en: next,
-                        num,
-                    },
-                    taken,
-                );
-                en_bits >>= 1;
-                slot += 1;
-                m += 1;
-                last = Some(a);
-                if !taken {
-                    addr = next;
-                    isa = a.isa;
-                    continue;
-                }
-                isa = a.next_isa;
-                match a.instr_type {
-                    InstrType::Branch => {
-                        addr = a.branch_addr;
-                        if a.is_link {
-                            self.ret_stack.push(next, a.isa);
-                        }
-                    }
-                    InstrType::BranchIndirect => {
-                        addr = next;
-                        if a.is_link {
-                            self.ret_stack.push(next, a.isa);
-                        }
-                        self.ret_stack.set_pop_pending();
-                        need_addr = true;
-                        break;
-                    }
-                    _ => addr = next,
-                }
-            }
-            if m < atoms.num {
-                stopped = Some((atoms, m));
+            let m = walk_atoms(
+                &blocks,
+                slots,
+                &context,
+                &mut self.ret_stack,
+                &mut walk,
+                atoms.en_bits,
+                pkt_index,
+            );
+            slot += m;
+            if m < n {
+                stopped = Some((atoms, m as u8));
                 break;
             }
             *i += 1;
@@ -1319,6 +1367,12 @@ impl EtmV4Decoder {
                 break;
             }
         }
+        let AtomWalk {
+            addr,
+            isa,
+            last,
+            need_addr,
+        } = walk;
         // Written back as commit_atoms_fast leaves them.
         let made = slot - first;
         if let Some(a) = last {
@@ -1407,7 +1461,9 @@ impl EtmV4Decoder {
         let mut made = 0;
         // Blocks within the range limit, and for ETE not ending in an ERET
         // (see WalkOptions).
-        let blocks = self.code.waypoint_blocks(self.space);
+        let Some(blocks) = self.code.waypoint_blocks(self.space) else {
+            return false;
+        };
         for (idx, o) in &mut out.elems[first..first + n] {
             let Some((num, a)) = blocks.get(addr, isa) else { break };
             let taken = en_bits & 1 != 0;
