@@ -409,6 +409,11 @@ pub trait PacketDecoder: Send {
     fn eot_done(&mut self) -> &mut bool;
     /// One packet, first byte at `index`.
     fn on_packet(&mut self, index: TrcIndex, pkt: &Self::Packet) -> DatapathResp;
+    /// One-byte packets as their bytes (see
+    /// [`PktDataIn::packet_bytes_in`]): by default none are taken.
+    fn on_packet_bytes(&mut self, _index: TrcIndex, _run: &[u8]) -> (DatapathResp, usize) {
+        (DatapathResp::Cont, 0)
+    }
     /// The end of trace, the first time: sends the end-of-trace element.
     fn on_eot(&mut self) -> DatapathResp;
     /// The end of trace again, after a wait: by default nothing to do.
@@ -427,6 +432,12 @@ impl<D: PacketDecoder> PktDataIn<D::Packet> for D {
     fn packet_in(&mut self, index: TrcIndex, pkt: &D::Packet) -> DatapathResp {
         *self.eot_done() = false;
         self.on_packet(index, pkt)
+    }
+    fn packet_bytes_in(&mut self, index: TrcIndex, run: &[u8]) -> (DatapathResp, usize) {
+        // Cleared whether or not any is taken: the processor sends the
+        // first packet otherwise.
+        *self.eot_done() = false;
+        self.on_packet_bytes(index, run)
     }
     fn packet_data_in(&mut self, op: DatapathOp, index: TrcIndex, pkt: Option<&D::Packet>) -> DatapathResp {
         match op {

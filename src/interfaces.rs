@@ -40,6 +40,19 @@ pub trait PktDataIn<P>: Send {
     fn packet_in(&mut self, index: TrcIndex, pkt: &P) -> DatapathResp {
         self.packet_data_in(DatapathOp::Data, index, Some(pkt))
     }
+
+    /// A run of one-byte packets given as their bytes, for a sink that
+    /// decodes them without a packet being built for each (ETMv4's atom
+    /// packets): `run[i]` is a whole packet at `index + i`. The sink takes
+    /// packets from the front and returns its response with how many it
+    /// took; it stops after one it answered other than continue, or before
+    /// one it wants built, which the processor then sends through
+    /// [`packet_in`](Self::packet_in). A processor uses this only with no
+    /// packet monitor attached. By default no packet is taken.
+    #[inline]
+    fn packet_bytes_in(&mut self, _index: TrcIndex, _run: &[u8]) -> (DatapathResp, usize) {
+        (DatapathResp::Cont, 0)
+    }
 }
 
 /// Packet monitor (OpenCSD's `IPktRawDataMon`): sees each packet with the

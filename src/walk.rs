@@ -177,7 +177,8 @@ struct Block {
 /// Remembered blocks ending at a waypoint within the range limit, in one
 /// generation and memory space: see [`Walker::waypoint_blocks`].
 pub(crate) struct WaypointBlocks<'a> {
-    blocks: &'a [Block],
+    /// The whole table (a fixed size, so a slot needs no bounds check).
+    blocks: &'a [Block; BLOCKS],
     /// The tag of a matching block, with the instruction set bits clear
     /// (`Isa::Arm` is 0).
     tag: u64,
@@ -188,7 +189,7 @@ impl<'a> WaypointBlocks<'a> {
     /// its last instruction left (`instr_addr` is the address after it).
     #[inline(always)]
     pub fn get(&self, addr: u64, isa: Isa) -> Option<(u32, &'a InstrInfo)> {
-        let b = self.blocks.get(Walker::slot(addr))?;
+        let b = &self.blocks[Walker::slot(addr) & (BLOCKS - 1)];
         (b.start == addr && b.tag == self.tag | (isa as u64) << 16).then_some((b.walked.num, &b.after))
     }
 }
@@ -329,12 +330,13 @@ impl Walker {
     /// caller makes sure the
     /// classifier carries no state, as [`remembered`](Self::remembered)
     /// does.
+    /// `None` while no block has been remembered.
     #[inline]
-    pub fn waypoint_blocks(&self, space: MemSpace) -> WaypointBlocks<'_> {
-        WaypointBlocks {
-            blocks: &self.blocks,
+    pub fn waypoint_blocks(&self, space: MemSpace) -> Option<WaypointBlocks<'_>> {
+        Some(WaypointBlocks {
+            blocks: self.blocks.as_slice().try_into().ok()?,
             tag: block_tag(self.generation, Isa::Arm, space) | 1,
-        }
+        })
     }
 
     /// Walks from `instr.instr_addr` to the next waypoint, as far as the

@@ -118,10 +118,7 @@ impl EtmV4PktProc {
     /// A processor for `cfg`; errors go to `err` when given.
     pub fn new(cfg: EtmV4Config, err: Option<ErrLink>) -> Self {
         let table = build_table(&cfg);
-        let mut atom_table = [Atoms::default(); 256];
-        for (b, (t, a)) in table.iter().zip(&mut atom_table).enumerate() {
-            *a = atoms_of(t.0, b as u8);
-        }
+        let atom_table = atom_table_of(&table);
         let trace_id = cfg.trace_id();
         let mut pkt = EtmV4Packet::default();
         pkt.protocol_version = cfg.full_version();
@@ -909,6 +906,51 @@ impl EtmV4PktProc {
         self.state = State::SendPacket;
     }
 
+    /// A run of atom packets, most of the trace, from the header at
+    /// `processed`: each is one byte. Without a monitor the sink is offered
+    /// the run's bytes to decode straight (see
+    /// [`PktDataIn::packet_bytes_in`](crate::interfaces::PktDataIn::packet_bytes_in));
+    /// a packet it leaves is built and sent here, and it is offered the
+    /// rest. Between two atom packets the packet's one-packet fields stay
+    /// clear (an atom packet sets only its atoms).
+    #[inline]
+    fn atom_run(&mut self, index: TrcIndex, data: &[u8], out: &mut PacketOut<'_, EtmV4Packet>) -> DatapathResp {
+        let start = self.processed;
+        let len = data[start..]
+            .iter()
+            .position(|&n| self.table[n as usize].1 != Parser::Atom)
+            .unwrap_or(data.len() - start);
+        let end = start + len;
+        let no_mon = out.mon.is_none();
+        let resp = loop {
+            if no_mon && let Some(s) = out.sink.as_mut() {
+                let (r, n) = s.packet_bytes_in(index + self.processed as u64, &data[self.processed..end]);
+                self.processed += n.min(end - self.processed);
+                if !r.is_cont() || self.processed == end {
+                    break r;
+                }
+            }
+            let b = data[self.processed];
+            self.packet_index = index + self.processed as u64;
+            self.pkt.pkt_type = self.table[b as usize].0;
+            self.processed += 1;
+            self.p_atom(b);
+            self.pkt.atom_run_continues = no_mon && self.processed < end;
+            let r = out.emit(self.packet_index, &self.pkt, std::slice::from_ref(&b));
+            if !r.is_cont() || self.processed == end {
+                break r;
+            }
+        };
+        // Where the last packet taken starts, as if each had been sent.
+        self.packet_index = index + self.processed as u64 - 1;
+        // What init_packet_state clears that an atom packet sets (its
+        // buffer is not used).
+        self.pkt.atoms.num = 0;
+        self.pkt.atom_run_continues = false;
+        self.state = State::Header;
+        resp
+    }
+
     fn p_ite(&mut self) {
         if self.buf.len() == 10 {
             self.pkt.ite_el = self.buf[1];
@@ -951,6 +993,23 @@ fn long_addr64(b: &[u8], is: u8) -> u64 {
         v |= (x as u64) << (32 + 8 * i);
     }
     v
+}
+
+/// The atoms of each header byte in a header table (none for headers of
+/// other packets).
+fn atom_table_of(table: &[(PktType, Parser); 256]) -> [Atoms; 256] {
+    let mut atom_table = [Atoms::default(); 256];
+    for (b, (t, a)) in table.iter().zip(&mut atom_table).enumerate() {
+        *a = atoms_of(t.0, b as u8);
+    }
+    atom_table
+}
+
+/// The atoms of each header byte for a configuration, as its packet
+/// processor reads them: what the decoder takes atom packets by when it
+/// is given their bytes.
+pub(super) fn atom_table(cfg: &EtmV4Config) -> [Atoms; 256] {
+    atom_table_of(&build_table(cfg))
 }
 
 /// The atoms of a one-byte atom packet of type `t` (none for other types).
@@ -1161,35 +1220,7 @@ impl PacketProcessor for EtmV4PktProc {
                             self.pkt.pkt_type = t;
                             self.parser = p;
                             if p == Parser::Atom {
-                                // Atom packets, most of the trace, are one
-                                // byte: a run of them is parsed and sent
-                                // here. Between two of them the packet's
-                                // one-packet fields stay clear (an atom
-                                // packet sets only its atoms).
-                                let no_mon = out.mon.is_none();
-                                let mut b = b;
-                                loop {
-                                    self.processed += 1;
-                                    self.p_atom(b);
-                                    let next = data
-                                        .get(self.processed)
-                                        .copied()
-                                        .filter(|&n| self.table[n as usize].1 == Parser::Atom);
-                                    self.pkt.atom_run_continues = no_mon && next.is_some();
-                                    resp = out.emit(self.packet_index, &self.pkt, std::slice::from_ref(&b));
-                                    let Some(n) = next else { break };
-                                    if !resp.is_cont() {
-                                        break;
-                                    }
-                                    b = n;
-                                    self.packet_index = index + self.processed as u64;
-                                    self.pkt.pkt_type = self.table[b as usize].0;
-                                }
-                                // What init_packet_state clears that an atom
-                                // packet sets (its buffer is not used).
-                                self.pkt.atoms.num = 0;
-                                self.pkt.atom_run_continues = false;
-                                self.state = State::Header;
+                                resp = self.atom_run(index, data, out);
                                 continue;
                             }
                         } else {

@@ -568,6 +568,33 @@ pub(crate) fn decode(
     options: DecoderOptions,
     waits: u32,
 ) -> DecodeRun {
+    decode_as(cfg, images, trace, options, waits, false, usize::MAX)
+}
+
+/// A decoder that is given every packet built: it does not take atom
+/// packets as bytes.
+struct Built(Box<dyn PktDataIn<EtmV4Packet>>);
+
+impl PktDataIn<EtmV4Packet> for Built {
+    fn packet_data_in(&mut self, op: DatapathOp, index: TrcIndex, pkt: Option<&EtmV4Packet>) -> DatapathResp {
+        self.0.packet_data_in(op, index, pkt)
+    }
+    fn packet_in(&mut self, index: TrcIndex, pkt: &EtmV4Packet) -> DatapathResp {
+        self.0.packet_in(index, pkt)
+    }
+}
+
+/// [`decode`], given `block` bytes at a time; with `built`, the decoder
+/// is given every packet built rather than atom packets as bytes.
+fn decode_as(
+    cfg: EtmV4Config,
+    images: &[(u64, Vec<u8>)],
+    trace: &[u8],
+    options: DecoderOptions,
+    waits: u32,
+    built: bool,
+    block: usize,
+) -> DecodeRun {
     let mut mapper = MemAccMapper::default();
     for (addr, bytes) in images {
         mapper
@@ -590,10 +617,21 @@ pub(crate) fn decode(
         err_log,
         options,
     };
-    let mut comp = create_component("ETMV4I", cfg, &ctx);
+    let mut comp = create_component("ETMV4I", cfg.clone(), &ctx);
+    if built {
+        let dec: Box<dyn PktDataIn<EtmV4Packet>> = Box::new(decoder::EtmV4Decoder::new(cfg.clone(), &ctx));
+        let err = ErrLink::new(&ctx.err_log, format!("PKTP_ETMV4I_{:04}", ctx.instance_id));
+        let proc = EtmV4PktProc::new(cfg, Some(err));
+        comp = Box::new(crate::decoder::Pipeline::new(
+            "ETMV4I",
+            proc,
+            Some(Box::new(Built(dec))),
+        ));
+    }
     let mut done = 0;
     while done < trace.len() {
-        let (r, used) = comp.trace_data_in(DatapathOp::Data, done as u64, &trace[done..]);
+        let end = trace.len().min(done.saturating_add(block));
+        let (r, used) = comp.trace_data_in(DatapathOp::Data, done as u64, &trace[done..end]);
         done += used;
         let mut r = r;
         while r.is_wait() {
@@ -1109,4 +1147,74 @@ fn maximal_speculation_depth_and_trace_info_spec_field_stay_bounded() {
         ]
     );
     assert!(run.errors.contains("Not enough elements to commit"), "{}", run.errors);
+}
+
+#[test]
+fn atom_packets_taken_as_bytes_decode_as_built_packets() {
+    // The decoder takes runs of atom packets straight from their bytes
+    // (with no packet monitor attached); a decoder that does not is sent
+    // each packet built. Both must give the same elements and errors: over
+    // loops,
+    // calls, returns (with and without the return stack), blocks not yet
+    // walked, unmapped addresses, runs past the held-element limit, atoms
+    // after an indirect branch, stray bytes, split blocks and waits.
+    let program = a64(&[
+        NOP,         // 0x1000
+        0x54ff_ffe1, // 0x1004 b.ne 0x1000
+        0x9400_0004, // 0x1008 bl 0x1018
+        0xb4ff_ffa0, // 0x100c cbz x0, 0x1000
+        0x17ff_fffd, // 0x1010 b 0x1004
+        NOP,         // 0x1014
+        NOP,         // 0x1018
+        0xd65f_03c0, // 0x101c ret
+        0xd61f_0020, // 0x1020 br x1
+        0x17ff_fff7, // 0x1024 b 0x1000
+    ]);
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let mut t = preamble();
+    for i in 0..6000 {
+        let r = next();
+        match r % 1000 {
+            0..=599 => t.push(0xc0 | (r >> 16) as u8 & 0x3f),
+            600..=849 => t.extend_from_slice(&[0x95, (r >> 16) as u8 % 11]),
+            850..=899 => t.extend_from_slice(&[0xf4; 30]),
+            900..=929 => t.extend_from_slice(&[0x95, 0x7f]),
+            930..=932 => t.push((r >> 16) as u8),
+            _ => t.extend_from_slice(&[0xf7, 0xf7, 0xdb, 0xff]),
+        }
+        if i % 300 == 299 {
+            t.extend_from_slice(&preamble());
+        }
+    }
+    let mut rs = cfg_dec();
+    rs.configr |= 1 << 12;
+    for cfg in [cfg_dec(), rs] {
+        for (block, waits) in [(usize::MAX, 0), (1, 0), (7, 3), (4096, 100_000)] {
+            let run = |built| {
+                decode_as(
+                    cfg.clone(),
+                    &[(0x1000, program.clone())],
+                    &t,
+                    DecoderOptions::default(),
+                    waits,
+                    built,
+                    block,
+                )
+            };
+            let (bytes, built) = (run(false), run(true));
+            let ranges = bytes.elems.iter().filter(|e| e.contains("INSTR_RANGE")).count();
+            assert!(ranges > 5_000, "{ranges} ranges");
+            assert_eq!(bytes.elems.len(), built.elems.len(), "block {block} waits {waits}");
+            for (n, (a, b)) in bytes.elems.iter().zip(&built.elems).enumerate() {
+                assert_eq!(a, b, "element {n}, block {block}, waits {waits}");
+            }
+            assert_eq!(bytes.errors, built.errors);
+        }
+    }
 }
