@@ -79,7 +79,7 @@ fn every_generated_element_survives_the_typed_round_trip() {
             };
             let mut g = generate(&GenOptions {
                 seed,
-                protocol: protocol.clone(),
+                protocol,
                 layout,
                 length: 80,
             });
