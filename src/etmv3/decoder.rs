@@ -24,6 +24,7 @@ use crate::interfaces::{InstrDecode, TargetMemAccess, TrcGenElemIn};
 use crate::logger::{ErrLink, Shared};
 use crate::memory::MemSpace;
 use crate::ptm::shared::{ISyncReason, initial_element};
+use crate::walk::{WalkOptions, Walker};
 
 /// The ring of output elements (OpenCSD's `OcsdGenElemList`): elements are
 /// taken in order, sent from the oldest; the newest can be held back
@@ -220,6 +221,12 @@ pub struct Etmv3Decoder {
     wait_isync: bool,
     pe_ctx: PeContext,
     follower: Follower,
+    /// Code and classified instructions remembered per address: every
+    /// atom classifies one instruction, mostly ones seen before.
+    walker: Walker,
+    /// The classifier carries no state into this packet's atoms, so
+    /// remembered instructions may stand in for it (see [`Walker::remembered_one`]).
+    remembered_ok: bool,
     list: ElemList,
     pkt: Etmv3Packet,
     index: TrcIndex,
@@ -265,6 +272,8 @@ impl Etmv3Decoder {
                 nacc: false,
                 nacc_addr: 0,
             },
+            walker: Walker::new(WalkOptions::default()),
+            remembered_ok: false,
             list: ElemList::new(),
             pkt: Etmv3Packet::default(),
             index: 0,
@@ -604,6 +613,16 @@ impl Etmv3Decoder {
         } else {
             MemSpace::N
         };
+        // Classifying A32, T32 (IT blocks not tracked) or A64 never makes
+        // the classifier carry state: no state now, none all packet.
+        self.remembered_ok = false;
+        if atoms.num > 0
+            && !self.need_addr
+            && let Some(mem) = &self.mem
+        {
+            self.walker.sync_memory(mem.borrow().generation(self.trace_id));
+            self.remembered_ok = self.instr_dec.borrow().carried_state() == 0;
+        }
 
         loop {
             if self.need_addr {
@@ -729,17 +748,25 @@ impl Etmv3Decoder {
         f.en = addr;
         f.instr.instr_addr = addr;
 
-        let mut buf = [0u8; 4];
-        let n = mem
-            .borrow_mut()
-            .read_target_memory(addr, self.trace_id, f.space, &mut buf)?;
-        if n != 4 {
-            f.nacc = true;
-            f.nacc_addr = addr;
-            return Err(ErrCode::MemNacc);
+        let hit = if self.remembered_ok {
+            self.walker.remembered_one(addr, f.instr.isa, f.space)
+        } else {
+            None
+        };
+        if let Some(known) = hit {
+            f.instr = *known;
+        } else {
+            let mut mem = mem.borrow_mut();
+            let mut dec = self.instr_dec.borrow_mut();
+            let read = self
+                .walker
+                .classify_one(&mut *mem, &mut *dec, &mut f.instr, self.trace_id, f.space)?;
+            if !read {
+                f.nacc = true;
+                f.nacc_addr = addr;
+                return Err(ErrCode::MemNacc);
+            }
         }
-        f.instr.opcode = u32::from_le_bytes(buf);
-        self.instr_dec.borrow_mut().decode_instruction(&mut f.instr)?;
 
         f.en = addr.wrapping_add(u64::from(f.instr.instr_size));
         f.next = f.en;
