@@ -213,7 +213,8 @@ fn block_tag(generation: u32, isa: Isa, space: MemSpace) -> u64 {
 /// block replaces the one in its slot. The table (64 bytes a slot) is made
 /// on the first walk with [`MIN_BLOCKS`] slots, so decoders that never walk
 /// do not pay for it, and grows fourfold each time it has taken as many
-/// new blocks as half its slots: a short trace does not fill 4 MiB.
+/// new walked blocks as a quarter of its slots (or single instructions as
+/// its slots): a short trace does not fill 4 MiB.
 const BLOCKS: usize = 65536;
 const MIN_BLOCKS: usize = 1024;
 
@@ -233,7 +234,8 @@ pub(crate) struct Walker {
     blocks: Vec<Block>,
     /// `64 - log2(blocks.len())` once the table is made.
     shift: u32,
-    /// Blocks stored since the table was made or last grew.
+    /// Worth of the blocks stored since the table was made (see
+    /// [`reserve`](Self::reserve)), at most the size it last grew from.
     stored: usize,
     /// Checkpoints passed by the walk in progress: address and
     /// instructions walked before it.
@@ -318,16 +320,25 @@ impl Walker {
         slot_of(addr, self.shift)
     }
 
-    /// Makes room for `n` more blocks: makes the table, or grows it
-    /// (keeping the blocks of this generation) once it has taken half its
-    /// size in new blocks.
+    /// Makes room for blocks worth `n`: makes the table, or grows it
+    /// (keeping the blocks of this generation) once it has taken its size
+    /// in worth (a walked block is worth 4, one instruction 1).
+    #[inline]
     fn reserve(&mut self, n: usize) {
-        if self.blocks.is_empty() {
-            self.resize(MIN_BLOCKS);
-        } else if self.stored + n > self.blocks.len() / 2 && self.blocks.len() < BLOCKS {
-            self.resize(self.blocks.len() * 4);
-        }
         self.stored += n;
+        if self.stored > self.blocks.len() && self.blocks.len() < BLOCKS {
+            self.grow();
+        }
+    }
+
+    #[cold]
+    fn grow(&mut self) {
+        let len = if self.blocks.is_empty() {
+            MIN_BLOCKS
+        } else {
+            self.blocks.len() * 4
+        };
+        self.resize(len);
     }
 
     #[cold]
@@ -335,7 +346,7 @@ impl Walker {
         let len = len.min(BLOCKS);
         let old = std::mem::replace(&mut self.blocks, vec![Self::empty_block(); len]);
         self.shift = 64 - len.trailing_zeros();
-        self.stored = 0;
+        self.stored = self.stored.min(old.len());
         for b in old {
             if b.tag >> 32 == u64::from(self.generation) {
                 let slot = self.slot(b.start);
@@ -455,7 +466,8 @@ impl Walker {
         // A walk that decoded nothing leaves stale classification in
         // `instr`; it is cheap, so it is not remembered.
         if walked.num > 0 && dec.carried_state() == 0 {
-            self.reserve(passed.len() + 1);
+            // A walked block saves more work than one instruction does.
+            self.reserve(4 * (passed.len() + 1));
             for &(at, before) in &passed {
                 let num = walked.num - before;
                 if num > 0 {

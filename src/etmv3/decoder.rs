@@ -30,8 +30,9 @@ use crate::walk::{WalkOptions, Walker};
 /// taken in order, sent from the oldest; the newest can be held back
 /// (pended), then released or cancelled.
 struct ElemList {
-    /// Elements with the index of the packet that produced each.
-    slots: Vec<(TraceElement, TrcIndex)>,
+    /// Elements with the index of the packet that produced each (the
+    /// order a sink takes runs of them in).
+    slots: Vec<(TrcIndex, TraceElement)>,
     first: usize,
     used: usize,
     pend: usize,
@@ -54,28 +55,36 @@ impl ElemList {
     }
 
     /// Takes the next element; returns its slot.
+    #[inline]
     fn next(&mut self, index: TrcIndex) -> usize {
         if self.used == self.slots.len() {
             self.grow();
         }
+        let slot = self.wrap(self.first + self.used);
         self.used += 1;
-        let slot = (self.first + self.used - 1) % self.slots.len();
-        self.slots[slot].1 = index;
+        self.slots[slot].0 = index;
         slot
+    }
+
+    /// `i % slots.len()` for `i < 2 * slots.len()`.
+    #[inline]
+    fn wrap(&self, i: usize) -> usize {
+        if i >= self.slots.len() { i - self.slots.len() } else { i }
     }
 
     /// Grows by half (8 to start with), keeping the elements in ring order
     /// from the oldest.
+    #[cold]
     fn grow(&mut self) {
         let add = if self.slots.is_empty() { 8 } else { self.slots.len() / 2 };
         self.slots.rotate_left(self.first);
         self.slots
-            .extend(std::iter::repeat_with(|| (initial_element(), 0)).take(add));
+            .extend(std::iter::repeat_with(|| (0, initial_element())).take(add));
         self.first = 0;
     }
 
     fn elem(&mut self, slot: usize) -> &mut TraceElement {
-        &mut self.slots[slot].0
+        &mut self.slots[slot].1
     }
 
     fn num(&self) -> usize {
@@ -85,7 +94,7 @@ impl ElemList {
     /// Type of the `n`th element in use (0: oldest).
     fn elem_type(&self, n: usize) -> ElemType {
         if n < self.used {
-            self.slots[(self.first + n) % self.slots.len()].0.elem_type
+            self.slots[self.wrap(self.first + n)].1.elem_type
         } else {
             ElemType::Unknown
         }
@@ -113,13 +122,22 @@ impl ElemList {
         self.used > self.pend
     }
 
+    /// Sends the elements not held back, oldest first, in at most two
+    /// runs (the ring wraps once), stopping where the sink says other than
+    /// continue.
     fn send(&mut self, out: &Shared<ElemRouter>, trace_id: u8) -> DatapathResp {
         let mut resp = DatapathResp::Cont;
         while self.elem_to_send() && resp.is_cont() {
-            let (elem, index) = &self.slots[self.first];
-            resp = out.borrow_mut().trace_elem_in(*index, trace_id, elem);
-            self.first = (self.first + 1) % self.slots.len();
-            self.used -= 1;
+            let run = (self.used - self.pend).min(self.slots.len() - self.first);
+            let (r, taken) = out
+                .borrow_mut()
+                .trace_elems_in(trace_id, &self.slots[self.first..self.first + run]);
+            resp = r;
+            self.first = self.wrap(self.first + taken);
+            self.used -= taken;
+            if taken == 0 {
+                break;
+            }
         }
         resp
     }
@@ -293,6 +311,7 @@ impl Etmv3Decoder {
         self.sent_unknown = false;
     }
 
+    #[inline]
     fn next_elem(&mut self) -> usize {
         self.list.next(self.index)
     }
