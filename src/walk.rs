@@ -177,11 +177,13 @@ struct Block {
 /// Remembered blocks ending at a waypoint within the range limit, in one
 /// generation and memory space: see [`Walker::waypoint_blocks`].
 pub(crate) struct WaypointBlocks<'a> {
-    /// The whole table (a fixed size, so a slot needs no bounds check).
-    blocks: &'a [Block; BLOCKS],
+    /// The whole table.
+    blocks: &'a [Block],
     /// The tag of a matching block, with the instruction set bits clear
     /// (`Isa::Arm` is 0).
     tag: u64,
+    /// The table's slot shift (see [`slot_of`]).
+    shift: u32,
 }
 
 impl<'a> WaypointBlocks<'a> {
@@ -189,7 +191,7 @@ impl<'a> WaypointBlocks<'a> {
     /// its last instruction left (`instr_addr` is the address after it).
     #[inline(always)]
     pub fn get(&self, addr: u64, isa: Isa) -> Option<(u32, &'a InstrInfo)> {
-        let b = &self.blocks[Walker::slot(addr) & (BLOCKS - 1)];
+        let b = self.blocks.get(slot_of(addr, self.shift))?;
         (b.start == addr && b.tag == self.tag | (isa as u64) << 16).then_some((b.walked.num, &b.after))
     }
 }
@@ -197,22 +199,45 @@ impl<'a> WaypointBlocks<'a> {
 // `WaypointBlocks::tag` relies on it.
 const _: () = assert!(Isa::Arm as u64 == 0);
 
+/// Tag bit of an entry holding one classified instruction
+/// ([`Walker::remembered_one`]) rather than a walk: such entries match
+/// neither [`Walker::remembered`] nor [`WaypointBlocks::get`].
+const ONE_INSTR: u64 = 2;
+
 /// A block's tag without its waypoint bit.
 #[inline]
 fn block_tag(generation: u32, isa: Isa, space: MemSpace) -> u64 {
     (generation as u64) << 32 | (isa as u64) << 16 | (space.bits() as u64) << 8
 }
 
-/// Blocks remembered per decoder. Direct-mapped: a colliding block
-/// replaces the one in its slot. The table (64 bytes a slot) is
-/// made on the first walk, so decoders that never walk do not pay for it.
+/// Blocks remembered per decoder, at most. Direct-mapped: a colliding
+/// block replaces the one in its slot. The table (64 bytes a slot) is made
+/// on the first walk with [`MIN_BLOCKS`] slots, so decoders that never walk
+/// do not pay for it, and grows fourfold each time it has taken as many
+/// new walked blocks as a quarter of its slots (or single instructions as
+/// its slots): a short trace does not fill 4 MiB.
 const BLOCKS: usize = 65536;
+const MIN_BLOCKS: usize = 1024;
+
+/// The slot of `addr` in a table of `1 << (64 - shift)` slots. Fibonacci
+/// hashing: instruction addresses are 2- or 4-aligned and clustered; the
+/// multiply spreads them over every slot. The same address in another
+/// instruction set or memory space is rare enough to share its slot.
+#[inline(always)]
+fn slot_of(addr: u64, shift: u32) -> usize {
+    (addr.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> shift) as usize
+}
 
 /// The instruction walk of one decoder: a code cache and a block cache in
 /// front of its target memory and instruction classifier.
 pub(crate) struct Walker {
     code: CodeCache,
     blocks: Vec<Block>,
+    /// `64 - log2(blocks.len())` once the table is made.
+    shift: u32,
+    /// Worth of the blocks stored since the table was made (see
+    /// [`reserve`](Self::reserve)), at most the size it last grew from.
+    stored: usize,
     /// Checkpoints passed by the walk in progress: address and
     /// instructions walked before it.
     passed: Vec<(u64, u32)>,
@@ -226,6 +251,8 @@ impl Walker {
         Walker {
             code: CodeCache::new(),
             blocks: Vec::new(),
+            shift: 63,
+            stored: 0,
             passed: Vec::new(),
             generation: 1,
             mem_generation: 0,
@@ -290,12 +317,43 @@ impl Walker {
     }
 
     #[inline]
-    fn slot(addr: u64) -> usize {
-        // Fibonacci hashing: instruction addresses are 2- or 4-aligned
-        // and clustered; the multiply spreads them over every slot. The
-        // same address in another instruction set or memory space is rare
-        // enough to share its slot.
-        (addr.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - BLOCKS.trailing_zeros())) as usize
+    fn slot(&self, addr: u64) -> usize {
+        slot_of(addr, self.shift)
+    }
+
+    /// Makes room for blocks worth `n`: makes the table, or grows it
+    /// (keeping the blocks of this generation) once it has taken its size
+    /// in worth (a walked block is worth 4, one instruction 1).
+    #[inline]
+    fn reserve(&mut self, n: usize) {
+        self.stored += n;
+        if self.stored > self.blocks.len() && self.blocks.len() < BLOCKS {
+            self.grow();
+        }
+    }
+
+    #[cold]
+    fn grow(&mut self) {
+        let len = if self.blocks.is_empty() {
+            MIN_BLOCKS
+        } else {
+            self.blocks.len() * 4
+        };
+        self.resize(len);
+    }
+
+    #[cold]
+    fn resize(&mut self, len: usize) {
+        let len = len.min(BLOCKS);
+        let old = std::mem::replace(&mut self.blocks, vec![Self::empty_block(); len]);
+        self.shift = 64 - len.trailing_zeros();
+        self.stored = self.stored.min(old.len());
+        for b in old {
+            if b.tag >> 32 == u64::from(self.generation) {
+                let slot = self.slot(b.start);
+                self.blocks[slot] = b;
+            }
+        }
     }
 
     /// Drops the remembered blocks if the memory's
@@ -316,7 +374,7 @@ impl Walker {
     /// memory generation in step ([`sync_memory`](Self::sync_memory)).
     #[inline]
     pub fn remembered(&mut self, instr: &mut InstrInfo, space: MemSpace, carried: u8) -> Option<Walked> {
-        let b = self.blocks.get(Self::slot(instr.instr_addr))?;
+        let b = self.blocks.get(self.slot(instr.instr_addr))?;
         if b.start == instr.instr_addr && b.tag & !1 == block_tag(self.generation, instr.isa, space) && carried == 0 {
             *instr = b.after;
             return Some(b.walked);
@@ -334,8 +392,9 @@ impl Walker {
     #[inline]
     pub fn waypoint_blocks(&self, space: MemSpace) -> Option<WaypointBlocks<'_>> {
         Some(WaypointBlocks {
-            blocks: self.blocks.as_slice().try_into().ok()?,
+            blocks: (!self.blocks.is_empty()).then_some(self.blocks.as_slice())?,
             tag: block_tag(self.generation, Isa::Arm, space) | 1,
+            shift: self.shift,
         })
     }
 
@@ -354,8 +413,7 @@ impl Walker {
         if let Some(w) = self.remembered(instr, space, dec.carried_state()) {
             return w;
         }
-        let slot = Self::slot(instr.instr_addr);
-        self.walk_block(mem, dec, instr, trace_id, space, slot)
+        self.walk_block(mem, dec, instr, trace_id, space)
     }
 
     /// The walk of a block not in the cache; remembers it. On the way it
@@ -373,7 +431,6 @@ impl Walker {
         instr: &mut InstrInfo,
         trace_id: u8,
         space: MemSpace,
-        slot: usize,
     ) -> Walked {
         let (start, isa) = (instr.instr_addr, instr.isa);
         // Blocks are remembered only from and to a classifier carrying no
@@ -411,22 +468,70 @@ impl Walker {
         // A walk that decoded nothing leaves stale classification in
         // `instr`; it is cheap, so it is not remembered.
         if walked.num > 0 && dec.carried_state() == 0 {
-            if self.blocks.is_empty() {
-                self.blocks = vec![Self::empty_block(); BLOCKS];
-            }
+            // A walked block saves more work than one instruction does.
+            self.reserve(4 * (passed.len() + 1));
             for &(at, before) in &passed {
                 let num = walked.num - before;
                 if num > 0 {
                     let b = self.block(at, isa, space, Walked { num, end: walked.end }, *instr);
-                    self.blocks[Self::slot(at)] = b;
+                    let slot = self.slot(at);
+                    self.blocks[slot] = b;
                 }
             }
             if from_clean {
+                let slot = self.slot(start);
                 self.blocks[slot] = self.block(start, isa, space, walked, *instr);
             }
         }
         self.passed = passed;
         walked
+    }
+
+    /// The remembered classification of the single instruction at `addr`
+    /// (see [`classify_one`](Self::classify_one)), as the classifier left
+    /// it. The caller keeps the memory generation in step
+    /// ([`sync_memory`](Self::sync_memory)) and makes sure the classifier
+    /// carries no state, as for [`remembered`](Self::remembered).
+    #[inline]
+    pub fn remembered_one(&self, addr: u64, isa: Isa, space: MemSpace) -> Option<&InstrInfo> {
+        let b = self.blocks.get(self.slot(addr))?;
+        (b.start == addr && b.tag == block_tag(self.generation, isa, space) | ONE_INSTR).then_some(&b.after)
+    }
+
+    /// Reads and classifies the one instruction at `instr.instr_addr`
+    /// (not moving on), through the code cache, and remembers the result
+    /// for [`remembered_one`](Self::remembered_one) (for decoders that
+    /// step one instruction per atom). `Ok(false)`: not all 4 bytes of the
+    /// opcode are mapped. Errors are the memory's or the classifier's.
+    pub fn classify_one(
+        &mut self,
+        mem: &mut dyn TargetMemAccess,
+        dec: &mut dyn InstrDecode,
+        instr: &mut InstrInfo,
+        trace_id: u8,
+        space: MemSpace,
+    ) -> Result<bool, ErrCode> {
+        self.check_memory(mem, trace_id);
+        let Some(opcode) = self.code.read4(mem, instr.instr_addr, trace_id, space)? else {
+            return Ok(false);
+        };
+        instr.opcode = opcode;
+        let clean = dec.carried_state() == 0;
+        dec.decode_instruction(instr)?;
+        if clean && dec.carried_state() == 0 {
+            self.reserve(1);
+            let slot = self.slot(instr.instr_addr);
+            self.blocks[slot] = Block {
+                start: instr.instr_addr,
+                tag: block_tag(self.generation, instr.isa, space) | ONE_INSTR,
+                walked: Walked {
+                    num: 1,
+                    end: WalkEnd::Waypoint,
+                },
+                after: *instr,
+            };
+        }
+        Ok(true)
     }
 
     /// Walks from `instr.instr_addr` until the next instruction would be

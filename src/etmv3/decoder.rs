@@ -24,13 +24,15 @@ use crate::interfaces::{InstrDecode, TargetMemAccess, TrcGenElemIn};
 use crate::logger::{ErrLink, Shared};
 use crate::memory::MemSpace;
 use crate::ptm::shared::{ISyncReason, initial_element};
+use crate::walk::{WalkOptions, Walker};
 
 /// The ring of output elements (OpenCSD's `OcsdGenElemList`): elements are
 /// taken in order, sent from the oldest; the newest can be held back
 /// (pended), then released or cancelled.
 struct ElemList {
-    /// Elements with the index of the packet that produced each.
-    slots: Vec<(TraceElement, TrcIndex)>,
+    /// Elements with the index of the packet that produced each (the
+    /// order a sink takes runs of them in).
+    slots: Vec<(TrcIndex, TraceElement)>,
     first: usize,
     used: usize,
     pend: usize,
@@ -53,28 +55,36 @@ impl ElemList {
     }
 
     /// Takes the next element; returns its slot.
+    #[inline]
     fn next(&mut self, index: TrcIndex) -> usize {
         if self.used == self.slots.len() {
             self.grow();
         }
+        let slot = self.wrap(self.first + self.used);
         self.used += 1;
-        let slot = (self.first + self.used - 1) % self.slots.len();
-        self.slots[slot].1 = index;
+        self.slots[slot].0 = index;
         slot
+    }
+
+    /// `i % slots.len()` for `i < 2 * slots.len()`.
+    #[inline]
+    fn wrap(&self, i: usize) -> usize {
+        if i >= self.slots.len() { i - self.slots.len() } else { i }
     }
 
     /// Grows by half (8 to start with), keeping the elements in ring order
     /// from the oldest.
+    #[cold]
     fn grow(&mut self) {
         let add = if self.slots.is_empty() { 8 } else { self.slots.len() / 2 };
         self.slots.rotate_left(self.first);
         self.slots
-            .extend(std::iter::repeat_with(|| (initial_element(), 0)).take(add));
+            .extend(std::iter::repeat_with(|| (0, initial_element())).take(add));
         self.first = 0;
     }
 
     fn elem(&mut self, slot: usize) -> &mut TraceElement {
-        &mut self.slots[slot].0
+        &mut self.slots[slot].1
     }
 
     fn num(&self) -> usize {
@@ -84,7 +94,7 @@ impl ElemList {
     /// Type of the `n`th element in use (0: oldest).
     fn elem_type(&self, n: usize) -> ElemType {
         if n < self.used {
-            self.slots[(self.first + n) % self.slots.len()].0.elem_type
+            self.slots[self.wrap(self.first + n)].1.elem_type
         } else {
             ElemType::Unknown
         }
@@ -112,13 +122,22 @@ impl ElemList {
         self.used > self.pend
     }
 
+    /// Sends the elements not held back, oldest first, in at most two
+    /// runs (the ring wraps once), stopping where the sink says other than
+    /// continue.
     fn send(&mut self, out: &Shared<ElemRouter>, trace_id: u8) -> DatapathResp {
         let mut resp = DatapathResp::Cont;
         while self.elem_to_send() && resp.is_cont() {
-            let (elem, index) = &self.slots[self.first];
-            resp = out.borrow_mut().trace_elem_in(*index, trace_id, elem);
-            self.first = (self.first + 1) % self.slots.len();
-            self.used -= 1;
+            let run = (self.used - self.pend).min(self.slots.len() - self.first);
+            let (r, taken) = out
+                .borrow_mut()
+                .trace_elems_in(trace_id, &self.slots[self.first..self.first + run]);
+            resp = r;
+            self.first = self.wrap(self.first + taken);
+            self.used -= taken;
+            if taken == 0 {
+                break;
+            }
         }
         resp
     }
@@ -220,6 +239,12 @@ pub struct Etmv3Decoder {
     wait_isync: bool,
     pe_ctx: PeContext,
     follower: Follower,
+    /// Code and classified instructions remembered per address: every
+    /// atom classifies one instruction, mostly ones seen before.
+    walker: Walker,
+    /// The classifier carries no state into this packet's atoms, so
+    /// remembered instructions may stand in for it (see [`Walker::remembered_one`]).
+    remembered_ok: bool,
     list: ElemList,
     pkt: Etmv3Packet,
     index: TrcIndex,
@@ -265,6 +290,8 @@ impl Etmv3Decoder {
                 nacc: false,
                 nacc_addr: 0,
             },
+            walker: Walker::new(WalkOptions::default()),
+            remembered_ok: false,
             list: ElemList::new(),
             pkt: Etmv3Packet::default(),
             index: 0,
@@ -284,6 +311,7 @@ impl Etmv3Decoder {
         self.sent_unknown = false;
     }
 
+    #[inline]
     fn next_elem(&mut self) -> usize {
         self.list.next(self.index)
     }
@@ -604,6 +632,16 @@ impl Etmv3Decoder {
         } else {
             MemSpace::N
         };
+        // Classifying A32, T32 (IT blocks not tracked) or A64 never makes
+        // the classifier carry state: no state now, none all packet.
+        self.remembered_ok = false;
+        if atoms.num > 0
+            && !self.need_addr
+            && let Some(mem) = &self.mem
+        {
+            self.walker.sync_memory(mem.borrow().generation(self.trace_id));
+            self.remembered_ok = self.instr_dec.borrow().carried_state() == 0;
+        }
 
         loop {
             if self.need_addr {
@@ -729,17 +767,25 @@ impl Etmv3Decoder {
         f.en = addr;
         f.instr.instr_addr = addr;
 
-        let mut buf = [0u8; 4];
-        let n = mem
-            .borrow_mut()
-            .read_target_memory(addr, self.trace_id, f.space, &mut buf)?;
-        if n != 4 {
-            f.nacc = true;
-            f.nacc_addr = addr;
-            return Err(ErrCode::MemNacc);
+        let hit = if self.remembered_ok {
+            self.walker.remembered_one(addr, f.instr.isa, f.space)
+        } else {
+            None
+        };
+        if let Some(known) = hit {
+            f.instr = *known;
+        } else {
+            let mut mem = mem.borrow_mut();
+            let mut dec = self.instr_dec.borrow_mut();
+            let read = self
+                .walker
+                .classify_one(&mut *mem, &mut *dec, &mut f.instr, self.trace_id, f.space)?;
+            if !read {
+                f.nacc = true;
+                f.nacc_addr = addr;
+                return Err(ErrCode::MemNacc);
+            }
         }
-        f.instr.opcode = u32::from_le_bytes(buf);
-        self.instr_dec.borrow_mut().decode_instruction(&mut f.instr)?;
 
         f.en = addr.wrapping_add(u64::from(f.instr.instr_size));
         f.next = f.en;

@@ -6,7 +6,7 @@
 //! condition field is not AL (or the unconditional NV space) counts as
 //! conditional, branch or not.
 
-use super::{Decoded, IndirectRule, Kind, Pattern, pat, sign_extend};
+use super::{Decoded, IndirectRule, Kind, Pattern, Prefilter, pat, sign_extend};
 use crate::arch::{InstrSubType, Isa};
 
 const NOT_BRANCH: IndirectRule = IndirectRule::NotBranch;
@@ -74,8 +74,40 @@ const CP15_BARRIER: Pattern = pat(0x0fff_0f00, 0x0e07_0f00);
 /// WFE (bit 0 clear) / WFI (bit 0 set), any condition but NV.
 const WFI_WFE: Pattern = pat(0x0fff_fffe, 0x0320_f002);
 
+/// Keys (bits 27:20 and 15:12) of every opcode a pattern above could match.
+const MAY_MATCH: Prefilter = branch_rows(Prefilter::new(20))
+    .add(BLX_IMM)
+    .add(B_BL)
+    .add(BARRIER)
+    .add(CP15_BARRIER)
+    .add(WFI_WFE);
+
+/// Adds the keys of the [`INDIRECT`] rows that are branches: a row saying
+/// "not a branch" only ever turns an opcode away.
+const fn branch_rows(mut f: Prefilter) -> Prefilter {
+    let mut i = 0;
+    while i < INDIRECT.len() {
+        if !matches!(INDIRECT[i].1, IndirectRule::NotBranch) {
+            f = f.add(INDIRECT[i].0);
+        }
+        i += 1;
+    }
+    f
+}
+
 /// Classifies the A32 opcode `op` at `addr`.
+#[inline]
 pub(super) fn classify(op: u32, addr: u64) -> Decoded {
+    if !MAY_MATCH.may_match(op) {
+        let mut d = Decoded::other(4);
+        d.conditional = op >> 29 != 0b111;
+        return d;
+    }
+    classify_tables(op, addr)
+}
+
+/// [`classify`] by the tables.
+fn classify_tables(op: u32, addr: u64) -> Decoded {
     let mut d = Decoded::other(4);
     d.conditional = op >> 29 != 0b111;
 
@@ -129,4 +161,31 @@ pub(super) fn classify(op: u32, addr: u64) -> Decoded {
         Kind::Other
     };
     d
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The prefilter turns away no opcode the tables classify as anything
+    /// but a plain instruction: every key, with varied other bits.
+    #[test]
+    fn prefilter_keeps_every_opcode_a_table_matches() {
+        let mut x = 0x1234_5678u32;
+        for k in 0..4096u32 {
+            for _ in 0..64 {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                let op = (x & !0x0ff0_f000) | ((k >> 4) << 20) | ((k & 0xf) << 12);
+                let full = classify_tables(op, 0x8000);
+                assert_eq!(classify(op, 0x8000), full, "{op:#010x}");
+                if !MAY_MATCH.may_match(op) {
+                    let mut plain = Decoded::other(4);
+                    plain.conditional = op >> 29 != 0b111;
+                    assert_eq!(full, plain, "{op:#010x}");
+                }
+            }
+        }
+    }
 }

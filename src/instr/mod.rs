@@ -258,6 +258,62 @@ const fn pat(mask: u32, value: u32) -> Pattern {
     Pattern::new(mask, value)
 }
 
+/// A quick first test of an opcode, before its tables: a set of keys —
+/// 8 bits of the opcode from bit `shift` up and bits 15:12 — with those
+/// of every opcode some pattern could match. An opcode whose key is not
+/// in it matches no pattern: it is no waypoint (most opcodes).
+struct Prefilter {
+    may_match: [bool; 4096],
+    shift: u32,
+}
+
+impl Prefilter {
+    const fn new(shift: u32) -> Self {
+        Prefilter {
+            may_match: [false; 4096],
+            shift,
+        }
+    }
+
+    #[inline(always)]
+    const fn key(&self, op: u32) -> usize {
+        ((((op >> self.shift) & 0xff) << 4) | ((op >> 12) & 0xf)) as usize
+    }
+
+    /// The key bits of `op`, in place.
+    const fn key_bits(&self, op: u32) -> u32 {
+        op & ((0xff << self.shift) | 0xf000)
+    }
+
+    /// Adds the keys `p` could match.
+    const fn add(mut self, p: Pattern) -> Self {
+        let mut k = 0;
+        while k < 4096 {
+            let op = (((k as u32) >> 4) << self.shift) | (((k as u32) & 0xf) << 12);
+            if self.key_bits(op ^ p.value) & p.mask == 0 {
+                self.may_match[k] = true;
+            }
+            k += 1;
+        }
+        self
+    }
+
+    /// Adds the keys any row of `table` could match.
+    const fn add_rows<T>(mut self, table: &[(Pattern, T)]) -> Self {
+        let mut i = 0;
+        while i < table.len() {
+            self = self.add(table[i].0);
+            i += 1;
+        }
+        self
+    }
+
+    #[inline(always)]
+    fn may_match(&self, op: u32) -> bool {
+        self.may_match[self.key(op)]
+    }
+}
+
 /// The outcome of the first row of an ordered table that matches `op`.
 #[inline]
 fn first_match<T: Copy>(table: &[(Pattern, T)], op: u32) -> Option<T> {

@@ -9,7 +9,7 @@
 //! themselves; with IT-block tracking on, the decoder also marks every
 //! instruction inside an IT block.
 
-use super::{Decoded, IndirectRule, Kind, Pattern, first_match, pat, sign_extend};
+use super::{Decoded, IndirectRule, Kind, Pattern, Prefilter, first_match, pat, sign_extend};
 use crate::arch::{InstrSubType, Isa};
 
 /// Whether `first_halfword` starts a 32-bit T32 instruction (bits 15:11
@@ -176,12 +176,32 @@ fn it_count(op: u32) -> u8 {
     }
 }
 
+/// Keys (hw1 bits 15:8, hw2 bits 15:12) of every opcode a pattern above
+/// could match.
+const MAY_MATCH: Prefilter = Prefilter::new(24)
+    .add_rows(DIRECT)
+    .add_rows(INDIRECT)
+    .add(BARRIER)
+    .add(CP15_BARRIER)
+    .add(WFI_WFE_WIDE)
+    .add(WFI_WFE_NARROW)
+    .add(IT);
+
 /// Classifies the T32 opcode `opcode` (first halfword in bits 15:0) at
 /// `addr`. Also returns how many instructions it would open an IT block
 /// for (0 for anything but IT).
+#[inline]
 pub(super) fn classify(opcode: u32, addr: u64) -> (Decoded, u8) {
     let op = opcode.rotate_left(16);
     let size = if is_wide_thumb((op >> 16) as u16) { 4 } else { 2 };
+    if !MAY_MATCH.may_match(op) {
+        return (Decoded::other(size), 0);
+    }
+    classify_tables(op, addr, size)
+}
+
+/// [`classify`] by the tables, `op` with the first halfword in bits 31:16.
+fn classify_tables(op: u32, addr: u64, size: u8) -> (Decoded, u8) {
     let mut d = Decoded::other(size);
 
     if let Some(form) = first_match(DIRECT, op).flatten() {
@@ -234,6 +254,27 @@ pub(super) fn classify(opcode: u32, addr: u64) -> (Decoded, u8) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The prefilter turns away no opcode the tables classify as anything
+    /// but a plain instruction: every key, with varied other bits.
+    #[test]
+    fn prefilter_keeps_every_opcode_a_table_matches() {
+        let mut x = 0x1234_5678u32;
+        for k in 0..4096u32 {
+            for _ in 0..64 {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                let op = (x & !0xff00_f000) | ((k >> 4) << 24) | ((k & 0xf) << 12);
+                let size = if is_wide_thumb((op >> 16) as u16) { 4 } else { 2 };
+                let full = classify_tables(op, 0x8000, size);
+                assert_eq!(classify(op.rotate_left(16), 0x8000), full, "{op:#010x}");
+                if !MAY_MATCH.may_match(op) {
+                    assert_eq!(full, (Decoded::other(size), 0), "{op:#010x}");
+                }
+            }
+        }
+    }
 
     /// 16-bit patterns must only look at the first halfword.
     #[test]
