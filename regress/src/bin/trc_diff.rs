@@ -138,6 +138,11 @@ const RULES: &[Rule] = &[
         test: |a, _, o| has(a, "-test_waits") && (o.is_empty() || any(o, "expected WAIT response")),
     },
     Rule {
+        name: "opencsd-typo (OpenCSD's OCSD_ERR_HW_CFG_UNSUPP text says `decodUer`)",
+        intentional: true,
+        test: |_, u, o| any(o, "decodUer") && same_but(u, o, |l| l.replace("decodUer", "decoder")),
+    },
+    Rule {
         name: "opencsd-vmid-as-character (OpenCSD prints an 8-bit VMID as a character)",
         intentional: true,
         test: |_, u, o| any(u, "VMID=0x") && any(o, "VMID=0x") && vmid_char(u, o),
@@ -623,9 +628,9 @@ fn keep_reproducer(
     out: &Path,
     class: &str,
     snap: &Path,
+    case: &Case,
     args: &[String],
-    ours: &[String],
-    theirs: &[String],
+    (ours, theirs): (&[String], &[String]),
 ) {
     let size = trace_size(snap);
     let mut t = tally.lock().unwrap_or_else(|e| e.into_inner());
@@ -645,7 +650,13 @@ fn keep_reproducer(
         }
     }
     let _ = std::fs::write(dir.join("args.txt"), format!("{}\n", args.join(" ")));
-    let _ = std::fs::write(dir.join("class.txt"), format!("{class}\n"));
+    let _ = std::fs::write(
+        dir.join("class.txt"),
+        format!(
+            "{class}\n{} seed {}, {} damaged bytes\n",
+            case.protocol, case.seed, case.damaged
+        ),
+    );
     let _ = std::fs::write(dir.join("ours.ppl"), ours.join("\n"));
     let _ = std::fs::write(dir.join("opencsd.ppl"), theirs.join("\n"));
     entry.2 = Some((dir, size));
@@ -714,11 +725,9 @@ fn run(args: &[String]) -> Result<bool, String> {
                         }
                     }
                     for (c, _) in &classes {
-                        keep_reproducer(&tally, &o.out, c, &snap, args, &ours, &theirs);
+                        keep_reproducer(&tally, &o.out, c, &snap, &case, args, (&ours, &theirs));
                     }
                 }
-                let _ = case.seed;
-                let _ = case.damaged;
                 let n = done.fetch_add(1, Ordering::Relaxed) + 1;
                 if n % 500 == 0 {
                     eprintln!("trc_diff: {n} snapshots, {:.0} s", start.elapsed().as_secs_f64());
