@@ -595,12 +595,16 @@ fn classify(c: &Ctx, u: &[&str], o: &[&str]) -> (String, bool) {
     (unknown_class(u, o), false)
 }
 
+/// One class: intentional or not, listings per protocol, and the reproducer
+/// kept (its folder and snapshot size).
+type ClassTally = (bool, BTreeMap<&'static str, usize>, Option<(PathBuf, u64)>);
+
 #[derive(Default)]
 struct Tally {
     /// protocol -> (listings, differing, differing with a non-intentional class)
     per_protocol: BTreeMap<&'static str, (usize, usize, usize)>,
     /// class -> (intentional, protocol -> listings, reproducer dir, its trace size)
-    classes: BTreeMap<String, (bool, BTreeMap<&'static str, usize>, Option<(PathBuf, u64)>)>,
+    classes: BTreeMap<String, ClassTally>,
 }
 
 fn trace_size(dir: &Path) -> u64 {
