@@ -180,7 +180,9 @@ impl TrcGenElemIn for Printer {
 }
 
 /// Decodes `data` as `opts` says; returns the message lines and the
-/// number of errors the decoders reported.
+/// number of errors: those the decoders logged, or if more, the places bad
+/// data stopped the decode (in full decode a packet processor's error is
+/// not logged, as in OpenCSD, but it still stops the decode).
 pub fn run(opts: &Options, data: &[u8]) -> (String, usize) {
     let format = match opts.formatted {
         None => SourceFormat::Single,
@@ -214,11 +216,13 @@ pub fn run(opts: &Options, data: &[u8]) -> (String, usize) {
     };
     let data = &data[..data.len() - data.len() % unit];
     let mut done = 0;
+    let mut stops = 0;
     while done < data.len() {
         let (resp, used) = tree.trace_data_in(DatapathOp::Data, done as TrcIndex, &data[done..]);
         done += used;
         if resp.is_fatal() {
             // Bad data: start again after it and look for the next sync.
+            stops += 1;
             let _ = writeln!(out.borrow_mut(), "! bad data near byte {done}: resynchronising");
             tree.trace_data_in(DatapathOp::Reset, done as TrcIndex, &[]);
             if used == 0 {
@@ -227,7 +231,7 @@ pub fn run(opts: &Options, data: &[u8]) -> (String, usize) {
         }
     }
     tree.trace_data_in(DatapathOp::Eot, 0, &[]);
-    let errors = tree.error_logger().borrow().error_count();
+    let errors = tree.error_logger().borrow().error_count().max(stops);
     let text = out.borrow().clone();
     (text, errors)
 }

@@ -18,7 +18,7 @@ use crate::element::{TraceElement, UnsyncInfo};
 use crate::errcode::{ErrCode, TraceError};
 use crate::hooks::{EntryKind, StreamEntry, StreamIndexer};
 use crate::interfaces::{InstrDecode, PktDataIn, PktRawDataMon, TargetMemAccess, TrcDataIn, TrcGenElemIn};
-use crate::logger::{ErrorLogger, Shared};
+use crate::logger::{ErrLink, ErrorLogger, Shared};
 use crate::printers::{PacketPrinter, TracePacket};
 
 /// Whether decoders list packets only or decode them fully.
@@ -175,8 +175,9 @@ pub struct DecodeContext {
     /// Full decode or packets only.
     pub mode: DecodeMode,
     /// Instance number for component names (`DCD_ETMV4_0016`): the trace ID
-    /// slot the decoder sits on (0 on a single-source tree).
-    pub instance_id: u8,
+    /// the decoder sits on in a tree with a frame deformatter; `None` on a
+    /// single-source tree, whose components OpenCSD names without a number.
+    pub instance_id: Option<u8>,
     /// Target memory (full decode only).
     pub mem: Option<Shared<dyn TargetMemAccess>>,
     /// Instruction classifier for the memory walk.
@@ -190,6 +191,27 @@ pub struct DecodeContext {
 }
 
 impl DecodeContext {
+    /// The name of a component of kind `base` (`PKTP_ETMV4I`) as error
+    /// messages give it: with the instance number (`PKTP_ETMV4I_0016`, in
+    /// decimal) when there is one.
+    pub fn component_name(&self, base: &str) -> String {
+        match self.instance_id {
+            Some(id) => format!("{base}_{id:04}"),
+            None => base.to_string(),
+        }
+    }
+
+    /// The error link of a packet processor of kind `base` (`PKTP_PTM`): in
+    /// full decode its errors are counted (for statistics) but not logged,
+    /// as OpenCSD logs only the decoder's (see [`ErrLink::unlogged`]).
+    pub fn packet_processor_err_link(&self, base: &str) -> ErrLink {
+        let link = ErrLink::new(&self.err_log, self.component_name(base));
+        match self.mode {
+            DecodeMode::FullDecode => link.unlogged(),
+            DecodeMode::PacketsOnly => link,
+        }
+    }
+
     /// The packet decoder `make` builds, in full decode mode; none when
     /// only packets are listed.
     pub fn decoder_for_mode<P, D>(&self, make: impl FnOnce() -> D) -> Option<Box<dyn PktDataIn<P>>>

@@ -230,6 +230,8 @@ pub struct ErrLink {
     src: ErrSource,
     /// Packet errors logged through this link: (bad headers, bad sequences).
     counts: Arc<[AtomicU64; 2]>,
+    /// Errors are counted but not logged (see [`ErrLink::unlogged`]).
+    unlogged: bool,
 }
 
 impl ErrLink {
@@ -240,7 +242,17 @@ impl ErrLink {
             logger: logger.clone(),
             src,
             counts: Arc::default(),
+            unlogged: false,
         }
+    }
+
+    /// This link counting packet errors without logging them or their
+    /// messages: OpenCSD attaches the tree's error logger to the decoder
+    /// alone when a packet processor feeds one, so in full decode the
+    /// processor's errors are neither printed nor the last error.
+    pub fn unlogged(mut self) -> Self {
+        self.unlogged = true;
+        self
     }
 
     /// Logs an error raised by this component (and counts packet errors).
@@ -250,7 +262,9 @@ impl ErrLink {
             ErrCode::BadPacketSeq => self.counts[1].fetch_add(1, Ordering::Relaxed),
             _ => 0,
         };
-        self.logger.borrow_mut().log_error(self.src, err);
+        if !self.unlogged {
+            self.logger.borrow_mut().log_error(self.src, err);
+        }
     }
 
     /// Packet errors logged so far: (invalid headers, bad sequences).
@@ -263,6 +277,9 @@ impl ErrLink {
 
     /// Logs a message from this component at severity `sev`.
     pub fn message(&self, sev: Severity, msg: &str) {
+        if self.unlogged {
+            return;
+        }
         self.logger.borrow_mut().log_message(self.src, sev, msg);
     }
 }

@@ -30,7 +30,7 @@ impl Rig {
         let instr: Shared<dyn InstrDecode> = shared(ArmInstrDecoder::new());
         let ctx = DecodeContext {
             mode,
-            instance_id: 0,
+            instance_id: Some(0),
             mem: Some(mapper.clone() as Shared<dyn TargetMemAccess>),
             instr,
             elem_out,

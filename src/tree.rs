@@ -342,7 +342,7 @@ impl DecodeTree {
     pub fn decode_context(&self) -> DecodeContext {
         DecodeContext {
             mode: self.mode,
-            instance_id: 0,
+            instance_id: None,
             mem: self
                 .mapper
                 .as_ref()
@@ -380,7 +380,10 @@ impl DecodeTree {
                 .with_message(format!("trace ID 0x{slot_id:x} already has a decoder")));
         }
         let mut ctx = self.decode_context();
-        ctx.instance_id = slot_id;
+        ctx.instance_id = match self.format {
+            SourceFormat::Formatted(_) => Some(slot_id),
+            SourceFormat::Single => None,
+        };
         let component = factory.create(cfg, &ctx)?;
         self.elements.attach(slot_id);
         self.elements.slots[slot_id as usize] = Some(TreeElement {

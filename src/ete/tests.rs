@@ -806,7 +806,7 @@ fn decode_sessions(cfg: EtmV4Config, sessions: &[&[u8]]) -> Vec<String> {
     router.borrow_mut().set(Some(Box::new(Log(elems.clone()))));
     let ctx = DecodeContext {
         mode: DecodeMode::FullDecode,
-        instance_id: 0,
+        instance_id: Some(0),
         mem: Some(shared(mapper)),
         instr: shared(ArmInstrDecoder::new()),
         elem_out: router,

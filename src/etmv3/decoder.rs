@@ -254,7 +254,7 @@ impl Etmv3Decoder {
     /// A decoder for one ETMv3 source, reporting errors through the tree's log (and warning
     /// when the source traces data, which is not decoded).
     pub fn new(cfg: Etmv3Config, ctx: &DecodeContext) -> Etmv3Decoder {
-        let err = ErrLink::new(&ctx.err_log, format!("DCD_ETMV3_{:04}", ctx.instance_id));
+        let err = ErrLink::new(&ctx.err_log, ctx.component_name("DCD_ETMV3"));
         if cfg.trace_mode() != Etmv3TraceMode::InstrOnly {
             err.log(
                 &TraceError::new(Severity::Error, ErrCode::HwCfgUnsupp)

@@ -58,7 +58,7 @@ pub struct Etmv3Processor {
 impl Etmv3Processor {
     /// A packet processor for one ETMv3 source, reporting errors through the tree's log.
     pub fn new(cfg: Etmv3Config, ctx: &DecodeContext) -> Etmv3Processor {
-        let err = ErrLink::new(&ctx.err_log, format!("PKTP_ETMV3_{:04}", ctx.instance_id));
+        let err = ctx.packet_processor_err_link("PKTP_ETMV3");
         Etmv3Processor::with_err_link(cfg, err)
     }
 

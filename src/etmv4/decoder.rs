@@ -516,7 +516,7 @@ impl EtmV4Decoder {
         let (ete, m_profile) = (cfg.is_ete(), cfg.is_m_profile());
         let o = &ctx.options;
         let fast_ok = ctx.mem.is_some() && !(o.direct_br_cond || o.strict_br_cond || o.range_cont);
-        let err = ErrLink::new(&ctx.err_log, format!("DCD_ETMV4_{:04}", ctx.instance_id));
+        let err = ErrLink::new(&ctx.err_log, ctx.component_name("DCD_ETMV4"));
         let instr = InstrInfo {
             pe_type: cfg.arch,
             wfi_wfe_branch: cfg.wfi_wfe_branch(),
@@ -605,8 +605,14 @@ impl EtmV4Decoder {
     }
 
     /// Logs a stream error; resets to resynchronise unless told to halt.
+    /// The error always names the trace ID, with or without an index (as
+    /// OpenCSD's handlePacketErr: `...; CS ID=27; Trace Return Stack Overflow.`).
     fn packet_err(&mut self, code: ErrCode, sev: Severity, index: Option<TrcIndex>, msg: &str) -> Step {
-        self.log(sev, code, index, msg);
+        let mut e = TraceError::new(sev, code).with_message(msg).on_id(self.trace_id);
+        if let Some(i) = index {
+            e = e.at(i);
+        }
+        self.err.log(&e);
         if self.options.halt_on_error {
             return Err(Fault::Fatal(code));
         }

@@ -23,7 +23,6 @@ use std::sync::Arc;
 use crate::decoder::RegSpec;
 use crate::decoder::{DecodeContext, DecoderFactory, Pipeline, TraceComponent};
 use crate::factory::{ProtocolFactory, ProtocolInfo};
-use crate::logger::ErrLink;
 
 pub use config::EtmV4Config;
 pub use decoder::EtmV4Decoder;
@@ -58,7 +57,7 @@ pub const ETMV4: ProtocolInfo = ProtocolInfo {
 /// shares ETMv4's processor and decoder, and so (as in OpenCSD) their
 /// error-log names, `PKTP_ETMV4I_nnnn` and `DCD_ETMV4_nnnn`.
 pub fn create_component(name: &'static str, cfg: EtmV4Config, ctx: &DecodeContext) -> Box<dyn TraceComponent> {
-    let pkt_err = ErrLink::new(&ctx.err_log, format!("PKTP_ETMV4I_{:04}", ctx.instance_id));
+    let pkt_err = ctx.packet_processor_err_link("PKTP_ETMV4I");
     let proc = EtmV4PktProc::new(cfg.clone(), Some(pkt_err));
     let decoder = ctx.decoder_for_mode(|| EtmV4Decoder::new(cfg, ctx));
     Box::new(Pipeline::new(name, proc, decoder))

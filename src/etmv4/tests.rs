@@ -610,7 +610,7 @@ fn decode_as(
     router.borrow_mut().set(Some(Box::new(ElemLog(elems.clone(), waits))));
     let ctx = DecodeContext {
         mode: DecodeMode::FullDecode,
-        instance_id: cfg.trace_id(),
+        instance_id: Some(cfg.trace_id()),
         mem: Some(shared(mapper)),
         instr: shared(ArmInstrDecoder::new()),
         elem_out: router,
@@ -1002,7 +1002,7 @@ fn decode_return_stack() {
 fn packets_only_component_lists_packets() {
     let ctx = DecodeContext {
         mode: DecodeMode::PacketsOnly,
-        instance_id: 1,
+        instance_id: Some(1),
         mem: None,
         instr: shared(ArmInstrDecoder::new()),
         elem_out: shared(ElemRouter::default()),

@@ -12,7 +12,6 @@ use std::sync::Arc;
 use crate::decoder::RegSpec;
 use crate::decoder::{DecodeContext, DecoderFactory, Pipeline};
 use crate::factory::{ProtocolFactory, ProtocolInfo};
-use crate::logger::ErrLink;
 
 mod decoder;
 mod packet;
@@ -67,7 +66,7 @@ impl ItmConfig {
 pub fn create_pipeline(cfg: ItmConfig, ctx: &DecodeContext) -> Pipeline<ItmProcessor> {
     let id = cfg.trace_id();
     let mut proc = ItmProcessor::new(id);
-    proc.set_error_link(ErrLink::new(&ctx.err_log, format!("PKTP_ITM_{:04}", ctx.instance_id)));
+    proc.set_error_link(ctx.packet_processor_err_link("PKTP_ITM"));
     let dec = ctx.decoder_for_mode(|| ItmDecoder::new(id, cfg.ts_prescale(), ctx.elem_out.clone()));
     Pipeline::new(ITM.name, proc, dec)
 }

@@ -91,7 +91,7 @@ pub struct PtmDecoder {
 impl PtmDecoder {
     /// A decoder for one PTM source, reporting errors through the tree's log.
     pub fn new(cfg: PtmConfig, ctx: &DecodeContext) -> PtmDecoder {
-        let err = ErrLink::new(&ctx.err_log, format!("DCD_PTM_{:04}", ctx.instance_id));
+        let err = ErrLink::new(&ctx.err_log, ctx.component_name("DCD_PTM"));
         let mut ret_stack = ReturnStack::default();
         if cfg.has_ret_stack() {
             ret_stack.set_active(cfg.ret_stack_enabled());

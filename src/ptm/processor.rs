@@ -92,7 +92,7 @@ pub struct PtmProcessor {
 impl PtmProcessor {
     /// A packet processor for one PTM source, reporting errors through the tree's log.
     pub fn new(cfg: PtmConfig, ctx: &DecodeContext) -> PtmProcessor {
-        let err = ErrLink::new(&ctx.err_log, format!("PKTP_PTM_{:04}", ctx.instance_id));
+        let err = ctx.packet_processor_err_link("PKTP_PTM");
         PtmProcessor::with_err_link(cfg, err)
     }
 

@@ -38,7 +38,6 @@ use std::sync::Arc;
 use crate::decoder::RegSpec;
 use crate::decoder::{DecodeContext, DecoderFactory, Pipeline};
 use crate::factory::{ProtocolFactory, ProtocolInfo};
-use crate::logger::ErrLink;
 
 mod decoder;
 mod packet;
@@ -84,7 +83,7 @@ impl StmConfig {
 pub fn create_pipeline(cfg: StmConfig, ctx: &DecodeContext) -> Pipeline<StmProcessor> {
     let id = cfg.trace_id();
     let mut proc = StmProcessor::new(id);
-    proc.set_error_link(ErrLink::new(&ctx.err_log, format!("PKTP_STM_{:04}", ctx.instance_id)));
+    proc.set_error_link(ctx.packet_processor_err_link("PKTP_STM"));
     let dec = ctx.decoder_for_mode(|| StmDecoder::new(id, ctx.elem_out.clone()));
     Pipeline::new(STM.name, proc, dec)
 }

@@ -661,8 +661,10 @@ impl Lister<'_> {
         };
         if outcome.resp.is_fatal() {
             self.msg("Trace Packet Lister : Data Path fatal error\n");
+            // OpenCSD's lister logs the last error's string as it is: no
+            // prefix, no line end (the next message follows on its line).
             if let Some(e) = &outcome.last_error {
-                self.msg(&format!("ERROR:{e}\n"));
+                self.msg(e);
             }
             self.fatal_echo(outcome.processed, outcome.last_error.as_deref());
         }
@@ -784,7 +786,7 @@ impl Lister<'_> {
             self.msg("Trace Packet Lister : Data Path fatal error\n");
             let last = tree.error_logger().borrow().last_error().map(|e| e.to_string());
             if let Some(e) = &last {
-                self.msg(&format!("ERROR:{e}\n"));
+                self.msg(e);
             }
             self.fatal_echo(index, last.as_deref());
         } else {

@@ -240,7 +240,9 @@ fn empty_block_after_an_id_switch_stops_the_data_path_as_in_opencsd() {
     // belongs to the old ID, flag bit 6) and away again in byte 14 leaves
     // ID 0x15 an empty block. OpenCSD 1.8.0 hands it to the packet
     // processor, which rejects it as a fatal invalid parameter: no end of
-    // trace follows.
+    // trace follows. With -decode the processor's error is not logged
+    // (OpenCSD attaches its logger to the decoder only): the listing says
+    // only that the data path failed, as OpenCSD's does.
     let mut trace = std::fs::read(format!("{SNAPSHOT}/trace.bin")).unwrap();
     let frame = [0x21, 0x00, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x2b, 0x00, 0x21, 0x40];
     trace.extend_from_slice(&frame);
@@ -250,7 +252,7 @@ fn empty_block_after_an_id_switch_stops_the_data_path_as_in_opencsd() {
     let tail: Vec<&str> = text
         .lines()
         .rev()
-        .take(6)
+        .take(4)
         .collect::<Vec<_>>()
         .into_iter()
         .rev()
@@ -258,11 +260,9 @@ fn empty_block_after_an_id_switch_stops_the_data_path_as_in_opencsd() {
     assert_eq!(
         tail,
         [
+            "Idx:435; ID:15; OCSD_GEN_TRC_ELEM_INSTR_RANGE(exec range=0xffffffc00001081c:[0xffffffc000010820] num_i(1) last_sz(4) (ISA=A64) E --- )",
             "Idx:435; ID:15; OCSD_GEN_TRC_ELEM_EXCEPTION(pref ret addr:0xffffffc000010820; excep num (0x0a) )",
-            "PKTP_ETMV4I_0021 : 0x0006 (OCSD_ERR_INVALID_PARAM_VAL) [Invalid value parameter passed to component.]; Packet Processor: Zero length data block or NULL pointer error",
             "Trace Packet Lister : Data Path fatal error",
-            "ERROR:0x0006 (OCSD_ERR_INVALID_PARAM_VAL) [Invalid value parameter passed to component.]; Packet Processor: Zero length data block or NULL pointer error",
-            "",
             "Trace Packet Lister : Trace buffer done, processed 464 bytes.",
         ],
         "{text}"

@@ -393,7 +393,10 @@ pub unsafe extern "C" fn ocsd_dt_create_decoder(
         }
         t.tree.set_decoder_options(options_from_flags(create_flags));
         let mut ctx = t.tree.decode_context();
-        ctx.instance_id = slot;
+        ctx.instance_id = match t.tree.format() {
+            SourceFormat::Formatted(_) => Some(slot),
+            SourceFormat::Single => None,
+        };
         ctx.mode = if create_flags & OCSD_CREATE_FLG_FULL_DECODER != 0 {
             DecodeMode::FullDecode
         } else {

@@ -142,7 +142,7 @@ impl DecoderFactory for CustomFactory {
         let create = self.fact.create_decoder.ok_or_else(|| fail(ErrCode::NotInit))?;
         let mut lib = Box::new(LibContext {
             ctx: ctx.clone(),
-            err: ErrLink::new(&ctx.err_log, format!("{}_{:04}", self.name, ctx.instance_id)),
+            err: ErrLink::new(&ctx.err_log, ctx.component_name(&self.name)),
             cbs: Arc::default(),
             elem: TraceElementBuf::default(),
         });

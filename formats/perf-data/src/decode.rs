@@ -608,7 +608,7 @@ impl<'r, 'a> RecordingDecoder<'r, 'a> {
                 .find(c.protocol)
                 .ok_or_else(|| err("protocol not registered".into()))?;
             let mut ctx = tree.decode_context();
-            ctx.instance_id = slot;
+            ctx.instance_id = if single.is_some() { None } else { Some(slot) };
             if ctx.mem.is_some() {
                 ctx.mem = Some(mem.clone());
             }

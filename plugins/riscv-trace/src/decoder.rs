@@ -128,10 +128,10 @@ impl RvDecoder {
         let limit = ctx.options.instr_range_limit;
         RvDecoder {
             cfg,
-            trace_id: ctx.instance_id,
+            trace_id: ctx.instance_id.unwrap_or(0),
             mem: ctx.mem.clone(),
             out: ctx.elem_out.clone(),
-            log: ErrLink::new(&ctx.err_log, format!("DCD_RISCV_{:04}", ctx.instance_id)),
+            log: ErrLink::new(&ctx.err_log, ctx.component_name("DCD_RISCV")),
             queue: VecDeque::new(),
             elem,
             eot_done: false,

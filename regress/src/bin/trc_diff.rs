@@ -1,0 +1,782 @@
+//! `trc_diff`: the differential harness. Generates `trc_gen` snapshots (every
+//! protocol, random option sets, clean and with 1 to 4 damaged bytes), lists
+//! each with our `trc_pkt_lister` and with OpenCSD's under the same arguments,
+//! and reports every difference, classified and tallied per protocol, with
+//! the smallest reproducer of each class kept on disk.
+//!
+//! ```text
+//! trc_diff --opencsd PATH [--ours PATH] [--count N] [--seed S] [--jobs N] [--out DIR]
+//! ```
+//!
+//! Without `--opencsd` (or `OPENCSD_LISTER` in the environment) it does not
+//! pass quietly: it says why and exits with status 2. Exit status 0: every
+//! difference is one the README lists as intentional; 1: some are not.
+//! See `regress/README.md`.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use coresight_generator::etmv4::{self, Etmv4Options};
+use coresight_generator::{BufferLayout, GenOptions, GenProtocol, Rng, generate};
+
+const USAGE: &str = "\
+usage: trc_diff --opencsd PATH [--ours PATH] [--count N] [--seed S] [--jobs N] [--out DIR]
+                [--protocol NAME]... [--keep-going]
+
+Lists generated snapshots with our trc_pkt_lister and OpenCSD 1.8.0's and
+reports every difference, per protocol and class.
+
+  --opencsd PATH  OpenCSD's trc_pkt_lister (or OPENCSD_LISTER in the environment)
+  --ours PATH     ours (default: trc_pkt_lister beside this program)
+  --count N       snapshots to generate (default 1000); each is listed 3 times:
+                  packets only, -decode, and -decode or packets with random options
+  --seed S        first seed (default 1); case i uses seed S+i
+  --jobs N        listings run at once (default 2)
+  --out DIR       where reproducers and the report go (default trc_diff.out)
+  --protocol P    only this protocol (etmv4, etmv4m, ete, ptm, etmv3, tc2, stm, itm); repeatable
+
+Exit status: 0 every difference is a listed intentional one; 1 some are not;
+2 bad usage or no OpenCSD lister given (nothing was compared).";
+
+const PROTOCOLS: &[&str] = &["etmv4", "etmv4m", "ete", "ptm", "etmv3", "tc2", "stm", "itm"];
+
+/// One generated case: its snapshot and the listings to compare.
+struct Case {
+    seed: u64,
+    protocol: &'static str,
+    damaged: usize,
+    listings: Vec<Vec<String>>,
+}
+
+/// A class of difference: its name, whether the README lists it as an
+/// intentional difference, and a test on one hunk (the lister arguments, our
+/// lines, OpenCSD's).
+struct Rule {
+    name: &'static str,
+    intentional: bool,
+    test: fn(&Ctx, &[&str], &[&str]) -> bool,
+}
+
+/// What a rule knows of the listing besides the hunk.
+struct Ctx<'a> {
+    args: &'a [String],
+    protocol: &'static str,
+}
+
+fn any(lines: &[&str], pat: &str) -> bool {
+    lines.iter().any(|l| l.contains(pat))
+}
+
+fn has(c: &Ctx, opt: &str) -> bool {
+    c.args.iter().any(|a| a == opt)
+}
+
+/// Both sides have the same number of lines, each pair equal once `mask`
+/// has blanked what may differ in them.
+fn same_but(u: &[&str], o: &[&str], mask: fn(&str) -> String) -> bool {
+    u.len() == o.len() && u.iter().zip(o).all(|(a, b)| mask(a) == mask(b))
+}
+
+/// `line` with the value after each `key` (up to `;`, `)`, `]` or a space) blanked.
+fn blank_after(line: &str, key: &str) -> String {
+    let mut out = String::new();
+    let mut rest = line;
+    while let Some(i) = rest.find(key) {
+        out.push_str(&rest[..i + key.len()]);
+        rest = &rest[i + key.len()..];
+        let end = rest.find([';', ')', ']', ' ']).unwrap_or(rest.len());
+        out.push('#');
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Our lines with the packet processors' error messages taken out (ours
+/// logs them with -decode; OpenCSD attaches its logger to the decoders only).
+fn without_pktp(u: &[&str]) -> Vec<String> {
+    let mut v = Vec::new();
+    for l in u {
+        if l.starts_with("ERROR:") || l.is_empty() {
+            continue;
+        }
+        let mut l = l.to_string();
+        while let Some(i) = l.find("PKTP_") {
+            match l[i..].find("Idx:") {
+                Some(j) => l.replace_range(i..i + j, ""),
+                None => l.truncate(i),
+            }
+        }
+        if !l.is_empty() {
+            v.push(l);
+        }
+    }
+    v
+}
+
+/// The classes known so far, first match wins. A hunk no rule knows is
+/// reported under a class named after its first lines with numbers blanked.
+const RULES: &[Rule] = &[
+    Rule {
+        name: "opencsd-crash (OpenCSD dies on a signal: -test_waits in packet mode, -macc_cache_*)",
+        intentional: true,
+        test: |_, _, o| any(o, "<OpenCSD killed by signal"),
+    },
+    Rule {
+        name: "opencsd-unknown-core (OpenCSD 1.8.0 does not know the core name: no decoder)",
+        intentional: true,
+        test: |_, _, o| any(o, "Unrecognized Core name"),
+    },
+    Rule {
+        name: "opencsd-test-waits (OpenCSD drops elements or warns under -test_waits)",
+        intentional: true,
+        test: |a, _, o| has(a, "-test_waits") && (o.is_empty() || any(o, "expected WAIT response")),
+    },
+    Rule {
+        name: "opencsd-typo (OpenCSD's OCSD_ERR_HW_CFG_UNSUPP text says `decodUer`)",
+        intentional: true,
+        test: |_, u, o| any(o, "decodUer") && same_but(u, o, |l| l.replace("decodUer", "decoder")),
+    },
+    Rule {
+        name: "opencsd-vmid-as-character (OpenCSD prints an 8-bit VMID as a character)",
+        intentional: true,
+        test: |_, u, o| any(u, "VMID=0x") && any(o, "VMID=0x") && vmid_char(u, o),
+    },
+    Rule {
+        name: "opencsd-ptm-gray-timestamp (OpenCSD never converts Gray-coded PTM timestamps)",
+        intentional: true,
+        test: |c, u, o| {
+            matches!(c.protocol, "ptm" | "tc2")
+                && any(u, "TIMESTAMP")
+                && same_but(u, o, |l| match l.split_once("TS=") {
+                    Some((a, b)) => format!("{a}TS=#{}", b.split_once(';').map(|x| x.1).unwrap_or("")),
+                    None => l.to_string(),
+                })
+        },
+    },
+    Rule {
+        name: "opencsd-uninitialised-isa (OpenCSD prints the ISA of an element it never set)",
+        intentional: true,
+        test: |_, u, o| any(u, "ISA=Unk") && same_but(u, o, |l| blank_after(l, "ISA=")),
+    },
+    Rule {
+        name: "ptm-no-sync-reason (PTM NO_SYNC [init-decoder] where OpenCSD says [undefined])",
+        intentional: false,
+        test: |_, u, o| any(u, "NO_SYNC( [init-decoder])") && any(o, "NO_SYNC( [undefined])"),
+    },
+    Rule {
+        name: "reserved-cfg-no-error (no error for I_RESERVED_CFG headers in packet mode)",
+        intentional: false,
+        test: |_, u, o| any(u, "I_RESERVED_CFG") && any(o, "OCSD_ERR_INVALID_PCKT_HDR"),
+    },
+    Rule {
+        name: "missing-init-spec-depth (TRACE_INFO lacks `INIT SPEC DEPTH=n; Decoder Sync point TINFO`)",
+        intentional: false,
+        test: |_, u, o| any(o, "INIT SPEC DEPTH") && !any(u, "INIT SPEC DEPTH"),
+    },
+    Rule {
+        name: "fatal-error-prefix (`ERROR:` and a newline before the last fatal error)",
+        intentional: false,
+        test: |_, u, o| {
+            u.iter().any(|l| {
+                l.strip_prefix("ERROR:")
+                    .is_some_and(|r| o.iter().any(|x| x.contains(r)))
+            })
+        },
+    },
+    Rule {
+        name: "stats-availability (-stats: per-ID statistics where OpenCSD has none)",
+        intentional: false,
+        test: |_, u, o| any(u, "Decode stats ID") && any(o, "Decode stats unavailable"),
+    },
+    Rule {
+        name: "ret-stack-overflow-without-cs-id (our return-stack overflow error lacks `CS ID=nn; `)",
+        intentional: false,
+        test: |_, u, o| any(u, "OCSD_ERR_RET_STACK_OVERFLOW") && any(o, "OCSD_ERR_RET_STACK_OVERFLOW"),
+    },
+    Rule {
+        name: "stats-unsynced-bytes (-stats: unsynced bytes where OpenCSD reports 0)",
+        intentional: false,
+        test: |_, u, o| any(u, "Unsynced Bytes") && any(o, "Unsynced Bytes"),
+    },
+    Rule {
+        name: "direct-br-cond-text (-direct_br_cond: error text, line break, NO_SYNC reason)",
+        intentional: false,
+        test: |a, _, _| has(a, "-direct_br_cond") || has(a, "-strict_br_cond"),
+    },
+    Rule {
+        name: "pktp-errors-under-decode (packet-processor errors logged with -decode)",
+        intentional: false,
+        test: |a, u, o| {
+            (has(a, "-decode") || has(a, "-decode_only"))
+                && any(u, "PKTP_")
+                && !any(o, "PKTP_")
+                && without_pktp(u) == without_pktp(o)
+        },
+    },
+    Rule {
+        name: "last-error-line (`ERROR:` and blank lines at the end differ)",
+        intentional: false,
+        test: |_, u, o| u.iter().chain(o).all(|l| l.is_empty() || l.starts_with("ERROR:")),
+    },
+    Rule {
+        name: "component-suffix-0000 (unformatted captures: PKTP_x_0000 / DCD_x_0000)",
+        intentional: false,
+        test: |_, u, o| any(u, "_0000 :") && !any(o, "_0000 :"),
+    },
+];
+
+/// An 8-bit VMID that OpenCSD printed as a character (`VMID=0x` followed by
+/// a non-hex byte) where we print the number.
+fn vmid_char(u: &[&str], o: &[&str]) -> bool {
+    let strip = |l: &str| -> Option<String> {
+        let i = l.find("VMID=0x")?;
+        Some(format!(
+            "{}{}",
+            &l[..i],
+            l[i..].split_once(';').map(|x| x.1).unwrap_or("")
+        ))
+    };
+    u.len() == o.len()
+        && u.iter().zip(o).all(|(a, b)| {
+            if a == b {
+                return true;
+            }
+            match (strip(a), strip(b)) {
+                (Some(x), Some(y)) => x == y,
+                _ => false,
+            }
+        })
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match run(&args) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(m) => {
+            eprintln!("trc_diff: {m}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+struct Opts {
+    opencsd: PathBuf,
+    ours: PathBuf,
+    count: u64,
+    seed: u64,
+    jobs: usize,
+    out: PathBuf,
+    protocols: Vec<&'static str>,
+}
+
+fn parse(args: &[String]) -> Result<Opts, String> {
+    let mut opencsd = std::env::var_os("OPENCSD_LISTER").map(PathBuf::from);
+    let mut ours = None;
+    let mut count = 1000;
+    let mut seed = 1;
+    let mut jobs = 2;
+    let mut out = PathBuf::from("trc_diff.out");
+    let mut protocols = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut val = || it.next().cloned().ok_or_else(|| format!("{a} needs a value\n{USAGE}"));
+        let num = |v: String| v.parse::<u64>().map_err(|_| format!("{a}: `{v}` is not a number"));
+        match a.as_str() {
+            "--opencsd" => opencsd = Some(PathBuf::from(val()?)),
+            "--ours" => ours = Some(PathBuf::from(val()?)),
+            "--count" => count = num(val()?)?,
+            "--seed" => seed = num(val()?)?,
+            "--jobs" => jobs = num(val()?)?.clamp(1, 64) as usize,
+            "--out" => out = PathBuf::from(val()?),
+            "--protocol" => {
+                let v = val()?;
+                let p = PROTOCOLS
+                    .iter()
+                    .find(|p| **p == v)
+                    .ok_or_else(|| format!("unknown protocol {v}: one of {}", PROTOCOLS.join(", ")))?;
+                protocols.push(*p);
+            }
+            "-h" | "--help" => return Err(USAGE.to_string()),
+            _ => return Err(format!("unknown option {a}\n{USAGE}")),
+        }
+    }
+    let opencsd = opencsd.ok_or_else(|| {
+        "SKIPPED, nothing compared: no OpenCSD trc_pkt_lister given (--opencsd PATH or OPENCSD_LISTER)".to_string()
+    })?;
+    if !opencsd.is_file() {
+        return Err(format!("OpenCSD lister {} not found", opencsd.display()));
+    }
+    let ours = match ours {
+        Some(p) => p,
+        None => std::env::current_exe()
+            .map_err(|e| format!("cannot find this program: {e}"))?
+            .with_file_name("trc_pkt_lister"),
+    };
+    if !ours.is_file() {
+        return Err(format!("our lister {} not found (--ours PATH)", ours.display()));
+    }
+    if protocols.is_empty() {
+        protocols = PROTOCOLS.to_vec();
+    }
+    Ok(Opts {
+        opencsd: std::fs::canonicalize(&opencsd).unwrap_or(opencsd),
+        ours: std::fs::canonicalize(&ours).unwrap_or(ours),
+        count,
+        seed,
+        jobs,
+        out,
+        protocols,
+    })
+}
+
+/// The generated snapshot of case `seed`, written to `dir`.
+fn make_case(seed: u64, protocols: &[&'static str], dir: &Path) -> Result<Case, String> {
+    let mut rng = Rng::new(seed ^ 0xd1ff);
+    let name = protocols[rng.below(protocols.len() as u64) as usize];
+    let mut protocol = GenProtocol::from_name(name).ok_or("protocol")?;
+    let formatted = name == "tc2" || rng.chance(1, 2);
+    let mut opts = GenOptions {
+        seed,
+        protocol,
+        layout: if formatted {
+            BufferLayout::Formatted
+        } else {
+            BufferLayout::Unformatted
+        },
+        length: 4 + rng.below(120) as usize,
+    };
+    let all = rng.chance(1, 4);
+    let g = match protocol {
+        GenProtocol::Etmv4 | GenProtocol::Etmv4M => {
+            let mut o = Etmv4Options::default();
+            if all {
+                let _ = o.set_value("all", "1");
+                let _ = o.set_value("bb", if rng.chance(1, 2) { "1" } else { "0" });
+            }
+            etmv4::generate_with(&opts, &o)
+        }
+        _ => {
+            if all && !matches!(protocol, GenProtocol::Stm | GenProtocol::Itm | GenProtocol::Tc2) {
+                let _ = protocol.set_option("all", "1");
+                if matches!(protocol, GenProtocol::Ptm(_) | GenProtocol::Etmv3(_)) {
+                    for n in ["cycleacc", "timestamps", "ctxid", "exceptions"] {
+                        let _ = protocol.set_option(n, "1");
+                    }
+                }
+                opts.protocol = protocol;
+            }
+            generate(&opts)
+        }
+    };
+    let mut spec = g.spec;
+    // Three times in four, a core OpenCSD 1.8.0 does not know is renamed to
+    // its architecture, so that the trace is compared rather than refused.
+    if rng.chance(3, 4) {
+        for d in &mut spec.devices {
+            let arch = match d.device_type.as_str() {
+                "Cortex-A710" | "Cortex-X2" | "Neoverse-N2" | "Cortex-A520" => "ARMv9.0-A",
+                "Cortex-M85" => "ARMv8.1-M",
+                _ => continue,
+            };
+            d.device_type = arch.into();
+        }
+    }
+    let damaged = if rng.chance(1, 2) { 1 + rng.below(4) as usize } else { 0 };
+    for _ in 0..damaged {
+        let b = rng.below(spec.buffers.len() as u64) as usize;
+        let data = &mut spec.buffers[b].data;
+        if data.is_empty() {
+            continue;
+        }
+        let at = rng.below(data.len() as u64) as usize;
+        if rng.chance(1, 2) {
+            data[at] ^= 1 << rng.below(8);
+        } else {
+            data[at] = rng.next_u64() as u8;
+        }
+    }
+    let _ = std::fs::remove_dir_all(dir);
+    spec.write_to(dir).map_err(|e| e.to_string())?;
+
+    let base = |mode: &[&str]| {
+        // Relative to the work folder the listers run in, so that the
+        // listings (which name it) are those of the kept reproducer.
+        let mut v: Vec<String> = vec!["-ss_dir".into(), "snapshot".into(), "-no_time_print".into()];
+        v.extend(mode.iter().map(|s| s.to_string()));
+        if spec.buffers.len() > 1 {
+            v.push("-multi_session".into());
+        }
+        v
+    };
+    let mut listings = vec![base(&[]), base(&["-decode"])];
+    let mut extra = base(if rng.chance(1, 3) { &[] } else { &["-decode"] });
+    const EXTRAS: &[&[&str]] = &[
+        &["-decode_only"],
+        &["-stats"],
+        &["-direct_br_cond"],
+        &["-strict_br_cond"],
+        &["-range_cont"],
+        &["-halt_err"],
+        &["-aa64_opcode_chk"],
+        &["-src_addr_n"],
+        &["-o_raw_unpacked"],
+        &["-o_raw_packed"],
+        &["-test_waits", "5"],
+        &["-macc_cache_p_num", "4"],
+        &["-macc_cache_disable"],
+        &["-macc_cache_p_size", "1024"],
+    ];
+    for _ in 0..1 + rng.below(2) {
+        extra.extend(
+            EXTRAS[rng.below(EXTRAS.len() as u64) as usize]
+                .iter()
+                .map(|s| s.to_string()),
+        );
+    }
+    listings.push(extra);
+    Ok(Case {
+        seed,
+        protocol: name,
+        damaged,
+        listings,
+    })
+}
+
+/// Runs a lister, returning its listing after the banner (or a line saying
+/// how it died).
+fn list(label: &str, program: &Path, args: &[String], log: &Path) -> Vec<String> {
+    let _ = std::fs::remove_file(log);
+    let child = Command::new(program)
+        .current_dir(log.parent().unwrap_or(Path::new(".")))
+        .args(args)
+        .arg("-logfilename")
+        .arg(log)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn();
+    let mut child = match child {
+        Ok(c) => c,
+        Err(e) => return vec![format!("<cannot run {}: {e}>", program.display())],
+    };
+    let start = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break Some(s),
+            Ok(None) if start.elapsed() > Duration::from_secs(60) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(2)),
+            Err(_) => break None,
+        }
+    };
+    let text = std::fs::read(log).unwrap_or_default();
+    let text = String::from_utf8_lossy(&text);
+    let lines: Vec<&str> = text.split('\n').collect();
+    let mut body: Vec<String> = coresight_regress::strip_banner(&lines)
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    use std::os::unix::process::ExitStatusExt;
+    match status {
+        None => body.push("<timed out after 60 s>".into()),
+        Some(s) if s.signal().is_some() => body.push(format!("<{label} killed by signal {}>", s.signal().unwrap_or(0))),
+        _ => {}
+    }
+    body
+}
+
+/// The hunks where `a` (ours) and `b` (OpenCSD's) differ: (ours, theirs).
+fn hunks<'a>(a: &'a [String], b: &'a [String]) -> Vec<(Vec<&'a str>, Vec<&'a str>)> {
+    let pre = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    let suf = a[pre..]
+        .iter()
+        .rev()
+        .zip(b[pre..].iter().rev())
+        .take_while(|(x, y)| x == y)
+        .count();
+    let a = &a[pre..a.len() - suf];
+    let b = &b[pre..b.len() - suf];
+    if a.is_empty() && b.is_empty() {
+        return Vec::new();
+    }
+    let whole = || {
+        vec![(
+            a.iter().map(|s| s.as_str()).collect(),
+            b.iter().map(|s| s.as_str()).collect(),
+        )]
+    };
+    if a.len() * b.len() > 4_000_000 {
+        return whole();
+    }
+    // Longest common subsequence, then the runs between its lines.
+    let (n, m) = (a.len(), b.len());
+    let mut t = vec![0u32; (n + 1) * (m + 1)];
+    for i in (0..n).rev() {
+        for j in (0..m).rev() {
+            t[i * (m + 1) + j] = if a[i] == b[j] {
+                t[(i + 1) * (m + 1) + j + 1] + 1
+            } else {
+                t[(i + 1) * (m + 1) + j].max(t[i * (m + 1) + j + 1])
+            };
+        }
+    }
+    let mut out = Vec::new();
+    let (mut i, mut j) = (0, 0);
+    let (mut ha, mut hb): (Vec<&str>, Vec<&str>) = (Vec::new(), Vec::new());
+    while i < n || j < m {
+        if i < n && j < m && a[i] == b[j] {
+            if !ha.is_empty() || !hb.is_empty() {
+                out.push((std::mem::take(&mut ha), std::mem::take(&mut hb)));
+            }
+            i += 1;
+            j += 1;
+        } else if j < m && (i == n || t[i * (m + 1) + j + 1] >= t[(i + 1) * (m + 1) + j]) {
+            hb.push(&b[j]);
+            j += 1;
+        } else {
+            ha.push(&a[i]);
+            i += 1;
+        }
+    }
+    if !ha.is_empty() || !hb.is_empty() {
+        out.push((ha, hb));
+    }
+    out
+}
+
+/// A class name for a hunk no rule knows: its first line, numbers blanked.
+fn unknown_class(u: &[&str], o: &[&str]) -> String {
+    let blank = |l: &str| -> String {
+        let mut s = String::new();
+        let mut chars = l.chars().peekable();
+        while let Some(c) = chars.next() {
+            if c == '0' && chars.peek() == Some(&'x') {
+                chars.next();
+                while chars.peek().is_some_and(|c| c.is_ascii_hexdigit()) {
+                    chars.next();
+                }
+                s.push_str("0x#");
+            } else if c.is_ascii_digit() {
+                while chars.peek().is_some_and(|c| c.is_ascii_digit()) {
+                    chars.next();
+                }
+                s.push('#');
+            } else {
+                s.push(c);
+            }
+        }
+        // Packet bytes and indexes vary; what follows the tab names the packet.
+        let s = s.rsplit_once('\t').map(|x| x.1.to_string()).unwrap_or(s);
+        s.chars().take(70).collect()
+    };
+    format!(
+        "unclassified: ours `{}` / OpenCSD `{}`",
+        u.first().map(|l| blank(l)).unwrap_or_default(),
+        o.first().map(|l| blank(l)).unwrap_or_default()
+    )
+}
+
+fn classify(c: &Ctx, u: &[&str], o: &[&str]) -> (String, bool) {
+    for r in RULES {
+        if (r.test)(c, u, o) {
+            return (r.name.to_string(), r.intentional);
+        }
+    }
+    (unknown_class(u, o), false)
+}
+
+/// One class: intentional or not, listings per protocol, and the reproducer
+/// kept (its folder and snapshot size).
+type ClassTally = (bool, BTreeMap<&'static str, usize>, Option<(PathBuf, u64)>);
+
+#[derive(Default)]
+struct Tally {
+    /// protocol -> (listings, differing, differing with a non-intentional class)
+    per_protocol: BTreeMap<&'static str, (usize, usize, usize)>,
+    /// class -> (intentional, protocol -> listings, reproducer dir, its trace size)
+    classes: BTreeMap<String, ClassTally>,
+}
+
+fn trace_size(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|d| d.flatten().filter_map(|e| e.metadata().ok()).map(|m| m.len()).sum())
+        .unwrap_or(u64::MAX)
+}
+
+fn slug(class: &str) -> String {
+    let s: String = class
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .take(60)
+        .collect();
+    let mut h: u32 = 2166136261;
+    for b in class.bytes() {
+        h = (h ^ b as u32).wrapping_mul(16777619);
+    }
+    format!("{s}_{h:08x}")
+}
+
+/// Keeps the snapshot as the reproducer of `class` if it is the smallest so far.
+fn keep_reproducer(
+    tally: &Mutex<Tally>,
+    out: &Path,
+    class: &str,
+    snap: &Path,
+    case: &Case,
+    args: &[String],
+    (ours, theirs): (&[String], &[String]),
+) {
+    let size = trace_size(snap);
+    let mut t = tally.lock().unwrap_or_else(|e| e.into_inner());
+    let entry = t.classes.get_mut(class).expect("class tallied first");
+    if entry.2.as_ref().is_some_and(|(_, s)| *s <= size) {
+        return;
+    }
+    let dir = out.join("repro").join(slug(class));
+    let _ = std::fs::remove_dir_all(&dir);
+    let ss = dir.join("snapshot");
+    if std::fs::create_dir_all(&ss).is_err() {
+        return;
+    }
+    if let Ok(d) = std::fs::read_dir(snap) {
+        for e in d.flatten() {
+            let _ = std::fs::copy(e.path(), ss.join(e.file_name()));
+        }
+    }
+    let _ = std::fs::write(dir.join("args.txt"), format!("{}\n", args.join(" ")));
+    let _ = std::fs::write(
+        dir.join("class.txt"),
+        format!(
+            "{class}\n{} seed {}, {} damaged bytes\n",
+            case.protocol, case.seed, case.damaged
+        ),
+    );
+    let _ = std::fs::write(dir.join("ours.ppl"), ours.join("\n"));
+    let _ = std::fs::write(dir.join("opencsd.ppl"), theirs.join("\n"));
+    entry.2 = Some((dir, size));
+}
+
+fn run(args: &[String]) -> Result<bool, String> {
+    let o = Arc::new(parse(args)?);
+    std::fs::create_dir_all(o.out.join("work")).map_err(|e| format!("{}: {e}", o.out.display()))?;
+    let tally = Arc::new(Mutex::new(Tally::default()));
+    let next = Arc::new(AtomicUsize::new(0));
+    let done = Arc::new(AtomicUsize::new(0));
+    let start = Instant::now();
+    let mut threads = Vec::new();
+    for w in 0..o.jobs {
+        let (o, tally, next, done) = (o.clone(), tally.clone(), next.clone(), done.clone());
+        threads.push(std::thread::spawn(move || {
+            let work = o.out.join("work").join(format!("w{w}"));
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed) as u64;
+                if i >= o.count {
+                    break;
+                }
+                let snap = work.join("snapshot");
+                let case = match make_case(o.seed + i, &o.protocols, &snap) {
+                    Ok(c) => c,
+                    Err(e) => {
+                        eprintln!("trc_diff: seed {}: cannot write the snapshot: {e}", o.seed + i);
+                        continue;
+                    }
+                };
+                for args in &case.listings {
+                    let ours = list("ours", &o.ours, args, &work.join("ours.ppl"));
+                    let theirs = list("OpenCSD", &o.opencsd, args, &work.join("opencsd.ppl"));
+                    let hs = hunks(&ours, &theirs);
+                    let mut classes: Vec<(String, bool)> = hs
+                        .iter()
+                        .map(|(u, t)| {
+                            classify(
+                                &Ctx {
+                                    args,
+                                    protocol: case.protocol,
+                                },
+                                u,
+                                t,
+                            )
+                        })
+                        .collect();
+                    classes.sort();
+                    classes.dedup();
+                    {
+                        let mut t = tally.lock().unwrap_or_else(|e| e.into_inner());
+                        let p = t.per_protocol.entry(case.protocol).or_default();
+                        p.0 += 1;
+                        if !classes.is_empty() {
+                            p.1 += 1;
+                        }
+                        if classes.iter().any(|c| !c.1) {
+                            p.2 += 1;
+                        }
+                        for (c, intentional) in &classes {
+                            let e = t
+                                .classes
+                                .entry(c.clone())
+                                .or_insert((*intentional, BTreeMap::new(), None));
+                            *e.1.entry(case.protocol).or_default() += 1;
+                        }
+                    }
+                    for (c, _) in &classes {
+                        keep_reproducer(&tally, &o.out, c, &snap, &case, args, (&ours, &theirs));
+                    }
+                }
+                let n = done.fetch_add(1, Ordering::Relaxed) + 1;
+                if n % 500 == 0 {
+                    eprintln!("trc_diff: {n} snapshots, {:.0} s", start.elapsed().as_secs_f64());
+                }
+            }
+        }));
+    }
+    for t in threads {
+        let _ = t.join();
+    }
+    let t = tally.lock().unwrap_or_else(|e| e.into_inner());
+    let mut r = String::new();
+    let _ = writeln!(
+        r,
+        "trc_diff: ours {} vs OpenCSD {}; seeds {}..{}\n",
+        o.ours.display(),
+        o.opencsd.display(),
+        o.seed,
+        o.seed + o.count
+    );
+    let _ = writeln!(
+        r,
+        "{:<8} {:>9} {:>9} {:>15}",
+        "protocol", "listings", "differ", "not intentional"
+    );
+    let mut tot = (0, 0, 0);
+    for (p, (n, d, u)) in &t.per_protocol {
+        let _ = writeln!(r, "{p:<8} {n:>9} {d:>9} {u:>15}");
+        tot = (tot.0 + n, tot.1 + d, tot.2 + u);
+    }
+    let _ = writeln!(r, "{:<8} {:>9} {:>9} {:>15}\n", "total", tot.0, tot.1, tot.2);
+    for (c, (intentional, per, repro)) in &t.classes {
+        let _ = writeln!(
+            r,
+            "{} {c}",
+            if *intentional { "[intentional]" } else { "[DIFFERENCE] " }
+        );
+        let counts: Vec<String> = per.iter().map(|(p, n)| format!("{p} {n}")).collect();
+        let _ = writeln!(r, "    listings: {}", counts.join(", "));
+        if let Some((d, _)) = repro {
+            let _ = writeln!(r, "    reproducer: {}", d.display());
+        }
+    }
+    print!("{r}");
+    let _ = std::fs::write(o.out.join("report.txt"), &r);
+    let _ = std::fs::remove_dir_all(o.out.join("work"));
+    Ok(tot.2 == 0)
+}
