@@ -620,7 +620,7 @@ fn decode_as(
     let mut comp = create_component("ETMV4I", cfg.clone(), &ctx);
     if built {
         let dec: Box<dyn PktDataIn<EtmV4Packet>> = Box::new(decoder::EtmV4Decoder::new(cfg.clone(), &ctx));
-        let err = ErrLink::new(&ctx.err_log, format!("PKTP_ETMV4I_{:04}", ctx.instance_id));
+        let err = ctx.packet_processor_err_link("PKTP_ETMV4I");
         let proc = EtmV4PktProc::new(cfg, Some(err));
         comp = Box::new(crate::decoder::Pipeline::new(
             "ETMV4I",
