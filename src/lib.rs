@@ -23,6 +23,7 @@ pub mod errcode;
 mod fileio;
 pub mod logger;
 pub mod shared;
+pub mod text;
 
 // Memory images, instruction classification, the instruction walk.
 #[cfg(feature = "disasm")]
