@@ -43,6 +43,7 @@ pub mod interfaces;
 pub mod decoder;
 pub mod deformatter;
 pub mod factory;
+pub mod format_pool;
 pub mod hooks;
 pub(crate) mod pktproc;
 pub mod printers;

@@ -26,9 +26,10 @@ pub use crate::shared::{Shared, shared};
 /// their own per line.
 #[derive(Default)]
 pub struct MsgLogger {
-    stdout: Option<io::Stdout>,
-    stderr: bool,
-    file: Option<File>,
+    dest: Destinations,
+    /// Takes the text instead of `text` when set: see
+    /// [`set_batcher`](Self::set_batcher).
+    batcher: Option<Box<dyn TextBatcher>>,
     /// Keep everything written in memory (tests, embedding).
     capture: bool,
     /// Text not yet written out; with a capture, everything captured.
@@ -44,6 +45,62 @@ pub struct MsgLogger {
 /// Where a piece of captured text starts: the tree position it was
 /// written at, and its byte offset in the capture.
 pub type TextMark = (SerialKey, usize);
+
+/// Where a logger's text goes out: any of standard output, standard
+/// error and a file.
+#[derive(Default)]
+pub struct Destinations {
+    stdout: Option<io::Stdout>,
+    stderr: bool,
+    file: Option<File>,
+}
+
+impl Destinations {
+    /// Writes `b` to each destination.
+    pub fn write_all(&mut self, b: &[u8]) {
+        if b.is_empty() {
+            return;
+        }
+        if let Some(o) = self.stdout.as_mut() {
+            let _ = o.lock().write_all(b);
+        }
+        if self.stderr {
+            let _ = io::stderr().write_all(b);
+        }
+        if let Some(f) = self.file.as_mut() {
+            let _ = f.write_all(b);
+        }
+    }
+
+    /// Flushes the destinations that buffer.
+    pub fn flush(&mut self) {
+        if let Some(o) = self.stdout.as_mut() {
+            let _ = o.flush();
+        }
+        if let Some(f) = self.file.as_mut() {
+            let _ = f.flush();
+        }
+    }
+
+    fn any(&self) -> bool {
+        self.stdout.is_some() || self.stderr || self.file.is_some()
+    }
+}
+
+/// Something that takes a logger's text in its place and puts it out to
+/// the logger's destinations itself (a listing formatted on other
+/// threads, in `format_pool`). Installed with
+/// [`MsgLogger::set_batcher`].
+pub trait TextBatcher: Send {
+    /// Where the next text goes (as [`MsgLogger::text`]).
+    fn text(&mut self) -> &mut TextBuf;
+    /// Returns once everything taken so far is written out and flushed.
+    fn flush(&mut self);
+    /// Writes out everything, stops and gives the destinations back.
+    fn finish(&mut self) -> Option<Destinations>;
+    /// The batcher, for its owner to reach its own methods.
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any;
+}
 
 impl MsgLogger {
     /// Text gathered before it is written out.
@@ -78,19 +135,19 @@ impl MsgLogger {
 
     /// Writes to standard output when `on`.
     pub fn set_stdout(&mut self, on: bool) {
-        self.stdout = on.then(io::stdout);
+        self.dest.stdout = on.then(io::stdout);
         self.make_room();
     }
 
     /// Writes to standard error when `on`.
     pub fn set_stderr(&mut self, on: bool) {
-        self.stderr = on;
+        self.dest.stderr = on;
         self.make_room();
     }
 
     /// Writes to `path` (created or truncated).
     pub fn set_file(&mut self, path: &Path) -> io::Result<()> {
-        self.file = Some(File::create(path)?);
+        self.dest.file = Some(File::create(path)?);
         self.make_room();
         Ok(())
     }
@@ -103,7 +160,35 @@ impl MsgLogger {
     /// Whether text goes anywhere (a logger made with [`none`](Self::none)
     /// and nothing set drops it).
     pub fn is_active(&self) -> bool {
-        self.capture || self.stdout.is_some() || self.stderr || self.file.is_some()
+        self.capture || self.dest.any() || self.batcher.is_some()
+    }
+
+    /// Hands the destinations to a batcher made by `make`, which takes
+    /// all text from now on, until [`end_batcher`](Self::end_batcher).
+    /// Refused (false, `make` not called) on a capturing logger or one
+    /// with a batcher already.
+    pub fn set_batcher(&mut self, make: impl FnOnce(Destinations) -> Box<dyn TextBatcher>) -> bool {
+        if self.capture || self.batcher.is_some() {
+            return false;
+        }
+        self.write_out();
+        self.batcher = Some(make(std::mem::take(&mut self.dest)));
+        true
+    }
+
+    /// Stops the batcher, if any, once it has written everything, and
+    /// takes the destinations back.
+    pub fn end_batcher(&mut self) {
+        if let Some(mut b) = self.batcher.take()
+            && let Some(d) = b.finish()
+        {
+            self.dest = d;
+        }
+    }
+
+    /// The batcher, while one is set.
+    pub fn batcher_mut(&mut self) -> Option<&mut (dyn TextBatcher + 'static)> {
+        self.batcher.as_deref_mut()
     }
 
     /// The buffer to append text to: whole lines, written out in order
@@ -112,6 +197,9 @@ impl MsgLogger {
     /// grows the buffer.
     #[inline]
     pub fn text(&mut self) -> &mut TextBuf {
+        if self.batcher.is_some() {
+            return self.batched_text();
+        }
         if self.text.len() - self.sent >= Self::CHUNK {
             self.write_out();
         }
@@ -119,6 +207,14 @@ impl MsgLogger {
             self.mark();
         }
         &mut self.text
+    }
+
+    /// [`text`](Self::text) with a batcher.
+    fn batched_text(&mut self) -> &mut TextBuf {
+        match self.batcher.as_mut() {
+            Some(b) => b.text(),
+            None => &mut self.text,
+        }
     }
 
     /// Notes where the text of a new tree position starts.
@@ -140,18 +236,7 @@ impl MsgLogger {
     /// Writes the buffered text out to the destinations.
     #[inline(never)]
     fn write_out(&mut self) {
-        let b = &self.text.as_bytes()[self.sent..];
-        if !b.is_empty() {
-            if let Some(o) = self.stdout.as_mut() {
-                let _ = o.lock().write_all(b);
-            }
-            if self.stderr {
-                let _ = io::stderr().write_all(b);
-            }
-            if let Some(f) = self.file.as_mut() {
-                let _ = f.write_all(b);
-            }
-        }
+        self.dest.write_all(&self.text.as_bytes()[self.sent..]);
         if self.capture {
             self.sent = self.text.len();
         } else {
@@ -178,18 +263,18 @@ impl MsgLogger {
 
     /// Writes out buffered text and flushes the destinations.
     pub fn flush(&mut self) {
+        if let Some(b) = self.batcher.as_mut() {
+            b.flush();
+            return;
+        }
         self.write_out();
-        if let Some(o) = self.stdout.as_mut() {
-            let _ = o.flush();
-        }
-        if let Some(f) = self.file.as_mut() {
-            let _ = f.flush();
-        }
+        self.dest.flush();
     }
 }
 
 impl Drop for MsgLogger {
     fn drop(&mut self) {
+        self.end_batcher();
         self.flush();
     }
 }

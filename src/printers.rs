@@ -3,6 +3,7 @@
 
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use crate::element::TraceElement;
+use crate::format_pool::{line_start, pool_of, write_elem_line};
 use crate::interfaces::{PktDataIn, PktRawDataMon, RawFrameKind, TrcGenElemIn, TrcRawFrameIn};
 use crate::logger::{MsgLogger, Shared};
 use crate::text::{Line, TextBuf, TextOut};
@@ -33,16 +34,6 @@ pub trait TracePacket {
         let _ = out;
         false
     }
-}
-
-/// Writes a line's `Idx:<index>; ID:<id>;` start.
-#[inline(always)]
-fn line_start<W: TextOut>(t: &mut W, index: TrcIndex, trace_id: u8) {
-    t.put(b"Idx:");
-    t.dec(index);
-    t.put(b"; ID:");
-    t.hex_u8(trace_id);
-    t.ascii(b';');
 }
 
 /// A packet monitor's line after its start, up to the description:
@@ -234,7 +225,11 @@ impl TrcGenElemIn for GenElemPrinter {
     fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp {
         self.count += 1;
         if !self.mute {
-            write_elem_line(self.out.borrow_mut().text(), index, trace_id, elem);
+            let mut out = self.out.borrow_mut();
+            match pool_of(&mut out) {
+                Some(pool) => pool.elem(index, trace_id, elem),
+                None => write_elem_line(out.text(), index, trace_id, elem),
+            }
         }
         if self.need_ack {
             self.out
@@ -265,27 +260,15 @@ impl TrcGenElemIn for GenElemPrinter {
     }
 }
 
-/// Writes an element's line.
-#[inline]
-fn write_elem_line(t: &mut TextBuf, index: TrcIndex, trace_id: u8, elem: &TraceElement) {
-    let mut l = t.line();
-    l.idx_start(index, trace_id);
-    l.ascii(b' ');
-    elem.write_text(&mut l);
-    l.ascii(b'\n');
-    if !l.finish() {
-        line_start(t, index, trace_id);
-        t.ascii(b' ');
-        elem.write_text(t);
-        t.ascii(b'\n');
-    }
-}
-
 impl GenElemPrinter {
     /// Prints a run of elements with one borrow of the output.
     #[inline(never)]
     fn print_run(&mut self, trace_id: u8, elems: &[(TrcIndex, TraceElement)]) {
         let mut out = self.out.borrow_mut();
+        if let Some(pool) = pool_of(&mut out) {
+            pool.elems(trace_id, elems);
+            return;
+        }
         for (index, elem) in elems {
             write_elem_line(out.text(), *index, trace_id, elem);
         }

@@ -308,6 +308,15 @@ impl TextBuf {
         self.pos += b.len();
     }
 
+    /// Appends bytes `from..to` of another buffer's text (clamped to it).
+    pub fn put_range(&mut self, other: &TextBuf, from: usize, to: usize) {
+        let b = other.as_bytes();
+        let b = &b[from.min(b.len())..to.min(b.len()).max(from.min(b.len()))];
+        self.room(b.len());
+        self.buf[self.pos..self.pos + b.len()].copy_from_slice(b);
+        self.pos += b.len();
+    }
+
     /// Appends another buffer's text.
     pub fn put_buf(&mut self, other: &TextBuf) {
         let b = other.as_bytes();
