@@ -23,6 +23,7 @@ pub mod errcode;
 mod fileio;
 pub mod logger;
 pub mod shared;
+pub mod text;
 
 // Memory images, instruction classification, the instruction walk.
 #[cfg(feature = "disasm")]
@@ -42,6 +43,7 @@ pub mod interfaces;
 pub mod decoder;
 pub mod deformatter;
 pub mod factory;
+pub mod format_pool;
 pub mod hooks;
 pub(crate) mod pktproc;
 pub mod printers;

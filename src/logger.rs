@@ -7,24 +7,36 @@
 //! without a line break, exactly as OpenCSD's default error logger does.
 
 use std::fs::File;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::datapath::SerialKey;
 use crate::errcode::{ErrCode, Severity, TraceError};
+use crate::text::TextBuf;
 
 pub use crate::shared::{Shared, shared};
 
 /// Where text output goes.
+///
+/// Text is gathered in one large buffer ([`MsgLogger::text`]) and written
+/// out when it holds [`MsgLogger::CHUNK`] bytes or is flushed, so printers
+/// write their lines straight into it, with no buffer or system call of
+/// their own per line.
 #[derive(Default)]
 pub struct MsgLogger {
-    stdout: Option<BufWriter<io::Stdout>>,
-    stderr: bool,
-    file: Option<BufWriter<File>>,
-    /// Output kept in memory (tests, embedding).
-    capture: Option<String>,
+    dest: Destinations,
+    /// Takes the text instead of `text` when set: see
+    /// [`set_batcher`](Self::set_batcher).
+    batcher: Option<Box<dyn TextBatcher>>,
+    /// Keep everything written in memory (tests, embedding).
+    capture: bool,
+    /// Text not yet written out; with a capture, everything captured.
+    text: TextBuf,
+    /// Bytes of `text` already written out (only with a capture: without,
+    /// written text is dropped).
+    sent: usize,
     /// With a capture: the tree position each piece of text was written
     /// at (parallel decode restores the serial order from it).
     keyed: Option<(Shared<SerialKey>, Vec<TextMark>)>,
@@ -34,91 +46,33 @@ pub struct MsgLogger {
 /// written at, and its byte offset in the capture.
 pub type TextMark = (SerialKey, usize);
 
-impl MsgLogger {
-    /// A logger that writes nowhere.
-    pub fn none() -> Self {
-        MsgLogger::default()
-    }
+/// Where a logger's text goes out: any of standard output, standard
+/// error and a file.
+#[derive(Default)]
+pub struct Destinations {
+    stdout: Option<io::Stdout>,
+    stderr: bool,
+    file: Option<File>,
+}
 
-    /// A logger that keeps everything in memory; see [`MsgLogger::captured`].
-    pub fn capture() -> Self {
-        MsgLogger {
-            stdout: None,
-            stderr: false,
-            file: None,
-            capture: Some(String::new()),
-            keyed: None,
+impl Destinations {
+    /// Writes `b` to each destination.
+    pub fn write_all(&mut self, b: &[u8]) {
+        if b.is_empty() {
+            return;
         }
-    }
-
-    /// A capturing logger that also notes, for each piece of text, the
-    /// tree position (`position`) it was written at; see
-    /// [`take_keyed`](Self::take_keyed).
-    pub fn capture_keyed(position: Shared<SerialKey>) -> Self {
-        MsgLogger {
-            stdout: None,
-            stderr: false,
-            file: None,
-            capture: Some(String::new()),
-            keyed: Some((position, Vec::new())),
-        }
-    }
-
-    /// Takes the captured text and where each position's text starts in it.
-    pub fn take_keyed(&mut self) -> (String, Vec<TextMark>) {
-        let marks = self.keyed.as_mut().map(|(_, m)| std::mem::take(m)).unwrap_or_default();
-        (self.take_captured(), marks)
-    }
-
-    /// Writes to standard output (buffered) when `on`.
-    pub fn set_stdout(&mut self, on: bool) {
-        self.stdout = on.then(|| BufWriter::with_capacity(1 << 16, io::stdout()));
-    }
-
-    /// Writes to standard error when `on`.
-    pub fn set_stderr(&mut self, on: bool) {
-        self.stderr = on;
-    }
-
-    /// Writes to `path` (created or truncated).
-    pub fn set_file(&mut self, path: &Path) -> io::Result<()> {
-        self.file = Some(BufWriter::with_capacity(1 << 16, File::create(path)?));
-        Ok(())
-    }
-
-    /// Appends text (no line break is added).
-    pub fn log_msg(&mut self, msg: &str) {
         if let Some(o) = self.stdout.as_mut() {
-            let _ = o.write_all(msg.as_bytes());
+            let _ = o.lock().write_all(b);
         }
         if self.stderr {
-            let _ = io::stderr().write_all(msg.as_bytes());
+            let _ = io::stderr().write_all(b);
         }
         if let Some(f) = self.file.as_mut() {
-            let _ = f.write_all(msg.as_bytes());
-        }
-        if let Some(c) = self.capture.as_mut() {
-            if let Some((pos, marks)) = self.keyed.as_mut() {
-                let key = *pos.borrow();
-                if marks.last().is_none_or(|m| m.0 != key) {
-                    marks.push((key, c.len()));
-                }
-            }
-            c.push_str(msg);
+            let _ = f.write_all(b);
         }
     }
 
-    /// Text captured so far (empty unless made with [`MsgLogger::capture`]).
-    pub fn captured(&self) -> &str {
-        self.capture.as_deref().unwrap_or("")
-    }
-
-    /// Takes the captured text, leaving the capture empty.
-    pub fn take_captured(&mut self) -> String {
-        self.capture.as_mut().map(std::mem::take).unwrap_or_default()
-    }
-
-    /// Flushes buffered output.
+    /// Flushes the destinations that buffer.
     pub fn flush(&mut self) {
         if let Some(o) = self.stdout.as_mut() {
             let _ = o.flush();
@@ -127,10 +81,200 @@ impl MsgLogger {
             let _ = f.flush();
         }
     }
+
+    fn any(&self) -> bool {
+        self.stdout.is_some() || self.stderr || self.file.is_some()
+    }
+}
+
+/// Something that takes a logger's text in its place and puts it out to
+/// the logger's destinations itself (a listing formatted on other
+/// threads, in `format_pool`). Installed with
+/// [`MsgLogger::set_batcher`].
+pub trait TextBatcher: Send {
+    /// Where the next text goes (as [`MsgLogger::text`]).
+    fn text(&mut self) -> &mut TextBuf;
+    /// Returns once everything taken so far is written out and flushed.
+    fn flush(&mut self);
+    /// Writes out everything, stops and gives the destinations back.
+    fn finish(&mut self) -> Option<Destinations>;
+    /// The batcher, for its owner to reach its own methods.
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any;
+}
+
+impl MsgLogger {
+    /// Text gathered before it is written out.
+    pub const CHUNK: usize = 1 << 16;
+
+    /// A logger that writes nowhere.
+    pub fn none() -> Self {
+        MsgLogger::default()
+    }
+
+    /// A logger that keeps everything in memory; see [`MsgLogger::captured`].
+    pub fn capture() -> Self {
+        let mut l = MsgLogger::default();
+        l.capture = true;
+        l
+    }
+
+    /// A capturing logger that also notes, for each piece of text, the
+    /// tree position (`position`) it was written at; see
+    /// [`take_keyed`](Self::take_keyed).
+    pub fn capture_keyed(position: Shared<SerialKey>) -> Self {
+        let mut l = MsgLogger::capture();
+        l.keyed = Some((position, Vec::new()));
+        l
+    }
+
+    /// Takes the captured text and where each position's text starts in it.
+    pub fn take_keyed(&mut self) -> (String, Vec<TextMark>) {
+        let marks = self.keyed.as_mut().map(|(_, m)| std::mem::take(m)).unwrap_or_default();
+        (self.take_captured(), marks)
+    }
+
+    /// Writes to standard output when `on`.
+    pub fn set_stdout(&mut self, on: bool) {
+        self.dest.stdout = on.then(io::stdout);
+        self.make_room();
+    }
+
+    /// Writes to standard error when `on`.
+    pub fn set_stderr(&mut self, on: bool) {
+        self.dest.stderr = on;
+        self.make_room();
+    }
+
+    /// Writes to `path` (created or truncated).
+    pub fn set_file(&mut self, path: &Path) -> io::Result<()> {
+        self.dest.file = Some(File::create(path)?);
+        self.make_room();
+        Ok(())
+    }
+
+    /// Sizes the buffer for a chunk and the line that ends it, once.
+    fn make_room(&mut self) {
+        self.text.reserve(Self::CHUNK + 4096);
+    }
+
+    /// Whether text goes anywhere (a logger made with [`none`](Self::none)
+    /// and nothing set drops it).
+    pub fn is_active(&self) -> bool {
+        self.capture || self.dest.any() || self.batcher.is_some()
+    }
+
+    /// Hands the destinations to a batcher made by `make`, which takes
+    /// all text from now on, until [`end_batcher`](Self::end_batcher).
+    /// Refused (false, `make` not called) on a capturing logger or one
+    /// with a batcher already.
+    pub fn set_batcher(&mut self, make: impl FnOnce(Destinations) -> Box<dyn TextBatcher>) -> bool {
+        if self.capture || self.batcher.is_some() {
+            return false;
+        }
+        self.write_out();
+        self.batcher = Some(make(std::mem::take(&mut self.dest)));
+        true
+    }
+
+    /// Stops the batcher, if any, once it has written everything, and
+    /// takes the destinations back.
+    pub fn end_batcher(&mut self) {
+        if let Some(mut b) = self.batcher.take()
+            && let Some(d) = b.finish()
+        {
+            self.dest = d;
+        }
+    }
+
+    /// The batcher, while one is set.
+    pub fn batcher_mut(&mut self) -> Option<&mut (dyn TextBatcher + 'static)> {
+        self.batcher.as_deref_mut()
+    }
+
+    /// The buffer to append text to: whole lines, written out in order
+    /// with everything else written to this logger. Writing more than a
+    /// chunk before calling this or [`log_msg`](Self::log_msg) again only
+    /// grows the buffer.
+    #[inline]
+    pub fn text(&mut self) -> &mut TextBuf {
+        if self.batcher.is_some() {
+            return self.batched_text();
+        }
+        if self.text.len() - self.sent >= Self::CHUNK {
+            self.write_out();
+        }
+        if self.keyed.is_some() {
+            self.mark();
+        }
+        &mut self.text
+    }
+
+    /// [`text`](Self::text) with a batcher.
+    fn batched_text(&mut self) -> &mut TextBuf {
+        match self.batcher.as_mut() {
+            Some(b) => b.text(),
+            None => &mut self.text,
+        }
+    }
+
+    /// Notes where the text of a new tree position starts.
+    #[cold]
+    fn mark(&mut self) {
+        if let Some((pos, marks)) = self.keyed.as_mut() {
+            let key = *pos.borrow();
+            if marks.last().is_none_or(|m| m.0 != key) {
+                marks.push((key, self.text.len()));
+            }
+        }
+    }
+
+    /// Appends text (no line break is added).
+    pub fn log_msg(&mut self, msg: &str) {
+        self.text().put_str(msg);
+    }
+
+    /// Writes the buffered text out to the destinations.
+    #[inline(never)]
+    fn write_out(&mut self) {
+        self.dest.write_all(&self.text.as_bytes()[self.sent..]);
+        if self.capture {
+            self.sent = self.text.len();
+        } else {
+            self.text.clear();
+        }
+    }
+
+    /// Text captured so far (empty unless made with [`MsgLogger::capture`]).
+    pub fn captured(&self) -> &str {
+        if self.capture { self.text.as_str() } else { "" }
+    }
+
+    /// Takes the captured text, leaving the capture empty.
+    pub fn take_captured(&mut self) -> String {
+        if !self.capture {
+            return String::new();
+        }
+        self.write_out();
+        let s = self.text.as_str().to_string();
+        self.text.clear();
+        self.sent = 0;
+        s
+    }
+
+    /// Writes out buffered text and flushes the destinations.
+    pub fn flush(&mut self) {
+        if let Some(b) = self.batcher.as_mut() {
+            b.flush();
+            return;
+        }
+        self.write_out();
+        self.dest.flush();
+    }
 }
 
 impl Drop for MsgLogger {
     fn drop(&mut self) {
+        self.end_batcher();
         self.flush();
     }
 }

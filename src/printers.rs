@@ -1,18 +1,51 @@
 //! Printers that turn packets, elements and raw frames into OpenCSD's
 //! listing lines.
 
-use std::fmt::Write as _;
-
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
-use crate::element::{TraceElement, push_dec, push_hex};
+use crate::element::TraceElement;
+use crate::format_pool::{line_start, pool_of, write_elem_line};
 use crate::interfaces::{PktDataIn, PktRawDataMon, RawFrameKind, TrcGenElemIn, TrcRawFrameIn};
 use crate::logger::{MsgLogger, Shared};
+use crate::text::{Line, TextBuf, TextOut};
 
 /// A packet that can describe itself the way OpenCSD's packet `toString`
 /// does (the text after the raw bytes in a listing).
 pub trait TracePacket {
     /// Appends the packet's description to `out` (without a newline).
     fn write_desc(&self, out: &mut String);
+
+    /// Appends the same description to a listing's buffer. The default
+    /// writes it with [`write_desc`](Self::write_desc) into `scratch` (a
+    /// string the caller keeps, so nothing is allocated per packet) and
+    /// copies it; a protocol whose packets are listed by the million
+    /// writes the frequent ones straight into `out`.
+    #[inline]
+    fn write_text(&self, out: &mut TextBuf, scratch: &mut String) {
+        scratch.clear();
+        self.write_desc(scratch);
+        out.put_str(scratch);
+    }
+
+    /// Writes the description into a line window when this packet is
+    /// one the protocol writes that way (true), or nothing (false: the
+    /// caller uses [`write_text`](Self::write_text)).
+    #[inline]
+    fn write_line(&self, out: &mut Line<'_>) -> bool {
+        let _ = out;
+        false
+    }
+}
+
+/// A packet monitor's line after its start, up to the description:
+/// ` [0x.. ];\t`.
+#[inline(always)]
+fn mon_start<W: TextOut>(t: &mut W, raw: &[u8]) {
+    t.put(b" [");
+    for &b in raw {
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        t.put(&[b'0', b'x', DIGITS[(b >> 4) as usize], DIGITS[(b & 0xf) as usize], b' ']);
+    }
+    t.put(b"];\t");
 }
 
 /// Counts down forced `Wait` responses (the lister's `-test_waits N`: the
@@ -84,9 +117,13 @@ impl PacketPrinter {
             DatapathOp::Reset => "RESET operation on trace decode path",
             _ => return,
         };
-        self.line.clear();
-        let _ = writeln!(self.line, "ID:{:x}\t{}", self.trace_id, text);
-        self.out.borrow_mut().log_msg(&self.line);
+        let mut out = self.out.borrow_mut();
+        let t = out.text();
+        t.put(b"ID:");
+        t.hex(self.trace_id as u64);
+        t.ascii(b'\t');
+        t.put_str(text);
+        t.ascii(b'\n');
     }
 }
 
@@ -95,11 +132,13 @@ impl<P: TracePacket> PktDataIn<P> for PacketPrinter {
         match (op, pkt) {
             (DatapathOp::Data, Some(_)) if self.mute => self.waits.next(),
             (DatapathOp::Data, Some(pkt)) => {
-                self.line.clear();
-                let _ = write!(self.line, "Idx:{}; ID:{:x};\t", index, self.trace_id);
-                pkt.write_desc(&mut self.line);
-                self.line.push('\n');
-                self.out.borrow_mut().log_msg(&self.line);
+                let mut out = self.out.borrow_mut();
+                let t = out.text();
+                line_start(t, index, self.trace_id);
+                t.ascii(b'\t');
+                pkt.write_text(t, &mut self.line);
+                t.ascii(b'\n');
+                drop(out);
                 self.waits.next()
             }
             (op, _) => {
@@ -115,15 +154,21 @@ impl<P: TracePacket> PktRawDataMon<P> for PacketPrinter {
         match (op, pkt) {
             (DatapathOp::Data, Some(_)) if self.mute => {}
             (DatapathOp::Data, Some(pkt)) => {
-                self.line.clear();
-                let _ = write!(self.line, "Idx:{}; ID:{:x}; [", index, self.trace_id);
-                for b in raw {
-                    let _ = write!(self.line, "0x{b:02x} ");
+                let mut out = self.out.borrow_mut();
+                let t = out.text();
+                let mut l = t.line();
+                l.idx_start(index, self.trace_id);
+                mon_start(&mut l, raw);
+                if pkt.write_line(&mut l) {
+                    l.ascii(b'\n');
+                    if l.finish() {
+                        return;
+                    }
                 }
-                self.line.push_str("];\t");
-                pkt.write_desc(&mut self.line);
-                self.line.push('\n');
-                self.out.borrow_mut().log_msg(&self.line);
+                line_start(t, index, self.trace_id);
+                mon_start(t, raw);
+                pkt.write_text(t, &mut self.line);
+                t.ascii(b'\n');
             }
             (op, _) => self.non_data(op),
         }
@@ -136,7 +181,6 @@ pub struct GenElemPrinter {
     waits: TestWaits,
     need_ack: bool,
     mute: bool,
-    line: String,
     count: u64,
 }
 
@@ -148,7 +192,6 @@ impl GenElemPrinter {
             waits: TestWaits::default(),
             need_ack: false,
             mute: false,
-            line: String::with_capacity(256),
             count: 0,
         }
     }
@@ -182,15 +225,11 @@ impl TrcGenElemIn for GenElemPrinter {
     fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp {
         self.count += 1;
         if !self.mute {
-            self.line.clear();
-            self.line.push_str("Idx:");
-            push_dec(&mut self.line, index);
-            self.line.push_str("; ID:");
-            push_hex(&mut self.line, trace_id as u64);
-            self.line.push_str("; ");
-            elem.write_to(&mut self.line);
-            self.line.push('\n');
-            self.out.borrow_mut().log_msg(&self.line);
+            let mut out = self.out.borrow_mut();
+            match pool_of(&mut out) {
+                Some(pool) => pool.elem(index, trace_id, elem),
+                None => write_elem_line(out.text(), index, trace_id, elem),
+            }
         }
         if self.need_ack {
             self.out
@@ -205,13 +244,16 @@ impl TrcGenElemIn for GenElemPrinter {
         resp
     }
 
-    /// Muted, with no forced wait to give and none to report, a run of
-    /// elements is only counted (inline, so the sink's caller does only
-    /// that); otherwise they are printed one by one.
+    /// With no forced wait to give and none to report, a run of elements
+    /// is counted and (unless muted) printed with one borrow of the
+    /// output; otherwise they go one by one.
     #[inline]
     fn trace_elems_in(&mut self, trace_id: u8, elems: &[(TrcIndex, TraceElement)]) -> (DatapathResp, usize) {
-        if self.mute && !self.need_ack && self.waits.remaining() == 0 {
+        if !self.need_ack && self.waits.remaining() == 0 {
             self.count += elems.len() as u64;
+            if !self.mute {
+                self.print_run(trace_id, elems);
+            }
             return (DatapathResp::Cont, elems.len());
         }
         self.elems_one_by_one(trace_id, elems)
@@ -219,6 +261,19 @@ impl TrcGenElemIn for GenElemPrinter {
 }
 
 impl GenElemPrinter {
+    /// Prints a run of elements with one borrow of the output.
+    #[inline(never)]
+    fn print_run(&mut self, trace_id: u8, elems: &[(TrcIndex, TraceElement)]) {
+        let mut out = self.out.borrow_mut();
+        if let Some(pool) = pool_of(&mut out) {
+            pool.elems(trace_id, elems);
+            return;
+        }
+        for (index, elem) in elems {
+            write_elem_line(out.text(), *index, trace_id, elem);
+        }
+    }
+
     #[inline(never)]
     fn elems_one_by_one(&mut self, trace_id: u8, elems: &[(TrcIndex, TraceElement)]) -> (DatapathResp, usize) {
         crate::interfaces::elems_one_by_one(self, trace_id, elems)
@@ -229,16 +284,12 @@ impl GenElemPrinter {
 /// (`Frame Data; Index    N;    RAW_PACKED; ff ff ...`).
 pub struct RawFramePrinter {
     out: Shared<MsgLogger>,
-    line: String,
 }
 
 impl RawFramePrinter {
     /// A printer writing its lines to `out`.
     pub fn new(out: Shared<MsgLogger>) -> Self {
-        RawFramePrinter {
-            out,
-            line: String::with_capacity(256),
-        }
+        RawFramePrinter { out }
     }
 }
 
@@ -254,31 +305,35 @@ impl TrcRawFrameIn for RawFramePrinter {
         if op != DatapathOp::Data {
             return;
         }
-        self.line.clear();
-        let _ = write!(self.line, "Frame Data; Index{index:7}; ");
+        let mut out = self.out.borrow_mut();
+        let t = out.text();
+        t.put(b"Frame Data; Index");
+        t.dec_right(index, 7);
+        t.put(b"; ");
         match kind {
-            RawFrameKind::Packed => self.line.push_str("   RAW_PACKED; "),
-            RawFrameKind::HSync => self.line.push_str("        HSYNC; "),
-            RawFrameKind::FSync => self.line.push_str("        FSYNC; "),
+            RawFrameKind::Packed => t.put(b"   RAW_PACKED; "),
+            RawFrameKind::HSync => t.put(b"        HSYNC; "),
+            RawFrameKind::FSync => t.put(b"        FSYNC; "),
             RawFrameKind::IdData => {
-                self.line.push_str("  ID_DATA[");
+                t.put(b"  ID_DATA[");
                 match trace_id {
                     Some(id) => {
-                        let _ = write!(self.line, "0x{id:02x}");
+                        t.put(b"0x");
+                        t.hex2(id);
                     }
-                    None => self.line.push_str("????"),
+                    None => t.put(b"????"),
                 }
-                self.line.push_str("]; ");
+                t.put(b"]; ");
             }
         }
-        for (i, b) in data.iter().enumerate() {
+        for (i, &b) in data.iter().enumerate() {
             if i > 0 && i % 16 == 0 {
-                self.line.push('\n');
+                t.ascii(b'\n');
             }
-            let _ = write!(self.line, "{b:02x} ");
+            t.hex2(b);
+            t.ascii(b' ');
         }
-        self.line.push('\n');
-        self.out.borrow_mut().log_msg(&self.line);
+        t.ascii(b'\n');
     }
 }
 

@@ -4,10 +4,11 @@
 //! `Display` form is OpenCSD's, character for character, so listings made
 //! with it compare line by line with OpenCSD's.
 
-use std::fmt::{self, Write as _};
+use std::fmt;
 
 use crate::arch::{ExceptionLevel, InstrSubType, InstrType, Isa, SecurityState};
 use crate::memory::MemSpace;
+use crate::text::{Pad, TextBuf, TextOut};
 
 /// Element type (OpenCSD's `ocsd_gen_trc_elem_t`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
@@ -358,48 +359,109 @@ impl TraceElement {
 
     /// Writes the element as OpenCSD prints it into `out`.
     pub fn write_to(&self, out: &mut String) {
-        let _ = self.write_fmt_to(out);
+        let mut t = TextBuf::with_capacity(128);
+        self.write_text(&mut t);
+        out.push_str(t.as_str());
     }
 
-    fn write_fmt_to(&self, o: &mut String) -> fmt::Result {
-        o.push_str(self.elem_type.name());
-        o.push('(');
+    /// Writes the element as OpenCSD prints it into `o`: the listing's
+    /// path, with the frequent kinds written without the formatting
+    /// machinery.
+    #[inline]
+    pub fn write_text<W: TextOut>(&self, o: &mut W) {
+        if self.elem_type == ElemType::InstrRange {
+            self.write_instr_range(o);
+        } else {
+            let _ = self.write_other(o);
+        }
+        if self.has_cc {
+            o.put(b" [CC=");
+            o.dec(self.cycle_count as u64);
+            o.put(b"]; ");
+        }
+        o.ascii(b')');
+    }
+
+    /// The most frequent line of a decode listing.
+    #[inline]
+    fn write_instr_range<W: TextOut>(&self, o: &mut W) {
+        const ISA: [Pad<4>; 8] = [
+            Pad::new("A32"),
+            Pad::new("T32"),
+            Pad::new("A64"),
+            Pad::new("TEE"),
+            Pad::new("Jaz"),
+            Pad::new("Cst"),
+            Pad::new("RV"),
+            Pad::new("Unk"),
+        ];
+        const TYPE: [Pad<8>; 7] = [
+            Pad::new("--- "),
+            Pad::new("BR  "),
+            Pad::new("iBR "),
+            Pad::new("ISB "),
+            Pad::new("DSB.DMB"),
+            Pad::new("WFI.WFE"),
+            Pad::new("TSTART"),
+        ];
+        const SUBTYPE: [Pad<16>; 5] = [
+            Pad::new(""),
+            Pad::new("b+link "),
+            Pad::new("A64:ret "),
+            Pad::new("A64:eret "),
+            Pad::new("V7:impl ret"),
+        ];
+        o.put(b"OCSD_GEN_TRC_ELEM_INSTR_RANGE(exec range=0x");
+        o.hex(self.st_addr);
+        o.put(b":[0x");
+        o.hex(self.en_addr);
+        o.put(b"] num_i(");
+        o.dec(self.num_instr_range as u64);
+        o.put(b") last_sz(");
+        o.dec(self.last_instr_sz as u64);
+        o.put(b") (ISA=");
+        let isa = match self.isa {
+            Isa::Arm => 0,
+            Isa::Thumb2 => 1,
+            Isa::Aarch64 => 2,
+            Isa::Tee => 3,
+            Isa::Jazelle => 4,
+            Isa::Custom => 5,
+            Isa::RiscV => 6,
+            Isa::Unknown => 7,
+        };
+        o.put_pad(&ISA[isa]);
+        o.put(if self.last_instr_exec { b") E " } else { b") N " });
+        let ty = match self.last_i_type {
+            InstrType::Other => 0,
+            InstrType::Branch => 1,
+            InstrType::BranchIndirect => 2,
+            InstrType::Isb => 3,
+            InstrType::DsbDmb => 4,
+            InstrType::WfiWfe => 5,
+            InstrType::Tstart => 6,
+        };
+        o.put_pad(&TYPE[ty]);
+        let sub = match self.last_i_subtype {
+            InstrSubType::None => 0,
+            InstrSubType::BranchLink => 1,
+            InstrSubType::V8Ret => 2,
+            InstrSubType::V8Eret => 3,
+            InstrSubType::V7ImpliedRet => 4,
+        };
+        o.put_pad(&SUBTYPE[sub]);
+        if self.last_instr_cond {
+            o.put(b" <cond>");
+        }
+    }
+
+    /// Every kind but INSTR_RANGE, up to the cycle count.
+    #[inline(never)]
+    fn write_other<W: TextOut>(&self, o: &mut W) -> fmt::Result {
+        o.put_str(self.elem_type.name());
+        o.ascii(b'(');
         match self.elem_type {
-            ElemType::InstrRange => {
-                // The most frequent line of a decode listing: written
-                // without the formatting machinery.
-                o.push_str("exec range=0x");
-                push_hex(o, self.st_addr);
-                o.push_str(":[0x");
-                push_hex(o, self.en_addr);
-                o.push_str("] num_i(");
-                push_dec(o, self.num_instr_range as u64);
-                o.push_str(") last_sz(");
-                push_dec(o, self.last_instr_sz as u64);
-                o.push_str(") (ISA=");
-                o.push_str(self.isa.short_name());
-                o.push_str(") ");
-                o.push_str(if self.last_instr_exec { "E " } else { "N " });
-                o.push_str(match self.last_i_type {
-                    InstrType::Other => "--- ",
-                    InstrType::Branch => "BR  ",
-                    InstrType::BranchIndirect => "iBR ",
-                    InstrType::Isb => "ISB ",
-                    InstrType::DsbDmb => "DSB.DMB",
-                    InstrType::WfiWfe => "WFI.WFE",
-                    InstrType::Tstart => "TSTART",
-                });
-                o.push_str(match self.last_i_subtype {
-                    InstrSubType::None => "",
-                    InstrSubType::BranchLink => "b+link ",
-                    InstrSubType::V8Ret => "A64:ret ",
-                    InstrSubType::V8Eret => "A64:eret ",
-                    InstrSubType::V7ImpliedRet => "V7:impl ret",
-                });
-                if self.last_instr_cond {
-                    o.push_str(" <cond>");
-                }
-            }
+            ElemType::InstrRange => {}
             ElemType::AddrNacc => {
                 write!(
                     o,
@@ -417,22 +479,22 @@ impl TraceElement {
                 if self.excep_ret_addr {
                     write!(o, "pref ret addr:0x{:x}", self.en_addr)?;
                     if self.excep_ret_addr_br_tgt {
-                        o.push_str(" [addr also prev br tgt]");
+                        o.put_str(" [addr also prev br tgt]");
                     }
-                    o.push_str("; ");
+                    o.put_str("; ");
                 }
                 write!(o, "excep num (0x{:02x}) ", self.exception_number)?;
             }
             ElemType::PeContext if self.isa == Isa::RiscV => {
                 // RISC-V: privilege mode by name (U, S, M; 2 is reserved),
                 // no security state.
-                o.push_str("(ISA=RV) ");
+                o.put_str("(ISA=RV) ");
                 if self.context.el_valid
                     && let Some(n) = self.context.exception_level.number()
                 {
-                    o.push_str(["U; ", "S; ", "H; ", "M; "][n as usize & 3]);
+                    o.put_str(["U; ", "S; ", "H; ", "M; "][n as usize & 3]);
                 }
-                o.push_str(if self.context.bits64 { "64-bit; " } else { "32-bit; " });
+                o.put_str(if self.context.bits64 { "64-bit; " } else { "32-bit; " });
                 self.write_hart_ie(o)?;
             }
             ElemType::PeContext => {
@@ -442,13 +504,13 @@ impl TraceElement {
                 {
                     write!(o, "EL{n}")?;
                 }
-                o.push_str(match self.context.security {
+                o.put_str(match self.context.security {
                     SecurityState::Secure => "S; ",
                     SecurityState::NonSecure => "N; ",
                     SecurityState::Root => "Root; ",
                     SecurityState::Realm => "Realm; ",
                 });
-                o.push_str(if self.context.bits64 { "64-bit; " } else { "32-bit; " });
+                o.put_str(if self.context.bits64 { "64-bit; " } else { "32-bit; " });
                 if self.context.vmid_valid {
                     write!(o, "VMID=0x{:x}; ", self.context.vmid)?;
                 }
@@ -459,7 +521,7 @@ impl TraceElement {
             }
             ElemType::DataAccess => {
                 let d = &self.data;
-                o.push_str(match d.kind {
+                o.put_str(match d.kind {
                     DataAccessKind::Load => "load",
                     DataAccessKind::Store => "store",
                 });
@@ -469,10 +531,10 @@ impl TraceElement {
                 if let Some(v) = d.value {
                     write!(o, " data=0x{v:x}")?;
                 }
-                o.push_str("; ");
+                o.put_str("; ");
             }
             ElemType::TraceOn => {
-                o.push_str(match self.trace_on_reason {
+                o.put_str(match self.trace_on_reason {
                     TraceOnReason::Normal => " [begin or filter]",
                     TraceOnReason::Overflow => " [overflow]",
                     TraceOnReason::ExDebug => " [debug restart]",
@@ -483,12 +545,12 @@ impl TraceElement {
             }
             ElemType::SwTrace => self.write_sw_trace(o)?,
             ElemType::Event => match self.event_type {
-                EventType::Trigger => o.push_str(" Trigger; "),
+                EventType::Trigger => o.put_str(" Trigger; "),
                 EventType::Numbered => write!(o, " Numbered:{}; ", self.event_number)?,
                 EventType::Unknown => {}
             },
             ElemType::EoTrace | ElemType::NoSync => {
-                o.push_str(match self.unsync_info {
+                o.put_str(match self.unsync_info {
                     UnsyncInfo::Unknown => " [undefined]",
                     UnsyncInfo::InitDecoder => " [init-decoder]",
                     UnsyncInfo::ResetDecoder => " [reset-decoder]",
@@ -502,7 +564,7 @@ impl TraceElement {
                 write!(o, " [Timestamp marker(0x{:08x})]", self.sync_marker_value)?;
             }
             ElemType::MemTrans => {
-                o.push_str(match self.mem_trans {
+                o.put_str(match self.mem_trans {
                     MemTrans::TraceInit => "Init",
                     MemTrans::Start => "Start",
                     MemTrans::Commit => "Commit",
@@ -515,39 +577,35 @@ impl TraceElement {
             ElemType::ItmTrace => self.write_itm(o)?,
             ElemType::Custom => {
                 if let Some(t) = self.custom_text {
-                    o.push_str(t);
+                    o.put_str(t);
                 }
             }
             _ => {}
         }
-        if self.has_cc {
-            write!(o, " [CC={}]; ", self.cycle_count)?;
-        }
-        o.push(')');
         Ok(())
     }
 
     /// The hart and interrupt-enable parts of a PE context, where known.
-    fn write_hart_ie(&self, o: &mut String) -> fmt::Result {
+    fn write_hart_ie<W: TextOut>(&self, o: &mut W) -> fmt::Result {
         if let Some(h) = self.context.hart {
             write!(o, "hart=0x{h:x}; ")?;
         }
         if let Some(ie) = self.context.interrupts_enabled {
-            o.push_str(if ie { "IE; " } else { "ID; " });
+            o.put_str(if ie { "IE; " } else { "ID; " });
         }
         Ok(())
     }
 
-    fn write_sw_trace(&self, o: &mut String) -> fmt::Result {
+    fn write_sw_trace<W: TextOut>(&self, o: &mut W) -> fmt::Result {
         let sw = &self.sw_trace;
         if sw.global_err {
-            o.push_str("{Global Error.}");
+            o.put_str("{Global Error.}");
             return Ok(());
         }
         if sw.id_valid {
             write!(o, " (Ma:0x{:02x}; Ch:0x{:02x}) ", sw.master_id, sw.channel_id)?;
         } else {
-            o.push_str("(Ma:0x??; Ch:0x??) ");
+            o.put_str("(Ma:0x??; Ch:0x??) ");
         }
         if sw.payload_bits > 0 {
             let v = self.sw_payload;
@@ -557,32 +615,32 @@ impl TraceElement {
                 16 => write!(o, "0x{:04x}", v & 0xffff)?,
                 32 => write!(o, "0x{:08x}", v & 0xffff_ffff)?,
                 64 => write!(o, "0x{:016x}", v)?,
-                _ => o.push_str("0x{Data Error : unsupported bit width.}"),
+                _ => o.put_str("0x{Data Error : unsupported bit width.}"),
             }
-            o.push_str("; ");
+            o.put_str("; ");
         }
         if sw.marker {
-            o.push_str("+Mrk ");
+            o.put_str("+Mrk ");
         }
         if sw.trigger {
-            o.push_str("Trig ");
+            o.put_str("Trig ");
         }
         if sw.has_timestamp {
             write!(o, " [ TS=0x{:012x}]; ", self.timestamp)?;
         }
         if sw.frequency {
-            o.push_str("Freq");
+            o.put_str("Freq");
         }
         if sw.master_err {
-            o.push_str("{Master Error.}");
+            o.put_str("{Master Error.}");
         }
         Ok(())
     }
 
-    fn write_itm(&self, o: &mut String) -> fmt::Result {
+    fn write_itm<W: TextOut>(&self, o: &mut W) -> fmt::Result {
         let itm = &self.itm;
         if itm.overflow {
-            o.push_str("ITM_OVERFLOW; ");
+            o.put_str("ITM_OVERFLOW; ");
         }
         // The payload is zero-padded to its size in bytes.
         let width = itm.payload_size as usize * 2;

@@ -8,6 +8,7 @@
 use std::fmt::Write as _;
 
 use crate::printers::TracePacket;
+use crate::text::{Line, Pad, TextBuf, TextOut};
 
 /// Packet type (OpenCSD's `ocsd_etmv4_i_pkt_type`), including the
 /// pseudo-types used for unsynchronised data and errors.
@@ -159,7 +160,7 @@ pub enum PktType {
 
 impl PktType {
     /// Name and description as OpenCSD prints them.
-    pub fn name_desc(self) -> (&'static str, &'static str) {
+    pub const fn name_desc(self) -> (&'static str, &'static str) {
         use PktType::*;
         match self {
             NotSync => ("I_NOT_SYNC", "I Stream not synchronised"),
@@ -776,6 +777,76 @@ pub fn write_val_str(out: &mut String, total_bits: u32, valid_bits: u8, value: u
     }
 }
 
+/// [`write_val_str`] into a listing's buffer.
+pub fn write_val_text<W: TextOut>(out: &mut W, total_bits: u32, valid_bits: u8, value: u64, update_bits: u8) {
+    out.put(b"0x");
+    let num_hex = total_bits.div_ceil(4) as usize;
+    let valid_chars = (valid_bits as usize).div_ceil(4);
+    for _ in valid_chars..num_hex {
+        out.ascii(b'?');
+    }
+    let shown = if valid_bits > 32 { value } else { value as u32 as u64 };
+    out.hex_width(shown, valid_chars, true);
+    if (valid_bits as u32) < total_bits {
+        out.put(b" (");
+        out.dec_i64(valid_bits as i64 - 1);
+        out.put(b":0)");
+    }
+    if update_bits != 0 {
+        let mask = if update_bits >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << update_bits) - 1
+        };
+        out.put(b" ~[0x");
+        out.hex_width(value & mask, 0, true);
+        out.ascii(b']');
+    }
+}
+
+impl EtmV4Packet {
+    /// `NAME : Description.`
+    #[inline]
+    fn write_name_desc<W: TextOut>(&self, out: &mut W) {
+        use PktType::*;
+        /// The listing's most frequent packets' `NAME : Description.`.
+        const fn nd(t: PktType) -> Pad<64> {
+            let (name, desc) = t.name_desc();
+            Pad::join(name, " : ", desc)
+        }
+        let pad = match self.pkt_type {
+            AtomF1 => const { &nd(AtomF1) },
+            AtomF2 => const { &nd(AtomF2) },
+            AtomF3 => const { &nd(AtomF3) },
+            AtomF4 => const { &nd(AtomF4) },
+            AtomF5 => const { &nd(AtomF5) },
+            AtomF6 => const { &nd(AtomF6) },
+            AddrSIS0 => const { &nd(AddrSIS0) },
+            AddrMatch => const { &nd(AddrMatch) },
+            AddrL32IS0 => const { &nd(AddrL32IS0) },
+            AddrL64IS0 => const { &nd(AddrL64IS0) },
+            _ => {
+                let (name, desc) = self.pkt_type.name_desc();
+                out.put_str(name);
+                out.put(b" : ");
+                out.put_str(desc);
+                return;
+            }
+        };
+        out.put_pad(pad);
+    }
+
+    fn write_addr_text<W: TextOut>(&self, out: &mut W, update_bits: u8) {
+        write_val_text(
+            out,
+            if self.addr.is_64 { 64 } else { 32 },
+            self.addr.valid_bits,
+            self.addr.val,
+            update_bits,
+        );
+    }
+}
+
 impl TracePacket for EtmV4Packet {
     fn write_desc(&self, out: &mut String) {
         use PktType::*;
@@ -898,5 +969,68 @@ impl TracePacket for EtmV4Packet {
             }
             _ => {}
         }
+    }
+
+    /// The frequent packets of a listing (atoms, addresses) written
+    /// straight into the buffer; the others as [`write_desc`](Self::write_desc).
+    #[inline]
+    fn write_text(&self, out: &mut TextBuf, scratch: &mut String) {
+        if !self.write_fast(out) {
+            scratch.clear();
+            self.write_desc(scratch);
+            out.put_str(scratch);
+        }
+    }
+
+    #[inline]
+    fn write_line(&self, out: &mut Line<'_>) -> bool {
+        self.write_fast(out)
+    }
+}
+
+impl EtmV4Packet {
+    /// The description of the frequent packets (atoms, addresses); false
+    /// (nothing written) for the others.
+    #[inline(always)]
+    fn write_fast<W: TextOut>(&self, out: &mut W) -> bool {
+        use PktType::*;
+        match self.pkt_type {
+            AtomF1 | AtomF2 | AtomF3 | AtomF4 | AtomF5 | AtomF6 => {
+                self.write_name_desc(out);
+                out.put(b"; ");
+                let mut bits = self.atoms.en_bits;
+                for _ in 0..self.atoms.num {
+                    out.ascii(if bits & 1 != 0 { b'E' } else { b'N' });
+                    bits >>= 1;
+                }
+            }
+            AddrSIS0 | AddrSIS1 | SrcAddrSIS0 | SrcAddrSIS1 => {
+                self.write_name_desc(out);
+                out.put(b"; Addr=");
+                self.write_addr_text(out, self.addr.pkt_bits);
+            }
+            AddrMatch | SrcAddrMatch => {
+                self.write_name_desc(out);
+                out.put(b", [");
+                out.dec(self.exact_match_idx as u64);
+                out.put(b"]; Addr=");
+                self.write_addr_text(out, 0);
+                out.put(b"; ");
+            }
+            AddrL32IS0 | AddrL32IS1 | SrcAddrL32IS0 | SrcAddrL32IS1 => {
+                self.write_name_desc(out);
+                out.put(b"; Addr=");
+                self.write_addr_text(out, if self.addr.pkt_bits < 32 { self.addr.pkt_bits } else { 0 });
+                out.put(b"; ");
+            }
+            AddrL64IS0 | AddrL64IS1 | SrcAddrL64IS0 | SrcAddrL64IS1 => {
+                self.write_name_desc(out);
+                out.put(b"; Addr=");
+                self.write_addr_text(out, if self.addr.pkt_bits < 64 { self.addr.pkt_bits } else { 0 });
+                out.put(b"; ");
+            }
+            _ => return false,
+        }
+        true
     }
 }

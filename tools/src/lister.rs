@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use coresight_decode::builder::TreeBuilder;
 use coresight_decode::decoder::{DecodeMode, DecoderOptions, DecoderRegistry};
+use coresight_decode::format_pool::FormatPool;
 use coresight_decode::interfaces::{TrcDataIn, TrcGenElemIn};
 use coresight_decode::logger::{MsgLogger, Shared, shared};
 use coresight_decode::memory::CacheConfig;
@@ -748,6 +749,28 @@ impl Lister<'_> {
         if !self.files_ok(files) {
             return false;
         }
+        // Elements formatted on other threads (the listing unchanged),
+        // when more than one thread is asked for by -threads (not by
+        // default: on a loaded machine the hand-over can cost more than
+        // it saves).
+        let threads = self.opts.threads;
+        if threads > 1 && self.opts.decode && !self.opts.profile {
+            self.out
+                .borrow_mut()
+                .set_batcher(|dest| Box::new(FormatPool::new(threads - 1, dest)));
+        }
+        let ok = self.process_buffer_on(tree, files, printer, start);
+        self.out.borrow_mut().end_batcher();
+        ok
+    }
+
+    fn process_buffer_on(
+        &self,
+        tree: &mut DecodeTree,
+        files: &[PathBuf],
+        printer: Option<&Shared<GenElemPrinter>>,
+        start: Instant,
+    ) -> bool {
         let mut input = FileSequence {
             files,
             next: 0,

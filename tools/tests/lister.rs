@@ -527,3 +527,54 @@ fn profile_counts_do_not_depend_on_threads_after_a_fatal_error() {
     }
     assert!(fatal_seen > 0, "no damaged byte stopped the decode");
 }
+
+// ---------------------------------------------------------------------------
+// Elements formatted on other threads (one trace ID, -threads > 1): the
+// same file.
+
+/// Lists to a file with `args`; the file after the command-line echo.
+fn list_to_file(args: &[&str], file: &Path) -> String {
+    let mut argv = vec!["trc_pkt_lister".to_string()];
+    argv.extend(args.iter().map(|s| s.to_string()));
+    argv.extend(["-logfilename".to_string(), file.to_str().unwrap().to_string()]);
+    let out = lister::output_for_args(&argv[1..]).unwrap();
+    let status = lister::run_with_registry_fn(&argv, &|_| None, shared(out), || {
+        std::sync::Arc::new(coresight_decode::decoder::DecoderRegistry::builtin())
+    });
+    assert_eq!(status, 0);
+    let text = std::fs::read_to_string(file).unwrap();
+    let (_, rest) = text.split_once("Test Command Line:-\n").unwrap();
+    rest.split_once('\n').unwrap().1.to_string()
+}
+
+#[test]
+fn element_lines_formatted_on_threads_make_the_same_file() {
+    let dir = temp_dir("format-pool");
+    let g = generate(&GenOptions {
+        seed: 5,
+        protocol: GenProtocol::Etmv4,
+        layout: BufferLayout::Formatted,
+        length: 30_000,
+    });
+    g.spec.write_to(&dir.join("ss")).unwrap();
+    let ss = dir.join("ss");
+    let ss = ss.to_str().unwrap();
+    for mode in [
+        &["-decode"][..],
+        &["-decode", "-test_waits", "3"],
+        &["-decode", "-test_waits", "20000"],
+        &["-decode_only"],
+    ] {
+        let mut args = vec!["-ss_dir", ss, "-no_time_print"];
+        args.extend_from_slice(mode);
+        let serial = list_to_file(&[&args[..], &["-threads", "1"]].concat(), &dir.join("serial.ppl"));
+        // Many batches of elements.
+        let elements = serial.matches("OCSD_GEN_TRC_ELEM_INSTR_RANGE").count();
+        assert!(elements > 20_000, "{elements} ranges");
+        for threads in ["2", "4"] {
+            let file = dir.join(format!("t{threads}.ppl"));
+            let parallel = list_to_file(&[&args[..], &["-threads", threads]].concat(), &file);
+            assert!(parallel == serial, "{mode:?} -threads {threads}: listings differ");
+        }
+    }
+}

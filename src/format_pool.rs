@@ -1,0 +1,443 @@
+//! Listing text formatted on other threads, written in order.
+//!
+//! A listing's elements outnumber its other lines, and turning them into
+//! text costs more than decoding them. [`FormatPool`] takes that work off
+//! the decoding thread: installed in a [`MsgLogger`] (see
+//! [`MsgLogger::set_batcher`]), it gathers what is written into batches:
+//! text written as usual (packet lines, messages) and elements as they
+//! are, in the order they came. Each full batch goes to one of the
+//! formatter threads, which writes the batch's listing into the batch's
+//! own buffer; one writer thread puts the buffers out in batch order. The
+//! bytes are those the serial listing writes.
+//!
+//! Memory is bounded: a fixed number of batches exist, and the decoding
+//! thread waits for one to come back when all are in flight.
+
+use std::any::Any;
+use std::collections::BTreeMap;
+use std::sync::mpsc::{Receiver, Sender, SyncSender, channel, sync_channel};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+
+use crate::arch::{InstrSubType, InstrType, Isa};
+use crate::datapath::TrcIndex;
+use crate::element::{ElemType, TraceElement};
+use crate::logger::{Destinations, MsgLogger, TextBatcher};
+use crate::text::{TextBuf, TextOut};
+
+/// Writes a line's `Idx:<index>; ID:<id>;` start.
+#[inline(always)]
+pub fn line_start<W: TextOut>(t: &mut W, index: TrcIndex, trace_id: u8) {
+    t.put(b"Idx:");
+    t.dec(index);
+    t.put(b"; ID:");
+    t.hex_u8(trace_id);
+    t.ascii(b';');
+}
+
+/// Writes an element's line.
+#[inline]
+pub fn write_elem_line(t: &mut TextBuf, index: TrcIndex, trace_id: u8, elem: &TraceElement) {
+    let mut l = t.line();
+    l.idx_start(index, trace_id);
+    l.ascii(b' ');
+    elem.write_text(&mut l);
+    l.ascii(b'\n');
+    if !l.finish() {
+        line_start(t, index, trace_id);
+        t.ascii(b' ');
+        elem.write_text(t);
+        t.ascii(b'\n');
+    }
+}
+
+/// Items in a batch before it is sent.
+const BATCH_ITEMS: usize = 8192;
+/// Text in a batch before it is sent.
+const BATCH_TEXT: usize = 1 << 17;
+
+/// What a batch holds, in order.
+#[derive(Clone, Copy)]
+enum Item {
+    /// Text written up to this offset of the batch's text.
+    Text(usize),
+    /// An INSTR_RANGE element's line: only what its text needs (a fifth
+    /// of the element: less to copy, and to move between cores).
+    Range(TrcIndex, RangeText),
+    /// Any other element's line: the element is in the batch's `elems`
+    /// (kept out of the items, which are copied whole).
+    Elem(usize),
+}
+
+/// The fields of an INSTR_RANGE element its line shows.
+#[derive(Clone, Copy)]
+struct RangeText {
+    st_addr: u64,
+    en_addr: u64,
+    num_instr_range: u32,
+    cycle_count: u32,
+    trace_id: u8,
+    last_instr_sz: u8,
+    isa: Isa,
+    last_i_type: InstrType,
+    last_i_subtype: InstrSubType,
+    last_instr_exec: bool,
+    last_instr_cond: bool,
+    has_cc: bool,
+}
+
+impl RangeText {
+    #[inline(always)]
+    fn of(trace_id: u8, e: &TraceElement) -> RangeText {
+        RangeText {
+            st_addr: e.st_addr,
+            en_addr: e.en_addr,
+            num_instr_range: e.num_instr_range,
+            cycle_count: e.cycle_count,
+            trace_id,
+            last_instr_sz: e.last_instr_sz,
+            isa: e.isa,
+            last_i_type: e.last_i_type,
+            last_i_subtype: e.last_i_subtype,
+            last_instr_exec: e.last_instr_exec,
+            last_instr_cond: e.last_instr_cond,
+            has_cc: e.has_cc,
+        }
+    }
+
+    /// An element that prints as the one these fields came from.
+    fn element(&self) -> TraceElement {
+        let mut e = TraceElement::new(ElemType::InstrRange);
+        e.st_addr = self.st_addr;
+        e.en_addr = self.en_addr;
+        e.num_instr_range = self.num_instr_range;
+        e.cycle_count = self.cycle_count;
+        e.last_instr_sz = self.last_instr_sz;
+        e.isa = self.isa;
+        e.last_i_type = self.last_i_type;
+        e.last_i_subtype = self.last_i_subtype;
+        e.last_instr_exec = self.last_instr_exec;
+        e.last_instr_cond = self.last_instr_cond;
+        e.has_cc = self.has_cc;
+        e
+    }
+}
+
+/// A batch: what was written, and (once formatted) its listing.
+struct Batch {
+    seq: u64,
+    text: TextBuf,
+    items: Vec<Item>,
+    elems: Vec<(TrcIndex, u8, TraceElement)>,
+    /// Text of `text` already covered by an `Item::Text`.
+    marked: usize,
+    out: TextBuf,
+}
+
+impl Batch {
+    fn new() -> Batch {
+        Batch {
+            seq: 0,
+            text: TextBuf::with_capacity(BATCH_TEXT + 4096),
+            items: Vec::with_capacity(BATCH_ITEMS + 1),
+            elems: Vec::new(),
+            marked: 0,
+            out: TextBuf::with_capacity(4 * BATCH_TEXT),
+        }
+    }
+
+    /// Notes the text written since the last item.
+    #[inline]
+    fn mark_text(&mut self) {
+        if self.text.len() > self.marked {
+            self.marked = self.text.len();
+            self.items.push(Item::Text(self.marked));
+        }
+    }
+
+    fn is_full(&self) -> bool {
+        self.items.len() >= BATCH_ITEMS || self.text.len() >= BATCH_TEXT
+    }
+
+    /// Writes the batch's listing into `out`.
+    fn format(&mut self) {
+        self.out.clear();
+        let mut from = 0;
+        for item in &self.items {
+            match item {
+                Item::Text(end) => {
+                    self.out.put_range(&self.text, from, *end);
+                    from = *end;
+                }
+                Item::Range(index, r) => write_elem_line(&mut self.out, *index, r.trace_id, &r.element()),
+                Item::Elem(n) => {
+                    if let Some((index, id, elem)) = self.elems.get(*n) {
+                        write_elem_line(&mut self.out, *index, *id, elem);
+                    }
+                }
+            }
+        }
+    }
+
+    fn reset(&mut self) {
+        self.text.clear();
+        self.items.clear();
+        self.elems.clear();
+        self.marked = 0;
+        self.out.clear();
+    }
+}
+
+/// How far the writer has got: batches written (all with `seq` below).
+struct Progress {
+    written: Mutex<u64>,
+    cond: Condvar,
+}
+
+/// Formats elements on worker threads; see the [module docs](self).
+pub struct FormatPool {
+    cur: Box<Batch>,
+    next_seq: u64,
+    to_format: Option<Sender<Box<Batch>>>,
+    free: Receiver<Box<Batch>>,
+    progress: Arc<Progress>,
+    threads: Vec<JoinHandle<()>>,
+    writer: Option<JoinHandle<Destinations>>,
+}
+
+impl FormatPool {
+    /// A pool of `formatters` threads (at least one) and a writer thread
+    /// writing to `dest`, with `2 * formatters + 2` batches.
+    pub fn new(formatters: usize, dest: Destinations) -> FormatPool {
+        let formatters = formatters.max(1);
+        let batches = 4 * formatters + 8;
+        let (to_format, format_rx) = channel::<Box<Batch>>();
+        let format_rx = Arc::new(Mutex::new(format_rx));
+        let (to_write, write_rx) = channel::<Box<Batch>>();
+        let (free_tx, free) = sync_channel::<Box<Batch>>(batches);
+        for _ in 0..batches - 1 {
+            let _ = free_tx.send(Box::new(Batch::new()));
+        }
+        let progress = Arc::new(Progress {
+            written: Mutex::new(0),
+            cond: Condvar::new(),
+        });
+        let threads = (0..formatters)
+            .map(|n| {
+                let rx = format_rx.clone();
+                let tx = to_write.clone();
+                std::thread::Builder::new()
+                    .name(format!("listing-format-{n}"))
+                    .spawn(move || format_loop(&rx, &tx))
+                    .expect("spawn a formatter thread")
+            })
+            .collect();
+        drop(to_write);
+        let p = progress.clone();
+        let writer = std::thread::Builder::new()
+            .name("listing-writer".into())
+            .spawn(move || write_loop(write_rx, free_tx, dest, &p))
+            .expect("spawn the listing writer thread");
+        FormatPool {
+            cur: Box::new(Batch::new()),
+            next_seq: 0,
+            to_format: Some(to_format),
+            free,
+            progress,
+            threads,
+            writer: Some(writer),
+        }
+    }
+
+    /// Adds an element's line.
+    #[inline]
+    pub fn elem(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) {
+        self.elems(trace_id, std::slice::from_ref(&(index, *elem)));
+    }
+
+    /// Adds the lines of a run of elements of `trace_id`.
+    pub fn elems(&mut self, trace_id: u8, elems: &[(TrcIndex, TraceElement)]) {
+        for chunk in elems.chunks(BATCH_ITEMS) {
+            self.cur.mark_text();
+            let batch = &mut *self.cur;
+            for (index, e) in chunk {
+                let item = if e.elem_type == ElemType::InstrRange {
+                    Item::Range(*index, RangeText::of(trace_id, e))
+                } else {
+                    batch.elems.push((*index, trace_id, *e));
+                    Item::Elem(batch.elems.len() - 1)
+                };
+                batch.items.push(item);
+            }
+            if self.cur.items.len() >= BATCH_ITEMS {
+                self.send();
+            }
+        }
+    }
+
+    /// Sends the current batch to be formatted and takes a free one.
+    #[inline(never)]
+    fn send(&mut self) {
+        self.cur.mark_text();
+        if self.cur.items.is_empty() {
+            return;
+        }
+        let Ok(next) = self.free.recv() else {
+            // The writer has gone (it never ends first): keep the batch.
+            return;
+        };
+        let mut full = std::mem::replace(&mut self.cur, next);
+        full.seq = self.next_seq;
+        self.next_seq += 1;
+        if let Some(tx) = &self.to_format {
+            let _ = tx.send(full);
+        }
+    }
+
+    /// Stops the threads and gives back the destinations.
+    fn stop(&mut self) -> Option<Destinations> {
+        self.send();
+        self.to_format = None;
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        self.writer.take().and_then(|w| w.join().ok())
+    }
+}
+
+fn format_loop(rx: &Mutex<Receiver<Box<Batch>>>, tx: &Sender<Box<Batch>>) {
+    loop {
+        let batch = match rx.lock() {
+            Ok(r) => r.recv(),
+            Err(_) => return,
+        };
+        let Ok(mut batch) = batch else { return };
+        batch.format();
+        if tx.send(batch).is_err() {
+            return;
+        }
+    }
+}
+
+fn write_loop(
+    rx: Receiver<Box<Batch>>,
+    free: SyncSender<Box<Batch>>,
+    mut dest: Destinations,
+    progress: &Progress,
+) -> Destinations {
+    let mut waiting: BTreeMap<u64, Box<Batch>> = BTreeMap::new();
+    let mut next = 0u64;
+    for batch in rx {
+        waiting.insert(batch.seq, batch);
+        while let Some(mut b) = waiting.remove(&next) {
+            dest.write_all(b.out.as_bytes());
+            dest.flush();
+            b.reset();
+            let _ = free.send(b);
+            next += 1;
+            if let Ok(mut w) = progress.written.lock() {
+                *w = next;
+            }
+            progress.cond.notify_all();
+        }
+    }
+    dest
+}
+
+impl TextBatcher for FormatPool {
+    #[inline]
+    fn text(&mut self) -> &mut TextBuf {
+        if self.cur.is_full() {
+            self.send();
+        }
+        &mut self.cur.text
+    }
+
+    fn flush(&mut self) {
+        self.send();
+        let target = self.next_seq;
+        if let Ok(mut w) = self.progress.written.lock() {
+            while *w < target && self.writer.as_ref().is_some_and(|t| !t.is_finished()) {
+                // Timed, so that a writer that stopped is noticed.
+                w = match self.progress.cond.wait_timeout(w, std::time::Duration::from_millis(50)) {
+                    Ok((w, _)) => w,
+                    Err(_) => return,
+                };
+            }
+        }
+    }
+
+    fn finish(&mut self) -> Option<Destinations> {
+        self.stop()
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+impl Drop for FormatPool {
+    fn drop(&mut self) {
+        let _ = self.stop();
+    }
+}
+
+/// The format pool a logger hands its text to, if any.
+pub fn pool_of(out: &mut MsgLogger) -> Option<&mut FormatPool> {
+    out.batcher_mut()?.as_any_mut().downcast_mut::<FormatPool>()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Text and element lines mixed over many batches: the file a pool
+    /// writes is the one the logger writes alone.
+    #[test]
+    fn a_pool_writes_what_the_logger_writes() {
+        let dir = std::env::temp_dir().join(format!("format-pool-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let write = |log: &mut MsgLogger| {
+            let mut e = TraceElement::new(ElemType::InstrRange);
+            for i in 0..50_000u64 {
+                e.st_addr = 0x1000 + i * 4;
+                e.en_addr = e.st_addr + 8;
+                e.num_instr_range = (i % 7) as u32;
+                match pool_of(log) {
+                    Some(p) => p.elem(i / 3, 0x10, &e),
+                    None => write_elem_line(log.text(), i / 3, 0x10, &e),
+                }
+                if i % 5 == 0 {
+                    log.log_msg("a message\n");
+                }
+                if i % 10_000 == 0 {
+                    log.flush();
+                }
+            }
+        };
+        let serial = dir.join("serial.txt");
+        let mut log = MsgLogger::none();
+        log.set_file(&serial).unwrap();
+        write(&mut log);
+        drop(log);
+        for formatters in [1, 3] {
+            let pooled = dir.join(format!("pool{formatters}.txt"));
+            let mut log = MsgLogger::none();
+            log.set_file(&pooled).unwrap();
+            assert!(log.set_batcher(|d| Box::new(FormatPool::new(formatters, d))));
+            assert!(pool_of(&mut log).is_some());
+            write(&mut log);
+            log.end_batcher();
+            assert!(pool_of(&mut log).is_none());
+            log.log_msg("after\n");
+            drop(log);
+            let mut want = std::fs::read(&serial).unwrap();
+            want.extend_from_slice(b"after\n");
+            assert!(std::fs::read(&pooled).unwrap() == want, "{formatters} formatters");
+        }
+        // A capturing logger keeps its text itself.
+        let mut cap = MsgLogger::capture();
+        assert!(!cap.set_batcher(|d| Box::new(FormatPool::new(1, d))));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
