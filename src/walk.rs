@@ -67,6 +67,11 @@ pub(crate) struct WalkOptions {
     /// [`Walker::waypoint_blocks`] look-ups either (ETE traces an ERET as
     /// an element of its own, which the fast path does not make).
     pub eret_not_fast: bool,
+    /// The block table is made at its full size on the first walk rather
+    /// than grown: the decoders whose fast path reads it
+    /// ([`Walker::waypoint_blocks`], offered only at full size) decode long
+    /// traces, where growing would keep them off that path for a while.
+    pub full_table: bool,
 }
 
 /// Program memory in lines, in front of the target memory interface.
@@ -177,13 +182,12 @@ struct Block {
 /// Remembered blocks ending at a waypoint within the range limit, in one
 /// generation and memory space: see [`Walker::waypoint_blocks`].
 pub(crate) struct WaypointBlocks<'a> {
-    /// The whole table.
-    blocks: &'a [Block],
+    /// The whole table, grown to its full size (so a slot needs no bounds
+    /// check).
+    blocks: &'a [Block; BLOCKS],
     /// The tag of a matching block, with the instruction set bits clear
     /// (`Isa::Arm` is 0).
     tag: u64,
-    /// The table's slot shift (see [`slot_of`]).
-    shift: u32,
 }
 
 impl<'a> WaypointBlocks<'a> {
@@ -191,7 +195,7 @@ impl<'a> WaypointBlocks<'a> {
     /// its last instruction left (`instr_addr` is the address after it).
     #[inline(always)]
     pub fn get(&self, addr: u64, isa: Isa) -> Option<(u32, &'a InstrInfo)> {
-        let b = self.blocks.get(slot_of(addr, self.shift))?;
+        let b = &self.blocks[slot_of(addr, FULL_SHIFT) & (BLOCKS - 1)];
         (b.start == addr && b.tag == self.tag | (isa as u64) << 16).then_some((b.walked.num, &b.after))
     }
 }
@@ -218,6 +222,8 @@ fn block_tag(generation: u32, isa: Isa, space: MemSpace) -> u64 {
 /// its slots): a short trace does not fill 4 MiB.
 const BLOCKS: usize = 65536;
 const MIN_BLOCKS: usize = 1024;
+/// The slot shift of the table at its full size.
+const FULL_SHIFT: u32 = 64 - BLOCKS.trailing_zeros();
 
 /// The slot of `addr` in a table of `1 << (64 - shift)` slots. Fibonacci
 /// hashing: instruction addresses are 2- or 4-aligned and clustered; the
@@ -334,7 +340,9 @@ impl Walker {
 
     #[cold]
     fn grow(&mut self) {
-        let len = if self.blocks.is_empty() {
+        let len = if self.options.full_table {
+            BLOCKS
+        } else if self.blocks.is_empty() {
             MIN_BLOCKS
         } else {
             self.blocks.len() * 4
@@ -388,13 +396,13 @@ impl Walker {
     /// caller makes sure the
     /// classifier carries no state, as [`remembered`](Self::remembered)
     /// does.
-    /// `None` while no block has been remembered.
+    /// `None` until the table has grown to its full size (a short trace
+    /// takes the general walk, which is what grows it).
     #[inline]
     pub fn waypoint_blocks(&self, space: MemSpace) -> Option<WaypointBlocks<'_>> {
         Some(WaypointBlocks {
-            blocks: (!self.blocks.is_empty()).then_some(self.blocks.as_slice())?,
+            blocks: self.blocks.as_slice().try_into().ok()?,
             tag: block_tag(self.generation, Isa::Arm, space) | 1,
-            shift: self.shift,
         })
     }
 

@@ -560,6 +560,7 @@ impl EtmV4Decoder {
                 mem_error_is_error: false,
                 range_limit: ctx.options.instr_range_limit,
                 eret_not_fast: ete,
+                full_table: true,
             }),
             carried: None,
             ete,

@@ -119,6 +119,7 @@ impl PtmDecoder {
                 mem_error_is_error: true,
                 range_limit: 0,
                 eret_not_fast: false,
+                full_table: false,
             }),
             nacc_addr: 0,
             pe_ctx: PeContext::default(),
