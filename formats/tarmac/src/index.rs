@@ -289,7 +289,10 @@ impl TraceIndex {
         }
         let version = c.u32("the version")?;
         if version != INDEX_VERSION {
-            return Err(c.err(8, format!("index version {version}, this program reads {INDEX_VERSION}")));
+            return Err(c.err(
+                8,
+                format!("index version {version}, this program reads {INDEX_VERSION}"),
+            ));
         }
         // The checksum first: a damaged file is reported as such rather than
         // by whichever field the damage happens to make implausible.
@@ -495,7 +498,11 @@ mod tests {
         v.extend_from_slice(&check.to_le_bytes());
         let e = TraceIndex::from_bytes(&v).unwrap_err();
         assert_eq!(e.offset, 72);
-        assert!(e.what.starts_with("the checkpoints: 18446744073709551615 entries do not fit"), "{e}");
+        assert!(
+            e.what
+                .starts_with("the checkpoints: 18446744073709551615 entries do not fit"),
+            "{e}"
+        );
     }
 
     #[test]
