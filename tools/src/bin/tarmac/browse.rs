@@ -6,8 +6,11 @@
 //! it: the last value written of each register by the records up to the
 //! next instruction. Every move reads only from the index's nearest
 //! checkpoint; the registers are replayed forward from where they were
-//! last computed (from the start of the trace when moving back).
+//! last computed, or from the register snapshot kept at the latest
+//! checkpoint passed before the target (from the start of the trace when
+//! none was passed yet).
 
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -42,6 +45,9 @@ pub struct Browser {
     /// at this offset.
     regs_line: u64,
     regs_offset: u64,
+    /// The registers before each checkpoint passed so far (by its line),
+    /// to start from rather than the start of the trace.
+    snapshots: BTreeMap<u64, (u64, RegisterState)>,
     pub message: String,
     prompt: Option<(char, String)>,
 }
@@ -56,6 +62,7 @@ impl Browser {
             regs: RegisterState::new(),
             regs_line: 1,
             regs_offset: 0,
+            snapshots: BTreeMap::new(),
             message: String::new(),
             prompt: None,
         };
@@ -130,21 +137,42 @@ impl Browser {
     /// Makes `p` the current instruction and brings the registers to it.
     pub fn move_to(&mut self, p: Pos) -> Result<(), String> {
         self.cur = p;
-        if self.regs_line > p.line + 1 {
+        self.message.clear();
+        // Start from the latest register snapshot at or before the target
+        // when it is nearer than where the registers stand, or when they
+        // stand past the target.
+        if let Some((&line, (offset, snap))) = self.snapshots.range(..=p.line).next_back()
+            && (line > self.regs_line || self.regs_line > p.line + 1)
+        {
+            self.regs = snap.clone();
+            (self.regs_line, self.regs_offset) = (line, *offset);
+        } else if self.regs_line > p.line + 1 {
             self.regs.clear();
             self.regs_line = 1;
             self.regs_offset = 0;
         }
         let (mut state, cur_line) = (std::mem::take(&mut self.regs), p.line);
         let mut stop = None;
-        self.scan((self.regs_line, self.regs_offset), |rec, line, offset| {
+        let mut next_cp = self.index.checkpoints.partition_point(|c| c.line < self.regs_line);
+        let mut snapshots = std::mem::take(&mut self.snapshots);
+        let checkpoints = &self.index.checkpoints;
+        let res = self.scan((self.regs_line, self.regs_offset), |rec, line, offset| {
+            while next_cp < checkpoints.len() && checkpoints[next_cp].line < line {
+                next_cp += 1;
+            }
+            if next_cp < checkpoints.len() && checkpoints[next_cp].line == line {
+                snapshots.entry(line).or_insert_with(|| (offset, state.clone()));
+                next_cp += 1;
+            }
             if line > cur_line && matches!(rec.kind, RecordKind::Instruction(_)) {
                 stop = Some((line, offset));
                 return false;
             }
             state.feed(rec);
             true
-        })?;
+        });
+        self.snapshots = snapshots;
+        res?;
         self.regs = state;
         match stop {
             Some(s) => (self.regs_line, self.regs_offset) = s,
@@ -425,5 +453,83 @@ impl Browser {
         })();
         ratatui::restore();
         res
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use coresight_tarmac::index::{Fingerprint, IndexBuilder};
+
+    fn fixture() -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../formats/tarmac/tests/fixtures/calls/a64-fm.tarmac")
+    }
+
+    /// The registers after the instruction at `line`, replayed from the
+    /// start of the trace.
+    fn reference(text: &str, line: u64) -> Vec<(String, String)> {
+        let mut r = Reader::new(text.as_bytes());
+        let mut s = RegisterState::new();
+        while let Some(rec) = r.next_record().unwrap() {
+            if rec.line > line && matches!(rec.kind, RecordKind::Instruction(_)) {
+                break;
+            }
+            s.feed(&rec);
+        }
+        s.iter().map(|(n, v)| (n.to_string(), v.hex())).collect()
+    }
+
+    #[test]
+    fn registers_at_every_move_equal_a_replay_from_the_start() {
+        let path = fixture();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut r = Reader::new(text.as_bytes());
+        // A checkpoint every 5 instructions, so that moves start from
+        // register snapshots.
+        let mut b = IndexBuilder::new(5);
+        while let Some((pos, rec)) = r.next_record_with_offset().unwrap() {
+            b.feed_at(&rec, pos);
+        }
+        let ix = b.finish(Fingerprint::default());
+        let mut br = Browser::new(&path, ix, None).unwrap();
+        let check = |br: &Browser, line: u64| {
+            assert_eq!(br.cur.line, line);
+            let shown: Vec<(String, String)> = br.regs.iter().map(|(n, v)| (n.to_string(), v.hex())).collect();
+            assert_eq!(shown, reference(&text, line), "at line {line}");
+        };
+        check(&br, 33);
+        // Line 200 is a register line: to the instruction after it.
+        br.goto_line(200).unwrap();
+        check(&br, 201);
+        br.goto_line(199).unwrap();
+        check(&br, 199);
+        br.step_back().unwrap();
+        check(&br, 198);
+        br.goto_line(40).unwrap();
+        check(&br, 40);
+        br.goto_time(100).unwrap();
+        let t100 = br.cur.line;
+        assert!(text.lines().nth(t100 as usize - 1).unwrap().starts_with("100 clk IT"));
+        check(&br, t100);
+        br.step_forward().unwrap();
+        assert!(br.cur.line > t100);
+        let l = br.cur.line;
+        check(&br, l);
+        br.search("400130").unwrap();
+        assert_eq!(br.cur.addr, 0x400130);
+        let l = br.cur.line;
+        check(&br, l);
+        br.goto_line(1_000_000).unwrap();
+        assert_eq!(br.message, "no instruction at or after line 1000000");
+        check(&br, l);
+        // Every instruction, stepping back from the last one.
+        br.goto_line(326).unwrap();
+        check(&br, 326);
+        while br.message.is_empty() {
+            let l = br.cur.line;
+            check(&br, l);
+            br.step_back().unwrap();
+        }
+        assert_eq!((br.cur.line, br.message.as_str()), (33, "start of trace"));
     }
 }
