@@ -68,16 +68,20 @@ impl Tmux {
     fn screen(&self) -> String {
         self.cmd(&["capture-pane", "-p", "-t", "b"])
     }
-    /// Waits until the header says the browser is at `line`; the screen.
+    /// Waits until the header says the browser is at `line` and the
+    /// screen has stopped changing (tmux may show a frame half drawn); the
+    /// screen.
     fn wait_line(&self, line: usize) -> String {
         let start = Instant::now();
+        let mut last = String::new();
         loop {
             let s = self.screen();
-            if s.starts_with(&format!("line {line} ")) {
+            if s.starts_with(&format!("line {line} ")) && s == last {
                 return s;
             }
             assert!(start.elapsed() < Duration::from_secs(10), "not at line {line}:\n{s}");
-            std::thread::sleep(Duration::from_millis(50));
+            last = s;
+            std::thread::sleep(Duration::from_millis(100));
         }
     }
 }
