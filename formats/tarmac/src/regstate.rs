@@ -6,7 +6,7 @@
 //! write of `Xn` with the upper 32 bits cleared, as the architecture does,
 //! so that a register shows one value whichever view the trace logged.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use super::record::{Record, RecordKind, RegClass};
@@ -38,16 +38,19 @@ impl RegValue {
 }
 
 /// Sort key: the name's letters, then its trailing number (`X2` before `X10`).
-fn sort_key(name: &str) -> (String, u32, String) {
+fn sort_key(name: &str) -> (&str, u32, &str) {
     let digits = name.len() - name.trim_end_matches(|c: char| c.is_ascii_digit()).len();
     let (prefix, num) = name.split_at(name.len() - digits);
-    (prefix.to_string(), num.parse().unwrap_or(0), name.to_string())
+    (prefix, num.parse().unwrap_or(0), name)
 }
 
-/// The registers written so far, fed one record at a time.
+/// The registers written so far, fed one record at a time. Feeding
+/// allocates only for a register not seen before.
 #[derive(Clone, Debug, Default)]
 pub struct RegisterState {
-    regs: BTreeMap<(String, u32, String), RegValue>,
+    slots: Vec<(String, RegValue)>,
+    by_name: HashMap<String, usize>,
+    scratch: String,
 }
 
 impl RegisterState {
@@ -58,18 +61,38 @@ impl RegisterState {
 
     /// Forgets every register.
     pub fn clear(&mut self) {
-        self.regs.clear();
+        self.slots.clear();
+        self.by_name.clear();
     }
 
     /// Takes the register write of `rec`, if it is one.
     pub fn feed(&mut self, rec: &Record) {
         let RecordKind::Register(r) = rec.kind else { return };
-        let (name, zero_extend) = match r.reg {
-            Some(id) if id.class == RegClass::W => (format!("X{}", id.index), true),
-            Some(id) if id.class == RegClass::Wsp => ("XSP".to_string(), true),
-            _ => (r.name.to_ascii_uppercase(), false),
+        let name = &mut self.scratch;
+        name.clear();
+        let zero_extend = match r.reg {
+            Some(id) if id.class == RegClass::W => {
+                let _ = write!(name, "X{}", id.index);
+                true
+            }
+            Some(id) if id.class == RegClass::Wsp => {
+                name.push_str("XSP");
+                true
+            }
+            _ => {
+                name.extend(r.name.chars().map(|c| c.to_ascii_uppercase()));
+                false
+            }
         };
-        let v = self.regs.entry(sort_key(&name)).or_default();
+        let i = match self.by_name.get(name.as_str()) {
+            Some(&i) => i,
+            None => {
+                self.slots.push((name.clone(), RegValue::default()));
+                self.by_name.insert(name.clone(), self.slots.len() - 1);
+                self.slots.len() - 1
+            }
+        };
+        let v = &mut self.slots[i].1;
         let len = if zero_extend { 8 } else { r.bytes.len() };
         if v.bytes.len() < len {
             v.bytes.resize(len, 0);
@@ -91,12 +114,14 @@ impl RegisterState {
 
     /// The registers in name order (`X0`, `X1`, ..., `X10`), with their values.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &RegValue)> {
-        self.regs.iter().map(|(k, v)| (k.2.as_str(), v))
+        let mut order: Vec<&(String, RegValue)> = self.slots.iter().collect();
+        order.sort_by(|a, b| sort_key(&a.0).cmp(&sort_key(&b.0)));
+        order.into_iter().map(|(n, v)| (n.as_str(), v))
     }
 
     /// One register's value by its upper-case name.
     pub fn get(&self, name: &str) -> Option<&RegValue> {
-        self.regs.get(&sort_key(name))
+        self.by_name.get(name).map(|&i| &self.slots[i].1)
     }
 }
 
@@ -142,7 +167,8 @@ mod tests {
     fn w_write_is_x_with_upper_half_cleared() {
         let mut s = state_at(TRACE, 4);
         // Pretend the upper half had been set: a W write must clear it.
-        s.regs.get_mut(&sort_key("X0")).unwrap().bytes[7] = 0x55;
+        let i = s.by_name["X0"];
+        s.slots[i].1.bytes[7] = 0x55;
         let mut r = Reader::new(TRACE.as_bytes());
         while let Some(rec) = r.next_record().unwrap() {
             if rec.line == 6 {
