@@ -337,6 +337,9 @@ impl TraceIndex {
             {
                 return Err(c.err(at, "checkpoints out of order"));
             }
+            if cp.line == 0 {
+                return Err(c.err(at, "checkpoint at line 0 (lines count from 1)"));
+            }
             if cp.offset >= fingerprint.size || cp.line > lines {
                 return Err(c.err(at, "checkpoint beyond the end of the trace"));
             }

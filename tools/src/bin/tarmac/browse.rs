@@ -19,7 +19,7 @@ use coresight_tarmac::index::TraceIndex;
 use coresight_tarmac::regstate::RegisterState;
 use coresight_tarmac::symbols::Symbols;
 use coresight_tarmac::{Reader, Record, RecordKind};
-use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind};
+use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 use ratatui::layout::{Constraint, Layout};
 use ratatui::style::{Modifier, Style};
 use ratatui::text::Line;
@@ -445,9 +445,12 @@ impl Browser {
                 term.draw(|f| self.draw(f)).map_err(|e| format!("terminal: {e}"))?;
                 if let Event::Key(k) = event::read().map_err(|e| format!("terminal: {e}"))?
                     && k.kind != KeyEventKind::Release
-                    && !self.key(k.code)?
                 {
-                    return Ok(());
+                    // Raw mode turns Ctrl-C into a key: quit on it too.
+                    let ctrl_c = k.code == KeyCode::Char('c') && k.modifiers.contains(KeyModifiers::CONTROL);
+                    if ctrl_c || !self.key(k.code)? {
+                        return Ok(());
+                    }
                 }
             }
         })();
