@@ -511,7 +511,7 @@ pub struct Activation {
 /// The call tree, as its activations in the order they began (a pre-order
 /// walk of the tree): each activation's caller is the nearest earlier one
 /// of one less depth.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CallTree {
     /// Activations; index 0 is the root, covering the whole trace.
     pub acts: Vec<Activation>,

@@ -8,7 +8,9 @@
 //! graphs, lists every execution of a function ([`callinfo`]), writes a
 //! trace as a Value Change Dump for waveform viewers ([`vcd`]), compares
 //! instruction streams ([`compare`]), and gives the instructions as a
-//! decoder's trace elements ([`ranges`]), for coverage.
+//! decoder's trace elements ([`ranges`]), for coverage. A persistent
+//! [`index`] lets tools jump to a line, time or call without reading the
+//! trace again; [`regstate`] gives the registers as they stand at a point.
 
 #![deny(missing_docs)]
 
@@ -16,10 +18,12 @@ pub mod callinfo;
 pub mod calls;
 pub mod compare;
 pub mod events;
+pub mod index;
 pub mod ranges;
 
 pub mod reader;
 pub mod record;
+pub mod regstate;
 pub mod symbols;
 pub mod vcd;
 pub mod writer;

@@ -10,7 +10,13 @@
 //!                   [--registers] [--memory] [--context N] [--show N]
 //! tarmac decode SNAPSHOT_DIR [-o OUT] [--flow] [--exceptions] [--trace-matcher]
 //! tarmac dump TRACE [--events]
+//! tarmac browse TRACE [--image ELF] [--index FILE]
 //! ```
+//! profile, calltree, flamegraph, vcd and browse take `--index[=FILE]`: the
+//! trace's persistent index (default TRACE.tidx), built on the first run,
+//! reused while the trace's size, modification time and first and last
+//! 64 KiB are unchanged, rebuilt otherwise; `--only-index` builds it and
+//! stops. browse always uses one.
 //! Every command takes `-q` (no warnings), `-v` (what was read, on
 //! standard error), `--li`/`--bi` (the traced system's byte order, else the
 //! image's, else little-endian) and `--progress` (a bar on standard error
@@ -33,11 +39,15 @@ use coresight_tarmac::callinfo::{Query, write_callinfo};
 use coresight_tarmac::calls::{CallAnalyzer, CallTree, Naming};
 use coresight_tarmac::compare::{self, CompareOptions};
 use coresight_tarmac::events::EventPrinter;
+use coresight_tarmac::index::{DEFAULT_STEP, Fingerprint, IndexBuilder, TraceIndex};
 use coresight_tarmac::symbols::{EM_AARCH64, EM_ARM, Symbols};
 use coresight_tarmac::vcd::{VcdOptions, VcdWriter, function_changes};
 use coresight_tarmac::writer::{WriterOptions, snapshot_to_tarmac_with_registry};
 use coresight_tarmac::{Iset, Reader, ReaderOptions};
 use coresight_tools::cli::{Progress, ProgressReader};
+
+#[path = "tarmac/browse.rs"]
+mod browse;
 
 #[derive(Parser)]
 #[command(
@@ -80,6 +90,15 @@ struct Input {
     /// Assume T32 where a line gives no instruction set state.
     #[arg(long)]
     implicit_thumb: bool,
+    /// Use the trace's persistent index (default FILE: TRACE.tidx): read
+    /// it when it matches the trace, else build it in this run's one pass
+    /// and save it. profile, calltree, flamegraph and vcd then need no
+    /// pass of their own for the calls.
+    #[arg(long, value_name = "FILE", num_args = 0..=1, require_equals = true)]
+    index: Option<Option<PathBuf>>,
+    /// Build (or bring up to date) the index and stop.
+    #[arg(long)]
+    only_index: bool,
 }
 
 #[derive(Args)]
@@ -243,6 +262,19 @@ enum Cmd {
         /// The link register's new value after each call (R X30 / R r14).
         #[arg(long)]
         link_registers: bool,
+    },
+    /// Browse the trace in the terminal: step and jump through it with
+    /// the registers at each instruction (upstream's tarmac-browser).
+    ///
+    /// Keys: j/Down next instruction, k/Up previous, g then a line number
+    /// (or t and a time) and Enter, r the current call's return, n the
+    /// function's next call, / then a hex address or symbol and Enter the
+    /// next time it is executed, q quit.
+    Browse {
+        #[command(flatten)]
+        input: Input,
+        #[command(flatten)]
+        image: Image,
     },
     /// Print the records read (or, with --events, the upstream parser's events).
     Dump {
@@ -426,11 +458,11 @@ fn symbols(image: &Image, report: &Report) -> Result<Option<Symbols>, String> {
 
 /// Warns when the image is for another architecture than the trace's
 /// instructions: its names would be of the wrong program.
-fn check_architecture(image: &Image, syms: Option<&Symbols>, a: &CallAnalyzer, input: &Input, report: &Report) {
+fn check_architecture(image: &Image, syms: Option<&Symbols>, isets: (bool, bool), input: &Input, report: &Report) {
     let (Some(path), Some(machine)) = (&image.image, syms.and_then(Symbols::machine)) else {
         return;
     };
-    let (a64, a32) = a.instruction_sets();
+    let (a64, a32) = isets;
     let elf_arch = match machine {
         EM_AARCH64 => "AArch64",
         EM_ARM => "AArch32",
@@ -471,6 +503,57 @@ fn with_output(output: Option<&Path>, f: impl FnOnce(&mut dyn Write) -> std::io:
     f(&mut *w).and_then(|_| w.flush()).map_err(|e| format!("{name}: {e}"))
 }
 
+/// The index file of `input`: the one given, else TRACE.tidx.
+fn index_path(input: &Input) -> PathBuf {
+    match &input.index {
+        Some(Some(p)) => p.clone(),
+        _ => {
+            let mut p = input.trace.clone().into_os_string();
+            p.push(".tidx");
+            p.into()
+        }
+    }
+}
+
+/// The trace's index: read from its file when that matches the trace,
+/// else built in one pass and saved (a file that cannot be written is a
+/// warning; the index built is used all the same).
+fn load_or_build_index(input: &Input, report: &Report) -> Result<TraceIndex, String> {
+    let name = input.trace.display();
+    if input.trace.as_os_str() == "-" || input.trace.is_dir() {
+        return Err(format!(
+            "{name}: an index needs a trace file, not standard input or a snapshot"
+        ));
+    }
+    let path = index_path(input);
+    let fp = Fingerprint::of_file(&input.trace).map_err(|e| format!("{name}: {e}"))?;
+    if path.exists() {
+        match TraceIndex::read_file(&path) {
+            Ok(ix) if ix.fingerprint == fp => {
+                report.info(format_args!(
+                    "{}: index up to date, {} calls",
+                    path.display(),
+                    ix.calls.acts.len()
+                ));
+                return Ok(ix);
+            }
+            Ok(_) => report.info(format_args!(
+                "{}: the trace has changed; rebuilding the index",
+                path.display()
+            )),
+            Err(e) => report.warn(format_args!("{e}; rebuilding the index")),
+        }
+    }
+    let mut b = IndexBuilder::new(DEFAULT_STEP);
+    read_trace(input, report, |rec, pos| b.feed_at(rec, pos))?;
+    let ix = b.finish(fp);
+    match ix.write_file(&path) {
+        Ok(()) => report.info(format_args!("{}: index written", path.display())),
+        Err(e) => report.warn(format_args!("{}: {e}; the index is not kept", path.display())),
+    }
+    Ok(ix)
+}
+
 /// The call tree of the trace, with the image's names.
 fn tree_and_names(
     input: &Input,
@@ -479,9 +562,15 @@ fn tree_and_names(
     log: bool,
 ) -> Result<(CallTree, Option<Symbols>), String> {
     let syms = symbols(image, report)?;
-    let a = analyse(input, report, log)?;
-    check_architecture(image, syms.as_ref(), &a, input, report);
-    let tree = a.finish();
+    let tree = if input.index.is_some() && !log {
+        let ix = load_or_build_index(input, report)?;
+        check_architecture(image, syms.as_ref(), (ix.aarch64, ix.aarch32), input, report);
+        ix.calls
+    } else {
+        let a = analyse(input, report, log)?;
+        check_architecture(image, syms.as_ref(), a.instruction_sets(), input, report);
+        a.finish()
+    };
     report.info(format_args!(
         "{}: {} calls found, {} deep at most",
         input.trace.display(),
@@ -577,7 +666,26 @@ fn run(cli: Cli) -> Result<ExitCode, Failed> {
             no_offsets: image.no_offsets,
         }
     }
+    // --only-index: build or refresh the index, and nothing else.
+    if let Cmd::Profile { input, .. }
+    | Cmd::Calltree { input, .. }
+    | Cmd::Flamegraph { input, .. }
+    | Cmd::Callinfo { input, .. }
+    | Cmd::Vcd { input, .. }
+    | Cmd::Browse { input, .. }
+    | Cmd::Dump { input, .. } = &cli.cmd
+        && input.only_index
+    {
+        load_or_build_index(input, &report)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     match cli.cmd {
+        Cmd::Browse { input, image } => {
+            let syms = symbols(&image, &report)?;
+            let ix = load_or_build_index(&input, &report)?;
+            check_architecture(&image, syms.as_ref(), (ix.aarch64, ix.aarch32), &input, &report);
+            browse::Browser::new(&input.trace, ix, syms)?.run()?;
+        }
         Cmd::Profile { input, image } => {
             let (tree, syms) = tree_and_names(&input, &image, &report, false)?;
             with_output(None, |w| tree.write_profile(w, naming(&syms, &image)))?;
@@ -604,7 +712,7 @@ fn run(cli: Cli) -> Result<ExitCode, Failed> {
             let queries: Vec<Query> = functions.iter().map(|f| Query::parse(f)).collect();
             let watch = queries.iter().filter_map(|q| q.address(syms.as_ref()));
             let a = analyse_with(CallAnalyzer::new().with_watch(watch), &input, &report)?;
-            check_architecture(&image, syms.as_ref(), &a, &input, &report);
+            check_architecture(&image, syms.as_ref(), a.instruction_sets(), &input, &report);
             let tree = callers.then(|| a.finish());
             let names = naming(&syms, &image);
             with_output(None, |w| {
@@ -625,9 +733,17 @@ fn run(cli: Cli) -> Result<ExitCode, Failed> {
                 ));
             }
             let syms = symbols(&image, &report)?;
-            let a = analyse(&input, &report, false)?;
-            check_architecture(&image, syms.as_ref(), &a, &input, &report);
-            let functions = function_changes(&a.finish(), naming(&syms, &image));
+            // With an index, the calls come from it: one pass of the trace
+            // instead of two.
+            let (tree, isets) = if input.index.is_some() {
+                let ix = load_or_build_index(&input, &report)?;
+                (ix.calls, (ix.aarch64, ix.aarch32))
+            } else {
+                let a = analyse(&input, &report, false)?;
+                (a.finish(), a.instruction_sets())
+            };
+            check_architecture(&image, syms.as_ref(), isets, &input, &report);
+            let functions = function_changes(&tree, naming(&syms, &image));
             let opts = VcdOptions {
                 use_timestamps: use_tarmac_timestamps,
                 date: (!no_date).then(asctime_now),
@@ -645,7 +761,7 @@ fn run(cli: Cli) -> Result<ExitCode, Failed> {
             });
             let out = (out.as_os_str() != "-").then_some(out);
             with_output(out.as_deref(), |w| {
-                let mut v = VcdWriter::new(w, a.instruction_sets().0, functions, opts)?;
+                let mut v = VcdWriter::new(w, isets.0, functions, opts)?;
                 let mut err = None;
                 let read = read_trace(&input, &report, |rec, _| {
                     if err.is_none()
