@@ -436,7 +436,8 @@ fn the_lister_exits_1_on_a_fatal_data_path_error() {
     // The packet processor's error is not logged in full decode (OpenCSD
     // logs only the decoders'), so stderr names where it stopped.
     assert!(
-        o.stderr.contains("decode stopped by a fatal error after 464 bytes of trace"),
+        o.stderr
+            .contains("decode stopped by a fatal error after 464 bytes of trace"),
         "{}",
         o.stderr
     );
