@@ -149,7 +149,7 @@ def run(
     """Decodes the captures as tasks on a Dask ``distributed.Client`` (default: the current one)
     and merges their profiles as they complete.
 
-    Each task decodes ``per_task`` captures (default: enough for about 8 tasks per worker, at most
+    Each task decodes at most ``per_task`` captures (default: enough for about 8 tasks per worker, at most
     16 captures a task) and merges them on its worker; the client adds up the partial profiles.
     Task keys are derived from the capture paths, so submitting the same captures twice runs them
     once. A worker lost mid-task (killed, out of memory) has its tasks run again on the others,
@@ -163,7 +163,14 @@ def run(
     if per_task is None:
         workers = max(1, len(client.scheduler_info().get("workers", {})))
         per_task = max(1, min(16, len(paths) // (8 * workers)))
-    groups = [tuple(paths[i : i + per_task]) for i in range(0, len(paths), per_task)]
+        # As many tasks as a multiple of the workers, of sizes differing by one at most: the
+        # last round of tasks does not leave a worker idle while another finishes a full task.
+        tasks = -(-len(paths) // per_task)
+        tasks = min(len(paths), -(-tasks // workers) * workers) if paths else 0
+    else:
+        tasks = -(-len(paths) // per_task)
+    # Captures dealt out in turn, so each task has its share of every kind and size.
+    groups = [tuple(paths[i::tasks]) for i in range(tasks)]
     sym = tuple(os.fspath(d) for d in symdirs)
     futures = []
     for i, g in enumerate(groups):
