@@ -109,7 +109,7 @@ pub struct CaptureIndex {
     /// The capture indexed.
     pub capture: CaptureId,
     /// Hash of the configuration it was indexed with (buffer format,
-    /// trace sources and their registers: [`Capture::config_hash`]); 0
+    /// trace sources and their registers: [`build::Capture::config_hash`]); 0
     /// when not recorded (an index built from a tree, not a snapshot).
     pub config: u64,
     /// Its layout.

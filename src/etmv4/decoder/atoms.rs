@@ -1,0 +1,518 @@
+//! The fast path of atoms committed as they arrive: runs of atom packets
+//! taken as their header bytes, each atom followed through the remembered
+//! blocks of the program without the speculation stack (see
+//! [`EtmV4Decoder::atoms_now`]).
+
+use super::*;
+
+/// Fills `o` as an instruction range whose last instruction is as `last`
+/// describes (executed or not).
+#[inline(always)]
+pub(super) fn fill_range(o: &mut TraceElement, last: &InstrInfo, r: Range, executed: bool) {
+    o.set_type(ElemType::InstrRange);
+    o.last_instr_exec = executed;
+    o.last_i_type = last.instr_type;
+    o.last_i_subtype = last.sub_type;
+    o.last_instr_sz = last.instr_size;
+    o.isa = last.isa;
+    o.last_instr_cond = last.is_conditional;
+    o.st_addr = r.st;
+    o.en_addr = r.en;
+    o.num_instr_range = r.num;
+}
+
+/// The fused atom walk's state between atom packets (see
+/// [`EtmV4Decoder::atom_bytes_fast`]).
+pub(super) struct AtomWalk<'a> {
+    /// Where the next atom's block starts, and its instruction set.
+    addr: u64,
+    isa: Isa,
+    /// The last block committed: the instruction state it left.
+    last: Option<&'a InstrInfo>,
+    /// An indirect branch was taken: the next atom needs an address.
+    need_addr: bool,
+}
+
+/// Commits atoms (`en_bits`, oldest in bit 0) of the packet at
+/// `pkt_index` over remembered blocks, one range into each of `slots`
+/// with the PE context `context`, until the slots are filled, a block is
+/// not remembered, or an indirect branch is taken; returns how many. Out
+/// of line with its arguments apart, so the loop's state stays in
+/// registers.
+#[inline(never)]
+pub(super) fn walk_atoms<'a>(
+    blocks: &WaypointBlocks<'a>,
+    slots: &mut [(TrcIndex, TraceElement)],
+    context: &PeContext,
+    ret_stack: &mut ReturnStack,
+    walk: &mut AtomWalk<'a>,
+    mut en_bits: u32,
+    pkt_index: TrcIndex,
+) -> usize {
+    let (mut addr, mut isa, mut last) = (walk.addr, walk.isa, walk.last);
+    let mut made = 0;
+    for (idx, o) in slots.iter_mut() {
+        let Some((num, a)) = blocks.get(addr, isa) else { break };
+        let taken = en_bits & 1 != 0;
+        let next = a.instr_addr;
+        *idx = pkt_index;
+        o.context = *context;
+        fill_range(
+            o,
+            a,
+            Range {
+                st: addr,
+                en: next,
+                num,
+            },
+            taken,
+        );
+        en_bits >>= 1;
+        made += 1;
+        last = Some(a);
+        if !taken {
+            addr = next;
+            isa = a.isa;
+            continue;
+        }
+        isa = a.next_isa;
+        match a.instr_type {
+            InstrType::Branch => {
+                addr = a.branch_addr;
+                if a.is_link {
+                    ret_stack.push(next, a.isa);
+                }
+            }
+            InstrType::BranchIndirect => {
+                addr = next;
+                if a.is_link {
+                    ret_stack.push(next, a.isa);
+                }
+                ret_stack.set_pop_pending();
+                walk.need_addr = true;
+                break;
+            }
+            _ => addr = next,
+        }
+    }
+    walk.addr = addr;
+    walk.isa = isa;
+    walk.last = last;
+    made
+}
+
+impl EtmV4Decoder {
+    /// Commits atoms of `atoms` (oldest first) while commits are due; what
+    /// is left of `atoms` stays with the caller. On an error `atoms` is
+    /// part consumed and the caller leaves its stack element unchanged.
+    #[inline(always)]
+    pub(super) fn commit_atom_run(&mut self, atoms: &mut Atoms, index: TrcIndex) -> Step {
+        while atoms.num > 0 && self.res.commit > 0 {
+            if self.commit_atoms_fast(atoms, index) {
+                continue;
+            }
+            let taken = atoms.en_bits & 1 != 0;
+            atoms.num -= 1;
+            atoms.en_bits >>= 1;
+            self.return_stack_pop()?;
+            if !self.need_ctxt && !self.need_addr {
+                self.process_atom(taken, index)?;
+            }
+            self.res.commit -= 1;
+        }
+        Ok(())
+    }
+
+    /// Whether an atom packet now is committed as it arrives (see
+    /// [`atoms_now`](Self::atoms_now)).
+    #[inline(always)]
+    pub(super) fn atoms_commit_now(&self) -> bool {
+        self.state == State::DecodePackets
+            && self.curr_spec_depth == self.max_spec_depth
+            && !self.res.pending()
+            && (self.stack.is_empty() || self.stack.iter().all(|e| e.kind == P0Kind::Addr))
+    }
+
+    /// An atom packet that is committed as it arrives: the speculation
+    /// depth is at its maximum with nothing but addresses outstanding
+    /// (always so when TRCIDR8.MAXSPEC is 0, as on most cores). Does what
+    /// pushing it and resolving the stack would, without the stack.
+    ///
+    /// When the next packet is an atom packet too, with nothing to show
+    /// between them (`continues`), the elements are held and sent with that
+    /// packet's: one send for a run of atom packets. Held elements never
+    /// outlive the processor's block of data.
+    pub(super) fn atoms_now(&mut self, pkt_atoms: Atoms, continues: bool) -> DatapathResp {
+        let index = self.index_curr_pkt;
+        let mut atoms = pkt_atoms;
+        let num_req = atoms.num as i64;
+        self.curr_spec_depth += num_req;
+        self.res.commit = num_req;
+        self.state = State::ResolveElements;
+        self.no_sync_unreported = false;
+        if self.out_stack.to_send == 0 {
+            self.out_stack.reset();
+            self.commit_addresses();
+        } else if !(self.commit_atoms_fast(&mut atoms, index) && atoms.num == 0)
+            && let Err(resp) = self.send_held(atoms, num_req)
+        {
+            return resp;
+        }
+        self.atoms_finish(pkt_atoms, atoms, num_req, continues)
+    }
+
+    /// Addresses that came before atoms committed on arrival are committed
+    /// first, as commit_elements would.
+    #[inline]
+    pub(super) fn commit_addresses(&mut self) {
+        while let Some(a) = self.stack.pop_front() {
+            self.ret_stack.pop_pending = false;
+            self.ret_stack.tinfo_wait_addr = false;
+            self.set_instr_addr_isa(a.addr, a.addr_is);
+            self.need_addr = false;
+        }
+    }
+
+    /// Elements held from earlier atom packets, when the current one needs
+    /// more than the fast path (which cannot fail) to commit `atoms` of its
+    /// `num_req`: the rest needs the general walk, whose errors reset the
+    /// output, so what is held is sent first.
+    pub(super) fn send_held(&mut self, atoms: Atoms, num_req: i64) -> Result<(), DatapathResp> {
+        while self.out_stack.to_send > 0 {
+            let resp = self.out_stack.send(&self.out, self.trace_id);
+            if !resp.is_cont() {
+                // The sink waits: the atoms left are committed from the
+                // stack at the flush, as any resolution would be.
+                self.curr_spec_depth -= num_req - atoms.num as i64;
+                self.stack.push_back(P0Elem {
+                    atoms,
+                    ..P0Elem::new(P0Kind::Atom, true, self.index_curr_pkt)
+                });
+                return Err(resp);
+            }
+        }
+        Ok(())
+    }
+
+    /// The rest of [`atoms_now`](Self::atoms_now): commits what is left of
+    /// the packet's atoms (`pkt_atoms`, `num_req` of them), then holds the
+    /// elements or sends them.
+    pub(super) fn atoms_finish(
+        &mut self,
+        pkt_atoms: Atoms,
+        mut atoms: Atoms,
+        num_req: i64,
+        continues: bool,
+    ) -> DatapathResp {
+        let index = self.index_curr_pkt;
+        match self.commit_atom_run(&mut atoms, index) {
+            Ok(()) => self.curr_spec_depth -= num_req - self.res.commit,
+            Err(Fault::Fatal(_)) => {
+                // Left as the stack would be: the packet's element, whole.
+                self.stack.push_back(P0Elem {
+                    atoms: pkt_atoms,
+                    ..P0Elem::new(P0Kind::Atom, true, index)
+                });
+                return DatapathResp::FatalInvalidData;
+            }
+            // The decoder was reset: the packet goes on from there, as
+            // process_packet takes an atom packet when not synchronised.
+            Err(Fault::Resync) => return self.send_no_sync(),
+        }
+        if continues && self.out_stack.to_send < HELD_MAX && self.res.commit == 0 {
+            self.state = State::DecodePackets;
+            self.in_atom_run = true;
+            return DatapathResp::Cont;
+        }
+        self.send_all()
+    }
+
+    /// What resolve_elements does after atoms committed on arrival: send,
+    /// then decode on.
+    pub(super) fn send_all(&mut self) -> DatapathResp {
+        while self.out_stack.to_send > 0 {
+            let resp = self.out_stack.send(&self.out, self.trace_id);
+            if !resp.is_cont() {
+                return resp;
+            }
+        }
+        self.state = State::DecodePackets;
+        DatapathResp::Cont
+    }
+
+    /// Atom packets given as their header bytes (`run[i]` at `index + i`),
+    /// each taken as [`on_packet`](PacketDecoder::on_packet) would take it;
+    /// stops before a packet that would not be committed on arrival, which
+    /// the processor then builds and sends.
+    pub(super) fn atom_bytes(&mut self, index: TrcIndex, run: &[u8]) -> (DatapathResp, usize) {
+        let mut i = 0;
+        while i < run.len() {
+            let atoms = self.atom_table[run[i] as usize];
+            if atoms.num == 0 || !self.atoms_commit_now() {
+                break;
+            }
+            self.index_curr_pkt = index + i as u64;
+            if !std::mem::take(&mut self.in_atom_run) {
+                self.sync_memory();
+            }
+            let from = i;
+            if let Some(resp) = self.atom_bytes_fast(index, run, &mut i) {
+                if !resp.is_cont() {
+                    return (resp, i);
+                }
+                continue;
+            }
+            if i > from {
+                continue;
+            }
+            let resp = self.atoms_now(atoms, i + 1 < run.len());
+            i += 1;
+            if !resp.is_cont() {
+                return (resp, i);
+            }
+        }
+        (DatapathResp::Cont, i)
+    }
+
+    /// The fused path of a run of atom packets, from `run[*i]`: the
+    /// packet's header byte straight to the remembered blocks its atoms
+    /// walk, and on through the packets after it with the walk's state in
+    /// locals, while every atom is the fast path's (see
+    /// [`commit_atoms_fast`](Self::commit_atoms_fast)). Leaves the decoder
+    /// as [`atoms_now`](Self::atoms_now) would for each packet taken.
+    /// Returns `None` with `*i` at a packet that cannot start here
+    /// (nothing of it done: the caller takes it the general way), or the
+    /// response of the packet it ended with (sent, or finished the general
+    /// way when an atom of it missed), `*i` past it.
+    #[inline(always)]
+    pub(super) fn atom_bytes_fast(&mut self, index: TrcIndex, run: &[u8], i: &mut usize) -> Option<DatapathResp> {
+        if !self.fast_ok || self.need_ctxt {
+            return None;
+        }
+        let carried = match self.carried {
+            Some(c) => c,
+            None => {
+                let c = self.instr_dec.borrow().carried_state();
+                self.carried = Some(c);
+                c
+            }
+        };
+        if carried != 0 {
+            return None;
+        }
+        // What atoms_now does first for a packet with nothing held; done
+        // again harmlessly if the packet goes the general way.
+        let started_empty = self.out_stack.to_send == 0;
+        if started_empty {
+            self.out_stack.reset();
+            self.commit_addresses();
+        }
+        if self.need_addr || self.ret_stack.pop_pending() {
+            return None;
+        }
+        self.check_memory();
+        let out = &mut self.out_stack;
+        let first = if out.to_send > 0 { out.curr + 1 } else { out.curr };
+        out.reserve(first + HELD_MAX + 32);
+        let context = out.elems[out.curr].1.context;
+        let blocks = self.code.waypoint_blocks(self.space)?;
+        let table = &self.atom_table;
+        let mut slot = first;
+        let held_before = out.to_send;
+        // The packet that stopped the run: its atoms, and how many of them
+        // were committed.
+        let mut stopped: Option<(Atoms, u8)> = None;
+        let mut walk = AtomWalk {
+            addr: self.instr.instr_addr,
+            isa: self.instr.isa,
+            last: None,
+            need_addr: false,
+        };
+        while let Some(&b) = run.get(*i) {
+            let atoms = table[b as usize];
+            let n = atoms.num as usize;
+            let Some(slots) = out.elems.get_mut(slot..slot + n) else {
+                break;
+            };
+            if n == 0 || walk.need_addr {
+                break;
+            }
+            let pkt_index = index + *i as u64;
+            let m = walk_atoms(
+                &blocks,
+                slots,
+                &context,
+                &mut self.ret_stack,
+                &mut walk,
+                atoms.en_bits,
+                pkt_index,
+            );
+            slot += m;
+            if m < n {
+                stopped = Some((atoms, m as u8));
+                break;
+            }
+            *i += 1;
+            self.index_curr_pkt = pkt_index;
+            if *i == run.len() || held_before + (slot - first) >= HELD_MAX {
+                break;
+            }
+        }
+        let AtomWalk {
+            addr,
+            isa,
+            last,
+            need_addr,
+        } = walk;
+        // Written back as commit_atoms_fast leaves them.
+        let made = slot - first;
+        if let Some(a) = last {
+            out.curr = slot - 1;
+            out.to_send += made;
+            self.instr = *a;
+            self.instr.instr_addr = addr;
+            self.instr.isa = isa;
+            self.need_addr = need_addr;
+        }
+        if let Some((atoms, m)) = stopped {
+            // The rest of this packet the general way, from where
+            // atoms_now is after its first fast attempt.
+            let num_req = atoms.num as i64;
+            let left = Atoms {
+                en_bits: atoms.en_bits >> m,
+                num: atoms.num - m,
+            };
+            self.index_curr_pkt = index + *i as u64;
+            *i += 1;
+            self.curr_spec_depth += num_req;
+            self.res.commit = num_req - m as i64;
+            self.state = State::ResolveElements;
+            self.no_sync_unreported = false;
+            // A packet started with nothing held goes straight on; one
+            // after held elements sends them first.
+            let first_of_call = made == m as usize;
+            if !(started_empty && first_of_call)
+                && let Err(resp) = self.send_held(left, num_req)
+            {
+                return Some(resp);
+            }
+            return Some(self.atoms_finish(atoms, left, num_req, *i < run.len()));
+        }
+        if made == 0 {
+            return None;
+        }
+        self.no_sync_unreported = false;
+        if *i < run.len() && self.out_stack.to_send < HELD_MAX {
+            // Held for the next packet, which starts here again.
+            self.in_atom_run = true;
+            return None;
+        }
+        self.state = State::ResolveElements;
+        Some(self.send_all())
+    }
+
+    /// Commits the oldest atoms of `atoms` that need nothing but a
+    /// remembered block ending at a waypoint (within the range limit), no
+    /// return-stack pop, and no check that could fail: the common case,
+    /// without the general walk's calls and copies. Returns whether it
+    /// committed any; the caller takes the next atom the general way. It
+    /// leaves the state [`process_atom`](Self::process_atom) would.
+    #[inline(always)]
+    pub(super) fn commit_atoms_fast(&mut self, atoms: &mut Atoms, index: TrcIndex) -> bool {
+        if !self.fast_ok || self.need_ctxt || self.need_addr || self.ret_stack.pop_pending() {
+            return false;
+        }
+        let carried = match self.carried {
+            Some(c) => c,
+            None => {
+                let c = self.instr_dec.borrow().carried_state();
+                self.carried = Some(c);
+                c
+            }
+        };
+        if carried != 0 {
+            return false;
+        }
+        self.check_memory();
+        // The loop's state in locals, written back once.
+        let (mut addr, mut isa) = (self.instr.instr_addr, self.instr.isa);
+        let mut en_bits = atoms.en_bits;
+        let mut need_addr = false;
+        let mut last: Option<&InstrInfo> = None;
+        // Output slots as OutStack::add hands them out: the current one if
+        // nothing waits to be sent, else the ones after it, one per atom
+        // this call may commit. Each new range carries the PE context of
+        // the element before it, which no range changes; its instruction
+        // set is the range's own.
+        let n = (atoms.num as i64).min(self.res.commit).max(0) as usize;
+        let out = &mut self.out_stack;
+        let first = if out.to_send > 0 { out.curr + 1 } else { out.curr };
+        out.reserve(first + n);
+        let context = out.elems[out.curr].1.context;
+        let mut made = 0;
+        // Blocks within the range limit, and for ETE not ending in an ERET
+        // (see WalkOptions).
+        let Some(blocks) = self.code.waypoint_blocks(self.space) else {
+            return false;
+        };
+        for (idx, o) in &mut out.elems[first..first + n] {
+            let Some((num, a)) = blocks.get(addr, isa) else { break };
+            let taken = en_bits & 1 != 0;
+            let next = a.instr_addr;
+            *idx = index;
+            o.context = context;
+            fill_range(
+                o,
+                a,
+                Range {
+                    st: addr,
+                    en: next,
+                    num,
+                },
+                taken,
+            );
+            en_bits >>= 1;
+            made += 1;
+            last = Some(a);
+            if !taken {
+                addr = next;
+                isa = a.isa;
+                continue;
+            }
+            isa = a.next_isa;
+            match a.instr_type {
+                InstrType::Branch => {
+                    addr = a.branch_addr;
+                    if a.is_link {
+                        self.ret_stack.push(next, a.isa);
+                    }
+                }
+                InstrType::BranchIndirect => {
+                    addr = next;
+                    if a.is_link {
+                        self.ret_stack.push(next, a.isa);
+                    }
+                    self.ret_stack.set_pop_pending();
+                    need_addr = true;
+                    break;
+                }
+                _ => addr = next,
+            }
+        }
+        let Some(a) = last else { return false };
+        self.out_stack.curr = first + made - 1;
+        self.out_stack.to_send += made;
+        self.instr = *a;
+        self.instr.instr_addr = addr;
+        self.instr.isa = isa;
+        *atoms = Atoms {
+            en_bits,
+            num: atoms.num - made as u8,
+        };
+        self.res.commit -= made as i64;
+        // `next_range_check` is only kept for the range-continuity check,
+        // which leaves all atoms to the general path.
+        self.need_addr = need_addr;
+        true
+    }
+}
