@@ -46,6 +46,21 @@ pub(super) fn walk_atoms<'a>(
     context: &PeContext,
     ret_stack: &mut ReturnStack,
     walk: &mut AtomWalk<'a>,
+    en_bits: u32,
+    pkt_index: TrcIndex,
+) -> usize {
+    walk_atoms_inline(blocks, slots, context, ret_stack, walk, en_bits, pkt_index)
+}
+
+/// [`walk_atoms`] in line, for a caller whose own loop state is already
+/// in registers ([`EtmV4Decoder::commit_atoms_fast`]).
+#[inline(always)]
+pub(super) fn walk_atoms_inline<'a>(
+    blocks: &WaypointBlocks<'a>,
+    slots: &mut [(TrcIndex, TraceElement)],
+    context: &PeContext,
+    ret_stack: &mut ReturnStack,
+    walk: &mut AtomWalk<'a>,
     mut en_bits: u32,
     pkt_index: TrcIndex,
 ) -> usize {
@@ -434,11 +449,6 @@ impl EtmV4Decoder {
             return false;
         }
         self.check_memory();
-        // The loop's state in locals, written back once.
-        let (mut addr, mut isa) = (self.instr.instr_addr, self.instr.isa);
-        let mut en_bits = atoms.en_bits;
-        let mut need_addr = false;
-        let mut last: Option<&InstrInfo> = None;
         // Output slots as OutStack::add hands them out: the current one if
         // nothing waits to be sent, else the ones after it, one per atom
         // this call may commit. Each new range carries the PE context of
@@ -449,56 +459,32 @@ impl EtmV4Decoder {
         let first = if out.to_send > 0 { out.curr + 1 } else { out.curr };
         out.reserve(first + n);
         let context = out.elems[out.curr].1.context;
-        let mut made = 0;
         // Blocks within the range limit, and for ETE not ending in an ERET
         // (see WalkOptions).
         let Some(blocks) = self.code.waypoint_blocks(self.space) else {
             return false;
         };
-        for (idx, o) in &mut out.elems[first..first + n] {
-            let Some((num, a)) = blocks.get(addr, isa) else { break };
-            let taken = en_bits & 1 != 0;
-            let next = a.instr_addr;
-            *idx = index;
-            o.context = context;
-            fill_range(
-                o,
-                a,
-                Range {
-                    st: addr,
-                    en: next,
-                    num,
-                },
-                taken,
-            );
-            en_bits >>= 1;
-            made += 1;
-            last = Some(a);
-            if !taken {
-                addr = next;
-                isa = a.isa;
-                continue;
-            }
-            isa = a.next_isa;
-            match a.instr_type {
-                InstrType::Branch => {
-                    addr = a.branch_addr;
-                    if a.is_link {
-                        self.ret_stack.push(next, a.isa);
-                    }
-                }
-                InstrType::BranchIndirect => {
-                    addr = next;
-                    if a.is_link {
-                        self.ret_stack.push(next, a.isa);
-                    }
-                    self.ret_stack.set_pop_pending();
-                    need_addr = true;
-                    break;
-                }
-                _ => addr = next,
-            }
-        }
+        let mut walk = AtomWalk {
+            addr: self.instr.instr_addr,
+            isa: self.instr.isa,
+            last: None,
+            need_addr: false,
+        };
+        let made = walk_atoms_inline(
+            &blocks,
+            &mut out.elems[first..first + n],
+            &context,
+            &mut self.ret_stack,
+            &mut walk,
+            atoms.en_bits,
+            index,
+        );
+        let AtomWalk {
+            addr,
+            isa,
+            last,
+            need_addr,
+        } = walk;
         let Some(a) = last else { return false };
         self.out_stack.curr = first + made - 1;
         self.out_stack.to_send += made;
@@ -506,7 +492,7 @@ impl EtmV4Decoder {
         self.instr.instr_addr = addr;
         self.instr.isa = isa;
         *atoms = Atoms {
-            en_bits,
+            en_bits: atoms.en_bits >> made,
             num: atoms.num - made as u8,
         };
         self.res.commit -= made as i64;
