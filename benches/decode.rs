@@ -50,7 +50,6 @@ fn tree(l: &Loaded) -> DecodeTree {
     let mut t = l
         .snapshot
         .build_tree(&l.buffer, DecodeMode::FullDecode, |_| {})
-        .unwrap()
         .unwrap();
     t.set_gen_elem_out(Box::new(Count(0)));
     t

@@ -24,7 +24,7 @@
 use std::process::ExitCode;
 
 use coresight_decode::arch::Isa;
-use coresight_decode::{DecodeError, Decoded, Element};
+use coresight_decode::{Decoded, Element, Error};
 use goblin::elf::Elf;
 use goblin::elf::sym::STT_FUNC;
 
@@ -67,9 +67,9 @@ pub struct Counts {
 
 /// Adds up the instruction ranges of a decode.
 pub fn count(
-    elements: impl IntoIterator<Item = Result<Decoded, DecodeError>>,
+    elements: impl IntoIterator<Item = Result<Decoded, Error>>,
     funcs: &[Function],
-) -> Result<Counts, DecodeError> {
+) -> Result<Counts, Error> {
     let mut c = Counts {
         per_function: vec![0; funcs.len()],
         outside: 0,

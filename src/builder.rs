@@ -20,7 +20,7 @@ impl Snapshot {
         buffer_name: &str,
         mode: DecodeMode,
         tree_setup: impl FnOnce(&mut DecodeTree),
-    ) -> Result<Option<DecodeTree>> {
+    ) -> Result<DecodeTree> {
         TreeBuilder::new(self).build(buffer_name, mode, tree_setup)
     }
 }
@@ -49,24 +49,20 @@ impl<'a> TreeBuilder<'a> {
         TreeBuilder { ss, registry }
     }
 
-    /// Returns `Ok(None)` when no decoder could be created.
-    /// `tree_setup` runs on the new tree before decoders are created (to
+    /// Fails with [`Error::NoDecoder`] when no decoder could be created
+    /// (the reasons went to the tree's error logger). `tree_setup` runs on the new tree before decoders are created (to
     /// set the registry's options, error output, ...).
     pub fn build(
         &self,
         buffer_name: &str,
         mode: DecodeMode,
         tree_setup: impl FnOnce(&mut DecodeTree),
-    ) -> Result<Option<DecodeTree>> {
+    ) -> Result<DecodeTree> {
         let buf = self.ss.buffer(buffer_name).ok_or_else(|| {
-            Error::code(
-                ErrCode::TestSnapshotRead,
-                format!(
-                    "{}: no trace buffer named '{buffer_name}' (expected one of: {})",
-                    self.ss.dir,
-                    self.ss.buffer_names().join(", ")
-                ),
-            )
+            Error::NoSuchBuffer {
+                name: buffer_name.to_string(),
+                available: self.ss.buffer_names().join(", "),
+            }
         })?;
         let format = match buf.format.as_str() {
             "source_data" => SourceFormat::Single,
@@ -121,7 +117,13 @@ impl<'a> TreeBuilder<'a> {
                 break;
             }
         }
-        Ok((created > 0).then_some(tree))
+        if created == 0 {
+            return Err(Error::NoDecoder {
+                buffer: buffer_name.to_string(),
+                log: String::new(),
+            });
+        }
+        Ok(tree)
     }
 
     fn create(&self, tree: &mut DecodeTree, log: &ErrLink, dev: &Device, core: Option<&Device>) -> bool {

@@ -8,6 +8,12 @@ use capstone::prelude::*;
 
 use crate::arch::Isa;
 
+/// Capstone could not be opened for one of the instruction sets (its
+/// message).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("capstone: {0}")]
+pub struct DisasmError(pub String);
+
 /// Disassemblers for A64, A32, T32 and RISC-V (RV32 and RV64, with the C
 /// extension; [`Disassembler::set_riscv_xlen`] picks the width, RV64 until
 /// told otherwise).
@@ -26,9 +32,9 @@ pub struct Disassembler {
 unsafe impl Send for Disassembler {}
 
 impl Disassembler {
-    /// Opens capstone for A64, A32, T32 and RISC-V; the error is capstone's message.
-    pub fn new() -> Result<Disassembler, String> {
-        let err = |e: capstone::Error| format!("capstone: {e}");
+    /// Opens capstone for A64, A32, T32 and RISC-V.
+    pub fn new() -> Result<Disassembler, DisasmError> {
+        let err = |e: capstone::Error| DisasmError(e.to_string());
         Ok(Disassembler {
             a64: Capstone::new()
                 .arm64()

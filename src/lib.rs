@@ -83,7 +83,7 @@ pub use element::{ElemType, TraceElement};
 pub use error::{ErrCode, Error, Result, TraceError};
 pub use fileio::dstream;
 pub use interfaces::{InstrDecode, PktDataIn, PktRawDataMon, TargetMemAccess, TrcDataIn, TrcGenElemIn};
-pub use pull::{DecodeError, Decoder, DecoderBuilder, Trace, decode_buffer};
+pub use pull::{Decoder, DecoderBuilder, Trace, decode_buffer};
 pub use snapshot::Snapshot;
 pub use tree::DecodeTree;
 

@@ -26,7 +26,7 @@
 //!     }
 //! }
 //! assert!(instructions > 0);
-//! # Ok::<(), coresight_decode::DecodeError>(())
+//! # Ok::<(), coresight_decode::Error>(())
 //! ```
 
 use std::collections::VecDeque;
@@ -38,10 +38,11 @@ use crate::decoder::{DecodeMode, SourceConfig};
 use crate::element::TraceElement;
 use crate::element::{Decoded, Element};
 use crate::errcode::{ErrCode, TraceError};
+use crate::error::Error;
 use crate::interfaces::{TrcDataIn, TrcGenElemIn};
 use crate::logger::{MsgLogger, Shared, shared};
 use crate::memory::{BufferAccessor, MemSpace};
-use crate::snapshot::{Snapshot, SnapshotError, SnapshotWarning};
+use crate::snapshot::{Snapshot, SnapshotWarning};
 use crate::tree::{DecodeTree, SourceFormat};
 
 /// Elements queued before the sink asks the tree to wait.
@@ -50,81 +51,6 @@ pub const DEFAULT_QUEUE_CAPACITY: usize = 256;
 /// How many flushes in a row may make no progress before the decode is
 /// reported as stalled (a sink other than the queue is waiting).
 const MAX_IDLE_FLUSHES: u32 = 1000;
-
-/// Errors of the pull API: setting a decode up, and a decode that stops.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum DecodeError {
-    /// The snapshot or the configuration could not be read or used.
-    #[error(transparent)]
-    Setup(#[from] crate::error::Error),
-    /// A trace data file could not be read.
-    #[error("{}: cannot read trace data: {source}", path.display())]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The snapshot has no trace buffer of that name.
-    #[error("no trace buffer named '{name}' in the snapshot (it has: {available})")]
-    NoSuchBuffer {
-        /// The name asked for.
-        name: String,
-        /// The buffers the snapshot has, comma separated.
-        available: String,
-    },
-    /// A [`DecoderBuilder`] was built with no trace source.
-    #[error("no trace source to decode: add one with DecoderBuilder::source")]
-    NoSource,
-    /// The snapshot describes no trace buffer at all.
-    #[error("the snapshot has no trace buffer (no [trace_buffers] in its trace metadata)")]
-    NoBuffer,
-    /// No decoder could be made for any source of the buffer.
-    #[error("no decodable trace source in buffer '{buffer}'{}", if log.is_empty() { String::new() } else { format!(": {}", log.trim_end()) })]
-    NoDecoder {
-        /// The buffer.
-        buffer: String,
-        /// What the tree builder reported, one line a problem.
-        log: String,
-    },
-    /// A component of the tree reported a fatal error: the decode stops.
-    #[error("decode stopped at trace index {index}: {}{}", response_text(*response), error.as_ref().map(|e| format!(" ({e})")).unwrap_or_default())]
-    Fatal {
-        /// Trace index of the block being decoded when it stopped.
-        index: TrcIndex,
-        /// The tree's response.
-        response: DatapathResp,
-        /// The last error the tree logged, if any.
-        error: Option<TraceError>,
-    },
-    /// The tree kept answering WAIT with nothing in the queue (its element
-    /// output was replaced by one that waits): nothing more can be read.
-    #[error("decode stalled at trace index {index}: the element output keeps answering WAIT")]
-    Stalled {
-        /// Trace index where it stalled.
-        index: TrcIndex,
-    },
-}
-
-impl From<SnapshotError> for DecodeError {
-    fn from(e: SnapshotError) -> DecodeError {
-        DecodeError::Setup(e.into())
-    }
-}
-
-/// Plain words for a fatal response.
-fn response_text(r: DatapathResp) -> &'static str {
-    match r {
-        DatapathResp::FatalNotInit => "a component was not initialised",
-        DatapathResp::FatalInvalidOp => "invalid operation",
-        DatapathResp::FatalInvalidParam => "invalid parameter",
-        DatapathResp::FatalInvalidData => "invalid trace data",
-        DatapathResp::FatalSysErr => "system error",
-        _ => "the data path did not accept the data",
-    }
-}
 
 /// The queue between the tree's element output and the iterator.
 struct Queue {
@@ -186,20 +112,20 @@ impl Decoder {
 
     /// A decoder for the trace buffer `buffer` of a snapshot (full decode,
     /// the snapshot's memory dumps mapped).
-    pub fn from_snapshot(ss: &Snapshot, buffer: &str) -> Result<Decoder, DecodeError> {
+    pub fn from_snapshot(ss: &Snapshot, buffer: &str) -> Result<Decoder, Error> {
         if ss.buffer(buffer).is_none() {
             return Err(no_such_buffer(ss, buffer));
         }
         let log = shared(MsgLogger::capture());
-        let tree = ss.build_tree(buffer, DecodeMode::FullDecode, |t| {
-            t.set_error_output(Some(log.clone()))
-        })?;
-        let Some(mut tree) = tree else {
-            return Err(DecodeError::NoDecoder {
-                buffer: buffer.to_string(),
-                log: log.borrow_mut().take_captured(),
-            });
-        };
+        let mut tree = ss
+            .build_tree(buffer, DecodeMode::FullDecode, |t| t.set_error_output(Some(log.clone())))
+            .map_err(|e| match e {
+                Error::NoDecoder { buffer, .. } => Error::NoDecoder {
+                    buffer,
+                    log: log.borrow_mut().take_captured(),
+                },
+                e => e,
+            })?;
         // Errors during the decode go to the `log` crate and to the tree's
         // error logger (see `last_error`), not to a growing capture.
         tree.set_error_output(None);
@@ -229,7 +155,7 @@ impl Decoder {
 
     /// Decodes only the sources with these trace IDs (`None`: all). A value
     /// of 0x80 or more is not a trace ID: an error, the filter unchanged.
-    pub fn set_id_filter(&mut self, ids: Option<&[u8]>) -> Result<(), DecodeError> {
+    pub fn set_id_filter(&mut self, ids: Option<&[u8]>) -> Result<(), Error> {
         self.tree.set_id_filter(ids).map_err(|code| {
             let bad = ids
                 .unwrap_or_default()
@@ -237,10 +163,10 @@ impl Decoder {
                 .find(|&&id| id >= 0x80)
                 .copied()
                 .unwrap_or_default();
-            DecodeError::Setup(crate::error::Error::code(
+            Error::code(
                 code,
                 format!("trace ID filter: 0x{bad:02x} is not a trace ID (expected 0x00 to 0x7f)"),
-            ))
+            )
         })
     }
 
@@ -315,11 +241,11 @@ struct Cursor {
     idle_flushes: u32,
     /// The error that stopped the decode, returned once the elements
     /// queued before it have been.
-    stopped: Option<DecodeError>,
+    stopped: Option<Error>,
 }
 
 impl Cursor {
-    fn next(&mut self, dec: &mut Decoder, data: &[u8]) -> Option<Result<Decoded, DecodeError>> {
+    fn next(&mut self, dec: &mut Decoder, data: &[u8]) -> Option<Result<Decoded, Error>> {
         loop {
             if let Some(d) = dec.queue.borrow_mut().items.pop_front() {
                 self.idle_flushes = 0;
@@ -352,7 +278,7 @@ impl Cursor {
                     if r.is_cont() && used == 0 {
                         // Nothing taken and no wait: the tree cannot go on.
                         self.step = Step::Done;
-                        self.stopped = Some(DecodeError::Fatal {
+                        self.stopped = Some(Error::Fatal {
                             index,
                             response: r,
                             error: dec.last_error(),
@@ -367,7 +293,7 @@ impl Cursor {
                         self.idle_flushes += 1;
                         if self.idle_flushes > MAX_IDLE_FLUSHES {
                             self.step = Step::Done;
-                            self.stopped = Some(DecodeError::Stalled { index });
+                            self.stopped = Some(Error::Stalled { index });
                             continue;
                         }
                     }
@@ -395,7 +321,7 @@ impl Cursor {
     fn check(&mut self, dec: &Decoder, r: DatapathResp, then: After) {
         if r.is_fatal() {
             self.step = Step::Done;
-            self.stopped = Some(DecodeError::Fatal {
+            self.stopped = Some(Error::Fatal {
                 index: self.pos as TrcIndex,
                 response: r,
                 error: dec.last_error(),
@@ -417,7 +343,7 @@ pub struct Elements<'a> {
 }
 
 impl Iterator for Elements<'_> {
-    type Item = Result<Decoded, DecodeError>;
+    type Item = Result<Decoded, Error>;
     fn next(&mut self) -> Option<Self::Item> {
         self.cursor.next(self.decoder, self.data)
     }
@@ -446,28 +372,28 @@ impl fmt::Debug for Trace {
 
 impl Trace {
     /// Opens the snapshot directory `dir` and its first trace buffer.
-    pub fn open(dir: impl AsRef<Path>) -> Result<Trace, DecodeError> {
+    pub fn open(dir: impl AsRef<Path>) -> Result<Trace, Error> {
         let ss = Snapshot::load(dir)?;
         Trace::from_snapshot(&ss, None)
     }
 
     /// Opens the trace buffer named `buffer` (`ETB_0`...) of the snapshot
     /// directory `dir`.
-    pub fn open_buffer(dir: impl AsRef<Path>, buffer: &str) -> Result<Trace, DecodeError> {
+    pub fn open_buffer(dir: impl AsRef<Path>, buffer: &str) -> Result<Trace, Error> {
         let ss = Snapshot::load(dir)?;
         Trace::from_snapshot(&ss, Some(buffer))
     }
 
     /// The trace buffer `buffer` of a loaded snapshot (`None`: its first
     /// buffer): reads its data files and builds its decoder.
-    pub fn from_snapshot(ss: &Snapshot, buffer: Option<&str>) -> Result<Trace, DecodeError> {
+    pub fn from_snapshot(ss: &Snapshot, buffer: Option<&str>) -> Result<Trace, Error> {
         let name = match buffer {
             Some(n) => n,
             None => ss
                 .buffers
                 .first()
                 .map(|b| b.name.as_str())
-                .ok_or(DecodeError::NoBuffer)?,
+                .ok_or(Error::NoBuffer)?,
         };
         let info = ss.buffer(name).ok_or_else(|| no_such_buffer(ss, name))?;
         let mut data = Vec::new();
@@ -476,7 +402,7 @@ impl Trace {
                 // The first file's bytes become the capture: no second copy.
                 Ok(d) if data.is_empty() => data = d,
                 Ok(mut d) => data.append(&mut d),
-                Err(source) => return Err(DecodeError::Io { path, source }),
+                Err(source) => return Err(Error::Io { path, source }),
             }
         }
         if info.has_dstream_footers() {
@@ -541,7 +467,7 @@ impl Trace {
 }
 
 impl IntoIterator for Trace {
-    type Item = Result<Decoded, DecodeError>;
+    type Item = Result<Decoded, Error>;
     type IntoIter = IntoElements;
     fn into_iter(self) -> IntoElements {
         IntoElements {
@@ -559,7 +485,7 @@ pub struct IntoElements {
 }
 
 impl Iterator for IntoElements {
-    type Item = Result<Decoded, DecodeError>;
+    type Item = Result<Decoded, Error>;
     fn next(&mut self) -> Option<Self::Item> {
         self.cursor.next(&mut self.trace.decoder, &self.trace.data)
     }
@@ -569,13 +495,13 @@ impl std::iter::FusedIterator for IntoElements {}
 
 /// Decodes the trace buffer `buffer` (`None`: the first) of the snapshot
 /// in `dir` and returns all its elements, or the error that stopped it.
-pub fn decode_buffer(dir: impl AsRef<Path>, buffer: Option<&str>) -> Result<Vec<Decoded>, DecodeError> {
+pub fn decode_buffer(dir: impl AsRef<Path>, buffer: Option<&str>) -> Result<Vec<Decoded>, Error> {
     let ss = Snapshot::load(dir)?;
     Trace::from_snapshot(&ss, buffer)?.into_iter().collect()
 }
 
-fn no_such_buffer(ss: &Snapshot, name: &str) -> DecodeError {
-    DecodeError::NoSuchBuffer {
+fn no_such_buffer(ss: &Snapshot, name: &str) -> Error {
+    Error::NoSuchBuffer {
         name: name.to_string(),
         available: ss.buffer_names().join(", "),
     }
@@ -640,7 +566,7 @@ enum Image {
 /// let items: Vec<_> = decoder.decode(&[]).collect::<Result<_, _>>()?;
 /// assert_eq!(items.len(), 1);
 /// assert!(matches!(items[0].element, Element::EoTrace { .. }));
-/// # Ok::<(), coresight_decode::DecodeError>(())
+/// # Ok::<(), coresight_decode::Error>(())
 /// ```
 pub struct DecoderBuilder {
     format: SourceFormat,
@@ -712,15 +638,14 @@ impl DecoderBuilder {
     }
 
     /// Builds the tree and its decoder.
-    pub fn build(self) -> Result<Decoder, DecodeError> {
-        use crate::error::Error;
+    pub fn build(self) -> Result<Decoder, Error> {
         if self.sources.is_empty() {
-            return Err(DecodeError::NoSource);
+            return Err(Error::NoSource);
         }
         let mut tree = DecodeTree::new(self.format, DecodeMode::FullDecode);
         for (protocol, cfg) in &self.sources {
             tree.create_decoder(protocol, cfg)
-                .map_err(|e| Error::code(e.code, e.message))?;
+                .map_err(Error::from)?;
         }
         let mapper = tree
             .mem_mapper()

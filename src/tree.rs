@@ -187,6 +187,17 @@ pub struct DecodeTree {
     options: DecoderOptions,
 }
 
+impl std::fmt::Debug for DecodeTree {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let decoders: Vec<(u8, &str)> = self.elements().map(|(id, e)| (id, e.protocol.as_str())).collect();
+        f.debug_struct("DecodeTree")
+            .field("format", &self.format)
+            .field("mode", &self.mode)
+            .field("decoders", &decoders)
+            .finish_non_exhaustive()
+    }
+}
+
 impl DecodeTree {
     /// A tree for `format`, decoding in `mode`, with the built-in protocols.
     pub fn new(format: SourceFormat, mode: DecodeMode) -> DecodeTree {

@@ -313,7 +313,6 @@ fn custom_protocol_from_a_snapshot() {
         .build("ETB_0", DecodeMode::FullDecode, |t| {
             t.set_error_output(Some(out.clone()))
         })
-        .unwrap()
         .expect("a tree with the ECHO decoder");
     let ids: Vec<(u8, String)> = tree.elements().map(|(id, e)| (id, e.protocol.clone())).collect();
     assert_eq!(ids, vec![(0x22, "ECHO".to_string())]);

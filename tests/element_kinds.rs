@@ -145,7 +145,7 @@ fn every_corpus_element_survives_the_typed_round_trip() {
         let Ok(ss) = Snapshot::load(dir) else { continue };
         let seen = shared(Seen::default());
         for buffer in ss.buffer_names() {
-            let Ok(Some(mut tree)) = ss.build_tree(buffer, DecodeMode::FullDecode, |_| {}) else {
+            let Ok(mut tree) = ss.build_tree(buffer, DecodeMode::FullDecode, |_| {}) else {
                 continue;
             };
             tree.set_gen_elem_out(Box::new(RoundTrip(seen.clone())));

@@ -74,7 +74,7 @@ fn decode_allocations(protocol: GenProtocol, length: usize, dir: &str) -> usize 
     let _ = std::fs::remove_dir_all(&path);
     g.spec.write_to(&path).unwrap();
     let ss = Snapshot::load(&path).unwrap();
-    let mut tree = ss.build_tree("ETB_0", DecodeMode::FullDecode, |_| {}).unwrap().unwrap();
+    let mut tree = ss.build_tree("ETB_0", DecodeMode::FullDecode, |_| {}).unwrap();
     tree.set_gen_elem_out(Box::new(CountElems(0)));
     let data = std::fs::read(path.join("trace.bin")).unwrap();
     let before = allocs();
@@ -168,7 +168,6 @@ fn index_allocations(protocol: GenProtocol, length: usize, dir: &str) -> (usize,
     let ss = Snapshot::load(&path).unwrap();
     let mut tree = ss
         .build_tree("ETB_0", DecodeMode::PacketsOnly, |_| {})
-        .unwrap()
         .unwrap();
     let data = std::fs::read(path.join("trace.bin")).unwrap();
     let before = allocs();

@@ -71,7 +71,7 @@ fn elements_come_in_the_serial_order_with_the_serial_indices() {
     let data = std::fs::read(dir.join("trace.bin")).unwrap();
 
     // Serial, in the lister's 1 KB blocks.
-    let mut tree = ss.build_tree("ETB_0", DecodeMode::FullDecode, |_| {}).unwrap().unwrap();
+    let mut tree = ss.build_tree("ETB_0", DecodeMode::FullDecode, |_| {}).unwrap();
     let serial = Arc::new(Lock::new(Vec::new()));
     tree.set_gen_elem_out(Box::new(Collect(serial.clone())));
     for (n, block) in data.chunks(1024).enumerate() {
@@ -84,7 +84,7 @@ fn elements_come_in_the_serial_order_with_the_serial_indices() {
     let serial = serial.borrow().clone();
     assert!(serial.len() > 1000);
 
-    let build = |_: &WorkerSetup| Ok(ss.build_tree("ETB_0", DecodeMode::FullDecode, |_| {}).unwrap().unwrap());
+    let build = |_: &WorkerSetup| Ok(ss.build_tree("ETB_0", DecodeMode::FullDecode, |_| {}).unwrap());
     for (threads, wait_every) in [(2, 0), (3, 0), (2, 3)] {
         let mut seen = Seen {
             wait_every,

@@ -16,7 +16,7 @@ use coresight_decode::logger::{Shared, shared};
 use coresight_decode::memory::MemSpace;
 use coresight_decode::tree::SourceFormat;
 use coresight_decode::{
-    DecodeError, DecodeMode, Decoded, Decoder, DecoderBuilder, Element, Snapshot, Trace, decode_buffer,
+    DecodeMode, Decoded, Error, Decoder, DecoderBuilder, Element, Snapshot, Trace, decode_buffer,
 };
 use coresight_generator::{BufferLayout, GenOptions, GenProtocol, generate};
 
@@ -45,7 +45,6 @@ fn push_decode(ss: &Snapshot, wait_every: usize) -> (Vec<(TrcIndex, u8, TraceEle
     let buffer = ss.buffer_names()[0].to_string();
     let mut tree = ss
         .build_tree(&buffer, DecodeMode::FullDecode, |_| {})
-        .unwrap()
         .expect("a decodable source");
     let out = shared(Vec::new());
     tree.set_gen_elem_out(Box::new(Collect {
@@ -300,7 +299,7 @@ fn raw_bytes_with_a_configuration_and_memory_decode_as_the_snapshot_does() {
 fn errors_say_what_and_where() {
     let missing = Path::new(env!("CARGO_TARGET_TMPDIR")).join("pull-no-such-snapshot");
     let e = Trace::open(&missing).unwrap_err();
-    assert!(matches!(e, DecodeError::Setup(_)), "{e:?}");
+    assert!(matches!(e, Error::Snapshot(_)), "{e:?}");
     let text = e.to_string();
     assert!(
         text.contains("pull-no-such-snapshot") && text.contains("snapshot.ini"),
@@ -338,7 +337,7 @@ fn errors_say_what_and_where() {
     let ini = std::fs::read_to_string(etm.join("etm_0.ini")).unwrap();
     std::fs::write(etm.join("etm_0.ini"), ini.replace("type=ETM4.0", "type=ETM9.9")).unwrap();
     let e = Trace::open(&etm).unwrap_err();
-    assert!(matches!(e, DecodeError::NoDecoder { .. }), "{e:?}");
+    assert!(matches!(e, Error::NoDecoder { .. }), "{e:?}");
     assert!(
         e.to_string()
             .starts_with("no decodable trace source in buffer 'ETB_0': "),
@@ -349,7 +348,7 @@ fn errors_say_what_and_where() {
     // A trace data file that cannot be read names the file.
     std::fs::remove_file(dir.join("trace.bin")).unwrap();
     let e = Trace::open(&dir).unwrap_err();
-    assert!(matches!(e, DecodeError::Io { .. }), "{e:?}");
+    assert!(matches!(e, Error::Io { .. }), "{e:?}");
     assert!(e.to_string().contains("trace.bin: cannot read trace data"), "{e}");
 }
 
@@ -378,7 +377,7 @@ fn a_fatal_error_ends_the_iteration_after_the_elements_before_it() {
     let at = (data.len() / 2) & !15;
     data.splice(at..at, frame);
     decoder.tree_mut().set_opencsd_empty_blocks(true);
-    let items: Vec<Result<Decoded, DecodeError>> = decoder.decode(&data).collect();
+    let items: Vec<Result<Decoded, Error>> = decoder.decode(&data).collect();
     let (last, before) = items.split_last().unwrap();
     assert!(
         before.iter().all(Result::is_ok),
@@ -387,7 +386,7 @@ fn a_fatal_error_ends_the_iteration_after_the_elements_before_it() {
     );
     assert!(before.len() > 10, "elements before the error come out");
     let e = last.as_ref().unwrap_err();
-    let DecodeError::Fatal { index, response, .. } = e else {
+    let Error::Fatal { index, response, .. } = e else {
         panic!("{e:?}")
     };
     assert!(
@@ -428,7 +427,7 @@ fn decoders_move_to_other_threads() {
     send::<Trace>();
     send::<coresight_decode::pull::IntoElements>();
     send::<Decoded>();
-    send::<DecodeError>();
+    send::<Error>();
 
     // Built here, decoded on other threads, one per snapshot: the same
     // elements as a decode on this thread.
@@ -480,7 +479,7 @@ fn corrupted_trace_ends_in_elements_or_one_error_whatever_the_waits() {
         for capacity in [1, 256] {
             let mut decoder = Decoder::from_snapshot(&ss, "ETB_0").unwrap();
             decoder.set_queue_capacity(capacity);
-            let items: Vec<Result<Decoded, DecodeError>> = decoder.decode(&data).collect();
+            let items: Vec<Result<Decoded, Error>> = decoder.decode(&data).collect();
             let errors = items.iter().filter(|i| i.is_err()).count();
             assert!(errors <= 1, "{name}: {errors} errors");
             if errors == 1 {

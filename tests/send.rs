@@ -42,7 +42,7 @@ fn a_tree_built_here_decodes_on_another_thread() {
     let ss = Snapshot::load(dir).unwrap();
     let trace = std::fs::read(format!("{dir}/trace.bin")).unwrap();
     let build = |out: &Shared<Vec<_>>| {
-        let mut tree = ss.build_tree("ETB_0", DecodeMode::FullDecode, |_| {}).unwrap().unwrap();
+        let mut tree = ss.build_tree("ETB_0", DecodeMode::FullDecode, |_| {}).unwrap();
         tree.set_gen_elem_out(Box::new(Collect(out.clone())));
         tree
     };

@@ -87,7 +87,7 @@ fn decode_peak(g: &Generated, dir: &str) -> (usize, usize) {
     let data = std::fs::read(path.join("trace.bin")).unwrap();
     let base = LIVE.load(Ordering::Relaxed);
     PEAK.store(base, Ordering::Relaxed);
-    let mut tree = ss.build_tree("ETB_0", DecodeMode::FullDecode, |_| {}).unwrap().unwrap();
+    let mut tree = ss.build_tree("ETB_0", DecodeMode::FullDecode, |_| {}).unwrap();
     tree.set_gen_elem_out(Box::new(CountElems(0)));
     let mut idx = 0;
     for block in data.chunks(4096) {

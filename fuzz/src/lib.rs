@@ -449,7 +449,7 @@ pub fn run_snapshot(data: &[u8]) {
         return;
     };
     for name in ss.buffer_names() {
-        if let Ok(Some(mut tree)) = ss.build_tree(name, DecodeMode::FullDecode, |_| {}) {
+        if let Ok(mut tree) = ss.build_tree(name, DecodeMode::FullDecode, |_| {}) {
             let mut s = String::new();
             tree.describe_mapped_ranges(&mut s);
             tree.trace_data_in(DatapathOp::Eot, 0, &[]);

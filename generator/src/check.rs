@@ -182,8 +182,7 @@ pub fn decode_dir(dir: &std::path::Path) -> Result<Vec<Truth>, String> {
     let name = names.first().ok_or("no trace buffer")?;
     let mut tree = ss
         .build_tree(name, DecodeMode::FullDecode, |_| {})
-        .map_err(|e| e.to_string())?
-        .ok_or("no decodable source")?;
+        .map_err(|e| e.to_string())?;
     let got = coresight_decode::logger::shared(Vec::new());
     tree.set_gen_elem_out(Box::new(Collect(got.clone())));
     let multi = names.len() > 1;

@@ -5,7 +5,6 @@ use super::stream::StreamCollector;
 use super::{CaptureId, CaptureIndex, IndexedFormat, SourceIndex, StreamIndex};
 use crate::datapath::{DatapathOp, TrcIndex};
 use crate::decoder::DecodeMode;
-use crate::errcode::ErrCode;
 use crate::error::Error;
 use crate::interfaces::TrcDataIn;
 use crate::logger::shared;
@@ -147,26 +146,25 @@ impl Capture {
         let buffer = match buffer {
             Some(b) => b.to_string(),
             None => snapshot.buffer_names().first().map(|s| s.to_string()).ok_or_else(|| {
-                Error::code(
-                    ErrCode::TestSnapshotRead,
-                    format!("{}: no trace buffer in the snapshot", dir.display()),
-                )
+                Error::NoBuffer
             })?,
         };
         let info = snapshot
             .buffer(&buffer)
             .ok_or_else(|| {
-                Error::code(
-                    ErrCode::TestSnapshotRead,
-                    format!("{}: no trace buffer named '{buffer}'", dir.display()),
-                )
+                Error::NoSuchBuffer {
+                    name: buffer.clone(),
+                    available: snapshot.buffer_names().join(", "),
+                }
             })?
             .clone();
         let paths = snapshot.buffer_paths(&info);
         let mut data = Vec::new();
         for p in &paths {
-            let bytes =
-                std::fs::read(p).map_err(|e| Error::code(ErrCode::FileError, format!("{}: {e}", p.display())))?;
+            let bytes = std::fs::read(p).map_err(|source| Error::Io {
+                path: p.clone(),
+                source,
+            })?;
             // The first file's bytes become the capture: no second copy.
             if data.is_empty() {
                 data = bytes;
@@ -188,12 +186,7 @@ impl Capture {
 
     /// A tree for the buffer in `mode`, with `setup` run on it first.
     pub fn tree(&self, mode: DecodeMode, setup: impl FnOnce(&mut DecodeTree)) -> Result<DecodeTree, Error> {
-        self.snapshot.build_tree(&self.buffer, mode, setup)?.ok_or_else(|| {
-            Error::code(
-                ErrCode::TestSsToDecoder,
-                format!("no decoder could be created for buffer '{}'", self.buffer),
-            )
-        })
+        self.snapshot.build_tree(&self.buffer, mode, setup)
     }
 
     /// Indexes the buffer.
@@ -234,7 +227,7 @@ impl Capture {
 
     /// Reads the index at `path` and checks that it was built from this
     /// capture's bytes and with its configuration.
-    pub fn load_index(&self, path: &std::path::Path) -> Result<CaptureIndex, crate::index::file::IndexFileError> {
+    pub fn load_index(&self, path: &std::path::Path) -> Result<CaptureIndex, Error> {
         let ix = CaptureIndex::load(path, &self.data)?;
         crate::index::file::check_config(&ix, self.config_hash())?;
         Ok(ix)

@@ -39,80 +39,7 @@ use super::{CaptureId, CaptureIndex, EntryKind, IndexedFormat, SourceIndex, Stre
 pub const INDEX_VERSION: u32 = 2;
 const MAGIC: &[u8; 8] = b"CSDIDX\r\n";
 
-/// Why an index file was refused.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum IndexFileError {
-    #[error("not a trace index (bad magic at byte 0)")]
-    /// The file does not start with the index magic.
-    BadMagic,
-    #[error("index version {found} not supported (this library reads version {INDEX_VERSION})")]
-    /// A version this library does not read.
-    Version {
-        /// The file's version.
-        found: u32,
-    },
-    #[error("index truncated: {needed} bytes of {what} needed at byte {offset}, {left} left")]
-    /// The file ends inside a field.
-    Truncated {
-        /// The field.
-        what: &'static str,
-        /// Where it starts.
-        offset: usize,
-        /// Bytes it needs.
-        needed: usize,
-        /// Bytes left in the file.
-        left: usize,
-    },
-    #[error("index corrupt at byte {offset}: {what}")]
-    /// A field holds what it cannot.
-    Corrupt {
-        /// Where.
-        offset: usize,
-        /// What is wrong.
-        what: String,
-    },
-    #[error("index corrupt: checksum {found:#018x} does not match its contents ({expected:#018x})")]
-    /// The checksum does not match the contents.
-    Checksum {
-        /// The checksum in the file.
-        found: u64,
-        /// The checksum of the contents.
-        expected: u64,
-    },
-    #[error(
-        "stale index: built for a capture of {indexed_size} bytes (hash {indexed_hash:#018x}), the capture now has {size} bytes (hash {hash:#018x})"
-    )]
-    /// The capture is not the one indexed.
-    Stale {
-        /// Size of the capture indexed.
-        indexed_size: u64,
-        /// Its hash.
-        indexed_hash: u64,
-        /// Size of the capture now.
-        size: u64,
-        /// Its hash.
-        hash: u64,
-    },
-    #[error(
-        "stale index: built with another configuration of the capture (hash {indexed:#018x}, now {now:#018x}): the buffer's format or its sources' registers changed; build the index again"
-    )]
-    /// The capture is the one indexed, but its configuration (buffer
-    /// format, trace sources and their registers) is not.
-    ConfigChanged {
-        /// Configuration hash recorded in the index.
-        indexed: u64,
-        /// Configuration hash now.
-        now: u64,
-    },
-    #[error("{path}: {msg}")]
-    /// Reading or writing the file failed.
-    Io {
-        /// The file.
-        path: String,
-        /// What the system said.
-        msg: String,
-    },
-}
+pub use crate::error::IndexFileError;
 
 struct Writer(Vec<u8>);
 
@@ -259,7 +186,10 @@ pub fn from_bytes(data: &[u8]) -> Result<CaptureIndex, IndexFileError> {
     }
     let version = r.u32("version")?;
     if version != INDEX_VERSION {
-        return Err(IndexFileError::Version { found: version });
+        return Err(IndexFileError::Version {
+            found: version,
+            supported: INDEX_VERSION,
+        });
     }
     // The checksum first: a damaged file is reported as such rather than
     // by whatever field the damage happens to hit.

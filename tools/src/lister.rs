@@ -953,8 +953,12 @@ fn setup_tree(
         if let Some(m) = t.mem_mapper() {
             m.borrow_mut().set_cache_config(cache);
         }
-    })?;
-    let Some(mut tree) = tree else { return Ok(None) };
+    });
+    let mut tree = match tree {
+        Ok(t) => t,
+        Err(coresight_decode::Error::NoDecoder { .. }) => return Ok(None),
+        Err(e) => return Err(e),
+    };
 
     // Packet printers, in trace ID order.
     let mut notes = Vec::new();

@@ -288,7 +288,7 @@ fn empty_block_after_an_id_switch_stops_the_data_path_as_in_opencsd() {
         }
     }
     let ss = coresight_decode::snapshot::Snapshot::load(&dir).unwrap();
-    let mut tree = ss.build_tree("ETB_0", DecodeMode::FullDecode, |_| {}).unwrap().unwrap();
+    let mut tree = ss.build_tree("ETB_0", DecodeMode::FullDecode, |_| {}).unwrap();
     let eots = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
     tree.set_gen_elem_out(Box::new(Eot(eots.clone())));
     let (r, used) = tree.trace_data_in(DatapathOp::Data, 0, &trace);

@@ -41,8 +41,7 @@ fn main() {
             t.set_opencsd_empty_blocks(true);
             t.set_gen_elem_out(Box::new(Shared(count.clone(), Count(0))));
         })
-        .expect("tree")
-        .expect("decoders");
+        .expect("tree with decoders");
     let t0 = std::time::Instant::now();
     let mut pos = 0;
     while pos < data.len() {

@@ -5,8 +5,8 @@
 //!
 //! The loop that feeds the tree (data, flush after a wait, end of trace)
 //! is the pull API's, and so are its errors: a fatal response stops the
-//! decode with [`DecodeError::Fatal`], a tree that keeps waiting with
-//! nothing to hand out with [`DecodeError::Stalled`].
+//! decode with [`coresight_decode::Error::Fatal`], a tree that keeps waiting with
+//! nothing to hand out with [`coresight_decode::Error::Stalled`].
 
 use std::collections::VecDeque;
 
@@ -14,7 +14,8 @@ use arrow_array::RecordBatch;
 use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use coresight_decode::element::{ElemType, Element, TraceElement};
 use coresight_decode::interfaces::{TrcDataIn, TrcGenElemIn};
-use coresight_decode::pull::{DecodeError, Decoder};
+use coresight_decode::Error as DecodeError;
+use coresight_decode::pull::Decoder;
 use coresight_decode::shared::{Shared, shared};
 use coresight_decode::tree::DecodeTree;
 

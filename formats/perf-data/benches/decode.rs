@@ -172,7 +172,7 @@ fn decode_perf_data(c: &Case) -> u64 {
 #[inline(never)]
 fn decode_snapshot(c: &Case) -> u64 {
     let ss = Snapshot::load(&c.snapshot).unwrap();
-    let mut tree = ss.build_tree("AUX", DecodeMode::FullDecode, |_| {}).unwrap().unwrap();
+    let mut tree = ss.build_tree("AUX", DecodeMode::FullDecode, |_| {}).unwrap();
     let count = Arc::new(AtomicU64::new(0));
     tree.set_gen_elem_out(Box::new(Count(count.clone())));
     let data = std::fs::read(c.snapshot.join("aux.bin")).unwrap();

@@ -415,8 +415,7 @@ pub fn snapshot_to_tarmac_with_registry(
         .ok_or("no trace buffer in the snapshot")?;
     let mut tree = coresight_decode::builder::TreeBuilder::with_registry(&ss, registry)
         .build(&name, coresight_decode::decoder::DecodeMode::FullDecode, |_| {})
-        .map_err(|e| e.to_string())?
-        .ok_or("no decodable trace source in the snapshot")?;
+        .map_err(|e| e.to_string())?;
     let mem = tree.mem_mapper().ok_or("the snapshot has no memory image")?.clone();
     let buf = SharedBuf::default();
     let count = coresight_decode::logger::shared((0u64, None::<String>));

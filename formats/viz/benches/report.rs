@@ -103,7 +103,6 @@ fn plain_decode(input: &Input) -> u64 {
     let name = ss.buffer_names()[0].to_string();
     let mut tree = TreeBuilder::with_registry(&ss, Arc::new(DecoderRegistry::builtin()))
         .build(&name, DecodeMode::FullDecode, |_| {})
-        .unwrap()
         .unwrap();
     if let SourceFormat::Formatted(mut cfg) = tree.format() {
         if !(cfg.fsyncs || cfg.hsyncs) {

@@ -123,12 +123,12 @@ pub fn decode_snapshot(input: SnapshotInput, stacks: &mut ElementStacks) -> Resu
         .build(&source, DecodeMode::FullDecode, |t| {
             t.set_error_output(Some(errors.clone()))
         })
-        .map_err(|e| format!("{}: {e}", dir.display()))?
-        .ok_or_else(|| {
-            format!(
+        .map_err(|e| match e {
+            coresight_decode::Error::NoDecoder { .. } => format!(
                 "{}: no trace source of buffer {source} has a supported protocol",
                 dir.display()
-            )
+            ),
+            e => format!("{}: {e}", dir.display()),
         })?;
     if let SourceFormat::Formatted(mut cfg) = tree.format() {
         if !(cfg.fsyncs || cfg.hsyncs) {

@@ -237,7 +237,7 @@ fn mangled_device_files_never_panic() {
         for mode in [DecodeMode::FullDecode, DecodeMode::PacketsOnly] {
             let tree = TreeBuilder::with_registry(&ss, riscv_trace::registry())
                 .build("tbuf", mode, |t| t.set_error_output(Some(log.clone())));
-            if let Ok(Some(mut tree)) = tree {
+            if let Ok(mut tree) = tree {
                 built += 1;
                 if mode == DecodeMode::PacketsOnly {
                     tree.attach_packet_printer(0, log.clone(), false, 0).unwrap();

@@ -218,7 +218,6 @@ fn gnatcov_export_of_the_shipped_snapshot_is_em_riscv_with_qemus_coverage() {
     let ss = Snapshot::load(&dir).unwrap();
     let mut tree = TreeBuilder::with_registry(&ss, riscv_trace::registry())
         .build("tbuf", coresight_decode::decoder::DecodeMode::FullDecode, |_| {})
-        .unwrap()
         .unwrap();
     let b = std::sync::Arc::new(coresight_decode::shared::Lock::new(FlatTraceBuilder::new(Merge::All)));
     tree.set_gen_elem_out(Box::new(coresight_gnatcov::export::SharedBuilder(b.clone())));

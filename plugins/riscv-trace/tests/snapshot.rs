@@ -97,15 +97,17 @@ fn a_tree_built_from_a_snapshot_with_the_plug_in_registered() {
     // The built-in protocols know no RISCV_TRACE device: no decoder.
     let plain = TreeBuilder::new(&ss)
         .build("tbuf", DecodeMode::FullDecode, |_| {})
-        .unwrap();
-    assert!(plain.is_none());
+        .unwrap_err();
+    assert!(
+        matches!(&plain, coresight_decode::Error::NoDecoder { buffer, .. } if buffer == "tbuf"),
+        "{plain:?}"
+    );
 
     let log = shared(MsgLogger::capture());
     let mut tree = TreeBuilder::with_registry(&ss, riscv_trace::registry())
         .build("tbuf", DecodeMode::FullDecode, |t| {
             t.set_error_output(Some(log.clone()))
         })
-        .unwrap()
         .expect("a tree with the RISC-V decoder");
     let ids: Vec<(u8, String, String)> = tree
         .elements()
@@ -227,8 +229,11 @@ fn a_wrong_device_file_is_refused_with_a_clear_message() {
             .build("tbuf", DecodeMode::FullDecode, |t| {
                 t.set_error_output(Some(log.clone()))
             })
-            .unwrap();
-        assert!(tree.is_none(), "case {i}");
+            .unwrap_err();
+        assert!(
+            matches!(tree, coresight_decode::Error::NoDecoder { .. }),
+            "case {i}: {tree:?}"
+        );
         let text = log.borrow().captured().to_string();
         assert!(text.contains(message), "case {i}: {text}");
     }

@@ -97,8 +97,10 @@ fn run_once(ss: &Snapshot, source: &str, data: &[u8], block: usize) -> Result<Ru
     // Plug-in protocols (RISC-V trace) are measured like built-in ones.
     let mut tree = TreeBuilder::with_registry(ss, riscv_trace::registry())
         .build(source, DecodeMode::FullDecode, |_| {})
-        .map_err(|e| e.to_string())?
-        .ok_or("no supported trace sources in the snapshot")?;
+        .map_err(|e| match e {
+            coresight_decode::Error::NoDecoder { .. } => "no supported trace sources in the snapshot".to_string(),
+            e => e.to_string(),
+        })?;
     if let SourceFormat::Formatted(mut cfg) = tree.format() {
         if !(cfg.fsyncs || cfg.hsyncs) {
             cfg.mem_aligned = true;

@@ -212,8 +212,12 @@ fn build_tree(
         .build(source, DecodeMode::FullDecode, |t| {
             t.set_error_output(Some(errors.clone()))
         })
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| format!("no trace source of buffer {source} has a supported protocol"))?;
+        .map_err(|e| match e {
+            coresight_decode::Error::NoDecoder { .. } => {
+                format!("no trace source of buffer {source} has a supported protocol")
+            }
+            e => e.to_string(),
+        })?;
     if let SourceFormat::Formatted(mut cfg) = tree.format() {
         if !(cfg.fsyncs || cfg.hsyncs) {
             cfg.mem_aligned = true;
