@@ -66,10 +66,7 @@ pub struct Counts {
 }
 
 /// Adds up the instruction ranges of a decode.
-pub fn count(
-    elements: impl IntoIterator<Item = Result<Decoded, Error>>,
-    funcs: &[Function],
-) -> Result<Counts, Error> {
+pub fn count(elements: impl IntoIterator<Item = Result<Decoded, Error>>, funcs: &[Function]) -> Result<Counts, Error> {
     let mut c = Counts {
         per_function: vec![0; funcs.len()],
         outside: 0,

@@ -58,11 +58,9 @@ impl<'a> TreeBuilder<'a> {
         mode: DecodeMode,
         tree_setup: impl FnOnce(&mut DecodeTree),
     ) -> Result<DecodeTree> {
-        let buf = self.ss.buffer(buffer_name).ok_or_else(|| {
-            Error::NoSuchBuffer {
-                name: buffer_name.to_string(),
-                available: self.ss.buffer_names().join(", "),
-            }
+        let buf = self.ss.buffer(buffer_name).ok_or_else(|| Error::NoSuchBuffer {
+            name: buffer_name.to_string(),
+            available: self.ss.buffer_names().join(", "),
         })?;
         let format = match buf.format.as_str() {
             "source_data" => SourceFormat::Single,

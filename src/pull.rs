@@ -118,7 +118,9 @@ impl Decoder {
         }
         let log = shared(MsgLogger::capture());
         let mut tree = ss
-            .build_tree(buffer, DecodeMode::FullDecode, |t| t.set_error_output(Some(log.clone())))
+            .build_tree(buffer, DecodeMode::FullDecode, |t| {
+                t.set_error_output(Some(log.clone()))
+            })
             .map_err(|e| match e {
                 Error::NoDecoder { buffer, .. } => Error::NoDecoder {
                     buffer,
@@ -389,11 +391,7 @@ impl Trace {
     pub fn from_snapshot(ss: &Snapshot, buffer: Option<&str>) -> Result<Trace, Error> {
         let name = match buffer {
             Some(n) => n,
-            None => ss
-                .buffers
-                .first()
-                .map(|b| b.name.as_str())
-                .ok_or(Error::NoBuffer)?,
+            None => ss.buffers.first().map(|b| b.name.as_str()).ok_or(Error::NoBuffer)?,
         };
         let info = ss.buffer(name).ok_or_else(|| no_such_buffer(ss, name))?;
         let mut data = Vec::new();
@@ -644,8 +642,7 @@ impl DecoderBuilder {
         }
         let mut tree = DecodeTree::new(self.format, DecodeMode::FullDecode);
         for (protocol, cfg) in &self.sources {
-            tree.create_decoder(protocol, cfg)
-                .map_err(Error::from)?;
+            tree.create_decoder(protocol, cfg).map_err(Error::from)?;
         }
         let mapper = tree
             .mem_mapper()
@@ -673,5 +670,91 @@ impl DecoderBuilder {
             }
         }
         Ok(Decoder::new(tree))
+    }
+}
+
+/// Pushing a whole buffer through a tree whose element output is a sink
+/// of the user's (push mode), without writing the data-path loop by hand.
+impl DecodeTree {
+    /// Sends all of `data` (trace index 0 is its first byte) and then end
+    /// of trace, answering each WAIT from the element output with FLUSH
+    /// until the tree goes on. Returns the first fatal response as
+    /// [`Error::Fatal`] (with the last error the tree logged), or
+    /// [`Error::Stalled`] when the output keeps asking to wait with no
+    /// progress.
+    ///
+    /// The loop it runs, for a caller who wants to do something of its own
+    /// on each wait (hand elements to another thread, say):
+    ///
+    /// ```
+    /// use coresight_decode::{DatapathOp, DecodeTree, TrcDataIn};
+    ///
+    /// fn push(tree: &mut DecodeTree, data: &[u8]) -> bool {
+    ///     let mut pos = 0;
+    ///     while pos < data.len() {
+    ///         let (mut resp, used) = tree.trace_data_in(DatapathOp::Data, pos as u64, &data[pos..]);
+    ///         pos += used;
+    ///         while resp.is_wait() {
+    ///             // ... the sink asked to wait: drain it here, then ...
+    ///             resp = tree.trace_data_in(DatapathOp::Flush, 0, &[]).0;
+    ///         }
+    ///         if resp.is_fatal() || (used == 0 && resp.is_cont()) {
+    ///             return false;
+    ///         }
+    ///     }
+    ///     let mut resp = tree.trace_data_in(DatapathOp::Eot, 0, &[]).0;
+    ///     while resp.is_wait() {
+    ///         resp = tree.trace_data_in(DatapathOp::Flush, 0, &[]).0;
+    ///     }
+    ///     !resp.is_fatal()
+    /// }
+    /// ```
+    pub fn push_all(&mut self, data: &[u8]) -> Result<(), Error> {
+        let mut pos = 0;
+        while pos < data.len() {
+            let (resp, used) = self.trace_data_in(DatapathOp::Data, pos as TrcIndex, &data[pos..]);
+            pos += used.min(data.len() - pos);
+            // Where it stopped: the first byte not taken.
+            let resp = self.flush_while_waiting(resp, pos as TrcIndex, used)?;
+            if resp.is_cont() && used == 0 {
+                return Err(self.fatal(pos as TrcIndex, resp));
+            }
+        }
+        let resp = self.trace_data_in(DatapathOp::Eot, 0, &[]).0;
+        self.flush_while_waiting(resp, data.len() as TrcIndex, 0)?;
+        Ok(())
+    }
+
+    /// Flushes until the tree answers other than WAIT. Each flush of a
+    /// sink that waits after every element hands out at least one element,
+    /// and a byte of trace makes only a few: past a bound set by the
+    /// `bytes` just sent, the output is waiting for nothing.
+    fn flush_while_waiting(
+        &mut self,
+        mut resp: DatapathResp,
+        index: TrcIndex,
+        bytes: usize,
+    ) -> Result<DatapathResp, Error> {
+        let bound = (MAX_IDLE_FLUSHES as usize).saturating_add(bytes.saturating_mul(256));
+        let mut flushes = 0usize;
+        while resp.is_wait() {
+            flushes += 1;
+            if flushes > bound {
+                return Err(Error::Stalled { index });
+            }
+            resp = self.trace_data_in(DatapathOp::Flush, 0, &[]).0;
+        }
+        if resp.is_fatal() {
+            return Err(self.fatal(index, resp));
+        }
+        Ok(resp)
+    }
+
+    fn fatal(&self, index: TrcIndex, response: DatapathResp) -> Error {
+        Error::Fatal {
+            index,
+            response,
+            error: self.error_logger().borrow().last_error().cloned(),
+        }
     }
 }

@@ -166,9 +166,7 @@ fn index_allocations(protocol: GenProtocol, length: usize, dir: &str) -> (usize,
     let _ = std::fs::remove_dir_all(&path);
     g.spec.write_to(&path).unwrap();
     let ss = Snapshot::load(&path).unwrap();
-    let mut tree = ss
-        .build_tree("ETB_0", DecodeMode::PacketsOnly, |_| {})
-        .unwrap();
+    let mut tree = ss.build_tree("ETB_0", DecodeMode::PacketsOnly, |_| {}).unwrap();
     let data = std::fs::read(path.join("trace.bin")).unwrap();
     let before = allocs();
     let ix = build_index(&mut tree, &data, &IndexOptions::default()).unwrap();

@@ -183,8 +183,7 @@ fn snapshot_loader_and_tree_survive_corrupt_files() {
         for name in ss.buffer_names() {
             for mode in [DecodeMode::PacketsOnly, DecodeMode::FullDecode] {
                 let out = shared(MsgLogger::none());
-                let Ok(mut tree) =
-                    TreeBuilder::new(&ss).build(name, mode, |t| t.set_error_output(Some(out.clone())))
+                let Ok(mut tree) = TreeBuilder::new(&ss).build(name, mode, |t| t.set_error_output(Some(out.clone())))
                 else {
                     continue;
                 };

@@ -145,17 +145,17 @@ impl Capture {
         let snapshot = Snapshot::load(dir)?;
         let buffer = match buffer {
             Some(b) => b.to_string(),
-            None => snapshot.buffer_names().first().map(|s| s.to_string()).ok_or_else(|| {
-                Error::NoBuffer
-            })?,
+            None => snapshot
+                .buffer_names()
+                .first()
+                .map(|s| s.to_string())
+                .ok_or_else(|| Error::NoBuffer)?,
         };
         let info = snapshot
             .buffer(&buffer)
-            .ok_or_else(|| {
-                Error::NoSuchBuffer {
-                    name: buffer.clone(),
-                    available: snapshot.buffer_names().join(", "),
-                }
+            .ok_or_else(|| Error::NoSuchBuffer {
+                name: buffer.clone(),
+                available: snapshot.buffer_names().join(", "),
             })?
             .clone();
         let paths = snapshot.buffer_paths(&info);

@@ -468,21 +468,19 @@ fn decode_snapshot(dir: &Path, buffer: Option<&str>, merge: Merge) -> Result<Fla
         )));
     };
     // Plug-in protocols (RISC-V trace) next to the built-in ones.
-    let mut tree = match TreeBuilder::with_registry(&ss, riscv_trace::registry()).build(
-        &buf.name,
-        DecodeMode::FullDecode,
-        |_| {},
-    ) {
-        Ok(t) => t,
-        Err(coresight_decode::Error::NoDecoder { .. }) => {
-            return Err(Fail(format!(
-                "{}: no decodable trace source in buffer {}",
-                dir.display(),
-                buf.name
-            )));
-        }
-        Err(e) => return Err(e.into()),
-    };
+    let mut tree =
+        match TreeBuilder::with_registry(&ss, riscv_trace::registry()).build(&buf.name, DecodeMode::FullDecode, |_| {})
+        {
+            Ok(t) => t,
+            Err(coresight_decode::Error::NoDecoder { .. }) => {
+                return Err(Fail(format!(
+                    "{}: no decodable trace source in buffer {}",
+                    dir.display(),
+                    buf.name
+                )));
+            }
+            Err(e) => return Err(e.into()),
+        };
     let b = Arc::new(Lock::new(FlatTraceBuilder::new(merge)));
     tree.set_gen_elem_out(Box::new(SharedBuilder(b.clone())));
     let mut data = Vec::new();
