@@ -134,7 +134,11 @@ pub fn to_json(d: &Decoded) -> Value {
             }
             put("overflow", json!(t.overflow));
         }
-        Element::Custom { text } => put("text", json!(text)),
+        Element::Custom { kind, value, text } => {
+            put("custom_kind", json!(kind));
+            put("value", json!(value));
+            put("text", json!(text));
+        }
         Element::DataAccess(a) => {
             put(
                 "store",

@@ -33,6 +33,9 @@ impl Snapshot {
 pub struct TreeBuilder<'a> {
     ss: &'a Snapshot,
     registry: Arc<DecoderRegistry>,
+    /// Protocols chosen for trace IDs instead of the one the device
+    /// type names (see [`TreeBuilder::decoder_for_id`]).
+    by_id: Vec<(u8, String)>,
 }
 
 impl<'a> TreeBuilder<'a> {
@@ -41,12 +44,30 @@ impl<'a> TreeBuilder<'a> {
         TreeBuilder {
             ss,
             registry: Arc::new(DecoderRegistry::builtin()),
+            by_id: Vec::new(),
         }
     }
 
     /// A builder using the protocols in `registry` (with user decoders).
     pub fn with_registry(ss: &'a Snapshot, registry: Arc<DecoderRegistry>) -> Self {
-        TreeBuilder { ss, registry }
+        TreeBuilder {
+            ss,
+            registry,
+            by_id: Vec::new(),
+        }
+    }
+
+    /// Decodes the source whose registers give trace ID `trace_id` with the
+    /// registered protocol `protocol` (a custom decoder in the registry)
+    /// instead of the one its device type names. The source is otherwise
+    /// made as a built-in's: its registers (those `protocol` asks for,
+    /// with its defaults), its core's architecture, and its core's memory
+    /// dumps mapped. Building fails with [`ErrCode::DcdregNameUnknown`]
+    /// when no protocol of that name is registered.
+    pub fn decoder_for_id(mut self, trace_id: u8, protocol: impl Into<String>) -> Self {
+        self.by_id.retain(|(id, _)| *id != trace_id);
+        self.by_id.push((trace_id, protocol.into()));
+        self
     }
 
     /// Fails with [`Error::NoDecoder`] when no decoder could be created
@@ -67,6 +88,14 @@ impl<'a> TreeBuilder<'a> {
             "dstream_coresight" => SourceFormat::Formatted(DeformatterConfig::fsync_stream()),
             _ => SourceFormat::Formatted(DeformatterConfig::mem_aligned()),
         };
+        for (id, name) in &self.by_id {
+            if self.registry.find(name).is_none() {
+                return Err(Error::code(
+                    ErrCode::DcdregNameUnknown,
+                    format!("trace ID 0x{id:02x}: no decoder registered as '{name}'"),
+                ));
+            }
+        }
         let mut tree = DecodeTree::with_registry(format, mode, self.registry.clone());
         tree_setup(&mut tree);
         let log = ErrLink::new(tree.error_logger(), "ss2_dcdtree");
@@ -125,9 +154,22 @@ impl<'a> TreeBuilder<'a> {
     }
 
     fn create(&self, tree: &mut DecodeTree, log: &ErrLink, dev: &Device, core: Option<&Device>) -> bool {
-        let Some(factory) = tree.registry().for_device_type(&dev.device_type) else {
+        let Some(mut factory) = tree.registry().for_device_type(&dev.device_type) else {
             return false;
         };
+        // A protocol chosen for this source's trace ID replaces the one its
+        // device type names (the ID read with the device type's registers).
+        if !self.by_id.is_empty()
+            && let Some(cfg) = self.resolve_regs(
+                &ErrLink::new(&crate::logger::shared(Default::default()), ""),
+                dev,
+                factory.as_ref(),
+            )
+            && let Some((_, name)) = self.by_id.iter().find(|(id, _)| *id == factory.trace_id(&cfg))
+            && let Some(f) = tree.registry().find(name)
+        {
+            factory = f;
+        }
         if factory.is_pe_trace() != core.is_some() {
             return false;
         }

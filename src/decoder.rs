@@ -564,7 +564,7 @@ impl<PP: PacketProcessor> PktRawDataMon<PP::Packet> for IndexingMon<'_, PP> {
 /// only what it had not delivered yet. The monitor sees EOT once, after the
 /// sink has finished.
 pub struct Pipeline<PP: PacketProcessor> {
-    name: &'static str,
+    name: std::borrow::Cow<'static, str>,
     proc: PP,
     mon: Option<Box<dyn PktRawDataMon<PP::Packet>>>,
     sink: Option<Box<dyn PktDataIn<PP::Packet>>>,
@@ -577,10 +577,15 @@ pub struct Pipeline<PP: PacketProcessor> {
 }
 
 impl<PP: PacketProcessor> Pipeline<PP> {
-    /// A pipeline; `decoder` is `None` in packet-only mode.
-    pub fn new(name: &'static str, proc: PP, decoder: Option<Box<dyn PktDataIn<PP::Packet>>>) -> Self {
+    /// A pipeline for the protocol `name` (a built-in's static name, or a
+    /// name made at run time); `decoder` is `None` in packet-only mode.
+    pub fn new(
+        name: impl Into<std::borrow::Cow<'static, str>>,
+        proc: PP,
+        decoder: Option<Box<dyn PktDataIn<PP::Packet>>>,
+    ) -> Self {
         Pipeline {
-            name,
+            name: name.into(),
             proc,
             mon: None,
             sink: decoder,
@@ -696,7 +701,7 @@ impl<PP: PacketProcessor> TrcDataIn for Pipeline<PP> {
 
 impl<PP: PacketProcessor> TraceComponent for Pipeline<PP> {
     fn protocol_name(&self) -> &str {
-        self.name
+        &self.name
     }
     fn stats(&self) -> Option<DecodeStats> {
         self.proc.stats().map(|p| DecodeStats {

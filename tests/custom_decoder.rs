@@ -474,3 +474,156 @@ fn a_removed_decoder_gets_no_more_data_and_its_id_takes_a_new_one() {
     assert!(tree.remove_decoder(0x22).unwrap().is_some());
     assert_eq!(tree.decoder_count(), 0);
 }
+
+/// A decoder that counts its source's bytes and, at end of trace, reads
+/// one word of its core's memory: two custom elements with typed payloads.
+struct CountAndPeek {
+    bytes: u64,
+    peek: u64,
+    trace_id: u8,
+    mem: Option<Shared<dyn coresight_decode::memory::TargetMemAccess>>,
+    out: Shared<coresight_decode::decoder::ElemRouter>,
+}
+
+impl TrcDataIn for CountAndPeek {
+    fn trace_data_in(&mut self, op: DatapathOp, index: TrcIndex, data: &[u8]) -> (DatapathResp, usize) {
+        match op {
+            DatapathOp::Data => {
+                self.bytes += data.len() as u64;
+                (DatapathResp::Cont, data.len())
+            }
+            DatapathOp::Eot => {
+                let mut word = [0u8; 4];
+                let read = self.mem.as_ref().map_or(0, |m| {
+                    m.borrow_mut()
+                        .read_target_memory(
+                            self.peek,
+                            self.trace_id,
+                            coresight_decode::memory::MemSpace::ANY,
+                            &mut word,
+                        )
+                        .unwrap_or(0)
+                });
+                let mut e = TraceElement::new(ElemType::Custom);
+                e.custom_kind = 1;
+                e.custom_value = self.bytes;
+                self.out.borrow_mut().trace_elem_in(index, self.trace_id, &e);
+                e.custom_kind = 2;
+                e.custom_value = if read == 4 {
+                    u32::from_le_bytes(word).into()
+                } else {
+                    u64::MAX
+                };
+                e.custom_text = Some("peek");
+                (self.out.borrow_mut().trace_elem_in(index, self.trace_id, &e), 0)
+            }
+            _ => (DatapathResp::Cont, 0),
+        }
+    }
+}
+
+impl TraceComponent for CountAndPeek {
+    fn protocol_name(&self) -> &str {
+        "COUNT"
+    }
+    fn attach_packet_printer(&mut self, _: coresight_decode::printers::PacketPrinter, _: bool) -> Result<(), ErrCode> {
+        Err(ErrCode::Fail)
+    }
+}
+
+/// Made for ETMv4 sources (it asks for the trace ID register only), but
+/// registered under a device type no snapshot has: it is only used where a
+/// tree builder is told to.
+struct CountFactory(u64);
+
+impl DecoderFactory for CountFactory {
+    fn protocol_name(&self) -> &str {
+        "COUNT"
+    }
+    fn device_types(&self) -> &[&str] {
+        &["COUNT"]
+    }
+    fn registers(&self) -> &[RegSpec] {
+        const R: &[RegSpec] = &[RegSpec::required("TRCTRACEIDR")];
+        R
+    }
+    fn trace_id(&self, cfg: &SourceConfig) -> u8 {
+        (cfg.reg_or("TRCTRACEIDR", 0) & 0x7f) as u8
+    }
+    fn create(&self, cfg: &SourceConfig, ctx: &DecodeContext) -> Result<Box<dyn TraceComponent>, TraceError> {
+        Ok(Box::new(CountAndPeek {
+            bytes: 0,
+            peek: self.0,
+            trace_id: self.trace_id(cfg),
+            mem: ctx.mem.clone(),
+            out: ctx.elem_out.clone(),
+        }))
+    }
+}
+
+/// Replacing the built-in decoder of one trace ID of a snapshot: the
+/// custom decoder gets that ID's bytes and its core's memory, as the
+/// built-in would have; an unknown protocol name is an error.
+#[test]
+fn a_custom_decoder_replaces_the_built_in_one_for_a_trace_id() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("snapshots/etmv4-a64");
+    let ss = Snapshot::load(&dir).unwrap();
+    let dump = &ss.device("cpu_0").unwrap().dumps[0];
+    let dump_bytes = std::fs::read(dir.join(&dump.file)).unwrap();
+    let expected_word = u32::from_le_bytes(dump_bytes[dump.offset as usize..][..4].try_into().unwrap());
+    let mut registry = DecoderRegistry::builtin();
+    registry.register(Arc::new(CountFactory(dump.address))).unwrap();
+    let registry = Arc::new(registry);
+
+    let mut tree = TreeBuilder::with_registry(&ss, registry.clone())
+        .decoder_for_id(0x15, "COUNT")
+        .build("ETB_0", DecodeMode::FullDecode, |_| {})
+        .unwrap();
+    let ids: Vec<(u8, String)> = tree.elements().map(|(id, e)| (id, e.protocol.clone())).collect();
+    assert_eq!(ids, vec![(0x15, "COUNT".to_string())]);
+    let got = shared(Vec::new());
+    struct Keep(Shared<Vec<coresight_decode::Element>>);
+    impl TrcGenElemIn for Keep {
+        fn trace_elem_in(&mut self, _: TrcIndex, _: u8, e: &TraceElement) -> DatapathResp {
+            self.0.borrow_mut().push(coresight_decode::Element::from_generic(e));
+            DatapathResp::Cont
+        }
+    }
+    tree.set_gen_elem_out(Box::new(Keep(got.clone())));
+    let data = std::fs::read(dir.join("trace.bin")).unwrap();
+    tree.push_all(&data).unwrap();
+
+    let got = got.borrow();
+    let [
+        coresight_decode::Element::Custom {
+            kind: 1,
+            value: bytes,
+            text: None,
+        },
+        coresight_decode::Element::Custom {
+            kind: 2,
+            value: word,
+            text: Some("peek"),
+        },
+    ] = got.as_slice()
+    else {
+        panic!("{got:?}")
+    };
+    assert!(*bytes > 0 && *bytes <= data.len() as u64, "{bytes}");
+    assert_eq!(
+        *word,
+        u64::from(expected_word),
+        "the core's memory is mapped for the custom decoder"
+    );
+
+    let e = TreeBuilder::with_registry(&ss, registry)
+        .decoder_for_id(0x15, "NOPE")
+        .build("ETB_0", DecodeMode::FullDecode, |_| {})
+        .unwrap_err();
+    assert_eq!(e.err_code(), ErrCode::DcdregNameUnknown);
+    assert!(
+        e.to_string()
+            .starts_with("trace ID 0x15: no decoder registered as 'NOPE'"),
+        "{e}"
+    );
+}

@@ -738,8 +738,7 @@ fn unknown_buffer_names_the_snapshot_and_the_buffers_it_has() {
     let ss = Snapshot::load(&dir).unwrap();
     let e = TreeBuilder::new(&ss)
         .build("ETB_9", DecodeMode::FullDecode, |_| {})
-        .err()
-        .expect("no such buffer");
+        .expect_err("no such buffer");
     assert_eq!(
         e.to_string(),
         "no trace buffer named 'ETB_9' in the snapshot (it has: ETB_0, ETB_1)"

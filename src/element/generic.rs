@@ -329,6 +329,12 @@ pub struct TraceElement {
     pub data: DataAccess,
     /// Custom element payload text (custom decoders).
     pub custom_text: Option<&'static str>,
+    /// Custom element payload: what kind of record it is, as the custom
+    /// decoder numbers its records.
+    pub custom_kind: u32,
+    /// Custom element payload: the record's value (its meaning is the
+    /// custom decoder's, by `custom_kind`).
+    pub custom_value: u64,
 }
 
 impl TraceElement {

@@ -196,6 +196,10 @@ pub enum Element {
     ItmTrace(ItmTrace),
     /// An element from a custom (user-registered) decoder.
     Custom {
+        /// What kind of record it is, as the custom decoder numbers them.
+        kind: u32,
+        /// The record's value (its meaning is the decoder's, by `kind`).
+        value: u64,
         /// Text the decoder gave for the listing, if any.
         text: Option<&'static str>,
     },
@@ -511,7 +515,11 @@ impl Element {
                     overflow: i.overflow,
                 })
             }
-            ElemType::Custom => Element::Custom { text: e.custom_text },
+            ElemType::Custom => Element::Custom {
+                kind: e.custom_kind,
+                value: e.custom_value,
+                text: e.custom_text,
+            },
             ElemType::DataAccess => Element::DataAccess(e.data),
         }
     }
@@ -665,7 +673,11 @@ impl Element {
                 }
                 g.itm = i;
             }
-            Element::Custom { text } => g.custom_text = text,
+            Element::Custom { kind, value, text } => {
+                g.custom_kind = kind;
+                g.custom_value = value;
+                g.custom_text = text;
+            }
             Element::DataAccess(d) => g.data = d,
         }
         g
@@ -837,6 +849,8 @@ mod tests {
                 value: None,
             },
             custom_text: Some("custom words"),
+            custom_kind: 7,
+            custom_value: 0x1234_5678_9abc,
         };
         e.set_type(t);
         e
@@ -977,6 +991,8 @@ mod tests {
             (
                 ElemType::Custom,
                 Element::Custom {
+                    kind: 7,
+                    value: 0x1234_5678_9abc,
                     text: Some("custom words"),
                 },
             ),

@@ -149,7 +149,7 @@ impl Capture {
                 .buffer_names()
                 .first()
                 .map(|s| s.to_string())
-                .ok_or_else(|| Error::NoBuffer)?,
+                .ok_or(Error::NoBuffer)?,
         };
         let info = snapshot
             .buffer(&buffer)

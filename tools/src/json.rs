@@ -321,7 +321,9 @@ impl Serialize for JsonElement<'_> {
                 }
                 m.serialize_entry("overflow", &itm.overflow)?;
             }
-            Element::Custom { text } => {
+            Element::Custom { kind, value, text } => {
+                m.serialize_entry("custom_kind", &kind)?;
+                m.serialize_entry("value", &Hex(value))?;
                 if let Some(t) = text {
                     m.serialize_entry("text", t)?;
                 }

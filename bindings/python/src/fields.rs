@@ -250,7 +250,9 @@ pub fn fields(e: &Element) -> Vec<(&'static str, Val)> {
             }
             f.push(("overflow", Val::B(itm.overflow)));
         }
-        Element::Custom { text } => {
+        Element::Custom { kind, value, text } => {
+            f.push(("custom_kind", Val::U(kind.into())));
+            f.push(("value", Val::U(value)));
             if let Some(t) = text {
                 f.push(("text", Val::S(t)));
             }
