@@ -458,3 +458,53 @@ fn symbols_name_the_function_of_each_range_demangled() {
         "trc_decode: --symbols needs an ELF file with symbols: give it with --elf FILE\n"
     );
 }
+
+#[test]
+fn raw_buffer_of_three_sources_on_threads() {
+    // PTM and two ETMv3 sources in one formatted buffer, each core's
+    // memory dumps as `memory` lines of the file.
+    let ss = snapshot("ptm-etmv3-shared-buffer");
+    let mut cfg = String::new();
+    for core in ["cpu_0", "cpu_1", "cpu_2"] {
+        let ini = std::fs::read_to_string(format!("{ss}/{core}.ini")).unwrap();
+        let mut file = "";
+        for line in ini.lines() {
+            if let Some(f) = line.strip_prefix("file=") {
+                file = f;
+            }
+            if let Some(a) = line.strip_prefix("address=") {
+                cfg.push_str(&format!("memory = {a}:{ss}/{file}\n"));
+            }
+        }
+    }
+    cfg.push_str(
+        "[source]\nprotocol = ptm\ncore = Cortex-A15\nETMCR=0x30004000\nETMIDR=0x411CF312\nETMCCER=0x34C01AC2\n\
+         ETMTRACEIDR=0x17\n\
+         [source]\nprotocol = etmv3\ncore = Cortex-A7\nETMCR=0x5000C860\nETMIDR=0x410CF250\nETMCCER=0x144008F2\n\
+         ETMTRACEIDR=0x11\n\
+         [source]\nprotocol = etmv3\ncore = Cortex-A7\nETMCR=0x40009860\nETMIDR=0x410CF250\nETMCCER=0x344008F2\n\
+         ETMTRACEIDR=0x29\n",
+    );
+    let path = scratch("tc2").join("tc2.cfg");
+    std::fs::write(&path, cfg).unwrap();
+    let cfg = path.to_str().unwrap();
+    let trace = format!("{ss}/trace.bin");
+    let reference = run(&[&ss, "--threads", "1"]);
+    assert_eq!(reference.code, Some(0), "{}", reference.stderr);
+    assert!(reference.stdout.contains("ID:17;") && reference.stdout.contains("ID:29;"));
+    for threads in ["1", "2"] {
+        let o = run(&["--raw", &trace, "--config", cfg, "--threads", threads]);
+        assert_eq!(o.code, Some(0), "{}", o.stderr);
+        assert_eq!(o.stdout, reference.stdout, "--threads {threads}");
+    }
+    let two = run(&["--raw", &trace, "--config", cfg, "--id", "0x11", "--id", "0x29"]);
+    assert_eq!(two.stdout, run(&[&ss, "--id", "0x11", "--id", "0x29"]).stdout);
+    assert!(!two.stdout.contains("ID:17;"));
+    // --core and --reg belong to one source.
+    let o = run(&["--raw", &trace, "--config", cfg, "--reg", "ETMCR=0"]);
+    assert_eq!(o.code, Some(2));
+    assert_eq!(
+        o.stderr,
+        "trc_decode: --core and --reg describe the source given by --protocol (or the one source of --config)\n"
+    );
+}
