@@ -60,7 +60,8 @@ enum Format {
     after_help = "Without a snapshot, --raw FILE is decoded with the configuration given by --protocol, --core, \
                   --reg (one source) and --config FILE (any number of sources), e.g.\n  \
                   trc_decode --raw trace.bin --unformatted --protocol etmv4 --core Cortex-A57 --id 0x10 \\\n    \
-                  --reg TRCCONFIGR=0xc1 --reg TRCIDR0=0x20000861 --reg TRCIDR2=0x08001088 --memory 0x400000:code.bin\n\
+                  --reg TRCCONFIGR=0xc1 --reg TRCIDR0=0x20000861 --reg TRCIDR2=0x08001088 \\\n    \
+                  --memory 0x400000:code.bin\n\
                   A configuration file has KEY = VALUE lines: unformatted, memory (ADDR:FILE), then per source \
                   (a [source] line starts each) protocol, core, id, name and registers (NAME = VALUE).\n\
                   Exit status: 0 decoded; 1 failed (snapshot, trace or image file not found or unreadable, \
