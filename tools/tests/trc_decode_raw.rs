@@ -450,6 +450,12 @@ fn symbols_name_the_function_of_each_range_demangled() {
     assert!(range_line(&o.stdout, "0x400000").ends_with(" <main>"));
     assert!(range_line(&o.stdout, "0x40016c").ends_with(" <foo::bar()+0x34>"));
 
+    let o = run(&[&ss, "--elf", elf, "--symbols", "--format", "tarmac"]);
+    assert_eq!(o.code, Some(2));
+    assert_eq!(
+        o.stderr,
+        "trc_decode: --symbols names functions in text and json output, not in tarmac\n"
+    );
     // --symbols without an ELF file.
     let o = run(&[&ss, "--symbols"]);
     assert_eq!(o.code, Some(2));

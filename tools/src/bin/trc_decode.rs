@@ -542,6 +542,11 @@ fn check_ids(tree: &DecodeTree, wanted: &[u8], what: &str) -> Result<(), Failure
 }
 
 fn run(cli: Cli) -> Result<(), Failure> {
+    if cli.symbols && cli.format == Format::Tarmac {
+        return Err(usage(
+            "--symbols names functions in text and json output, not in tarmac",
+        ));
+    }
     let dir = cli.snapshot.clone().or(cli.snapshot_dir.clone());
     let setup = match &dir {
         Some(dir) => snapshot_setup(&cli, dir)?,
