@@ -11,10 +11,6 @@ fn main() {
         .skip(1)
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
-    if args.iter().any(|a| a == "--version" || a == "-V") {
-        println!("trc_regress {}", env!("CARGO_PKG_VERSION"));
-        return;
-    }
     let stdout = std::io::stdout();
     let stderr = std::io::stderr();
     let status = coresight_regress::main_with_streams(&args, &mut stdout.lock(), Some(&mut stderr.lock()));

@@ -64,12 +64,14 @@ pub fn parse_trace_id(s: &str) -> Result<u8, String> {
 
 /// A memory image given on the command line: `FILE` (an ELF file, whose
 /// loadable segments are mapped at their addresses) or `FILE@ADDR` (a raw
-/// binary mapped at ADDR).
+/// binary mapped at ADDR, or an ELF file loaded with its lowest loadable
+/// segment at ADDR).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ImageArg {
     /// The file.
     pub path: PathBuf,
-    /// Load address of a raw binary; `None`: an ELF file.
+    /// Load address of a raw binary or of an ELF file's lowest segment;
+    /// `None`: an ELF file at its link addresses.
     pub addr: Option<u64>,
 }
 
@@ -114,6 +116,9 @@ impl ImageArg {
         }
         match self.addr {
             Some(addr) => {
+                if let Some(n) = map_elf_at(mapper, p, addr)? {
+                    return Ok(n);
+                }
                 if meta.len() == 0 {
                     return Err(format!("{}: the file is empty", p.display()));
                 }
@@ -148,8 +153,43 @@ impl ImageArg {
     }
 }
 
+/// Maps the loadable segments of the ELF file `p` moved so that the
+/// lowest one starts at `load` (position-independent code, a shared
+/// library). `None`: `p` is not an ELF file with loadable segments (a raw
+/// memory dump may start with ELF's magic number), to be mapped raw.
+fn map_elf_at(mapper: &mut MemAccMapper, p: &Path, load: u64) -> Result<Option<usize>, String> {
+    use goblin::elf::program_header::PT_LOAD;
+    if !is_elf(p) {
+        return Ok(None);
+    }
+    let data = std::fs::read(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
+    let Ok(elf) = goblin::elf::Elf::parse(&data) else {
+        return Ok(None);
+    };
+    let segments: Vec<_> = elf
+        .program_headers
+        .iter()
+        .filter(|h| h.p_type == PT_LOAD && h.p_filesz > 0)
+        .collect();
+    let Some(lowest) = segments.iter().map(|h| h.p_vaddr).min() else {
+        return Ok(None);
+    };
+    for h in &segments {
+        let at = h.p_vaddr.wrapping_sub(lowest).wrapping_add(load);
+        mapper
+            .add_file_region(p, at, h.p_offset, h.p_filesz, MemSpace::ANY)
+            .map_err(|e| {
+                format!(
+                    "{}: cannot map the segment at 0x{at:x}: {e:?} (does it overlap another image?)",
+                    p.display()
+                )
+            })?;
+    }
+    Ok(Some(segments.len()))
+}
+
 /// Whether the file starts with the ELF magic number.
-fn is_elf(p: &Path) -> bool {
+pub fn is_elf(p: &Path) -> bool {
     use std::io::Read;
     let mut magic = [0u8; 4];
     std::fs::File::open(p)

@@ -1,11 +1,15 @@
 //! The machinery of coresight-decode's command-line programs, shared by
 //! them and their tests: the lister behind `trc_pkt_lister` and `trc_regress`
 //! ([`lister`]), option conventions ([`cli`]), decoded elements as
-//! JSON Lines ([`json`]), lcov tracefiles from coverage ([`lcov`]).
+//! JSON Lines ([`json`]), lcov tracefiles from coverage ([`lcov`]), raw
+//! buffers' configurations ([`rawcfg`]), function names from ELF symbols
+//! ([`elfsym`]).
 //!
 //! Not a stable API: it changes with the programs.
 
 pub mod cli;
+pub mod elfsym;
 pub mod json;
 pub mod lcov;
 pub mod lister;
+pub mod rawcfg;

@@ -1,9 +1,12 @@
-//! `trc_decode`: decodes the trace of an Arm snapshot and writes its
+//! `trc_decode`: decodes the trace of an Arm snapshot, or a raw trace
+//! buffer with its configuration on the command line, and writes its
 //! elements as text (the lister's element lines), JSON Lines or Tarmac.
 //!
 //! ```text
 //! trc_decode SNAPSHOT [--source NAME] [--id ID]... [--format text|json|tarmac]
-//!            [--elf FILE[@ADDR]]... [--threads N] [--disasm] [-o FILE]
+//!            [--elf FILE[@ADDR]]... [--symbols] [--threads N] [--disasm] [-o FILE]
+//! trc_decode --raw FILE|- [--unformatted] --protocol P [--core TYPE] [--reg NAME=VALUE]...
+//!            [--config FILE] [--memory ADDR:FILE]... [--id ID]... [options as above]
 //! ```
 //! Run with `--help` for every option. Exit status: 0 decoded, 1 failed
 //! (snapshot or file not found or unreadable, fatal decode error), 2 bad
@@ -14,9 +17,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, ValueEnum};
+use coresight_decode::DecoderBuilder;
 use coresight_decode::builder::TreeBuilder;
 use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
-use coresight_decode::decoder::DecodeMode;
+use coresight_decode::decoder::{DecodeMode, DecoderRegistry, SourceConfig};
+use coresight_decode::deformatter::DeformatterConfig;
 use coresight_decode::element::{ElemType, TraceElement};
 use coresight_decode::error::{ErrCode, Error};
 use coresight_decode::interfaces::{TrcDataIn, TrcGenElemIn};
@@ -27,7 +32,9 @@ use coresight_decode::snapshot::{Snapshot, WarningKind};
 use coresight_decode::tree::{DecodeTree, SourceFormat};
 use coresight_tarmac::writer::{TarmacWriter, WriterOptions};
 use coresight_tools::cli::{self, FileSequence, ImageArg, Progress, ProgressReader};
+use coresight_tools::elfsym::SymbolTable;
 use coresight_tools::json;
+use coresight_tools::rawcfg::{self, RawConfig};
 
 const PROGRAM: &str = "trc_decode";
 
@@ -48,9 +55,18 @@ enum Format {
 #[command(
     name = "trc_decode",
     version,
-    about = "Decode the trace of an Arm (DS-5) snapshot and print its elements as text, JSON Lines or Tarmac",
-    after_help = "Exit status: 0 decoded; 1 failed (snapshot, trace or image file not found or unreadable, \
-                  no decodable trace source, fatal decode error); 2 bad usage.\n\
+    about = "Decode the trace of an Arm (DS-5) snapshot, or a raw trace buffer configured on the command line, \
+             and print its elements as text, JSON Lines or Tarmac",
+    after_help = "Without a snapshot, --raw FILE is decoded with the configuration given by --protocol, --core, \
+                  --reg (one source) and --config FILE (any number of sources), e.g.\n  \
+                  trc_decode --raw trace.bin --unformatted --protocol etmv4 --core Cortex-A57 --id 0x10 \\\n    \
+                  --reg TRCCONFIGR=0xc1 --reg TRCIDR0=0x20000861 --reg TRCIDR2=0x08001088 \\\n    \
+                  --memory 0x400000:code.bin\n\
+                  A configuration file has KEY = VALUE lines: unformatted, memory (ADDR:FILE), then per source \
+                  (a [source] line starts each) protocol, core, id, name and registers (NAME = VALUE).\n\
+                  Exit status: 0 decoded; 1 failed (snapshot, trace or image file not found or unreadable, \
+                  no decodable trace source, a trace ID given with --id that the trace does not have, \
+                  fatal decode error); 2 bad usage.\n\
                   Decoder errors that the decode recovers from are written to stderr.\n\
                   The options of earlier versions (-ss_dir, -src_name, -id, -disasm, -max_instr) are still accepted."
 )]
@@ -58,7 +74,7 @@ struct Cli {
     /// Snapshot directory (the folder holding snapshot.ini).
     #[arg(
         value_name = "SNAPSHOT",
-        required_unless_present = "snapshot_dir",
+        required_unless_present_any = ["snapshot_dir", "raw"],
         conflicts_with = "snapshot_dir"
     )]
     snapshot: Option<PathBuf>,
@@ -70,18 +86,51 @@ struct Cli {
     #[arg(long, value_name = "NAME")]
     source: Option<String>,
     /// Decode only this trace ID (0x1 to 0x6f, decimal or hex); repeat for
-    /// more IDs (default: all).
+    /// more IDs (default: all). An ID the trace does not have is an error.
+    /// With --raw, also the trace ID of a source whose registers give none.
     #[arg(long = "id", value_name = "ID", value_parser = cli::parse_trace_id)]
     ids: Vec<u8>,
+    /// Decode the trace bytes in FILE (`-`: standard input). With a
+    /// snapshot, they replace its trace buffer's files; without, the
+    /// options below give the configuration.
+    #[arg(long, value_name = "FILE")]
+    raw: Option<PathBuf>,
+    /// --raw: the buffer holds one source's trace, not CoreSight frames
+    /// (default: 16-byte frames, as ETB and ETR write them).
+    #[arg(long, requires = "raw", conflicts_with_all = ["snapshot", "snapshot_dir"])]
+    unformatted: bool,
+    /// --raw: the protocol of a source: etmv4, ete, ptm, etmv3, stm, itm.
+    #[arg(long, value_name = "P", requires = "raw", conflicts_with_all = ["snapshot", "snapshot_dir"])]
+    protocol: Option<String>,
+    /// --raw: the type of the traced core (Cortex-A53, Cortex-M55...),
+    /// for PE trace (ETM, PTM, ETE).
+    #[arg(long, value_name = "TYPE", requires = "raw", conflicts_with_all = ["snapshot", "snapshot_dir"])]
+    core: Option<String>,
+    /// --raw: a register of the source (TRCIDR0=0x28000ea1); repeatable.
+    /// Optional registers take their defaults.
+    #[arg(long = "reg", value_name = "NAME=VALUE", value_parser = rawcfg::parse_reg, requires = "raw", conflicts_with_all = ["snapshot", "snapshot_dir"])]
+    regs: Vec<(String, u64)>,
+    /// --raw: a configuration file (KEY = VALUE lines, see below).
+    #[arg(long, value_name = "FILE", requires = "raw", conflicts_with_all = ["snapshot", "snapshot_dir"])]
+    config: Option<PathBuf>,
+    /// --raw: a raw binary of the traced program loaded at ADDR
+    /// (0x400000:code.bin); repeatable.
+    #[arg(long = "memory", value_name = "ADDR:FILE", value_parser = rawcfg::parse_memory, requires = "raw", conflicts_with_all = ["snapshot", "snapshot_dir"])]
+    memory: Vec<(u64, PathBuf)>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
     /// Memory image of the traced program, besides the snapshot's memory
     /// dumps: FILE is an ELF file (its loadable segments are mapped at
-    /// their addresses), FILE@ADDR a raw binary loaded at ADDR. Repeat for
-    /// more images.
+    /// their addresses), FILE@ADDR a raw binary loaded at ADDR, or an ELF
+    /// file loaded with its lowest segment at ADDR. Repeat for more images.
     #[arg(long = "elf", value_name = "FILE[@ADDR]")]
     images: Vec<ImageArg>,
+    /// Name the function of each instruction range (`function+0xOFFSET`,
+    /// C++ and Rust names demangled) from the symbols of the --elf files:
+    /// text, after the element; JSON, a `symbol` field.
+    #[arg(long)]
+    symbols: bool,
     /// Decode the trace IDs of a formatted buffer on N threads (default:
     /// one per core; 1: no worker threads). The output is the same.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
@@ -146,6 +195,9 @@ struct Printer {
     max_instr: usize,
     tarmac: Option<(TarmacWriter<TarmacBuf, Shared<MemAccMapper>>, TarmacBuf)>,
     elements: u64,
+    /// --symbols: the functions of the ELF files.
+    symbols: Option<SymbolTable>,
+    json: Vec<u8>,
 }
 
 impl Printer {
@@ -157,6 +209,11 @@ impl Printer {
                 self.line.clear();
                 let _ = write!(self.line, "Idx:{index}; ID:{trace_id:x}; ");
                 e.write_to(&mut self.line);
+                if let (Some(syms), ElemType::InstrRange) = (&self.symbols, e.elem_type) {
+                    self.line.push_str(" <");
+                    syms.write_location(e.st_addr, &mut self.line);
+                    self.line.push('>');
+                }
                 self.line.push('\n');
                 #[cfg(feature = "disasm")]
                 if let (Some(d), ElemType::InstrRange) = (self.dis.as_ref(), e.elem_type) {
@@ -169,7 +226,20 @@ impl Printer {
                 let _ = (&self.mem, &mut self.code, self.max_instr, ElemType::InstrRange);
                 self.out.write_all(self.line.as_bytes())
             }
-            Format::Json => json::write_element(&mut self.out, index, trace_id, e),
+            Format::Json => match (&self.symbols, e.elem_type) {
+                (Some(syms), ElemType::InstrRange) => {
+                    // The element's object with a `symbol` field added last.
+                    self.json.clear();
+                    json::write_element(&mut self.json, index, trace_id, e)?;
+                    self.line.clear();
+                    syms.write_location(e.st_addr, &mut self.line);
+                    let name = serde_json::to_string(&self.line).map_err(io::Error::from)?;
+                    let body = self.json.trim_ascii_end().strip_suffix(b"}").unwrap_or(&self.json);
+                    self.out.write_all(body)?;
+                    writeln!(self.out, ",\"symbol\":{name}}}")
+                }
+                _ => json::write_element(&mut self.out, index, trace_id, e),
+            },
             Format::Tarmac => {
                 let Some((w, buf)) = self.tarmac.as_mut() else {
                     return Ok(());
@@ -198,41 +268,153 @@ impl TrcGenElemIn for Collect {
     }
 }
 
-/// Builds a tree for `source` with the images mapped and the deformatter
-/// set up as trc_pkt_lister sets it up.
-fn build_tree(
-    ss: &Snapshot,
-    source: &str,
-    images: &[ImageArg],
-    errors: Shared<MsgLogger>,
-) -> Result<DecodeTree, String> {
-    // Plug-in protocols (RISC-V trace) decode like the built-in ones.
-    let builder = TreeBuilder::with_registry(ss, riscv_trace::registry());
-    let mut tree = builder
-        .build(source, DecodeMode::FullDecode, |t| {
-            t.set_error_output(Some(errors.clone()))
-        })
-        .map_err(|e| match e {
-            coresight_decode::Error::NoDecoder { .. } => {
-                format!("no trace source of buffer {source} has a supported protocol")
+/// Where a decode's configuration comes from.
+enum Setup {
+    /// A snapshot's trace buffer.
+    Snapshot { ss: Snapshot, source: String },
+    /// A raw buffer: its layout, the protocol and configuration of each
+    /// source, and raw memory images.
+    Raw {
+        format: SourceFormat,
+        sources: Vec<(String, SourceConfig)>,
+        memory: Vec<(u64, PathBuf)>,
+    },
+}
+
+impl Setup {
+    /// Builds a tree with the images mapped and, for a snapshot, the
+    /// deformatter set up as trc_pkt_lister sets it up.
+    fn build_tree(&self, images: &[ImageArg], errors: Shared<MsgLogger>) -> Result<DecodeTree, String> {
+        let tree = match self {
+            Setup::Snapshot { ss, source } => {
+                // Plug-in protocols (RISC-V trace) decode like the built-in ones.
+                let builder = TreeBuilder::with_registry(ss, riscv_trace::registry());
+                let mut tree = builder
+                    .build(source, DecodeMode::FullDecode, |t| {
+                        t.set_error_output(Some(errors.clone()))
+                    })
+                    .map_err(|e| match e {
+                        coresight_decode::Error::NoDecoder { .. } => {
+                            format!("no trace source of buffer {source} has a supported protocol")
+                        }
+                        e => e.to_string(),
+                    })?;
+                if let SourceFormat::Formatted(mut cfg) = tree.format() {
+                    if !(cfg.fsyncs || cfg.hsyncs) {
+                        cfg.mem_aligned = true;
+                    }
+                    if let Some(d) = tree.deformatter_mut() {
+                        let _ = d.configure(cfg);
+                    }
+                }
+                tree
             }
-            e => e.to_string(),
-        })?;
-    if let SourceFormat::Formatted(mut cfg) = tree.format() {
-        if !(cfg.fsyncs || cfg.hsyncs) {
-            cfg.mem_aligned = true;
+            Setup::Raw {
+                format,
+                sources,
+                memory,
+            } => {
+                let mut builder = DecoderBuilder::new(*format);
+                for (protocol, cfg) in sources {
+                    builder = builder.source(protocol, cfg.clone());
+                }
+                for (addr, path) in memory {
+                    builder = builder.memory_file(path, *addr, 0, 0);
+                }
+                let mut tree = builder.build().map_err(|e| e.to_string())?.into_tree();
+                tree.set_error_output(Some(errors));
+                tree
+            }
+        };
+        if let Some(m) = tree.mem_mapper() {
+            let mut m = m.borrow_mut();
+            for img in images {
+                img.map_into(&mut m)?;
+            }
         }
-        if let Some(d) = tree.deformatter_mut() {
-            let _ = d.configure(cfg);
+        Ok(tree)
+    }
+}
+
+/// The raw buffer's configuration from --config and the source options.
+fn raw_setup(cli: &Cli) -> Result<Setup, Failure> {
+    let mut cfg = match &cli.config {
+        Some(p) => RawConfig::load(p).map_err(failure)?,
+        None => RawConfig::default(),
+    };
+    cfg.unformatted |= cli.unformatted;
+    cfg.memory.extend(cli.memory.iter().cloned());
+    let given = cli.core.is_some() || !cli.regs.is_empty();
+    match &cli.protocol {
+        Some(p) => cfg.sources.push(rawcfg::RawSource {
+            protocol: p.clone(),
+            core: cli.core.clone(),
+            regs: cli.regs.clone(),
+            ..Default::default()
+        }),
+        // --core and --reg complete the one source of a --config file.
+        None if given && cfg.sources.len() == 1 => {
+            let s = &mut cfg.sources[0];
+            s.core = cli.core.clone().or(s.core.take());
+            s.regs
+                .retain(|(n, _)| !cli.regs.iter().any(|(m, _)| m.eq_ignore_ascii_case(n)));
+            s.regs.extend(cli.regs.iter().cloned());
+        }
+        None if given => {
+            return Err(usage(
+                "--core and --reg describe the source given by --protocol (or the one source of --config)",
+            ));
+        }
+        None => {}
+    }
+    if cfg.sources.is_empty() {
+        return Err(usage(
+            "--raw without a snapshot needs --protocol (or --config FILE) to say how to decode it",
+        ));
+    }
+    if cfg.unformatted && cfg.sources.len() > 1 {
+        return Err(usage(format!(
+            "an unformatted buffer holds one source; {} are configured",
+            cfg.sources.len()
+        )));
+    }
+    for (_, path) in &cfg.memory {
+        match std::fs::metadata(path) {
+            Ok(m) if m.is_file() && m.len() > 0 => {}
+            Ok(_) => {
+                return Err(failure(format!(
+                    "cannot read {}: not a regular file with contents",
+                    path.display()
+                )));
+            }
+            Err(e) => return Err(failure(format!("cannot read {}: {e}", path.display()))),
         }
     }
-    if let Some(m) = tree.mem_mapper() {
-        let mut m = m.borrow_mut();
-        for img in images {
-            img.map_into(&mut m)?;
-        }
+    let registry = DecoderRegistry::builtin();
+    let default_id = match cli.ids.as_slice() {
+        [id] => Some(*id),
+        _ => None,
+    };
+    let mut sources = Vec::new();
+    for (i, src) in cfg.sources.iter().enumerate() {
+        let factory = rawcfg::find_protocol(&registry, &src.protocol).map_err(usage)?;
+        let resolved = src.resolve(i, factory.as_ref(), default_id).map_err(usage)?;
+        sources.push((factory.protocol_name().to_string(), resolved));
     }
-    Ok(tree)
+    let format = if cfg.unformatted {
+        SourceFormat::Single
+    } else {
+        SourceFormat::Formatted(DeformatterConfig::mem_aligned())
+    };
+    Ok(Setup::Raw {
+        format,
+        sources,
+        memory: cfg.memory,
+    })
+}
+
+fn usage(msg: impl std::fmt::Display) -> Failure {
+    Failure(msg.to_string(), cli::EXIT_USAGE)
 }
 
 /// Writes what the decoders logged (errors they recovered from) to stderr.
@@ -259,13 +441,66 @@ fn output_error(e: io::Error, out_name: &str) -> Failure {
     }
 }
 
-fn run(cli: Cli) -> Result<(), Failure> {
-    let dir = cli.snapshot.clone().or(cli.snapshot_dir.clone()).unwrap_or_default();
+/// The trace to decode: its bytes and how to read them.
+struct Input {
+    reader: Box<dyn Read>,
+    /// Size, when known (for the progress bar).
+    len: u64,
+}
+
+/// The trace data: --raw FILE (`-`: standard input) or the buffer's files.
+fn open_input(cli: &Cli, setup: &Setup) -> Result<Input, Failure> {
+    let dstream = |input: Box<dyn Read>, yes: bool| -> Box<dyn Read> {
+        // A DSTREAM capture's block footers are not trace.
+        if yes {
+            Box::new(coresight_decode::dstream::FooterReader::new(input))
+        } else {
+            input
+        }
+    };
+    let footers = match setup {
+        Setup::Snapshot { ss, source } => ss.buffer(source).is_some_and(|b| b.has_dstream_footers()),
+        Setup::Raw { .. } => false,
+    };
+    match (&cli.raw, setup) {
+        (Some(p), _) if p.as_os_str() == "-" => Ok(Input {
+            reader: dstream(Box::new(io::stdin().lock()), footers),
+            len: 0,
+        }),
+        (Some(p), _) => {
+            let seq = FileSequence::new(vec![p.clone()]);
+            if let Some(problem) = seq.problem() {
+                return Err(failure(problem));
+            }
+            Ok(Input {
+                len: seq.total_len(),
+                reader: dstream(Box::new(seq), footers),
+            })
+        }
+        (None, Setup::Snapshot { ss, source }) => {
+            let buffer = ss
+                .buffer(source)
+                .ok_or_else(|| failure(format!("no trace buffer named {source}")))?;
+            let seq = FileSequence::new(ss.buffer_paths(buffer));
+            if let Some(problem) = seq.problem() {
+                return Err(failure(problem));
+            }
+            Ok(Input {
+                len: seq.total_len(),
+                reader: dstream(Box::new(seq), footers),
+            })
+        }
+        (None, Setup::Raw { .. }) => Err(usage("no trace to decode: give --raw FILE")),
+    }
+}
+
+/// The snapshot's trace buffer to decode.
+fn snapshot_setup(cli: &Cli, dir: &std::path::Path) -> Result<Setup, Failure> {
     if !dir.is_dir() {
         return Err(failure(format!("snapshot directory {} not found", dir.display())));
     }
     // The error names the file, the line and what was expected.
-    let ss = Snapshot::load(&dir).map_err(failure)?;
+    let ss = Snapshot::load(dir).map_err(failure)?;
     for w in ss.warnings() {
         eprintln!("{PROGRAM}: {w}");
     }
@@ -284,20 +519,56 @@ fn run(cli: Cli) -> Result<(), Failure> {
             .cloned()
             .ok_or_else(|| failure(format!("the snapshot in {} names no trace buffer", dir.display())))?,
     };
-    let buffer = ss
-        .buffer(&source)
-        .ok_or_else(|| failure(format!("no trace buffer named {source}")))?
-        .clone();
+    Ok(Setup::Snapshot { ss, source })
+}
+
+/// Checks that the trace has every ID of --id; the error names those it has.
+fn check_ids(tree: &DecodeTree, wanted: &[u8], what: &str) -> Result<(), Failure> {
+    let present: Vec<u8> = tree.elements().map(|(_, e)| e.config_trace_id).collect();
+    let missing: Vec<String> = wanted
+        .iter()
+        .filter(|id| !present.contains(id))
+        .map(|id| format!("0x{id:x}"))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let has: Vec<String> = present.iter().map(|id| format!("0x{id:x}")).collect();
+    Err(failure(format!(
+        "no trace ID {} in {what} (its trace IDs: {})",
+        missing.join(", "),
+        if has.is_empty() {
+            "none".to_string()
+        } else {
+            has.join(", ")
+        }
+    )))
+}
+
+fn run(cli: Cli) -> Result<(), Failure> {
+    if cli.symbols && cli.format == Format::Tarmac {
+        return Err(usage(
+            "--symbols names functions in text and json output, not in tarmac",
+        ));
+    }
+    let dir = cli.snapshot.clone().or(cli.snapshot_dir.clone());
+    let setup = match &dir {
+        Some(dir) => snapshot_setup(&cli, dir)?,
+        None => raw_setup(&cli)?,
+    };
     let errors = shared(MsgLogger::capture());
-    let mut tree = build_tree(&ss, &source, &cli.images, errors.clone()).map_err(failure)?;
+    let mut tree = setup.build_tree(&cli.images, errors.clone()).map_err(failure)?;
     // A memory dump that cannot be read was reported above in plain words;
     // the tree builder's OpenCSD-style line about it says no more.
-    let dump_warned = ss.warnings().iter().any(|w| {
-        matches!(
-            w.kind,
-            WarningKind::MissingDump { .. } | WarningKind::DumpOutsideFile { .. }
-        )
-    });
+    let dump_warned = match &setup {
+        Setup::Snapshot { ss, .. } => ss.warnings().iter().any(|w| {
+            matches!(
+                w.kind,
+                WarningKind::MissingDump { .. } | WarningKind::DumpOutsideFile { .. }
+            )
+        }),
+        Setup::Raw { .. } => false,
+    };
     if dump_warned {
         let text = errors.borrow_mut().take_captured();
         let kept: String = text
@@ -306,12 +577,18 @@ fn run(cli: Cli) -> Result<(), Failure> {
             .collect();
         errors.borrow_mut().log_msg(&kept);
     }
+    let what = match (&setup, &dir) {
+        (Setup::Snapshot { source, .. }, Some(d)) => format!("buffer {source} of {}", d.display()),
+        _ => "the configured trace".to_string(),
+    };
+    check_ids(&tree, &cli.ids, &what)?;
     let ids: Vec<u8> = tree
         .elements()
         .map(|(id, _)| id)
         .filter(|id| cli.ids.is_empty() || cli.ids.contains(id))
         .collect();
-    if !cli.ids.is_empty() {
+    // One unformatted source has no IDs to filter (its decoder sits on 0).
+    if !cli.ids.is_empty() && matches!(tree.format(), SourceFormat::Formatted(_)) {
         // --id takes 0x1 to 0x6f only, so the filter cannot be refused.
         let _ = tree.set_id_filter(Some(&cli.ids));
     }
@@ -327,6 +604,29 @@ fn run(cli: Cli) -> Result<(), Failure> {
             cli::EXIT_USAGE,
         ));
     }
+    let symbols = if cli.symbols {
+        let mut table = SymbolTable::default();
+        for img in &cli.images {
+            match img.addr {
+                None => {
+                    table.add_elf_file(&img.path, None).map_err(failure)?;
+                }
+                // FILE@ADDR may be a raw binary, without symbols.
+                Some(_) if !cli::is_elf(&img.path) => {}
+                Some(a) => {
+                    let _ = table.add_elf_file(&img.path, Some(a));
+                }
+            }
+        }
+        if table.is_empty() {
+            return Err(usage(
+                "--symbols needs an ELF file with symbols: give it with --elf FILE",
+            ));
+        }
+        Some(table)
+    } else {
+        None
+    };
     let out_name = cli
         .output
         .as_ref()
@@ -359,21 +659,13 @@ fn run(cli: Cli) -> Result<(), Failure> {
         max_instr: cli.max_instr,
         tarmac,
         elements: 0,
+        symbols,
+        json: Vec::new(),
     };
 
-    let files = ss.buffer_paths(&buffer);
-    let input = FileSequence::new(files);
-    if let Some(p) = input.problem() {
-        return Err(failure(p));
-    }
-    let bar = cli::progress_bar(input.total_len(), cli.progress);
-    let input = ProgressReader::new(input, bar.clone());
-    // A DSTREAM capture's block footers are not trace.
-    let mut input: Box<dyn Read> = if buffer.has_dstream_footers() {
-        Box::new(coresight_decode::dstream::FooterReader::new(input))
-    } else {
-        Box::new(input)
-    };
+    let input = open_input(&cli, &setup)?;
+    let bar = cli::progress_bar(input.len, cli.progress);
+    let mut input: Box<dyn Read> = Box::new(ProgressReader::new(input.reader, bar.clone()));
 
     let threads = cli.threads.map_or_else(
         || std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -381,7 +673,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
     );
     let parallel = threads > 1 && ids.len() > 1 && matches!(tree.format(), SourceFormat::Formatted(_));
     let result = if parallel {
-        decode_threads(&cli, &ss, &source, &tree, &ids, threads, &mut input, &mut printer, &bar)
+        decode_threads(&cli, &setup, &tree, &ids, threads, &mut input, &mut printer, &bar)
     } else {
         decode_serial(&mut tree, &mut input, &mut printer, &errors, &bar)
     };
@@ -509,8 +801,7 @@ impl ParallelSink for Sink<'_> {
 #[allow(clippy::too_many_arguments)]
 fn decode_threads(
     cli: &Cli,
-    ss: &Snapshot,
-    source: &str,
+    setup: &Setup,
     tree: &DecodeTree,
     ids: &[u8],
     threads: usize,
@@ -519,7 +810,9 @@ fn decode_threads(
     bar: &indicatif::ProgressBar,
 ) -> Result<(), Failure> {
     let build = |w: &WorkerSetup| -> Result<DecodeTree, Error> {
-        build_tree(ss, source, &cli.images, w.logger.clone()).map_err(|e| Error::code(ErrCode::Fail, e))
+        setup
+            .build_tree(&cli.images, w.logger.clone())
+            .map_err(|e| Error::code(ErrCode::Fail, e))
     };
     let format = match (tree.format(), tree.deformatter()) {
         (SourceFormat::Formatted(_), Some(d)) => SourceFormat::Formatted(d.config()),
