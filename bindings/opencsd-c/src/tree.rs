@@ -199,10 +199,17 @@ impl ElemCallback {
     }
 
     /// Hands one element other than an instruction range to the callback
-    /// (rare: kept out of the range loop), then leaves the sink's element
-    /// [range ready](convert::set_range_ready) again.
+    /// (rare: kept out of the range loop, which passes only the pair's
+    /// address), then leaves the sink's element [range
+    /// ready](convert::set_range_ready) again.
     #[inline(never)]
-    fn other_to_c(&mut self, &(index, ref elem): &(TrcIndex, TraceElement), trace_id: u8) -> abi::OcsdResp {
+    fn other_to_c(&mut self, pair: &(TrcIndex, TraceElement), trace_id: u8) -> abi::OcsdResp {
+        self.other_elem_to_c(pair.0, &pair.1, trace_id)
+    }
+
+    /// [`other_to_c`](Self::other_to_c) with the index and element apart.
+    #[inline(always)]
+    fn other_elem_to_c(&mut self, index: TrcIndex, elem: &TraceElement, trace_id: u8) -> abi::OcsdResp {
         let mut r = abi::OCSD_RESP_CONT;
         if let Some(f) = self.f
             && convert::elem_to_c_full(elem, &mut self.elem, &mut self.payload, &mut self.cache)
@@ -267,7 +274,7 @@ impl TrcGenElemIn for ElemCallback {
             return DatapathResp::Cont;
         };
         if elem.elem_type != ElemType::InstrRange {
-            return crate::convert::resp_from_c(self.other_to_c(&(index, *elem), trace_id));
+            return crate::convert::resp_from_c(self.other_elem_to_c(index, elem, trace_id));
         }
         convert::range_fields_to_c(elem, &mut self.elem);
         // SAFETY: the client registered `f` for `ctx`; the element lives
