@@ -219,14 +219,7 @@ pub extern "C" fn ocsd_dt_set_gen_elem_outfn(
     p_context: *const c_void,
 ) -> OcsdErr {
     with_tree(handle, OCSD_ERR_BAD_HANDLE, |t| {
-        let sink = ElemCallback {
-            f: p_fn,
-            ctx: p_context as usize,
-            text: t.text.clone(),
-            elem: Box::default(),
-            payload: Box::new([0; 8]),
-            cache: convert::ElemCache::default(),
-        };
+        let sink = ElemCallback::new(p_fn, p_context as usize, t.text.clone());
         t.tree.set_gen_elem_out(Box::new(sink));
         OCSD_OK
     })

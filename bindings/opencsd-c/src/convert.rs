@@ -323,12 +323,35 @@ pub fn elem_to_c(e: &TraceElement, c: &mut OcsdGenericTraceElem, payload: &mut [
 /// one (`setType` clears the flags, the payload word and the extended data
 /// pointer; then the range, its instruction count, the ISA, the last
 /// instruction's type, subtype, size, execution and condition, and a cycle
-/// count or timestamp where flagged). The context and the rest of the
-/// payload keep what earlier elements left, as in OpenCSD's reused element
-/// objects: neither perf nor the element printer reads them on a range.
+/// count or timestamp where flagged). The context, the rest of the payload,
+/// and the cycle count and timestamp when not flagged keep what earlier
+/// elements left, as in OpenCSD's reused element objects: neither perf nor
+/// the element printer reads them on a range.
 #[inline(always)]
 pub fn range_to_c(e: &TraceElement, c: &mut OcsdGenericTraceElem) {
+    set_range_ready(c);
+    range_fields_to_c(e, c);
+}
+
+/// Makes `c` an instruction range with no extended data: what
+/// [`range_fields_to_c`] expects to find. A sink keeps its element so
+/// between elements, so that the ranges that make up nearly all of a
+/// trace do not write these two fields again each time.
+#[inline(always)]
+pub fn set_range_ready(c: &mut OcsdGenericTraceElem) {
     c.elem_type = elem::INSTR_RANGE;
+    c.ptr_extended_data = std::ptr::null();
+}
+
+/// Whether `c` is as [`set_range_ready`] leaves it.
+pub fn is_range_ready(c: &OcsdGenericTraceElem) -> bool {
+    c.elem_type == elem::INSTR_RANGE && c.ptr_extended_data.is_null()
+}
+
+/// [`range_to_c`] into an element already [range ready](set_range_ready):
+/// the fields that differ from range to range.
+#[inline(always)]
+pub fn range_fields_to_c(e: &TraceElement, c: &mut OcsdGenericTraceElem) {
     // Indexed by the enum's value, below the table's length: no mask,
     // no bounds check.
     c.isa = ISA_RANGE_C[e.isa as usize];
@@ -339,21 +362,29 @@ pub fn range_to_c(e: &TraceElement, c: &mut OcsdGenericTraceElem) {
     c.last_i_type = e.last_i_type as u32;
     c.last_i_subtype = e.last_i_subtype as u32;
     c.payload.word = e.num_instr_range;
-    // Copied whether flagged or not: cheaper than testing the flags.
+    c.flag_bits = e.last_instr_exec as u32
+        | ((e.last_instr_sz as u32) << flag::LAST_INSTR_SZ_SHIFT & flag::LAST_INSTR_SZ_MASK)
+        | (e.last_instr_cond as u32) << 10;
+    // A cycle count or timestamp on a range is rare: one test of both
+    // flags here, their bits and values out of line.
+    if e.has_cc | e.has_ts {
+        range_cc_ts_to_c(e, c);
+    }
+}
+
+/// The cycle count and timestamp of a range that has either.
+#[cold]
+#[inline(never)]
+fn range_cc_ts_to_c(e: &TraceElement, c: &mut OcsdGenericTraceElem) {
+    c.flag_bits |= (e.has_cc as u32) << 4 | (e.has_ts as u32) << 9;
     c.cycle_count = e.cycle_count;
     c.timestamp = e.timestamp;
-    c.flag_bits = (e.last_instr_exec as u32)
-        | ((e.last_instr_sz as u32) << flag::LAST_INSTR_SZ_SHIFT & flag::LAST_INSTR_SZ_MASK)
-        | (e.has_cc as u32) << 4
-        | (e.has_ts as u32) << 9
-        | (e.last_instr_cond as u32) << 10;
-    c.ptr_extended_data = std::ptr::null();
 }
 
 /// Every field of `c` from `e` (the element kinds other than instruction
 /// ranges: rare, so kept out of the element loop).
 #[inline(never)]
-fn elem_to_c_full(
+pub(crate) fn elem_to_c_full(
     e: &TraceElement,
     c: &mut OcsdGenericTraceElem,
     payload: &mut [u8; 8],

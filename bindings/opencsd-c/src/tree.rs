@@ -7,7 +7,7 @@ use std::io::Write as _;
 use std::sync::{Mutex, MutexGuard};
 
 use coresight_decode::datapath::{DatapathResp, TrcIndex};
-use coresight_decode::element::TraceElement;
+use coresight_decode::element::{ElemType, TraceElement};
 use coresight_decode::errcode::{Severity, TraceError};
 use coresight_decode::interfaces::TrcGenElemIn;
 use coresight_decode::logger::{MsgLogger, Shared};
@@ -182,6 +182,47 @@ pub struct ElemCallback {
     pub cache: convert::ElemCache,
 }
 
+impl ElemCallback {
+    /// A sink calling `f` with `ctx`, its element [range
+    /// ready](convert::set_range_ready) from the start.
+    pub fn new(f: FnTraceElemIn, ctx: usize, text: TextOut) -> Self {
+        let mut elem = Box::<OcsdGenericTraceElem>::default();
+        convert::set_range_ready(&mut elem);
+        ElemCallback {
+            f,
+            ctx,
+            text,
+            elem,
+            payload: Box::new([0; 8]),
+            cache: convert::ElemCache::default(),
+        }
+    }
+
+    /// Hands one element other than an instruction range to the callback
+    /// (rare: kept out of the range loop, which passes only the pair's
+    /// address), then leaves the sink's element [range
+    /// ready](convert::set_range_ready) again.
+    #[inline(never)]
+    fn other_to_c(&mut self, pair: &(TrcIndex, TraceElement), trace_id: u8) -> abi::OcsdResp {
+        self.other_elem_to_c(pair.0, &pair.1, trace_id)
+    }
+
+    /// [`other_to_c`](Self::other_to_c) with the index and element apart.
+    #[inline(always)]
+    fn other_elem_to_c(&mut self, index: TrcIndex, elem: &TraceElement, trace_id: u8) -> abi::OcsdResp {
+        let mut r = abi::OCSD_RESP_CONT;
+        if let Some(f) = self.f
+            && convert::elem_to_c_full(elem, &mut self.elem, &mut self.payload, &mut self.cache)
+        {
+            // SAFETY: the client registered `f` for `ctx`; the element
+            // lives in this sink for the duration of the call.
+            r = unsafe { f(self.ctx as *const c_void, index as abi::TrcIndex, trace_id, &*self.elem) };
+        }
+        convert::set_range_ready(&mut self.elem);
+        r
+    }
+}
+
 impl TrcGenElemIn for ElemCallback {
     fn trace_elems_in(&mut self, trace_id: u8, elems: &[(TrcIndex, TraceElement)]) -> (DatapathResp, usize) {
         if self.text.has_reader() {
@@ -192,25 +233,25 @@ impl TrcGenElemIn for ElemCallback {
         let Some(f) = self.f else {
             return (DatapathResp::Cont, elems.len());
         };
-        // The sink's parts borrowed once for the run: the loop then keeps
-        // them in registers across the calls into C.
-        let (ctx, c, payload, cache) = (
-            self.ctx as *const c_void,
-            &mut *self.elem,
-            &mut *self.payload,
-            &mut self.cache,
-        );
+        let ctx = self.ctx as *const c_void;
         // No element counter in the loop (the position comes from the
         // iterator when the client stops early): one register less to
-        // spill around the call into C.
+        // keep across the call into C.
         let mut it = elems.iter();
-        while let Some((index, elem)) = it.next() {
-            if !convert::elem_to_c(elem, c, payload, cache) {
-                continue;
-            }
-            // SAFETY: the client registered `f` for `ctx`; the element
-            // lives in this sink for the duration of the call.
-            let r = unsafe { f(ctx, *index as abi::TrcIndex, trace_id, &*c) };
+        while let Some(pair) = it.next() {
+            let (index, elem) = pair;
+            let r = if elem.elem_type == ElemType::InstrRange {
+                // The sink's element is range ready between elements
+                // (set so where made, and again after any other kind).
+                let c = &mut *self.elem;
+                debug_assert!(convert::is_range_ready(c));
+                convert::range_fields_to_c(elem, c);
+                // SAFETY: the client registered `f` for `ctx`; the element
+                // lives in this sink for the duration of the call.
+                unsafe { f(ctx, *index as abi::TrcIndex, trace_id, &*c) }
+            } else {
+                self.other_to_c(pair, trace_id)
+            };
             if r != abi::OCSD_RESP_CONT {
                 let r = crate::convert::resp_from_c(r);
                 if !r.is_cont() {
@@ -218,8 +259,7 @@ impl TrcGenElemIn for ElemCallback {
                 }
             }
         }
-        let n = elems.len();
-        (DatapathResp::Cont, n)
+        (DatapathResp::Cont, elems.len())
     }
 
     fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp {
@@ -233,12 +273,142 @@ impl TrcGenElemIn for ElemCallback {
         let Some(f) = self.f else {
             return DatapathResp::Cont;
         };
-        if !convert::elem_to_c(elem, &mut self.elem, &mut self.payload, &mut self.cache) {
-            return DatapathResp::Cont;
+        if elem.elem_type != ElemType::InstrRange {
+            return crate::convert::resp_from_c(self.other_elem_to_c(index, elem, trace_id));
         }
+        convert::range_fields_to_c(elem, &mut self.elem);
         // SAFETY: the client registered `f` for `ctx`; the element lives
         // in this sink for the duration of the call.
         let r = unsafe { f(self.ctx as *const c_void, index as abi::TrcIndex, trace_id, &*self.elem) };
         crate::convert::resp_from_c(r)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::abi::{elem, flag};
+    use coresight_decode::arch::{InstrSubType, InstrType, Isa};
+    use coresight_decode::logger::shared;
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+
+    /// What the callback read of one element: the fields its kind uses.
+    #[derive(Debug, PartialEq)]
+    struct Seen {
+        idx: abi::TrcIndex,
+        id: u8,
+        elem_type: u32,
+        isa: u32,
+        addrs: (u64, u64),
+        word: u32,
+        last_i: (u32, u32),
+        flags: u32,
+        cc: Option<u32>,
+        ts: Option<u64>,
+        extended: Option<u8>,
+    }
+
+    unsafe extern "C" fn record(
+        ctx: *const c_void,
+        idx: abi::TrcIndex,
+        id: u8,
+        e: *const OcsdGenericTraceElem,
+    ) -> abi::OcsdResp {
+        // SAFETY: the test registered a `Vec<Seen>` as context; the sink
+        // hands a valid element for the duration of the call.
+        let (out, e) = unsafe { (&mut *(ctx as *mut Vec<Seen>), &*e) };
+        out.push(Seen {
+            idx,
+            id,
+            elem_type: e.elem_type,
+            isa: e.isa,
+            addrs: (e.st_addr, e.en_addr),
+            // SAFETY: every payload member is plain integers.
+            word: unsafe { e.payload.word },
+            last_i: (e.last_i_type, e.last_i_subtype),
+            flags: e.flag_bits,
+            cc: (e.flag_bits & flag::HAS_CC != 0).then_some(e.cycle_count),
+            ts: (e.flag_bits & flag::HAS_TS != 0).then_some(e.timestamp),
+            // SAFETY: with the flag set the pointer holds the payload.
+            extended: (e.flag_bits & flag::EXTENDED_DATA != 0).then(|| unsafe { *e.ptr_extended_data.cast::<u8>() }),
+        });
+        abi::OCSD_RESP_CONT
+    }
+
+    fn range(st: u64, n: u32, exec: bool) -> TraceElement {
+        let mut e = TraceElement::new(ElemType::InstrRange);
+        e.isa = Isa::Aarch64;
+        e.st_addr = st;
+        e.en_addr = st + 4 * n as u64;
+        e.num_instr_range = n;
+        e.last_i_type = InstrType::Branch;
+        e.last_i_subtype = InstrSubType::BranchLink;
+        e.last_instr_exec = exec;
+        e.last_instr_sz = 4;
+        e
+    }
+
+    fn seen_range(idx: abi::TrcIndex, st: u64, n: u32, exec: bool) -> Seen {
+        Seen {
+            idx,
+            id: 0x10,
+            elem_type: elem::INSTR_RANGE,
+            isa: 2,
+            addrs: (st, st + 4 * n as u64),
+            word: n,
+            last_i: (1, 1),
+            flags: exec as u32 | 4 << flag::LAST_INSTR_SZ_SHIFT,
+            cc: None,
+            ts: None,
+            extended: None,
+        }
+    }
+
+    /// Ranges after other kinds (a software trace element with extended
+    /// data, a range with a cycle count and timestamp) carry only their own
+    /// flags and no extended data, whether they come in a run or one by
+    /// one (as when text has a reader).
+    #[test]
+    fn ranges_after_other_kinds_carry_their_own_fields() {
+        let mut sw = TraceElement::new(ElemType::SwTrace);
+        sw.sw_trace.payload_bits = 8;
+        sw.sw_trace.payload_num_packets = 1;
+        sw.sw_payload = 0xa5;
+        let mut timed = range(0x3000, 3, false);
+        timed.set_cycle_count(77);
+        timed.timestamp = 0x1234;
+        timed.has_ts = true;
+        let elems = [
+            (1, range(0x1000, 2, true)),
+            (2, sw),
+            (3, range(0x2000, 5, false)),
+            (4, timed),
+            (5, range(0x4000, 1, true)),
+        ];
+        let mut timed_seen = seen_range(4, 0x3000, 3, false);
+        timed_seen.flags |= flag::HAS_CC | flag::HAS_TS;
+        timed_seen.cc = Some(77);
+        timed_seen.ts = Some(0x1234);
+        for by_run in [true, false] {
+            let mut out: Vec<Seen> = Vec::new();
+            let readers = Arc::new(AtomicBool::new(!by_run));
+            let text = TextOut {
+                capture: shared(MsgLogger::capture()),
+                print: shared(PrintCb::default()),
+                readers,
+            };
+            let mut sink = ElemCallback::new(Some(record), &mut out as *mut Vec<Seen> as usize, text);
+            assert_eq!(sink.trace_elems_in(0x10, &elems), (DatapathResp::Cont, 5));
+            assert!(convert::is_range_ready(&sink.elem));
+            drop(sink);
+            assert_eq!(out.len(), 5, "by run: {by_run}");
+            assert_eq!(out[0], seen_range(1, 0x1000, 2, true));
+            assert_eq!(out[1].elem_type, elem::SWTRACE);
+            assert_eq!(out[1].extended, Some(0xa5));
+            assert_eq!(out[2], seen_range(3, 0x2000, 5, false));
+            assert_eq!(out[3], timed_seen);
+            assert_eq!(out[4], seen_range(5, 0x4000, 1, true));
+        }
     }
 }
