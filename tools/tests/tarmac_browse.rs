@@ -1,6 +1,7 @@
 //! `tarmac browse` driven in tmux: keys sent with `send-keys`, the screen
 //! read with `capture-pane`, and the registers shown checked against the
-//! trace's own `R` lines at the instruction shown. Needs tmux (installed
+//! trace's own `R` lines at the instruction shown, the memory window
+//! against its `MW`/`MR` lines, and a folded call's lines hidden. Needs tmux (installed
 //! by .ci/run): `cargo test -p coresight-tools --test tarmac_browse -- --ignored`.
 
 use std::collections::BTreeMap;
@@ -189,4 +190,143 @@ fn browser_shows_the_registers_of_the_trace_at_each_step_jump_and_search() {
     // The index was built and saved for the next run.
     assert!(index.exists());
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The memory window's rows: `ADDRESS  b0 b1 ... b15` between the left
+/// pane's borders, by address.
+fn shown_memory(screen: &str) -> BTreeMap<u64, Vec<String>> {
+    let mut rows = BTreeMap::new();
+    for row in screen.lines() {
+        let cells: Vec<&str> = row.split('│').collect();
+        if cells.len() >= 2
+            && let [addr, bytes @ ..] = &cells[1].split_whitespace().collect::<Vec<_>>()[..]
+            && addr.len() == 16
+            && bytes.len() == 16
+            && let Ok(a) = u64::from_str_radix(addr, 16)
+        {
+            rows.insert(a, bytes.iter().map(|b| b.to_string()).collect());
+        }
+    }
+    rows
+}
+
+/// The bytes from `addr` as the trace's `MW`/`MR` lines up to the next
+/// instruction after `line` leave them (16-byte data: the high half first),
+/// `--` where none wrote or read. Plain text handling.
+fn expected_memory(lines: &[Vec<&str>], line: usize, addr: u64, len: u64) -> Vec<String> {
+    let mut mem = vec!["--".to_string(); len as usize];
+    for (i, w) in lines.iter().enumerate() {
+        if i + 1 > line && is_instruction(w) {
+            break;
+        }
+        let Some(size) = w.get(2).and_then(|t| t.strip_prefix("MW").or(t.strip_prefix("MR"))) else {
+            continue;
+        };
+        let size: u64 = size.parse().unwrap();
+        let at = u64::from_str_radix(w[3], 16).unwrap();
+        let hex: String = w[4..].concat();
+        for k in 0..size {
+            // Byte k from the least significant end of the value.
+            let end = hex.len() - 2 * k as usize;
+            if let Some(off) = (at + k).checked_sub(addr).filter(|&o| o < len) {
+                mem[off as usize] = hex[end - 2..end].to_string();
+            }
+        }
+    }
+    mem
+}
+
+#[test]
+#[ignore = "needs tmux"]
+fn browser_shows_memory_as_the_trace_wrote_it_and_folds_calls() {
+    let trace = fixture("a64-gem5.tarmac");
+    let text = std::fs::read_to_string(&trace).unwrap();
+    let lines = words(&text);
+    let dir = std::env::temp_dir().join(format!("tarmac-browse-mem-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let t = Tmux {
+        socket: format!("tarmac-browse-mem-{}", std::process::id()),
+    };
+    let cmd = format!(
+        "{} browse {} --image {} --index={}",
+        env!("CARGO_BIN_EXE_tarmac"),
+        trace.display(),
+        fixture("a64.elf").display(),
+        dir.join("a64-gem5.tidx").display()
+    );
+    t.cmd(&["new-session", "-d", "-s", "b", "-x", "120", "-y", "40", &cmd]);
+    let keys = |k: &[&str]| {
+        let mut args = vec!["send-keys", "-t", "b"];
+        args.extend_from_slice(k);
+        t.cmd(&args);
+    };
+    let addr = 0x55008007f0u64;
+    let check_memory = |s: &str, line: usize| {
+        let shown = shown_memory(s);
+        let mut all = Vec::new();
+        for r in 0..4 {
+            all.extend(
+                shown
+                    .get(&(addr + 16 * r))
+                    .unwrap_or_else(|| panic!("no row {r}:\n{s}"))
+                    .clone(),
+            );
+        }
+        assert_eq!(all, expected_memory(&lines, line, addr, 64), "at line {line}:\n{s}");
+    };
+    // Line 50 (time 10): stp x29, x30 writes the frame record at addr.
+    t.wait_line(instruction_from(&lines, 1, |_| true));
+    keys(&["g", "48", "Enter"]);
+    t.wait_line(48);
+    keys(&["m", "55008007f0", "Enter"]);
+    let s = t.wait_line(48);
+    check_memory(&s, 48);
+    assert!(shown_memory(&s)[&addr].iter().all(|b| b == "--"), "{s}");
+    keys(&["j"]);
+    let s = t.wait_line(50);
+    check_memory(&s, 50);
+    assert_eq!(shown_memory(&s)[&addr][..8].join(" "), "10 08 80 00 55 00 00 00", "{s}");
+    // Later, after more writes and reads, and back again.
+    keys(&["g", "200", "Enter"]);
+    let at = instruction_from(&lines, 200, |_| true);
+    check_memory(&t.wait_line(at), at);
+    keys(&["k"]);
+    let back = (1..at).rev().find(|&i| is_instruction(&lines[i - 1])).unwrap();
+    check_memory(&t.wait_line(back), back);
+    // Fold the call fib is in at line 126 (called at line 117, its caller
+    // resuming at 139): one row for lines 117-138, then step over it.
+    keys(&["g", "126", "Enter"]);
+    t.wait_line(126);
+    keys(&["f"]);
+    let s = t.wait_line(117);
+    let trace_rows: Vec<&str> = s.lines().filter_map(|r| r.split('│').nth(1)).collect();
+    assert!(
+        trace_rows
+            .iter()
+            .any(|r| r.trim_end() == ">    117 + call of fib folded: lines 117-138"),
+        "{s}"
+    );
+    let numbers: Vec<usize> = trace_rows
+        .iter()
+        .filter_map(|r| r.get(1..8).and_then(|n| n.trim().parse().ok()))
+        .collect();
+    assert!(numbers.contains(&116) && numbers.contains(&139), "{s}");
+    assert!(numbers.iter().all(|n| !(118..=138).contains(n)), "{s}");
+    keys(&["j"]);
+    t.wait_line(139);
+    keys(&["k"]);
+    t.wait_line(117);
+    // Unfold: its lines are back.
+    keys(&["u"]);
+    let start = Instant::now();
+    loop {
+        let s = t.screen();
+        if s.contains("│     118 ") && !s.contains("folded") {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "not unfolded:\n{s}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    keys(&["q"]);
+    std::fs::remove_dir_all(&dir).ok();
 }

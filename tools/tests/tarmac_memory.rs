@@ -6,6 +6,7 @@
 use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 /// Writes an AArch64 trace of a call chain `depth` deep: main calls f at
 /// 0x2000, which lowers the stack pointer and calls itself, down to the
@@ -49,10 +50,21 @@ fn temp_dir() -> PathBuf {
     d
 }
 
-/// Runs `tarmac ARGS` under GNU time; gives the peak RSS in KiB, the
-/// count of bytes written and the first and last lines of the output,
-/// unindented (read as it comes, never held).
-fn run_measured(dir: &Path, args: &[&str]) -> (u64, u64, String, String) {
+/// What a run of `tarmac` did: peak RSS in KiB, bytes written, the first
+/// and last lines written (unindented) and when the first byte came.
+struct Run {
+    rss: u64,
+    bytes: u64,
+    first: String,
+    last: String,
+    first_byte: Duration,
+}
+
+/// Runs `tarmac ARGS` under GNU time, its output read as it comes (never
+/// held).
+fn run_measured(dir: &Path, args: &[&str]) -> Run {
+    let start = Instant::now();
+    let mut first_byte = None;
     let rss_file = dir.join("rss");
     let mut child = Command::new("/usr/bin/time")
         .arg("-f")
@@ -73,6 +85,7 @@ fn run_measured(dir: &Path, args: &[&str]) -> (u64, u64, String, String) {
         if n == 0 {
             break;
         }
+        first_byte.get_or_insert_with(|| start.elapsed());
         bytes += n as u64;
         // Lines without their indentation (a call tree's are as deep as
         // the call).
@@ -84,38 +97,158 @@ fn run_measured(dir: &Path, args: &[&str]) -> (u64, u64, String, String) {
     }
     assert!(child.wait().unwrap().success(), "{args:?}");
     let rss = std::fs::read_to_string(&rss_file).unwrap().trim().parse().unwrap();
-    (rss, bytes, first, last)
+    Run {
+        rss,
+        bytes,
+        first,
+        last,
+        first_byte: first_byte.unwrap_or_default(),
+    }
+}
+
+/// Peak RSS at three depths, a doubling apart: the growth must be linear
+/// (the second doubling costs no more than twice the first, give or take a
+/// MiB of allocator noise) and, carried on to 200,000 deep, under 100 MB.
+/// Gives the KiB per level.
+fn assert_linear(what: &str, rss: [(u64, u64); 3]) -> u64 {
+    let [(d0, r0), (d1, r1), (d2, r2)] = rss;
+    assert_eq!((d1, d2), (2 * d0, 4 * d0));
+    let (g1, g2) = (r1.saturating_sub(r0), r2.saturating_sub(r1));
+    assert!(
+        g2 <= 2 * g1 + 1024,
+        "{what}: {r0}, {r1}, {r2} KiB at {d0}, {d1}, {d2} deep: grows faster than the depth"
+    );
+    let per_level = g2.div_ceil(d2 - d1).max(1);
+    let at_200k = r2 + (200_000 - d2) * g2 / (d2 - d1);
+    assert!(at_200k < 100 << 10, "{what}: {at_200k} KiB at 200,000 deep, carried on");
+    eprintln!("{what}: {r0}, {r1}, {r2} KiB at {d0}, {d1}, {d2} deep; {at_200k} KiB at 200,000, carried on");
+    per_level
 }
 
 /// The analyser on a 200,000-deep chain: the profile (whose output is
-/// small) in under 100 MB; the call tree and the flame graph of a
-/// 10,000-deep chain (their outputs grow as the square of the depth:
-/// 400 MB and 350 MB here, 80 GB for the call tree at 200,000) in under
-/// 100 MB too, written as made.
+/// small) in under 100 MB. The call tree and the flame graph, whose
+/// outputs grow as the square of the depth (80 GB and 140 GB at 200,000
+/// deep: minutes), at 5,000, 10,000 and 20,000 deep (1.6 GB of call tree
+/// at 20,000): their memory grows linearly with the depth and, carried on,
+/// stays under 100 MB at 200,000.
 #[test]
 #[ignore]
 fn deep_call_chains_in_bounded_memory() {
     let dir = temp_dir();
     let deep = dir.join("deep.tarmac");
     deep_chain(&deep, 200_000);
-    let (rss, _, first, last) = run_measured(&dir, &["profile", deep.to_str().unwrap()]);
-    assert_eq!(first, "Address     Count       Time        Function name\n");
-    assert_eq!(last, "0x2000      200000      80000400000 \n");
-    assert!(rss < 100 << 10, "profile of a 200,000-deep chain: {rss} KiB");
-    eprintln!("profile, 200,000 deep: {rss} KiB");
-    deep_chain(&deep, 10_000);
-    let (rss, bytes, first, last) = run_measured(&dir, &["calltree", deep.to_str().unwrap()]);
-    // The root (the whole trace: 40,002 steps, 70,003 lines), then the
-    // deepest call last: its SUB at t:20000 (line 40000: 2 + 4 lines per
-    // level above it), its NOP, ADD and RET (t:20003, line 40005).
-    assert_eq!(first, "o t:1 l:2 pc:0x1000 - t:40002 l:70003 pc:0x1004 : \n");
-    assert_eq!(last, "o t:20000 l:40000 pc:0x2000 - t:20003 l:40005 pc:0x200c : \n");
-    assert!(bytes > 400_000_000, "{bytes}");
-    assert!(rss < 100 << 10, "calltree of a 10,000-deep chain: {rss} KiB");
-    eprintln!("calltree, 10,000 deep: {rss} KiB for {bytes} bytes");
-    let (rss, bytes, first, _) = run_measured(&dir, &["flamegraph", deep.to_str().unwrap()]);
-    assert!(first.starts_with("0x1000 "), "{first}");
-    assert!(rss < 100 << 10, "flamegraph of a 10,000-deep chain: {rss} KiB");
-    eprintln!("flamegraph, 10,000 deep: {rss} KiB for {bytes} bytes");
+    let r = run_measured(&dir, &["profile", deep.to_str().unwrap()]);
+    assert_eq!(r.first, "Address     Count       Time        Function name\n");
+    assert_eq!(r.last, "0x2000      200000      80000400000 \n");
+    assert!(r.rss < 100 << 10, "profile of a 200,000-deep chain: {} KiB", r.rss);
+    eprintln!("profile, 200,000 deep: {} KiB", r.rss);
+    let mut calltree = [(0, 0); 3];
+    let mut flamegraph = [(0, 0); 3];
+    for (k, depth) in [5_000, 10_000, 20_000].into_iter().enumerate() {
+        deep_chain(&deep, depth);
+        let r = run_measured(&dir, &["calltree", deep.to_str().unwrap()]);
+        // The root (the whole trace: 4d + 2 steps, 7d + 3 lines), then the
+        // deepest call last: its SUB at t:2d (line 4d: 2 + 4 lines per
+        // level above it), its NOP, ADD and RET (t:2d + 3, line 4d + 5).
+        assert_eq!(
+            r.first,
+            format!(
+                "o t:1 l:2 pc:0x1000 - t:{} l:{} pc:0x1004 : \n",
+                4 * depth + 2,
+                7 * depth + 3
+            )
+        );
+        assert_eq!(
+            r.last,
+            format!(
+                "o t:{} l:{} pc:0x2000 - t:{} l:{} pc:0x200c : \n",
+                2 * depth,
+                4 * depth,
+                2 * depth + 3,
+                4 * depth + 5
+            )
+        );
+        // The output grows as the square of the depth.
+        assert!(r.bytes > 4 * depth * depth, "{}", r.bytes);
+        calltree[k] = (depth, r.rss);
+        let r = run_measured(&dir, &["flamegraph", deep.to_str().unwrap()]);
+        assert!(r.first.starts_with("0x1000 "), "{}", r.first);
+        assert_eq!(
+            r.last,
+            format!(
+                "{} 3\n",
+                vec!["0x2000"; depth as usize + 1]
+                    .join(";")
+                    .replacen("0x2000", "0x1000", 1)
+            )
+        );
+        flamegraph[k] = (depth, r.rss);
+    }
+    assert_linear("calltree", calltree);
+    assert_linear("flamegraph", flamegraph);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// `tarmac decode` streams: on a generated capture and on the same capture
+/// 16 times over (each copy starts with its A-Sync), peak memory is the
+/// same within a MiB and under 50 MB, and the first line comes within a
+/// second.
+#[test]
+#[ignore]
+fn decode_streams_in_memory_independent_of_the_capture_size() {
+    let dir = temp_dir();
+    let one = dir.join("one");
+    let st = Command::new(env!("CARGO_BIN_EXE_trc_gen"))
+        .args(["--protocol", "etmv4", "--seed", "3", "--length", "20000", "--out"])
+        .arg(&one)
+        .output()
+        .unwrap();
+    assert!(st.status.success());
+    std::fs::remove_file(one.join("truth.txt")).ok();
+    let many = dir.join("many");
+    std::fs::create_dir_all(&many).unwrap();
+    for e in std::fs::read_dir(&one).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), many.join(e.file_name())).unwrap();
+    }
+    let trace = std::fs::read(one.join("trace.bin")).unwrap();
+    std::fs::write(many.join("trace.bin"), trace.repeat(16)).unwrap();
+    let small = run_measured(&dir, &["decode", one.to_str().unwrap(), "--no-disasm"]);
+    let big = run_measured(&dir, &["decode", many.to_str().unwrap(), "--no-disasm"]);
+    // Each copy decodes to the same instructions (16 times the lines give
+    // or take the first copy's lines before its first sync).
+    assert!(big.bytes > 15 * small.bytes, "{} {}", big.bytes, small.bytes);
+    assert!(
+        big.rss < 50 << 10,
+        "decode of {} KiB: {} KiB",
+        (16 * trace.len()) >> 10,
+        big.rss
+    );
+    assert!(
+        big.rss <= small.rss + 1024,
+        "decode: {} KiB for the capture, {} KiB for it 16 times",
+        small.rss,
+        big.rss
+    );
+    assert!(
+        big.first_byte < Duration::from_secs(1),
+        "first line after {:?}",
+        big.first_byte
+    );
+    // With disassembly (capstone), too.
+    let dis = run_measured(&dir, &["decode", one.to_str().unwrap()]);
+    assert!(dis.rss < 50 << 10, "{} KiB", dis.rss);
+    assert!(
+        dis.first_byte < Duration::from_secs(1),
+        "first line after {:?}",
+        dis.first_byte
+    );
+    eprintln!(
+        "decode: {} KiB for {} KiB of capture, {} KiB for 16 times that; first line after {:?}",
+        small.rss,
+        trace.len() >> 10,
+        big.rss,
+        big.first_byte
+    );
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -10,7 +10,8 @@
 //! instruction streams ([`compare`]), and gives the instructions as a
 //! decoder's trace elements ([`ranges`]), for coverage. A persistent
 //! [`index`] lets tools jump to a line, time or call without reading the
-//! trace again; [`regstate`] gives the registers as they stand at a point.
+//! trace again; [`regstate`] gives the registers as they stand at a point,
+//! [`memstate`] a window of memory.
 
 #![deny(missing_docs)]
 
@@ -19,6 +20,7 @@ pub mod calls;
 pub mod compare;
 pub mod events;
 pub mod index;
+pub mod memstate;
 pub mod ranges;
 
 pub mod reader;

@@ -269,7 +269,9 @@ enum Cmd {
     /// Keys: j/Down next instruction, k/Up previous, g then a line number
     /// (or t and a time) and Enter, r the current call's return, n the
     /// function's next call, / then a hex address or symbol and Enter the
-    /// next time it is executed, q quit.
+    /// next time it is executed, m then a hex address or symbol and Enter
+    /// a memory window there (bytes the trace has not shown are --), f
+    /// fold the current call into one line, u unfold it, q quit.
     Browse {
         #[command(flatten)]
         input: Input,

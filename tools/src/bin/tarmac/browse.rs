@@ -9,13 +9,21 @@
 //! last computed, or from the register snapshot kept at the latest
 //! checkpoint passed before the target (from the start of the trace when
 //! none was passed yet).
+//!
+//! A memory window (`m` and an address) shows the bytes from an address
+//! as the trace's reads and writes up to the next instruction leave them,
+//! `--` where no record has touched a byte; it is replayed with the
+//! registers. A call can be folded (`f`) into one line, from its call
+//! instruction to the instruction before its caller resumes, and unfolded
+//! (`u`); stepping passes over it, and a jump into it unfolds it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use coresight_tarmac::index::TraceIndex;
+use coresight_tarmac::memstate::MemoryWindow;
 use coresight_tarmac::regstate::RegisterState;
 use coresight_tarmac::symbols::Symbols;
 use coresight_tarmac::{Reader, Record, RecordKind};
@@ -34,6 +42,19 @@ pub struct Pos {
     pub addr: u64,
 }
 
+/// Bytes the memory window shows, 16 a row.
+pub const MEMORY_BYTES: usize = 64;
+
+/// A folded call as shown: its first and last hidden-behind line (the call
+/// instruction's line is shown as the fold's row) and its activation.
+type Fold = (u64, u64, usize);
+
+/// A row of the trace pane.
+enum Row {
+    Line(u64),
+    Fold(Fold),
+}
+
 /// What the browser shows and where it is.
 pub struct Browser {
     path: PathBuf,
@@ -41,13 +62,17 @@ pub struct Browser {
     syms: Option<Symbols>,
     pub cur: Pos,
     pub regs: RegisterState,
-    /// The records fed to `regs`: every one before this line, which starts
+    /// The memory window, replayed with the registers.
+    pub mem: Option<MemoryWindow>,
+    /// The records fed to `regs` and `mem`: every one before this line, which starts
     /// at this offset.
     regs_line: u64,
     regs_offset: u64,
     /// The registers before each checkpoint passed so far (by its line),
     /// to start from rather than the start of the trace.
-    snapshots: BTreeMap<u64, (u64, RegisterState)>,
+    snapshots: BTreeMap<u64, (u64, RegisterState, Option<MemoryWindow>)>,
+    /// Folded calls, by activation.
+    folded: BTreeSet<usize>,
     pub message: String,
     prompt: Option<(char, String)>,
 }
@@ -60,9 +85,11 @@ impl Browser {
             syms,
             cur: Pos::default(),
             regs: RegisterState::new(),
+            mem: None,
             regs_line: 1,
             regs_offset: 0,
             snapshots: BTreeMap::new(),
+            folded: BTreeSet::new(),
             message: String::new(),
             prompt: None,
         };
@@ -138,20 +165,35 @@ impl Browser {
     pub fn move_to(&mut self, p: Pos) -> Result<(), String> {
         self.cur = p;
         self.message.clear();
+        // A jump into a folded call unfolds it.
+        let hidden: Vec<usize> = self
+            .folded
+            .iter()
+            .copied()
+            .filter(|&i| self.fold_range(i).is_some_and(|(s, e)| s < p.line && p.line <= e))
+            .collect();
+        for i in hidden {
+            self.folded.remove(&i);
+        }
         // Start from the latest register snapshot at or before the target
         // when it is nearer than where the registers stand, or when they
         // stand past the target.
-        if let Some((&line, (offset, snap))) = self.snapshots.range(..=p.line).next_back()
+        if let Some((&line, (offset, snap, mem))) = self.snapshots.range(..=p.line).next_back()
             && (line > self.regs_line || self.regs_line > p.line + 1)
         {
             self.regs = snap.clone();
+            self.mem = mem.clone();
             (self.regs_line, self.regs_offset) = (line, *offset);
         } else if self.regs_line > p.line + 1 {
             self.regs.clear();
+            if let Some(m) = &mut self.mem {
+                m.clear();
+            }
             self.regs_line = 1;
             self.regs_offset = 0;
         }
         let (mut state, cur_line) = (std::mem::take(&mut self.regs), p.line);
+        let mut mem = self.mem.take();
         let mut stop = None;
         let mut next_cp = self.index.checkpoints.partition_point(|c| c.line < self.regs_line);
         let mut snapshots = std::mem::take(&mut self.snapshots);
@@ -161,7 +203,9 @@ impl Browser {
                 next_cp += 1;
             }
             if next_cp < checkpoints.len() && checkpoints[next_cp].line == line {
-                snapshots.entry(line).or_insert_with(|| (offset, state.clone()));
+                snapshots
+                    .entry(line)
+                    .or_insert_with(|| (offset, state.clone(), mem.clone()));
                 next_cp += 1;
             }
             if line > cur_line && matches!(rec.kind, RecordKind::Instruction(_)) {
@@ -169,11 +213,15 @@ impl Browser {
                 return false;
             }
             state.feed(rec);
+            if let Some(m) = &mut mem {
+                m.feed(rec);
+            }
             true
         });
         self.snapshots = snapshots;
-        res?;
         self.regs = state;
+        self.mem = mem;
+        res?;
         match stop {
             Some(s) => (self.regs_line, self.regs_offset) = s,
             // The state holds the whole trace: moving anywhere starts over.
@@ -183,8 +231,13 @@ impl Browser {
     }
 
     pub fn step_forward(&mut self) -> Result<(), String> {
-        let line = self.cur.line;
-        match self.find_from((line, self.cur.offset), |p| p.line > line)? {
+        // Over a folded call: on from its last hidden line.
+        let start = match self.fold_at(self.cur.line) {
+            Some((_, e, _)) => self.start_for_line(e + 1),
+            None => (self.cur.line, self.cur.offset),
+        };
+        let line = self.fold_at(self.cur.line).map_or(self.cur.line, |f| f.1);
+        match self.find_from(start, |p| p.line > line)? {
             Some(p) => self.move_to(p),
             None => {
                 self.message = "end of trace".into();
@@ -211,7 +264,11 @@ impl Browser {
             true
         })?;
         match last {
-            Some(p) => self.move_to(p),
+            // Back into a folded call: to its row, the call instruction.
+            Some(p) => match self.fold_at(p.line) {
+                Some((s, _, _)) if s < p.line => self.goto_line(s),
+                _ => self.move_to(p),
+            },
             None => {
                 self.message = "start of trace".into();
                 Ok(())
@@ -279,9 +336,7 @@ impl Browser {
     /// To the next execution of an address (hex) or of a symbol's address.
     pub fn search(&mut self, what: &str) -> Result<(), String> {
         let what = what.trim();
-        let by_name = self.syms.as_ref().and_then(|s| s.find_by_name(what)).map(|s| s.addr);
-        let hex = u64::from_str_radix(what.trim_start_matches("0x").trim_start_matches("0X"), 16).ok();
-        let Some(addr) = by_name.or(hex) else {
+        let Some(addr) = self.address_of(what) else {
             self.message = format!("{what}: neither a symbol nor a hex address");
             return Ok(());
         };
@@ -292,6 +347,94 @@ impl Browser {
                 self.message = format!("{what} ({addr:#x}) not executed after line {line}");
                 Ok(())
             }
+        }
+    }
+
+    /// A symbol's address, or a hex address.
+    fn address_of(&self, what: &str) -> Option<u64> {
+        let by_name = self.syms.as_ref().and_then(|s| s.find_by_name(what)).map(|s| s.addr);
+        by_name.or_else(|| u64::from_str_radix(what.trim_start_matches("0x").trim_start_matches("0X"), 16).ok())
+    }
+
+    /// Shows memory from an address (hex) or a symbol's address: the
+    /// window is replayed from the start of the trace to the current
+    /// instruction, and with the registers from then on.
+    pub fn show_memory(&mut self, what: &str) -> Result<(), String> {
+        let what = what.trim();
+        let Some(addr) = self.address_of(what) else {
+            self.message = format!("{what}: neither a symbol nor a hex address");
+            return Ok(());
+        };
+        self.mem = Some(MemoryWindow::new(addr, MEMORY_BYTES));
+        self.snapshots.clear();
+        self.regs.clear();
+        (self.regs_line, self.regs_offset) = (1, 0);
+        let p = self.cur;
+        self.move_to(p)
+    }
+
+    /// The lines folding activation `i` hides behind one row: from its
+    /// call instruction to the line before its caller resumes (to its
+    /// return when the trace ends in it). None for the root.
+    fn fold_range(&self, i: usize) -> Option<(u64, u64)> {
+        let a = self.index.calls.acts.get(i)?;
+        if i == 0 || a.call.line == 0 {
+            return None;
+        }
+        let end = if a.resume.line > a.exit.line {
+            a.resume.line - 1
+        } else {
+            a.exit.line
+        };
+        Some((a.call.line, end.max(a.call.line)))
+    }
+
+    /// The folds shown, in line order: the outermost of nested ones.
+    fn folds(&self) -> Vec<Fold> {
+        let mut v: Vec<Fold> = self
+            .folded
+            .iter()
+            .filter_map(|&i| self.fold_range(i).map(|(s, e)| (s, e, i)))
+            .collect();
+        v.sort();
+        let mut out: Vec<Fold> = Vec::with_capacity(v.len());
+        for f in v {
+            if out.last().is_none_or(|l| f.0 > l.1) {
+                out.push(f);
+            }
+        }
+        out
+    }
+
+    /// The fold shown whose lines hold `line`.
+    fn fold_at(&self, line: u64) -> Option<Fold> {
+        self.folds().into_iter().find(|f| f.0 <= line && line <= f.1)
+    }
+
+    /// Folds the call the current instruction is in (on a folded call's
+    /// row, the call around it) and moves to its call instruction.
+    pub fn fold(&mut self) -> Result<(), String> {
+        let line = self.fold_at(self.cur.line).map_or(self.cur.line, |f| f.0);
+        match self.index.activation_at(line) {
+            Some(i) if self.fold_range(i).is_some() => {
+                self.folded.insert(i);
+                let (s, _) = self.fold_range(i).unwrap_or_default();
+                self.goto_line(s)
+            }
+            _ => {
+                self.message = "not in a call".into();
+                Ok(())
+            }
+        }
+    }
+
+    /// Unfolds the folded call on the current row.
+    pub fn unfold(&mut self) {
+        match self.fold_at(self.cur.line) {
+            Some((_, _, i)) => {
+                self.folded.remove(&i);
+            }
+            None => self.message = "no folded call here".into(),
         }
     }
 
@@ -330,6 +473,75 @@ impl Browser {
         out
     }
 
+    /// The rows of the trace pane, `height` of them at most, the current
+    /// instruction's in the middle: the trace's lines, a folded call as
+    /// one row.
+    fn trace_rows(&self, height: usize) -> Vec<Line<'static>> {
+        let folds = self.folds();
+        let fold_of = |line: u64| {
+            let i = folds.partition_point(|f| f.0 <= line);
+            i.checked_sub(1).map(|i| folds[i]).filter(|f| line <= f.1)
+        };
+        let row_at = |line: u64| match fold_of(line) {
+            Some(f) => (Row::Fold(f), f.0, f.1),
+            None => (Row::Line(line), line, line),
+        };
+        let (cur, cur_start, cur_end) = row_at(self.cur.line);
+        let mut up = Vec::new();
+        let mut l = cur_start;
+        while up.len() < height / 2 && l > 1 {
+            let (row, start, _) = row_at(l - 1);
+            up.push(row);
+            l = start;
+        }
+        let mut rows: Vec<Row> = up.into_iter().rev().collect();
+        let cur_row = rows.len();
+        rows.push(cur);
+        let mut l = cur_end;
+        while rows.len() < height && l < self.index.lines {
+            let (row, _, end) = row_at(l + 1);
+            rows.push(row);
+            l = end;
+        }
+        // The text of each run of lines, read from the trace.
+        let mut text: BTreeMap<u64, String> = BTreeMap::new();
+        let mut i = 0;
+        while i < rows.len() {
+            let Row::Line(first) = rows[i] else {
+                i += 1;
+                continue;
+            };
+            let mut last = first;
+            while let Some(Row::Line(n)) = rows.get(i + 1) {
+                last = *n;
+                i += 1;
+            }
+            text.extend(self.lines(first, last));
+            i += 1;
+        }
+        rows.iter()
+            .enumerate()
+            .map(|(i, row)| {
+                let mark = if i == cur_row { '>' } else { ' ' };
+                let l = match *row {
+                    Row::Line(n) => Line::from(format!("{mark}{n:>7} {}", text.get(&n).map_or("", |t| t.as_str()))),
+                    Row::Fold((s, e, act)) => {
+                        let pc = self.index.calls.acts[act].entry.pc;
+                        Line::from(format!(
+                            "{mark}{s:>7} + call of {} folded: lines {s}-{e}",
+                            self.function_name(pc)
+                        ))
+                    }
+                };
+                if i == cur_row {
+                    l.style(Style::new().add_modifier(Modifier::REVERSED))
+                } else {
+                    l
+                }
+            })
+            .collect()
+    }
+
     fn draw(&self, frame: &mut ratatui::Frame) {
         let [top, main, bottom] =
             Layout::vertical([Constraint::Length(1), Constraint::Min(3), Constraint::Length(1)]).areas(frame.area());
@@ -346,25 +558,38 @@ impl Browser {
             top,
         );
         let [left, right] = Layout::horizontal([Constraint::Min(20), Constraint::Length(30)]).areas(main);
-        let rows = left.height.saturating_sub(2) as u64;
-        let above = rows / 2;
-        let from = self.cur.line.saturating_sub(above).max(1);
-        let text: Vec<Line> = self
-            .lines(from, from + rows.saturating_sub(1))
-            .into_iter()
-            .map(|(n, t)| {
-                let l = Line::from(format!("{}{n:>7} {t}", if n == self.cur.line { '>' } else { ' ' }));
-                if n == self.cur.line {
-                    l.style(Style::new().add_modifier(Modifier::REVERSED))
-                } else {
-                    l
-                }
-            })
-            .collect();
+        let mem_rows = self.mem.as_ref().map_or(0, |m| m.bytes().len().div_ceil(16) as u16);
+        let [left, mem_area] = Layout::vertical([
+            Constraint::Min(3),
+            Constraint::Length(if mem_rows > 0 { mem_rows + 2 } else { 0 }),
+        ])
+        .areas(left);
+        let text = self.trace_rows(left.height.saturating_sub(2) as usize);
         frame.render_widget(
             Paragraph::new(text).block(Block::new().borders(Borders::ALL).title("trace")),
             left,
         );
+        if let Some(m) = &self.mem {
+            let rows: Vec<Line> = m
+                .bytes()
+                .chunks(16)
+                .enumerate()
+                .map(|(r, chunk)| {
+                    let mut s = format!("{:016x} ", m.addr().wrapping_add(16 * r as u64));
+                    for b in chunk {
+                        match b {
+                            Some(b) => s.push_str(&format!(" {b:02x}")),
+                            None => s.push_str(" --"),
+                        }
+                    }
+                    Line::from(s)
+                })
+                .collect();
+            frame.render_widget(
+                Paragraph::new(rows).block(Block::new().borders(Borders::ALL).title("memory")),
+                mem_area,
+            );
+        }
         let regs: Vec<Line> = self
             .regs
             .iter()
@@ -377,7 +602,8 @@ impl Browser {
         let status = match &self.prompt {
             Some((c, s)) => format!("{c}{s}"),
             None if !self.message.is_empty() => self.message.clone(),
-            None => "j/k step  g line (g t123: time)  r return  n next call  / address or symbol  q quit".into(),
+            None => "j/k step  g line (g t123: time)  r return  n next call  / address or symbol  m memory  f/u fold  q quit"
+                .into(),
         };
         frame.render_widget(Paragraph::new(status), bottom);
     }
@@ -390,6 +616,7 @@ impl Browser {
                     self.message.clear();
                     match kind {
                         'g' => self.go(&text)?,
+                        'm' => self.show_memory(&text)?,
                         _ => self.search(&text)?,
                     }
                 }
@@ -415,6 +642,9 @@ impl Browser {
             KeyCode::Char('n') => self.goto_next_call()?,
             KeyCode::Char('g') => self.prompt = Some(('g', String::new())),
             KeyCode::Char('/') => self.prompt = Some(('/', String::new())),
+            KeyCode::Char('m') => self.prompt = Some(('m', String::new())),
+            KeyCode::Char('f') => self.fold()?,
+            KeyCode::Char('u') => self.unfold(),
             _ => {}
         }
         Ok(true)
@@ -465,7 +695,116 @@ mod tests {
     use coresight_tarmac::index::{Fingerprint, IndexBuilder};
 
     fn fixture() -> PathBuf {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../formats/tarmac/tests/fixtures/calls/a64-fm.tarmac")
+        fixture_named("a64-fm.tarmac")
+    }
+
+    fn fixture_named(name: &str) -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../formats/tarmac/tests/fixtures/calls")
+            .join(name)
+    }
+
+    fn index_of(text: &str, step: u32) -> TraceIndex {
+        let mut r = Reader::new(text.as_bytes());
+        let mut b = IndexBuilder::new(step);
+        while let Some((pos, rec)) = r.next_record_with_offset().unwrap() {
+            b.feed_at(&rec, pos);
+        }
+        b.finish(Fingerprint::default())
+    }
+
+    /// The memory window after the instruction at `line`, replayed from
+    /// the start of the trace.
+    fn memory_reference(text: &str, line: u64, addr: u64) -> Vec<Option<u8>> {
+        let mut r = Reader::new(text.as_bytes());
+        let mut m = MemoryWindow::new(addr, MEMORY_BYTES);
+        while let Some(rec) = r.next_record().unwrap() {
+            if rec.line > line && matches!(rec.kind, RecordKind::Instruction(_)) {
+                break;
+            }
+            m.feed(&rec);
+        }
+        m.bytes().to_vec()
+    }
+
+    #[test]
+    fn memory_at_every_move_equals_a_replay_from_the_start() {
+        let path = fixture_named("a64-gem5.tarmac");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut br = Browser::new(&path, index_of(&text, 5), None).unwrap();
+        br.goto_line(100).unwrap();
+        br.show_memory("55008007f0").unwrap();
+        let check = |br: &Browser| {
+            let line = br.cur.line;
+            assert_eq!(
+                br.mem.as_ref().unwrap().bytes(),
+                &memory_reference(&text, line, 0x55008007f0)[..],
+                "at line {line}"
+            );
+        };
+        check(&br);
+        // Line 50 (time 10) writes x29 and x30 there.
+        br.goto_line(50).unwrap();
+        check(&br);
+        let m = br.mem.as_ref().unwrap().bytes();
+        assert_eq!(m[..8], [0x10, 0x08, 0x80, 0x00, 0x55, 0, 0, 0].map(Some));
+        assert_eq!(m[8..16], [0x98, 0x01, 0x40, 0, 0, 0, 0, 0].map(Some));
+        br.step_back().unwrap();
+        check(&br);
+        assert_eq!(br.mem.as_ref().unwrap().bytes()[0], None);
+        for line in [300, 10, 367, 120, 119] {
+            br.goto_line(line).unwrap();
+            check(&br);
+        }
+        while br.message.is_empty() {
+            br.step_back().unwrap();
+            check(&br);
+        }
+        br.show_memory("nothing").unwrap();
+        assert_eq!(br.message, "nothing: neither a symbol nor a hex address");
+    }
+
+    #[test]
+    fn a_folded_call_is_one_row_that_steps_pass_over() {
+        let path = fixture_named("a64-gem5.tarmac");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut br = Browser::new(&path, index_of(&text, 7), None).unwrap();
+        // fib entered at line 119 (called at 117), its caller resumes at 139.
+        br.goto_line(125).unwrap();
+        br.fold().unwrap();
+        assert_eq!(br.cur.line, 117);
+        let rows: Vec<String> = br.trace_rows(40).iter().map(|l| l.to_string()).collect();
+        assert!(
+            rows.iter()
+                .any(|r| r == ">    117 + call of 0x400130 folded: lines 117-138"),
+            "{rows:#?}"
+        );
+        for hidden in 118..=138 {
+            assert!(
+                !rows.iter().any(|r| r[1..8].trim() == hidden.to_string()),
+                "{hidden}: {rows:#?}"
+            );
+        }
+        assert!(rows.iter().any(|r| r.starts_with("     139 ")), "{rows:#?}");
+        br.step_forward().unwrap();
+        assert_eq!(br.cur.line, 139);
+        br.step_back().unwrap();
+        assert_eq!(br.cur.line, 117);
+        // Folding again folds the call around it; unfolding shows the inner
+        // fold again.
+        br.fold().unwrap();
+        assert_eq!(br.cur.line, 63);
+        assert_eq!(br.fold_at(117), Some((63, 193, 2)));
+        br.unfold();
+        assert_eq!(br.fold_at(117).map(|f| f.0), Some(117));
+        // A jump inside unfolds.
+        br.goto_line(122).unwrap();
+        assert_eq!((br.cur.line, br.fold_at(122)), (122, None));
+        br.goto_line(40).unwrap();
+        br.fold().unwrap();
+        assert_eq!(br.message, "not in a call");
+        br.unfold();
+        assert_eq!(br.message, "no folded call here");
     }
 
     /// The registers after the instruction at `line`, replayed from the
