@@ -21,9 +21,10 @@ use divan::Bencher;
 use divan::counter::BytesCount;
 
 mod common;
-use common::Count;
+use common::{Count, bugfix_dir, no_shared};
 
 fn main() {
+    common::say_if_no_shared();
     divan::main();
 }
 
@@ -88,19 +89,14 @@ fn generated_snapshot(bencher: Bencher, protocol: &str) {
         .bench_local_values(|t| decode(t, &l.data));
 }
 
-fn bugfix() -> Option<Loaded> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/opencsd-1.8.0/snapshots/bugfix-exact-match");
-    if !dir.is_dir() {
-        eprintln!("bugfix_exact_match: ../shared not present, nothing measured");
-        return None;
-    }
-    Some(load(&dir))
+fn bugfix() -> Loaded {
+    load(bugfix_dir())
 }
 
 /// bugfix-exact-match on this thread.
-#[divan::bench(sample_count = 10)]
+#[divan::bench(sample_count = 10, ignore = no_shared())]
 fn bugfix_exact_match(bencher: Bencher) {
-    let Some(l) = bugfix() else { return };
+    let l = bugfix();
     bencher
         .counter(BytesCount::new(l.data.len()))
         .with_inputs(|| tree(&l))
@@ -109,18 +105,18 @@ fn bugfix_exact_match(bencher: Bencher) {
 
 /// Building the tree a worker decodes with (what the parallel decode does
 /// on each worker before it starts).
-#[divan::bench(sample_count = 10)]
+#[divan::bench(sample_count = 10, ignore = no_shared())]
 fn bugfix_exact_match_tree_build(bencher: Bencher) {
-    let Some(l) = bugfix() else { return };
+    let l = bugfix();
     bencher.bench_local(|| tree(&l));
 }
 
 /// bugfix-exact-match with its six trace IDs shared among worker threads:
 /// elements counted on the workers (`deliver_elements: false`), or
 /// delivered in the serial order to a counting sink on this thread.
-#[divan::bench(args = [(1, false), (2, false), (2, true)], sample_count = 10)]
+#[divan::bench(args = [(1, false), (2, false), (2, true)], sample_count = 10, ignore = no_shared())]
 fn bugfix_exact_match_parallel(bencher: Bencher, (threads, deliver): (usize, bool)) {
-    let Some(l) = bugfix() else { return };
+    let l = bugfix();
     parallel(bencher, &l, threads, deliver);
 }
 

@@ -18,7 +18,7 @@
 //! samples, and their fastest and median are the figures to compare.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use coresight_decode::datapath::{DatapathOp, TrcIndex};
@@ -33,9 +33,10 @@ use divan::Bencher;
 use divan::counter::BytesCount;
 
 mod common;
-use common::Count;
+use common::{Count, bugfix_dir, no_shared};
 
 fn main() {
+    common::say_if_no_shared();
     divan::main();
 }
 
@@ -55,13 +56,8 @@ fn full_decode(cap: &Capture, mut t: DecodeTree) {
     t.trace_data_in(DatapathOp::Eot, 0, &[]);
 }
 
-fn bugfix() -> Option<Capture> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/opencsd-1.8.0/snapshots/bugfix-exact-match");
-    if !dir.is_dir() {
-        eprintln!("bugfix-exact-match: ../shared not present, nothing measured");
-        return None;
-    }
-    Some(Capture::load(&dir, None).unwrap())
+fn bugfix() -> Capture {
+    Capture::load(bugfix_dir(), None).unwrap()
 }
 
 /// A generated single-ID ETMv4 capture of several megabytes, with its
@@ -84,18 +80,18 @@ fn long_etmv4() -> &'static (Capture, CaptureIndex) {
     })
 }
 
-#[divan::bench(sample_count = 30)]
+#[divan::bench(sample_count = 30, ignore = no_shared())]
 fn bugfix_full_decode(bencher: Bencher) {
-    let Some(cap) = bugfix() else { return };
+    let cap = bugfix();
     bencher
         .counter(BytesCount::new(cap.data.len()))
         .with_inputs(|| tree(&cap))
         .bench_local_values(|t| full_decode(&cap, t));
 }
 
-#[divan::bench(sample_count = 10)]
+#[divan::bench(sample_count = 10, ignore = no_shared())]
 fn bugfix_index_build(bencher: Bencher) {
-    let Some(cap) = bugfix() else { return };
+    let cap = bugfix();
     bencher
         .counter(BytesCount::new(cap.data.len()))
         .bench_local(|| cap.index(&IndexOptions::default()).unwrap());
@@ -161,9 +157,9 @@ fn etmv4_long_split(bencher: Bencher, threads: usize) {
 /// threads, each ID's stream split in `threads` pieces at indexed sync
 /// points; each element counted as `bugfix_full_decode`'s sink counts it,
 /// so the figures compare with that serial decode.
-#[divan::bench(args = [1, 2], sample_count = 30)]
+#[divan::bench(args = [1, 2], sample_count = 30, ignore = no_shared())]
 fn bugfix_split(bencher: Bencher, threads: usize) {
-    let Some(cap) = bugfix() else { return };
+    let cap = bugfix();
     let ix = cap.index(&IndexOptions::default()).unwrap();
     let pieces: Vec<Piece> = ix.streams.iter().flat_map(|s| ix.split_pieces(s.id, threads)).collect();
     let count = |acc: &mut u64, _: TrcIndex, e: &TraceElement| *acc += e.num_instr_range as u64 + 1;

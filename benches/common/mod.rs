@@ -14,3 +14,35 @@ impl TrcGenElemIn for Count {
         DatapathResp::Cont
     }
 }
+
+/// OpenCSD's `bugfix-exact-match` capture (1 MiB of ETMv4 from six cores),
+/// in `../shared` beside the project.
+pub const BUGFIX: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../shared/corpus/opencsd-1.8.0/snapshots/bugfix-exact-match"
+);
+
+/// True when `../shared` is not beside the project: the benches on
+/// `bugfix-exact-match` are then shown as `(ignored)` in divan's table, and
+/// `-- --include-ignored` makes them fail with [`bugfix_dir`]'s message.
+pub fn no_shared() -> bool {
+    !std::path::Path::new(BUGFIX).is_dir()
+}
+
+/// The `bugfix-exact-match` directory; panics (the bench run exits non-zero)
+/// when it is not there, rather than measuring nothing.
+pub fn bugfix_dir() -> &'static std::path::Path {
+    assert!(
+        !no_shared(),
+        "{BUGFIX}: not present; the bugfix-exact-match benches need ../shared"
+    );
+    std::path::Path::new(BUGFIX)
+}
+
+/// Says on stderr, once at the start, which benches `../shared`'s absence
+/// leaves out.
+pub fn say_if_no_shared() {
+    if no_shared() {
+        eprintln!("../shared is not beside the project: the bugfix-exact-match benches are (ignored)");
+    }
+}

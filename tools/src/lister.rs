@@ -889,19 +889,24 @@ impl Lister<'_> {
 
 /// What a file that is not a regular file is, for messages.
 fn not_regular(meta: &std::fs::Metadata) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
     let t = meta.file_type();
     if t.is_dir() {
-        "is a directory, not a file"
-    } else if t.is_fifo() {
-        "is a FIFO (named pipe), not a regular file"
-    } else if t.is_socket() {
-        "is a socket, not a regular file"
-    } else if t.is_block_device() || t.is_char_device() {
-        "is a device, not a regular file"
-    } else {
-        "is not a regular file"
+        return "is a directory, not a file";
     }
+    // FIFOs, sockets and devices are Unix file types; elsewhere (Windows)
+    // the generic message is all there is to say.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if t.is_fifo() {
+            return "is a FIFO (named pipe), not a regular file";
+        } else if t.is_socket() {
+            return "is a socket, not a regular file";
+        } else if t.is_block_device() || t.is_char_device() {
+            return "is a device, not a regular file";
+        }
+    }
+    "is not a regular file"
 }
 
 /// The first trace file that is not a regular file, and why.

@@ -47,12 +47,14 @@ fn folded_of_a_snapshot() {
 }
 
 #[test]
+#[ignore = "needs ../shared/corpus/tarmac (Tarmac Trace Utilities' tests); .ci/run runs it with --ignored"]
 fn tarmac_folded_equals_tarmac_flamegraph() {
     let dir = root().join("../shared/corpus/tarmac");
-    if !dir.is_dir() {
-        eprintln!("{}: not present, skipped", dir.display());
-        return;
-    }
+    assert!(
+        dir.is_dir(),
+        "{}: not present (this test needs ../shared)",
+        dir.display()
+    );
     let t = dir.join("quicksort.tarmac");
     let e = dir.join("quicksort.elf");
     let (code, out, err) = run(&["folded", &t.display().to_string(), "--elf", &e.display().to_string()]);

@@ -62,9 +62,15 @@ fn round_trip(
     (rep, written)
 }
 
-fn shared() -> Option<PathBuf> {
+/// The shared traces; the tests using them are `#[ignore]`d, so they must be there.
+fn shared() -> PathBuf {
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus/tarmac");
-    p.join("quicksort.tarmac").exists().then_some(p)
+    assert!(
+        p.join("quicksort.tarmac").exists(),
+        "{}: not present (these tests need ../shared)",
+        p.display()
+    );
+    p
 }
 
 fn check_shared(dir: &Path, name: &str, protocols: &[ExecProtocol]) {
@@ -90,22 +96,23 @@ fn check_shared(dir: &Path, name: &str, protocols: &[ExecProtocol]) {
 }
 
 #[test]
+#[ignore = "needs ../shared/corpus/tarmac (Fast Models traces); .ci/run runs it with --ignored"]
 fn shared_quicksort_etmv4_ete() {
-    let Some(dir) = shared() else {
-        return eprintln!("../shared not present: round trips on the shared traces not run");
-    };
+    let dir = shared();
     check_shared(&dir, "quicksort", &[ExecProtocol::Etmv4, ExecProtocol::Ete]);
 }
 
 #[test]
+#[ignore = "needs ../shared/corpus/tarmac (Fast Models traces); .ci/run runs it with --ignored"]
 fn shared_calltest64_etmv4_ete() {
-    let Some(dir) = shared() else { return };
+    let dir = shared();
     check_shared(&dir, "calltest64", &[ExecProtocol::Etmv4, ExecProtocol::Ete]);
 }
 
 #[test]
+#[ignore = "needs ../shared/corpus/tarmac (Fast Models traces); .ci/run runs it with --ignored"]
 fn shared_calltest32_etmv4_ptm_etmv3() {
-    let Some(dir) = shared() else { return };
+    let dir = shared();
     check_shared(
         &dir,
         "calltest32",

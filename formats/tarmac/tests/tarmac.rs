@@ -9,9 +9,15 @@ use coresight_tarmac::events::EventPrinter;
 use coresight_tarmac::symbols::Symbols;
 use coresight_tarmac::*;
 
-fn corpus() -> Option<PathBuf> {
+/// The upstream test data; the tests using it are `#[ignore]`d, so it must be there.
+fn corpus() -> PathBuf {
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus/tarmac");
-    p.join("parsertest.ref").exists().then_some(p)
+    assert!(
+        p.join("parsertest.ref").exists(),
+        "{}: not present (these tests need ../shared)",
+        p.display()
+    );
+    p
 }
 
 /// The upstream parser test: each non-comment line, then its events.
@@ -51,18 +57,18 @@ fn assert_same_lines(ours: &str, theirs: &str, what: &str) {
 }
 
 #[test]
+#[ignore = "needs ../shared/corpus/tarmac (Tarmac Trace Utilities' tests); .ci/run runs it with --ignored"]
 fn upstream_parsertest() {
-    let Some(dir) = corpus() else {
-        return eprintln!("../shared not present: upstream parser test not run");
-    };
+    let dir = corpus();
     let txt = std::fs::read_to_string(dir.join("parsertest.txt")).unwrap();
     let want = std::fs::read_to_string(dir.join("parsertest.ref")).unwrap();
     assert_same_lines(&parsertest(&txt, ReaderOptions::default()), &want, "parsertest");
 }
 
 #[test]
+#[ignore = "needs ../shared/corpus/tarmac (Tarmac Trace Utilities' tests); .ci/run runs it with --ignored"]
 fn upstream_parsertest_implicit_thumb() {
-    let Some(dir) = corpus() else { return };
+    let dir = corpus();
     let txt = std::fs::read_to_string(dir.join("parsertest-implicit-thumb.txt")).unwrap();
     let want = std::fs::read_to_string(dir.join("parsertest-implicit-thumb.ref")).unwrap();
     let opts = ReaderOptions {
@@ -95,8 +101,9 @@ fn analyse(path: &std::path::Path) -> CallAnalyzer {
 }
 
 #[test]
+#[ignore = "needs ../shared/corpus/tarmac (Tarmac Trace Utilities' tests); .ci/run runs it with --ignored"]
 fn upstream_quicksort_profile_calltree_flamegraph() {
-    let Some(dir) = corpus() else { return };
+    let dir = corpus();
     let a = analyse(&dir.join("quicksort.tarmac"));
     let tree = a.finish();
     let syms = Symbols::from_elf_file(&dir.join("quicksort.elf")).unwrap();
@@ -111,8 +118,9 @@ fn upstream_quicksort_profile_calltree_flamegraph() {
 }
 
 #[test]
+#[ignore = "needs ../shared/corpus/tarmac (Tarmac Trace Utilities' tests); .ci/run runs it with --ignored"]
 fn upstream_calltest_calls_and_returns() {
-    let Some(dir) = corpus() else { return };
+    let dir = corpus();
     for name in ["calltest32", "calltest64"] {
         let a = analyse(&dir.join(format!("{name}.tarmac")));
         let reflog = std::fs::read_to_string(dir.join(format!("{name}.ref"))).unwrap();

@@ -31,6 +31,9 @@ use divan::Bencher;
 use divan::counter::BytesCount;
 
 fn main() {
+    if no_shared() {
+        eprintln!("../shared is not beside the repository: the bugfix_* benches are (ignored)");
+    }
     divan::main();
 }
 
@@ -41,15 +44,29 @@ struct Input {
     bytes: u64,
 }
 
-fn bugfix() -> Option<&'static Input> {
-    static I: OnceLock<Option<Input>> = OnceLock::new();
+/// OpenCSD's `bugfix-exact-match`, in `../shared` beside the repository.
+const BUGFIX: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../../shared/corpus/opencsd-1.8.0/snapshots/bugfix-exact-match"
+);
+
+/// True when `../shared` is not there: the `bugfix_*` benches are then
+/// shown as `(ignored)`; with `-- --include-ignored` they fail saying why.
+fn no_shared() -> bool {
+    !Path::new(BUGFIX).join("cstrace.bin").is_file()
+}
+
+fn bugfix() -> &'static Input {
+    static I: OnceLock<Input> = OnceLock::new();
     I.get_or_init(|| {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../../shared/corpus/opencsd-1.8.0/snapshots/bugfix-exact-match");
-        let bytes = std::fs::metadata(dir.join("cstrace.bin")).ok()?.len();
-        Some(Input { dir, raw: None, bytes })
+        assert!(
+            !no_shared(),
+            "{BUGFIX}: not present; the bugfix_* benches need ../shared"
+        );
+        let dir = PathBuf::from(BUGFIX);
+        let bytes = std::fs::metadata(dir.join("cstrace.bin")).unwrap().len();
+        Input { dir, raw: None, bytes }
     })
-    .as_ref()
 }
 
 /// 256 MiB: a generated formatted ETMv4 buffer of about 1 MiB, repeated
@@ -184,15 +201,15 @@ fn say_size(what: &str, input: &Input, once: &OnceLock<()>) {
     });
 }
 
-#[divan::bench(sample_count = 5)]
+#[divan::bench(sample_count = 5, ignore = no_shared())]
 fn bugfix_plain_decode(b: Bencher) {
-    let Some(i) = bugfix() else { return };
+    let i = bugfix();
     b.counter(BytesCount::new(i.bytes)).bench(|| plain_decode(i));
 }
 
-#[divan::bench(sample_count = 5)]
+#[divan::bench(sample_count = 5, ignore = no_shared())]
 fn bugfix_report(b: Bencher) {
-    let Some(i) = bugfix() else { return };
+    let i = bugfix();
     static ONCE: OnceLock<()> = OnceLock::new();
     say_size("bugfix-exact-match", i, &ONCE);
     b.counter(BytesCount::new(i.bytes)).bench(|| report(i));

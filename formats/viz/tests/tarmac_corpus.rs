@@ -13,14 +13,11 @@ use coresight_viz::profile::{Axis, EventKind, Limits};
 use coresight_viz::tarmac::profile_from_calltree;
 use coresight_viz::timeline::Timeline;
 
-fn corpus() -> Option<PathBuf> {
+/// The corpus; the tests using it are `#[ignore]`d, so it must be there.
+fn corpus() -> PathBuf {
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus/tarmac");
-    if p.is_dir() {
-        Some(p)
-    } else {
-        eprintln!("{}: not present, corpus tests skipped", p.display());
-        None
-    }
+    assert!(p.is_dir(), "{}: not present (these tests need ../shared)", p.display());
+    p
 }
 
 fn tree(path: &Path) -> CallTree {
@@ -38,8 +35,9 @@ fn folded_text(lines: &[(String, u64)]) -> String {
 }
 
 #[test]
+#[ignore = "needs ../shared/corpus/tarmac (Tarmac Trace Utilities' tests); .ci/run runs it with --ignored"]
 fn quicksort_folded_equals_tarmac_flamegraph() {
-    let Some(dir) = corpus() else { return };
+    let dir = corpus();
     let t = tree(&dir.join("quicksort.tarmac"));
     let syms = Symbols::from_elf_file(&dir.join("quicksort.elf")).unwrap();
     let p = profile_from_calltree(&t, Some(&syms), false, Limits::default());
@@ -51,8 +49,9 @@ fn quicksort_folded_equals_tarmac_flamegraph() {
 }
 
 #[test]
+#[ignore = "needs ../shared/corpus/tarmac (Tarmac Trace Utilities' tests); .ci/run runs it with --ignored"]
 fn every_corpus_trace_folds_as_the_tarmac_crate_does() {
-    let Some(dir) = corpus() else { return };
+    let dir = corpus();
     for (trace, elf) in [
         ("quicksort.tarmac", Some("quicksort.elf")),
         ("quicksort.tarmac", None),
@@ -83,8 +82,9 @@ fn every_corpus_trace_folds_as_the_tarmac_crate_does() {
 /// The timeline's calls, as `tarmac-calltree` lists them: depth, entry
 /// time, exit time and name.
 #[test]
+#[ignore = "needs ../shared/corpus/tarmac (Tarmac Trace Utilities' tests); .ci/run runs it with --ignored"]
 fn quicksort_timeline_nesting_equals_tarmac_calltree() {
-    let Some(dir) = corpus() else { return };
+    let dir = corpus();
     let t = tree(&dir.join("quicksort.tarmac"));
     let syms = Symbols::from_elf_file(&dir.join("quicksort.elf")).unwrap();
     let p = profile_from_calltree(&t, Some(&syms), false, Limits::default());

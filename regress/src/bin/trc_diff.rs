@@ -486,13 +486,24 @@ fn list(label: &str, program: &Path, args: &[String], log: &Path) -> Vec<String>
         .iter()
         .map(|s| s.to_string())
         .collect();
-    use std::os::unix::process::ExitStatusExt;
-    match status {
+    match status.map(|s| killed_by(&s)) {
         None => body.push("<timed out after 60 s>".into()),
-        Some(s) if s.signal().is_some() => body.push(format!("<{label} killed by signal {}>", s.signal().unwrap_or(0))),
-        _ => {}
+        Some(Some(sig)) => body.push(format!("<{label} killed by signal {sig}>")),
+        Some(None) => {}
     }
     body
+}
+
+/// The signal that ended a program (Unix); other systems have none.
+#[cfg(unix)]
+fn killed_by(s: &std::process::ExitStatus) -> Option<i32> {
+    use std::os::unix::process::ExitStatusExt;
+    s.signal()
+}
+
+#[cfg(not(unix))]
+fn killed_by(_: &std::process::ExitStatus) -> Option<i32> {
+    None
 }
 
 /// The hunks where `a` (ours) and `b` (OpenCSD's) differ: (ours, theirs).
