@@ -147,6 +147,8 @@ pub fn to_json(d: &Decoded) -> Value {
             put("addr", json!(a.addr));
             put("value", json!(a.value));
         }
+        // Kinds added to the library later: the kind name only.
+        _ => {}
     }
     if let Some(cc) = d.element.cycle_count() {
         o.insert("cycle_count".into(), json!(cc));

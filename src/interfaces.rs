@@ -7,7 +7,7 @@
 //! re-exported here with the others.
 
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
-use crate::element::TraceElement;
+use crate::element::{Element, TraceElement};
 
 pub use crate::instr::InstrDecode;
 pub use crate::memory::TargetMemAccess;
@@ -81,6 +81,30 @@ pub trait TrcGenElemIn: Send {
     /// sending its elements together costs one call, not one per element.
     fn trace_elems_in(&mut self, trace_id: u8, elems: &[(TrcIndex, TraceElement)]) -> (DatapathResp, usize) {
         elems_one_by_one(self, trace_id, elems)
+    }
+}
+
+/// A sink of typed elements: what a program that consumes a decode
+/// implements (the push-mode twin of the pull API's iterator). It sees
+/// each element as an [`Element`], the same type the pull API gives, with
+/// the trace index and trace ID it came from. Attach it with
+/// [`crate::tree::DecodeTree::set_element_sink`]. ([`TrcGenElemIn`], the
+/// flat element OpenCSD's listing and C API use, is for components that
+/// need that form.)
+pub trait ElementSink: Send {
+    /// Takes one element; answering [`DatapathResp::Wait`] pauses the
+    /// decode after it, until the tree is sent FLUSH.
+    fn element(&mut self, index: TrcIndex, trace_id: u8, element: &Element) -> DatapathResp;
+}
+
+/// An [`ElementSink`] as a [`TrcGenElemIn`]: each flat element is made
+/// typed on its way in.
+pub struct TypedSink<S>(pub S);
+
+impl<S: ElementSink> TrcGenElemIn for TypedSink<S> {
+    #[inline]
+    fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp {
+        self.0.element(index, trace_id, &Element::from_generic(elem))
     }
 }
 

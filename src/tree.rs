@@ -324,7 +324,15 @@ impl DecodeTree {
         self.elements.position = position;
     }
 
-    /// Sets where generic elements go.
+    /// Sends the tree's elements, typed, to `sink` (replacing any output
+    /// set before).
+    pub fn set_element_sink(&mut self, sink: impl crate::interfaces::ElementSink + 'static) {
+        self.set_gen_elem_out(Box::new(crate::interfaces::TypedSink(sink)));
+    }
+
+    /// Sets where the flat generic elements go (OpenCSD's form, for
+    /// printers and the C API); [`DecodeTree::set_element_sink`] is the
+    /// typed way.
     pub fn set_gen_elem_out(&mut self, out: Box<dyn TrcGenElemIn>) {
         self.elem_out.borrow_mut().set(Some(out));
     }

@@ -12,6 +12,7 @@ use crate::text::{Pad, TextBuf, TextOut};
 
 /// Element type (OpenCSD's `ocsd_gen_trc_elem_t`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum ElemType {
     /// Not set.
     #[default]

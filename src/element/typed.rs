@@ -50,6 +50,7 @@ impl fmt::Display for Decoded {
 /// `cycle_count` fields are the cycle count a cycle-accurate trace
 /// attached to the element (`None` when it attached none).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Element {
     /// An element of no known kind (never produced by the built-in
     /// decoders).

@@ -344,6 +344,8 @@ impl Serialize for JsonElement<'_> {
                     m.serialize_entry("value", &Hex(v))?;
                 }
             }
+            // A kind added to the library later: its type name only.
+            _ => {}
         }
         if let Some(cc) = el.cycle_count() {
             m.serialize_entry("cycle_count", &cc)?;

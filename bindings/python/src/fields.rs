@@ -273,6 +273,8 @@ pub fn fields(e: &Element) -> Vec<(&'static str, Val)> {
                 f.push(("value", Val::U(v)));
             }
         }
+        // A kind added to the library later: its kind name only.
+        _ => {}
     }
     if let Some(cc) = e.cycle_count() {
         f.push(("cycle_count", Val::U(cc.into())));
