@@ -22,9 +22,9 @@ use coresight_decode::decoder::{
 };
 use coresight_decode::element::{ElemType, TraceElement};
 use coresight_decode::error::{ErrCode, TraceError};
-use coresight_decode::logger::{Shared, shared};
 use coresight_decode::memory::{MemSpace, TargetMemAccess};
 use coresight_decode::printers::PacketPrinter;
+use coresight_decode::shared::{Shared, shared};
 use coresight_decode::{Element, ElementSink, Snapshot, TrcDataIn, TrcGenElemIn};
 
 const SNAPSHOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/snapshots/etmv4-a64");

@@ -11,7 +11,7 @@
 //! instruction ranges and the instructions in them.
 
 use coresight_decode::datapath::{DatapathResp, TrcIndex};
-use coresight_decode::logger::{Shared, shared};
+use coresight_decode::shared::{Shared, shared};
 use coresight_decode::{DecodeMode, Element, ElementSink, Snapshot};
 
 /// Ranges and instructions seen.

@@ -161,7 +161,7 @@ impl<'a> TreeBuilder<'a> {
         // device type names (the ID read with the device type's registers).
         if !self.by_id.is_empty()
             && let Some(cfg) = self.resolve_regs(
-                &ErrLink::new(&crate::logger::shared(Default::default()), ""),
+                &ErrLink::new(&crate::shared::shared(Default::default()), ""),
                 dev,
                 factory.as_ref(),
             )

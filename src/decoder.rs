@@ -18,8 +18,9 @@ use crate::element::{TraceElement, UnsyncInfo};
 use crate::errcode::{ErrCode, TraceError};
 use crate::hooks::{EntryKind, StreamEntry, StreamIndexer};
 use crate::interfaces::{InstrDecode, PktDataIn, PktRawDataMon, TargetMemAccess, TrcDataIn, TrcGenElemIn};
-use crate::logger::{ErrLink, ErrorLogger, Shared};
+use crate::logger::{ErrLink, ErrorLogger};
 use crate::printers::{PacketPrinter, TracePacket};
+use crate::shared::Shared;
 
 /// Whether decoders list packets only or decode them fully.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -314,7 +315,7 @@ pub trait DecoderFactory: Send + Sync {
 }
 
 /// The protocols known to a decode tree. The registry knows no protocol
-/// itself: [`DecoderRegistry::builtin`] (in [`crate::protocols`]) fills
+/// itself: [`DecoderRegistry::builtin`] (made by the protocols' layer) fills
 /// one with the built-in protocols, and users register their own.
 pub struct DecoderRegistry {
     factories: Vec<Arc<dyn DecoderFactory>>,

@@ -31,10 +31,10 @@
 //!
 //! ```
 //! use coresight_decode::datapath::{DatapathResp, TrcIndex};
-//! use coresight_decode::logger::shared;
+//! use coresight_decode::shared::shared;
 //! use coresight_decode::{DecodeMode, Element, ElementSink, Snapshot};
 //!
-//! struct Ranges(coresight_decode::logger::Shared<u64>);
+//! struct Ranges(coresight_decode::shared::Shared<u64>);
 //! impl ElementSink for Ranges {
 //!     fn element(&mut self, _: TrcIndex, _: u8, e: &Element) -> DatapathResp {
 //!         if matches!(e, Element::InstrRange { .. }) {
@@ -88,7 +88,7 @@ pub mod errcode;
 mod fileio;
 pub mod logger;
 pub mod shared;
-pub mod text;
+pub(crate) mod text;
 
 // Memory images, instruction classification, the instruction walk.
 #[cfg(feature = "disasm")]
@@ -108,6 +108,7 @@ pub mod interfaces;
 pub mod decoder;
 pub mod deformatter;
 pub mod factory;
+#[doc(hidden)] // for the project's lister only; not part of the API
 pub mod format_pool;
 pub mod hooks;
 pub(crate) mod pktproc;
@@ -118,7 +119,7 @@ pub mod ete;
 pub mod etmv3;
 pub mod etmv4;
 pub mod itm;
-pub mod protocols;
+pub(crate) mod protocols;
 pub mod ptm;
 pub mod stm;
 #[cfg(test)]

@@ -16,7 +16,7 @@ use crate::datapath::SerialKey;
 use crate::errcode::{ErrCode, Severity, TraceError};
 use crate::text::TextBuf;
 
-pub use crate::shared::{Shared, shared};
+use crate::shared::Shared;
 
 /// Where text output goes.
 ///

@@ -37,7 +37,8 @@ use crate::element::TraceElement;
 use crate::errcode::ErrCode;
 use crate::error::Error;
 use crate::interfaces::{TrcDataIn, TrcGenElemIn};
-use crate::logger::{MsgLogger, Shared, TextMark, shared};
+use crate::logger::{MsgLogger, TextMark};
+use crate::shared::{Shared, shared};
 use crate::tree::{DecodeTree, SourceFormat};
 
 /// Receives the merged output of a parallel decode, in serial order.

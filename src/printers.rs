@@ -5,7 +5,8 @@ use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use crate::element::TraceElement;
 use crate::format_pool::{line_start, pool_of, write_elem_line};
 use crate::interfaces::{PktDataIn, PktRawDataMon, RawFrameKind, TrcGenElemIn, TrcRawFrameIn};
-use crate::logger::{MsgLogger, Shared};
+use crate::logger::MsgLogger;
+use crate::shared::Shared;
 use crate::text::{Line, TextBuf, TextOut};
 
 /// A packet that can describe itself the way OpenCSD's packet `toString`
@@ -341,7 +342,7 @@ impl TrcRawFrameIn for RawFramePrinter {
 mod tests {
     use super::*;
     use crate::element::{ElemType, UnsyncInfo};
-    use crate::logger::shared;
+    use crate::shared::shared;
 
     struct P;
     impl TracePacket for P {

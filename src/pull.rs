@@ -40,8 +40,9 @@ use crate::element::{Decoded, Element};
 use crate::errcode::{ErrCode, TraceError};
 use crate::error::Error;
 use crate::interfaces::{TrcDataIn, TrcGenElemIn};
-use crate::logger::{MsgLogger, Shared, shared};
+use crate::logger::MsgLogger;
 use crate::memory::{BufferAccessor, MemSpace};
+use crate::shared::{Shared, shared};
 use crate::snapshot::{Snapshot, SnapshotWarning};
 use crate::tree::{DecodeTree, SourceFormat};
 

@@ -8,9 +8,10 @@ use crate::decoder::{DecodeContext, DecodeMode, ElemRouter, TraceComponent};
 use crate::errcode::Severity;
 use crate::instr::ArmInstrDecoder;
 use crate::interfaces::{InstrDecode, TargetMemAccess};
-use crate::logger::{ErrorLogger, MsgLogger, Shared, shared};
+use crate::logger::{ErrorLogger, MsgLogger};
 use crate::memory::{BufferAccessor, MemAccMapper, MemSpace};
 use crate::printers::{GenElemPrinter, PacketPrinter};
+use crate::shared::{Shared, shared};
 
 pub(crate) struct Rig {
     pub out: Shared<MsgLogger>,

@@ -13,9 +13,10 @@ use crate::deformatter::{DeformatterConfig, FrameDeformatter, IdStreamSink};
 use crate::errcode::{ErrCode, Severity, TraceError};
 use crate::instr::ArmInstrDecoder;
 use crate::interfaces::{InstrDecode, TrcDataIn, TrcGenElemIn, TrcRawFrameIn};
-use crate::logger::{ErrLink, ErrorLogger, MsgLogger, Shared, shared};
+use crate::logger::{ErrLink, ErrorLogger, MsgLogger};
 use crate::memory::{CacheConfig, MemAccMapper, MemSpace, MemoryError};
 use crate::printers::PacketPrinter;
+use crate::shared::{Shared, shared};
 
 /// How the trace buffer is laid out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

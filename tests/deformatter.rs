@@ -11,7 +11,8 @@ use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use coresight_decode::deformatter::{DeformatterConfig, FrameDeformatter, IdStreamSink};
 use coresight_decode::error::ErrCode;
 use coresight_decode::interfaces::{RawFrameKind, TrcRawFrameIn};
-use coresight_decode::logger::{ErrLink, ErrorLogger, MsgLogger, shared};
+use coresight_decode::logger::{ErrLink, ErrorLogger, MsgLogger};
+use coresight_decode::shared::shared;
 use coresight_generator::formatter::{FormatterConfig, FrameFormatter};
 
 /// Records what reaches each ID: bytes in order with their indexes.

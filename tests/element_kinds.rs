@@ -10,7 +10,7 @@ use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use coresight_decode::decoder::DecodeMode;
 use coresight_decode::element::{Element, TraceElement};
 use coresight_decode::interfaces::{TrcDataIn, TrcGenElemIn};
-use coresight_decode::logger::{Shared, shared};
+use coresight_decode::shared::{Shared, shared};
 use coresight_decode::snapshot::Snapshot;
 use coresight_generator::check::decode_with;
 use coresight_generator::etmv3::Etmv3GenOptions;

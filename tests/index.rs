@@ -18,7 +18,7 @@ use coresight_decode::index::{
     CaptureIndex, EntryKind, IndexFileError, IndexOptions, Window, decode_split, decode_split_ids, decode_window,
 };
 use coresight_decode::interfaces::{TrcDataIn, TrcGenElemIn};
-use coresight_decode::logger::{Shared, shared};
+use coresight_decode::shared::{Shared, shared};
 use coresight_generator::{BufferLayout, GenOptions, GenProtocol, generate};
 
 const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/corpus/opencsd-1.8.0");

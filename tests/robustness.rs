@@ -10,8 +10,9 @@ use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use coresight_decode::decoder::DecodeMode;
 use coresight_decode::deformatter::{DeformatterConfig, FrameDeformatter, IdStreamSink};
 use coresight_decode::interfaces::TrcDataIn;
-use coresight_decode::logger::{MsgLogger, shared};
+use coresight_decode::logger::MsgLogger;
 use coresight_decode::printers::{GenElemPrinter, RawFramePrinter};
+use coresight_decode::shared::shared;
 use coresight_decode::snapshot::Snapshot;
 
 struct Chaos {

@@ -5,7 +5,7 @@ use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use coresight_decode::decoder::{DecodeMode, DecoderRegistry};
 use coresight_decode::element::TraceElement;
 use coresight_decode::interfaces::{TrcDataIn, TrcGenElemIn};
-use coresight_decode::logger::{Shared, shared};
+use coresight_decode::shared::{Shared, shared};
 use coresight_decode::snapshot::Snapshot;
 use coresight_decode::tree::DecodeTree;
 

@@ -9,7 +9,8 @@ use common::{temp_dir, write_files};
 use coresight_decode::builder::TreeBuilder;
 use coresight_decode::decoder::DecodeMode;
 use coresight_decode::error::Error;
-use coresight_decode::logger::{MsgLogger, shared};
+use coresight_decode::logger::MsgLogger;
+use coresight_decode::shared::shared;
 use coresight_decode::snapshot::{Snapshot, SnapshotError, SnapshotWarning, WarningKind, parse_number};
 
 const SNAPSHOT_INI: &str = "; test snapshot\n[snapshot]\nversion=1.0\ndescription=unit test\n\n[device_list]\ndevice0=cpu_0.ini\ndevice1=etm_0.ini\ndevice2=stm.ini\n\n[trace]\nmetadata=trace.ini\n";

@@ -26,7 +26,8 @@ use coresight_decode::decoder::{CoreConfig, DecodeMode, DecoderOptions, SourceCo
 use coresight_decode::deformatter::{DeformatterConfig, FrameDeformatter, IdStreamSink};
 use coresight_decode::element::TraceElement;
 use coresight_decode::interfaces::{RawFrameKind, TrcDataIn, TrcGenElemIn, TrcRawFrameIn};
-use coresight_decode::logger::{MsgLogger, shared};
+use coresight_decode::logger::MsgLogger;
+use coresight_decode::shared::shared;
 use coresight_decode::memory::{BufferAccessor, CacheConfig, MemAccMapper, MemSpace};
 use coresight_decode::tree::{DecodeTree, SourceFormat};
 

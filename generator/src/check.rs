@@ -13,7 +13,7 @@ use coresight_decode::memory::{BufferAccessor, MemSpace};
 use coresight_decode::tree::{DecodeTree, SourceFormat};
 
 /// Collects the truth items of decoded elements.
-struct Collect(coresight_decode::logger::Shared<Vec<Truth>>);
+struct Collect(coresight_decode::shared::Shared<Vec<Truth>>);
 
 impl TrcGenElemIn for Collect {
     fn trace_elem_in(&mut self, _index: TrcIndex, _trace_id: u8, elem: &TraceElement) -> DatapathResp {
@@ -47,7 +47,7 @@ fn source_config(dev: &DeviceSpec, core: Option<&DeviceSpec>) -> SourceConfig {
 /// first buffer's sources, takes each buffer in turn (end of trace, then a
 /// reset, after each); each buffer's items follow a [`Truth::Session`].
 pub fn decode(g: &Generated) -> Result<Vec<Truth>, String> {
-    let got = coresight_decode::logger::shared(Vec::new());
+    let got = coresight_decode::shared::shared(Vec::new());
     decode_into(g, Box::new(Collect(got.clone())), |n| {
         got.borrow_mut().push(Truth::Session(n))
     })?;
@@ -183,7 +183,7 @@ pub fn decode_dir(dir: &std::path::Path) -> Result<Vec<Truth>, String> {
     let mut tree = ss
         .build_tree(name, DecodeMode::FullDecode, |_| {})
         .map_err(|e| e.to_string())?;
-    let got = coresight_decode::logger::shared(Vec::new());
+    let got = coresight_decode::shared::shared(Vec::new());
     tree.set_gen_elem_out(Box::new(Collect(got.clone())));
     let multi = names.len() > 1;
     for (n, name) in names.iter().enumerate() {

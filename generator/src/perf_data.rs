@@ -737,7 +737,7 @@ pub fn decode_perf_data(perf_data: &[u8], elf: &[u8]) -> Result<Vec<DecodedBuffe
             },
             truth: Vec::new(),
         };
-        let got = coresight_decode::logger::shared(BTreeMap::<u8, Vec<Truth>>::new());
+        let got = coresight_decode::shared::shared(BTreeMap::<u8, Vec<Truth>>::new());
         crate::check::decode_with(&g, Box::new(ById(got.clone())))
             .map_err(|e| format!("AUXTRACE at file offset {:#x}: {e}", b.record_offset))?;
         let v = got.borrow().clone();
@@ -747,7 +747,7 @@ pub fn decode_perf_data(perf_data: &[u8], elf: &[u8]) -> Result<Vec<DecodedBuffe
 }
 
 /// Collects truth items per trace ID.
-struct ById(coresight_decode::logger::Shared<BTreeMap<u8, Vec<Truth>>>);
+struct ById(coresight_decode::shared::Shared<BTreeMap<u8, Vec<Truth>>>);
 
 impl coresight_decode::interfaces::TrcGenElemIn for ById {
     fn trace_elem_in(

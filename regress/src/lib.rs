@@ -29,7 +29,8 @@ use std::io::{self, BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use coresight_decode::logger::{MsgLogger, shared};
+use coresight_decode::logger::MsgLogger;
+use coresight_decode::shared::shared;
 use coresight_tools::lister;
 use serde_json::value::RawValue;
 

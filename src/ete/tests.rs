@@ -12,8 +12,9 @@ use crate::decoder::{DecodeContext, DecodeMode, DecoderOptions, ElemRouter};
 use crate::errcode::Severity;
 use crate::etmv4::tests::{ASYNC, DecodeRun, NOP, a64, body, decode, list_packets, with_sync};
 use crate::instr::ArmInstrDecoder;
-use crate::logger::{ErrorLogger, MsgLogger, shared};
+use crate::logger::{ErrorLogger, MsgLogger};
 use crate::memory::{BufferAccessor, MemAccMapper, MemSpace};
+use crate::shared::shared;
 
 // ---------------------------------------------------------------------
 // Configuration

@@ -21,9 +21,10 @@ use crate::decoder::{DecodeContext, ElemRouter, PacketDecoder};
 use crate::element::{ElemType, EventType, PeContext, TraceElement, TraceOnReason, UnsyncInfo};
 use crate::errcode::{ErrCode, Severity, TraceError};
 use crate::interfaces::{InstrDecode, TargetMemAccess, TrcGenElemIn};
-use crate::logger::{ErrLink, Shared};
+use crate::logger::ErrLink;
 use crate::memory::MemSpace;
 use crate::ptm::shared::{ISyncReason, initial_element};
+use crate::shared::Shared;
 use crate::walk::{WalkOptions, Walker};
 
 /// The ring of output elements (OpenCSD's `OcsdGenElemList`): elements are

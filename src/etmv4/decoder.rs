@@ -16,8 +16,9 @@ use crate::decoder::{DecodeContext, DecoderOptions, ElemRouter, PacketDecoder};
 use crate::element::{ElemType, EventType, PeContext, TraceElement, TraceOnReason, UnsyncInfo};
 use crate::errcode::{ErrCode, Severity, TraceError};
 use crate::interfaces::{InstrDecode, TargetMemAccess, TrcGenElemIn};
-use crate::logger::{ErrLink, Shared};
+use crate::logger::ErrLink;
 use crate::memory::MemSpace;
+use crate::shared::Shared;
 use crate::walk::{WalkEnd, WalkOptions, Walked, Walker, WaypointBlocks};
 
 use super::config::EtmV4Config;

@@ -16,9 +16,10 @@ use crate::element::TraceElement;
 use crate::errcode::Severity;
 use crate::instr::ArmInstrDecoder;
 use crate::interfaces::{PktDataIn, PktRawDataMon, TrcGenElemIn};
-use crate::logger::{ErrLink, ErrorLogger, MsgLogger, Shared, shared};
+use crate::logger::{ErrLink, ErrorLogger, MsgLogger};
 use crate::memory::{BufferAccessor, MemAccMapper, MemSpace};
 use crate::printers::TracePacket;
+use crate::shared::{Shared, shared};
 
 /// Packet monitor writing the raw-bytes view into the same text as the
 /// error log (which, as in OpenCSD, has no line break of its own).

@@ -7,7 +7,7 @@ use crate::datapath::{DatapathOp, TrcIndex};
 use crate::decoder::DecodeMode;
 use crate::error::Error;
 use crate::interfaces::TrcDataIn;
-use crate::logger::shared;
+use crate::shared::shared;
 use crate::snapshot::Snapshot;
 use crate::tree::{DecodeTree, SourceFormat};
 

@@ -64,7 +64,7 @@ use crate::element::{ElemType, TraceElement};
 use crate::errcode::ErrCode;
 use crate::error::Error;
 use crate::interfaces::{TrcDataIn, TrcGenElemIn};
-use crate::logger::{Shared, shared};
+use crate::shared::{Shared, shared};
 use crate::tree::{DecodeTree, SourceFormat};
 
 /// A window of one trace ID's elements.

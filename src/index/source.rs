@@ -15,7 +15,7 @@
 
 use crate::datapath::TrcIndex;
 use crate::hooks::{FrameRecord, SourceIndexer};
-use crate::logger::Shared;
+use crate::shared::Shared;
 
 /// The trace ID the formatter uses to mark a trigger.
 pub const TRIGGER_ID: u8 = 0x7d;

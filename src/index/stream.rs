@@ -8,7 +8,7 @@
 
 use crate::datapath::TrcIndex;
 use crate::hooks::{EntryKind, StreamEntry, StreamIndexer};
-use crate::logger::Shared;
+use crate::shared::Shared;
 
 /// The stream index of one trace ID: entries in byte order.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -12,7 +12,7 @@ use crate::datapath::{DatapathResp, TrcIndex};
 use crate::decoder::{ElemRouter, GateStep, PacketDecoder, SyncGate};
 use crate::element::{ElemType, ItmInfo, ItmPktKind, TraceElement, UnsyncInfo};
 use crate::interfaces::TrcGenElemIn;
-use crate::logger::Shared;
+use crate::shared::Shared;
 
 use super::packet::{ItmPacket, ItmPktType};
 

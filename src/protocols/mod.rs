@@ -7,15 +7,8 @@ use std::sync::Arc;
 
 use crate::decoder::{DecoderFactory, DecoderRegistry};
 
-pub use crate::ete::ETE;
-pub use crate::etmv3::ETMV3;
-pub use crate::etmv4::ETMV4;
-pub use crate::itm::ITM;
-pub use crate::ptm::PTM;
-pub use crate::stm::STM;
-
 /// The built-in protocol factories.
-pub fn builtin_factories() -> Vec<Arc<dyn DecoderFactory>> {
+pub(crate) fn builtin_factories() -> Vec<Arc<dyn DecoderFactory>> {
     vec![
         crate::etmv4::factory(),
         crate::ete::factory(),

@@ -20,8 +20,9 @@ use crate::decoder::{DecodeContext, ElemRouter, PacketDecoder};
 use crate::element::{ElemType, EventType, PeContext, TraceElement, TraceOnReason, UnsyncInfo};
 use crate::errcode::{ErrCode, Severity, TraceError};
 use crate::interfaces::{InstrDecode, TargetMemAccess, TrcGenElemIn};
-use crate::logger::{ErrLink, Shared};
+use crate::logger::ErrLink;
 use crate::memory::MemSpace;
+use crate::shared::Shared;
 use crate::walk::{WalkEnd, WalkOptions, Walker};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

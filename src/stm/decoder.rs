@@ -10,7 +10,7 @@ use crate::datapath::{DatapathResp, TrcIndex};
 use crate::decoder::{ElemRouter, GateStep, PacketDecoder, SyncGate};
 use crate::element::{ElemType, SwTraceInfo, TraceElement, UnsyncInfo};
 use crate::interfaces::TrcGenElemIn;
-use crate::logger::Shared;
+use crate::shared::Shared;
 
 use super::packet::{StmPacket, StmPktType};
 

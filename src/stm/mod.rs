@@ -10,7 +10,8 @@
 //! use coresight_decode::datapath::DatapathOp;
 //! use coresight_decode::decoder::{DecodeMode, SourceConfig};
 //! use coresight_decode::interfaces::TrcDataIn;
-//! use coresight_decode::logger::{shared, MsgLogger};
+//! use coresight_decode::logger::MsgLogger;
+//! use coresight_decode::shared::shared;
 //! use coresight_decode::printers::GenElemPrinter;
 //! use coresight_decode::tree::{DecodeTree, SourceFormat};
 //!

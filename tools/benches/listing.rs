@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use coresight_decode::decoder::DecoderRegistry;
-use coresight_decode::logger::shared;
+use coresight_decode::shared::shared;
 use coresight_generator::{BufferLayout, GenOptions, GenProtocol, generate};
 use coresight_tools::lister;
 use divan::Bencher;

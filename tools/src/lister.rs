@@ -15,10 +15,11 @@ use coresight_decode::builder::TreeBuilder;
 use coresight_decode::decoder::{DecodeMode, DecoderOptions, DecoderRegistry};
 use coresight_decode::format_pool::FormatPool;
 use coresight_decode::interfaces::{TrcDataIn, TrcGenElemIn};
-use coresight_decode::logger::{MsgLogger, Shared, shared};
+use coresight_decode::logger::MsgLogger;
 use coresight_decode::memory::CacheConfig;
 use coresight_decode::parallel::{ParallelOptions, ParallelSink, WorkerSetup, decode_parallel, worth_sharing};
 use coresight_decode::printers::{GenElemPrinter, PacketPrinter, RawFramePrinter};
+use coresight_decode::shared::{Shared, shared};
 use coresight_decode::snapshot::Snapshot;
 use coresight_decode::tree::{DecodeTree, SourceFormat};
 

@@ -1,7 +1,8 @@
 //! The lister end to end, in-process: listing stability under forced waits,
 //! option errors, and the snapshot shipped for the README.
 
-use coresight_decode::logger::{MsgLogger, shared};
+use coresight_decode::logger::MsgLogger;
+use coresight_decode::shared::shared;
 use coresight_tools::lister;
 
 const SNAPSHOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../snapshots/etmv4-a64");

@@ -7,7 +7,8 @@
 
 use std::path::{Path, PathBuf};
 
-use coresight_decode::logger::{MsgLogger, shared};
+use coresight_decode::logger::MsgLogger;
+use coresight_decode::shared::shared;
 use coresight_tools::lister;
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/opencsd-diff");

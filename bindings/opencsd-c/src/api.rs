@@ -13,9 +13,10 @@ use coresight_decode::datapath::DatapathOp;
 use coresight_decode::decoder::{CoreConfig, DecodeMode, DecoderOptions, SourceConfig};
 use coresight_decode::deformatter::DeformatterConfig;
 use coresight_decode::errcode::{ErrCode, Severity};
-use coresight_decode::logger::{ErrorLogger, MsgLogger, shared};
+use coresight_decode::logger::{ErrorLogger, MsgLogger};
 use coresight_decode::memory::{BufferAccessor, CacheConfig, CallbackAccessor, MemSpace, MemoryError};
 use coresight_decode::printers::{GenElemPrinter, PacketPrinter, RawFramePrinter};
+use coresight_decode::shared::shared;
 use coresight_decode::tree::{DecodeTree, SourceFormat};
 
 use crate::abi::*;

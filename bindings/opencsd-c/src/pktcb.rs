@@ -10,8 +10,9 @@ use coresight_decode::decoder::{DecodeContext, DecodeStats, PacketProcessor, Pip
 use coresight_decode::errcode::ErrCode;
 use coresight_decode::hooks::StreamIndexer;
 use coresight_decode::interfaces::{PktDataIn, PktRawDataMon, TrcDataIn};
-use coresight_decode::logger::{ErrLink, Shared, shared};
+use coresight_decode::logger::ErrLink;
 use coresight_decode::printers::PacketPrinter;
+use coresight_decode::shared::{Shared, shared};
 
 use crate::abi::{self, OcsdErr, OcsdResp};
 use crate::packets::CPacket;

@@ -10,7 +10,8 @@ use coresight_decode::datapath::{DatapathResp, TrcIndex};
 use coresight_decode::element::{ElemType, TraceElement};
 use coresight_decode::errcode::{Severity, TraceError};
 use coresight_decode::interfaces::TrcGenElemIn;
-use coresight_decode::logger::{MsgLogger, Shared};
+use coresight_decode::logger::MsgLogger;
+use coresight_decode::shared::Shared;
 use coresight_decode::tree::DecodeTree;
 
 use crate::abi::{self, FnDefLoggerPrintStrCb, FnTraceElemIn, OcsdErr, OcsdGenericTraceElem};
@@ -289,7 +290,7 @@ mod tests {
     use super::*;
     use crate::abi::{elem, flag};
     use coresight_decode::arch::{InstrSubType, InstrType, Isa};
-    use coresight_decode::logger::shared;
+    use coresight_decode::shared::shared;
     use std::sync::Arc;
     use std::sync::atomic::AtomicBool;
 

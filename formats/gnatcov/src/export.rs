@@ -22,7 +22,7 @@ use coresight_decode::arch::{InstrType, Isa};
 use coresight_decode::datapath::{DatapathResp, TrcIndex};
 use coresight_decode::element::{ElemType, TraceElement};
 use coresight_decode::interfaces::TrcGenElemIn;
-use coresight_decode::logger::Shared;
+use coresight_decode::shared::Shared;
 
 use super::format::{
     DateTime, EM_AARCH64, EM_ARM, EM_RISCV, Endian, Entry, InfoEntry, InfoKind, Op, PcSize, Record, TraceFile,

@@ -19,7 +19,8 @@ use coresight_decode::decoder::{CoreConfig, DecodeMode, SourceConfig};
 use coresight_decode::deformatter::DeformatterConfig;
 use coresight_decode::element::{ElemType, TraceElement};
 use coresight_decode::interfaces::{TargetMemAccess, TrcDataIn, TrcGenElemIn};
-use coresight_decode::logger::{MsgLogger, Shared, shared};
+use coresight_decode::logger::MsgLogger;
+use coresight_decode::shared::{Shared, shared};
 use coresight_decode::tree::{DecodeTree, SourceFormat};
 
 use crate::cs_etm::{CpuConfig, TraceUnit};

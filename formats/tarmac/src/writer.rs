@@ -373,7 +373,7 @@ impl<W: Write + Send, M: TargetMemAccess> TrcGenElemIn for TarmacWriter<W, M> {
 }
 
 #[derive(Clone, Default)]
-struct SharedBuf(coresight_decode::logger::Shared<Vec<u8>>);
+struct SharedBuf(coresight_decode::shared::Shared<Vec<u8>>);
 
 impl Write for SharedBuf {
     fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
@@ -418,10 +418,10 @@ pub fn snapshot_to_tarmac_with_registry(
         .map_err(|e| e.to_string())?;
     let mem = tree.mem_mapper().ok_or("the snapshot has no memory image")?.clone();
     let buf = SharedBuf::default();
-    let count = coresight_decode::logger::shared((0u64, None::<String>));
+    let count = coresight_decode::shared::shared((0u64, None::<String>));
     struct Counting<W: Write + Send, M: TargetMemAccess>(
         TarmacWriter<W, M>,
-        coresight_decode::logger::Shared<(u64, Option<String>)>,
+        coresight_decode::shared::Shared<(u64, Option<String>)>,
     );
     impl<W: Write + Send, M: TargetMemAccess> TrcGenElemIn for Counting<W, M> {
         fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp {

@@ -11,8 +11,9 @@ use coresight_decode::decoder::DecodeMode;
 use coresight_decode::decoder::DecoderRegistry;
 use coresight_decode::element::TraceElement;
 use coresight_decode::interfaces::{TrcDataIn, TrcGenElemIn};
-use coresight_decode::logger::{MsgLogger, Shared, shared};
+use coresight_decode::logger::MsgLogger;
 use coresight_decode::memory::MemAccMapper;
+use coresight_decode::shared::{Shared, shared};
 use coresight_decode::snapshot::Snapshot;
 use coresight_decode::tree::SourceFormat;
 

@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use coresight_decode::datapath::{DatapathResp, TrcIndex};
 use coresight_decode::element::{ElemType, TraceElement, TraceOnReason};
 use coresight_decode::interfaces::TrcGenElemIn;
-use coresight_decode::logger::{Shared, shared};
+use coresight_decode::shared::{Shared, shared};
 use coresight_generator::{BufferLayout, GenOptions, GenProtocol, Generated, Truth, generate};
 use coresight_viz::elements::ElementStacks;
 use coresight_viz::profile::{EventKind, Limits};

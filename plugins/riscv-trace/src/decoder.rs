@@ -30,8 +30,9 @@ use coresight_decode::decoder::{DecodeContext, ElemRouter, PacketDecoder};
 use coresight_decode::element::{DataAccess, DataAccessKind, ElemType, TraceElement, UnsyncInfo};
 use coresight_decode::error::{ErrCode, Severity, TraceError};
 use coresight_decode::interfaces::{TargetMemAccess, TrcGenElemIn};
-use coresight_decode::logger::{ErrLink, Shared};
+use coresight_decode::logger::ErrLink;
 use coresight_decode::memory::MemSpace;
+use coresight_decode::shared::Shared;
 
 use crate::config::RiscvTraceConfig;
 use crate::instr::{Flow, classify, instr_len};

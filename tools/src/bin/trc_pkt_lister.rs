@@ -13,7 +13,7 @@
 //! protocols of this workspace (RISC-V trace), so their snapshots list and
 //! decode too.
 
-use coresight_decode::logger::shared;
+use coresight_decode::shared::shared;
 use coresight_tools::lister;
 
 /// Options that take a value (skipped when looking for `--version`).
