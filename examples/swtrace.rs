@@ -163,6 +163,8 @@ impl Printer {
                     let _ = writeln!(self.out.borrow_mut(), "global timestamp 0x{:x}", e.timestamp);
                 }
             }
+            // Packet kinds a later library may add: not software messages.
+            _ => {}
         }
     }
 }

@@ -52,6 +52,7 @@ impl fmt::Display for Isa {
 
 /// Architecture version of a core, as far as trace decode cares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[non_exhaustive]
 pub enum ArchVersion {
     /// Not known (from a snapshot that does not name the core, for example).
     #[default]
@@ -70,6 +71,7 @@ pub enum ArchVersion {
 
 /// Core profile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum CoreProfile {
     /// Not known.
     #[default]
@@ -250,6 +252,7 @@ impl ExceptionLevel {
 
 /// What kind of instruction, as far as program flow goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum InstrType {
     /// Not a waypoint: execution continues at the next instruction.
     #[default]
@@ -270,6 +273,7 @@ pub enum InstrType {
 
 /// Refinement of the instruction type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum InstrSubType {
     /// No refinement.
     #[default]

@@ -65,6 +65,7 @@ pub trait StreamIndexer: Send {
 /// What a stream index entry marks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(u8)]
+#[non_exhaustive]
 pub enum EntryKind {
     /// Alignment synchronisation (ETMv4/ETE I_ASYNC, PTM/STM ASYNC, ETMv3
     /// A_SYNC, ITM_ASYNC): where a decoder can start. No value.

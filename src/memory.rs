@@ -290,6 +290,7 @@ impl AddrRange {
 
 /// The kind of an accessor, as shown in the mapped-ranges listing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum AccessorKind {
     /// A file read on demand ([`FileAccessor`]).
     File,

@@ -96,6 +96,7 @@ impl ElemType {
 
 /// Why trace was (re)started.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum TraceOnReason {
     /// Start of trace or a trace filter turning on.
     #[default]
@@ -108,6 +109,7 @@ pub enum TraceOnReason {
 
 /// Why the decoder is not synchronised, or why trace ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum UnsyncInfo {
     /// Not known.
     #[default]
@@ -128,6 +130,7 @@ pub enum UnsyncInfo {
 
 /// Kind of event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum EventType {
     /// Not set.
     #[default]
@@ -229,6 +232,7 @@ pub struct SwTraceInfo {
 
 /// ITM packet kinds carried by an ITMTRACE element.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum ItmPktKind {
     #[default]
     /// Software instrumentation (stimulus port write).

@@ -93,6 +93,7 @@ fn unsync_name(u: UnsyncInfo) -> &'static str {
         UnsyncInfo::Discard => "discard",
         UnsyncInfo::BadPacket => "bad_packet",
         UnsyncInfo::Eot => "end_of_trace",
+        _ => "other",
     }
 }
 
@@ -114,6 +115,7 @@ fn instr_type_name(t: InstrType) -> &'static str {
         InstrType::DsbDmb => "dsb_dmb",
         InstrType::WfiWfe => "wfi_wfe",
         InstrType::Tstart => "tstart",
+        _ => "other",
     }
 }
 
@@ -124,6 +126,7 @@ fn instr_subtype_name(t: InstrSubType) -> &'static str {
         InstrSubType::V8Ret => "ret",
         InstrSubType::V8Eret => "eret",
         InstrSubType::V7ImpliedRet => "implied_ret",
+        _ => "other",
     }
 }
 
@@ -177,6 +180,7 @@ impl Serialize for JsonElement<'_> {
                     TraceOnReason::Normal => "normal",
                     TraceOnReason::Overflow => "overflow",
                     TraceOnReason::ExDebug => "debug_restart",
+                    _ => "other",
                 };
                 m.serialize_entry("reason", reason)?;
             }

@@ -449,6 +449,8 @@ fn other_payload(e: &TraceElement, c: &mut OcsdGenericTraceElem, payload: &mut [
                 EventType::Unknown => 0,
                 EventType::Trigger => 1,
                 EventType::Numbered => 2,
+                // A kind OpenCSD's ABI has no number for.
+                _ => 0,
             };
             p.trace_event = [ev_type, e.event_number];
         }
@@ -457,6 +459,7 @@ fn other_payload(e: &TraceElement, c: &mut OcsdGenericTraceElem, payload: &mut [
                 TraceOnReason::Normal => 0,
                 TraceOnReason::Overflow => 1,
                 TraceOnReason::ExDebug => 2,
+                _ => 0,
             }
         }
         ElemType::SwTrace => {
@@ -476,6 +479,7 @@ fn other_payload(e: &TraceElement, c: &mut OcsdGenericTraceElem, payload: &mut [
                 UnsyncInfo::Discard => 4,
                 UnsyncInfo::BadPacket => 5,
                 UnsyncInfo::Eot => abi::UNSYNC_EOT,
+                _ => 0,
             }
         }
         ElemType::SyncMarker => p.sync_marker = [0, e.sync_marker_value],

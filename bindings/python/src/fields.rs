@@ -39,6 +39,7 @@ pub fn unsync_name(u: UnsyncInfo) -> &'static str {
         UnsyncInfo::Discard => "discard",
         UnsyncInfo::BadPacket => "bad_packet",
         UnsyncInfo::Eot => "end_of_trace",
+        _ => "other",
     }
 }
 
@@ -60,6 +61,7 @@ pub fn instr_type_name(t: InstrType) -> &'static str {
         InstrType::DsbDmb => "dsb_dmb",
         InstrType::WfiWfe => "wfi_wfe",
         InstrType::Tstart => "tstart",
+        _ => "other",
     }
 }
 
@@ -70,6 +72,7 @@ pub fn instr_subtype_name(t: InstrSubType) -> &'static str {
         InstrSubType::V8Ret => "ret",
         InstrSubType::V8Eret => "eret",
         InstrSubType::V7ImpliedRet => "implied_ret",
+        _ => "other",
     }
 }
 
@@ -96,6 +99,7 @@ pub fn fields(e: &Element) -> Vec<(&'static str, Val)> {
                 TraceOnReason::Normal => "normal",
                 TraceOnReason::Overflow => "overflow",
                 TraceOnReason::ExDebug => "debug_restart",
+                _ => "other",
             }),
         )),
         Element::PeContext { isa, context: c, .. } => {

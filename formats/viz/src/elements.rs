@@ -340,7 +340,7 @@ impl ElementStacks {
             InstrSubType::None if e.last_i_type == InstrType::BranchIndirect && e.isa != Isa::Aarch64 => {
                 Pending::Indirect
             }
-            InstrSubType::None => Pending::None,
+            _ => Pending::None,
         };
     }
 

@@ -25,6 +25,7 @@ fn arch_c(p: ArchProfile) -> (u32, u32) {
         ArchVersion::V8 => 0x800,
         ArchVersion::V8r3 => 0x803,
         ArchVersion::Aa64 => 0x864,
+        _ => 0,
     };
     let prof = match p.profile {
         CoreProfile::Unknown => 0,
@@ -32,6 +33,7 @@ fn arch_c(p: ArchProfile) -> (u32, u32) {
         CoreProfile::CortexR => 2,
         CoreProfile::CortexA => 3,
         CoreProfile::Custom => 4,
+        _ => 0,
     };
     (arch, prof)
 }
