@@ -30,7 +30,10 @@ fn help_version_and_usage_errors() {
         assert!(text(&o.stdout).contains(sub), "{}", text(&o.stdout));
     }
     let o = trc_cov(&["--version"]);
-    assert_eq!((o.status.code(), text(&o.stdout).trim()), (Some(0), "trc_cov 0.1.0"));
+    assert_eq!(
+        (o.status.code(), text(&o.stdout).trim()),
+        (Some(0), concat!("trc_cov ", env!("CARGO_PKG_VERSION")))
+    );
     let o = trc_cov(&["coverage", "--bogus"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(o.stdout.is_empty() && text(&o.stderr).contains("--bogus"));
