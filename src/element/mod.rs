@@ -1,12 +1,12 @@
 //! Trace elements: what the decoders produce.
 //!
-//! - [`generic`]: [`TraceElement`], the flat, OpenCSD-shaped element that
-//!   the decoders write and the listing prints.
-//! - [`typed`]: [`Element`], one enum variant per kind with only that
-//!   kind's fields, and [`Decoded`], an element with where it came from.
+//! - [`TraceElement`], the flat, OpenCSD-shaped element that the decoders
+//!   write and the listing prints (defined in `generic.rs`).
+//! - [`Element`], one enum variant per kind with only that kind's fields,
+//!   and [`Decoded`], an element with where it came from (`typed.rs`).
 
-pub mod generic;
-pub mod typed;
+mod generic;
+mod typed;
 
 pub use generic::*;
 pub use typed::*;

@@ -26,7 +26,9 @@ use coresight_decode::element::{ElemType, TraceElement};
 use coresight_decode::error::{ErrCode, Error};
 use coresight_decode::interfaces::{TrcDataIn, TrcGenElemIn};
 use coresight_decode::logger::MsgLogger;
-use coresight_decode::memory::{MemAccMapper, MemSpace};
+use coresight_decode::memory::MemAccMapper;
+#[cfg(feature = "disasm")]
+use coresight_decode::memory::MemSpace;
 use coresight_decode::parallel::{ParallelOptions, ParallelSink, WorkerSetup, decode_parallel};
 use coresight_decode::shared::{Shared, shared};
 use coresight_decode::snapshot::{Snapshot, WarningKind};
