@@ -15,7 +15,8 @@ use coresight_decode::index::build::Capture;
 use coresight_decode::index::decode::{Element, element_time};
 use coresight_decode::index::file::{check_capture, from_bytes, to_bytes};
 use coresight_decode::index::{
-    CaptureIndex, EntryKind, IndexFileError, IndexOptions, Window, decode_split, decode_split_ids, decode_window,
+    CaptureIndex, EntryKind, IndexFileError, IndexOptions, Window, WindowNote, decode_split, decode_split_ids,
+    decode_window,
 };
 use coresight_decode::interfaces::{TrcDataIn, TrcGenElemIn};
 use coresight_decode::logger::{Shared, shared};
@@ -575,7 +576,7 @@ fn damaged_or_stale_index_files_are_refused_with_what_is_wrong() {
     b[8] = 9;
     assert_eq!(
         from_bytes(&b).unwrap_err().to_string(),
-        "index version 9 not supported (this library reads version 2)"
+        "index version 9 not supported (this library reads version 3)"
     );
     assert_eq!(from_bytes(b"hello").unwrap_err(), IndexFileError::BadMagic);
     // A changed capture: stale.
@@ -652,8 +653,16 @@ fn unformatted_stream_windows_and_split() {
     assert_eq!(ix.streams.len(), 1);
     let s = &ix.streams[0];
     assert!(s.counts().syncs() > 4);
-    assert_eq!(ix.ids_in(0..16), vec![s.id]);
+    // The stream keeps the trace ID its source's configuration gives (the
+    // ID its elements carry), not the tree's slot 0.
+    let tree = cap.tree(DecodeMode::PacketsOnly, |_| {}).unwrap();
+    let configured: Vec<(u8, u8)> = tree.elements().map(|(slot, e)| (slot, e.config_trace_id)).collect();
+    assert_eq!(configured, [(0, 0x2a)]);
+    assert_eq!(s.id, 0x2a);
+    assert_eq!(ix.stream(0), None);
+    assert_eq!(ix.ids_in(0..16), vec![0x2a]);
     let full = full_decode(&cap, s.id);
+    assert!(full.iter().all(|e| e.1 == 0x2a), "elements carry ID 0x2a");
     let (from, to) = (cap.data.len() as u64 / 3, cap.data.len() as u64 * 2 / 3);
     let w = decode_window(
         &ix,
@@ -768,5 +777,76 @@ fn every_id_of_a_capture_split_over_threads_counts_the_same_instructions() {
         "{} vs {} instructions",
         joined.values().sum::<u64>(),
         serial.values().sum::<u64>()
+    );
+}
+
+#[test]
+fn a_window_before_the_first_sync_point_is_empty_with_a_note() {
+    // Two sources in one buffer: the later-starting one's first sync point
+    // is well into the capture.
+    let dir = common::temp_dir("index-before-sync");
+    let g = generate(&GenOptions {
+        seed: 4,
+        protocol: GenProtocol::Tc2,
+        layout: BufferLayout::Formatted,
+        length: 2_000,
+    });
+    g.spec.write_to(&dir).unwrap();
+    let cap = Capture::load(&dir, None).unwrap();
+    let ix = cap.index(&IndexOptions::default()).unwrap();
+    let (id, first) = ix
+        .streams
+        .iter()
+        .filter_map(|s| Some((s.id, ix.syncs_from(s.id, 0).next()?.index)))
+        .max_by_key(|p| p.1)
+        .unwrap();
+    assert!(first > 16, "first sync at {first}");
+    let ids: Vec<String> = ix.streams.iter().map(|s| format!("0x{:02x}", s.id)).collect();
+    let decode = |window| {
+        decode_window(
+            &ix,
+            &cap.data,
+            id,
+            window,
+            cap.tree(DecodeMode::FullDecode, |_| {}).unwrap(),
+        )
+    };
+    // Ending at or before the first sync point: nothing, and why.
+    for (from, to) in [(0, first), (3, 9)] {
+        let w = decode(Window::Bytes { from, to }).unwrap();
+        assert!(w.elements.is_empty());
+        assert_eq!(
+            w.note,
+            Some(WindowNote::BeforeFirstSync {
+                first_sync: Some(first)
+            })
+        );
+        assert_eq!((w.window.from, w.window.end), (from, to));
+        assert_eq!(
+            w.note.unwrap().to_string(),
+            format!(
+                "the window ends before the trace ID's first sync point (byte {first}): nothing there can be decoded"
+            )
+        );
+    }
+    // Reaching past it: decoded from it, no note.
+    let w = decode(Window::Bytes { from: 0, to: first + 1 }).unwrap();
+    assert_eq!(w.note, None);
+    assert_eq!(w.window.start, first);
+    // An ID that is not in the index is an error that says which are.
+    let e = decode_window(
+        &ix,
+        &cap.data,
+        0x7f,
+        Window::Bytes { from: 0, to: 100 },
+        cap.tree(DecodeMode::FullDecode, |_| {}).unwrap(),
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string().starts_with(&format!(
+            "trace ID 0x7f is not in the index (its trace IDs: {})",
+            ids.join(", ")
+        )),
+        "{e}"
     );
 }

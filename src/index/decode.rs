@@ -93,10 +93,41 @@ pub type Element = (TrcIndex, u8, TraceElement);
 /// What [`decode_window`] found.
 #[derive(Clone, Debug)]
 pub struct WindowDecode {
-    /// The byte window decoded.
+    /// The byte window decoded. When nothing could be decoded
+    /// ([`WindowDecode::note`] says why), `start` is the window's `from`.
     pub window: ByteWindow,
     /// The window's elements, in decode order.
     pub elements: Vec<Element>,
+    /// Set when the answer is empty for a reason other than the stream
+    /// having no elements there; `None` for a window that was decoded.
+    pub note: Option<WindowNote>,
+}
+
+/// Why [`decode_window`] decoded nothing: not an error, an empty answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WindowNote {
+    /// The byte window ends at or before the trace ID's first indexed sync
+    /// point (`first_sync`; `None`: the ID has none). A decoder cannot
+    /// start before a sync point: the serial decode has at most its
+    /// initial `NO_SYNC` element there, and no packet is decoded.
+    BeforeFirstSync {
+        /// The ID's first sync point, if it has one.
+        first_sync: Option<TrcIndex>,
+    },
+}
+
+impl std::fmt::Display for WindowNote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WindowNote::BeforeFirstSync { first_sync: Some(s) } => write!(
+                f,
+                "the window ends before the trace ID's first sync point (byte {s}): nothing there can be decoded"
+            ),
+            WindowNote::BeforeFirstSync { first_sync: None } => {
+                write!(f, "the trace ID has no sync point: nothing can be decoded")
+            }
+        }
+    }
 }
 
 /// Collects elements for the decode loop to drain after each block.
@@ -230,6 +261,11 @@ fn feed_range(
 /// before it; `tree` is a fresh full-decode tree for the capture. The
 /// elements are those the full decode gives in the window, with the
 /// exception at the start described in the module documentation.
+///
+/// A byte window that ends at or before the ID's first sync point is an
+/// empty answer with [`WindowDecode::note`] set
+/// ([`WindowNote::BeforeFirstSync`]), not an error; an ID that is not in
+/// the index is an error.
 pub fn decode_window(
     ix: &CaptureIndex,
     data: &[u8],
@@ -250,12 +286,36 @@ pub fn decode_window(
             data.len()
         )));
     }
+    if ix.stream(id).is_none() {
+        let ids: Vec<String> = ix.streams.iter().map(|s| format!("0x{:02x}", s.id)).collect();
+        return Err(no(format!(
+            "trace ID 0x{id:02x} is not in the index (its trace IDs: {})",
+            if ids.is_empty() {
+                "none".to_string()
+            } else {
+                ids.join(", ")
+            }
+        )));
+    }
     let w = match window {
-        Window::Bytes { from, to } => ix.byte_window(id, from, to).ok_or_else(|| {
-            no(format!(
-                "trace ID 0x{id:02x} has no sync point to decode bytes {from}..{to} from"
-            ))
-        })?,
+        Window::Bytes { from, to } => match ix.byte_window(id, from, to) {
+            Some(w) => w,
+            None => {
+                // Before the first sync point (or an empty range): an
+                // empty answer, with the reason.
+                let first_sync = ix.syncs_from(id, 0).next().map(|e| e.index);
+                let note = (from < to).then_some(WindowNote::BeforeFirstSync { first_sync });
+                return Ok(WindowDecode {
+                    window: ByteWindow {
+                        start: from,
+                        from,
+                        end: to,
+                    },
+                    elements: Vec::new(),
+                    note,
+                });
+            }
+        },
         Window::Time { from_ts, to_ts } => ix.time_window(id, from_ts, to_ts).ok_or_else(|| {
             no(format!(
                 "trace ID 0x{id:02x} has no timestamp in {from_ts}..={to_ts} after a sync point"
@@ -282,7 +342,11 @@ pub fn decode_window(
             elements.push(*e);
         }
     })?;
-    Ok(WindowDecode { window: w, elements })
+    Ok(WindowDecode {
+        window: w,
+        elements,
+        note: None,
+    })
 }
 
 /// The sink of a piece of a split decode: folds each element whose index

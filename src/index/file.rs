@@ -1,6 +1,8 @@
 //! The saved index format.
 //!
-//! All numbers little-endian. Version 2:
+//! All numbers little-endian. Version 3 (version 2 indexed a
+//! single-source capture's stream as trace ID 0x00, and STM sync points
+//! without where they start within a byte):
 //!
 //! ```text
 //! magic      8 bytes  "CSDIDX\r\n"
@@ -36,7 +38,7 @@ use super::source::{Checkpoint, SourceBlock};
 use super::{CaptureId, CaptureIndex, EntryKind, IndexedFormat, SourceIndex, StreamEntry, StreamIndex, capture_hash};
 
 /// The version this library writes and reads.
-pub const INDEX_VERSION: u32 = 2;
+pub const INDEX_VERSION: u32 = 3;
 const MAGIC: &[u8; 8] = b"CSDIDX\r\n";
 
 pub use crate::error::IndexFileError;

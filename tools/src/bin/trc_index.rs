@@ -306,6 +306,14 @@ fn run(cli: Cli) -> Result<String, String> {
             };
             let tree = cap.tree(DecodeMode::FullDecode, |_| {}).map_err(|e| e.to_string())?;
             let d = decode_window(&ix, &cap.data, id, w, tree).map_err(|e| e.to_string())?;
+            if let Some(note) = d.note {
+                // An empty answer, not a failure: the reason goes to stderr.
+                eprintln!(
+                    "trc_index: ID 0x{id:02x}, bytes {}..{}: {note}",
+                    d.window.from, d.window.end
+                );
+                return Ok(out);
+            }
             let _ = writeln!(
                 out,
                 "# ID 0x{id:02x}: bytes {}..{}, decoded from the sync point at {}",
