@@ -422,7 +422,7 @@ mod tests {
         };
         let b = to_bytes(&ix);
         let mut want = b"CSDIDX\r\n".to_vec();
-        want.extend_from_slice(&2u32.to_le_bytes());
+        want.extend_from_slice(&3u32.to_le_bytes());
         want.extend_from_slice(&64u64.to_le_bytes());
         want.extend_from_slice(&0x1122u64.to_le_bytes());
         want.extend_from_slice(&0x3344u64.to_le_bytes());
