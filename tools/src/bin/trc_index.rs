@@ -102,9 +102,9 @@ enum Cmd {
     /// Count the elements, instruction ranges and instructions of trace
     /// IDs, each ID's stream split at indexed sync points where no
     /// speculation is pending and the pieces decoded on worker threads.
-    /// Each piece starts with an empty return stack and an unknown
-    /// context: counts can differ from a serial decode's near the split
-    /// points.
+    /// Each piece's decoder starts one sync point early, so it has the
+    /// serial decode's state by the piece's start: the counts are the
+    /// serial decode's.
     Count {
         #[command(flatten)]
         target: Target,
