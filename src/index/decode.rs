@@ -37,6 +37,9 @@
 //!   point (a decode from the start of the capture reports it at its
 //!   first packet, which may come earlier) and may differ up to its first
 //!   `PE_CONTEXT` element as described above;
+//! - ITM's cumulative timestamp adds up every local timestamp since the
+//!   start: an ITM window or piece is decoded from the stream's first sync
+//!   point (exact, at the cost of the bytes before it);
 //! - state that lasts longer than one interval between sync points (a
 //!   return address stacked two intervals back, an STM master set before
 //!   the previous ASYNC and not since) is still unknown.
@@ -190,7 +193,10 @@ fn feed_range(
                 .iter()
                 .find(|e| e.kind == EntryKind::Sync)
         })
-        .filter(|e| e.value & 1 == 1 && e.value >> 1 <= start)
+        // Listed at the next byte: the serial decoder met it with the high
+        // nibble held, as the decoder is made to (listed at its own byte,
+        // it was found while unsynchronised, as it is from that byte).
+        .filter(|e| e.value & 1 == 1 && e.value >> 1 < start)
         .map(|e| e.value >> 1);
     let begin = high_nibble.unwrap_or(start);
     let (feed_from, feed_to, align) = match tree.format() {

@@ -82,7 +82,14 @@ impl CaptureIndex {
     /// what came before (context, addresses, return stack, speculation,
     /// STM master validity, ITM and STM running state); one whole interval
     /// between sync points gives it back what the protocols resend there.
+    ///
+    /// ITM is the exception: its cumulative timestamp adds up every local
+    /// timestamp since the start of the stream, so an ITM decoder starts
+    /// at the stream's first sync point.
     pub fn warm_start(&self, id: u8, sync: TrcIndex) -> TrcIndex {
+        if self.stream(id).is_some_and(|s| s.protocol == "ITM") {
+            return self.syncs_from(id, 0).next().map_or(sync, |e| e.index.min(sync));
+        }
         match sync.checked_sub(1) {
             Some(before) => self.sync_at_or_before(id, before).unwrap_or(sync),
             None => sync,
