@@ -454,7 +454,7 @@ mod tests {
     #[test]
     fn counts_cannot_ask_for_more_than_the_file_holds() {
         let mut b = b"CSDIDX\r\n".to_vec();
-        b.extend_from_slice(&2u32.to_le_bytes());
+        b.extend_from_slice(&INDEX_VERSION.to_le_bytes());
         b.extend_from_slice(&[0; 24]);
         b.extend_from_slice(&[0, 0, 0, 0]);
         b.extend_from_slice(&[0; 16]);
