@@ -244,6 +244,13 @@ pub trait TraceComponent: TrcDataIn {
     fn attach_indexer(&mut self, _indexer: Box<dyn StreamIndexer>) -> Result<(), ErrCode> {
         Err(ErrCode::Fail)
     }
+    /// Starts decoding in the high nibble of the next data block's first
+    /// byte (a sync point a stream index recorded there, see
+    /// [`crate::hooks::EntryKind::Sync`]). Fails with [`ErrCode::Fail`]
+    /// for components whose packets are whole bytes.
+    fn start_at_high_nibble(&mut self) -> Result<(), ErrCode> {
+        Err(ErrCode::Fail)
+    }
 }
 
 /// Packet-processing statistics of one trace source (the lister's
@@ -536,6 +543,14 @@ pub trait PacketProcessor: Send {
     /// called while a [`StreamIndexer`] is attached; by default a packet
     /// makes none.
     fn index_entries(_pkt: &Self::Packet, _emit: &mut dyn FnMut(EntryKind, u64)) {}
+    /// Makes the processor, fresh or reset, start in the high nibble of
+    /// the next data block's first byte (the low nibble ends a packet
+    /// before the start): a sync point of a protocol whose packets are
+    /// nibbles (STM) can begin there. False (and nothing changes) for a
+    /// protocol whose packets are whole bytes.
+    fn start_at_high_nibble(&mut self) -> bool {
+        false
+    }
 }
 
 /// A packet monitor that feeds a stream indexer before the real monitor:
@@ -715,6 +730,13 @@ impl<PP: PacketProcessor> TraceComponent for Pipeline<PP> {
     fn attach_indexer(&mut self, indexer: Box<dyn StreamIndexer>) -> Result<(), ErrCode> {
         self.indexer = Some(indexer);
         Ok(())
+    }
+    fn start_at_high_nibble(&mut self) -> Result<(), ErrCode> {
+        if self.proc.start_at_high_nibble() {
+            Ok(())
+        } else {
+            Err(ErrCode::Fail)
+        }
     }
     fn attach_packet_printer(&mut self, printer: PacketPrinter, monitor: bool) -> Result<(), ErrCode> {
         if monitor {

@@ -68,7 +68,12 @@ pub trait StreamIndexer: Send {
 #[non_exhaustive]
 pub enum EntryKind {
     /// Alignment synchronisation (ETMv4/ETE I_ASYNC, PTM/STM ASYNC, ETMv3
-    /// A_SYNC, ITM_ASYNC): where a decoder can start. No value.
+    /// A_SYNC, ITM_ASYNC): where a decoder can start. The value is 0
+    /// when the decoder starts at the entry's index; for an STM ASYNC
+    /// whose first nibble is the high nibble of a byte, it is that byte's
+    /// index × 2 + 1 (the listed index may be the next byte's): a decoder
+    /// starts at that byte, skipping its low nibble
+    /// ([`crate::tree::DecodeTree::start_id_at_high_nibble`]).
     Sync = 1,
     /// Timestamp (ETMv4/ETE I_TIMESTAMP, PTM/ETMv3 TIMESTAMP, STM packets
     /// with a timestamp, ITM global timestamps): the value the packet

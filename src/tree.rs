@@ -546,6 +546,26 @@ impl DecodeTree {
         w[id as usize & 0x7f] = (begin, end);
     }
 
+    /// Makes the decoder on `id` start in the high nibble of the first byte
+    /// it is given (with [`DecodeTree::set_id_window`], the window's
+    /// first byte): for a sync point recorded there (STM, see
+    /// [`crate::hooks::EntryKind::Sync`]). On a single-source tree `id` is
+    /// ignored (its one decoder). Fails for protocols whose packets are
+    /// whole bytes.
+    pub fn start_id_at_high_nibble(&mut self, id: u8) -> Result<(), ErrCode> {
+        let slot = match self.format {
+            SourceFormat::Formatted(_) => id,
+            SourceFormat::Single => self.elements.slots.iter().position(Option::is_some).unwrap_or(0) as u8,
+        };
+        let e = self
+            .elements
+            .slots
+            .get_mut(slot as usize)
+            .and_then(Option::as_mut)
+            .ok_or(ErrCode::InvalidId)?;
+        e.component.start_at_high_nibble()
+    }
+
     /// Makes the deformatter start again at a frame boundary with `id` in
     /// effect (a source index checkpoint): the next data block must begin
     /// with that frame.

@@ -50,10 +50,22 @@ pub fn build_index(tree: &mut DecodeTree, data: &[u8], opts: &IndexOptions) -> R
         SourceFormat::Single => IndexedFormat::Single,
     };
     let mut streams = Vec::new();
-    let ids: Vec<(u8, String)> = tree.elements().map(|(id, e)| (id, e.protocol.clone())).collect();
-    for (id, protocol) in ids {
+    // A single-source tree keeps its decoder in slot 0, but the stream is
+    // indexed under the trace ID its configuration gives (the ID its
+    // elements carry), so a user asks for it by that ID.
+    let ids: Vec<(u8, u8, String)> = tree
+        .elements()
+        .map(|(slot, e)| {
+            let id = match format {
+                IndexedFormat::Single => e.config_trace_id,
+                IndexedFormat::Formatted { .. } => slot,
+            };
+            (slot, id, e.protocol.clone())
+        })
+        .collect();
+    for (slot, id, protocol) in ids {
         let entries = shared(Vec::new());
-        tree.attach_stream_indexer(id, Box::new(StreamCollector::new(entries.clone())))
+        tree.attach_stream_indexer(slot, Box::new(StreamCollector::new(entries.clone())))
             .map_err(|e| Error::code(e, format!("trace ID 0x{id:02x} ({protocol}) cannot be indexed")))?;
         streams.push((id, protocol, entries));
     }

@@ -17,48 +17,42 @@
 //! element's text): fields an element type does not print are decoder
 //! scratch and may differ (an instruction range's exception number, say).
 //!
-//! A window whose first byte comes after the sync point the decoder
-//! starts at (the usual case: [`CaptureIndex::byte_window`] starts at the
-//! last sync point at or before the window) has the full decode's
-//! elements exactly: by its first byte the decoder has met what it needs.
+//! A decoder started at a sync point knows nothing of what came before
+//! it: it reports `NO_SYNC` first; it has no context and, for PTM / ETMv3,
+//! no address until the I-sync; speculation pending at the sync point
+//! (ETMv4/ETE), the return stack, the timestamp and cycle count, the STM
+//! master's validity are unknown. So a window or a piece is decoded from
+//! one sync point earlier ([`CaptureIndex::warm_start`]): by the sync
+//! point at or before the window (or the piece's start) the decoder has
+//! the serial decode's state again, and the elements before the window
+//! are dropped. Windows from a sync point, windows a few bytes after one,
+//! and the pieces of a split decode then have the serial decode's
+//! elements exactly; `tests/index.rs` checks it on the corpus (ETMv4
+//! `bugfix-exact-match`, PTM with a return stack, PTM / ETMv3, ETE, STM).
 //!
-//! A window starting *at* the sync point differs from the full decode's
-//! slice up to and including the decoder's first `PE_CONTEXT` element,
-//! and only there:
+//! Where exactness cannot be had:
 //!
-//! - the decoder reports `NO_SYNC` (reason: decoder initialised) first,
-//!   where the full decode reports nothing;
-//! - it reports `PE_CONTEXT` (and `TRACE_ON`) when the packets after the
-//!   sync point give the context (ETMv4/ETE: trace info and an address
-//!   with context; PTM/ETMv3: the I-sync), where the full decode, which
-//!   knew the context, may report nothing;
-//! - the packets between the sync point and that context packet (PTM /
-//!   ETMv3: atoms and branches between the A-sync and the I-sync) give
-//!   the full decode instruction ranges the window decoder cannot follow,
-//!   having no address yet.
+//! - at the stream's first sync point there is nothing before to start
+//!   from: a window or piece starting there reports `NO_SYNC` at the sync
+//!   point (a decode from the start of the capture reports it at its
+//!   first packet, which may come earlier) and may differ up to its first
+//!   `PE_CONTEXT` element as described above;
+//! - ITM's cumulative timestamp adds up every local timestamp since the
+//!   start: an ITM window or piece is decoded from the stream's first sync
+//!   point (exact, at the cost of the bytes before it);
+//! - state that lasts longer than one interval between sync points (a
+//!   return address stacked two intervals back, an STM master set before
+//!   the previous ASYNC and not since) is still unknown.
 //!
-//! After the first `PE_CONTEXT` the elements are equal, provided nothing
-//! crosses the sync point:
-//!
-//! - speculation pending at the sync point (ETMv4/ETE: P0 elements not
-//!   yet committed; the trace info packet gives their number) is unknown to
-//!   the window decoder, so the elements the full decode outputs when they
-//!   are committed after the sync point are missing;
-//! - the return stack (ETMv4/ETE, PTM) starts empty: a return predicted
-//!   from a call before the sync point cannot be followed;
-//! - the timestamp and cycle count are unknown until the next timestamp
-//!   packet; time windows start at a timestamp packet for that reason.
-//!
-//! `tests/index.rs` checks all of this on the corpus (ETMv4
-//! `bugfix-exact-match`, PTM, ETMv3, ETE). [`CaptureIndex::split_points`]
-//! only splits at sync points whose trace info says no speculation is
-//! pending.
+//! STM sync points may start in the high nibble of a byte: the index
+//! records where ([`crate::hooks::EntryKind::Sync`]) and the decoder starts
+//! there ([`DecodeTree::start_id_at_high_nibble`]).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::CaptureIndex;
 use super::reader::{ByteWindow, Piece};
+use super::{CaptureIndex, EntryKind};
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use crate::element::{ElemType, TraceElement};
 use crate::errcode::ErrCode;
@@ -93,10 +87,41 @@ pub type Element = (TrcIndex, u8, TraceElement);
 /// What [`decode_window`] found.
 #[derive(Clone, Debug)]
 pub struct WindowDecode {
-    /// The byte window decoded.
+    /// The byte window decoded. When nothing could be decoded
+    /// ([`WindowDecode::note`] says why), `start` is the window's `from`.
     pub window: ByteWindow,
     /// The window's elements, in decode order.
     pub elements: Vec<Element>,
+    /// Set when the answer is empty for a reason other than the stream
+    /// having no elements there; `None` for a window that was decoded.
+    pub note: Option<WindowNote>,
+}
+
+/// Why [`decode_window`] decoded nothing: not an error, an empty answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WindowNote {
+    /// The byte window ends at or before the trace ID's first indexed sync
+    /// point (`first_sync`; `None`: the ID has none). A decoder cannot
+    /// start before a sync point: the serial decode has at most its
+    /// initial `NO_SYNC` element there, and no packet is decoded.
+    BeforeFirstSync {
+        /// The ID's first sync point, if it has one.
+        first_sync: Option<TrcIndex>,
+    },
+}
+
+impl std::fmt::Display for WindowNote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WindowNote::BeforeFirstSync { first_sync: Some(s) } => write!(
+                f,
+                "the window ends before the trace ID's first sync point (byte {s}): nothing there can be decoded"
+            ),
+            WindowNote::BeforeFirstSync { first_sync: None } => {
+                write!(f, "the trace ID has no sync point: nothing can be decoded")
+            }
+        }
+    }
 }
 
 /// Collects elements for the decode loop to drain after each block.
@@ -159,6 +184,21 @@ fn feed_range(
     block: usize,
     drained: &mut dyn FnMut(),
 ) -> Result<(), Error> {
+    // A sync point in the high nibble of a byte (STM): the decoder starts
+    // at that byte, its low nibble skipped.
+    let high_nibble = ix
+        .stream(id)
+        .and_then(|s| {
+            s.in_range(start..start.saturating_add(1))
+                .iter()
+                .find(|e| e.kind == EntryKind::Sync)
+        })
+        // Listed at the next byte: the serial decoder met it with the high
+        // nibble held, as the decoder is made to (listed at its own byte,
+        // it was found while unsynchronised, as it is from that byte).
+        .filter(|e| e.value & 1 == 1 && e.value >> 1 < start)
+        .map(|e| e.value >> 1);
+    let begin = high_nibble.unwrap_or(start);
     let (feed_from, feed_to, align) = match tree.format() {
         SourceFormat::Formatted(cfg) => {
             tree.set_id_filter(Some(&[id])).map_err(|code| {
@@ -167,7 +207,7 @@ fn feed_range(
                     format!("index: 0x{id:02x} is not a trace ID (expected 0x00 to 0x7f)"),
                 )
             })?;
-            let cp = ix.source.as_ref().and_then(|s| s.checkpoint_before(start));
+            let cp = ix.source.as_ref().and_then(|s| s.checkpoint_before(begin));
             let from = match cp {
                 Some(cp) => {
                     tree.resume_at_frame(cp.id)
@@ -180,13 +220,21 @@ fn feed_range(
             // the frame's end: a margin past `end` delivers all of it.
             (from, end.saturating_add(64), cfg.alignment())
         }
-        SourceFormat::Single => (start, end, 1),
+        SourceFormat::Single => (begin, end, 1),
     };
     let slot = match tree.format() {
         SourceFormat::Formatted(_) => id,
         SourceFormat::Single => 0,
     };
-    tree.set_id_window(slot, start, end);
+    tree.set_id_window(slot, begin, end);
+    if high_nibble.is_some() {
+        tree.start_id_at_high_nibble(slot).map_err(|e| {
+            Error::code(
+                e,
+                format!("trace ID 0x{id:02x}: starting in the high nibble of byte {begin}"),
+            )
+        })?;
+    }
     let from = (feed_from as usize).min(data.len());
     let mut to = (feed_to.min(data.len() as u64)) as usize;
     to = from + (to.saturating_sub(from)) / align * align;
@@ -226,10 +274,16 @@ fn feed_range(
     Ok(())
 }
 
-/// Decodes `window` of trace ID `id` from the nearest indexed sync point
-/// before it; `tree` is a fresh full-decode tree for the capture. The
-/// elements are those the full decode gives in the window, with the
-/// exception at the start described in the module documentation.
+/// Decodes `window` of trace ID `id` from one sync point before the last
+/// indexed sync point at or before it ([`CaptureIndex::warm_start`]);
+/// `tree` is a fresh full-decode tree for the capture. The elements are
+/// those the full decode gives in the window, with the exceptions
+/// described in the module documentation.
+///
+/// A byte window that ends at or before the ID's first sync point is an
+/// empty answer with [`WindowDecode::note`] set
+/// ([`WindowNote::BeforeFirstSync`]), not an error; an ID that is not in
+/// the index is an error.
 pub fn decode_window(
     ix: &CaptureIndex,
     data: &[u8],
@@ -250,12 +304,36 @@ pub fn decode_window(
             data.len()
         )));
     }
+    if ix.stream(id).is_none() {
+        let ids: Vec<String> = ix.streams.iter().map(|s| format!("0x{:02x}", s.id)).collect();
+        return Err(no(format!(
+            "trace ID 0x{id:02x} is not in the index (its trace IDs: {})",
+            if ids.is_empty() {
+                "none".to_string()
+            } else {
+                ids.join(", ")
+            }
+        )));
+    }
     let w = match window {
-        Window::Bytes { from, to } => ix.byte_window(id, from, to).ok_or_else(|| {
-            no(format!(
-                "trace ID 0x{id:02x} has no sync point to decode bytes {from}..{to} from"
-            ))
-        })?,
+        Window::Bytes { from, to } => match ix.byte_window(id, from, to) {
+            Some(w) => w,
+            None => {
+                // Before the first sync point (or an empty range): an
+                // empty answer, with the reason.
+                let first_sync = ix.syncs_from(id, 0).next().map(|e| e.index);
+                let note = (from < to).then_some(WindowNote::BeforeFirstSync { first_sync });
+                return Ok(WindowDecode {
+                    window: ByteWindow {
+                        start: from,
+                        from,
+                        end: to,
+                    },
+                    elements: Vec::new(),
+                    note,
+                });
+            }
+        },
         Window::Time { from_ts, to_ts } => ix.time_window(id, from_ts, to_ts).ok_or_else(|| {
             no(format!(
                 "trace ID 0x{id:02x} has no timestamp in {from_ts}..={to_ts} after a sync point"
@@ -282,7 +360,11 @@ pub fn decode_window(
             elements.push(*e);
         }
     })?;
-    Ok(WindowDecode { window: w, elements })
+    Ok(WindowDecode {
+        window: w,
+        elements,
+        note: None,
+    })
 }
 
 /// The sink of a piece of a split decode: folds each element whose index
@@ -297,7 +379,28 @@ struct FoldSink<R: Default, F> {
     /// `to - from`: an index is in the piece when `index - from`
     /// (wrapping) is below it.
     len: u64,
+    /// The piece does not start at the stream's first sync point: the
+    /// decoder's first element, a `NO_SYNC` for its own start, is not in
+    /// the serial decode and is dropped.
+    drop_start_no_sync: bool,
+    /// No element seen yet.
+    first: bool,
+    /// The piece ends the stream: its end of trace is the serial
+    /// decode's (other pieces' are dropped).
+    keep_eot: bool,
     done: Shared<Option<R>>,
+}
+
+impl<R: Default, F> FoldSink<R, F> {
+    /// Whether `elem` is one of the piece's own elements: in its byte
+    /// range, and not an artefact of the piece's start or end.
+    #[inline]
+    fn keeps(&mut self, index: TrcIndex, elem: &TraceElement) -> bool {
+        if std::mem::replace(&mut self.first, false) && self.drop_start_no_sync && elem.elem_type == ElemType::NoSync {
+            return false;
+        }
+        index.wrapping_sub(self.from) < self.len && (self.keep_eot || elem.elem_type != ElemType::EoTrace)
+    }
 }
 
 impl<R: Default, F> Drop for FoldSink<R, F> {
@@ -312,14 +415,14 @@ where
     F: Fn(&mut R, TrcIndex, &TraceElement) + Send + Sync,
 {
     fn trace_elem_in(&mut self, index: TrcIndex, _trace_id: u8, elem: &TraceElement) -> DatapathResp {
-        if index.wrapping_sub(self.from) < self.len {
+        if self.keeps(index, elem) {
             (self.fold)(&mut self.acc, index, elem);
         }
         DatapathResp::Cont
     }
     fn trace_elems_in(&mut self, _trace_id: u8, elems: &[(TrcIndex, TraceElement)]) -> (DatapathResp, usize) {
         for (index, elem) in elems {
-            if index.wrapping_sub(self.from) < self.len {
+            if self.keeps(*index, elem) {
                 (self.fold)(&mut self.acc, *index, elem);
             }
         }
@@ -345,15 +448,20 @@ where
         fold: fold.clone(),
         from: piece.start,
         len: piece.end.saturating_sub(piece.start),
+        drop_start_no_sync: ix.syncs_from(piece.id, 0).next().is_some_and(|s| s.index < piece.start),
+        first: true,
+        keep_eot: piece.end >= ix.indexed.end,
         done: done.clone(),
     };
     tree.set_gen_elem_out(Box::new(sink));
-    // Nothing is collected: the whole piece goes in at once.
+    // Nothing is collected: the whole piece goes in at once. The decoder
+    // starts an interval early, so it has the serial decode's state by the
+    // piece's start; the elements before it are not the piece's.
     feed_range(
         ix,
         data,
         piece.id,
-        piece.start,
+        ix.warm_start(piece.id, piece.start),
         piece.end,
         &mut tree,
         usize::MAX,
@@ -433,16 +541,19 @@ where
 /// range), with its index, into the piece's result, starting from
 /// `R::default()`. The elements are folded as the decoder hands them on:
 /// nothing is copied or collected. [`decode_pieces`] does the same with
-/// trees built beforehand.
+/// trees built beforehand. What a piece's own start and end add is left
+/// out: the `NO_SYNC` its decoder reports first (but in the piece at the
+/// stream's first sync point, where a decode from the start of the stream
+/// reports one too), and the end of trace of every piece but the last. A
+/// piece may start at a sync point in the high nibble of a byte (STM).
 ///
-/// State that crosses a split point: pending speculation is avoided (the
-/// split points are where the trace info says none is pending); the
-/// return stack starts empty in each piece, and the context and timestamp
-/// are unknown until the packets after the sync point give them (see the
-/// module documentation). For analytics that count instructions per range
-/// the joined result equals the serial decode's when no return crosses a
-/// split point; the test-suite checks it on a generated multi-megabyte
-/// ETMv4 stream and on `bugfix-exact-match`.
+/// State that crosses a split point: the split points are where the
+/// trace info says no speculation is pending, and each piece's decoder
+/// starts one sync point before its piece, so it has the serial decode's
+/// context, addresses, return stack and running state by the piece's
+/// start (see the module documentation for what lasts longer). The
+/// test-suite checks the joined elements against the serial decode's on
+/// the corpus and on a generated multi-megabyte ETMv4 stream.
 pub fn decode_split<B, R, F>(
     ix: &CaptureIndex,
     data: &[u8],

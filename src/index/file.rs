@@ -1,6 +1,8 @@
 //! The saved index format.
 //!
-//! All numbers little-endian. Version 2:
+//! All numbers little-endian. Version 3 (version 2 indexed a
+//! single-source capture's stream as trace ID 0x00, and STM sync points
+//! without where they start within a byte):
 //!
 //! ```text
 //! magic      8 bytes  "CSDIDX\r\n"
@@ -36,7 +38,7 @@ use super::source::{Checkpoint, SourceBlock};
 use super::{CaptureId, CaptureIndex, EntryKind, IndexedFormat, SourceIndex, StreamEntry, StreamIndex, capture_hash};
 
 /// The version this library writes and reads.
-pub const INDEX_VERSION: u32 = 2;
+pub const INDEX_VERSION: u32 = 3;
 const MAGIC: &[u8; 8] = b"CSDIDX\r\n";
 
 pub use crate::error::IndexFileError;
@@ -420,7 +422,7 @@ mod tests {
         };
         let b = to_bytes(&ix);
         let mut want = b"CSDIDX\r\n".to_vec();
-        want.extend_from_slice(&2u32.to_le_bytes());
+        want.extend_from_slice(&3u32.to_le_bytes());
         want.extend_from_slice(&64u64.to_le_bytes());
         want.extend_from_slice(&0x1122u64.to_le_bytes());
         want.extend_from_slice(&0x3344u64.to_le_bytes());
@@ -452,7 +454,7 @@ mod tests {
     #[test]
     fn counts_cannot_ask_for_more_than_the_file_holds() {
         let mut b = b"CSDIDX\r\n".to_vec();
-        b.extend_from_slice(&2u32.to_le_bytes());
+        b.extend_from_slice(&INDEX_VERSION.to_le_bytes());
         b.extend_from_slice(&[0; 24]);
         b.extend_from_slice(&[0, 0, 0, 0]);
         b.extend_from_slice(&[0; 16]);

@@ -37,7 +37,9 @@ pub mod stream;
 
 pub use crate::hooks::{EntryKind, FrameRecord, FrameRun, SourceIndexer, StreamEntry, StreamIndexer};
 pub use build::{IndexOptions, build_index};
-pub use decode::{Window, WindowDecode, correlate, decode_pieces, decode_split, decode_split_ids, decode_window};
+pub use decode::{
+    Window, WindowDecode, WindowNote, correlate, decode_pieces, decode_split, decode_split_ids, decode_window,
+};
 pub use file::{INDEX_VERSION, IndexFileError};
 pub use reader::Piece;
 pub use source::SourceIndex;

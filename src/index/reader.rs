@@ -65,13 +65,35 @@ impl CaptureIndex {
     }
 
     /// The byte window of `id` covering byte positions `from..end`: the
-    /// decoder starts at the last sync point at or before `from` (or the
-    /// first after it, when there is none before).
+    /// decoder starts at the sync point before the last one at or before
+    /// `from` (see [`warm_start`](Self::warm_start)), or at the first
+    /// after `from` when there is none before.
     pub fn byte_window(&self, id: u8, from: TrcIndex, end: TrcIndex) -> Option<ByteWindow> {
-        let start = self
-            .sync_at_or_before(id, from)
-            .or_else(|| self.syncs_from(id, from).next().map(|e| e.index))?;
+        let start = match self.sync_at_or_before(id, from) {
+            Some(s) => self.warm_start(id, s),
+            None => self.syncs_from(id, from).next()?.index,
+        };
         (start < end).then_some(ByteWindow { start, from, end })
+    }
+
+    /// Where a decoder starts to have the serial decode's state by the
+    /// sync point `sync`: the sync point before it, or `sync` itself when
+    /// it is the first. A decoder started at a sync point knows nothing of
+    /// what came before (context, addresses, return stack, speculation,
+    /// STM master validity, ITM and STM running state); one whole interval
+    /// between sync points gives it back what the protocols resend there.
+    ///
+    /// ITM is the exception: its cumulative timestamp adds up every local
+    /// timestamp since the start of the stream, so an ITM decoder starts
+    /// at the stream's first sync point.
+    pub fn warm_start(&self, id: u8, sync: TrcIndex) -> TrcIndex {
+        if self.stream(id).is_some_and(|s| s.protocol == "ITM") {
+            return self.syncs_from(id, 0).next().map_or(sync, |e| e.index.min(sync));
+        }
+        match sync.checked_sub(1) {
+            Some(before) => self.sync_at_or_before(id, before).unwrap_or(sync),
+            None => sync,
+        }
     }
 
     /// The byte window of `id` covering timestamps `t0..=t1`.
@@ -96,7 +118,7 @@ impl CaptureIndex {
             return None;
         }
         let end = ts.find(|e| e.value > t1).map_or(self.indexed.end, |e| e.index);
-        let start = self.sync_at_or_before(id, first.index)?;
+        let start = self.warm_start(id, self.sync_at_or_before(id, first.index)?);
         Some(ByteWindow {
             start,
             from: first.index,

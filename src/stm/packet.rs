@@ -2,6 +2,7 @@
 
 use std::fmt::Write as _;
 
+use crate::datapath::TrcIndex;
 use crate::printers::TracePacket;
 
 /// Packet type (OpenCSD's `ocsd_stm_pkt_type`), including the markers for
@@ -140,6 +141,11 @@ pub struct StmPacket {
     /// Payload. As in OpenCSD, the 8, 16, 32 and 64 bit views share
     /// storage: a smaller write leaves the upper bits as they were.
     pub payload: u64,
+    /// For an ASYNC whose first `F` nibble is the high nibble of a byte:
+    /// that byte's index (the packet's listed index may be the next
+    /// byte's, as in OpenCSD). Not listed; a stream index records it so a
+    /// decoder can start there.
+    pub high_nibble_start: Option<TrcIndex>,
 }
 
 impl StmPacket {
@@ -152,6 +158,7 @@ impl StmPacket {
     /// payload persist.
     pub(crate) fn init_next(&mut self) {
         self.err_type = StmPktType::NoErrType;
+        self.high_nibble_start = None;
         self.ts_bits = 0;
         self.marker = false;
         self.has_ts = false;

@@ -97,6 +97,17 @@ pub struct StmProcessor {
     /// with a nibble of its last byte still to read: a packet starting on
     /// that nibble takes this index, as it would have without the wait.
     held_nibble_index: Option<TrcIndex>,
+
+    /// The byte of the held high nibble (`nibble_2nd`).
+    second_at: TrcIndex,
+    /// Where the current nibble is: its byte, and whether it is the high
+    /// nibble.
+    nibble_at: (TrcIndex, bool),
+    /// Where the F nibbles of the sync being counted began.
+    sync_nibble_at: (TrcIndex, bool),
+    /// The next data block's first byte starts with a low nibble that
+    /// belongs before the start: drop it ([`PacketProcessor::start_at_high_nibble`]).
+    skip_low_nibble: bool,
 }
 
 impl StmProcessor {
@@ -136,6 +147,10 @@ impl StmProcessor {
             is_sync: false,
             sync_index: 0,
             held_nibble_index: None,
+            second_at: 0,
+            nibble_at: (0, false),
+            sync_nibble_at: (0, false),
+            skip_low_nibble: false,
         };
         p.init_processor_state();
         p
@@ -193,6 +208,12 @@ impl StmProcessor {
         PktError::header("STM: Unsupported or Reserved STPv2 Header")
     }
 
+    /// For a sync whose first `F` is the high nibble of a byte: that byte.
+    fn sync_high_nibble(&self) -> Option<TrcIndex> {
+        let (at, high) = self.sync_nibble_at;
+        high.then_some(at)
+    }
+
     /// Counts `F` nibbles towards an ASYNC.
     fn check_sync_nibble(&mut self) {
         if self.nibble != 0xf {
@@ -210,6 +231,7 @@ impl StmProcessor {
         self.num_f_nibbles = self.num_f_nibbles.wrapping_add(1);
         if !self.sync_start {
             self.sync_start = true;
+            self.sync_nibble_at = self.nibble_at;
             let back = (self.num_nibbles as i32 - 1) / 2;
             self.sync_index = self.packet_index.wrapping_add(back as TrcIndex);
         }
@@ -221,13 +243,17 @@ impl StmProcessor {
         if self.nibble_2nd_valid {
             self.nibble = self.nibble_2nd;
             self.nibble_2nd_valid = false;
+            self.nibble_at = (self.second_at, true);
         } else if inp.more() {
             let b = inp.data[inp.used];
+            let at = inp.index();
             inp.used += 1;
             self.save_byte(b);
             self.nibble_2nd = b >> 4;
             self.nibble_2nd_valid = true;
+            self.second_at = at;
             self.nibble = b & 0xf;
+            self.nibble_at = (at, false);
         } else {
             return false;
         }
@@ -329,6 +355,7 @@ impl StmProcessor {
             }
         } else {
             self.pkt.set_type(StmPktType::Async, false);
+            self.pkt.high_nibble_start = self.sync_high_nibble();
             self.stream_sync = true;
             self.clear_sync_count();
             self.packet_index = self.sync_index;
@@ -643,6 +670,7 @@ impl StmProcessor {
                     if self.is_sync {
                         self.stream_sync = true;
                         self.pkt.set_type(StmPktType::Async, false);
+                        self.pkt.high_nibble_start = self.sync_high_nibble();
                         self.clear_sync_count();
                         self.send();
                         break;
@@ -702,6 +730,18 @@ impl PacketProcessor for StmProcessor {
     fn process(&mut self, index: TrcIndex, data: &[u8], out: &mut PacketOut<'_, StmPacket>) -> (DatapathResp, usize) {
         self.mon = out.mon.is_some();
         let mut inp = Input::new(data, index);
+        if self.skip_low_nibble && inp.more() {
+            // Starting at a sync point in the high nibble of this byte: the
+            // high nibble is held as it is in a decode from the start, and
+            // the packet starting on it takes the next byte's index, as it
+            // does there.
+            self.skip_low_nibble = false;
+            let b = data[0];
+            inp.used = 1;
+            self.nibble_2nd = b >> 4;
+            self.nibble_2nd_valid = true;
+            self.second_at = index;
+        }
         let mut resp = DatapathResp::Cont;
         while (inp.more() || self.nibble_2nd_valid || self.state == State::SendPkt) && resp.is_cont() {
             let r = match self.state {
@@ -768,6 +808,11 @@ impl PacketProcessor for StmProcessor {
     fn reset(&mut self, _index: TrcIndex) {
         self.init_processor_state();
     }
+
+    fn start_at_high_nibble(&mut self) -> bool {
+        self.skip_low_nibble = true;
+        true
+    }
 }
 
 /// The stream index entries of one STM packet: bad, reserved and
@@ -777,7 +822,9 @@ impl PacketProcessor for StmProcessor {
 fn index_entries_of(p: &crate::stm::StmPacket, emit: &mut dyn FnMut(EntryKind, u64)) {
     use crate::stm::StmPktType as T;
     match p.pkt_type {
-        T::Async => emit(EntryKind::Sync, 0),
+        // A sync starting in a high nibble: where, so a decoder can start
+        // there (see `EntryKind::Sync`).
+        T::Async => emit(EntryKind::Sync, p.high_nibble_start.map_or(0, |b| b << 1 | 1)),
         T::Trig => emit(EntryKind::Trigger, p.payload & 0xff),
         T::M8 => emit(EntryKind::Master, p.master as u64),
         T::C8 | T::C16 => emit(EntryKind::Channel, p.channel as u64),

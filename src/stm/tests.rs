@@ -1,7 +1,7 @@
 //! STM unit tests: hand-built nibble streams, exact packets and elements.
 
 use crate::datapath::{DatapathOp, DatapathResp};
-use crate::decoder::{DecodeMode, Pipeline};
+use crate::decoder::{DecodeMode, Pipeline, TraceComponent};
 use crate::interfaces::TrcDataIn;
 use crate::test_rig::{Rig, feed_ignoring_errors};
 
@@ -552,4 +552,58 @@ fn arbitrary_bytes_never_panic_or_stall() {
         let (_rig, mut p) = stm(decode);
         feed_ignoring_errors(&mut p, &data);
     }
+}
+
+/// Collects stream index entries.
+struct Entries(std::sync::Arc<std::sync::Mutex<Vec<crate::hooks::StreamEntry>>>);
+
+impl crate::hooks::StreamIndexer for Entries {
+    fn entry(&mut self, entry: crate::hooks::StreamEntry) {
+        self.0.lock().unwrap().push(entry);
+    }
+}
+
+#[test]
+fn a_sync_in_a_high_nibble_is_indexed_where_it_starts_and_decoded_from_there() {
+    // An odd number of nibbles before the second ASYNC: its first F is the
+    // high nibble of byte 14; OpenCSD lists it at byte 15.
+    let data = nib(&format!("{ASYNC} F003 141 {ASYNC} F003 141 323 4ab"));
+    let (rig, mut p) = stm(true);
+    let entries = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    p.attach_indexer(Box::new(Entries(entries.clone()))).unwrap();
+    let full = rig.listing(&mut p, &data);
+    let syncs: Vec<(u64, u64)> = entries
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|e| e.kind == crate::hooks::EntryKind::Sync)
+        .map(|e| (e.index, e.value))
+        .collect();
+    // The first at byte 0 (value 0: start there); the second listed at 15,
+    // starting in the high nibble of byte 14.
+    assert_eq!(syncs, [(0, 0), (15, 14 << 1 | 1)]);
+    let elements = |text: &str, from: u64| -> Vec<String> {
+        text.lines()
+            .filter(|l| l.contains("OCSD_GEN_TRC_ELEM_"))
+            .filter(|l| l["Idx:".len()..l.find(';').unwrap()].parse::<u64>().unwrap() >= from)
+            .map(str::to_string)
+            .collect()
+    };
+    // Started at byte 14 in its high nibble: the decoder's NO_SYNC at the
+    // sync point, then exactly the full decode's elements from there.
+    let (rig, mut p) = stm(true);
+    p.start_at_high_nibble().unwrap();
+    rig.feed(&mut p, 14, &data[14..], data.len());
+    rig.eot(&mut p);
+    let window = rig.take();
+    let mut want = vec!["Idx:15; ID:20; OCSD_GEN_TRC_ELEM_NO_SYNC( [init-decoder])".to_string()];
+    want.extend(elements(&full, 15));
+    assert_eq!(want.len(), 3, "{full}");
+    assert_eq!(elements(&window, 0), want, "{window}");
+    // Started at its listed index, byte 15: the sync's first F is lost
+    // and it is not found.
+    let (rig, mut p) = stm(true);
+    rig.feed(&mut p, 15, &data[15..], data.len());
+    rig.eot(&mut p);
+    assert!(!rig.take().contains("ASYNC"));
 }

@@ -321,3 +321,89 @@ fn a_window_past_a_partial_index_is_refused() {
         "{err}"
     );
 }
+
+/// A single-source (unformatted) capture is indexed under its source's
+/// trace ID, the one its elements carry: before, it was indexed as 0x00
+/// and `--id 0x18` was refused with "no sync point".
+#[test]
+fn an_unformatted_capture_keeps_its_trace_id() {
+    let dir = tmp("trc-index-unformatted");
+    let out = Command::new(env!("CARGO_BIN_EXE_trc_gen"))
+        .args([
+            "--protocol",
+            "etmv4",
+            "--seed",
+            "3",
+            "--length",
+            "3000",
+            "--unformatted",
+            "--out",
+        ])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let d = dir.to_str().unwrap();
+    ok(&["build", d]);
+    let show = ok(&["show", d]);
+    assert!(show.contains("single unformatted source"), "{show}");
+    let rows: Vec<&str> = show.lines().filter(|l| l.starts_with("0x")).collect();
+    assert_eq!(rows.len(), 1, "{show}");
+    assert!(rows[0].starts_with("0x18   ETMV4I"), "{show}");
+    let got = ok(&["decode", d, "--id", "0x18", "--from", "1000", "--to", "3000"]);
+    let got: Vec<&str> = got.lines().skip(1).collect();
+    let want = lister_elements(d, "18", 1000, 3000);
+    assert!(want.len() > 100, "{} elements", want.len());
+    assert_eq!(got, want);
+    let out = run(&["decode", d, "--id", "0x0", "--from", "1000", "--to", "3000"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.starts_with("trc_index: trace ID 0x00 is not in the index (its trace IDs: 0x18)"),
+        "{err}"
+    );
+}
+
+/// A window that ends before an ID's first sync point is an empty answer
+/// with a note on stderr and exit status 0, not an error.
+#[test]
+fn a_window_before_the_first_sync_point_is_empty() {
+    let dir = snapshot("trc-index-before-sync");
+    let d = dir.to_str().unwrap();
+    ok(&["build", d]);
+    let first: u64 = ok(&["query", d, "syncs", "--id", "0x3b"])
+        .lines()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(first > 0);
+    let out = run(&["decode", d, "--id", "0x3b", "--from", "0", "--to", &first.to_string()]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), "");
+    assert_eq!(
+        String::from_utf8(out.stderr).unwrap(),
+        format!(
+            "trc_index: ID 0x3b, bytes 0..{first}: the window ends before the trace ID's first sync point \
+             (byte {first}): nothing there can be decoded\n"
+        )
+    );
+    // One byte more reaches the sync point: decoded from there.
+    let got = ok(&[
+        "decode",
+        d,
+        "--id",
+        "0x3b",
+        "--from",
+        "0",
+        "--to",
+        &(first + 1).to_string(),
+    ]);
+    assert!(
+        got.starts_with(&format!(
+            "# ID 0x3b: bytes 0..{}, decoded from the sync point at {first}\n",
+            first + 1
+        )),
+        "{got}"
+    );
+}

@@ -899,6 +899,8 @@ pub fn stm_from_c(c: &OcsdStmPkt) -> StmPacket {
         },
         marker: c.pkt_has_marker != 0,
         payload: c.payload,
+        // Not in OpenCSD's packet (used only by a stream index).
+        high_nibble_start: None,
     }
 }
 

@@ -138,6 +138,9 @@ impl<PP: PacketProcessor> TraceComponent for SharedPipe<PP> {
     fn attach_indexer(&mut self, indexer: Box<dyn StreamIndexer>) -> Result<(), ErrCode> {
         self.pipe.borrow_mut().attach_indexer(indexer)
     }
+    fn start_at_high_nibble(&mut self) -> Result<(), ErrCode> {
+        self.pipe.borrow_mut().start_at_high_nibble()
+    }
 }
 
 struct PipeHandle<PP: PacketProcessor> {
