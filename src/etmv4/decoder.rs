@@ -289,14 +289,21 @@ impl OutStack {
     }
 
     fn send(&mut self, out: &Shared<ElemRouter>, trace_id: u8) -> DatapathResp {
+        self.send_but(out, trace_id, 0)
+    }
+
+    /// Sends the elements waiting but the newest `keep` (which stay to be
+    /// sent, or dropped by a reset, later).
+    fn send_but(&mut self, out: &Shared<ElemRouter>, trace_id: u8, keep: usize) -> DatapathResp {
         let mut resp = DatapathResp::Cont;
-        if self.to_send > 0 {
+        if self.to_send > keep {
+            let count = self.to_send - keep;
             // One call for the run: a sink that takes runs at once (a
             // muted printer) does no work per element.
-            let run = &self.elems[self.send_idx..self.send_idx + self.to_send];
+            let run = &self.elems[self.send_idx..self.send_idx + count];
             let (r, n) = out.borrow_mut().trace_elems_in(trace_id, run);
             resp = r;
-            let n = n.clamp(1, self.to_send);
+            let n = n.clamp(1, count);
             self.send_idx += n;
             self.to_send -= n;
         }
@@ -408,6 +415,11 @@ pub struct EtmV4Decoder {
     /// this one, in the same block of data: memory and classifier cannot
     /// have changed since it was checked.
     in_atom_run: bool,
+    /// The newest elements waiting that the current atom packet made
+    /// before the sink asked to wait while the held ones were sent: sent
+    /// only once the packet's other atoms are committed, so that an error
+    /// there drops them (see `send_held`).
+    held_keep: usize,
     /// End of trace handled (a repeated EOT only sends what is left).
     eot_done: bool,
     /// The atoms of each atom packet header byte, as the packet processor
@@ -476,6 +488,7 @@ impl EtmV4Decoder {
             mem_checked: false,
             fast_ok,
             in_atom_run: false,
+            held_keep: 0,
             eot_done: false,
             no_sync_unreported: false,
         };
@@ -503,6 +516,7 @@ impl EtmV4Decoder {
         self.ret_stack.tinfo_wait_addr = false;
         self.no_sync_unreported = false;
         self.in_atom_run = false;
+        self.held_keep = 0;
     }
 
     fn log(&self, sev: Severity, code: ErrCode, index: Option<TrcIndex>, msg: &str) {
@@ -864,8 +878,11 @@ impl EtmV4Decoder {
     fn resolve_elements(&mut self) -> DatapathResp {
         let mut resp = DatapathResp::Cont;
         loop {
-            if self.out_stack.to_send > 0 {
-                resp = self.out_stack.send(&self.out, self.trace_id);
+            if self.held_keep > 0 && !self.res.pending() {
+                self.held_keep = 0;
+            }
+            if self.out_stack.to_send > self.held_keep {
+                resp = self.out_stack.send_but(&self.out, self.trace_id, self.held_keep);
             } else if self.res.pending() {
                 let mut r = Ok(());
                 if self.res.commit != 0 {
@@ -907,7 +924,11 @@ impl EtmV4Decoder {
     fn commit_elements(&mut self) -> Step {
         let num_req = self.res.commit;
         let mut err_idx = self.index_curr_pkt;
-        self.out_stack.reset();
+        // Elements still waiting (an atom packet's, see `held_keep`) go
+        // out before what this commits.
+        if self.out_stack.to_send == 0 {
+            self.out_stack.reset();
+        }
         let mut context_flush = false;
         while self.res.commit > 0 && !context_flush {
             let Some(front) = self.stack.front() else {
