@@ -289,17 +289,31 @@ impl OutStack {
     }
 
     fn send(&mut self, out: &Shared<ElemRouter>, trace_id: u8) -> DatapathResp {
-        self.send_but(out, trace_id, 0)
+        let mut resp = DatapathResp::Cont;
+        if self.to_send > 0 {
+            // One call for the run: a sink that takes runs at once (a
+            // muted printer) does no work per element.
+            let run = &self.elems[self.send_idx..self.send_idx + self.to_send];
+            let (r, n) = out.borrow_mut().trace_elems_in(trace_id, run);
+            resp = r;
+            let n = n.clamp(1, self.to_send);
+            self.send_idx += n;
+            self.to_send -= n;
+        }
+        if self.to_send == 0 {
+            self.reset();
+        }
+        resp
     }
 
-    /// Sends the elements waiting but the newest `keep` (which stay to be
-    /// sent, or dropped by a reset, later).
+    /// [`send`](Self::send) but for the newest `keep` elements (which stay
+    /// to be sent, or dropped by a reset, later). Apart from `send`: the
+    /// common case keeps nothing.
+    #[inline(never)]
     fn send_but(&mut self, out: &Shared<ElemRouter>, trace_id: u8, keep: usize) -> DatapathResp {
         let mut resp = DatapathResp::Cont;
         if self.to_send > keep {
             let count = self.to_send - keep;
-            // One call for the run: a sink that takes runs at once (a
-            // muted printer) does no work per element.
             let run = &self.elems[self.send_idx..self.send_idx + count];
             let (r, n) = out.borrow_mut().trace_elems_in(trace_id, run);
             resp = r;
@@ -882,11 +896,19 @@ impl EtmV4Decoder {
                 self.held_keep = 0;
             }
             if self.out_stack.to_send > self.held_keep {
-                resp = self.out_stack.send_but(&self.out, self.trace_id, self.held_keep);
+                resp = if self.held_keep == 0 {
+                    self.out_stack.send(&self.out, self.trace_id)
+                } else {
+                    self.out_stack.send_but(&self.out, self.trace_id, self.held_keep)
+                };
             } else if self.res.pending() {
                 let mut r = Ok(());
                 if self.res.commit != 0 {
-                    r = self.commit_elements();
+                    r = if self.held_keep == 0 {
+                        self.commit_elements()
+                    } else {
+                        self.commit_behind_kept()
+                    };
                 }
                 if r.is_ok() && self.res.commit == 0 {
                     if self.res.cancel != 0 {
@@ -922,11 +944,22 @@ impl EtmV4Decoder {
 
     #[inline(always)]
     fn commit_elements(&mut self) -> Step {
+        self.commit_elements_from(true)
+    }
+
+    /// [`commit_elements`](Self::commit_elements) behind the elements of
+    /// an atom packet still waiting (see `held_keep`), which go out first.
+    #[cold]
+    #[inline(never)]
+    fn commit_behind_kept(&mut self) -> Step {
+        self.commit_elements_from(false)
+    }
+
+    #[inline(always)]
+    fn commit_elements_from(&mut self, reset: bool) -> Step {
         let num_req = self.res.commit;
         let mut err_idx = self.index_curr_pkt;
-        // Elements still waiting (an atom packet's, see `held_keep`) go
-        // out before what this commits.
-        if self.out_stack.to_send == 0 {
+        if reset {
             self.out_stack.reset();
         }
         let mut context_flush = false;

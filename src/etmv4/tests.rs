@@ -1236,7 +1236,11 @@ fn atom_packets_taken_as_bytes_decode_as_built_packets() {
                 for (n, (a, b)) in bytes.elems.iter().zip(&other.elems).enumerate() {
                     assert_eq!(a, b, "element {n}, block {block}, waits {waits}, {feed:?}");
                 }
-                assert_eq!(bytes.elems.len(), other.elems.len(), "block {block} waits {waits} {feed:?}");
+                assert_eq!(
+                    bytes.elems.len(),
+                    other.elems.len(),
+                    "block {block} waits {waits} {feed:?}"
+                );
                 assert_eq!(bytes.errors, other.errors, "{feed:?}");
             }
         }

@@ -85,7 +85,9 @@ struct Lines(Shared<Stream>);
 
 impl TrcGenElemIn for Lines {
     fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp {
-        self.0.borrow_mut().push(format!("Idx:{index}; ID:{trace_id:x}; {elem}"));
+        self.0
+            .borrow_mut()
+            .push(format!("Idx:{index}; ID:{trace_id:x}; {elem}"));
         DatapathResp::Cont
     }
 }
@@ -186,8 +188,14 @@ fn check_every_path(dir: &Path) -> Result<usize, String> {
     let (pulled, stopped) = pull(dir);
     let mut paths: Vec<(String, Stream)> = vec![
         ("trc_pkt_lister -decode_only".into(), lister(dir, &["-decode_only"])),
-        ("trc_pkt_lister -decode -threads 1".into(), lister(dir, &["-decode", "-threads", "1"])),
-        ("trc_pkt_lister -decode -threads 2".into(), lister(dir, &["-decode", "-threads", "2"])),
+        (
+            "trc_pkt_lister -decode -threads 1".into(),
+            lister(dir, &["-decode", "-threads", "1"]),
+        ),
+        (
+            "trc_pkt_lister -decode -threads 2".into(),
+            lister(dir, &["-decode", "-threads", "2"]),
+        ),
         (
             "trc_pkt_lister -decode_only -threads 2".into(),
             lister(dir, &["-decode_only", "-threads", "2"]),
@@ -200,12 +208,18 @@ fn check_every_path(dir: &Path) -> Result<usize, String> {
     ];
     for (what, got, want) in index_windows(dir, &reference, stopped)? {
         if let Some(d) = first_difference(&got, &want) {
-            return Err(format!("{}: {what} and trc_pkt_lister -decode differ at {d}", dir.display()));
+            return Err(format!(
+                "{}: {what} and trc_pkt_lister -decode differ at {d}",
+                dir.display()
+            ));
         }
     }
     for (what, got) in paths.drain(..) {
         if let Some(d) = first_difference(&got, &reference) {
-            return Err(format!("{}: {what} and trc_pkt_lister -decode differ at {d}", dir.display()));
+            return Err(format!(
+                "{}: {what} and trc_pkt_lister -decode differ at {d}",
+                dir.display()
+            ));
         }
     }
     Ok(reference.len())
