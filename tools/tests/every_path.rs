@@ -258,7 +258,10 @@ fn run_one(name: &str, mut g: Generated, damage: usize, seed: u64) -> usize {
     let dir = temp_dir(name);
     g.spec.write_to(&dir).unwrap();
     let n = check_every_path(&dir).unwrap_or_else(|e| panic!("{e}"));
-    let _ = std::fs::remove_dir_all(&dir);
+    // EVERY_PATH_KEEP=1 keeps the captures (to give other decoders).
+    if std::env::var_os("EVERY_PATH_KEEP").is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
     n
 }
 
@@ -303,7 +306,8 @@ fn interleaved_etmv4_sources_give_one_stream_on_every_path() {
 
 /// A longer run: `EVERY_PATH_SEEDS=N` captures of 32 interleaved ETMv4
 /// sources (return stack and exceptions on) with one to three damaged
-/// bytes (default 300).
+/// bytes (default 300). `EVERY_PATH_KEEP=1` keeps them in the test
+/// target's `tmp/every_path`.
 #[test]
 #[ignore = "a soak of a few minutes; .ci/run runs it with --ignored"]
 fn every_path_soak() {
@@ -314,6 +318,6 @@ fn every_path_soak() {
     let o = Etmv4Options::default().with("rs", Choice::On).with("exc", Choice::On);
     for seed in 100..100 + n {
         let (g, _) = interleaved::generate(seed, 32, 30, &o).unwrap();
-        run_one("soak", g, 1 + (seed % 3) as usize, seed);
+        run_one(&format!("soak-{seed}"), g, 1 + (seed % 3) as usize, seed);
     }
 }
