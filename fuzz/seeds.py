@@ -7,7 +7,7 @@ OUT_DIR defaults to fuzz/corpus; snapshot directories default to the
 project's snapshots/*. Each snapshot gives, in the layout of
 fuzz/src/lib.rs: one seed per trace source for its protocol's target
 (flags, image base, registers, trace), its trace buffer for the
-deformatter target, and its .ini files for the snapshot target. The ELF
+deformatter target (and, formatted, as it is for the paths target), and its .ini files for the snapshot target. The ELF
 target gets small hand-made ELF files. Corpora are not committed.
 """
 
@@ -83,6 +83,9 @@ def snapshot_seeds(out, ss):
         fbits = {"source_data": 0, "coresight": 1, "dstream_coresight": 3}.get(fmt, 0)
         if fbits:
             write(out, "deformatter", f"{tag}-{n}", bytes([fbits & 3, 0]) + b"\xff" * 16 + trace)
+            # Formatted trace as it is, for the every-path target.
+            if fbits == 1:
+                write(out, "paths", f"{tag}-{n}", trace)
             write(out, "deformatter", f"{tag}-{n}-raw", bytes([fbits & 3, 7]) + b"\xff" * 16 + trace)
         for src, b in meta.items("source_buffers"):
             if b != buf["name"] or src not in devices:

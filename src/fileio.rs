@@ -3,7 +3,7 @@
 //! Shared by the snapshot loader and the memory accessors, which report a
 //! problem with a file each in their own error type.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Why a file could not be read: in words, with the kind of I/O error.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -45,6 +45,26 @@ pub(crate) fn io_words(e: &std::io::Error) -> String {
 pub(crate) fn read_regular_file(path: &Path) -> Result<Vec<u8>, FileProblem> {
     check_regular_file(path)?;
     std::fs::read(path).map_err(|e| FileProblem::io(&e))
+}
+
+/// Reads `paths` one after another into one buffer, allocated once at the
+/// files' total size: a capture in several files is held once, not
+/// copied as it grows. The error names the file that could not be read.
+pub(crate) fn read_concatenated(paths: &[PathBuf]) -> Result<Vec<u8>, (PathBuf, std::io::Error)> {
+    use std::io::Read;
+    let mut total = 0usize;
+    for p in paths {
+        let len = std::fs::metadata(p).map_err(|e| (p.clone(), e))?.len();
+        total = total.saturating_add(usize::try_from(len).unwrap_or(usize::MAX));
+    }
+    let mut data = Vec::new();
+    data.try_reserve_exact(total)
+        .map_err(|e| (paths.first().cloned().unwrap_or_default(), std::io::Error::other(e)))?;
+    for p in paths {
+        let mut f = std::fs::File::open(p).map_err(|e| (p.clone(), e))?;
+        f.read_to_end(&mut data).map_err(|e| (p.clone(), e))?;
+    }
+    Ok(data)
 }
 
 /// Checks that `path` names a regular file, without reading it; returns

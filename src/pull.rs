@@ -395,15 +395,9 @@ impl Trace {
             None => ss.buffers.first().map(|b| b.name.as_str()).ok_or(Error::NoBuffer)?,
         };
         let info = ss.buffer(name).ok_or_else(|| no_such_buffer(ss, name))?;
-        let mut data = Vec::new();
-        for path in ss.buffer_paths(info) {
-            match std::fs::read(&path) {
-                // The first file's bytes become the capture: no second copy.
-                Ok(d) if data.is_empty() => data = d,
-                Ok(mut d) => data.append(&mut d),
-                Err(source) => return Err(Error::Io { path, source }),
-            }
-        }
+        // One buffer of the files' total size: the capture is held once.
+        let mut data = crate::fileio::read_concatenated(&ss.buffer_paths(info))
+            .map_err(|(path, source)| Error::Io { path, source })?;
         if info.has_dstream_footers() {
             crate::dstream::strip_footers(&mut data);
         }

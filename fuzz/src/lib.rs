@@ -642,3 +642,159 @@ pub fn run_perf_data(data: &[u8]) {
         Err(e) => assert!(e.offset() <= data.len() as u64, "{e}"),
     }
 }
+
+/// Collects elements as the lister prints them (`Idx:N; ID:H; ELEMENT`),
+/// answering WAIT to every `wait_every`-th when non-zero.
+struct Lines {
+    out: coresight_decode::logger::Shared<Vec<String>>,
+    wait_every: u32,
+    calls: u32,
+}
+
+impl TrcGenElemIn for Lines {
+    fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp {
+        self.out
+            .borrow_mut()
+            .push(format!("Idx:{index}; ID:{trace_id:x}; {elem}"));
+        self.calls += 1;
+        if self.wait_every != 0 && self.calls.is_multiple_of(self.wait_every) {
+            DatapathResp::Wait
+        } else {
+            DatapathResp::Cont
+        }
+    }
+}
+
+/// The fixed configuration of [`run_paths`]: two ETMv4 sources on an A64
+/// core in CoreSight frames, trace IDs 0x10 (return stack on) and 0x11
+/// (cycle counts and branch broadcast), sharing [`memory_image`] at 0.
+fn paths_tree() -> DecodeTree {
+    let mut tree = DecodeTree::new(
+        SourceFormat::Formatted(DeformatterConfig::mem_aligned()),
+        DecodeMode::FullDecode,
+    );
+    for (id, configr) in [(0x10u64, 0x1000u64), (0x11, 0x0019)] {
+        let regs = [
+            ("TRCCONFIGR", configr),
+            ("TRCTRACEIDR", id),
+            ("TRCIDR0", 0x2800_0ea1),
+            ("TRCIDR1", 0x4100_f403),
+            ("TRCIDR2", 0x0000_0488),
+            ("TRCIDR8", 0),
+            ("TRCIDR9", 0),
+            ("TRCIDR10", 0),
+            ("TRCIDR11", 0),
+            ("TRCIDR12", 0),
+            ("TRCIDR13", 0),
+        ];
+        let cfg = SourceConfig {
+            name: format!("etm_{id:x}"),
+            device_type: "ETM4.4".into(),
+            regs: regs.iter().map(|(n, v)| (n.to_string(), *v)).collect(),
+            core: Some(CoreConfig {
+                name: format!("cpu_{id:x}"),
+                core_type: "Cortex-A72".into(),
+                profile: ArchProfile::from_core_name("Cortex-A72").unwrap_or_default(),
+            }),
+        };
+        tree.create_decoder("ETMV4I", &cfg).expect("fixed ETMv4 configuration");
+    }
+    if let Some(mapper) = tree.mem_mapper()
+        && let Ok(acc) = BufferAccessor::new(0, memory_image(), MemSpace::ANY)
+    {
+        let _ = mapper.borrow_mut().add_accessor(Box::new(acc));
+    }
+    tree
+}
+
+/// One way of decoding `data` with the fixed configuration: a packet
+/// monitor on each source or none, the bytes in blocks of `block`, the
+/// sink waiting on every `wait_every`-th element (0: never).
+fn push_path(data: &[u8], monitor: bool, block: usize, wait_every: u32) -> Vec<String> {
+    let mut tree = paths_tree();
+    if monitor {
+        for id in [0x10, 0x11] {
+            let _ = tree.attach_packet_printer(id, shared(MsgLogger::none()), true, 0);
+        }
+    }
+    let out = shared(Vec::new());
+    tree.set_gen_elem_out(Box::new(Lines {
+        out: out.clone(),
+        wait_every,
+        calls: 0,
+    }));
+    let mut at = 0;
+    while at < data.len() {
+        let end = data.len().min(at + block);
+        let mut piece = &data[at..end];
+        let mut index = at;
+        // Each block through the whole loop (waits, end of trace only at
+        // the last).
+        while !piece.is_empty() {
+            let (mut r, used) = tree.trace_data_in(DatapathOp::Data, index as TrcIndex, piece);
+            let mut flushes = 0;
+            while r.is_wait() && flushes < 100_000 {
+                r = tree.trace_data_in(DatapathOp::Flush, 0, &[]).0;
+                flushes += 1;
+            }
+            if r.is_fatal() || (used == 0 && r.is_cont()) {
+                drop(tree);
+                return std::mem::take(&mut *out.borrow_mut());
+            }
+            piece = &piece[used.min(piece.len())..];
+            index += used;
+        }
+        at = end;
+    }
+    let mut r = tree.trace_data_in(DatapathOp::Eot, data.len() as TrcIndex, &[]).0;
+    let mut rounds = 0;
+    while r.is_wait() && rounds < 100_000 {
+        rounds += 1;
+        r = tree.trace_data_in(DatapathOp::Flush, 0, &[]).0;
+        if r.is_cont() {
+            r = tree.trace_data_in(DatapathOp::Eot, data.len() as TrcIndex, &[]).0;
+        }
+    }
+    drop(tree);
+    std::mem::take(&mut *out.borrow_mut())
+}
+
+/// The pull API's elements of `data` with the fixed configuration, up to
+/// the error that stops it, if any.
+fn pull_path(data: &[u8]) -> Vec<String> {
+    let mut dec = coresight_decode::Decoder::new(paths_tree());
+    dec.decode(data).map_while(Result::ok).map(|d| d.to_string()).collect()
+}
+
+/// The differential target: arbitrary bytes as a formatted capture of two
+/// ETMv4 sources (see `paths_tree`), decoded on every in-process path —
+/// with and without packet monitors, whole and in odd-sized blocks, with
+/// a sink that waits, and through the pull API — must give one element
+/// stream. Panics with the first difference.
+pub fn run_paths(data: &[u8]) {
+    let reference = push_path(data, true, usize::MAX, 0);
+    let others = [
+        ("no monitor", push_path(data, false, usize::MAX, 0)),
+        ("no monitor, 7-byte blocks", push_path(data, false, 7, 0)),
+        ("monitor, 16-byte blocks", push_path(data, true, 16, 0)),
+        ("no monitor, sink waits", push_path(data, false, usize::MAX, 3)),
+        ("pull API", pull_path(data)),
+    ];
+    for (what, got) in &others {
+        if let Some(i) = (0..reference.len().max(got.len())).find(|&i| reference.get(i) != got.get(i)) {
+            let show = |s: &[String]| {
+                (i.saturating_sub(2)..(i + 3).min(s.len()))
+                    .map(|k| format!("  {}{}", if k == i { "> " } else { "  " }, s[k]))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            };
+            panic!(
+                "{what} differs from the monitor's path at element {i} ({} and {}):\n{}\n---\n{}",
+                got.len(),
+                reference.len(),
+                show(got),
+                show(&reference)
+            );
+        }
+    }
+}

@@ -17,6 +17,7 @@ pub mod etmv4;
 pub mod execution;
 pub mod flow;
 pub mod formatter;
+pub mod interleaved;
 pub mod itm;
 pub mod perf_data;
 pub mod ptm;

@@ -306,6 +306,27 @@ impl OutStack {
         }
         resp
     }
+
+    /// [`send`](Self::send) but for the newest `keep` elements (which stay
+    /// to be sent, or dropped by a reset, later). Apart from `send`: the
+    /// common case keeps nothing.
+    #[inline(never)]
+    fn send_but(&mut self, out: &Shared<ElemRouter>, trace_id: u8, keep: usize) -> DatapathResp {
+        let mut resp = DatapathResp::Cont;
+        if self.to_send > keep {
+            let count = self.to_send - keep;
+            let run = &self.elems[self.send_idx..self.send_idx + count];
+            let (r, n) = out.borrow_mut().trace_elems_in(trace_id, run);
+            resp = r;
+            let n = n.clamp(1, count);
+            self.send_idx += n;
+            self.to_send -= n;
+        }
+        if self.to_send == 0 {
+            self.reset();
+        }
+        resp
+    }
 }
 
 /// The most speculative P0 elements the decoder holds. TRCIDR8.MAXSPEC
@@ -409,6 +430,11 @@ pub struct EtmV4Decoder {
     /// this one, in the same block of data: memory and classifier cannot
     /// have changed since it was checked.
     in_atom_run: bool,
+    /// The newest elements waiting that the current atom packet made
+    /// before the sink asked to wait while the held ones were sent: sent
+    /// only once the packet's other atoms are committed, so that an error
+    /// there drops them (see `send_held`).
+    held_keep: usize,
     /// End of trace handled (a repeated EOT only sends what is left).
     eot_done: bool,
     /// The atoms of each atom packet header byte, as the packet processor
@@ -477,6 +503,7 @@ impl EtmV4Decoder {
             mem_checked: false,
             fast_ok,
             in_atom_run: false,
+            held_keep: 0,
             eot_done: false,
             no_sync_unreported: false,
         };
@@ -504,6 +531,7 @@ impl EtmV4Decoder {
         self.ret_stack.tinfo_wait_addr = false;
         self.no_sync_unreported = false;
         self.in_atom_run = false;
+        self.held_keep = 0;
     }
 
     fn log(&self, sev: Severity, code: ErrCode, index: Option<TrcIndex>, msg: &str) {
@@ -865,12 +893,23 @@ impl EtmV4Decoder {
     fn resolve_elements(&mut self) -> DatapathResp {
         let mut resp = DatapathResp::Cont;
         loop {
-            if self.out_stack.to_send > 0 {
-                resp = self.out_stack.send(&self.out, self.trace_id);
+            if self.held_keep > 0 && !self.res.pending() {
+                self.held_keep = 0;
+            }
+            if self.out_stack.to_send > self.held_keep {
+                resp = if self.held_keep == 0 {
+                    self.out_stack.send(&self.out, self.trace_id)
+                } else {
+                    self.out_stack.send_but(&self.out, self.trace_id, self.held_keep)
+                };
             } else if self.res.pending() {
                 let mut r = Ok(());
                 if self.res.commit != 0 {
-                    r = self.commit_elements();
+                    r = if self.held_keep == 0 {
+                        self.commit_elements()
+                    } else {
+                        self.commit_behind_kept()
+                    };
                 }
                 if r.is_ok() && self.res.commit == 0 {
                     if self.res.cancel != 0 {
@@ -906,9 +945,24 @@ impl EtmV4Decoder {
 
     #[inline(always)]
     fn commit_elements(&mut self) -> Step {
+        self.commit_elements_from(true)
+    }
+
+    /// [`commit_elements`](Self::commit_elements) behind the elements of
+    /// an atom packet still waiting (see `held_keep`), which go out first.
+    #[cold]
+    #[inline(never)]
+    fn commit_behind_kept(&mut self) -> Step {
+        self.commit_elements_from(false)
+    }
+
+    #[inline(always)]
+    fn commit_elements_from(&mut self, reset: bool) -> Step {
         let num_req = self.res.commit;
         let mut err_idx = self.index_curr_pkt;
-        self.out_stack.reset();
+        if reset {
+            self.out_stack.reset();
+        }
         let mut context_flush = false;
         while self.res.commit > 0 && !context_flush {
             let Some(front) = self.stack.front() else {

@@ -569,7 +569,7 @@ pub(crate) fn decode(
     options: DecoderOptions,
     waits: u32,
 ) -> DecodeRun {
-    decode_as(cfg, images, trace, options, waits, false, usize::MAX)
+    decode_as(cfg, images, trace, options, waits, Feed::Bytes, usize::MAX)
 }
 
 /// A decoder that is given every packet built: it does not take atom
@@ -585,15 +585,33 @@ impl PktDataIn<EtmV4Packet> for Built {
     }
 }
 
-/// [`decode`], given `block` bytes at a time; with `built`, the decoder
-/// is given every packet built rather than atom packets as bytes.
+/// How the decoder is given atom packets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Feed {
+    /// As bytes, several held and sent together (no monitor).
+    Bytes,
+    /// Each packet built, several held and sent together.
+    Built,
+    /// Each packet built, its elements sent after it: a packet monitor is
+    /// attached (as `trc_pkt_lister -decode` does).
+    Monitor,
+}
+
+/// A packet monitor that ignores what it sees.
+struct NoMon;
+
+impl PktRawDataMon<EtmV4Packet> for NoMon {
+    fn raw_packet_data_mon(&mut self, _: DatapathOp, _: TrcIndex, _: Option<&EtmV4Packet>, _: &[u8]) {}
+}
+
+/// [`decode`], given `block` bytes at a time, atom packets as `feed` says.
 fn decode_as(
     cfg: EtmV4Config,
     images: &[(u64, Vec<u8>)],
     trace: &[u8],
     options: DecoderOptions,
     waits: u32,
-    built: bool,
+    feed: Feed,
     block: usize,
 ) -> DecodeRun {
     let mut mapper = MemAccMapper::default();
@@ -619,15 +637,15 @@ fn decode_as(
         options,
     };
     let mut comp = create_component("ETMV4I", cfg.clone(), &ctx);
-    if built {
+    if feed != Feed::Bytes {
         let dec: Box<dyn PktDataIn<EtmV4Packet>> = Box::new(decoder::EtmV4Decoder::new(cfg.clone(), &ctx));
         let err = ctx.packet_processor_err_link("PKTP_ETMV4I");
         let proc = EtmV4PktProc::new(cfg, Some(err));
-        comp = Box::new(crate::decoder::Pipeline::new(
-            "ETMV4I",
-            proc,
-            Some(Box::new(Built(dec))),
-        ));
+        let mut p = crate::decoder::Pipeline::new("ETMV4I", proc, Some(Box::new(Built(dec))));
+        if feed == Feed::Monitor {
+            p.set_monitor(Some(Box::new(NoMon)));
+        }
+        comp = Box::new(p);
     }
     let mut done = 0;
     while done < trace.len() {
@@ -1154,11 +1172,14 @@ fn maximal_speculation_depth_and_trace_info_spec_field_stay_bounded() {
 fn atom_packets_taken_as_bytes_decode_as_built_packets() {
     // The decoder takes runs of atom packets straight from their bytes
     // (with no packet monitor attached); a decoder that does not is sent
-    // each packet built. Both must give the same elements and errors: over
-    // loops,
-    // calls, returns (with and without the return stack), blocks not yet
-    // walked, unmapped addresses, runs past the held-element limit, atoms
-    // after an indirect branch, stray bytes, split blocks and waits.
+    // each packet built; with a packet monitor each packet's elements are
+    // sent after it (as in OpenCSD). All must give the same elements and
+    // errors: over loops, calls, returns (with and without the return
+    // stack), blocks not yet walked, unmapped addresses, runs past the
+    // held-element limit, atoms after an indirect branch, stray bytes,
+    // split blocks and waits. (A return-stack overflow in a packet after
+    // held ones once let the packet's first ranges out without a monitor,
+    // where the monitor's path and OpenCSD drop them with the reset.)
     let program = a64(&[
         NOP,         // 0x1000
         0x54ff_ffe1, // 0x1004 b.ne 0x1000
@@ -1197,25 +1218,32 @@ fn atom_packets_taken_as_bytes_decode_as_built_packets() {
     rs.configr |= 1 << 12;
     for cfg in [cfg_dec(), rs] {
         for (block, waits) in [(usize::MAX, 0), (1, 0), (7, 3), (4096, 100_000)] {
-            let run = |built| {
+            let run = |feed| {
                 decode_as(
                     cfg.clone(),
                     &[(0x1000, program.clone())],
                     &t,
                     DecoderOptions::default(),
                     waits,
-                    built,
+                    feed,
                     block,
                 )
             };
-            let (bytes, built) = (run(false), run(true));
+            let bytes = run(Feed::Bytes);
             let ranges = bytes.elems.iter().filter(|e| e.contains("INSTR_RANGE")).count();
             assert!(ranges > 5_000, "{ranges} ranges");
-            assert_eq!(bytes.elems.len(), built.elems.len(), "block {block} waits {waits}");
-            for (n, (a, b)) in bytes.elems.iter().zip(&built.elems).enumerate() {
-                assert_eq!(a, b, "element {n}, block {block}, waits {waits}");
+            for feed in [Feed::Built, Feed::Monitor] {
+                let other = run(feed);
+                for (n, (a, b)) in bytes.elems.iter().zip(&other.elems).enumerate() {
+                    assert_eq!(a, b, "element {n}, block {block}, waits {waits}, {feed:?}");
+                }
+                assert_eq!(
+                    bytes.elems.len(),
+                    other.elems.len(),
+                    "block {block} waits {waits} {feed:?}"
+                );
+                assert_eq!(bytes.errors, other.errors, "{feed:?}");
             }
-            assert_eq!(bytes.errors, built.errors);
         }
     }
 }

@@ -171,19 +171,8 @@ impl Capture {
             })?
             .clone();
         let paths = snapshot.buffer_paths(&info);
-        let mut data = Vec::new();
-        for p in &paths {
-            let bytes = std::fs::read(p).map_err(|source| Error::Io {
-                path: p.clone(),
-                source,
-            })?;
-            // The first file's bytes become the capture: no second copy.
-            if data.is_empty() {
-                data = bytes;
-            } else {
-                data.extend_from_slice(&bytes);
-            }
-        }
+        // One buffer of the files' total size: the capture is held once.
+        let mut data = crate::fileio::read_concatenated(&paths).map_err(|(path, source)| Error::Io { path, source })?;
         if info.has_dstream_footers() {
             crate::dstream::strip_footers(&mut data);
         }

@@ -169,7 +169,7 @@ impl EtmV4Decoder {
             self.out_stack.reset();
             self.commit_addresses();
         } else if !(self.commit_atoms_fast(&mut atoms, index) && atoms.num == 0)
-            && let Err(resp) = self.send_held(atoms, num_req)
+            && let Err(resp) = self.send_held(atoms, num_req, (pkt_atoms.num - atoms.num) as usize)
         {
             return resp;
         }
@@ -191,13 +191,19 @@ impl EtmV4Decoder {
     /// Elements held from earlier atom packets, when the current one needs
     /// more than the fast path (which cannot fail) to commit `atoms` of its
     /// `num_req`: the rest needs the general walk, whose errors reset the
-    /// output, so what is held is sent first.
-    pub(super) fn send_held(&mut self, atoms: Atoms, num_req: i64) -> Result<(), DatapathResp> {
-        while self.out_stack.to_send > 0 {
-            let resp = self.out_stack.send(&self.out, self.trace_id);
+    /// output, so what is held is sent first. The newest `made`, the
+    /// current packet's atoms the fast path committed, stay: an error later
+    /// in the packet drops them, as it drops the elements of a packet not
+    /// yet sent when each packet's elements are sent after it (a packet
+    /// monitor attached, and OpenCSD).
+    pub(super) fn send_held(&mut self, atoms: Atoms, num_req: i64, made: usize) -> Result<(), DatapathResp> {
+        while self.out_stack.to_send > made {
+            let resp = self.out_stack.send_but(&self.out, self.trace_id, made);
             if !resp.is_cont() {
                 // The sink waits: the atoms left are committed from the
-                // stack at the flush, as any resolution would be.
+                // stack at the flush, as any resolution would be, before
+                // the packet's elements are sent.
+                self.held_keep = made;
                 self.curr_spec_depth -= num_req - atoms.num as i64;
                 self.stack.push_back(P0Elem {
                     atoms,
@@ -407,7 +413,7 @@ impl EtmV4Decoder {
             // after held elements sends them first.
             let first_of_call = made == m as usize;
             if !(started_empty && first_of_call)
-                && let Err(resp) = self.send_held(left, num_req)
+                && let Err(resp) = self.send_held(left, num_req, m as usize)
             {
                 return Some(resp);
             }

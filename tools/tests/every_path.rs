@@ -1,0 +1,323 @@
+//! One element stream on every path. Generated captures of every protocol
+//! (one source, and many ETMv4 sources interleaved in frames), clean and
+//! with damaged bytes, decoded by `trc_pkt_lister -decode` (a packet
+//! monitor attached), `-decode_only`, both with one and two threads,
+//! `trc_decode` (text), the pull API, the push tree with a packet monitor
+//! and without, and an index window from each stream's first sync point:
+//! each must give the same elements (index, trace ID, element text) in the
+//! same order. A failure prints the first difference with the lines
+//! around it.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use coresight_decode::Trace;
+use coresight_decode::datapath::{DatapathResp, TrcIndex};
+use coresight_decode::decoder::DecodeMode;
+use coresight_decode::element::TraceElement;
+use coresight_decode::index::build::Capture;
+use coresight_decode::index::{IndexOptions, Window, decode_window};
+use coresight_decode::interfaces::TrcGenElemIn;
+use coresight_decode::logger::{MsgLogger, Shared, shared};
+use coresight_decode::snapshot::Snapshot;
+use coresight_generator::etmv4::{Choice, Etmv4Options};
+use coresight_generator::{BufferLayout, GenOptions, GenProtocol, Generated, Rng, generate, interleaved};
+use coresight_tools::lister;
+
+/// One element as the listing prints it: `Idx:N; ID:H; ELEMENT`.
+type Stream = Vec<String>;
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("every_path").join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// The element lines of a listing: packet lines have a tab, element lines
+/// none. An error message has no line break of its own (as in OpenCSD), so
+/// the line after it starts inside its line.
+fn element_lines(text: &str) -> Stream {
+    text.lines()
+        .filter_map(|l| l.find("Idx:").map(|at| &l[at..]))
+        .filter(|l| !l.contains('\t'))
+        .map(str::to_string)
+        .collect()
+}
+
+fn lister(dir: &Path, extra: &[&str]) -> Stream {
+    let out = shared(MsgLogger::capture());
+    let mut argv: Vec<String> = ["trc_pkt_lister", "-ss_dir", dir.to_str().unwrap(), "-no_time_print"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    argv.extend(extra.iter().map(|s| s.to_string()));
+    lister::run(&argv, &|_| None, out.clone());
+    let text = out.borrow_mut().take_captured();
+    element_lines(&text)
+}
+
+fn trc_decode(dir: &Path, extra: &[&str]) -> Stream {
+    let out = Command::new(env!("CARGO_BIN_EXE_trc_decode"))
+        .arg(dir)
+        .args(["--format", "text"])
+        .args(extra)
+        .output()
+        .unwrap();
+    element_lines(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// The pull API's elements, and whether the decode stopped on an error
+/// (after giving its elements).
+fn pull(dir: &Path) -> (Stream, bool) {
+    let mut trace = Trace::open(dir).unwrap();
+    let mut out = Vec::new();
+    for d in trace.elements() {
+        match d {
+            Ok(d) => out.push(d.to_string()),
+            Err(_) => return (out, true),
+        }
+    }
+    (out, false)
+}
+
+struct Lines(Shared<Stream>);
+
+impl TrcGenElemIn for Lines {
+    fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp {
+        self.0
+            .borrow_mut()
+            .push(format!("Idx:{index}; ID:{trace_id:x}; {elem}"));
+        DatapathResp::Cont
+    }
+}
+
+/// The push tree of the snapshot's first buffer, with a packet printer as
+/// monitor on every source or none.
+fn push(dir: &Path, monitor: bool) -> Stream {
+    let ss = Snapshot::load(dir).unwrap();
+    let data = Trace::from_snapshot(&ss, None).unwrap().data().to_vec();
+    let buffer = ss.buffers[0].name.clone();
+    let mut tree = ss.build_tree(&buffer, DecodeMode::FullDecode, |_| {}).unwrap();
+    if monitor {
+        let ids: Vec<u8> = tree.elements().map(|(id, _)| id).collect();
+        let sink = shared(MsgLogger::capture());
+        for id in ids {
+            tree.attach_packet_printer(id, sink.clone(), true, 0).unwrap();
+        }
+    }
+    let got = shared(Vec::new());
+    tree.set_gen_elem_out(Box::new(Lines(got.clone())));
+    let _ = tree.push_all(&data);
+    drop(tree);
+    got.borrow().clone()
+}
+
+/// Each stream decoded from one byte past its first indexed sync point to
+/// the end, through the index: what the full decode gives there (nothing
+/// crosses the first sync point), as lines of `full` of that ID from the
+/// same index on.
+/// A decode stopped by a fatal error (`stopped`) has no window to compare.
+fn index_windows(dir: &Path, full: &Stream, stopped: bool) -> Result<Vec<(String, Stream, Stream)>, String> {
+    let cap = Capture::load(dir, None).unwrap();
+    let ix = cap.index(&IndexOptions::default()).unwrap();
+    let mut out = Vec::new();
+    for s in &ix.streams {
+        let Some(first) = ix.syncs_from(s.id, 0).next().map(|e| e.index) else {
+            continue;
+        };
+        let from = first + 1;
+        let to = cap.data.len() as TrcIndex;
+        if from >= to {
+            continue;
+        }
+        let tree = cap.tree(DecodeMode::FullDecode, |_| {}).unwrap();
+        let w = match decode_window(&ix, &cap.data, s.id, Window::Bytes { from, to }, tree) {
+            Ok(w) => w,
+            Err(_) if stopped => return Ok(Vec::new()),
+            Err(e) => return Err(format!("{}: index window of ID {:#x}: {e}", dir.display(), s.id)),
+        };
+        let got: Stream = w
+            .elements
+            .iter()
+            .map(|(i, id, e)| format!("Idx:{i}; ID:{id:x}; {e}"))
+            .collect();
+        let want: Stream = full
+            .iter()
+            .filter(|l| {
+                let (i, id) = idx_id(l);
+                // An unformatted capture's one stream is indexed as ID 0.
+                (id == s.id || s.id == 0) && i >= from && !l.contains("OCSD_GEN_TRC_ELEM_EO_TRACE")
+            })
+            .cloned()
+            .collect();
+        out.push((format!("index window of ID {:#x} from {from}", s.id), got, want));
+    }
+    Ok(out)
+}
+
+fn idx_id(line: &str) -> (u64, u8) {
+    let rest = line.strip_prefix("Idx:").unwrap_or("");
+    let (i, rest) = rest.split_once("; ID:").unwrap_or(("0", "0;"));
+    let id = rest.split(';').next().unwrap_or("0");
+    (i.parse().unwrap_or(0), u8::from_str_radix(id, 16).unwrap_or(0))
+}
+
+/// The first difference of two streams, with two lines of context.
+fn first_difference(a: &Stream, b: &Stream) -> Option<String> {
+    let i = (0..a.len().max(b.len())).find(|&i| a.get(i) != b.get(i))?;
+    let show = |s: &Stream| {
+        (i.saturating_sub(2)..(i + 3).min(s.len()))
+            .map(|k| format!("  {}{}", if k == i { "> " } else { "  " }, s[k]))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    Some(format!(
+        "element {i} (of {} and {}):\n{}\n---\n{}",
+        a.len(),
+        b.len(),
+        show(a),
+        show(b)
+    ))
+}
+
+/// Decodes `dir` on every path; the error names the first path that
+/// differs from the lister's `-decode` and shows where.
+fn check_every_path(dir: &Path) -> Result<usize, String> {
+    let reference = lister(dir, &["-decode"]);
+    let (pulled, stopped) = pull(dir);
+    let mut paths: Vec<(String, Stream)> = vec![
+        ("trc_pkt_lister -decode_only".into(), lister(dir, &["-decode_only"])),
+        (
+            "trc_pkt_lister -decode -threads 1".into(),
+            lister(dir, &["-decode", "-threads", "1"]),
+        ),
+        (
+            "trc_pkt_lister -decode -threads 2".into(),
+            lister(dir, &["-decode", "-threads", "2"]),
+        ),
+        (
+            "trc_pkt_lister -decode_only -threads 2".into(),
+            lister(dir, &["-decode_only", "-threads", "2"]),
+        ),
+        ("trc_decode".into(), trc_decode(dir, &[])),
+        ("trc_decode --threads 2".into(), trc_decode(dir, &["--threads", "2"])),
+        ("pull API".into(), pulled),
+        ("push tree with a packet monitor".into(), push(dir, true)),
+        ("push tree".into(), push(dir, false)),
+    ];
+    for (what, got, want) in index_windows(dir, &reference, stopped)? {
+        if let Some(d) = first_difference(&got, &want) {
+            return Err(format!(
+                "{}: {what} and trc_pkt_lister -decode differ at {d}",
+                dir.display()
+            ));
+        }
+    }
+    for (what, got) in paths.drain(..) {
+        if let Some(d) = first_difference(&got, &reference) {
+            return Err(format!(
+                "{}: {what} and trc_pkt_lister -decode differ at {d}",
+                dir.display()
+            ));
+        }
+    }
+    Ok(reference.len())
+}
+
+/// Damages `g`'s buffer: a few bytes changed, whole frames kept.
+fn damage_bytes(g: &mut Generated, rng: &mut Rng, bytes: usize) {
+    for b in &mut g.spec.buffers {
+        if b.data.is_empty() {
+            continue;
+        }
+        for _ in 0..bytes {
+            let at = rng.below(b.data.len() as u64) as usize;
+            b.data[at] = rng.next_u64() as u8;
+        }
+    }
+}
+
+fn protocols() -> Vec<GenProtocol> {
+    vec![
+        GenProtocol::Etmv4,
+        GenProtocol::Etmv4M,
+        GenProtocol::Ete(Default::default()),
+        GenProtocol::Ptm(Default::default()),
+        GenProtocol::Etmv3(Default::default()),
+        GenProtocol::Tc2,
+        GenProtocol::Stm,
+        GenProtocol::Itm,
+    ]
+}
+
+fn run_one(name: &str, mut g: Generated, damage: usize, seed: u64) -> usize {
+    if damage > 0 {
+        damage_bytes(&mut g, &mut Rng::new(seed ^ 0xd0d0), damage);
+    }
+    let dir = temp_dir(name);
+    g.spec.write_to(&dir).unwrap();
+    let n = check_every_path(&dir).unwrap_or_else(|e| panic!("{e}"));
+    // EVERY_PATH_KEEP=1 keeps the captures (to give other decoders).
+    if std::env::var_os("EVERY_PATH_KEEP").is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    n
+}
+
+#[test]
+fn every_protocol_gives_one_stream_on_every_path() {
+    let mut elements = 0;
+    for p in protocols() {
+        for seed in 1..4u64 {
+            let layout = if seed == 2 && !matches!(p, GenProtocol::Tc2) {
+                BufferLayout::Unformatted
+            } else {
+                BufferLayout::Formatted
+            };
+            for damage in [0, 1, 3] {
+                let g = generate(&GenOptions {
+                    seed,
+                    protocol: p,
+                    layout,
+                    length: 80,
+                });
+                let name = format!("{}-{seed}-{damage}", p.name());
+                elements += run_one(&name, g, damage, seed);
+            }
+        }
+    }
+    assert!(elements > 5000, "only {elements} elements decoded");
+}
+
+#[test]
+fn interleaved_etmv4_sources_give_one_stream_on_every_path() {
+    let rs = Etmv4Options::default().with("rs", Choice::On).with("exc", Choice::On);
+    let mut elements = 0;
+    for seed in 1..4u64 {
+        for damage in [0, 1, 2] {
+            let (g, truths) = interleaved::generate(seed, 32, 40, &rs).unwrap();
+            assert_eq!(truths.len(), 32);
+            elements += run_one(&format!("etmv4x32-{seed}-{damage}"), g, damage, seed);
+        }
+    }
+    assert!(elements > 5000, "only {elements} elements decoded");
+}
+
+/// A longer run: `EVERY_PATH_SEEDS=N` captures of 32 interleaved ETMv4
+/// sources (return stack and exceptions on) with one to three damaged
+/// bytes (default 300). `EVERY_PATH_KEEP=1` keeps them in the test
+/// target's `tmp/every_path`.
+#[test]
+#[ignore = "a soak of a few minutes; .ci/run runs it with --ignored"]
+fn every_path_soak() {
+    let n: u64 = std::env::var("EVERY_PATH_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(300);
+    let o = Etmv4Options::default().with("rs", Choice::On).with("exc", Choice::On);
+    for seed in 100..100 + n {
+        let (g, _) = interleaved::generate(seed, 32, 30, &o).unwrap();
+        run_one(&format!("soak-{seed}"), g, 1 + (seed % 3) as usize, seed);
+    }
+}
