@@ -5,9 +5,10 @@
 //! `PUBLIC_API_UPDATE=1 cargo test --test public_api`, so every change to
 //! the API is seen in review and in the changelog.
 //!
-//! Items are followed from `src/lib.rs` through `pub mod` declarations;
-//! `#[doc(hidden)]` and `#[cfg(test)]` items and modules that are not `pub`
-//! are left out; re-exports are listed as `use` lines.
+//! Items are followed from `src/lib.rs` through every module declaration
+//! (a private module's `pub` items reach users through re-exports, which
+//! are listed as `use` lines); `#[doc(hidden)]` and `#[cfg(test)]` items
+//! are left out.
 
 use std::path::{Path, PathBuf};
 
@@ -49,9 +50,11 @@ fn fields(out: &mut Vec<String>, owner: &str, f: &Fields, all: bool) {
 fn items(out: &mut Vec<String>, module: &str, file_dir: &Path, list: &[Item]) {
     for item in list {
         match item {
-            Item::Mod(m) if is_pub(&m.vis) && !skipped(&m.attrs) => {
+            // Private modules too: their `pub` items reach users through
+            // re-exports (`pub use generic::*`), which name no item.
+            Item::Mod(m) if !skipped(&m.attrs) => {
                 let path = format!("{module}::{}", m.ident);
-                out.push(format!("mod {path}"));
+                out.push(format!("{} {path}", if is_pub(&m.vis) { "mod" } else { "private mod" }));
                 match &m.content {
                     Some((_, inner)) => items(out, &path, &file_dir.join(m.ident.to_string()), inner),
                     None => {
@@ -190,9 +193,9 @@ fn the_public_api_is_the_one_recorded() {
     }
 }
 
-/// The lister sees an item added to a public module, a field made public
-/// and a variant added, and not items that are private, hidden or only
-/// for tests.
+/// The lister sees an item added to a module, a field made public and a
+/// variant added, and not items that are private, hidden or only for
+/// tests.
 #[test]
 fn the_listing_sees_what_a_user_sees() {
     let src = syn::parse_file(
@@ -220,7 +223,9 @@ fn the_listing_sees_what_a_user_sees() {
             "field k::a::E::Two.0: u8",
             "field k::a::S.x: u32",
             "fn k::a::S::fn new () -> S",
+            "fn k::private::fn f ()",
             "mod k::a",
+            "private mod k::private",
             "struct k::a::S",
             "use k: a :: S as T",
             "variant k::a::E::One",
