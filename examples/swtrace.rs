@@ -145,25 +145,22 @@ impl Printer {
                     itm.value
                 ));
             }
-            ItmPktKind::Dwt => {
-                if self.all {
-                    let w = itm.payload_size as usize * 2;
-                    self.pending.push(format!(
-                        "hw 0x{:02x}  D{:<2} 0x{:0w$x}",
-                        itm.channel_or_desc,
-                        itm.payload_size * 8,
-                        itm.value
-                    ));
-                }
+            ItmPktKind::Dwt if self.all => {
+                let w = itm.payload_size as usize * 2;
+                self.pending.push(format!(
+                    "hw 0x{:02x}  D{:<2} 0x{:0w$x}",
+                    itm.channel_or_desc,
+                    itm.payload_size * 8,
+                    itm.value
+                ));
             }
             ItmPktKind::TsLocal => self.flush_pending(Some(e.timestamp)),
-            ItmPktKind::TsGlobal => {
-                if self.all {
-                    self.flush_pending(None);
-                    let _ = writeln!(self.out.borrow_mut(), "global timestamp 0x{:x}", e.timestamp);
-                }
+            ItmPktKind::TsGlobal if self.all => {
+                self.flush_pending(None);
+                let _ = writeln!(self.out.borrow_mut(), "global timestamp 0x{:x}", e.timestamp);
             }
-            // Packet kinds a later library may add: not software messages.
+            // Hardware packets and global timestamps without --all, and
+            // packet kinds a later library may add: nothing to print.
             _ => {}
         }
     }
