@@ -27,8 +27,8 @@ use coresight_decode::deformatter::{DeformatterConfig, FrameDeformatter, IdStrea
 use coresight_decode::element::TraceElement;
 use coresight_decode::interfaces::{RawFrameKind, TrcDataIn, TrcGenElemIn, TrcRawFrameIn};
 use coresight_decode::logger::MsgLogger;
-use coresight_decode::shared::shared;
 use coresight_decode::memory::{BufferAccessor, CacheConfig, MemAccMapper, MemSpace};
+use coresight_decode::shared::shared;
 use coresight_decode::tree::{DecodeTree, SourceFormat};
 
 /// The protocols with a fuzz target.

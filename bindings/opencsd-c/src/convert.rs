@@ -3,10 +3,10 @@
 
 use coresight_decode::arch::{ExceptionLevel, InstrSubType, InstrType, Isa, SecurityState};
 use coresight_decode::datapath::DatapathResp;
+use coresight_decode::element::{ElemType, TraceElement};
 use coresight_decode::element::{EventType, MemTrans, PeContext, SwTraceInfo, TraceOnReason, UnsyncInfo};
 #[cfg(feature = "opencsd-1-8")]
 use coresight_decode::element::{ItmInfo, ItmPktKind};
-use coresight_decode::element::{ElemType, TraceElement};
 use coresight_decode::errcode::ErrCode;
 use coresight_decode::memory::MemSpace;
 use std::ffi::{c_char, c_int};
