@@ -916,7 +916,7 @@ fn corpus_random_windows_and_pieces_equal_the_serial_decode_exactly() {
     let root = corpus();
     let cases = std::fs::read_to_string(root.join("cases.tsv")).unwrap();
     let mut rng = 0x5eed_u64;
-    let (mut windows, mut splits, mut failures) = (0, 0, Vec::new());
+    let mut tally = Tally::default();
     let mut seen = HashSet::new();
     for line in cases.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
         let mut words = line.split('\t');
@@ -928,68 +928,145 @@ fn corpus_random_windows_and_pieces_equal_the_serial_decode_exactly() {
             continue;
         }
         let cap = Capture::load(&root.join(dir), None).unwrap();
-        let ix = cap.index(&IndexOptions::default()).unwrap();
-        let build = || cap.tree(DecodeMode::FullDecode, |_| {});
-        for s in &ix.streams {
-            let syncs: Vec<TrcIndex> = s.of_kind(EntryKind::Sync).map(|e| e.index).collect();
-            if syncs.is_empty() {
-                continue;
+        random_windows_and_pieces(name, &cap, &mut rng, &mut tally);
+    }
+    tally.assert_exact();
+    // 18 streams with two sync points or more, 50 with one or more.
+    assert_eq!((tally.windows, tally.splits), (360, 200));
+}
+
+/// Windows and splits checked, and the differences found.
+#[derive(Default)]
+struct Tally {
+    windows: usize,
+    splits: usize,
+    failures: Vec<String>,
+}
+
+impl Tally {
+    fn assert_exact(&self) {
+        assert!(
+            self.failures.is_empty(),
+            "{} differ:\n{}",
+            self.failures.len(),
+            self.failures.join("\n")
+        );
+    }
+}
+
+/// For every stream of `cap`: 20 random byte windows starting at or after
+/// its second sync point, and its split into 1, 2, 4 and 8 pieces, each
+/// compared exactly with the serial decode.
+fn random_windows_and_pieces(name: &str, cap: &Capture, rng: &mut u64, tally: &mut Tally) {
+    let ix = cap.index(&IndexOptions::default()).unwrap();
+    let build = || cap.tree(DecodeMode::FullDecode, |_| {});
+    for s in &ix.streams {
+        let syncs: Vec<TrcIndex> = s.of_kind(EntryKind::Sync).map(|e| e.index).collect();
+        if syncs.is_empty() {
+            continue;
+        }
+        let serial = full_decode(cap, s.id);
+        let text = |v: &[Element]| -> Vec<(TrcIndex, String)> { v.iter().map(|e| (e.0, e.2.to_string())).collect() };
+        let mut check = |what: String, got: Vec<(TrcIndex, String)>, want: Vec<(TrcIndex, String)>| {
+            if got != want {
+                let i = (0..got.len().min(want.len()))
+                    .find(|&i| got[i] != want[i])
+                    .unwrap_or(got.len().min(want.len()));
+                tally.failures.push(format!(
+                    "{name} ID {:#x} {what}: {} vs {} elements; first difference at {i}: {:?} vs {:?}",
+                    s.id,
+                    got.len(),
+                    want.len(),
+                    got.get(i),
+                    want.get(i)
+                ));
             }
-            let serial = full_decode(&cap, s.id);
-            let text =
-                |v: &[Element]| -> Vec<(TrcIndex, String)> { v.iter().map(|e| (e.0, e.2.to_string())).collect() };
-            let mut check = |what: String, got: Vec<(TrcIndex, String)>, want: Vec<(TrcIndex, String)>| {
-                if got != want {
-                    let i = (0..got.len().min(want.len()))
-                        .find(|&i| got[i] != want[i])
-                        .unwrap_or(got.len().min(want.len()));
-                    failures.push(format!(
-                        "{name} ID {:#x} {what}: {} vs {} elements; first difference at {i}: {:?} vs {:?}",
-                        s.id,
-                        got.len(),
-                        want.len(),
-                        got.get(i),
-                        want.get(i)
-                    ));
-                }
-            };
-            if syncs.len() >= 2 {
-                let end = ix.indexed.end;
-                for _ in 0..20 {
-                    let from = syncs[1] + next_rand(&mut rng) % (end - syncs[1]);
-                    let to = from + 1 + next_rand(&mut rng) % (end - from);
-                    let w = decode_window(&ix, &cap.data, s.id, Window::Bytes { from, to }, build().unwrap()).unwrap();
-                    let want: Vec<Element> = serial.iter().filter(|e| e.0 >= from && e.0 < to).copied().collect();
-                    check(format!("window {from}..{to}"), text(&w.elements), text(&want));
-                    windows += 1;
-                }
-            }
-            let first = syncs[0];
-            let mut want = text(&serial.iter().filter(|e| e.0 >= first).copied().collect::<Vec<_>>());
-            if serial
-                .first()
-                .is_some_and(|e| e.2.elem_type == ElemType::NoSync && e.0 < first)
-            {
-                want.insert(0, (first, serial[0].2.to_string()));
-            }
-            for pieces in [1, 2, 4, 8] {
-                let parts = decode_split(&ix, &cap.data, s.id, pieces, &build, keep).unwrap();
-                let got: Vec<(TrcIndex, String)> = parts
-                    .into_iter()
-                    .flatten()
-                    .filter(|(_, t)| !t.contains("OCSD_GEN_TRC_ELEM_EO_TRACE"))
-                    .collect();
-                check(format!("{pieces} pieces"), got, want.clone());
-                splits += 1;
+        };
+        if syncs.len() >= 2 {
+            let end = ix.indexed.end;
+            for _ in 0..20 {
+                let from = syncs[1] + next_rand(rng) % (end - syncs[1]);
+                let to = from + 1 + next_rand(rng) % (end - from);
+                let w = decode_window(&ix, &cap.data, s.id, Window::Bytes { from, to }, build().unwrap()).unwrap();
+                let want: Vec<Element> = serial.iter().filter(|e| e.0 >= from && e.0 < to).copied().collect();
+                check(format!("window {from}..{to}"), text(&w.elements), text(&want));
+                tally.windows += 1;
             }
         }
+        let first = syncs[0];
+        let mut want = text(&serial.iter().filter(|e| e.0 >= first).copied().collect::<Vec<_>>());
+        if serial
+            .first()
+            .is_some_and(|e| e.2.elem_type == ElemType::NoSync && e.0 < first)
+        {
+            want.insert(0, (first, serial[0].2.to_string()));
+        }
+        for pieces in [1, 2, 4, 8] {
+            let parts = decode_split(&ix, &cap.data, s.id, pieces, &build, keep).unwrap();
+            let got: Vec<(TrcIndex, String)> = parts
+                .into_iter()
+                .flatten()
+                .filter(|(_, t)| !t.contains("OCSD_GEN_TRC_ELEM_EO_TRACE"))
+                .collect();
+            check(format!("{pieces} pieces"), got, want.clone());
+            tally.splits += 1;
+        }
     }
-    assert!(
-        failures.is_empty(),
-        "{} differ:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
-    // 18 streams with two sync points or more, 50 with one or more.
-    assert_eq!((windows, splits), (360, 200));
+}
+
+/// The property test: generated captures (formatted and unformatted, PTMs
+/// and ETMv3s interleaved as on a TC2, 16 interleaved ETMv4 sources with
+/// timestamps, cycle counts and return stacks), 20 random windows per
+/// stream and 1, 2, 4 and 8 pieces, all exactly the serial decode.
+///
+/// Not yet exact, and so not here: ETMv4 on M-profile cores (a split can
+/// lose an `EXCEPTION_RET` before a timestamp) and a lone ETMv3 source
+/// whose VMID packet came more than a sync interval before the window
+/// (its `PE_CONTEXT` then lacks the VMID); see the README's index section.
+#[test]
+fn generated_random_windows_and_pieces_equal_the_serial_decode_exactly() {
+    use coresight_generator::etmv4::{Choice, Etmv4Options};
+    let mut rng = 0xc0ffee_u64;
+    let mut tally = Tally::default();
+    let protocols = [
+        GenProtocol::Etmv4,
+        GenProtocol::Ete(Default::default()),
+        GenProtocol::Ptm(Default::default()),
+        GenProtocol::Tc2,
+        GenProtocol::Stm,
+        GenProtocol::Itm,
+    ];
+    for p in protocols {
+        for seed in 1..=3u64 {
+            let layout = if seed == 2 && !matches!(p, GenProtocol::Tc2) {
+                BufferLayout::Unformatted
+            } else {
+                BufferLayout::Formatted
+            };
+            let g = generate(&GenOptions {
+                seed,
+                protocol: p,
+                layout,
+                length: 400,
+            });
+            let name = format!("{}-{seed}", p.name());
+            let dir = common::temp_dir(&format!("index-prop-{name}"));
+            g.spec.write_to(&dir).unwrap();
+            random_windows_and_pieces(&name, &Capture::load(&dir, None).unwrap(), &mut rng, &mut tally);
+        }
+    }
+    let o = Etmv4Options::default()
+        .with("ts", Choice::On)
+        .with("cc", Choice::On)
+        .with("rs", Choice::On)
+        .with("exc", Choice::On);
+    for seed in 1..=2u64 {
+        let (g, _) = coresight_generator::interleaved::generate(seed, 16, 200, &o).unwrap();
+        let name = format!("etmv4x16-{seed}");
+        let dir = common::temp_dir(&format!("index-prop-{name}"));
+        g.spec.write_to(&dir).unwrap();
+        random_windows_and_pieces(&name, &Capture::load(&dir, None).unwrap(), &mut rng, &mut tally);
+    }
+    tally.assert_exact();
+    assert!(tally.windows >= 200 && tally.splits >= 100, "{} windows, {} splits", tally.windows, tally.splits);
 }
