@@ -1068,5 +1068,10 @@ fn generated_random_windows_and_pieces_equal_the_serial_decode_exactly() {
         random_windows_and_pieces(&name, &Capture::load(&dir, None).unwrap(), &mut rng, &mut tally);
     }
     tally.assert_exact();
-    assert!(tally.windows >= 200 && tally.splits >= 100, "{} windows, {} splits", tally.windows, tally.splits);
+    assert!(
+        tally.windows >= 200 && tally.splits >= 100,
+        "{} windows, {} splits",
+        tally.windows,
+        tally.splits
+    );
 }
