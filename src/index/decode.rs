@@ -456,13 +456,20 @@ where
     tree.set_gen_elem_out(Box::new(sink));
     // Nothing is collected: the whole piece goes in at once. The decoder
     // starts an interval early, so it has the serial decode's state by the
-    // piece's start; the elements before it are not the piece's.
+    // piece's start; the elements before it are not the piece's. It goes
+    // on past the sync point that ends the piece to the one after, so an
+    // element its last packet holds until a later packet commits it comes
+    // out (the next piece's elements are dropped).
+    let feed_end = ix
+        .syncs_from(piece.id, piece.end)
+        .find(|e| e.index > piece.end)
+        .map_or(ix.indexed.end, |e| e.index);
     feed_range(
         ix,
         data,
         piece.id,
         ix.warm_start(piece.id, piece.start),
-        piece.end,
+        feed_end.max(piece.end),
         &mut tree,
         usize::MAX,
         &mut || {},
