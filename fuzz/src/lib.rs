@@ -646,7 +646,7 @@ pub fn run_perf_data(data: &[u8]) {
 /// Collects elements as the lister prints them (`Idx:N; ID:H; ELEMENT`),
 /// answering WAIT to every `wait_every`-th when non-zero.
 struct Lines {
-    out: coresight_decode::logger::Shared<Vec<String>>,
+    out: coresight_decode::shared::Shared<Vec<String>>,
     wait_every: u32,
     calls: u32,
 }
