@@ -516,6 +516,8 @@ fn itm_to_c(i: &ItmInfo) -> abi::SwtItmInfo {
             ItmPktKind::Dwt => 1,
             ItmPktKind::TsLocal => 2 + (i.ts_relation as u32 & 3),
             ItmPktKind::TsGlobal => 6,
+            // A kind OpenCSD 1.8 has no number for: none of its values.
+            _ => u32::MAX,
         },
         payload_src_id: i.channel_or_desc,
         payload_size: i.payload_size,
