@@ -44,8 +44,10 @@ fn deep_chain(path: &Path, depth: u64) {
     w.flush().unwrap();
 }
 
-fn temp_dir() -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tarmac-memory-{}", std::process::id()));
+/// A folder of the test's own: the tests run at once, and each removes its
+/// folder when done.
+fn temp_dir(test: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("tarmac-memory-{test}-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
     d
 }
@@ -134,7 +136,7 @@ fn assert_linear(what: &str, rss: [(u64, u64); 3]) -> u64 {
 #[test]
 #[ignore]
 fn deep_call_chains_in_bounded_memory() {
-    let dir = temp_dir();
+    let dir = temp_dir("deep");
     let deep = dir.join("deep.tarmac");
     deep_chain(&deep, 200_000);
     let r = run_measured(&dir, &["profile", deep.to_str().unwrap()]);
@@ -196,7 +198,7 @@ fn deep_call_chains_in_bounded_memory() {
 #[test]
 #[ignore]
 fn decode_streams_in_memory_independent_of_the_capture_size() {
-    let dir = temp_dir();
+    let dir = temp_dir("decode");
     let one = dir.join("one");
     let st = Command::new(env!("CARGO_BIN_EXE_trc_gen"))
         .args(["--protocol", "etmv4", "--seed", "3", "--length", "20000", "--out"])
