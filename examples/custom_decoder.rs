@@ -170,3 +170,28 @@ fn the_custom_decoder_gets_the_ids_bytes_and_its_cores_memory() {
     assert!(payloads[0].1 > 0 && payloads[0].1 < capture, "{payloads:?}");
     assert_eq!(payloads[1], (KIND_WORD, u64::from(first_word)));
 }
+
+#[test]
+fn the_chosen_decoder_takes_the_ids_place_and_an_unknown_name_is_an_error() {
+    let ss = Snapshot::load(SNAPSHOT).unwrap();
+    let mut registry = DecoderRegistry::builtin();
+    registry.register(Arc::new(ByteCounterFactory { peek_at: 0 })).unwrap();
+    let registry = Arc::new(registry);
+    let tree = TreeBuilder::with_registry(&ss, registry.clone())
+        .decoder_for_id(0x15, "BYTES")
+        .build("ETB_0", DecodeMode::FullDecode, |_| {})
+        .unwrap();
+    let ids: Vec<(u8, String)> = tree.elements().map(|(id, e)| (id, e.protocol.clone())).collect();
+    assert_eq!(ids, vec![(0x15, "BYTES".to_string())]);
+
+    let e = TreeBuilder::with_registry(&ss, registry)
+        .decoder_for_id(0x15, "NOPE")
+        .build("ETB_0", DecodeMode::FullDecode, |_| {})
+        .unwrap_err();
+    assert_eq!(e.err_code(), ErrCode::DcdregNameUnknown);
+    assert!(
+        e.to_string()
+            .starts_with("trace ID 0x15: no decoder registered as 'NOPE'"),
+        "{e}"
+    );
+}
