@@ -17,7 +17,9 @@ use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use crate::element::{TraceElement, UnsyncInfo};
 use crate::errcode::{ErrCode, TraceError};
 use crate::hooks::{EntryKind, StreamEntry, StreamIndexer};
-use crate::interfaces::{InstrDecode, PktDataIn, PktRawDataMon, TargetMemAccess, TrcDataIn, TrcGenElemIn};
+use crate::interfaces::{
+    InstrDecode, PktDataIn, PktRawDataMon, ResumeState, TargetMemAccess, TrcDataIn, TrcGenElemIn,
+};
 use crate::logger::{ErrLink, ErrorLogger};
 use crate::printers::{PacketPrinter, TracePacket};
 use crate::shared::Shared;
@@ -251,6 +253,12 @@ pub trait TraceComponent: TrcDataIn {
     fn start_at_high_nibble(&mut self) -> Result<(), ErrCode> {
         Err(ErrCode::Fail)
     }
+    /// Gives the decoder, before its first packet, what the serial decode
+    /// knew at the sync point it starts at ([`PktDataIn::resume`]). True
+    /// when the decoder keeps it; by default it has no use for it.
+    fn resume(&mut self, _state: &ResumeState) -> bool {
+        false
+    }
 }
 
 /// Packet-processing statistics of one trace source (the lister's
@@ -456,6 +464,11 @@ pub trait PacketDecoder: Send {
     }
     /// A reset of the decode path.
     fn on_reset(&mut self, index: TrcIndex) -> DatapathResp;
+    /// What the serial decode knew at the sync point this decoder starts
+    /// at ([`PktDataIn::resume`]): by default nothing is kept.
+    fn on_resume(&mut self, _state: &ResumeState) -> bool {
+        false
+    }
 }
 
 impl<D: PacketDecoder> PktDataIn<D::Packet> for D {
@@ -468,6 +481,9 @@ impl<D: PacketDecoder> PktDataIn<D::Packet> for D {
         // first packet otherwise.
         *self.eot_done() = false;
         self.on_packet_bytes(index, run)
+    }
+    fn resume(&mut self, state: &ResumeState) -> bool {
+        self.on_resume(state)
     }
     fn packet_data_in(&mut self, op: DatapathOp, index: TrcIndex, pkt: Option<&D::Packet>) -> DatapathResp {
         match op {
@@ -737,6 +753,9 @@ impl<PP: PacketProcessor> TraceComponent for Pipeline<PP> {
         } else {
             Err(ErrCode::Fail)
         }
+    }
+    fn resume(&mut self, state: &ResumeState) -> bool {
+        self.sink.as_mut().is_some_and(|s| s.resume(state))
     }
     fn attach_packet_printer(&mut self, printer: PacketPrinter, monitor: bool) -> Result<(), ErrCode> {
         if monitor {

@@ -85,8 +85,8 @@ pub enum EntryKind {
     Trigger = 4,
     /// ETMv4/ETE trace info: the value is the speculation depth it gives.
     TraceInfo = 5,
-    /// Context change (ETMv4/ETE context, PTM/ETMv3 context ID / VMID):
-    /// the context ID.
+    /// Context change (ETMv4/ETE context, PTM/ETMv3 context ID): the
+    /// context ID.
     Context = 6,
     /// Exception (ETMv4/ETE I_EXCEPT, ETMv3 exception entry): its number.
     Exception = 7,
@@ -100,11 +100,15 @@ pub enum EntryKind {
     Channel = 11,
     /// ITM local timestamp: the delta.
     LocalTimestamp = 12,
+    /// PTM/ETMv3 VMID packet: the VMID. Their sync packets do not repeat
+    /// it, so a decoder started at a sync point learns it from here
+    /// ([`crate::interfaces::ResumeState::vmid`]).
+    Vmid = 13,
 }
 
 impl EntryKind {
     /// Every kind, in code order.
-    pub const ALL: [EntryKind; 12] = [
+    pub const ALL: [EntryKind; 13] = [
         EntryKind::Sync,
         EntryKind::Timestamp,
         EntryKind::Event,
@@ -117,6 +121,7 @@ impl EntryKind {
         EntryKind::Master,
         EntryKind::Channel,
         EntryKind::LocalTimestamp,
+        EntryKind::Vmid,
     ];
 
     /// The kind of a saved code.
@@ -139,6 +144,7 @@ impl EntryKind {
             EntryKind::Master => "master",
             EntryKind::Channel => "channel",
             EntryKind::LocalTimestamp => "local-timestamp",
+            EntryKind::Vmid => "vmid",
         }
     }
 
@@ -159,3 +165,4 @@ pub struct StreamEntry {
     /// The kind's value (see [`EntryKind`]), 0 when it has none.
     pub value: u64,
 }
+

@@ -53,6 +53,34 @@ pub trait PktDataIn<P>: Send {
     fn packet_bytes_in(&mut self, _index: TrcIndex, _run: &[u8]) -> (DatapathResp, usize) {
         (DatapathResp::Cont, 0)
     }
+
+    /// Before the first packet of a decoder started at a sync point: what
+    /// the serial decode knew there that the packets do not repeat. True
+    /// when the sink keeps it; by default it has no use for it.
+    fn resume(&mut self, _state: &ResumeState) -> bool {
+        false
+    }
+}
+
+/// What the serial decode knew at a sync point that the packets from there
+/// on do not repeat: given to a decoder started at that sync point
+/// ([`crate::tree::DecodeTree::resume_id_state`]) so that its elements are
+/// the serial decode's. A stream index has what it takes
+/// ([`crate::index::CaptureIndex::resume_state`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ResumeState {
+    /// The VMID of the last PTM/ETMv3 VMID packet before the sync point
+    /// (their I-sync packets carry the context ID but not the VMID).
+    pub vmid: Option<u32>,
+}
+
+impl ResumeState {
+    /// This state with `vmid`.
+    pub fn with_vmid(mut self, vmid: Option<u32>) -> ResumeState {
+        self.vmid = vmid;
+        self
+    }
 }
 
 /// Packet monitor (OpenCSD's `IPktRawDataMon`): sees each packet with the

@@ -566,6 +566,27 @@ impl DecodeTree {
         e.component.start_at_high_nibble()
     }
 
+    /// Gives trace ID `id`'s decoder, before its first packet, what the
+    /// serial decode knew at the sync point it is started at (with
+    /// [`DecodeTree::set_id_window`]): the PTM / ETMv3 VMID, which their
+    /// sync packets do not repeat. On a single-source tree `id` is ignored
+    /// (its one decoder). True when the decoder keeps it (protocols whose
+    /// sync points repeat everything have no use for it); fails with
+    /// [`ErrCode::InvalidId`] when no decoder has `id`.
+    pub fn resume_id_state(&mut self, id: u8, state: &crate::interfaces::ResumeState) -> Result<bool, ErrCode> {
+        let slot = match self.format {
+            SourceFormat::Formatted(_) => id,
+            SourceFormat::Single => self.elements.slots.iter().position(Option::is_some).unwrap_or(0) as u8,
+        };
+        let e = self
+            .elements
+            .slots
+            .get_mut(slot as usize)
+            .and_then(Option::as_mut)
+            .ok_or(ErrCode::InvalidId)?;
+        Ok(e.component.resume(state))
+    }
+
     /// Makes the deformatter start again at a frame boundary with `id` in
     /// effect (a source index checkpoint): the next data block must begin
     /// with that frame.

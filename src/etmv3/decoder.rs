@@ -20,7 +20,7 @@ use crate::datapath::{DatapathResp, TrcIndex};
 use crate::decoder::{DecodeContext, ElemRouter, PacketDecoder};
 use crate::element::{ElemType, EventType, PeContext, TraceElement, TraceOnReason, UnsyncInfo};
 use crate::errcode::{ErrCode, Severity, TraceError};
-use crate::interfaces::{InstrDecode, TargetMemAccess, TrcGenElemIn};
+use crate::interfaces::{InstrDecode, ResumeState, TargetMemAccess, TrcGenElemIn};
 use crate::logger::ErrLink;
 use crate::memory::MemSpace;
 use crate::ptm::shared::{ISyncReason, initial_element};
@@ -249,6 +249,10 @@ pub struct Etmv3Decoder {
     list: ElemList,
     pkt: Etmv3Packet,
     index: TrcIndex,
+    /// The VMID the serial decode had at the sync point this decoder was
+    /// started at ([`PacketDecoder::on_resume`]): the first I-sync keeps
+    /// it, as the serial decoder's context did.
+    resume_vmid: Option<u32>,
 }
 
 impl Etmv3Decoder {
@@ -296,6 +300,7 @@ impl Etmv3Decoder {
             list: ElemList::new(),
             pkt: Etmv3Packet::default(),
             index: 0,
+            resume_vmid: None,
         }
     }
 
@@ -489,6 +494,8 @@ impl Etmv3Decoder {
                 );
                 self.unsync = UnsyncInfo::BadPacket;
                 self.reset_decoder();
+                // The serial decoder lost its context here too.
+                self.resume_vmid = None;
                 *done = true;
                 f.resp
             }
@@ -511,6 +518,10 @@ impl Etmv3Decoder {
         if ctxt_update || first_sync {
             if first_sync {
                 self.pe_ctx = PeContext::default();
+                if let Some(vmid) = self.resume_vmid.take() {
+                    self.pe_ctx.vmid = vmid;
+                    self.pe_ctx.vmid_valid = true;
+                }
             }
             if self.pkt.ctxt_id_updated {
                 self.pe_ctx.context_id = self.pkt.context_id;
@@ -841,6 +852,10 @@ impl PacketDecoder for Etmv3Decoder {
     }
     fn on_flush(&mut self) -> DatapathResp {
         self.flush()
+    }
+    fn on_resume(&mut self, state: &ResumeState) -> bool {
+        self.resume_vmid = state.vmid;
+        state.vmid.is_some()
     }
     fn on_reset(&mut self, _index: TrcIndex) -> DatapathResp {
         self.unsync = UnsyncInfo::ResetDecoder;

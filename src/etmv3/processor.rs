@@ -870,7 +870,8 @@ fn index_entries_of(p: &crate::etmv3::Etmv3Packet, emit: &mut dyn FnMut(EntryKin
         T::ISync | T::ISyncCycle => emit(EntryKind::InstrSync, p.addr),
         T::Trigger => emit(EntryKind::Trigger, 0),
         T::Timestamp => emit(EntryKind::Timestamp, p.timestamp),
-        T::ContextId | T::Vmid => emit(EntryKind::Context, p.context_id as u64),
+        T::ContextId => emit(EntryKind::Context, p.context_id as u64),
+        T::Vmid => emit(EntryKind::Vmid, u64::from(p.vmid)),
         T::ExceptionEntry => emit(EntryKind::Exception, 0),
         _ => {}
     }

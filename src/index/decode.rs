@@ -42,7 +42,10 @@
 //!   point (exact, at the cost of the bytes before it);
 //! - state that lasts longer than one interval between sync points (a
 //!   return address stacked two intervals back, an STM master set before
-//!   the previous ASYNC and not since) is still unknown.
+//!   the previous ASYNC and not since) is still unknown, but for the
+//!   PTM / ETMv3 VMID: the index keeps their VMID packets, and the decoder
+//!   is given the last one before its start
+//!   ([`CaptureIndex::resume_state`], [`DecodeTree::resume_id_state`]).
 //!
 //! STM sync points may start in the high nibble of a byte: the index
 //! records where ([`crate::hooks::EntryKind::Sync`]) and the decoder starts
@@ -227,6 +230,8 @@ fn feed_range(
         SourceFormat::Single => 0,
     };
     tree.set_id_window(slot, begin, end);
+    tree.resume_id_state(slot, &ix.resume_state(id, begin))
+        .map_err(|e| Error::code(e, format!("trace ID 0x{id:02x}: no decoder to resume at byte {begin}")))?;
     if high_nibble.is_some() {
         tree.start_id_at_high_nibble(slot).map_err(|e| {
             Error::code(

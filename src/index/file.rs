@@ -1,8 +1,10 @@
 //! The saved index format.
 //!
-//! All numbers little-endian. Version 3 (version 2 indexed a
-//! single-source capture's stream as trace ID 0x00, and STM sync points
-//! without where they start within a byte):
+//! All numbers little-endian. Version 4 (version 3 had no VMID entries,
+//! so a decoder started from it lacked a PTM/ETMv3 VMID given before its
+//! sync point; version 2 indexed a single-source capture's stream as
+//! trace ID 0x00, and STM sync points without where they start within a
+//! byte):
 //!
 //! ```text
 //! magic      8 bytes  "CSDIDX\r\n"
@@ -38,7 +40,7 @@ use super::source::{Checkpoint, SourceBlock};
 use super::{CaptureId, CaptureIndex, EntryKind, IndexedFormat, SourceIndex, StreamEntry, StreamIndex, capture_hash};
 
 /// The version this library writes and reads.
-pub const INDEX_VERSION: u32 = 3;
+pub const INDEX_VERSION: u32 = 4;
 const MAGIC: &[u8; 8] = b"CSDIDX\r\n";
 
 pub use crate::error::IndexFileError;
@@ -422,7 +424,7 @@ mod tests {
         };
         let b = to_bytes(&ix);
         let mut want = b"CSDIDX\r\n".to_vec();
-        want.extend_from_slice(&3u32.to_le_bytes());
+        want.extend_from_slice(&4u32.to_le_bytes());
         want.extend_from_slice(&64u64.to_le_bytes());
         want.extend_from_slice(&0x1122u64.to_le_bytes());
         want.extend_from_slice(&0x3344u64.to_le_bytes());

@@ -2,6 +2,7 @@
 
 use super::{CaptureIndex, EntryKind, IndexedFormat, StreamEntry};
 use crate::datapath::TrcIndex;
+use crate::interfaces::ResumeState;
 
 /// A byte window of one trace ID's stream: decode from the sync point at
 /// `start` and keep the elements with `from <= index < end`.
@@ -53,6 +54,22 @@ impl CaptureIndex {
             .rev()
             .find(|e| e.kind == EntryKind::Sync)
             .map(|e| e.index)
+    }
+
+    /// What the serial decode of `id` knew at byte `pos` that a decoder
+    /// started there cannot learn from the packets after it: the VMID of
+    /// the last PTM/ETMv3 VMID packet before `pos`.
+    pub fn resume_state(&self, id: u8, pos: TrcIndex) -> ResumeState {
+        // Only these protocols have VMID entries: the others' streams are
+        // not searched.
+        let vmid = self.stream(id).filter(|s| s.protocol == "PTM" || s.protocol == "ETMV3").and_then(|s| {
+            s.in_range(0..pos)
+                .iter()
+                .rev()
+                .find(|e| e.kind == EntryKind::Vmid)
+                .map(|e| e.value as u32)
+        });
+        ResumeState::default().with_vmid(vmid)
     }
 
     /// The timestamps of `id`: first and last value.

@@ -24,7 +24,7 @@ pub struct StreamIndex {
 /// Counts of a stream's entries by kind.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct EntryCounts {
-    counts: [u64; 13],
+    counts: [u64; 14],
 }
 
 impl EntryCounts {

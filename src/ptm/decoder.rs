@@ -19,7 +19,7 @@ use crate::datapath::{DatapathResp, TrcIndex};
 use crate::decoder::{DecodeContext, ElemRouter, PacketDecoder};
 use crate::element::{ElemType, EventType, PeContext, TraceElement, TraceOnReason, UnsyncInfo};
 use crate::errcode::{ErrCode, Severity, TraceError};
-use crate::interfaces::{InstrDecode, TargetMemAccess, TrcGenElemIn};
+use crate::interfaces::{InstrDecode, ResumeState, TargetMemAccess, TrcGenElemIn};
 use crate::logger::ErrLink;
 use crate::memory::MemSpace;
 use crate::shared::Shared;
@@ -595,6 +595,15 @@ impl PacketDecoder for PtmDecoder {
     }
     fn on_flush(&mut self) -> DatapathResp {
         self.cont_process()
+    }
+    /// PTM keeps its context from the start (a reset clears it): the VMID
+    /// the serial decode had is its context's from the first packet.
+    fn on_resume(&mut self, state: &ResumeState) -> bool {
+        if let Some(vmid) = state.vmid {
+            self.pe_ctx.vmid = vmid;
+            self.pe_ctx.vmid_valid = true;
+        }
+        state.vmid.is_some()
     }
     fn on_reset(&mut self, _index: TrcIndex) -> DatapathResp {
         self.unsync = UnsyncInfo::ResetDecoder;

@@ -867,7 +867,8 @@ fn index_entries_of(p: &crate::ptm::PtmPacket, emit: &mut dyn FnMut(EntryKind, u
         T::ISync => emit(EntryKind::InstrSync, p.addr),
         T::Trigger => emit(EntryKind::Trigger, 0),
         T::Timestamp => emit(EntryKind::Timestamp, p.timestamp),
-        T::ContextId | T::Vmid => emit(EntryKind::Context, p.context_id as u64),
+        T::ContextId => emit(EntryKind::Context, p.context_id as u64),
+        T::Vmid => emit(EntryKind::Vmid, u64::from(p.vmid)),
         _ => {}
     }
 }
