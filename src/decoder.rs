@@ -17,9 +17,7 @@ use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use crate::element::{TraceElement, UnsyncInfo};
 use crate::errcode::{ErrCode, TraceError};
 use crate::hooks::{EntryKind, StreamEntry, StreamIndexer};
-use crate::interfaces::{
-    InstrDecode, PktDataIn, PktRawDataMon, ResumeState, TargetMemAccess, TrcDataIn, TrcGenElemIn,
-};
+use crate::interfaces::{InstrDecode, PktDataIn, PktRawDataMon, ResumeState, TargetMemAccess, TrcDataIn, TrcGenElemIn};
 use crate::logger::{ErrLink, ErrorLogger};
 use crate::printers::{PacketPrinter, TracePacket};
 use crate::shared::Shared;

@@ -165,4 +165,3 @@ pub struct StreamEntry {
     /// The kind's value (see [`EntryKind`]), 0 when it has none.
     pub value: u64,
 }
-

@@ -62,13 +62,16 @@ impl CaptureIndex {
     pub fn resume_state(&self, id: u8, pos: TrcIndex) -> ResumeState {
         // Only these protocols have VMID entries: the others' streams are
         // not searched.
-        let vmid = self.stream(id).filter(|s| s.protocol == "PTM" || s.protocol == "ETMV3").and_then(|s| {
-            s.in_range(0..pos)
-                .iter()
-                .rev()
-                .find(|e| e.kind == EntryKind::Vmid)
-                .map(|e| e.value as u32)
-        });
+        let vmid = self
+            .stream(id)
+            .filter(|s| s.protocol == "PTM" || s.protocol == "ETMV3")
+            .and_then(|s| {
+                s.in_range(0..pos)
+                    .iter()
+                    .rev()
+                    .find(|e| e.kind == EntryKind::Vmid)
+                    .map(|e| e.value as u32)
+            });
         ResumeState::default().with_vmid(vmid)
     }
 
