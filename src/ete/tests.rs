@@ -146,8 +146,8 @@ fn transaction_marker_reset_and_fail_packets() {
 #[test]
 fn exception_forms_and_exception_return_on_ete() {
     // Short form (address follows), extended form (third byte), and the
-    // ETMv4 exception return header, reserved on ETE: passed on without a
-    // processor error (the decoder reports it).
+    // ETMv4 exception return header, reserved on ETE: an invalid header
+    // error, as OpenCSD 1.8.0 raises, and passed on to the decoder.
     let t = list_packets(
         ete_cfg(),
         &with_sync(&[0x01, 0x00, 0x06, 0x1d, 0x06, 0x9c, 0x00, 0x06, 0x9f, 0x01, 0x07, 0xf7]),
@@ -158,7 +158,7 @@ fn exception_forms_and_exception_return_on_ete() {
             "Idx:14; [0x06 0x1d ];\tI_EXCEPT : Exception.;  IRQ; Ret Addr Follows;",
             "Idx:16; [0x06 0x9c 0x00 ];\tI_EXCEPT : Exception.;  IRQ;",
             "Idx:19; [0x06 0x9f 0x01 ];\tI_EXCEPT : Exception.;  Reserved; Ret Addr Follows;",
-            "Idx:22; [0x07 ];\tI_RESERVED_CFG : Reserved header for current configuration.[I_EXCEPT_RTN]",
+            "PKTP_ETMV4I_0001 : 0x0014 (OCSD_ERR_INVALID_PCKT_HDR) [Invalid packet header]; TrcIdx=22; CS ID=02; Idx:22; [0x07 ];\tI_RESERVED_CFG : Reserved header for current configuration.[I_EXCEPT_RTN]",
             "Idx:23; [0xf7 ];\tI_ATOM_F1 : Atom format 1.; E",
         ]
     );

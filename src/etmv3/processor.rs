@@ -11,7 +11,7 @@ use super::Etmv3Config;
 use super::packet::{Etmv3Packet, Etmv3PktType};
 use crate::arch::Isa;
 use crate::datapath::{DatapathResp, TrcIndex};
-use crate::decoder::{DecodeContext, PacketOut, PacketProcessor, ProcStats};
+use crate::decoder::{DecodeContext, PacketOut, PacketProcessor};
 use crate::errcode::ErrCode;
 use crate::hooks::EntryKind;
 use crate::logger::ErrLink;
@@ -26,8 +26,6 @@ pub struct Etmv3Processor {
     cfg: Etmv3Config,
     trace_id: u8,
     err: ErrLink,
-    /// Bytes processed while not synchronised (for statistics).
-    unsynced_total: u64,
 
     state: State,
     pkt: Etmv3Packet,
@@ -64,7 +62,6 @@ impl Etmv3Processor {
 
     pub(crate) fn with_err_link(cfg: Etmv3Config, err: ErrLink) -> Etmv3Processor {
         let mut p = Etmv3Processor {
-            unsynced_total: 0,
             cfg,
             trace_id: cfg.trace_id(),
             err,
@@ -810,7 +807,6 @@ impl PacketProcessor for Etmv3Processor {
                         self.pkt_index = index + pos as u64;
                     }
                     let n = self.wait_for_sync(&data[pos..]);
-                    self.unsynced_total += n as u64;
                     pos += n;
                     Ok(())
                 }
@@ -850,10 +846,6 @@ impl PacketProcessor for Etmv3Processor {
         let resp = self.output_packet(out);
         self.init_packet_state();
         resp
-    }
-
-    fn stats(&self) -> Option<ProcStats> {
-        Some(ProcStats::with_errors(self.unsynced_total, &self.err))
     }
 
     fn reset(&mut self, _index: TrcIndex) {

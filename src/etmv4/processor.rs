@@ -187,6 +187,9 @@ impl EtmV4PktProc {
     }
 
     fn send_unsynced(&mut self, out: &mut PacketOut<'_, EtmV4Packet>) -> DatapathResp {
+        // Unsynced bytes are counted as they are dumped, as OpenCSD counts
+        // them: not the sync packet's own bytes, nor those left at the end.
+        self.unsynced_total += self.dump_unsynced as u64;
         let n = self.dump_unsynced.min(self.buf.len());
         if let Some(m) = out.mon.as_mut() {
             m.raw_packet_data_mon(
@@ -217,9 +220,10 @@ impl EtmV4PktProc {
                 return Err(ErrCode::InvalidPcktHdr);
             }
             Parser::InvalidCfg => {
-                // Passed on to the decoder without an error of its own.
+                // A bad header as a reserved one is (logged, counted), and
+                // passed on to the decoder, which decides.
                 self.pkt.set_err_type(PktType::ReservedCfg, b);
-                self.state = State::SendPacket;
+                return Err(ErrCode::InvalidPcktHdr);
             }
             Parser::Extension => self.p_extension(b),
             Parser::Async => self.p_async(b),
@@ -1231,9 +1235,6 @@ impl PacketProcessor for EtmV4PktProc {
                     }
                     while self.processed < data.len() && self.state == State::Data {
                         let b = data[self.processed];
-                        if !self.is_sync {
-                            self.unsynced_total += 1;
-                        }
                         self.buf.push(b);
                         self.processed += 1;
                         if let Err(code) = self.parse_byte(b) {

@@ -487,11 +487,11 @@ fn reserved_headers_raise_errors_and_resync() {
         b[2],
         "PKTP_ETMV4I_0001 : 0x0014 (OCSD_ERR_INVALID_PCKT_HDR) [Invalid packet header]; TrcIdx=17; CS ID=01; Idx:17; [0x70 ];\tI_RESERVED : Reserved Packet Header"
     );
-    // Reserved in this configuration only: passed on without an error of
-    // its own (the decoder reports it), as OpenCSD 1.8.0 does.
+    // Reserved in this configuration only: the same error (OpenCSD 1.8.0
+    // raises it for both kinds), and passed on to the decoder.
     assert_eq!(
         b[3],
-        "Idx:18; [0x40 ];\tI_RESERVED_CFG : Reserved header for current configuration.[I_COND_I_F2]"
+        "PKTP_ETMV4I_0001 : 0x0014 (OCSD_ERR_INVALID_PCKT_HDR) [Invalid packet header]; TrcIdx=18; CS ID=01; Idx:18; [0x40 ];\tI_RESERVED_CFG : Reserved header for current configuration.[I_COND_I_F2]"
     );
     assert_eq!(b[4], "Idx:19; [0xfe ];\tI_ATOM_F3 : Atom format 3.; NEE");
 }

@@ -13,7 +13,7 @@
 //! packet goes to the decoder, as OpenCSD does.
 
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
-use crate::decoder::{PacketOut, PacketProcessor, ProcStats};
+use crate::decoder::{PacketOut, PacketProcessor};
 use crate::hooks::EntryKind;
 use crate::logger::ErrLink;
 use crate::pktproc::{Input, PktError, ProcState as State};
@@ -35,8 +35,6 @@ enum Step {
 pub struct ItmProcessor {
     trace_id: u8,
     err: Option<ErrLink>,
-    /// Bytes processed while not synchronised (for statistics).
-    unsynced_total: u64,
 
     state: State,
     step: Step,
@@ -58,7 +56,6 @@ impl ItmProcessor {
     /// (used in error reports).
     pub fn new(trace_id: u8) -> Self {
         let mut p = ItmProcessor {
-            unsynced_total: 0,
             trace_id,
             err: None,
             state: State::WaitSync,
@@ -391,9 +388,7 @@ impl PacketProcessor for ItmProcessor {
         while (inp.more() || self.state == State::SendPkt) && resp.is_cont() {
             let r = match self.state {
                 State::WaitSync => {
-                    let before = inp.used;
                     resp = self.wait_for_sync(&mut inp, out);
-                    self.unsynced_total += (inp.used - before) as u64;
                     Ok(())
                 }
                 State::ProcHdr => {
@@ -429,16 +424,6 @@ impl PacketProcessor for ItmProcessor {
             return if r.is_wait() { DatapathResp::Cont } else { r };
         }
         DatapathResp::Cont
-    }
-
-    fn stats(&self) -> Option<ProcStats> {
-        Some(match &self.err {
-            Some(link) => ProcStats::with_errors(self.unsynced_total, link),
-            None => ProcStats {
-                unsynced_bytes: self.unsynced_total,
-                ..ProcStats::default()
-            },
-        })
     }
 
     fn reset(&mut self, _index: TrcIndex) {

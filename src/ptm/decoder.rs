@@ -212,6 +212,9 @@ impl PtmDecoder {
                 self.state = State::WaitSync;
                 self.need_isync = true;
                 self.elem.set_type(ElemType::NoSync);
+                // OpenCSD clears the element's per-packet value (which the
+                // reason shares) and gives none: `[undefined]`.
+                self.elem.unsync_info = UnsyncInfo::Unknown;
                 self.output()
             }
             PtmPktType::ASync | PtmPktType::Ignore => DatapathResp::Cont,

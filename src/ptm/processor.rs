@@ -14,7 +14,7 @@ use super::packet::{PtmPacket, PtmPktType};
 use super::shared::ISyncReason;
 use crate::arch::Isa;
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
-use crate::decoder::{DecodeContext, PacketOut, PacketProcessor, ProcStats};
+use crate::decoder::{DecodeContext, PacketOut, PacketProcessor};
 use crate::deformatter::overread;
 use crate::errcode::ErrCode;
 use crate::hooks::EntryKind;
@@ -50,8 +50,6 @@ pub struct PtmProcessor {
     cfg: PtmConfig,
     trace_id: u8,
     err: ErrLink,
-    /// Bytes processed while not synchronised (for statistics).
-    unsynced_total: u64,
     /// Held while looking for an A-sync, the only time a listing may show
     /// bytes from past the end of a block (see [`block_memory`]).
     overread: Option<overread::Interest>,
@@ -98,7 +96,6 @@ impl PtmProcessor {
 
     pub(crate) fn with_err_link(cfg: PtmConfig, err: ErrLink) -> PtmProcessor {
         let mut p = PtmProcessor {
-            unsynced_total: 0,
             cfg,
             trace_id: cfg.trace_id(),
             err,
@@ -807,9 +804,7 @@ impl PacketProcessor for PtmProcessor {
                         self.pkt.pkt_type = PtmPktType::NotSync;
                         self.async_raw_op = out.mon.is_some();
                     }
-                    let before = pos;
                     resp = self.wait_async(data, &mut pos, out);
-                    self.unsynced_total += (pos - before) as u64;
                 }
                 State::ProcHdr | State::ProcData => {
                     if self.state == State::ProcHdr {
@@ -847,10 +842,6 @@ impl PacketProcessor for PtmProcessor {
         }
         self.pkt.set_err_type(PtmPktType::IncompleteEot);
         self.output_packet(out)
-    }
-
-    fn stats(&self) -> Option<ProcStats> {
-        Some(ProcStats::with_errors(self.unsynced_total, &self.err))
     }
 
     fn reset(&mut self, _index: TrcIndex) {

@@ -286,7 +286,7 @@ const ARM_LISTING: &[&str] = &[
     "Idx:31; ID:0; [0x3c 0x05 ];\tVMID : VM ID packet; VMID=0x05; ",
     "Idx:31; ID:0; OCSD_GEN_TRC_ELEM_PE_CONTEXT((ISA=A32) S; 32-bit; VMID=0x5; CTXTID=0x0; )",
     "Idx:33; ID:0; [0x02 ];\tRESERVED : Reserved Packet Header; ",
-    "Idx:33; ID:0; OCSD_GEN_TRC_ELEM_NO_SYNC( [init-decoder])",
+    "Idx:33; ID:0; OCSD_GEN_TRC_ELEM_NO_SYNC( [undefined])",
     "Idx:34; ID:0; [0x80 ];\tATOM : Atom packet; E; ",
     "Idx:34; ID:0; OCSD_GEN_TRC_ELEM_EO_TRACE( [end-of-trace])",
     "ID:0\tEND OF TRACE DATA",

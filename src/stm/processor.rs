@@ -13,7 +13,7 @@
 //! unsynchronised is shown as the canonical `ff x10, 0f`.
 
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
-use crate::decoder::{PacketOut, PacketProcessor, ProcStats};
+use crate::decoder::{PacketOut, PacketProcessor};
 use crate::deformatter::overread;
 use crate::hooks::EntryKind;
 use crate::logger::ErrLink;
@@ -55,8 +55,6 @@ enum Step {
 pub struct StmProcessor {
     trace_id: u8,
     err: Option<ErrLink>,
-    /// Bytes processed while not synchronised (for statistics).
-    unsynced_total: u64,
     /// Whether raw bytes are kept (a packet monitor is attached).
     mon: bool,
     _overread: overread::Interest,
@@ -117,7 +115,6 @@ impl StmProcessor {
         let mut p = StmProcessor {
             trace_id,
             err: None,
-            unsynced_total: 0,
             mon: false,
             _overread: overread::Interest::register(trace_id),
             state: State::WaitSync,
@@ -746,9 +743,7 @@ impl PacketProcessor for StmProcessor {
         while (inp.more() || self.nibble_2nd_valid || self.state == State::SendPkt) && resp.is_cont() {
             let r = match self.state {
                 State::WaitSync => {
-                    let before = inp.used;
                     self.wait_for_sync(&mut inp);
-                    self.unsynced_total += (inp.used - before) as u64;
                     Ok(())
                 }
                 State::ProcHdr => {
@@ -793,16 +788,6 @@ impl PacketProcessor for StmProcessor {
             return if r.is_wait() { DatapathResp::Cont } else { r };
         }
         DatapathResp::Cont
-    }
-
-    fn stats(&self) -> Option<ProcStats> {
-        Some(match &self.err {
-            Some(link) => ProcStats::with_errors(self.unsynced_total, link),
-            None => ProcStats {
-                unsynced_bytes: self.unsynced_total,
-                ..ProcStats::default()
-            },
-        })
     }
 
     fn reset(&mut self, _index: TrcIndex) {

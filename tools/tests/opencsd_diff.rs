@@ -76,7 +76,11 @@ fn every_case_has_a_test() {
         [
             "etmv3-fatal-error-last-error",
             "etmv4-unformatted-decoder-name",
+            "etmv4m-reserved-cfg-header-error",
             "etmv4m-ret-stack-overflow-cs-id",
+            "etmv4m-stats-unsynced-bytes",
+            "itm-stats-unavailable",
+            "ptm-bad-packet-no-sync-undefined",
             "stm-decode-packet-error-not-logged",
             "stm-unformatted-component-names",
         ]
@@ -115,4 +119,34 @@ fn return_stack_overflow_error_names_the_trace_id() {
 #[test]
 fn last_fatal_error_is_written_bare() {
     check("etmv3-fatal-error-last-error");
+}
+
+/// A header reserved in the current configuration (`I_RESERVED_CFG`) is an
+/// invalid header as a reserved one is: logged in packet mode (and counted
+/// in the statistics).
+#[test]
+fn reserved_header_for_the_configuration_is_logged() {
+    check("etmv4m-reserved-cfg-header-error");
+}
+
+/// `-stats` counts as unsynchronised the bytes dumped before the first sync
+/// point, not the sync packet's own bytes: 0 here, where the capture starts
+/// with its A-sync.
+#[test]
+fn unsynced_bytes_are_those_dumped_before_sync() {
+    check("etmv4m-stats-unsynced-bytes");
+}
+
+/// Only ETMv4 and ETE keep packet statistics, as in OpenCSD: `-stats` says
+/// they are unavailable for the other protocols.
+#[test]
+fn statistics_are_unavailable_for_protocols_that_keep_none() {
+    check("itm-stats-unavailable");
+}
+
+/// PTM's `NO_SYNC` after a bad or reserved packet gives no reason
+/// (`[undefined]`), not the decoder's first one (`[init-decoder]`).
+#[test]
+fn ptm_no_sync_after_a_bad_packet_has_no_reason() {
+    check("ptm-bad-packet-no-sync-undefined");
 }
