@@ -410,8 +410,12 @@ impl EtmV4PktProc {
                 }
             }
         }
-        self.pkt.trace_info.spec_field_present = present & TINFO_SPEC != 0;
-        self.pkt.trace_info.initial = !self.first_trace_info;
+        // OpenCSD keeps these two flags in bits 17 and 16 of the INFO
+        // value, and an INFO field that long (INFO is 16 bits) sets them:
+        // the listing shows what OpenCSD's does.
+        let info = self.pkt.trace_info.val;
+        self.pkt.trace_info.spec_field_present = present & TINFO_SPEC != 0 || info & (1 << 17) != 0;
+        self.pkt.trace_info.initial = !self.first_trace_info || info & (1 << 16) != 0;
         self.first_trace_info = true;
         self.state = State::SendPacket;
         Ok(())

@@ -852,9 +852,13 @@ impl Lister<'_> {
     fn print_stats(&self, tree: &mut DecodeTree) {
         use std::fmt::Write as _;
         let mut s = String::from("\nReading packet decoder statistics....\n\n");
+        // The frame demux totals come with a decoder's statistics: none
+        // when no decoder keeps any, as in OpenCSD's lister.
+        let mut any_stats = false;
         for (id, e) in tree.elements() {
             match e.component.stats() {
                 Some(st) => {
+                    any_stats = true;
                     let _ = write!(
                         s,
                         "Decode stats ID 0x{id:x}\nTotal Bytes: {}; Unsynced Bytes: {}\nBad Header Errors: {}; Bad Sequence Errors: {}\n",
@@ -866,7 +870,7 @@ impl Lister<'_> {
                 }
             }
         }
-        if let Some(d) = tree.deformatter_mut() {
+        if let Some(d) = tree.deformatter_mut().filter(|_| any_stats) {
             let st = d.stats();
             if st.frame_bytes > 0 {
                 let total =

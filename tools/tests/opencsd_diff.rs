@@ -75,6 +75,7 @@ fn every_case_has_a_test() {
         names,
         [
             "etmv3-fatal-error-last-error",
+            "etmv4-trace-info-long-info-field",
             "etmv4-unformatted-decoder-name",
             "etmv4m-reserved-cfg-header-error",
             "etmv4m-ret-stack-overflow-cs-id",
@@ -82,6 +83,7 @@ fn every_case_has_a_test() {
             "itm-stats-unavailable",
             "ptm-bad-packet-no-sync-undefined",
             "stm-decode-packet-error-not-logged",
+            "stm-stats-no-frame-demux",
             "stm-unformatted-component-names",
         ]
     );
@@ -149,4 +151,20 @@ fn statistics_are_unavailable_for_protocols_that_keep_none() {
 #[test]
 fn ptm_no_sync_after_a_bad_packet_has_no_reason() {
     check("ptm-bad-packet-no-sync-undefined");
+}
+
+/// A trace info packet whose INFO field runs past its 16 bits: OpenCSD keeps
+/// its "first trace info" and "speculation depth given" flags in bits 16
+/// and 17 of that value, so such a field sets them, and the listing shows
+/// `INIT SPEC DEPTH=n; Decoder Sync point TINFO` on a later trace info.
+#[test]
+fn trace_info_with_a_long_info_field_is_listed_as_opencsd_lists_it() {
+    check("etmv4-trace-info-long-info-field");
+}
+
+/// The frame demux totals come with a decoder's statistics in OpenCSD's
+/// lister: when no decoder keeps any (STM), they are not printed.
+#[test]
+fn frame_demux_totals_need_a_decoder_with_statistics() {
+    check("stm-stats-no-frame-demux");
 }
