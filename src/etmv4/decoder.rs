@@ -959,7 +959,9 @@ impl EtmV4Decoder {
     #[inline(always)]
     fn commit_elements_from(&mut self, reset: bool) -> Step {
         let num_req = self.res.commit;
-        let mut err_idx = self.index_curr_pkt;
+        // The index of the last element committed, as OpenCSD reports the
+        // error: 0 when there was none.
+        let mut err_idx = 0;
         if reset {
             self.out_stack.reset();
         }
@@ -1105,13 +1107,15 @@ impl EtmV4Decoder {
         self.kept.clear();
         while self.res.cancel > 0 {
             let Some(elem) = self.stack.back_mut() else {
-                // Restore what was kept before reporting.
-                while let Some(k) = self.kept.pop() {
-                    self.stack.push_back(k);
-                }
                 let idx = Some(self.index_curr_pkt);
                 let r = self.seq_err(ErrCode::CommitPktOverrun, idx, "Not enough elements to cancel");
                 self.res.cancel = 0;
+                // What was kept goes back after the error's reset, as in
+                // OpenCSD: a cycle count or timestamp still pending is
+                // output at the end of trace.
+                while let Some(k) = self.kept.pop() {
+                    self.stack.push_back(k);
+                }
                 return r;
             };
             if elem.is_p0 {

@@ -77,6 +77,8 @@ fn every_case_has_a_test() {
             "etmv3-fatal-error-last-error",
             "etmv4-trace-info-long-info-field",
             "etmv4-unformatted-decoder-name",
+            "etmv4m-cancel-overrun-keeps-cycle-count",
+            "etmv4m-commit-overrun-index-zero",
             "etmv4m-reserved-cfg-header-error",
             "etmv4m-ret-stack-overflow-cs-id",
             "etmv4m-stats-unsynced-bytes",
@@ -167,4 +169,20 @@ fn trace_info_with_a_long_info_field_is_listed_as_opencsd_lists_it() {
 #[test]
 fn frame_demux_totals_need_a_decoder_with_statistics() {
     check("stm-stats-no-frame-demux");
+}
+
+/// A cancel that asks for more elements than are stacked is an error that
+/// resets the decoder, but the cycle counts and timestamps the cancel had
+/// set aside go back on the stack after the reset, as in OpenCSD: the one
+/// still pending is output at the end of trace.
+#[test]
+fn cancel_overrun_keeps_what_the_cancel_set_aside() {
+    check("etmv4m-cancel-overrun-keeps-cycle-count");
+}
+
+/// A commit with nothing stacked names trace index 0 (the index of the last
+/// element committed, and there was none), as OpenCSD's error does.
+#[test]
+fn commit_overrun_with_nothing_committed_names_index_zero() {
+    check("etmv4m-commit-overrun-index-zero");
 }
