@@ -165,6 +165,11 @@ const RULES: &[Rule] = &[
         test: |_, u, o| any(u, "ISA=Unk") && same_but(u, o, |l| blank_after(l, "ISA=")),
     },
     Rule {
+        name: "opencsd-m-profile-a64 (OpenCSD follows an M-profile core's code as A64)",
+        intentional: true,
+        test: |c, _, o| c.protocol == "etmv4m" && any(o, "(ISA=A64)"),
+    },
+    Rule {
         name: "ptm-no-sync-reason (PTM NO_SYNC [init-decoder] where OpenCSD says [undefined])",
         intentional: false,
         test: |_, u, o| any(u, "NO_SYNC( [init-decoder])") && any(o, "NO_SYNC( [undefined])"),
