@@ -40,12 +40,14 @@
 //! - ITM's cumulative timestamp adds up every local timestamp since the
 //!   start: an ITM window or piece is decoded from the stream's first sync
 //!   point (exact, at the cost of the bytes before it);
-//! - state that lasts longer than one interval between sync points (a
-//!   return address stacked two intervals back, an STM master set before
-//!   the previous ASYNC and not since) is still unknown, but for the
-//!   PTM / ETMv3 VMID: the index keeps their VMID packets, and the decoder
-//!   is given the last one before its start
-//!   ([`CaptureIndex::resume_state`], [`DecodeTree::resume_id_state`]).
+//! - state that lasts longer than one interval between sync points: the
+//!   PTM / ETMv3 VMID is recovered (the index keeps their VMID packets,
+//!   and the decoder is given the last one before its start:
+//!   [`CaptureIndex::resume_state`], [`DecodeTree::resume_id_state`]);
+//!   return stacks are flushed at every sync point (ETMv4/ETE trace info,
+//!   PTM I-sync), so none crosses one; an STM master and channel set
+//!   before an ASYNC that no VERSION packet follows (VERSION resets them)
+//!   are still unknown.
 //!
 //! STM sync points may start in the high nibble of a byte: the index
 //! records where ([`crate::hooks::EntryKind::Sync`]) and the decoder starts
