@@ -31,7 +31,7 @@ use std::time::Instant;
 
 use coresight_decode::logger::MsgLogger;
 use coresight_decode::shared::shared;
-use coresight_tools::lister;
+use crate::lister;
 use serde_json::value::RawValue;
 
 /// The program name given to the lister as `argv[0]` (it appears in the
