@@ -1,6 +1,7 @@
 //! The project's own snapshot library (`snapshots/`, made by `trc_gen`):
 //! every snapshot decodes to its recorded truth (that each lists exactly as
-//! its recorded `expected.ppl` is checked by `trc_regress`'s tests).
+//! its recorded `expected.ppl` is checked by `trc_regress`'s tests,
+//! `tools/tests/trc_regress_program.rs`).
 
 use std::path::Path;
 

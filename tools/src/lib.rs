@@ -3,7 +3,8 @@
 //! ([`lister`]), option conventions ([`cli`]), decoded elements as
 //! JSON Lines ([`json`]), lcov tracefiles from coverage ([`lcov`]), raw
 //! buffers' configurations ([`rawcfg`]), function names from ELF symbols
-//! ([`elfsym`]).
+//! ([`elfsym`]), and the regression runner `trc_regress` (expected
+//! listings compared with the lister's, in-process; [`regress`]).
 //!
 //! Not a stable API: it changes with the programs.
 
@@ -13,3 +14,4 @@ pub mod json;
 pub mod lcov;
 pub mod lister;
 pub mod rawcfg;
+pub mod regress;

@@ -1,5 +1,5 @@
 //! Command-line conventions of every program (trc_regress's are checked
-//! in its own crate, regress/tests/program.rs): `--help` (exit 0, each
+//! in trc_regress_program.rs): `--help` (exit 0, each
 //! option explained), `--version`, bad usage (exit 2, message on stderr),
 //! a missing snapshot or file (exit 1, message on stderr naming it); and
 //! trc_decode's outputs: JSON Lines against the text decode, threads,

@@ -1,5 +1,5 @@
 //! Differences from OpenCSD 1.8.0 that the differential harness (`trc_diff`,
-//! see `regress/README.md`) found and that were fixed: each case in
+//! see `tools/REGRESS.md`) found and that were fixed: each case in
 //! `fixtures/opencsd-diff/` is a small generated snapshot with the lister
 //! arguments that showed the difference (`args.txt`) and OpenCSD's listing
 //! after the banner (`opencsd.ppl`, recorded by `record.sh` with OpenCSD's

@@ -10,7 +10,7 @@ use std::fs;
 use std::path::Path;
 
 use coresight_generator::{GenOptions, generate};
-use coresight_regress::{
+use coresight_tools::regress::{
     Case, RunOptions, Verdict, compare_texts, discover_library, load_case_list, main_with_args, run_case,
 };
 
@@ -307,7 +307,7 @@ fn a_library_listing_recorded_from_another_folder_runs_from_that_folder() {
             .map(|s| s.to_string())
             .collect(),
         env: Vec::new(),
-        expected: snap.join(coresight_regress::LIBRARY_EXPECTED),
+        expected: snap.join(coresight_tools::regress::LIBRARY_EXPECTED),
         origin: "test".into(),
         warnings: Vec::new(),
         problem: None,

@@ -11,7 +11,7 @@
 //! Without `--opencsd` (or `OPENCSD_LISTER` in the environment) it does not
 //! pass quietly: it says why and exits with status 2. Exit status 0: every
 //! difference is one the README lists as intentional; 1: some are not.
-//! See `regress/README.md`.
+//! See `tools/REGRESS.md`.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -487,7 +487,7 @@ fn list(label: &str, program: &Path, args: &[String], log: &Path) -> Vec<String>
     let text = std::fs::read(log).unwrap_or_default();
     let text = String::from_utf8_lossy(&text);
     let lines: Vec<&str> = text.split('\n').collect();
-    let mut body: Vec<String> = coresight_regress::strip_banner(&lines)
+    let mut body: Vec<String> = coresight_tools::regress::strip_banner(&lines)
         .iter()
         .map(|s| s.to_string())
         .collect();

@@ -3,7 +3,7 @@
 //! runner does. Run with `--help` for the options. Exit status: 0 all
 //! passed, 1 a case failed or the input could not be read, 2 bad usage;
 //! errors on standard error. The work is done by
-//! the `coresight-regress` library.
+//! [`coresight_tools::regress`].
 
 fn main() {
     let _ = env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("off")).try_init();
@@ -13,6 +13,6 @@ fn main() {
         .collect();
     let stdout = std::io::stdout();
     let stderr = std::io::stderr();
-    let status = coresight_regress::main_with_streams(&args, &mut stdout.lock(), Some(&mut stderr.lock()));
+    let status = coresight_tools::regress::main_with_streams(&args, &mut stdout.lock(), Some(&mut stderr.lock()));
     std::process::exit(status);
 }
