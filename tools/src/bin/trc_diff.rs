@@ -97,6 +97,20 @@ fn blank_after(line: &str, key: &str) -> String {
     out
 }
 
+/// `line` with what the intentional PTM/ETMv3 differences change blanked:
+/// the VMID (OpenCSD's is a character, perhaps a `;`: the rest of the line
+/// goes), timestamp values (Gray-coded in OpenCSD) and the ISA.
+fn blank_intentional(line: &str) -> String {
+    let mut l = blank_after(line, "ISA=");
+    if let Some(i) = l.find("VMID=0x") {
+        l.truncate(i + 7);
+    }
+    match l.split_once("TS=") {
+        Some((a, b)) => format!("{a}TS=#{}", b.split_once(';').map(|x| x.1).unwrap_or("")),
+        None => l,
+    }
+}
+
 /// Our lines with the packet processors' error messages taken out (ours
 /// logs them with -decode; OpenCSD attaches its logger to the decoders only).
 fn without_pktp(u: &[&str]) -> Vec<String> {
@@ -163,6 +177,11 @@ const RULES: &[Rule] = &[
         name: "opencsd-uninitialised-isa (OpenCSD prints the ISA of an element it never set)",
         intentional: true,
         test: |_, u, o| any(u, "ISA=Unk") && same_but(u, o, |l| blank_after(l, "ISA=")),
+    },
+    Rule {
+        name: "opencsd-several (more than one of the intentional PTM/ETMv3 differences above in one listing)",
+        intentional: true,
+        test: |c, u, o| matches!(c.protocol, "ptm" | "tc2" | "etmv3") && same_but(u, o, blank_intentional),
     },
     Rule {
         name: "opencsd-m-profile-a64 (OpenCSD follows an M-profile core's code as A64)",
