@@ -63,7 +63,9 @@ enum P0Kind {
     TransCommit,
     TransFail,
     Ite,
-    /// Speculative elements from before the trace info packet.
+    /// Speculative elements from before the trace info packet: as many as
+    /// `params[0]` says (one stack entry for them all, so that a corrupt
+    /// depth cannot make the stack huge).
     UnseenUncommitted,
     TraceInfo,
 }
@@ -340,9 +342,6 @@ pub const SPEC_DEPTH_LIMIT: u32 = 1 << 14;
 
 /// Most elements held for a run of atom packets before they are sent.
 const HELD_MAX: usize = 256;
-
-/// Unseen speculative elements accepted beyond the maximum depth.
-const MAX_UNSEEN_EXTRA: i64 = 256;
 
 /// Result of walking to a waypoint.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -677,12 +676,13 @@ impl EtmV4Decoder {
     fn do_trace_info(&mut self, pkt: &EtmV4Packet) {
         self.cc_threshold = pkt.cc_threshold();
         self.curr_spec_depth = pkt.curr_spec_depth() as i64;
-        // Valid trace never has more than the maximum speculation depth
-        // outstanding; a corrupt count is not allowed to flood the stack.
-        let unseen = self.curr_spec_depth.min(self.max_spec_depth + MAX_UNSEEN_EXTRA);
-        for _ in 0..unseen {
-            self.stack
-                .push_back(P0Elem::new(P0Kind::UnseenUncommitted, true, self.index_curr_pkt));
+        // The elements speculated before the trace info, counted in one
+        // entry: a depth of any size takes no memory.
+        let unseen = pkt.curr_spec_depth();
+        if unseen > 0 {
+            let mut e = P0Elem::new(P0Kind::UnseenUncommitted, true, self.index_curr_pkt);
+            e.params[0] = unseen;
+            self.stack.push_back(e);
         }
         self.stack
             .push_back(P0Elem::new(P0Kind::TraceInfo, false, self.index_curr_pkt));
@@ -976,6 +976,20 @@ impl EtmV4Decoder {
                 self.res.commit = 0;
                 return r;
             };
+            if front.kind == P0Kind::UnseenUncommitted {
+                // Committed as many at once as are asked for.
+                err_idx = front.index;
+                let n = i64::from(front.params[0]).min(self.res.commit);
+                self.res.commit -= n;
+                let left = front.params[0] - n as u32;
+                match self.stack.front_mut() {
+                    Some(f) if left > 0 => f.params[0] = left,
+                    _ => {
+                        self.stack.pop_front();
+                    }
+                }
+                continue;
+            }
             if front.kind == P0Kind::Atom {
                 // The common case, without copying the element: only its
                 // atoms change.
@@ -1077,7 +1091,8 @@ impl EtmV4Decoder {
                     self.process_trans(&elem);
                 }
                 P0Kind::Ite => self.process_ite(&elem),
-                P0Kind::UnseenUncommitted => self.res.commit -= 1,
+                // Committed above, before the element is copied.
+                P0Kind::UnseenUncommitted => {}
                 P0Kind::TraceInfo => {
                     self.ret_stack.tinfo_wait_addr = true;
                     self.ret_stack.flush();
@@ -1123,6 +1138,13 @@ impl EtmV4Decoder {
                     let n = elem.cancel_newest(self.res.cancel as u32);
                     self.res.cancel -= n as i64;
                     if elem.atoms.num == 0 {
+                        self.stack.pop_back();
+                    }
+                } else if elem.kind == P0Kind::UnseenUncommitted {
+                    let n = i64::from(elem.params[0]).min(self.res.cancel);
+                    self.res.cancel -= n;
+                    elem.params[0] -= n as u32;
+                    if elem.params[0] == 0 {
                         self.stack.pop_back();
                     }
                 } else {

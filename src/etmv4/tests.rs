@@ -1147,9 +1147,11 @@ fn maximal_speculation_depth_and_trace_info_spec_field_stay_bounded() {
     // Found by the etmv4/ete fuzz targets (issue 15, defect 2): TRCIDR8 at
     // 0xFFFFFFFF and a Trace Info packet saying 0xFFFFFFFF elements are
     // already speculative pushed that many unseen elements (an abort
-    // allocating gigabytes). At most SPEC_DEPTH_LIMIT (plus a margin) are
-    // held; the implied commit of the rest finds too few elements, which
-    // is reported, and the decoder resynchronises.
+    // allocating gigabytes). They are one counted stack entry now, so
+    // nothing grows; the implied commit of all but SPEC_DEPTH_LIMIT of them
+    // takes them from the count, as OpenCSD would with the memory to hold
+    // them, and what follows stays speculative behind them: no range is
+    // output and no error is reported.
     let mut cfg = cfg_dec();
     cfg.idr8 = 0xFFFF_FFFF;
     let mut t = with_sync(&[0x01, 0x04, 0xff, 0xff, 0xff, 0xff, 0x0f]); // Trace Info, SPEC=0xffffffff
@@ -1161,11 +1163,10 @@ fn maximal_speculation_depth_and_trace_info_spec_field_stay_bounded() {
         run.elems,
         [
             "Idx:0; ID:10; OCSD_GEN_TRC_ELEM_NO_SYNC( [init-decoder])",
-            "Idx:19; ID:10; OCSD_GEN_TRC_ELEM_NO_SYNC( [bad-packet])",
             "Idx:31; ID:10; OCSD_GEN_TRC_ELEM_EO_TRACE( [end-of-trace])",
         ]
     );
-    assert!(run.errors.contains("Not enough elements to commit"), "{}", run.errors);
+    assert!(run.errors.is_empty(), "{}", run.errors);
 }
 
 #[test]

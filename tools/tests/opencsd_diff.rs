@@ -74,6 +74,7 @@ fn every_case_has_a_test() {
     assert_eq!(
         names,
         [
+            "ete-trace-info-deep-speculation",
             "etmv3-fatal-error-last-error",
             "etmv4-trace-info-long-info-field",
             "etmv4-unformatted-decoder-name",
@@ -185,4 +186,13 @@ fn cancel_overrun_keeps_what_the_cancel_set_aside() {
 #[test]
 fn commit_overrun_with_nothing_committed_names_index_zero() {
     check("etmv4m-commit-overrun-index-zero");
+}
+
+/// A trace info packet saying more elements are speculative than the
+/// maximum depth (a damaged byte here): all of them are stacked, as in
+/// OpenCSD, so the commit that follows finds them (no overrun), though the
+/// stack holds them as one count.
+#[test]
+fn trace_info_deeper_than_the_maximum_speculation_is_committed_as_in_opencsd() {
+    check("ete-trace-info-deep-speculation");
 }
