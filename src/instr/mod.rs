@@ -41,6 +41,10 @@ pub trait InstrDecode: Send {
     fn carried_state(&self) -> u8 {
         0
     }
+
+    /// Forgets the state carried to the next instruction: the program did
+    /// not go on to it (an exception was taken). By default there is none.
+    fn clear_carried_state(&mut self) {}
 }
 
 pub use t32::is_wide_thumb;
@@ -148,6 +152,9 @@ impl ArmInstrDecoder {
 impl InstrDecode for ArmInstrDecoder {
     fn carried_state(&self) -> u8 {
         self.it_remaining
+    }
+    fn clear_carried_state(&mut self) {
+        self.reset_it_block();
     }
 
     fn decode_instruction(&mut self, info: &mut InstrInfo) -> Result<(), ErrCode> {

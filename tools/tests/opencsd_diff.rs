@@ -80,6 +80,7 @@ fn every_case_has_a_test() {
             "etmv4-unformatted-decoder-name",
             "etmv4m-cancel-overrun-keeps-cycle-count",
             "etmv4m-commit-overrun-index-zero",
+            "etmv4m-exception-ends-it-block",
             "etmv4m-reserved-cfg-header-error",
             "etmv4m-ret-stack-overflow-cs-id",
             "etmv4m-stats-unsynced-bytes",
@@ -195,4 +196,11 @@ fn commit_overrun_with_nothing_committed_names_index_zero() {
 #[test]
 fn trace_info_deeper_than_the_maximum_speculation_is_committed_as_in_opencsd() {
     check("ete-trace-info-deep-speculation");
+}
+
+/// An exception taken inside a T32 IT block ends the block: the handler's
+/// first instruction is not conditional (`<cond>`), as in OpenCSD.
+#[test]
+fn exception_ends_an_it_block() {
+    check("etmv4m-exception-ends-it-block");
 }

@@ -89,6 +89,9 @@ impl EtmV4Decoder {
         o.excep_ret_addr = !tail_chain;
         o.excep_ret_addr_br_tgt = branch_target;
         o.exception_number = excep.excep_num as u32;
+        // The exception interrupts any T32 IT block: the handler's
+        // instructions are not in it (as OpenCSD clears it here).
+        self.instr_dec.borrow_mut().clear_carried_state();
 
         // Drop the context and address elements used (the exception itself
         // is removed by the caller).
