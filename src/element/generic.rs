@@ -124,6 +124,9 @@ pub enum UnsyncInfo {
     Discard,
     /// A bad packet broke the decode.
     BadPacket,
+    /// The trace did not fit the program image (a consistency check
+    /// failed).
+    BadImage,
     /// The end of the trace was reached.
     Eot,
 }
@@ -568,6 +571,7 @@ impl TraceElement {
                     UnsyncInfo::Overflow => " [overflow]",
                     UnsyncInfo::Discard => " [discard]",
                     UnsyncInfo::BadPacket => " [bad-packet]",
+                    UnsyncInfo::BadImage => " [bad-program-image]",
                     UnsyncInfo::Eot => " [end-of-trace]",
                 });
             }

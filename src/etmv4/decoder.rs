@@ -545,6 +545,19 @@ impl EtmV4Decoder {
     /// The error always names the trace ID, with or without an index (as
     /// OpenCSD's handlePacketErr: `...; CS ID=27; Trace Return Stack Overflow.`).
     fn packet_err(&mut self, code: ErrCode, sev: Severity, index: Option<TrcIndex>, msg: &str) -> Step {
+        self.packet_err_unsync(code, sev, index, msg, UnsyncInfo::BadPacket)
+    }
+
+    /// Logs an error; then stops (with halt on error) or resynchronises,
+    /// the next `NO_SYNC` giving `reason`.
+    fn packet_err_unsync(
+        &mut self,
+        code: ErrCode,
+        sev: Severity,
+        index: Option<TrcIndex>,
+        msg: &str,
+        reason: UnsyncInfo,
+    ) -> Step {
         let mut e = TraceError::new(sev, code).with_message(msg).on_id(self.trace_id);
         if let Some(i) = index {
             e = e.at(i);
@@ -555,7 +568,7 @@ impl EtmV4Decoder {
         }
         self.reset_decoder();
         self.state = State::NoSync;
-        self.unsync_info = UnsyncInfo::BadPacket;
+        self.unsync_info = reason;
         Err(Fault::Resync)
     }
 
@@ -1484,12 +1497,13 @@ impl EtmV4Decoder {
                         if self.instr.is_link {
                             self.ret_stack.push(next_addr, self.instr.isa);
                         }
-                    } else if (self.options.direct_br_cond || self.options.strict_br_cond) && !self.instr.is_conditional
+                    } else if !self.instr.is_conditional
+                        // Some ETMs trace a taken branch to the next
+                        // instruction as N: the direct check lets that be.
+                        && ((self.options.direct_br_cond && self.instr.branch_addr != next_addr)
+                            || self.options.strict_br_cond)
                     {
-                        return self.bad_image(
-                            index,
-                            "Inconsistent program image - N atom on unconditional direct branch",
-                        );
+                        return self.bad_image(index, "Bad program image - N Atom on unconditional direct BR.\n");
                     }
                 }
                 InstrType::BranchIndirect => {
@@ -1503,10 +1517,7 @@ impl EtmV4Decoder {
                             ete_eret = true;
                         }
                     } else if self.options.strict_br_cond && !self.instr.is_conditional {
-                        return self.bad_image(
-                            index,
-                            "Inconsistent program image - N atom on unconditional indirect branch",
-                        );
+                        return self.bad_image(index, "Bad program image - N Atom on unconditional indirect BR.\n");
                     }
                 }
                 _ => {}
@@ -1539,8 +1550,16 @@ impl EtmV4Decoder {
         Ok(())
     }
 
+    /// The trace does not fit the program image: the `NO_SYNC` after it
+    /// says `bad-program-image`.
     fn bad_image(&mut self, index: TrcIndex, msg: &str) -> Step {
-        self.seq_err(ErrCode::BadDecodeImage, Some(index), msg)
+        self.packet_err_unsync(
+            ErrCode::BadDecodeImage,
+            Severity::Error,
+            Some(index),
+            msg,
+            UnsyncInfo::BadImage,
+        )
     }
 
     fn flush(&mut self) -> DatapathResp {

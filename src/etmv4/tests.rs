@@ -1072,9 +1072,16 @@ fn decode_inconsistent_image_checks() {
         ..Default::default()
     };
     let run = decode(cfg_dec(), &[(0x1000, a64_program())], &t, opts, 0);
-    assert_eq!(run.elems[3], "Idx:25; ID:10; OCSD_GEN_TRC_ELEM_NO_SYNC( [bad-packet])");
+    // OpenCSD 1.8.0's text and reason for it.
+    assert_eq!(
+        run.elems[3],
+        "Idx:25; ID:10; OCSD_GEN_TRC_ELEM_NO_SYNC( [bad-program-image])"
+    );
     assert!(
-        run.errors.contains("(OCSD_ERR_BAD_DECODE_IMAGE)") && run.errors.contains("TrcIdx=25; CS ID=10;"),
+        run.errors.contains("(OCSD_ERR_BAD_DECODE_IMAGE)")
+            && run
+                .errors
+                .contains("TrcIdx=25; CS ID=10; Bad program image - N Atom on unconditional direct BR.\n"),
         "{}",
         run.errors
     );

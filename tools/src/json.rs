@@ -92,6 +92,7 @@ fn unsync_name(u: UnsyncInfo) -> &'static str {
         UnsyncInfo::Overflow => "overflow",
         UnsyncInfo::Discard => "discard",
         UnsyncInfo::BadPacket => "bad_packet",
+        UnsyncInfo::BadImage => "bad_program_image",
         UnsyncInfo::Eot => "end_of_trace",
         _ => "other",
     }

@@ -80,6 +80,7 @@ fn every_case_has_a_test() {
             "etmv4-unformatted-decoder-name",
             "etmv4m-cancel-overrun-keeps-cycle-count",
             "etmv4m-commit-overrun-index-zero",
+            "etmv4m-direct-br-cond-bad-image",
             "etmv4m-exception-ends-it-block",
             "etmv4m-reserved-cfg-header-error",
             "etmv4m-ret-stack-overflow-cs-id",
@@ -203,4 +204,12 @@ fn trace_info_deeper_than_the_maximum_speculation_is_committed_as_in_opencsd() {
 #[test]
 fn exception_ends_an_it_block() {
     check("etmv4m-exception-ends-it-block");
+}
+
+/// `-direct_br_cond` and `-strict_br_cond` report an N atom on an
+/// unconditional branch with OpenCSD 1.8.0's text, and the `NO_SYNC` after
+/// it says `bad-program-image`.
+#[test]
+fn branch_checks_report_a_bad_program_image() {
+    check("etmv4m-direct-br-cond-bad-image");
 }

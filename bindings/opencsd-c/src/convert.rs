@@ -478,6 +478,14 @@ fn other_payload(e: &TraceElement, c: &mut OcsdGenericTraceElem, payload: &mut [
                 UnsyncInfo::Overflow => 3,
                 UnsyncInfo::Discard => 4,
                 UnsyncInfo::BadPacket => 5,
+                // 1.3.x has no UNSYNC_BAD_IMAGE: a bad packet there.
+                UnsyncInfo::BadImage => {
+                    if cfg!(feature = "opencsd-1-8") {
+                        6
+                    } else {
+                        5
+                    }
+                }
                 UnsyncInfo::Eot => abi::UNSYNC_EOT,
                 _ => 0,
             }
@@ -599,6 +607,9 @@ pub unsafe fn elem_from_c(c: &OcsdGenericTraceElem) -> TraceElement {
                 4 => UnsyncInfo::Discard,
                 5 => UnsyncInfo::BadPacket,
                 abi::UNSYNC_EOT => UnsyncInfo::Eot,
+                // 1.8.x's UNSYNC_BAD_IMAGE (6 is 1.3.x's UNSYNC_EOT, above).
+                #[allow(unreachable_patterns)]
+                6 => UnsyncInfo::BadImage,
                 _ => UnsyncInfo::Unknown,
             }
         }

@@ -228,6 +228,7 @@ impl ElementStacks {
                 let what = match e.unsync_info {
                     UnsyncInfo::Overflow => "overflow: synchronisation lost",
                     UnsyncInfo::BadPacket => "bad packet: synchronisation lost",
+                    UnsyncInfo::BadImage => "trace does not fit the program image: synchronisation lost",
                     UnsyncInfo::Discard => "speculative trace discarded",
                     UnsyncInfo::ResetDecoder => "decoder reset",
                     _ => "synchronisation lost",
