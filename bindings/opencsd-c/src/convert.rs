@@ -607,9 +607,8 @@ pub unsafe fn elem_from_c(c: &OcsdGenericTraceElem) -> TraceElement {
                 4 => UnsyncInfo::Discard,
                 5 => UnsyncInfo::BadPacket,
                 abi::UNSYNC_EOT => UnsyncInfo::Eot,
-                // 1.8.x's UNSYNC_BAD_IMAGE (6 is 1.3.x's UNSYNC_EOT, above).
-                #[allow(unreachable_patterns)]
-                6 => UnsyncInfo::BadImage,
+                // 1.8.x's UNSYNC_BAD_IMAGE (1.3.x has none: 6 is its EOT).
+                6 if cfg!(feature = "opencsd-1-8") => UnsyncInfo::BadImage,
                 _ => UnsyncInfo::Unknown,
             }
         }
