@@ -127,6 +127,8 @@ pub mod elem {
 
 /// `unsync_info_t`'s UNSYNC_EOT: 1.8.x put UNSYNC_BAD_IMAGE before it.
 pub const UNSYNC_EOT: u32 = if cfg!(feature = "opencsd-1-8") { 7 } else { 6 };
+/// 1.8.x's `UNSYNC_BAD_IMAGE`; 1.3.x has none (a value no element holds).
+pub const UNSYNC_BAD_IMAGE: u32 = if cfg!(feature = "opencsd-1-8") { 6 } else { u32::MAX };
 
 /// `ocsd_pe_context`.
 #[repr(C)]

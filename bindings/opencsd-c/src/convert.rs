@@ -479,13 +479,8 @@ fn other_payload(e: &TraceElement, c: &mut OcsdGenericTraceElem, payload: &mut [
                 UnsyncInfo::Discard => 4,
                 UnsyncInfo::BadPacket => 5,
                 // 1.3.x has no UNSYNC_BAD_IMAGE: a bad packet there.
-                UnsyncInfo::BadImage => {
-                    if cfg!(feature = "opencsd-1-8") {
-                        6
-                    } else {
-                        5
-                    }
-                }
+                UnsyncInfo::BadImage if cfg!(feature = "opencsd-1-8") => abi::UNSYNC_BAD_IMAGE,
+                UnsyncInfo::BadImage => 5,
                 UnsyncInfo::Eot => abi::UNSYNC_EOT,
                 _ => 0,
             }
@@ -607,8 +602,7 @@ pub unsafe fn elem_from_c(c: &OcsdGenericTraceElem) -> TraceElement {
                 4 => UnsyncInfo::Discard,
                 5 => UnsyncInfo::BadPacket,
                 abi::UNSYNC_EOT => UnsyncInfo::Eot,
-                // 1.8.x's UNSYNC_BAD_IMAGE (1.3.x has none: 6 is its EOT).
-                6 if cfg!(feature = "opencsd-1-8") => UnsyncInfo::BadImage,
+                abi::UNSYNC_BAD_IMAGE => UnsyncInfo::BadImage,
                 _ => UnsyncInfo::Unknown,
             }
         }
