@@ -392,7 +392,7 @@ enum GateState {
 }
 
 impl SyncGate {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         SyncGate {
             state: GateState::NoSync,
             unsync: UnsyncInfo::InitDecoder,
@@ -400,12 +400,12 @@ impl SyncGate {
     }
 
     /// Synchronisation is lost: the next packet reports it.
-    pub fn lose_sync(&mut self) {
+    pub(crate) fn lose_sync(&mut self) {
         self.state = GateState::NoSync;
     }
 
     /// What to do with the next packet (`is_async`: it is an alignment sync).
-    pub fn step(&mut self, is_async: bool) -> GateStep {
+    pub(crate) fn step(&mut self, is_async: bool) -> GateStep {
         if self.state == GateState::Decode {
             return GateStep::Decode;
         }

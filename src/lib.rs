@@ -76,6 +76,7 @@
 //! The [`readme`] has the tools and the rest.
 
 #![deny(missing_docs)]
+#![warn(unreachable_pub)]
 
 // The modules in their layers, bottom first: a module imports only from
 // its own layer and the layers below (ARCHITECTURE.md; tests/layers.rs

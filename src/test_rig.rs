@@ -21,7 +21,7 @@ pub(crate) struct Rig {
 }
 
 impl Rig {
-    pub fn new(mode: DecodeMode) -> Rig {
+    pub(crate) fn new(mode: DecodeMode) -> Rig {
         let out = shared(MsgLogger::capture());
         let err_log = shared(ErrorLogger::new(Severity::Info, Some(out.clone())));
         let elems = shared(GenElemPrinter::new(out.clone()));
@@ -47,20 +47,20 @@ impl Rig {
     }
 
     /// Maps `bytes` at `addr` in every memory space.
-    pub fn map(&self, addr: u64, bytes: &[u8]) {
+    pub(crate) fn map(&self, addr: u64, bytes: &[u8]) {
         let acc = BufferAccessor::new(addr, bytes.to_vec(), MemSpace::ANY).unwrap();
         self.mapper.borrow_mut().add_accessor(Box::new(acc)).unwrap();
     }
 
     /// Maps little-endian 32-bit words (A32 code) at `addr`.
-    pub fn map_words(&self, addr: u64, words: &[u32]) {
+    pub(crate) fn map_words(&self, addr: u64, words: &[u32]) {
         let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
         self.map(addr, &bytes);
     }
 
     /// Maps the A32 program the PTM and ETMv3 decode tests follow: a
     /// call, a return and a loop.
-    pub fn map_arm_program(&self) {
+    pub(crate) fn map_arm_program(&self) {
         self.map_words(
             0x1000,
             &[
@@ -75,14 +75,14 @@ impl Rig {
     }
 
     /// Prints packets with their raw bytes, as `trc_pkt_lister -decode` does.
-    pub fn monitor(&self, comp: &mut dyn TraceComponent, id: u8) {
+    pub(crate) fn monitor(&self, comp: &mut dyn TraceComponent, id: u8) {
         comp.attach_packet_printer(PacketPrinter::new(id, self.out.clone()), true)
             .unwrap();
     }
 
     /// Sends `data` as one block at `index`, flushing whenever a wait is
     /// asked for; stops at a fatal response, and returns the last response.
-    pub fn send(&self, comp: &mut dyn TraceComponent, index: TrcIndex, data: &[u8]) -> DatapathResp {
+    pub(crate) fn send(&self, comp: &mut dyn TraceComponent, index: TrcIndex, data: &[u8]) -> DatapathResp {
         let mut done = 0;
         let mut resp = DatapathResp::Cont;
         while done < data.len() && !resp.is_fatal() {
@@ -102,7 +102,7 @@ impl Rig {
 
     /// Sends `data` in blocks of `block` bytes from trace index `index`
     /// (see [`Rig::send`]); no response may be fatal.
-    pub fn feed(&self, comp: &mut dyn TraceComponent, index: TrcIndex, data: &[u8], block: usize) {
+    pub(crate) fn feed(&self, comp: &mut dyn TraceComponent, index: TrcIndex, data: &[u8], block: usize) {
         for (n, chunk) in data.chunks(block).enumerate() {
             let resp = self.send(comp, index + (n * block) as TrcIndex, chunk);
             assert!(!resp.is_fatal(), "fatal response {resp:?}");
@@ -122,7 +122,7 @@ impl Rig {
 
     /// End of trace, as the lister sends it: on a wait, flush until
     /// continue, then send EOT again. Returns the last response.
-    pub fn eot(&self, comp: &mut dyn TraceComponent) -> DatapathResp {
+    pub(crate) fn eot(&self, comp: &mut dyn TraceComponent) -> DatapathResp {
         let mut r = comp.trace_data_in(DatapathOp::Eot, 0, &[]).0;
         while r.is_wait() {
             self.elems.borrow_mut().ack_wait();
@@ -136,14 +136,14 @@ impl Rig {
 
     /// The whole listing of `data` sent as one block from index 0 (no
     /// response may be fatal), then end of trace; clears it.
-    pub fn listing(&self, comp: &mut dyn TraceComponent, data: &[u8]) -> String {
+    pub(crate) fn listing(&self, comp: &mut dyn TraceComponent, data: &[u8]) -> String {
         self.feed(comp, 0, data, data.len().max(1));
         self.eot(comp);
         self.take()
     }
 
     /// The listing so far (and clears it).
-    pub fn take(&self) -> String {
+    pub(crate) fn take(&self) -> String {
         self.out.borrow_mut().take_captured()
     }
 }

@@ -441,7 +441,7 @@ pub trait TextOut: fmt::Write {
 }
 
 /// The longest text a [`Line`] is sure to take.
-pub const LINE_MAX: usize = 320;
+pub(crate) const LINE_MAX: usize = 320;
 /// A line's window: what it can take, some writes storing a block
 /// longer than the text they add.
 const WINDOW: usize = LINE_MAX + TextBuf::SLACK;
