@@ -108,7 +108,7 @@ pub mod interfaces;
 // pipeline and registry, protocol factories, observer hooks.
 pub mod decoder;
 pub mod deformatter;
-pub mod factory;
+pub(crate) mod factory;
 #[doc(hidden)] // for the project's lister only; not part of the API
 pub mod format_pool;
 pub mod hooks;

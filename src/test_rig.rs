@@ -5,9 +5,10 @@
 
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use crate::decoder::{DecodeContext, DecodeMode, ElemRouter, TraceComponent};
-use crate::errcode::Severity;
+use crate::deformatter::IdStreamSink;
+use crate::errcode::{ErrCode, Severity};
 use crate::instr::ArmInstrDecoder;
-use crate::interfaces::{InstrDecode, TargetMemAccess};
+use crate::interfaces::{InstrDecode, TargetMemAccess, TrcDataIn};
 use crate::logger::{ErrorLogger, MsgLogger};
 use crate::memory::{BufferAccessor, MemAccMapper, MemSpace};
 use crate::printers::{GenElemPrinter, PacketPrinter};
@@ -195,4 +196,45 @@ pub(crate) fn feed_ignoring_errors(comp: &mut dyn TraceComponent, data: &[u8]) {
         block = block % 37 + 3;
     }
     comp.trace_data_in(DatapathOp::Eot, 0, &[]);
+}
+
+/// A table of per-ID consumers, for feeding a deformatter on its own.
+pub(crate) struct IdStreamTable {
+    streams: Vec<Option<Box<dyn TrcDataIn>>>,
+}
+
+impl Default for IdStreamTable {
+    fn default() -> Self {
+        IdStreamTable {
+            streams: (0..128).map(|_| None).collect(),
+        }
+    }
+}
+
+impl IdStreamTable {
+    /// Attaches `sink` to `id` (0..=127), replacing any previous one.
+    pub(crate) fn attach(&mut self, id: u8, sink: Box<dyn TrcDataIn>) -> Result<(), ErrCode> {
+        let slot = self.streams.get_mut(id as usize).ok_or(ErrCode::InvalidId)?;
+        *slot = Some(sink);
+        Ok(())
+    }
+}
+
+impl IdStreamSink for IdStreamTable {
+    fn is_attached(&self, id: u8) -> bool {
+        matches!(self.streams.get(id as usize), Some(Some(_)))
+    }
+    fn id_data_in(&mut self, id: u8, index: TrcIndex, data: &[u8]) -> (DatapathResp, usize) {
+        match self.streams.get_mut(id as usize) {
+            Some(Some(s)) => s.trace_data_in(DatapathOp::Data, index, data),
+            _ => (DatapathResp::Cont, data.len()),
+        }
+    }
+    fn all_ids_op(&mut self, op: DatapathOp, index: TrcIndex) -> DatapathResp {
+        let mut worst = DatapathResp::Cont;
+        for s in self.streams.iter_mut().flatten() {
+            worst = worst.worst(s.trace_data_in(op, index, &[]).0);
+        }
+        worst
+    }
 }

@@ -317,7 +317,13 @@ impl Walker {
 
     /// Reads the opcode at `addr` through the code cache; `None` when not
     /// all 4 bytes are mapped or the memory reports an error.
-    pub(crate) fn read4(&mut self, mem: &mut dyn TargetMemAccess, addr: u64, trace_id: u8, space: MemSpace) -> Option<u32> {
+    pub(crate) fn read4(
+        &mut self,
+        mem: &mut dyn TargetMemAccess,
+        addr: u64,
+        trace_id: u8,
+        space: MemSpace,
+    ) -> Option<u32> {
         self.check_memory(mem, trace_id);
         self.code.read4(mem, addr, trace_id, space).ok().flatten()
     }

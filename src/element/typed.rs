@@ -315,7 +315,7 @@ pub enum TsRelation {
 
 impl TsRelation {
     /// From the two TC bits.
-    pub fn from_bits(bits: u8) -> TsRelation {
+    pub(crate) fn from_bits(bits: u8) -> TsRelation {
         match bits & 3 {
             0 => TsRelation::Sync,
             1 => TsRelation::TimestampDelayed,

@@ -8,7 +8,7 @@
 //!   the program through target memory.
 //!
 //! ETE (Armv9) is a superset of ETMv4: the same processor and decoder
-//! handle it when the configuration says so ([`config::EtmV4Config::is_ete`]).
+//! handle it when the configuration says so (`EtmV4Config::is_ete`).
 
 pub mod config;
 pub mod decoder;
@@ -44,7 +44,7 @@ const ETMV4_REGS: &[RegSpec] = &[
 ];
 
 /// ETMv4 instruction trace (`ETM4` devices).
-pub const ETMV4: ProtocolInfo = ProtocolInfo {
+pub(crate) const ETMV4: ProtocolInfo = ProtocolInfo {
     name: "ETMV4I",
     device_types: &["ETM4"],
     registers: ETMV4_REGS,
@@ -56,7 +56,7 @@ pub const ETMV4: ProtocolInfo = ProtocolInfo {
 /// decode mode the decoder behind it. `name` is the protocol name; ETE
 /// shares ETMv4's processor and decoder, and so (as in OpenCSD) their
 /// error-log names, `PKTP_ETMV4I_nnnn` and `DCD_ETMV4_nnnn`.
-pub fn create_component(name: &'static str, cfg: EtmV4Config, ctx: &DecodeContext) -> Box<dyn TraceComponent> {
+pub(crate) fn create_component(name: &'static str, cfg: EtmV4Config, ctx: &DecodeContext) -> Box<dyn TraceComponent> {
     let pkt_err = ctx.packet_processor_err_link("PKTP_ETMV4I");
     let proc = EtmV4PktProc::new(cfg.clone(), Some(pkt_err));
     let decoder = ctx.decoder_for_mode(|| EtmV4Decoder::new(cfg, ctx));
@@ -64,7 +64,7 @@ pub fn create_component(name: &'static str, cfg: EtmV4Config, ctx: &DecodeContex
 }
 
 /// The protocol's factory for the decoder registry.
-pub fn factory() -> Arc<dyn DecoderFactory> {
+pub(crate) fn factory() -> Arc<dyn DecoderFactory> {
     Arc::new(ProtocolFactory::new(&ETMV4, |info, cfg, ctx| {
         Ok(create_component(info.name, EtmV4Config::from_source(cfg), ctx))
     }))

@@ -57,7 +57,7 @@ pub struct CaptureId {
 
 impl CaptureId {
     /// The identity of the capture `data`.
-    pub fn of(data: &[u8]) -> CaptureId {
+    pub(crate) fn of(data: &[u8]) -> CaptureId {
         CaptureId {
             size: data.len() as u64,
             hash: capture_hash(data),
