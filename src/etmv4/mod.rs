@@ -1,19 +1,19 @@
 //! ETMv4 instruction trace: packet processor and decoder.
 //!
-//! - [`config::EtmV4Config`]: the trace unit's registers, interpreted.
-//! - [`packet::EtmV4Packet`]: one packet (with the state packets build on)
+//! - [`EtmV4Config`]: the trace unit's registers, interpreted.
+//! - [`EtmV4Packet`]: one packet (with the state packets build on)
 //!   and its printed form.
-//! - [`processor::EtmV4PktProc`]: bytes to packets.
-//! - [`decoder::EtmV4Decoder`]: packets to generic trace elements, following
+//! - [`EtmV4PktProc`]: bytes to packets.
+//! - [`EtmV4Decoder`]: packets to generic trace elements, following
 //!   the program through target memory.
 //!
 //! ETE (Armv9) is a superset of ETMv4: the same processor and decoder
 //! handle it when the configuration says so (`EtmV4Config::is_ete`).
 
-pub mod config;
-pub mod decoder;
-pub mod packet;
-pub mod processor;
+pub(crate) mod config;
+pub(crate) mod decoder;
+pub(crate) mod packet;
+pub(crate) mod processor;
 
 #[cfg(test)]
 pub(crate) mod tests;
@@ -25,8 +25,8 @@ use crate::decoder::{DecodeContext, DecoderFactory, Pipeline, TraceComponent};
 use crate::factory::{ProtocolFactory, ProtocolInfo};
 
 pub use config::EtmV4Config;
-pub use decoder::EtmV4Decoder;
-pub use packet::{EtmV4Packet, PktType};
+pub use decoder::{EtmV4Decoder, SPEC_DEPTH_LIMIT};
+pub use packet::{Atoms, EtmV4Packet, ExceptionInfo, PktContext, PktType, QInfo, TraceInfo, VAddr};
 pub use processor::EtmV4PktProc;
 
 const ETMV4_REGS: &[RegSpec] = &[
