@@ -247,6 +247,7 @@ pub struct Context {
 
 /// A trace event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Event {
     /// An event of no known kind.
     Unknown,

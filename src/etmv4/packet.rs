@@ -13,6 +13,7 @@ use crate::text::{Line, Pad, TextBuf, TextOut};
 /// Packet type (OpenCSD's `ocsd_etmv4_i_pkt_type`), including the
 /// pseudo-types used for unsynchronised data and errors.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum PktType {
     /// Data before the first alignment synchronisation.
     NotSync,
