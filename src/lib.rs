@@ -111,7 +111,7 @@ pub mod deformatter;
 pub(crate) mod factory;
 #[doc(hidden)] // for the project's lister only; not part of the API
 pub mod format_pool;
-pub mod hooks;
+pub(crate) mod hooks;
 pub(crate) mod pktproc;
 pub mod printers;
 
