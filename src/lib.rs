@@ -85,7 +85,7 @@
 // Foundation.
 pub mod arch;
 pub mod datapath;
-pub mod errcode;
+pub(crate) mod errcode;
 mod fileio;
 pub mod logger;
 pub mod shared;
