@@ -24,7 +24,7 @@ use std::sync::OnceLock;
 use coresight_decode::datapath::{DatapathOp, TrcIndex};
 use coresight_decode::decoder::DecodeMode;
 use coresight_decode::element::{ElemType, TraceElement};
-use coresight_decode::index::build::Capture;
+use coresight_decode::index::Capture;
 use coresight_decode::index::{CaptureIndex, IndexOptions, Piece, decode_pieces};
 use coresight_decode::interfaces::TrcDataIn;
 use coresight_decode::tree::DecodeTree;

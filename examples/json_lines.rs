@@ -90,7 +90,9 @@ pub fn to_json(d: &Decoded) -> Value {
         Element::Event(e) => match e {
             Event::Trigger => put("event", json!("trigger")),
             Event::Numbered(n) => put("event", json!(n)),
-            Event::Unknown => {}
+            // `Event` is non_exhaustive: kinds added later, like Unknown,
+            // have no field here.
+            _ => {}
         },
         Element::SwTrace(s) => {
             if let Some(src) = s.source {

@@ -72,7 +72,7 @@ impl DatapathResp {
         self >= DatapathResp::FatalNotInit
     }
     /// The more severe of two responses.
-    pub fn worst(self, other: DatapathResp) -> DatapathResp {
+    pub(crate) fn worst(self, other: DatapathResp) -> DatapathResp {
         self.max(other)
     }
 }

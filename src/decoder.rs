@@ -111,7 +111,7 @@ impl RegSpec {
         }
     }
     /// A register with the value `default` when the snapshot lacks it.
-    pub const fn optional(name: &'static str, default: u64) -> Self {
+    pub(crate) const fn optional(name: &'static str, default: u64) -> Self {
         RegSpec {
             name,
             required: false,
@@ -128,12 +128,8 @@ pub struct ElemRouter {
 
 impl ElemRouter {
     /// Attaches `out` (or detaches, with `None`).
-    pub fn set(&mut self, out: Option<Box<dyn TrcGenElemIn>>) {
+    pub(crate) fn set(&mut self, out: Option<Box<dyn TrcGenElemIn>>) {
         self.out = out;
-    }
-    /// Whether a sink is attached.
-    pub fn is_attached(&self) -> bool {
-        self.out.is_some()
     }
 }
 
@@ -205,7 +201,7 @@ impl DecodeContext {
     /// The error link of a packet processor of kind `base` (`PKTP_PTM`): in
     /// full decode its errors are counted (for statistics) but not logged,
     /// as OpenCSD logs only the decoder's (see [`ErrLink::unlogged`]).
-    pub fn packet_processor_err_link(&self, base: &str) -> ErrLink {
+    pub(crate) fn packet_processor_err_link(&self, base: &str) -> ErrLink {
         let link = ErrLink::new(&self.err_log, self.component_name(base));
         match self.mode {
             DecodeMode::FullDecode => link.unlogged(),
@@ -286,7 +282,7 @@ pub struct ProcStats {
 
 impl ProcStats {
     /// Unsynchronised bytes, and the packet errors logged through `link`.
-    pub fn with_errors(unsynced_bytes: u64, link: &crate::logger::ErrLink) -> ProcStats {
+    pub(crate) fn with_errors(unsynced_bytes: u64, link: &crate::logger::ErrLink) -> ProcStats {
         let (h, s) = link.packet_error_counts();
         ProcStats {
             unsynced_bytes,
@@ -336,7 +332,7 @@ pub struct DecoderRegistry {
 
 impl DecoderRegistry {
     /// An empty registry.
-    pub fn empty() -> Self {
+    pub(crate) fn empty() -> Self {
         DecoderRegistry { factories: Vec::new() }
     }
 
@@ -398,7 +394,7 @@ enum GateState {
 }
 
 impl SyncGate {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         SyncGate {
             state: GateState::NoSync,
             unsync: UnsyncInfo::InitDecoder,
@@ -406,12 +402,12 @@ impl SyncGate {
     }
 
     /// Synchronisation is lost: the next packet reports it.
-    pub fn lose_sync(&mut self) {
+    pub(crate) fn lose_sync(&mut self) {
         self.state = GateState::NoSync;
     }
 
     /// What to do with the next packet (`is_async`: it is an alignment sync).
-    pub fn step(&mut self, is_async: bool) -> GateStep {
+    pub(crate) fn step(&mut self, is_async: bool) -> GateStep {
         if self.state == GateState::Decode {
             return GateStep::Decode;
         }
@@ -623,10 +619,6 @@ impl<PP: PacketProcessor> Pipeline<PP> {
             eot_done: false,
             total: 0,
         }
-    }
-    /// The packet processor.
-    pub fn processor(&self) -> &PP {
-        &self.proc
     }
     /// Attaches (or detaches) the packet monitor.
     pub fn set_monitor(&mut self, mon: Option<Box<dyn PktRawDataMon<PP::Packet>>>) {

@@ -14,7 +14,7 @@
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use crate::errcode::{ErrCode, Severity, TraceError};
 use crate::hooks::{FrameRecord, FrameRun, SourceIndexer};
-use crate::interfaces::{RawFrameKind, TrcDataIn, TrcRawFrameIn};
+use crate::interfaces::{RawFrameKind, TrcRawFrameIn};
 use crate::logger::ErrLink;
 
 const FRAME_SIZE: usize = 16;
@@ -102,51 +102,6 @@ pub trait IdStreamSink {
     /// The deformatter is about to report an error found at `index`,
     /// before any block of data at or after it. Ignored by default.
     fn error_position(&mut self, _index: TrcIndex) {}
-}
-
-/// A simple table of per-ID consumers, for using the deformatter on its own.
-pub struct IdStreamTable {
-    streams: Vec<Option<Box<dyn TrcDataIn>>>,
-}
-
-impl Default for IdStreamTable {
-    fn default() -> Self {
-        IdStreamTable {
-            streams: (0..128).map(|_| None).collect(),
-        }
-    }
-}
-
-impl IdStreamTable {
-    /// Attaches `sink` to `id` (0..=127), replacing any previous one.
-    pub fn attach(&mut self, id: u8, sink: Box<dyn TrcDataIn>) -> Result<(), ErrCode> {
-        let slot = self.streams.get_mut(id as usize).ok_or(ErrCode::InvalidId)?;
-        *slot = Some(sink);
-        Ok(())
-    }
-    /// Detaches and returns what consumed `id`'s data.
-    pub fn detach(&mut self, id: u8) -> Option<Box<dyn TrcDataIn>> {
-        self.streams.get_mut(id as usize).and_then(Option::take)
-    }
-}
-
-impl IdStreamSink for IdStreamTable {
-    fn is_attached(&self, id: u8) -> bool {
-        matches!(self.streams.get(id as usize), Some(Some(_)))
-    }
-    fn id_data_in(&mut self, id: u8, index: TrcIndex, data: &[u8]) -> (DatapathResp, usize) {
-        match self.streams.get_mut(id as usize) {
-            Some(Some(s)) => s.trace_data_in(DatapathOp::Data, index, data),
-            _ => (DatapathResp::Cont, data.len()),
-        }
-    }
-    fn all_ids_op(&mut self, op: DatapathOp, index: TrcIndex) -> DatapathResp {
-        let mut worst = DatapathResp::Cont;
-        for s in self.streams.iter_mut().flatten() {
-            worst = worst.worst(s.trace_data_in(op, index, &[]).0);
-        }
-        worst
-    }
 }
 
 /// Byte counts by kind (the lister's `-stats` demux figures).
@@ -273,11 +228,6 @@ impl FrameDeformatter {
         self.indexer = indexer;
     }
 
-    /// Takes the source indexer back.
-    pub fn take_source_indexer(&mut self) -> Option<Box<dyn SourceIndexer>> {
-        self.indexer.take()
-    }
-
     /// Starts again at a frame boundary, as if synchronised, with `id` the
     /// trace ID in effect at that frame's start (as a source index
     /// records it): the next data block must begin with that frame. Used
@@ -314,7 +264,7 @@ impl FrameDeformatter {
     }
 
     /// Restricts raw unpacked output to the given IDs (all when `None`).
-    pub fn set_raw_id_filter(&mut self, ids: Option<&[u8]>) {
+    pub(crate) fn set_raw_id_filter(&mut self, ids: Option<&[u8]>) {
         match ids {
             None => self.raw_enabled = [true; 128],
             Some(list) => {
@@ -902,16 +852,16 @@ impl ImageWriter<'_> {
 /// holds, reading past its end. For a formatted source those bytes are the
 /// rest of the deformatter's per-ID output record, and OpenCSD's listings
 /// show them. To list such packets byte for byte, the consumer of a trace
-/// ID registers an [`overread::Interest`] in it; while one exists, the
+/// ID registers an `overread::Interest` in it; while one exists, the
 /// deformatter publishes the image of that memory for the duration of each
-/// block it delivers to that ID, and [`overread::following_bytes`] reads
+/// block it delivers to that ID, and `overread::following_bytes` reads
 /// it. Nothing is published for unformatted sources (OpenCSD's bytes there
 /// are not knowable).
-pub mod overread {
+pub(crate) mod overread {
     use std::cell::{Cell, RefCell};
 
     /// Largest image published (the deformatter's records after a block).
-    pub const IMAGE_MAX: usize = 256;
+    pub(crate) const IMAGE_MAX: usize = 256;
 
     thread_local! {
         /// Interests registered, by trace ID.
@@ -921,11 +871,11 @@ pub mod overread {
 
     /// Keeps the image published for one trace ID while it lives.
     #[derive(Debug)]
-    pub struct Interest(u8);
+    pub(crate) struct Interest(u8);
 
     impl Interest {
         /// An interest in the blocks delivered to trace ID `id`.
-        pub fn register(id: u8) -> Interest {
+        pub(crate) fn register(id: u8) -> Interest {
             let id = id & 0x7f;
             INTEREST.with(|n| n[id as usize].set(n[id as usize].get() + 1));
             Interest(id)
@@ -959,37 +909,12 @@ pub mod overread {
 
     /// Copies into `out` the bytes that follow the block being delivered
     /// now, as far as they are known; returns how many were copied.
-    pub fn following_bytes(out: &mut [u8]) -> usize {
+    pub(crate) fn following_bytes(out: &mut [u8]) -> usize {
         IMAGE.with(|i| {
             let i = i.borrow();
             let n = i.1.min(out.len());
             out[..n].copy_from_slice(&i.0[..n]);
             n
         })
-    }
-}
-
-/// A deformatter with its own table of per-ID consumers: a complete
-/// `TrcDataIn` for frame-formatted input.
-pub struct Demux {
-    /// The deformatter.
-    pub deformatter: FrameDeformatter,
-    /// Where each trace ID's data goes.
-    pub streams: IdStreamTable,
-}
-
-impl Demux {
-    /// A deformatter for `cfg` with no consumers attached yet.
-    pub fn new(cfg: DeformatterConfig) -> Self {
-        Demux {
-            deformatter: FrameDeformatter::new(cfg),
-            streams: IdStreamTable::default(),
-        }
-    }
-}
-
-impl TrcDataIn for Demux {
-    fn trace_data_in(&mut self, op: DatapathOp, index: TrcIndex, data: &[u8]) -> (DatapathResp, usize) {
-        self.deformatter.trace_data_in(op, index, data, &mut self.streams)
     }
 }

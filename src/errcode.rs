@@ -144,7 +144,7 @@ impl TraceError {
 
     /// The detail text OpenCSD prints after the component name:
     /// `0x0019 (OCSD_ERR_BAD_DECODE_PKT) [Reserved ...]; TrcIdx=12; CS ID=10; message`.
-    pub fn write_details(&self, out: &mut String) {
+    pub(crate) fn write_details(&self, out: &mut String) {
         let _ = write!(out, "{}; ", self.code);
         if let Some(idx) = self.index {
             let _ = write!(out, "TrcIdx={idx}; ");

@@ -1,22 +1,13 @@
 //! Factories for protocols described by data: a [`ProtocolInfo`] says
 //! which snapshot device types a protocol decodes, which registers it
 //! reads and how its trace ID is found; [`ProtocolFactory`] joins that to
-//! the function creating a source's component. A protocol without a packet
-//! processor can be registered with [`undecoded`], which takes its byte
-//! stream and lists nothing, so a tree still has a place (and a printer)
-//! for every declared source.
+//! the function creating a source's component.
 
-use std::sync::Arc;
-
-use crate::datapath::{DatapathResp, TrcIndex};
-use crate::decoder::{
-    DecodeContext, DecoderFactory, PacketOut, PacketProcessor, Pipeline, RegSpec, SourceConfig, TraceComponent,
-};
+use crate::decoder::{DecodeContext, DecoderFactory, RegSpec, SourceConfig, TraceComponent};
 use crate::errcode::TraceError;
-use crate::printers::TracePacket;
 
 /// A protocol's identity: name, device types, registers and trace ID rule.
-pub struct ProtocolInfo {
+pub(crate) struct ProtocolInfo {
     /// Protocol name, as the decoder registry and listings know it (`ETMV4I`, `PTM`...).
     pub name: &'static str,
     /// Snapshot device types (the `type` of a device in an Arm snapshot) this protocol
@@ -34,7 +25,7 @@ pub struct ProtocolInfo {
 
 impl ProtocolInfo {
     /// The source's trace ID, read from `trace_id_reg` (0 when the register is missing).
-    pub fn trace_id(&self, cfg: &SourceConfig) -> u8 {
+    pub(crate) fn trace_id(&self, cfg: &SourceConfig) -> u8 {
         let (reg, shift) = self.trace_id_reg;
         ((cfg.reg_or(reg, 0) >> shift) & 0x7f) as u8
     }
@@ -42,20 +33,20 @@ impl ProtocolInfo {
 
 /// Creates one source's component for a protocol: its identity, the
 /// source's registers and the decode context.
-pub type CreateFn =
+pub(crate) type CreateFn =
     fn(&'static ProtocolInfo, &SourceConfig, &DecodeContext) -> Result<Box<dyn TraceComponent>, TraceError>;
 
 /// The factory of a built-in protocol: the protocol's [`ProtocolInfo`]
 /// answers for its name, device types, registers and trace ID, and a
 /// [`CreateFn`] builds each source's component.
-pub struct ProtocolFactory {
+pub(crate) struct ProtocolFactory {
     info: &'static ProtocolInfo,
     create: CreateFn,
 }
 
 impl ProtocolFactory {
     /// A factory for the protocol `info`, creating components with `create`.
-    pub fn new(info: &'static ProtocolInfo, create: CreateFn) -> Self {
+    pub(crate) fn new(info: &'static ProtocolInfo, create: CreateFn) -> Self {
         ProtocolFactory { info, create }
     }
 }
@@ -79,39 +70,4 @@ impl DecoderFactory for ProtocolFactory {
     fn create(&self, cfg: &SourceConfig, ctx: &DecodeContext) -> Result<Box<dyn TraceComponent>, TraceError> {
         (self.create)(self.info, cfg, ctx)
     }
-}
-
-/// Factory for a protocol whose packet decode is not implemented: the
-/// source gets a place in the tree, its data is taken and nothing is listed.
-pub fn undecoded(info: &'static ProtocolInfo) -> Arc<dyn DecoderFactory> {
-    Arc::new(ProtocolFactory::new(info, |info, _cfg, _ctx| {
-        log::warn!(
-            "{}: packet decode for this protocol is not available yet; its data is skipped",
-            info.name
-        );
-        Ok(Box::new(Pipeline::new(info.name, SwallowBytes, None)))
-    }))
-}
-
-/// Packet type of [`undecoded`] protocols: never produced.
-pub enum NoPacket {}
-
-impl TracePacket for NoPacket {
-    fn write_desc(&self, _out: &mut String) {
-        match *self {}
-    }
-}
-
-/// Takes bytes and produces no packets.
-pub struct SwallowBytes;
-
-impl PacketProcessor for SwallowBytes {
-    type Packet = NoPacket;
-    fn process(&mut self, _index: TrcIndex, data: &[u8], _out: &mut PacketOut<'_, NoPacket>) -> (DatapathResp, usize) {
-        (DatapathResp::Cont, data.len())
-    }
-    fn eot(&mut self, _out: &mut PacketOut<'_, NoPacket>) -> DatapathResp {
-        DatapathResp::Cont
-    }
-    fn reset(&mut self, _index: TrcIndex) {}
 }

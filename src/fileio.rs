@@ -118,9 +118,9 @@ pub mod dstream {
     use std::io::Read;
 
     /// Bytes in a block, footer included.
-    pub const BLOCK: usize = 512;
+    pub(crate) const BLOCK: usize = 512;
     /// Bytes of the footer at the end of each block.
-    pub const FOOTER: usize = 8;
+    pub(crate) const FOOTER: usize = 8;
     /// Trace bytes in a block.
     pub const DATA: usize = BLOCK - FOOTER;
 
@@ -149,11 +149,6 @@ pub mod dstream {
         /// Reads `inner`, which starts at a block boundary.
         pub fn new(inner: R) -> Self {
             FooterReader { inner, at: 0 }
-        }
-
-        /// The reader inside.
-        pub fn get_ref(&self) -> &R {
-            &self.inner
         }
     }
 

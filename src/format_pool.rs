@@ -27,7 +27,7 @@ use crate::text::{TextBuf, TextOut};
 
 /// Writes a line's `Idx:<index>; ID:<id>;` start.
 #[inline(always)]
-pub fn line_start<W: TextOut>(t: &mut W, index: TrcIndex, trace_id: u8) {
+pub(crate) fn line_start<W: TextOut>(t: &mut W, index: TrcIndex, trace_id: u8) {
     t.put(b"Idx:");
     t.dec(index);
     t.put(b"; ID:");
@@ -37,7 +37,7 @@ pub fn line_start<W: TextOut>(t: &mut W, index: TrcIndex, trace_id: u8) {
 
 /// Writes an element's line.
 #[inline]
-pub fn write_elem_line(t: &mut TextBuf, index: TrcIndex, trace_id: u8, elem: &TraceElement) {
+pub(crate) fn write_elem_line(t: &mut TextBuf, index: TrcIndex, trace_id: u8, elem: &TraceElement) {
     let mut l = t.line();
     l.idx_start(index, trace_id);
     l.ascii(b' ');
@@ -251,12 +251,12 @@ impl FormatPool {
 
     /// Adds an element's line.
     #[inline]
-    pub fn elem(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) {
+    pub(crate) fn elem(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) {
         self.elems(trace_id, std::slice::from_ref(&(index, *elem)));
     }
 
     /// Adds the lines of a run of elements of `trace_id`.
-    pub fn elems(&mut self, trace_id: u8, elems: &[(TrcIndex, TraceElement)]) {
+    pub(crate) fn elems(&mut self, trace_id: u8, elems: &[(TrcIndex, TraceElement)]) {
         for chunk in elems.chunks(BATCH_ITEMS) {
             self.cur.mark_text();
             let batch = &mut *self.cur;
@@ -383,7 +383,7 @@ impl Drop for FormatPool {
 }
 
 /// The format pool a logger hands its text to, if any.
-pub fn pool_of(out: &mut MsgLogger) -> Option<&mut FormatPool> {
+pub(crate) fn pool_of(out: &mut MsgLogger) -> Option<&mut FormatPool> {
     out.batcher_mut()?.as_any_mut().downcast_mut::<FormatPool>()
 }
 

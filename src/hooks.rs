@@ -39,14 +39,14 @@ pub struct FrameRecord {
 
 impl FrameRecord {
     /// The runs used.
-    pub fn runs(&self) -> &[FrameRun] {
+    pub(crate) fn runs(&self) -> &[FrameRun] {
         &self.runs[..self.count.min(8)]
     }
 }
 
 /// Receives what the deformatter sees (the design's source indexer
 /// attachment point, see
-/// [`crate::deformatter::FrameDeformatter::set_source_indexer`]).
+/// [`crate::tree::DecodeTree::set_source_indexer`]).
 pub trait SourceIndexer: Send {
     /// A frame has been unpacked.
     fn frame(&mut self, frame: &FrameRecord);
@@ -125,7 +125,7 @@ impl EntryKind {
     ];
 
     /// The kind of a saved code.
-    pub fn from_code(code: u8) -> Option<EntryKind> {
+    pub(crate) fn from_code(code: u8) -> Option<EntryKind> {
         EntryKind::ALL.get((code as usize).wrapping_sub(1)).copied()
     }
 
@@ -149,7 +149,7 @@ impl EntryKind {
     }
 
     /// Events and triggers: what [`crate::index::CaptureIndex::events`] returns.
-    pub fn is_event(self) -> bool {
+    pub(crate) fn is_event(self) -> bool {
         matches!(self, EntryKind::Event | EntryKind::Trigger)
     }
 }

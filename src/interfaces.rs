@@ -127,7 +127,7 @@ pub trait ElementSink: Send {
 
 /// An [`ElementSink`] as a [`TrcGenElemIn`]: each flat element is made
 /// typed on its way in.
-pub struct TypedSink<S>(pub S);
+pub(crate) struct TypedSink<S>(pub S);
 
 impl<S: ElementSink> TrcGenElemIn for TypedSink<S> {
     #[inline]

@@ -76,6 +76,7 @@
 //! The [`readme`] has the tools and the rest.
 
 #![deny(missing_docs)]
+#![warn(unreachable_pub)]
 
 // The modules in their layers, bottom first: a module imports only from
 // its own layer and the layers below (ARCHITECTURE.md; tests/layers.rs
@@ -84,7 +85,7 @@
 // Foundation.
 pub mod arch;
 pub mod datapath;
-pub mod errcode;
+pub(crate) mod errcode;
 mod fileio;
 pub mod logger;
 pub mod shared;
@@ -107,10 +108,10 @@ pub mod interfaces;
 // pipeline and registry, protocol factories, observer hooks.
 pub mod decoder;
 pub mod deformatter;
-pub mod factory;
+pub(crate) mod factory;
 #[doc(hidden)] // for the project's lister only; not part of the API
 pub mod format_pool;
-pub mod hooks;
+pub(crate) mod hooks;
 pub(crate) mod pktproc;
 pub mod printers;
 

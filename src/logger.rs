@@ -20,8 +20,8 @@ use crate::shared::Shared;
 
 /// Where text output goes.
 ///
-/// Text is gathered in one large buffer ([`MsgLogger::text`]) and written
-/// out when it holds [`MsgLogger::CHUNK`] bytes or is flushed, so printers
+/// Text is gathered in one large buffer and written
+/// out when it holds `MsgLogger::CHUNK` bytes or is flushed, so printers
 /// write their lines straight into it, with no buffer or system call of
 /// their own per line.
 #[derive(Default)]
@@ -44,7 +44,7 @@ pub struct MsgLogger {
 
 /// Where a piece of captured text starts: the tree position it was
 /// written at, and its byte offset in the capture.
-pub type TextMark = (SerialKey, usize);
+pub(crate) type TextMark = (SerialKey, usize);
 
 /// Where a logger's text goes out: any of standard output, standard
 /// error and a file.
@@ -57,7 +57,7 @@ pub struct Destinations {
 
 impl Destinations {
     /// Writes `b` to each destination.
-    pub fn write_all(&mut self, b: &[u8]) {
+    pub(crate) fn write_all(&mut self, b: &[u8]) {
         if b.is_empty() {
             return;
         }
@@ -73,17 +73,13 @@ impl Destinations {
     }
 
     /// Flushes the destinations that buffer.
-    pub fn flush(&mut self) {
+    pub(crate) fn flush(&mut self) {
         if let Some(o) = self.stdout.as_mut() {
             let _ = o.flush();
         }
         if let Some(f) = self.file.as_mut() {
             let _ = f.flush();
         }
-    }
-
-    fn any(&self) -> bool {
-        self.stdout.is_some() || self.stderr || self.file.is_some()
     }
 }
 
@@ -92,7 +88,7 @@ impl Destinations {
 /// threads, in `format_pool`). Installed with
 /// [`MsgLogger::set_batcher`].
 pub trait TextBatcher: Send {
-    /// Where the next text goes (as [`MsgLogger::text`]).
+    /// Where the next text goes (the buffer `MsgLogger` writes into).
     fn text(&mut self) -> &mut TextBuf;
     /// Returns once everything taken so far is written out and flushed.
     fn flush(&mut self);
@@ -104,7 +100,7 @@ pub trait TextBatcher: Send {
 
 impl MsgLogger {
     /// Text gathered before it is written out.
-    pub const CHUNK: usize = 1 << 16;
+    pub(crate) const CHUNK: usize = 1 << 16;
 
     /// A logger that writes nowhere.
     pub fn none() -> Self {
@@ -121,14 +117,14 @@ impl MsgLogger {
     /// A capturing logger that also notes, for each piece of text, the
     /// tree position (`position`) it was written at; see
     /// [`take_keyed`](Self::take_keyed).
-    pub fn capture_keyed(position: Shared<SerialKey>) -> Self {
+    pub(crate) fn capture_keyed(position: Shared<SerialKey>) -> Self {
         let mut l = MsgLogger::capture();
         l.keyed = Some((position, Vec::new()));
         l
     }
 
     /// Takes the captured text and where each position's text starts in it.
-    pub fn take_keyed(&mut self) -> (String, Vec<TextMark>) {
+    pub(crate) fn take_keyed(&mut self) -> (String, Vec<TextMark>) {
         let marks = self.keyed.as_mut().map(|(_, m)| std::mem::take(m)).unwrap_or_default();
         (self.take_captured(), marks)
     }
@@ -157,12 +153,6 @@ impl MsgLogger {
         self.text.reserve(Self::CHUNK + 4096);
     }
 
-    /// Whether text goes anywhere (a logger made with [`none`](Self::none)
-    /// and nothing set drops it).
-    pub fn is_active(&self) -> bool {
-        self.capture || self.dest.any() || self.batcher.is_some()
-    }
-
     /// Hands the destinations to a batcher made by `make`, which takes
     /// all text from now on, until [`end_batcher`](Self::end_batcher).
     /// Refused (false, `make` not called) on a capturing logger or one
@@ -187,7 +177,7 @@ impl MsgLogger {
     }
 
     /// The batcher, while one is set.
-    pub fn batcher_mut(&mut self) -> Option<&mut (dyn TextBatcher + 'static)> {
+    pub(crate) fn batcher_mut(&mut self) -> Option<&mut (dyn TextBatcher + 'static)> {
         self.batcher.as_deref_mut()
     }
 
@@ -196,7 +186,7 @@ impl MsgLogger {
     /// chunk before calling this or [`log_msg`](Self::log_msg) again only
     /// grows the buffer.
     #[inline]
-    pub fn text(&mut self) -> &mut TextBuf {
+    pub(crate) fn text(&mut self) -> &mut TextBuf {
         if self.batcher.is_some() {
             return self.batched_text();
         }
@@ -281,7 +271,7 @@ impl Drop for MsgLogger {
 
 /// Handle of a component registered with an [`ErrorLogger`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ErrSource(usize);
+pub(crate) struct ErrSource(usize);
 
 /// Collects errors from the components of a tree and prints them.
 pub struct ErrorLogger {
@@ -320,7 +310,7 @@ impl ErrorLogger {
     }
 
     /// Registers a component by name (e.g. `DCD_ETMV4_0016`).
-    pub fn register_source(&mut self, name: impl Into<String>) -> ErrSource {
+    pub(crate) fn register_source(&mut self, name: impl Into<String>) -> ErrSource {
         self.names.push(name.into());
         ErrSource(self.names.len() - 1)
     }
@@ -330,7 +320,7 @@ impl ErrorLogger {
     }
 
     /// Logs an error raised by `src`.
-    pub fn log_error(&mut self, src: ErrSource, err: &TraceError) {
+    pub(crate) fn log_error(&mut self, src: ErrSource, err: &TraceError) {
         self.count += 1;
         if err.severity <= self.verbosity
             && err.severity != Severity::None
@@ -347,7 +337,7 @@ impl ErrorLogger {
     }
 
     /// Logs a message at a severity.
-    pub fn log_message(&mut self, src: ErrSource, sev: Severity, msg: &str) {
+    pub(crate) fn log_message(&mut self, src: ErrSource, sev: Severity, msg: &str) {
         if sev <= self.verbosity
             && let Some(out) = &self.out
         {
@@ -394,7 +384,7 @@ impl ErrLink {
     /// messages: OpenCSD attaches the tree's error logger to the decoder
     /// alone when a packet processor feeds one, so in full decode the
     /// processor's errors are neither printed nor the last error.
-    pub fn unlogged(mut self) -> Self {
+    pub(crate) fn unlogged(mut self) -> Self {
         self.unlogged = true;
         self
     }
@@ -412,7 +402,7 @@ impl ErrLink {
     }
 
     /// Packet errors logged so far: (invalid headers, bad sequences).
-    pub fn packet_error_counts(&self) -> (u64, u64) {
+    pub(crate) fn packet_error_counts(&self) -> (u64, u64) {
         (
             self.counts[0].load(Ordering::Relaxed),
             self.counts[1].load(Ordering::Relaxed),
@@ -420,7 +410,7 @@ impl ErrLink {
     }
 
     /// Logs a message from this component at severity `sev`.
-    pub fn message(&self, sev: Severity, msg: &str) {
+    pub(crate) fn message(&self, sev: Severity, msg: &str) {
         if self.unlogged {
             return;
         }

@@ -58,7 +58,7 @@ pub struct MemSpace(u8);
 
 impl MemSpace {
     /// No space.
-    pub const NONE: MemSpace = MemSpace(0x00);
+    pub(crate) const NONE: MemSpace = MemSpace(0x00);
     /// EL0/EL1, Secure.
     pub const EL1S: MemSpace = MemSpace(0x01);
     /// EL0/EL1, Non-secure.
@@ -68,19 +68,19 @@ impl MemSpace {
     /// EL3.
     pub const EL3: MemSpace = MemSpace(0x08);
     /// EL2, Secure.
-    pub const EL2S: MemSpace = MemSpace(0x10);
+    pub(crate) const EL2S: MemSpace = MemSpace(0x10);
     /// EL0/EL1, Realm.
-    pub const EL1R: MemSpace = MemSpace(0x20);
+    pub(crate) const EL1R: MemSpace = MemSpace(0x20);
     /// EL2, Realm.
-    pub const EL2R: MemSpace = MemSpace(0x40);
+    pub(crate) const EL2R: MemSpace = MemSpace(0x40);
     /// Root (EL3 with RME).
-    pub const ROOT: MemSpace = MemSpace(0x80);
+    pub(crate) const ROOT: MemSpace = MemSpace(0x80);
     /// Any secure space.
     pub const S: MemSpace = MemSpace(0x19);
     /// Any non-secure space.
     pub const N: MemSpace = MemSpace(0x06);
     /// Any realm space.
-    pub const R: MemSpace = MemSpace(0x60);
+    pub(crate) const R: MemSpace = MemSpace(0x60);
     /// Every space.
     pub const ANY: MemSpace = MemSpace(0xff);
 
@@ -93,7 +93,7 @@ impl MemSpace {
         MemSpace(bits)
     }
     /// True when the two sets share a space.
-    pub const fn intersects(self, other: MemSpace) -> bool {
+    pub(crate) const fn intersects(self, other: MemSpace) -> bool {
         self.0 & other.0 != 0
     }
 
@@ -261,7 +261,7 @@ pub struct AddrRange {
 
 impl AddrRange {
     /// The range of `size` (> 0) bytes at `start`; `None` if it would wrap.
-    pub fn with_size(start: u64, size: u64) -> Option<AddrRange> {
+    pub(crate) fn with_size(start: u64, size: u64) -> Option<AddrRange> {
         if size == 0 {
             return None;
         }
@@ -271,15 +271,15 @@ impl AddrRange {
         })
     }
     /// Whether `addr` is in the range.
-    pub fn contains(&self, addr: u64) -> bool {
+    pub(crate) fn contains(&self, addr: u64) -> bool {
         addr >= self.start && addr <= self.end
     }
     /// Whether the two ranges share an address.
-    pub fn overlaps(&self, other: &AddrRange) -> bool {
+    pub(crate) fn overlaps(&self, other: &AddrRange) -> bool {
         self.start <= other.end && other.start <= self.end
     }
     /// Bytes available from `addr` to the end of the range, capped at `want`.
-    pub fn bytes_from(&self, addr: u64, want: usize) -> usize {
+    pub(crate) fn bytes_from(&self, addr: u64, want: usize) -> usize {
         if !self.contains(addr) {
             return 0;
         }
@@ -396,13 +396,13 @@ impl FileAccessor {
     }
 
     /// The file mapped.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// Adds another region of the same file. Fails when it would run past
     /// the end of the file or overlap a region already mapped.
-    pub fn add_region(&mut self, start: u64, offset: u64, size: u64) -> Result<(), MemoryError> {
+    pub(crate) fn add_region(&mut self, start: u64, offset: u64, size: u64) -> Result<(), MemoryError> {
         let outside = || MemoryError::RegionOutsideFile {
             path: self.path.clone(),
             offset,
@@ -445,7 +445,7 @@ impl FileAccessor {
     }
 
     /// True when `addr` starts one of the regions.
-    pub fn starts_region(&self, addr: u64) -> bool {
+    pub(crate) fn starts_region(&self, addr: u64) -> bool {
         self.ranges.binary_search_by_key(&addr, |r| r.start).is_ok()
     }
 
@@ -541,7 +541,7 @@ impl MemAccessor for BufferAccessor {
 
 /// The callback a [`CallbackAccessor`] calls: `(address, space, buffer)`
 /// returns the number of bytes written into the buffer.
-pub type MemReadFn = Box<dyn FnMut(u64, MemSpace, &mut [u8]) -> usize + Send>;
+pub(crate) type MemReadFn = Box<dyn FnMut(u64, MemSpace, &mut [u8]) -> usize + Send>;
 
 /// An image served by a user callback (e.g. a live target or a debugger).
 pub struct CallbackAccessor {

@@ -27,7 +27,7 @@ pub(crate) struct PktError {
 
 impl PktError {
     /// A reserved or unexpected header.
-    pub fn header(msg: &'static str) -> PktError {
+    pub(crate) fn header(msg: &'static str) -> PktError {
         PktError {
             code: ErrCode::InvalidPcktHdr,
             msg,
@@ -35,7 +35,7 @@ impl PktError {
     }
 
     /// A malformed packet.
-    pub fn bad_sequence(msg: &'static str) -> PktError {
+    pub(crate) fn bad_sequence(msg: &'static str) -> PktError {
         PktError {
             code: ErrCode::BadPacketSeq,
             msg,
@@ -43,7 +43,7 @@ impl PktError {
     }
 
     /// Logs the error against the packet at `index` from source `trace_id`.
-    pub fn log(&self, link: &ErrLink, index: TrcIndex, trace_id: u8) {
+    pub(crate) fn log(&self, link: &ErrLink, index: TrcIndex, trace_id: u8) {
         link.log(
             &TraceError::new(Severity::Error, self.code)
                 .at(index)
@@ -62,17 +62,17 @@ pub(crate) struct Input<'a> {
 }
 
 impl<'a> Input<'a> {
-    pub fn new(data: &'a [u8], base: TrcIndex) -> Self {
+    pub(crate) fn new(data: &'a [u8], base: TrcIndex) -> Self {
         Input { data, used: 0, base }
     }
 
     /// Whether bytes are left.
-    pub fn more(&self) -> bool {
+    pub(crate) fn more(&self) -> bool {
         self.used < self.data.len()
     }
 
     /// Trace index of the next byte.
-    pub fn index(&self) -> TrcIndex {
+    pub(crate) fn index(&self) -> TrcIndex {
         self.base + self.used as TrcIndex
     }
 }

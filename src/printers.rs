@@ -52,17 +52,17 @@ fn mon_start<W: TextOut>(t: &mut W, raw: &[u8]) {
 /// Counts down forced `Wait` responses (the lister's `-test_waits N`: the
 /// first N items answer `Wait`).
 #[derive(Clone, Copy, Debug, Default)]
-pub struct TestWaits {
+pub(crate) struct TestWaits {
     remaining: u32,
 }
 
 impl TestWaits {
     /// A counter forcing `n` waits.
-    pub fn new(n: u32) -> Self {
+    pub(crate) fn new(n: u32) -> Self {
         TestWaits { remaining: n }
     }
     /// Waits still to be forced.
-    pub fn remaining(&self) -> u32 {
+    pub(crate) fn remaining(&self) -> u32 {
         self.remaining
     }
     fn next(&mut self) -> DatapathResp {
@@ -199,10 +199,6 @@ impl GenElemPrinter {
     /// Forces `Wait` on the first `n` elements.
     pub fn set_test_waits(&mut self, n: u32) {
         self.waits = TestWaits::new(n);
-    }
-    /// Forced waits still to come.
-    pub fn test_waits_remaining(&self) -> u32 {
-        self.waits.remaining()
     }
     /// A `Wait` was returned and not yet acknowledged by the caller.
     pub fn need_ack_wait(&self) -> bool {

@@ -187,7 +187,7 @@ impl Decoder {
 
     /// The last error the tree's components logged (bad packets, memory
     /// that could not be read...), if any.
-    pub fn last_error(&self) -> Option<TraceError> {
+    pub(crate) fn last_error(&self) -> Option<TraceError> {
         self.tree.error_logger().borrow().last_error().cloned()
     }
 

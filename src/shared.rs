@@ -58,6 +58,16 @@ impl<T> Lock<T> {
 }
 
 impl<T: ?Sized> Lock<T> {
+    /// Borrows the value if no one else holds it (for tests: whether the
+    /// lock is held).
+    #[cfg(test)]
+    pub(crate) fn try_borrow_mut(&self) -> Option<LockGuard<'_, T>> {
+        (!self.locked.swap(true, Ordering::Acquire)).then_some(LockGuard {
+            lock: self,
+            _value: PhantomData,
+        })
+    }
+
     /// Borrows the value exclusively until the guard is dropped, waiting
     /// while another thread holds it.
     #[inline]
@@ -76,19 +86,6 @@ impl<T: ?Sized> Lock<T> {
     #[inline]
     pub fn borrow(&self) -> LockGuard<'_, T> {
         self.borrow_mut()
-    }
-
-    /// Borrows the value if no one else holds it.
-    pub fn try_borrow_mut(&self) -> Option<LockGuard<'_, T>> {
-        (!self.locked.swap(true, Ordering::Acquire)).then_some(LockGuard {
-            lock: self,
-            _value: PhantomData,
-        })
-    }
-
-    /// The value, through a unique reference (no locking needed).
-    pub fn get_mut(&mut self) -> &mut T {
-        self.value.get_mut()
     }
 
     #[cold]

@@ -5,9 +5,10 @@
 
 use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use crate::decoder::{DecodeContext, DecodeMode, ElemRouter, TraceComponent};
-use crate::errcode::Severity;
+use crate::deformatter::IdStreamSink;
+use crate::errcode::{ErrCode, Severity};
 use crate::instr::ArmInstrDecoder;
-use crate::interfaces::{InstrDecode, TargetMemAccess};
+use crate::interfaces::{InstrDecode, TargetMemAccess, TrcDataIn};
 use crate::logger::{ErrorLogger, MsgLogger};
 use crate::memory::{BufferAccessor, MemAccMapper, MemSpace};
 use crate::printers::{GenElemPrinter, PacketPrinter};
@@ -21,7 +22,7 @@ pub(crate) struct Rig {
 }
 
 impl Rig {
-    pub fn new(mode: DecodeMode) -> Rig {
+    pub(crate) fn new(mode: DecodeMode) -> Rig {
         let out = shared(MsgLogger::capture());
         let err_log = shared(ErrorLogger::new(Severity::Info, Some(out.clone())));
         let elems = shared(GenElemPrinter::new(out.clone()));
@@ -47,20 +48,20 @@ impl Rig {
     }
 
     /// Maps `bytes` at `addr` in every memory space.
-    pub fn map(&self, addr: u64, bytes: &[u8]) {
+    pub(crate) fn map(&self, addr: u64, bytes: &[u8]) {
         let acc = BufferAccessor::new(addr, bytes.to_vec(), MemSpace::ANY).unwrap();
         self.mapper.borrow_mut().add_accessor(Box::new(acc)).unwrap();
     }
 
     /// Maps little-endian 32-bit words (A32 code) at `addr`.
-    pub fn map_words(&self, addr: u64, words: &[u32]) {
+    pub(crate) fn map_words(&self, addr: u64, words: &[u32]) {
         let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
         self.map(addr, &bytes);
     }
 
     /// Maps the A32 program the PTM and ETMv3 decode tests follow: a
     /// call, a return and a loop.
-    pub fn map_arm_program(&self) {
+    pub(crate) fn map_arm_program(&self) {
         self.map_words(
             0x1000,
             &[
@@ -75,14 +76,14 @@ impl Rig {
     }
 
     /// Prints packets with their raw bytes, as `trc_pkt_lister -decode` does.
-    pub fn monitor(&self, comp: &mut dyn TraceComponent, id: u8) {
+    pub(crate) fn monitor(&self, comp: &mut dyn TraceComponent, id: u8) {
         comp.attach_packet_printer(PacketPrinter::new(id, self.out.clone()), true)
             .unwrap();
     }
 
     /// Sends `data` as one block at `index`, flushing whenever a wait is
     /// asked for; stops at a fatal response, and returns the last response.
-    pub fn send(&self, comp: &mut dyn TraceComponent, index: TrcIndex, data: &[u8]) -> DatapathResp {
+    pub(crate) fn send(&self, comp: &mut dyn TraceComponent, index: TrcIndex, data: &[u8]) -> DatapathResp {
         let mut done = 0;
         let mut resp = DatapathResp::Cont;
         while done < data.len() && !resp.is_fatal() {
@@ -102,7 +103,7 @@ impl Rig {
 
     /// Sends `data` in blocks of `block` bytes from trace index `index`
     /// (see [`Rig::send`]); no response may be fatal.
-    pub fn feed(&self, comp: &mut dyn TraceComponent, index: TrcIndex, data: &[u8], block: usize) {
+    pub(crate) fn feed(&self, comp: &mut dyn TraceComponent, index: TrcIndex, data: &[u8], block: usize) {
         for (n, chunk) in data.chunks(block).enumerate() {
             let resp = self.send(comp, index + (n * block) as TrcIndex, chunk);
             assert!(!resp.is_fatal(), "fatal response {resp:?}");
@@ -122,7 +123,7 @@ impl Rig {
 
     /// End of trace, as the lister sends it: on a wait, flush until
     /// continue, then send EOT again. Returns the last response.
-    pub fn eot(&self, comp: &mut dyn TraceComponent) -> DatapathResp {
+    pub(crate) fn eot(&self, comp: &mut dyn TraceComponent) -> DatapathResp {
         let mut r = comp.trace_data_in(DatapathOp::Eot, 0, &[]).0;
         while r.is_wait() {
             self.elems.borrow_mut().ack_wait();
@@ -136,14 +137,14 @@ impl Rig {
 
     /// The whole listing of `data` sent as one block from index 0 (no
     /// response may be fatal), then end of trace; clears it.
-    pub fn listing(&self, comp: &mut dyn TraceComponent, data: &[u8]) -> String {
+    pub(crate) fn listing(&self, comp: &mut dyn TraceComponent, data: &[u8]) -> String {
         self.feed(comp, 0, data, data.len().max(1));
         self.eot(comp);
         self.take()
     }
 
     /// The listing so far (and clears it).
-    pub fn take(&self) -> String {
+    pub(crate) fn take(&self) -> String {
         self.out.borrow_mut().take_captured()
     }
 }
@@ -195,4 +196,45 @@ pub(crate) fn feed_ignoring_errors(comp: &mut dyn TraceComponent, data: &[u8]) {
         block = block % 37 + 3;
     }
     comp.trace_data_in(DatapathOp::Eot, 0, &[]);
+}
+
+/// A table of per-ID consumers, for feeding a deformatter on its own.
+pub(crate) struct IdStreamTable {
+    streams: Vec<Option<Box<dyn TrcDataIn>>>,
+}
+
+impl Default for IdStreamTable {
+    fn default() -> Self {
+        IdStreamTable {
+            streams: (0..128).map(|_| None).collect(),
+        }
+    }
+}
+
+impl IdStreamTable {
+    /// Attaches `sink` to `id` (0..=127), replacing any previous one.
+    pub(crate) fn attach(&mut self, id: u8, sink: Box<dyn TrcDataIn>) -> Result<(), ErrCode> {
+        let slot = self.streams.get_mut(id as usize).ok_or(ErrCode::InvalidId)?;
+        *slot = Some(sink);
+        Ok(())
+    }
+}
+
+impl IdStreamSink for IdStreamTable {
+    fn is_attached(&self, id: u8) -> bool {
+        matches!(self.streams.get(id as usize), Some(Some(_)))
+    }
+    fn id_data_in(&mut self, id: u8, index: TrcIndex, data: &[u8]) -> (DatapathResp, usize) {
+        match self.streams.get_mut(id as usize) {
+            Some(Some(s)) => s.trace_data_in(DatapathOp::Data, index, data),
+            _ => (DatapathResp::Cont, data.len()),
+        }
+    }
+    fn all_ids_op(&mut self, op: DatapathOp, index: TrcIndex) -> DatapathResp {
+        let mut worst = DatapathResp::Cont;
+        for s in self.streams.iter_mut().flatten() {
+            worst = worst.worst(s.trace_data_in(op, index, &[]).0);
+        }
+        worst
+    }
 }

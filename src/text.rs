@@ -17,14 +17,14 @@ use std::fmt;
 /// A string literal padded to `N` bytes, with its length: copied as one
 /// block of `N` bytes (no copy of variable length).
 #[derive(Clone, Copy, Debug)]
-pub struct Pad<const N: usize> {
+pub(crate) struct Pad<const N: usize> {
     bytes: [u8; N],
     len: u8,
 }
 
 impl<const N: usize> Pad<N> {
     /// `s` padded; `s` must fit (checked when the constant is built).
-    pub const fn new(s: &str) -> Self {
+    pub(crate) const fn new(s: &str) -> Self {
         let b = s.as_bytes();
         assert!(b.len() <= N && b.len() < 256, "Pad::new: text longer than the pad");
         let mut bytes = [0u8; N];
@@ -40,7 +40,7 @@ impl<const N: usize> Pad<N> {
     }
 
     /// `a`, `b` and `c` one after the other, padded.
-    pub const fn join(a: &str, b: &str, c: &str) -> Self {
+    pub(crate) const fn join(a: &str, b: &str, c: &str) -> Self {
         let parts = [a.as_bytes(), b.as_bytes(), c.as_bytes()];
         let mut bytes = [0u8; N];
         let mut len = 0;
@@ -57,11 +57,6 @@ impl<const N: usize> Pad<N> {
             p += 1;
         }
         Pad { bytes, len: len as u8 }
-    }
-
-    /// The text.
-    pub fn as_str(&self) -> &str {
-        std::str::from_utf8(&self.bytes[..self.len as usize]).unwrap_or("")
     }
 }
 
@@ -183,10 +178,10 @@ impl fmt::Debug for TextBuf {
 
 impl TextBuf {
     /// Bytes kept beyond the capacity, for whole-block stores.
-    pub const SLACK: usize = 64;
+    pub(crate) const SLACK: usize = 64;
 
     /// An empty buffer with room for `cap` bytes.
-    pub fn with_capacity(cap: usize) -> Self {
+    pub(crate) fn with_capacity(cap: usize) -> Self {
         TextBuf {
             buf: vec![0; cap + Self::SLACK],
             pos: 0,
@@ -196,44 +191,26 @@ impl TextBuf {
 
     /// Bytes written.
     #[inline]
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.pos
-    }
-
-    /// Nothing written.
-    #[inline]
-    pub fn is_empty(&self) -> bool {
-        self.pos == 0
-    }
-
-    /// Bytes that can be written before the buffer grows.
-    #[inline]
-    pub fn spare(&self) -> usize {
-        self.buf.len() - Self::SLACK - self.pos
     }
 
     /// The text written.
     #[inline]
-    pub fn as_bytes(&self) -> &[u8] {
+    pub(crate) fn as_bytes(&self) -> &[u8] {
         &self.buf[..self.pos]
     }
 
     /// The text written, as a string.
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         // Only strings and ASCII are ever written.
         std::str::from_utf8(self.as_bytes()).unwrap_or("")
     }
 
     /// Empties the buffer, keeping its storage.
     #[inline]
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.pos = 0;
-    }
-
-    /// Drops the text from `len` on.
-    #[inline]
-    pub fn truncate(&mut self, len: usize) {
-        self.pos = self.pos.min(len);
     }
 
     /// Makes sure `n` more bytes (plus the slack) fit.
@@ -252,14 +229,14 @@ impl TextBuf {
     }
 
     /// Makes sure `n` more bytes fit without growing later.
-    pub fn reserve(&mut self, n: usize) {
+    pub(crate) fn reserve(&mut self, n: usize) {
         self.room(n);
     }
 
     /// A window for one line of up to [`LINE_MAX`] bytes at the end of
     /// the text; see [`Line`].
     #[inline]
-    pub fn line(&mut self) -> Line<'_> {
+    pub(crate) fn line(&mut self) -> Line<'_> {
         self.room(LINE_MAX);
         let pos = self.pos;
         let win = self.buf[pos..]
@@ -276,7 +253,7 @@ impl TextBuf {
 
     /// Appends a literal of known length (a few moves).
     #[inline(always)]
-    pub fn put<const N: usize>(&mut self, s: &[u8; N]) {
+    pub(crate) fn put<const N: usize>(&mut self, s: &[u8; N]) {
         self.room(N);
         self.buf[self.pos..self.pos + N].copy_from_slice(s);
         self.pos += N;
@@ -284,7 +261,7 @@ impl TextBuf {
 
     /// Appends a padded literal (one block copy).
     #[inline(always)]
-    pub fn put_pad<const N: usize>(&mut self, s: &Pad<N>) {
+    pub(crate) fn put_pad<const N: usize>(&mut self, s: &Pad<N>) {
         self.room(N);
         self.buf[self.pos..self.pos + N].copy_from_slice(&s.bytes);
         self.pos += s.len as usize;
@@ -292,7 +269,7 @@ impl TextBuf {
 
     /// Appends one ASCII character.
     #[inline(always)]
-    pub fn ascii(&mut self, c: u8) {
+    pub(crate) fn ascii(&mut self, c: u8) {
         debug_assert!(c.is_ascii());
         self.room(1);
         self.buf[self.pos] = c & 0x7f;
@@ -301,7 +278,7 @@ impl TextBuf {
 
     /// Appends a string.
     #[inline]
-    pub fn put_str(&mut self, s: &str) {
+    pub(crate) fn put_str(&mut self, s: &str) {
         let b = s.as_bytes();
         self.room(b.len());
         self.buf[self.pos..self.pos + b.len()].copy_from_slice(b);
@@ -309,7 +286,7 @@ impl TextBuf {
     }
 
     /// Appends bytes `from..to` of another buffer's text (clamped to it).
-    pub fn put_range(&mut self, other: &TextBuf, from: usize, to: usize) {
+    pub(crate) fn put_range(&mut self, other: &TextBuf, from: usize, to: usize) {
         let b = other.as_bytes();
         let b = &b[from.min(b.len())..to.min(b.len()).max(from.min(b.len()))];
         self.room(b.len());
@@ -317,17 +294,9 @@ impl TextBuf {
         self.pos += b.len();
     }
 
-    /// Appends another buffer's text.
-    pub fn put_buf(&mut self, other: &TextBuf) {
-        let b = other.as_bytes();
-        self.room(b.len());
-        self.buf[self.pos..self.pos + b.len()].copy_from_slice(b);
-        self.pos += b.len();
-    }
-
     /// Appends `v` in lower-case hex without leading zeros (`{:x}`).
     #[inline]
-    pub fn hex(&mut self, v: u64) {
+    pub(crate) fn hex(&mut self, v: u64) {
         let n = hex_digits(v);
         self.hex_n(v, n, false);
     }
@@ -335,7 +304,7 @@ impl TextBuf {
     /// Appends `v` in hex, at least `width` digits with leading zeros
     /// (`{:0width$x}`, or `X` when `upper`); `width` above 16 is 16.
     #[inline]
-    pub fn hex_width(&mut self, v: u64, width: usize, upper: bool) {
+    pub(crate) fn hex_width(&mut self, v: u64, width: usize, upper: bool) {
         let n = hex_digits(v).max(width.min(16));
         self.hex_n(v, n, upper);
     }
@@ -351,14 +320,14 @@ impl TextBuf {
 
     /// Appends `v` as two lower-case hex digits (`{:02x}`).
     #[inline(always)]
-    pub fn hex2(&mut self, v: u8) {
+    pub(crate) fn hex2(&mut self, v: u8) {
         const DIGITS: &[u8; 16] = b"0123456789abcdef";
         self.put(&[DIGITS[(v >> 4) as usize], DIGITS[(v & 0xf) as usize]]);
     }
 
     /// Appends `v` in decimal (`{}`).
     #[inline]
-    pub fn dec(&mut self, v: u64) {
+    pub(crate) fn dec(&mut self, v: u64) {
         if v < 10 {
             self.ascii(b'0' + v as u8);
         } else {
@@ -373,17 +342,9 @@ impl TextBuf {
         self.pos += n;
     }
 
-    /// Appends `v` (signed) in decimal.
-    pub fn dec_i64(&mut self, v: i64) {
-        if v < 0 {
-            self.ascii(b'-');
-        }
-        self.dec(v.unsigned_abs());
-    }
-
     /// Appends `v` in decimal right-aligned in `width` characters
     /// (`{:width$}`).
-    pub fn dec_right(&mut self, v: u64, width: usize) {
+    pub(crate) fn dec_right(&mut self, v: u64, width: usize) {
         for _ in dec_digits(v)..width {
             self.ascii(b' ');
         }
@@ -394,7 +355,7 @@ impl TextBuf {
 /// What listing text is written to: a [`TextBuf`], or a [`Line`] of one.
 /// Text is written with [`put`](Self::put) (literals), numbers with the
 /// number methods, and anything else with `write!`.
-pub trait TextOut: fmt::Write {
+pub(crate) trait TextOut: fmt::Write {
     /// Appends a literal of known length.
     fn put<const N: usize>(&mut self, s: &[u8; N]);
     /// Appends a padded literal.
@@ -441,7 +402,7 @@ pub trait TextOut: fmt::Write {
 }
 
 /// The longest text a [`Line`] is sure to take.
-pub const LINE_MAX: usize = 320;
+pub(crate) const LINE_MAX: usize = 320;
 /// A line's window: what it can take, some writes storing a block
 /// longer than the text they add.
 const WINDOW: usize = LINE_MAX + TextBuf::SLACK;
@@ -479,7 +440,7 @@ impl IdxStart {
 impl Line<'_> {
     /// Writes `Idx:<index>; ID:<id>;` (the trace ID in hex).
     #[inline(always)]
-    pub fn idx_start(&mut self, index: u64, trace_id: u8) {
+    pub(crate) fn idx_start(&mut self, index: u64, trace_id: u8) {
         if self.start.key != Some((index, trace_id)) {
             self.new_start(index, trace_id);
         }
@@ -515,7 +476,7 @@ impl Line<'_> {
     /// Commits the line to its buffer; false (nothing committed) when it
     /// did not fit.
     #[inline(always)]
-    pub fn finish(self) -> bool {
+    pub(crate) fn finish(self) -> bool {
         if self.full {
             return false;
         }
@@ -690,13 +651,9 @@ mod tests {
             writeln!(s, "wordé{i:x}").unwrap();
         }
         assert_eq!(t.as_str(), s);
-        assert_eq!(WORD.as_str(), "word");
-        let len = t.len();
-        t.truncate(4);
-        assert_eq!(t.as_str(), "word");
-        assert!(len > 4 && !t.is_empty());
+        assert_eq!(t.len(), s.len());
         t.clear();
-        assert!(t.is_empty());
+        assert_eq!(t.len(), 0);
         assert_eq!(t.as_str(), "");
     }
 }

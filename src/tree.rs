@@ -243,10 +243,6 @@ impl DecodeTree {
     pub fn format(&self) -> SourceFormat {
         self.format
     }
-    /// Full decode or packets only.
-    pub fn mode(&self) -> DecodeMode {
-        self.mode
-    }
     /// The protocols this tree can create decoders for.
     pub fn registry(&self) -> &DecoderRegistry {
         &self.registry
@@ -255,10 +251,6 @@ impl DecodeTree {
     /// Options passed to decoders created from now on.
     pub fn set_decoder_options(&mut self, options: DecoderOptions) {
         self.options = options;
-    }
-    /// Options passed to decoders created from now on.
-    pub fn decoder_options(&self) -> DecoderOptions {
-        self.options
     }
 
     /// The error logger shared by the tree's components.
@@ -319,7 +311,7 @@ impl DecodeTree {
 
     /// Makes the tree keep its [`SerialKey`] in `position` (shared with,
     /// for example, a logger that notes where text was written).
-    pub fn set_serial_position(&mut self, position: Shared<SerialKey>) {
+    pub(crate) fn set_serial_position(&mut self, position: Shared<SerialKey>) {
         let now = *self.elements.position.borrow();
         *position.borrow_mut() = now;
         self.elements.position = position;

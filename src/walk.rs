@@ -194,7 +194,7 @@ impl<'a> WaypointBlocks<'a> {
     /// The block from `addr` in `isa`: its instruction count and the state
     /// its last instruction left (`instr_addr` is the address after it).
     #[inline(always)]
-    pub fn get(&self, addr: u64, isa: Isa) -> Option<(u32, &'a InstrInfo)> {
+    pub(crate) fn get(&self, addr: u64, isa: Isa) -> Option<(u32, &'a InstrInfo)> {
         let b = &self.blocks[slot_of(addr, FULL_SHIFT) & (BLOCKS - 1)];
         (b.start == addr && b.tag == self.tag | (isa as u64) << 16).then_some((b.walked.num, &b.after))
     }
@@ -253,7 +253,7 @@ pub(crate) struct Walker {
 }
 
 impl Walker {
-    pub fn new(options: WalkOptions) -> Self {
+    pub(crate) fn new(options: WalkOptions) -> Self {
         Walker {
             code: CodeCache::new(),
             blocks: Vec::new(),
@@ -295,7 +295,7 @@ impl Walker {
     }
 
     /// Forgets all cached code and blocks (memory may have changed).
-    pub fn invalidate(&mut self) {
+    pub(crate) fn invalidate(&mut self) {
         self.code.invalidate();
         self.generation = self.generation.wrapping_add(1).max(1);
         if self.generation == 1 {
@@ -317,7 +317,13 @@ impl Walker {
 
     /// Reads the opcode at `addr` through the code cache; `None` when not
     /// all 4 bytes are mapped or the memory reports an error.
-    pub fn read4(&mut self, mem: &mut dyn TargetMemAccess, addr: u64, trace_id: u8, space: MemSpace) -> Option<u32> {
+    pub(crate) fn read4(
+        &mut self,
+        mem: &mut dyn TargetMemAccess,
+        addr: u64,
+        trace_id: u8,
+        space: MemSpace,
+    ) -> Option<u32> {
         self.check_memory(mem, trace_id);
         self.code.read4(mem, addr, trace_id, space).ok().flatten()
     }
@@ -368,7 +374,7 @@ impl Walker {
     /// [`generation`](TargetMemAccess::generation) for the trace ID is not
     /// the one they were walked in.
     #[inline]
-    pub fn sync_memory(&mut self, mem_generation: u64) {
+    pub(crate) fn sync_memory(&mut self, mem_generation: u64) {
         if mem_generation != self.mem_generation {
             self.mem_generation = mem_generation;
             self.invalidate();
@@ -381,7 +387,7 @@ impl Walker {
     /// [`carried_state`](InstrDecode::carried_state); the caller keeps the
     /// memory generation in step ([`sync_memory`](Self::sync_memory)).
     #[inline]
-    pub fn remembered(&mut self, instr: &mut InstrInfo, space: MemSpace, carried: u8) -> Option<Walked> {
+    pub(crate) fn remembered(&mut self, instr: &mut InstrInfo, space: MemSpace, carried: u8) -> Option<Walked> {
         let b = self.blocks.get(self.slot(instr.instr_addr))?;
         if b.start == instr.instr_addr && b.tag & !1 == block_tag(self.generation, instr.isa, space) && carried == 0 {
             *instr = b.after;
@@ -399,7 +405,7 @@ impl Walker {
     /// `None` until the table has grown to its full size (a short trace
     /// takes the general walk, which is what grows it).
     #[inline]
-    pub fn waypoint_blocks(&self, space: MemSpace) -> Option<WaypointBlocks<'_>> {
+    pub(crate) fn waypoint_blocks(&self, space: MemSpace) -> Option<WaypointBlocks<'_>> {
         Some(WaypointBlocks {
             blocks: self.blocks.as_slice().try_into().ok()?,
             tag: block_tag(self.generation, Isa::Arm, space) | 1,
@@ -409,7 +415,7 @@ impl Walker {
     /// Walks from `instr.instr_addr` to the next waypoint, as far as the
     /// memory image goes.
     #[inline]
-    pub fn walk_to_waypoint(
+    pub(crate) fn walk_to_waypoint(
         &mut self,
         mem: &mut dyn TargetMemAccess,
         dec: &mut dyn InstrDecode,
@@ -501,7 +507,7 @@ impl Walker {
     /// ([`sync_memory`](Self::sync_memory)) and makes sure the classifier
     /// carries no state, as for [`remembered`](Self::remembered).
     #[inline]
-    pub fn remembered_one(&self, addr: u64, isa: Isa, space: MemSpace) -> Option<&InstrInfo> {
+    pub(crate) fn remembered_one(&self, addr: u64, isa: Isa, space: MemSpace) -> Option<&InstrInfo> {
         let b = self.blocks.get(self.slot(addr))?;
         (b.start == addr && b.tag == block_tag(self.generation, isa, space) | ONE_INSTR).then_some(&b.after)
     }
@@ -511,7 +517,7 @@ impl Walker {
     /// for [`remembered_one`](Self::remembered_one) (for decoders that
     /// step one instruction per atom). `Ok(false)`: not all 4 bytes of the
     /// opcode are mapped. Errors are the memory's or the classifier's.
-    pub fn classify_one(
+    pub(crate) fn classify_one(
         &mut self,
         mem: &mut dyn TargetMemAccess,
         dec: &mut dyn InstrDecode,
@@ -544,7 +550,7 @@ impl Walker {
 
     /// Walks from `instr.instr_addr` until the next instruction would be
     /// at `to` (not stopping at waypoints), uncached.
-    pub fn walk_to_address(
+    pub(crate) fn walk_to_address(
         &mut self,
         mem: &mut dyn TargetMemAccess,
         dec: &mut dyn InstrDecode,

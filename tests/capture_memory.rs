@@ -9,7 +9,7 @@ use std::cell::Cell;
 use std::path::{Path, PathBuf};
 
 use coresight_decode::Trace;
-use coresight_decode::index::build::Capture;
+use coresight_decode::index::Capture;
 use coresight_decode::snapshot::Snapshot;
 use coresight_generator::{BufferLayout, GenOptions, GenProtocol, generate};
 

@@ -11,9 +11,7 @@ use std::path::{Path, PathBuf};
 use coresight_decode::datapath::{DatapathOp, TrcIndex};
 use coresight_decode::decoder::DecodeMode;
 use coresight_decode::element::{ElemType, TraceElement};
-use coresight_decode::index::build::Capture;
-use coresight_decode::index::decode::{Element, element_time};
-use coresight_decode::index::file::{check_capture, from_bytes, to_bytes};
+use coresight_decode::index::{Capture, Element, check_capture, element_time, from_bytes, to_bytes};
 use coresight_decode::index::{
     CaptureIndex, EntryKind, IndexFileError, IndexOptions, Window, WindowNote, decode_split, decode_split_ids,
     decode_window,

@@ -155,7 +155,7 @@ fn pulling_ten_times_more_elements_makes_no_more_allocations() {
 /// (packet level, as `coresight_decode::index` builds an index), and the
 /// entries made.
 fn index_allocations(protocol: GenProtocol, length: usize, dir: &str) -> (usize, usize) {
-    use coresight_decode::index::build::{IndexOptions, build_index};
+    use coresight_decode::index::{IndexOptions, build_index};
     let g = generate(&GenOptions {
         seed: 9,
         protocol,

@@ -1,7 +1,7 @@
 //! Issue 15, defect 2: with TRCIDR8 (MAXSPEC) at its largest, nothing in
 //! the trace forces a commit, and the decoder kept every atom: about 70
 //! bytes per trace byte. The speculation stack is now bounded
-//! (`etmv4::decoder::SPEC_DEPTH_LIMIT`), so the peak heap stays the same
+//! (`etmv4::SPEC_DEPTH_LIMIT`), so the peak heap stays the same
 //! whatever the trace length, and the elements are those decoded with no
 //! speculation.
 
@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use coresight_decode::decoder::DecodeMode;
 use coresight_decode::element::TraceElement;
-use coresight_decode::etmv4::decoder::SPEC_DEPTH_LIMIT;
+use coresight_decode::etmv4::SPEC_DEPTH_LIMIT;
 use coresight_decode::interfaces::{TrcDataIn, TrcGenElemIn};
 use coresight_decode::snapshot::Snapshot;
 use coresight_generator::check::decode;

@@ -585,7 +585,7 @@ impl TrcGenElemIn for Bounded {
 /// answer without panicking.
 pub fn run_index(data: &[u8]) {
     use coresight_decode::index::capture_hash;
-    use coresight_decode::index::file::{from_bytes, to_bytes};
+    use coresight_decode::index::{from_bytes, to_bytes};
     let mut fixed = data.to_vec();
     fixed.extend_from_slice(&capture_hash(data).to_le_bytes());
     for bytes in [data, &fixed[..]] {

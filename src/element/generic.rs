@@ -382,7 +382,7 @@ impl TraceElement {
     /// path, with the frequent kinds written without the formatting
     /// machinery.
     #[inline]
-    pub fn write_text<W: TextOut>(&self, o: &mut W) {
+    pub(crate) fn write_text<W: TextOut>(&self, o: &mut W) {
         if self.elem_type == ElemType::InstrRange {
             self.write_instr_range(o);
         } else {
@@ -699,40 +699,6 @@ impl TraceElement {
     }
 }
 
-/// Appends `v` in lower-case hex, without leading zeros.
-pub fn push_hex(out: &mut String, v: u64) {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut buf = [0u8; 16];
-    let mut i = buf.len();
-    let mut v = v;
-    loop {
-        i -= 1;
-        buf[i] = DIGITS[(v & 0xf) as usize];
-        v >>= 4;
-        if v == 0 {
-            break;
-        }
-    }
-    // Hex digits are ASCII.
-    out.push_str(std::str::from_utf8(&buf[i..]).unwrap_or(""));
-}
-
-/// Appends `v` in decimal.
-pub fn push_dec(out: &mut String, v: u64) {
-    let mut buf = [0u8; 20];
-    let mut i = buf.len();
-    let mut v = v;
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    out.push_str(std::str::from_utf8(&buf[i..]).unwrap_or(""));
-}
-
 impl fmt::Display for TraceElement {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut s = String::with_capacity(96);
@@ -747,17 +713,6 @@ mod tests {
 
     fn text(e: &TraceElement) -> String {
         e.to_string()
-    }
-
-    #[test]
-    fn number_writers() {
-        for v in [0u64, 1, 9, 10, 0xf, 0x10, 0xdead_beef, u64::MAX] {
-            let (mut h, mut d) = (String::new(), String::new());
-            push_hex(&mut h, v);
-            push_dec(&mut d, v);
-            assert_eq!(h, format!("{v:x}"));
-            assert_eq!(d, format!("{v}"));
-        }
     }
 
     #[test]

@@ -247,6 +247,7 @@ pub struct Context {
 
 /// A trace event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Event {
     /// An event of no known kind.
     Unknown,
@@ -315,7 +316,7 @@ pub enum TsRelation {
 
 impl TsRelation {
     /// From the two TC bits.
-    pub fn from_bits(bits: u8) -> TsRelation {
+    pub(crate) fn from_bits(bits: u8) -> TsRelation {
         match bits & 3 {
             0 => TsRelation::Sync,
             1 => TsRelation::TimestampDelayed,

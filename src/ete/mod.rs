@@ -23,7 +23,7 @@ const ETE_REGS: &[RegSpec] = &[
 ];
 
 /// ETE, the Armv9 Embedded Trace Extension (`ETE` devices).
-pub const ETE: ProtocolInfo = ProtocolInfo {
+pub(crate) const ETE: ProtocolInfo = ProtocolInfo {
     name: "ETE",
     device_types: &["ETE"],
     registers: ETE_REGS,
@@ -41,7 +41,7 @@ pub fn config_from_source(cfg: &SourceConfig) -> EtmV4Config {
 }
 
 /// The protocol's factory for the decoder registry.
-pub fn factory() -> Arc<dyn DecoderFactory> {
+pub(crate) fn factory() -> Arc<dyn DecoderFactory> {
     Arc::new(ProtocolFactory::new(&ETE, |info, cfg, ctx| {
         Ok(create_component(info.name, config_from_source(cfg), ctx))
     }))

@@ -30,7 +30,7 @@ use crate::decoder::{DecoderFactory, Pipeline, SourceConfig};
 use crate::factory::{ProtocolFactory, ProtocolInfo};
 
 /// ETMv3 (`ETM3` devices).
-pub const ETMV3: ProtocolInfo = ProtocolInfo {
+pub(crate) const ETMV3: ProtocolInfo = ProtocolInfo {
     name: "ETMV3",
     device_types: &["ETM3"],
     registers: crate::ptm::ETMV3_PTM_REGS,
@@ -40,7 +40,7 @@ pub const ETMV3: ProtocolInfo = ProtocolInfo {
 
 /// What an ETMv3 source traces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Etmv3TraceMode {
+pub(crate) enum Etmv3TraceMode {
     /// Instruction trace only.
     InstrOnly,
     /// Instruction trace with data values.
@@ -110,35 +110,35 @@ impl Etmv3Config {
     }
 
     /// Trace ID of the source (ETMTRACEIDR bits 6:0).
-    pub fn trace_id(&self) -> u8 {
+    pub(crate) fn trace_id(&self) -> u8 {
         (self.reg_trc_id & 0x7f) as u8
     }
     /// Cycle-accurate tracing enabled (ETMCR bit 12).
-    pub fn cycle_accurate(&self) -> bool {
+    pub(crate) fn cycle_accurate(&self) -> bool {
         self.reg_ctrl & Self::CTRL_CYCLEACC != 0
     }
     /// X in ETMv3.X.
-    pub fn minor_rev(&self) -> u32 {
+    pub(crate) fn minor_rev(&self) -> u32 {
         (self.reg_idr >> 4) & 0xf
     }
     /// Instructions are traced: data-only mode is off (ETMCR bit 20 clear).
-    pub fn instr_trace(&self) -> bool {
+    pub(crate) fn instr_trace(&self) -> bool {
         self.reg_ctrl & Self::CTRL_DATAONLY == 0
     }
     /// Data values are traced (ETMCR data access bit 2).
-    pub fn data_value_trace(&self) -> bool {
+    pub(crate) fn data_value_trace(&self) -> bool {
         self.reg_ctrl & Self::CTRL_DATAVAL != 0
     }
     /// Data addresses are traced (ETMCR data access bit 3).
-    pub fn data_addr_trace(&self) -> bool {
+    pub(crate) fn data_addr_trace(&self) -> bool {
         self.reg_ctrl & Self::CTRL_DATAADDR != 0
     }
     /// Data values or addresses are traced.
-    pub fn data_trace(&self) -> bool {
+    pub(crate) fn data_trace(&self) -> bool {
         self.reg_ctrl & (Self::CTRL_DATAADDR | Self::CTRL_DATAVAL) != 0
     }
     /// What the source traces, from ETMCR's data access and data-only bits.
-    pub fn trace_mode(&self) -> Etmv3TraceMode {
+    pub(crate) fn trace_mode(&self) -> Etmv3TraceMode {
         use Etmv3TraceMode::*;
         match (self.instr_trace(), self.data_value_trace(), self.data_addr_trace()) {
             (true, false, false) => InstrOnly,
@@ -153,19 +153,19 @@ impl Etmv3Config {
         }
     }
     /// An Armv7-M core (M-profile exception numbers).
-    pub fn is_v7m(&self) -> bool {
+    pub(crate) fn is_v7m(&self) -> bool {
         self.arch.arch == ArchVersion::V7 && self.arch.profile == CoreProfile::CortexM
     }
     /// The alternative branch address encoding (ETMv3.4 and later).
-    pub fn alt_branch(&self) -> bool {
+    pub(crate) fn alt_branch(&self) -> bool {
         self.reg_idr & Self::IDR_ALTBRANCH != 0 && self.minor_rev() >= 4
     }
     /// Context ID bytes traced: 0, 1, 2 or 4.
-    pub fn ctxt_id_bytes(&self) -> usize {
+    pub(crate) fn ctxt_id_bytes(&self) -> usize {
         [0, 1, 2, 4][((self.reg_ctrl >> 14) & 3) as usize]
     }
     /// Virtualization Extensions implemented: Hyp mode and VMID (ETMCCER bit 26).
-    pub fn has_virt_ext(&self) -> bool {
+    pub(crate) fn has_virt_ext(&self) -> bool {
         self.reg_ccer & Self::CCER_VIRTEXT != 0
     }
     /// VMID tracing enabled (ETMCR bit 30).
@@ -181,14 +181,14 @@ impl Etmv3Config {
         self.reg_ctrl & Self::CTRL_TS_ENA != 0
     }
     /// Timestamps are 64 bits rather than 48 (ETMCCER bit 29).
-    pub fn ts_64bit(&self) -> bool {
+    pub(crate) fn ts_64bit(&self) -> bool {
         self.reg_ccer & Self::CCER_TS64BIT != 0
     }
 }
 
 /// The protocol's factory for the decoder registry: a packet processor,
 /// and in full decode mode the decoder behind it.
-pub fn factory() -> Arc<dyn DecoderFactory> {
+pub(crate) fn factory() -> Arc<dyn DecoderFactory> {
     Arc::new(ProtocolFactory::new(&ETMV3, |info, cfg, ctx| {
         let config = Etmv3Config::from_source(cfg);
         let dec = ctx.decoder_for_mode(|| Etmv3Decoder::new(config, ctx));

@@ -67,7 +67,7 @@ pub enum Etmv3PktType {
 
 impl Etmv3PktType {
     /// Name and description as OpenCSD prints them.
-    pub fn name_desc(self) -> (&'static str, &'static str) {
+    pub(crate) fn name_desc(self) -> (&'static str, &'static str) {
         use Etmv3PktType::*;
         match self {
             NotSync => ("NOTSYNC", "Trace Stream not synchronised"),
@@ -388,17 +388,17 @@ impl Etmv3Packet {
     }
 
     /// The packet changed the instruction set.
-    pub fn isa_changed(&self) -> bool {
+    pub(crate) fn isa_changed(&self) -> bool {
         self.curr_isa != self.prev_isa
     }
 
     /// Any of NS / Hyp / AltISA, context ID or VMID given in this packet.
-    pub fn is_ctxt_updated(&self) -> bool {
+    pub(crate) fn is_ctxt_updated(&self) -> bool {
         self.ctx_updated || self.ctxt_id_updated || self.vmid_updated
     }
 
     /// The branch address packet's exception cancels the last instruction traced.
-    pub fn is_excep_cancel(&self) -> bool {
+    pub(crate) fn is_excep_cancel(&self) -> bool {
         self.exception.present && self.exception.cancel
     }
 

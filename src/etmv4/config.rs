@@ -8,11 +8,11 @@ use crate::arch::{ArchProfile, ArchVersion, CoreProfile};
 use crate::decoder::SourceConfig;
 
 /// TRCDEVARCH of an ETE when the snapshot does not give it (ETE v1.0).
-pub const ETE_DEFAULT_DEVARCH: u32 = 0x4770_5A13;
+pub(crate) const ETE_DEFAULT_DEVARCH: u32 = 0x4770_5A13;
 
 /// Conditional (non-branch) instruction tracing mode (TRCCONFIGR.COND).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum CondTrace {
+pub(crate) enum CondTrace {
     /// Conditional instructions are not traced (COND = 0b000).
     #[default]
     Disabled,
@@ -28,7 +28,7 @@ pub enum CondTrace {
 
 /// Q element support (TRCIDR0.QSUPP).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum QSupport {
+pub(crate) enum QSupport {
     /// No Q elements (TRCIDR0.QSUPP = 0b00).
     #[default]
     None,
@@ -96,6 +96,11 @@ impl Default for EtmV4Config {
 }
 
 impl EtmV4Config {
+    /// Largest instruction address size: 32 or 64.
+    #[cfg(test)]
+    pub(crate) fn ia_size_max(&self) -> u32 {
+        if self.idr2 & 0x1F == 0x8 { 64 } else { 32 }
+    }
     /// Reads the registers from a source's resolved configuration.
     pub fn from_source(cfg: &SourceConfig) -> EtmV4Config {
         let d = EtmV4Config::default();
@@ -125,7 +130,7 @@ impl EtmV4Config {
 
     /// Reads an ETE's registers: the ETMv4 set without TRCIDR9..13 (no
     /// keyed speculation), with the version taken from TRCDEVARCH.
-    pub fn from_ete_source(cfg: &SourceConfig) -> EtmV4Config {
+    pub(crate) fn from_ete_source(cfg: &SourceConfig) -> EtmV4Config {
         let mut c = EtmV4Config::from_source(cfg);
         c.idr9 = 0;
         c.idr10 = 0;
@@ -138,36 +143,20 @@ impl EtmV4Config {
 
     // ---- TRCIDR0 ----
 
-    /// Load / store instructions traced as P0 elements.
-    pub fn ls_as_instr_p0(&self) -> bool {
-        self.idr0 & 0x6 == 0x6
-    }
     /// Data tracing implemented (TRCIDR0.TRCDATA = 0b11).
-    pub fn has_data_trace(&self) -> bool {
+    pub(crate) fn has_data_trace(&self) -> bool {
         self.idr0 & 0x18 == 0x18
     }
-    /// Branch broadcast implemented (TRCIDR0.TRCBB).
-    pub fn has_branch_broadcast(&self) -> bool {
-        self.idr0 & 0x20 != 0
-    }
     /// Conditional instruction tracing implemented (TRCIDR0.TRCCOND).
-    pub fn has_cond_trace(&self) -> bool {
+    pub(crate) fn has_cond_trace(&self) -> bool {
         self.idr0 & 0x40 != 0
     }
     /// Cycle counting in instruction trace implemented (TRCIDR0.TRCCCI).
-    pub fn has_cycle_count_i(&self) -> bool {
+    pub(crate) fn has_cycle_count_i(&self) -> bool {
         self.idr0 & 0x80 != 0
     }
-    /// Return stack implemented (TRCIDR0.RETSTACK).
-    pub fn has_ret_stack(&self) -> bool {
-        self.idr0 & 0x200 != 0
-    }
-    /// Number of events in event packets: 1 to 4 (TRCIDR0.NUMEVENT + 1).
-    pub fn num_events(&self) -> u8 {
-        ((self.idr0 >> 10) & 0x3) as u8 + 1
-    }
     /// Q element support (TRCIDR0.QSUPP).
-    pub fn q_support(&self) -> QSupport {
+    pub(crate) fn q_support(&self) -> QSupport {
         match (self.idr0 >> 15) & 0x3 {
             0 => QSupport::None,
             1 => QSupport::InstrCountOnly,
@@ -176,36 +165,20 @@ impl EtmV4Config {
         }
     }
     /// Q elements implemented in any form.
-    pub fn has_q_elem(&self) -> bool {
+    pub(crate) fn has_q_elem(&self) -> bool {
         self.q_support() != QSupport::None
-    }
-    /// Q element filtering implemented (TRCIDR0.QFILT, with Q elements).
-    pub fn has_q_filter(&self) -> bool {
-        self.idr0 & 0x4000 != 0 && self.has_q_elem()
-    }
-    /// Exception data tracing implemented (TRCIDR0.TRCEXDATA).
-    pub fn has_trc_excp_data(&self) -> bool {
-        self.idr0 & 0x20000 != 0
-    }
-    /// Global timestamp size in bits (0: no timestamps).
-    pub fn timestamp_size(&self) -> u32 {
-        match (self.idr0 >> 24) & 0x1F {
-            0x6 => 48,
-            0x8 => 64,
-            _ => 0,
-        }
     }
     /// ETE 1.1 and later with TRCIDR0.TSMARK: timestamp marker packets are
     /// traced, and timestamps count only after the first one.
-    pub fn ete_has_ts_marker(&self) -> bool {
+    pub(crate) fn ete_has_ts_marker(&self) -> bool {
         self.full_version() >= 0x51 && self.idr0 & 0x80_0000 != 0
     }
     /// TRCIDR0.COMMOPT = 1: cycle count packets carry no commit section.
-    pub fn commit_opt1(&self) -> bool {
+    pub(crate) fn commit_opt1(&self) -> bool {
         self.idr0 & 0x2000_0000 != 0 && self.has_cycle_count_i()
     }
     /// ETE: transaction start is a P0 element (TRCIDR0.COMMTRANS).
-    pub fn comm_trans_p0(&self) -> bool {
+    pub(crate) fn comm_trans_p0(&self) -> bool {
         self.idr0 & 0x4000_0000 == 0
     }
 
@@ -213,41 +186,37 @@ impl EtmV4Config {
 
     /// Architecture major version: TRCIDR1.TRCARCHMAJ, or TRCDEVARCH.ARCHVER for an ETE (4
     /// for ETMv4, 5 for ETE).
-    pub fn major_version(&self) -> u8 {
+    pub(crate) fn major_version(&self) -> u8 {
         match self.devarch {
             Some(d) => ((d >> 12) & 0xF) as u8,
             None => ((self.idr1 >> 8) & 0xF) as u8,
         }
     }
     /// Architecture minor version: TRCIDR1.TRCARCHMIN, or TRCDEVARCH.REVISION for an ETE.
-    pub fn minor_version(&self) -> u8 {
+    pub(crate) fn minor_version(&self) -> u8 {
         match self.devarch {
             Some(d) => ((d >> 16) & 0xF) as u8,
             None => ((self.idr1 >> 4) & 0xF) as u8,
         }
     }
     /// `0xMm`: major and minor version (ETMv4.2 is 0x42, ETE 0x5m).
-    pub fn full_version(&self) -> u8 {
+    pub(crate) fn full_version(&self) -> u8 {
         (self.major_version() << 4) | self.minor_version()
     }
     /// ETE (architecture major version 5) rather than ETMv4.
-    pub fn is_ete(&self) -> bool {
+    pub(crate) fn is_ete(&self) -> bool {
         self.major_version() >= 5
     }
 
     // ---- TRCIDR2 ----
 
-    /// Largest instruction address size: 32 or 64.
-    pub fn ia_size_max(&self) -> u32 {
-        if self.idr2 & 0x1F == 0x8 { 64 } else { 32 }
-    }
     /// Context ID size in bits (0 or 32).
-    pub fn cid_size(&self) -> u32 {
+    pub(crate) fn cid_size(&self) -> u32 {
         if (self.idr2 >> 5) & 0x1F == 0x4 { 32 } else { 0 }
     }
     /// VMID size in bits (0, 8, 16 or 32): 16 and 32 from ETMv4.1 on
     /// (any ETE).
-    pub fn vmid_size(&self) -> u32 {
+    pub(crate) fn vmid_size(&self) -> u32 {
         let wide = self.full_version() > 0x40;
         match (self.idr2 >> 10) & 0x1F {
             1 => 8,
@@ -257,89 +226,52 @@ impl EtmV4Config {
         }
     }
     /// Cycle counter size in bits.
-    pub fn cc_size(&self) -> u32 {
+    pub(crate) fn cc_size(&self) -> u32 {
         ((self.idr2 >> 25) & 0xF) + 12
     }
-    /// The TRCCONFIGR.VMIDOPT choice (virtual context ID from CONTEXTIDR_EL2) is implemented
-    /// (TRCIDR2.VMIDOPT, ETMv4.1 and later).
-    pub fn vmid_opt(&self) -> bool {
-        self.idr2 & 0x2000_0000 != 0 && self.full_version() > 0x40
-    }
     /// WFI / WFE are traced as branches (TRCIDR2.WFXMODE, v4.3 and later).
-    pub fn wfi_wfe_branch(&self) -> bool {
+    pub(crate) fn wfi_wfe_branch(&self) -> bool {
         self.idr2 & 0x8000_0000 != 0 && self.full_version() >= 0x43
     }
 
     // ---- TRCIDR8..13 ----
 
     /// Maximum speculation depth.
-    pub fn max_spec_depth(&self) -> u32 {
+    pub(crate) fn max_spec_depth(&self) -> u32 {
         self.idr8
-    }
-    /// Number of P0 right-hand keys; at least 1 (TRCIDR9).
-    pub fn p0_key_max(&self) -> u32 {
-        if self.idr9 == 0 { 1 } else { self.idr9 }
-    }
-    /// Number of P1 right-hand keys (TRCIDR10).
-    pub fn p1_key_max(&self) -> u32 {
-        self.idr10
-    }
-    /// Number of special P1 right-hand keys (TRCIDR11).
-    pub fn p1_spcl_key_max(&self) -> u32 {
-        self.idr11
-    }
-    /// Number of conditional instruction right-hand keys (TRCIDR12).
-    pub fn cond_key_max(&self) -> u32 {
-        self.idr12
-    }
-    /// Number of special conditional instruction right-hand keys (TRCIDR13).
-    pub fn cond_spec_key_max(&self) -> u32 {
-        self.idr13
     }
 
     // ---- TRCTRACEIDR ----
 
     /// Trace ID of the trace stream (TRCTRACEIDR.TRACEID, 7 bits).
-    pub fn trace_id(&self) -> u8 {
+    pub(crate) fn trace_id(&self) -> u8 {
         (self.traceidr & 0x7F) as u8
     }
 
     // ---- TRCCONFIGR ----
 
     /// Load / store instructions are traced as P0 elements (TRCCONFIGR.INSTP0 non-zero).
-    pub fn enabled_ls_p0(&self) -> bool {
+    pub(crate) fn enabled_ls_p0(&self) -> bool {
         self.configr & 0x6 != 0
     }
     /// Data address tracing enabled (TRCCONFIGR.DA, where data trace is implemented).
-    pub fn enabled_da_trace(&self) -> bool {
+    pub(crate) fn enabled_da_trace(&self) -> bool {
         self.has_data_trace() && self.enabled_ls_p0() && self.configr & (1 << 16) != 0
     }
     /// Data value tracing enabled (TRCCONFIGR.DV, where data trace is implemented).
-    pub fn enabled_dv_trace(&self) -> bool {
+    pub(crate) fn enabled_dv_trace(&self) -> bool {
         self.has_data_trace() && self.enabled_ls_p0() && self.configr & (1 << 17) != 0
     }
     /// Data address or data value tracing enabled.
-    pub fn enabled_data_trace(&self) -> bool {
+    pub(crate) fn enabled_data_trace(&self) -> bool {
         self.enabled_da_trace() || self.enabled_dv_trace()
     }
-    /// Branch broadcast enabled.
-    pub fn enabled_br_broad(&self) -> bool {
-        self.configr & (1 << 3) != 0
-    }
     /// Cycle counting enabled.
-    pub fn enabled_cci(&self) -> bool {
+    pub(crate) fn enabled_cci(&self) -> bool {
         self.configr & (1 << 4) != 0
     }
-    /// Context ID tracing enabled (TRCCONFIGR.CID).
-    pub fn enabled_cid(&self) -> bool {
-        self.configr & (1 << 6) != 0
-    }
-    /// VMID tracing enabled (TRCCONFIGR.VMID).
-    pub fn enabled_vmid(&self) -> bool {
-        self.configr & (1 << 7) != 0
-    }
     /// Conditional instruction tracing mode (TRCCONFIGR.COND).
-    pub fn enabled_cond_trace(&self) -> CondTrace {
+    pub(crate) fn enabled_cond_trace(&self) -> CondTrace {
         match (self.configr >> 8) & 0x7 {
             1 => CondTrace::Loads,
             2 => CondTrace::Stores,
@@ -348,27 +280,19 @@ impl EtmV4Config {
             _ => CondTrace::Disabled,
         }
     }
-    /// Global timestamping enabled (TRCCONFIGR.TS).
-    pub fn enabled_ts(&self) -> bool {
-        self.configr & (1 << 11) != 0
-    }
     /// Return stack enabled (TRCCONFIGR.RS).
-    pub fn enabled_ret_stack(&self) -> bool {
+    pub(crate) fn enabled_ret_stack(&self) -> bool {
         self.configr & (1 << 12) != 0
-    }
-    /// Q elements enabled (TRCCONFIGR.QE non-zero).
-    pub fn enabled_qe(&self) -> bool {
-        self.configr & (0x3 << 13) != 0
     }
 
     // ---- core ----
 
     /// M-profile core: T32 only, v8-M exception and function-return rules.
-    pub fn is_m_profile(&self) -> bool {
+    pub(crate) fn is_m_profile(&self) -> bool {
         self.arch.profile == CoreProfile::CortexM
     }
     /// Armv8 or later (any v8 / AArch64 variant).
-    pub fn is_v8_arch(&self) -> bool {
+    pub(crate) fn is_v8_arch(&self) -> bool {
         matches!(self.arch.arch, ArchVersion::V8 | ArchVersion::V8r3 | ArchVersion::Aa64)
     }
 }
@@ -391,13 +315,11 @@ mod tests {
         assert_eq!(c.cid_size(), 32);
         assert_eq!(c.vmid_size(), 8);
         assert_eq!(c.full_version(), 0x40);
-        assert!(c.enabled_cid() && c.enabled_vmid());
-        assert!(!c.enabled_ret_stack() && c.has_ret_stack());
+        assert!(!c.enabled_ret_stack());
         assert!(c.commit_opt1());
         assert!(!c.has_q_elem());
         assert_eq!(c.cc_size(), 12);
         assert_eq!(c.trace_id(), 0x14);
-        assert_eq!(c.timestamp_size(), 64);
         assert!(!c.is_ete());
     }
 

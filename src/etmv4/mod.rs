@@ -1,19 +1,19 @@
 //! ETMv4 instruction trace: packet processor and decoder.
 //!
-//! - [`config::EtmV4Config`]: the trace unit's registers, interpreted.
-//! - [`packet::EtmV4Packet`]: one packet (with the state packets build on)
+//! - [`EtmV4Config`]: the trace unit's registers, interpreted.
+//! - [`EtmV4Packet`]: one packet (with the state packets build on)
 //!   and its printed form.
-//! - [`processor::EtmV4PktProc`]: bytes to packets.
-//! - [`decoder::EtmV4Decoder`]: packets to generic trace elements, following
+//! - [`EtmV4PktProc`]: bytes to packets.
+//! - [`EtmV4Decoder`]: packets to generic trace elements, following
 //!   the program through target memory.
 //!
 //! ETE (Armv9) is a superset of ETMv4: the same processor and decoder
-//! handle it when the configuration says so ([`config::EtmV4Config::is_ete`]).
+//! handle it when the configuration says so (`EtmV4Config::is_ete`).
 
-pub mod config;
-pub mod decoder;
-pub mod packet;
-pub mod processor;
+pub(crate) mod config;
+pub(crate) mod decoder;
+pub(crate) mod packet;
+pub(crate) mod processor;
 
 #[cfg(test)]
 pub(crate) mod tests;
@@ -25,8 +25,8 @@ use crate::decoder::{DecodeContext, DecoderFactory, Pipeline, TraceComponent};
 use crate::factory::{ProtocolFactory, ProtocolInfo};
 
 pub use config::EtmV4Config;
-pub use decoder::EtmV4Decoder;
-pub use packet::{EtmV4Packet, PktType};
+pub use decoder::{EtmV4Decoder, SPEC_DEPTH_LIMIT};
+pub use packet::{Atoms, EtmV4Packet, ExceptionInfo, PktContext, PktType, QInfo, TraceInfo, VAddr};
 pub use processor::EtmV4PktProc;
 
 const ETMV4_REGS: &[RegSpec] = &[
@@ -44,7 +44,7 @@ const ETMV4_REGS: &[RegSpec] = &[
 ];
 
 /// ETMv4 instruction trace (`ETM4` devices).
-pub const ETMV4: ProtocolInfo = ProtocolInfo {
+pub(crate) const ETMV4: ProtocolInfo = ProtocolInfo {
     name: "ETMV4I",
     device_types: &["ETM4"],
     registers: ETMV4_REGS,
@@ -56,7 +56,7 @@ pub const ETMV4: ProtocolInfo = ProtocolInfo {
 /// decode mode the decoder behind it. `name` is the protocol name; ETE
 /// shares ETMv4's processor and decoder, and so (as in OpenCSD) their
 /// error-log names, `PKTP_ETMV4I_nnnn` and `DCD_ETMV4_nnnn`.
-pub fn create_component(name: &'static str, cfg: EtmV4Config, ctx: &DecodeContext) -> Box<dyn TraceComponent> {
+pub(crate) fn create_component(name: &'static str, cfg: EtmV4Config, ctx: &DecodeContext) -> Box<dyn TraceComponent> {
     let pkt_err = ctx.packet_processor_err_link("PKTP_ETMV4I");
     let proc = EtmV4PktProc::new(cfg.clone(), Some(pkt_err));
     let decoder = ctx.decoder_for_mode(|| EtmV4Decoder::new(cfg, ctx));
@@ -64,7 +64,7 @@ pub fn create_component(name: &'static str, cfg: EtmV4Config, ctx: &DecodeContex
 }
 
 /// The protocol's factory for the decoder registry.
-pub fn factory() -> Arc<dyn DecoderFactory> {
+pub(crate) fn factory() -> Arc<dyn DecoderFactory> {
     Arc::new(ProtocolFactory::new(&ETMV4, |info, cfg, ctx| {
         Ok(create_component(info.name, EtmV4Config::from_source(cfg), ctx))
     }))

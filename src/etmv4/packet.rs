@@ -13,6 +13,7 @@ use crate::text::{Line, Pad, TextBuf, TextOut};
 /// Packet type (OpenCSD's `ocsd_etmv4_i_pkt_type`), including the
 /// pseudo-types used for unsynchronised data and errors.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum PktType {
     /// Data before the first alignment synchronisation.
     NotSync,
@@ -160,7 +161,7 @@ pub enum PktType {
 
 impl PktType {
     /// Name and description as OpenCSD prints them.
-    pub const fn name_desc(self) -> (&'static str, &'static str) {
+    pub(crate) const fn name_desc(self) -> (&'static str, &'static str) {
         use PktType::*;
         match self {
             NotSync => ("I_NOT_SYNC", "I Stream not synchronised"),
@@ -240,14 +241,6 @@ impl PktType {
     /// OpenCSD's name of the packet type (`I_ATOM_F1`...).
     pub fn name(self) -> &'static str {
         self.name_desc().0
-    }
-
-    /// An error or marker type rather than a real packet.
-    pub fn is_bad(self) -> bool {
-        matches!(
-            self,
-            PktType::BadSequence | PktType::BadTraceMode | PktType::Reserved | PktType::ReservedCfg
-        )
     }
 
     /// One of the six atom packet formats.
@@ -330,12 +323,8 @@ pub struct TraceInfo {
 
 impl TraceInfo {
     /// Cycle counting enabled (INFO.CC_ENABLED, bit 0).
-    pub fn cc_enabled(&self) -> bool {
+    pub(crate) fn cc_enabled(&self) -> bool {
         self.val & 1 != 0
-    }
-    /// Conditional tracing enabled (INFO.COND_ENABLED, bits 3:1).
-    pub fn cond_enabled(&self) -> u8 {
-        ((self.val >> 1) & 0x7) as u8
     }
     /// ETE: the PE is in transactional state (INFO.TSTATE, bit 6).
     pub fn in_trans_state(&self) -> bool {
@@ -502,11 +491,11 @@ impl EtmV4Packet {
         self.cc_threshold_valid = true;
     }
     /// Cycle count threshold from the last trace info (0 if none).
-    pub fn cc_threshold(&self) -> u32 {
+    pub(crate) fn cc_threshold(&self) -> u32 {
         if self.cc_threshold_valid { self.cc_threshold } else { 0 }
     }
     /// Speculation depth from the last trace info (0 if none).
-    pub fn curr_spec_depth(&self) -> u32 {
+    pub(crate) fn curr_spec_depth(&self) -> u32 {
         if self.spec_depth_valid { self.spec_depth } else { 0 }
     }
 
@@ -620,7 +609,7 @@ impl EtmV4Packet {
     }
 
     /// The packet stream is ETE (protocol version 0x5m).
-    pub fn is_ete(&self) -> bool {
+    pub(crate) fn is_ete(&self) -> bool {
         self.protocol_version & 0xF0 == 0x50
     }
 
@@ -752,7 +741,7 @@ impl EtmV4Packet {
 /// An address or value as OpenCSD's `getValStr` prints it: `0x` and
 /// upper-case hex, `?` for unknown leading digits, the valid range when
 /// only some bits are known, and `~[0x..]` with the bits just updated.
-pub fn write_val_str(out: &mut String, total_bits: u32, valid_bits: u8, value: u64, update_bits: u8) {
+pub(crate) fn write_val_str(out: &mut String, total_bits: u32, valid_bits: u8, value: u64, update_bits: u8) {
     out.push_str("0x");
     let num_hex = total_bits.div_ceil(4) as usize;
     let valid_chars = (valid_bits as usize).div_ceil(4);
@@ -778,7 +767,7 @@ pub fn write_val_str(out: &mut String, total_bits: u32, valid_bits: u8, value: u
 }
 
 /// [`write_val_str`] into a listing's buffer.
-pub fn write_val_text<W: TextOut>(out: &mut W, total_bits: u32, valid_bits: u8, value: u64, update_bits: u8) {
+pub(crate) fn write_val_text<W: TextOut>(out: &mut W, total_bits: u32, valid_bits: u8, value: u64, update_bits: u8) {
     out.put(b"0x");
     let num_hex = total_bits.div_ceil(4) as usize;
     let valid_chars = (valid_bits as usize).div_ceil(4);

@@ -115,6 +115,12 @@ pub struct EtmV4PktProc {
 }
 
 impl EtmV4PktProc {
+    /// Whether an alignment synchronisation has been seen.
+    #[cfg(test)]
+    pub(crate) fn is_synced(&self) -> bool {
+        self.is_sync
+    }
+
     /// A processor for `cfg`; errors go to `err` when given.
     pub fn new(cfg: EtmV4Config, err: Option<ErrLink>) -> Self {
         let table = build_table(&cfg);
@@ -146,16 +152,6 @@ impl EtmV4PktProc {
         };
         p.init_processor_state();
         p
-    }
-
-    /// The trace unit configuration the processor was created with.
-    pub fn config(&self) -> &EtmV4Config {
-        &self.cfg
-    }
-
-    /// Whether an alignment synchronisation has been seen.
-    pub fn is_synced(&self) -> bool {
-        self.is_sync
     }
 
     fn init_packet_state(&mut self) {

@@ -154,7 +154,7 @@ pub fn element_time(e: &TraceElement) -> Option<u64> {
 /// Decodes trace ID `id` with `tree` (a full-decode tree for the capture,
 /// fresh) from the sync point `start` up to (not including) byte `end` of
 /// its stream, handing each element to `each`.
-pub fn decode_range(
+pub(crate) fn decode_range(
     ix: &CaptureIndex,
     data: &[u8],
     id: u8,
@@ -693,7 +693,7 @@ where
 
 /// Merges streams each in time order into one, by time, then index, then
 /// trace ID; elements that tie keep their stream's order.
-pub fn merge_by_time(streams: &[Vec<(u64, Element)>]) -> Vec<(u64, Element)> {
+pub(crate) fn merge_by_time(streams: &[Vec<(u64, Element)>]) -> Vec<(u64, Element)> {
     let mut at = vec![0usize; streams.len()];
     let mut out = Vec::with_capacity(streams.iter().map(Vec::len).sum());
     loop {

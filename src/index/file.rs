@@ -341,7 +341,7 @@ pub fn from_bytes(data: &[u8]) -> Result<CaptureIndex, IndexFileError> {
 /// Checks that `ix` was built with the configuration whose hash is
 /// `config` (see [`crate::index::build::Capture::config_hash`]); an index that
 /// recorded none (0) is taken.
-pub fn check_config(ix: &CaptureIndex, config: u64) -> Result<(), IndexFileError> {
+pub(crate) fn check_config(ix: &CaptureIndex, config: u64) -> Result<(), IndexFileError> {
     if ix.config != 0 && ix.config != config {
         return Err(IndexFileError::ConfigChanged {
             indexed: ix.config,

@@ -7,14 +7,14 @@
 //! Indexing runs at packet level only (no memory image, no instruction
 //! walk), in a tree built in [`crate::decoder::DecodeMode::PacketsOnly`]:
 //!
-//! - the **source indexer** ([`source`]) is attached to the frame
+//! - the **source indexer** ([`SourceIndex`]) is attached to the frame
 //!   deformatter ([`crate::tree::DecodeTree::set_source_indexer`]): it
 //!   records which trace IDs appear in each block of the capture (the
 //!   granularity is configurable), a *checkpoint* per block (the first
 //!   frame starting in it and the trace ID in effect at that frame's
 //!   start, so the deformatter can begin there), frame syncs and
 //!   formatter triggers (trace ID 0x7D);
-//! - a **stream indexer** ([`stream`]) is attached to each trace ID's
+//! - a **stream indexer** ([`StreamIndex`]) is attached to each trace ID's
 //!   packet processor ([`crate::tree::DecodeTree::attach_stream_indexer`]):
 //!   it records synchronisation points, timestamps, events and triggers,
 //!   and protocol entries (trace info, context, exceptions, STM masters and
@@ -24,26 +24,28 @@
 //! A stream index is full (every entry); [`StreamIndex::sparse`] gives
 //! the sparse form (counts and key values per block).
 //!
-//! [`CaptureIndex`] holds both; [`file`](mod@file) saves and loads it (versioned,
-//! checked), [`reader`] answers searches, [`decode`] decodes from an
-//! indexed point.
+//! [`CaptureIndex`] holds both; [`CaptureIndex::save`] and
+//! [`CaptureIndex::load`] keep it in a file (versioned, checked), its
+//! methods answer searches, [`decode_window`] and the other `decode_`
+//! functions decode from an indexed point.
 
-pub mod build;
-pub mod decode;
-pub mod file;
-pub mod reader;
-pub mod source;
-pub mod stream;
+mod build;
+mod decode;
+mod file;
+mod reader;
+mod source;
+mod stream;
 
 pub use crate::hooks::{EntryKind, FrameRecord, FrameRun, SourceIndexer, StreamEntry, StreamIndexer};
-pub use build::{IndexOptions, build_index};
+pub use build::{Capture, IndexOptions, build_index};
 pub use decode::{
-    Window, WindowDecode, WindowNote, correlate, decode_pieces, decode_split, decode_split_ids, decode_window,
+    Element, Window, WindowDecode, WindowNote, correlate, decode_pieces, decode_split, decode_split_ids, decode_window,
+    element_time,
 };
-pub use file::{INDEX_VERSION, IndexFileError};
-pub use reader::Piece;
-pub use source::SourceIndex;
-pub use stream::{EntryCounts, SparseStreamIndex, StreamIndex};
+pub use file::{INDEX_VERSION, IndexFileError, check_capture, from_bytes, to_bytes};
+pub use reader::{ByteWindow, EventHit, Piece};
+pub use source::{Checkpoint, SourceBlock, SourceIndex};
+pub use stream::{EntryCounts, SparseBlock, SparseStreamIndex, StreamIndex};
 
 /// The capture an index was built from: a stale index (the capture
 /// changed) is refused on load.
@@ -57,7 +59,7 @@ pub struct CaptureId {
 
 impl CaptureId {
     /// The identity of the capture `data`.
-    pub fn of(data: &[u8]) -> CaptureId {
+    pub(crate) fn of(data: &[u8]) -> CaptureId {
         CaptureId {
             size: data.len() as u64,
             hash: capture_hash(data),

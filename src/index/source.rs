@@ -18,7 +18,7 @@ use crate::hooks::{FrameRecord, SourceIndexer};
 use crate::shared::Shared;
 
 /// The trace ID the formatter uses to mark a trigger.
-pub const TRIGGER_ID: u8 = 0x7d;
+pub(crate) const TRIGGER_ID: u8 = 0x7d;
 
 /// Where a decoder can begin deformatting.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,7 +70,7 @@ impl SourceIndex {
     /// The IDs with data in the blocks overlapping `range` (at block
     /// granularity: an ID present elsewhere in a block the range touches
     /// is included).
-    pub fn ids_in(&self, range: std::ops::Range<TrcIndex>) -> u128 {
+    pub(crate) fn ids_in(&self, range: std::ops::Range<TrcIndex>) -> u128 {
         if range.start >= range.end || self.blocks.is_empty() {
             return 0;
         }
@@ -86,13 +86,13 @@ impl SourceIndex {
 }
 
 /// The source indexer the index builder attaches.
-pub struct SourceCollector {
+pub(crate) struct SourceCollector {
     index: Shared<SourceIndex>,
 }
 
 impl SourceCollector {
     /// Collects into `index`, whose `granularity` must be set.
-    pub fn new(index: Shared<SourceIndex>) -> Self {
+    pub(crate) fn new(index: Shared<SourceIndex>) -> Self {
         SourceCollector { index }
     }
 }

@@ -62,7 +62,7 @@ impl StreamIndex {
     }
 
     /// Entries with `range.start <= index < range.end`.
-    pub fn in_range(&self, range: std::ops::Range<TrcIndex>) -> &[StreamEntry] {
+    pub(crate) fn in_range(&self, range: std::ops::Range<TrcIndex>) -> &[StreamEntry] {
         let a = self.entries.partition_point(|e| e.index < range.start);
         let b = self.entries.partition_point(|e| e.index < range.end);
         &self.entries[a..b.max(a)]
@@ -149,13 +149,13 @@ impl SparseStreamIndex {
 
 /// The stream indexer the index builder attaches: entries pushed to a
 /// shared vector (no allocation per packet beyond the vector's growth).
-pub struct StreamCollector {
+pub(crate) struct StreamCollector {
     entries: Shared<Vec<StreamEntry>>,
 }
 
 impl StreamCollector {
     /// Collects into `entries`.
-    pub fn new(entries: Shared<Vec<StreamEntry>>) -> Self {
+    pub(crate) fn new(entries: Shared<Vec<StreamEntry>>) -> Self {
         StreamCollector { entries }
     }
 }

@@ -68,6 +68,12 @@ pub struct ArmInstrDecoder {
 }
 
 impl ArmInstrDecoder {
+    /// Number of instructions still covered by the current T32 IT block.
+    #[cfg(test)]
+    pub(crate) fn it_block_remaining(&self) -> u8 {
+        self.it_remaining
+    }
+
     /// A decoder with the A64 opcode check off and no IT block open.
     #[must_use]
     pub fn new() -> Self {
@@ -94,12 +100,6 @@ impl ArmInstrDecoder {
         if std::env::var_os(ENV_ERR_ON_AA64_BAD_OPCODE).is_some() {
             self.aa64_opcode_check = true;
         }
-    }
-
-    /// Number of instructions still covered by the current T32 IT block.
-    #[must_use]
-    pub fn it_block_remaining(&self) -> u8 {
-        self.it_remaining
     }
 
     /// Forgets any open T32 IT block (e.g. after a trace discontinuity).

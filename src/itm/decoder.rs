@@ -42,7 +42,7 @@ pub struct ItmDecoder {
 impl ItmDecoder {
     /// A decoder for CoreSight trace ID `trace_id` whose local timestamps
     /// count in units of `prescale` clocks.
-    pub fn new(trace_id: u8, prescale: u32, out: Shared<ElemRouter>) -> Self {
+    pub(crate) fn new(trace_id: u8, prescale: u32, out: Shared<ElemRouter>) -> Self {
         let mut d = ItmDecoder {
             eot_sent: false,
             trace_id,

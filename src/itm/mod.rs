@@ -2,7 +2,7 @@
 //!
 //! [`ItmProcessor`] turns the byte stream into [`ItmPacket`]s;
 //! [`ItmDecoder`] produces `OCSD_GEN_TRC_ELEM_ITMTRACE` elements for
-//! software and hardware source packets and timestamps. [`factory`]
+//! software and hardware source packets and timestamps. `factory`
 //! registers both with the decoder registry; the configuration is the
 //! snapshot's `ITMTCR` register (trace ID in bits 22:16, local timestamp
 //! prescaler in bits 9:8 when SWOENA, bit 4, is set).
@@ -24,7 +24,7 @@ pub use packet::{ItmPacket, ItmPktType};
 pub use processor::ItmProcessor;
 
 /// ITM, Instrumentation Trace Macrocell (`ITM` devices): trace ID in ITMTCR bits 22:16.
-pub const ITM: ProtocolInfo = ProtocolInfo {
+pub(crate) const ITM: ProtocolInfo = ProtocolInfo {
     name: "ITM",
     device_types: &["ITM"],
     registers: &[RegSpec::required("ITMTCR")],
@@ -41,18 +41,19 @@ pub struct ItmConfig {
 
 impl ItmConfig {
     /// A configuration with trace ID `id` and nothing else set.
-    pub fn with_trace_id(id: u8) -> Self {
+    #[cfg(test)]
+    pub(crate) fn with_trace_id(id: u8) -> Self {
         ItmConfig {
             tcr: ((id as u32) & 0x7f) << 16,
         }
     }
     /// CoreSight trace ID (bits 22:16).
-    pub fn trace_id(&self) -> u8 {
+    pub(crate) fn trace_id(&self) -> u8 {
         ((self.tcr >> 16) & 0x7f) as u8
     }
     /// Local timestamp prescaler: 1, 4, 16 or 64 (TSPrescale, used only
     /// with the TPIU clock, SWOENA set).
-    pub fn ts_prescale(&self) -> u32 {
+    pub(crate) fn ts_prescale(&self) -> u32 {
         if self.tcr & 0x10 != 0 {
             [1, 4, 16, 64][((self.tcr >> 8) & 3) as usize]
         } else {
@@ -73,7 +74,7 @@ pub fn create_pipeline(cfg: ItmConfig, ctx: &DecodeContext) -> Pipeline<ItmProce
 
 /// The protocol's factory for the decoder registry; the configuration is
 /// the source's `ITMTCR`.
-pub fn factory() -> Arc<dyn DecoderFactory> {
+pub(crate) fn factory() -> Arc<dyn DecoderFactory> {
     Arc::new(ProtocolFactory::new(&ITM, |_info, cfg, ctx| {
         let tcr = cfg.reg_or("ITMTCR", 0) as u32;
         Ok(Box::new(create_pipeline(ItmConfig { tcr }, ctx)))

@@ -56,11 +56,6 @@ impl ItmPktType {
             ItmPktType::NoErrType => ("ITM_UNKNOWN", "ERROR: unknown packet type"),
         }
     }
-
-    /// Bad packet markers (bad sequence, reserved header).
-    pub fn is_bad(self) -> bool {
-        self >= ItmPktType::BadSequence
-    }
 }
 
 /// One ITM packet.
@@ -110,7 +105,7 @@ impl ItmPacket {
     }
 
     /// The value with its extension bits.
-    pub fn ext_value(&self) -> u64 {
+    pub(crate) fn ext_value(&self) -> u64 {
         if self.val_sz < 5 {
             self.value as u64
         } else {

@@ -54,7 +54,7 @@ pub struct ItmProcessor {
 impl ItmProcessor {
     /// A processor for the source with CoreSight trace ID `trace_id`
     /// (used in error reports).
-    pub fn new(trace_id: u8) -> Self {
+    pub(crate) fn new(trace_id: u8) -> Self {
         let mut p = ItmProcessor {
             trace_id,
             err: None,
@@ -74,13 +74,8 @@ impl ItmProcessor {
     }
 
     /// Where errors are logged.
-    pub fn set_error_link(&mut self, err: ErrLink) {
+    pub(crate) fn set_error_link(&mut self, err: ErrLink) {
         self.err = Some(err);
-    }
-
-    /// Whether the stream is synchronised.
-    pub fn is_synced(&self) -> bool {
-        self.stream_sync
     }
 
     fn init_processor_state(&mut self) {

@@ -39,7 +39,7 @@ pub(crate) const ETMV3_PTM_REGS: &[RegSpec] = &[
 ];
 
 /// PTM / PFT (`PTM1` and `PFT1` devices).
-pub const PTM: ProtocolInfo = ProtocolInfo {
+pub(crate) const PTM: ProtocolInfo = ProtocolInfo {
     name: "PTM",
     device_types: &["PTM1", "PFT1"],
     registers: ETMV3_PTM_REGS,
@@ -76,15 +76,10 @@ impl Default for PtmConfig {
 }
 
 impl PtmConfig {
-    const CTRL_BRANCH_BCAST: u32 = 1 << 8;
     const CTRL_CYCLEACC: u32 = 1 << 12;
-    const CTRL_TS_ENA: u32 = 1 << 28;
     const CTRL_RETSTACK_ENA: u32 = 1 << 29;
-    const CTRL_VMID_ENA: u32 = 1 << 30;
-    const CCER_TS_IMPL: u32 = 1 << 22;
     const CCER_RETSTACK_IMPL: u32 = 1 << 23;
     const CCER_DMSB_WPT: u32 = 1 << 24;
-    const CCER_VIRTEXT: u32 = 1 << 26;
     const CCER_TS_ENC_NAT: u32 = 1 << 28;
     const CCER_TS_64BIT: u32 = 1 << 29;
 
@@ -101,67 +96,47 @@ impl PtmConfig {
     }
 
     /// Trace ID of the source (ETMTRACEIDR bits 6:0).
-    pub fn trace_id(&self) -> u8 {
+    pub(crate) fn trace_id(&self) -> u8 {
         (self.reg_trc_id & 0x7f) as u8
     }
-    /// Branch broadcast enabled: every taken branch gives its address (ETMCR bit 8).
-    pub fn branch_broadcast(&self) -> bool {
-        self.reg_ctrl & Self::CTRL_BRANCH_BCAST != 0
-    }
     /// Cycle-accurate tracing enabled (ETMCR bit 12).
-    pub fn cycle_accurate(&self) -> bool {
+    pub(crate) fn cycle_accurate(&self) -> bool {
         self.reg_ctrl & Self::CTRL_CYCLEACC != 0
     }
-    /// Timestamps enabled (ETMCR bit 28).
-    pub fn ts_enabled(&self) -> bool {
-        self.reg_ctrl & Self::CTRL_TS_ENA != 0
-    }
     /// Return stack enabled (ETMCR bit 29).
-    pub fn ret_stack_enabled(&self) -> bool {
+    pub(crate) fn ret_stack_enabled(&self) -> bool {
         self.reg_ctrl & Self::CTRL_RETSTACK_ENA != 0
     }
-    /// VMID tracing enabled (ETMCR bit 30).
-    pub fn vmid_enabled(&self) -> bool {
-        self.reg_ctrl & Self::CTRL_VMID_ENA != 0
-    }
-    /// Timestamping implemented (ETMCCER bit 22).
-    pub fn has_ts(&self) -> bool {
-        self.reg_ccer & Self::CCER_TS_IMPL != 0
-    }
     /// Return stack implemented (ETMCCER bit 23).
-    pub fn has_ret_stack(&self) -> bool {
+    pub(crate) fn has_ret_stack(&self) -> bool {
         self.reg_ccer & Self::CCER_RETSTACK_IMPL != 0
     }
     /// DMB and DSB are waypoints.
-    pub fn dmsb_waypoints(&self) -> bool {
+    pub(crate) fn dmsb_waypoints(&self) -> bool {
         self.reg_ccer & Self::CCER_DMSB_WPT != 0
     }
-    /// Virtualization Extensions implemented: Hyp mode and VMID (ETMCCER bit 26).
-    pub fn has_virt_ext(&self) -> bool {
-        self.reg_ccer & Self::CCER_VIRTEXT != 0
-    }
     /// X in PTM 1.X.
-    pub fn minor_rev(&self) -> u32 {
+    pub(crate) fn minor_rev(&self) -> u32 {
         (self.reg_idr >> 4) & 0xf
     }
     /// Timestamps are 64 bits (PTM 1.1 and later).
-    pub fn ts_64bit(&self) -> bool {
+    pub(crate) fn ts_64bit(&self) -> bool {
         self.minor_rev() != 0 && self.reg_ccer & Self::CCER_TS_64BIT != 0
     }
     /// Timestamps are natural binary rather than Gray code. PTM 1.0 has
     /// binary timestamps only; PTM 1.1 says which in ETMCCER.
-    pub fn ts_binary(&self) -> bool {
+    pub(crate) fn ts_binary(&self) -> bool {
         self.minor_rev() == 0 || self.reg_ccer & Self::CCER_TS_ENC_NAT != 0
     }
     /// Context ID bytes traced: 0, 1, 2 or 4.
-    pub fn ctxt_id_bytes(&self) -> usize {
+    pub(crate) fn ctxt_id_bytes(&self) -> usize {
         [0, 1, 2, 4][((self.reg_ctrl >> 14) & 3) as usize]
     }
 }
 
 /// The protocol's factory for the decoder registry: a packet processor,
 /// and in full decode mode the decoder behind it.
-pub fn factory() -> Arc<dyn DecoderFactory> {
+pub(crate) fn factory() -> Arc<dyn DecoderFactory> {
     Arc::new(ProtocolFactory::new(&PTM, |info, cfg, ctx| {
         let config = PtmConfig::from_source(cfg);
         let dec = ctx.decoder_for_mode(|| PtmDecoder::new(config, ctx));

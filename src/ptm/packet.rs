@@ -49,7 +49,7 @@ pub enum PtmPktType {
 
 impl PtmPktType {
     /// Name and description as OpenCSD prints them.
-    pub fn name_desc(self) -> (&'static str, &'static str) {
+    pub(crate) fn name_desc(self) -> (&'static str, &'static str) {
         match self {
             PtmPktType::NotSync => ("NOTSYNC", "PTM Not Synchronised"),
             PtmPktType::IncompleteEot => ("INCOMPLETE_EOT", "Incomplete packet flushed at end of trace"),
@@ -71,7 +71,7 @@ impl PtmPktType {
     }
 
     /// The packet type a header byte starts.
-    pub fn from_header(hdr: u8) -> PtmPktType {
+    pub(crate) fn from_header(hdr: u8) -> PtmPktType {
         match hdr {
             0x00 => PtmPktType::ASync,
             0x08 => PtmPktType::ISync,
@@ -270,7 +270,7 @@ impl PtmPacket {
     }
 
     /// The packet changed the instruction set.
-    pub fn isa_changed(&self) -> bool {
+    pub(crate) fn isa_changed(&self) -> bool {
         self.curr_isa != self.prev_isa
     }
 

@@ -474,7 +474,8 @@ fn random_bytes_never_panic() {
 #[test]
 fn unsynced_count_past_the_block_shows_the_deformatter_record() {
     use crate::datapath::DatapathResp;
-    use crate::deformatter::{DeformatterConfig, FrameDeformatter, IdStreamTable};
+    use crate::deformatter::{DeformatterConfig, FrameDeformatter};
+    use crate::test_rig::IdStreamTable;
     // Two frames for trace ID 0x10. The first ends in two zeros that may
     // start an A-sync; the second has 8 bytes for the ID, and none is a
     // zero: OpenCSD counts the two zeros again with them, and lists 10

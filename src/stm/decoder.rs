@@ -29,7 +29,7 @@ pub struct StmDecoder {
 
 impl StmDecoder {
     /// A decoder giving elements for CoreSight trace ID `trace_id` to `out`.
-    pub fn new(trace_id: u8, out: Shared<ElemRouter>) -> Self {
+    pub(crate) fn new(trace_id: u8, out: Shared<ElemRouter>) -> Self {
         let mut d = StmDecoder {
             eot_sent: false,
             trace_id,

@@ -2,7 +2,7 @@
 //!
 //! [`StmProcessor`] turns the nibble stream into [`StmPacket`]s;
 //! [`StmDecoder`] joins master, channel, marker, timestamp and payload
-//! into `OCSD_GEN_TRC_ELEM_SWTRACE` elements. [`factory`] registers both
+//! into `OCSD_GEN_TRC_ELEM_SWTRACE` elements. `factory` registers both
 //! with the decoder registry; the configuration is the snapshot's
 //! `STMTCSR` register (trace ID in bits 22:16).
 //!
@@ -51,7 +51,7 @@ pub use packet::{StmPacket, StmPktType, StmTsType};
 pub use processor::StmProcessor;
 
 /// STM, System Trace Macrocell (`STM` devices): trace ID in STMTCSR bits 22:16.
-pub const STM: ProtocolInfo = ProtocolInfo {
+pub(crate) const STM: ProtocolInfo = ProtocolInfo {
     name: "STM",
     device_types: &["STM"],
     registers: &[RegSpec::required("STMTCSR")],
@@ -68,13 +68,14 @@ pub struct StmConfig {
 
 impl StmConfig {
     /// A configuration with trace ID `id` and nothing else set.
-    pub fn with_trace_id(id: u8) -> Self {
+    #[cfg(test)]
+    pub(crate) fn with_trace_id(id: u8) -> Self {
         StmConfig {
             tcsr: ((id as u32) & 0x7f) << 16,
         }
     }
     /// CoreSight trace ID (bits 22:16).
-    pub fn trace_id(&self) -> u8 {
+    pub(crate) fn trace_id(&self) -> u8 {
         ((self.tcsr >> 16) & 0x7f) as u8
     }
 }
@@ -91,7 +92,7 @@ pub fn create_pipeline(cfg: StmConfig, ctx: &DecodeContext) -> Pipeline<StmProce
 
 /// The protocol's factory for the decoder registry; the configuration is
 /// the source's `STMTCSR`.
-pub fn factory() -> Arc<dyn DecoderFactory> {
+pub(crate) fn factory() -> Arc<dyn DecoderFactory> {
     Arc::new(ProtocolFactory::new(&STM, |_info, cfg, ctx| {
         let tcsr = cfg.reg_or("STMTCSR", 0) as u32;
         Ok(Box::new(create_pipeline(StmConfig { tcsr }, ctx)))

@@ -97,11 +97,6 @@ impl StmPktType {
                 | StmPktType::D64
         )
     }
-
-    /// Bad packet markers (bad sequence, reserved header).
-    pub fn is_bad(self) -> bool {
-        self >= StmPktType::BadSequence
-    }
 }
 
 /// Timestamp encoding, set by the VERSION packet.
@@ -150,7 +145,7 @@ pub struct StmPacket {
 
 impl StmPacket {
     /// The state at the start of decode (or after a reset).
-    pub fn start_state() -> Self {
+    pub(crate) fn start_state() -> Self {
         StmPacket::default()
     }
 
@@ -212,19 +207,19 @@ impl StmPacket {
     }
 
     /// The payload as 8-bit data (D8, TRIG).
-    pub fn d8(&self) -> u8 {
+    pub(crate) fn d8(&self) -> u8 {
         self.payload as u8
     }
     /// The payload as 16-bit data.
-    pub fn d16(&self) -> u16 {
+    pub(crate) fn d16(&self) -> u16 {
         self.payload as u16
     }
     /// The payload as 32-bit data (also the FREQ value).
-    pub fn d32(&self) -> u32 {
+    pub(crate) fn d32(&self) -> u32 {
         self.payload as u32
     }
     /// The payload as 64-bit data.
-    pub fn d64(&self) -> u64 {
+    pub(crate) fn d64(&self) -> u64 {
         self.payload
     }
 

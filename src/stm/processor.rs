@@ -111,7 +111,7 @@ pub struct StmProcessor {
 impl StmProcessor {
     /// A processor for the source with CoreSight trace ID `trace_id`
     /// (used in error reports).
-    pub fn new(trace_id: u8) -> Self {
+    pub(crate) fn new(trace_id: u8) -> Self {
         let mut p = StmProcessor {
             trace_id,
             err: None,
@@ -154,13 +154,8 @@ impl StmProcessor {
     }
 
     /// Where errors are logged.
-    pub fn set_error_link(&mut self, err: ErrLink) {
+    pub(crate) fn set_error_link(&mut self, err: ErrLink) {
         self.err = Some(err);
-    }
-
-    /// Whether the stream is synchronised.
-    pub fn is_synced(&self) -> bool {
-        self.stream_sync
     }
 
     fn init_processor_state(&mut self) {

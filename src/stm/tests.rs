@@ -401,7 +401,8 @@ Idx:2; ID:20; [0x43 0x65 ];\tNOTSYNC:STM not synchronised
 
 #[test]
 fn notsync_overread_shows_deformatter_record() {
-    use crate::deformatter::{DeformatterConfig, FrameDeformatter, IdStreamTable};
+    use crate::deformatter::{DeformatterConfig, FrameDeformatter};
+    use crate::test_rig::IdStreamTable;
     // Frame 1: ID 0x20, then 14 bytes ending in twelve F nibbles. Frame 2:
     // 15 bytes without F. The second NOTSYNC lists 21 bytes: its 15 and
     // what follows them in OpenCSD's record (valid = 15, used = 0).

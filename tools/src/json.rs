@@ -255,7 +255,8 @@ impl Serialize for JsonElement<'_> {
                     m.serialize_entry("event", "numbered")?;
                     m.serialize_entry("number", &n)?;
                 }
-                Event::Unknown => m.serialize_entry("event", "unknown")?,
+                // A kind added later reads as unknown here until it is named.
+                _ => m.serialize_entry("event", "unknown")?,
             },
             Element::SwTrace(sw) => {
                 if let Some(src) = sw.source {

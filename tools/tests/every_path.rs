@@ -15,7 +15,7 @@ use coresight_decode::Trace;
 use coresight_decode::datapath::{DatapathResp, TrcIndex};
 use coresight_decode::decoder::DecodeMode;
 use coresight_decode::element::TraceElement;
-use coresight_decode::index::build::Capture;
+use coresight_decode::index::Capture;
 use coresight_decode::index::{IndexOptions, Window, decode_window};
 use coresight_decode::interfaces::TrcGenElemIn;
 use coresight_decode::logger::MsgLogger;

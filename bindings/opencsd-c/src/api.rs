@@ -12,7 +12,7 @@ use coresight_decode::arch::{ArchProfile, ArchVersion, CoreProfile};
 use coresight_decode::datapath::DatapathOp;
 use coresight_decode::decoder::{CoreConfig, DecodeMode, DecoderOptions, SourceConfig};
 use coresight_decode::deformatter::DeformatterConfig;
-use coresight_decode::errcode::{ErrCode, Severity};
+use coresight_decode::error::{ErrCode, Severity};
 use coresight_decode::logger::{ErrorLogger, MsgLogger};
 use coresight_decode::memory::{BufferAccessor, CacheConfig, CallbackAccessor, MemSpace, MemoryError};
 use coresight_decode::printers::{GenElemPrinter, PacketPrinter, RawFramePrinter};

@@ -7,7 +7,7 @@ use coresight_decode::element::{ElemType, TraceElement};
 use coresight_decode::element::{EventType, MemTrans, PeContext, SwTraceInfo, TraceOnReason, UnsyncInfo};
 #[cfg(feature = "opencsd-1-8")]
 use coresight_decode::element::{ItmInfo, ItmPktKind};
-use coresight_decode::errcode::ErrCode;
+use coresight_decode::error::ErrCode;
 use coresight_decode::memory::MemSpace;
 use std::ffi::{c_char, c_int};
 

@@ -12,7 +12,7 @@ use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use coresight_decode::decoder::{
     DecodeContext, DecodeMode, DecoderFactory, DecoderRegistry, RegSpec, SourceConfig, TraceComponent,
 };
-use coresight_decode::errcode::{ErrCode, Severity, TraceError};
+use coresight_decode::error::{ErrCode, Severity, TraceError};
 use coresight_decode::interfaces::{TrcDataIn, TrcGenElemIn};
 use coresight_decode::logger::ErrLink;
 use coresight_decode::printers::PacketPrinter;

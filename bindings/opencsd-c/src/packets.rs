@@ -10,7 +10,7 @@ use coresight_decode::arch::Isa;
 use coresight_decode::etmv3::{Etmv3Packet, Etmv3PktType};
 use coresight_decode::etmv4::EtmV4Packet;
 use coresight_decode::etmv4::PktType as E4;
-use coresight_decode::etmv4::packet::{Atoms, ExceptionInfo, PktContext, QInfo, TraceInfo, VAddr};
+use coresight_decode::etmv4::{Atoms, ExceptionInfo, PktContext, QInfo, TraceInfo, VAddr};
 use coresight_decode::itm::{ItmPacket, ItmPktType};
 use coresight_decode::printers::TracePacket;
 use coresight_decode::ptm::{ISyncReason, PtmPacket, PtmPktType};

@@ -7,8 +7,8 @@ use std::ffi::{c_int, c_void};
 
 use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use coresight_decode::decoder::{DecodeContext, DecodeStats, PacketProcessor, Pipeline, SourceConfig, TraceComponent};
-use coresight_decode::errcode::ErrCode;
-use coresight_decode::hooks::StreamIndexer;
+use coresight_decode::error::ErrCode;
+use coresight_decode::index::StreamIndexer;
 use coresight_decode::interfaces::{PktDataIn, PktRawDataMon, TrcDataIn};
 use coresight_decode::logger::ErrLink;
 use coresight_decode::printers::PacketPrinter;

@@ -8,7 +8,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use coresight_decode::datapath::{DatapathResp, TrcIndex};
 use coresight_decode::element::{ElemType, TraceElement};
-use coresight_decode::errcode::{Severity, TraceError};
+use coresight_decode::error::{Severity, TraceError};
 use coresight_decode::interfaces::TrcGenElemIn;
 use coresight_decode::logger::MsgLogger;
 use coresight_decode::shared::Shared;

@@ -173,7 +173,8 @@ pub fn fields(e: &Element) -> Vec<(&'static str, Val)> {
                 f.push(("event", Val::S("numbered")));
                 f.push(("number", Val::U(n.into())));
             }
-            Event::Unknown => f.push(("event", Val::S("unknown"))),
+            // A kind added later reads as unknown here until it is named.
+            _ => f.push(("event", Val::S("unknown"))),
         },
         Element::SwTrace(sw) => {
             if let Some(s) = sw.source {

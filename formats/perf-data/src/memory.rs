@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 
-use coresight_decode::errcode::ErrCode;
+use coresight_decode::error::ErrCode;
 use coresight_decode::interfaces::TargetMemAccess;
 use coresight_decode::memory::MemSpace;
 

@@ -24,7 +24,7 @@ use clap::{Args, Parser, Subcommand};
 use coresight_decode::TrcIndex;
 use coresight_decode::decoder::DecodeMode;
 use coresight_decode::element::{ElemType, TraceElement};
-use coresight_decode::index::build::Capture;
+use coresight_decode::index::Capture;
 use coresight_decode::index::{
     CaptureIndex, EntryKind, IndexOptions, IndexedFormat, Window, correlate, decode_split_ids, decode_window,
 };
