@@ -545,17 +545,7 @@ impl DecodeTree {
     /// ignored (its one decoder). Fails for protocols whose packets are
     /// whole bytes.
     pub fn start_id_at_high_nibble(&mut self, id: u8) -> Result<(), ErrCode> {
-        let slot = match self.format {
-            SourceFormat::Formatted(_) => id,
-            SourceFormat::Single => self.elements.slots.iter().position(Option::is_some).unwrap_or(0) as u8,
-        };
-        let e = self
-            .elements
-            .slots
-            .get_mut(slot as usize)
-            .and_then(Option::as_mut)
-            .ok_or(ErrCode::InvalidId)?;
-        e.component.start_at_high_nibble()
+        self.decoder_of(id)?.component.start_at_high_nibble()
     }
 
     /// Gives trace ID `id`'s decoder, before its first packet, what the
@@ -566,17 +556,21 @@ impl DecodeTree {
     /// sync points repeat everything have no use for it); fails with
     /// [`ErrCode::InvalidId`] when no decoder has `id`.
     pub fn resume_id_state(&mut self, id: u8, state: &crate::interfaces::ResumeState) -> Result<bool, ErrCode> {
+        Ok(self.decoder_of(id)?.component.resume(state))
+    }
+
+    /// The decoder of trace ID `id` (on a single-source tree, its one
+    /// decoder whatever `id`).
+    fn decoder_of(&mut self, id: u8) -> Result<&mut TreeElement, ErrCode> {
         let slot = match self.format {
             SourceFormat::Formatted(_) => id,
             SourceFormat::Single => self.elements.slots.iter().position(Option::is_some).unwrap_or(0) as u8,
         };
-        let e = self
-            .elements
+        self.elements
             .slots
             .get_mut(slot as usize)
             .and_then(Option::as_mut)
-            .ok_or(ErrCode::InvalidId)?;
-        Ok(e.component.resume(state))
+            .ok_or(ErrCode::InvalidId)
     }
 
     /// Makes the deformatter start again at a frame boundary with `id` in
