@@ -26,8 +26,30 @@ fn run(bin: &str, args: &[&str]) -> Out {
     }
 }
 
-/// A folder of this test process, made empty.
+/// A folder of this test process, made empty. The tests of one process
+/// share folders, so none is removed while they run; those of earlier test
+/// processes that have ended are removed on the first call (on Linux, where
+/// `/proc` says which have).
 fn scratch(name: &str) -> PathBuf {
+    static SWEEP: std::sync::Once = std::sync::Once::new();
+    SWEEP.call_once(|| {
+        if !Path::new("/proc/self").exists() {
+            return;
+        }
+        for e in std::fs::read_dir(std::env::temp_dir()).into_iter().flatten().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let pid = name
+                .strip_prefix("coresight-cli-")
+                .and_then(|r| r.split('-').next())
+                .and_then(|p| p.parse::<u32>().ok());
+            if let Some(pid) = pid
+                && pid != std::process::id()
+                && !Path::new(&format!("/proc/{pid}")).exists()
+            {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    });
     let d = std::env::temp_dir().join(format!("coresight-cli-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
     d
