@@ -61,29 +61,35 @@ const BATCH_TEXT: usize = 1 << 17;
 enum Item {
     /// Text written up to this offset of the batch's text.
     Text(usize),
-    /// An INSTR_RANGE element's line: only what its text needs (a fifth
-    /// of the element: less to copy, and to move between cores).
-    Range(TrcIndex, RangeText),
+    /// INSTR_RANGE elements' lines: the batch's `ranges` up to this
+    /// position. A run of ranges is one item, and each range is only what
+    /// its text needs (a fifth of the element: less to copy on the
+    /// decoding thread, and to move between cores).
+    Ranges(usize),
     /// Any other element's line: the element is in the batch's `elems`
     /// (kept out of the items, which are copied whole).
     Elem(usize),
 }
 
-/// The fields of an INSTR_RANGE element its line shows.
+/// The fields of an INSTR_RANGE element its line shows. In a fixed
+/// order, grouped as the compiler lays them out in `TraceElement` today
+/// (flags, then subtype, type and ISA), so that neighbours are copied
+/// together instead of byte by byte and reshuffled.
 #[derive(Clone, Copy)]
+#[repr(C)]
 struct RangeText {
     st_addr: u64,
     en_addr: u64,
     num_instr_range: u32,
     cycle_count: u32,
-    trace_id: u8,
-    last_instr_sz: u8,
-    isa: Isa,
-    last_i_type: InstrType,
-    last_i_subtype: InstrSubType,
+    has_cc: bool,
     last_instr_exec: bool,
     last_instr_cond: bool,
-    has_cc: bool,
+    last_i_subtype: InstrSubType,
+    last_i_type: InstrType,
+    isa: Isa,
+    last_instr_sz: u8,
+    trace_id: u8,
 }
 
 impl RangeText {
@@ -105,9 +111,11 @@ impl RangeText {
         }
     }
 
-    /// An element that prints as the one these fields came from.
-    fn element(&self) -> TraceElement {
-        let mut e = TraceElement::new(ElemType::InstrRange);
+    /// Makes `e`, an INSTR_RANGE element, print as the one these fields
+    /// came from (an element reused from line to line: only the fields a
+    /// range's line shows are written).
+    #[inline(always)]
+    fn fill(&self, e: &mut TraceElement) {
         e.st_addr = self.st_addr;
         e.en_addr = self.en_addr;
         e.num_instr_range = self.num_instr_range;
@@ -119,7 +127,6 @@ impl RangeText {
         e.last_instr_exec = self.last_instr_exec;
         e.last_instr_cond = self.last_instr_cond;
         e.has_cc = self.has_cc;
-        e
     }
 }
 
@@ -128,6 +135,7 @@ struct Batch {
     seq: u64,
     text: TextBuf,
     items: Vec<Item>,
+    ranges: Vec<(TrcIndex, RangeText)>,
     elems: Vec<(TrcIndex, u8, TraceElement)>,
     /// Text of `text` already covered by an `Item::Text`.
     marked: usize,
@@ -140,6 +148,7 @@ impl Batch {
             seq: 0,
             text: TextBuf::with_capacity(BATCH_TEXT + 4096),
             items: Vec::with_capacity(BATCH_ITEMS + 1),
+            ranges: Vec::with_capacity(BATCH_ITEMS),
             elems: Vec::new(),
             marked: 0,
             out: TextBuf::with_capacity(4 * BATCH_TEXT),
@@ -156,20 +165,28 @@ impl Batch {
     }
 
     fn is_full(&self) -> bool {
-        self.items.len() >= BATCH_ITEMS || self.text.len() >= BATCH_TEXT
+        self.items.len() + self.ranges.len() >= BATCH_ITEMS || self.text.len() >= BATCH_TEXT
     }
 
     /// Writes the batch's listing into `out`.
     fn format(&mut self) {
         self.out.clear();
         let mut from = 0;
+        let mut next_range = 0;
+        let mut range = TraceElement::new(ElemType::InstrRange);
         for item in &self.items {
             match item {
                 Item::Text(end) => {
                     self.out.put_range(&self.text, from, *end);
                     from = *end;
                 }
-                Item::Range(index, r) => write_elem_line(&mut self.out, *index, r.trace_id, &r.element()),
+                Item::Ranges(end) => {
+                    for (index, r) in self.ranges.get(next_range..*end).unwrap_or_default() {
+                        r.fill(&mut range);
+                        write_elem_line(&mut self.out, *index, r.trace_id, &range);
+                    }
+                    next_range = *end;
+                }
                 Item::Elem(n) => {
                     if let Some((index, id, elem)) = self.elems.get(*n) {
                         write_elem_line(&mut self.out, *index, *id, elem);
@@ -182,6 +199,7 @@ impl Batch {
     fn reset(&mut self) {
         self.text.clear();
         self.items.clear();
+        self.ranges.clear();
         self.elems.clear();
         self.marked = 0;
         self.out.clear();
@@ -260,16 +278,26 @@ impl FormatPool {
         for chunk in elems.chunks(BATCH_ITEMS) {
             self.cur.mark_text();
             let batch = &mut *self.cur;
+            batch.ranges.reserve(chunk.len());
+            // A run of ranges is marked by one item, when it ends.
+            let mut in_run = false;
             for (index, e) in chunk {
-                let item = if e.elem_type == ElemType::InstrRange {
-                    Item::Range(*index, RangeText::of(trace_id, e))
+                if e.elem_type == ElemType::InstrRange {
+                    batch.ranges.push((*index, RangeText::of(trace_id, e)));
+                    in_run = true;
                 } else {
+                    if in_run {
+                        batch.items.push(Item::Ranges(batch.ranges.len()));
+                        in_run = false;
+                    }
                     batch.elems.push((*index, trace_id, *e));
-                    Item::Elem(batch.elems.len() - 1)
-                };
-                batch.items.push(item);
+                    batch.items.push(Item::Elem(batch.elems.len() - 1));
+                }
             }
-            if self.cur.items.len() >= BATCH_ITEMS {
+            if in_run {
+                batch.items.push(Item::Ranges(batch.ranges.len()));
+            }
+            if batch.items.len() + batch.ranges.len() >= BATCH_ITEMS {
                 self.send();
             }
         }
@@ -399,14 +427,35 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let write = |log: &mut MsgLogger| {
             let mut e = TraceElement::new(ElemType::InstrRange);
+            let mut run = Vec::new();
             for i in 0..50_000u64 {
                 e.st_addr = 0x1000 + i * 4;
                 e.en_addr = e.st_addr + 8;
                 e.num_instr_range = (i % 7) as u32;
-                match pool_of(log) {
-                    Some(p) => p.elem(i / 3, 0x10, &e),
-                    None => write_elem_line(log.text(), i / 3, 0x10, &e),
+                e.has_cc = i % 4 == 0;
+                e.cycle_count = i as u32;
+                e.isa = if i % 3 == 0 { Isa::Thumb2 } else { Isa::Aarch64 };
+                e.last_instr_exec = i % 2 == 0;
+                // Runs of ranges with other kinds among them, at the start,
+                // middle and end of a run: each run ends up in order.
+                run.push((i / 3, e));
+                if i % 11 == 0 {
+                    let mut ts = TraceElement::new(ElemType::Timestamp);
+                    ts.timestamp = i;
+                    run.push((i / 3, ts));
                 }
+                if i % 6 != 5 {
+                    continue;
+                }
+                match pool_of(log) {
+                    Some(p) => p.elems(0x10, &run),
+                    None => {
+                        for (index, e) in &run {
+                            write_elem_line(log.text(), *index, 0x10, e);
+                        }
+                    }
+                }
+                run.clear();
                 if i % 5 == 0 {
                     log.log_msg("a message\n");
                 }
