@@ -198,3 +198,62 @@ fn output_is_what_it_was() {
     }
     assert_eq!(h, PERF_DIGEST, "perf.data output changed: 0x{h:016x}");
 }
+
+/// A fresh directory under the system's temporary one.
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("trc_gen_stream_{}_{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+/// Every file of `dir`, by name.
+fn files(dir: &std::path::Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                std::fs::read(e.path()).unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn streamed_snapshots_are_the_in_memory_ones() {
+    let mut cases: Vec<_> = cases()
+        .into_iter()
+        .filter(|(_, o, _)| matches!(o.protocol, GenProtocol::Etmv4 | GenProtocol::Etmv4M))
+        .collect();
+    // Long enough to be written in several pieces.
+    for (seed, layout) in [(2, BufferLayout::Formatted), (3, BufferLayout::Unformatted)] {
+        let o = GenOptions {
+            seed,
+            protocol: GenProtocol::Etmv4,
+            layout,
+            length: 60_000,
+        };
+        cases.push((format!("etmv4 {seed} long"), o, Etmv4Options::all(Choice::On)));
+    }
+    let (want_dir, got_dir) = (temp_dir("want"), temp_dir("got"));
+    for (name, o, e) in &cases {
+        let g = etmv4::generate_with(o, e);
+        g.spec.write_to(&want_dir).unwrap();
+        let mut truth = Vec::new();
+        let s = coresight_generator::stream::write_etmv4(o, e, &got_dir, Some(&mut truth)).unwrap();
+        assert!(files(&want_dir) == files(&got_dir), "{name}: the files differ");
+        assert!(truth == g.truth_text().as_bytes(), "{name}: the truths differ");
+        assert_eq!(s.truth_items, g.truth.len() as u64, "{name}");
+        assert_eq!(s.description, g.spec.description, "{name}");
+        // Without a truth, the same snapshot.
+        std::fs::remove_dir_all(&got_dir).unwrap();
+        coresight_generator::stream::write_etmv4(o, e, &got_dir, None).unwrap();
+        assert!(
+            files(&want_dir) == files(&got_dir),
+            "{name}: the files differ without a truth"
+        );
+        std::fs::remove_dir_all(&want_dir).unwrap();
+        std::fs::remove_dir_all(&got_dir).unwrap();
+    }
+}
