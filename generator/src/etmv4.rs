@@ -965,9 +965,10 @@ impl<'a> Gen<'a> {
 
     /// Encodes `segs`: a sync first, then each segment (the first one
     /// traced). Returns the trace and its truth.
-    pub(super) fn run(self, rng: &mut Rng, segs: &[Seg]) -> (Vec<u8>, Vec<Truth>, Stats, u64) {
+    pub(super) fn run(mut self, rng: &mut Rng, segs: &[Seg]) -> (Vec<u8>, Vec<Truth>, Stats, u64) {
         let mut out = Vec::new();
-        let mut truth = Vec::with_capacity(self.log.out.capacity());
+        // The capacity asked for goes to the whole truth, not the pieces.
+        let mut truth = Vec::with_capacity(std::mem::take(&mut self.log.out).capacity());
         let (stats, ts) = self.run_stream(rng, segs.iter(), &mut |b: &[u8], t: &[Truth]| {
             out.extend_from_slice(b);
             truth.extend_from_slice(t);
