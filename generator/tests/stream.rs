@@ -220,6 +220,18 @@ fn files(dir: &std::path::Path) -> std::collections::BTreeMap<String, Vec<u8>> {
         .collect()
 }
 
+fn streamed(
+    o: &GenOptions,
+    e: &Etmv4Options,
+    dir: &std::path::Path,
+    truth: Option<&mut dyn std::io::Write>,
+) -> std::io::Result<coresight_generator::stream::Streamed> {
+    match o.protocol {
+        GenProtocol::Ete(ete) => coresight_generator::stream::write_ete(o, &ete, dir, truth),
+        _ => coresight_generator::stream::write_etmv4(o, e, dir, truth),
+    }
+}
+
 #[test]
 fn streamed_snapshots_are_the_in_memory_ones() {
     let mut cases: Vec<_> = cases()
@@ -236,19 +248,51 @@ fn streamed_snapshots_are_the_in_memory_ones() {
         };
         cases.push((format!("etmv4 {seed} long"), o, Etmv4Options::all(Choice::On)));
     }
+    // ETE: one session or several, starting inside transactions or not.
+    for (seed, opt, layout) in [
+        (1, "tme", BufferLayout::Formatted),
+        (2, "tme", BufferLayout::Unformatted),
+        (3, "all", BufferLayout::Formatted),
+        (4, "multi", BufferLayout::Formatted),
+        (5, "multi", BufferLayout::Unformatted),
+        (6, "all", BufferLayout::Unformatted),
+    ] {
+        for sessions in ["1", "3"] {
+            let mut protocol = GenProtocol::from_name("ete").unwrap();
+            protocol.set_option(opt, "1").unwrap();
+            if opt != "multi" {
+                protocol.set_option("tme", "1").unwrap();
+                if sessions != "1" {
+                    protocol.set_option("sessions", sessions).unwrap();
+                }
+            }
+            let o = GenOptions {
+                seed,
+                protocol,
+                layout,
+                length: 3000,
+            };
+            cases.push((format!("ete {seed} {opt} {sessions}"), o, Etmv4Options::default()));
+        }
+    }
+    cases.extend(
+        self::cases()
+            .into_iter()
+            .filter(|(_, o, _)| matches!(o.protocol, GenProtocol::Ete(_))),
+    );
     let (want_dir, got_dir) = (temp_dir("want"), temp_dir("got"));
     for (name, o, e) in &cases {
-        let g = etmv4::generate_with(o, e);
+        let g = generated(o, e);
         g.spec.write_to(&want_dir).unwrap();
         let mut truth = Vec::new();
-        let s = coresight_generator::stream::write_etmv4(o, e, &got_dir, Some(&mut truth)).unwrap();
+        let s = streamed(o, e, &got_dir, Some(&mut truth)).unwrap();
         assert!(files(&want_dir) == files(&got_dir), "{name}: the files differ");
         assert!(truth == g.truth_text().as_bytes(), "{name}: the truths differ");
         assert_eq!(s.truth_items, g.truth.len() as u64, "{name}");
         assert_eq!(s.description, g.spec.description, "{name}");
         // Without a truth, the same snapshot.
         std::fs::remove_dir_all(&got_dir).unwrap();
-        coresight_generator::stream::write_etmv4(o, e, &got_dir, None).unwrap();
+        streamed(o, e, &got_dir, None).unwrap();
         assert!(
             files(&want_dir) == files(&got_dir),
             "{name}: the files differ without a truth"

@@ -29,8 +29,8 @@
 //! ranges (or software messages) in order, one a line; with several
 //! sessions, each buffer's items follow a `session N` line. `--no-truth`
 //! leaves the truth out, `--truth-gz` writes it gzip-compressed as
-//! `truth.txt.gz`. ETMv4 snapshots (without `--tarmac`) are written as they
-//! are made, in memory bounded by the program rather than the trace.
+//! `truth.txt.gz`. ETMv4 and ETE snapshots (without `--tarmac`) are written
+//! as they are made, in memory bounded by the program rather than the trace.
 //!
 //! ```text
 //! trc_gen --protocol etmv4 --seed 7 --perf-data FILE [--cpus N] [--unformatted] [--size 64M] [--per-thread]
@@ -57,7 +57,7 @@ use coresight_generator::execution::{ExecInsn, ExecProtocol, elf_images, generat
 use coresight_generator::perf_data::{
     PerfOptions, PerfProtocol, generate_perf_data, generate_perf_data_from_execution,
 };
-use coresight_generator::stream::{Streamed, write_etmv4};
+use coresight_generator::stream::{Streamed, write_ete, write_etmv4};
 use coresight_generator::truth_file::{TRUTH_FILE, TRUTH_FILE_GZ, TruthFile, remove_truth};
 use coresight_generator::{BufferLayout, GenOptions, GenProtocol, Generated, generate};
 use coresight_tarmac::Reader;
@@ -84,8 +84,8 @@ Protocol options (--opt NAME=VALUE; VALUE 1, 0 or random; NAME alone is NAME=1):
 The output directory gets a complete snapshot (snapshot.ini, device files,
 trace.ini, the buffer, the memory image) and truth.txt: the executed
 instruction ranges (or software messages) in order, one a line (with
---truth-gz: truth.txt.gz; with --no-truth: none). ETMv4 snapshots are
-written as they are made: a capture of gigabytes needs a few megabytes.
+--truth-gz: truth.txt.gz; with --no-truth: none). ETMv4 and ETE snapshots
+are written as they are made: a capture of gigabytes needs a few megabytes.
 
 Exit status: 0 written; 1 failed (a file that could not be read or written);
 2 bad usage.";
@@ -364,7 +364,12 @@ fn main() -> ExitCode {
     } else {
         Some(if a.truth_gz { TRUTH_FILE_GZ } else { TRUTH_FILE })
     };
-    if a.tarmac.is_none() && matches!(opts.protocol, GenProtocol::Etmv4 | GenProtocol::Etmv4M) {
+    if a.tarmac.is_none()
+        && matches!(
+            opts.protocol,
+            GenProtocol::Etmv4 | GenProtocol::Etmv4M | GenProtocol::Ete(_)
+        )
+    {
         // Written as it is made: memory bounded by the program, not the trace.
         return match write_streamed(dir, &opts, &etmv4_opts, a.truth_gz, truth.is_some()) {
             Ok(s) => {
@@ -417,8 +422,8 @@ fn main() -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// An ETMv4 snapshot written as it is made, with its truth file (`truth`;
-/// compressed: `gz`) or none.
+/// An ETMv4 or ETE snapshot written as it is made, with its truth file
+/// (`truth`; compressed: `gz`) or none.
 fn write_streamed(
     dir: &Path,
     opts: &GenOptions,
@@ -426,13 +431,17 @@ fn write_streamed(
     gz: bool,
     truth: bool,
 ) -> std::io::Result<Streamed> {
+    let write = |t: Option<&mut dyn std::io::Write>| match opts.protocol {
+        GenProtocol::Ete(o) => write_ete(opts, &o, dir, t),
+        _ => write_etmv4(opts, etmv4_opts, dir, t),
+    };
     std::fs::create_dir_all(dir)?;
     if !truth {
         remove_truth(dir)?;
-        return write_etmv4(opts, etmv4_opts, dir, None);
+        return write(None);
     }
     let mut f = TruthFile::create(dir, gz)?;
-    let s = write_etmv4(opts, etmv4_opts, dir, Some(&mut f))?;
+    let s = write(Some(&mut f))?;
     f.finish()?;
     Ok(s)
 }
