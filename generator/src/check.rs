@@ -174,7 +174,7 @@ pub fn comparable(mut decoded: Vec<Truth>, truth_models_details: bool) -> Vec<Tr
 /// Decodes a snapshot directory and returns the truth items of the
 /// elements (to compare with a generated `truth.txt`): its first buffer or,
 /// when it has several, all of them in turn as [`decode`] does. When the
-/// directory has a `truth.txt` without exceptions, contexts, cycle counts,
+/// directory has a `truth.txt` (or `truth.txt.gz`) without exceptions, contexts, cycle counts,
 /// timestamps or ETE elements, those are left out ([`comparable`]).
 pub fn decode_dir(dir: &std::path::Path) -> Result<Vec<Truth>, String> {
     let ss = coresight_decode::snapshot::Snapshot::load(dir).map_err(|e| e.to_string())?;
@@ -209,9 +209,11 @@ pub fn decode_dir(dir: &std::path::Path) -> Result<Vec<Truth>, String> {
         }
     }
     let v = got.borrow().clone();
-    let models_details = match std::fs::read_to_string(dir.join("truth.txt")) {
+    use std::io::BufRead as _;
+    let models_details = match crate::truth_file::open_truth(dir) {
         Ok(t) => t
             .lines()
+            .map_while(Result::ok)
             .any(|l| !l.is_empty() && !l.starts_with("range ") && !l.starts_with("msg ") && !l.starts_with("session ")),
         Err(_) => true,
     };

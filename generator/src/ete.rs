@@ -39,7 +39,7 @@
 
 use super::a64::{self, Armv9Extras};
 use super::etmv4::{Choice, Config, Encoder, EteConfig, Etmv4Options, Gen, Stats};
-use super::flow::{self, Ctx, WalkCfg};
+use super::flow::{self, Ctx, Program, Seg, WalkCfg};
 use super::{GenOptions, Generated, Rng, Truth, layout_buffer};
 use crate::snapshot_writer::{BufferSpec, DeviceSpec, DumpSpec, SnapshotSpec};
 
@@ -256,6 +256,70 @@ pub fn generate_with(opts: &GenOptions, o: &EteOptions) -> Generated {
 
 /// [`generate_with`], also saying what the trace contains.
 pub fn generate_with_stats(opts: &GenOptions, o: &EteOptions) -> (Generated, Stats) {
+    let mut p = plan(opts, o);
+    let segs = flow::walk(&mut p.rng, &p.prog, &p.wcfg, p.steps);
+    let rng = &mut p.rng;
+
+    // Sessions: the walk cut in pieces, with untraced gaps between them.
+    let parts: Vec<&[Seg]> = session_windows(rng, &p.cfg, p.sessions, segs.len())
+        .into_iter()
+        .map(|w| &segs[w.start_in(|j| segs[j].tx_depth > 0)..w.end])
+        .collect();
+
+    // The trace: each session starts afresh.
+    let mut ts = first_timestamp(rng, &p.cfg);
+    let mut stats = Stats::default();
+    let mut truth = Vec::with_capacity(segs.len() * 2 + p.sessions);
+    let mut traces = Vec::with_capacity(p.sessions);
+    for (i, part) in parts.iter().enumerate() {
+        let enc = encoder(rng, &p.cfg);
+        let (out, t, st, ts_end) = Gen::new(&p.cfg, enc, ts, part.len() * 2).run(rng, part);
+        ts = ts_end;
+        stats.add(&st);
+        if p.sessions > 1 {
+            truth.push(Truth::Session(i as u32 + 1));
+        }
+        truth.extend(t);
+        traces.push(out);
+    }
+
+    // The snapshot.
+    let trace_id = 0x10 + rng.below(0x20) as u8;
+    let regs = registers(rng, &p.cfg, p.revision, trace_id);
+    let data = traces
+        .iter()
+        .map(|out| {
+            let (data, format) = layout_buffer(opts.layout, trace_id, out, rng);
+            (format, data)
+        })
+        .collect();
+    (
+        Generated {
+            spec: snapshot(opts, &p, &regs, data),
+            truth,
+        },
+        stats,
+    )
+}
+
+/// What an ETE snapshot is made from, before its walk.
+pub(super) struct Plan {
+    /// The random numbers, as choosing the configuration and the program
+    /// left them.
+    pub(super) rng: Rng,
+    pub(super) cfg: Config,
+    pub(super) revision: u32,
+    /// Trace sessions (buffers), 1 or more.
+    pub(super) sessions: usize,
+    pub(super) core_name: &'static str,
+    pub(super) prog: Program,
+    pub(super) wcfg: WalkCfg,
+    /// Segments to walk.
+    pub(super) steps: usize,
+}
+
+/// The configuration and program of [`generate_with_stats`].
+pub(super) fn plan(opts: &GenOptions, o: &EteOptions) -> Plan {
     let mut rng = Rng::new(opts.seed ^ 0x0e7e_0000_0000);
     let (cfg, revision) = pick_config(&mut rng, o);
     let sessions = if o.multi_session.pick(&mut rng) {
@@ -305,59 +369,107 @@ pub fn generate_with_stats(opts: &GenOptions, o: &EteOptions) -> (Generated, Sta
         rme: cfg.ete.rme,
         ..WalkCfg::basic(cfg.exceptions, cfg.ctx_changes, false, 2, start_ctx)
     };
-    let segs = flow::walk(&mut rng, &prog, &wcfg, opts.length.max(sessions));
-
-    // Sessions: the walk cut in pieces, with untraced gaps between them.
-    // With transactions, a session often starts inside one (its first
-    // Trace Info then says so).
-    let per = segs.len() / sessions;
-    let mut parts = Vec::with_capacity(sessions);
-    for i in 0..sessions {
-        let end = if i + 1 == sessions { segs.len() } else { (i + 1) * per };
-        let gap = if i == 0 {
-            0
-        } else {
-            rng.below(per as u64 / 4 + 1) as usize
-        };
-        let mut start = (i * per + gap).min(end - 1);
-        if cfg.ete.tme
-            && rng.chance(1, 2)
-            && let Some(j) = (start..(start + per / 2).min(end - 1)).find(|&j| segs[j].tx_depth > 0)
-        {
-            start = j;
-        }
-        parts.push(&segs[start..end]);
+    Plan {
+        rng,
+        cfg,
+        revision,
+        sessions,
+        core_name,
+        prog,
+        wcfg,
+        steps: opts.length.max(sessions),
     }
+}
 
-    // The trace: each session starts afresh.
-    let mut ts = if cfg.ts_bits == 64 && rng.chance(1, 4) {
+/// The segments of the walk one session traces: from `start` (or, when
+/// `tx_start`, the first segment inside a transaction in
+/// `start..tx_limit`, if any) to `end`.
+pub(super) struct SessionWindow {
+    pub(super) start: usize,
+    pub(super) end: usize,
+    pub(super) tx_start: bool,
+    pub(super) tx_limit: usize,
+}
+
+impl SessionWindow {
+    /// The first segment traced, given which segments are in a transaction.
+    pub(super) fn start_in(&self, in_tx: impl Fn(usize) -> bool) -> usize {
+        if self.tx_start {
+            (self.start..self.tx_limit).find(|&j| in_tx(j)).unwrap_or(self.start)
+        } else {
+            self.start
+        }
+    }
+}
+
+/// Cuts a walk of `n` segments into `sessions` windows with untraced gaps
+/// between them. With transactions, a session often starts inside one
+/// (its first Trace Info then says so).
+pub(super) fn session_windows(rng: &mut Rng, cfg: &Config, sessions: usize, n: usize) -> Vec<SessionWindow> {
+    let per = n / sessions;
+    (0..sessions)
+        .map(|i| {
+            let end = if i + 1 == sessions { n } else { (i + 1) * per };
+            let gap = if i == 0 {
+                0
+            } else {
+                rng.below(per as u64 / 4 + 1) as usize
+            };
+            let start = (i * per + gap).min(end - 1);
+            SessionWindow {
+                start,
+                end,
+                tx_start: cfg.ete.tme && rng.chance(1, 2),
+                tx_limit: (start + per / 2).min(end - 1),
+            }
+        })
+        .collect()
+}
+
+/// The first timestamp: now and then near the top of a 64-bit one.
+pub(super) fn first_timestamp(rng: &mut Rng, cfg: &Config) -> u64 {
+    if cfg.ts_bits == 64 && rng.chance(1, 4) {
         u64::MAX - rng.below(1 << 44)
     } else {
         rng.below(1 << 40)
-    };
-    let mut stats = Stats::default();
-    let mut truth = Vec::with_capacity(segs.len() * 2 + sessions);
-    let mut traces = Vec::with_capacity(sessions);
-    for (i, part) in parts.iter().enumerate() {
-        let mut enc = Encoder::new(256 + rng.below(1024) as usize);
-        enc.f45 = cfg.f45;
-        enc.exact = cfg.exact;
-        enc.is64 = true;
-        enc.vary = Some(Rng::new(rng.next_u64()));
-        let (out, t, st, ts_end) = Gen::new(&cfg, enc, ts, part.len() * 2).run(&mut rng, part);
-        ts = ts_end;
-        stats.add(&st);
-        if sessions > 1 {
-            truth.push(Truth::Session(i as u32 + 1));
-        }
-        truth.extend(t);
-        traces.push(out);
     }
+}
 
-    // The snapshot.
-    let trace_id = 0x10 + rng.below(0x20) as u8;
+/// The encoder of a session.
+pub(super) fn encoder(rng: &mut Rng, cfg: &Config) -> Encoder {
+    let mut enc = Encoder::new(256 + rng.below(1024) as usize);
+    enc.f45 = cfg.f45;
+    enc.exact = cfg.exact;
+    enc.is64 = true;
+    enc.vary = Some(Rng::new(rng.next_u64()));
+    enc
+}
+
+/// The buffer file of session `i` (from 0) of `sessions`: its source, its
+/// buffer and its file names.
+pub(super) fn session_names(i: usize, sessions: usize) -> (String, String, String) {
+    if sessions == 1 {
+        ("ete_0".to_string(), "ETB_0".to_string(), "trace.bin".to_string())
+    } else {
+        (
+            format!("ete_0_s{}", i + 1),
+            format!("ETB_{}", i + 1),
+            format!("session{}.bin", i + 1),
+        )
+    }
+}
+
+/// The snapshot of [`generate_with_stats`]: its sources' registers `regs`
+/// and each session's buffer (format, data).
+pub(super) fn snapshot(
+    opts: &GenOptions,
+    p: &Plan,
+    regs: &[(String, u64)],
+    buffers_data: Vec<(&str, Vec<u8>)>,
+) -> SnapshotSpec {
+    let (sessions, core_name, cfg, revision) = (p.sessions, p.core_name, &p.cfg, p.revision);
     let mut core = DeviceSpec::core("cpu_0", core_name);
-    for (i, (addr, code)) in prog.images.iter().enumerate() {
+    for (i, (addr, code)) in p.prog.images.iter().enumerate() {
         core.dumps.push(DumpSpec {
             file: format!("code{i}.bin"),
             address: *addr,
@@ -365,23 +477,13 @@ pub fn generate_with_stats(opts: &GenOptions, o: &EteOptions) -> (Generated, Sta
             space: String::new(),
         });
     }
-    let regs = registers(&mut rng, &cfg, revision, trace_id);
     let mut devices = vec![core];
     let mut buffers = Vec::with_capacity(sessions);
     let mut source_buffers = Vec::with_capacity(sessions);
     let mut core_trace_sources = Vec::with_capacity(sessions);
-    for (i, out) in traces.iter().enumerate() {
-        let (dev, buf, file) = if sessions == 1 {
-            ("ete_0".to_string(), "ETB_0".to_string(), "trace.bin".to_string())
-        } else {
-            (
-                format!("ete_0_s{}", i + 1),
-                format!("ETB_{}", i + 1),
-                format!("session{}.bin", i + 1),
-            )
-        };
-        let (data, format) = layout_buffer(opts.layout, trace_id, out, &mut rng);
-        devices.push(DeviceSpec::trace_source(&dev, "ETE", regs.clone()));
+    for (i, (format, data)) in buffers_data.into_iter().enumerate() {
+        let (dev, buf, file) = session_names(i, sessions);
+        devices.push(DeviceSpec::trace_source(&dev, "ETE", regs.to_vec()));
         buffers.push(BufferSpec {
             name: buf.clone(),
             file,
@@ -400,14 +502,13 @@ pub fn generate_with_stats(opts: &GenOptions, o: &EteOptions) -> (Generated, Sta
     if sessions > 1 {
         description += &format!(", {sessions} sessions");
     }
-    let spec = SnapshotSpec {
+    SnapshotSpec {
         description,
         devices,
         buffers,
         source_buffers,
         core_trace_sources,
-    };
-    (Generated { spec, truth }, stats)
+    }
 }
 
 /// Encodes a given execution (see [`super::execution`]) as ETE trace:

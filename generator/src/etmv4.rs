@@ -28,7 +28,7 @@
 //! ETMv4 decoder (exact against OpenCSD) reports for correct trace: see
 //! `TruthLog` for how elements that are not waypoints are ordered.
 
-use super::flow::{self, Cause, Ctx, End, Event, Seg, Term, WalkCfg};
+use super::flow::{self, Cause, Ctx, End, Event, Program, Seg, Term, WalkCfg};
 use super::{GenOptions, GenProtocol, Generated, Rng, Truth, a64, layout_buffer, t32m};
 use crate::snapshot_writer::{BufferSpec, DeviceSpec, DumpSpec, SnapshotSpec};
 use coresight_decode::element::MemTrans;
@@ -966,18 +966,53 @@ impl<'a> Gen<'a> {
     /// Encodes `segs`: a sync first, then each segment (the first one
     /// traced). Returns the trace and its truth.
     pub(super) fn run(mut self, rng: &mut Rng, segs: &[Seg]) -> (Vec<u8>, Vec<Truth>, Stats, u64) {
-        self.sync(rng, segs.first().is_some_and(|s| s.tx_depth > 0));
-        for (i, s) in segs.iter().enumerate() {
+        let mut out = Vec::new();
+        // The capacity asked for goes to the whole truth, not the pieces.
+        let mut truth = Vec::with_capacity(std::mem::take(&mut self.log.out).capacity());
+        let (stats, ts) = self.run_stream(rng, segs.iter(), &mut |b: &[u8], t: &[Truth]| {
+            out.extend_from_slice(b);
+            truth.extend_from_slice(t);
+            true
+        });
+        (out, truth, stats, ts)
+    }
+
+    /// [`Gen::run`] handing the trace and its truth to `out` a piece at a
+    /// time, as they are made (a few tens of kilobytes at most held); a
+    /// false return from `out` stops the encoding. Returns what the trace
+    /// contains and the last timestamp.
+    pub(super) fn run_stream<S: std::borrow::Borrow<Seg>>(
+        mut self,
+        rng: &mut Rng,
+        segs: impl Iterator<Item = S>,
+        out: &mut dyn FnMut(&[u8], &[Truth]) -> bool,
+    ) -> (Stats, u64) {
+        /// Trace bytes or truth items held before they are handed on.
+        const PIECE: usize = 1 << 15;
+        let mut segs = segs.peekable();
+        self.sync(rng, segs.peek().is_some_and(|s| s.borrow().tx_depth > 0));
+        let mut i = 0;
+        while let Some(s) = segs.next() {
             if let Some(&is) = self.seg_is.get(i) {
                 self.is = is;
             }
-            self.segment(rng, s, segs.get(i + 1), i == 0);
+            self.segment(rng, s.borrow(), segs.peek().map(|n| n.borrow()), i == 0);
+            i += 1;
+            if self.enc.out.len() >= PIECE || self.log.out.len() >= PIECE {
+                let go_on = out(&self.enc.out, &self.log.out);
+                self.enc.out.clear();
+                self.log.out.clear();
+                if !go_on {
+                    return (self.stats, self.ts);
+                }
+            }
         }
         self.enc.flush_atoms();
         let Gen {
             enc, log, stats, ts, ..
         } = self;
-        (enc.out, log.finish(), stats, ts)
+        out(&enc.out, &log.finish());
+        (stats, ts)
     }
 
     fn pkt_ctx(&self, t: &TracedCtx, with_c: bool, with_v: bool) -> PktCtx {
@@ -1281,6 +1316,33 @@ pub fn generate_with(opts: &GenOptions, etmv4: &Etmv4Options) -> Generated {
 
 /// [`generate_with`], also saying what the trace contains.
 pub fn generate_with_stats(opts: &GenOptions, etmv4: &Etmv4Options) -> (Generated, Stats) {
+    let mut p = plan(opts, etmv4);
+    let segs = flow::walk(&mut p.rng, &p.prog, &p.wcfg, p.steps);
+    let rng = &mut p.rng;
+    let (enc, ts) = encoder(rng, &p.cfg, p.m_profile);
+    let (out, truth, stats, _) = Gen::new(&p.cfg, enc, ts, segs.len() * 2).run(rng, &segs);
+    let trace_id = 0x10 + rng.below(0x20) as u8;
+    let (data, format) = layout_buffer(opts.layout, trace_id, &out, rng);
+    let spec = snapshot(opts, &p, trace_id, format, data);
+    (Generated { spec, truth }, stats)
+}
+
+/// What an ETMv4 snapshot is made from, before its walk.
+pub(super) struct Plan {
+    /// The random numbers, as choosing the configuration and the program
+    /// left them.
+    pub(super) rng: Rng,
+    pub(super) cfg: Config,
+    pub(super) m_profile: bool,
+    pub(super) core_name: &'static str,
+    pub(super) prog: Program,
+    pub(super) wcfg: WalkCfg,
+    /// Segments to walk.
+    pub(super) steps: usize,
+}
+
+/// The configuration and program of [`generate_with_stats`].
+pub(super) fn plan(opts: &GenOptions, etmv4: &Etmv4Options) -> Plan {
     let m_profile = opts.protocol == GenProtocol::Etmv4M;
     let mut rng = Rng::new(if m_profile {
         opts.seed ^ 0x4d00_0000_0000
@@ -1354,9 +1416,19 @@ pub fn generate_with_stats(opts: &GenOptions, etmv4: &Etmv4Options) -> (Generate
         )
     };
     let wcfg = WalkCfg::basic(cfg.exceptions, cfg.ctx_changes, m_profile, 2, start_ctx);
-    let segs = flow::walk(&mut rng, &prog, &wcfg, opts.length.max(1));
+    Plan {
+        rng,
+        cfg,
+        m_profile,
+        core_name,
+        prog,
+        wcfg,
+        steps: opts.length.max(1),
+    }
+}
 
-    // The trace.
+/// The encoder of a walk, and the first timestamp.
+pub(super) fn encoder(rng: &mut Rng, cfg: &Config, m_profile: bool) -> (Encoder, u64) {
     let mut enc = Encoder::new(256 + rng.below(1024) as usize);
     enc.f45 = cfg.f45;
     enc.exact = cfg.exact;
@@ -1368,11 +1440,15 @@ pub fn generate_with_stats(opts: &GenOptions, etmv4: &Etmv4Options) -> (Generate
     } else {
         rng.below(1 << 40)
     };
-    let (out, truth, stats, _) = Gen::new(&cfg, enc, ts, segs.len() * 2).run(&mut rng, &segs);
+    (enc, ts)
+}
 
-    // The snapshot.
-    let trace_id = 0x10 + rng.below(0x20) as u8;
-    let (data, format) = layout_buffer(opts.layout, trace_id, &out, &mut rng);
+/// The snapshot of [`generate_with_stats`], its buffer `data` in `format`
+/// (the registers' random choices drawn from `p.rng`, as the trace and
+/// its layout left it).
+pub(super) fn snapshot(opts: &GenOptions, p: &Plan, trace_id: u8, format: &str, data: Vec<u8>) -> SnapshotSpec {
+    let mut rng = p.rng.clone();
+    let (rng, cfg, core_name, prog) = (&mut rng, &p.cfg, p.core_name, &p.prog);
     let mut core = DeviceSpec::core("cpu_0", core_name);
     for (i, (addr, code)) in prog.images.iter().enumerate() {
         core.dumps.push(DumpSpec {
@@ -1382,8 +1458,8 @@ pub fn generate_with_stats(opts: &GenOptions, etmv4: &Etmv4Options) -> (Generate
             space: String::new(),
         });
     }
-    let etm = DeviceSpec::trace_source("etm_0", "ETM4.0", registers(&mut rng, &cfg, trace_id));
-    let spec = SnapshotSpec {
+    let etm = DeviceSpec::trace_source("etm_0", "ETM4.0", registers(rng, cfg, trace_id));
+    SnapshotSpec {
         description: format!(
             "trc_gen {} seed {}: {}",
             opts.protocol.name(),
@@ -1399,8 +1475,7 @@ pub fn generate_with_stats(opts: &GenOptions, etmv4: &Etmv4Options) -> (Generate
         }],
         source_buffers: vec![("etm_0".into(), "ETB_0".into())],
         core_trace_sources: vec![("cpu_0".into(), "etm_0".into())],
-    };
-    (Generated { spec, truth }, stats)
+    }
 }
 
 /// Encodes a given execution (segments of a real program's run, see

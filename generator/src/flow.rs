@@ -291,261 +291,337 @@ struct Pc {
 
 /// Walks about `steps` segments through `prog` from its first block.
 pub fn walk(rng: &mut Rng, prog: &Program, cfg: &WalkCfg, steps: usize) -> Vec<Seg> {
-    let mut out = Vec::with_capacity(steps);
-    let mut calls: Vec<usize> = Vec::new();
-    let mut excs: Vec<(Pc, Ctx)> = Vec::new();
-    let mut ctx = cfg.start_ctx;
-    let mut pc = Pc {
-        block: prog.main.start,
-        index: 0,
-    };
-    let can_except = cfg.exceptions && !prog.handlers.is_empty();
-    // Blocks only reachable by falling through inside a transaction: no
-    // indirect branch goes there.
-    let in_tx_region = tx_regions(prog);
-    let main_block = |rng: &mut Rng| loop {
+    let mut w = Walk::new(rng.clone(), prog, cfg, steps);
+    let out = w.by_ref().collect();
+    *rng = w.rng;
+    out
+}
+
+/// [`walk`] one segment at a time, so that a long walk need not be held:
+/// the same segments, from the same random numbers.
+pub struct Walk<'a> {
+    rng: Rng,
+    prog: &'a Program,
+    cfg: WalkCfg,
+    /// Segments still to walk.
+    left: usize,
+    /// Return addresses of calls (at most 64).
+    calls: Vec<usize>,
+    /// Where each exception taken resumes, and the context it was taken in.
+    excs: Vec<(Pc, Ctx)>,
+    ctx: Ctx,
+    pc: Pc,
+    can_except: bool,
+    /// Blocks only reachable by falling through inside a transaction: no
+    /// indirect branch goes there.
+    in_tx_region: Vec<bool>,
+    /// Transactions: nesting depth, where a failure resumes (after the
+    /// outer TSTART), and whether the last one failed (its CBNZ is taken).
+    tx_depth: u8,
+    tx_resume: Pc,
+    tx_failed: bool,
+}
+
+/// A main program block outside transactions, at random.
+fn main_block(rng: &mut Rng, prog: &Program, in_tx_region: &[bool]) -> usize {
+    loop {
         let b = prog.main.start + rng.below(prog.main.len() as u64) as usize;
         if !in_tx_region[b] {
             break b;
         }
-    };
-    // Transactions: nesting depth, where a failure resumes (after the
-    // outer TSTART), and whether the last one failed (its CBNZ is taken).
-    let mut tx_depth = 0u8;
-    let mut tx_resume = pc;
-    let mut tx_failed = false;
-    while out.len() < steps {
-        let b = &prog.blocks[pc.block];
-        let last = b.body.len();
-        let start = b.instr_addr(pc.index);
-        let seg = move |end: usize, ctx: Ctx, how: End, events: Vec<Event>| Seg {
-            start,
-            end: b.instr_addr(end),
-            count: (end - pc.index) as u32,
-            ctx,
-            how,
-            tx_depth,
-            events,
-        };
-        // The first exception this run reaches, if any: (boundary, cause,
-        // resume index). None inside a transaction.
-        let mut exc: Option<(usize, Cause, usize)> = None;
-        let mut consider = |k: usize, cause: Cause, resume: usize| {
-            if exc.is_none_or(|(e, _, _)| k < e) {
-                exc = Some((k, cause, resume));
-            }
-        };
-        if can_except && excs.len() < cfg.max_depth && tx_depth == 0 {
-            for (j, ins) in b.body.iter().enumerate().skip(pc.index) {
-                match ins.kind {
-                    Kind::Svc => {
-                        consider(j + 1, Cause::Call, j + 1);
-                        break;
-                    }
-                    Kind::Mem if rng.chance(1, 12) => consider(j, Cause::DataFault, j),
-                    Kind::Plain if rng.chance(1, 40) => consider(j, Cause::Trap, j + 1),
-                    _ => {}
-                }
-            }
-            if rng.chance(1, 10) {
-                let k = pc.index + rng.below((last - pc.index + 1) as u64) as usize;
-                consider(k, if rng.chance(1, 4) { Cause::Fiq } else { Cause::Irq }, k);
-            }
-        }
+    }
+}
 
-        // Instructions that end the run before its terminator (waypoints,
-        // a failing transaction) or happen along the way: (boundary, how).
-        let mut stop: Option<(usize, End)> = None;
-        let mut events = Vec::new();
-        let mut depth = tx_depth;
-        let exc_at = exc.map_or(usize::MAX, |(k, _, _)| k);
-        for j in pc.index..=last {
-            if j >= exc_at {
-                break;
-            }
-            if depth > 0 && rng.chance(1, 40) {
-                // A conflict: the transaction fails before instruction j.
-                stop = Some((
-                    j,
-                    End::TxFail {
-                        resume: prog.blocks[tx_resume.block].instr_addr(tx_resume.index),
-                    },
-                ));
-                break;
-            }
-            let Some(ins) = b.body.get(j) else { break };
-            match ins.kind {
-                Kind::Wfx if cfg.wfx_waypoints => {
-                    stop = Some((j + 1, End::Wfx));
-                    break;
+impl<'a> Walk<'a> {
+    /// A walk of `steps` segments through `prog` drawing from `rng`.
+    pub fn new(rng: Rng, prog: &'a Program, cfg: &WalkCfg, steps: usize) -> Self {
+        let pc = Pc {
+            block: prog.main.start,
+            index: 0,
+        };
+        Walk {
+            rng,
+            prog,
+            cfg: *cfg,
+            left: steps,
+            calls: Vec::new(),
+            excs: Vec::new(),
+            ctx: cfg.start_ctx,
+            pc,
+            can_except: cfg.exceptions && !prog.handlers.is_empty(),
+            in_tx_region: tx_regions(prog),
+            tx_depth: 0,
+            tx_resume: pc,
+            tx_failed: false,
+        }
+    }
+
+    /// The random number generator, as the segments walked so far left it.
+    pub fn into_rng(self) -> Rng {
+        self.rng
+    }
+}
+
+impl Iterator for Walk<'_> {
+    type Item = Seg;
+
+    fn next(&mut self) -> Option<Seg> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        let (mut ctx, mut pc, mut tx_depth, mut tx_resume, mut tx_failed) =
+            (self.ctx, self.pc, self.tx_depth, self.tx_resume, self.tx_failed);
+        let Walk {
+            rng,
+            prog,
+            cfg,
+            calls,
+            excs,
+            can_except,
+            in_tx_region,
+            ..
+        } = self;
+        let prog: &Program = prog;
+        let cfg: &WalkCfg = cfg;
+        let can_except = *can_except;
+        let main_block = |rng: &mut Rng| main_block(rng, prog, in_tx_region);
+        let out = 'step: {
+            let b = &prog.blocks[pc.block];
+            let last = b.body.len();
+            let start = b.instr_addr(pc.index);
+            let seg = move |end: usize, ctx: Ctx, how: End, events: Vec<Event>| Seg {
+                start,
+                end: b.instr_addr(end),
+                count: (end - pc.index) as u32,
+                ctx,
+                how,
+                tx_depth,
+                events,
+            };
+            // The first exception this run reaches, if any: (boundary, cause,
+            // resume index). None inside a transaction.
+            let mut exc: Option<(usize, Cause, usize)> = None;
+            let mut consider = |k: usize, cause: Cause, resume: usize| {
+                if exc.is_none_or(|(e, _, _)| k < e) {
+                    exc = Some((k, cause, resume));
                 }
-                Kind::Tstart => {
-                    stop = Some((j + 1, End::Tstart { outer: depth == 0 }));
-                    break;
-                }
-                Kind::Tcommit if depth > 0 => {
-                    depth -= 1;
-                    if depth == 0 {
-                        events.push(Event::TxCommit);
+            };
+            if can_except && excs.len() < cfg.max_depth && tx_depth == 0 {
+                for (j, ins) in b.body.iter().enumerate().skip(pc.index) {
+                    match ins.kind {
+                        Kind::Svc => {
+                            consider(j + 1, Cause::Call, j + 1);
+                            break;
+                        }
+                        Kind::Mem if rng.chance(1, 12) => consider(j, Cause::DataFault, j),
+                        Kind::Plain if rng.chance(1, 40) => consider(j, Cause::Trap, j + 1),
+                        _ => {}
                     }
                 }
-                Kind::Tcancel if depth > 0 => {
+                if rng.chance(1, 10) {
+                    let k = pc.index + rng.below((last - pc.index + 1) as u64) as usize;
+                    consider(k, if rng.chance(1, 4) { Cause::Fiq } else { Cause::Irq }, k);
+                }
+            }
+
+            // Instructions that end the run before its terminator (waypoints,
+            // a failing transaction) or happen along the way: (boundary, how).
+            let mut stop: Option<(usize, End)> = None;
+            let mut events = Vec::new();
+            let mut depth = tx_depth;
+            let exc_at = exc.map_or(usize::MAX, |(k, _, _)| k);
+            for j in pc.index..=last {
+                if j >= exc_at {
+                    break;
+                }
+                if depth > 0 && rng.chance(1, 40) {
+                    // A conflict: the transaction fails before instruction j.
                     stop = Some((
-                        j + 1,
+                        j,
                         End::TxFail {
                             resume: prog.blocks[tx_resume.block].instr_addr(tx_resume.index),
                         },
                     ));
                     break;
                 }
-                Kind::Ite => events.push(Event::Ite(rng.next_u64())),
-                _ => {}
-            }
-        }
-        if let Some((k, how)) = stop {
-            out.push(seg(k, ctx, how, events));
-            match how {
-                End::Tstart { outer } => {
-                    if outer {
-                        tx_resume = Pc {
-                            block: pc.block,
-                            index: k,
-                        };
-                        tx_failed = false;
+                let Some(ins) = b.body.get(j) else { break };
+                match ins.kind {
+                    Kind::Wfx if cfg.wfx_waypoints => {
+                        stop = Some((j + 1, End::Wfx));
+                        break;
                     }
-                    tx_depth = depth + 1;
-                    pc.index = k;
-                }
-                End::TxFail { .. } => {
-                    tx_depth = 0;
-                    tx_failed = true;
-                    pc = tx_resume;
-                }
-                _ => {
-                    tx_depth = depth;
-                    pc.index = k;
-                }
-            }
-            continue;
-        }
-        tx_depth = depth;
-
-        if let Some((k, cause, resume)) = exc {
-            let entry = prog.entries[rng.below(prog.entries.len() as u64) as usize];
-            out.push(seg(k, ctx, End::Exception { cause, entry }, events));
-            excs.push((
-                Pc {
-                    block: pc.block,
-                    index: resume,
-                },
-                ctx,
-            ));
-            if cfg.ctx_changes {
-                ctx = handler_ctx(rng, cfg, ctx, cause);
-            }
-            pc = Pc { block: entry, index: 0 };
-            continue;
-        }
-
-        // Run to the terminator. An exception return or a context switch
-        // changes the context after it: the segment ran in this one.
-        let run_ctx = ctx;
-        let in_handler = prog.handlers.contains(&pc.block);
-        let fall = pc.block + 1;
-        // The CBNZ after a transaction's TSTART: taken when it failed.
-        let tx_head = b.body.last().is_some_and(|x| x.kind == Kind::Tstart);
-        let (taken, to) = match b.term {
-            Term::B(t) => (true, Pc { block: t, index: 0 }),
-            Term::Cond(t) => {
-                let taken = if tx_head {
-                    std::mem::take(&mut tx_failed)
-                } else {
-                    rng.chance(1, 2)
-                };
-                if taken {
-                    (true, Pc { block: t, index: 0 })
-                } else {
-                    (false, Pc { block: fall, index: 0 })
-                }
-            }
-            Term::Bl(t) => {
-                if calls.len() < 64 {
-                    calls.push(fall);
-                }
-                (true, Pc { block: t, index: 0 })
-            }
-            Term::Blr => {
-                if calls.len() < 64 {
-                    calls.push(fall);
-                }
-                (
-                    true,
-                    Pc {
-                        block: main_block(rng),
-                        index: 0,
-                    },
-                )
-            }
-            Term::Br => {
-                let t = if in_handler {
-                    // Forward only, so handlers always reach their return.
-                    fall + rng.below((prog.handlers.end - fall) as u64) as usize
-                } else {
-                    main_block(rng)
-                };
-                (true, Pc { block: t, index: 0 })
-            }
-            Term::Ret => {
-                let t = calls.pop().unwrap_or_else(|| main_block(rng));
-                (true, Pc { block: t, index: 0 })
-            }
-            Term::ExcRet => match excs.pop() {
-                Some((resume, saved)) => {
-                    let from_el3 = ctx.el == 3;
-                    ctx = saved;
-                    if cfg.ctx_changes && !cfg.m_profile && rng.chance(1, 4) {
-                        // Return to another process.
-                        ctx.cid = rng.next_u64() as u32;
-                        if rng.chance(1, 3) {
-                            ctx.vmid = rng.next_u64() as u32;
+                    Kind::Tstart => {
+                        stop = Some((j + 1, End::Tstart { outer: depth == 0 }));
+                        break;
+                    }
+                    Kind::Tcommit if depth > 0 => {
+                        depth -= 1;
+                        if depth == 0 {
+                            events.push(Event::TxCommit);
                         }
                     }
-                    if cfg.rme && from_el3 && ctx.el < 3 && !ctx.secure && rng.chance(1, 4) {
-                        // The monitor switches worlds: Non-secure <-> Realm.
-                        ctx.nse = !ctx.nse;
+                    Kind::Tcancel if depth > 0 => {
+                        stop = Some((
+                            j + 1,
+                            End::TxFail {
+                                resume: prog.blocks[tx_resume.block].instr_addr(tx_resume.index),
+                            },
+                        ));
+                        break;
                     }
-                    (true, resume)
+                    Kind::Ite => events.push(Event::Ite(rng.next_u64())),
+                    _ => {}
                 }
-                None => (
-                    true,
+            }
+            if let Some((k, how)) = stop {
+                let out = seg(k, ctx, how, events);
+                match how {
+                    End::Tstart { outer } => {
+                        if outer {
+                            tx_resume = Pc {
+                                block: pc.block,
+                                index: k,
+                            };
+                            tx_failed = false;
+                        }
+                        tx_depth = depth + 1;
+                        pc.index = k;
+                    }
+                    End::TxFail { .. } => {
+                        tx_depth = 0;
+                        tx_failed = true;
+                        pc = tx_resume;
+                    }
+                    _ => {
+                        tx_depth = depth;
+                        pc.index = k;
+                    }
+                }
+                break 'step out;
+            }
+            tx_depth = depth;
+
+            if let Some((k, cause, resume)) = exc {
+                let entry = prog.entries[rng.below(prog.entries.len() as u64) as usize];
+                let out = seg(k, ctx, End::Exception { cause, entry }, events);
+                excs.push((
                     Pc {
-                        block: main_block(rng),
-                        index: 0,
+                        block: pc.block,
+                        index: resume,
                     },
-                ),
-            },
+                    ctx,
+                ));
+                if cfg.ctx_changes {
+                    ctx = handler_ctx(rng, cfg, ctx, cause);
+                }
+                pc = Pc { block: entry, index: 0 };
+                break 'step out;
+            }
+
+            // Run to the terminator. An exception return or a context switch
+            // changes the context after it: the segment ran in this one.
+            let run_ctx = ctx;
+            let in_handler = prog.handlers.contains(&pc.block);
+            let fall = pc.block + 1;
+            // The CBNZ after a transaction's TSTART: taken when it failed.
+            let tx_head = b.body.last().is_some_and(|x| x.kind == Kind::Tstart);
+            let (taken, to) = match b.term {
+                Term::B(t) => (true, Pc { block: t, index: 0 }),
+                Term::Cond(t) => {
+                    let taken = if tx_head {
+                        std::mem::take(&mut tx_failed)
+                    } else {
+                        rng.chance(1, 2)
+                    };
+                    if taken {
+                        (true, Pc { block: t, index: 0 })
+                    } else {
+                        (false, Pc { block: fall, index: 0 })
+                    }
+                }
+                Term::Bl(t) => {
+                    if calls.len() < 64 {
+                        calls.push(fall);
+                    }
+                    (true, Pc { block: t, index: 0 })
+                }
+                Term::Blr => {
+                    if calls.len() < 64 {
+                        calls.push(fall);
+                    }
+                    (
+                        true,
+                        Pc {
+                            block: main_block(rng),
+                            index: 0,
+                        },
+                    )
+                }
+                Term::Br => {
+                    let t = if in_handler {
+                        // Forward only, so handlers always reach their return.
+                        fall + rng.below((prog.handlers.end - fall) as u64) as usize
+                    } else {
+                        main_block(rng)
+                    };
+                    (true, Pc { block: t, index: 0 })
+                }
+                Term::Ret => {
+                    let t = calls.pop().unwrap_or_else(|| main_block(rng));
+                    (true, Pc { block: t, index: 0 })
+                }
+                Term::ExcRet => match excs.pop() {
+                    Some((resume, saved)) => {
+                        let from_el3 = ctx.el == 3;
+                        ctx = saved;
+                        if cfg.ctx_changes && !cfg.m_profile && rng.chance(1, 4) {
+                            // Return to another process.
+                            ctx.cid = rng.next_u64() as u32;
+                            if rng.chance(1, 3) {
+                                ctx.vmid = rng.next_u64() as u32;
+                            }
+                        }
+                        if cfg.rme && from_el3 && ctx.el < 3 && !ctx.secure && rng.chance(1, 4) {
+                            // The monitor switches worlds: Non-secure <-> Realm.
+                            ctx.nse = !ctx.nse;
+                        }
+                        (true, resume)
+                    }
+                    None => (
+                        true,
+                        Pc {
+                            block: main_block(rng),
+                            index: 0,
+                        },
+                    ),
+                },
+            };
+            if cfg.ctx_changes && !cfg.m_profile && b.term == Term::Br && !in_handler && ctx.el >= 1 && rng.chance(1, 6)
+            {
+                // A context switch: the kernel branches into another process.
+                ctx.cid = rng.next_u64() as u32;
+            }
+            let next = prog.blocks[to.block].instr_addr(to.index);
+            let out = Seg {
+                start,
+                end: b.end(),
+                count: (last + 1 - pc.index) as u32,
+                ctx: run_ctx,
+                how: End::Branch {
+                    taken,
+                    term: b.term,
+                    next,
+                },
+                tx_depth,
+                events,
+            };
+            pc = to;
+            out
         };
-        if cfg.ctx_changes && !cfg.m_profile && b.term == Term::Br && !in_handler && ctx.el >= 1 && rng.chance(1, 6) {
-            // A context switch: the kernel branches into another process.
-            ctx.cid = rng.next_u64() as u32;
-        }
-        let next = prog.blocks[to.block].instr_addr(to.index);
-        out.push(Seg {
-            start,
-            end: b.end(),
-            count: (last + 1 - pc.index) as u32,
-            ctx: run_ctx,
-            how: End::Branch {
-                taken,
-                term: b.term,
-                next,
-            },
-            tx_depth,
-            events,
-        });
-        pc = to;
+        (self.ctx, self.pc, self.tx_depth, self.tx_resume, self.tx_failed) = (ctx, pc, tx_depth, tx_resume, tx_failed);
+        Some(out)
     }
-    out
 }
 
 /// Context of the handler for an exception taken from `from`.

@@ -42,19 +42,44 @@ impl FrameFormatter {
     /// Queues bytes of trace for `id` (1..=0x6f).
     pub fn push(&mut self, id: u8, bytes: &[u8]) {
         assert!((1..0x70).contains(&id), "trace ID 0x{id:x} is reserved");
-        self.pending.extend(bytes.iter().map(|&b| (id, b)));
-        while self.pending.len() >= 16 {
-            self.emit_frame(false);
+        // A frame at a time, so that little is queued: a frame takes its
+        // bytes from the front of the queue. (Frames are the same however
+        // the bytes come: one is made only with 16 items queued, and looks
+        // at most one item past the 15 it can hold.)
+        for piece in bytes.chunks(16) {
+            self.pending.extend(piece.iter().map(|&b| (id, b)));
+            while self.pending.len() >= 16 {
+                self.emit_frame(false);
+            }
         }
     }
 
     /// Writes out everything queued (padding the last frame) and returns
     /// the formatted bytes.
     pub fn finish(mut self) -> Vec<u8> {
+        self.pad();
+        self.out
+    }
+
+    /// The frames made so far, handed to `w` and forgotten: a long stream
+    /// is formatted in bounded memory.
+    pub fn write_frames(&mut self, w: &mut dyn std::io::Write) -> std::io::Result<()> {
+        w.write_all(&self.out)?;
+        self.out.clear();
+        Ok(())
+    }
+
+    /// [`FrameFormatter::finish`] into `w`, after the frames written by
+    /// [`FrameFormatter::write_frames`].
+    pub fn finish_into(mut self, w: &mut dyn std::io::Write) -> std::io::Result<()> {
+        self.pad();
+        w.write_all(&self.out)
+    }
+
+    fn pad(&mut self) {
         while !self.pending.is_empty() {
             self.emit_frame(true);
         }
-        self.out
     }
 
     fn emit_frame(&mut self, pad: bool) {

@@ -23,7 +23,9 @@ pub mod perf_data;
 pub mod ptm;
 pub mod snapshot_writer;
 pub mod stm;
+pub mod stream;
 pub mod t32m;
+pub mod truth_file;
 
 use std::fmt::{self, Write as _};
 
@@ -386,12 +388,22 @@ pub(crate) fn layout_buffer(
             // Feed in uneven pieces, as a funnel would interleave them.
             let mut i = 0;
             while i < bytes.len() {
+                // (`skip_layout_draws` draws the same numbers.)
                 let n = (1 + rng.below(24) as usize).min(bytes.len() - i);
                 f.push(trace_id, &bytes[i..i + n]);
                 i += n;
             }
             (f.finish(), "coresight")
         }
+    }
+}
+
+/// The random numbers [`layout_buffer`] draws to format `len` bytes: those
+/// that follow a formatted buffer's.
+pub(crate) fn skip_layout_draws(rng: &mut Rng, len: u64) {
+    let mut i = 0;
+    while i < len {
+        i += 1 + rng.below(24);
     }
 }
 

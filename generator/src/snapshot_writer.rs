@@ -95,6 +95,16 @@ fn write(dir: &Path, name: &str, data: &[u8]) -> Result<()> {
 impl SnapshotSpec {
     /// Writes the snapshot into `dir` (created if needed).
     pub fn write_to(&self, dir: &Path) -> Result<()> {
+        self.write_files(dir, true)
+    }
+
+    /// [`SnapshotSpec::write_to`] but for the buffers' files, written
+    /// apart (as they are made, for a long trace).
+    pub fn write_all_but_buffers(&self, dir: &Path) -> Result<()> {
+        self.write_files(dir, false)
+    }
+
+    fn write_files(&self, dir: &Path, buffers: bool) -> Result<()> {
         std::fs::create_dir_all(dir).map_err(|e| Error::Io {
             path: dir.to_path_buf(),
             source: e,
@@ -149,7 +159,9 @@ impl SnapshotSpec {
                 "\n[buffer{i}]\nname={}\nfile={}\nformat={}\n",
                 b.name, b.file, b.format
             );
-            write(dir, &b.file, &b.data)?;
+            if buffers {
+                write(dir, &b.file, &b.data)?;
+            }
         }
         t.push_str("\n[source_buffers]\n");
         for (s, b) in &self.source_buffers {

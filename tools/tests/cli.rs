@@ -822,3 +822,34 @@ fn a_closed_pipe_ends_the_decode_quietly() {
         assert_eq!(String::from_utf8_lossy(&out.stderr), "", "{format}");
     }
 }
+
+#[test]
+fn trc_gen_writes_its_truth_plain_compressed_or_not_at_all() {
+    use coresight_generator::Truth;
+    use coresight_generator::check::decode_dir;
+    use coresight_generator::truth_file::open_truth;
+    use std::io::Read as _;
+    for protocol in ["etmv4", "ptm"] {
+        let base = ["--protocol", protocol, "--seed", "5", "--length", "3000"];
+        let plain = generate(&format!("{protocol}-plain"), &base);
+        let want = std::fs::read_to_string(plain.join("truth.txt")).unwrap();
+        // Into the same folder: each form replaces the other.
+        let dir = generate(&format!("{protocol}-forms"), &base);
+        let gz = generate(&format!("{protocol}-forms"), &[&base[..], &["--truth-gz"]].concat());
+        assert_eq!(gz, dir);
+        assert!(!dir.join("truth.txt").exists() && dir.join("truth.txt.gz").exists());
+        let mut got = String::new();
+        open_truth(&dir).unwrap().read_to_string(&mut got).unwrap();
+        assert_eq!(got, want, "{protocol}: truth.txt.gz holds truth.txt");
+        assert_eq!(
+            std::fs::read(dir.join("trace.bin")).unwrap(),
+            std::fs::read(plain.join("trace.bin")).unwrap()
+        );
+        // The compressed truth is what the decode gives.
+        let decoded: Vec<String> = decode_dir(&dir).unwrap().iter().map(Truth::to_string).collect();
+        assert_eq!(decoded, want.lines().collect::<Vec<_>>(), "{protocol}");
+        generate(&format!("{protocol}-forms"), &[&base[..], &["--no-truth"]].concat());
+        assert!(!dir.join("truth.txt").exists() && !dir.join("truth.txt.gz").exists());
+        assert!(dir.join("trace.bin").exists());
+    }
+}

@@ -27,7 +27,10 @@
 //! DIR gets a complete snapshot (snapshot.ini, device files, trace.ini, the
 //! buffer, the memory image) and `truth.txt`: the executed instruction
 //! ranges (or software messages) in order, one a line; with several
-//! sessions, each buffer's items follow a `session N` line.
+//! sessions, each buffer's items follow a `session N` line. `--no-truth`
+//! leaves the truth out, `--truth-gz` writes it gzip-compressed as
+//! `truth.txt.gz`. ETMv4 and ETE snapshots (without `--tarmac`) are written
+//! as they are made, in memory bounded by the program rather than the trace.
 //!
 //! ```text
 //! trc_gen --protocol etmv4 --seed 7 --perf-data FILE [--cpus N] [--unformatted] [--size 64M] [--per-thread]
@@ -44,6 +47,7 @@
 //!
 //! Exit status: 0 written, 1 failed (a file that could not be read or
 //! written), 2 bad usage.
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -53,6 +57,8 @@ use coresight_generator::execution::{ExecInsn, ExecProtocol, elf_images, generat
 use coresight_generator::perf_data::{
     PerfOptions, PerfProtocol, generate_perf_data, generate_perf_data_from_execution,
 };
+use coresight_generator::stream::{Streamed, write_ete, write_etmv4};
+use coresight_generator::truth_file::{TRUTH_FILE, TRUTH_FILE_GZ, TruthFile, remove_truth};
 use coresight_generator::{BufferLayout, GenOptions, GenProtocol, Generated, generate};
 use coresight_tarmac::Reader;
 use coresight_tools::cli;
@@ -77,7 +83,9 @@ Protocol options (--opt NAME=VALUE; VALUE 1, 0 or random; NAME alone is NAME=1):
 
 The output directory gets a complete snapshot (snapshot.ini, device files,
 trace.ini, the buffer, the memory image) and truth.txt: the executed
-instruction ranges (or software messages) in order, one a line.
+instruction ranges (or software messages) in order, one a line (with
+--truth-gz: truth.txt.gz; with --no-truth: none). ETMv4 and ETE snapshots
+are written as they are made: a capture of gigabytes needs a few megabytes.
 
 Exit status: 0 written; 1 failed (a file that could not be read or written);
 2 bad usage.";
@@ -131,6 +139,12 @@ struct Cli {
     /// Write the trace of the one source unformatted (no CoreSight frames).
     #[arg(long)]
     unformatted: bool,
+    /// Write no truth file (a long trace's truth is some twenty times its size).
+    #[arg(long, conflicts_with_all = ["truth_gz", "perf_data"])]
+    no_truth: bool,
+    /// Write the truth gzip-compressed, as truth.txt.gz.
+    #[arg(long, conflicts_with = "perf_data")]
+    truth_gz: bool,
     /// A protocol option, NAME=VALUE (see below); repeatable.
     #[arg(long = "opt", value_name = "NAME=VALUE")]
     opts: Vec<String>,
@@ -345,6 +359,32 @@ fn main() -> ExitCode {
     let Some(dir) = &a.out else {
         return cli::usage_error(PROGRAM, "--out DIR or --perf-data FILE is needed");
     };
+    let truth = if a.no_truth {
+        None
+    } else {
+        Some(if a.truth_gz { TRUTH_FILE_GZ } else { TRUTH_FILE })
+    };
+    if a.tarmac.is_none()
+        && matches!(
+            opts.protocol,
+            GenProtocol::Etmv4 | GenProtocol::Etmv4M | GenProtocol::Ete(_)
+        )
+    {
+        // Written as it is made: memory bounded by the program, not the trace.
+        return match write_streamed(dir, &opts, &etmv4_opts, a.truth_gz, truth.is_some()) {
+            Ok(s) => {
+                println!(
+                    "{}: {} {} items of truth ({})",
+                    dir.display(),
+                    s.truth_items,
+                    opts.protocol.name(),
+                    s.description
+                );
+                ExitCode::SUCCESS
+            }
+            Err(e) => cli::fail(PROGRAM, format!("cannot write the snapshot to {}: {e}", dir.display())),
+        };
+    }
     let g = match (&a.tarmac, &a.elf) {
         (Some(t), Some(e)) => match from_execution(t, e, &a.protocol, &opts) {
             Ok(g) => g,
@@ -359,9 +399,18 @@ fn main() -> ExitCode {
     if let Err(e) = g.spec.write_to(dir) {
         return cli::fail(PROGRAM, format!("cannot write the snapshot to {}: {e}", dir.display()));
     }
-    let truth = dir.join("truth.txt");
-    if let Err(e) = std::fs::write(&truth, g.truth_text()) {
-        return cli::fail(PROGRAM, format!("cannot write {}: {e}", truth.display()));
+    let written = match truth {
+        Some(_) => TruthFile::create(dir, a.truth_gz).and_then(|mut f| {
+            for t in &g.truth {
+                writeln!(f, "{t}")?;
+            }
+            f.finish()
+        }),
+        None => remove_truth(dir),
+    };
+    if let Err(e) = written {
+        let name = truth.unwrap_or(TRUTH_FILE);
+        return cli::fail(PROGRAM, format!("cannot write {}: {e}", dir.join(name).display()));
     }
     println!(
         "{}: {} {} items of truth ({})",
@@ -371,6 +420,30 @@ fn main() -> ExitCode {
         g.spec.description
     );
     ExitCode::SUCCESS
+}
+
+/// An ETMv4 or ETE snapshot written as it is made, with its truth file
+/// (`truth`; compressed: `gz`) or none.
+fn write_streamed(
+    dir: &Path,
+    opts: &GenOptions,
+    etmv4_opts: &Etmv4Options,
+    gz: bool,
+    truth: bool,
+) -> std::io::Result<Streamed> {
+    let write = |t: Option<&mut dyn std::io::Write>| match opts.protocol {
+        GenProtocol::Ete(o) => write_ete(opts, &o, dir, t),
+        _ => write_etmv4(opts, etmv4_opts, dir, t),
+    };
+    std::fs::create_dir_all(dir)?;
+    if !truth {
+        remove_truth(dir)?;
+        return write(None);
+    }
+    let mut f = TruthFile::create(dir, gz)?;
+    let s = write(Some(&mut f))?;
+    f.finish()?;
+    Ok(s)
 }
 
 #[cfg(test)]
