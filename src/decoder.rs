@@ -686,7 +686,12 @@ impl<PP: PacketProcessor> TrcDataIn for Pipeline<PP> {
                 if r.is_wait() {
                     return (r, 0);
                 }
-                if let Some(s) = self.sink.as_mut() {
+                // A last incomplete packet that stopped the decoder (halt on
+                // error) keeps the end of trace from it, as in OpenCSD: what
+                // it holds is not flushed and no EO_TRACE follows.
+                if !r.is_fatal()
+                    && let Some(s) = self.sink.as_mut()
+                {
                     r = r.worst(s.packet_data_in(DatapathOp::Eot, index, None));
                 }
                 if r.is_wait() {

@@ -355,14 +355,22 @@ impl TraceElement {
     }
 
     /// Starts a new element of `elem_type`, clearing the per-element flags
-    /// and keeping the context, as OpenCSD's `setType` does.
+    /// (and the instruction count and exception number, which OpenCSD keeps
+    /// in one word it clears) and keeping the rest, as OpenCSD's `setType`
+    /// does: a range never filled in (an ETMv3 atom with no instruction
+    /// followed) shows the addresses of the element last in its slot with
+    /// `num_i(0) last_sz(0)` and `N`.
     pub fn set_type(&mut self, elem_type: ElemType) {
         self.elem_type = elem_type;
         self.has_cc = false;
+        self.last_instr_exec = false;
+        self.last_instr_sz = 0;
         self.last_instr_cond = false;
         self.excep_ret_addr = false;
         self.excep_ret_addr_br_tgt = false;
         self.has_ts = false;
+        self.num_instr_range = 0;
+        self.exception_number = 0;
     }
 
     /// Sets the cycle count and marks it valid.

@@ -855,6 +855,11 @@ mod tests {
             custom_value: 0x1234_5678_9abc,
         };
         e.set_type(t);
+        // What a decoder sets after starting the element (set_type clears them).
+        e.last_instr_exec = true;
+        e.last_instr_sz = 2;
+        e.num_instr_range = 4;
+        e.exception_number = 0xe;
         e
     }
 

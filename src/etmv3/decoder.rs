@@ -15,7 +15,7 @@
 
 use super::packet::{Etmv3Packet, Etmv3PktType};
 use super::{Etmv3Config, Etmv3TraceMode};
-use crate::arch::{CoreProfile, ExceptionLevel, InstrInfo, InstrType, SecurityState};
+use crate::arch::{CoreProfile, ExceptionLevel, InstrInfo, InstrType, Isa, SecurityState};
 use crate::datapath::{DatapathResp, TrcIndex};
 use crate::decoder::{DecodeContext, ElemRouter, PacketDecoder};
 use crate::element::{ElemType, EventType, PeContext, TraceElement, TraceOnReason, UnsyncInfo};
@@ -268,6 +268,11 @@ impl Etmv3Decoder {
         }
         let instr = InstrInfo {
             pe_type: cfg.arch,
+            // What follows an atom the classifier refuses (Jazelle or ThumbEE
+            // code from a damaged I-sync) is decoded in the ISA the last
+            // classified instruction left; before any, OpenCSD reads a field
+            // it never set, in practice zero: A32.
+            next_isa: Isa::Arm,
             ..InstrInfo::default()
         };
         Etmv3Decoder {

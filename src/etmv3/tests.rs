@@ -298,8 +298,9 @@ const ARM_LISTING: &[&str] = &[
     "Idx:35; ID:0; [0x3c 0x09 ];\tVMID : VMID change.; VMID=0x9",
     "Idx:35; ID:0; OCSD_GEN_TRC_ELEM_PE_CONTEXT((ISA=A32) S; 32-bit; VMID=0x9; CTXTID=0x42; )",
     "Idx:37; ID:0; [0x7e ];\tEXCEPTION_ENTRY : Exception entry data marker.",
-    // A reused element: its exception number is the last ADDR_NACC's memory space.
-    "Idx:37; ID:0; OCSD_GEN_TRC_ELEM_EXCEPTION(excep num (0x19) )",
+    // A reused element: starting it cleared the exception number the last
+    // ADDR_NACC's memory space had left in its slot (OpenCSD's setType).
+    "Idx:37; ID:0; OCSD_GEN_TRC_ELEM_EXCEPTION(excep num (0x00) )",
     "Idx:38; ID:0; [0x08 0x42 0x00 0x00 0x10 0x00 0x00 ];\tI_SYNC : Instruction Packet synchronisation.; (Periodic); Addr=0x00001000; S;  CtxtID=42; ISA=ARM(32); ",
     "Idx:38; ID:0; OCSD_GEN_TRC_ELEM_PE_CONTEXT((ISA=A32) S; 32-bit; VMID=0x9; CTXTID=0x42; )",
     "Idx:38; ID:0; OCSD_GEN_TRC_ELEM_EO_TRACE( [end-of-trace])",
@@ -506,6 +507,36 @@ fn exception_changes_security_state() {
             "Idx:12; ID:0; OCSD_GEN_TRC_ELEM_EXCEPTION(excep num (0x0e) )",
             "Idx:19; ID:0; [0x84 ];\tP_HDR : Atom P-header.; E",
             "Idx:19; ID:0; OCSD_GEN_TRC_ELEM_ADDR_NACC( 0x0; Memspace [0x6:Any NS] )",
+        ]
+    );
+}
+
+#[test]
+fn atoms_after_a_refused_isa_follow_the_last_next_isa() {
+    // An I-sync says Jazelle (damaged trace): the classifier refuses the
+    // first atom's instruction, and the atoms after it are decoded in the
+    // ISA the last classified instruction left; before any, OpenCSD's
+    // field is zero, A32.
+    let rig = Rig::new(DecodeMode::FullDecode);
+    rig.map(0x2000, &[0x00, 0x00, 0xa0, 0xe1, 0x00, 0x00, 0xa0, 0xe1]); // mov r0, r0 (A32) twice
+    let mut p = decoder(&rig, config(0, IDR_ETM35));
+    let trace: &[u8] = &[
+        0, 0, 0, 0, 0, 0x80, // A-sync
+        0x08, 0x30, 0x00, 0x20, 0x00, 0x00, // I-sync 0x2000, Jazelle
+        0x8c, // EEE
+    ];
+    rig.feed(&mut p, 0, trace, trace.len());
+    let out = rig.take();
+    let tail: Vec<&str> = out.lines().skip(4).collect();
+    assert_eq!(
+        tail,
+        [
+            "Idx:6; ID:0; OCSD_GEN_TRC_ELEM_PE_CONTEXT((ISA=Jaz) S; 32-bit; )",
+            "Idx:12; ID:0; [0x8c ];\tP_HDR : Atom P-header.; EEE",
+            // No instruction: the range keeps its fresh slot's values.
+            "Idx:12; ID:0; OCSD_GEN_TRC_ELEM_INSTR_RANGE(exec range=0xffffffffffffffff:[0xffffffffffffffff] num_i(0) last_sz(0) (ISA=Unk) N --- )",
+            "Idx:12; ID:0; OCSD_GEN_TRC_ELEM_INSTR_RANGE(exec range=0x2000:[0x2004] num_i(1) last_sz(4) (ISA=A32) E --- )",
+            "Idx:12; ID:0; OCSD_GEN_TRC_ELEM_INSTR_RANGE(exec range=0x2004:[0x2008] num_i(1) last_sz(4) (ISA=A32) E --- )",
         ]
     );
 }

@@ -165,9 +165,12 @@ impl ReturnStack {
             tinfo_wait_addr: false,
         }
     }
+    /// Empties the stack; a pop waiting on the next packet goes too (a
+    /// trace on or trace info after an indirect branch pops nothing).
     fn flush(&mut self) {
         self.head = 0;
         self.num = 0;
+        self.pop_pending = false;
     }
     fn overflow(&self) -> bool {
         self.num < 0

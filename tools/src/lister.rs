@@ -529,14 +529,17 @@ impl Lister<'_> {
                 );
                 break;
             };
-            if !self.process_buffer(&mut tree, &ss.buffer_paths(b), elem_printer.as_ref()) {
+            let ok = self.process_buffer(&mut tree, &ss.buffer_paths(b), elem_printer.as_ref());
+            // Reset for the next buffer, as OpenCSD does after each, also
+            // one whose decode failed (the reset shows in the listing).
+            tree.trace_data_in(DatapathOp::Reset, 0, &[]);
+            if !ok {
                 self.msg(&format!(
                     "Trace Packet Lister : ERROR : Multi-session decode for buffer {name} failed. Aborting.\n\n"
                 ));
                 self.echo_line(&format!("multi-session decode stopped at buffer {name}"));
                 break;
             }
-            tree.trace_data_in(DatapathOp::Reset, 0, &[]);
             self.msg(&format!("####### Buffer {} : {} Complete\n\n", n + 1, name));
         }
     }

@@ -74,8 +74,12 @@ fn every_case_has_a_test() {
     assert_eq!(
         names,
         [
+            "ete-multi-session-reset-after-failed-buffer",
             "ete-trace-info-deep-speculation",
             "etmv3-fatal-error-last-error",
+            "etmv3-unfilled-range-clears-flags",
+            "etmv4-exception-address-missing-commits-again",
+            "etmv4-halt-err-last-packet-ends-decode",
             "etmv4-trace-info-long-info-field",
             "etmv4-unformatted-decoder-name",
             "etmv4m-cancel-overrun-keeps-cycle-count",
@@ -85,6 +89,7 @@ fn every_case_has_a_test() {
             "etmv4m-reserved-cfg-header-error",
             "etmv4m-ret-stack-overflow-cs-id",
             "etmv4m-stats-unsynced-bytes",
+            "etmv4m-trace-on-clears-pending-pop",
             "itm-stats-unavailable",
             "ptm-bad-packet-no-sync-undefined",
             "stm-decode-packet-error-not-logged",
@@ -212,4 +217,47 @@ fn exception_ends_an_it_block() {
 #[test]
 fn branch_checks_report_a_bad_program_image() {
     check("etmv4m-direct-br-cond-bad-image");
+}
+
+/// An exception whose address is missing resets the decoder; OpenCSD
+/// still counts the exception committed, so it commits once more with
+/// nothing stacked and logs a second error, at index 0, before the
+/// `NO_SYNC`.
+#[test]
+fn exception_without_an_address_commits_again_after_the_reset() {
+    check("etmv4-exception-address-missing-commits-again");
+}
+
+/// With `-halt_err`, a bad incomplete packet at the end of the trace stops
+/// the decoder; the end of trace does not reach it, so neither what it
+/// held back nor an `EO_TRACE` element is output (the packet monitor still
+/// lists `END OF TRACE DATA`).
+#[test]
+fn halted_decoder_does_not_see_the_end_of_trace() {
+    check("etmv4-halt-err-last-packet-ends-decode");
+}
+
+/// `-multi_session` resets the decode path after each buffer, also after
+/// one whose decode failed, before saying it aborts.
+#[test]
+fn multi_session_resets_after_a_failed_buffer() {
+    check("ete-multi-session-reset-after-failed-buffer");
+}
+
+/// A trace on after an indirect branch empties the return stack and drops
+/// the pop that waited on the next packet: the atoms that follow pop
+/// nothing (no return-stack overflow).
+#[test]
+fn trace_on_drops_a_pending_return_stack_pop() {
+    check("etmv4m-trace-on-clears-pending-pop");
+}
+
+/// An ETMv3 atom whose instruction could not be followed leaves its range
+/// element unfilled: its addresses are those left in its slot of the
+/// element list, but its instruction count, last instruction size and
+/// executed flag are cleared (`num_i(0) last_sz(0) ... N`), as OpenCSD's
+/// `setType` clears them.
+#[test]
+fn unfilled_etmv3_range_has_its_flags_cleared() {
+    check("etmv3-unfilled-range-clears-flags");
 }

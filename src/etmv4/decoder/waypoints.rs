@@ -5,6 +5,22 @@
 use super::*;
 
 impl EtmV4Decoder {
+    /// After an error that reset the decoder while an exception was being
+    /// committed (its address missing), OpenCSD still counts the exception
+    /// as committed, which leaves its count of elements to commit at -1:
+    /// it commits once more at once, finds no element and logs a second
+    /// error, at index 0, before the `NO_SYNC` (its speculation depth is
+    /// left at 1).
+    #[cold]
+    fn commit_again_after_reset(&mut self, r: Step) -> Step {
+        if r != Err(Fault::Resync) {
+            return r;
+        }
+        let r = self.seq_err(ErrCode::CommitPktOverrun, Some(0), "Not enough elements to commit");
+        self.curr_spec_depth = 1;
+        r
+    }
+
     pub(super) fn process_exception(&mut self, excep: &P0Elem) -> Step {
         let excep_index = excep.index;
         let branch_target = excep.prev_same;
@@ -22,7 +38,8 @@ impl EtmV4Decoder {
             Some(e) if e.kind == P0Kind::Addr => *e,
             _ => {
                 let i = Some(self.index_curr_pkt);
-                return self.seq_err(ErrCode::BadPacketSeq, i, "Address missing in exception packet.");
+                let r = self.seq_err(ErrCode::BadPacketSeq, i, "Address missing in exception packet.");
+                return self.commit_again_after_reset(r);
             }
         };
         let used = idx;

@@ -26,7 +26,7 @@ use coresight_generator::{BufferLayout, GenOptions, GenProtocol, Rng, generate};
 
 const USAGE: &str = "\
 usage: trc_diff --opencsd PATH [--ours PATH] [--count N] [--seed S] [--jobs N] [--out DIR]
-                [--protocol NAME]... [--keep-going]
+                [--protocol NAME]... [--keep-all]
 
 Lists generated snapshots with our trc_pkt_lister and OpenCSD 1.8.0's and
 reports every difference, per protocol and class.
@@ -39,6 +39,8 @@ reports every difference, per protocol and class.
   --jobs N        listings run at once (default 2)
   --out DIR       where reproducers and the report go (default trc_diff.out)
   --protocol P    only this protocol (etmv4, etmv4m, ete, ptm, etmv3, tc2, stm, itm); repeatable
+  --keep-all      keep every listing with a difference not listed as intentional
+                  (OUT/all/<seed>-<listing>/), not only the smallest per class
 
 Exit status: 0 every difference is a listed intentional one; 1 some are not;
 2 bad usage or no OpenCSD lister given (nothing was compared).";
@@ -78,8 +80,8 @@ fn has(c: &Ctx, opt: &str) -> bool {
 
 /// Both sides have the same number of lines, each pair equal once `mask`
 /// has blanked what may differ in them.
-fn same_but(u: &[&str], o: &[&str], mask: fn(&str) -> String) -> bool {
-    u.len() == o.len() && u.iter().zip(o).all(|(a, b)| mask(a) == mask(b))
+fn same_but<T: AsRef<str>>(u: &[&str], o: &[T], mask: fn(&str) -> String) -> bool {
+    u.len() == o.len() && u.iter().zip(o).all(|(a, b)| mask(a) == mask(b.as_ref()))
 }
 
 /// `line` with the value after each `key` (up to `;`, `)`, `]` or a space) blanked.
@@ -99,9 +101,10 @@ fn blank_after(line: &str, key: &str) -> String {
 
 /// `line` with what the intentional PTM/ETMv3 differences change blanked:
 /// the VMID (OpenCSD's is a character, perhaps a `;`: the rest of the line
-/// goes), timestamp values (Gray-coded in OpenCSD) and the ISA.
+/// goes), timestamp values (Gray-coded in OpenCSD), the ISA and the range
+/// of an ETMv3 range element never filled in.
 fn blank_intentional(line: &str) -> String {
-    let mut l = blank_after(line, "ISA=");
+    let mut l = blank_after(&blank_unset_range(line), "ISA=");
     if let Some(i) = l.find("VMID=0x") {
         l.truncate(i + 7);
     }
@@ -162,7 +165,7 @@ const RULES: &[Rule] = &[
     Rule {
         name: "opencsd-vmid-as-character (OpenCSD prints an 8-bit VMID as a character)",
         intentional: true,
-        test: |_, u, o| any(u, "VMID=0x") && any(o, "VMID=0x") && vmid_char(u, o),
+        test: |_, u, o| any(u, "VMID=0x") && any(o, "VMID=0x") && same_but(u, &vmid_lines_joined(o), blank_vmid_packet),
     },
     Rule {
         name: "opencsd-ptm-gray-timestamp (OpenCSD never converts Gray-coded PTM timestamps)",
@@ -182,14 +185,23 @@ const RULES: &[Rule] = &[
         test: |_, u, o| any(u, "ISA=Unk") && same_but(u, o, |l| blank_after(l, "ISA=")),
     },
     Rule {
-        name: "opencsd-several (more than one of the intentional PTM/ETMv3 differences above in one listing)",
+        name: UNSET_RANGE_CLASS,
         intentional: true,
-        test: |c, u, o| matches!(c.protocol, "ptm" | "tc2" | "etmv3") && same_but(u, o, blank_intentional),
+        test: |c, u, o| {
+            matches!(c.protocol, "tc2" | "etmv3") && any(u, UNSET_RANGE) && same_but(u, o, blank_unset_range)
+        },
     },
     Rule {
-        name: "opencsd-m-profile-a64 (OpenCSD follows an M-profile core's code as A64)",
+        name: "opencsd-several (more than one of the intentional PTM/ETMv3 differences above in one listing)",
         intentional: true,
-        test: |c, _, o| c.protocol == "etmv4m" && any(o, "(ISA=A64)"),
+        test: |c, u, o| {
+            matches!(c.protocol, "ptm" | "tc2" | "etmv3") && same_but(u, &vmid_lines_joined(o), blank_intentional)
+        },
+    },
+    Rule {
+        name: M_PROFILE_CLASS,
+        intentional: true,
+        test: |c, u, o| c.protocol == "etmv4m" && (any(o, "(ISA=A64)") || (any(o, "(ISA=A32)") && any(u, "(ISA=T32)"))),
     },
     Rule {
         name: "ptm-no-sync-reason (PTM NO_SYNC [init-decoder] where OpenCSD says [undefined])",
@@ -258,28 +270,60 @@ const RULES: &[Rule] = &[
     },
 ];
 
-/// An 8-bit VMID that OpenCSD printed as a character (`VMID=0x` followed by
-/// a non-hex byte) where we print the number.
-fn vmid_char(u: &[&str], o: &[&str]) -> bool {
-    let strip = |l: &str| -> Option<String> {
-        let i = l.find("VMID=0x")?;
-        Some(format!(
-            "{}{}",
-            &l[..i],
-            l[i..].split_once(';').map(|x| x.1).unwrap_or("")
-        ))
-    };
-    u.len() == o.len()
-        && u.iter().zip(o).all(|(a, b)| {
-            if a == b {
-                return true;
-            }
-            match (strip(a), strip(b)) {
-                (Some(x), Some(y)) => x == y,
-                _ => false,
-            }
-        })
+/// OpenCSD's lines with those its VMID packet text broke rejoined: a VMID
+/// of 0x0a printed as a character ends the line (`VMID=0x0` then `; ` for
+/// PTM, `VMID=0x` then an empty line for ETMv3).
+fn vmid_lines_joined<'a>(o: &[&'a str]) -> Vec<std::borrow::Cow<'a, str>> {
+    let mut v = Vec::with_capacity(o.len());
+    let mut i = 0;
+    while i < o.len() {
+        let l = o[i];
+        let next = o.get(i + 1).copied();
+        if (l.ends_with("VM ID packet; VMID=0x0") && next == Some("; "))
+            || (l.ends_with("VMID change.; VMID=0x") && next == Some(""))
+        {
+            v.push(format!("{l}\n{}", next.unwrap_or("")).into());
+            i += 2;
+        } else {
+            v.push(l.into());
+            i += 1;
+        }
+    }
+    v
 }
+
+/// A PTM or ETMv3 VMID packet line cut where the VMID begins (it is the
+/// packet text's last field); other lines as they are.
+fn blank_vmid_packet(line: &str) -> String {
+    match line.find("VMID=0x") {
+        Some(i) if line.contains("VM ID packet") || line.contains("VMID change.") => line[..i + 7].to_string(),
+        _ => line.to_string(),
+    }
+}
+
+/// What we print for an ETMv3 instruction range never filled in in a slot
+/// of the element list never used before: the element's initial values.
+const UNSET_RANGE: &str = "INSTR_RANGE(exec range=0xffffffffffffffff:[0xffffffffffffffff] num_i(0) last_sz(0)";
+
+const UNSET_RANGE_CLASS: &str =
+    "opencsd-uninitialised-range (ETMv3: OpenCSD prints a range it never set, from uninitialised memory)";
+
+/// An ETMv3 range element with no instruction (`num_i(0) last_sz(0)`) cut
+/// to its index, trace ID and cycle count: the addresses, ISA and
+/// instruction type are whatever the memory held.
+fn blank_unset_range(line: &str) -> String {
+    let Some(i) = line.find("INSTR_RANGE(exec range=") else {
+        return line.to_string();
+    };
+    if !line.contains(" num_i(0) last_sz(0) ") {
+        return line.to_string();
+    }
+    let cc = line.find(" [CC=").map(|j| &line[j..]).unwrap_or(")");
+    format!("{}INSTR_RANGE(#{cc}", &line[..i])
+}
+
+/// An M-profile core with no A64 or A32 (see the README).
+const M_PROFILE_CLASS: &str = "opencsd-m-profile-isa (OpenCSD follows an M-profile core's code as A64 or A32)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -301,6 +345,7 @@ struct Opts {
     jobs: usize,
     out: PathBuf,
     protocols: Vec<&'static str>,
+    keep_all: bool,
 }
 
 fn parse(args: &[String]) -> Result<Opts, String> {
@@ -311,6 +356,7 @@ fn parse(args: &[String]) -> Result<Opts, String> {
     let mut jobs = 2;
     let mut out = PathBuf::from("trc_diff.out");
     let mut protocols = Vec::new();
+    let mut keep_all = false;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let mut val = || it.next().cloned().ok_or_else(|| format!("{a} needs a value\n{USAGE}"));
@@ -330,6 +376,7 @@ fn parse(args: &[String]) -> Result<Opts, String> {
                     .ok_or_else(|| format!("unknown protocol {v}: one of {}", PROTOCOLS.join(", ")))?;
                 protocols.push(*p);
             }
+            "--keep-all" => keep_all = true,
             "-h" | "--help" => return Err(USAGE.to_string()),
             _ => return Err(format!("unknown option {a}\n{USAGE}")),
         }
@@ -360,6 +407,7 @@ fn parse(args: &[String]) -> Result<Opts, String> {
         jobs,
         out,
         protocols,
+        keep_all,
     })
 }
 
@@ -624,6 +672,44 @@ fn unknown_class(u: &[&str], o: &[&str]) -> String {
     )
 }
 
+/// The hunks of a listing, as [`hunks`], except where OpenCSD was killed
+/// by a signal: its listing is then compared as far as it got, and the
+/// last hunk (what we listed beyond that point) carries the signal line.
+fn hunks_to_crash<'a>(a: &'a [String], b: &'a [String]) -> Vec<(Vec<&'a str>, Vec<&'a str>)> {
+    let Some((marker, rest)) = b
+        .split_last()
+        .filter(|(m, _)| m.starts_with("<OpenCSD killed by signal"))
+    else {
+        return hunks(a, b);
+    };
+    let end = rest.iter().rposition(|l| !l.is_empty()).map_or(0, |i| i + 1);
+    let mut hs = hunks(a, &rest[..end]);
+    let ends_ours = |h: &(Vec<&str>, Vec<&str>)| matches!((h.0.last(), a.last()), (Some(x), Some(y)) if std::ptr::eq(x.as_ptr(), y.as_ptr()));
+    match hs.last_mut() {
+        Some(h) if ends_ours(h) => h.1.push(marker),
+        _ => hs.push((Vec::new(), vec![marker])),
+    }
+    hs
+}
+
+/// The classes of a listing's hunks. Once OpenCSD has followed an M-profile
+/// core's code as A64 or A32, the program flow it lists differs from there
+/// on: later hunks of element and packet lines are of that class too.
+fn classify_listing(c: &Ctx, hs: &[(Vec<&str>, Vec<&str>)]) -> Vec<(String, bool)> {
+    let mut m_profile = false;
+    hs.iter()
+        .map(|(u, o)| {
+            let only_trace = u.iter().chain(o).all(|l| l.starts_with("Idx:"));
+            if m_profile && only_trace {
+                return (M_PROFILE_CLASS.to_string(), true);
+            }
+            let class = classify(c, u, o);
+            m_profile |= class.0 == M_PROFILE_CLASS;
+            class
+        })
+        .collect()
+}
+
 fn classify(c: &Ctx, u: &[&str], o: &[&str]) -> (String, bool) {
     for r in RULES {
         if (r.test)(c, u, o) {
@@ -704,6 +790,41 @@ fn keep_reproducer(
     entry.2 = Some((dir, size));
 }
 
+/// Keeps one listing with its snapshot in `dir` (`--keep-all`).
+fn keep_listing(
+    dir: &Path,
+    classes: &[(String, bool)],
+    snap: &Path,
+    case: &Case,
+    args: &[String],
+    (ours, theirs): (&[String], &[String]),
+) {
+    let ss = dir.join("snapshot");
+    let _ = std::fs::remove_dir_all(dir);
+    if std::fs::create_dir_all(&ss).is_err() {
+        return;
+    }
+    if let Ok(d) = std::fs::read_dir(snap) {
+        for e in d.flatten() {
+            let _ = std::fs::copy(e.path(), ss.join(e.file_name()));
+        }
+    }
+    let names: Vec<&str> = classes.iter().map(|c| c.0.as_str()).collect();
+    let _ = std::fs::write(dir.join("args.txt"), format!("{}\n", args.join(" ")));
+    let _ = std::fs::write(
+        dir.join("class.txt"),
+        format!(
+            "{}\n{} seed {}, {} damaged bytes\n",
+            names.join("\n"),
+            case.protocol,
+            case.seed,
+            case.damaged
+        ),
+    );
+    let _ = std::fs::write(dir.join("ours.ppl"), ours.join("\n"));
+    let _ = std::fs::write(dir.join("opencsd.ppl"), theirs.join("\n"));
+}
+
 fn run(args: &[String]) -> Result<bool, String> {
     let o = Arc::new(parse(args)?);
     std::fs::create_dir_all(o.out.join("work")).map_err(|e| format!("{}: {e}", o.out.display()))?;
@@ -729,23 +850,15 @@ fn run(args: &[String]) -> Result<bool, String> {
                         continue;
                     }
                 };
-                for args in &case.listings {
+                for (n, args) in case.listings.iter().enumerate() {
                     let ours = list("ours", &o.ours, args, &work.join("ours.ppl"));
                     let theirs = list("OpenCSD", &o.opencsd, args, &work.join("opencsd.ppl"));
-                    let hs = hunks(&ours, &theirs);
-                    let mut classes: Vec<(String, bool)> = hs
-                        .iter()
-                        .map(|(u, t)| {
-                            classify(
-                                &Ctx {
-                                    args,
-                                    protocol: case.protocol,
-                                },
-                                u,
-                                t,
-                            )
-                        })
-                        .collect();
+                    let hs = hunks_to_crash(&ours, &theirs);
+                    let ctx = Ctx {
+                        args,
+                        protocol: case.protocol,
+                    };
+                    let mut classes = classify_listing(&ctx, &hs);
                     classes.sort();
                     classes.dedup();
                     // Under -test_waits OpenCSD's own listing changes (lost
@@ -783,6 +896,10 @@ fn run(args: &[String]) -> Result<bool, String> {
                                 .or_insert((*intentional, BTreeMap::new(), None));
                             *e.1.entry(case.protocol).or_default() += 1;
                         }
+                    }
+                    if o.keep_all && classes.iter().any(|c| !c.1) {
+                        let dir = o.out.join("all").join(format!("{}-{n}", case.seed));
+                        keep_listing(&dir, &classes, &snap, &case, args, (&ours, &theirs));
                     }
                     for (c, _) in &classes {
                         keep_reproducer(&tally, &o.out, c, &snap, &case, args, (&ours, &theirs));
@@ -835,4 +952,80 @@ fn run(args: &[String]) -> Result<bool, String> {
     let _ = std::fs::write(o.out.join("report.txt"), &r);
     let _ = std::fs::remove_dir_all(o.out.join("work"));
     Ok(tot.2 == 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctx<'a>(args: &'a [String], protocol: &'static str) -> Ctx<'a> {
+        Ctx { args, protocol }
+    }
+
+    #[test]
+    fn a_vmid_of_0x0a_that_broke_opencsds_line_is_a_vmid_character() {
+        let u = ["Idx:87; ID:16;\tVM ID packet; VMID=0x0a; "];
+        let o = ["Idx:87; ID:16;\tVM ID packet; VMID=0x0", "; "];
+        let (class, intentional) = classify(&ctx(&[], "ptm"), &u, &o);
+        assert!(class.starts_with("opencsd-vmid-as-character"), "{class}");
+        assert!(intentional);
+        // Another line after it is not swallowed.
+        let o = ["Idx:87; ID:16;\tVMID change.; VMID=0x", "Idx:88; ID:16;\tnext"];
+        assert_eq!(vmid_lines_joined(&o).len(), 2);
+    }
+
+    #[test]
+    fn an_unset_etmv3_range_matches_any_range_with_the_same_cycle_count() {
+        let u = [
+            "Idx:19; ID:2a; OCSD_GEN_TRC_ELEM_INSTR_RANGE(exec range=0xffffffffffffffff:[0xffffffffffffffff] num_i(0) last_sz(0) (ISA=Unk) N ---  [CC=1]; )",
+        ];
+        let o = [
+            "Idx:19; ID:2a; OCSD_GEN_TRC_ELEM_INSTR_RANGE(exec range=0x558126abed60:[0x0] num_i(0) last_sz(0) (ISA=A32) N  [CC=1]; )",
+        ];
+        assert_eq!(
+            classify(&ctx(&[], "etmv3"), &u, &o),
+            (UNSET_RANGE_CLASS.to_string(), true)
+        );
+        // Not with another cycle count, nor on a range that has instructions.
+        let o2 = [
+            "Idx:19; ID:2a; OCSD_GEN_TRC_ELEM_INSTR_RANGE(exec range=0x0:[0x0] num_i(0) last_sz(0) (ISA=A32) N  [CC=2]; )",
+        ];
+        assert!(!classify(&ctx(&[], "etmv3"), &u, &o2).1);
+        let o3 = [
+            "Idx:19; ID:2a; OCSD_GEN_TRC_ELEM_INSTR_RANGE(exec range=0x0:[0x4] num_i(1) last_sz(4) (ISA=A32) E  [CC=1]; )",
+        ];
+        assert!(!classify(&ctx(&[], "etmv3"), &u, &o3).1);
+    }
+
+    #[test]
+    fn what_we_list_after_opencsd_died_is_one_hunk_with_the_signal() {
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let ours = s(&["a", "b", "c", "", "d"]);
+        let theirs = s(&["a", "b", "", "<OpenCSD killed by signal 11>"]);
+        let hs = hunks_to_crash(&ours, &theirs);
+        assert_eq!(hs, vec![(vec!["c", "", "d"], vec!["<OpenCSD killed by signal 11>"])]);
+        // A difference before the crash stays a hunk of its own.
+        let theirs = s(&["a", "x", "c", "<OpenCSD killed by signal 11>"]);
+        let hs = hunks_to_crash(&ours, &theirs);
+        assert_eq!(hs.len(), 2);
+        assert_eq!(hs[0], (vec!["b"], vec!["x"]));
+    }
+
+    #[test]
+    fn hunks_after_an_m_profile_isa_switch_are_of_its_class() {
+        let args = [];
+        let c = ctx(&args, "etmv4m");
+        let hs = vec![
+            (
+                vec!["Idx:79; ID:1a; OCSD_GEN_TRC_ELEM_PE_CONTEXT((ISA=T32) EL3N; 64-bit; )"],
+                vec!["Idx:79; ID:1a; OCSD_GEN_TRC_ELEM_PE_CONTEXT((ISA=A64) EL3N; 64-bit; )"],
+            ),
+            (vec!["Idx:103; ID:1a; OCSD_GEN_TRC_ELEM_INSTR_RANGE(...)"], vec![]),
+            (vec!["DCD_ETMV4 : 0x0013 (OCSD_ERR_BAD_PACKET_SEQ)"], vec![]),
+        ];
+        let classes = classify_listing(&c, &hs);
+        assert_eq!(classes[0], (M_PROFILE_CLASS.to_string(), true));
+        assert_eq!(classes[1], (M_PROFILE_CLASS.to_string(), true));
+        assert!(!classes[2].1, "an error line is not explained by the ISA");
+    }
 }
