@@ -128,12 +128,12 @@ fn index_windows(dir: &Path, full: &Stream, stopped: bool) -> Result<Vec<(String
             continue;
         };
         let from = first + 1;
-        let to = cap.data.len() as TrcIndex;
+        let to = cap.data().unwrap().len() as TrcIndex;
         if from >= to {
             continue;
         }
         let tree = cap.tree(DecodeMode::FullDecode, |_| {}).unwrap();
-        let w = match decode_window(&ix, &cap.data, s.id, Window::Bytes { from, to }, tree) {
+        let w = match decode_window(&ix, cap.data().unwrap(), s.id, Window::Bytes { from, to }, tree) {
             Ok(w) => w,
             Err(_) if stopped => return Ok(Vec::new()),
             Err(e) => return Err(format!("{}: index window of ID {:#x}: {e}", dir.display(), s.id)),
