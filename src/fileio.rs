@@ -70,9 +70,18 @@ pub struct CaptureReader {
 }
 
 impl CaptureReader {
-    /// Reads `paths` in order; `dstream`: leave out DSTREAM footers. Each
-    /// must be a regular file now (an error names the first that is not).
-    pub(crate) fn open(paths: Vec<PathBuf>, dstream: bool) -> Result<CaptureReader, (PathBuf, std::io::Error)> {
+    /// Reads `paths` in order (a snapshot's `Snapshot::buffer_paths`);
+    /// `dstream`: leave out DSTREAM footers (`BufferInfo::has_dstream_footers`).
+    /// Each must be a regular file now: the error's message begins with
+    /// the path of the first that is not.
+    pub fn open(paths: Vec<PathBuf>, dstream: bool) -> std::io::Result<CaptureReader> {
+        CaptureReader::open_named(paths, dstream).map_err(|(path, e)| {
+            std::io::Error::new(e.kind(), format!("{}: {}", path.display(), io_words(&e)))
+        })
+    }
+
+    /// [`CaptureReader::open`], the error with the file apart.
+    pub(crate) fn open_named(paths: Vec<PathBuf>, dstream: bool) -> Result<CaptureReader, (PathBuf, std::io::Error)> {
         let mut raw = 0u64;
         for p in &paths {
             let len = check_regular_file(p).map_err(|e| (p.clone(), std::io::Error::new(e.kind, e.message)))?;
@@ -407,7 +416,7 @@ mod tests {
             if dstream {
                 dstream::strip_footers(&mut want);
             }
-            let mut r = CaptureReader::open(paths.clone(), dstream).unwrap();
+            let mut r = CaptureReader::open_named(paths.clone(), dstream).unwrap();
             assert_eq!(r.len(), want.len() as u64);
             for chunk in [1, 5, 504, 4096] {
                 r.rewind();
@@ -430,13 +439,15 @@ mod tests {
             assert_eq!(got, want);
         }
         // A file gone after opening is named when it is reached.
-        let mut r = CaptureReader::open(paths.clone(), false).unwrap();
+        let mut r = CaptureReader::open_named(paths.clone(), false).unwrap();
         std::fs::remove_file(&paths[1]).unwrap();
         let (path, e) = r.read_all().unwrap_err();
         assert_eq!((path, e.kind()), (paths[1].clone(), std::io::ErrorKind::NotFound));
         // ... and before opening, by `open`.
-        let (path, e) = CaptureReader::open(paths.clone(), false).unwrap_err();
+        let (path, e) = CaptureReader::open_named(paths.clone(), false).unwrap_err();
         assert_eq!((path, io_words(&e)), (paths[1].clone(), "no such file".to_string()));
+        let e = CaptureReader::open(paths.clone(), false).unwrap_err();
+        assert_eq!(e.to_string(), format!("{}: no such file", paths[1].display()));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -497,7 +497,7 @@ impl Trace {
             None => ss.buffers.first().map(|b| b.name.as_str()).ok_or(Error::NoBuffer)?,
         };
         let info = ss.buffer(name).ok_or_else(|| no_such_buffer(ss, name))?;
-        let reader = CaptureReader::open(ss.buffer_paths(info), info.has_dstream_footers())
+        let reader = CaptureReader::open_named(ss.buffer_paths(info), info.has_dstream_footers())
             .map_err(|(path, source)| Error::Io { path, source })?;
         let decoder = Decoder::from_snapshot(ss, name)?;
         Ok(Trace {

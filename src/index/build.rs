@@ -242,7 +242,7 @@ impl Capture {
             .clone();
         let files = snapshot.buffer_paths(&info);
         let dstream = info.has_dstream_footers();
-        let size = CaptureReader::open(files.clone(), dstream)
+        let size = CaptureReader::open_named(files.clone(), dstream)
             .map_err(|(path, source)| Error::Io { path, source })?
             .len();
         let path = files.first().cloned().unwrap_or_else(|| dir.join(&buffer));
@@ -266,7 +266,7 @@ impl Capture {
     /// A reader of the trace from its first byte: the files one after
     /// another, DSTREAM footers left out.
     pub fn reader(&self) -> Result<CaptureReader, Error> {
-        CaptureReader::open(self.files.clone(), self.dstream).map_err(|(path, source)| Error::Io { path, source })
+        CaptureReader::open_named(self.files.clone(), self.dstream).map_err(|(path, source)| Error::Io { path, source })
     }
 
     /// The whole trace in memory, read on the first call and kept: for
