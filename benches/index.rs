@@ -138,7 +138,9 @@ fn split<R, F>(
     bencher
         .counter(BytesCount::new(cap.data().unwrap().len()))
         .with_inputs(|| pieces.iter().map(|_| tree(cap)).collect::<Vec<_>>())
-        .bench_local_values(|trees| total(decode_pieces(ix, cap.data().unwrap(), pieces, trees, threads, fold.clone()).unwrap()));
+        .bench_local_values(|trees| {
+            total(decode_pieces(ix, cap.data().unwrap(), pieces, trees, threads, fold.clone()).unwrap())
+        });
 }
 
 /// The one stream in `threads` pieces split at indexed sync points, each

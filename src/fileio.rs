@@ -75,9 +75,8 @@ impl CaptureReader {
     /// Each must be a regular file now: the error's message begins with
     /// the path of the first that is not.
     pub fn open(paths: Vec<PathBuf>, dstream: bool) -> std::io::Result<CaptureReader> {
-        CaptureReader::open_named(paths, dstream).map_err(|(path, e)| {
-            std::io::Error::new(e.kind(), format!("{}: {}", path.display(), io_words(&e)))
-        })
+        CaptureReader::open_named(paths, dstream)
+            .map_err(|(path, e)| std::io::Error::new(e.kind(), format!("{}: {}", path.display(), io_words(&e))))
     }
 
     /// [`CaptureReader::open`], the error with the file apart.
@@ -221,12 +220,8 @@ impl CaptureReader {
 impl std::io::Read for CaptureReader {
     /// Trace bytes; an error's message begins with the file's path.
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        self.read_trace(buf).map_err(|e| {
-            std::io::Error::new(
-                e.kind(),
-                format!("{}: {}", self.current_path().display(), io_words(&e)),
-            )
-        })
+        self.read_trace(buf)
+            .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {}", self.current_path().display(), io_words(&e))))
     }
 }
 

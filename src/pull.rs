@@ -269,7 +269,10 @@ impl Chunks {
             self.buf.resize(CHUNK_SIZE, 0);
             self.start = end;
             self.len = 0;
-            self.len = self.reader.fill(&mut self.buf).map_err(|(path, source)| Error::Io { path, source })?;
+            self.len = self
+                .reader
+                .fill(&mut self.buf)
+                .map_err(|(path, source)| Error::Io { path, source })?;
         }
         let from = usize::try_from(pos.saturating_sub(self.start)).map_or(self.len, |d| d.min(self.len));
         Ok(&self.buf[from..self.len])
@@ -608,7 +611,8 @@ pub struct IntoElements {
 impl Iterator for IntoElements {
     type Item = Result<Decoded, Error>;
     fn next(&mut self) -> Option<Self::Item> {
-        self.cursor.next(&mut self.trace.decoder, &mut self.trace.source.input())
+        self.cursor
+            .next(&mut self.trace.decoder, &mut self.trace.source.input())
     }
 }
 

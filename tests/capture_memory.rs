@@ -8,8 +8,8 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::path::{Path, PathBuf};
 
-use coresight_decode::Trace;
 use coresight_decode::DecodeMode;
+use coresight_decode::Trace;
 use coresight_decode::index::{Capture, IndexOptions, SourceBlock, StreamEntry, build_index};
 use coresight_decode::snapshot::Snapshot;
 use coresight_generator::{BufferLayout, GenOptions, GenProtocol, generate};
@@ -135,7 +135,10 @@ fn a_trace_is_decoded_from_its_files_a_chunk_at_a_time() {
     let mut dec = coresight_decode::Decoder::from_snapshot(&ss, &ss.buffers[0].name).unwrap();
     let held: Vec<_> = dec.decode(&whole).map(|d| d.unwrap()).collect();
     assert_eq!(streamed.len(), held.len());
-    assert!(streamed == held, "elements differ between the streamed and the whole decode");
+    assert!(
+        streamed == held,
+        "elements differ between the streamed and the whole decode"
+    );
     // A second decode starts again from the first file.
     assert_eq!(t.elements().count(), held.len());
 
@@ -158,13 +161,18 @@ fn a_capture_is_indexed_from_its_files_a_chunk_at_a_time() {
     drop(c);
     let (peak, c) = peak_of(|| Capture::load(&large, None).unwrap());
     assert_eq!(c.size(), LARGE as u64);
-    assert!(peak - base < 16 * 1024, "Capture::load: {peak} bytes at most at once, {base} for 48 bytes");
+    assert!(
+        peak - base < 16 * 1024,
+        "Capture::load: {peak} bytes at most at once, {base} for 48 bytes"
+    );
 
     // Indexing holds a chunk and what the index records, not the capture.
     let (peak, ix) = peak_of(|| c.index(&IndexOptions::default()).unwrap());
     let entries: usize = ix.streams.iter().map(|s| s.entries.capacity()).sum();
     let recorded = entries * size_of::<StreamEntry>()
-        + ix.source.as_ref().map_or(0, |s| s.blocks.capacity() * size_of::<SourceBlock>());
+        + ix.source
+            .as_ref()
+            .map_or(0, |s| s.blocks.capacity() * size_of::<SourceBlock>());
     assert!(ix.is_complete());
     assert!(
         (peak as usize) < 2 * MIB + 2 * recorded,
@@ -192,7 +200,11 @@ fn a_capture_is_indexed_from_its_files_a_chunk_at_a_time() {
     let mut bytes = std::fs::read(large.join("part1.bin")).unwrap();
     bytes[100] ^= 1;
     std::fs::write(large.join("part1.bin"), bytes).unwrap();
-    let e = Capture::load(&large, None).unwrap().load_index(&path).unwrap_err().to_string();
+    let e = Capture::load(&large, None)
+        .unwrap()
+        .load_index(&path)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("stale") || e.contains("changed"), "{e}");
 }
 

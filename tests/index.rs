@@ -383,7 +383,11 @@ fn count(acc: &mut HashMap<u64, u64>, _index: TrcIndex, e: &TraceElement) {
 fn one_stream_split_over_threads_counts_the_same_instructions() {
     let dir = long_etmv4("index-split", 600_000);
     let cap = Capture::load(&dir, None).unwrap();
-    assert!(cap.data().unwrap().len() > 2 << 20, "{} bytes", cap.data().unwrap().len());
+    assert!(
+        cap.data().unwrap().len() > 2 << 20,
+        "{} bytes",
+        cap.data().unwrap().len()
+    );
     let ix = cap.index(&IndexOptions::default()).unwrap();
     assert_eq!(ix.streams.len(), 1);
     let id = ix.streams[0].id;
@@ -451,7 +455,10 @@ fn pieces_decoded_with_trees_built_beforehand_fold_only_their_own_elements() {
     // The same as with trees built on the workers, and the same on one
     // thread as on three.
     let build = || cap.tree(DecodeMode::FullDecode, |_| {});
-    assert_eq!(decode_split(&ix, cap.data().unwrap(), id, 3, &build, keep).unwrap(), got);
+    assert_eq!(
+        decode_split(&ix, cap.data().unwrap(), id, 3, &build, keep).unwrap(),
+        got
+    );
     assert_eq!(
         coresight_decode::index::decode_pieces(&ix, cap.data().unwrap(), &pieces, trees(), 1, keep).unwrap(),
         got
@@ -641,7 +648,10 @@ fn unformatted_stream_windows_and_split() {
     assert_eq!(ix.ids_in(0..16), vec![0x2a]);
     let full = full_decode(&cap, s.id);
     assert!(full.iter().all(|e| e.1 == 0x2a), "elements carry ID 0x2a");
-    let (from, to) = (cap.data().unwrap().len() as u64 / 3, cap.data().unwrap().len() as u64 * 2 / 3);
+    let (from, to) = (
+        cap.data().unwrap().len() as u64 / 3,
+        cap.data().unwrap().len() as u64 * 2 / 3,
+    );
     let w = decode_window(
         &ix,
         cap.data().unwrap(),
@@ -985,7 +995,14 @@ fn random_windows_and_pieces(name: &str, cap: &Capture, rng: &mut u64, tally: &m
             for _ in 0..20 {
                 let from = syncs[1] + next_rand(rng) % (end - syncs[1]);
                 let to = from + 1 + next_rand(rng) % (end - from);
-                let w = decode_window(&ix, cap.data().unwrap(), s.id, Window::Bytes { from, to }, build().unwrap()).unwrap();
+                let w = decode_window(
+                    &ix,
+                    cap.data().unwrap(),
+                    s.id,
+                    Window::Bytes { from, to },
+                    build().unwrap(),
+                )
+                .unwrap();
                 let want: Vec<Element> = serial.iter().filter(|e| e.0 >= from && e.0 < to).copied().collect();
                 check(format!("window {from}..{to}"), text(&w.elements), text(&want));
                 tally.windows += 1;

@@ -97,7 +97,11 @@ impl TrcGenElemIn for Lines {
 /// monitor on every source or none.
 fn push(dir: &Path, monitor: bool) -> Stream {
     let ss = Snapshot::load(dir).unwrap();
-    let data = coresight_decode::index::Capture::load(dir, None).unwrap().data().unwrap().to_vec();
+    let data = coresight_decode::index::Capture::load(dir, None)
+        .unwrap()
+        .data()
+        .unwrap()
+        .to_vec();
     let buffer = ss.buffers[0].name.clone();
     let mut tree = ss.build_tree(&buffer, DecodeMode::FullDecode, |_| {}).unwrap();
     if monitor {

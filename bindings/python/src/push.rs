@@ -11,12 +11,12 @@
 use std::collections::VecDeque;
 
 use arrow_array::RecordBatch;
+use coresight_decode::CaptureReader;
 use coresight_decode::Error as DecodeError;
 use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use coresight_decode::element::{ElemType, Element, TraceElement};
 use coresight_decode::interfaces::{TrcDataIn, TrcGenElemIn};
 use coresight_decode::pull::{CHUNK_SIZE, Decoder, TraceData};
-use coresight_decode::CaptureReader;
 use coresight_decode::shared::{Shared, shared};
 use coresight_decode::tree::DecodeTree;
 

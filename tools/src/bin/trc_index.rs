@@ -364,7 +364,9 @@ fn run(cli: Cli) -> Result<String, String> {
         Cmd::Correlate { target, ids } => {
             let (cap, ix) = load_index(&target)?;
             let build = || cap.tree(DecodeMode::FullDecode, |_| {});
-            for (ts, (index, id, e)) in correlate(&ix, &capture_bytes(&cap)?, &ids, &build).map_err(|e| e.to_string())? {
+            for (ts, (index, id, e)) in
+                correlate(&ix, &capture_bytes(&cap)?, &ids, &build).map_err(|e| e.to_string())?
+            {
                 let _ = writeln!(out, "TS:{ts}; Idx:{index}; ID:{id:x}; {e}");
             }
         }
@@ -410,8 +412,8 @@ fn count(
     let per_id = pieces.map_or(threads, usize::from);
     let build = || cap.tree(DecodeMode::FullDecode, |_| {});
     let start = std::time::Instant::now();
-    let parts =
-        decode_split_ids(ix, &capture_bytes(cap)?, &ids, per_id, threads, &build, count_elem).map_err(|e| e.to_string())?;
+    let parts = decode_split_ids(ix, &capture_bytes(cap)?, &ids, per_id, threads, &build, count_elem)
+        .map_err(|e| e.to_string())?;
     let secs = start.elapsed().as_secs_f64();
     let line = |out: &mut String, what: String, c: &Counts| {
         let _ = writeln!(
