@@ -48,8 +48,8 @@ fn tree(cap: &Capture) -> DecodeTree {
 fn full_decode(cap: &Capture, mut t: DecodeTree) {
     t.set_gen_elem_out(Box::new(Count(0)));
     let mut at = 0;
-    while at < cap.data.len() {
-        let (r, used) = t.trace_data_in(DatapathOp::Data, at as TrcIndex, &cap.data[at..]);
+    while at < cap.data().unwrap().len() {
+        let (r, used) = t.trace_data_in(DatapathOp::Data, at as TrcIndex, &cap.data().unwrap()[at..]);
         assert!(!r.is_fatal());
         at += used;
     }
@@ -84,7 +84,7 @@ fn long_etmv4() -> &'static (Capture, CaptureIndex) {
 fn bugfix_full_decode(bencher: Bencher) {
     let cap = bugfix();
     bencher
-        .counter(BytesCount::new(cap.data.len()))
+        .counter(BytesCount::new(cap.data().unwrap().len()))
         .with_inputs(|| tree(&cap))
         .bench_local_values(|t| full_decode(&cap, t));
 }
@@ -93,7 +93,7 @@ fn bugfix_full_decode(bencher: Bencher) {
 fn bugfix_index_build(bencher: Bencher) {
     let cap = bugfix();
     bencher
-        .counter(BytesCount::new(cap.data.len()))
+        .counter(BytesCount::new(cap.data().unwrap().len()))
         .bench_local(|| cap.index(&IndexOptions::default()).unwrap());
 }
 
@@ -101,7 +101,7 @@ fn bugfix_index_build(bencher: Bencher) {
 fn etmv4_long_full_decode(bencher: Bencher) {
     let (cap, _) = long_etmv4();
     bencher
-        .counter(BytesCount::new(cap.data.len()))
+        .counter(BytesCount::new(cap.data().unwrap().len()))
         .with_inputs(|| tree(cap))
         .bench_local_values(|t| full_decode(cap, t));
 }
@@ -110,7 +110,7 @@ fn etmv4_long_full_decode(bencher: Bencher) {
 fn etmv4_long_index_build(bencher: Bencher) {
     let (cap, _) = long_etmv4();
     bencher
-        .counter(BytesCount::new(cap.data.len()))
+        .counter(BytesCount::new(cap.data().unwrap().len()))
         .bench_local(|| cap.index(&IndexOptions::default()).unwrap());
 }
 
@@ -136,9 +136,11 @@ fn split<R, F>(
     F: Fn(&mut R, TrcIndex, &TraceElement) + Send + Sync + Clone + 'static,
 {
     bencher
-        .counter(BytesCount::new(cap.data.len()))
+        .counter(BytesCount::new(cap.data().unwrap().len()))
         .with_inputs(|| pieces.iter().map(|_| tree(cap)).collect::<Vec<_>>())
-        .bench_local_values(|trees| total(decode_pieces(ix, &cap.data, pieces, trees, threads, fold.clone()).unwrap()));
+        .bench_local_values(|trees| {
+            total(decode_pieces(ix, cap.data().unwrap(), pieces, trees, threads, fold.clone()).unwrap())
+        });
 }
 
 /// The one stream in `threads` pieces split at indexed sync points, each

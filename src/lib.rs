@@ -148,9 +148,9 @@ pub use decoder::DecodeMode;
 pub use element::{Decoded, Element};
 pub use element::{ElemType, TraceElement};
 pub use error::{ErrCode, Error, Result, TraceError};
-pub use fileio::dstream;
+pub use fileio::{CaptureReader, dstream};
 pub use interfaces::{ElementSink, InstrDecode, PktDataIn, PktRawDataMon, TargetMemAccess, TrcDataIn, TrcGenElemIn};
-pub use pull::{Decoder, DecoderBuilder, Trace, decode_buffer};
+pub use pull::{Decoder, DecoderBuilder, Trace, TraceData, decode_buffer};
 pub use snapshot::Snapshot;
 pub use tree::DecodeTree;
 

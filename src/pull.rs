@@ -39,6 +39,7 @@ use crate::element::TraceElement;
 use crate::element::{Decoded, Element};
 use crate::errcode::{ErrCode, TraceError};
 use crate::error::Error;
+use crate::fileio::CaptureReader;
 use crate::interfaces::{TrcDataIn, TrcGenElemIn};
 use crate::logger::MsgLogger;
 use crate::memory::{BufferAccessor, MemSpace};
@@ -48,6 +49,10 @@ use crate::tree::{DecodeTree, SourceFormat};
 
 /// Elements queued before the sink asks the tree to wait.
 pub const DEFAULT_QUEUE_CAPACITY: usize = 256;
+
+/// Bytes of a capture read from its files at a time: the most of it held
+/// in memory while a [`Trace`] opened from a snapshot is decoded.
+pub const CHUNK_SIZE: usize = 1 << 20;
 
 /// How many flushes in a row may make no progress before the decode is
 /// reported as stalled (a sink other than the queue is waiting).
@@ -202,7 +207,7 @@ impl Decoder {
     pub fn decode<'a>(&'a mut self, data: &'a [u8]) -> Elements<'a> {
         Elements {
             decoder: self,
-            data,
+            input: Input::Bytes(data),
             cursor: Cursor::default(),
         }
     }
@@ -236,10 +241,70 @@ enum After {
     Eot,
 }
 
+/// A capture's files read a chunk at a time.
+#[derive(Debug)]
+struct Chunks {
+    reader: CaptureReader,
+    /// `CHUNK_SIZE` bytes, allocated at the first decode.
+    buf: Vec<u8>,
+    /// Trace index of `buf[0]`.
+    start: u64,
+    /// Bytes of `buf` read.
+    len: usize,
+}
+
+impl Chunks {
+    /// Back to the first byte.
+    fn rewind(&mut self) {
+        self.reader.rewind();
+        self.start = 0;
+        self.len = 0;
+    }
+
+    /// The bytes from trace index `pos` on that are in memory (reading the
+    /// next chunk when `pos` is the end of this one); empty at the end.
+    fn at(&mut self, pos: u64) -> Result<&[u8], Error> {
+        let end = self.start + self.len as u64;
+        if pos >= end {
+            self.buf.resize(CHUNK_SIZE, 0);
+            self.start = end;
+            self.len = 0;
+            self.len = self
+                .reader
+                .fill(&mut self.buf)
+                .map_err(|(path, source)| Error::Io { path, source })?;
+        }
+        let from = usize::try_from(pos.saturating_sub(self.start)).map_or(self.len, |d| d.min(self.len));
+        Ok(&self.buf[from..self.len])
+    }
+}
+
+/// Where a decode's bytes come from.
+enum Input<'a> {
+    Bytes(&'a [u8]),
+    Chunks(&'a mut Chunks),
+}
+
+impl Input<'_> {
+    fn rewind(&mut self) {
+        if let Input::Chunks(c) = self {
+            c.rewind();
+        }
+    }
+
+    fn at(&mut self, pos: u64) -> Result<&[u8], Error> {
+        match self {
+            Input::Bytes(d) => Ok(usize::try_from(pos).ok().and_then(|p| d.get(p..)).unwrap_or_default()),
+            Input::Chunks(c) => c.at(pos),
+        }
+    }
+}
+
 /// The state of one decode.
 #[derive(Debug, Default)]
 struct Cursor {
-    pos: usize,
+    /// Trace index of the next byte to send.
+    pos: u64,
     step: Step,
     idle_flushes: u32,
     /// The error that stopped the decode, returned once the elements
@@ -248,7 +313,7 @@ struct Cursor {
 }
 
 impl Cursor {
-    fn next(&mut self, dec: &mut Decoder, data: &[u8]) -> Option<Result<Decoded, Error>> {
+    fn next(&mut self, dec: &mut Decoder, input: &mut Input) -> Option<Result<Decoded, Error>> {
         loop {
             if let Some(d) = dec.queue.borrow_mut().items.pop_front() {
                 self.idle_flushes = 0;
@@ -257,7 +322,7 @@ impl Cursor {
             if let Some(e) = self.stopped.take() {
                 return Some(Err(e));
             }
-            let index = self.pos as TrcIndex;
+            let index = self.pos;
             match self.step {
                 Step::Done => return None,
                 Step::Start => {
@@ -269,15 +334,24 @@ impl Cursor {
                         }
                     }
                     dec.used = true;
+                    input.rewind();
                     self.step = Step::Data;
                 }
                 Step::Data => {
-                    if self.pos >= data.len() {
+                    let data = match input.at(self.pos) {
+                        Ok(d) => d,
+                        Err(e) => {
+                            self.step = Step::Done;
+                            self.stopped = Some(e);
+                            continue;
+                        }
+                    };
+                    if data.is_empty() {
                         self.step = Step::Eot;
                         continue;
                     }
-                    let (r, used) = dec.tree.trace_data_in(DatapathOp::Data, index, &data[self.pos..]);
-                    self.pos += used.min(data.len() - self.pos);
+                    let (r, used) = dec.tree.trace_data_in(DatapathOp::Data, index, data);
+                    self.pos += used.min(data.len()) as u64;
                     if r.is_cont() && used == 0 {
                         // Nothing taken and no wait: the tree cannot go on.
                         self.step = Step::Done;
@@ -325,7 +399,7 @@ impl Cursor {
         if r.is_fatal() {
             self.step = Step::Done;
             self.stopped = Some(Error::Fatal {
-                index: self.pos as TrcIndex,
+                index: self.pos,
                 response: r,
                 error: dec.last_error(),
             });
@@ -341,33 +415,62 @@ impl Cursor {
 /// last item). Dropping the iterator early leaves the decode unfinished.
 pub struct Elements<'a> {
     decoder: &'a mut Decoder,
-    data: &'a [u8],
+    input: Input<'a>,
     cursor: Cursor,
 }
 
 impl Iterator for Elements<'_> {
     type Item = Result<Decoded, Error>;
     fn next(&mut self) -> Option<Self::Item> {
-        self.cursor.next(self.decoder, self.data)
+        self.cursor.next(self.decoder, &mut self.input)
     }
 }
 
 impl std::iter::FusedIterator for Elements<'_> {}
 
+/// A trace's bytes, apart from its decoder ([`Trace::into_parts`]).
+#[derive(Debug)]
+pub enum TraceData {
+    /// Bytes in memory ([`Trace::new`]).
+    Bytes(Vec<u8>),
+    /// A snapshot's data files, read as they are decoded.
+    Files(CaptureReader),
+}
+
+/// Where a [`Trace`]'s bytes are.
+#[derive(Debug)]
+enum Source {
+    Bytes(Vec<u8>),
+    Files(Chunks),
+}
+
+impl Source {
+    fn input(&mut self) -> Input<'_> {
+        match self {
+            Source::Bytes(d) => Input::Bytes(d),
+            Source::Files(c) => Input::Chunks(c),
+        }
+    }
+}
+
 /// A trace buffer with its decoder: what to iterate over.
+///
+/// One opened from a snapshot reads its data files as it decodes, a chunk
+/// of [`CHUNK_SIZE`] bytes at a time: memory does not grow with the size
+/// of the capture.
 pub struct Trace {
     decoder: Decoder,
-    data: Vec<u8>,
+    source: Source,
     buffer: String,
     warnings: Vec<SnapshotWarning>,
 }
 
 impl fmt::Debug for Trace {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // Not the bytes: a buffer can be megabytes.
+        // Not the bytes: a buffer can be gigabytes.
         f.debug_struct("Trace")
             .field("buffer", &self.buffer)
-            .field("bytes", &self.data.len())
+            .field("bytes", &self.size())
             .field("decoder", &self.decoder)
             .finish()
     }
@@ -388,33 +491,36 @@ impl Trace {
     }
 
     /// The trace buffer `buffer` of a loaded snapshot (`None`: its first
-    /// buffer): reads its data files and builds its decoder.
+    /// buffer): checks that its data files can be read and builds its
+    /// decoder. The files are read as the buffer is decoded, a chunk at a
+    /// time (one after another, DSTREAM footers left out), not held.
     pub fn from_snapshot(ss: &Snapshot, buffer: Option<&str>) -> Result<Trace, Error> {
         let name = match buffer {
             Some(n) => n,
             None => ss.buffers.first().map(|b| b.name.as_str()).ok_or(Error::NoBuffer)?,
         };
         let info = ss.buffer(name).ok_or_else(|| no_such_buffer(ss, name))?;
-        // One buffer of the files' total size: the capture is held once.
-        let mut data = crate::fileio::read_concatenated(&ss.buffer_paths(info))
+        let reader = CaptureReader::open_named(ss.buffer_paths(info), info.has_dstream_footers())
             .map_err(|(path, source)| Error::Io { path, source })?;
-        if info.has_dstream_footers() {
-            crate::dstream::strip_footers(&mut data);
-        }
         let decoder = Decoder::from_snapshot(ss, name)?;
         Ok(Trace {
             decoder,
-            data,
+            source: Source::Files(Chunks {
+                reader,
+                buf: Vec::new(),
+                start: 0,
+                len: 0,
+            }),
             buffer: name.to_string(),
             warnings: ss.warnings().to_vec(),
         })
     }
 
-    /// Trace data and the decoder to decode it with.
+    /// Trace data in memory and the decoder to decode it with.
     pub fn new(decoder: Decoder, data: Vec<u8>) -> Trace {
         Trace {
             decoder,
-            data,
+            source: Source::Bytes(data),
             buffer: String::new(),
             warnings: Vec::new(),
         }
@@ -432,9 +538,22 @@ impl Trace {
         &self.buffer
     }
 
-    /// The trace data.
-    pub fn data(&self) -> &[u8] {
-        &self.data
+    /// The trace data when it is in memory ([`Trace::new`]); `None` for a
+    /// snapshot's buffer, read from its files as it is decoded.
+    pub fn data(&self) -> Option<&[u8]> {
+        match &self.source {
+            Source::Bytes(d) => Some(d),
+            Source::Files(_) => None,
+        }
+    }
+
+    /// Bytes of trace (DSTREAM footers left out; for files, from their
+    /// sizes when the trace was opened).
+    pub fn size(&self) -> u64 {
+        match &self.source {
+            Source::Bytes(d) => d.len() as u64,
+            Source::Files(c) => c.reader.len(),
+        }
     }
 
     /// The decoder.
@@ -449,13 +568,25 @@ impl Trace {
 
     /// Decodes the buffer (again, from the start, on a second call).
     pub fn elements(&mut self) -> Elements<'_> {
-        self.decoder.decode(&self.data)
+        Elements {
+            decoder: &mut self.decoder,
+            input: self.source.input(),
+            cursor: Cursor::default(),
+        }
     }
 
     /// The decoder and the trace data, apart: to drive the decode another
     /// way, with a sink of one's own on the tree ([`Decoder::into_tree`]).
-    pub fn into_parts(self) -> (Decoder, Vec<u8>) {
-        (self.decoder, self.data)
+    /// A snapshot's buffer comes as a reader of its files, at their start.
+    pub fn into_parts(self) -> (Decoder, TraceData) {
+        let data = match self.source {
+            Source::Bytes(d) => TraceData::Bytes(d),
+            Source::Files(mut c) => {
+                c.reader.rewind();
+                TraceData::Files(c.reader)
+            }
+        };
+        (self.decoder, data)
     }
 }
 
@@ -480,7 +611,8 @@ pub struct IntoElements {
 impl Iterator for IntoElements {
     type Item = Result<Decoded, Error>;
     fn next(&mut self) -> Option<Self::Item> {
-        self.cursor.next(&mut self.trace.decoder, &self.trace.data)
+        self.cursor
+            .next(&mut self.trace.decoder, &mut self.trace.source.input())
     }
 }
 

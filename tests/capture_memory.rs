@@ -1,15 +1,16 @@
-//! A capture is held once: the pull API's `Trace` and the index's
-//! `Capture` read a buffer's data files (one or several) into one buffer
-//! allocated at their total size, not a buffer that grows and is copied
-//! as each file is appended. Measured as the most bytes live at once while
-//! loading, with a counting allocator.
+//! Memory does not grow with the capture: the pull API's `Trace` and the
+//! index's `Capture` read a buffer's data files (one or several) a chunk
+//! at a time as they decode or index, never the whole capture at once.
+//! Measured as the most bytes live at once, with a counting allocator, on
+//! the same snapshot with a small and a large buffer.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::path::{Path, PathBuf};
 
+use coresight_decode::DecodeMode;
 use coresight_decode::Trace;
-use coresight_decode::index::Capture;
+use coresight_decode::index::{Capture, IndexOptions, SourceBlock, StreamEntry, build_index};
 use coresight_decode::snapshot::Snapshot;
 use coresight_generator::{BufferLayout, GenOptions, GenProtocol, generate};
 
@@ -88,41 +89,123 @@ fn snapshot(name: &str, files: usize, each: usize) -> PathBuf {
     dir
 }
 
+/// Bytes of a large capture: several chunks of the pull API's.
+const LARGE: usize = 3 * 2 * MIB;
+
 #[test]
-fn a_capture_in_several_files_is_held_once() {
-    // The same snapshot with 48 bytes of trace and with 3 MiB in three
-    // files: what loading the larger costs beyond the smaller is its data,
-    // once (the decoder built is the same).
-    let small = snapshot("small", 3, 16);
-    let large = snapshot("large", 3, MIB);
-    let ss_small = Snapshot::load(&small).unwrap();
-    let ss_large = Snapshot::load(&large).unwrap();
-
-    let (base, t) = peak_of(|| Trace::from_snapshot(&ss_small, None).unwrap());
-    assert_eq!(t.data().len(), 48);
-    drop(t);
-    let (peak, t) = peak_of(|| Trace::from_snapshot(&ss_large, None).unwrap());
-    assert_eq!(t.data().len(), 3 * MIB);
-    let extra = peak - base;
+fn a_trace_is_decoded_from_its_files_a_chunk_at_a_time() {
+    // The same snapshot with 768 KiB of trace (less than a chunk) and with
+    // 6 MiB in three files: decoding the larger costs no more memory than
+    // the smaller (the decoder's caches are the same: the same program).
+    let small = snapshot("pull-small", 3, 256 * 1024);
+    let large = snapshot("pull-large", 3, LARGE / 3);
+    let decode_all = |dir: &Path| {
+        let ss = Snapshot::load(dir).unwrap();
+        let mut t = Trace::from_snapshot(&ss, None).unwrap();
+        let mut n = 0;
+        for d in t.elements() {
+            d.unwrap();
+            n += 1;
+        }
+        (t.size(), n)
+    };
+    let (base, (size, n_small)) = peak_of(|| decode_all(&small));
+    assert_eq!(size, 3 * 256 * 1024);
+    let (peak, (size, n_large)) = peak_of(|| decode_all(&large));
+    assert_eq!(size, LARGE as u64);
     assert!(
-        extra > 3 * MIB as isize - 16 * 1024 && extra < 3 * MIB as isize + 64 * 1024,
-        "Trace: {extra} bytes at most at once for a 3 MiB capture"
+        n_large > 7 * n_small && n_large < 9 * n_small,
+        "{n_large} elements from 6 MiB, {n_small} from 768 KiB"
     );
-    // What the trace keeps is its one copy.
-    let (_, parts) = peak_of(|| t.into_parts());
-    assert_eq!(parts.1.capacity(), 3 * MIB);
-    drop(parts);
+    assert!(
+        peak - base < 16 * 1024,
+        "Trace: {peak} bytes at most at once for a 6 MiB capture, {base} for 768 KiB"
+    );
 
+    // The elements are those of the capture decoded whole in memory: the
+    // chunks' edges (and the files') change nothing.
+    let mut whole = Vec::new();
+    for i in 0..3 {
+        whole.extend(std::fs::read(large.join(format!("part{i}.bin"))).unwrap());
+    }
+    let ss = Snapshot::load(&large).unwrap();
+    let mut t = Trace::from_snapshot(&ss, None).unwrap();
+    assert!(t.data().is_none());
+    let streamed: Vec<_> = t.elements().map(|d| d.unwrap()).collect();
+    let mut dec = coresight_decode::Decoder::from_snapshot(&ss, &ss.buffers[0].name).unwrap();
+    let held: Vec<_> = dec.decode(&whole).map(|d| d.unwrap()).collect();
+    assert_eq!(streamed.len(), held.len());
+    assert!(
+        streamed == held,
+        "elements differ between the streamed and the whole decode"
+    );
+    // A second decode starts again from the first file.
+    assert_eq!(t.elements().count(), held.len());
+
+    // Apart, the data is a reader of the files from their start.
+    let (_, data) = t.into_parts();
+    let coresight_decode::TraceData::Files(mut reader) = data else {
+        panic!("a snapshot's trace came apart as bytes in memory")
+    };
+    let mut back = Vec::new();
+    std::io::Read::read_to_end(&mut reader, &mut back).unwrap();
+    assert!(back == whole);
+}
+
+#[test]
+fn a_capture_is_indexed_from_its_files_a_chunk_at_a_time() {
+    let small = snapshot("index-small", 3, 16);
+    let large = snapshot("index-large", 3, LARGE / 3);
+    // Loading reads no trace.
     let (base, c) = peak_of(|| Capture::load(&small, None).unwrap());
     drop(c);
     let (peak, c) = peak_of(|| Capture::load(&large, None).unwrap());
-    assert_eq!(c.data.len(), 3 * MIB);
-    assert_eq!(c.data.capacity(), 3 * MIB);
-    let extra = peak - base;
+    assert_eq!(c.size(), LARGE as u64);
     assert!(
-        extra > 3 * MIB as isize - 16 * 1024 && extra < 3 * MIB as isize + 64 * 1024,
-        "Capture: {extra} bytes at most at once for a 3 MiB capture"
+        peak - base < 16 * 1024,
+        "Capture::load: {peak} bytes at most at once, {base} for 48 bytes"
     );
+
+    // Indexing holds a chunk and what the index records, not the capture.
+    let (peak, ix) = peak_of(|| c.index(&IndexOptions::default()).unwrap());
+    let entries: usize = ix.streams.iter().map(|s| s.entries.capacity()).sum();
+    let recorded = entries * size_of::<StreamEntry>()
+        + ix.source
+            .as_ref()
+            .map_or(0, |s| s.blocks.capacity() * size_of::<SourceBlock>());
+    assert!(ix.is_complete());
+    assert!(
+        (peak as usize) < 2 * MIB + 2 * recorded,
+        "index: {peak} bytes at most at once, the index {recorded} bytes, for a 6 MiB capture"
+    );
+    // The index is the one built from the capture in memory.
+    let whole = c.data().unwrap();
+    assert_eq!(whole.len(), LARGE);
+    let mut tree = c.tree(DecodeMode::PacketsOnly, |_| {}).unwrap();
+    let mut held = build_index(&mut tree, whole, &IndexOptions::default()).unwrap();
+    held.config = ix.config;
+    assert!(held == ix, "the streamed index differs from the one built in memory");
+
+    // Checking an index against the capture reads it a chunk at a time.
+    let path = large.join("trace.csidx");
+    ix.save(&path).unwrap();
+    let c = Capture::load(&large, None).unwrap();
+    let (peak, back) = peak_of(|| c.load_index(&path).unwrap());
+    assert!(back == ix);
+    assert!(
+        (peak as usize) < 3 * MIB / 2 + 2 * recorded,
+        "load_index: {peak} bytes at most at once for a 6 MiB capture"
+    );
+    // A capture changed since is refused.
+    let mut bytes = std::fs::read(large.join("part1.bin")).unwrap();
+    bytes[100] ^= 1;
+    std::fs::write(large.join("part1.bin"), bytes).unwrap();
+    let e = Capture::load(&large, None)
+        .unwrap()
+        .load_index(&path)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("stale") || e.contains("changed"), "{e}");
 }
 
 #[test]

@@ -199,9 +199,9 @@ fn full_decode(cap: &Capture, id: u8) -> Vec<Element> {
         tree.set_id_filter(Some(&[id])).unwrap();
     }
     let mut at = 0;
-    while at < cap.data.len() {
-        let end = (at + 4096).min(cap.data.len());
-        let (r, used) = tree.trace_data_in(DatapathOp::Data, at as TrcIndex, &cap.data[at..end]);
+    while at < cap.data().unwrap().len() {
+        let end = (at + 4096).min(cap.data().unwrap().len());
+        let (r, used) = tree.trace_data_in(DatapathOp::Data, at as TrcIndex, &cap.data().unwrap()[at..end]);
         assert!(!r.is_fatal(), "fatal at {at}");
         at += used;
     }
@@ -259,7 +259,7 @@ fn check_windows(case: &Path, name: &str, bytes: bool, time: bool) {
         let to = lo + (hi - lo) * 70 / 100;
         let w = decode_window(
             &ix,
-            &cap.data,
+            cap.data().unwrap(),
             id,
             Window::Bytes { from, to },
             cap.tree(DecodeMode::FullDecode, |_| {}).unwrap(),
@@ -285,7 +285,7 @@ fn check_windows(case: &Path, name: &str, bytes: bool, time: bool) {
         let sync = ix.syncs_from(id, from).next().unwrap().index;
         let w = decode_window(
             &ix,
-            &cap.data,
+            cap.data().unwrap(),
             id,
             Window::Bytes { from: sync, to: hi + 1 },
             cap.tree(DecodeMode::FullDecode, |_| {}).unwrap(),
@@ -304,7 +304,7 @@ fn check_windows(case: &Path, name: &str, bytes: bool, time: bool) {
         let (t0, t1) = (ts[ts.len() / 3], ts[ts.len() * 2 / 3]);
         let w = decode_window(
             &ix,
-            &cap.data,
+            cap.data().unwrap(),
             id,
             Window::Time { from_ts: t0, to_ts: t1 },
             cap.tree(DecodeMode::FullDecode, |_| {}).unwrap(),
@@ -383,7 +383,11 @@ fn count(acc: &mut HashMap<u64, u64>, _index: TrcIndex, e: &TraceElement) {
 fn one_stream_split_over_threads_counts_the_same_instructions() {
     let dir = long_etmv4("index-split", 600_000);
     let cap = Capture::load(&dir, None).unwrap();
-    assert!(cap.data.len() > 2 << 20, "{} bytes", cap.data.len());
+    assert!(
+        cap.data().unwrap().len() > 2 << 20,
+        "{} bytes",
+        cap.data().unwrap().len()
+    );
     let ix = cap.index(&IndexOptions::default()).unwrap();
     assert_eq!(ix.streams.len(), 1);
     let id = ix.streams[0].id;
@@ -395,7 +399,7 @@ fn one_stream_split_over_threads_counts_the_same_instructions() {
     let build = || cap.tree(DecodeMode::FullDecode, |_| {});
     for pieces in [2, 3, 4] {
         assert!(ix.split_points(id, pieces).len() == pieces, "{pieces} split points");
-        let parts: Vec<HashMap<u64, u64>> = decode_split(&ix, &cap.data, id, pieces, &build, count).unwrap();
+        let parts: Vec<HashMap<u64, u64>> = decode_split(&ix, cap.data().unwrap(), id, pieces, &build, count).unwrap();
         let mut joined: HashMap<u64, u64> = HashMap::new();
         for p in parts {
             for (a, n) in p {
@@ -442,7 +446,7 @@ fn pieces_decoded_with_trees_built_beforehand_fold_only_their_own_elements() {
             .map(|_| cap.tree(DecodeMode::FullDecode, |_| {}).unwrap())
             .collect::<Vec<_>>()
     };
-    let got = coresight_decode::index::decode_pieces(&ix, &cap.data, &pieces, trees(), 2, keep).unwrap();
+    let got = coresight_decode::index::decode_pieces(&ix, cap.data().unwrap(), &pieces, trees(), 2, keep).unwrap();
     // Each piece folds the elements of its own bytes, in decode order.
     for (p, els) in pieces.iter().zip(&got) {
         assert!(els.len() > 10, "{p:?}: {} elements", els.len());
@@ -451,9 +455,12 @@ fn pieces_decoded_with_trees_built_beforehand_fold_only_their_own_elements() {
     // The same as with trees built on the workers, and the same on one
     // thread as on three.
     let build = || cap.tree(DecodeMode::FullDecode, |_| {});
-    assert_eq!(decode_split(&ix, &cap.data, id, 3, &build, keep).unwrap(), got);
     assert_eq!(
-        coresight_decode::index::decode_pieces(&ix, &cap.data, &pieces, trees(), 1, keep).unwrap(),
+        decode_split(&ix, cap.data().unwrap(), id, 3, &build, keep).unwrap(),
+        got
+    );
+    assert_eq!(
+        coresight_decode::index::decode_pieces(&ix, cap.data().unwrap(), &pieces, trees(), 1, keep).unwrap(),
         got
     );
     // After the first piece's first PE context, the joined pieces are the
@@ -474,7 +481,7 @@ fn pieces_decoded_with_trees_built_beforehand_fold_only_their_own_elements() {
     // One tree per piece.
     let mut two = trees();
     two.pop();
-    let e = coresight_decode::index::decode_pieces(&ix, &cap.data, &pieces, two, 2, keep).unwrap_err();
+    let e = coresight_decode::index::decode_pieces(&ix, cap.data().unwrap(), &pieces, two, 2, keep).unwrap_err();
     assert!(e.to_string().contains("2 trees for 3 pieces"), "{e}");
     // A tree that cannot be built fails the decode with its error.
     let no_tree = || {
@@ -483,7 +490,7 @@ fn pieces_decoded_with_trees_built_beforehand_fold_only_their_own_elements() {
             "no tree today",
         ))
     };
-    let e = decode_split(&ix, &cap.data, id, 3, &no_tree, keep).unwrap_err();
+    let e = decode_split(&ix, cap.data().unwrap(), id, 3, &no_tree, keep).unwrap_err();
     assert!(e.to_string().contains("no tree today"), "{e}");
 }
 
@@ -507,7 +514,7 @@ fn saved_index_round_trips() {
     assert!(ix.streams[0].counts().syncs() > 2);
     let path = common::temp_dir("index-round-trip").join("trace.csidx");
     ix.save(&path).unwrap();
-    let back = CaptureIndex::load(&path, &cap.data).unwrap();
+    let back = CaptureIndex::load(&path, cap.data().unwrap()).unwrap();
     assert_eq!(back, ix);
     assert_eq!(to_bytes(&back), std::fs::read(&path).unwrap());
 }
@@ -558,13 +565,13 @@ fn damaged_or_stale_index_files_are_refused_with_what_is_wrong() {
     );
     assert_eq!(from_bytes(b"hello").unwrap_err(), IndexFileError::BadMagic);
     // A changed capture: stale.
-    let mut data = cap.data.clone();
+    let mut data = cap.data().unwrap().to_vec();
     data[100] ^= 0x10;
     let e = check_capture(&ix, &data).unwrap_err();
     assert!(e.to_string().starts_with("stale index: built for a capture of"), "{e}");
-    let e = check_capture(&ix, &cap.data[..cap.data.len() - 16]).unwrap_err();
-    assert!(matches!(e, IndexFileError::Stale { size, .. } if size == cap.data.len() as u64 - 16));
-    check_capture(&ix, &cap.data).unwrap();
+    let e = check_capture(&ix, &cap.data().unwrap()[..cap.data().unwrap().len() - 16]).unwrap_err();
+    assert!(matches!(e, IndexFileError::Stale { size, .. } if size == cap.data().unwrap().len() as u64 - 16));
+    check_capture(&ix, cap.data().unwrap()).unwrap();
 }
 
 #[test]
@@ -574,7 +581,7 @@ fn partial_index_covers_what_it_says() {
     let full = cap.index(&IndexOptions::default()).unwrap();
     let part = cap
         .index(&IndexOptions {
-            limit: Some(cap.data.len() as u64 / 2),
+            limit: Some(cap.data().unwrap().len() as u64 / 2),
             ..IndexOptions::default()
         })
         .unwrap();
@@ -641,10 +648,13 @@ fn unformatted_stream_windows_and_split() {
     assert_eq!(ix.ids_in(0..16), vec![0x2a]);
     let full = full_decode(&cap, s.id);
     assert!(full.iter().all(|e| e.1 == 0x2a), "elements carry ID 0x2a");
-    let (from, to) = (cap.data.len() as u64 / 3, cap.data.len() as u64 * 2 / 3);
+    let (from, to) = (
+        cap.data().unwrap().len() as u64 / 3,
+        cap.data().unwrap().len() as u64 * 2 / 3,
+    );
     let w = decode_window(
         &ix,
-        &cap.data,
+        cap.data().unwrap(),
         s.id,
         Window::Bytes { from, to },
         cap.tree(DecodeMode::FullDecode, |_| {}).unwrap(),
@@ -658,7 +668,7 @@ fn unformatted_stream_windows_and_split() {
         count(&mut serial, e.0, &e.2);
     }
     let build = || cap.tree(DecodeMode::FullDecode, |_| {});
-    let parts: Vec<HashMap<u64, u64>> = decode_split(&ix, &cap.data, s.id, 3, &build, count).unwrap();
+    let parts: Vec<HashMap<u64, u64>> = decode_split(&ix, cap.data().unwrap(), s.id, 3, &build, count).unwrap();
     assert_eq!(parts.len(), 3);
     let mut joined: HashMap<u64, u64> = HashMap::new();
     for p in parts {
@@ -689,7 +699,7 @@ fn correlation_merges_ids_by_time_keeping_each_stream() {
         .collect();
     assert!(ids.len() >= 2, "{ids:?}");
     let build = || cap.tree(DecodeMode::FullDecode, |_| {});
-    let merged = coresight_decode::index::correlate(&ix, &cap.data, &ids, &build).unwrap();
+    let merged = coresight_decode::index::correlate(&ix, cap.data().unwrap(), &ids, &build).unwrap();
     assert!(merged.windows(2).all(|p| p[0].0 <= p[1].0), "not in time order");
     for &id in &ids {
         let first_sync = ix.syncs_from(id, 0).next().unwrap().index;
@@ -729,8 +739,8 @@ fn every_id_of_a_capture_split_over_threads_counts_the_same_instructions() {
     let out = shared(Vec::new());
     tree.set_gen_elem_out(Box::new(Collect(out.clone())));
     let mut at = 0;
-    while at < cap.data.len() {
-        let (r, used) = tree.trace_data_in(DatapathOp::Data, at as TrcIndex, &cap.data[at..]);
+    while at < cap.data().unwrap().len() {
+        let (r, used) = tree.trace_data_in(DatapathOp::Data, at as TrcIndex, &cap.data().unwrap()[at..]);
         assert!(!r.is_fatal());
         at += used;
     }
@@ -742,7 +752,7 @@ fn every_id_of_a_capture_split_over_threads_counts_the_same_instructions() {
         }
     }
     let build = || cap.tree(DecodeMode::FullDecode, |_| {});
-    let parts = decode_split_ids(&ix, &cap.data, &ids, 4, 2, &build, count).unwrap();
+    let parts = decode_split_ids(&ix, cap.data().unwrap(), &ids, 4, 2, &build, count).unwrap();
     assert!(parts.len() >= 4 * ids.len(), "{} pieces", parts.len());
     let mut joined: HashMap<(u8, u64), u64> = HashMap::new();
     for (id, p) in parts {
@@ -783,7 +793,7 @@ fn a_window_before_the_first_sync_point_is_empty_with_a_note() {
     let decode = |window| {
         decode_window(
             &ix,
-            &cap.data,
+            cap.data().unwrap(),
             id,
             window,
             cap.tree(DecodeMode::FullDecode, |_| {}).unwrap(),
@@ -814,7 +824,7 @@ fn a_window_before_the_first_sync_point_is_empty_with_a_note() {
     // An ID that is not in the index is an error that says which are.
     let e = decode_window(
         &ix,
-        &cap.data,
+        cap.data().unwrap(),
         0x7f,
         Window::Bytes { from: 0, to: 100 },
         cap.tree(DecodeMode::FullDecode, |_| {}).unwrap(),
@@ -861,7 +871,7 @@ fn stm_sync_points_in_a_high_nibble_split_and_window_exactly() {
     // full_decode leaves out the end of trace; the last piece has it.
     let build = || cap.tree(DecodeMode::FullDecode, |_| {});
     for pieces in [1, 2, 4, 8] {
-        let parts = decode_split(&ix, &cap.data, 0x20, pieces, &build, keep).unwrap();
+        let parts = decode_split(&ix, cap.data().unwrap(), 0x20, pieces, &build, keep).unwrap();
         let mut joined: Vec<(TrcIndex, String)> = parts.into_iter().flatten().collect();
         let eot = joined.pop().unwrap();
         assert!(eot.1.contains("EO_TRACE"), "{eot:?}");
@@ -876,11 +886,11 @@ fn stm_sync_points_in_a_high_nibble_split_and_window_exactly() {
     for (sync, _) in syncs.iter().filter(|s| s.1 != 0) {
         let w = decode_window(
             &ix,
-            &cap.data,
+            cap.data().unwrap(),
             0x20,
             Window::Bytes {
                 from: *sync,
-                to: cap.data.len() as u64,
+                to: cap.data().unwrap().len() as u64,
             },
             cap.tree(DecodeMode::FullDecode, |_| {}).unwrap(),
         )
@@ -985,7 +995,14 @@ fn random_windows_and_pieces(name: &str, cap: &Capture, rng: &mut u64, tally: &m
             for _ in 0..20 {
                 let from = syncs[1] + next_rand(rng) % (end - syncs[1]);
                 let to = from + 1 + next_rand(rng) % (end - from);
-                let w = decode_window(&ix, &cap.data, s.id, Window::Bytes { from, to }, build().unwrap()).unwrap();
+                let w = decode_window(
+                    &ix,
+                    cap.data().unwrap(),
+                    s.id,
+                    Window::Bytes { from, to },
+                    build().unwrap(),
+                )
+                .unwrap();
                 let want: Vec<Element> = serial.iter().filter(|e| e.0 >= from && e.0 < to).copied().collect();
                 check(format!("window {from}..{to}"), text(&w.elements), text(&want));
                 tally.windows += 1;
@@ -1000,7 +1017,7 @@ fn random_windows_and_pieces(name: &str, cap: &Capture, rng: &mut u64, tally: &m
             want.insert(0, (first, serial[0].2.to_string()));
         }
         for pieces in [1, 2, 4, 8] {
-            let parts = decode_split(&ix, &cap.data, s.id, pieces, &build, keep).unwrap();
+            let parts = decode_split(&ix, cap.data().unwrap(), s.id, pieces, &build, keep).unwrap();
             let got: Vec<(TrcIndex, String)> = parts
                 .into_iter()
                 .flatten()

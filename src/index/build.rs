@@ -2,10 +2,11 @@
 
 use super::source::SourceCollector;
 use super::stream::StreamCollector;
-use super::{CaptureId, CaptureIndex, IndexedFormat, SourceIndex, StreamIndex};
+use super::{CaptureHasher, CaptureId, CaptureIndex, IndexedFormat, SourceIndex, StreamIndex};
 use crate::datapath::{DatapathOp, TrcIndex};
 use crate::decoder::DecodeMode;
 use crate::error::Error;
+use crate::fileio::CaptureReader;
 use crate::interfaces::TrcDataIn;
 use crate::shared::shared;
 use crate::snapshot::Snapshot;
@@ -41,6 +42,50 @@ impl Default for IndexOptions {
 /// A fatal data-path error stops indexing where it happened: the index
 /// then covers the bytes before it ([`CaptureIndex::indexed`]).
 pub fn build_index(tree: &mut DecodeTree, data: &[u8], opts: &IndexOptions) -> Result<CaptureIndex, Error> {
+    build_from(tree, data.len() as u64, &mut Whole(Some(data)), opts)
+}
+
+/// A capture handed over in pieces, in order; an empty piece at its end.
+trait Pieces {
+    fn next_piece(&mut self) -> Result<&[u8], Error>;
+}
+
+/// A capture in memory: one piece.
+struct Whole<'a>(Option<&'a [u8]>);
+
+impl Pieces for Whole<'_> {
+    fn next_piece(&mut self) -> Result<&[u8], Error> {
+        Ok(self.0.take().unwrap_or_default())
+    }
+}
+
+/// A capture's files, read a chunk at a time.
+struct Chunks<'a> {
+    reader: &'a mut CaptureReader,
+    buf: Vec<u8>,
+}
+
+impl Pieces for Chunks<'_> {
+    fn next_piece(&mut self) -> Result<&[u8], Error> {
+        let n = self
+            .reader
+            .fill(&mut self.buf)
+            .map_err(|(path, source)| Error::Io { path, source })?;
+        Ok(&self.buf[..n])
+    }
+}
+
+/// Bytes of a capture's files read at a time while indexing.
+const READ_CHUNK: usize = 1 << 20;
+
+/// [`build_index`] on a capture of `total` bytes handed over in pieces:
+/// all of it is read (and hashed) whatever `opts.limit` says.
+fn build_from(
+    tree: &mut DecodeTree,
+    total: u64,
+    pieces: &mut dyn Pieces,
+    opts: &IndexOptions,
+) -> Result<CaptureIndex, Error> {
     let format = match tree.format() {
         SourceFormat::Formatted(c) => IndexedFormat::Formatted {
             mem_aligned: c.mem_aligned,
@@ -82,31 +127,42 @@ pub fn build_index(tree: &mut DecodeTree, data: &[u8], opts: &IndexOptions) -> R
         IndexedFormat::Single => None,
     };
 
-    let end = opts.limit.map_or(data.len(), |l| (l.min(data.len() as u64)) as usize);
+    let end = opts.limit.map_or(total, |l| l.min(total));
     let end = match tree.format() {
         // Formatted input goes in whole units of the format.
-        SourceFormat::Formatted(c) if opts.limit.is_some() => end - end % c.alignment(),
+        SourceFormat::Formatted(c) if opts.limit.is_some() => end - end % c.alignment() as u64,
         _ => end,
     };
-    let block = opts.block.max(16) & !15;
-    let mut at = 0usize;
+    let block = (opts.block.max(16) & !15) as u64;
+    let mut hash = CaptureHasher::new();
+    // Trace index of the piece's first byte, and of the next byte to send.
+    let mut base = 0u64;
+    let mut at = 0u64;
     let mut stopped = false;
-    'feed: while at < end {
-        let stop = (at + block).min(end);
-        while at < stop {
-            let (mut r, used) = tree.trace_data_in(DatapathOp::Data, at as TrcIndex, &data[at..stop]);
-            at += used;
+    loop {
+        let piece = pieces.next_piece()?;
+        if piece.is_empty() {
+            break;
+        }
+        hash.update(piece);
+        let piece_end = base + piece.len() as u64;
+        let feed_end = end.min(piece_end);
+        while !stopped && at < feed_end {
+            let stop = (at + block).min(feed_end);
+            let bytes = &piece[(at - base) as usize..(stop - base) as usize];
+            let (mut r, used) = tree.trace_data_in(DatapathOp::Data, at as TrcIndex, bytes);
+            at += used.min(bytes.len()) as u64;
+            let waited = r.is_wait();
             while r.is_wait() {
                 r = tree.trace_data_in(DatapathOp::Flush, 0, &[]).0;
             }
-            if r.is_fatal() {
+            // A fatal error, or nothing taken with no wait (the tree
+            // cannot go on): the index covers the bytes before.
+            if r.is_fatal() || (used == 0 && !waited) {
                 stopped = true;
-                break 'feed;
-            }
-            if used == 0 {
-                break;
             }
         }
+        base = piece_end;
     }
     if !stopped {
         let mut r = tree.trace_data_in(DatapathOp::Eot, 0, &[]).0;
@@ -128,31 +184,45 @@ pub fn build_index(tree: &mut DecodeTree, data: &[u8], opts: &IndexOptions) -> R
         .collect();
     let source = source.map(|s| std::mem::take(&mut *s.borrow_mut()));
     Ok(CaptureIndex {
-        capture: CaptureId::of(data),
+        capture: CaptureId {
+            size: hash.len(),
+            hash: hash.finish(),
+        },
         config: 0,
         format,
-        indexed: 0..at as u64,
+        indexed: 0..at,
         source,
         streams,
     })
 }
 
-/// A snapshot's trace buffer: its bytes (files concatenated) and where the
-/// first file is (an index is saved beside it by default).
+/// A snapshot's trace buffer: its files and where the first is (an index
+/// is saved beside it by default).
+///
+/// Loading does not read the trace: [`Capture::index`] and
+/// [`Capture::load_index`] read it a chunk at a time, so memory does not
+/// grow with the capture; [`Capture::data`] reads it all into memory once,
+/// for the decodes that jump about in it ([`super::decode_window`]...).
 pub struct Capture {
     /// The snapshot.
     pub snapshot: Snapshot,
     /// The buffer's name.
     pub buffer: String,
-    /// The buffer's bytes.
-    pub data: Vec<u8>,
     /// The buffer's first file.
     pub path: std::path::PathBuf,
+    /// The buffer's files, in order.
+    files: Vec<std::path::PathBuf>,
+    /// DSTREAM footers to leave out.
+    dstream: bool,
+    /// Trace bytes when loaded.
+    size: u64,
+    /// The bytes, once [`Capture::data`] has read them.
+    data: std::sync::OnceLock<Vec<u8>>,
 }
 
 impl Capture {
     /// Loads `buffer` (the first buffer when `None`) of the snapshot in
-    /// `dir`.
+    /// `dir`, checking that its files can be read (without reading them).
     pub fn load(dir: &std::path::Path, buffer: Option<&str>) -> Result<Capture, Error> {
         let snapshot = Snapshot::load(dir)?;
         let buffer = match buffer {
@@ -170,19 +240,46 @@ impl Capture {
                 available: snapshot.buffer_names().join(", "),
             })?
             .clone();
-        let paths = snapshot.buffer_paths(&info);
-        // One buffer of the files' total size: the capture is held once.
-        let mut data = crate::fileio::read_concatenated(&paths).map_err(|(path, source)| Error::Io { path, source })?;
-        if info.has_dstream_footers() {
-            crate::dstream::strip_footers(&mut data);
-        }
-        let path = paths.first().cloned().unwrap_or_else(|| dir.join(&buffer));
+        let files = snapshot.buffer_paths(&info);
+        let dstream = info.has_dstream_footers();
+        let size = CaptureReader::open_named(files.clone(), dstream)
+            .map_err(|(path, source)| Error::Io { path, source })?
+            .len();
+        let path = files.first().cloned().unwrap_or_else(|| dir.join(&buffer));
         Ok(Capture {
             snapshot,
             buffer,
-            data,
             path,
+            files,
+            dstream,
+            size,
+            data: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Bytes of trace (DSTREAM footers left out), from the files' sizes
+    /// when loaded.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// A reader of the trace from its first byte: the files one after
+    /// another, DSTREAM footers left out.
+    pub fn reader(&self) -> Result<CaptureReader, Error> {
+        CaptureReader::open_named(self.files.clone(), self.dstream).map_err(|(path, source)| Error::Io { path, source })
+    }
+
+    /// The whole trace in memory, read on the first call and kept: for
+    /// the decodes that start anywhere in it. Indexing does not need it.
+    pub fn data(&self) -> Result<&[u8], Error> {
+        if let Some(d) = self.data.get() {
+            return Ok(d);
+        }
+        let d = self
+            .reader()?
+            .read_all()
+            .map_err(|(path, source)| Error::Io { path, source })?;
+        Ok(self.data.get_or_init(|| d))
     }
 
     /// A tree for the buffer in `mode`, with `setup` run on it first.
@@ -190,10 +287,16 @@ impl Capture {
         self.snapshot.build_tree(&self.buffer, mode, setup)
     }
 
-    /// Indexes the buffer.
+    /// Indexes the buffer, reading its files a chunk at a time.
     pub fn index(&self, opts: &IndexOptions) -> Result<CaptureIndex, Error> {
         let mut tree = self.tree(DecodeMode::PacketsOnly, |_| {})?;
-        let mut ix = build_index(&mut tree, &self.data, opts)?;
+        let mut reader = self.reader()?;
+        let total = reader.len();
+        let mut chunks = Chunks {
+            reader: &mut reader,
+            buf: vec![0; READ_CHUNK],
+        };
+        let mut ix = build_from(&mut tree, total, &mut chunks, opts)?;
         ix.config = self.config_hash();
         Ok(ix)
     }
@@ -227,9 +330,14 @@ impl Capture {
     }
 
     /// Reads the index at `path` and checks that it was built from this
-    /// capture's bytes and with its configuration.
+    /// capture's bytes (read a chunk at a time) and with its
+    /// configuration.
     pub fn load_index(&self, path: &std::path::Path) -> Result<CaptureIndex, Error> {
-        let ix = CaptureIndex::load(path, &self.data)?;
+        let now = match self.data.get() {
+            Some(d) => CaptureId::of(d),
+            None => CaptureId::read(&mut self.reader()?)?,
+        };
+        let ix = CaptureIndex::load_checked(path, now)?;
         crate::index::file::check_config(&ix, self.config_hash())?;
         Ok(ix)
     }

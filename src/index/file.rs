@@ -45,26 +45,49 @@ const MAGIC: &[u8; 8] = b"CSDIDX\r\n";
 
 pub use crate::error::IndexFileError;
 
-struct Writer(Vec<u8>);
+/// Writes the file's fields, keeping the checksum of what it wrote.
+struct Writer<W: std::io::Write> {
+    out: W,
+    sum: super::CaptureHasher,
+    /// The first write error; later writes are skipped.
+    err: Option<std::io::Error>,
+}
 
-impl Writer {
+impl<W: std::io::Write> Writer<W> {
+    fn bytes(&mut self, b: &[u8]) {
+        self.sum.update(b);
+        if self.err.is_none()
+            && let Err(e) = self.out.write_all(b)
+        {
+            self.err = Some(e);
+        }
+    }
     fn u8(&mut self, v: u8) {
-        self.0.push(v);
+        self.bytes(&[v]);
     }
     fn u32(&mut self, v: u32) {
-        self.0.extend_from_slice(&v.to_le_bytes());
+        self.bytes(&v.to_le_bytes());
     }
     fn u64(&mut self, v: u64) {
-        self.0.extend_from_slice(&v.to_le_bytes());
+        self.bytes(&v.to_le_bytes());
     }
 }
 
 /// The index as bytes of the saved format.
 pub fn to_bytes(ix: &CaptureIndex) -> Vec<u8> {
-    let mut w = Writer(Vec::with_capacity(
-        64 + ix.streams.iter().map(|s| s.entries.len() * 17).sum::<usize>(),
-    ));
-    w.0.extend_from_slice(MAGIC);
+    let out = Vec::with_capacity(64 + ix.streams.iter().map(|s| s.entries.len() * 17).sum::<usize>());
+    write_index(ix, out).expect("writing to memory does not fail")
+}
+
+/// Writes the index's file to `out` as it goes (the file is never whole
+/// in memory); returns `out`.
+fn write_index<W: std::io::Write>(ix: &CaptureIndex, out: W) -> std::io::Result<W> {
+    let mut w = Writer {
+        out,
+        sum: super::CaptureHasher::new(),
+        err: None,
+    };
+    w.bytes(MAGIC);
     w.u32(INDEX_VERSION);
     w.u64(ix.capture.size);
     w.u64(ix.capture.hash);
@@ -82,7 +105,7 @@ pub fn to_bytes(ix: &CaptureIndex) -> Vec<u8> {
         } => mem_aligned as u8 | (fsyncs as u8) << 1 | (hsyncs as u8) << 2,
     };
     w.u8(flags);
-    w.0.extend_from_slice(&[0, 0]);
+    w.bytes(&[0, 0]);
     w.u64(ix.indexed.start);
     w.u64(ix.indexed.end);
     match &ix.source {
@@ -92,7 +115,7 @@ pub fn to_bytes(ix: &CaptureIndex) -> Vec<u8> {
             w.u32(s.granularity);
             w.u64(s.blocks.len() as u64);
             for b in &s.blocks {
-                w.0.extend_from_slice(&b.ids.to_le_bytes());
+                w.bytes(&b.ids.to_le_bytes());
                 match b.checkpoint {
                     Some(c) => {
                         w.u64(c.frame);
@@ -117,7 +140,7 @@ pub fn to_bytes(ix: &CaptureIndex) -> Vec<u8> {
         w.u8(s.id);
         let name = &s.protocol.as_bytes()[..s.protocol.len().min(255)];
         w.u8(name.len() as u8);
-        w.0.extend_from_slice(name);
+        w.bytes(name);
         w.u64(s.entries.len() as u64);
         for e in &s.entries {
             w.u64(e.index);
@@ -125,9 +148,12 @@ pub fn to_bytes(ix: &CaptureIndex) -> Vec<u8> {
             w.u64(e.value);
         }
     }
-    let sum = capture_hash(&w.0);
+    let sum = std::mem::replace(&mut w.sum, super::CaptureHasher::new()).finish();
     w.u64(sum);
-    w.0
+    match w.err {
+        Some(e) => Err(e),
+        None => Ok(w.out),
+    }
 }
 
 struct Reader<'a> {
@@ -353,7 +379,11 @@ pub(crate) fn check_config(ix: &CaptureIndex, config: u64) -> Result<(), IndexFi
 
 /// Checks that `ix` was built from `capture` (size and hash).
 pub fn check_capture(ix: &CaptureIndex, capture: &[u8]) -> Result<(), IndexFileError> {
-    let now = CaptureId::of(capture);
+    check_id(ix, CaptureId::of(capture))
+}
+
+/// Checks that `ix` was built from the capture whose identity is `now`.
+fn check_id(ix: &CaptureIndex, now: CaptureId) -> Result<(), IndexFileError> {
     if now != ix.capture {
         return Err(IndexFileError::Stale {
             indexed_size: ix.capture.size,
@@ -368,20 +398,31 @@ pub fn check_capture(ix: &CaptureIndex, capture: &[u8]) -> Result<(), IndexFileE
 impl CaptureIndex {
     /// Writes the index to `path`.
     pub fn save(&self, path: &Path) -> Result<(), IndexFileError> {
-        std::fs::write(path, to_bytes(self)).map_err(|e| IndexFileError::Io {
+        use std::io::Write;
+        let io = |e: std::io::Error| IndexFileError::Io {
             path: path.display().to_string(),
             msg: e.to_string(),
-        })
+        };
+        let file = std::fs::File::create(path).map_err(io)?;
+        write_index(self, std::io::BufWriter::new(file))
+            .and_then(|mut w| w.flush())
+            .map_err(io)
     }
 
     /// Reads the index at `path` and checks it against `capture`.
     pub fn load(path: &Path, capture: &[u8]) -> Result<CaptureIndex, IndexFileError> {
+        CaptureIndex::load_checked(path, CaptureId::of(capture))
+    }
+
+    /// Reads the index at `path` and checks it against the identity of
+    /// the capture (hashed as it was read).
+    pub(crate) fn load_checked(path: &Path, now: CaptureId) -> Result<CaptureIndex, IndexFileError> {
         let data = std::fs::read(path).map_err(|e| IndexFileError::Io {
             path: path.display().to_string(),
             msg: e.to_string(),
         })?;
         let ix = from_bytes(&data)?;
-        check_capture(&ix, capture)?;
+        check_id(&ix, now)?;
         Ok(ix)
     }
 }

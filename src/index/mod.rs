@@ -65,6 +65,26 @@ impl CaptureId {
             hash: capture_hash(data),
         }
     }
+
+    /// The identity of the capture `reader` reads from where it is on,
+    /// read a chunk at a time.
+    pub(crate) fn read(reader: &mut crate::fileio::CaptureReader) -> Result<CaptureId, crate::error::Error> {
+        let mut h = CaptureHasher::new();
+        let mut buf = vec![0u8; 1 << 20];
+        loop {
+            let n = reader
+                .fill(&mut buf)
+                .map_err(|(path, source)| crate::error::Error::Io { path, source })?;
+            if n == 0 {
+                break;
+            }
+            h.update(&buf[..n]);
+        }
+        Ok(CaptureId {
+            size: h.len(),
+            hash: h.finish(),
+        })
+    }
 }
 
 /// A cheap 64-bit hash of a capture: FNV-1a over 8-byte little-endian
@@ -72,22 +92,118 @@ impl CaptureId {
 /// (a changed byte anywhere changes it with high probability) at memory
 /// speed; it is a check against mistakes, not against tampering.
 pub fn capture_hash(data: &[u8]) -> u64 {
+    let mut h = CaptureHasher::new();
+    h.update(data);
+    h.finish()
+}
+
+/// [`capture_hash`] of a capture read in pieces of any size.
+#[derive(Clone, Debug)]
+pub(crate) struct CaptureHasher {
+    h: u64,
+    len: u64,
+    /// Bytes of a word not yet complete.
+    word: [u8; 8],
+    have: usize,
+}
+
+impl CaptureHasher {
     const PRIME: u64 = 0x0000_0100_0000_01b3;
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut words = data.chunks_exact(8);
-    for w in &mut words {
-        h = (h ^ u64::from_le_bytes(w.try_into().expect("8 bytes"))).wrapping_mul(PRIME);
+
+    pub(crate) fn new() -> CaptureHasher {
+        CaptureHasher {
+            h: 0xcbf2_9ce4_8422_2325,
+            len: 0,
+            word: [0; 8],
+            have: 0,
+        }
     }
-    let rest = words.remainder();
-    if !rest.is_empty() {
-        let mut last = [0u8; 8];
-        last[..rest.len()].copy_from_slice(rest);
-        h = (h ^ u64::from_le_bytes(last)).wrapping_mul(PRIME);
+
+    fn mix(&mut self, w: [u8; 8]) {
+        self.h = (self.h ^ u64::from_le_bytes(w)).wrapping_mul(Self::PRIME);
     }
-    h ^= data.len() as u64;
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    h ^ (h >> 33)
+
+    pub(crate) fn update(&mut self, mut data: &[u8]) {
+        self.len += data.len() as u64;
+        if self.have > 0 {
+            let n = (8 - self.have).min(data.len());
+            self.word[self.have..self.have + n].copy_from_slice(&data[..n]);
+            self.have += n;
+            data = &data[n..];
+            if self.have < 8 {
+                return;
+            }
+            self.mix(self.word);
+            self.have = 0;
+        }
+        let mut words = data.chunks_exact(8);
+        for w in &mut words {
+            self.mix(w.try_into().expect("8 bytes"));
+        }
+        let rest = words.remainder();
+        self.word[..rest.len()].copy_from_slice(rest);
+        self.have = rest.len();
+    }
+
+    /// Bytes hashed.
+    pub(crate) fn len(&self) -> u64 {
+        self.len
+    }
+
+    pub(crate) fn finish(mut self) -> u64 {
+        if self.have > 0 {
+            let mut last = [0u8; 8];
+            last[..self.have].copy_from_slice(&self.word[..self.have]);
+            self.mix(last);
+        }
+        let mut h = self.h ^ self.len;
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^ (h >> 33)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The hash of a capture read in pieces is the hash of it whole.
+    #[test]
+    fn a_capture_hashed_in_pieces_hashes_as_whole() {
+        let data: Vec<u8> = (0..1000u32).map(|i| (i * 31 % 253) as u8).collect();
+        for len in [0, 1, 7, 8, 9, 64, 1000] {
+            let whole = capture_hash(&data[..len]);
+            for piece in [1, 3, 8, 13, 100] {
+                let mut h = CaptureHasher::new();
+                for c in data[..len].chunks(piece) {
+                    h.update(c);
+                }
+                assert_eq!(h.finish(), whole, "{len} bytes in pieces of {piece}");
+            }
+        }
+        // The hash is the one index files have recorded: the whole-buffer
+        // form it had before captures were read in pieces.
+        fn whole(data: &[u8]) -> u64 {
+            let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+            let mut words = data.chunks_exact(8);
+            for w in &mut words {
+                h = (h ^ u64::from_le_bytes(w.try_into().unwrap())).wrapping_mul(0x0000_0100_0000_01b3);
+            }
+            let rest = words.remainder();
+            if !rest.is_empty() {
+                let mut last = [0u8; 8];
+                last[..rest.len()].copy_from_slice(rest);
+                h = (h ^ u64::from_le_bytes(last)).wrapping_mul(0x0000_0100_0000_01b3);
+            }
+            h ^= data.len() as u64;
+            h ^= h >> 33;
+            h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+            h ^ (h >> 33)
+        }
+        for len in [0, 5, 8, 999] {
+            assert_eq!(capture_hash(&data[..len]), whole(&data[..len]), "{len} bytes");
+        }
+    }
 }
 
 /// How the indexed capture is laid out.

@@ -97,7 +97,11 @@ impl TrcGenElemIn for Lines {
 /// monitor on every source or none.
 fn push(dir: &Path, monitor: bool) -> Stream {
     let ss = Snapshot::load(dir).unwrap();
-    let data = Trace::from_snapshot(&ss, None).unwrap().data().to_vec();
+    let data = coresight_decode::index::Capture::load(dir, None)
+        .unwrap()
+        .data()
+        .unwrap()
+        .to_vec();
     let buffer = ss.buffers[0].name.clone();
     let mut tree = ss.build_tree(&buffer, DecodeMode::FullDecode, |_| {}).unwrap();
     if monitor {
@@ -128,12 +132,12 @@ fn index_windows(dir: &Path, full: &Stream, stopped: bool) -> Result<Vec<(String
             continue;
         };
         let from = first + 1;
-        let to = cap.data.len() as TrcIndex;
+        let to = cap.data().unwrap().len() as TrcIndex;
         if from >= to {
             continue;
         }
         let tree = cap.tree(DecodeMode::FullDecode, |_| {}).unwrap();
-        let w = match decode_window(&ix, &cap.data, s.id, Window::Bytes { from, to }, tree) {
+        let w = match decode_window(&ix, cap.data().unwrap(), s.id, Window::Bytes { from, to }, tree) {
             Ok(w) => w,
             Err(_) if stopped => return Ok(Vec::new()),
             Err(e) => return Err(format!("{}: index window of ID {:#x}: {e}", dir.display(), s.id)),

@@ -11,11 +11,12 @@
 use std::collections::VecDeque;
 
 use arrow_array::RecordBatch;
+use coresight_decode::CaptureReader;
 use coresight_decode::Error as DecodeError;
 use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use coresight_decode::element::{ElemType, Element, TraceElement};
 use coresight_decode::interfaces::{TrcDataIn, TrcGenElemIn};
-use coresight_decode::pull::Decoder;
+use coresight_decode::pull::{CHUNK_SIZE, Decoder, TraceData};
 use coresight_decode::shared::{Shared, shared};
 use coresight_decode::tree::DecodeTree;
 
@@ -107,9 +108,16 @@ enum Step {
 /// A decode whose elements become Arrow batches as the tree makes them.
 pub struct PushBatches {
     tree: DecodeTree,
+    /// The bytes in memory: all of them, or the chunk of the capture's
+    /// files read last.
     data: Vec<u8>,
+    /// Trace index of `data[0]`.
+    base: u64,
+    /// The capture's files, read a chunk at a time as decoded.
+    reader: Option<CaptureReader>,
     columns: Shared<Columns>,
-    pos: usize,
+    /// Trace index of the next byte to send.
+    pos: u64,
     step: Step,
     idle_flushes: u32,
     /// The error that stopped the decode, returned after the batches made
@@ -119,7 +127,11 @@ pub struct PushBatches {
 
 impl PushBatches {
     /// Takes over a decoder that has not decoded yet, and its data.
-    pub fn new(decoder: Decoder, data: Vec<u8>, batcher: Batcher) -> PushBatches {
+    pub fn new(decoder: Decoder, data: TraceData, batcher: Batcher) -> PushBatches {
+        let (data, reader) = match data {
+            TraceData::Bytes(d) => (d, None),
+            TraceData::Files(r) => (Vec::new(), Some(r)),
+        };
         let mut tree = decoder.into_tree();
         let columns = shared(Columns {
             batcher,
@@ -130,6 +142,8 @@ impl PushBatches {
         PushBatches {
             tree,
             data,
+            base: 0,
+            reader,
             columns,
             pos: 0,
             step: Step::Data,
@@ -162,13 +176,24 @@ impl PushBatches {
                     self.step = Step::Done;
                 }
                 Step::Data => {
-                    if self.pos >= self.data.len() {
-                        self.step = Step::Eot;
-                        continue;
+                    if self.pos >= self.base + self.data.len() as u64 {
+                        match self.refill() {
+                            Ok(true) => {}
+                            Ok(false) => {
+                                self.step = Step::Eot;
+                                continue;
+                            }
+                            Err(e) => {
+                                self.stopped = Some(e);
+                                self.step = Step::Last;
+                                continue;
+                            }
+                        }
                     }
                     let index = self.pos as TrcIndex;
-                    let (r, used) = self.tree.trace_data_in(DatapathOp::Data, index, &self.data[self.pos..]);
-                    self.pos += used.min(self.data.len() - self.pos);
+                    let bytes = &self.data[(self.pos - self.base) as usize..];
+                    let (r, used) = self.tree.trace_data_in(DatapathOp::Data, index, bytes);
+                    self.pos += used.min(bytes.len()) as u64;
                     if r.is_cont() && used == 0 {
                         // Nothing taken and no wait: the tree cannot go on.
                         self.stop(DecodeError::Fatal {
@@ -205,6 +230,28 @@ impl PushBatches {
                 }
             }
         }
+    }
+
+    /// Reads the next chunk of the capture's files after `data`; false at
+    /// their end (or for bytes that were all in memory).
+    fn refill(&mut self) -> Result<bool, String> {
+        use std::io::Read;
+        let Some(reader) = self.reader.as_mut() else {
+            return Ok(false);
+        };
+        self.base += self.data.len() as u64;
+        self.data.resize(CHUNK_SIZE, 0);
+        let mut n = 0;
+        while n < self.data.len() {
+            match reader.read(&mut self.data[n..]) {
+                Ok(0) => break,
+                Ok(k) => n += k,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+        self.data.truncate(n);
+        Ok(n > 0)
     }
 
     fn last_error(&self) -> Option<coresight_decode::TraceError> {

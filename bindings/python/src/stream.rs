@@ -9,7 +9,7 @@ use coresight_decode::Element;
 use coresight_decode::arch::ArchProfile;
 use coresight_decode::decoder::{CoreConfig, SourceConfig};
 use coresight_decode::deformatter::DeformatterConfig;
-use coresight_decode::pull::{Decoder, DecoderBuilder, IntoElements, Trace};
+use coresight_decode::pull::{Decoder, DecoderBuilder, IntoElements, Trace, TraceData};
 use coresight_decode::tree::SourceFormat;
 use coresight_perf_data::binaries::SymbolSearch;
 use coresight_perf_data::decode::{DecodeOptions, Event, RecordingDecoder};
@@ -64,7 +64,7 @@ pub trait Stream: Send {
     /// has not started (the Arrow batches are then filled by the tree, see
     /// `push`); otherwise the stream back (perf.data: a push-only decoder
     /// on a thread of its own).
-    fn into_parts(self: Box<Self>) -> Result<(Decoder, Vec<u8>), Box<dyn Stream>>;
+    fn into_parts(self: Box<Self>) -> Result<(Decoder, TraceData), Box<dyn Stream>>;
 }
 
 /// Why [`Stream::feed`] returned.
@@ -139,7 +139,7 @@ impl Stream for PullStream {
         })
     }
 
-    fn into_parts(self: Box<Self>) -> Result<(Decoder, Vec<u8>), Box<dyn Stream>> {
+    fn into_parts(self: Box<Self>) -> Result<(Decoder, TraceData), Box<dyn Stream>> {
         match *self {
             PullStream::Ready(t) => Ok(t.into_parts()),
             s => Err(Box::new(s)),
@@ -163,7 +163,7 @@ struct PerfStream {
 }
 
 impl Stream for PerfStream {
-    fn into_parts(self: Box<Self>) -> Result<(Decoder, Vec<u8>), Box<dyn Stream>> {
+    fn into_parts(self: Box<Self>) -> Result<(Decoder, TraceData), Box<dyn Stream>> {
         Err(self)
     }
 

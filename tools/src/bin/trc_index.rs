@@ -246,6 +246,44 @@ fn load_capture(t: &Target) -> Result<(Capture, PathBuf), String> {
     Ok((cap, path))
 }
 
+/// The capture's bytes, for the decodes that start anywhere in it: a
+/// buffer in one file without DSTREAM footers is mapped (only the pages a
+/// window decode touches are read), any other is read into memory.
+fn capture_bytes(cap: &Capture) -> Result<Bytes<'_>, String> {
+    let reader = cap.reader().map_err(|e| e.to_string())?;
+    if let [path] = reader.paths()
+        && !reader.strips_dstream_footers()
+    {
+        let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        // SAFETY: a read-only map of a file this process does not write; a
+        // file changed under it can only give wrong bytes, which the
+        // decoder checks like any other trace (and the index's hash check
+        // has already read it once).
+        if let Ok(map) = unsafe { memmap2::Mmap::map(&file) }
+            && map.len() as u64 == cap.size()
+        {
+            return Ok(Bytes::Mapped(map));
+        }
+    }
+    cap.data().map(Bytes::Read).map_err(|e| e.to_string())
+}
+
+/// A capture's bytes, mapped or in memory.
+enum Bytes<'a> {
+    Mapped(memmap2::Mmap),
+    Read(&'a [u8]),
+}
+
+impl std::ops::Deref for Bytes<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Bytes::Mapped(m) => m,
+            Bytes::Read(d) => d,
+        }
+    }
+}
+
 fn load_index(t: &Target) -> Result<(Capture, CaptureIndex), String> {
     let (cap, path) = load_capture(t)?;
     if !path.exists() {
@@ -305,7 +343,7 @@ fn run(cli: Cli) -> Result<String, String> {
                 _ => return Err("decode needs --from and --to, or --from-ts and --to-ts".into()),
             };
             let tree = cap.tree(DecodeMode::FullDecode, |_| {}).map_err(|e| e.to_string())?;
-            let d = decode_window(&ix, &cap.data, id, w, tree).map_err(|e| e.to_string())?;
+            let d = decode_window(&ix, &capture_bytes(&cap)?, id, w, tree).map_err(|e| e.to_string())?;
             if let Some(note) = d.note {
                 // An empty answer, not a failure: the reason goes to stderr.
                 eprintln!(
@@ -326,7 +364,9 @@ fn run(cli: Cli) -> Result<String, String> {
         Cmd::Correlate { target, ids } => {
             let (cap, ix) = load_index(&target)?;
             let build = || cap.tree(DecodeMode::FullDecode, |_| {});
-            for (ts, (index, id, e)) in correlate(&ix, &cap.data, &ids, &build).map_err(|e| e.to_string())? {
+            for (ts, (index, id, e)) in
+                correlate(&ix, &capture_bytes(&cap)?, &ids, &build).map_err(|e| e.to_string())?
+            {
                 let _ = writeln!(out, "TS:{ts}; Idx:{index}; ID:{id:x}; {e}");
             }
         }
@@ -372,8 +412,8 @@ fn count(
     let per_id = pieces.map_or(threads, usize::from);
     let build = || cap.tree(DecodeMode::FullDecode, |_| {});
     let start = std::time::Instant::now();
-    let parts =
-        decode_split_ids(ix, &cap.data, &ids, per_id, threads, &build, count_elem).map_err(|e| e.to_string())?;
+    let parts = decode_split_ids(ix, &capture_bytes(cap)?, &ids, per_id, threads, &build, count_elem)
+        .map_err(|e| e.to_string())?;
     let secs = start.elapsed().as_secs_f64();
     let line = |out: &mut String, what: String, c: &Counts| {
         let _ = writeln!(

@@ -483,29 +483,29 @@ fn decode_snapshot(dir: &Path, buffer: Option<&str>, merge: Merge) -> Result<Fla
         };
     let b = Arc::new(Lock::new(FlatTraceBuilder::new(merge)));
     tree.set_gen_elem_out(Box::new(SharedBuilder(b.clone())));
-    let mut data = Vec::new();
-    for p in ss.buffer_paths(buf) {
-        let bytes = std::fs::read(&p).map_err(|e| format!("{}: {e}", p.display()))?;
-        // The first file's bytes become the capture: no second copy.
-        if data.is_empty() {
-            data = bytes;
-        } else {
-            data.extend(bytes);
-        }
-    }
-    if buf.has_dstream_footers() {
-        coresight_decode::dstream::strip_footers(&mut data);
-    }
-    let mut idx = 0;
-    while idx < data.len() {
-        let (r, used) = tree.trace_data_in(DatapathOp::Data, idx as TrcIndex, &data[idx..]);
-        if r.is_fatal() {
-            return Err(Fail(format!("{}: decode stopped at trace byte {idx}", dir.display())));
-        }
-        if used == 0 && !r.is_wait() {
+    // The buffer's files a chunk at a time (DSTREAM footers left out): the
+    // capture is never whole in memory.
+    let mut reader = coresight_decode::CaptureReader::open(ss.buffer_paths(buf), buf.has_dstream_footers())
+        .map_err(|e| e.to_string())?;
+    let mut chunk = vec![0u8; 1 << 20];
+    let mut idx: TrcIndex = 0;
+    'feed: loop {
+        let n = std::io::Read::read(&mut reader, &mut chunk).map_err(|e| e.to_string())?;
+        if n == 0 {
             break;
         }
-        idx += used;
+        let mut at = 0;
+        while at < n {
+            let (r, used) = tree.trace_data_in(DatapathOp::Data, idx, &chunk[at..n]);
+            if r.is_fatal() {
+                return Err(Fail(format!("{}: decode stopped at trace byte {idx}", dir.display())));
+            }
+            if used == 0 && !r.is_wait() {
+                break 'feed;
+            }
+            at += used;
+            idx += used as TrcIndex;
+        }
     }
     tree.trace_data_in(DatapathOp::Eot, 0, &[]);
     drop(tree);

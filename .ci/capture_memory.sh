@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Peak memory against capture size (issue #25): the same generated ETMv4
+# snapshot with a 256 MiB and a 2 GiB trace buffer (one trc_gen buffer
+# repeated in whole copies), and the peak resident set size of each program
+# that reads it. A program that streams its capture peaks at the same size
+# on both; the check is that the 2 GiB peak is within 10 % of the 256 MiB
+# one.
+#
+#   bash .ci/capture_memory.sh BIN_DIR [WORK_DIR]
+#
+# BIN_DIR holds release builds of trc_gen, trc_index, trc_decode,
+# trc_pkt_lister and examples/pull (the pull API iterating every element).
+# WORK_DIR (default: a new temporary folder) needs 2.3 GiB free; the
+# captures are deleted at the end.
+#
+# trc_index build keeps one entry per sync point, context, timestamp... of
+# the capture (its result is the index): its peak is checked less the
+# index's size in memory, which the line printed for it gives.
+set -euo pipefail
+
+bin=${1:?usage: capture_memory.sh BIN_DIR [WORK_DIR]}
+work=${2:-$(mktemp -d)}
+mkdir -p "$work"
+bin=$(cd "$bin" && pwd)
+work=$(cd "$work" && pwd)
+# Programs run in the work folder: a file one writes (a listing) is
+# deleted with the captures.
+cd "$work"
+trap 'rm -rf "$work/snap-256M" "$work/snap-2G" "$work/gen" "$work"/*.csidx "$work"/*.ppl' EXIT
+
+need_kib=$((2300 * 1024))
+free_kib=$(df -Pk "$work" | awk 'NR == 2 { print $4 }')
+if [ "$free_kib" -lt "$need_kib" ]; then
+  echo "capture_memory: $work has $((free_kib / 1024)) MiB free, 2300 MiB needed"
+  exit 1
+fi
+
+# A long program with few entries to index per byte (no timestamps,
+# contexts, exceptions or cycle counts): the index stays small beside the
+# capture, so the comparison is of the programs' own memory.
+"$bin/trc_gen" --protocol etmv4 --seed 3 --length 20000 --opt ts=0 --opt ctxt=0 --opt exc=0 --opt cc=0 \
+  --out "$work/gen" > /dev/null
+
+make_snapshot() { # NAME BYTES
+  local dir="$work/$1"
+  rm -rf "$dir"
+  cp -r "$work/gen" "$dir"
+  rm -f "$dir/trace.bin" "$dir/truth.txt"
+  python3 - "$work/gen/trace.bin" "$dir/trace.bin" "$2" <<'EOF'
+import sys
+one = open(sys.argv[1], "rb").read()
+want = int(sys.argv[3])
+assert len(one) % 16 == 0 and len(one) > 0
+# Whole copies of the buffer (whole frames), written 64 MiB at a time.
+block = one * max(1, (64 << 20) // len(one))
+left = want - want % len(one)
+with open(sys.argv[2], "wb") as f:
+    while left > 0:
+        n = min(left, len(block))
+        f.write(block[:n])
+        left -= n
+EOF
+}
+
+# Peak resident set size of a command, in KiB (its output discarded).
+peak_kib() {
+  python3 - "$@" <<'EOF'
+import resource, subprocess, sys
+r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+if r.returncode != 0:
+    sys.stderr.write(r.stderr.decode(errors="replace"))
+    sys.exit(f"capture_memory: {sys.argv[1:]} exited {r.returncode}")
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+EOF
+}
+
+declare -A peak index_kib
+for size in 256M 2G; do
+  case $size in
+    256M) bytes=$((256 << 20)) ;;
+    2G) bytes=$((2 << 30)) ;;
+  esac
+  snap="$work/snap-$size"
+  make_snapshot "snap-$size" "$bytes"
+  peak[build-$size]=$(peak_kib "$bin/trc_index" build "$snap" -o "$work/$size.csidx")
+  # The index in memory: its entries at 24 bytes (index, kind, value) and
+  # the source index's blocks at 32, as the file counts them.
+  index_kib[$size]=$(python3 - "$bin/trc_index" "$snap" "$work/$size.csidx" <<'EOF'
+import subprocess, sys
+out = subprocess.run([sys.argv[1], "show", sys.argv[2], "--index", sys.argv[3]], capture_output=True, text=True, check=True).stdout
+entries = sum(int(l.split()[5]) for l in out.splitlines() if l.startswith("0x"))
+blocks = next(int(l.split()[2]) for l in out.splitlines() if l.startswith("Source index:"))
+print((entries * 24 + blocks * 32) // 1024)
+EOF
+)
+  peak[decode-$size]=$(peak_kib "$bin/trc_decode" "$snap")
+  # -logstdout: the listing (gigabytes of text) to standard output only,
+  # which is discarded, not also to trc_pkt_lister.ppl.
+  peak[lister-$size]=$(peak_kib "$bin/trc_pkt_lister" -ss_dir "$snap" -decode -no_time_print -logstdout)
+  peak[pull-$size]=$(peak_kib "$bin/examples/pull" "$snap")
+  rm -rf "$snap" "$work/$size.csidx"
+done
+
+fail=0
+printf '%-28s %12s %12s %8s\n' "peak RSS (KiB)" "256 MiB" "2 GiB" "ratio"
+row() { # LABEL SMALL LARGE
+  local ratio
+  ratio=$(python3 -c "print(f'{$3 / $2:.3f}')")
+  printf '%-28s %12s %12s %8s\n' "$1" "$2" "$3" "$ratio"
+  if ! python3 -c "import sys; sys.exit(0 if $3 <= $2 * 1.10 else 1)"; then
+    echo "capture_memory: $1 peaks at $3 KiB on 2 GiB, more than 10 % over $2 KiB on 256 MiB"
+    fail=1
+  fi
+}
+printf '%-28s %12s %12s\n' "trc_index build (as is)" "${peak[build-256M]}" "${peak[build-2G]}"
+printf '%-28s %12s %12s\n' "  its index in memory" "${index_kib[256M]}" "${index_kib[2G]}"
+row "trc_index build less index" $((peak[build-256M] - index_kib[256M])) $((peak[build-2G] - index_kib[2G]))
+row "trc_decode" "${peak[decode-256M]}" "${peak[decode-2G]}"
+row "trc_pkt_lister -decode" "${peak[lister-256M]}" "${peak[lister-2G]}"
+row "pull API (examples/pull)" "${peak[pull-256M]}" "${peak[pull-2G]}"
+exit "$fail"
