@@ -13,9 +13,8 @@
 # WORK_DIR (default: a new temporary folder) needs 2.3 GiB free; the
 # captures are deleted at the end.
 #
-# trc_index build keeps one entry per sync point, context, timestamp... of
-# the capture (its result is the index): its peak is checked less the
-# index's size in memory, which the line printed for it gives.
+# trc_index build writes the index as it builds it (its entries and source
+# blocks, which grow with the capture, are set aside in temporary files).
 set -euo pipefail
 
 bin=${1:?usage: capture_memory.sh BIN_DIR [WORK_DIR]}
@@ -35,9 +34,7 @@ if [ "$free_kib" -lt "$need_kib" ]; then
   exit 1
 fi
 
-# A long program with few entries to index per byte (no timestamps,
-# contexts, exceptions or cycle counts): the index stays small beside the
-# capture, so the comparison is of the programs' own memory.
+# One generated program's trace, repeated.
 "$bin/trc_gen" --protocol etmv4 --seed 3 --length 20000 --opt ts=0 --opt ctxt=0 --opt exc=0 --opt cc=0 \
   --out "$work/gen" > /dev/null
 
@@ -74,7 +71,7 @@ print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
 EOF
 }
 
-declare -A peak index_kib
+declare -A peak
 for size in 256M 2G; do
   case $size in
     256M) bytes=$((256 << 20)) ;;
@@ -83,16 +80,6 @@ for size in 256M 2G; do
   snap="$work/snap-$size"
   make_snapshot "snap-$size" "$bytes"
   peak[build-$size]=$(peak_kib "$bin/trc_index" build "$snap" -o "$work/$size.csidx")
-  # The index in memory: its entries at 24 bytes (index, kind, value) and
-  # the source index's blocks at 32, as the file counts them.
-  index_kib[$size]=$(python3 - "$bin/trc_index" "$snap" "$work/$size.csidx" <<'EOF'
-import subprocess, sys
-out = subprocess.run([sys.argv[1], "show", sys.argv[2], "--index", sys.argv[3]], capture_output=True, text=True, check=True).stdout
-entries = sum(int(l.split()[5]) for l in out.splitlines() if l.startswith("0x"))
-blocks = next(int(l.split()[2]) for l in out.splitlines() if l.startswith("Source index:"))
-print((entries * 24 + blocks * 32) // 1024)
-EOF
-)
   peak[decode-$size]=$(peak_kib "$bin/trc_decode" "$snap")
   # -logstdout: the listing (gigabytes of text) to standard output only,
   # which is discarded, not also to trc_pkt_lister.ppl.
@@ -112,9 +99,7 @@ row() { # LABEL SMALL LARGE
     fail=1
   fi
 }
-printf '%-28s %12s %12s\n' "trc_index build (as is)" "${peak[build-256M]}" "${peak[build-2G]}"
-printf '%-28s %12s %12s\n' "  its index in memory" "${index_kib[256M]}" "${index_kib[2G]}"
-row "trc_index build less index" $((peak[build-256M] - index_kib[256M])) $((peak[build-2G] - index_kib[2G]))
+row "trc_index build" "${peak[build-256M]}" "${peak[build-2G]}"
 row "trc_decode" "${peak[decode-256M]}" "${peak[decode-2G]}"
 row "trc_pkt_lister -decode" "${peak[lister-256M]}" "${peak[lister-2G]}"
 row "pull API (examples/pull)" "${peak[pull-256M]}" "${peak[pull-2G]}"

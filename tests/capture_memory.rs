@@ -220,3 +220,97 @@ fn a_missing_part_is_named() {
     };
     assert!(e.contains("part1.bin") && e.contains("no such file"), "{e}");
 }
+
+/// A generated snapshot of `protocol` as the generator writes it.
+fn generated(name: &str, protocol: &str, seed: u64) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("capture_memory").join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    generate(&GenOptions {
+        seed,
+        protocol: GenProtocol::from_name(protocol).unwrap(),
+        layout: BufferLayout::Formatted,
+        length: 400,
+    })
+    .spec
+    .write_to(&dir)
+    .unwrap();
+    dir
+}
+
+#[test]
+fn an_index_is_written_as_it_is_built() {
+    // The file is the one the index built in memory saves, whatever is
+    // spilled: entries of several streams, source blocks (a fine
+    // granularity makes many), a partial index.
+    let mut several = false;
+    for (protocol, seed) in [
+        ("etmv4", 1),
+        ("tc2", 2),
+        ("tc2", 5),
+        ("etmv4", 9),
+        ("stm", 4),
+        ("ete", 6),
+    ] {
+        let dir = generated(&format!("to-file-{protocol}-{seed}"), protocol, seed);
+        let c = Capture::load(&dir, None).unwrap();
+        for opts in [
+            IndexOptions::default(),
+            IndexOptions {
+                granularity: 16,
+                ..IndexOptions::default()
+            },
+            IndexOptions {
+                limit: Some(c.size() / 2),
+                ..IndexOptions::default()
+            },
+        ] {
+            let held = c.index(&opts).unwrap();
+            several |= held.streams.len() > 1;
+            let path = dir.join("trace.csidx");
+            let w = c.index_to_file(&opts, &path).unwrap();
+            let want = coresight_decode::index::to_bytes(&held);
+            assert!(std::fs::read(&path).unwrap() == want, "{protocol} seed {seed} {opts:?}");
+            assert_eq!(w.capture, held.capture);
+            assert_eq!(w.indexed, held.indexed);
+            assert_eq!(w.streams, held.streams.len());
+            assert_eq!(
+                w.entries as usize,
+                held.streams.iter().map(|s| s.entries.len()).sum::<usize>()
+            );
+            // The temporary files are gone.
+            let left: Vec<_> = std::fs::read_dir(&dir)
+                .unwrap()
+                .filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.ends_with(".part"))
+                .collect();
+            assert!(left.is_empty(), "{left:?}");
+        }
+    }
+    assert!(several, "no capture with several trace IDs");
+
+    // Its memory does not grow with the capture: the same program's trace,
+    // 768 KiB and 6 MiB of it, indexed to a file with blocks of 16 bytes
+    // (the index holds 48 K and 384 K source blocks, and the entries).
+    let small = snapshot("to-file-small", 3, 256 * 1024);
+    let large = snapshot("to-file-large", 3, LARGE / 3);
+    let fine = IndexOptions {
+        granularity: 16,
+        ..IndexOptions::default()
+    };
+    let index_to_file = |dir: &Path| {
+        let c = Capture::load(dir, None).unwrap();
+        c.index_to_file(&fine, &dir.join("trace.csidx")).unwrap()
+    };
+    let (base, w_small) = peak_of(|| index_to_file(&small));
+    let (peak, w_large) = peak_of(|| index_to_file(&large));
+    assert!(w_large.entries > 7 * w_small.entries, "{w_large:?} {w_small:?}");
+    assert!(
+        peak - base < 16 * 1024,
+        "index_to_file: {peak} bytes at most at once for a 6 MiB capture, {base} for 768 KiB"
+    );
+    // The file reads back as the index built in memory.
+    let c = Capture::load(&large, None).unwrap();
+    let back = c.load_index(&large.join("trace.csidx")).unwrap();
+    assert!(back == c.index(&fine).unwrap());
+}

@@ -1,7 +1,8 @@
 //! Building a capture's indexes: a packet-level pass over the capture.
 
 use super::source::SourceCollector;
-use super::stream::StreamCollector;
+use super::spill::{SourceSpill, Spill, Spilled};
+use super::stream::{EntryStore, StreamCollector};
 use super::{CaptureHasher, CaptureId, CaptureIndex, IndexedFormat, SourceIndex, StreamIndex};
 use crate::datapath::{DatapathOp, TrcIndex};
 use crate::decoder::DecodeMode;
@@ -42,7 +43,7 @@ impl Default for IndexOptions {
 /// A fatal data-path error stops indexing where it happened: the index
 /// then covers the bytes before it ([`CaptureIndex::indexed`]).
 pub fn build_index(tree: &mut DecodeTree, data: &[u8], opts: &IndexOptions) -> Result<CaptureIndex, Error> {
-    build_from(tree, data.len() as u64, &mut Whole(Some(data)), opts)
+    build_from(tree, data.len() as u64, &mut Whole(Some(data)), opts, None).map(|(ix, _)| ix)
 }
 
 /// A capture handed over in pieces, in order; an empty piece at its end.
@@ -79,13 +80,25 @@ impl Pieces for Chunks<'_> {
 const READ_CHUNK: usize = 1 << 20;
 
 /// [`build_index`] on a capture of `total` bytes handed over in pieces:
-/// all of it is read (and hashed) whatever `opts.limit` says.
+/// all of it is read (and hashed) whatever `opts.limit` says. With
+/// `spill_beside`, the entries and the finished source blocks, frame syncs
+/// and triggers go to temporary files beside that path instead of the
+/// index (see [`super::spill`]): the index returned holds the rest.
 fn build_from(
     tree: &mut DecodeTree,
     total: u64,
     pieces: &mut dyn Pieces,
     opts: &IndexOptions,
-) -> Result<CaptureIndex, Error> {
+    spill_beside: Option<&std::path::Path>,
+) -> Result<(CaptureIndex, Option<Spilled>), Error> {
+    let mut spills = 0;
+    let mut new_spill = || -> Result<Option<Spill>, Error> {
+        let Some(p) = spill_beside else { return Ok(None) };
+        spills += 1;
+        Spill::beside(p, spills)
+            .map(Some)
+            .map_err(|(path, source)| Error::Io { path, source })
+    };
     let format = match tree.format() {
         SourceFormat::Formatted(c) => IndexedFormat::Formatted {
             mem_aligned: c.mem_aligned,
@@ -109,18 +122,34 @@ fn build_from(
         })
         .collect();
     for (slot, id, protocol) in ids {
-        let entries = shared(Vec::new());
+        let entries = shared(match new_spill()? {
+            Some(s) => EntryStore::Spill(s),
+            None => EntryStore::Memory(Vec::new()),
+        });
         tree.attach_stream_indexer(slot, Box::new(StreamCollector::new(entries.clone())))
             .map_err(|e| Error::code(e, format!("trace ID 0x{id:02x} ({protocol}) cannot be indexed")))?;
         streams.push((id, protocol, entries));
     }
+    let mut source_spill = None;
     let source = match format {
         IndexedFormat::Formatted { .. } => {
             let s = shared(SourceIndex {
                 granularity: opts.granularity.max(16),
                 ..SourceIndex::default()
             });
-            tree.set_source_indexer(Box::new(SourceCollector::new(s.clone())))
+            let collector = match (new_spill()?, new_spill()?, new_spill()?) {
+                (Some(blocks), Some(frame_syncs), Some(triggers)) => {
+                    let sp = shared(Some(SourceSpill {
+                        blocks,
+                        frame_syncs,
+                        triggers,
+                    }));
+                    source_spill = Some(sp.clone());
+                    SourceCollector::spilling(s.clone(), sp)
+                }
+                _ => SourceCollector::new(s.clone()),
+            };
+            tree.set_source_indexer(Box::new(collector))
                 .map_err(|e| Error::code(e, "the tree has no frame deformatter"))?;
             Some(s)
         }
@@ -173,17 +202,29 @@ fn build_from(
             }
         }
     }
-    // The collectors stay attached to the tree; the entries are taken out.
+    // The collectors stay attached to the tree; what they collected is
+    // taken out.
+    let mut spilled = Spilled {
+        streams: Vec::new(),
+        source: None,
+    };
     let streams = streams
         .into_iter()
-        .map(|(id, protocol, entries)| StreamIndex {
-            id,
-            protocol,
-            entries: std::mem::take(&mut *entries.borrow_mut()),
+        .map(|(id, protocol, entries)| {
+            let entries = match std::mem::replace(&mut *entries.borrow_mut(), EntryStore::Memory(Vec::new())) {
+                EntryStore::Memory(v) => v,
+                EntryStore::Spill(s) => {
+                    spilled.streams.push(s);
+                    Vec::new()
+                }
+            };
+            StreamIndex { id, protocol, entries }
         })
         .collect();
     let source = source.map(|s| std::mem::take(&mut *s.borrow_mut()));
-    Ok(CaptureIndex {
+    // The collector is dropped with the tree; its spill is taken out whole.
+    spilled.source = source_spill.and_then(|sp| sp.borrow_mut().take());
+    let ix = CaptureIndex {
         capture: CaptureId {
             size: hash.len(),
             hash: hash.finish(),
@@ -193,7 +234,21 @@ fn build_from(
         indexed: 0..at,
         source,
         streams,
-    })
+    };
+    Ok((ix, spill_beside.map(|_| spilled)))
+}
+
+/// What [`Capture::index_to_file`] wrote.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IndexWritten {
+    /// The capture indexed.
+    pub capture: CaptureId,
+    /// Bytes of the capture indexed (see [`CaptureIndex::indexed`]).
+    pub indexed: std::ops::Range<u64>,
+    /// Trace IDs indexed.
+    pub streams: usize,
+    /// Entries over all of them.
+    pub entries: u64,
 }
 
 /// A snapshot's trace buffer: its files and where the first is (an index
@@ -289,6 +344,44 @@ impl Capture {
 
     /// Indexes the buffer, reading its files a chunk at a time.
     pub fn index(&self, opts: &IndexOptions) -> Result<CaptureIndex, Error> {
+        Ok(self.index_from_files(opts, None)?.0)
+    }
+
+    /// Indexes the buffer into the index file at `path`, as
+    /// [`index`](Self::index) then [`CaptureIndex::save`] would, without
+    /// holding the index: its entries and source blocks grow with the
+    /// capture, so they are set aside in temporary files beside `path`
+    /// (removed after) while the capture is read, and memory stays the
+    /// same whatever the capture's size. Returns what was written.
+    pub fn index_to_file(&self, opts: &IndexOptions, path: &std::path::Path) -> Result<IndexWritten, Error> {
+        let (ix, spilled) = self.index_from_files(opts, Some(path))?;
+        let mut spilled = spilled.unwrap_or(Spilled {
+            streams: Vec::new(),
+            source: None,
+        });
+        let entries = spilled.streams.iter().map(Spill::count).sum::<u64>()
+            + ix.streams.iter().map(|s| s.entries.len() as u64).sum::<u64>();
+        let io = |p: Option<std::path::PathBuf>, source| Error::Io {
+            path: p.unwrap_or_else(|| path.to_path_buf()),
+            source,
+        };
+        let file = std::fs::File::create(path).map_err(|e| io(None, e))?;
+        let mut out = crate::index::file::write_index_with(&ix, Some(&mut spilled), std::io::BufWriter::new(file))
+            .map_err(|(p, e)| io(p, e))?;
+        std::io::Write::flush(&mut out).map_err(|e| io(None, e))?;
+        Ok(IndexWritten {
+            capture: ix.capture,
+            indexed: ix.indexed,
+            streams: ix.streams.len(),
+            entries,
+        })
+    }
+
+    fn index_from_files(
+        &self,
+        opts: &IndexOptions,
+        spill_beside: Option<&std::path::Path>,
+    ) -> Result<(CaptureIndex, Option<Spilled>), Error> {
         let mut tree = self.tree(DecodeMode::PacketsOnly, |_| {})?;
         let mut reader = self.reader()?;
         let total = reader.len();
@@ -296,9 +389,9 @@ impl Capture {
             reader: &mut reader,
             buf: vec![0; READ_CHUNK],
         };
-        let mut ix = build_from(&mut tree, total, &mut chunks, opts)?;
+        let (mut ix, spilled) = build_from(&mut tree, total, &mut chunks, opts, spill_beside)?;
         ix.config = self.config_hash();
-        Ok(ix)
+        Ok((ix, spilled))
     }
 
     /// A hash of what the decode of this buffer depends on besides its

@@ -37,6 +37,7 @@
 use std::path::Path;
 
 use super::source::{Checkpoint, SourceBlock};
+use super::spill::{Spill, Spilled};
 use super::{CaptureId, CaptureIndex, EntryKind, IndexedFormat, SourceIndex, StreamEntry, StreamIndex, capture_hash};
 
 /// The version this library writes and reads.
@@ -79,9 +80,42 @@ pub fn to_bytes(ix: &CaptureIndex) -> Vec<u8> {
     write_index(ix, out).expect("writing to memory does not fail")
 }
 
+/// A stream entry as the file holds it.
+pub(crate) fn entry_bytes(e: &StreamEntry) -> [u8; 17] {
+    let mut b = [0u8; 17];
+    b[..8].copy_from_slice(&e.index.to_le_bytes());
+    b[8] = e.kind as u8;
+    b[9..].copy_from_slice(&e.value.to_le_bytes());
+    b
+}
+
+/// A source block as the file holds it.
+pub(crate) fn block_bytes(blk: &SourceBlock) -> [u8; 25] {
+    let mut b = [0u8; 25];
+    b[..16].copy_from_slice(&blk.ids.to_le_bytes());
+    let (frame, id) = match blk.checkpoint {
+        Some(c) => (c.frame, c.id.unwrap_or(0xff)),
+        None => (u64::MAX, 0xff),
+    };
+    b[16..24].copy_from_slice(&frame.to_le_bytes());
+    b[24] = id;
+    b
+}
+
 /// Writes the index's file to `out` as it goes (the file is never whole
 /// in memory); returns `out`.
 fn write_index<W: std::io::Write>(ix: &CaptureIndex, out: W) -> std::io::Result<W> {
+    write_index_with(ix, None, out).map_err(|(_, e)| e)
+}
+
+/// [`write_index`] of an index some of whose lists were spilled while it
+/// was built: each list is the spilled records, then those in `ix`. An
+/// error names the file it came from (`None`: the output).
+pub(crate) fn write_index_with<W: std::io::Write>(
+    ix: &CaptureIndex,
+    mut spilled: Option<&mut Spilled>,
+    out: W,
+) -> Result<W, (Option<std::path::PathBuf>, std::io::Error)> {
     let mut w = Writer {
         out,
         sum: super::CaptureHasher::new(),
@@ -111,24 +145,19 @@ fn write_index<W: std::io::Write>(ix: &CaptureIndex, out: W) -> std::io::Result<
     match &ix.source {
         None => w.u8(0),
         Some(s) => {
+            let sp = spilled.as_deref_mut().and_then(|sp| sp.source.as_mut());
             w.u8(1);
             w.u32(s.granularity);
-            w.u64(s.blocks.len() as u64);
+            let (blocks, syncs, triggers) = match sp {
+                Some(sp) => (Some(&mut sp.blocks), Some(&mut sp.frame_syncs), Some(&mut sp.triggers)),
+                None => (None, None, None),
+            };
+            list_start(&mut w, blocks, s.blocks.len())?;
             for b in &s.blocks {
-                w.bytes(&b.ids.to_le_bytes());
-                match b.checkpoint {
-                    Some(c) => {
-                        w.u64(c.frame);
-                        w.u8(c.id.unwrap_or(0xff));
-                    }
-                    None => {
-                        w.u64(u64::MAX);
-                        w.u8(0xff);
-                    }
-                }
+                w.bytes(&block_bytes(b));
             }
-            for list in [&s.frame_syncs, &s.triggers] {
-                w.u64(list.len() as u64);
+            for (spill, list) in [(syncs, &s.frame_syncs), (triggers, &s.triggers)] {
+                list_start(&mut w, spill, list.len())?;
                 for &i in list {
                     w.u64(i);
                 }
@@ -136,24 +165,37 @@ fn write_index<W: std::io::Write>(ix: &CaptureIndex, out: W) -> std::io::Result<
         }
     }
     w.u32(ix.streams.len() as u32);
-    for s in &ix.streams {
+    for (k, s) in ix.streams.iter().enumerate() {
         w.u8(s.id);
         let name = &s.protocol.as_bytes()[..s.protocol.len().min(255)];
         w.u8(name.len() as u8);
         w.bytes(name);
-        w.u64(s.entries.len() as u64);
+        let spill = spilled.as_deref_mut().and_then(|sp| sp.streams.get_mut(k));
+        list_start(&mut w, spill, s.entries.len())?;
         for e in &s.entries {
-            w.u64(e.index);
-            w.u8(e.kind as u8);
-            w.u64(e.value);
+            w.bytes(&entry_bytes(e));
         }
     }
     let sum = std::mem::replace(&mut w.sum, super::CaptureHasher::new()).finish();
     w.u64(sum);
     match w.err {
-        Some(e) => Err(e),
+        Some(e) => Err((None, e)),
         None => Ok(w.out),
     }
+}
+
+/// Writes a list's count (the records `spill` set aside, then `held`
+/// more) and the records set aside, which come first.
+fn list_start<W: std::io::Write>(
+    w: &mut Writer<W>,
+    spill: Option<&mut Spill>,
+    held: usize,
+) -> Result<(), (Option<std::path::PathBuf>, std::io::Error)> {
+    w.u64(spill.as_ref().map_or(0, |s| s.count()) + held as u64);
+    if let Some(s) = spill {
+        s.replay(|b| w.bytes(b)).map_err(|(p, e)| (Some(p), e))?;
+    }
+    Ok(())
 }
 
 struct Reader<'a> {

@@ -34,10 +34,11 @@ mod decode;
 mod file;
 mod reader;
 mod source;
+mod spill;
 mod stream;
 
 pub use crate::hooks::{EntryKind, FrameRecord, FrameRun, SourceIndexer, StreamEntry, StreamIndexer};
-pub use build::{Capture, IndexOptions, build_index};
+pub use build::{Capture, IndexOptions, IndexWritten, build_index};
 pub use decode::{
     Element, Window, WindowDecode, WindowNote, correlate, decode_pieces, decode_split, decode_split_ids, decode_window,
     element_time,

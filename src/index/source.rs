@@ -17,6 +17,8 @@ use crate::datapath::TrcIndex;
 use crate::hooks::{FrameRecord, SourceIndexer};
 use crate::shared::Shared;
 
+use super::spill::SourceSpill;
+
 /// The trace ID the formatter uses to mark a trigger.
 pub(crate) const TRIGGER_ID: u8 = 0x7d;
 
@@ -88,25 +90,63 @@ impl SourceIndex {
 /// The source indexer the index builder attaches.
 pub(crate) struct SourceCollector {
     index: Shared<SourceIndex>,
+    /// When building straight to a file: where finished blocks, frame
+    /// syncs and triggers go. Blocks before the one a frame starts in are
+    /// finished (frames come in capture order and a frame's runs are in
+    /// or after its block), so the index keeps only the last few.
+    spill: Option<Shared<Option<SourceSpill>>>,
 }
 
 impl SourceCollector {
     /// Collects into `index`, whose `granularity` must be set.
     pub(crate) fn new(index: Shared<SourceIndex>) -> Self {
-        SourceCollector { index }
+        SourceCollector { index, spill: None }
     }
+
+    /// Collects into `index` what is not yet finished, and into `spill`
+    /// the rest.
+    pub(crate) fn spilling(index: Shared<SourceIndex>, spill: Shared<Option<SourceSpill>>) -> Self {
+        SourceCollector {
+            index,
+            spill: Some(spill),
+        }
+    }
+}
+
+/// Block `n` (counted over the whole capture) of `blocks`, which holds
+/// the blocks from `first` on; made (with those before it) if missing.
+/// `None` for a block already spilled.
+fn block_mut(blocks: &mut Vec<SourceBlock>, first: u64, n: u64) -> Option<&mut SourceBlock> {
+    let i = usize::try_from(n.checked_sub(first)?).ok()?;
+    if blocks.len() <= i {
+        blocks.resize(i + 1, SourceBlock::default());
+    }
+    blocks.get_mut(i)
 }
 
 impl SourceIndexer for SourceCollector {
     fn frame(&mut self, f: &FrameRecord) {
         let mut ix = self.index.borrow_mut();
+        let mut spill_lock = self.spill.as_ref().map(|s| s.borrow_mut());
+        let mut spill = spill_lock.as_deref_mut().and_then(Option::as_mut);
         let g = ix.granularity.max(1) as u64;
-        let b = (f.index / g) as usize;
-        if ix.blocks.len() <= b {
-            ix.blocks.resize(b + 1, SourceBlock::default());
-        }
-        if ix.blocks[b].checkpoint.is_none() {
-            ix.blocks[b].checkpoint = Some(Checkpoint {
+        let b = f.index / g;
+        let first = match spill.as_deref_mut() {
+            Some(sp) => {
+                // Blocks before this frame's are finished.
+                let first = sp.blocks.count();
+                let done = (b.saturating_sub(first) as usize).min(ix.blocks.len());
+                for blk in ix.blocks.drain(..done) {
+                    sp.blocks.push(&super::file::block_bytes(&blk));
+                }
+                sp.blocks.count()
+            }
+            None => 0,
+        };
+        if let Some(blk) = block_mut(&mut ix.blocks, first, b)
+            && blk.checkpoint.is_none()
+        {
+            blk.checkpoint = Some(Checkpoint {
                 frame: f.index,
                 id: f.id_at_start,
             });
@@ -117,20 +157,25 @@ impl SourceIndexer for SourceCollector {
                 continue;
             }
             if id == TRIGGER_ID {
-                ix.triggers.push(r.index);
+                match spill.as_deref_mut() {
+                    Some(sp) => sp.triggers.push(&r.index.to_le_bytes()),
+                    None => ix.triggers.push(r.index),
+                }
             }
             // The null ID (padding) and the reserved IDs are no source.
             if id == 0 || id >= 0x70 {
                 continue;
             }
-            let rb = (r.index / g) as usize;
-            if ix.blocks.len() <= rb {
-                ix.blocks.resize(rb + 1, SourceBlock::default());
+            if let Some(blk) = block_mut(&mut ix.blocks, first, r.index / g) {
+                blk.ids |= 1u128 << (id & 0x7f);
             }
-            ix.blocks[rb].ids |= 1u128 << (id & 0x7f);
         }
     }
     fn frame_sync(&mut self, index: TrcIndex) {
-        self.index.borrow_mut().frame_syncs.push(index);
+        let mut spill_lock = self.spill.as_ref().map(|s| s.borrow_mut());
+        match spill_lock.as_deref_mut().and_then(Option::as_mut) {
+            Some(sp) => sp.frame_syncs.push(&index.to_le_bytes()),
+            None => self.index.borrow_mut().frame_syncs.push(index),
+        }
     }
 }

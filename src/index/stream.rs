@@ -147,22 +147,32 @@ impl SparseStreamIndex {
     }
 }
 
+/// Where a stream's entries are collected: in memory, or set aside in a
+/// temporary file when the index is built straight to its file.
+pub(crate) enum EntryStore {
+    Memory(Vec<StreamEntry>),
+    Spill(super::spill::Spill),
+}
+
 /// The stream indexer the index builder attaches: entries pushed to a
-/// shared vector (no allocation per packet beyond the vector's growth).
+/// shared store (no allocation per packet beyond a vector's growth).
 pub(crate) struct StreamCollector {
-    entries: Shared<Vec<StreamEntry>>,
+    entries: Shared<EntryStore>,
 }
 
 impl StreamCollector {
     /// Collects into `entries`.
-    pub(crate) fn new(entries: Shared<Vec<StreamEntry>>) -> Self {
+    pub(crate) fn new(entries: Shared<EntryStore>) -> Self {
         StreamCollector { entries }
     }
 }
 
 impl StreamIndexer for StreamCollector {
     fn entry(&mut self, entry: StreamEntry) {
-        self.entries.borrow_mut().push(entry);
+        match &mut *self.entries.borrow_mut() {
+            EntryStore::Memory(v) => v.push(entry),
+            EntryStore::Spill(s) => s.push(&super::file::entry_bytes(&entry)),
+        }
     }
 }
 

@@ -307,21 +307,24 @@ fn run(cli: Cli) -> Result<String, String> {
         } => {
             let (cap, path) = load_capture(&target)?;
             let start = std::time::Instant::now();
+            // Written as it is built: the index is never whole in memory.
             let ix = cap
-                .index(&IndexOptions {
-                    granularity,
-                    limit,
-                    ..IndexOptions::default()
-                })
+                .index_to_file(
+                    &IndexOptions {
+                        granularity,
+                        limit,
+                        ..IndexOptions::default()
+                    },
+                    &path,
+                )
                 .map_err(|e| e.to_string())?;
             let secs = start.elapsed().as_secs_f64();
-            ix.save(&path).map_err(|e| e.to_string())?;
-            let entries: usize = ix.streams.iter().map(|s| s.entries.len()).sum();
             let _ = writeln!(
                 out,
-                "{}: {} trace IDs, {entries} entries, {} of {} bytes indexed in {:.3} s",
+                "{}: {} trace IDs, {} entries, {} of {} bytes indexed in {:.3} s",
                 path.display(),
-                ix.streams.len(),
+                ix.streams,
+                ix.entries,
                 ix.indexed.end - ix.indexed.start,
                 ix.capture.size,
                 secs
