@@ -6,7 +6,8 @@
 //! and without, and an index window from each stream's first sync point:
 //! each must give the same elements (index, trace ID, element text) in the
 //! same order. A failure prints the first difference with the lines
-//! around it.
+//! around it. The ignored tests (run by .ci/run) add 500 more damaged
+//! captures and every snapshot of OpenCSD's reference corpus.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -189,21 +190,33 @@ fn first_difference(a: &Stream, b: &Stream) -> Option<String> {
 /// Decodes `dir` on every path; the error names the first path that
 /// differs from the lister's `-decode` and shows where.
 fn check_every_path(dir: &Path) -> Result<usize, String> {
-    let reference = lister(dir, &["-decode"]);
+    check_every_path_with(dir, &[])
+}
+
+/// [`check_every_path`] with `extra` options for each lister run (a
+/// DSTREAM capture's `-dstream_format`: the other paths read the format
+/// from the snapshot, the lister from its options, as OpenCSD's does).
+fn check_every_path_with(dir: &Path, extra: &[&str]) -> Result<usize, String> {
+    let with = |args: &[&str]| -> Vec<String> { args.iter().chain(extra).map(|s| s.to_string()).collect() };
+    let lister = |args: &[&str]| {
+        let a = with(args);
+        lister(dir, &a.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let reference = lister(&["-decode"]);
     let (pulled, stopped) = pull(dir);
     let mut paths: Vec<(String, Stream)> = vec![
-        ("trc_pkt_lister -decode_only".into(), lister(dir, &["-decode_only"])),
+        ("trc_pkt_lister -decode_only".into(), lister(&["-decode_only"])),
         (
             "trc_pkt_lister -decode -threads 1".into(),
-            lister(dir, &["-decode", "-threads", "1"]),
+            lister(&["-decode", "-threads", "1"]),
         ),
         (
             "trc_pkt_lister -decode -threads 2".into(),
-            lister(dir, &["-decode", "-threads", "2"]),
+            lister(&["-decode", "-threads", "2"]),
         ),
         (
             "trc_pkt_lister -decode_only -threads 2".into(),
-            lister(dir, &["-decode_only", "-threads", "2"]),
+            lister(&["-decode_only", "-threads", "2"]),
         ),
         ("trc_decode".into(), trc_decode(dir, &[])),
         ("trc_decode --threads 2".into(), trc_decode(dir, &["--threads", "2"])),
@@ -311,7 +324,7 @@ fn interleaved_etmv4_sources_give_one_stream_on_every_path() {
 
 /// A longer run: `EVERY_PATH_SEEDS=N` captures of 32 interleaved ETMv4
 /// sources (return stack and exceptions on) with one to three damaged
-/// bytes (default 300). `EVERY_PATH_KEEP=1` keeps them in the test
+/// bytes (default 500). `EVERY_PATH_KEEP=1` keeps them in the test
 /// target's `tmp/every_path`.
 #[test]
 #[ignore = "a soak of a few minutes; .ci/run runs it with --ignored"]
@@ -319,10 +332,53 @@ fn every_path_soak() {
     let n: u64 = std::env::var("EVERY_PATH_SEEDS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(300);
+        .unwrap_or(500);
     let o = Etmv4Options::default().with("rs", Choice::On).with("exc", Choice::On);
     for seed in 100..100 + n {
         let (g, _) = interleaved::generate(seed, 32, 30, &o).unwrap();
         run_one(&format!("soak-{seed}"), g, 1 + (seed % 3) as usize, seed);
     }
+}
+
+/// Every snapshot of OpenCSD's reference corpus (`../shared`, beside the
+/// project; .ci/run runs this) on every path: the snapshots the cases
+/// list, each decoded with its defaults.
+#[test]
+#[ignore = "needs ../shared/corpus/opencsd-1.8.0; .ci/run runs it with --ignored"]
+fn every_corpus_snapshot_gives_one_stream_on_every_path() {
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus/opencsd-1.8.0");
+    let cases = std::fs::read_to_string(corpus.join("cases.tsv")).expect("the corpus's cases.tsv");
+    let mut dirs: Vec<PathBuf> = cases
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            w.position(|a| a == "-ss_dir")?;
+            w.next().map(|d| corpus.join(d))
+        })
+        .collect();
+    dirs.sort();
+    dirs.dedup();
+    assert!(dirs.len() >= 20, "only {} snapshots listed", dirs.len());
+    let mut failed = Vec::new();
+    let mut elements = 0;
+    for dir in &dirs {
+        let ini = std::fs::read_to_string(dir.join("trace.ini")).unwrap_or_default();
+        let extra: &[&str] = if ini.contains("dstream_coresight") {
+            &["-dstream_format"]
+        } else {
+            &[]
+        };
+        match check_every_path_with(dir, extra) {
+            Ok(n) => elements += n,
+            Err(e) => failed.push(e),
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "{} of {} snapshots:\n{}",
+        failed.len(),
+        dirs.len(),
+        failed.join("\n")
+    );
+    assert!(elements > 100_000, "only {elements} elements decoded");
 }
