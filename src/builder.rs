@@ -97,6 +97,11 @@ impl<'a> TreeBuilder<'a> {
             }
         }
         let mut tree = DecodeTree::with_registry(format, mode, self.registry.clone());
+        // A snapshot decodes as OpenCSD decodes it on every path (lister,
+        // pull API, indexes...): a frame's empty block for a trace ID
+        // stops the data path there, as in OpenCSD's listing. `tree_setup`
+        // may turn this off.
+        tree.set_opencsd_empty_blocks(true);
         tree_setup(&mut tree);
         let log = ErrLink::new(tree.error_logger(), "ss2_dcdtree");
         let log_err = |code: ErrCode, msg: String| log.log(&TraceError::new(Severity::Error, code).with_message(msg));

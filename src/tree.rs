@@ -490,14 +490,15 @@ impl DecodeTree {
         e.component.attach_packet_printer(printer, monitor)
     }
 
-    /// Reproduces an OpenCSD 1.8.0 behaviour (off by default): when a
+    /// Reproduces an OpenCSD 1.8.0 behaviour (on in a tree built from a
+    /// snapshot, so that every path gives OpenCSD's stream; off in a tree
+    /// made with [`DecodeTree::new`]): when a
     /// formatter frame switches to a trace ID and away again with no data
     /// byte between, OpenCSD hands that ID's decoder a zero-length block,
     /// which its packet processor rejects as a fatal invalid parameter
     /// (`Packet Processor: Zero length data block or NULL pointer error`),
     /// stopping the data path. Without this the empty block is dropped and
-    /// decoding carries on. `trc_pkt_lister` turns it on to match
-    /// OpenCSD's listings.
+    /// decoding carries on.
     pub fn set_opencsd_empty_blocks(&mut self, on: bool) {
         self.elements.opencsd_empty_blocks = on;
     }

@@ -324,7 +324,7 @@ fn interleaved_etmv4_sources_give_one_stream_on_every_path() {
 
 /// A longer run: `EVERY_PATH_SEEDS=N` captures of 32 interleaved ETMv4
 /// sources (return stack and exceptions on) with one to three damaged
-/// bytes (default 500). `EVERY_PATH_KEEP=1` keeps them in the test
+/// bytes (default 500; seeds from `EVERY_PATH_FIRST`, default 100). `EVERY_PATH_KEEP=1` keeps them in the test
 /// target's `tmp/every_path`.
 #[test]
 #[ignore = "a soak of a few minutes; .ci/run runs it with --ignored"]
@@ -333,8 +333,12 @@ fn every_path_soak() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(500);
+    let first: u64 = std::env::var("EVERY_PATH_FIRST")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(100);
     let o = Etmv4Options::default().with("rs", Choice::On).with("exc", Choice::On);
-    for seed in 100..100 + n {
+    for seed in first..first + n {
         let (g, _) = interleaved::generate(seed, 32, 30, &o).unwrap();
         run_one(&format!("soak-{seed}"), g, 1 + (seed % 3) as usize, seed);
     }

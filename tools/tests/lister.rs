@@ -273,8 +273,9 @@ fn empty_block_after_an_id_switch_stops_the_data_path_as_in_opencsd() {
         "{text}"
     );
 
-    // The library on its own drops the empty block and carries on to the
-    // end of trace.
+    // Every path decodes a snapshot as the lister does: a tree built from
+    // it stops there too. Turned off, the empty block is dropped and the
+    // decode carries on to the end of trace.
     use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
     use coresight_decode::decoder::DecodeMode;
     use coresight_decode::element::{ElemType, TraceElement};
@@ -290,6 +291,11 @@ fn empty_block_after_an_id_switch_stops_the_data_path_as_in_opencsd() {
     }
     let ss = coresight_decode::snapshot::Snapshot::load(&dir).unwrap();
     let mut tree = ss.build_tree("ETB_0", DecodeMode::FullDecode, |_| {}).unwrap();
+    let (r, used) = tree.trace_data_in(DatapathOp::Data, 0, &trace);
+    assert!(r.is_fatal(), "{r:?} {used}");
+    let mut tree = ss
+        .build_tree("ETB_0", DecodeMode::FullDecode, |t| t.set_opencsd_empty_blocks(false))
+        .unwrap();
     let eots = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
     tree.set_gen_elem_out(Box::new(Eot(eots.clone())));
     let (r, used) = tree.trace_data_in(DatapathOp::Data, 0, &trace);
