@@ -1098,3 +1098,42 @@ fn generated_random_windows_and_pieces_equal_the_serial_decode_exactly() {
         tally.splits
     );
 }
+
+#[test]
+#[ignore = "needs ../shared/corpus/opencsd-1.8.0 (OpenCSD's snapshots); .ci/run runs it with --ignored"]
+fn corpus_indexes_written_as_built_equal_those_saved_from_memory() {
+    // Every corpus snapshot's index written as it is built (its lists set
+    // aside in temporary files) is the file the index held in memory
+    // saves: a DSTREAM capture's frame syncs included.
+    let root = corpus();
+    let cases = std::fs::read_to_string(root.join("cases.tsv")).unwrap();
+    let mut dirs: Vec<&str> = cases
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            w.position(|a| a == "-ss_dir")?;
+            w.next()
+        })
+        .collect();
+    dirs.sort();
+    dirs.dedup();
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("index-to-file");
+    std::fs::create_dir_all(&out).unwrap();
+    let mut frame_syncs = 0;
+    for (n, dir) in dirs.iter().enumerate() {
+        let c = Capture::load(&root.join(dir), None).unwrap();
+        let held = c.index(&IndexOptions::default()).unwrap();
+        frame_syncs += held.source.as_ref().map_or(0, |s| s.frame_syncs.len());
+        let path = out.join(format!("{n}.csidx"));
+        let w = c.index_to_file(&IndexOptions::default(), &path).unwrap();
+        assert!(std::fs::read(&path).unwrap() == to_bytes(&held), "{dir}");
+        assert_eq!(w.indexed, held.indexed, "{dir}");
+    }
+    assert!(dirs.len() >= 20, "only {} snapshots", dirs.len());
+    assert!(frame_syncs > 0, "no corpus capture with frame syncs");
+    let left = std::fs::read_dir(&out).unwrap().filter(|e| {
+        e.as_ref()
+            .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".part"))
+    });
+    assert_eq!(left.count(), 0, "temporary files left");
+}
