@@ -360,6 +360,18 @@ impl<'a> Walk<'a> {
     pub fn into_rng(self) -> Rng {
         self.rng
     }
+
+    /// Walks `steps` from `rng` for the random numbers alone: `rng` is left
+    /// as the whole walk leaves it, and the generator the walk started
+    /// from is returned (to walk it again, for real, after what follows
+    /// the walk has drawn its numbers).
+    pub fn skip_over(rng: &mut Rng, prog: &Program, cfg: &WalkCfg, steps: usize) -> Rng {
+        let start = rng.clone();
+        let mut walk = Walk::new(start.clone(), prog, cfg, steps);
+        walk.by_ref().for_each(drop);
+        *rng = walk.into_rng();
+        start
+    }
 }
 
 impl Iterator for Walk<'_> {

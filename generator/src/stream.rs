@@ -66,10 +66,7 @@ pub fn write_etmv4(
     std::fs::create_dir_all(dir).map_err(at(dir))?;
 
     // 1. The walk alone, for the random numbers it leaves.
-    let walk_rng = p.rng.clone();
-    let mut walk = Walk::new(p.rng.clone(), &p.prog, &p.wcfg, p.steps);
-    walk.by_ref().for_each(drop);
-    p.rng = walk.into_rng();
+    let walk_rng = Walk::skip_over(&mut p.rng, &p.prog, &p.wcfg, p.steps);
 
     // 2. The walk again, encoded and written as it comes.
     let rng = &mut p.rng;
@@ -119,10 +116,7 @@ pub fn write_ete(
 ) -> io::Result<Streamed> {
     let mut p = ete::plan(opts, o);
     std::fs::create_dir_all(dir).map_err(at(dir))?;
-    let walk_rng = p.rng.clone();
-    let mut walk = Walk::new(p.rng.clone(), &p.prog, &p.wcfg, p.steps);
-    walk.by_ref().for_each(drop);
-    p.rng = walk.into_rng();
+    let walk_rng = Walk::skip_over(&mut p.rng, &p.prog, &p.wcfg, p.steps);
     let rng = &mut p.rng;
     let windows = ete::session_windows(rng, &p.cfg, p.sessions, p.steps);
     // Where each session starts: the first segment in a transaction in its
