@@ -13,7 +13,7 @@
 //! list does; fields an element type does not set keep the values the
 //! ring slot had.
 
-use super::packet::{Etmv3Packet, Etmv3PktType};
+use super::packet::{Etmv3Packet, Etmv3PktType, PHdrAtoms};
 use super::{Etmv3Config, Etmv3TraceMode};
 use crate::arch::{CoreProfile, ExceptionLevel, InstrInfo, InstrType, Isa, SecurityState};
 use crate::datapath::{DatapathResp, TrcIndex};
@@ -92,6 +92,11 @@ impl ElemList {
         self.used
     }
 
+    /// Slots not in use.
+    fn free(&self) -> usize {
+        self.slots.len() - self.used
+    }
+
     /// Type of the `n`th element in use (0: oldest).
     fn elem_type(&self, n: usize) -> ElemType {
         if n < self.used {
@@ -106,6 +111,12 @@ impl ElemList {
         if n >= self.used {
             self.pend = n;
         }
+    }
+
+    /// Holds back the last element, whatever else is unsent (a run of
+    /// packets sent together; see `Etmv3Decoder::phdr_bytes`).
+    fn pend_last_of_run(&mut self) {
+        self.pend = 1;
     }
 
     fn commit_all(&mut self) {
@@ -246,6 +257,15 @@ pub struct Etmv3Decoder {
     /// The classifier carries no state into this packet's atoms, so
     /// remembered instructions may stand in for it (see [`Walker::remembered_one`]).
     remembered_ok: bool,
+    /// `remembered_ok` and the memory were checked in this run of
+    /// P-headers.
+    code_checked: bool,
+    /// Whether the classifier carried no state after it last classified
+    /// (which also brought the remembered instructions in step with the
+    /// memory): what the next packet's check would find.
+    classified_clean: Option<bool>,
+    /// The atoms of each P-header byte, for this source's setting.
+    phdr: Box<[PHdrAtoms; 256]>,
     list: ElemList,
     pkt: Etmv3Packet,
     index: TrcIndex,
@@ -302,6 +322,9 @@ impl Etmv3Decoder {
             },
             walker: Walker::new(WalkOptions::default()),
             remembered_ok: false,
+            code_checked: false,
+            classified_clean: None,
+            phdr: Etmv3Packet::phdr_table(cfg.cycle_accurate()),
             list: ElemList::new(),
             pkt: Etmv3Packet::default(),
             index: 0,
@@ -635,114 +658,18 @@ impl Etmv3Decoder {
     }
 
     fn process_phdr(&mut self) -> DatapathResp {
-        let ca = self.cfg.cycle_accurate();
-        let mut atoms = Atoms {
+        let atoms = PHdrAtoms {
             bits: self.pkt.atom_bits,
+            cycles: self.pkt.cycle_count,
             num: self.pkt.atom_num,
             fmt: self.pkt.p_hdr_fmt,
-            cycles: self.pkt.cycle_count,
-            cycle_accurate: ca,
         };
-        let mut isa = self.pkt.curr_isa;
-        self.follower.space = if self.pe_ctx.security == SecurityState::Secure {
-            MemSpace::S
-        } else {
-            MemSpace::N
-        };
-        // Classifying A32, T32 (IT blocks not tracked) or A64 never makes
-        // the classifier carry state: no state now, none all packet.
+        self.follower.space = self.mem_space();
         self.remembered_ok = false;
-        if atoms.num > 0
-            && !self.need_addr
-            && let Some(mem) = &self.mem
-        {
-            self.walker.sync_memory(mem.borrow().generation(self.trace_id));
-            self.remembered_ok = self.instr_dec.borrow().carried_state() == 0;
+        if atoms.num > 0 && !self.need_addr {
+            self.check_code();
         }
-
-        loop {
-            if self.need_addr {
-                // No address: report the cycles (and, once, that the
-                // address is unknown) and drop the atoms.
-                if !self.sent_unknown || ca {
-                    let t = if self.sent_unknown || atoms.num == 0 {
-                        ElemType::CycleCount
-                    } else {
-                        ElemType::AddrUnknown
-                    };
-                    let cc = atoms.remaining_cc();
-                    let slot = self.next_elem();
-                    let e = self.list.elem(slot);
-                    e.set_type(t);
-                    if ca {
-                        e.set_cycle_count(cc);
-                    }
-                    self.sent_unknown = true;
-                }
-                atoms.num = 0;
-            } else {
-                let cc = atoms.atom_cc();
-                let mut slot = self.next_elem();
-                {
-                    let e = self.list.elem(slot);
-                    e.set_type(ElemType::InstrRange);
-                    if ca {
-                        if atoms.num == 0 {
-                            e.set_type(ElemType::CycleCount);
-                        }
-                        e.set_cycle_count(cc);
-                    }
-                }
-                if atoms.num > 0 {
-                    let atom_e = atoms.bits & 1 != 0;
-                    self.follower.instr.isa = isa;
-                    // Errors show as no range (and an ADDR_NACC for memory).
-                    let _ = self.follow_single_atom(self.iaddr, atom_e);
-                    let has_range = self.follower.has_range();
-                    if has_range {
-                        let (st, en, fi) = (self.iaddr, self.follower.en, self.follower.instr);
-                        let e = self.list.elem(slot);
-                        e.st_addr = st;
-                        e.en_addr = en;
-                        e.num_instr_range = 1;
-                        e.last_instr_exec = atom_e;
-                        e.last_i_type = fi.instr_type;
-                        e.last_i_subtype = fi.sub_type;
-                        e.last_instr_sz = fi.instr_size;
-                        e.last_instr_cond = fi.is_conditional;
-                        e.isa = isa;
-                        if self.follower.next_valid {
-                            self.iaddr = self.follower.next;
-                        } else {
-                            self.set_need_addr(true);
-                        }
-                    }
-                    if self.follower.isa_changed() {
-                        isa = self.follower.instr.next_isa;
-                    }
-                    if self.follower.nacc {
-                        if has_range {
-                            slot = self.next_elem();
-                            self.list.elem(slot).set_type(ElemType::AddrNacc);
-                        } else {
-                            // The range element becomes the NACC, flags kept.
-                            self.list.elem(slot).elem_type = ElemType::AddrNacc;
-                        }
-                        let (addr, space) = (self.follower.nacc_addr, self.follower.space);
-                        let e = self.list.elem(slot);
-                        e.st_addr = addr;
-                        e.mem_space = space;
-                        e.exception_number = u32::from(space.bits());
-                        self.set_need_addr(true);
-                        self.follower.nacc = false;
-                    }
-                }
-                atoms.clear_atom();
-            }
-            if atoms.num == 0 {
-                break;
-            }
-        }
+        self.phdr_atoms(atoms);
 
         // A last instruction range may yet be cancelled by an exception.
         let n = self.list.num();
@@ -755,6 +682,247 @@ impl Etmv3Decoder {
             State::DecodePkts
         };
         DatapathResp::Cont
+    }
+
+    fn mem_space(&self) -> MemSpace {
+        if self.pe_ctx.security == SecurityState::Secure {
+            MemSpace::S
+        } else {
+            MemSpace::N
+        }
+    }
+
+    /// Brings the remembered instructions in step with the memory, and
+    /// says whether they may stand in for the classifier: classifying
+    /// A32, T32 (IT blocks not tracked) or A64 never makes it carry
+    /// state, so with no state now there is none until it next classifies.
+    fn check_code(&mut self) {
+        if let Some(mem) = &self.mem {
+            self.walker.sync_memory(mem.borrow().generation(self.trace_id));
+            self.remembered_ok = self.instr_dec.borrow().carried_state() == 0;
+        }
+        self.code_checked = true;
+        self.classified_clean = None;
+    }
+
+    /// A run of P-headers given as their bytes (see
+    /// [`PacketDecoder::on_packet_bytes`]), taken while the decoder is in
+    /// step: each is decoded as [`process_phdr`](Self::process_phdr)
+    /// would, and the elements of the run go out together (in packet
+    /// order, each with its packet's index), so the sink is called once
+    /// for several packets rather than once a packet. Stops at a byte that is not a valid
+    /// P-header, which the processor then builds and sends.
+    fn phdr_bytes(&mut self, index: TrcIndex, run: &[u8]) -> (DatapathResp, usize) {
+        if self.state != State::DecodePkts || self.wait_isync {
+            return (DatapathResp::Cont, 0);
+        }
+        self.follower.space = self.mem_space();
+        self.code_checked = false;
+        // What the packet-at-a-time decode would hold after the last
+        // packet's send: only a held-back range.
+        let mut held = self.list.num();
+        let mut resp = DatapathResp::Cont;
+        let mut i = 0;
+        while i < run.len() {
+            let atoms = self.phdr[run[i] as usize];
+            if atoms.fmt == 0 {
+                break;
+            }
+            // Fields an element type does not set keep the ring slot's
+            // values, so the ring must grow just where the
+            // packet-at-a-time decode's does: what is gathered goes out
+            // before this packet could fill it.
+            if self.list.free() < usize::from(atoms.num) + 2 && self.list.elem_to_send() {
+                resp = self.send();
+                self.code_checked = false;
+                if !resp.is_cont() {
+                    break;
+                }
+            }
+            self.index = index + i as u64;
+            i += 1;
+            self.list.commit_all();
+            if atoms.num > 0 && !self.need_addr {
+                if !self.code_checked {
+                    self.check_code();
+                } else if let Some(clean) = self.classified_clean.take() {
+                    self.remembered_ok = clean;
+                }
+            }
+            let before = self.list.num();
+            self.phdr_atoms(atoms);
+            let n = self.list.num();
+            // As process_phdr holds back a last range: when it is the only
+            // element the packet-at-a-time decode would have.
+            held = if held + n - before <= 1 && n >= 1 && self.list.elem_type(n - 1) == ElemType::InstrRange {
+                self.list.pend_last_of_run();
+                1
+            } else {
+                0
+            };
+        }
+        if resp.is_cont() && self.list.elem_to_send() {
+            resp = self.send();
+        }
+        if i > 0 {
+            self.pkt.pkt_type = Etmv3PktType::PHdr;
+        }
+        self.state = if resp.is_cont() {
+            State::DecodePkts
+        } else {
+            State::SendPkts
+        };
+        (resp, i)
+    }
+
+    /// The elements of a P-header's atoms: a range (and cycle count) per
+    /// atom from the current address, or cycle counts without one.
+    #[inline]
+    fn phdr_atoms(&mut self, phdr: PHdrAtoms) {
+        let ca = self.cfg.cycle_accurate();
+        let mut atoms = Atoms {
+            bits: phdr.bits,
+            num: phdr.num,
+            fmt: phdr.fmt,
+            cycles: phdr.cycles,
+            cycle_accurate: ca,
+        };
+        let mut isa = self.pkt.curr_isa;
+        while !self.need_addr {
+            let cc = atoms.atom_cc();
+            if atoms.num == 0 {
+                // No atom: the cycles alone (without cycle accuracy, an
+                // empty range as OpenCSD gives).
+                let slot = self.next_elem();
+                let e = self.list.elem(slot);
+                if ca {
+                    e.set_type(ElemType::CycleCount);
+                    e.set_cycle_count(cc);
+                } else {
+                    e.set_type(ElemType::InstrRange);
+                }
+                return;
+            }
+            let atom_e = atoms.bits & 1 != 0;
+            let addr = self.iaddr;
+            let known = if self.remembered_ok {
+                self.walker.remembered_one(addr, isa, self.follower.space)
+            } else {
+                None
+            };
+            if let Some(known) = known {
+                // Most atoms: an instruction classified before.
+                let fi = &mut self.follower.instr;
+                *fi = *known;
+                let en = addr.wrapping_add(u64::from(fi.instr_size));
+                self.follower.st = addr;
+                self.follower.en = en;
+                let slot = self.list.next(self.index);
+                let e = self.list.elem(slot);
+                e.set_type(ElemType::InstrRange);
+                if ca {
+                    e.set_cycle_count(cc);
+                }
+                e.st_addr = addr;
+                e.en_addr = en;
+                e.num_instr_range = 1;
+                e.last_instr_exec = atom_e;
+                e.last_i_type = fi.instr_type;
+                e.last_i_subtype = fi.sub_type;
+                e.last_instr_sz = fi.instr_size;
+                e.last_instr_cond = fi.is_conditional;
+                e.isa = isa;
+                if fi.isa != fi.next_isa {
+                    isa = fi.next_isa;
+                }
+                match fi.instr_type {
+                    InstrType::Branch if atom_e => self.iaddr = fi.branch_addr,
+                    InstrType::BranchIndirect if atom_e => self.set_need_addr(true),
+                    _ => self.iaddr = en,
+                }
+            } else {
+                isa = self.classified_atom(isa, atom_e, cc);
+            }
+            atoms.clear_atom();
+            if atoms.num == 0 {
+                return;
+            }
+        }
+        // No address: report the cycles (and, once, that the address is
+        // unknown) and drop the atoms.
+        if !self.sent_unknown || ca {
+            let t = if self.sent_unknown || atoms.num == 0 {
+                ElemType::CycleCount
+            } else {
+                ElemType::AddrUnknown
+            };
+            let cc = atoms.remaining_cc();
+            let slot = self.next_elem();
+            let e = self.list.elem(slot);
+            e.set_type(t);
+            if ca {
+                e.set_cycle_count(cc);
+            }
+            self.sent_unknown = true;
+        }
+    }
+
+    /// The elements of an atom on an instruction not remembered (or that
+    /// cannot be): classified now, or an ADDR_NACC where the memory has no
+    /// code. Returns the instruction set of the next atom.
+    #[inline(never)]
+    fn classified_atom(&mut self, mut isa: Isa, atom_e: bool, cc: u32) -> Isa {
+        let ca = self.cfg.cycle_accurate();
+        let mut slot = self.next_elem();
+        {
+            let e = self.list.elem(slot);
+            e.set_type(ElemType::InstrRange);
+            if ca {
+                e.set_cycle_count(cc);
+            }
+        }
+        self.follower.instr.isa = isa;
+        // Errors show as no range (and an ADDR_NACC for memory).
+        let _ = self.follow_single_atom(self.iaddr, atom_e);
+        let has_range = self.follower.has_range();
+        if has_range {
+            let (st, en, fi) = (self.iaddr, self.follower.en, self.follower.instr);
+            let e = self.list.elem(slot);
+            e.st_addr = st;
+            e.en_addr = en;
+            e.num_instr_range = 1;
+            e.last_instr_exec = atom_e;
+            e.last_i_type = fi.instr_type;
+            e.last_i_subtype = fi.sub_type;
+            e.last_instr_sz = fi.instr_size;
+            e.last_instr_cond = fi.is_conditional;
+            e.isa = isa;
+            if self.follower.next_valid {
+                self.iaddr = self.follower.next;
+            } else {
+                self.set_need_addr(true);
+            }
+        }
+        if self.follower.isa_changed() {
+            isa = self.follower.instr.next_isa;
+        }
+        if self.follower.nacc {
+            if has_range {
+                slot = self.next_elem();
+                self.list.elem(slot).set_type(ElemType::AddrNacc);
+            } else {
+                // The range element becomes the NACC, flags kept.
+                self.list.elem(slot).elem_type = ElemType::AddrNacc;
+            }
+            let (addr, space) = (self.follower.nacc_addr, self.follower.space);
+            let e = self.list.elem(slot);
+            e.st_addr = addr;
+            e.mem_space = space;
+            e.exception_number = u32::from(space.bits());
+            self.set_need_addr(true);
+            self.follower.nacc = false;
+        }
+        isa
     }
 
     /// Holds back an exception return, with the range before it on A/R
@@ -796,7 +964,9 @@ impl Etmv3Decoder {
             let mut dec = self.instr_dec.borrow_mut();
             let read = self
                 .walker
-                .classify_one(&mut *mem, &mut *dec, &mut f.instr, self.trace_id, f.space)?;
+                .classify_one(&mut *mem, &mut *dec, &mut f.instr, self.trace_id, f.space);
+            self.classified_clean = Some(dec.carried_state() == 0);
+            let read = read?;
             if !read {
                 f.nacc = true;
                 f.nacc_addr = addr;
@@ -837,6 +1007,9 @@ impl PacketDecoder for Etmv3Decoder {
         self.pkt = *pkt;
         self.index = index;
         self.process_packet()
+    }
+    fn on_packet_bytes(&mut self, index: TrcIndex, run: &[u8]) -> (DatapathResp, usize) {
+        self.phdr_bytes(index, run)
     }
     fn on_eot(&mut self) -> DatapathResp {
         let slot = self.next_elem();

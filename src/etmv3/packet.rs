@@ -123,6 +123,19 @@ pub struct Etmv3Exception {
     pub number: u16,
 }
 
+/// What a P-header byte gives (see [`Etmv3Packet::phdr_table`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct PHdrAtoms {
+    /// Atoms, oldest in bit 0; 1 is E.
+    pub bits: u32,
+    /// Cycle count (cycle-accurate trace).
+    pub cycles: u32,
+    /// Number of atoms.
+    pub num: u8,
+    /// Format (1 to 4); 0: not a valid P-header.
+    pub fmt: u8,
+}
+
 /// One ETMv3 packet, with the state that carries over between packets,
 /// as the packet processor keeps it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -324,6 +337,26 @@ impl Etmv3Packet {
     pub(crate) fn update_data_endian(&mut self, be: bool) {
         self.data_be = be;
         self.data_update_be = true;
+    }
+
+    /// The atoms a P-header byte gives, for each byte (`fmt` 0: not a
+    /// valid P-header for this setting), so a run of P-headers is decoded
+    /// without a packet being built for each.
+    pub(crate) fn phdr_table(cycle_accurate: bool) -> Box<[PHdrAtoms; 256]> {
+        let mut table = Box::new([PHdrAtoms::default(); 256]);
+        for (b, t) in table.iter_mut().enumerate() {
+            let b = b as u8;
+            let mut p = Etmv3Packet::default();
+            if b & 0x81 == 0x80 && p.update_atoms_from_phdr(b, cycle_accurate) {
+                *t = PHdrAtoms {
+                    bits: p.atom_bits,
+                    cycles: p.cycle_count,
+                    num: p.atom_num,
+                    fmt: p.p_hdr_fmt,
+                };
+            }
+        }
+        table
     }
 
     /// Atoms and cycle count of a P-header; false for an invalid encoding.

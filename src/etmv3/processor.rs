@@ -144,6 +144,15 @@ impl Etmv3Processor {
         }
     }
 
+    /// Leaves the processor as if the P-header packets the decoder took as
+    /// bytes had been built and sent, the last being `last` at `index`.
+    fn phdr_run_taken(&mut self, index: TrcIndex, last: u8) {
+        self.init_packet_state();
+        self.pkt_index = index;
+        self.pkt.pkt_type = Etmv3PktType::PHdr;
+        self.pkt.update_atoms_from_phdr(last, self.cfg.cycle_accurate());
+    }
+
     /// Looks for the first A-sync; returns the bytes used.
     fn wait_for_sync(&mut self, data: &[u8]) -> usize {
         let mut used = 0;
@@ -811,8 +820,25 @@ impl PacketProcessor for Etmv3Processor {
                     Ok(())
                 }
                 State::ProcHdr => {
-                    self.pkt_index = index + pos as u64;
                     let b = data[pos];
+                    if b & 0x81 == 0x80
+                        && out.mon.is_none()
+                        && let Some(sink) = out.sink.as_mut()
+                    {
+                        // A run of P-headers (most of the trace) goes to the
+                        // decoder as its bytes; what it leaves is built here.
+                        let len = data[pos..].iter().position(|&n| n & 0x81 != 0x80);
+                        let end = pos + len.unwrap_or(data.len() - pos);
+                        let (r, n) = sink.packet_bytes_in(index + pos as u64, &data[pos..end]);
+                        let n = n.min(end - pos);
+                        if n > 0 {
+                            pos += n;
+                            self.phdr_run_taken(index + pos as u64 - 1, data[pos - 1]);
+                            resp = r;
+                            continue;
+                        }
+                    }
+                    self.pkt_index = index + pos as u64;
                     pos += 1;
                     self.process_header(b)
                 }
