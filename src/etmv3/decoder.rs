@@ -155,25 +155,11 @@ impl ElemList {
     }
 }
 
-/// Decodes one instruction per atom (OpenCSD's `OcsdCodeFollower`).
+/// The instruction an atom is on (OpenCSD's `OcsdCodeFollower`): the last
+/// classified, and the memory space code is read from.
 struct Follower {
     instr: InstrInfo,
     space: MemSpace,
-    st: u64,
-    en: u64,
-    next: u64,
-    next_valid: bool,
-    nacc: bool,
-    nacc_addr: u64,
-}
-
-impl Follower {
-    fn has_range(&self) -> bool {
-        self.st < self.en
-    }
-    fn isa_changed(&self) -> bool {
-        self.instr.isa != self.instr.next_isa
-    }
 }
 
 /// The atoms of a P-header being processed.
@@ -313,12 +299,6 @@ impl Etmv3Decoder {
             follower: Follower {
                 instr,
                 space: MemSpace::S,
-                st: 0,
-                en: 0,
-                next: 0,
-                next_valid: false,
-                nacc: false,
-                nacc_addr: 0,
             },
             walker: Walker::new(WalkOptions::default()),
             remembered_ok: false,
@@ -810,13 +790,13 @@ impl Etmv3Decoder {
             } else {
                 None
             };
-            if let Some(known) = known {
+            if let Some(known) = known
+                && addr < addr.wrapping_add(u64::from(known.instr_size))
+            {
                 // Most atoms: an instruction classified before.
                 let fi = &mut self.follower.instr;
                 *fi = *known;
                 let en = addr.wrapping_add(u64::from(fi.instr_size));
-                self.follower.st = addr;
-                self.follower.en = en;
                 let slot = self.list.next(self.index);
                 let e = self.list.elem(slot);
                 e.set_type(ElemType::InstrRange);
@@ -871,24 +851,35 @@ impl Etmv3Decoder {
     /// cannot be): classified now, or an ADDR_NACC where the memory has no
     /// code. Returns the instruction set of the next atom.
     #[inline(never)]
-    fn classified_atom(&mut self, mut isa: Isa, atom_e: bool, cc: u32) -> Isa {
+    fn classified_atom(&mut self, isa: Isa, atom_e: bool, cc: u32) -> Isa {
         let ca = self.cfg.cycle_accurate();
-        let mut slot = self.next_elem();
-        {
-            let e = self.list.elem(slot);
-            e.set_type(ElemType::InstrRange);
-            if ca {
-                e.set_cycle_count(cc);
-            }
+        let addr = self.iaddr;
+        let slot = self.next_elem();
+        let e = self.list.elem(slot);
+        e.set_type(ElemType::InstrRange);
+        if ca {
+            e.set_cycle_count(cc);
         }
-        self.follower.instr.isa = isa;
+        let f = &mut self.follower;
+        f.instr.isa = isa;
         // Errors show as no range (and an ADDR_NACC for memory).
-        let _ = self.follow_single_atom(self.iaddr, atom_e);
-        let has_range = self.follower.has_range();
-        if has_range {
-            let (st, en, fi) = (self.iaddr, self.follower.en, self.follower.instr);
-            let e = self.list.elem(slot);
-            e.st_addr = st;
+        let read = match self.mem.as_ref() {
+            Some(mem) => {
+                f.instr.instr_addr = addr;
+                let mut mem = mem.borrow_mut();
+                let mut dec = self.instr_dec.borrow_mut();
+                let read = self
+                    .walker
+                    .classify_one(&mut *mem, &mut *dec, &mut f.instr, self.trace_id, f.space);
+                self.classified_clean = Some(dec.carried_state() == 0);
+                read
+            }
+            None => Err(ErrCode::NotInit),
+        };
+        let fi = &f.instr;
+        let en = addr.wrapping_add(u64::from(fi.instr_size));
+        if read == Ok(true) && addr < en {
+            e.st_addr = addr;
             e.en_addr = en;
             e.num_instr_range = 1;
             e.last_instr_exec = atom_e;
@@ -897,32 +888,23 @@ impl Etmv3Decoder {
             e.last_instr_sz = fi.instr_size;
             e.last_instr_cond = fi.is_conditional;
             e.isa = isa;
-            if self.follower.next_valid {
-                self.iaddr = self.follower.next;
-            } else {
-                self.set_need_addr(true);
+            match fi.instr_type {
+                InstrType::Branch if atom_e => self.iaddr = fi.branch_addr,
+                InstrType::BranchIndirect if atom_e => self.set_need_addr(true),
+                _ => self.iaddr = en,
             }
-        }
-        if self.follower.isa_changed() {
-            isa = self.follower.instr.next_isa;
-        }
-        if self.follower.nacc {
-            if has_range {
-                slot = self.next_elem();
-                self.list.elem(slot).set_type(ElemType::AddrNacc);
-            } else {
-                // The range element becomes the NACC, flags kept.
-                self.list.elem(slot).elem_type = ElemType::AddrNacc;
-            }
-            let (addr, space) = (self.follower.nacc_addr, self.follower.space);
-            let e = self.list.elem(slot);
+        } else if read == Ok(false) {
+            // The range element becomes the NACC, flags kept.
+            let space = f.space;
+            e.elem_type = ElemType::AddrNacc;
             e.st_addr = addr;
             e.mem_space = space;
             e.exception_number = u32::from(space.bits());
             self.set_need_addr(true);
-            self.follower.nacc = false;
         }
-        isa
+        // (After an error too, as the last instruction classified left it.)
+        let fi = &self.follower.instr;
+        if fi.isa != fi.next_isa { fi.next_isa } else { isa }
     }
 
     /// Holds back an exception return, with the range before it on A/R
@@ -936,53 +918,6 @@ impl Etmv3Decoder {
             }
         }
         self.list.pend_last(n);
-    }
-
-    /// Decodes the instruction at `addr` and works out the next address.
-    fn follow_single_atom(&mut self, addr: u64, atom_e: bool) -> Result<(), ErrCode> {
-        let f = &mut self.follower;
-        f.next_valid = false;
-        f.nacc = false;
-        f.en = f.st;
-        f.next = f.st;
-        let Some(mem) = self.mem.as_ref() else {
-            return Err(ErrCode::NotInit);
-        };
-        f.st = addr;
-        f.en = addr;
-        f.instr.instr_addr = addr;
-
-        let hit = if self.remembered_ok {
-            self.walker.remembered_one(addr, f.instr.isa, f.space)
-        } else {
-            None
-        };
-        if let Some(known) = hit {
-            f.instr = *known;
-        } else {
-            let mut mem = mem.borrow_mut();
-            let mut dec = self.instr_dec.borrow_mut();
-            let read = self
-                .walker
-                .classify_one(&mut *mem, &mut *dec, &mut f.instr, self.trace_id, f.space);
-            self.classified_clean = Some(dec.carried_state() == 0);
-            let read = read?;
-            if !read {
-                f.nacc = true;
-                f.nacc_addr = addr;
-                return Err(ErrCode::MemNacc);
-            }
-        }
-
-        f.en = addr.wrapping_add(u64::from(f.instr.instr_size));
-        f.next = f.en;
-        f.next_valid = true;
-        match f.instr.instr_type {
-            InstrType::Branch if atom_e => f.next = f.instr.branch_addr,
-            InstrType::BranchIndirect if atom_e => f.next_valid = false,
-            _ => {}
-        }
-        Ok(())
     }
 
     /// Sends the elements a wait held back.
