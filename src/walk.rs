@@ -515,8 +515,12 @@ impl Walker {
     /// Reads and classifies the one instruction at `instr.instr_addr`
     /// (not moving on), through the code cache, and remembers the result
     /// for [`remembered_one`](Self::remembered_one) (for decoders that
-    /// step one instruction per atom). `Ok(false)`: not all 4 bytes of the
-    /// opcode are mapped. Errors are the memory's or the classifier's.
+    /// step one instruction per atom). `clean`: the classifier carries no
+    /// state now. `Ok(None)`: not all 4 bytes of the opcode are mapped;
+    /// `Ok(Some(clean))`: classified, and whether the classifier carries
+    /// no state after it. Errors are the memory's or the classifier's.
+    /// The caller keeps the memory generation in step
+    /// ([`sync_memory`](Self::sync_memory)).
     pub(crate) fn classify_one(
         &mut self,
         mem: &mut dyn TargetMemAccess,
@@ -524,15 +528,15 @@ impl Walker {
         instr: &mut InstrInfo,
         trace_id: u8,
         space: MemSpace,
-    ) -> Result<bool, ErrCode> {
-        self.check_memory(mem, trace_id);
+        clean: bool,
+    ) -> Result<Option<bool>, ErrCode> {
         let Some(opcode) = self.code.read4(mem, instr.instr_addr, trace_id, space)? else {
-            return Ok(false);
+            return Ok(None);
         };
         instr.opcode = opcode;
-        let clean = dec.carried_state() == 0;
         dec.decode_instruction(instr)?;
-        if clean && dec.carried_state() == 0 {
+        let clean_after = dec.carried_state() == 0;
+        if clean && clean_after {
             self.reserve(1);
             let slot = self.slot(instr.instr_addr);
             self.blocks[slot] = Block {
@@ -545,7 +549,7 @@ impl Walker {
                 after: *instr,
             };
         }
-        Ok(true)
+        Ok(Some(clean_after))
     }
 
     /// Walks from `instr.instr_addr` until the next instruction would be

@@ -246,6 +246,9 @@ pub struct Etmv3Decoder {
     /// `remembered_ok` and the memory were checked in this run of
     /// P-headers.
     code_checked: bool,
+    /// The classifier carries no state now, as last checked or left by
+    /// the last instruction classified.
+    clean: bool,
     /// Whether the classifier carried no state after it last classified
     /// (which also brought the remembered instructions in step with the
     /// memory): what the next packet's check would find.
@@ -303,6 +306,7 @@ impl Etmv3Decoder {
             walker: Walker::new(WalkOptions::default()),
             remembered_ok: false,
             code_checked: false,
+            clean: false,
             classified_clean: None,
             phdr: Etmv3Packet::phdr_table(cfg.cycle_accurate()),
             list: ElemList::new(),
@@ -679,7 +683,8 @@ impl Etmv3Decoder {
     fn check_code(&mut self) {
         if let Some(mem) = &self.mem {
             self.walker.sync_memory(mem.borrow().generation(self.trace_id));
-            self.remembered_ok = self.instr_dec.borrow().carried_state() == 0;
+            self.clean = self.instr_dec.borrow().carried_state() == 0;
+            self.remembered_ok = self.clean;
         }
         self.code_checked = true;
         self.classified_clean = None;
@@ -868,17 +873,22 @@ impl Etmv3Decoder {
                 f.instr.instr_addr = addr;
                 let mut mem = mem.borrow_mut();
                 let mut dec = self.instr_dec.borrow_mut();
-                let read = self
-                    .walker
-                    .classify_one(&mut *mem, &mut *dec, &mut f.instr, self.trace_id, f.space);
-                self.classified_clean = Some(dec.carried_state() == 0);
+                let read =
+                    self.walker
+                        .classify_one(&mut *mem, &mut *dec, &mut f.instr, self.trace_id, f.space, self.clean);
+                self.clean = match read {
+                    Ok(Some(clean)) => clean,
+                    Ok(None) => self.clean,
+                    Err(_) => dec.carried_state() == 0,
+                };
+                self.classified_clean = Some(self.clean);
                 read
             }
             None => Err(ErrCode::NotInit),
         };
         let fi = &f.instr;
         let en = addr.wrapping_add(u64::from(fi.instr_size));
-        if read == Ok(true) && addr < en {
+        if matches!(read, Ok(Some(_))) && addr < en {
             e.st_addr = addr;
             e.en_addr = en;
             e.num_instr_range = 1;
@@ -893,7 +903,7 @@ impl Etmv3Decoder {
                 InstrType::BranchIndirect if atom_e => self.set_need_addr(true),
                 _ => self.iaddr = en,
             }
-        } else if read == Ok(false) {
+        } else if read == Ok(None) {
             // The range element becomes the NACC, flags kept.
             let space = f.space;
             e.elem_type = ElemType::AddrNacc;

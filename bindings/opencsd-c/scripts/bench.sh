@@ -15,8 +15,8 @@ root=$(cd "$here/../.." && pwd)
 corpus=${CORPUS:-$root/../shared/corpus/opencsd-1.8.0}
 target=${CARGO_TARGET_DIR:-$root/target}
 case=${1:-bugfix-exact-match}
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+work=${BENCH_WORK:-$(mktemp -d)}
+[ -n "${BENCH_WORK:-}" ] || trap 'rm -rf "$work"' EXIT
 
 cargo build -q --release -p coresight-opencsd-c --manifest-path "$root/Cargo.toml"
 cargo build -q --release -p coresight-opencsd-c --example rust_api_count --manifest-path "$root/Cargo.toml"
