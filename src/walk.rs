@@ -203,10 +203,62 @@ impl<'a> WaypointBlocks<'a> {
 // `WaypointBlocks::tag` relies on it.
 const _: () = assert!(Isa::Arm as u64 == 0);
 
-/// Tag bit of an entry holding one classified instruction
-/// ([`Walker::remembered_one`]) rather than a walk: such entries match
-/// neither [`Walker::remembered`] nor [`WaypointBlocks::get`].
-const ONE_INSTR: u64 = 2;
+/// Single classified instructions remembered per decoder
+/// ([`Walker::remembered_one`]), direct-mapped like the blocks. A slot is
+/// four words: address, tag (a block's, whose generation 0 never
+/// matches), branch target and the classification packed (see
+/// [`pack_single`]), in one vector of zeros made on the first
+/// classification: the allocator hands it out without writing, so unlike
+/// a table of typed slots it needs no growing.
+const SINGLES: usize = 65536;
+const SINGLES_SHIFT: u32 = 64 - SINGLES.trailing_zeros();
+
+/// The outputs of a classification in one word (the branch target aside).
+fn pack_single(i: &InstrInfo) -> u64 {
+    i.instr_type as u64
+        | (i.sub_type as u64) << 8
+        | u64::from(i.instr_size) << 16
+        | u64::from(i.is_conditional) << 24
+        | u64::from(i.is_link) << 25
+        | (i.next_isa as u64) << 32
+        | u64::from(i.thumb_it_conditions) << 40
+}
+
+/// [`pack_single`] undone into `i`'s outputs.
+#[inline(always)]
+fn unpack_single(w: u64, branch_addr: u64, i: &mut InstrInfo) {
+    i.instr_type = match w as u8 {
+        1 => InstrType::Branch,
+        2 => InstrType::BranchIndirect,
+        3 => InstrType::Isb,
+        4 => InstrType::DsbDmb,
+        5 => InstrType::WfiWfe,
+        6 => InstrType::Tstart,
+        _ => InstrType::Other,
+    };
+    i.sub_type = match (w >> 8) as u8 {
+        1 => InstrSubType::BranchLink,
+        2 => InstrSubType::V8Ret,
+        3 => InstrSubType::V8Eret,
+        4 => InstrSubType::V7ImpliedRet,
+        _ => InstrSubType::None,
+    };
+    i.instr_size = (w >> 16) as u8;
+    i.is_conditional = w & 1 << 24 != 0;
+    i.is_link = w & 1 << 25 != 0;
+    i.next_isa = match (w >> 32) as u8 {
+        0 => Isa::Arm,
+        1 => Isa::Thumb2,
+        2 => Isa::Aarch64,
+        3 => Isa::Tee,
+        4 => Isa::Jazelle,
+        5 => Isa::Custom,
+        6 => Isa::RiscV,
+        _ => Isa::Unknown,
+    };
+    i.thumb_it_conditions = (w >> 40) as u8;
+    i.branch_addr = branch_addr;
+}
 
 /// A block's tag without its waypoint bit.
 #[inline]
@@ -218,8 +270,8 @@ fn block_tag(generation: u32, isa: Isa, space: MemSpace) -> u64 {
 /// block replaces the one in its slot. The table (64 bytes a slot) is made
 /// on the first walk with [`MIN_BLOCKS`] slots, so decoders that never walk
 /// do not pay for it, and grows fourfold each time it has taken as many
-/// new walked blocks as a quarter of its slots (or single instructions as
-/// its slots): a short trace does not fill 4 MiB.
+/// new walked blocks as a quarter of its slots: a short trace does not
+/// fill 4 MiB.
 const BLOCKS: usize = 65536;
 const MIN_BLOCKS: usize = 1024;
 /// The slot shift of the table at its full size.
@@ -239,6 +291,9 @@ fn slot_of(addr: u64, shift: u32) -> usize {
 pub(crate) struct Walker {
     code: CodeCache,
     blocks: Vec<Block>,
+    /// Single classified instructions, [`SINGLES`] slots of four words
+    /// once the first is classified.
+    singles: Vec<u64>,
     /// `64 - log2(blocks.len())` once the table is made.
     shift: u32,
     /// Worth of the blocks stored since the table was made (see
@@ -257,6 +312,7 @@ impl Walker {
         Walker {
             code: CodeCache::new(),
             blocks: Vec::new(),
+            singles: Vec::new(),
             shift: 63,
             stored: 0,
             passed: Vec::new(),
@@ -303,6 +359,9 @@ impl Walker {
             for b in &mut self.blocks {
                 b.tag = 0;
             }
+            for slot in self.singles.chunks_exact_mut(4) {
+                slot[1] = 0;
+            }
         }
     }
 
@@ -335,7 +394,7 @@ impl Walker {
 
     /// Makes room for blocks worth `n`: makes the table, or grows it
     /// (keeping the blocks of this generation) once it has taken its size
-    /// in worth (a walked block is worth 4, one instruction 1).
+    /// in worth (a walked block is worth 4).
     #[inline]
     fn reserve(&mut self, n: usize) {
         self.stored += n;
@@ -501,15 +560,25 @@ impl Walker {
         walked
     }
 
-    /// The remembered classification of the single instruction at `addr`
-    /// (see [`classify_one`](Self::classify_one)), as the classifier left
-    /// it. The caller keeps the memory generation in step
-    /// ([`sync_memory`](Self::sync_memory)) and makes sure the classifier
-    /// carries no state, as for [`remembered`](Self::remembered).
+    /// The remembered classification of the single instruction at
+    /// `instr.instr_addr` in `instr.isa` (see
+    /// [`classify_one`](Self::classify_one)): if there is one, `instr`'s
+    /// outputs are set as the classifier set them. The caller keeps the
+    /// memory generation in step ([`sync_memory`](Self::sync_memory)) and
+    /// makes sure the classifier carries no state, as for
+    /// [`remembered`](Self::remembered).
     #[inline]
-    pub(crate) fn remembered_one(&self, addr: u64, isa: Isa, space: MemSpace) -> Option<&InstrInfo> {
-        let b = self.blocks.get(self.slot(addr))?;
-        (b.start == addr && b.tag == block_tag(self.generation, isa, space) | ONE_INSTR).then_some(&b.after)
+    pub(crate) fn remembered_one(&self, instr: &mut InstrInfo, space: MemSpace) -> bool {
+        let addr = instr.instr_addr;
+        let at = (slot_of(addr, SINGLES_SHIFT) & (SINGLES - 1)) * 4;
+        let Some(slot) = self.singles.get(at..at + 4) else {
+            return false;
+        };
+        if slot[0] != addr || slot[1] != block_tag(self.generation, instr.isa, space) {
+            return false;
+        }
+        unpack_single(slot[3], slot[2], instr);
+        true
     }
 
     /// Reads and classifies the one instruction at `instr.instr_addr`
@@ -537,17 +606,18 @@ impl Walker {
         dec.decode_instruction(instr)?;
         let clean_after = dec.carried_state() == 0;
         if clean && clean_after {
-            self.reserve(1);
-            let slot = self.slot(instr.instr_addr);
-            self.blocks[slot] = Block {
-                start: instr.instr_addr,
-                tag: block_tag(self.generation, instr.isa, space) | ONE_INSTR,
-                walked: Walked {
-                    num: 1,
-                    end: WalkEnd::Waypoint,
-                },
-                after: *instr,
-            };
+            if self.singles.is_empty() {
+                self.singles = vec![0; SINGLES * 4];
+            }
+            let at = (slot_of(instr.instr_addr, SINGLES_SHIFT) & (SINGLES - 1)) * 4;
+            if let Some(slot) = self.singles.get_mut(at..at + 4) {
+                slot.copy_from_slice(&[
+                    instr.instr_addr,
+                    block_tag(self.generation, instr.isa, space),
+                    instr.branch_addr,
+                    pack_single(instr),
+                ]);
+            }
         }
         Ok(Some(clean_after))
     }
@@ -889,6 +959,122 @@ mod tests {
             mem.reads - reads <= 4 * (CHECKPOINT as usize / LINE),
             "{} reads",
             mem.reads - reads
+        );
+    }
+
+    #[test]
+    fn a_single_classification_packs_and_unpacks_to_what_the_classifier_gave() {
+        use InstrSubType as S;
+        use InstrType as T;
+        let types = [
+            T::Other,
+            T::Branch,
+            T::BranchIndirect,
+            T::Isb,
+            T::DsbDmb,
+            T::WfiWfe,
+            T::Tstart,
+        ];
+        let subs = [S::None, S::BranchLink, S::V8Ret, S::V8Eret, S::V7ImpliedRet];
+        let isas = [
+            Isa::Arm,
+            Isa::Thumb2,
+            Isa::Aarch64,
+            Isa::Tee,
+            Isa::Jazelle,
+            Isa::Custom,
+            Isa::RiscV,
+            Isa::Unknown,
+        ];
+        // Exhaustive: a new variant stops this compiling until it is in
+        // the lists above (and in unpack_single).
+        let _types = |t: T| match t {
+            T::Other | T::Branch | T::BranchIndirect | T::Isb | T::DsbDmb | T::WfiWfe | T::Tstart => {}
+        };
+        let _subs = |t: S| match t {
+            S::None | S::BranchLink | S::V8Ret | S::V8Eret | S::V7ImpliedRet => {}
+        };
+        let _isas = |i: Isa| match i {
+            Isa::Arm
+            | Isa::Thumb2
+            | Isa::Aarch64
+            | Isa::Tee
+            | Isa::Jazelle
+            | Isa::Custom
+            | Isa::RiscV
+            | Isa::Unknown => {}
+        };
+        for (n, &instr_type) in types.iter().enumerate() {
+            for (m, &sub_type) in subs.iter().enumerate() {
+                for &next_isa in &isas {
+                    let given = InstrInfo {
+                        instr_type,
+                        sub_type,
+                        next_isa,
+                        instr_size: 2 + 2 * (n % 2) as u8,
+                        is_conditional: m % 2 == 0,
+                        is_link: n % 3 == 0,
+                        thumb_it_conditions: (n + m) as u8 % 4,
+                        branch_addr: 0x8000_0000_1234_5678 + n as u64,
+                        ..a64_at(0x1000)
+                    };
+                    let mut got = a64_at(0x1000);
+                    unpack_single(pack_single(&given), given.branch_addr, &mut got);
+                    assert_eq!(got, given);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_classified_instruction_is_remembered_in_its_generation_isa_and_space_only() {
+        let mut mem = Mem {
+            base: 0x1000,
+            bytes: words(&[ADD, RET]),
+            generation: 1,
+            reads: 0,
+        };
+        let mut dec = ArmInstrDecoder::new();
+        let mut w = Walker::new(WalkOptions::default());
+        let mut info = a64_at(0x1004);
+        assert!(!w.remembered_one(&mut info, MemSpace::EL1N));
+        let r = w.classify_one(&mut mem, &mut dec, &mut info, 1, MemSpace::EL1N, true);
+        assert_eq!(r, Ok(Some(true)));
+        assert_eq!(
+            (info.instr_type, info.sub_type),
+            (InstrType::BranchIndirect, InstrSubType::V8Ret)
+        );
+        let classified = info;
+
+        let mut again = a64_at(0x1004);
+        assert!(w.remembered_one(&mut again, MemSpace::EL1N));
+        again.opcode = classified.opcode;
+        assert_eq!(again, classified);
+        // Another space, instruction set or address: not this entry.
+        assert!(!w.remembered_one(&mut a64_at(0x1004), MemSpace::EL2));
+        assert!(!w.remembered_one(
+            &mut InstrInfo {
+                isa: Isa::Arm,
+                ..a64_at(0x1004)
+            },
+            MemSpace::EL1N
+        ));
+        assert!(!w.remembered_one(&mut a64_at(0x1000), MemSpace::EL1N));
+        // Classified while the classifier carried state: not remembered.
+        let mut add = a64_at(0x1000);
+        assert_eq!(
+            w.classify_one(&mut mem, &mut dec, &mut add, 1, MemSpace::EL1N, false),
+            Ok(Some(true))
+        );
+        assert!(!w.remembered_one(&mut a64_at(0x1000), MemSpace::EL1N));
+        // A new memory generation forgets it.
+        mem.generation = 2;
+        w.sync_memory(mem.generation);
+        assert!(!w.remembered_one(&mut a64_at(0x1004), MemSpace::EL1N));
+        // Unmapped: nothing classified.
+        assert_eq!(
+            w.classify_one(&mut mem, &mut dec, &mut a64_at(0x2000), 1, MemSpace::EL1N, true),
+            Ok(None)
         );
     }
 

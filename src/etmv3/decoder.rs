@@ -790,17 +790,14 @@ impl Etmv3Decoder {
             }
             let atom_e = atoms.bits & 1 != 0;
             let addr = self.iaddr;
-            let known = if self.remembered_ok {
-                self.walker.remembered_one(addr, isa, self.follower.space)
-            } else {
-                None
-            };
-            if let Some(known) = known
-                && addr < addr.wrapping_add(u64::from(known.instr_size))
+            let fi = &mut self.follower.instr;
+            fi.instr_addr = addr;
+            fi.isa = isa;
+            if self.remembered_ok
+                && self.walker.remembered_one(fi, self.follower.space)
+                && addr < addr.wrapping_add(u64::from(fi.instr_size))
             {
                 // Most atoms: an instruction classified before.
-                let fi = &mut self.follower.instr;
-                *fi = *known;
                 let en = addr.wrapping_add(u64::from(fi.instr_size));
                 let slot = self.list.next(self.index);
                 let e = self.list.elem(slot);
