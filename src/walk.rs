@@ -622,6 +622,45 @@ impl Walker {
         Ok(Some(clean_after))
     }
 
+    /// Classifies ahead of `instr`, just classified with the classifier
+    /// carrying no state: the instructions after it in its cache line, up
+    /// to and including the next branch (or `max` of them), remembered as
+    /// [`classify_one`](Self::classify_one) remembers one, for a decoder
+    /// that steps one instruction per atom through code it mostly runs
+    /// once. Nothing is read from memory, and the classifier is left as
+    /// it was: an instruction that would make it carry state (a T32 IT)
+    /// ends the run unremembered, its state cleared, as are an opcode the
+    /// line does not hold whole and one the classifier refuses.
+    pub(crate) fn classify_ahead(&mut self, dec: &mut dyn InstrDecode, instr: &InstrInfo, space: MemSpace, max: usize) {
+        if self.singles.is_empty() {
+            return;
+        }
+        let tag = block_tag(self.generation, instr.isa, space);
+        let mut next = *instr;
+        for _ in 0..max {
+            if matches!(next.instr_type, InstrType::Branch | InstrType::BranchIndirect) || next.next_isa != next.isa {
+                return;
+            }
+            let addr = next.instr_addr.wrapping_add(u64::from(next.instr_size));
+            let Some(&[b0, b1, b2, b3]) = self.code.cached_from(addr, space).first_chunk::<4>() else {
+                return;
+            };
+            next.instr_addr = addr;
+            next.opcode = u32::from_le_bytes([b0, b1, b2, b3]);
+            if dec.decode_instruction(&mut next).is_err() {
+                return;
+            }
+            if dec.carried_state() != 0 {
+                dec.clear_carried_state();
+                return;
+            }
+            let at = (slot_of(addr, SINGLES_SHIFT) & (SINGLES - 1)) * 4;
+            if let Some(slot) = self.singles.get_mut(at..at + 4) {
+                slot.copy_from_slice(&[addr, tag, next.branch_addr, pack_single(&next)]);
+            }
+        }
+    }
+
     /// Walks from `instr.instr_addr` until the next instruction would be
     /// at `to` (not stopping at waypoints), uncached.
     pub(crate) fn walk_to_address(
@@ -1076,6 +1115,76 @@ mod tests {
             w.classify_one(&mut mem, &mut dec, &mut a64_at(0x2000), 1, MemSpace::EL1N, true),
             Ok(None)
         );
+    }
+
+    #[test]
+    fn classifying_ahead_remembers_the_line_up_to_a_branch_without_reading_memory() {
+        let mut mem = Mem {
+            base: 0x1000,
+            bytes: words(&[ADD, NOP, ADD, RET, NOP]),
+            generation: 1,
+            reads: 0,
+        };
+        let mut dec = ArmInstrDecoder::new();
+        let mut w = Walker::new(WalkOptions::default());
+        let mut first = a64_at(0x1000);
+        assert_eq!(
+            w.classify_one(&mut mem, &mut dec, &mut first, 1, MemSpace::EL1N, true),
+            Ok(Some(true))
+        );
+        let reads = mem.reads;
+        w.classify_ahead(&mut dec, &first, MemSpace::EL1N, 16);
+        assert_eq!(mem.reads, reads);
+        for addr in [0x1004, 0x1008, 0x100c] {
+            let mut ahead = a64_at(addr);
+            assert!(w.remembered_one(&mut ahead, MemSpace::EL1N), "{addr:#x}");
+            let mut fresh = a64_at(addr);
+            assert_eq!(
+                w.classify_one(&mut mem, &mut dec, &mut fresh, 1, MemSpace::EL1N, true),
+                Ok(Some(true))
+            );
+            ahead.opcode = fresh.opcode;
+            assert_eq!(ahead, fresh);
+        }
+        // Not past the RET.
+        assert!(!w.remembered_one(&mut a64_at(0x1010), MemSpace::EL1N));
+        // At most `max`.
+        let mut w = Walker::new(WalkOptions::default());
+        let mut first = a64_at(0x1000);
+        w.classify_one(&mut mem, &mut dec, &mut first, 1, MemSpace::EL1N, true)
+            .unwrap();
+        w.classify_ahead(&mut dec, &first, MemSpace::EL1N, 1);
+        assert!(w.remembered_one(&mut a64_at(0x1004), MemSpace::EL1N));
+        assert!(!w.remembered_one(&mut a64_at(0x1008), MemSpace::EL1N));
+    }
+
+    #[test]
+    fn classifying_ahead_stops_at_an_it_block_and_leaves_the_classifier_clean() {
+        // T32: 0x2000 nop; nop; ittt eq; nop.
+        let bytes = vec![0x00, 0xbf, 0x00, 0xbf, 0x02, 0xbf, 0x00, 0xbf, 0x00, 0xbf, 0x00, 0xbf];
+        let mut mem = Mem {
+            base: 0x2000,
+            bytes,
+            generation: 1,
+            reads: 0,
+        };
+        let mut dec = ArmInstrDecoder::new();
+        let mut w = Walker::new(WalkOptions::default());
+        let t32 = |addr| InstrInfo {
+            isa: Isa::Thumb2,
+            track_it_block: true,
+            ..a64_at(addr)
+        };
+        let mut first = t32(0x2000);
+        assert_eq!(
+            w.classify_one(&mut mem, &mut dec, &mut first, 1, MemSpace::ANY, true),
+            Ok(Some(true))
+        );
+        w.classify_ahead(&mut dec, &first, MemSpace::ANY, 16);
+        assert_eq!(dec.carried_state(), 0);
+        assert!(w.remembered_one(&mut t32(0x2002), MemSpace::ANY));
+        assert!(!w.remembered_one(&mut t32(0x2004), MemSpace::ANY));
+        assert!(!w.remembered_one(&mut t32(0x2006), MemSpace::ANY));
     }
 
     #[test]

@@ -155,6 +155,10 @@ impl ElemList {
     }
 }
 
+/// Instructions classified ahead of one not remembered, at most (see
+/// [`Walker::classify_ahead`]).
+const CLASSIFY_AHEAD: usize = 16;
+
 /// The instruction an atom is on (OpenCSD's `OcsdCodeFollower`): the last
 /// classified, and the memory space code is read from.
 struct Follower {
@@ -878,6 +882,11 @@ impl Etmv3Decoder {
                     Ok(None) => self.clean,
                     Err(_) => dec.carried_state() == 0,
                 };
+                if read == Ok(Some(true)) {
+                    // Code is mostly run once, in straight lines: what
+                    // follows is classified now, in one go.
+                    self.walker.classify_ahead(&mut *dec, &f.instr, f.space, CLASSIFY_AHEAD);
+                }
                 self.classified_clean = Some(self.clean);
                 read
             }
