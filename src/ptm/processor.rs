@@ -50,8 +50,10 @@ pub struct PtmProcessor {
     cfg: PtmConfig,
     trace_id: u8,
     err: ErrLink,
-    /// Held while looking for an A-sync, the only time a listing may show
-    /// bytes from past the end of a block (see [`block_memory`]).
+    /// Held between blocks while zeros that may start an A-sync are
+    /// pending: only then can the next block's listing show bytes from past
+    /// its end (see [`block_memory`]). Held no longer, as the deformatter
+    /// copies its record for every block of an interested ID.
     overread: Option<overread::Interest>,
 
     state: State,
@@ -130,7 +132,7 @@ impl PtmProcessor {
 
     fn init_processor_state(&mut self) {
         self.state = State::WaitSync;
-        self.overread = Some(overread::Interest::register(self.trace_id));
+        self.overread = None;
         self.hdr_type = PtmPktType::Reserved;
         self.async_0 = 0;
         self.wait_async_start = false;
@@ -281,7 +283,6 @@ impl PtmProcessor {
             }
 
             if have_async {
-                self.overread = None;
                 self.pkt.pkt_type = PtmPktType::ASync;
             }
         }
@@ -832,6 +833,14 @@ impl PacketProcessor for PtmProcessor {
                     self.state = State::ProcHdr;
                 }
             }
+        }
+        // Bytes past a block's end are listed only when zeros carried over
+        // from the block before did not start an A-sync (they are counted
+        // again): ask for the deformatter's record just while such zeros
+        // are pending.
+        let pending = self.state == State::WaitSync && self.wait_async_start;
+        if pending != self.overread.is_some() {
+            self.overread = pending.then(|| overread::Interest::register(self.trace_id));
         }
         (resp, pos)
     }
