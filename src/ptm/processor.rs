@@ -224,14 +224,23 @@ impl PtmProcessor {
                         scanning = false;
                     }
                 }
-            } else if let Some(&b) = data.get(*pos) {
-                *pos += 1;
-                if b == 0x00 {
+            } else {
+                // Bytes other than zero cannot start an A-sync: a run of them
+                // is skipped in one step, as far as the next zero or as many
+                // as complete a hand-over to the monitor (there is room for
+                // one at least: a full hand-over went out at the end of the
+                // last step).
+                let rest = data.get(*pos..).unwrap_or(&[]);
+                let room = UNSYNC_PKT_MAX.saturating_sub(unsynced).max(1);
+                let run = rest.iter().take(room).take_while(|&&b| b != 0x00).count();
+                if run > 0 {
+                    *pos += run;
+                    unsynced += run;
+                } else if !rest.is_empty() {
+                    *pos += 1;
                     self.wait_async_start = true;
                     self.raw.push(0);
                     self.async_0 = 1;
-                } else {
-                    unsynced += 1;
                 }
             }
 
