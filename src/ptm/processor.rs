@@ -835,6 +835,13 @@ impl PacketProcessor for PtmProcessor {
                             resp = DatapathResp::FatalInvalidData;
                         }
                     }
+                    // A packet complete goes out now, not on another turn
+                    // of the loop.
+                    if self.state == State::SendPkt {
+                        resp = self.output_packet(out);
+                        self.pkt.clear();
+                        self.state = State::ProcHdr;
+                    }
                 }
                 State::SendPkt => {
                     resp = self.output_packet(out);
