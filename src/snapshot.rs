@@ -199,11 +199,105 @@ impl fmt::Display for SnapshotWarning {
 
 /// One `key=value` line of an `.ini` file.
 struct IniEntry {
-    key: String,
-    value: String,
+    /// The key then the value, in one allocation (a device file has
+    /// hundreds of registers).
+    text: String,
+    key_len: usize,
     /// Line (1-based).
     line: usize,
 }
+
+impl IniEntry {
+    fn new(key: &str, value: &str, line: usize) -> IniEntry {
+        let mut text = String::with_capacity(key.len() + value.len());
+        text.push_str(key);
+        text.push_str(value);
+        IniEntry {
+            text,
+            key_len: key.len(),
+            line,
+        }
+    }
+
+    fn key(&self) -> &str {
+        &self.text[..self.key_len]
+    }
+
+    fn value(&self) -> &str {
+        &self.text[self.key_len..]
+    }
+}
+
+/// `str::trim`, with the usual case (nothing to trim) decided from the
+/// first and last bytes.
+fn trim(s: &str) -> &str {
+    match (s.as_bytes().first(), s.as_bytes().last()) {
+        (Some(&a), Some(&b)) if a.is_ascii_graphic() && b.is_ascii_graphic() => s,
+        _ => s.trim(),
+    }
+}
+
+/// `s` split at the first `c` (an ASCII character), without it.
+fn split_at_byte(s: &str, c: u8) -> Option<(&str, &str)> {
+    let i = s.as_bytes().iter().position(|&b| b == c)?;
+    Some((&s[..i], &s[i + 1..]))
+}
+
+/// The lines of `text`, split at each `\n` (a `\r` before it stays, for
+/// [`trim`] to drop).
+fn ini_lines(text: &str) -> impl Iterator<Item = &str> {
+    let mut rest = Some(text);
+    std::iter::from_fn(move || {
+        let r = rest?;
+        match split_at_byte(r, b'\n') {
+            Some((line, more)) => {
+                rest = Some(more);
+                Some(line)
+            }
+            None => {
+                rest = None;
+                (!r.is_empty()).then_some(r)
+            }
+        }
+    })
+}
+
+/// A key's hash, ignoring ASCII case, under the file's random hash keys:
+/// the keys seen in a section are found by it, without a lower-case copy
+/// of each.
+fn key_hash(state: &std::hash::RandomState, key: &str) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = state.build_hasher();
+    let mut buf = [0u8; 32];
+    for chunk in key.as_bytes().chunks(buf.len()) {
+        let low = &mut buf[..chunk.len()];
+        low.copy_from_slice(chunk);
+        low.make_ascii_lowercase();
+        h.write(low);
+    }
+    h.finish()
+}
+
+/// Hashes that are already (random-keyed) hashes, used as they are.
+#[derive(Default)]
+struct PreHashed(u64);
+
+impl std::hash::Hasher for PreHashed {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
+}
+
+/// Keys seen in one section: key hash -> index of the first entry with it.
+type SeenKeys = HashMap<u64, usize, std::hash::BuildHasherDefault<PreHashed>>;
 
 /// One `[section]` of an `.ini` file, with the entries of any later
 /// section of the same name.
@@ -240,8 +334,12 @@ struct IniText {
 impl IniText {
     fn load(path: PathBuf, warnings: &mut Vec<SnapshotWarning>) -> Result<IniText, SnapshotError> {
         let bytes = read_regular_file(&path).map_err(|p| SnapshotError::file(&path, p))?;
-        let text = String::from_utf8_lossy(&bytes);
-        IniText::parse(path, &text, warnings)
+        // Checked as UTF-8 first: `from_utf8_lossy` takes longer over
+        // text that is valid.
+        match std::str::from_utf8(&bytes) {
+            Ok(text) => IniText::parse(path, text, warnings),
+            Err(_) => IniText::parse(path, &String::from_utf8_lossy(&bytes), warnings),
+        }
     }
 
     fn parse(path: PathBuf, text: &str, warnings: &mut Vec<SnapshotWarning>) -> Result<IniText, SnapshotError> {
@@ -256,10 +354,11 @@ impl IniText {
         // The section entries go to, and its keys seen so far (lower case
         // -> line), unless its keys may repeat.
         let mut current: Option<usize> = None;
-        let mut keys: Vec<HashMap<String, usize>> = Vec::new();
-        for (i, raw) in text.lines().enumerate() {
+        let mut keys: Vec<SeenKeys> = Vec::new();
+        let key_state = std::hash::RandomState::new();
+        for (i, raw) in ini_lines(text).enumerate() {
             let line = i + 1;
-            let t = raw.trim();
+            let t = trim(raw);
             if t.is_empty() || t.starts_with(';') || t.starts_with('#') {
                 continue;
             }
@@ -301,18 +400,18 @@ impl IniText {
                             line,
                             entries: Vec::new(),
                         });
-                        keys.push(HashMap::new());
+                        keys.push(SeenKeys::default());
                     }
                 }
                 continue;
             }
-            let Some((key, value)) = t.split_once('=') else {
+            let Some((key, value)) = split_at_byte(t, b'=') else {
                 return Err(ini.err(
                     Some(line),
                     format!("expected 'key=value', a '[section]' header or a comment (';' or '#'), found '{t}'"),
                 ));
             };
-            let key = key.trim();
+            let key = trim(key);
             if key.is_empty() {
                 return Err(ini.err(Some(line), format!("expected a key before '=', found '{t}'")));
             }
@@ -327,26 +426,38 @@ impl IniText {
                 .iter()
                 .any(|m| section.name.eq_ignore_ascii_case(m))
             {
-                match keys[s].entry(key.to_ascii_lowercase()) {
-                    std::collections::hash_map::Entry::Occupied(first) => {
-                        let kind = WarningKind::DuplicateKey {
-                            section: section.name.clone(),
-                            key: key.to_string(),
-                            first_line: *first.get(),
-                        };
-                        warnings.push(ini.warning(Some(line), kind));
-                        continue;
+                let entries = &section.entries;
+                let first = match keys[s].entry(key_hash(&key_state, key)) {
+                    std::collections::hash_map::Entry::Occupied(o) => {
+                        let at = *o.get();
+                        if entries[at].key().eq_ignore_ascii_case(key) {
+                            Some(entries[at].line)
+                        } else {
+                            // Another key with the same hash (no file
+                            // makes one on purpose: the hash keys are
+                            // random): look at them all.
+                            entries
+                                .iter()
+                                .find(|e| e.key().eq_ignore_ascii_case(key))
+                                .map(|e| e.line)
+                        }
                     }
                     std::collections::hash_map::Entry::Vacant(v) => {
-                        v.insert(line);
+                        v.insert(entries.len());
+                        None
                     }
+                };
+                if let Some(first_line) = first {
+                    let kind = WarningKind::DuplicateKey {
+                        section: section.name.clone(),
+                        key: key.to_string(),
+                        first_line,
+                    };
+                    warnings.push(ini.warning(Some(line), kind));
+                    continue;
                 }
             }
-            ini.sections[s].entries.push(IniEntry {
-                key: key.to_string(),
-                value: value.trim().to_string(),
-                line,
-            });
+            ini.sections[s].entries.push(IniEntry::new(key, trim(value), line));
         }
         Ok(ini)
     }
@@ -361,7 +472,10 @@ impl IniText {
     /// Line of `key=` inside `section`.
     fn key_line(&self, section: &str, key: &str) -> Option<usize> {
         let entries = self.section(section)?;
-        entries.iter().find(|e| e.key.eq_ignore_ascii_case(key)).map(|e| e.line)
+        entries
+            .iter()
+            .find(|e| e.key().eq_ignore_ascii_case(key))
+            .map(|e| e.line)
     }
 
     fn err(&self, line: Option<usize>, message: impl Into<String>) -> SnapshotError {
@@ -395,15 +509,15 @@ impl IniText {
     fn value<'a>(entries: &'a [IniEntry], key: &str) -> Option<&'a str> {
         entries
             .iter()
-            .find(|e| e.key.eq_ignore_ascii_case(key))
-            .map(|e| e.value.as_str())
+            .find(|e| e.key().eq_ignore_ascii_case(key))
+            .map(|e| e.value())
     }
 }
 
 /// Parses a number as C's `strtoull(s, 0, 0)` reads a whole field:
 /// `0x` hex, leading `0` octal, or decimal.
 pub fn parse_number(s: &str) -> Option<u64> {
-    let s = s.trim();
+    let s = trim(s);
     if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
         u64::from_str_radix(h, 16).ok()
     } else if s.len() > 1 && s.starts_with('0') {
@@ -552,7 +666,7 @@ impl Snapshot {
             .ok_or_else(|| main.err(None, "missing [device_list] section: expected the list of device files"))?;
         let mut names = std::collections::HashSet::new();
         for e in devlist {
-            let (key, file) = (&e.key, &e.value);
+            let (key, file) = (e.key(), e.value());
             if file.is_empty() {
                 return Err(main.err(
                     Some(e.line),
@@ -621,9 +735,10 @@ impl Snapshot {
         };
         for (sec, entries) in f.sections() {
             if sec.eq_ignore_ascii_case("regs") {
+                dev.regs.reserve(entries.len());
                 for e in entries {
-                    let (k, v) = (&e.key, &e.value);
-                    let (name, decoration) = match k.split_once('(') {
+                    let (k, v) = (e.key(), e.value());
+                    let (name, decoration) = match split_at_byte(k, b'(') {
                         Some((n, rest)) => (n.trim().to_string(), Some(rest.trim_end_matches(')').to_string())),
                         None => (k.to_string(), None),
                     };
@@ -779,8 +894,8 @@ impl Snapshot {
         if let Some(sb) = t.section("source_buffers") {
             let names: std::collections::HashSet<&str> = self.buffers.iter().map(|b| b.name.as_str()).collect();
             for e in sb {
-                let (src, buf) = (&e.key, &e.value);
-                if !names.contains(buf.as_str()) {
+                let (src, buf) = (e.key(), e.value());
+                if !names.contains(buf) {
                     return Err(t.err(
                         Some(e.line),
                         format!(
@@ -793,7 +908,8 @@ impl Snapshot {
         }
         if let Some(cs) = t.section("core_trace_sources") {
             for e in cs {
-                self.core_trace_sources.push((e.key.clone(), e.value.clone()));
+                self.core_trace_sources
+                    .push((e.key().to_string(), e.value().to_string()));
             }
         }
         Ok(())
@@ -862,5 +978,66 @@ impl Snapshot {
     /// Full paths of a buffer's data files.
     pub fn buffer_paths(&self, buffer: &BufferInfo) -> Vec<PathBuf> {
         buffer.files.iter().map(|f| self.path_of(f)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ini_lines_split_as_str_lines_does_once_trimmed() {
+        for text in ["", "a", "a\n", "a\r\nb", "a\n\nb\n", "\n", "x=1\r\n[s]\r\n", "é=ü\nz"] {
+            let ours: Vec<&str> = ini_lines(text).map(trim).collect();
+            let std: Vec<&str> = text.lines().map(str::trim).collect();
+            assert_eq!(ours, std, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn trim_is_str_trim() {
+        for s in [
+            "",
+            " ",
+            "a",
+            " a",
+            "a ",
+            "\ta\r",
+            "\u{a0}a",
+            "a\u{3000}",
+            "é",
+            " é ",
+            "a b",
+        ] {
+            assert_eq!(trim(s), s.trim(), "{s:?}");
+        }
+    }
+
+    #[test]
+    fn key_hash_ignores_ascii_case_only() {
+        let st = std::hash::RandomState::new();
+        let long = "Key_".repeat(20);
+        assert_eq!(key_hash(&st, "TRCIDR0"), key_hash(&st, "trcidr0"));
+        assert_eq!(key_hash(&st, &long), key_hash(&st, &long.to_ascii_lowercase()));
+        assert_ne!(key_hash(&st, "TRCIDR0"), key_hash(&st, "TRCIDR1"));
+        assert_ne!(key_hash(&st, "É"), key_hash(&st, "é"));
+    }
+
+    #[test]
+    fn repeated_keys_in_a_repeated_section_warn_with_the_first_line() {
+        let mut warnings = Vec::new();
+        let text = "[Regs]\nA=1\nb=2\n[regs]\nB=3\na=4\nc=5\n";
+        let ini = IniText::parse(PathBuf::from("x.ini"), text, &mut warnings).unwrap();
+        let regs = ini.section("REGS").unwrap();
+        let kv: Vec<(&str, &str)> = regs.iter().map(|e| (e.key(), e.value())).collect();
+        assert_eq!(kv, [("A", "1"), ("b", "2"), ("c", "5")]);
+        let firsts: Vec<(Option<usize>, usize)> = warnings
+            .iter()
+            .filter_map(|w| match &w.kind {
+                WarningKind::DuplicateKey { first_line, .. } => Some((w.line, *first_line)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(firsts, [(Some(5), 3), (Some(6), 2)]);
     }
 }

@@ -76,26 +76,69 @@ pub(crate) struct WalkOptions {
 
 /// Program memory in lines, in front of the target memory interface.
 struct CodeCache {
-    tags: Vec<(u64, u8, u16, u16)>,
-    data: Vec<[u8; LINE]>,
+    /// Per line: its address, memory space, and the bytes it holds
+    /// (`start..end` within it), after its bytes (see [`Line`]). Lines
+    /// and tags are one allocation of zero bytes, which the allocator takes
+    /// as fresh pages from the system: making the cache writes nothing. A
+    /// line holding nothing (`end` 0, as made) matches no read.
+    lines: Vec<u8>,
+}
+
+/// A line's bytes, then its tag: address (8 bytes), memory space (1),
+/// and the range of bytes it holds, `start` and `end` (2 each).
+type Line = [u8; LINE_BYTES];
+const LINE_BYTES: usize = LINE + 16;
+
+/// A line's address, memory space and byte range.
+type LineTag = (u64, u8, u16, u16);
+
+#[inline(always)]
+fn line_tag(l: &Line) -> LineTag {
+    let t = &l[LINE..];
+    (
+        u64::from_le_bytes([t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7]]),
+        t[8],
+        u16::from_le_bytes([t[10], t[11]]),
+        u16::from_le_bytes([t[12], t[13]]),
+    )
+}
+
+#[inline(always)]
+fn set_line_tag(l: &mut Line, (base, space, start, end): LineTag) {
+    let t = &mut l[LINE..];
+    t[..8].copy_from_slice(&base.to_le_bytes());
+    t[8] = space;
+    t[10..12].copy_from_slice(&start.to_le_bytes());
+    t[12..14].copy_from_slice(&end.to_le_bytes());
 }
 
 const LINE: usize = 256;
 const LINES: usize = 1024;
 const LINE_SHIFT: u32 = LINE.trailing_zeros();
-const NO_TAG: u64 = 1;
+const NO_LINE: LineTag = (0, 0, 0, 0);
 
 impl CodeCache {
     fn new() -> Self {
         CodeCache {
-            tags: vec![(NO_TAG, 0, 0, 0); LINES],
-            data: vec![[0; LINE]; LINES],
+            // Bytes, not lines: only a vector of zero bytes is allocated
+            // zeroed rather than written.
+            lines: vec![0; LINES * LINE_BYTES],
         }
     }
 
+    #[inline(always)]
+    fn line(&self, slot: usize) -> &Line {
+        &self.lines.as_chunks::<LINE_BYTES>().0[slot & (LINES - 1)]
+    }
+
+    #[inline(always)]
+    fn line_mut(&mut self, slot: usize) -> &mut Line {
+        &mut self.lines.as_chunks_mut::<LINE_BYTES>().0[slot & (LINES - 1)]
+    }
+
     fn invalidate(&mut self) {
-        for t in &mut self.tags {
-            t.0 = NO_TAG;
+        for l in self.lines.as_chunks_mut::<LINE_BYTES>().0 {
+            set_line_tag(l, NO_LINE);
         }
     }
 
@@ -111,9 +154,9 @@ impl CodeCache {
         let base = addr & !(LINE as u64 - 1);
         let off = (addr - base) as usize;
         let slot = ((addr >> LINE_SHIFT) as usize) & (LINES - 1);
-        let (tag, sp, start, end) = self.tags[slot];
+        let d = self.line(slot);
+        let (tag, sp, start, end) = line_tag(d);
         if tag == base && sp == space.bits() && off >= start as usize && off + 4 <= end as usize {
-            let d = &self.data[slot];
             return Ok(Some(u32::from_le_bytes([d[off], d[off + 1], d[off + 2], d[off + 3]])));
         }
         self.fill(mem, addr, trace_id, space)
@@ -126,9 +169,10 @@ impl CodeCache {
         let base = addr & !(LINE as u64 - 1);
         let off = (addr - base) as usize;
         let slot = ((addr >> LINE_SHIFT) as usize) & (LINES - 1);
-        let (tag, sp, start, end) = self.tags[slot];
+        let d = self.line(slot);
+        let (tag, sp, start, end) = line_tag(d);
         if tag == base && sp == space.bits() && off >= start as usize && off < end as usize {
-            &self.data[slot][off..end as usize]
+            &d[off..end as usize]
         } else {
             &[]
         }
@@ -145,13 +189,14 @@ impl CodeCache {
         let base = addr & !(LINE as u64 - 1);
         let off = (addr - base) as usize;
         let slot = ((addr >> LINE_SHIFT) as usize) & (LINES - 1);
-        self.tags[slot].0 = NO_TAG;
+        let line = self.line_mut(slot);
+        set_line_tag(line, NO_LINE);
         let got = mem
-            .read_target_memory(addr, trace_id, space, &mut self.data[slot][off..])?
+            .read_target_memory(addr, trace_id, space, &mut line[off..LINE])?
             .min(LINE - off);
-        self.tags[slot] = (base, space.bits(), off as u16, (off + got) as u16);
+        set_line_tag(line, (base, space.bits(), off as u16, (off + got) as u16));
         if got >= 4 {
-            let d = &self.data[slot];
+            let d = &*line;
             return Ok(Some(u32::from_le_bytes([d[off], d[off + 1], d[off + 2], d[off + 3]])));
         }
         if off + got < LINE {
@@ -473,7 +518,7 @@ impl Walker {
 
     /// Walks from `instr.instr_addr` to the next waypoint, as far as the
     /// memory image goes.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn walk_to_waypoint(
         &mut self,
         mem: &mut dyn TargetMemAccess,
@@ -678,6 +723,7 @@ impl Walker {
 
     // The walk's state goes in registers, not a struct: it is the hot path.
     #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     fn walk(
         &mut self,
         mem: &mut dyn TargetMemAccess,

@@ -524,18 +524,20 @@ impl PtmDecoder {
         if let WalkTo::Waypoint = walk
             && !self.nacc_pending
         {
-            let Some(mem) = self.mem.clone() else {
+            let Some(mem) = &self.mem else {
                 self.nacc_pending = true;
                 self.nacc_addr = self.instr.instr_addr;
                 return Ok(false);
             };
-            let walked = {
-                let mut mem = mem.borrow_mut();
-                let dec = self.instr_dec.clone();
-                let mut dec = dec.borrow_mut();
-                self.walker
-                    .walk_to_waypoint(&mut *mem, &mut *dec, &mut self.instr, self.trace_id, space)
-            };
+            // Borrowed in place, not cloned: a walk per atom would pay two
+            // reference-count round trips.
+            let walked = self.walker.walk_to_waypoint(
+                &mut *mem.borrow_mut(),
+                &mut *self.instr_dec.borrow_mut(),
+                &mut self.instr,
+                self.trace_id,
+                space,
+            );
             if walked.num > 0 {
                 self.elem.en_addr = self.instr.instr_addr;
                 self.elem.num_instr_range = walked.num;

@@ -50,8 +50,10 @@ pub struct PtmProcessor {
     cfg: PtmConfig,
     trace_id: u8,
     err: ErrLink,
-    /// Held while looking for an A-sync, the only time a listing may show
-    /// bytes from past the end of a block (see [`block_memory`]).
+    /// Held between blocks while zeros that may start an A-sync are
+    /// pending: only then can the next block's listing show bytes from past
+    /// its end (see [`block_memory`]). Held no longer, as the deformatter
+    /// copies its record for every block of an interested ID.
     overread: Option<overread::Interest>,
 
     state: State,
@@ -130,7 +132,7 @@ impl PtmProcessor {
 
     fn init_processor_state(&mut self) {
         self.state = State::WaitSync;
-        self.overread = Some(overread::Interest::register(self.trace_id));
+        self.overread = None;
         self.hdr_type = PtmPktType::Reserved;
         self.async_0 = 0;
         self.wait_async_start = false;
@@ -222,14 +224,23 @@ impl PtmProcessor {
                         scanning = false;
                     }
                 }
-            } else if let Some(&b) = data.get(*pos) {
-                *pos += 1;
-                if b == 0x00 {
+            } else {
+                // Bytes other than zero cannot start an A-sync: a run of them
+                // is skipped in one step, as far as the next zero or as many
+                // as complete a hand-over to the monitor (there is room for
+                // one at least: a full hand-over went out at the end of the
+                // last step).
+                let rest = data.get(*pos..).unwrap_or(&[]);
+                let room = UNSYNC_PKT_MAX.saturating_sub(unsynced).max(1);
+                let run = rest.iter().take(room).take_while(|&&b| b != 0x00).count();
+                if run > 0 {
+                    *pos += run;
+                    unsynced += run;
+                } else if !rest.is_empty() {
+                    *pos += 1;
                     self.wait_async_start = true;
                     self.raw.push(0);
                     self.async_0 = 1;
-                } else {
-                    unsynced += 1;
                 }
             }
 
@@ -281,7 +292,6 @@ impl PtmProcessor {
             }
 
             if have_async {
-                self.overread = None;
                 self.pkt.pkt_type = PtmPktType::ASync;
             }
         }
@@ -825,6 +835,13 @@ impl PacketProcessor for PtmProcessor {
                             resp = DatapathResp::FatalInvalidData;
                         }
                     }
+                    // A packet complete goes out now, not on another turn
+                    // of the loop.
+                    if self.state == State::SendPkt {
+                        resp = self.output_packet(out);
+                        self.pkt.clear();
+                        self.state = State::ProcHdr;
+                    }
                 }
                 State::SendPkt => {
                     resp = self.output_packet(out);
@@ -832,6 +849,14 @@ impl PacketProcessor for PtmProcessor {
                     self.state = State::ProcHdr;
                 }
             }
+        }
+        // Bytes past a block's end are listed only when zeros carried over
+        // from the block before did not start an A-sync (they are counted
+        // again): ask for the deformatter's record just while such zeros
+        // are pending.
+        let pending = self.state == State::WaitSync && self.wait_async_start;
+        if pending != self.overread.is_some() {
+            self.overread = pending.then(|| overread::Interest::register(self.trace_id));
         }
         (resp, pos)
     }

@@ -193,6 +193,30 @@ fn unsynchronised_runs() {
 }
 
 #[test]
+fn unsynchronised_runs_broken_by_zeros() {
+    // Zeros that start no A-sync count with the bytes around them towards
+    // the 16 shown at a time; a run is shown up to the block's end.
+    let rig = Rig::new(DecodeMode::PacketsOnly);
+    let mut p = packets(&rig, config(0, CCER_TS_BINARY));
+    let mut trace: Vec<u8> = (1..=5).collect();
+    trace.push(0x00);
+    trace.extend(6..=0x20);
+    trace.extend([0x00, 0x00, 0x21, 0x00, 0x22, 0x23]);
+    trace.extend(ASYNC);
+    rig.feed(&mut p, 0, &trace[..30], 30);
+    rig.feed(&mut p, 30, &trace[30..], trace.len() - 30);
+    assert_eq!(
+        rig.take(),
+        lines(&[
+            "Idx:0; ID:0; [0x01 0x02 0x03 0x04 0x05 0x00 0x06 0x07 0x08 0x09 0x0a 0x0b 0x0c 0x0d 0x0e 0x0f ];\tNOTSYNC : PTM Not Synchronised; ",
+            "Idx:16; ID:0; [0x10 0x11 0x12 0x13 0x14 0x15 0x16 0x17 0x18 0x19 0x1a 0x1b 0x1c 0x1d ];\tNOTSYNC : PTM Not Synchronised; ",
+            "Idx:30; ID:0; [0x1e 0x1f 0x20 0x00 0x00 0x21 0x00 0x22 0x23 ];\tNOTSYNC : PTM Not Synchronised; ",
+            "Idx:39; ID:0; [0x00 0x00 0x00 0x00 0x00 0x80 ];\tASYNC : Alignment Synchronisation Packet; ",
+        ])
+    );
+}
+
+#[test]
 fn zeros_pending_across_blocks() {
     // Zeros at the end of one block that turn out not to start an A-sync
     // are shown again with the next block's bytes (OpenCSD's count).
