@@ -148,9 +148,11 @@ impl MsgLogger {
         Ok(())
     }
 
-    /// Sizes the buffer for a chunk and the line that ends it, once.
+    /// Sizes the buffer for the first lines. It grows (doubling) to a
+    /// chunk and the line that ends it only if that much is written: a
+    /// short run (a few header lines) does not clear 68 KB it never uses.
     fn make_room(&mut self) {
-        self.text.reserve(Self::CHUNK + 4096);
+        self.text.reserve(4096);
     }
 
     /// Hands the destinations to a batcher made by `make`, which takes
