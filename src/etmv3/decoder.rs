@@ -67,6 +67,19 @@ impl ElemList {
         slot
     }
 
+    /// Takes the next element (see [`next`](Self::next)).
+    #[inline]
+    fn push(&mut self, index: TrcIndex) -> &mut TraceElement {
+        if self.used == self.slots.len() {
+            self.grow();
+        }
+        let slot = self.wrap(self.first + self.used);
+        self.used += 1;
+        let s = &mut self.slots[slot];
+        s.0 = index;
+        &mut s.1
+    }
+
     /// `i % slots.len()` for `i < 2 * slots.len()`.
     #[inline]
     fn wrap(&self, i: usize) -> usize {
@@ -766,7 +779,7 @@ impl Etmv3Decoder {
 
     /// The elements of a P-header's atoms: a range (and cycle count) per
     /// atom from the current address, or cycle counts without one.
-    #[inline]
+    #[inline(always)]
     fn phdr_atoms(&mut self, phdr: PHdrAtoms) {
         let ca = self.cfg.cycle_accurate();
         let mut atoms = Atoms {
@@ -782,8 +795,7 @@ impl Etmv3Decoder {
             if atoms.num == 0 {
                 // No atom: the cycles alone (without cycle accuracy, an
                 // empty range as OpenCSD gives).
-                let slot = self.next_elem();
-                let e = self.list.elem(slot);
+                let e = self.list.push(self.index);
                 if ca {
                     e.set_type(ElemType::CycleCount);
                     e.set_cycle_count(cc);
@@ -803,8 +815,7 @@ impl Etmv3Decoder {
             {
                 // Most atoms: an instruction classified before.
                 let en = addr.wrapping_add(u64::from(fi.instr_size));
-                let slot = self.list.next(self.index);
-                let e = self.list.elem(slot);
+                let e = self.list.push(self.index);
                 e.set_type(ElemType::InstrRange);
                 if ca {
                     e.set_cycle_count(cc);
@@ -860,8 +871,7 @@ impl Etmv3Decoder {
     fn classified_atom(&mut self, isa: Isa, atom_e: bool, cc: u32) -> Isa {
         let ca = self.cfg.cycle_accurate();
         let addr = self.iaddr;
-        let slot = self.next_elem();
-        let e = self.list.elem(slot);
+        let e = self.list.push(self.index);
         e.set_type(ElemType::InstrRange);
         if ca {
             e.set_cycle_count(cc);
