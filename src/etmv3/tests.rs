@@ -540,3 +540,56 @@ fn atoms_after_a_refused_isa_follow_the_last_next_isa() {
         ]
     );
 }
+
+/// The element lines of `trace` decoded with a packet monitor (every
+/// packet built and decoded on its own) or without one (runs of P-headers
+/// taken as their bytes), fed in blocks of `block` bytes with a forced
+/// wait every `waits` elements (0: none).
+fn element_lines(trace: &[u8], monitor: bool, block: usize, waits: u32) -> Vec<String> {
+    let rig = Rig::new(DecodeMode::FullDecode);
+    rig.map_arm_program();
+    rig.elems.borrow_mut().set_test_waits(waits);
+    let cfg = config(ETMCR_CTXTID_1, IDR_ETM35);
+    let dec = Etmv3Decoder::new(cfg, &rig.ctx);
+    let mut p = Pipeline::new("ETMV3", Etmv3Processor::new(cfg, &rig.ctx), Some(Box::new(dec)));
+    if monitor {
+        rig.monitor(&mut p, 0);
+    }
+    rig.feed(&mut p, 0, trace, block);
+    rig.eot(&mut p);
+    rig.take()
+        .lines()
+        .filter(|l| l.contains("OCSD_GEN_TRC_ELEM"))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn p_header_runs_taken_as_bytes_give_the_packet_at_a_time_elements() {
+    // The A32 trace (ranges, a NACC, unknown addresses, an exception that
+    // cancels a held-back range), then runs of P-headers long enough to
+    // grow the element ring (16 atoms in one header), broken by branches
+    // and a context ID whose element prints fields it leaves to the ring;
+    // last, a cancelling exception after two one-atom headers.
+    let mut trace = ARM_TRACE.to_vec();
+    trace.extend_from_slice(&[0x81, 0x10]); // branch to 0x1000
+    trace.extend_from_slice(&[0x88, 0x84, 0x84, 0x84, 0x88]);
+    trace.extend_from_slice(&[0x81, 0x10]); // branch to 0x1000
+    trace.extend_from_slice(&[0x88, 0xc4, 0x85, 0x10, 0xbc, 0xfc, 0x84, 0x88]);
+    trace.extend_from_slice(&[0x6e, 0x43]); // context ID
+    trace.extend_from_slice(&[0x85, 0x30, 0x88, 0x84, 0x84]);
+    // Two one-atom headers: only the first range would be held back, so
+    // the exception cancels nothing.
+    trace.extend_from_slice(&[0x81, 0x10, 0x84, 0x84, 0x81, 0x80, 0x80, 0x80, 0x48, 0x3c]);
+    let serial = element_lines(&trace, true, trace.len(), 0);
+    assert!(serial.len() > 40, "{serial:#?}");
+    for block in [1, 3, trace.len()] {
+        for waits in [0, 1, 3] {
+            assert_eq!(
+                element_lines(&trace, false, block, waits),
+                serial,
+                "blocks of {block}, a wait every {waits}"
+            );
+        }
+    }
+}
