@@ -697,6 +697,29 @@ impl PtmProcessor {
         Some(len)
     }
 
+    /// Whether `b` is a whole atom packet, header only.
+    #[inline]
+    fn is_one_byte_atom(&self, b: u8) -> bool {
+        let mask = if self.cfg.cycle_accurate() { 0xc1 } else { 0x81 };
+        b & mask == 0x80
+    }
+
+    /// A run of one-byte atom packets was taken as bytes, the last `hdr`
+    /// at `index`: the processor is left as sending them would have left
+    /// it.
+    fn atom_run_taken(&mut self, index: TrcIndex, hdr: u8) {
+        self.pkt_index = index;
+        self.hdr_type = PtmPktType::Atom;
+        self.pkt.pkt_type = PtmPktType::Atom;
+        if self.cfg.cycle_accurate() {
+            self.pkt.set_cycle_count(super::decoder::one_byte_atom_cycles(hdr));
+            self.pkt.set_ca_atom_from_header(hdr);
+        } else {
+            self.pkt.set_atoms_from_header(hdr);
+        }
+        self.pkt.clear();
+    }
+
     /// An I-sync whole in `p` (see [`whole_packet`](Self::whole_packet)).
     fn whole_isync(&mut self, p: &[u8]) -> Option<usize> {
         let info = *p.get(5)?;
@@ -984,6 +1007,24 @@ impl PacketProcessor for PtmProcessor {
                     resp = self.wait_async(data, &mut pos, out);
                 }
                 State::ProcHdr | State::ProcData => {
+                    if self.state == State::ProcHdr
+                        && out.mon.is_none()
+                        && let Some(sink) = out.sink.as_mut()
+                        && self.is_one_byte_atom(data[pos])
+                    {
+                        // A run of one-byte atom packets goes to the decoder
+                        // as its bytes; what it leaves is built here.
+                        let len = data[pos..].iter().position(|&b| !self.is_one_byte_atom(b));
+                        let end = pos + len.unwrap_or(data.len() - pos);
+                        let (r, n) = sink.packet_bytes_in(index + pos as u64, &data[pos..end]);
+                        let n = n.min(end - pos);
+                        if n > 0 {
+                            pos += n;
+                            self.atom_run_taken(index + pos as u64 - 1, data[pos - 1]);
+                            resp = r;
+                            continue;
+                        }
+                    }
                     if self.state == State::ProcHdr
                         && let Some(n) = self.whole_packet(&data[pos..])
                     {
