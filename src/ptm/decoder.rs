@@ -62,6 +62,8 @@ struct PeState {
 pub struct PtmDecoder {
     /// The end-of-trace element went out (see [`PacketDecoder`]).
     eot_sent: bool,
+    /// Atom headers carry a cycle count (and one atom each).
+    cycle_accurate: bool,
     trace_id: u8,
     err: ErrLink,
     mem: Option<Shared<dyn TargetMemAccess>>,
@@ -104,6 +106,7 @@ impl PtmDecoder {
         };
         let mut d = PtmDecoder {
             eot_sent: false,
+            cycle_accurate: cfg.cycle_accurate(),
             trace_id: cfg.trace_id(),
             err,
             mem: ctx.mem.clone(),
@@ -440,19 +443,7 @@ impl PtmDecoder {
 
         let found = match self.trace_instr_to_wp(walk) {
             Ok(found) => found,
-            Err(ErrCode::UnsupportedIsa) => {
-                self.pe.valid = false;
-                let mut msg = String::new();
-                let _ = write!(msg, "Warning: unsupported instruction set processing {what} packet.");
-                self.log(Severity::Warn, ErrCode::UnsupportedIsa, msg);
-                return DatapathResp::WarnCont;
-            }
-            Err(code) => {
-                let mut msg = String::new();
-                let _ = write!(msg, "Error processing {what} packet.");
-                self.log(Severity::Error, code, msg);
-                return DatapathResp::FatalInvalidData;
-            }
+            Err(code) => return self.walk_failed(code, what),
         };
 
         if found {
@@ -473,10 +464,7 @@ impl PtmDecoder {
                         self.instr.instr_addr = self.ret_stack.pop(&mut isa);
                         self.instr.next_isa = isa;
                         if self.ret_stack.overflow() {
-                            let mut msg = String::new();
-                            let _ = write!(msg, "Return stack error processing {what} packet.");
-                            self.log(Severity::Error, ErrCode::RetStackOverflow, msg);
-                            return DatapathResp::FatalInvalidData;
+                            return self.ret_stack_failed(what);
                         }
                         self.pe.valid = true;
                     }
@@ -502,6 +490,33 @@ impl PtmDecoder {
             }
         }
         resp
+    }
+
+    /// A walk that failed with `code`, processing a `what` packet: logged,
+    /// and the response (kept out of the walk's hot path).
+    #[cold]
+    #[inline(never)]
+    fn walk_failed(&mut self, code: ErrCode, what: &str) -> DatapathResp {
+        let mut msg = String::new();
+        if code == ErrCode::UnsupportedIsa {
+            self.pe.valid = false;
+            let _ = write!(msg, "Warning: unsupported instruction set processing {what} packet.");
+            self.log(Severity::Warn, ErrCode::UnsupportedIsa, msg);
+            DatapathResp::WarnCont
+        } else {
+            let _ = write!(msg, "Error processing {what} packet.");
+            self.log(Severity::Error, code, msg);
+            DatapathResp::FatalInvalidData
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn ret_stack_failed(&mut self, what: &str) -> DatapathResp {
+        let mut msg = String::new();
+        let _ = write!(msg, "Return stack error processing {what} packet.");
+        self.log(Severity::Error, ErrCode::RetStackOverflow, msg);
+        DatapathResp::FatalInvalidData
     }
 
     fn set_last_instr(&mut self, exec: bool) {
@@ -593,6 +608,37 @@ impl PacketDecoder for PtmDecoder {
         self.index = index;
         self.process_packet()
     }
+    /// One-byte atom packets as their bytes, while decoding: each is
+    /// decoded as [`on_packet`](Self::on_packet) decodes it, and its
+    /// elements go out as they are made, so waits fall where they would.
+    /// Stops after a packet whose output answered other than continue.
+    fn on_packet_bytes(&mut self, index: TrcIndex, run: &[u8]) -> (DatapathResp, usize) {
+        if self.state != State::DecodePkts {
+            return (DatapathResp::Cont, 0);
+        }
+        let mut resp = DatapathResp::Cont;
+        let mut i = 0;
+        while i < run.len() && resp.is_cont() {
+            // The fields of the packet an atom's decode reads.
+            let hdr = run[i];
+            self.pkt.pkt_type = PtmPktType::Atom;
+            if self.cycle_accurate {
+                self.pkt.set_ca_atom_from_header(hdr);
+                self.pkt.set_cycle_count(one_byte_atom_cycles(hdr));
+            } else {
+                self.pkt.set_atoms_from_header(hdr);
+                self.pkt.cc_valid = false;
+            }
+            self.index = index + i as u64;
+            i += 1;
+            if self.pe.valid {
+                self.atom_bits = self.pkt.atom_bits;
+                self.atom_num = self.pkt.atom_num;
+                resp = self.process_atom();
+            }
+        }
+        (resp, i)
+    }
     fn on_eot(&mut self) -> DatapathResp {
         self.elem.set_type(ElemType::EoTrace);
         self.elem.unsync_info = UnsyncInfo::Eot;
@@ -615,4 +661,10 @@ impl PacketDecoder for PtmDecoder {
         self.reset_decoder();
         DatapathResp::Cont
     }
+}
+
+/// The cycle count of a one-byte cycle-accurate atom packet (bits 5:2 of
+/// its header).
+pub(crate) fn one_byte_atom_cycles(hdr: u8) -> u32 {
+    u32::from((hdr >> 2) & 0xf)
 }

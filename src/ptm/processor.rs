@@ -49,6 +49,9 @@ enum AsyncResult {
 pub struct PtmProcessor {
     cfg: PtmConfig,
     trace_id: u8,
+    /// The header bits that make a one-byte atom packet 0x80 (with cycle
+    /// accuracy, bit 6 clear too: no more cycle count bytes).
+    atom_mask: u8,
     err: ErrLink,
     /// Held between blocks while zeros that may start an A-sync are
     /// pending: only then can the next block's listing show bytes from past
@@ -100,6 +103,7 @@ impl PtmProcessor {
         let mut p = PtmProcessor {
             cfg,
             trace_id: cfg.trace_id(),
+            atom_mask: if cfg.cycle_accurate() { 0xc1 } else { 0x81 },
             err,
             overread: None,
             state: State::WaitSync,
@@ -663,6 +667,162 @@ impl PtmProcessor {
         Ok(())
     }
 
+    // ---- packets whole in one block ----
+
+    /// The packet at the start of `p` (`p` not empty) if it is of a common
+    /// type and all its bytes are in `p`: `self.pkt` is set as the byte by
+    /// byte gathering (`run_packet`) would set it, and its length is
+    /// returned. `None` (nothing changed) leaves the packet to that
+    /// gathering: other types, errors, and packets that run past `p`.
+    #[inline]
+    fn whole_packet(&mut self, p: &[u8]) -> Option<usize> {
+        let hdr = p[0];
+        let ca = self.cfg.cycle_accurate();
+        let len = match hdr {
+            0x08 => return self.whole_isync(p),
+            0x0c | 0x66 | 0x76 => 1,
+            h if h & 0x01 == 0x01 => return self.whole_branch(p),
+            h if h & 0x81 == 0x80 => {
+                if !ca {
+                    self.pkt.set_atoms_from_header(hdr);
+                    1
+                } else {
+                    let len = cc_len(p, 0, 5)?;
+                    let cc = cycle_count(&p[..len])?;
+                    self.pkt.set_cycle_count(cc);
+                    self.pkt.set_ca_atom_from_header(hdr);
+                    len
+                }
+            }
+            _ => return None,
+        };
+        self.hdr_type = PtmPktType::from_header(hdr);
+        self.pkt.pkt_type = self.hdr_type;
+        Some(len)
+    }
+
+    /// Whether `b` is a whole atom packet, header only.
+    #[inline]
+    fn is_one_byte_atom(&self, b: u8) -> bool {
+        b & self.atom_mask == 0x80
+    }
+
+    /// A run of one-byte atom packets was taken as bytes, the last `hdr`
+    /// at `index`: the processor is left as sending them would have left
+    /// it.
+    fn atom_run_taken(&mut self, index: TrcIndex, hdr: u8) {
+        self.pkt_index = index;
+        self.hdr_type = PtmPktType::Atom;
+        self.pkt.pkt_type = PtmPktType::Atom;
+        if self.cfg.cycle_accurate() {
+            self.pkt.set_cycle_count(super::decoder::one_byte_atom_cycles(hdr));
+            self.pkt.set_ca_atom_from_header(hdr);
+        } else {
+            self.pkt.set_atoms_from_header(hdr);
+        }
+        self.pkt.clear();
+    }
+
+    /// An I-sync whole in `p` (see [`whole_packet`](Self::whole_packet)).
+    fn whole_isync(&mut self, p: &[u8]) -> Option<usize> {
+        let info = *p.get(5)?;
+        let reason = (info >> 5) & 3;
+        let need_cc = reason != 0 && self.cfg.cycle_accurate();
+        let cc_end = if need_cc { cc_len(p, 6, 5)? } else { 6 };
+        let len = cc_end + self.cfg.ctxt_id_bytes();
+        let p = p.get(..len)?;
+        self.hdr_type = PtmPktType::ISync;
+        self.pkt.pkt_type = PtmPktType::ISync;
+        self.pkt.isync_reason = ISyncReason::from_bits(reason);
+        self.pkt.update_ns(info & 0x08 != 0);
+        self.pkt.update_alt_isa(info & 0x04 != 0);
+        self.pkt.update_hyp(info & 0x02 != 0);
+        let isa = if p[1] & 1 != 0 {
+            if info & 0x04 != 0 { Isa::Tee } else { Isa::Thumb2 }
+        } else {
+            Isa::Arm
+        };
+        self.pkt.update_isa(isa);
+        let addr = u32::from(p[1] & 0xfe) | u32::from(p[2]) << 8 | u32::from(p[3]) << 16 | u32::from(p[4]) << 24;
+        self.pkt.update_address(u64::from(addr), 32);
+        if need_cc {
+            self.pkt.set_cycle_count(cycle_count(&p[6..cc_end])?);
+        }
+        if cc_end < len {
+            let mut id = 0u32;
+            for (i, b) in p[cc_end..].iter().enumerate() {
+                id |= u32::from(*b) << (8 * i);
+            }
+            self.pkt.update_context_id(id);
+        }
+        Some(len)
+    }
+
+    /// A branch address packet whole in `p` (see
+    /// [`whole_packet`](Self::whole_packet)), read as `pkt_branch` reads it.
+    fn whole_branch(&mut self, p: &[u8]) -> Option<usize> {
+        let need_cc = self.cfg.cycle_accurate();
+        let mut num_addr = 1;
+        let mut num_excep = 0;
+        let mut addr_isa = Isa::Unknown;
+        let mut alt_isa = self.excep_alt_isa;
+        if p[0] & 0x80 != 0 {
+            // Address bytes: up to four more, the last without bit 7 (or
+            // the fifth); bit 6 clear in the last says no exception bytes.
+            let got_excep = loop {
+                let b = *p.get(num_addr)?;
+                num_addr += 1;
+                if num_addr == 5 {
+                    addr_isa = Self::isa_of_5th_byte(b);
+                    break b & 0x40 == 0;
+                }
+                if b & 0x80 == 0 {
+                    break b & 0x40 == 0;
+                }
+            };
+            if !got_excep {
+                let e1 = *p.get(num_addr)?;
+                alt_isa = e1 & 0x40 != 0;
+                num_excep = if e1 & 0x80 == 0 { 1 } else { 2 };
+                p.get(num_addr + num_excep - 1)?;
+            }
+        }
+        let opt = num_addr + num_excep;
+        let len = if need_cc { cc_len(p, opt, 5)? } else { opt };
+        let cc = if need_cc {
+            Some(cycle_count(&p[opt..len])?)
+        } else {
+            None
+        };
+
+        // All there: the packet as `pkt_branch` completes it.
+        self.hdr_type = PtmPktType::BranchAddress;
+        self.pkt.pkt_type = PtmPktType::BranchAddress;
+        self.excep_alt_isa = alt_isa;
+        self.got_excep_bytes = true;
+        self.num_addr_bytes = num_addr;
+        self.addr_pkt_isa = addr_isa;
+        self.resolve_addr_isa();
+        let (addr, bits) = address_bits(p, num_addr, self.addr_pkt_isa);
+        self.pkt.update_address(u64::from(addr), bits);
+        if num_excep > 0 {
+            let e1 = p[num_addr];
+            let mut num = u16::from((e1 >> 1) & 0xf);
+            self.pkt.update_ns(e1 & 1 != 0);
+            if num_excep > 1 {
+                let e2 = p[num_addr + 1];
+                self.pkt.update_hyp((e2 >> 5) & 1 != 0);
+                num |= u16::from(e2 & 0x1f) << 4;
+            }
+            self.pkt.exception_present = true;
+            self.pkt.exception_number = num;
+        }
+        if let Some(cc) = cc {
+            self.pkt.set_cycle_count(cc);
+        }
+        Some(len)
+    }
+
     // ---- field extraction ----
 
     fn extract_ctxt_id(&mut self, idx: usize) -> Result<u32, PktError> {
@@ -676,28 +836,12 @@ impl PtmProcessor {
         Ok(id)
     }
 
-    /// A cycle count: 4 bits in the first byte (continuation in bit 6),
-    /// then 7 bits a byte (continuation in bit 7), five bytes at most.
+    /// The cycle count from `offset` in the packet (see [`cycle_count`]).
     fn extract_cycle_count(&mut self, offset: usize) -> Result<u32, PktError> {
-        let mut cc = 0u32;
-        let mut shift = 4;
-        for n in 0..5 {
-            let Some(&b) = self.raw.get(offset + n) else {
-                return Err(self.malformed("Insufficient packet bytes for Cycle Count value."));
-            };
-            let more = if n == 0 {
-                cc = u32::from((b >> 2) & 0xf);
-                b & 0x40 != 0
-            } else {
-                cc |= u32::from(b & 0x7f) << shift;
-                shift += 7;
-                b & 0x80 != 0
-            };
-            if !more {
-                break;
-            }
+        match cycle_count(self.raw.get(offset..).unwrap_or(&[])) {
+            Some(cc) => Ok(cc),
+            None => Err(self.malformed("Insufficient packet bytes for Cycle Count value.")),
         }
-        Ok(cc)
     }
 
     /// The timestamp value, how many bits it gives, and the index after it.
@@ -730,51 +874,100 @@ impl PtmProcessor {
     }
 
     /// The address bits of a branch or waypoint packet whose address bytes
-    /// start at `offset`; the ISA decides the 5th byte and the alignment.
+    /// start at `offset` (see [`address_bits`]).
     fn extract_address(&self, offset: usize) -> (u32, u8) {
-        let isa = self.addr_pkt_isa;
-        let mut value = 0u32;
-        let mut total = 0u8;
-        let mut next_shift = 0u32;
-        for i in 0..self.num_addr_bytes {
-            let (mask, nbits) = if i == 4 {
-                match isa {
-                    Isa::Jazelle => (0x1f, 5),
-                    Isa::Arm => (0x07, 3),
-                    _ => (0x0f, 4),
-                }
-            } else if i == 0 {
-                (0x7e, 7)
-            } else if i == self.num_addr_bytes - 1 {
-                (0x3f, 6)
-            } else {
-                (0x7f, 7)
-            };
-            let b = self.raw.get(i + offset).copied().unwrap_or(0);
-            value |= u32::from(b & mask).checked_shl(next_shift).unwrap_or(0);
-            total += nbits;
-            if i == 0 {
-                if isa == Isa::Jazelle {
-                    value >>= 1;
-                    next_shift = 6;
-                    total -= 1;
-                } else {
-                    next_shift = 7;
-                }
-            } else {
-                next_shift += 7;
-            }
-        }
-        if isa == Isa::Arm {
-            value <<= 1;
-            total += 1;
-        }
-        (value, total)
+        address_bits(
+            self.raw.get(offset..).unwrap_or(&[]),
+            self.num_addr_bytes,
+            self.addr_pkt_isa,
+        )
     }
 
     fn log(&self, e: &PktError) {
         e.log(&self.err, self.pkt_index, self.trace_id);
     }
+}
+
+/// The end of a cycle count starting at `start` in `p` (first byte's
+/// continuation in bit 6, then in bit 7), of at most `max` bytes; `None`
+/// when it runs past `p`.
+#[inline]
+fn cc_len(p: &[u8], start: usize, max: usize) -> Option<usize> {
+    let mut i = start;
+    loop {
+        let b = *p.get(i)?;
+        i += 1;
+        let more = if i == start + 1 { b & 0x40 != 0 } else { b & 0x80 != 0 };
+        if !more || i == start + max {
+            return Some(i);
+        }
+    }
+}
+
+/// A cycle count: 4 bits in the first byte (continuation in bit 6), then 7
+/// bits a byte (continuation in bit 7), five bytes at most; `None` when
+/// `p` ends first.
+fn cycle_count(p: &[u8]) -> Option<u32> {
+    let mut cc = 0u32;
+    let mut shift = 4;
+    for n in 0..5 {
+        let b = *p.get(n)?;
+        let more = if n == 0 {
+            cc = u32::from((b >> 2) & 0xf);
+            b & 0x40 != 0
+        } else {
+            cc |= u32::from(b & 0x7f) << shift;
+            shift += 7;
+            b & 0x80 != 0
+        };
+        if !more {
+            break;
+        }
+    }
+    Some(cc)
+}
+
+/// The address bits of the first `num_addr_bytes` bytes of `p` (a branch
+/// or waypoint packet's address bytes); the ISA decides the 5th byte and
+/// the alignment.
+fn address_bits(p: &[u8], num_addr_bytes: usize, isa: Isa) -> (u32, u8) {
+    let mut value = 0u32;
+    let mut total = 0u8;
+    let mut next_shift = 0u32;
+    for i in 0..num_addr_bytes {
+        let (mask, nbits) = if i == 4 {
+            match isa {
+                Isa::Jazelle => (0x1f, 5),
+                Isa::Arm => (0x07, 3),
+                _ => (0x0f, 4),
+            }
+        } else if i == 0 {
+            (0x7e, 7)
+        } else if i == num_addr_bytes - 1 {
+            (0x3f, 6)
+        } else {
+            (0x7f, 7)
+        };
+        let b = p.get(i).copied().unwrap_or(0);
+        value |= u32::from(b & mask).checked_shl(next_shift).unwrap_or(0);
+        total += nbits;
+        if i == 0 {
+            if isa == Isa::Jazelle {
+                value >>= 1;
+                next_shift = 6;
+                total -= 1;
+            } else {
+                next_shift = 7;
+            }
+        } else {
+            next_shift += 7;
+        }
+    }
+    if isa == Isa::Arm {
+        value <<= 1;
+        total += 1;
+    }
+    (value, total)
 }
 
 /// Fills `buf` with the memory from `start` bytes into the block `data`:
@@ -817,6 +1010,35 @@ impl PacketProcessor for PtmProcessor {
                     resp = self.wait_async(data, &mut pos, out);
                 }
                 State::ProcHdr | State::ProcData => {
+                    if self.state == State::ProcHdr
+                        && out.mon.is_none()
+                        && let Some(sink) = out.sink.as_mut()
+                        && self.is_one_byte_atom(data[pos])
+                    {
+                        // A run of one-byte atom packets goes to the decoder
+                        // as its bytes; what it leaves is built here.
+                        let len = data[pos..].iter().position(|&b| !self.is_one_byte_atom(b));
+                        let end = pos + len.unwrap_or(data.len() - pos);
+                        let (r, n) = sink.packet_bytes_in(index + pos as u64, &data[pos..end]);
+                        let n = n.min(end - pos);
+                        if n > 0 {
+                            pos += n;
+                            self.atom_run_taken(index + pos as u64 - 1, data[pos - 1]);
+                            resp = r;
+                            continue;
+                        }
+                    }
+                    if self.state == State::ProcHdr
+                        && let Some(n) = self.whole_packet(&data[pos..])
+                    {
+                        // A packet whole in the block: parsed from the
+                        // block, not gathered byte by byte.
+                        self.pkt_index = index + pos as u64;
+                        resp = out.emit(self.pkt_index, &self.pkt, &data[pos..pos + n]);
+                        pos += n;
+                        self.pkt.clear();
+                        continue;
+                    }
                     if self.state == State::ProcHdr {
                         self.pkt_index = index + pos as u64;
                         let b = data[pos];
