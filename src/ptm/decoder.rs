@@ -443,7 +443,19 @@ impl PtmDecoder {
 
         let found = match self.trace_instr_to_wp(walk) {
             Ok(found) => found,
-            Err(code) => return self.walk_failed(code, what),
+            Err(ErrCode::UnsupportedIsa) => {
+                self.pe.valid = false;
+                let mut msg = String::new();
+                let _ = write!(msg, "Warning: unsupported instruction set processing {what} packet.");
+                self.log(Severity::Warn, ErrCode::UnsupportedIsa, msg);
+                return DatapathResp::WarnCont;
+            }
+            Err(code) => {
+                let mut msg = String::new();
+                let _ = write!(msg, "Error processing {what} packet.");
+                self.log(Severity::Error, code, msg);
+                return DatapathResp::FatalInvalidData;
+            }
         };
 
         if found {
@@ -464,7 +476,10 @@ impl PtmDecoder {
                         self.instr.instr_addr = self.ret_stack.pop(&mut isa);
                         self.instr.next_isa = isa;
                         if self.ret_stack.overflow() {
-                            return self.ret_stack_failed(what);
+                            let mut msg = String::new();
+                            let _ = write!(msg, "Return stack error processing {what} packet.");
+                            self.log(Severity::Error, ErrCode::RetStackOverflow, msg);
+                            return DatapathResp::FatalInvalidData;
                         }
                         self.pe.valid = true;
                     }
@@ -490,33 +505,6 @@ impl PtmDecoder {
             }
         }
         resp
-    }
-
-    /// A walk that failed with `code`, processing a `what` packet: logged,
-    /// and the response (kept out of the walk's hot path).
-    #[cold]
-    #[inline(never)]
-    fn walk_failed(&mut self, code: ErrCode, what: &str) -> DatapathResp {
-        let mut msg = String::new();
-        if code == ErrCode::UnsupportedIsa {
-            self.pe.valid = false;
-            let _ = write!(msg, "Warning: unsupported instruction set processing {what} packet.");
-            self.log(Severity::Warn, ErrCode::UnsupportedIsa, msg);
-            DatapathResp::WarnCont
-        } else {
-            let _ = write!(msg, "Error processing {what} packet.");
-            self.log(Severity::Error, code, msg);
-            DatapathResp::FatalInvalidData
-        }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn ret_stack_failed(&mut self, what: &str) -> DatapathResp {
-        let mut msg = String::new();
-        let _ = write!(msg, "Return stack error processing {what} packet.");
-        self.log(Severity::Error, ErrCode::RetStackOverflow, msg);
-        DatapathResp::FatalInvalidData
     }
 
     fn set_last_instr(&mut self, exec: bool) {

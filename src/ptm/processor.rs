@@ -49,9 +49,6 @@ enum AsyncResult {
 pub struct PtmProcessor {
     cfg: PtmConfig,
     trace_id: u8,
-    /// The header bits that make a one-byte atom packet 0x80 (with cycle
-    /// accuracy, bit 6 clear too: no more cycle count bytes).
-    atom_mask: u8,
     err: ErrLink,
     /// Held between blocks while zeros that may start an A-sync are
     /// pending: only then can the next block's listing show bytes from past
@@ -103,7 +100,6 @@ impl PtmProcessor {
         let mut p = PtmProcessor {
             cfg,
             trace_id: cfg.trace_id(),
-            atom_mask: if cfg.cycle_accurate() { 0xc1 } else { 0x81 },
             err,
             overread: None,
             state: State::WaitSync,
@@ -704,7 +700,8 @@ impl PtmProcessor {
     /// Whether `b` is a whole atom packet, header only.
     #[inline]
     fn is_one_byte_atom(&self, b: u8) -> bool {
-        b & self.atom_mask == 0x80
+        let mask = if self.cfg.cycle_accurate() { 0xc1 } else { 0x81 };
+        b & mask == 0x80
     }
 
     /// A run of one-byte atom packets was taken as bytes, the last `hdr`
