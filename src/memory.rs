@@ -311,6 +311,18 @@ pub trait MemAccessor: Send {
     /// Reads bytes at `addr` into `buf`, never past the end of the range
     /// holding `addr`. Returns how many bytes were read.
     fn read(&mut self, addr: u64, buf: &mut [u8]) -> usize;
+    /// Appends up to `len` bytes read at `addr` to `out`, never past the
+    /// end of the range holding `addr`. Returns how many bytes were read.
+    /// By default through [`read`](Self::read) into cleared space; an
+    /// accessor that can read into `out`'s spare capacity as it is (a
+    /// file) does so, and the page cache's pages are not cleared first.
+    fn read_append(&mut self, addr: u64, len: usize, out: &mut Vec<u8>) -> usize {
+        let start = out.len();
+        out.resize(start + len, 0);
+        let n = self.read(addr, &mut out[start..]).min(len);
+        out.truncate(start + n);
+        n
+    }
     /// Whether reads should go through the mapper's page cache.
     fn cacheable(&self) -> bool {
         false
@@ -491,6 +503,21 @@ impl MemAccessor for FileAccessor {
         }
         done
     }
+    fn read_append(&mut self, addr: u64, len: usize, out: &mut Vec<u8>) -> usize {
+        let Some(region) = self.region_for(addr).copied() else {
+            return 0;
+        };
+        let n = region.range.bytes_from(addr, len);
+        let pos = region.file_offset + (addr - region.range.start);
+        if self.file.seek(SeekFrom::Start(pos)).is_err() {
+            return 0;
+        }
+        // Reads into the spare capacity without clearing it; on an error
+        // what was read before it stays.
+        let start = out.len();
+        let _ = (&mut self.file).take(n as u64).read_to_end(out);
+        out.len() - start
+    }
     fn describe(&self, out: &mut String) {
         describe_ranges(self.kind(), &self.ranges, self.space, out);
         let _ = write!(out, "\nFilename={}", self.path.display());
@@ -533,6 +560,10 @@ impl MemAccessor for BufferAccessor {
     }
     fn read(&mut self, addr: u64, buf: &mut [u8]) -> usize {
         let n = self.range[0].bytes_from(addr, buf.len());
+        if n == 0 {
+            // Outside the buffer (or nothing asked).
+            return 0;
+        }
         let off = (addr - self.range[0].start) as usize;
         buf[..n].copy_from_slice(&self.data[off..off + n]);
         n
@@ -673,7 +704,8 @@ impl PageCache {
                         start: 0,
                         from: 0,
                         len: 0,
-                        data: vec![0; self.cfg.page_size],
+                        // Filled by read_append, never cleared first.
+                        data: Vec::with_capacity(self.cfg.page_size),
                         used: 0,
                     });
                     self.pages.len() - 1
@@ -691,12 +723,12 @@ impl PageCache {
                 // Fill from the first address in the page the image holds.
                 let fill_from = page_start.max(addr_range_start(acc, addr));
                 let off = (fill_from - page_start) as usize;
-                let got = acc.read(fill_from, &mut p.data[off..]);
+                // Zeros before the first address the image holds.
+                p.data.clear();
+                p.data.resize(off, 0);
+                let got = acc.read_append(fill_from, self.cfg.page_size - off, &mut p.data);
                 p.from = off;
                 p.len = off + got;
-                if off > 0 {
-                    p.data[..off].fill(0);
-                }
                 i
             }
         };
@@ -1030,5 +1062,31 @@ mod tests {
             "a callback may serve other bytes after an invalidate"
         );
         assert_eq!(m.generation(4), g, "only the invalidated trace ID changes");
+    }
+
+    #[test]
+    fn a_file_appends_what_it_reads_as_a_buffer_does() {
+        let bytes: Vec<u8> = (0..=255u8).cycle().take(5000).collect();
+        let path = std::env::temp_dir().join(format!("coresight-read-append-{}.bin", std::process::id()));
+        std::fs::write(&path, &bytes).unwrap();
+        let mut file = FileAccessor::open(&path, 0x1000, 0, 0, MemSpace::ANY).unwrap();
+        let mut buffer = BufferAccessor::new(0x1000, bytes.clone(), MemSpace::ANY).unwrap();
+        for (addr, len) in [
+            (0x1000, 2048),
+            (0x1003, 17),
+            (0x2000, 2048),
+            (0x2380, 100),
+            (0x2387, 1),
+            (0x2388, 8),
+            (0x0fff, 4),
+        ] {
+            let mut from_file = vec![0xaa; 3];
+            let mut from_buffer = vec![0xaa; 3];
+            let n = file.read_append(addr, len, &mut from_file);
+            assert_eq!(buffer.read_append(addr, len, &mut from_buffer), n, "{addr:#x}+{len}");
+            assert_eq!(from_file, from_buffer, "{addr:#x}+{len}");
+            assert_eq!(from_file.len(), 3 + n);
+        }
+        std::fs::remove_file(&path).unwrap();
     }
 }
