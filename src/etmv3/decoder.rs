@@ -264,12 +264,10 @@ pub struct Etmv3Decoder {
     /// P-headers.
     code_checked: bool,
     /// The classifier carries no state now, as last checked or left by
-    /// the last instruction classified.
+    /// the last instruction classified (which also brought the remembered
+    /// instructions in step with the memory): what the next packet's check
+    /// would find.
     clean: bool,
-    /// Whether the classifier carried no state after it last classified
-    /// (which also brought the remembered instructions in step with the
-    /// memory): what the next packet's check would find.
-    classified_clean: Option<bool>,
     /// The atoms of each P-header byte, for this source's setting.
     phdr: Box<[PHdrAtoms; 256]>,
     list: ElemList,
@@ -324,7 +322,6 @@ impl Etmv3Decoder {
             remembered_ok: false,
             code_checked: false,
             clean: false,
-            classified_clean: None,
             phdr: Etmv3Packet::phdr_table(cfg.cycle_accurate()),
             list: ElemList::new(),
             pkt: Etmv3Packet::default(),
@@ -704,7 +701,6 @@ impl Etmv3Decoder {
             self.remembered_ok = self.clean;
         }
         self.code_checked = true;
-        self.classified_clean = None;
     }
 
     /// A run of P-headers given as their bytes (see
@@ -712,8 +708,8 @@ impl Etmv3Decoder {
     /// step: each is decoded as [`process_phdr`](Self::process_phdr)
     /// would, and the elements of the run go out together (in packet
     /// order, each with its packet's index), so the sink is called once
-    /// for several packets rather than once a packet. Stops at a byte that is not a valid
-    /// P-header, which the processor then builds and sends.
+    /// for several packets rather than once a packet. Stops at a byte that
+    /// is not a valid P-header, which the processor then builds and sends.
     fn phdr_bytes(&mut self, index: TrcIndex, run: &[u8]) -> (DatapathResp, usize) {
         if self.state != State::DecodePkts || self.wait_isync {
             return (DatapathResp::Cont, 0);
@@ -745,10 +741,10 @@ impl Etmv3Decoder {
             i += 1;
             self.list.commit_all();
             if atoms.num > 0 && !self.need_addr {
-                if !self.code_checked {
+                if self.code_checked {
+                    self.remembered_ok = self.clean;
+                } else {
                     self.check_code();
-                } else if let Some(clean) = self.classified_clean.take() {
-                    self.remembered_ok = clean;
                 }
             }
             let before = self.list.num();
@@ -897,7 +893,6 @@ impl Etmv3Decoder {
                     // follows is classified now, in one go.
                     self.walker.classify_ahead(&mut *dec, &f.instr, f.space, CLASSIFY_AHEAD);
                 }
-                self.classified_clean = Some(self.clean);
                 read
             }
             None => Err(ErrCode::NotInit),
