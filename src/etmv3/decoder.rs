@@ -179,6 +179,21 @@ struct Follower {
     space: MemSpace,
 }
 
+/// Fills a range element (its type already set) with the one instruction
+/// `fi` at `addr`, ending at `en`, executed or not as `atom_e` says.
+#[inline(always)]
+fn fill_one_instr_range(e: &mut TraceElement, fi: &InstrInfo, addr: u64, en: u64, atom_e: bool, isa: Isa) {
+    e.st_addr = addr;
+    e.en_addr = en;
+    e.num_instr_range = 1;
+    e.last_instr_exec = atom_e;
+    e.last_i_type = fi.instr_type;
+    e.last_i_subtype = fi.sub_type;
+    e.last_instr_sz = fi.instr_size;
+    e.last_instr_cond = fi.is_conditional;
+    e.isa = isa;
+}
+
 /// The atoms of a P-header being processed.
 struct Atoms {
     bits: u32,
@@ -816,15 +831,7 @@ impl Etmv3Decoder {
                 if ca {
                     e.set_cycle_count(cc);
                 }
-                e.st_addr = addr;
-                e.en_addr = en;
-                e.num_instr_range = 1;
-                e.last_instr_exec = atom_e;
-                e.last_i_type = fi.instr_type;
-                e.last_i_subtype = fi.sub_type;
-                e.last_instr_sz = fi.instr_size;
-                e.last_instr_cond = fi.is_conditional;
-                e.isa = isa;
+                fill_one_instr_range(e, fi, addr, en, atom_e, isa);
                 if fi.isa != fi.next_isa {
                     isa = fi.next_isa;
                 }
@@ -900,15 +907,7 @@ impl Etmv3Decoder {
         let fi = &f.instr;
         let en = addr.wrapping_add(u64::from(fi.instr_size));
         if matches!(read, Ok(Some(_))) && addr < en {
-            e.st_addr = addr;
-            e.en_addr = en;
-            e.num_instr_range = 1;
-            e.last_instr_exec = atom_e;
-            e.last_i_type = fi.instr_type;
-            e.last_i_subtype = fi.sub_type;
-            e.last_instr_sz = fi.instr_size;
-            e.last_instr_cond = fi.is_conditional;
-            e.isa = isa;
+            fill_one_instr_range(e, fi, addr, en, atom_e, isa);
             match fi.instr_type {
                 InstrType::Branch if atom_e => self.iaddr = fi.branch_addr,
                 InstrType::BranchIndirect if atom_e => self.set_need_addr(true),
