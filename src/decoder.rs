@@ -515,6 +515,29 @@ pub struct PacketOut<'a, P> {
 }
 
 impl<P> PacketOut<'_, P> {
+    /// Offers the sink the run of one-byte packets at the front of `data`
+    /// (first at `index`; the run ends at the first byte `in_run` refuses)
+    /// as their bytes (see [`PktDataIn::packet_bytes_in`]): only with no
+    /// monitor attached, which must see every packet built. Returns the
+    /// sink's response and how many packets it took, or `None` when it
+    /// took none (the processor then builds the first itself).
+    #[inline]
+    pub(crate) fn offer_run(
+        &mut self,
+        index: TrcIndex,
+        data: &[u8],
+        in_run: impl Fn(u8) -> bool,
+    ) -> Option<(DatapathResp, usize)> {
+        if self.mon.is_some() {
+            return None;
+        }
+        let sink = self.sink.as_mut()?;
+        let len = data.iter().position(|&b| !in_run(b)).unwrap_or(data.len());
+        let (r, n) = sink.packet_bytes_in(index, &data[..len]);
+        let n = n.min(len);
+        (n > 0).then_some((r, n))
+    }
+
     /// Sends one packet; returns the sink's response.
     pub fn emit(&mut self, index: TrcIndex, pkt: &P, raw: &[u8]) -> DatapathResp {
         if let Some(m) = self.mon.as_mut() {

@@ -821,22 +821,15 @@ impl PacketProcessor for Etmv3Processor {
                 }
                 State::ProcHdr => {
                     let b = data[pos];
+                    // A run of P-headers (most of the trace) goes to the
+                    // decoder as its bytes; what it leaves is built here.
                     if b & 0x81 == 0x80
-                        && out.mon.is_none()
-                        && let Some(sink) = out.sink.as_mut()
+                        && let Some((r, n)) = out.offer_run(index + pos as u64, &data[pos..], |n| n & 0x81 == 0x80)
                     {
-                        // A run of P-headers (most of the trace) goes to the
-                        // decoder as its bytes; what it leaves is built here.
-                        let len = data[pos..].iter().position(|&n| n & 0x81 != 0x80);
-                        let end = pos + len.unwrap_or(data.len() - pos);
-                        let (r, n) = sink.packet_bytes_in(index + pos as u64, &data[pos..end]);
-                        let n = n.min(end - pos);
-                        if n > 0 {
-                            pos += n;
-                            self.phdr_run_taken(index + pos as u64 - 1, data[pos - 1]);
-                            resp = r;
-                            continue;
-                        }
+                        pos += n;
+                        self.phdr_run_taken(index + pos as u64 - 1, data[pos - 1]);
+                        resp = r;
+                        continue;
                     }
                     self.pkt_index = index + pos as u64;
                     pos += 1;

@@ -1007,23 +1007,17 @@ impl PacketProcessor for PtmProcessor {
                     resp = self.wait_async(data, &mut pos, out);
                 }
                 State::ProcHdr | State::ProcData => {
+                    // A run of one-byte atom packets goes to the decoder as
+                    // its bytes; what it leaves is built here.
                     if self.state == State::ProcHdr
-                        && out.mon.is_none()
-                        && let Some(sink) = out.sink.as_mut()
                         && self.is_one_byte_atom(data[pos])
+                        && let Some((r, n)) =
+                            out.offer_run(index + pos as u64, &data[pos..], |b| self.is_one_byte_atom(b))
                     {
-                        // A run of one-byte atom packets goes to the decoder
-                        // as its bytes; what it leaves is built here.
-                        let len = data[pos..].iter().position(|&b| !self.is_one_byte_atom(b));
-                        let end = pos + len.unwrap_or(data.len() - pos);
-                        let (r, n) = sink.packet_bytes_in(index + pos as u64, &data[pos..end]);
-                        let n = n.min(end - pos);
-                        if n > 0 {
-                            pos += n;
-                            self.atom_run_taken(index + pos as u64 - 1, data[pos - 1]);
-                            resp = r;
-                            continue;
-                        }
+                        pos += n;
+                        self.atom_run_taken(index + pos as u64 - 1, data[pos - 1]);
+                        resp = r;
+                        continue;
                     }
                     if self.state == State::ProcHdr
                         && let Some(n) = self.whole_packet(&data[pos..])
