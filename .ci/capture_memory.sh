@@ -10,25 +10,44 @@
 #
 # BIN_DIR holds release builds of trc_gen, trc_index, trc_decode,
 # trc_pkt_lister and examples/pull (the pull API iterating every element).
-# WORK_DIR (default: a new temporary folder) needs 2.3 GiB free; the
-# captures are deleted at the end.
+# WORK_DIR (default: a new folder in the first of $TMPDIR or /tmp,
+# /dev/shm and ./target with room) needs 2.3 GiB free; the captures are
+# deleted at the end.
 #
 # trc_index build writes the index as it builds it (its entries and source
 # blocks, which grow with the capture, are set aside in temporary files).
 set -euo pipefail
 
 bin=${1:?usage: capture_memory.sh BIN_DIR [WORK_DIR]}
-work=${2:-$(mktemp -d)}
-mkdir -p "$work"
 bin=$(cd "$bin" && pwd)
+need_kib=$((2300 * 1024))
+free_kib_of() { df -Pk "$1" | awk 'NR == 2 { print $4 }'; }
+if [ -n "${2:-}" ]; then
+  work=$2
+  mkdir -p "$work"
+else
+  # CI machines' disks vary (one had 1 GiB free in /tmp): the first of
+  # the temporary folder, shared memory and the build folder with room.
+  work=
+  for base in "${TMPDIR:-/tmp}" /dev/shm "$PWD/target"; do
+    if [ -d "$base" ] && [ -w "$base" ] && [ "$(free_kib_of "$base")" -ge "$need_kib" ]; then
+      work=$(mktemp -d -p "$base")
+      break
+    fi
+  done
+  if [ -z "$work" ]; then
+    echo "capture_memory: none of ${TMPDIR:-/tmp}, /dev/shm, $PWD/target has 2300 MiB free"
+    exit 1
+  fi
+fi
 work=$(cd "$work" && pwd)
+echo "capture_memory: captures in $work"
 # Programs run in the work folder: a file one writes (a listing) is
 # deleted with the captures.
 cd "$work"
-trap 'rm -rf "$work/snap-256M" "$work/snap-2G" "$work/gen" "$work"/*.csidx "$work"/*.ppl' EXIT
+trap 'rm -rf "$work/snap-256M" "$work/snap-2G" "$work/gen" "$work"/*.csidx "$work"/*.ppl; [ -n "${2:-}" ] || rmdir "$work" 2>/dev/null || true' EXIT
 
-need_kib=$((2300 * 1024))
-free_kib=$(df -Pk "$work" | awk 'NR == 2 { print $4 }')
+free_kib=$(free_kib_of "$work")
 if [ "$free_kib" -lt "$need_kib" ]; then
   echo "capture_memory: $work has $((free_kib / 1024)) MiB free, 2300 MiB needed"
   exit 1
