@@ -7,14 +7,15 @@
 //! text written as usual (packet lines, messages) and elements as they
 //! are, in the order they came. Each full batch goes to one of the
 //! formatter threads, which writes the batch's listing into the batch's
-//! own buffer; one writer thread puts the buffers out in batch order. The
-//! bytes are those the serial listing writes.
+//! own buffer and then, when every earlier batch is out, writes it
+//! itself: the text goes out while it is still in that core's cache, and
+//! with one formatter (`-threads 2`) no batch waits its turn. The bytes
+//! are those the serial listing writes.
 //!
 //! Memory is bounded: a fixed number of batches exist, and the decoding
 //! thread waits for one to come back when all are in flight.
 
 use std::any::Any;
-use std::collections::BTreeMap;
 use std::sync::mpsc::{Receiver, Sender, SyncSender, channel, sync_channel};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -206,9 +207,11 @@ impl Batch {
     }
 }
 
-/// How far the writer has got: batches written (all with `seq` below).
+/// How far the writing has got: batches written (all with `seq` below),
+/// and where they go (`None` once the pool has stopped and taken them
+/// back, or after a formatter panicked while writing).
 struct Progress {
-    written: Mutex<u64>,
+    written: Mutex<(u64, Option<Destinations>)>,
     cond: Condvar,
 }
 
@@ -220,42 +223,36 @@ pub struct FormatPool {
     free: Receiver<Box<Batch>>,
     progress: Arc<Progress>,
     threads: Vec<JoinHandle<()>>,
-    writer: Option<JoinHandle<Destinations>>,
 }
 
 impl FormatPool {
-    /// A pool of `formatters` threads (at least one) and a writer thread
-    /// writing to `dest`, with `2 * formatters + 2` batches.
+    /// A pool of `formatters` threads (at least one), each writing the
+    /// batches it formats to `dest` in batch order, with
+    /// `2 * formatters + 4` batches.
     pub fn new(formatters: usize, dest: Destinations) -> FormatPool {
         let formatters = formatters.max(1);
-        let batches = 4 * formatters + 8;
+        let batches = 2 * formatters + 4;
         let (to_format, format_rx) = channel::<Box<Batch>>();
         let format_rx = Arc::new(Mutex::new(format_rx));
-        let (to_write, write_rx) = channel::<Box<Batch>>();
         let (free_tx, free) = sync_channel::<Box<Batch>>(batches);
         for _ in 0..batches - 1 {
             let _ = free_tx.send(Box::new(Batch::new()));
         }
         let progress = Arc::new(Progress {
-            written: Mutex::new(0),
+            written: Mutex::new((0, Some(dest))),
             cond: Condvar::new(),
         });
         let threads = (0..formatters)
             .map(|n| {
                 let rx = format_rx.clone();
-                let tx = to_write.clone();
+                let free = free_tx.clone();
+                let p = progress.clone();
                 std::thread::Builder::new()
                     .name(format!("listing-format-{n}"))
-                    .spawn(move || format_loop(&rx, &tx))
+                    .spawn(move || format_loop(&rx, &free, &p))
                     .expect("spawn a formatter thread")
             })
             .collect();
-        drop(to_write);
-        let p = progress.clone();
-        let writer = std::thread::Builder::new()
-            .name("listing-writer".into())
-            .spawn(move || write_loop(write_rx, free_tx, dest, &p))
-            .expect("spawn the listing writer thread");
         FormatPool {
             cur: Box::new(Batch::new()),
             next_seq: 0,
@@ -263,7 +260,6 @@ impl FormatPool {
             free,
             progress,
             threads,
-            writer: Some(writer),
         }
     }
 
@@ -311,7 +307,8 @@ impl FormatPool {
             return;
         }
         let Ok(next) = self.free.recv() else {
-            // The writer has gone (it never ends first): keep the batch.
+            // The formatters have gone (they never end first): keep the
+            // batch.
             return;
         };
         let mut full = std::mem::replace(&mut self.cur, next);
@@ -326,14 +323,38 @@ impl FormatPool {
     fn stop(&mut self) -> Option<Destinations> {
         self.send();
         self.to_format = None;
+        if self.threads.is_empty() {
+            return None;
+        }
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
-        self.writer.take().and_then(|w| w.join().ok())
+        self.progress.written.lock().ok().and_then(|mut w| w.1.take())
+    }
+
+    /// Whether a formatter thread is still running.
+    fn formatting(&self) -> bool {
+        self.threads.iter().any(|t| !t.is_finished())
     }
 }
 
-fn format_loop(rx: &Mutex<Receiver<Box<Batch>>>, tx: &Sender<Box<Batch>>) {
+/// A formatter thread: takes batches in turn, formats each, waits until
+/// every earlier batch is written, then writes it.
+fn format_loop(rx: &Mutex<Receiver<Box<Batch>>>, free: &SyncSender<Box<Batch>>, progress: &Progress) {
+    // Should formatting panic, the batches after this one would wait
+    // for ever: the guard tells them to give up.
+    struct GiveUp<'a>(&'a Progress);
+    impl Drop for GiveUp<'_> {
+        fn drop(&mut self) {
+            if std::thread::panicking() {
+                if let Ok(mut w) = self.0.written.lock() {
+                    w.1 = None;
+                }
+                self.0.cond.notify_all();
+            }
+        }
+    }
+    let _guard = GiveUp(progress);
     loop {
         let batch = match rx.lock() {
             Ok(r) => r.recv(),
@@ -341,35 +362,26 @@ fn format_loop(rx: &Mutex<Receiver<Box<Batch>>>, tx: &Sender<Box<Batch>>) {
         };
         let Ok(mut batch) = batch else { return };
         batch.format();
-        if tx.send(batch).is_err() {
+        let Ok(mut w) = progress.written.lock() else { return };
+        // Batches are taken from the queue in order, so the batch whose
+        // turn it is has been taken by a formatter that is not waiting.
+        while w.0 != batch.seq && w.1.is_some() {
+            w = match progress.cond.wait(w) {
+                Ok(w) => w,
+                Err(_) => return,
+            };
+        }
+        let Some(dest) = w.1.as_mut() else { return };
+        dest.write_all(batch.out.as_bytes());
+        dest.flush();
+        w.0 += 1;
+        drop(w);
+        progress.cond.notify_all();
+        batch.reset();
+        if free.send(batch).is_err() {
             return;
         }
     }
-}
-
-fn write_loop(
-    rx: Receiver<Box<Batch>>,
-    free: SyncSender<Box<Batch>>,
-    mut dest: Destinations,
-    progress: &Progress,
-) -> Destinations {
-    let mut waiting: BTreeMap<u64, Box<Batch>> = BTreeMap::new();
-    let mut next = 0u64;
-    for batch in rx {
-        waiting.insert(batch.seq, batch);
-        while let Some(mut b) = waiting.remove(&next) {
-            dest.write_all(b.out.as_bytes());
-            dest.flush();
-            b.reset();
-            let _ = free.send(b);
-            next += 1;
-            if let Ok(mut w) = progress.written.lock() {
-                *w = next;
-            }
-            progress.cond.notify_all();
-        }
-    }
-    dest
 }
 
 impl TextBatcher for FormatPool {
@@ -385,8 +397,8 @@ impl TextBatcher for FormatPool {
         self.send();
         let target = self.next_seq;
         if let Ok(mut w) = self.progress.written.lock() {
-            while *w < target && self.writer.as_ref().is_some_and(|t| !t.is_finished()) {
-                // Timed, so that a writer that stopped is noticed.
+            while w.0 < target && self.formatting() {
+                // Timed, so that formatters that stopped are noticed.
                 w = match self.progress.cond.wait_timeout(w, std::time::Duration::from_millis(50)) {
                     Ok((w, _)) => w,
                     Err(_) => return,
