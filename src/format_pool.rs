@@ -16,7 +16,7 @@
 //! thread waits for one to come back when all are in flight.
 
 use std::any::Any;
-use std::sync::mpsc::{Receiver, Sender, SyncSender, channel, sync_channel};
+use std::sync::mpsc::{Receiver, Sender, SyncSender, TryRecvError, channel, sync_channel};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
@@ -141,6 +141,9 @@ struct Batch {
     /// Text of `text` already covered by an `Item::Text`.
     marked: usize,
     out: TextBuf,
+    /// `out` holds the batch's listing already (formatted by the
+    /// decoding thread, which had no free batch to go on with).
+    formatted: bool,
 }
 
 impl Batch {
@@ -153,6 +156,7 @@ impl Batch {
             elems: Vec::new(),
             marked: 0,
             out: TextBuf::with_capacity(4 * BATCH_TEXT),
+            formatted: false,
         }
     }
 
@@ -204,6 +208,7 @@ impl Batch {
         self.elems.clear();
         self.marked = 0;
         self.out.clear();
+        self.formatted = false;
     }
 }
 
@@ -223,6 +228,9 @@ pub struct FormatPool {
     free: Receiver<Box<Batch>>,
     progress: Arc<Progress>,
     threads: Vec<JoinHandle<()>>,
+    /// Every batch is formatted on the decoding thread (tests: the path
+    /// taken when no batch is free, made certain).
+    format_here: bool,
 }
 
 impl FormatPool {
@@ -230,8 +238,14 @@ impl FormatPool {
     /// batches it formats to `dest` in batch order, with
     /// `2 * formatters + 4` batches.
     pub fn new(formatters: usize, dest: Destinations) -> FormatPool {
+        Self::with_batches(formatters, 2 * formatters + 4, dest)
+    }
+
+    /// [`new`](Self::new) with `batches` batches (at least two: the one
+    /// being filled, and one in flight or free).
+    fn with_batches(formatters: usize, batches: usize, dest: Destinations) -> FormatPool {
         let formatters = formatters.max(1);
-        let batches = 2 * formatters + 4;
+        let batches = batches.max(2);
         let (to_format, format_rx) = channel::<Box<Batch>>();
         let format_rx = Arc::new(Mutex::new(format_rx));
         let (free_tx, free) = sync_channel::<Box<Batch>>(batches);
@@ -260,6 +274,7 @@ impl FormatPool {
             free,
             progress,
             threads,
+            format_here: false,
         }
     }
 
@@ -306,10 +321,28 @@ impl FormatPool {
         if self.cur.items.is_empty() {
             return;
         }
-        let Ok(next) = self.free.recv() else {
-            // The formatters have gone (they never end first): keep the
-            // batch.
-            return;
+        let next = match self.free.try_recv() {
+            Ok(next) if !self.format_here => next,
+            Ok(next) => {
+                self.cur.format();
+                self.cur.formatted = true;
+                next
+            }
+            Err(TryRecvError::Empty) => {
+                // Every batch is in flight: the formatters are behind.
+                // This thread formats the batch instead of waiting, and
+                // a formatter only writes it; the work shares itself out
+                // between the threads as their speeds are.
+                self.cur.format();
+                self.cur.formatted = true;
+                match self.free.recv() {
+                    Ok(next) => next,
+                    // The formatters have gone (they never end first):
+                    // keep the batch.
+                    Err(_) => return,
+                }
+            }
+            Err(TryRecvError::Disconnected) => return,
         };
         let mut full = std::mem::replace(&mut self.cur, next);
         full.seq = self.next_seq;
@@ -361,7 +394,9 @@ fn format_loop(rx: &Mutex<Receiver<Box<Batch>>>, free: &SyncSender<Box<Batch>>, 
             Err(_) => return,
         };
         let Ok(mut batch) = batch else { return };
-        batch.format();
+        if !batch.formatted {
+            batch.format();
+        }
         let Ok(mut w) = progress.written.lock() else { return };
         // Batches are taken from the queue in order, so the batch whose
         // turn it is has been taken by a formatter that is not waiting.
@@ -481,11 +516,17 @@ mod tests {
         log.set_file(&serial).unwrap();
         write(&mut log);
         drop(log);
-        for formatters in [1, 3] {
-            let pooled = dir.join(format!("pool{formatters}.txt"));
+        // `here`: the decoding thread formats every batch (as it does
+        // when none is free) and the formatters only write.
+        for (formatters, batches, here) in [(1, 6, false), (3, 10, false), (1, 2, true), (2, 3, true)] {
+            let pooled = dir.join(format!("pool{formatters}-{batches}-{here}.txt"));
             let mut log = MsgLogger::none();
             log.set_file(&pooled).unwrap();
-            assert!(log.set_batcher(|d| Box::new(FormatPool::new(formatters, d))));
+            assert!(log.set_batcher(|d| {
+                let mut pool = FormatPool::with_batches(formatters, batches, d);
+                pool.format_here = here;
+                Box::new(pool)
+            }));
             assert!(pool_of(&mut log).is_some());
             write(&mut log);
             log.end_batcher();
@@ -494,7 +535,10 @@ mod tests {
             drop(log);
             let mut want = std::fs::read(&serial).unwrap();
             want.extend_from_slice(b"after\n");
-            assert!(std::fs::read(&pooled).unwrap() == want, "{formatters} formatters");
+            assert!(
+                std::fs::read(&pooled).unwrap() == want,
+                "{formatters} formatters, {batches} batches, formatted here: {here}"
+            );
         }
         // A capturing logger keeps its text itself.
         let mut cap = MsgLogger::capture();
