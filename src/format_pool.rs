@@ -201,6 +201,12 @@ impl Batch {
         }
     }
 
+    /// Formats the batch on this thread: a formatter only writes it.
+    fn format_here(&mut self) {
+        self.format();
+        self.formatted = true;
+    }
+
     fn reset(&mut self) {
         self.text.clear();
         self.items.clear();
@@ -322,10 +328,10 @@ impl FormatPool {
             return;
         }
         let next = match self.free.try_recv() {
-            Ok(next) if !self.format_here => next,
             Ok(next) => {
-                self.cur.format();
-                self.cur.formatted = true;
+                if self.format_here {
+                    self.cur.format_here();
+                }
                 next
             }
             Err(TryRecvError::Empty) => {
@@ -333,8 +339,7 @@ impl FormatPool {
                 // This thread formats the batch instead of waiting, and
                 // a formatter only writes it; the work shares itself out
                 // between the threads as their speeds are.
-                self.cur.format();
-                self.cur.formatted = true;
+                self.cur.format_here();
                 match self.free.recv() {
                     Ok(next) => next,
                     // The formatters have gone (they never end first):
