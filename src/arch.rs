@@ -6,6 +6,7 @@ use std::fmt;
 
 /// Instruction set of the traced PE at a point in the program.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[repr(u8)]
 pub enum Isa {
     /// A32 (Armv7 Arm, Armv8 AArch32 A32).
     Arm,
@@ -53,6 +54,7 @@ impl fmt::Display for Isa {
 /// Architecture version of a core, as far as trace decode cares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 #[non_exhaustive]
+#[repr(u8)]
 pub enum ArchVersion {
     /// Not known (from a snapshot that does not name the core, for example).
     #[default]
@@ -72,6 +74,7 @@ pub enum ArchVersion {
 /// Core profile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
+#[repr(u8)]
 pub enum CoreProfile {
     /// Not known.
     #[default]
@@ -253,6 +256,7 @@ impl ExceptionLevel {
 /// What kind of instruction, as far as program flow goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
+#[repr(u8)]
 pub enum InstrType {
     /// Not a waypoint: execution continues at the next instruction.
     #[default]
@@ -274,6 +278,7 @@ pub enum InstrType {
 /// Refinement of the instruction type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
+#[repr(u8)]
 pub enum InstrSubType {
     /// No refinement.
     #[default]

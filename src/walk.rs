@@ -31,6 +31,8 @@ use crate::memory::TargetMemAccess;
 
 /// How a walk ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+// A defined layout with `Waypoint` as tag 0, for zeroed tables.
+#[repr(u8)]
 pub(crate) enum WalkEnd {
     /// The last instruction walked is a waypoint.
     Waypoint,
@@ -210,6 +212,16 @@ impl CodeCache {
     }
 }
 
+// Variant 0 of each enum in a block (see `Walker::empty_table`): a zeroed
+// block holds these.
+const _: () = assert!(
+    Isa::Arm as u8 == 0
+        && InstrType::Other as u8 == 0
+        && InstrSubType::None as u8 == 0
+        && crate::arch::ArchVersion::Unknown as u8 == 0
+        && crate::arch::CoreProfile::Unknown as u8 == 0
+);
+
 /// One remembered block.
 #[derive(Clone, Copy)]
 struct Block {
@@ -368,15 +380,47 @@ impl Walker {
     }
 
     /// An unused slot (generation 0 never matches).
-    fn empty_block() -> Block {
-        Block {
-            start: 0,
-            tag: 0,
-            walked: Walked {
-                num: 0,
-                end: WalkEnd::Nacc,
-            },
-            after: InstrInfo::default(),
+    /// A table of `len` empty blocks. A large one is taken from zeroed
+    /// memory: the allocator then maps fresh pages from the operating
+    /// system, with no fill at all (an ETMv4 decoder's full table is
+    /// 64 Ki blocks, 4 MiB, most of which a short capture never touches).
+    /// A small one is filled: the allocator would clear it with a memset
+    /// that costs more than the fill.
+    fn empty_table(len: usize) -> Vec<Block> {
+        use std::alloc::{Layout, alloc_zeroed, handle_alloc_error};
+        const ZEROED_FROM: usize = 128 << 10;
+        if len * size_of::<Block>() < ZEROED_FROM {
+            // The same block as zeroed memory holds.
+            let empty = Block {
+                start: 0,
+                tag: 0,
+                walked: Walked {
+                    num: 0,
+                    end: WalkEnd::Waypoint,
+                },
+                after: InstrInfo {
+                    isa: Isa::Arm,
+                    next_isa: Isa::Arm,
+                    ..InstrInfo::default()
+                },
+            };
+            return vec![empty; len];
+        }
+        let layout = Layout::array::<Block>(len).expect("table size fits the address space");
+        // SAFETY: the layout is not zero-sized (len > 0 here, and Block
+        // is not empty). All-zero bytes are a valid Block: its fields are
+        // integers, bools, and enums with a defined layout (`repr(u8)`)
+        // whose variant 0 has no payload, or payload fields that are zero
+        // valid in turn (see `zero_is_a_valid_block`); and a zero tag
+        // never matches a look-up, so such a block is empty. The pointer
+        // comes from the global allocator with the layout of `len` blocks,
+        // which is what `Vec::from_raw_parts` needs.
+        unsafe {
+            let p = alloc_zeroed(layout).cast::<Block>();
+            if p.is_null() {
+                handle_alloc_error(layout);
+            }
+            Vec::from_raw_parts(p, len, len)
         }
     }
 
@@ -463,7 +507,7 @@ impl Walker {
     #[cold]
     fn resize(&mut self, len: usize) {
         let len = len.min(BLOCKS);
-        let old = std::mem::replace(&mut self.blocks, vec![Self::empty_block(); len]);
+        let old = std::mem::replace(&mut self.blocks, Self::empty_table(len));
         self.shift = 64 - len.trailing_zeros();
         self.stored = self.stored.min(old.len());
         for b in old {
@@ -882,8 +926,37 @@ const A64_GROUP_BRANCH_SYS: u32 = 0x1400_0000;
 #[cfg(test)]
 mod tests {
     use super::*;
+
     use crate::arch::{ArchProfile, ArchVersion, CoreProfile};
     use crate::instr::ArmInstrDecoder;
+
+    /// A table holds empty blocks of the variant-0 values, zeroed (large)
+    /// or filled (small).
+    #[test]
+    fn zero_is_a_valid_block() {
+        let t = Walker::empty_table(BLOCKS);
+        assert_eq!(t.len(), BLOCKS);
+        let small = Walker::empty_table(3);
+        assert_eq!(small.len(), 3);
+        let zero_info = InstrInfo {
+            pe_type: ArchProfile::new(ArchVersion::Unknown, CoreProfile::Unknown),
+            isa: Isa::Arm,
+            next_isa: Isa::Arm,
+            ..InstrInfo::default()
+        };
+        for b in t.iter().chain(&small) {
+            assert_eq!((b.start, b.tag), (0, 0));
+            assert_eq!(
+                b.walked,
+                Walked {
+                    num: 0,
+                    end: WalkEnd::Waypoint
+                }
+            );
+            assert_eq!(b.after, zero_info);
+        }
+        assert!(Walker::empty_table(0).is_empty());
+    }
 
     /// Memory whose contents the test changes, with a generation it bumps
     /// (or not) and a count of reads.
