@@ -4,7 +4,10 @@
 # snapshot's first buffer into an element callback that only counts:
 # `ctest/ocsd_c_list -noprint` through the C API (counted inside
 # ocsd_dt_process_data) and `examples/rust_api_count.rs` through the Rust
-# API (counted inside DecodeTree::trace_data_in).
+# API (counted inside DecodeTree::trace_data_in). A third run,
+# `rust_api_count --c-call`, calls a counting C-ABI function through a
+# pointer for each element with no conversion: the share of the gap that
+# one call into C per element costs before any element is converted.
 #
 #   scripts/bench.sh [case]     (default: bugfix-exact-match)
 #
@@ -35,7 +38,16 @@ total() {
 (cd "$corpus" && valgrind -q --tool=callgrind --callgrind-out-file="$work/rust.out" \
     --collect-atstart=no --toggle-collect='*DecodeTree*trace_data_in*' \
     "$target/release/examples/rust_api_count" "$dir")
+(cd "$corpus" && valgrind -q --tool=callgrind --callgrind-out-file="$work/ccall.out" \
+    --collect-atstart=no --toggle-collect='*DecodeTree*trace_data_in*' \
+    "$target/release/examples/rust_api_count" "$dir" --c-call)
 c=$(total "$work/c.out")
 r=$(total "$work/rust.out")
-echo "$case: C API $c instructions, Rust API $r instructions"
-python3 -c "import sys; c, r = int(sys.argv[1]), int(sys.argv[2]); print(f'C API / Rust API = {c / r:.3f} ({(c - r) / r * 100:+.1f} %)')" "$c" "$r"
+k=$(total "$work/ccall.out")
+echo "$case: C API $c instructions, Rust API $r instructions, Rust API with a C call per element $k"
+python3 -c "
+import sys
+c, r, k = (int(a) for a in sys.argv[1:])
+print(f'C API / Rust API = {c / r:.3f} ({(c - r) / r * 100:+.1f} %)')
+print(f'one C call per element, no conversion: {(k - r) / r * 100:+.1f} %; the C API sink beyond that: {(c - k) / r * 100:+.1f} %')
+" "$c" "$r" "$k"
