@@ -379,13 +379,12 @@ impl Walker {
         }
     }
 
-    /// An unused slot (generation 0 never matches).
-    /// A table of `len` empty blocks. A large one is taken from zeroed
-    /// memory: the allocator then maps fresh pages from the operating
-    /// system, with no fill at all (an ETMv4 decoder's full table is
-    /// 64 Ki blocks, 4 MiB, most of which a short capture never touches).
-    /// A small one is filled: the allocator would clear it with a memset
-    /// that costs more than the fill.
+    /// A table of `len` empty blocks (generation 0 never matches). A
+    /// large one is taken from zeroed memory: the allocator then maps
+    /// fresh pages from the operating system, with no fill at all (an
+    /// ETMv4 decoder's full table is 64 Ki blocks, 4 MiB, most of which a
+    /// short capture never touches). A small one is filled: the allocator
+    /// would clear it with a memset that costs more than the fill.
     fn empty_table(len: usize) -> Vec<Block> {
         use std::alloc::{Layout, alloc_zeroed, handle_alloc_error};
         const ZEROED_FROM: usize = 128 << 10;
@@ -926,7 +925,6 @@ const A64_GROUP_BRANCH_SYS: u32 = 0x1400_0000;
 #[cfg(test)]
 mod tests {
     use super::*;
-
     use crate::arch::{ArchProfile, ArchVersion, CoreProfile};
     use crate::instr::ArmInstrDecoder;
 
