@@ -107,8 +107,9 @@ pub(super) fn classify(op: u32, addr: u64) -> Decoded {
 }
 
 /// [`classify`] by the tables.
-// Inline: one call site outside tests, and which codegen unit it lands
-// in otherwise decides whether it is inlined (TC2 moved by 0.2 M).
+// Inline: one call site outside tests. Left to LLVM it was inlined or
+// not as the crate's codegen units fell (TC2 moved by 0.2 M); the release
+// build now has one unit, and the attribute keeps the choice made.
 #[inline]
 fn classify_tables(op: u32, addr: u64) -> Decoded {
     let mut d = Decoded::other(4);
