@@ -236,6 +236,119 @@ struct Block {
     after: InstrInfo,
 }
 
+/// A table entry whose all-zero bytes are a valid value, equal to
+/// [`EMPTY`](Self::EMPTY) (see [`Walker::empty_table`]).
+///
+/// # Safety
+///
+/// All-zero bytes must be a valid value of the type: its fields are
+/// integers, bools, and enums with a defined layout (`repr(u8)`) whose
+/// variant 0 has no payload, or payload fields that are zero valid in turn.
+unsafe trait ZeroIsEmpty: Copy {
+    /// The entry zeroed memory holds: a zero tag, which never matches.
+    const EMPTY: Self;
+}
+
+// SAFETY: `Block` holds integers, a bool-free `Walked` (an integer and a
+// `repr(u8)` enum) and an `InstrInfo` of integers, bools and `repr(u8)`
+// enums; variant 0 of each enum is the one named in `EMPTY` (asserted
+// above).
+unsafe impl ZeroIsEmpty for Block {
+    const EMPTY: Block = Block {
+        start: 0,
+        tag: 0,
+        walked: Walked {
+            num: 0,
+            end: WalkEnd::Waypoint,
+        },
+        after: InstrInfo {
+            pe_type: crate::arch::ArchProfile::new(
+                crate::arch::ArchVersion::Unknown,
+                crate::arch::CoreProfile::Unknown,
+            ),
+            isa: Isa::Arm,
+            instr_addr: 0,
+            opcode: 0,
+            dsb_dmb_waypoints: false,
+            wfi_wfe_branch: false,
+            track_it_block: false,
+            instr_type: InstrType::Other,
+            sub_type: InstrSubType::None,
+            branch_addr: 0,
+            next_isa: Isa::Arm,
+            instr_size: 0,
+            is_conditional: false,
+            is_link: false,
+            thumb_it_conditions: 0,
+        },
+    };
+}
+
+/// One remembered classification, for decoders that step one instruction
+/// per atom ([`Walker::remembered_one`]): the classifier's outputs as it
+/// gave them, so a hit is a copy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Single {
+    addr: u64,
+    /// [`block_tag`] of the entry (0 never matches).
+    tag: u64,
+    branch_addr: u64,
+    instr_type: InstrType,
+    sub_type: InstrSubType,
+    next_isa: Isa,
+    instr_size: u8,
+    is_conditional: bool,
+    is_link: bool,
+    thumb_it_conditions: u8,
+}
+
+impl Single {
+    #[inline(always)]
+    fn of(i: &InstrInfo, tag: u64) -> Single {
+        Single {
+            addr: i.instr_addr,
+            tag,
+            branch_addr: i.branch_addr,
+            instr_type: i.instr_type,
+            sub_type: i.sub_type,
+            next_isa: i.next_isa,
+            instr_size: i.instr_size,
+            is_conditional: i.is_conditional,
+            is_link: i.is_link,
+            thumb_it_conditions: i.thumb_it_conditions,
+        }
+    }
+
+    #[inline(always)]
+    fn give(&self, i: &mut InstrInfo) {
+        i.instr_type = self.instr_type;
+        i.sub_type = self.sub_type;
+        i.next_isa = self.next_isa;
+        i.instr_size = self.instr_size;
+        i.is_conditional = self.is_conditional;
+        i.is_link = self.is_link;
+        i.thumb_it_conditions = self.thumb_it_conditions;
+        i.branch_addr = self.branch_addr;
+    }
+}
+
+// SAFETY: integers, bools and `repr(u8)` enums whose variant 0 is the one
+// named in `EMPTY` (asserted above).
+unsafe impl ZeroIsEmpty for Single {
+    const EMPTY: Single = Single {
+        addr: 0,
+        tag: 0,
+        branch_addr: 0,
+        instr_type: InstrType::Other,
+        sub_type: InstrSubType::None,
+        next_isa: Isa::Arm,
+        instr_size: 0,
+        is_conditional: false,
+        is_link: false,
+        thumb_it_conditions: 0,
+    };
+}
+
 /// Remembered blocks ending at a waypoint within the range limit, in one
 /// generation and memory space: see [`Walker::waypoint_blocks`].
 pub(crate) struct WaypointBlocks<'a> {
@@ -270,53 +383,6 @@ const _: () = assert!(Isa::Arm as u64 == 0);
 const SINGLES: usize = 65536;
 const SINGLES_SHIFT: u32 = 64 - SINGLES.trailing_zeros();
 
-/// The outputs of a classification in one word (the branch target aside).
-fn pack_single(i: &InstrInfo) -> u64 {
-    i.instr_type as u64
-        | (i.sub_type as u64) << 8
-        | u64::from(i.instr_size) << 16
-        | u64::from(i.is_conditional) << 24
-        | u64::from(i.is_link) << 25
-        | (i.next_isa as u64) << 32
-        | u64::from(i.thumb_it_conditions) << 40
-}
-
-/// [`pack_single`] undone into `i`'s outputs.
-#[inline(always)]
-fn unpack_single(w: u64, branch_addr: u64, i: &mut InstrInfo) {
-    i.instr_type = match w as u8 {
-        1 => InstrType::Branch,
-        2 => InstrType::BranchIndirect,
-        3 => InstrType::Isb,
-        4 => InstrType::DsbDmb,
-        5 => InstrType::WfiWfe,
-        6 => InstrType::Tstart,
-        _ => InstrType::Other,
-    };
-    i.sub_type = match (w >> 8) as u8 {
-        1 => InstrSubType::BranchLink,
-        2 => InstrSubType::V8Ret,
-        3 => InstrSubType::V8Eret,
-        4 => InstrSubType::V7ImpliedRet,
-        _ => InstrSubType::None,
-    };
-    i.instr_size = (w >> 16) as u8;
-    i.is_conditional = w & 1 << 24 != 0;
-    i.is_link = w & 1 << 25 != 0;
-    i.next_isa = match (w >> 32) as u8 {
-        0 => Isa::Arm,
-        1 => Isa::Thumb2,
-        2 => Isa::Aarch64,
-        3 => Isa::Tee,
-        4 => Isa::Jazelle,
-        5 => Isa::Custom,
-        6 => Isa::RiscV,
-        _ => Isa::Unknown,
-    };
-    i.thumb_it_conditions = (w >> 40) as u8;
-    i.branch_addr = branch_addr;
-}
-
 /// A block's tag without its waypoint bit.
 #[inline]
 fn block_tag(generation: u32, isa: Isa, space: MemSpace) -> u64 {
@@ -348,9 +414,9 @@ fn slot_of(addr: u64, shift: u32) -> usize {
 pub(crate) struct Walker {
     code: CodeCache,
     blocks: Vec<Block>,
-    /// Single classified instructions, [`SINGLES`] slots of four words
-    /// once the first is classified.
-    singles: Vec<u64>,
+    /// Single classified instructions, [`SINGLES`] slots once the first
+    /// is classified.
+    singles: Vec<Single>,
     /// `64 - log2(blocks.len())` once the table is made.
     shift: u32,
     /// Worth of the blocks stored since the table was made (see
@@ -379,43 +445,26 @@ impl Walker {
         }
     }
 
-    /// A table of `len` empty blocks (generation 0 never matches). A
+    /// A table of `len` empty entries (generation 0 never matches). A
     /// large one is taken from zeroed memory: the allocator then maps
     /// fresh pages from the operating system, with no fill at all (an
     /// ETMv4 decoder's full table is 64 Ki blocks, 4 MiB, most of which a
     /// short capture never touches). A small one is filled: the allocator
     /// would clear it with a memset that costs more than the fill.
-    fn empty_table(len: usize) -> Vec<Block> {
+    fn empty_table<T: ZeroIsEmpty>(len: usize) -> Vec<T> {
         use std::alloc::{Layout, alloc_zeroed, handle_alloc_error};
         const ZEROED_FROM: usize = 128 << 10;
-        if len * size_of::<Block>() < ZEROED_FROM {
-            // The same block as zeroed memory holds.
-            let empty = Block {
-                start: 0,
-                tag: 0,
-                walked: Walked {
-                    num: 0,
-                    end: WalkEnd::Waypoint,
-                },
-                after: InstrInfo {
-                    isa: Isa::Arm,
-                    next_isa: Isa::Arm,
-                    ..InstrInfo::default()
-                },
-            };
-            return vec![empty; len];
+        if len * size_of::<T>() < ZEROED_FROM {
+            return vec![T::EMPTY; len];
         }
-        let layout = Layout::array::<Block>(len).expect("table size fits the address space");
-        // SAFETY: the layout is not zero-sized (len > 0 here, and Block
-        // is not empty). All-zero bytes are a valid Block: its fields are
-        // integers, bools, and enums with a defined layout (`repr(u8)`)
-        // whose variant 0 has no payload, or payload fields that are zero
-        // valid in turn (see `zero_is_a_valid_block`); and a zero tag
-        // never matches a look-up, so such a block is empty. The pointer
-        // comes from the global allocator with the layout of `len` blocks,
-        // which is what `Vec::from_raw_parts` needs.
+        let layout = Layout::array::<T>(len).expect("table size fits the address space");
+        // SAFETY: the layout is not zero-sized (len > 0 here, and the
+        // entry types are not empty). All-zero bytes are a valid `T`, as
+        // `ZeroIsEmpty` promises (and `zero_is_a_valid_entry` checks). The
+        // pointer comes from the global allocator with the layout of `len`
+        // entries, which is what `Vec::from_raw_parts` needs.
         unsafe {
-            let p = alloc_zeroed(layout).cast::<Block>();
+            let p = alloc_zeroed(layout).cast::<T>();
             if p.is_null() {
                 handle_alloc_error(layout);
             }
@@ -447,8 +496,8 @@ impl Walker {
             for b in &mut self.blocks {
                 b.tag = 0;
             }
-            for slot in self.singles.chunks_exact_mut(4) {
-                slot[1] = 0;
+            for slot in &mut self.singles {
+                slot.tag = 0;
             }
         }
     }
@@ -658,14 +707,13 @@ impl Walker {
     #[inline]
     pub(crate) fn remembered_one(&self, instr: &mut InstrInfo, space: MemSpace) -> bool {
         let addr = instr.instr_addr;
-        let at = (slot_of(addr, SINGLES_SHIFT) & (SINGLES - 1)) * 4;
-        let Some(slot) = self.singles.get(at..at + 4) else {
+        let Some(slot) = self.singles.get(slot_of(addr, SINGLES_SHIFT) & (SINGLES - 1)) else {
             return false;
         };
-        if slot[0] != addr || slot[1] != block_tag(self.generation, instr.isa, space) {
+        if slot.addr != addr || slot.tag != block_tag(self.generation, instr.isa, space) {
             return false;
         }
-        unpack_single(slot[3], slot[2], instr);
+        slot.give(instr);
         true
     }
 
@@ -695,16 +743,14 @@ impl Walker {
         let clean_after = dec.carried_state() == 0;
         if clean && clean_after {
             if self.singles.is_empty() {
-                self.singles = vec![0; SINGLES * 4];
+                self.singles = Self::empty_table(SINGLES);
             }
-            let at = (slot_of(instr.instr_addr, SINGLES_SHIFT) & (SINGLES - 1)) * 4;
-            if let Some(slot) = self.singles.get_mut(at..at + 4) {
-                slot.copy_from_slice(&[
-                    instr.instr_addr,
-                    block_tag(self.generation, instr.isa, space),
-                    instr.branch_addr,
-                    pack_single(instr),
-                ]);
+            let tag = block_tag(self.generation, instr.isa, space);
+            if let Some(slot) = self
+                .singles
+                .get_mut(slot_of(instr.instr_addr, SINGLES_SHIFT) & (SINGLES - 1))
+            {
+                *slot = Single::of(instr, tag);
             }
         }
         Ok(Some(clean_after))
@@ -725,14 +771,18 @@ impl Walker {
         }
         let tag = block_tag(self.generation, instr.isa, space);
         let mut next = *instr;
+        // The line is looked up once: the run stays in it.
+        let from = next.instr_addr.wrapping_add(u64::from(next.instr_size));
+        let line = self.code.cached_from(from, space);
+        let mut off = 0usize;
         for _ in 0..max {
             if matches!(next.instr_type, InstrType::Branch | InstrType::BranchIndirect) || next.next_isa != next.isa {
                 return;
             }
-            let addr = next.instr_addr.wrapping_add(u64::from(next.instr_size));
-            let Some(&[b0, b1, b2, b3]) = self.code.cached_from(addr, space).first_chunk::<4>() else {
+            let Some(&[b0, b1, b2, b3]) = line.get(off..).and_then(|l| l.first_chunk::<4>()) else {
                 return;
             };
+            let addr = from.wrapping_add(off as u64);
             next.instr_addr = addr;
             next.opcode = u32::from_le_bytes([b0, b1, b2, b3]);
             if dec.decode_instruction(&mut next).is_err() {
@@ -742,10 +792,10 @@ impl Walker {
                 dec.clear_carried_state();
                 return;
             }
-            let at = (slot_of(addr, SINGLES_SHIFT) & (SINGLES - 1)) * 4;
-            if let Some(slot) = self.singles.get_mut(at..at + 4) {
-                slot.copy_from_slice(&[addr, tag, next.branch_addr, pack_single(&next)]);
+            if let Some(slot) = self.singles.get_mut(slot_of(addr, SINGLES_SHIFT) & (SINGLES - 1)) {
+                *slot = Single::of(&next, tag);
             }
+            off += usize::from(next.instr_size);
         }
     }
 
@@ -928,13 +978,13 @@ mod tests {
     use crate::arch::{ArchProfile, ArchVersion, CoreProfile};
     use crate::instr::ArmInstrDecoder;
 
-    /// A table holds empty blocks of the variant-0 values, zeroed (large)
+    /// A table holds empty entries of the variant-0 values, zeroed (large)
     /// or filled (small).
     #[test]
-    fn zero_is_a_valid_block() {
-        let t = Walker::empty_table(BLOCKS);
+    fn zero_is_a_valid_entry() {
+        let t: Vec<Block> = Walker::empty_table(BLOCKS);
         assert_eq!(t.len(), BLOCKS);
-        let small = Walker::empty_table(3);
+        let small: Vec<Block> = Walker::empty_table(3);
         assert_eq!(small.len(), 3);
         let zero_info = InstrInfo {
             pe_type: ArchProfile::new(ArchVersion::Unknown, CoreProfile::Unknown),
@@ -953,7 +1003,17 @@ mod tests {
             );
             assert_eq!(b.after, zero_info);
         }
-        assert!(Walker::empty_table(0).is_empty());
+        assert!(Walker::empty_table::<Block>(0).is_empty());
+        let singles: Vec<Single> = Walker::empty_table(SINGLES);
+        let few: Vec<Single> = Walker::empty_table(3);
+        assert!(
+            SINGLES * size_of::<Single>() >= 128 << 10,
+            "the large table is zeroed memory"
+        );
+        assert_eq!(singles.len(), SINGLES);
+        for e in singles.iter().chain(&few) {
+            assert_eq!(*e, Single::EMPTY);
+        }
     }
 
     /// Memory whose contents the test changes, with a generation it bumps
@@ -1119,7 +1179,7 @@ mod tests {
     }
 
     #[test]
-    fn a_single_classification_packs_and_unpacks_to_what_the_classifier_gave() {
+    fn a_single_classification_gives_back_what_the_classifier_gave() {
         use InstrSubType as S;
         use InstrType as T;
         let types = [
@@ -1142,24 +1202,6 @@ mod tests {
             Isa::RiscV,
             Isa::Unknown,
         ];
-        // Exhaustive: a new variant stops this compiling until it is in
-        // the lists above (and in unpack_single).
-        let _types = |t: T| match t {
-            T::Other | T::Branch | T::BranchIndirect | T::Isb | T::DsbDmb | T::WfiWfe | T::Tstart => {}
-        };
-        let _subs = |t: S| match t {
-            S::None | S::BranchLink | S::V8Ret | S::V8Eret | S::V7ImpliedRet => {}
-        };
-        let _isas = |i: Isa| match i {
-            Isa::Arm
-            | Isa::Thumb2
-            | Isa::Aarch64
-            | Isa::Tee
-            | Isa::Jazelle
-            | Isa::Custom
-            | Isa::RiscV
-            | Isa::Unknown => {}
-        };
         for (n, &instr_type) in types.iter().enumerate() {
             for (m, &sub_type) in subs.iter().enumerate() {
                 for &next_isa in &isas {
@@ -1175,7 +1217,7 @@ mod tests {
                         ..a64_at(0x1000)
                     };
                     let mut got = a64_at(0x1000);
-                    unpack_single(pack_single(&given), given.branch_addr, &mut got);
+                    Single::of(&given, 1).give(&mut got);
                     assert_eq!(got, given);
                 }
             }
