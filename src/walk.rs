@@ -285,19 +285,19 @@ unsafe impl ZeroIsEmpty for Block {
 }
 
 /// One remembered classification, for decoders that step one instruction
-/// per atom ([`Walker::remembered_one`]): the classifier's outputs as it
-/// gave them, so a hit is a copy.
+/// per atom ([`Walker::remembered_single`]): the classifier's outputs as
+/// it gave them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Single {
+pub(crate) struct Single {
     addr: u64,
     /// [`block_tag`] of the entry (0 never matches).
     tag: u64,
-    branch_addr: u64,
-    instr_type: InstrType,
-    sub_type: InstrSubType,
-    next_isa: Isa,
-    instr_size: u8,
-    is_conditional: bool,
+    pub(crate) branch_addr: u64,
+    pub(crate) instr_type: InstrType,
+    pub(crate) sub_type: InstrSubType,
+    pub(crate) next_isa: Isa,
+    pub(crate) instr_size: u8,
+    pub(crate) is_conditional: bool,
     is_link: bool,
     thumb_it_conditions: u8,
 }
@@ -319,7 +319,7 @@ impl Single {
         }
     }
 
-    #[inline(always)]
+    #[cfg(test)]
     fn give(&self, i: &mut InstrInfo) {
         i.instr_type = self.instr_type;
         i.sub_type = self.sub_type;
@@ -374,12 +374,11 @@ impl<'a> WaypointBlocks<'a> {
 const _: () = assert!(Isa::Arm as u64 == 0);
 
 /// Single classified instructions remembered per decoder
-/// ([`Walker::remembered_one`]), direct-mapped like the blocks. A slot is
-/// four words: address, tag (a block's, whose generation 0 never
-/// matches), branch target and the classification packed (see
-/// [`pack_single`]), in one vector of zeros made on the first
-/// classification: the allocator hands it out without writing, so unlike
-/// a table of typed slots it needs no growing.
+/// ([`Walker::remembered_single`]), direct-mapped like the blocks. A slot
+/// is a [`Single`] (32 bytes: address, tag, whose generation 0 never
+/// matches, branch target and the classification), in one table of zeros
+/// made on the first classification: the allocator hands it out without
+/// writing (see [`ZeroIsEmpty`]).
 const SINGLES: usize = 65536;
 const SINGLES_SHIFT: u32 = 64 - SINGLES.trailing_zeros();
 
@@ -700,29 +699,35 @@ impl Walker {
         walked
     }
 
-    /// The remembered classification of the single instruction at
-    /// `instr.instr_addr` in `instr.isa` (see
-    /// [`classify_one`](Self::classify_one)): if there is one, `instr`'s
-    /// outputs are set as the classifier set them. The caller keeps the
+    /// The remembered classification of the single instruction at `addr`
+    /// in `isa` (see [`classify_one`](Self::classify_one)), if there is
+    /// one: the classifier's outputs as it gave them, read in place (a
+    /// copy per atom would be most of a hit's cost). The caller keeps the
     /// memory generation in step ([`sync_memory`](Self::sync_memory)) and
     /// makes sure the classifier carries no state, as for
     /// [`remembered`](Self::remembered).
     #[inline]
+    pub(crate) fn remembered_single(&self, addr: u64, isa: Isa, space: MemSpace) -> Option<&Single> {
+        let slot = self.singles.get(slot_of(addr, SINGLES_SHIFT) & (SINGLES - 1))?;
+        (slot.addr == addr && slot.tag == block_tag(self.generation, isa, space)).then_some(slot)
+    }
+
+    /// [`remembered_single`](Self::remembered_single) copied into `instr`
+    /// (at its address and ISA), for tests.
+    #[cfg(test)]
     pub(crate) fn remembered_one(&self, instr: &mut InstrInfo, space: MemSpace) -> bool {
-        let addr = instr.instr_addr;
-        let Some(slot) = self.singles.get(slot_of(addr, SINGLES_SHIFT) & (SINGLES - 1)) else {
-            return false;
-        };
-        if slot.addr != addr || slot.tag != block_tag(self.generation, instr.isa, space) {
-            return false;
+        match self.remembered_single(instr.instr_addr, instr.isa, space) {
+            Some(s) => {
+                s.give(instr);
+                true
+            }
+            None => false,
         }
-        slot.give(instr);
-        true
     }
 
     /// Reads and classifies the one instruction at `instr.instr_addr`
     /// (not moving on), through the code cache, and remembers the result
-    /// for [`remembered_one`](Self::remembered_one) (for decoders that
+    /// for [`remembered_single`](Self::remembered_single) (for decoders that
     /// step one instruction per atom). `clean`: the classifier carries no
     /// state now. `Ok(None)`: not all 4 bytes of the opcode are mapped;
     /// `Ok(Some(clean))`: classified, and whether the classifier carries

@@ -15,7 +15,7 @@
 
 use super::packet::{Etmv3Packet, Etmv3PktType, PHdrAtoms};
 use super::{Etmv3Config, Etmv3TraceMode};
-use crate::arch::{CoreProfile, ExceptionLevel, InstrInfo, InstrType, Isa, SecurityState};
+use crate::arch::{CoreProfile, ExceptionLevel, InstrInfo, InstrSubType, InstrType, Isa, SecurityState};
 use crate::datapath::{DatapathResp, TrcIndex};
 use crate::decoder::{DecodeContext, ElemRouter, PacketDecoder};
 use crate::element::{ElemType, EventType, PeContext, TraceElement, TraceOnReason, UnsyncInfo};
@@ -179,18 +179,28 @@ struct Follower {
     space: MemSpace,
 }
 
+/// What a range element says of its one instruction, from a remembered
+/// classification or the follower's.
+#[derive(Clone, Copy)]
+struct LastInstr {
+    instr_type: InstrType,
+    sub_type: InstrSubType,
+    size: u8,
+    conditional: bool,
+}
+
 /// Fills a range element (its type already set) with the one instruction
-/// `fi` at `addr`, ending at `en`, executed or not as `atom_e` says.
+/// `last` at `addr`, ending at `en`, executed or not as `atom_e` says.
 #[inline(always)]
-fn fill_one_instr_range(e: &mut TraceElement, fi: &InstrInfo, addr: u64, en: u64, atom_e: bool, isa: Isa) {
+fn fill_one_instr_range(e: &mut TraceElement, last: LastInstr, addr: u64, en: u64, atom_e: bool, isa: Isa) {
     e.st_addr = addr;
     e.en_addr = en;
     e.num_instr_range = 1;
     e.last_instr_exec = atom_e;
-    e.last_i_type = fi.instr_type;
-    e.last_i_subtype = fi.sub_type;
-    e.last_instr_sz = fi.instr_size;
-    e.last_instr_cond = fi.is_conditional;
+    e.last_i_type = last.instr_type;
+    e.last_i_subtype = last.sub_type;
+    e.last_instr_sz = last.size;
+    e.last_instr_cond = last.conditional;
     e.isa = isa;
 }
 
@@ -273,7 +283,7 @@ pub struct Etmv3Decoder {
     /// atom classifies one instruction, mostly ones seen before.
     walker: Walker,
     /// The classifier carries no state into this packet's atoms, so
-    /// remembered instructions may stand in for it (see [`Walker::remembered_one`]).
+    /// remembered instructions may stand in for it (see [`Walker::remembered_single`]).
     remembered_ok: bool,
     /// `remembered_ok` and the memory were checked in this run of
     /// P-headers.
@@ -817,26 +827,34 @@ impl Etmv3Decoder {
             }
             let atom_e = atoms.bits & 1 != 0;
             let addr = self.iaddr;
-            let fi = &mut self.follower.instr;
-            fi.instr_addr = addr;
-            fi.isa = isa;
-            if self.remembered_ok
-                && self.walker.remembered_one(fi, self.follower.space)
-                && addr < addr.wrapping_add(u64::from(fi.instr_size))
+            let hit = if self.remembered_ok {
+                self.walker.remembered_single(addr, isa, self.follower.space)
+            } else {
+                None
+            };
+            if let Some(s) = hit
+                && addr < addr.wrapping_add(u64::from(s.instr_size))
             {
-                // Most atoms: an instruction classified before.
-                let en = addr.wrapping_add(u64::from(fi.instr_size));
+                // Most atoms: an instruction classified before, read where
+                // it is remembered. The follower keeps only what a later
+                // refused atom reads: the ISA this one leaves.
+                let en = addr.wrapping_add(u64::from(s.instr_size));
                 let e = self.list.push(self.index);
                 e.set_type(ElemType::InstrRange);
                 if ca {
                     e.set_cycle_count(cc);
                 }
-                fill_one_instr_range(e, fi, addr, en, atom_e, isa);
-                if fi.isa != fi.next_isa {
-                    isa = fi.next_isa;
-                }
-                match fi.instr_type {
-                    InstrType::Branch if atom_e => self.iaddr = fi.branch_addr,
+                let last = LastInstr {
+                    instr_type: s.instr_type,
+                    sub_type: s.sub_type,
+                    size: s.instr_size,
+                    conditional: s.is_conditional,
+                };
+                fill_one_instr_range(e, last, addr, en, atom_e, isa);
+                self.follower.instr.next_isa = s.next_isa;
+                isa = s.next_isa;
+                match s.instr_type {
+                    InstrType::Branch if atom_e => self.iaddr = s.branch_addr,
                     InstrType::BranchIndirect if atom_e => self.set_need_addr(true),
                     _ => self.iaddr = en,
                 }
@@ -907,7 +925,13 @@ impl Etmv3Decoder {
         let fi = &f.instr;
         let en = addr.wrapping_add(u64::from(fi.instr_size));
         if matches!(read, Ok(Some(_))) && addr < en {
-            fill_one_instr_range(e, fi, addr, en, atom_e, isa);
+            let last = LastInstr {
+                instr_type: fi.instr_type,
+                sub_type: fi.sub_type,
+                size: fi.instr_size,
+                conditional: fi.is_conditional,
+            };
+            fill_one_instr_range(e, last, addr, en, atom_e, isa);
             match fi.instr_type {
                 InstrType::Branch if atom_e => self.iaddr = fi.branch_addr,
                 InstrType::BranchIndirect if atom_e => self.set_need_addr(true),
