@@ -25,7 +25,7 @@ use crate::logger::ErrLink;
 use crate::memory::MemSpace;
 use crate::ptm::shared::{ISyncReason, initial_element};
 use crate::shared::Shared;
-use crate::walk::{WalkOptions, Walker};
+use crate::walk::{Single, WalkOptions, Walker};
 
 /// The ring of output elements (OpenCSD's `OcsdGenElemList`): elements are
 /// taken in order, sent from the oldest; the newest can be held back
@@ -187,6 +187,30 @@ struct LastInstr {
     sub_type: InstrSubType,
     size: u8,
     conditional: bool,
+}
+
+impl From<&Single> for LastInstr {
+    #[inline(always)]
+    fn from(s: &Single) -> LastInstr {
+        LastInstr {
+            instr_type: s.instr_type,
+            sub_type: s.sub_type,
+            size: s.instr_size,
+            conditional: s.is_conditional,
+        }
+    }
+}
+
+impl From<&InstrInfo> for LastInstr {
+    #[inline(always)]
+    fn from(i: &InstrInfo) -> LastInstr {
+        LastInstr {
+            instr_type: i.instr_type,
+            sub_type: i.sub_type,
+            size: i.instr_size,
+            conditional: i.is_conditional,
+        }
+    }
 }
 
 /// Fills a range element (its type already set) with the one instruction
@@ -844,13 +868,7 @@ impl Etmv3Decoder {
                 if ca {
                     e.set_cycle_count(cc);
                 }
-                let last = LastInstr {
-                    instr_type: s.instr_type,
-                    sub_type: s.sub_type,
-                    size: s.instr_size,
-                    conditional: s.is_conditional,
-                };
-                fill_one_instr_range(e, last, addr, en, atom_e, isa);
+                fill_one_instr_range(e, LastInstr::from(s), addr, en, atom_e, isa);
                 self.follower.instr.next_isa = s.next_isa;
                 isa = s.next_isa;
                 match s.instr_type {
@@ -925,13 +943,7 @@ impl Etmv3Decoder {
         let fi = &f.instr;
         let en = addr.wrapping_add(u64::from(fi.instr_size));
         if matches!(read, Ok(Some(_))) && addr < en {
-            let last = LastInstr {
-                instr_type: fi.instr_type,
-                sub_type: fi.sub_type,
-                size: fi.instr_size,
-                conditional: fi.is_conditional,
-            };
-            fill_one_instr_range(e, last, addr, en, atom_e, isa);
+            fill_one_instr_range(e, LastInstr::from(fi), addr, en, atom_e, isa);
             match fi.instr_type {
                 InstrType::Branch if atom_e => self.iaddr = fi.branch_addr,
                 InstrType::BranchIndirect if atom_e => self.set_need_addr(true),
