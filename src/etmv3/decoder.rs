@@ -189,9 +189,9 @@ struct LastInstr {
     conditional: bool,
 }
 
-impl From<&Single> for LastInstr {
+impl LastInstr {
     #[inline(always)]
-    fn from(s: &Single) -> LastInstr {
+    fn of_single(s: &Single) -> LastInstr {
         LastInstr {
             instr_type: s.instr_type,
             sub_type: s.sub_type,
@@ -199,11 +199,9 @@ impl From<&Single> for LastInstr {
             conditional: s.is_conditional,
         }
     }
-}
 
-impl From<&InstrInfo> for LastInstr {
     #[inline(always)]
-    fn from(i: &InstrInfo) -> LastInstr {
+    fn of_instr(i: &InstrInfo) -> LastInstr {
         LastInstr {
             instr_type: i.instr_type,
             sub_type: i.sub_type,
@@ -868,7 +866,7 @@ impl Etmv3Decoder {
                 if ca {
                     e.set_cycle_count(cc);
                 }
-                fill_one_instr_range(e, LastInstr::from(s), addr, en, atom_e, isa);
+                fill_one_instr_range(e, LastInstr::of_single(s), addr, en, atom_e, isa);
                 self.follower.instr.next_isa = s.next_isa;
                 isa = s.next_isa;
                 match s.instr_type {
@@ -943,7 +941,7 @@ impl Etmv3Decoder {
         let fi = &f.instr;
         let en = addr.wrapping_add(u64::from(fi.instr_size));
         if matches!(read, Ok(Some(_))) && addr < en {
-            fill_one_instr_range(e, LastInstr::from(fi), addr, en, atom_e, isa);
+            fill_one_instr_range(e, LastInstr::of_instr(fi), addr, en, atom_e, isa);
             match fi.instr_type {
                 InstrType::Branch if atom_e => self.iaddr = fi.branch_addr,
                 InstrType::BranchIndirect if atom_e => self.set_need_addr(true),
