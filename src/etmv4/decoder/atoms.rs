@@ -33,27 +33,81 @@ pub(super) struct AtomWalk<'a> {
     need_addr: bool,
 }
 
-/// Commits atoms (`en_bits`, oldest in bit 0) of the packet at
-/// `pkt_index` over remembered blocks, one range into each of `slots`
-/// with the PE context `context`, until the slots are filled, a block is
-/// not remembered, or an indirect branch is taken; returns how many. Out
-/// of line with its arguments apart, so the loop's state stays in
-/// registers.
+/// Where a run of atom packets is in its bytes and in the output slots.
+pub(super) struct RunCursor {
+    /// The next packet's header byte in the run.
+    pub(super) i: usize,
+    /// The next output slot.
+    pub(super) slot: usize,
+}
+
+/// Commits the atom packets of `run` from `at.i` (the byte at `i` traced at
+/// `index + i`) over remembered blocks, one range per atom into `elems`
+/// from `at.slot`, until the run ends, a packet has no atoms, an indirect
+/// branch wants an address, or a packet ends at or past slot `slot_stop`.
+/// `at` is left past the last packet whose atoms were all committed; a
+/// packet stopped part way (a block not remembered) is returned with how
+/// many of its atoms were committed. The whole run in one call, its
+/// arguments apart (a struct of them costs loads in the loop), so the
+/// walk's state stays in registers from one packet to the next.
 #[inline(never)]
-pub(super) fn walk_atoms<'a>(
+#[allow(clippy::too_many_arguments)]
+pub(super) fn walk_atom_packets<'a>(
     blocks: &WaypointBlocks<'a>,
-    slots: &mut [(TrcIndex, TraceElement)],
+    table: &[Atoms; 256],
+    run: &[u8],
+    index: TrcIndex,
+    elems: &mut [(TrcIndex, TraceElement)],
+    slot_stop: usize,
     context: &PeContext,
     ret_stack: &mut ReturnStack,
     walk: &mut AtomWalk<'a>,
-    en_bits: u32,
-    pkt_index: TrcIndex,
-) -> usize {
-    walk_atoms_inline(blocks, slots, context, ret_stack, walk, en_bits, pkt_index)
+    at: &mut RunCursor,
+) -> Option<(Atoms, u8)> {
+    let mut w = AtomWalk {
+        last: walk.last,
+        ..*walk
+    };
+    let (mut i, mut slot) = (at.i, at.slot);
+    let mut stopped = None;
+    while let Some(&b) = run.get(i) {
+        let atoms = table[b as usize];
+        let n = atoms.num as usize;
+        let Some(slots) = elems.get_mut(slot..slot + n) else {
+            break;
+        };
+        if n == 0 || w.need_addr {
+            break;
+        }
+        let m = walk_atoms_inline(
+            blocks,
+            slots,
+            context,
+            ret_stack,
+            &mut w,
+            atoms.en_bits,
+            index + i as u64,
+        );
+        slot += m;
+        if m < n {
+            stopped = Some((atoms, m as u8));
+            break;
+        }
+        i += 1;
+        if slot >= slot_stop {
+            break;
+        }
+    }
+    *walk = w;
+    *at = RunCursor { i, slot };
+    stopped
 }
 
-/// [`walk_atoms`] in line, for a caller whose own loop state is already
-/// in registers ([`EtmV4Decoder::commit_atoms_fast`]).
+/// Commits atoms (`en_bits`, oldest in bit 0) of the packet at
+/// `pkt_index` over remembered blocks, one range into each of `slots`
+/// with the PE context `context`, until the slots are filled, a block is
+/// not remembered, or an indirect branch is taken; returns how many. In
+/// line, in a caller whose loop state is in registers.
 #[inline(always)]
 pub(super) fn walk_atoms_inline<'a>(
     blocks: &WaypointBlocks<'a>,
@@ -338,47 +392,32 @@ impl EtmV4Decoder {
         let context = out.elems[out.curr].1.context;
         let blocks = self.code.waypoint_blocks(self.space)?;
         let table = &self.atom_table;
-        let mut slot = first;
-        let held_before = out.to_send;
-        // The packet that stopped the run: its atoms, and how many of them
-        // were committed.
-        let mut stopped: Option<(Atoms, u8)> = None;
         let mut walk = AtomWalk {
             addr: self.instr.instr_addr,
             isa: self.instr.isa,
             last: None,
             need_addr: false,
         };
-        while let Some(&b) = run.get(*i) {
-            let atoms = table[b as usize];
-            let n = atoms.num as usize;
-            let Some(slots) = out.elems.get_mut(slot..slot + n) else {
-                break;
-            };
-            if n == 0 || walk.need_addr {
-                break;
-            }
-            let pkt_index = index + *i as u64;
-            let m = walk_atoms(
-                &blocks,
-                slots,
-                &context,
-                &mut self.ret_stack,
-                &mut walk,
-                atoms.en_bits,
-                pkt_index,
-            );
-            slot += m;
-            if m < n {
-                stopped = Some((atoms, m as u8));
-                break;
-            }
-            *i += 1;
-            self.index_curr_pkt = pkt_index;
-            if *i == run.len() || held_before + (slot - first) >= HELD_MAX {
-                break;
-            }
+        let mut at = RunCursor { i: *i, slot: first };
+        // The packet that stopped the run: its atoms, and how many of them
+        // were committed.
+        let stopped = walk_atom_packets(
+            &blocks,
+            table,
+            run,
+            index,
+            &mut out.elems,
+            (first + HELD_MAX).saturating_sub(out.to_send),
+            &context,
+            &mut self.ret_stack,
+            &mut walk,
+            &mut at,
+        );
+        if at.i > *i {
+            self.index_curr_pkt = index + (at.i - 1) as u64;
         }
+        *i = at.i;
+        let slot = at.slot;
         let AtomWalk {
             addr,
             isa,
