@@ -790,31 +790,72 @@ impl EtmV4PktProc {
             self.p.addr_done = n == 3 || b & 0x80 == 0;
         }
         if self.p.addr_done {
-            let (v, bits, _) = short_addr(&self.buf[1..], self.p.addr_is);
-            self.pkt.update_short_addr(v, self.p.addr_is, bits);
-            self.state = State::SendPacket;
+            self.short_addr_done();
         }
+    }
+
+    /// A short address packet whole in `buf`.
+    fn short_addr_done(&mut self) {
+        let (v, bits, _) = short_addr(&self.buf[1..], self.p.addr_is);
+        self.pkt.update_short_addr(v, self.p.addr_is, bits);
+        self.state = State::SendPacket;
     }
 
     fn p_long_addr(&mut self, _b: u8) {
         if self.buf.len() == 1 {
-            use PktType::*;
-            let t = self.pkt.pkt_type;
-            self.p.addr_is = matches!(t, AddrL32IS1 | SrcAddrL32IS1 | AddrL64IS1 | SrcAddrL64IS1) as u8;
-            self.p.addr_64 = matches!(t, AddrL64IS0 | AddrL64IS1 | SrcAddrL64IS0 | SrcAddrL64IS1);
-            self.p.addr_bytes = if self.p.addr_64 { 8 } else { 4 };
+            self.long_addr_start();
         }
         if self.buf.len() == 1 + self.p.addr_bytes as usize {
-            let is = self.p.addr_is;
-            if self.p.addr_64 {
-                let v = long_addr64(&self.buf[1..9], is);
-                self.pkt.set_64bit_addr(v, is);
-            } else {
-                let v = long_addr32(&self.buf[1..5], is);
-                self.pkt.set_32bit_addr(v, is);
-            }
-            self.state = State::SendPacket;
+            self.long_addr_done();
         }
+    }
+
+    /// What a long address packet's header says of its address.
+    fn long_addr_start(&mut self) {
+        use PktType::*;
+        let t = self.pkt.pkt_type;
+        self.p.addr_is = matches!(t, AddrL32IS1 | SrcAddrL32IS1 | AddrL64IS1 | SrcAddrL64IS1) as u8;
+        self.p.addr_64 = matches!(t, AddrL64IS0 | AddrL64IS1 | SrcAddrL64IS0 | SrcAddrL64IS1);
+        self.p.addr_bytes = if self.p.addr_64 { 8 } else { 4 };
+    }
+
+    /// A long address packet whole in `buf`.
+    fn long_addr_done(&mut self) {
+        let is = self.p.addr_is;
+        if self.p.addr_64 {
+            let v = long_addr64(&self.buf[1..9], is);
+            self.pkt.set_64bit_addr(v, is);
+        } else {
+            let v = long_addr32(&self.buf[1..5], is);
+            self.pkt.set_32bit_addr(v, is);
+        }
+        self.state = State::SendPacket;
+    }
+
+    /// An address packet (short or long) whose bytes are all in `rest`,
+    /// its header first: taken whole, as the byte-by-byte parse would
+    /// leave it, and its length returned. `None` (nothing done) for any
+    /// other packet, or one that goes on past `rest`.
+    #[inline]
+    fn whole_addr_packet(&mut self, rest: &[u8]) -> Option<usize> {
+        let len = match self.parser {
+            Parser::ShortAddr => 2 + (*rest.get(1)? >> 7) as usize,
+            Parser::LongAddr => {
+                self.long_addr_start();
+                1 + self.p.addr_bytes as usize
+            }
+            _ => return None,
+        };
+        let bytes = rest.get(..len)?;
+        self.buf.extend_from_slice(bytes);
+        if self.parser == Parser::ShortAddr {
+            self.p.addr_done = true;
+            self.p.addr_is = matches!(self.pkt.pkt_type, PktType::AddrSIS1 | PktType::SrcAddrSIS1) as u8;
+            self.short_addr_done();
+        } else {
+            self.long_addr_done();
+        }
+        Some(len)
     }
 
     fn p_q(&mut self, b: u8) -> Result<(), ErrCode> {
@@ -1225,6 +1266,10 @@ impl PacketProcessor for EtmV4PktProc {
                             self.parser = p;
                             if p == Parser::Atom {
                                 resp = self.atom_run(index, data, out);
+                                continue;
+                            }
+                            if let Some(len) = self.whole_addr_packet(&data[self.processed..]) {
+                                self.processed += len;
                                 continue;
                             }
                         } else {

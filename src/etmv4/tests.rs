@@ -68,6 +68,12 @@ pub(crate) fn proc_with_log(cfg: EtmV4Config) -> (EtmV4PktProc, Shared<MsgLogger
 /// Runs `data` through a packet processor for `cfg`; returns the listing
 /// (errors inline, as the lister shows them).
 pub(crate) fn list_packets(cfg: EtmV4Config, data: &[u8]) -> String {
+    // One byte at a time: packets split across blocks must come out whole.
+    list_packets_in_blocks(cfg, data, 1)
+}
+
+/// [`list_packets`] with the data given in blocks of `block` bytes.
+fn list_packets_in_blocks(cfg: EtmV4Config, data: &[u8], block: usize) -> String {
     let (mut proc, text) = proc_with_log(cfg);
     let mut mon = Mon(text.clone());
     let count = Arc::new(Lock::new(0));
@@ -75,15 +81,14 @@ pub(crate) fn list_packets(cfg: EtmV4Config, data: &[u8]) -> String {
         count,
         resp: DatapathResp::Cont,
     };
-    // One byte at a time: packets split across blocks must come out whole.
-    for (i, b) in data.iter().enumerate() {
+    for (i, b) in data.chunks(block).enumerate() {
         let mut out = PacketOut {
             mon: Some(&mut mon),
             sink: Some(&mut sink),
         };
-        let (r, used) = proc.process(i as u64, std::slice::from_ref(b), &mut out);
+        let (r, used) = proc.process((i * block) as u64, b, &mut out);
         assert!(r.is_cont());
-        assert_eq!(used, 1);
+        assert_eq!(used, b.len());
     }
     let mut out = PacketOut {
         mon: Some(&mut mon),
@@ -362,6 +367,11 @@ fn address_packets_and_history() {
         b[7],
         "Idx:37; [0x9b 0x03 0x80 0x00 0x00 ];\tI_ADDR_L_32IS1 : Address, Long, 32 bit, IS1.; Addr=0x0000000000008006; "
     );
+    // Address packets whole in a block are taken in one step, those split
+    // across blocks byte by byte: the same packets either way.
+    for block in [2, 3, 4, 5, 7, data.len()] {
+        assert_eq!(list_packets_in_blocks(a_cfg(), &data, block), t, "blocks of {block}");
+    }
 }
 
 #[test]
