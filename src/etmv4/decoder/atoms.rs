@@ -64,6 +64,8 @@ pub(super) fn walk_atom_packets<'a>(
     walk: &mut AtomWalk<'a>,
     at: &mut RunCursor,
 ) -> Option<(Atoms, u8)> {
+    // A copy field by field: with `Copy` derived, `*walk` compiled to a
+    // loop 2 M instructions slower on bugfix-exact-match.
     let mut w = AtomWalk {
         last: walk.last,
         ..*walk
