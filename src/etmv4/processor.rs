@@ -785,13 +785,18 @@ impl EtmV4PktProc {
         let n = self.buf.len();
         if n == 1 {
             self.p.addr_done = false;
-            self.p.addr_is = matches!(self.pkt.pkt_type, PktType::AddrSIS1 | PktType::SrcAddrSIS1) as u8;
+            self.short_addr_start();
         } else if !self.p.addr_done {
             self.p.addr_done = n == 3 || b & 0x80 == 0;
         }
         if self.p.addr_done {
             self.short_addr_done();
         }
+    }
+
+    /// What a short address packet's header says of its address.
+    fn short_addr_start(&mut self) {
+        self.p.addr_is = matches!(self.pkt.pkt_type, PktType::AddrSIS1 | PktType::SrcAddrSIS1) as u8;
     }
 
     /// A short address packet whole in `buf`.
@@ -850,7 +855,7 @@ impl EtmV4PktProc {
         self.buf.extend_from_slice(bytes);
         if self.parser == Parser::ShortAddr {
             self.p.addr_done = true;
-            self.p.addr_is = matches!(self.pkt.pkt_type, PktType::AddrSIS1 | PktType::SrcAddrSIS1) as u8;
+            self.short_addr_start();
             self.short_addr_done();
         } else {
             self.long_addr_done();
