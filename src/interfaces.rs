@@ -43,12 +43,15 @@ pub trait PktDataIn<P>: Send {
 
     /// A run of one-byte packets given as their bytes, for a sink that
     /// decodes them without a packet being built for each (ETMv4's atom
-    /// packets): `run[i]` is a whole packet at `index + i`. The sink takes
-    /// packets from the front and returns its response with how many it
-    /// took; it stops after one it answered other than continue, or before
-    /// one it wants built, which the processor then sends through
-    /// [`packet_in`](Self::packet_in). A processor uses this only with no
-    /// packet monitor attached. By default no packet is taken.
+    /// packets): `run[i]` is a whole packet at `index + i`, but for a last
+    /// byte that is not one of them: then it is the header of the longer
+    /// packet that comes next (whole in the processor's block), which the
+    /// sink never takes. The sink takes packets from the front and returns
+    /// its response with how many it took; it stops after one it answered
+    /// other than continue, or before one it wants built, which the
+    /// processor then sends through [`packet_in`](Self::packet_in). A
+    /// processor uses this only with no packet monitor attached. By
+    /// default no packet is taken.
     #[inline]
     fn packet_bytes_in(&mut self, _index: TrcIndex, _run: &[u8]) -> (DatapathResp, usize) {
         (DatapathResp::Cont, 0)

@@ -1035,12 +1035,7 @@ impl EtmV4Decoder {
                     self.prev_overflow = false;
                     self.ret_stack.flush();
                 }
-                P0Kind::Addr => {
-                    self.ret_stack.pop_pending = false;
-                    self.ret_stack.tinfo_wait_addr = false;
-                    self.set_instr_addr_isa(elem.addr, elem.addr_is);
-                    self.need_addr = false;
-                }
+                P0Kind::Addr => self.commit_address(elem.addr, elem.addr_is),
                 P0Kind::Ctxt => {
                     if elem.context.updated {
                         self.out_stack.add(elem.index);
@@ -1595,13 +1590,17 @@ impl PacketDecoder for EtmV4Decoder {
     }
     fn on_packet(&mut self, index: TrcIndex, pkt: &EtmV4Packet) -> DatapathResp {
         self.index_curr_pkt = index;
-        if !std::mem::take(&mut self.in_atom_run) {
+        let in_run = std::mem::take(&mut self.in_atom_run);
+        if !in_run {
             self.sync_memory();
         }
         if pkt.atoms.num > 0 && pkt.pkt_type.is_atom() && self.atoms_commit_now() {
             return self.atoms_now(pkt.atoms, pkt.atom_run_continues);
         }
-        // Elements are held only for a next packet that takes the path above.
+        if in_run && let Some(resp) = self.address_in_run(pkt) {
+            return resp;
+        }
+        // Elements are held only for a next packet that takes a path above.
         debug_assert!(self.out_stack.to_send == 0 || self.state != State::DecodePackets);
         self.process_packet(pkt)
     }

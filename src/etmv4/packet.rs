@@ -418,9 +418,11 @@ pub struct EtmV4Packet {
     /// ETE instrumentation packet: the 64-bit value written by the TRCIT instruction.
     pub ite_value: u64,
     /// An atom packet, sent with no packet monitor attached, whose next
-    /// byte (in the same block of data) is another atom packet: the
+    /// byte (in the same block of data) is another atom packet, or an
+    /// address packet whole in the block with an atom packet after it: the
     /// decoder may hold this packet's elements and send them with the
-    /// next one's, as nothing can be shown between the two.
+    /// next atom packet's, as nothing can be shown between the two. On
+    /// such an address packet: an atom packet follows it in the block.
     pub(crate) atom_run_continues: bool,
 }
 

@@ -112,6 +112,9 @@ pub struct EtmV4PktProc {
     p: Progress,
     err: Option<ErrLink>,
     trace_id: u8,
+    /// The next packet is an address packet that ends a run of atom
+    /// packets and is followed by another (see [`Self::atom_run`]).
+    addr_in_run: bool,
 }
 
 impl EtmV4PktProc {
@@ -149,6 +152,7 @@ impl EtmV4PktProc {
             p: Progress::default(),
             err,
             trace_id,
+            addr_in_run: false,
         };
         p.init_processor_state();
         p
@@ -162,6 +166,7 @@ impl EtmV4PktProc {
 
     fn init_processor_state(&mut self) {
         self.init_packet_state();
+        self.addr_in_run = false;
         self.parser = Parser::NotSync;
         self.packet_index = 0;
         self.is_sync = false;
@@ -963,6 +968,12 @@ impl EtmV4PktProc {
     /// a packet it leaves is built and sent here, and it is offered the
     /// rest. Between two atom packets the packet's one-packet fields stay
     /// clear (an atom packet sets only its atoms).
+    ///
+    /// An address packet whole in the block between this run and another
+    /// (an indirect branch's target, most often) does not end the run for
+    /// the decoder: the bytes offered end with its header, and it is sent
+    /// marked as followed by an atom packet, so the elements of both runs
+    /// can go to the sink together.
     #[inline]
     fn atom_run(&mut self, index: TrcIndex, data: &[u8], out: &mut PacketOut<'_, EtmV4Packet>) -> DatapathResp {
         let start = self.processed;
@@ -972,9 +983,11 @@ impl EtmV4PktProc {
             .unwrap_or(data.len() - start);
         let end = start + len;
         let no_mon = out.mon.is_none();
+        let addr_next = no_mon && self.address_then_atom(&data[end..]);
+        let offered = end + usize::from(addr_next);
         let resp = loop {
             if no_mon && let Some(s) = out.sink.as_mut() {
-                let (r, n) = s.packet_bytes_in(index + self.processed as u64, &data[self.processed..end]);
+                let (r, n) = s.packet_bytes_in(index + self.processed as u64, &data[self.processed..offered]);
                 self.processed += n.min(end - self.processed);
                 if !r.is_cont() || self.processed == end {
                     break r;
@@ -985,12 +998,15 @@ impl EtmV4PktProc {
             self.pkt.pkt_type = self.table[b as usize].0;
             self.processed += 1;
             self.p_atom(b);
-            self.pkt.atom_run_continues = no_mon && self.processed < end;
+            self.pkt.atom_run_continues = no_mon && (self.processed < end || addr_next);
             let r = out.emit(self.packet_index, &self.pkt, std::slice::from_ref(&b));
             if !r.is_cont() || self.processed == end {
                 break r;
             }
         };
+        // The address packet is sent as the run's continuation only when
+        // the run was taken to its end.
+        self.addr_in_run = addr_next && self.processed == end;
         // Where the last packet taken starts, as if each had been sent.
         self.packet_index = index + self.processed as u64 - 1;
         // What init_packet_state clears that an atom packet sets (its
@@ -999,6 +1015,26 @@ impl EtmV4PktProc {
         self.pkt.atom_run_continues = false;
         self.state = State::Header;
         resp
+    }
+
+    /// Whether `rest` starts with an address packet (short, long or exact
+    /// match, no context) whose bytes are all there, followed by the
+    /// header of an atom packet.
+    #[inline]
+    fn address_then_atom(&self, rest: &[u8]) -> bool {
+        use PktType::*;
+        let Some(&b) = rest.first() else { return false };
+        let len = match self.table[b as usize].0 {
+            AddrMatch => 1,
+            AddrSIS0 | AddrSIS1 => match rest.get(1) {
+                Some(&b1) => 2 + usize::from(b1 >> 7),
+                None => return false,
+            },
+            AddrL32IS0 | AddrL32IS1 => 5,
+            AddrL64IS0 | AddrL64IS1 => 9,
+            _ => return false,
+        };
+        rest.get(len).is_some_and(|&n| self.table[n as usize].1 == Parser::Atom)
     }
 
     fn p_ite(&mut self) {
@@ -1297,6 +1333,7 @@ impl PacketProcessor for EtmV4PktProc {
                     }
                 }
                 State::SendPacket => {
+                    self.pkt.atom_run_continues = std::mem::take(&mut self.addr_in_run);
                     resp = out.emit(self.packet_index, &self.pkt, &self.buf);
                     self.init_packet_state();
                     self.state = State::Header;

@@ -209,11 +209,12 @@ impl EtmV4Decoder {
     /// (always so when TRCIDR8.MAXSPEC is 0, as on most cores). Does what
     /// pushing it and resolving the stack would, without the stack.
     ///
-    /// When the next packet is an atom packet too, with nothing to show
-    /// between them (`continues`), the elements are held and sent with that
-    /// packet's: one send for a run of atom packets. Held elements never
-    /// outlive the processor's block of data.
-    pub(super) fn atoms_now(&mut self, pkt_atoms: Atoms, continues: bool) -> DatapathResp {
+    /// When the next packet is an atom packet too, or an address packet
+    /// with one after it, with nothing to show between them (`continues`),
+    /// the elements are held and sent with the next atom packet's: one
+    /// send for a run of atom packets. Held elements never outlive the
+    /// processor's block of data.
+    pub(super) fn atoms_now(&mut self, pkt_atoms: Atoms, mut continues: bool) -> DatapathResp {
         let index = self.index_curr_pkt;
         let mut atoms = pkt_atoms;
         let num_req = atoms.num as i64;
@@ -224,12 +225,49 @@ impl EtmV4Decoder {
         if self.out_stack.to_send == 0 {
             self.out_stack.reset();
             self.commit_addresses();
-        } else if !(self.commit_atoms_fast(&mut atoms, index) && atoms.num == 0)
-            && let Err(resp) = self.send_held(atoms, num_req, (pkt_atoms.num - atoms.num) as usize)
-        {
-            return resp;
+        } else {
+            // An address may have come between the held atoms and these.
+            self.commit_addresses();
+            if !(self.commit_atoms_fast(&mut atoms, index) && atoms.num == 0) {
+                match self.send_held(atoms, num_req, (pkt_atoms.num - atoms.num) as usize) {
+                    Err(resp) => return resp,
+                    Ok(sent) => continues &= !sent,
+                }
+            }
         }
         self.atoms_finish(pkt_atoms, atoms, num_req, continues)
+    }
+
+    /// An address packet (no context) that the processor sent between two
+    /// runs of atom packets, with this decoder holding the first run's
+    /// elements: taken, and the elements held on for the next run (nothing
+    /// can be shown between them). `None` for any other packet, or a
+    /// state the general path must take.
+    pub(super) fn address_in_run(&mut self, pkt: &EtmV4Packet) -> Option<DatapathResp> {
+        use crate::etmv4::packet::PktType as T;
+        let plain = matches!(
+            pkt.pkt_type,
+            T::AddrMatch | T::AddrSIS0 | T::AddrSIS1 | T::AddrL32IS0 | T::AddrL32IS1 | T::AddrL64IS0 | T::AddrL64IS1
+        );
+        if !plain || self.state != State::DecodePackets || self.elem_pending_addr {
+            return None;
+        }
+        if pkt.atom_run_continues && self.stack.is_empty() {
+            // An atom packet comes next, and commits it first thing
+            // (commit_addresses): committed now instead, as nothing reads
+            // what it changes in between.
+            self.last_is = pkt.addr_is;
+            self.commit_address(pkt.addr.val, pkt.addr_is);
+            self.in_atom_run = true;
+            return Some(DatapathResp::Cont);
+        }
+        // What decode_packet does with it here.
+        self.push_addr(P0Kind::Addr, false, pkt);
+        if pkt.atom_run_continues {
+            self.in_atom_run = true;
+            return Some(DatapathResp::Cont);
+        }
+        Some(self.send_all())
     }
 
     /// Addresses that came before atoms committed on arrival are committed
@@ -237,11 +275,18 @@ impl EtmV4Decoder {
     #[inline]
     pub(super) fn commit_addresses(&mut self) {
         while let Some(a) = self.stack.pop_front() {
-            self.ret_stack.pop_pending = false;
-            self.ret_stack.tinfo_wait_addr = false;
-            self.set_instr_addr_isa(a.addr, a.addr_is);
-            self.need_addr = false;
+            self.commit_address(a.addr, a.addr_is);
         }
+    }
+
+    /// What committing an address element does (resolving the stack, or
+    /// before atoms committed on arrival).
+    #[inline]
+    pub(super) fn commit_address(&mut self, addr: u64, is: u8) {
+        self.ret_stack.pop_pending = false;
+        self.ret_stack.tinfo_wait_addr = false;
+        self.set_instr_addr_isa(addr, is);
+        self.need_addr = false;
     }
 
     /// Elements held from earlier atom packets, when the current one needs
@@ -251,8 +296,16 @@ impl EtmV4Decoder {
     /// current packet's atoms the fast path committed, stay: an error later
     /// in the packet drops them, as it drops the elements of a packet not
     /// yet sent when each packet's elements are sent after it (a packet
-    /// monitor attached, and OpenCSD).
-    pub(super) fn send_held(&mut self, atoms: Atoms, num_req: i64, made: usize) -> Result<(), DatapathResp> {
+    /// monitor attached, and OpenCSD). Returns whether any was sent.
+    ///
+    /// The packet's own elements are then sent at its end, not held for
+    /// the next packet's: had the sink waited here, they would have gone
+    /// out at the flush, and the next packet's elements would start the
+    /// output again. Whether the sink waits must not change which output
+    /// slot an element is made in, as a slot keeps what its last element
+    /// left in the fields a new one does not set.
+    pub(super) fn send_held(&mut self, atoms: Atoms, num_req: i64, made: usize) -> Result<bool, DatapathResp> {
+        let sent = self.out_stack.to_send > made;
         while self.out_stack.to_send > made {
             let resp = self.out_stack.send_but(&self.out, self.trace_id, made);
             if !resp.is_cont() {
@@ -268,7 +321,7 @@ impl EtmV4Decoder {
                 return Err(resp);
             }
         }
-        Ok(())
+        Ok(sent)
     }
 
     /// The rest of [`atoms_now`](Self::atoms_now): commits what is left of
@@ -377,13 +430,13 @@ impl EtmV4Decoder {
         if carried != 0 {
             return None;
         }
-        // What atoms_now does first for a packet with nothing held; done
-        // again harmlessly if the packet goes the general way.
+        // What atoms_now does first; done again harmlessly if the packet
+        // goes the general way.
         let started_empty = self.out_stack.to_send == 0;
         if started_empty {
             self.out_stack.reset();
-            self.commit_addresses();
         }
+        self.commit_addresses();
         if self.need_addr || self.ret_stack.pop_pending() {
             return None;
         }
@@ -453,12 +506,14 @@ impl EtmV4Decoder {
             // A packet started with nothing held goes straight on; one
             // after held elements sends them first.
             let first_of_call = made == m as usize;
-            if !(started_empty && first_of_call)
-                && let Err(resp) = self.send_held(left, num_req, m as usize)
-            {
-                return Some(resp);
+            let mut sent = false;
+            if !(started_empty && first_of_call) {
+                match self.send_held(left, num_req, m as usize) {
+                    Err(resp) => return Some(resp),
+                    Ok(s) => sent = s,
+                }
             }
-            return Some(self.atoms_finish(atoms, left, num_req, *i < run.len()));
+            return Some(self.atoms_finish(atoms, left, num_req, *i < run.len() && !sent));
         }
         if made == 0 {
             return None;
