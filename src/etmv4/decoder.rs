@@ -1443,17 +1443,23 @@ impl EtmV4Decoder {
     }
 
     /// Keeps the walk's remembered blocks in step with the memory (images
-    /// added, or memory invalidated for this trace ID), once per packet,
-    /// before a remembered block is used. (The walk itself checks the
-    /// memory it reads.)
-    #[inline]
+    /// added, or memory invalidated for this trace ID), once per packet
+    /// (or run of them), before a remembered block is used. (The walk
+    /// itself checks the memory it reads.) In line, as it is mostly done
+    /// already.
+    #[inline(always)]
     fn check_memory(&mut self) {
         if !self.mem_checked {
-            self.mem_checked = true;
-            if let Some(m) = &self.mem {
-                let g = m.borrow().generation(self.trace_id);
-                self.code.sync_memory(g);
-            }
+            self.check_memory_now();
+        }
+    }
+
+    #[inline(never)]
+    fn check_memory_now(&mut self) {
+        self.mem_checked = true;
+        if let Some(m) = &self.mem {
+            let g = m.borrow().generation(self.trace_id);
+            self.code.sync_memory(g);
         }
     }
 
