@@ -15,7 +15,7 @@ use crate::datapath::{DatapathResp, TrcIndex};
 use crate::decoder::{DecodeContext, DecoderOptions, ElemRouter, PacketDecoder};
 use crate::element::{ElemType, EventType, PeContext, TraceElement, TraceOnReason, UnsyncInfo};
 use crate::errcode::{ErrCode, Severity, TraceError};
-use crate::interfaces::{InstrDecode, TargetMemAccess, TrcGenElemIn};
+use crate::interfaces::{InstrDecode, RunAddr, TargetMemAccess, TrcGenElemIn};
 use crate::logger::ErrLink;
 use crate::memory::MemSpace;
 use crate::shared::Shared;
@@ -1611,7 +1611,10 @@ impl PacketDecoder for EtmV4Decoder {
         self.process_packet(pkt)
     }
     fn on_packet_bytes(&mut self, index: TrcIndex, run: &[u8]) -> (DatapathResp, usize) {
-        self.atom_bytes(index, run)
+        self.atom_bytes(index, run, &[])
+    }
+    fn on_packet_run(&mut self, index: TrcIndex, run: &[u8], addrs: &[RunAddr]) -> (DatapathResp, usize) {
+        self.atom_bytes(index, run, addrs)
     }
     fn on_eot(&mut self) -> DatapathResp {
         self.sync_memory();

@@ -347,6 +347,16 @@ pub struct QInfo {
     pub addr_match: bool,
 }
 
+/// What address packets change of a packet's carried state (see
+/// [`EtmV4Packet::addr_state`]).
+#[derive(Clone, Copy)]
+pub(crate) struct AddrState {
+    addr: VAddr,
+    addr_is: u8,
+    stack: [(VAddr, u8); 3],
+    exact_match_idx: u8,
+}
+
 /// One ETMv4 / ETE instruction trace packet, with the state carried from
 /// packet to packet.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
@@ -548,6 +558,25 @@ impl EtmV4Packet {
         self.context.updated = true;
         self.context.ctxt_id = cid;
         self.context.updated_c = true;
+    }
+
+    /// The address state address packets change: the address, its
+    /// instruction set, the history and the last exact match.
+    pub(crate) fn addr_state(&self) -> AddrState {
+        AddrState {
+            addr: self.addr,
+            addr_is: self.addr_is,
+            stack: self.addr_stack,
+            exact_match_idx: self.exact_match_idx,
+        }
+    }
+
+    /// Puts back an address state taken by [`addr_state`](Self::addr_state).
+    pub(crate) fn set_addr_state(&mut self, s: &AddrState) {
+        self.addr = s.addr;
+        self.addr_is = s.addr_is;
+        self.addr_stack = s.stack;
+        self.exact_match_idx = s.exact_match_idx;
     }
 
     fn push_addr(&mut self) {

@@ -39,12 +39,24 @@ pub(super) struct RunCursor {
     pub(super) i: usize,
     /// The next output slot.
     pub(super) slot: usize,
+    /// The next of the run's address packets.
+    pub(super) addr: usize,
+}
+
+/// The address packets of a run (see [`PktDataIn::packet_run_in`]), and
+/// the instruction set of an address with IS 0 and with IS 1 in the
+/// current context.
+pub(super) struct RunAddrs<'r> {
+    pub(super) list: &'r [RunAddr],
+    pub(super) isa: [Isa; 2],
 }
 
 /// Commits the atom packets of `run` from `at.i` (the byte at `i` traced at
 /// `index + i`) over remembered blocks, one range per atom into `elems`
-/// from `at.slot`, until the run ends, a packet has no atoms, an indirect
-/// branch wants an address, or a packet ends at or past slot `slot_stop`.
+/// from `at.slot`, and the address packets of `addrs` between them from
+/// `at.addr`, until the run ends, a packet has no atoms and is not the
+/// next address, an indirect branch wants an address, or a packet ends
+/// at or past slot `slot_stop`.
 /// `at` is left past the last packet whose atoms were all committed; a
 /// packet stopped part way (a block not remembered) is returned with how
 /// many of its atoms were committed. The whole run in one call, its
@@ -62,6 +74,7 @@ pub(super) fn walk_atom_packets<'a>(
     context: &PeContext,
     ret_stack: &mut ReturnStack,
     walk: &mut AtomWalk<'a>,
+    addrs: &RunAddrs<'_>,
     at: &mut RunCursor,
 ) -> Option<(Atoms, u8)> {
     // A copy field by field: with `Copy` derived, `*walk` compiled to a
@@ -70,15 +83,32 @@ pub(super) fn walk_atom_packets<'a>(
         last: walk.last,
         ..*walk
     };
-    let (mut i, mut slot) = (at.i, at.slot);
+    let (mut i, mut slot, mut k) = (at.i, at.slot, at.addr);
     let mut stopped = None;
     while let Some(&b) = run.get(i) {
         let atoms = table[b as usize];
         let n = atoms.num as usize;
+        if n == 0 {
+            // An address packet: committed as the atom packet after it
+            // would commit it first.
+            match addrs.list.get(k) {
+                Some(a) if a.index == index + i as u64 => {
+                    w.addr = a.addr;
+                    w.isa = addrs.isa[usize::from(a.is & 1)];
+                    w.need_addr = false;
+                    ret_stack.pop_pending = false;
+                    ret_stack.tinfo_wait_addr = false;
+                    k += 1;
+                    i += usize::from(a.len);
+                    continue;
+                }
+                _ => break,
+            }
+        }
         let Some(slots) = elems.get_mut(slot..slot + n) else {
             break;
         };
-        if n == 0 || w.need_addr {
+        if w.need_addr {
             break;
         }
         let m = walk_atoms_inline(
@@ -101,7 +131,7 @@ pub(super) fn walk_atom_packets<'a>(
         }
     }
     *walk = w;
-    *at = RunCursor { i, slot };
+    *at = RunCursor { i, slot, addr: k };
     stopped
 }
 
@@ -238,6 +268,20 @@ impl EtmV4Decoder {
         self.atoms_finish(pkt_atoms, atoms, num_req, continues)
     }
 
+    /// An address packet of a run given as bytes, an atom packet after it:
+    /// committed now, as that packet would commit it first thing (nothing
+    /// reads what it changes in between). False, and nothing done, when
+    /// the general path must take it.
+    fn address_before_atoms(&mut self, a: &RunAddr) -> bool {
+        if self.state != State::DecodePackets || self.elem_pending_addr || !self.stack.is_empty() {
+            return false;
+        }
+        self.index_curr_pkt = a.index;
+        self.last_is = a.is;
+        self.commit_address(a.addr, a.is);
+        true
+    }
+
     /// An address packet (no context) that the processor sent between two
     /// runs of atom packets, with this decoder holding the first run's
     /// elements: taken, and the elements held on for the next run (nothing
@@ -371,14 +415,26 @@ impl EtmV4Decoder {
     }
 
     /// Atom packets given as their header bytes (`run[i]` at `index + i`),
-    /// each taken as [`on_packet`](PacketDecoder::on_packet) would take it;
-    /// stops before a packet that would not be committed on arrival, which
-    /// the processor then builds and sends.
-    pub(super) fn atom_bytes(&mut self, index: TrcIndex, run: &[u8]) -> (DatapathResp, usize) {
+    /// and the address packets `addrs` among them, each taken as
+    /// [`on_packet`](PacketDecoder::on_packet) would take it; stops before
+    /// a packet that would not be committed on arrival, which the
+    /// processor then builds and sends.
+    pub(super) fn atom_bytes(&mut self, index: TrcIndex, run: &[u8], addrs: &[RunAddr]) -> (DatapathResp, usize) {
         let mut i = 0;
+        let mut k = 0;
         while i < run.len() {
             let atoms = self.atom_table[run[i] as usize];
-            if atoms.num == 0 || !self.atoms_commit_now() {
+            if atoms.num == 0 {
+                match addrs.get(k) {
+                    Some(a) if a.index == index + i as u64 && self.address_before_atoms(a) => {
+                        k += 1;
+                        i += usize::from(a.len);
+                        continue;
+                    }
+                    _ => break,
+                }
+            }
+            if !self.atoms_commit_now() {
                 break;
             }
             self.index_curr_pkt = index + i as u64;
@@ -386,7 +442,7 @@ impl EtmV4Decoder {
                 self.sync_memory();
             }
             let from = i;
-            if let Some(resp) = self.atom_bytes_fast(index, run, &mut i) {
+            if let Some(resp) = self.atom_bytes_fast(index, run, &mut i, addrs, &mut k) {
                 if !resp.is_cont() {
                     return (resp, i);
                 }
@@ -415,7 +471,14 @@ impl EtmV4Decoder {
     /// response of the packet it ended with (sent, or finished the general
     /// way when an atom of it missed), `*i` past it.
     #[inline(always)]
-    pub(super) fn atom_bytes_fast(&mut self, index: TrcIndex, run: &[u8], i: &mut usize) -> Option<DatapathResp> {
+    pub(super) fn atom_bytes_fast(
+        &mut self,
+        index: TrcIndex,
+        run: &[u8],
+        i: &mut usize,
+        addrs: &[RunAddr],
+        k: &mut usize,
+    ) -> Option<DatapathResp> {
         if !self.fast_ok || self.need_ctxt {
             return None;
         }
@@ -441,6 +504,12 @@ impl EtmV4Decoder {
             return None;
         }
         self.check_memory();
+        // The walk commits the run's addresses when the general path
+        // would commit them the same way.
+        let run_addrs = RunAddrs {
+            list: if self.elem_pending_addr { &[] } else { addrs },
+            isa: [self.calc_isa(self.is_64bit, 0), self.calc_isa(self.is_64bit, 1)],
+        };
         let out = &mut self.out_stack;
         let first = if out.to_send > 0 { out.curr + 1 } else { out.curr };
         out.reserve(first + HELD_MAX + 32);
@@ -453,7 +522,12 @@ impl EtmV4Decoder {
             last: None,
             need_addr: false,
         };
-        let mut at = RunCursor { i: *i, slot: first };
+        let mut at = RunCursor {
+            i: *i,
+            slot: first,
+            addr: *k,
+        };
+
         // The packet that stopped the run: its atoms, and how many of them
         // were committed.
         let stopped = walk_atom_packets(
@@ -466,12 +540,23 @@ impl EtmV4Decoder {
             &context,
             &mut self.ret_stack,
             &mut walk,
+            &run_addrs,
             &mut at,
         );
         if at.i > *i {
+            // Where the last packet taken starts.
             self.index_curr_pkt = index + (at.i - 1) as u64;
+            if at.addr > *k
+                && let Some(a) = addrs.get(at.addr - 1)
+            {
+                self.last_is = a.is;
+                if a.index + u64::from(a.len) == index + at.i as u64 {
+                    self.index_curr_pkt = a.index;
+                }
+            }
         }
         *i = at.i;
+        *k = at.addr;
         let slot = at.slot;
         let AtomWalk {
             addr,
