@@ -268,10 +268,10 @@ impl EtmV4Decoder {
         self.atoms_finish(pkt_atoms, atoms, num_req, continues)
     }
 
-    /// An address packet of a run given as bytes, an atom packet after it:
-    /// committed now, as that packet would commit it first thing (nothing
-    /// reads what it changes in between). False, and nothing done, when
-    /// the general path must take it.
+    /// An address packet with an atom packet after it (in a run given as
+    /// bytes, or sent marked so): committed now, as that packet would
+    /// commit it first thing (nothing reads what it changes in between).
+    /// False, and nothing done, when the general path must take it.
     fn address_before_atoms(&mut self, a: &RunAddr) -> bool {
         if self.state != State::DecodePackets || self.elem_pending_addr || !self.stack.is_empty() {
             return false;
@@ -296,12 +296,13 @@ impl EtmV4Decoder {
         if !plain || self.state != State::DecodePackets || self.elem_pending_addr {
             return None;
         }
-        if pkt.atom_run_continues && self.stack.is_empty() {
-            // An atom packet comes next, and commits it first thing
-            // (commit_addresses): committed now instead, as nothing reads
-            // what it changes in between.
-            self.last_is = pkt.addr_is;
-            self.commit_address(pkt.addr.val, pkt.addr_is);
+        let a = RunAddr {
+            index: self.index_curr_pkt,
+            addr: pkt.addr.val,
+            is: pkt.addr_is,
+            len: 0,
+        };
+        if pkt.atom_run_continues && self.address_before_atoms(&a) {
             self.in_atom_run = true;
             return Some(DatapathResp::Cont);
         }
