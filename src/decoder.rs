@@ -17,7 +17,9 @@ use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use crate::element::{TraceElement, UnsyncInfo};
 use crate::errcode::{ErrCode, TraceError};
 use crate::hooks::{EntryKind, StreamEntry, StreamIndexer};
-use crate::interfaces::{InstrDecode, PktDataIn, PktRawDataMon, ResumeState, TargetMemAccess, TrcDataIn, TrcGenElemIn};
+use crate::interfaces::{
+    InstrDecode, PktDataIn, PktRawDataMon, ResumeState, RunAddr, TargetMemAccess, TrcDataIn, TrcGenElemIn,
+};
 use crate::logger::{ErrLink, ErrorLogger};
 use crate::printers::{PacketPrinter, TracePacket};
 use crate::shared::Shared;
@@ -446,6 +448,15 @@ pub trait PacketDecoder: Send {
     fn on_packet_bytes(&mut self, _index: TrcIndex, _run: &[u8]) -> (DatapathResp, usize) {
         (DatapathResp::Cont, 0)
     }
+    /// One-byte packets with address packets among them (see
+    /// [`PktDataIn::packet_run_in`]): by default those before the first
+    /// address, as bytes.
+    fn on_packet_run(&mut self, index: TrcIndex, run: &[u8], addrs: &[RunAddr]) -> (DatapathResp, usize) {
+        let before = addrs
+            .first()
+            .map_or(run.len(), |a| a.index.saturating_sub(index) as usize);
+        self.on_packet_bytes(index, &run[..before.min(run.len())])
+    }
     /// The end of trace, the first time: sends the end-of-trace element.
     fn on_eot(&mut self) -> DatapathResp;
     /// The end of trace again, after a wait: by default nothing to do.
@@ -475,6 +486,10 @@ impl<D: PacketDecoder> PktDataIn<D::Packet> for D {
         // first packet otherwise.
         *self.eot_done() = false;
         self.on_packet_bytes(index, run)
+    }
+    fn packet_run_in(&mut self, index: TrcIndex, run: &[u8], addrs: &[RunAddr]) -> (DatapathResp, usize) {
+        *self.eot_done() = false;
+        self.on_packet_run(index, run, addrs)
     }
     fn resume(&mut self, state: &ResumeState) -> bool {
         self.on_resume(state)

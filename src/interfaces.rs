@@ -44,14 +44,29 @@ pub trait PktDataIn<P>: Send {
     /// A run of one-byte packets given as their bytes, for a sink that
     /// decodes them without a packet being built for each (ETMv4's atom
     /// packets): `run[i]` is a whole packet at `index + i`. The sink takes
-    /// packets from the front and returns its response with how many it
-    /// took; it stops after one it answered other than continue, or before
-    /// one it wants built, which the processor then sends through
-    /// [`packet_in`](Self::packet_in). A processor uses this only with no
-    /// packet monitor attached. By default no packet is taken.
+    /// packets from the front and returns its response with how many
+    /// bytes it took; it stops after one it answered other than continue,
+    /// or before one it wants built, which the processor then sends
+    /// through [`packet_in`](Self::packet_in). A processor uses this only
+    /// with no packet monitor attached. By default no packet is taken.
     #[inline]
     fn packet_bytes_in(&mut self, _index: TrcIndex, _run: &[u8]) -> (DatapathResp, usize) {
         (DatapathResp::Cont, 0)
+    }
+
+    /// [`packet_bytes_in`](Self::packet_bytes_in) for a run that also
+    /// holds, between its one-byte packets, the address packets of
+    /// `addrs` (in order, each whole in `run`): their addresses as the
+    /// processor worked them out, so the sink need not have them built.
+    /// Taking an address packet takes all its bytes. By default the
+    /// one-byte packets before the first address are offered to
+    /// `packet_bytes_in`.
+    #[inline]
+    fn packet_run_in(&mut self, index: TrcIndex, run: &[u8], addrs: &[RunAddr]) -> (DatapathResp, usize) {
+        let before = addrs
+            .first()
+            .map_or(run.len(), |a| a.index.saturating_sub(index) as usize);
+        self.packet_bytes_in(index, &run[..before.min(run.len())])
     }
 
     /// Before the first packet of a decoder started at a sync point: what
@@ -60,6 +75,21 @@ pub trait PktDataIn<P>: Send {
     fn resume(&mut self, _state: &ResumeState) -> bool {
         false
     }
+}
+
+/// An address packet in a run given to [`PktDataIn::packet_run_in`]: where
+/// it starts, its length, and the address it gives with its instruction
+/// set bit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct RunAddr {
+    /// Trace index of the packet's header.
+    pub index: TrcIndex,
+    /// The address, as the address history completes it.
+    pub addr: u64,
+    /// The packet's instruction set bit (IS).
+    pub is: u8,
+    /// The packet's length in bytes.
+    pub len: u8,
 }
 
 /// What the serial decode knew at a sync point that the packets from there

@@ -15,7 +15,7 @@ use crate::datapath::{DatapathResp, TrcIndex};
 use crate::decoder::{DecodeContext, DecoderOptions, ElemRouter, PacketDecoder};
 use crate::element::{ElemType, EventType, PeContext, TraceElement, TraceOnReason, UnsyncInfo};
 use crate::errcode::{ErrCode, Severity, TraceError};
-use crate::interfaces::{InstrDecode, TargetMemAccess, TrcGenElemIn};
+use crate::interfaces::{InstrDecode, RunAddr, TargetMemAccess, TrcGenElemIn};
 use crate::logger::ErrLink;
 use crate::memory::MemSpace;
 use crate::shared::Shared;
@@ -1035,12 +1035,7 @@ impl EtmV4Decoder {
                     self.prev_overflow = false;
                     self.ret_stack.flush();
                 }
-                P0Kind::Addr => {
-                    self.ret_stack.pop_pending = false;
-                    self.ret_stack.tinfo_wait_addr = false;
-                    self.set_instr_addr_isa(elem.addr, elem.addr_is);
-                    self.need_addr = false;
-                }
+                P0Kind::Addr => self.commit_address(elem.addr, elem.addr_is),
                 P0Kind::Ctxt => {
                     if elem.context.updated {
                         self.out_stack.add(elem.index);
@@ -1448,17 +1443,23 @@ impl EtmV4Decoder {
     }
 
     /// Keeps the walk's remembered blocks in step with the memory (images
-    /// added, or memory invalidated for this trace ID), once per packet,
-    /// before a remembered block is used. (The walk itself checks the
-    /// memory it reads.)
-    #[inline]
+    /// added, or memory invalidated for this trace ID), once per packet
+    /// (or run of them), before a remembered block is used. (The walk
+    /// itself checks the memory it reads.) In line, as it is mostly done
+    /// already.
+    #[inline(always)]
     fn check_memory(&mut self) {
         if !self.mem_checked {
-            self.mem_checked = true;
-            if let Some(m) = &self.mem {
-                let g = m.borrow().generation(self.trace_id);
-                self.code.sync_memory(g);
-            }
+            self.check_memory_now();
+        }
+    }
+
+    #[inline(never)]
+    fn check_memory_now(&mut self) {
+        self.mem_checked = true;
+        if let Some(m) = &self.mem {
+            let g = m.borrow().generation(self.trace_id);
+            self.code.sync_memory(g);
         }
     }
 
@@ -1595,18 +1596,25 @@ impl PacketDecoder for EtmV4Decoder {
     }
     fn on_packet(&mut self, index: TrcIndex, pkt: &EtmV4Packet) -> DatapathResp {
         self.index_curr_pkt = index;
-        if !std::mem::take(&mut self.in_atom_run) {
+        let in_run = std::mem::take(&mut self.in_atom_run);
+        if !in_run {
             self.sync_memory();
         }
         if pkt.atoms.num > 0 && pkt.pkt_type.is_atom() && self.atoms_commit_now() {
             return self.atoms_now(pkt.atoms, pkt.atom_run_continues);
         }
-        // Elements are held only for a next packet that takes the path above.
+        if in_run && let Some(resp) = self.address_in_run(pkt) {
+            return resp;
+        }
+        // Elements are held only for a next packet that takes a path above.
         debug_assert!(self.out_stack.to_send == 0 || self.state != State::DecodePackets);
         self.process_packet(pkt)
     }
     fn on_packet_bytes(&mut self, index: TrcIndex, run: &[u8]) -> (DatapathResp, usize) {
-        self.atom_bytes(index, run)
+        self.atom_bytes(index, run, &[])
+    }
+    fn on_packet_run(&mut self, index: TrcIndex, run: &[u8], addrs: &[RunAddr]) -> (DatapathResp, usize) {
+        self.atom_bytes(index, run, addrs)
     }
     fn on_eot(&mut self) -> DatapathResp {
         self.sync_memory();

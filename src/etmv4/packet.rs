@@ -347,6 +347,16 @@ pub struct QInfo {
     pub addr_match: bool,
 }
 
+/// What address packets change of a packet's carried state (see
+/// [`EtmV4Packet::addr_state`]).
+#[derive(Clone, Copy)]
+pub(crate) struct AddrState {
+    addr: VAddr,
+    addr_is: u8,
+    stack: [(VAddr, u8); 3],
+    exact_match_idx: u8,
+}
+
 /// One ETMv4 / ETE instruction trace packet, with the state carried from
 /// packet to packet.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
@@ -418,9 +428,11 @@ pub struct EtmV4Packet {
     /// ETE instrumentation packet: the 64-bit value written by the TRCIT instruction.
     pub ite_value: u64,
     /// An atom packet, sent with no packet monitor attached, whose next
-    /// byte (in the same block of data) is another atom packet: the
+    /// byte (in the same block of data) is another atom packet, or an
+    /// address packet whole in the block with an atom packet after it: the
     /// decoder may hold this packet's elements and send them with the
-    /// next one's, as nothing can be shown between the two.
+    /// next atom packet's, as nothing can be shown between the two. On
+    /// such an address packet: an atom packet follows it in the block.
     pub(crate) atom_run_continues: bool,
 }
 
@@ -546,6 +558,25 @@ impl EtmV4Packet {
         self.context.updated = true;
         self.context.ctxt_id = cid;
         self.context.updated_c = true;
+    }
+
+    /// The address state address packets change: the address, its
+    /// instruction set, the history and the last exact match.
+    pub(crate) fn addr_state(&self) -> AddrState {
+        AddrState {
+            addr: self.addr,
+            addr_is: self.addr_is,
+            stack: self.addr_stack,
+            exact_match_idx: self.exact_match_idx,
+        }
+    }
+
+    /// Puts back an address state taken by [`addr_state`](Self::addr_state).
+    pub(crate) fn set_addr_state(&mut self, s: &AddrState) {
+        self.addr = s.addr;
+        self.addr_is = s.addr_is;
+        self.addr_stack = s.stack;
+        self.exact_match_idx = s.exact_match_idx;
     }
 
     fn push_addr(&mut self) {

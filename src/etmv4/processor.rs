@@ -11,6 +11,7 @@ use crate::datapath::{DatapathResp, TrcIndex};
 use crate::decoder::{PacketOut, PacketProcessor, ProcStats};
 use crate::errcode::{ErrCode, Severity, TraceError};
 use crate::hooks::EntryKind;
+use crate::interfaces::RunAddr;
 use crate::logger::ErrLink;
 
 use super::config::EtmV4Config;
@@ -112,6 +113,12 @@ pub struct EtmV4PktProc {
     p: Progress,
     err: Option<ErrLink>,
     trace_id: u8,
+    /// The next packet is an address packet of a run of atom packets that
+    /// the decoder left, followed by an atom packet (see
+    /// [`Self::atom_run`]).
+    addr_in_run: bool,
+    /// The address packets of the run of atom packets at hand.
+    run_addrs: Vec<RunAddr>,
 }
 
 impl EtmV4PktProc {
@@ -149,6 +156,8 @@ impl EtmV4PktProc {
             p: Progress::default(),
             err,
             trace_id,
+            addr_in_run: false,
+            run_addrs: Vec::new(),
         };
         p.init_processor_state();
         p
@@ -162,6 +171,7 @@ impl EtmV4PktProc {
 
     fn init_processor_state(&mut self) {
         self.init_packet_state();
+        self.addr_in_run = false;
         self.parser = Parser::NotSync;
         self.packet_index = 0;
         self.is_sync = false;
@@ -959,28 +969,66 @@ impl EtmV4PktProc {
     /// A run of atom packets, most of the trace, from the header at
     /// `processed`: each is one byte. Without a monitor the sink is offered
     /// the run's bytes to decode straight (see
-    /// [`PktDataIn::packet_bytes_in`](crate::interfaces::PktDataIn::packet_bytes_in));
+    /// [`PktDataIn::packet_run_in`](crate::interfaces::PktDataIn::packet_run_in));
     /// a packet it leaves is built and sent here, and it is offered the
     /// rest. Between two atom packets the packet's one-packet fields stay
     /// clear (an atom packet sets only its atoms).
+    ///
+    /// Without a monitor, an address packet whole in the block between two
+    /// atom packets (an indirect branch's target, most often) does not end
+    /// the run: it is parsed here, its address given with the run's bytes,
+    /// so the decoder goes on through it. Should the decoder leave one, it
+    /// is built and sent by the caller, marked as followed by an atom
+    /// packet.
     #[inline]
     fn atom_run(&mut self, index: TrcIndex, data: &[u8], out: &mut PacketOut<'_, EtmV4Packet>) -> DatapathResp {
         let start = self.processed;
-        let len = data[start..]
-            .iter()
-            .position(|&n| self.table[n as usize].1 != Parser::Atom)
-            .unwrap_or(data.len() - start);
-        let end = start + len;
         let no_mon = out.mon.is_none();
+        // The run's end, and its address packets parsed ahead (the address
+        // state before them kept, should the decoder stop before one).
+        self.run_addrs.clear();
+        let mut saved = None;
+        let mut end = start;
+        loop {
+            end += data[end..]
+                .iter()
+                .position(|&n| self.table[n as usize].1 != Parser::Atom)
+                .unwrap_or(data.len() - end);
+            if !no_mon {
+                break;
+            }
+            let Some((t, len)) = self.address_then_atom(&data[end..]) else {
+                break;
+            };
+            saved.get_or_insert_with(|| self.pkt.addr_state());
+            apply_address(&mut self.pkt, t, &data[end..end + len]);
+            self.run_addrs.push(RunAddr {
+                index: index + end as u64,
+                addr: self.pkt.addr.val,
+                is: self.pkt.addr_is,
+                len: len as u8,
+            });
+            end += len;
+        }
+        // Addresses taken by the decoder.
+        let mut taken = 0;
         let resp = loop {
             if no_mon && let Some(s) = out.sink.as_mut() {
-                let (r, n) = s.packet_bytes_in(index + self.processed as u64, &data[self.processed..end]);
+                let at = index + self.processed as u64;
+                let (r, n) = s.packet_run_in(at, &data[self.processed..end], &self.run_addrs[taken..]);
                 self.processed += n.min(end - self.processed);
+                let upto = index + self.processed as u64;
+                taken += self.run_addrs[taken..].iter().take_while(|a| a.index < upto).count();
                 if !r.is_cont() || self.processed == end {
                     break r;
                 }
             }
             let b = data[self.processed];
+            if no_mon && self.table[b as usize].1 != Parser::Atom {
+                // An address packet the decoder left: the caller builds it.
+                self.addr_in_run = true;
+                break DatapathResp::Cont;
+            }
             self.packet_index = index + self.processed as u64;
             self.pkt.pkt_type = self.table[b as usize].0;
             self.processed += 1;
@@ -991,14 +1039,48 @@ impl EtmV4PktProc {
                 break r;
             }
         };
+        // The address state is as the packets taken leave it.
+        if let Some(saved) = saved
+            && taken < self.run_addrs.len()
+        {
+            self.pkt.set_addr_state(&saved);
+            for a in &self.run_addrs[..taken] {
+                let at = (a.index - index) as usize;
+                let t = self.table[data[at] as usize].0;
+                apply_address(&mut self.pkt, t, &data[at..at + a.len as usize]);
+            }
+        }
         // Where the last packet taken starts, as if each had been sent.
-        self.packet_index = index + self.processed as u64 - 1;
+        let last = index + self.processed as u64 - 1;
+        self.packet_index = match taken.checked_sub(1).and_then(|k| self.run_addrs.get(k)) {
+            Some(a) if a.index + u64::from(a.len) == last + 1 => a.index,
+            _ => last,
+        };
         // What init_packet_state clears that an atom packet sets (its
         // buffer is not used).
         self.pkt.atoms.num = 0;
         self.pkt.atom_run_continues = false;
         self.state = State::Header;
         resp
+    }
+
+    /// The type and length of the address packet (short, long or exact
+    /// match, no context) that `rest` starts with, when its bytes are all
+    /// there and the header of an atom packet follows.
+    #[inline]
+    fn address_then_atom(&self, rest: &[u8]) -> Option<(PktType, usize)> {
+        use PktType::*;
+        let t = self.table[*rest.first()? as usize].0;
+        let len = match t {
+            AddrMatch => 1,
+            AddrSIS0 | AddrSIS1 => 2 + usize::from(*rest.get(1)? >> 7),
+            AddrL32IS0 | AddrL32IS1 => 5,
+            AddrL64IS0 | AddrL64IS1 => 9,
+            _ => return None,
+        };
+        rest.get(len)
+            .is_some_and(|&n| self.table[n as usize].1 == Parser::Atom)
+            .then_some((t, len))
     }
 
     fn p_ite(&mut self) {
@@ -1015,6 +1097,29 @@ fn le_bytes(b: &[u8]) -> u32 {
 }
 
 /// A short address field: value, bits it updates, bytes used.
+/// Takes the whole address packet `b` (short, long or exact match, no
+/// context) of type `t` into `pkt`, as its packet's parse does.
+fn apply_address(pkt: &mut EtmV4Packet, t: PktType, b: &[u8]) {
+    use PktType::*;
+    match t {
+        AddrMatch => pkt.set_exact_match(b[0] & 0x3),
+        AddrSIS0 | AddrSIS1 => {
+            let is = u8::from(t == AddrSIS1);
+            let (v, bits, _) = short_addr(&b[1..], is);
+            pkt.update_short_addr(v, is, bits);
+        }
+        AddrL32IS0 | AddrL32IS1 => {
+            let is = u8::from(t == AddrL32IS1);
+            pkt.set_32bit_addr(long_addr32(&b[1..5], is), is);
+        }
+        AddrL64IS0 | AddrL64IS1 => {
+            let is = u8::from(t == AddrL64IS1);
+            pkt.set_64bit_addr(long_addr64(&b[1..9], is), is);
+        }
+        _ => {}
+    }
+}
+
 fn short_addr(b: &[u8], is: u8) -> (u32, u8, usize) {
     let shift = if is == 0 { 2 } else { 1 };
     let mut v = ((b[0] & 0x7F) as u32) << shift;
@@ -1297,6 +1402,7 @@ impl PacketProcessor for EtmV4PktProc {
                     }
                 }
                 State::SendPacket => {
+                    self.pkt.atom_run_continues = std::mem::take(&mut self.addr_in_run);
                     resp = out.emit(self.packet_index, &self.pkt, &self.buf);
                     self.init_packet_state();
                     self.state = State::Header;

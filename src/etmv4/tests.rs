@@ -549,9 +549,16 @@ fn reset_loses_sync_and_waits_stop_processing() {
 // ---------------------------------------------------------------------
 
 /// Captures elements as the lister prints them.
-struct ElemLog(Arc<Lock<Vec<String>>>, u32);
+/// Element lines, waits still to answer, and how many elements each sink
+/// call took.
+struct ElemLog(Arc<Lock<Vec<String>>>, u32, Arc<Lock<Vec<usize>>>);
 
 impl TrcGenElemIn for ElemLog {
+    fn trace_elems_in(&mut self, trace_id: u8, elems: &[(TrcIndex, TraceElement)]) -> (DatapathResp, usize) {
+        let (r, n) = crate::interfaces::elems_one_by_one(self, trace_id, elems);
+        self.2.borrow_mut().push(n);
+        (r, n)
+    }
     fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp {
         let mut s = format!("Idx:{index}; ID:{trace_id:x}; ");
         elem.write_to(&mut s);
@@ -568,6 +575,8 @@ impl TrcGenElemIn for ElemLog {
 pub(crate) struct DecodeRun {
     pub(crate) elems: Vec<String>,
     pub(crate) errors: String,
+    /// How many elements each call to the sink took.
+    pub(crate) sink_calls: Vec<usize>,
 }
 
 /// Decodes `trace` for `cfg` against `images` (address, bytes), with the
@@ -636,7 +645,10 @@ fn decode_as(
     let err_log = shared(ErrorLogger::new(Severity::Info, Some(err_out.clone())));
     let elems = Arc::new(Lock::new(Vec::new()));
     let router = shared(ElemRouter::default());
-    router.borrow_mut().set(Some(Box::new(ElemLog(elems.clone(), waits))));
+    let calls = Arc::new(Lock::new(Vec::new()));
+    router
+        .borrow_mut()
+        .set(Some(Box::new(ElemLog(elems.clone(), waits, calls.clone()))));
     let ctx = DecodeContext {
         mode: DecodeMode::FullDecode,
         instance_id: Some(cfg.trace_id()),
@@ -677,7 +689,12 @@ fn decode_as(
     }
     let e = elems.borrow().clone();
     let errors = err_out.borrow().captured().to_string();
-    DecodeRun { elems: e, errors }
+    let sink_calls = calls.borrow().clone();
+    DecodeRun {
+        elems: e,
+        errors,
+        sink_calls,
+    }
 }
 
 pub(crate) fn a64(words: &[u32]) -> Vec<u8> {
@@ -756,6 +773,69 @@ fn decode_atoms_branches_and_address() {
         1000,
     );
     assert_eq!(waited.elems, run.elems);
+}
+
+#[test]
+fn an_address_between_atom_runs_does_not_end_the_run() {
+    // With no packet monitor, the ranges of the atoms on both sides of an
+    // indirect branch's target address go to the sink in one call; with
+    // a monitor each packet's go in their own, and an address packet the
+    // block's end splits ends the run. The elements are the same.
+    let body = [
+        0xf7, // E: 0x1000..0x100c, b taken
+        0xf6, // N: cbz not taken
+        0xf7, // E: ret taken
+        0x95, 0x08, // short address 0x1020
+        0xf7, // E: br x1 taken
+        0x9a, 0x0a, 0x08, 0x00, 0x00, // long address 0x1028
+        0xf7, // E: bl taken
+    ];
+    // Twice: the second time the code walked is remembered, and the atoms
+    // take the fast path.
+    let mut t = preamble();
+    t.extend_from_slice(&body);
+    t.extend_from_slice(&preamble());
+    t.extend_from_slice(&body);
+    let program = [(0x1000, a64_program())];
+    let run = |waits, feed, block| decode_as(cfg_dec(), &program, &t, DecoderOptions::default(), waits, feed, block);
+    let bytes = run(0, Feed::Bytes, usize::MAX);
+    let ranges: Vec<_> = bytes
+        .elems
+        .iter()
+        .filter(|e| e.contains("INSTR_RANGE"))
+        .cloned()
+        .collect();
+    let pass = [
+        (25, "0x1000:[0x100c] num_i(3) last_sz(4) (ISA=A64) E BR  "),
+        (26, "0x1010:[0x1014] num_i(1) last_sz(4) (ISA=A64) N BR   <cond>"),
+        (27, "0x1014:[0x1018] num_i(1) last_sz(4) (ISA=A64) E iBR A64:ret "),
+        (30, "0x1020:[0x1028] num_i(2) last_sz(4) (ISA=A64) E iBR "),
+        (36, "0x1028:[0x102c] num_i(1) last_sz(4) (ISA=A64) E BR  b+link "),
+    ];
+    let second = t.len() - body.len() - 25;
+    let want: Vec<_> = [0, second]
+        .iter()
+        .flat_map(|off| {
+            pass.iter()
+                .map(move |(i, r)| format!("Idx:{}; ID:10; OCSD_GEN_TRC_ELEM_INSTR_RANGE(exec range={r})", i + off))
+        })
+        .collect();
+    assert_eq!(ranges, want);
+    // The second pass: its first range, after the sync's elements, goes
+    // alone; the other four, on both sides of two addresses, in one call;
+    // then the end of trace.
+    assert_eq!(bytes.sink_calls[bytes.sink_calls.len() - 3..], [1, 4, 1]);
+    let monitor = run(0, Feed::Monitor, usize::MAX);
+    assert_eq!(monitor.elems, bytes.elems);
+    assert_eq!(monitor.sink_calls[monitor.sink_calls.len() - 6..], [1; 6]);
+    // The second short address's last byte in the next block: the run
+    // ends before that address.
+    let split = run(0, Feed::Bytes, t.len() - 8);
+    assert_eq!(split.elems, bytes.elems);
+    assert_eq!(split.sink_calls[split.sink_calls.len() - 4..], [1, 2, 2, 1]);
+    // A sink that waits on every element gets them all the same.
+    let waited = run(1000, Feed::Bytes, usize::MAX);
+    assert_eq!(waited.elems, bytes.elems);
 }
 
 #[test]

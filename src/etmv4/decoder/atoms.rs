@@ -39,12 +39,24 @@ pub(super) struct RunCursor {
     pub(super) i: usize,
     /// The next output slot.
     pub(super) slot: usize,
+    /// The next of the run's address packets.
+    pub(super) addr: usize,
+}
+
+/// The address packets of a run (see [`PktDataIn::packet_run_in`]), and
+/// the instruction set of an address with IS 0 and with IS 1 in the
+/// current context.
+pub(super) struct RunAddrs<'r> {
+    pub(super) list: &'r [RunAddr],
+    pub(super) isa: [Isa; 2],
 }
 
 /// Commits the atom packets of `run` from `at.i` (the byte at `i` traced at
 /// `index + i`) over remembered blocks, one range per atom into `elems`
-/// from `at.slot`, until the run ends, a packet has no atoms, an indirect
-/// branch wants an address, or a packet ends at or past slot `slot_stop`.
+/// from `at.slot`, and the address packets of `addrs` between them from
+/// `at.addr`, until the run ends, a packet has no atoms and is not the
+/// next address, an indirect branch wants an address, or a packet ends
+/// at or past slot `slot_stop`.
 /// `at` is left past the last packet whose atoms were all committed; a
 /// packet stopped part way (a block not remembered) is returned with how
 /// many of its atoms were committed. The whole run in one call, its
@@ -62,6 +74,7 @@ pub(super) fn walk_atom_packets<'a>(
     context: &PeContext,
     ret_stack: &mut ReturnStack,
     walk: &mut AtomWalk<'a>,
+    addrs: &RunAddrs<'_>,
     at: &mut RunCursor,
 ) -> Option<(Atoms, u8)> {
     // A copy field by field: with `Copy` derived, `*walk` compiled to a
@@ -70,15 +83,32 @@ pub(super) fn walk_atom_packets<'a>(
         last: walk.last,
         ..*walk
     };
-    let (mut i, mut slot) = (at.i, at.slot);
+    let (mut i, mut slot, mut k) = (at.i, at.slot, at.addr);
     let mut stopped = None;
     while let Some(&b) = run.get(i) {
         let atoms = table[b as usize];
         let n = atoms.num as usize;
+        if n == 0 {
+            // An address packet: committed as the atom packet after it
+            // would commit it first.
+            match addrs.list.get(k) {
+                Some(a) if a.index == index + i as u64 => {
+                    w.addr = a.addr;
+                    w.isa = addrs.isa[usize::from(a.is & 1)];
+                    w.need_addr = false;
+                    ret_stack.pop_pending = false;
+                    ret_stack.tinfo_wait_addr = false;
+                    k += 1;
+                    i += usize::from(a.len);
+                    continue;
+                }
+                _ => break,
+            }
+        }
         let Some(slots) = elems.get_mut(slot..slot + n) else {
             break;
         };
-        if n == 0 || w.need_addr {
+        if w.need_addr {
             break;
         }
         let m = walk_atoms_inline(
@@ -101,7 +131,7 @@ pub(super) fn walk_atom_packets<'a>(
         }
     }
     *walk = w;
-    *at = RunCursor { i, slot };
+    *at = RunCursor { i, slot, addr: k };
     stopped
 }
 
@@ -209,11 +239,12 @@ impl EtmV4Decoder {
     /// (always so when TRCIDR8.MAXSPEC is 0, as on most cores). Does what
     /// pushing it and resolving the stack would, without the stack.
     ///
-    /// When the next packet is an atom packet too, with nothing to show
-    /// between them (`continues`), the elements are held and sent with that
-    /// packet's: one send for a run of atom packets. Held elements never
-    /// outlive the processor's block of data.
-    pub(super) fn atoms_now(&mut self, pkt_atoms: Atoms, continues: bool) -> DatapathResp {
+    /// When the next packet is an atom packet too, or an address packet
+    /// with one after it, with nothing to show between them (`continues`),
+    /// the elements are held and sent with the next atom packet's: one
+    /// send for a run of atom packets. Held elements never outlive the
+    /// processor's block of data.
+    pub(super) fn atoms_now(&mut self, pkt_atoms: Atoms, mut continues: bool) -> DatapathResp {
         let index = self.index_curr_pkt;
         let mut atoms = pkt_atoms;
         let num_req = atoms.num as i64;
@@ -224,12 +255,64 @@ impl EtmV4Decoder {
         if self.out_stack.to_send == 0 {
             self.out_stack.reset();
             self.commit_addresses();
-        } else if !(self.commit_atoms_fast(&mut atoms, index) && atoms.num == 0)
-            && let Err(resp) = self.send_held(atoms, num_req, (pkt_atoms.num - atoms.num) as usize)
-        {
-            return resp;
+        } else {
+            // An address may have come between the held atoms and these.
+            self.commit_addresses();
+            if !(self.commit_atoms_fast(&mut atoms, index) && atoms.num == 0) {
+                match self.send_held(atoms, num_req, (pkt_atoms.num - atoms.num) as usize) {
+                    Err(resp) => return resp,
+                    Ok(sent) => continues &= !sent,
+                }
+            }
         }
         self.atoms_finish(pkt_atoms, atoms, num_req, continues)
+    }
+
+    /// An address packet with an atom packet after it (in a run given as
+    /// bytes, or sent marked so): committed now, as that packet would
+    /// commit it first thing (nothing reads what it changes in between).
+    /// False, and nothing done, when the general path must take it.
+    fn address_before_atoms(&mut self, a: &RunAddr) -> bool {
+        if self.state != State::DecodePackets || self.elem_pending_addr || !self.stack.is_empty() {
+            return false;
+        }
+        self.index_curr_pkt = a.index;
+        self.last_is = a.is;
+        self.commit_address(a.addr, a.is);
+        true
+    }
+
+    /// An address packet (no context) that the processor sent between two
+    /// runs of atom packets, with this decoder holding the first run's
+    /// elements: taken, and the elements held on for the next run (nothing
+    /// can be shown between them). `None` for any other packet, or a
+    /// state the general path must take.
+    pub(super) fn address_in_run(&mut self, pkt: &EtmV4Packet) -> Option<DatapathResp> {
+        use crate::etmv4::packet::PktType as T;
+        let plain = matches!(
+            pkt.pkt_type,
+            T::AddrMatch | T::AddrSIS0 | T::AddrSIS1 | T::AddrL32IS0 | T::AddrL32IS1 | T::AddrL64IS0 | T::AddrL64IS1
+        );
+        if !plain || self.state != State::DecodePackets || self.elem_pending_addr {
+            return None;
+        }
+        let a = RunAddr {
+            index: self.index_curr_pkt,
+            addr: pkt.addr.val,
+            is: pkt.addr_is,
+            len: 0,
+        };
+        if pkt.atom_run_continues && self.address_before_atoms(&a) {
+            self.in_atom_run = true;
+            return Some(DatapathResp::Cont);
+        }
+        // What decode_packet does with it here.
+        self.push_addr(P0Kind::Addr, false, pkt);
+        if pkt.atom_run_continues {
+            self.in_atom_run = true;
+            return Some(DatapathResp::Cont);
+        }
+        Some(self.send_all())
     }
 
     /// Addresses that came before atoms committed on arrival are committed
@@ -237,11 +320,18 @@ impl EtmV4Decoder {
     #[inline]
     pub(super) fn commit_addresses(&mut self) {
         while let Some(a) = self.stack.pop_front() {
-            self.ret_stack.pop_pending = false;
-            self.ret_stack.tinfo_wait_addr = false;
-            self.set_instr_addr_isa(a.addr, a.addr_is);
-            self.need_addr = false;
+            self.commit_address(a.addr, a.addr_is);
         }
+    }
+
+    /// What committing an address element does (resolving the stack, or
+    /// before atoms committed on arrival).
+    #[inline]
+    pub(super) fn commit_address(&mut self, addr: u64, is: u8) {
+        self.ret_stack.pop_pending = false;
+        self.ret_stack.tinfo_wait_addr = false;
+        self.set_instr_addr_isa(addr, is);
+        self.need_addr = false;
     }
 
     /// Elements held from earlier atom packets, when the current one needs
@@ -251,8 +341,16 @@ impl EtmV4Decoder {
     /// current packet's atoms the fast path committed, stay: an error later
     /// in the packet drops them, as it drops the elements of a packet not
     /// yet sent when each packet's elements are sent after it (a packet
-    /// monitor attached, and OpenCSD).
-    pub(super) fn send_held(&mut self, atoms: Atoms, num_req: i64, made: usize) -> Result<(), DatapathResp> {
+    /// monitor attached, and OpenCSD). Returns whether any was sent.
+    ///
+    /// The packet's own elements are then sent at its end, not held for
+    /// the next packet's: had the sink waited here, they would have gone
+    /// out at the flush, and the next packet's elements would start the
+    /// output again. Whether the sink waits must not change which output
+    /// slot an element is made in, as a slot keeps what its last element
+    /// left in the fields a new one does not set.
+    pub(super) fn send_held(&mut self, atoms: Atoms, num_req: i64, made: usize) -> Result<bool, DatapathResp> {
+        let sent = self.out_stack.to_send > made;
         while self.out_stack.to_send > made {
             let resp = self.out_stack.send_but(&self.out, self.trace_id, made);
             if !resp.is_cont() {
@@ -268,7 +366,7 @@ impl EtmV4Decoder {
                 return Err(resp);
             }
         }
-        Ok(())
+        Ok(sent)
     }
 
     /// The rest of [`atoms_now`](Self::atoms_now): commits what is left of
@@ -318,14 +416,26 @@ impl EtmV4Decoder {
     }
 
     /// Atom packets given as their header bytes (`run[i]` at `index + i`),
-    /// each taken as [`on_packet`](PacketDecoder::on_packet) would take it;
-    /// stops before a packet that would not be committed on arrival, which
-    /// the processor then builds and sends.
-    pub(super) fn atom_bytes(&mut self, index: TrcIndex, run: &[u8]) -> (DatapathResp, usize) {
+    /// and the address packets `addrs` among them, each taken as
+    /// [`on_packet`](PacketDecoder::on_packet) would take it; stops before
+    /// a packet that would not be committed on arrival, which the
+    /// processor then builds and sends.
+    pub(super) fn atom_bytes(&mut self, index: TrcIndex, run: &[u8], addrs: &[RunAddr]) -> (DatapathResp, usize) {
         let mut i = 0;
+        let mut k = 0;
         while i < run.len() {
             let atoms = self.atom_table[run[i] as usize];
-            if atoms.num == 0 || !self.atoms_commit_now() {
+            if atoms.num == 0 {
+                match addrs.get(k) {
+                    Some(a) if a.index == index + i as u64 && self.address_before_atoms(a) => {
+                        k += 1;
+                        i += usize::from(a.len);
+                        continue;
+                    }
+                    _ => break,
+                }
+            }
+            if !self.atoms_commit_now() {
                 break;
             }
             self.index_curr_pkt = index + i as u64;
@@ -333,7 +443,7 @@ impl EtmV4Decoder {
                 self.sync_memory();
             }
             let from = i;
-            if let Some(resp) = self.atom_bytes_fast(index, run, &mut i) {
+            if let Some(resp) = self.atom_bytes_fast(index, run, &mut i, addrs, &mut k) {
                 if !resp.is_cont() {
                     return (resp, i);
                 }
@@ -362,7 +472,14 @@ impl EtmV4Decoder {
     /// response of the packet it ended with (sent, or finished the general
     /// way when an atom of it missed), `*i` past it.
     #[inline(always)]
-    pub(super) fn atom_bytes_fast(&mut self, index: TrcIndex, run: &[u8], i: &mut usize) -> Option<DatapathResp> {
+    pub(super) fn atom_bytes_fast(
+        &mut self,
+        index: TrcIndex,
+        run: &[u8],
+        i: &mut usize,
+        addrs: &[RunAddr],
+        k: &mut usize,
+    ) -> Option<DatapathResp> {
         if !self.fast_ok || self.need_ctxt {
             return None;
         }
@@ -377,17 +494,23 @@ impl EtmV4Decoder {
         if carried != 0 {
             return None;
         }
-        // What atoms_now does first for a packet with nothing held; done
-        // again harmlessly if the packet goes the general way.
+        // What atoms_now does first; done again harmlessly if the packet
+        // goes the general way.
         let started_empty = self.out_stack.to_send == 0;
         if started_empty {
             self.out_stack.reset();
-            self.commit_addresses();
         }
+        self.commit_addresses();
         if self.need_addr || self.ret_stack.pop_pending() {
             return None;
         }
         self.check_memory();
+        // The walk commits the run's addresses when the general path
+        // would commit them the same way.
+        let run_addrs = RunAddrs {
+            list: if self.elem_pending_addr { &[] } else { addrs },
+            isa: [self.calc_isa(self.is_64bit, 0), self.calc_isa(self.is_64bit, 1)],
+        };
         let out = &mut self.out_stack;
         let first = if out.to_send > 0 { out.curr + 1 } else { out.curr };
         out.reserve(first + HELD_MAX + 32);
@@ -400,7 +523,12 @@ impl EtmV4Decoder {
             last: None,
             need_addr: false,
         };
-        let mut at = RunCursor { i: *i, slot: first };
+        let mut at = RunCursor {
+            i: *i,
+            slot: first,
+            addr: *k,
+        };
+
         // The packet that stopped the run: its atoms, and how many of them
         // were committed.
         let stopped = walk_atom_packets(
@@ -413,12 +541,23 @@ impl EtmV4Decoder {
             &context,
             &mut self.ret_stack,
             &mut walk,
+            &run_addrs,
             &mut at,
         );
         if at.i > *i {
+            // Where the last packet taken starts.
             self.index_curr_pkt = index + (at.i - 1) as u64;
+            if at.addr > *k
+                && let Some(a) = addrs.get(at.addr - 1)
+            {
+                self.last_is = a.is;
+                if a.index + u64::from(a.len) == index + at.i as u64 {
+                    self.index_curr_pkt = a.index;
+                }
+            }
         }
         *i = at.i;
+        *k = at.addr;
         let slot = at.slot;
         let AtomWalk {
             addr,
@@ -453,12 +592,14 @@ impl EtmV4Decoder {
             // A packet started with nothing held goes straight on; one
             // after held elements sends them first.
             let first_of_call = made == m as usize;
-            if !(started_empty && first_of_call)
-                && let Err(resp) = self.send_held(left, num_req, m as usize)
-            {
-                return Some(resp);
+            let mut sent = false;
+            if !(started_empty && first_of_call) {
+                match self.send_held(left, num_req, m as usize) {
+                    Err(resp) => return Some(resp),
+                    Ok(s) => sent = s,
+                }
             }
-            return Some(self.atoms_finish(atoms, left, num_req, *i < run.len()));
+            return Some(self.atoms_finish(atoms, left, num_req, *i < run.len() && !sent));
         }
         if made == 0 {
             return None;
