@@ -51,6 +51,13 @@ pub struct DecoderOptions {
     pub range_cont: bool,
     /// Halt on a decode error instead of resynchronising.
     pub halt_on_error: bool,
+    /// When the element sink waits, stop no further on than OpenCSD's
+    /// flow control does: an address packet ends a run of atom packets,
+    /// as it does with a packet monitor attached. A program that drops
+    /// what a decoder still holds when it waits on a buffer's last bytes
+    /// (Linux perf) loses no more than it would with OpenCSD. The OpenCSD
+    /// C API sets it.
+    pub opencsd_flow: bool,
 }
 
 /// A trace source's register values, resolved for one protocol.

@@ -269,6 +269,7 @@ pub fn run_protocol(protocol: Protocol, data: &[u8]) {
         strict_br_cond: opts & 16 != 0,
         range_cont: opts & 32 != 0,
         halt_on_error: opts & 64 != 0,
+        opencsd_flow: opts & 128 != 0,
     });
     let cfg = SourceConfig {
         name: "src_0".into(),

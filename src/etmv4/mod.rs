@@ -58,7 +58,8 @@ pub(crate) const ETMV4: ProtocolInfo = ProtocolInfo {
 /// error-log names, `PKTP_ETMV4I_nnnn` and `DCD_ETMV4_nnnn`.
 pub(crate) fn create_component(name: &'static str, cfg: EtmV4Config, ctx: &DecodeContext) -> Box<dyn TraceComponent> {
     let pkt_err = ctx.packet_processor_err_link("PKTP_ETMV4I");
-    let proc = EtmV4PktProc::new(cfg.clone(), Some(pkt_err));
+    let mut proc = EtmV4PktProc::new(cfg.clone(), Some(pkt_err));
+    proc.set_opencsd_flow(ctx.options.opencsd_flow);
     let decoder = ctx.decoder_for_mode(|| EtmV4Decoder::new(cfg, ctx));
     Box::new(Pipeline::new(name, proc, decoder))
 }

@@ -119,6 +119,9 @@ pub struct EtmV4PktProc {
     addr_in_run: bool,
     /// The address packets of the run of atom packets at hand.
     run_addrs: Vec<RunAddr>,
+    /// Whether atom packets (and the address packets between them) may go
+    /// to the decoder as runs (see [`Self::set_opencsd_flow`]).
+    runs: bool,
 }
 
 impl EtmV4PktProc {
@@ -158,9 +161,19 @@ impl EtmV4PktProc {
             trace_id,
             addr_in_run: false,
             run_addrs: Vec::new(),
+            runs: true,
         };
         p.init_processor_state();
         p
+    }
+
+    /// Under OpenCSD's flow control (see
+    /// [`DecoderOptions::opencsd_flow`](crate::decoder::DecoderOptions::opencsd_flow))
+    /// each packet goes to the decoder on its own, and its elements are
+    /// sent after it, as with a packet monitor attached: a wait stops the
+    /// processor right after the packet whose element waited.
+    pub fn set_opencsd_flow(&mut self, on: bool) {
+        self.runs = !on;
     }
 
     fn init_packet_state(&mut self) {
@@ -983,7 +996,7 @@ impl EtmV4PktProc {
     #[inline]
     fn atom_run(&mut self, index: TrcIndex, data: &[u8], out: &mut PacketOut<'_, EtmV4Packet>) -> DatapathResp {
         let start = self.processed;
-        let no_mon = out.mon.is_none();
+        let no_mon = out.mon.is_none() && self.runs;
         // The run's end, and its address packets parsed ahead (the address
         // state before them kept, should the decoder stop before one).
         self.run_addrs.clear();

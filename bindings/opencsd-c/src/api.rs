@@ -335,6 +335,8 @@ fn options_from_flags(flags: c_int) -> DecoderOptions {
         direct_br_cond: flags & OCSD_OPFLG_N_UNCOND_DIR_BR_CHK != 0,
         strict_br_cond: flags & OCSD_OPFLG_STRICT_N_UNCOND_BR_CHK != 0,
         range_cont: flags & OCSD_OPFLG_CHK_RANGE_CONTINUE != 0,
+        // C clients (perf) rely on where OpenCSD stops when they wait.
+        opencsd_flow: true,
         ..DecoderOptions::default()
     };
     if cfg!(feature = "opencsd-1-8") {

@@ -227,7 +227,8 @@ pub fn build_builtin(name: &str, cfg: &SourceConfig, ctx: &DecodeContext) -> Opt
                 ("ETMV4I", etmv4::EtmV4Config::from_source(cfg))
             };
             let err = ErrLink::new(&ctx.err_log, ctx.component_name("PKTP_ETMV4I"));
-            let proc = etmv4::EtmV4PktProc::new(c.clone(), Some(err));
+            let mut proc = etmv4::EtmV4PktProc::new(c.clone(), Some(err));
+            proc.set_opencsd_flow(ctx.options.opencsd_flow);
             let dec = ctx.decoder_for_mode(|| etmv4::EtmV4Decoder::new(c, ctx));
             share(pname, Pipeline::new(pname, proc, dec), full)
         }

@@ -15,7 +15,7 @@ use std::sync::atomic::Ordering;
 
 use coresight_decode::arch::{ArchProfile, ArchVersion, CoreProfile};
 use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
-use coresight_decode::decoder::{CoreConfig, DecodeMode, SourceConfig};
+use coresight_decode::decoder::{CoreConfig, DecodeMode, DecoderOptions, SourceConfig};
 use coresight_decode::deformatter::DeformatterConfig;
 use coresight_decode::element::{ElemType, TraceElement};
 use coresight_decode::interfaces::{TargetMemAccess, TrcDataIn, TrcGenElemIn};
@@ -68,6 +68,10 @@ pub struct DecodeOptions {
     /// its elements are that CPU's, as Linux perf 6.1 does (a perf bug, fixed in 6.7: for
     /// comparing with that perf only).
     pub raw_with_first_config: bool,
+    /// Stop the decoders where OpenCSD's would when the element sink waits (see
+    /// [`DecoderOptions::opencsd_flow`]): for matching a perf that drops what a
+    /// decoder holds when it waits at a buffer's end (6.1).
+    pub opencsd_flow: bool,
 }
 
 /// Where an element came from.
@@ -557,6 +561,10 @@ impl<'r, 'a> RecordingDecoder<'r, 'a> {
             DecodeMode::FullDecode
         };
         let mut tree = DecodeTree::new(format, mode);
+        tree.set_decoder_options(DecoderOptions {
+            opencsd_flow: self.opts.opencsd_flow,
+            ..DecoderOptions::default()
+        });
         tree.set_error_output(Some(self.errors.clone()));
         let stream_of = match single {
             Some(s) => StreamOf::Fixed(s),

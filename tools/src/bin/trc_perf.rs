@@ -438,6 +438,7 @@ fn script(a: &ScriptArgs) -> Result<(), Failure> {
     let model = Arc::new(Model::new(&rec, search(&a.symbols)?));
     let opts = DecodeOptions {
         raw_with_first_config: a.as_perf_61,
+        opencsd_flow: a.as_perf_61,
         ..Default::default()
     };
     let mut dec =
