@@ -295,40 +295,44 @@ pub enum InstrSubType {
 
 /// Input and output of one instruction decode (OpenCSD's `ocsd_instr_info`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+// Laid out in this order so that `isa` and the outputs a range's last
+// instruction gives a trace element (type, subtype, size, condition)
+// sit together, in `TraceElement`'s order: they copy in one move.
+#[repr(C)]
 pub struct InstrInfo {
     // ---- inputs ----
-    /// Architecture and profile of the PE.
-    pub pe_type: ArchProfile,
-    /// Instruction set the opcode is in.
-    pub isa: Isa,
     /// Address of the instruction.
     pub instr_addr: u64,
     /// The opcode, as read little-endian from memory. For T32 the first
     /// halfword is in bits 15:0 and, for a 32-bit instruction, the second
     /// halfword in bits 31:16.
     pub opcode: u32,
+    /// Architecture and profile of the PE.
+    pub pe_type: ArchProfile,
     /// DSB and DMB count as waypoints.
     pub dsb_dmb_waypoints: bool,
     /// WFI and WFE count as branches (waypoints).
     pub wfi_wfe_branch: bool,
     /// Track T32 IT blocks (conditions set in `thumb_it_conditions`).
     pub track_it_block: bool,
+    /// Instruction set the opcode is in.
+    pub isa: Isa,
 
     // ---- outputs ----
     /// Program flow class of the instruction (the decoder's output).
     pub instr_type: InstrType,
     /// Refinement of `instr_type`: call, return, exception return.
     pub sub_type: InstrSubType,
-    /// Branch target for direct branches.
-    pub branch_addr: u64,
-    /// Instruction set after this instruction (changes for BLX imm).
-    pub next_isa: Isa,
     /// Size in bytes: 2 or 4.
     pub instr_size: u8,
     /// Conditional instruction (including CBZ/CBNZ, TBZ/TBNZ, B.cond).
     pub is_conditional: bool,
+    /// Instruction set after this instruction (changes for BLX imm).
+    pub next_isa: Isa,
     /// Branch with link.
     pub is_link: bool,
     /// Number of instructions still covered by a T32 IT block after this one.
     pub thumb_it_conditions: u8,
+    /// Branch target for direct branches.
+    pub branch_addr: u64,
 }

@@ -270,79 +270,83 @@ pub struct ItmInfo {
 /// Fields are valid according to [`TraceElement::elem_type`]; the rest keep
 /// their last values, as the decoders reuse one element per stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+// Laid out in this order (largest alignment first, no padding) so that
+// a range's fields copy from an `InstrInfo` in one move, and those a new
+// element clears are stored together.
+#[repr(C)]
 pub struct TraceElement {
-    /// What the element is; says which fields are valid.
-    pub elem_type: ElemType,
-    /// Instruction set (of a range, or of the context).
-    pub isa: Isa,
+    /// PE context (PE_CONTEXT elements; kept from element to element).
+    pub context: PeContext,
+    /// Data access (DATA_ACCESS elements).
+    pub data: DataAccess,
     /// Start address (ranges, ADDR_NACC, ...).
     pub st_addr: u64,
     /// End address: one past the last instruction of a range, or the
     /// preferred return address of an exception.
     pub en_addr: u64,
-    /// PE context (PE_CONTEXT elements; kept from element to element).
-    pub context: PeContext,
     /// Timestamp (TIMESTAMP elements, and others where `has_ts`).
     pub timestamp: u64,
+    /// Software trace payload (little endian), valid for `sw_trace.payload_bits`.
+    pub sw_payload: u64,
+    /// Value written by the instrumentation instruction (INSTRUMENTATION elements).
+    pub ite_value: u64,
+    /// Custom element payload text (custom decoders).
+    pub custom_text: Option<&'static str>,
+    /// Custom element payload: the record's value (its meaning is the
+    /// custom decoder's, by `custom_kind`).
+    pub custom_value: u64,
+    /// ITM details (ITMTRACE elements).
+    pub itm: ItmInfo,
     /// Cycle count, where `has_cc`.
     pub cycle_count: u32,
-    /// `cycle_count` is valid.
-    pub has_cc: bool,
-    /// Program flow class of a range's last instruction.
-    pub last_i_type: InstrType,
-    /// Refinement of `last_i_type` (call, return).
-    pub last_i_subtype: InstrSubType,
-    /// A range's last instruction was executed (E); false for a conditional one that failed
-    /// (N).
-    pub last_instr_exec: bool,
-    /// Size in bytes of a range's last instruction.
-    pub last_instr_sz: u8,
-    /// A range's last instruction is conditional.
-    pub last_instr_cond: bool,
     /// Number of instructions in a range.
     pub num_instr_range: u32,
+    /// Exception number, as the protocol gives it.
+    pub exception_number: u32,
+    /// Value of a sync marker (SYNC_MARKER elements).
+    pub sync_marker_value: u32,
+    /// Custom element payload: what kind of record it is, as the custom
+    /// decoder numbers its records.
+    pub custom_kind: u32,
+    /// Software trace details (SWTRACE elements).
+    pub sw_trace: SwTraceInfo,
+    /// Event bits of a numbered event (EVENT elements).
+    pub event_number: u16,
+    /// What the element is; says which fields are valid.
+    pub elem_type: ElemType,
+    /// `cycle_count` is valid.
+    pub has_cc: bool,
     /// An exception carries its preferred return address in `en_addr`.
     pub excep_ret_addr: bool,
     /// That return address is also the target of the branch just traced.
     pub excep_ret_addr_br_tgt: bool,
-    /// Exception number, as the protocol gives it.
-    pub exception_number: u32,
+    /// `timestamp` is valid for this element.
+    pub has_ts: bool,
+    /// A range's last instruction was executed (E); false for a conditional one that failed
+    /// (N).
+    pub last_instr_exec: bool,
+    /// Instruction set (of a range, or of the context).
+    pub isa: Isa,
+    /// Program flow class of a range's last instruction.
+    pub last_i_type: InstrType,
+    /// Refinement of `last_i_type` (call, return).
+    pub last_i_subtype: InstrSubType,
+    /// Size in bytes of a range's last instruction.
+    pub last_instr_sz: u8,
+    /// A range's last instruction is conditional.
+    pub last_instr_cond: bool,
     /// Why trace turned on (TRACE_ON elements).
     pub trace_on_reason: TraceOnReason,
     /// Why the decoder is not synchronised (NO_SYNC, EO_TRACE elements).
     pub unsync_info: UnsyncInfo,
     /// Kind of event (EVENT elements).
     pub event_type: EventType,
-    /// Event bits of a numbered event (EVENT elements).
-    pub event_number: u16,
-    /// Software trace details (SWTRACE elements).
-    pub sw_trace: SwTraceInfo,
-    /// Software trace payload (little endian), valid for `sw_trace.payload_bits`.
-    pub sw_payload: u64,
-    /// Value of a sync marker (SYNC_MARKER elements).
-    pub sync_marker_value: u32,
     /// Transactional memory operation (MEMTRANS elements).
     pub mem_trans: MemTrans,
     /// Memory space of an ADDR_NACC.
     pub mem_space: MemSpace,
     /// Exception level of the software writing instrumentation (INSTRUMENTATION elements).
     pub ite_el: u8,
-    /// Value written by the instrumentation instruction (INSTRUMENTATION elements).
-    pub ite_value: u64,
-    /// ITM details (ITMTRACE elements).
-    pub itm: ItmInfo,
-    /// `timestamp` is valid for this element.
-    pub has_ts: bool,
-    /// Data access (DATA_ACCESS elements).
-    pub data: DataAccess,
-    /// Custom element payload text (custom decoders).
-    pub custom_text: Option<&'static str>,
-    /// Custom element payload: what kind of record it is, as the custom
-    /// decoder numbers its records.
-    pub custom_kind: u32,
-    /// Custom element payload: the record's value (its meaning is the
-    /// custom decoder's, by `custom_kind`).
-    pub custom_value: u64,
 }
 
 impl TraceElement {
