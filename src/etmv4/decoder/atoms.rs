@@ -154,6 +154,9 @@ pub(super) fn walk_atoms_inline<'a>(
     let mut made = 0;
     for (idx, o) in slots.iter_mut() {
         let Some((num, a)) = blocks.get(addr, isa) else { break };
+        // A block is walked in one instruction set, which it is keyed by:
+        // its last instruction's is `isa` (not read again below).
+        debug_assert_eq!(a.isa, isa);
         let taken = en_bits & 1 != 0;
         let next = a.instr_addr;
         *idx = pkt_index;
@@ -173,21 +176,21 @@ pub(super) fn walk_atoms_inline<'a>(
         last = Some(a);
         if !taken {
             addr = next;
-            isa = a.isa;
             continue;
         }
+        let here = isa;
         isa = a.next_isa;
         match a.instr_type {
             InstrType::Branch => {
                 addr = a.branch_addr;
                 if a.is_link {
-                    ret_stack.push(next, a.isa);
+                    ret_stack.push(next, here);
                 }
             }
             InstrType::BranchIndirect => {
                 addr = next;
                 if a.is_link {
-                    ret_stack.push(next, a.isa);
+                    ret_stack.push(next, here);
                 }
                 ret_stack.set_pop_pending();
                 walk.need_addr = true;
@@ -372,6 +375,7 @@ impl EtmV4Decoder {
     /// The rest of [`atoms_now`](Self::atoms_now): commits what is left of
     /// the packet's atoms (`pkt_atoms`, `num_req` of them), then holds the
     /// elements or sends them.
+    #[inline(always)]
     pub(super) fn atoms_finish(
         &mut self,
         pkt_atoms: Atoms,
