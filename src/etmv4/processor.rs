@@ -119,9 +119,8 @@ pub struct EtmV4PktProc {
     addr_in_run: bool,
     /// The address packets of the run of atom packets at hand.
     run_addrs: Vec<RunAddr>,
-    /// Whether atom packets (and the address packets between them) may go
-    /// to the decoder as runs (see [`Self::set_opencsd_flow`]).
-    runs: bool,
+    /// Under OpenCSD's flow control (see [`Self::set_opencsd_flow`]).
+    opencsd_flow: bool,
 }
 
 impl EtmV4PktProc {
@@ -161,7 +160,7 @@ impl EtmV4PktProc {
             trace_id,
             addr_in_run: false,
             run_addrs: Vec::new(),
-            runs: true,
+            opencsd_flow: false,
         };
         p.init_processor_state();
         p
@@ -169,11 +168,14 @@ impl EtmV4PktProc {
 
     /// Under OpenCSD's flow control (see
     /// [`DecoderOptions::opencsd_flow`](crate::decoder::DecoderOptions::opencsd_flow))
-    /// each packet goes to the decoder on its own, and its elements are
-    /// sent after it, as with a packet monitor attached: a wait stops the
-    /// processor right after the packet whose element waited.
+    /// a run of packets never takes the last byte of a block: that packet
+    /// goes to the decoder on its own, its elements sent after it, as with
+    /// a packet monitor attached. A wait that stops the processor with the
+    /// whole block taken then leaves the decoder holding what OpenCSD's
+    /// would, that packet's elements; a wait before it leaves bytes to
+    /// give again, and the elements come out in the same order.
     pub fn set_opencsd_flow(&mut self, on: bool) {
-        self.runs = !on;
+        self.opencsd_flow = on;
     }
 
     fn init_packet_state(&mut self) {
@@ -996,7 +998,17 @@ impl EtmV4PktProc {
     #[inline]
     fn atom_run(&mut self, index: TrcIndex, data: &[u8], out: &mut PacketOut<'_, EtmV4Packet>) -> DatapathResp {
         let start = self.processed;
-        let no_mon = out.mon.is_none() && self.runs;
+        let mut no_mon = out.mon.is_none();
+        // Under OpenCSD's flow control the run stops short of the block's
+        // last byte, and a packet that is the last byte goes alone.
+        let data = match self.opencsd_flow {
+            true if start + 1 < data.len() => &data[..data.len() - 1],
+            true => {
+                no_mon = false;
+                data
+            }
+            false => data,
+        };
         // The run's end, and its address packets parsed ahead (the address
         // state before them kept, should the decoder stop before one).
         self.run_addrs.clear();
