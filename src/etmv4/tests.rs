@@ -680,10 +680,8 @@ fn decode_as(
         let (r, used) = comp.trace_data_in(DatapathOp::Data, done as u64, &trace[done..end]);
         done += used;
         let mut r = r;
-        if r.is_wait() {
-            if done == end {
-                waits_at_block_end.push((done, elems.borrow().len()));
-            }
+        if r.is_wait() && done == end {
+            waits_at_block_end.push((done, elems.borrow().len()));
         }
         while r.is_wait() {
             r = comp.trace_data_in(DatapathOp::Flush, 0, &[]).0;
