@@ -51,12 +51,14 @@ pub struct DecoderOptions {
     pub range_cont: bool,
     /// Halt on a decode error instead of resynchronising.
     pub halt_on_error: bool,
-    /// When the element sink waits, stop no further on than OpenCSD's
-    /// flow control does: an address packet ends a run of atom packets,
-    /// as it does with a packet monitor attached. A program that drops
-    /// what a decoder still holds when it waits on a buffer's last bytes
-    /// (Linux perf) loses no more than it would with OpenCSD. The OpenCSD
-    /// C API sets it.
+    /// OpenCSD's flow control at a block's end: a wait that stops the
+    /// decoder with the whole block taken leaves it holding what
+    /// OpenCSD's would, the elements of the block's last packet (an
+    /// ETMv4/ETE run of packets never takes a block's last byte). A
+    /// program that drops what a decoder still holds when it waits on a
+    /// buffer's last bytes (Linux perf 6.1) then loses what it would with
+    /// OpenCSD. Elements come out in the same order either way. The
+    /// OpenCSD C API sets it.
     pub opencsd_flow: bool,
 }
 

@@ -68,9 +68,9 @@ pub struct DecodeOptions {
     /// its elements are that CPU's, as Linux perf 6.1 does (a perf bug, fixed in 6.7: for
     /// comparing with that perf only).
     pub raw_with_first_config: bool,
-    /// Stop the decoders where OpenCSD's would when the element sink waits (see
-    /// [`DecoderOptions::opencsd_flow`]): for matching a perf that drops what a
-    /// decoder holds when it waits at a buffer's end (6.1).
+    /// Decoders that hold what OpenCSD's would when the element sink waits at a
+    /// block's end (see [`DecoderOptions::opencsd_flow`]): for matching a perf that
+    /// drops what a decoder holds when it waits at a buffer's end (6.1).
     pub opencsd_flow: bool,
 }
 
