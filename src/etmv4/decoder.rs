@@ -13,7 +13,7 @@ use std::collections::VecDeque;
 use crate::arch::{ExceptionLevel, InstrInfo, InstrSubType, InstrType, Isa, SecurityState};
 use crate::datapath::{DatapathResp, TrcIndex};
 use crate::decoder::{DecodeContext, DecoderOptions, ElemRouter, PacketDecoder};
-use crate::element::{ElemType, EventType, PeContext, TraceElement, TraceOnReason, UnsyncInfo};
+use crate::element::{ElemType, EventType, TraceElement, TraceOnReason, UnsyncInfo};
 use crate::errcode::{ErrCode, Severity, TraceError};
 use crate::interfaces::{InstrDecode, RunAddr, TargetMemAccess, TrcGenElemIn};
 use crate::logger::ErrLink;
@@ -218,6 +218,12 @@ struct OutStack {
     curr: usize,
     send_idx: usize,
     to_send: usize,
+    /// Slots `ctx_same.0..ctx_same.1` hold one and the same PE context.
+    /// The atom fast path fills its slots ahead with the current context
+    /// ([`fill_context`](Self::fill_context)), which then costs nothing
+    /// per atom while the context stays: it changes rarely, and a range
+    /// per atom is most of a trace.
+    ctx_same: (usize, usize),
 }
 
 impl OutStack {
@@ -227,6 +233,50 @@ impl OutStack {
             curr: 0,
             send_idx: 0,
             to_send: 0,
+            ctx_same: (0, 8),
+        }
+    }
+
+    fn in_ctx_same(&self, slot: usize) -> bool {
+        (self.ctx_same.0..self.ctx_same.1).contains(&slot)
+    }
+
+    /// The context of `slot` may have changed: the span of slots with the
+    /// same context is cut there.
+    fn ctx_changed(&mut self, slot: usize) {
+        let (lo, hi) = self.ctx_same;
+        if (lo..hi).contains(&slot) {
+            self.ctx_same = if slot - lo >= hi - slot {
+                (lo, slot)
+            } else {
+                (slot + 1, hi)
+            };
+        }
+    }
+
+    /// Makes slots `from..to` (`from` is the current slot or the one
+    /// after it) hold the current slot's PE context.
+    #[inline]
+    fn fill_context(&mut self, from: usize, to: usize) {
+        debug_assert!(from == self.curr || from == self.curr + 1);
+        let (lo, hi) = self.ctx_same;
+        if (lo..hi).contains(&self.curr) {
+            if to > hi {
+                self.fill_context_slots(hi, to);
+                self.ctx_same.1 = to;
+            }
+        } else {
+            self.fill_context_slots(from, to);
+            self.ctx_same = (self.curr, to.max(self.curr + 1));
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn fill_context_slots(&mut self, from: usize, to: usize) {
+        let ctx = self.elems[self.curr].1.context;
+        for (_, e) in &mut self.elems[from..to] {
+            e.context = ctx;
         }
     }
 
@@ -235,6 +285,9 @@ impl OutStack {
         let e = &mut self.elems[to].1;
         e.isa = isa;
         e.context = ctx;
+        if !self.in_ctx_same(from) {
+            self.ctx_changed(to);
+        }
     }
 
     fn reset(&mut self) {
@@ -258,6 +311,11 @@ impl OutStack {
                 e.isa = prev.isa;
                 e.context = prev.context;
                 *idx = index;
+            }
+            if self.curr == self.ctx_same.0 {
+                // The slot before is outside the span: this one may now
+                // differ from it.
+                self.ctx_changed(self.curr);
             }
         } else {
             self.elems[self.curr].0 = index;
@@ -1325,6 +1383,7 @@ impl EtmV4Decoder {
         let c = e.context;
         let isa = self.calc_isa(c.sf, e.addr_is);
         let secure = !c.ns;
+        self.out_stack.ctx_changed(self.out_stack.curr);
         let o = self.out_stack.cur();
         o.set_type(ElemType::PeContext);
         o.context.bits64 = c.sf;
@@ -1633,5 +1692,59 @@ impl PacketDecoder for EtmV4Decoder {
         self.unsync_info = UnsyncInfo::ResetDecoder;
         self.reset_decoder();
         DatapathResp::Cont
+    }
+}
+
+#[cfg(test)]
+mod out_stack_tests {
+    use super::*;
+
+    /// Every slot of the span of same contexts holds the same context.
+    fn check_span(s: &OutStack) {
+        let (lo, hi) = s.ctx_same;
+        assert!(hi <= s.elems.len());
+        for slot in lo..hi {
+            assert_eq!(
+                s.elems[slot].1.context, s.elems[lo].1.context,
+                "slot {slot} in span {lo}..{hi}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_span_of_same_contexts_survives_any_sequence_of_slot_updates() {
+        let mut s = OutStack::new();
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        for step in 0..20_000u32 {
+            match next(6) {
+                0 | 1 => s.add(u64::from(step)),
+                2 => {
+                    // A context element, as update_context makes one.
+                    s.ctx_changed(s.curr);
+                    s.cur().context.context_id = next(3) as u32;
+                }
+                3 => {
+                    s.to_send = 0;
+                    s.reset();
+                }
+                _ => {
+                    let first = if s.to_send > 0 { s.curr + 1 } else { s.curr };
+                    let end = first + next(40) as usize;
+                    s.reserve(end);
+                    s.fill_context(first, end);
+                    let ctx = s.elems[s.curr].1.context;
+                    for slot in first..end {
+                        assert_eq!(s.elems[slot].1.context, ctx, "step {step}, slot {slot}");
+                    }
+                }
+            }
+            check_span(&s);
+        }
     }
 }

@@ -71,7 +71,6 @@ pub(super) fn walk_atom_packets<'a>(
     index: TrcIndex,
     elems: &mut [(TrcIndex, TraceElement)],
     slot_stop: usize,
-    context: &PeContext,
     ret_stack: &mut ReturnStack,
     walk: &mut AtomWalk<'a>,
     addrs: &RunAddrs<'_>,
@@ -111,15 +110,7 @@ pub(super) fn walk_atom_packets<'a>(
         if w.need_addr {
             break;
         }
-        let m = walk_atoms_inline(
-            blocks,
-            slots,
-            context,
-            ret_stack,
-            &mut w,
-            atoms.en_bits,
-            index + i as u64,
-        );
+        let m = walk_atoms_inline(blocks, slots, ret_stack, &mut w, atoms.en_bits, index + i as u64);
         slot += m;
         if m < n {
             stopped = Some((atoms, m as u8));
@@ -137,14 +128,14 @@ pub(super) fn walk_atom_packets<'a>(
 
 /// Commits atoms (`en_bits`, oldest in bit 0) of the packet at
 /// `pkt_index` over remembered blocks, one range into each of `slots`
-/// with the PE context `context`, until the slots are filled, a block is
-/// not remembered, or an indirect branch is taken; returns how many. In
-/// line, in a caller whose loop state is in registers.
+/// (which already hold the current PE context: see
+/// `OutStack::fill_context`), until the slots are filled, a block is not
+/// remembered, or an indirect branch is taken; returns how many. In line,
+/// in a caller whose loop state is in registers.
 #[inline(always)]
 pub(super) fn walk_atoms_inline<'a>(
     blocks: &WaypointBlocks<'a>,
     slots: &mut [(TrcIndex, TraceElement)],
-    context: &PeContext,
     ret_stack: &mut ReturnStack,
     walk: &mut AtomWalk<'a>,
     mut en_bits: u32,
@@ -160,7 +151,6 @@ pub(super) fn walk_atoms_inline<'a>(
         let taken = en_bits & 1 != 0;
         let next = a.instr_addr;
         *idx = pkt_index;
-        o.context = *context;
         fill_range(
             o,
             a,
@@ -517,8 +507,11 @@ impl EtmV4Decoder {
         };
         let out = &mut self.out_stack;
         let first = if out.to_send > 0 { out.curr + 1 } else { out.curr };
-        out.reserve(first + HELD_MAX + 32);
-        let context = out.elems[out.curr].1.context;
+        // Slots the walk may fill: up to HELD_MAX, and past it the rest of
+        // the packet that reaches it.
+        let end = first + HELD_MAX + 32;
+        out.reserve(end);
+        out.fill_context(first, end);
         let blocks = self.code.waypoint_blocks(self.space)?;
         let table = &self.atom_table;
         let mut walk = AtomWalk {
@@ -540,9 +533,8 @@ impl EtmV4Decoder {
             table,
             run,
             index,
-            &mut out.elems,
+            &mut out.elems[..end],
             (first + HELD_MAX).saturating_sub(out.to_send),
-            &context,
             &mut self.ret_stack,
             &mut walk,
             &run_addrs,
@@ -650,7 +642,7 @@ impl EtmV4Decoder {
         let out = &mut self.out_stack;
         let first = if out.to_send > 0 { out.curr + 1 } else { out.curr };
         out.reserve(first + n);
-        let context = out.elems[out.curr].1.context;
+        out.fill_context(first, first + n);
         // Blocks within the range limit, and for ETE not ending in an ERET
         // (see WalkOptions).
         let Some(blocks) = self.code.waypoint_blocks(self.space) else {
@@ -665,7 +657,6 @@ impl EtmV4Decoder {
         let made = walk_atoms_inline(
             &blocks,
             &mut out.elems[first..first + n],
-            &context,
             &mut self.ret_stack,
             &mut walk,
             atoms.en_bits,
