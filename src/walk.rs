@@ -285,7 +285,7 @@ unsafe impl ZeroIsEmpty for Block {
 }
 
 /// One remembered classification, for decoders that step one instruction
-/// per atom ([`Walker::remembered_single`]): the classifier's outputs as
+/// per atom ([`Walker::singles`]): the classifier's outputs as
 /// it gave them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Single {
@@ -373,8 +373,26 @@ impl<'a> WaypointBlocks<'a> {
 // `WaypointBlocks::tag` relies on it.
 const _: () = assert!(Isa::Arm as u64 == 0);
 
+/// The remembered single instructions of one generation and memory space:
+/// see [`Walker::singles`].
+pub(crate) struct RememberedSingles<'a> {
+    /// The whole table (so a slot needs no bounds check).
+    singles: &'a [Single; SINGLES],
+    /// The tag of a matching entry, with the instruction set bits clear.
+    tag: u64,
+}
+
+impl<'a> RememberedSingles<'a> {
+    /// The entry for the instruction at `addr` in `isa`, if remembered.
+    #[inline(always)]
+    pub(crate) fn get(&self, addr: u64, isa: Isa) -> Option<&'a Single> {
+        let s = &self.singles[slot_of(addr, SINGLES_SHIFT) & (SINGLES - 1)];
+        (s.addr == addr && s.tag == self.tag | (isa as u64) << 16).then_some(s)
+    }
+}
+
 /// Single classified instructions remembered per decoder
-/// ([`Walker::remembered_single`]), direct-mapped like the blocks. A slot
+/// ([`Walker::singles`]), direct-mapped like the blocks. A slot
 /// is a [`Single`] (32 bytes: address, tag, whose generation 0 never
 /// matches, branch target and the classification), in one table of zeros
 /// made on the first classification: the allocator hands it out without
@@ -699,24 +717,27 @@ impl Walker {
         walked
     }
 
-    /// The remembered classification of the single instruction at `addr`
-    /// in `isa` (see [`classify_one`](Self::classify_one)), if there is
-    /// one: the classifier's outputs as it gave them, read in place (a
-    /// copy per atom would be most of a hit's cost). The caller keeps the
-    /// memory generation in step ([`sync_memory`](Self::sync_memory)) and
-    /// makes sure the classifier carries no state, as for
-    /// [`remembered`](Self::remembered).
+    /// The remembered classifications of single instructions in `space`
+    /// (see [`classify_one`](Self::classify_one)), for a run of look-ups
+    /// by address and instruction set: the classifier's outputs as it gave
+    /// them, read in place (a copy per atom would be most of a hit's
+    /// cost). `None` until the first instruction is remembered. The caller
+    /// keeps the memory generation in step
+    /// ([`sync_memory`](Self::sync_memory)) and makes sure the classifier
+    /// carries no state, as for [`remembered`](Self::remembered).
     #[inline]
-    pub(crate) fn remembered_single(&self, addr: u64, isa: Isa, space: MemSpace) -> Option<&Single> {
-        let slot = self.singles.get(slot_of(addr, SINGLES_SHIFT) & (SINGLES - 1))?;
-        (slot.addr == addr && slot.tag == block_tag(self.generation, isa, space)).then_some(slot)
+    pub(crate) fn singles(&self, space: MemSpace) -> Option<RememberedSingles<'_>> {
+        Some(RememberedSingles {
+            singles: self.singles.as_slice().try_into().ok()?,
+            tag: block_tag(self.generation, Isa::Arm, space),
+        })
     }
 
-    /// [`remembered_single`](Self::remembered_single) copied into `instr`
-    /// (at its address and ISA), for tests.
+    /// The remembered classification at `instr`'s address and ISA
+    /// copied into it, for tests.
     #[cfg(test)]
     pub(crate) fn remembered_one(&self, instr: &mut InstrInfo, space: MemSpace) -> bool {
-        match self.remembered_single(instr.instr_addr, instr.isa, space) {
+        match self.singles(space).and_then(|s| s.get(instr.instr_addr, instr.isa)) {
             Some(s) => {
                 s.give(instr);
                 true
@@ -727,7 +748,7 @@ impl Walker {
 
     /// Reads and classifies the one instruction at `instr.instr_addr`
     /// (not moving on), through the code cache, and remembers the result
-    /// for [`remembered_single`](Self::remembered_single) (for decoders that
+    /// for [`singles`](Self::singles) (for decoders that
     /// step one instruction per atom). `clean`: the classifier carries no
     /// state now. `Ok(None)`: not all 4 bytes of the opcode are mapped;
     /// `Ok(Some(clean))`: classified, and whether the classifier carries

@@ -305,7 +305,7 @@ pub struct Etmv3Decoder {
     /// atom classifies one instruction, mostly ones seen before.
     walker: Walker,
     /// The classifier carries no state into this packet's atoms, so
-    /// remembered instructions may stand in for it (see [`Walker::remembered_single`]).
+    /// remembered instructions may stand in for it (see [`Walker::singles`]).
     remembered_ok: bool,
     /// `remembered_ok` and the memory were checked in this run of
     /// P-headers.
@@ -776,8 +776,9 @@ impl Etmv3Decoder {
             // Fields an element type does not set keep the ring slot's
             // values, so the ring must grow just where the
             // packet-at-a-time decode's does: what is gathered goes out
-            // before this packet could fill it.
-            if self.list.free() < usize::from(atoms.num) + 2 && self.list.elem_to_send() {
+            // before this packet could fill it (a packet gives at most an
+            // element per atom and one more).
+            if self.list.free() < usize::from(atoms.num) + 1 && self.list.elem_to_send() {
                 resp = self.send();
                 self.code_checked = false;
                 if !resp.is_cont() {
@@ -834,10 +835,10 @@ impl Etmv3Decoder {
         };
         let mut isa = self.pkt.curr_isa;
         while !self.need_addr {
-            let cc = atoms.atom_cc();
             if atoms.num == 0 {
                 // No atom: the cycles alone (without cycle accuracy, an
                 // empty range as OpenCSD gives).
+                let cc = atoms.atom_cc();
                 let e = self.list.push(self.index);
                 if ca {
                     e.set_type(ElemType::CycleCount);
@@ -847,36 +848,18 @@ impl Etmv3Decoder {
                 }
                 return;
             }
-            let atom_e = atoms.bits & 1 != 0;
-            let addr = self.iaddr;
-            let hit = if self.remembered_ok {
-                self.walker.remembered_single(addr, isa, self.follower.space)
-            } else {
-                None
-            };
-            if let Some(s) = hit
-                && addr < addr.wrapping_add(u64::from(s.instr_size))
-            {
-                // Most atoms: an instruction classified before, read where
-                // it is remembered. The follower keeps only what a later
-                // refused atom reads: the ISA this one leaves.
-                let en = addr.wrapping_add(u64::from(s.instr_size));
-                let e = self.list.push(self.index);
-                e.set_type(ElemType::InstrRange);
-                if ca {
-                    e.set_cycle_count(cc);
+            if self.remembered_ok {
+                isa = self.remembered_atoms(&mut atoms, isa);
+                if atoms.num == 0 {
+                    return;
                 }
-                fill_one_instr_range(e, LastInstr::of_single(s), addr, en, atom_e, isa);
-                self.follower.instr.next_isa = s.next_isa;
-                isa = s.next_isa;
-                match s.instr_type {
-                    InstrType::Branch if atom_e => self.iaddr = s.branch_addr,
-                    InstrType::BranchIndirect if atom_e => self.set_need_addr(true),
-                    _ => self.iaddr = en,
+                if self.need_addr {
+                    break;
                 }
-            } else {
-                isa = self.classified_atom(isa, atom_e, cc);
             }
+            let cc = atoms.atom_cc();
+            let atom_e = atoms.bits & 1 != 0;
+            isa = self.classified_atom(isa, atom_e, cc);
             atoms.clear_atom();
             if atoms.num == 0 {
                 return;
@@ -899,6 +882,57 @@ impl Etmv3Decoder {
             }
             self.sent_unknown = true;
         }
+    }
+
+    /// The elements of the atoms on instructions classified before, read
+    /// where they are remembered (most atoms), from the current address in
+    /// `isa` until an atom is not on one, the address is lost, or the
+    /// atoms run out. Returns the instruction set of the next atom. The
+    /// follower keeps only what a later refused atom reads: the ISA the
+    /// last one leaves.
+    #[inline(always)]
+    fn remembered_atoms(&mut self, atoms: &mut Atoms, mut isa: Isa) -> Isa {
+        let Some(singles) = self.walker.singles(self.follower.space) else {
+            return isa;
+        };
+        let ca = atoms.cycle_accurate;
+        let index = self.index;
+        let list = &mut self.list;
+        let mut addr = self.iaddr;
+        let mut next_isa = None;
+        let mut lost = false;
+        while let Some(s) = singles.get(addr, isa) {
+            let en = addr.wrapping_add(u64::from(s.instr_size));
+            if addr >= en {
+                break;
+            }
+            let atom_e = atoms.bits & 1 != 0;
+            let e = list.push(index);
+            e.set_type(ElemType::InstrRange);
+            if ca {
+                e.set_cycle_count(atoms.atom_cc());
+            }
+            fill_one_instr_range(e, LastInstr::of_single(s), addr, en, atom_e, isa);
+            next_isa = Some(s.next_isa);
+            isa = s.next_isa;
+            match s.instr_type {
+                InstrType::Branch if atom_e => addr = s.branch_addr,
+                InstrType::BranchIndirect if atom_e => lost = true,
+                _ => addr = en,
+            }
+            atoms.clear_atom();
+            if atoms.num == 0 || lost {
+                break;
+            }
+        }
+        self.iaddr = addr;
+        if let Some(n) = next_isa {
+            self.follower.instr.next_isa = n;
+        }
+        if lost {
+            self.set_need_addr(true);
+        }
+        isa
     }
 
     /// The elements of an atom on an instruction not remembered (or that

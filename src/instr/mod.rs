@@ -266,37 +266,44 @@ const fn pat(mask: u32, value: u32) -> Pattern {
 }
 
 /// A quick first test of an opcode, before its tables: a set of keys —
-/// 8 bits of the opcode from bit `shift` up and bits 15:12 — with those
-/// of every opcode some pattern could match. An opcode whose key is not
-/// in it matches no pattern: it is no waypoint (most opcodes).
+/// 8 bits of the opcode from bit `shift` up and 4 from bit `low` up
+/// (bits 15:12 unless said otherwise) — with those of every opcode some
+/// pattern could match. An opcode whose key is not in it matches no
+/// pattern: it is no waypoint (most opcodes).
 struct Prefilter {
     may_match: [bool; 4096],
     shift: u32,
+    low: u32,
 }
 
 impl Prefilter {
     const fn new(shift: u32) -> Self {
+        Self::with_low(shift, 12)
+    }
+
+    const fn with_low(shift: u32, low: u32) -> Self {
         Prefilter {
             may_match: [false; 4096],
             shift,
+            low,
         }
     }
 
     #[inline(always)]
     const fn key(&self, op: u32) -> usize {
-        ((((op >> self.shift) & 0xff) << 4) | ((op >> 12) & 0xf)) as usize
+        ((((op >> self.shift) & 0xff) << 4) | ((op >> self.low) & 0xf)) as usize
     }
 
     /// The key bits of `op`, in place.
     const fn key_bits(&self, op: u32) -> u32 {
-        op & ((0xff << self.shift) | 0xf000)
+        op & ((0xff << self.shift) | (0xf << self.low))
     }
 
     /// Adds the keys `p` could match.
     const fn add(mut self, p: Pattern) -> Self {
         let mut k = 0;
         while k < 4096 {
-            let op = (((k as u32) >> 4) << self.shift) | (((k as u32) & 0xf) << 12);
+            let op = (((k as u32) >> 4) << self.shift) | (((k as u32) & 0xf) << self.low);
             if self.key_bits(op ^ p.value) & p.mask == 0 {
                 self.may_match[k] = true;
             }
