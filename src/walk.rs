@@ -287,7 +287,10 @@ unsafe impl ZeroIsEmpty for Block {
 /// One remembered classification, for decoders that step one instruction
 /// per atom ([`Walker::singles`]): the classifier's outputs as
 /// it gave them.
+// The classification in `InstrInfo`'s order (and its first four in
+// `TraceElement`'s), so it is stored and read in one move.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
 pub(crate) struct Single {
     addr: u64,
     /// [`block_tag`] of the entry (0 never matches).
@@ -295,9 +298,9 @@ pub(crate) struct Single {
     pub(crate) branch_addr: u64,
     pub(crate) instr_type: InstrType,
     pub(crate) sub_type: InstrSubType,
-    pub(crate) next_isa: Isa,
     pub(crate) instr_size: u8,
     pub(crate) is_conditional: bool,
+    pub(crate) next_isa: Isa,
     is_link: bool,
     thumb_it_conditions: u8,
 }
