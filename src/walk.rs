@@ -373,7 +373,7 @@ impl<'a> WaypointBlocks<'a> {
     }
 }
 
-// `WaypointBlocks::tag` relies on it.
+// `WaypointBlocks::tag` and `RememberedSingles::tag` rely on it.
 const _: () = assert!(Isa::Arm as u64 == 0);
 
 /// The remembered single instructions of one generation and memory space:
