@@ -338,6 +338,14 @@ pub trait MemAccessor: Send {
     }
 }
 
+/// The first `len` bytes of `file`, or `None` when it has fewer now (it
+/// shrank since its length was taken): then it is read on demand.
+fn hold(file: &mut File, len: u64) -> Option<Box<[u8]>> {
+    let mut bytes = vec![0; usize::try_from(len).ok()?];
+    file.read_exact(&mut bytes).ok()?;
+    Some(bytes.into_boxed_slice())
+}
+
 fn describe_ranges(kind: AccessorKind, ranges: &[AddrRange], space: MemSpace, out: &mut String) {
     let tag = match kind {
         AccessorKind::File => "FileAcc",
@@ -359,19 +367,27 @@ struct FileRegion {
     file_offset: u64,
 }
 
-/// A file (or regions of it) mapped into target memory. The file is read
-/// on demand.
+/// A file (or regions of it) mapped into target memory. A file of at
+/// most [`FileAccessor::HOLD_LIMIT`] bytes is read whole when opened and
+/// served from memory; a larger one is read on demand, through the
+/// mapper's page cache.
 pub struct FileAccessor {
     path: PathBuf,
     file: File,
     /// Usable size: OpenCSD rounds the file length down to an even number.
     file_size: u64,
+    /// The first `file_size` bytes, when the file is small enough to hold.
+    held: Option<Box<[u8]>>,
     regions: Vec<FileRegion>,
     ranges: Vec<AddrRange>,
     space: MemSpace,
 }
 
 impl FileAccessor {
+    /// Largest file held in memory: a snapshot's dumps are mostly a few
+    /// megabytes, and a read from memory costs a tenth of a cached one.
+    pub const HOLD_LIMIT: u64 = 32 << 20;
+
     /// Maps `size` bytes of the file at `offset` to `start`; `offset` and
     /// `size` both 0 map the whole file. Fails if the file cannot be
     /// opened or is too short for the region (OpenCSD reports both as
@@ -390,14 +406,21 @@ impl FileAccessor {
             path: path.clone(),
             reason: e.message,
         })?;
-        let file = File::open(&path).map_err(|e| MemoryError::FileOpen {
+        let mut file = File::open(&path).map_err(|e| MemoryError::FileOpen {
             path: path.clone(),
             reason: crate::fileio::io_words(&e),
         })?;
+        let file_size = len & !1;
+        let held = if file_size <= Self::HOLD_LIMIT {
+            hold(&mut file, file_size)
+        } else {
+            None
+        };
         let mut acc = FileAccessor {
             path,
             file,
-            file_size: len & !1,
+            file_size,
+            held,
             regions: Vec::new(),
             ranges: Vec::new(),
             space,
@@ -461,6 +484,14 @@ impl FileAccessor {
         self.ranges.binary_search_by_key(&addr, |r| r.start).is_ok()
     }
 
+    /// Where `addr` is in the file, and how many of `len` bytes from it
+    /// the region holding it has.
+    fn file_pos(&self, addr: u64, len: usize) -> Option<(u64, usize)> {
+        let region = self.region_for(addr)?;
+        let n = region.range.bytes_from(addr, len);
+        Some((region.file_offset + (addr - region.range.start), n))
+    }
+
     fn region_for(&self, addr: u64) -> Option<&FileRegion> {
         let at = self.regions.partition_point(|r| r.range.start <= addr);
         at.checked_sub(1)
@@ -482,15 +513,16 @@ impl MemAccessor for FileAccessor {
     fn mem_space(&self) -> MemSpace {
         self.space
     }
-    fn cacheable(&self) -> bool {
-        true
-    }
     fn read(&mut self, addr: u64, buf: &mut [u8]) -> usize {
-        let Some(region) = self.region_for(addr).copied() else {
+        let Some((pos, n)) = self.file_pos(addr, buf.len()) else {
             return 0;
         };
-        let n = region.range.bytes_from(addr, buf.len());
-        let pos = region.file_offset + (addr - region.range.start);
+        if let Some(held) = &self.held {
+            // Regions lie inside the file's first `file_size` bytes.
+            let pos = pos as usize;
+            buf[..n].copy_from_slice(&held[pos..pos + n]);
+            return n;
+        }
         if self.file.seek(SeekFrom::Start(pos)).is_err() {
             return 0;
         }
@@ -504,11 +536,14 @@ impl MemAccessor for FileAccessor {
         done
     }
     fn read_append(&mut self, addr: u64, len: usize, out: &mut Vec<u8>) -> usize {
-        let Some(region) = self.region_for(addr).copied() else {
+        let Some((pos, n)) = self.file_pos(addr, len) else {
             return 0;
         };
-        let n = region.range.bytes_from(addr, len);
-        let pos = region.file_offset + (addr - region.range.start);
+        if let Some(held) = &self.held {
+            let pos = pos as usize;
+            out.extend_from_slice(&held[pos..pos + n]);
+            return n;
+        }
         if self.file.seek(SeekFrom::Start(pos)).is_err() {
             return 0;
         }
@@ -517,6 +552,9 @@ impl MemAccessor for FileAccessor {
         let start = out.len();
         let _ = (&mut self.file).take(n as u64).read_to_end(out);
         out.len() - start
+    }
+    fn cacheable(&self) -> bool {
+        self.held.is_none()
     }
     fn describe(&self, out: &mut String) {
         describe_ranges(self.kind(), &self.ranges, self.space, out);
@@ -1069,23 +1107,40 @@ mod tests {
         let bytes: Vec<u8> = (0..=255u8).cycle().take(5000).collect();
         let path = std::env::temp_dir().join(format!("coresight-read-append-{}.bin", std::process::id()));
         std::fs::write(&path, &bytes).unwrap();
-        let mut file = FileAccessor::open(&path, 0x1000, 0, 0, MemSpace::ANY).unwrap();
+        let mut held = FileAccessor::open(&path, 0x1000, 0, 0, MemSpace::ANY).unwrap();
+        assert!(held.held.is_some() && !held.cacheable());
+        // The same file read on demand, as one past the hold limit is.
+        let mut on_demand = FileAccessor::open(&path, 0x1000, 0, 0, MemSpace::ANY).unwrap();
+        on_demand.held = None;
+        assert!(on_demand.cacheable());
         let mut buffer = BufferAccessor::new(0x1000, bytes.clone(), MemSpace::ANY).unwrap();
-        for (addr, len) in [
-            (0x1000, 2048),
-            (0x1003, 17),
-            (0x2000, 2048),
-            (0x2380, 100),
-            (0x2387, 1),
-            (0x2388, 8),
-            (0x0fff, 4),
-        ] {
-            let mut from_file = vec![0xaa; 3];
-            let mut from_buffer = vec![0xaa; 3];
-            let n = file.read_append(addr, len, &mut from_file);
-            assert_eq!(buffer.read_append(addr, len, &mut from_buffer), n, "{addr:#x}+{len}");
-            assert_eq!(from_file, from_buffer, "{addr:#x}+{len}");
-            assert_eq!(from_file.len(), 3 + n);
+        for file in [&mut held, &mut on_demand] {
+            for (addr, len) in [
+                (0x1000, 2048),
+                (0x1003, 17),
+                (0x2000, 2048),
+                (0x2380, 100),
+                (0x2387, 1),
+                (0x2388, 8),
+                (0x0fff, 4),
+            ] {
+                let mut from_file = vec![0xaa; 3];
+                let mut from_buffer = vec![0xaa; 3];
+                let n = file.read_append(addr, len, &mut from_file);
+                assert_eq!(buffer.read_append(addr, len, &mut from_buffer), n, "{addr:#x}+{len}");
+                assert_eq!(from_file, from_buffer, "{addr:#x}+{len}");
+                assert_eq!(from_file.len(), 3 + n);
+                let mut read = vec![0x55; len];
+                assert_eq!(file.read(addr, &mut read), n, "{addr:#x}+{len}");
+                assert_eq!(read[..n], from_buffer[3..], "{addr:#x}+{len}");
+            }
+        }
+        // A second region at a file offset reads the file from there.
+        for file in [&mut held, &mut on_demand] {
+            file.add_region(0x9000, 0x100, 0x40).unwrap();
+            let mut read = [0; 0x48];
+            assert_eq!(file.read(0x9008, &mut read), 0x38);
+            assert_eq!(read[..0x38], bytes[0x108..0x140]);
         }
         std::fs::remove_file(&path).unwrap();
     }
