@@ -820,16 +820,32 @@ impl Image {
         }
     }
     fn holds(&self, addr: u64, space: MemSpace) -> bool {
-        let a = self.acc();
-        a.mem_space().intersects(space) && a.ranges().iter().any(|r| r.contains(addr))
+        self.range_holding(addr, space).is_some()
     }
+    /// The range of this image holding `addr` in `space`, if any.
+    fn range_holding(&self, addr: u64, space: MemSpace) -> Option<AddrRange> {
+        let a = self.acc();
+        if !a.mem_space().intersects(space) {
+            return None;
+        }
+        a.ranges().iter().find(|r| r.contains(addr)).copied()
+    }
+}
+
+/// The image the last read found, and its range and space: most reads
+/// fall in the same range as the one before.
+#[derive(Clone, Copy)]
+struct LastImage {
+    index: usize,
+    range: AddrRange,
+    space: MemSpace,
 }
 
 /// Picks the image for an address and memory space; the decoders' view of
 /// target memory.
 pub struct MemAccMapper {
     images: Vec<Image>,
-    last: Option<usize>,
+    last: Option<LastImage>,
     cache: PageCache,
     /// Changes with every change of what the mapper may return.
     generation: u64,
@@ -986,20 +1002,35 @@ impl MemAccMapper {
     }
 
     fn find(&mut self, addr: u64, space: MemSpace) -> Option<usize> {
-        if let Some(i) = self.last
-            && self.images[i].holds(addr, space)
+        if let Some(last) = self.last
+            && last.range.contains(addr)
+            && last.space.intersects(space)
         {
-            return Some(i);
+            return Some(last.index);
         }
-        let i = self.images.iter().position(|img| img.holds(addr, space))?;
-        self.last = Some(i);
-        Some(i)
+        let (index, range) = self
+            .images
+            .iter()
+            .enumerate()
+            .find_map(|(i, img)| img.range_holding(addr, space).map(|r| (i, r)))?;
+        self.last = Some(LastImage {
+            index,
+            range,
+            space: self.images[index].acc().mem_space(),
+        });
+        Some(index)
     }
 
     /// Reads target memory: as many bytes as the image holding `addr` has,
     /// up to `buf.len()`.
     pub fn read(&mut self, addr: u64, space: MemSpace, buf: &mut [u8]) -> usize {
         let Some(i) = self.find(addr, space) else { return 0 };
+        // A file held in memory (most snapshot dumps) is read in place.
+        if let Image::File(f) = &mut self.images[i]
+            && f.held.is_some()
+        {
+            return f.read(addr, buf);
+        }
         let acc = self.images[i].acc_mut();
         if self.cache.cfg.enabled && acc.cacheable() {
             let mut done = 0;
