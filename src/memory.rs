@@ -1175,4 +1175,34 @@ mod tests {
         }
         std::fs::remove_file(&path).unwrap();
     }
+
+    #[test]
+    fn each_read_finds_the_image_of_its_space_and_address() {
+        let mut m = MemAccMapper::default();
+        let secure = BufferAccessor::new(0x1000, vec![0x5a; 0x100], MemSpace::S).unwrap();
+        let normal = BufferAccessor::new(0x1000, vec![0xa5; 0x100], MemSpace::N).unwrap();
+        let above = BufferAccessor::new(0x1100, vec![0x33; 0x10], MemSpace::N).unwrap();
+        for acc in [secure, normal, above] {
+            m.add_accessor(Box::new(acc)).unwrap();
+        }
+        let mut b = [0u8; 4];
+        // The same address in turn from each space, then past the range.
+        for (addr, space, want, n) in [
+            (0x1010, MemSpace::S, 0x5a, 4),
+            (0x1010, MemSpace::N, 0xa5, 4),
+            (0x1014, MemSpace::EL1S, 0x5a, 4),
+            (0x10fe, MemSpace::N, 0xa5, 2),
+            (0x1100, MemSpace::N, 0x33, 4),
+            (0x1100, MemSpace::S, 0, 0),
+            (0x1010, MemSpace::N, 0xa5, 4),
+        ] {
+            b = [0; 4];
+            assert_eq!(m.read(addr, space, &mut b), n, "{addr:#x} {space:?}");
+            assert!(b[..n].iter().all(|&x| x == want), "{addr:#x} {space:?}: {b:?}");
+        }
+        m.remove_accessor_at(0x1010, MemSpace::N).unwrap();
+        assert_eq!(m.read(0x1010, MemSpace::N, &mut b), 0);
+        assert_eq!(m.read(0x1100, MemSpace::N, &mut b), 4);
+        assert_eq!(b, [0x33; 4]);
+    }
 }
