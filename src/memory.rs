@@ -341,9 +341,11 @@ pub trait MemAccessor: Send {
 /// The first `len` bytes of `file`, or `None` when it has fewer now (it
 /// shrank since its length was taken): then it is read on demand.
 fn hold(file: &mut File, len: u64) -> Option<Box<[u8]>> {
-    let mut bytes = vec![0; usize::try_from(len).ok()?];
-    file.read_exact(&mut bytes).ok()?;
-    Some(bytes.into_boxed_slice())
+    // Read into uncleared capacity: clearing it first would cost more
+    // than the read.
+    let mut bytes = Vec::with_capacity(usize::try_from(len).ok()?);
+    file.take(len).read_to_end(&mut bytes).ok()?;
+    (bytes.len() as u64 == len).then(|| bytes.into_boxed_slice())
 }
 
 fn describe_ranges(kind: AccessorKind, ranges: &[AddrRange], space: MemSpace, out: &mut String) {
