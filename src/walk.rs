@@ -595,9 +595,15 @@ impl Walker {
     #[inline]
     pub(crate) fn sync_memory(&mut self, mem_generation: u64) {
         if mem_generation != self.mem_generation {
-            self.mem_generation = mem_generation;
-            self.invalidate();
+            self.memory_changed(mem_generation);
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn memory_changed(&mut self, mem_generation: u64) {
+        self.mem_generation = mem_generation;
+        self.invalidate();
     }
 
     /// The remembered walk from `instr.instr_addr` to the next waypoint,

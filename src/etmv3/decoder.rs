@@ -741,6 +741,7 @@ impl Etmv3Decoder {
     /// says whether they may stand in for the classifier: classifying
     /// A32, T32 (IT blocks not tracked) or A64 never makes it carry
     /// state, so with no state now there is none until it next classifies.
+    #[inline(always)]
     fn check_code(&mut self) {
         if let Some(mem) = &self.mem {
             self.walker.sync_memory(mem.borrow().generation(self.trace_id));
