@@ -371,8 +371,9 @@ struct FileRegion {
 
 /// A file (or regions of it) mapped into target memory. A file of at
 /// most [`FileAccessor::HOLD_LIMIT`] bytes is read whole when opened and
-/// served from memory; a larger one is read on demand, through the
-/// mapper's page cache.
+/// served from memory (a mapper holds no more than that in all its files
+/// together); a larger one is read on demand, through the mapper's page
+/// cache.
 pub struct FileAccessor {
     path: PathBuf,
     file: File,
@@ -386,8 +387,11 @@ pub struct FileAccessor {
 }
 
 impl FileAccessor {
-    /// Largest file held in memory: a snapshot's dumps are mostly a few
-    /// megabytes, and a read from memory costs a tenth of a cached one.
+    /// Most bytes of image files held in memory: by one accessor, and by
+    /// all the files of one [`MemAccMapper`] together (so a snapshot of
+    /// many large dumps is not read into memory whole). A snapshot's dumps
+    /// are mostly a few megabytes, and a read from memory costs a tenth of
+    /// a cached one.
     pub const HOLD_LIMIT: u64 = 32 << 20;
 
     /// Maps `size` bytes of the file at `offset` to `start`; `offset` and
@@ -401,6 +405,19 @@ impl FileAccessor {
         size: u64,
         space: MemSpace,
     ) -> Result<FileAccessor, MemoryError> {
+        Self::open_holding(path, start, offset, size, space, Self::HOLD_LIMIT)
+    }
+
+    /// As [`open`](Self::open), holding the file in memory only if it has
+    /// at most `hold_up_to` bytes.
+    pub(crate) fn open_holding(
+        path: impl Into<PathBuf>,
+        start: u64,
+        offset: u64,
+        size: u64,
+        space: MemSpace,
+        hold_up_to: u64,
+    ) -> Result<FileAccessor, MemoryError> {
         let path = path.into();
         // Only a regular file: opening a FIFO would block until a writer
         // came, and a directory or device has no bytes to map.
@@ -413,7 +430,7 @@ impl FileAccessor {
             reason: crate::fileio::io_words(&e),
         })?;
         let file_size = len & !1;
-        let held = if file_size <= Self::HOLD_LIMIT {
+        let held = if file_size <= hold_up_to.min(Self::HOLD_LIMIT) {
             hold(&mut file, file_size)
         } else {
             None
@@ -484,6 +501,11 @@ impl FileAccessor {
     /// True when `addr` starts one of the regions.
     pub(crate) fn starts_region(&self, addr: u64) -> bool {
         self.ranges.binary_search_by_key(&addr, |r| r.start).is_ok()
+    }
+
+    /// Bytes of the file held in memory.
+    fn held_len(&self) -> u64 {
+        self.held.as_ref().map_or(0, |h| h.len() as u64)
     }
 
     /// Where `addr` is in the file, and how many of `len` bytes from it
@@ -849,6 +871,8 @@ pub struct MemAccMapper {
     images: Vec<Image>,
     last: Option<LastImage>,
     cache: PageCache,
+    /// Bytes the file images hold in memory, together.
+    held_bytes: u64,
     /// Changes with every change of what the mapper may return.
     generation: u64,
     /// Changes when a decoder drops its view of memory (its context
@@ -869,6 +893,7 @@ impl MemAccMapper {
             images: Vec::new(),
             last: None,
             cache: PageCache::new(cache),
+            held_bytes: 0,
             generation: 1,
             id_generation: Box::new([0; 256]),
         }
@@ -939,8 +964,12 @@ impl MemAccMapper {
             self.generation += 1;
             return Ok(());
         }
-        let acc = FileAccessor::open(path, start, offset, size, space)?;
-        self.push(Image::File(acc))
+        let room = FileAccessor::HOLD_LIMIT.saturating_sub(self.held_bytes);
+        let acc = FileAccessor::open_holding(path, start, offset, size, space, room)?;
+        let held = acc.held_len();
+        self.push(Image::File(acc))?;
+        self.held_bytes += held;
+        Ok(())
     }
 
     /// Maps the loadable segments of an ELF file; returns how many.
@@ -975,7 +1004,9 @@ impl MemAccMapper {
             .iter()
             .position(|img| img.holds(addr, space))
             .ok_or(MemoryError::NotMapped { addr, space })?;
-        self.images.remove(i);
+        if let Image::File(f) = self.images.remove(i) {
+            self.held_bytes -= f.held_len();
+        }
         // Indexes into `images` moved: the last hit and the cached pages
         // (keyed by index) go, and decoders read memory again.
         self.last = None;
@@ -1206,5 +1237,47 @@ mod tests {
         assert_eq!(m.read(0x1010, MemSpace::N, &mut b), 0);
         assert_eq!(m.read(0x1100, MemSpace::N, &mut b), 4);
         assert_eq!(b, [0x33; 4]);
+    }
+
+    #[test]
+    fn a_mapper_holds_files_in_memory_up_to_the_limit_in_all() {
+        let dir = std::env::temp_dir().join(format!("coresight-hold-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // Two files of three fifths of the limit each (sparse: all zeros
+        // but one marked byte).
+        let size = FileAccessor::HOLD_LIMIT / 5 * 3;
+        let paths: Vec<_> = (0..2u8)
+            .map(|k| {
+                let p = dir.join(format!("dump{k}.bin"));
+                let mut f = File::create(&p).unwrap();
+                f.set_len(size).unwrap();
+                f.seek(SeekFrom::Start(0x40)).unwrap();
+                std::io::Write::write_all(&mut f, &[0xc0 | k]).unwrap();
+                p
+            })
+            .collect();
+        let held = |m: &MemAccMapper| -> Vec<bool> {
+            m.images
+                .iter()
+                .map(|i| matches!(i, Image::File(f) if f.held.is_some()))
+                .collect()
+        };
+        let mut m = MemAccMapper::default();
+        m.add_file_region(&paths[0], 0x1000_0000, 0, 0, MemSpace::ANY).unwrap();
+        m.add_file_region(&paths[1], 0x4000_0000, 0, 0, MemSpace::ANY).unwrap();
+        // The second would take the total past the limit: read on demand.
+        assert_eq!(held(&m), [true, false]);
+        assert_eq!(m.held_bytes, size);
+        let mut b = [0u8; 2];
+        assert_eq!(m.read(0x1000_003f, MemSpace::ANY, &mut b), 2);
+        assert_eq!(b, [0, 0xc0]);
+        assert_eq!(m.read(0x4000_003f, MemSpace::ANY, &mut b), 2);
+        assert_eq!(b, [0, 0xc1]);
+        // With the first unmapped, a file mapped again is held.
+        m.remove_accessor_at(0x1000_0000, MemSpace::ANY).unwrap();
+        assert_eq!(m.held_bytes, 0);
+        m.add_file_region(&paths[0], 0x1000_0000, 0, 0, MemSpace::ANY).unwrap();
+        assert_eq!(held(&m), [false, true]);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
