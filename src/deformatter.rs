@@ -1020,4 +1020,78 @@ mod tests {
             }
         }
     }
+
+    /// A frame unpacked byte by byte as the CoreSight formatter rules
+    /// read (IHI0029): runs of (ID, index offset, bytes), with the ID after.
+    fn reference_unpack(f: &[u8; FRAME_SIZE], mut id: Option<u8>) -> (Vec<(Option<u8>, usize, Vec<u8>)>, Option<u8>) {
+        let flags = f[15];
+        let mut runs = vec![(id, 0usize, Vec::new())];
+        for pair in 0..8 {
+            let i = 2 * pair;
+            let flag = (flags >> pair) & 1;
+            if f[i] & 1 == 0 {
+                runs.last_mut().unwrap().2.push(f[i] | flag);
+                if i < 14 {
+                    runs.last_mut().unwrap().2.push(f[i + 1]);
+                }
+                continue;
+            }
+            let new_id = Some(f[i] >> 1);
+            if i == 14 {
+                id = new_id;
+                break;
+            }
+            if new_id == id {
+                runs.last_mut().unwrap().2.push(f[i + 1]);
+                continue;
+            }
+            if flag != 0 {
+                runs.last_mut().unwrap().2.push(f[i + 1]);
+            }
+            id = new_id;
+            if runs.last().unwrap().2.is_empty() {
+                runs.last_mut().unwrap().0 = id;
+            } else {
+                runs.push((id, i, Vec::new()));
+            }
+            if flag == 0 {
+                runs.last_mut().unwrap().2.push(f[i + 1]);
+            }
+        }
+        (runs, id)
+    }
+
+    /// Frames that change ID split into the runs the byte-by-byte rules give.
+    #[test]
+    fn id_changing_frames_unpack_as_the_rules_say() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut d = FrameDeformatter::new(DeformatterConfig::mem_aligned());
+        for n in 0..20_000 {
+            let mut f = [0u8; FRAME_SIZE];
+            for b in f.iter_mut() {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                *b = seed as u8;
+            }
+            // Few distinct IDs, so that some ID bytes repeat the current one.
+            for pair in 0..8 {
+                if f[2 * pair] & 1 != 0 {
+                    f[2 * pair] = ((f[2 * pair] & 0x6) << 1) | 0x21;
+                }
+            }
+            let id_before = if n % 3 == 0 { None } else { Some(0x10 + (n % 4) as u8) };
+            let (want, id_after) = reference_unpack(&f, id_before);
+            d.curr_id = id_before;
+            d.frame = f;
+            d.frame_sof = 1000;
+            d.unpack_frame();
+            let got: Vec<_> = d.chunks[..d.chunk_count]
+                .iter()
+                .map(|c| (c.id, (c.index - 1000) as usize, c.data[..c.valid].to_vec()))
+                .collect();
+            assert_eq!(got, want, "frame {f:02x?} from ID {id_before:?}");
+            assert_eq!(d.curr_id, id_after, "frame {f:02x?}");
+        }
+    }
 }

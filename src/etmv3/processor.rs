@@ -51,6 +51,10 @@ pub struct Etmv3Processor {
     isync_info_idx: usize,
     expect_data_addr: bool,
     found_data_addr: bool,
+    /// The last byte of a run of P-headers the decoder took, whose packet
+    /// is built only when the next packet starts (see
+    /// [`phdr_run_taken`](Self::phdr_run_taken)).
+    phdr_last: Option<u8>,
 }
 
 impl Etmv3Processor {
@@ -83,6 +87,7 @@ impl Etmv3Processor {
             isync_info_idx: 0,
             expect_data_addr: false,
             found_data_addr: false,
+            phdr_last: None,
         };
         p.init_processor_state();
         p
@@ -95,6 +100,7 @@ impl Etmv3Processor {
         self.pkt = Etmv3Packet::default();
         self.init_packet_state();
         self.send_part = false;
+        self.phdr_last = None;
     }
 
     fn init_packet_state(&mut self) {
@@ -146,11 +152,26 @@ impl Etmv3Processor {
 
     /// Leaves the processor as if the P-header packets the decoder took as
     /// bytes had been built and sent, the last being `last` at `index`.
+    /// The last packet's fields are kept (a later packet shows those it
+    /// does not set), but built only when a packet follows: most runs are
+    /// followed by another run, which makes them moot.
+    #[inline]
     fn phdr_run_taken(&mut self, index: TrcIndex, last: u8) {
-        self.init_packet_state();
+        self.raw.clear();
         self.pkt_index = index;
-        self.pkt.pkt_type = Etmv3PktType::PHdr;
-        self.pkt.update_atoms_from_phdr(last, self.cfg.cycle_accurate());
+        self.phdr_last = Some(last);
+    }
+
+    /// Builds the packet of the last P-header a run left (see
+    /// [`phdr_run_taken`](Self::phdr_run_taken)); the packet state is
+    /// started afresh next, as after any sent packet.
+    #[inline]
+    fn settle_phdr_run(&mut self) {
+        if let Some(last) = self.phdr_last.take() {
+            self.pkt.clear();
+            self.pkt.pkt_type = Etmv3PktType::PHdr;
+            self.pkt.update_atoms_from_phdr(last, self.cfg.cycle_accurate());
+        }
     }
 
     /// Looks for the first A-sync; returns the bytes used.
@@ -206,6 +227,7 @@ impl Etmv3Processor {
 
     fn process_header(&mut self, b: u8) -> Result<(), PktError> {
         use Etmv3PktType as T;
+        self.settle_phdr_run();
         self.init_packet_state();
         self.raw.push(b);
         self.state = State::ProcData;
