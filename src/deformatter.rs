@@ -1021,9 +1021,12 @@ mod tests {
         }
     }
 
+    /// (ID, index offset in the frame, bytes).
+    type Run = (Option<u8>, usize, Vec<u8>);
+
     /// A frame unpacked byte by byte as the CoreSight formatter rules
     /// read (IHI0029): runs of (ID, index offset, bytes), with the ID after.
-    fn reference_unpack(f: &[u8; FRAME_SIZE], mut id: Option<u8>) -> (Vec<(Option<u8>, usize, Vec<u8>)>, Option<u8>) {
+    fn reference_unpack(f: &[u8; FRAME_SIZE], mut id: Option<u8>) -> (Vec<Run>, Option<u8>) {
         let flags = f[15];
         let mut runs = vec![(id, 0usize, Vec::new())];
         for pair in 0..8 {

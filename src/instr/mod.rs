@@ -312,7 +312,57 @@ impl Prefilter {
         self
     }
 
-    /// Adds the keys any row of `table` could match.
+    #[inline(always)]
+    fn may_match(&self, op: u32) -> bool {
+        self.may_match[self.key(op)]
+    }
+}
+
+/// As [`Prefilter`], but keeping for each key which patterns could match
+/// it (bit `r` for the `r`-th added), so that an opcode that passes is
+/// tried against those alone rather than down whole tables: most that
+/// pass match a row near the end, or none.
+struct RowFilter {
+    rows: [u32; 4096],
+    shift: u32,
+    low: u32,
+    /// Patterns added so far (the next one's bit).
+    added: u32,
+}
+
+impl RowFilter {
+    const fn with_low(shift: u32, low: u32) -> Self {
+        RowFilter {
+            rows: [0; 4096],
+            shift,
+            low,
+            added: 0,
+        }
+    }
+
+    #[inline(always)]
+    const fn key(&self, op: u32) -> usize {
+        ((((op >> self.shift) & 0xff) << 4) | ((op >> self.low) & 0xf)) as usize
+    }
+
+    /// Adds `p` as the next row, with the keys it could match.
+    const fn add(mut self, p: Pattern) -> Self {
+        assert!(self.added < 32, "a row filter holds 32 rows");
+        let bit = 1u32 << self.added;
+        let mut k = 0;
+        while k < 4096 {
+            let op = (((k as u32) >> 4) << self.shift) | (((k as u32) & 0xf) << self.low);
+            let key_mask = (0xff << self.shift) | (0xf << self.low);
+            if (op ^ p.value) & key_mask & p.mask == 0 {
+                self.rows[k] |= bit;
+            }
+            k += 1;
+        }
+        self.added += 1;
+        self
+    }
+
+    /// Adds each row of `table` in turn.
     const fn add_rows<T>(mut self, table: &[(Pattern, T)]) -> Self {
         let mut i = 0;
         while i < table.len() {
@@ -322,10 +372,25 @@ impl Prefilter {
         self
     }
 
+    /// The rows that could match `op` (none: it matches no pattern).
     #[inline(always)]
-    fn may_match(&self, op: u32) -> bool {
-        self.may_match[self.key(op)]
+    fn rows(&self, op: u32) -> u32 {
+        self.rows[self.key(op)]
     }
+}
+
+/// The outcome of the first row of `table` among `rows` (bit `i`: row
+/// `i`) that matches `op`. Rows left out must be ones that cannot match.
+#[inline(always)]
+fn first_match_in<T: Copy>(table: &[(Pattern, T)], op: u32, mut rows: u32) -> Option<T> {
+    while rows != 0 {
+        let (p, out) = *table.get(rows.trailing_zeros() as usize)?;
+        if p.matches(op) {
+            return Some(out);
+        }
+        rows &= rows - 1;
+    }
+    None
 }
 
 /// The outcome of the first row of an ordered table that matches `op`.
@@ -369,7 +434,18 @@ impl IndirectRule {
 
     /// `(is_link, sub_type)` when `op` is an indirect branch by `table`.
     fn lookup(table: &[(Pattern, IndirectRule)], op: u32) -> Option<(bool, InstrSubType)> {
-        match first_match(table, op)? {
+        Self::outcome(first_match(table, op)?, op)
+    }
+
+    /// As [`lookup`](Self::lookup), trying only `rows` (see [`first_match_in`]).
+    #[inline(always)]
+    fn lookup_in(table: &[(Pattern, IndirectRule)], op: u32, rows: u32) -> Option<(bool, InstrSubType)> {
+        Self::outcome(first_match_in(table, op, rows)?, op)
+    }
+
+    #[inline(always)]
+    fn outcome(rule: IndirectRule, op: u32) -> Option<(bool, InstrSubType)> {
+        match rule {
             IndirectRule::NotBranch => None,
             IndirectRule::Branch { link, ret } => {
                 if link.is_some_and(|p| p.matches(op)) {

@@ -9,7 +9,7 @@
 //! themselves; with IT-block tracking on, the decoder also marks every
 //! instruction inside an IT block.
 
-use super::{Decoded, IndirectRule, Kind, Pattern, Prefilter, first_match, pat, sign_extend};
+use super::{Decoded, IndirectRule, Kind, Pattern, RowFilter, first_match_in, pat, sign_extend};
 use crate::arch::{InstrSubType, Isa};
 
 /// Whether `first_halfword` starts a 32-bit T32 instruction (bits 15:11
@@ -176,26 +176,43 @@ fn it_count(op: u32) -> u8 {
     }
 }
 
-/// Keys (hw1 bits 15:8, hw2 bits 15:12) of every opcode a pattern above
-/// could match.
-const MAY_MATCH: Prefilter = Prefilter::new(24)
-    .add_rows(DIRECT)
-    .add_rows(INDIRECT)
-    .add(BARRIER)
-    .add(CP15_BARRIER)
-    .add(WFI_WFE_WIDE)
-    .add(WFI_WFE_NARROW)
-    .add(IT);
+/// Rows of [`MAY_MATCH`] and [`MAY_MATCH_NARROW`], in the order added:
+/// the [`DIRECT`] rows, the [`INDIRECT`] rows, then these.
+const ROW_BARRIER: u32 = 1 << (DIRECT.len() + INDIRECT.len());
+const ROW_CP15_BARRIER: u32 = ROW_BARRIER << 1;
+const ROW_WFI_WFE_WIDE: u32 = ROW_BARRIER << 2;
+const ROW_WFI_WFE_NARROW: u32 = ROW_BARRIER << 3;
+const ROW_IT: u32 = ROW_BARRIER << 4;
+const DIRECT_ROWS: u32 = (1 << DIRECT.len()) - 1;
+const INDIRECT_ROWS: u32 = (1 << INDIRECT.len()) - 1;
+
+/// Every row, for the classification by whole tables.
+#[cfg(test)]
+const ALL_ROWS: u32 = u32::MAX;
+
+const fn all_rows(f: RowFilter) -> RowFilter {
+    let f = f
+        .add_rows(DIRECT)
+        .add_rows(INDIRECT)
+        .add(BARRIER)
+        .add(CP15_BARRIER)
+        .add(WFI_WFE_WIDE)
+        .add(WFI_WFE_NARROW)
+        .add(IT);
+    assert!(1 << (f.added - 1) == ROW_IT, "row bits out of step with the filter");
+    f
+}
+
+/// The rows (of every table above) each key — hw1 bits 15:8 and hw2
+/// bits 15:12 — could match.
+const MAY_MATCH: RowFilter = all_rows(RowFilter::with_low(24, 12));
 
 /// The same for 16-bit opcodes, keyed on hw1 bits 15:4: their patterns
 /// never look at hw2, and the finer key turns away more of the common
 /// instructions that share a top byte with a branch (MOV and ADD of
-/// low registers beside MOV PC, NOP beside IT).
-const MAY_MATCH_NARROW: Prefilter = Prefilter::with_low(24, 20)
-    .add_rows(DIRECT)
-    .add_rows(INDIRECT)
-    .add(WFI_WFE_NARROW)
-    .add(IT);
+/// low registers beside MOV PC, NOP beside IT). (The 32-bit rows'
+/// keys are all first halfwords of 32-bit opcodes, never looked up here.)
+const MAY_MATCH_NARROW: RowFilter = all_rows(RowFilter::with_low(24, 20));
 
 /// Classifies the T32 opcode `opcode` (first halfword in bits 15:0) at
 /// `addr`. Also returns how many instructions it would open an IT block
@@ -206,21 +223,23 @@ pub(super) fn classify(opcode: u32, addr: u64) -> (Decoded, u8) {
     let wide = is_wide_thumb((op >> 16) as u16);
     let size = if wide { 4 } else { 2 };
     let filter = if wide { &MAY_MATCH } else { &MAY_MATCH_NARROW };
-    if !filter.may_match(op) {
+    let rows = filter.rows(op);
+    if rows == 0 {
         return (Decoded::other(size), 0);
     }
-    classify_tables(op, addr, size)
+    classify_tables(op, addr, size, rows)
 }
 
-/// [`classify`] by the tables, `op` with the first halfword in bits 31:16.
+/// [`classify`] by the tables, `op` with the first halfword in bits 31:16,
+/// trying only `rows` (bits as in [`MAY_MATCH`]; the others cannot match).
 // Inline: one call site outside tests. Left to LLVM it was inlined or
 // not as the crate's codegen units fell (TC2 moved by 0.2 M); the release
 // build now has one unit, and the attribute keeps the choice made.
 #[inline]
-fn classify_tables(op: u32, addr: u64, size: u8) -> (Decoded, u8) {
+fn classify_tables(op: u32, addr: u64, size: u8, rows: u32) -> (Decoded, u8) {
     let mut d = Decoded::other(size);
 
-    if let Some(form) = first_match(DIRECT, op).flatten() {
+    if let Some(form) = first_match_in(DIRECT, op, rows & DIRECT_ROWS).flatten() {
         let npc = branch_target(form, op, addr as u32);
         let isa = (npc & 1 == 0).then_some(Isa::Arm);
         d.kind = Kind::Direct {
@@ -240,31 +259,33 @@ fn classify_tables(op: u32, addr: u64, size: u8) -> (Decoded, u8) {
         return (d, 0);
     }
 
-    if let Some((link, sub_type)) = IndirectRule::lookup(INDIRECT, op) {
+    let indirect = (rows >> DIRECT.len()) & INDIRECT_ROWS;
+    if let Some((link, sub_type)) = IndirectRule::lookup_in(INDIRECT, op, indirect) {
         d.kind = Kind::Indirect;
         d.link = link;
         d.sub_type = sub_type;
         return (d, 0);
     }
 
-    d.kind = if BARRIER.matches(op) {
+    let may = |row: u32, p: Pattern| rows & row != 0 && p.matches(op);
+    d.kind = if may(ROW_BARRIER, BARRIER) {
         match op & 0xf0 {
             0x40 | 0x50 => Kind::DsbDmb,
             0x60 => Kind::Isb,
             _ => Kind::Other,
         }
-    } else if CP15_BARRIER.matches(op) {
+    } else if may(ROW_CP15_BARRIER, CP15_BARRIER) {
         match op & 0xff {
             0x9a | 0xba => Kind::DsbDmb, // c7, c10, 4 / c7, c10, 5
             0x95 => Kind::Isb,           // c7, c5, 4
             _ => Kind::Other,
         }
-    } else if WFI_WFE_WIDE.matches(op) || WFI_WFE_NARROW.matches(op) {
+    } else if may(ROW_WFI_WFE_WIDE, WFI_WFE_WIDE) || may(ROW_WFI_WFE_NARROW, WFI_WFE_NARROW) {
         Kind::WfiWfe
     } else {
         Kind::Other
     };
-    (d, it_count(op))
+    (d, if rows & ROW_IT != 0 { it_count(op) } else { 0 })
 }
 
 #[cfg(test)]
@@ -283,9 +304,9 @@ mod tests {
                 x ^= x << 5;
                 let op = (x & !0xff00_f000) | ((k >> 4) << 24) | ((k & 0xf) << 12);
                 let size = if is_wide_thumb((op >> 16) as u16) { 4 } else { 2 };
-                let full = classify_tables(op, 0x8000, size);
+                let full = classify_tables(op, 0x8000, size, ALL_ROWS);
                 assert_eq!(classify(op.rotate_left(16), 0x8000), full, "{op:#010x}");
-                if !MAY_MATCH.may_match(op) {
+                if MAY_MATCH.rows(op) == 0 {
                     assert_eq!(full, (Decoded::other(size), 0), "{op:#010x}");
                 }
             }
@@ -304,9 +325,9 @@ mod tests {
                 x ^= x >> 17;
                 x ^= x << 5;
                 let op = (hw1 << 16) | (x & 0xffff);
-                let full = classify_tables(op, 0x8000, 2);
+                let full = classify_tables(op, 0x8000, 2, ALL_ROWS);
                 assert_eq!(classify(op.rotate_left(16), 0x8000), full, "{op:#010x}");
-                if !MAY_MATCH_NARROW.may_match(op) {
+                if MAY_MATCH_NARROW.rows(op) == 0 {
                     assert_eq!(full, (Decoded::other(2), 0), "{op:#010x}");
                 }
             }
