@@ -327,9 +327,16 @@ struct IniText {
     path: PathBuf,
     /// Sections in file order (entries before the first header are ignored).
     sections: Vec<IniSection>,
-    /// Lower-case name -> index in `sections`.
+    /// Lower-case name -> index in `sections`, once there are more than
+    /// [`SCAN_LIMIT`] sections (fewer are looked for by scanning).
     by_name: HashMap<String, usize>,
 }
+
+/// Sections, or keys in a section, found by scanning rather than by hash
+/// up to this many: most files have a handful, and a hash map costs more
+/// to build than the scans it saves. Past it, lookups are hashed, so that
+/// loading stays linear in the file.
+const SCAN_LIMIT: usize = 16;
 
 impl IniText {
     fn load(path: PathBuf, warnings: &mut Vec<SnapshotWarning>) -> Result<IniText, SnapshotError> {
@@ -380,9 +387,8 @@ impl IniText {
                 if name.is_empty() {
                     return Err(ini.err(Some(line), "expected a section name between '[' and ']'"));
                 }
-                let lower = name.to_ascii_lowercase();
-                match ini.by_name.get(&lower) {
-                    Some(&first) => {
+                match ini.section_index(name) {
+                    Some(first) => {
                         warnings.push(ini.warning(
                             Some(line),
                             WarningKind::DuplicateSection {
@@ -393,7 +399,14 @@ impl IniText {
                         current = Some(first);
                     }
                     None => {
-                        ini.by_name.insert(lower, ini.sections.len());
+                        if ini.sections.len() == SCAN_LIMIT {
+                            for (i, s) in ini.sections.iter().enumerate() {
+                                ini.by_name.insert(s.name.to_ascii_lowercase(), i);
+                            }
+                        }
+                        if ini.sections.len() >= SCAN_LIMIT {
+                            ini.by_name.insert(name.to_ascii_lowercase(), ini.sections.len());
+                        }
                         current = Some(ini.sections.len());
                         ini.sections.push(IniSection {
                             name: name.to_string(),
@@ -427,24 +440,39 @@ impl IniText {
                 .any(|m| section.name.eq_ignore_ascii_case(m))
             {
                 let entries = &section.entries;
-                let first = match keys[s].entry(key_hash(&key_state, key)) {
-                    std::collections::hash_map::Entry::Occupied(o) => {
-                        let at = *o.get();
-                        if entries[at].key().eq_ignore_ascii_case(key) {
-                            Some(entries[at].line)
-                        } else {
-                            // Another key with the same hash (no file
-                            // makes one on purpose: the hash keys are
-                            // random): look at them all.
-                            entries
-                                .iter()
-                                .find(|e| e.key().eq_ignore_ascii_case(key))
-                                .map(|e| e.line)
-                        }
+                let seen = &mut keys[s];
+                if seen.is_empty() && entries.len() >= SCAN_LIMIT {
+                    // From here on the section's keys are hashed. (Its
+                    // entries' keys are all different.)
+                    for (i, e) in entries.iter().enumerate() {
+                        seen.entry(key_hash(&key_state, e.key())).or_insert(i);
                     }
-                    std::collections::hash_map::Entry::Vacant(v) => {
-                        v.insert(entries.len());
-                        None
+                }
+                let first = if seen.is_empty() {
+                    entries
+                        .iter()
+                        .find(|e| e.key().eq_ignore_ascii_case(key))
+                        .map(|e| e.line)
+                } else {
+                    match seen.entry(key_hash(&key_state, key)) {
+                        std::collections::hash_map::Entry::Occupied(o) => {
+                            let at = *o.get();
+                            if entries[at].key().eq_ignore_ascii_case(key) {
+                                Some(entries[at].line)
+                            } else {
+                                // Another key with the same hash (no file
+                                // makes one on purpose: the hash keys are
+                                // random): look at them all.
+                                entries
+                                    .iter()
+                                    .find(|e| e.key().eq_ignore_ascii_case(key))
+                                    .map(|e| e.line)
+                            }
+                        }
+                        std::collections::hash_map::Entry::Vacant(v) => {
+                            v.insert(entries.len());
+                            None
+                        }
                     }
                 };
                 if let Some(first_line) = first {
@@ -462,11 +490,18 @@ impl IniText {
         Ok(ini)
     }
 
+    /// Index in `sections` of the section named `name` (any case).
+    fn section_index(&self, name: &str) -> Option<usize> {
+        if self.sections.len() <= SCAN_LIMIT {
+            self.sections.iter().position(|s| s.name.eq_ignore_ascii_case(name))
+        } else {
+            self.by_name.get(&name.to_ascii_lowercase()).copied()
+        }
+    }
+
     /// Line (1-based) of the `[section]` header.
     fn section_line(&self, section: &str) -> Option<usize> {
-        self.by_name
-            .get(&section.to_ascii_lowercase())
-            .map(|&i| self.sections[i].line)
+        self.section_index(section).map(|i| self.sections[i].line)
     }
 
     /// Line of `key=` inside `section`.
@@ -501,9 +536,7 @@ impl IniText {
     }
 
     fn section(&self, name: &str) -> Option<&[IniEntry]> {
-        self.by_name
-            .get(&name.to_ascii_lowercase())
-            .map(|&i| self.sections[i].entries.as_slice())
+        self.section_index(name).map(|i| self.sections[i].entries.as_slice())
     }
 
     fn value<'a>(entries: &'a [IniEntry], key: &str) -> Option<&'a str> {
@@ -1039,5 +1072,55 @@ mod tests {
             })
             .collect();
         assert_eq!(firsts, [(Some(5), 3), (Some(6), 2)]);
+    }
+
+    /// Past [`SCAN_LIMIT`] sections and keys, when lookups switch from
+    /// scanning to hashing, repeats are still found (any case, with the
+    /// first line) and every section and key still looked up.
+    #[test]
+    fn repeats_are_found_past_the_scan_limit() {
+        let n = 3 * SCAN_LIMIT;
+        let mut text = String::from("[Big]\n");
+        for k in 0..n {
+            text.push_str(&format!("key{k}={k}\n"));
+        }
+        // Repeats of the first and last keys, in another case.
+        text.push_str(&format!("KEY0=x\nKey{}=y\n", n - 1));
+        for k in 0..n {
+            text.push_str(&format!("[s{k}]\nv={k}\n"));
+        }
+        // Repeats of the first and a late section: their entries join it.
+        text.push_str(&format!("[S0]\nw=a\n[s{}]\nv=again\n", n - 2));
+        let mut warnings = Vec::new();
+        let ini = IniText::parse(PathBuf::from("x.ini"), &text, &mut warnings).unwrap();
+        let big = ini.section("big").unwrap();
+        assert_eq!(big.len(), n);
+        assert_eq!(IniText::value(big, "KEY7"), Some("7"));
+        for k in 0..n {
+            let entries = ini.section(&format!("S{k}")).unwrap();
+            assert_eq!(IniText::value(entries, "v"), Some(k.to_string().as_str()));
+        }
+        assert_eq!(IniText::value(ini.section("s0").unwrap(), "w"), Some("a"));
+        let seen: Vec<(Option<usize>, usize)> = warnings
+            .iter()
+            .filter_map(|w| match &w.kind {
+                WarningKind::DuplicateKey { first_line, .. } | WarningKind::DuplicateSection { first_line, .. } => {
+                    Some((w.line, *first_line))
+                }
+                _ => None,
+            })
+            .collect();
+        let header = |k: usize| n + 4 + 2 * k;
+        let last = header(n);
+        assert_eq!(
+            seen,
+            [
+                (Some(n + 2), 2),
+                (Some(n + 3), n + 1),
+                (Some(last), header(0)),
+                (Some(last + 2), header(n - 2)),
+                (Some(last + 3), header(n - 2) + 1),
+            ]
+        );
     }
 }
