@@ -828,7 +828,45 @@ impl PacketProcessor for Etmv3Processor {
         Some(&self.err)
     }
 
+    /// A block that starts with a run of P-headers (most of a busy
+    /// source's blocks are no more than that) hands it on here, without
+    /// the setting up of the byte-at-a-time processing.
+    #[inline]
     fn process(&mut self, index: TrcIndex, data: &[u8], out: &mut PacketOut<'_, Etmv3Packet>) -> (DatapathResp, usize) {
+        let mut pos = 0;
+        if self.state == State::ProcHdr
+            && data.first().is_some_and(|&b| b & 0x81 == 0x80)
+            && let Some((r, n)) = out.offer_run(index, data, |n| n & 0x81 == 0x80)
+        {
+            pos = n;
+            self.phdr_run_taken(index + pos as u64 - 1, data[pos - 1]);
+            if pos == data.len() || !r.is_cont() {
+                return (r, pos);
+            }
+        }
+        let (r, n) = self.process_bytes(index + pos as u64, &data[pos..], out);
+        (r, pos + n)
+    }
+
+    fn eot(&mut self, out: &mut PacketOut<'_, Etmv3Packet>) -> DatapathResp {
+        if self.raw.is_empty() {
+            return DatapathResp::Cont;
+        }
+        let resp = self.output_packet(out);
+        self.init_packet_state();
+        resp
+    }
+
+    fn reset(&mut self, _index: TrcIndex) {
+        self.init_processor_state();
+    }
+}
+
+impl Etmv3Processor {
+    /// [`PacketProcessor::process`] a byte at a time, but for runs of
+    /// P-headers.
+    #[inline(never)]
+    fn process_bytes(&mut self, index: TrcIndex, data: &[u8], out: &mut PacketOut<'_, Etmv3Packet>) -> (DatapathResp, usize) {
         let mut pos = 0usize;
         let mut resp = DatapathResp::Cont;
         while (pos < data.len() || self.state == State::SendPkt) && resp.is_cont() {
@@ -878,19 +916,6 @@ impl PacketProcessor for Etmv3Processor {
             }
         }
         (resp, pos)
-    }
-
-    fn eot(&mut self, out: &mut PacketOut<'_, Etmv3Packet>) -> DatapathResp {
-        if self.raw.is_empty() {
-            return DatapathResp::Cont;
-        }
-        let resp = self.output_packet(out);
-        self.init_packet_state();
-        resp
-    }
-
-    fn reset(&mut self, _index: TrcIndex) {
-        self.init_processor_state();
     }
 }
 
