@@ -138,14 +138,6 @@ impl Chunk {
         self.valid = 0;
         self.used = 0;
     }
-
-    fn push(&mut self, b: u8) {
-        // At most 15 data bytes come out of one frame.
-        if self.valid < FRAME_SIZE {
-            self.data[self.valid] = b;
-            self.valid += 1;
-        }
-    }
 }
 
 /// The 15 data bytes of a frame that changes no ID (bit 0 of every even
@@ -745,42 +737,63 @@ impl FrameDeformatter {
             self.report_frame(sof, id_at_start);
             return;
         }
+        // The run being filled is kept in locals, and written back when the
+        // ID changes and at the end of the frame.
         let mut cur = 0usize;
         self.chunks[0].restart(self.curr_id, sof);
-        let mut overhead = 1u64; // byte 15
-        for (pair, i) in (0..14).step_by(2).enumerate() {
-            let flag = flags & (1 << pair) != 0;
-            let mut data_for_old_id = false;
-            if f[i] & 1 != 0 {
-                overhead += 1;
-                let new_id = (f[i] >> 1) & 0x7f;
-                if Some(new_id) != self.curr_id {
-                    // Flag set: the byte after the ID still belongs to the old ID.
-                    data_for_old_id = flag;
-                    if data_for_old_id {
-                        self.chunks[cur].push(f[i + 1]);
-                    }
-                    self.curr_id = Some(new_id);
-                    if self.chunks[cur].valid > 0 {
-                        cur += 1;
-                        let id = self.chunks[cur].id;
-                        self.chunks[cur].restart(id, sof + i as TrcIndex);
-                    }
-                    self.chunks[cur].id = self.curr_id;
-                }
-            } else {
-                self.chunks[cur].push(f[i] | flag as u8);
+        let mut data = self.chunks[0].data;
+        let mut valid = 0usize;
+        // At most 15 data bytes come out of one frame.
+        let push = |data: &mut [u8; FRAME_SIZE], valid: &mut usize, b: u8| {
+            if *valid < FRAME_SIZE {
+                data[*valid] = b;
+                *valid += 1;
             }
-            if !data_for_old_id {
-                self.chunks[cur].push(f[i + 1]);
+        };
+        let mut overhead = 1u64; // byte 15
+        for pair in 0..7 {
+            let i = 2 * pair;
+            let flag = (flags >> pair) & 1;
+            if f[i] & 1 == 0 {
+                push(&mut data, &mut valid, f[i] | flag);
+                push(&mut data, &mut valid, f[i + 1]);
+                continue;
+            }
+            overhead += 1;
+            let new_id = Some((f[i] >> 1) & 0x7f);
+            if new_id == self.curr_id {
+                push(&mut data, &mut valid, f[i + 1]);
+                continue;
+            }
+            // Flag set: the byte after the ID still belongs to the old ID.
+            if flag != 0 {
+                push(&mut data, &mut valid, f[i + 1]);
+            }
+            self.curr_id = new_id;
+            if valid > 0 {
+                let c = &mut self.chunks[cur];
+                c.data = data;
+                c.valid = valid;
+                cur += 1;
+                let c = &mut self.chunks[cur];
+                c.restart(c.id, sof + i as TrcIndex);
+                data = c.data;
+                valid = 0;
+            }
+            self.chunks[cur].id = self.curr_id;
+            if flag == 0 {
+                push(&mut data, &mut valid, f[i + 1]);
             }
         }
         if f[14] & 1 != 0 {
             self.curr_id = Some((f[14] >> 1) & 0x7f);
             overhead += 1;
         } else {
-            self.chunks[cur].push(f[14] | ((flags & 0x80) != 0) as u8);
+            push(&mut data, &mut valid, f[14] | (flags >> 7));
         }
+        let c = &mut self.chunks[cur];
+        c.data = data;
+        c.valid = valid;
         self.stats.frame_bytes += overhead;
         self.frame_len = 0;
         self.chunk_count = cur + 1;

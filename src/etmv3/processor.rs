@@ -866,7 +866,12 @@ impl Etmv3Processor {
     /// [`PacketProcessor::process`] a byte at a time, but for runs of
     /// P-headers.
     #[inline(never)]
-    fn process_bytes(&mut self, index: TrcIndex, data: &[u8], out: &mut PacketOut<'_, Etmv3Packet>) -> (DatapathResp, usize) {
+    fn process_bytes(
+        &mut self,
+        index: TrcIndex,
+        data: &[u8],
+        out: &mut PacketOut<'_, Etmv3Packet>,
+    ) -> (DatapathResp, usize) {
         let mut pos = 0usize;
         let mut resp = DatapathResp::Cont;
         while (pos < data.len() || self.state == State::SendPkt) && resp.is_cont() {
