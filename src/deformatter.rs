@@ -1003,6 +1003,16 @@ pub(crate) mod overread {
 mod tests {
     use super::*;
 
+    /// Sixteen bytes from an xorshift generator.
+    fn random_frame(seed: &mut u64) -> [u8; FRAME_SIZE] {
+        std::array::from_fn(|_| {
+            *seed ^= *seed << 13;
+            *seed ^= *seed >> 7;
+            *seed ^= *seed << 17;
+            *seed as u8
+        })
+    }
+
     /// The half-frame multiply gives what unpacking byte by byte gives,
     /// for every flags byte, and leaves `out[15]` alone.
     #[test]
@@ -1010,13 +1020,7 @@ mod tests {
         let mut seed = 0x2545_f491_4f6c_dd1du64;
         for flags in 0..=255u8 {
             for _ in 0..16 {
-                let mut f = [0u8; FRAME_SIZE];
-                for b in f.iter_mut() {
-                    seed ^= seed << 13;
-                    seed ^= seed >> 7;
-                    seed ^= seed << 17;
-                    *b = seed as u8;
-                }
+                let mut f = random_frame(&mut seed);
                 for pair in 0..8 {
                     f[2 * pair] &= !1;
                 }
@@ -1083,13 +1087,7 @@ mod tests {
         let mut seed = 0x9e37_79b9_7f4a_7c15u64;
         let mut d = FrameDeformatter::new(DeformatterConfig::mem_aligned());
         for n in 0..20_000 {
-            let mut f = [0u8; FRAME_SIZE];
-            for b in f.iter_mut() {
-                seed ^= seed << 13;
-                seed ^= seed >> 7;
-                seed ^= seed << 17;
-                *b = seed as u8;
-            }
+            let mut f = random_frame(&mut seed);
             // Few distinct IDs, so that some ID bytes repeat the current one.
             for pair in 0..8 {
                 if f[2 * pair] & 1 != 0 {

@@ -6,7 +6,7 @@
 //! condition field is not AL (or the unconditional NV space) counts as
 //! conditional, branch or not.
 
-use super::{Decoded, IndirectRule, Kind, Pattern, Prefilter, pat, sign_extend};
+use super::{Decoded, IndirectRule, Kind, Pattern, RowFilter, pat, sign_extend};
 use crate::arch::{InstrSubType, Isa};
 
 const NOT_BRANCH: IndirectRule = IndirectRule::NotBranch;
@@ -75,7 +75,7 @@ const CP15_BARRIER: Pattern = pat(0x0fff_0f00, 0x0e07_0f00);
 const WFI_WFE: Pattern = pat(0x0fff_fffe, 0x0320_f002);
 
 /// Keys (bits 27:20 and 15:12) of every opcode a pattern above could match.
-const MAY_MATCH: Prefilter = branch_rows(Prefilter::new(20))
+const MAY_MATCH: RowFilter = branch_rows(RowFilter::new(20))
     .add(BLX_IMM)
     .add(B_BL)
     .add(BARRIER)
@@ -84,7 +84,7 @@ const MAY_MATCH: Prefilter = branch_rows(Prefilter::new(20))
 
 /// Adds the keys of the [`INDIRECT`] rows that are branches: a row saying
 /// "not a branch" only ever turns an opcode away.
-const fn branch_rows(mut f: Prefilter) -> Prefilter {
+const fn branch_rows(mut f: RowFilter) -> RowFilter {
     let mut i = 0;
     while i < INDIRECT.len() {
         if !matches!(INDIRECT[i].1, IndirectRule::NotBranch) {
@@ -98,7 +98,7 @@ const fn branch_rows(mut f: Prefilter) -> Prefilter {
 /// Classifies the A32 opcode `op` at `addr`.
 #[inline]
 pub(super) fn classify(op: u32, addr: u64) -> Decoded {
-    if !MAY_MATCH.may_match(op) {
+    if MAY_MATCH.rows(op) == 0 {
         let mut d = Decoded::other(4);
         d.conditional = op >> 29 != 0b111;
         return d;
@@ -184,7 +184,7 @@ mod tests {
                 let op = (x & !0x0ff0_f000) | ((k >> 4) << 20) | ((k & 0xf) << 12);
                 let full = classify_tables(op, 0x8000);
                 assert_eq!(classify(op, 0x8000), full, "{op:#010x}");
-                if !MAY_MATCH.may_match(op) {
+                if MAY_MATCH.rows(op) == 0 {
                     let mut plain = Decoded::other(4);
                     plain.conditional = op >> 29 != 0b111;
                     assert_eq!(full, plain, "{op:#010x}");

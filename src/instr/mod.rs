@@ -265,63 +265,13 @@ const fn pat(mask: u32, value: u32) -> Pattern {
     Pattern::new(mask, value)
 }
 
-/// A quick first test of an opcode, before its tables: a set of keys —
+/// A quick first test of an opcode, before its tables: for each key —
 /// 8 bits of the opcode from bit `shift` up and 4 from bit `low` up
-/// (bits 15:12 unless said otherwise) — with those of every opcode some
-/// pattern could match. An opcode whose key is not in it matches no
-/// pattern: it is no waypoint (most opcodes).
-struct Prefilter {
-    may_match: [bool; 4096],
-    shift: u32,
-    low: u32,
-}
-
-impl Prefilter {
-    const fn new(shift: u32) -> Self {
-        Self::with_low(shift, 12)
-    }
-
-    const fn with_low(shift: u32, low: u32) -> Self {
-        Prefilter {
-            may_match: [false; 4096],
-            shift,
-            low,
-        }
-    }
-
-    #[inline(always)]
-    const fn key(&self, op: u32) -> usize {
-        ((((op >> self.shift) & 0xff) << 4) | ((op >> self.low) & 0xf)) as usize
-    }
-
-    /// The key bits of `op`, in place.
-    const fn key_bits(&self, op: u32) -> u32 {
-        op & ((0xff << self.shift) | (0xf << self.low))
-    }
-
-    /// Adds the keys `p` could match.
-    const fn add(mut self, p: Pattern) -> Self {
-        let mut k = 0;
-        while k < 4096 {
-            let op = (((k as u32) >> 4) << self.shift) | (((k as u32) & 0xf) << self.low);
-            if self.key_bits(op ^ p.value) & p.mask == 0 {
-                self.may_match[k] = true;
-            }
-            k += 1;
-        }
-        self
-    }
-
-    #[inline(always)]
-    fn may_match(&self, op: u32) -> bool {
-        self.may_match[self.key(op)]
-    }
-}
-
-/// As [`Prefilter`], but keeping for each key which patterns could match
-/// it (bit `r` for the `r`-th added), so that an opcode that passes is
-/// tried against those alone rather than down whole tables: most that
-/// pass match a row near the end, or none.
+/// (bits 15:12 unless said otherwise) — the patterns that could match an
+/// opcode with that key (bit `r` for the `r`-th added). An opcode whose
+/// key has none matches no pattern: it is no waypoint (most opcodes).
+/// One that passes need only be tried against those rows, rather than
+/// down whole tables: most that pass match a row near the end, or none.
 struct RowFilter {
     rows: [u32; 4096],
     shift: u32,
@@ -331,6 +281,10 @@ struct RowFilter {
 }
 
 impl RowFilter {
+    const fn new(shift: u32) -> Self {
+        Self::with_low(shift, 12)
+    }
+
     const fn with_low(shift: u32, low: u32) -> Self {
         RowFilter {
             rows: [0; 4096],
