@@ -448,26 +448,23 @@ impl IniText {
                         seen.entry(key_hash(&key_state, e.key())).or_insert(i);
                     }
                 }
-                let first = if seen.is_empty() {
+                let scan = || {
                     entries
                         .iter()
                         .find(|e| e.key().eq_ignore_ascii_case(key))
                         .map(|e| e.line)
+                };
+                let first = if seen.is_empty() {
+                    scan()
                 } else {
                     match seen.entry(key_hash(&key_state, key)) {
                         std::collections::hash_map::Entry::Occupied(o) => {
                             let at = *o.get();
-                            if entries[at].key().eq_ignore_ascii_case(key) {
-                                Some(entries[at].line)
-                            } else {
-                                // Another key with the same hash (no file
-                                // makes one on purpose: the hash keys are
-                                // random): look at them all.
-                                entries
-                                    .iter()
-                                    .find(|e| e.key().eq_ignore_ascii_case(key))
-                                    .map(|e| e.line)
-                            }
+                            // Another key with the same hash (no file makes
+                            // one on purpose: the hash keys are random):
+                            // look at them all.
+                            let same = entries[at].key().eq_ignore_ascii_case(key);
+                            if same { Some(entries[at].line) } else { scan() }
                         }
                         std::collections::hash_map::Entry::Vacant(v) => {
                             v.insert(entries.len());

@@ -239,7 +239,7 @@ impl Etmv3Processor {
                 self.on_branch_address()?;
                 self.send();
             }
-        } else if b & 0x81 == 0x80 {
+        } else if is_phdr(b) {
             self.pkt.pkt_type = T::PHdr;
             if !self.pkt.update_atoms_from_phdr(b, self.cfg.cycle_accurate()) {
                 return Err(PktError::header("Invalid P-Header."));
@@ -835,8 +835,8 @@ impl PacketProcessor for Etmv3Processor {
     fn process(&mut self, index: TrcIndex, data: &[u8], out: &mut PacketOut<'_, Etmv3Packet>) -> (DatapathResp, usize) {
         let mut pos = 0;
         if self.state == State::ProcHdr
-            && data.first().is_some_and(|&b| b & 0x81 == 0x80)
-            && let Some((r, n)) = out.offer_run(index, data, |n| n & 0x81 == 0x80)
+            && data.first().copied().is_some_and(is_phdr)
+            && let Some((r, n)) = out.offer_run(index, data, is_phdr)
         {
             pos = n;
             self.phdr_run_taken(index + pos as u64 - 1, data[pos - 1]);
@@ -888,8 +888,8 @@ impl Etmv3Processor {
                     let b = data[pos];
                     // A run of P-headers (most of the trace) goes to the
                     // decoder as its bytes; what it leaves is built here.
-                    if b & 0x81 == 0x80
-                        && let Some((r, n)) = out.offer_run(index + pos as u64, &data[pos..], |n| n & 0x81 == 0x80)
+                    if is_phdr(b)
+                        && let Some((r, n)) = out.offer_run(index + pos as u64, &data[pos..], is_phdr)
                     {
                         pos += n;
                         self.phdr_run_taken(index + pos as u64 - 1, data[pos - 1]);
@@ -922,6 +922,12 @@ impl Etmv3Processor {
         }
         (resp, pos)
     }
+}
+
+/// Whether `b` is a P-header's header byte (`1xxx xxx0`).
+#[inline(always)]
+fn is_phdr(b: u8) -> bool {
+    b & 0x81 == 0x80
 }
 
 /// The stream index entries of one ETMv3 packet: bad, reserved and
