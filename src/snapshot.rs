@@ -328,7 +328,8 @@ struct IniText {
     /// Sections in file order (entries before the first header are ignored).
     sections: Vec<IniSection>,
     /// Lower-case name -> index in `sections`, once there are more than
-    /// [`SCAN_LIMIT`] sections (fewer are looked for by scanning).
+    /// [`SCAN_LIMIT`] sections; empty until then, while sections are
+    /// looked for by scanning.
     by_name: HashMap<String, usize>,
 }
 
@@ -399,12 +400,13 @@ impl IniText {
                         current = Some(first);
                     }
                     None => {
-                        if ini.sections.len() == SCAN_LIMIT {
-                            for (i, s) in ini.sections.iter().enumerate() {
-                                ini.by_name.insert(s.name.to_ascii_lowercase(), i);
-                            }
-                        }
                         if ini.sections.len() >= SCAN_LIMIT {
+                            if ini.by_name.is_empty() {
+                                // From here on sections are hashed.
+                                for (i, s) in ini.sections.iter().enumerate() {
+                                    ini.by_name.insert(s.name.to_ascii_lowercase(), i);
+                                }
+                            }
                             ini.by_name.insert(name.to_ascii_lowercase(), ini.sections.len());
                         }
                         current = Some(ini.sections.len());
@@ -489,7 +491,7 @@ impl IniText {
 
     /// Index in `sections` of the section named `name` (any case).
     fn section_index(&self, name: &str) -> Option<usize> {
-        if self.sections.len() <= SCAN_LIMIT {
+        if self.by_name.is_empty() {
             self.sections.iter().position(|s| s.name.eq_ignore_ascii_case(name))
         } else {
             self.by_name.get(&name.to_ascii_lowercase()).copied()
