@@ -3,8 +3,10 @@
 # snapshot with a 256 MiB and a 2 GiB trace buffer (one trc_gen buffer
 # repeated in whole copies), and the peak resident set size of each program
 # that reads it. A program that streams its capture peaks at the same size
-# on both; the check is that the 2 GiB peak is within 10 % of the 256 MiB
-# one.
+# on both; the check is that the 2 GiB peak is at most 10 % or 16 MiB
+# (whichever is more) over the 256 MiB one. A ratio alone failed on peaks
+# of a few megabytes that moved by half a megabyte under load; a program
+# that kept a byte in 128 of the 1.75 GiB more would grow by 14 MiB.
 #
 #   bash .ci/capture_memory.sh BIN_DIR [WORK_DIR]
 #
@@ -113,8 +115,8 @@ row() { # LABEL SMALL LARGE
   local ratio
   ratio=$(python3 -c "print(f'{$3 / $2:.3f}')")
   printf '%-28s %12s %12s %8s\n' "$1" "$2" "$3" "$ratio"
-  if ! python3 -c "import sys; sys.exit(0 if $3 <= $2 * 1.10 else 1)"; then
-    echo "capture_memory: $1 peaks at $3 KiB on 2 GiB, more than 10 % over $2 KiB on 256 MiB"
+  if ! python3 -c "import sys; sys.exit(0 if $3 <= $2 + max($2 * 0.10, 16 * 1024) else 1)"; then
+    echo "capture_memory: $1 peaks at $3 KiB on 2 GiB, more than 10 % and 16 MiB over $2 KiB on 256 MiB"
     fail=1
   fi
 }

@@ -1,5 +1,5 @@
 //! trc_gen writes a long capture as it makes it: its peak memory does not
-//! grow with the trace. Ignored by default (it writes a few hundred
+//! grow with the trace (at most a fixed ceiling more for 8 times the trace). Ignored by default (it writes a few hundred
 //! megabytes and measures with GNU time); .ci/run runs it.
 
 use std::process::Command;
@@ -29,6 +29,9 @@ fn peak_kb(length: u64, dir: &std::path::Path) -> (u64, u64) {
     (kb, bytes)
 }
 
+/// How much more the peak may be for 224 MiB more trace.
+const GROWTH_CEILING_KB: u64 = 3 * 1024;
+
 #[test]
 #[ignore = "writes 300 MB and needs GNU time; run by .ci/run"]
 fn peak_memory_does_not_grow_with_the_capture() {
@@ -38,10 +41,21 @@ fn peak_memory_does_not_grow_with_the_capture() {
     let (small_kb, small) = peak_kb(19_000_000, &dir.join("small"));
     let (big_kb, big) = peak_kb(150_000_000, &dir.join("big"));
     assert!(small >= 32 << 20 && big >= 256 << 20, "{small} and {big} bytes");
-    println!("trc_gen peak RSS: {small_kb} kB for {small} bytes, {big_kb} kB for {big} bytes");
+    let growth_kb = big_kb.saturating_sub(small_kb);
+    let extra_mib = (big - small) >> 20;
+    println!(
+        "trc_gen peak RSS: {small_kb} kB for {small} bytes, {big_kb} kB for {big} bytes: \
+         {growth_kb} kB more for {extra_mib} MiB more trace"
+    );
+    // A fixed ceiling on the growth, not a ratio of a peak of a few
+    // megabytes: that moves by half a megabyte between runs on a loaded
+    // machine (+16 % once) without anything growing. A writer that kept its
+    // capture would grow by the 224 MiB of extra trace; one that kept a
+    // byte in 64 of it, by 3.5 MiB.
     assert!(
-        big_kb * 10 <= small_kb * 11,
-        "{big_kb} kB for {big} bytes, {small_kb} kB for {small} bytes: more than 10 % more"
+        growth_kb <= GROWTH_CEILING_KB,
+        "{big_kb} kB for {big} bytes, {small_kb} kB for {small} bytes: {growth_kb} kB more, \
+         over the {GROWTH_CEILING_KB} kB ceiling"
     );
     std::fs::remove_dir_all(&dir).ok();
 }
