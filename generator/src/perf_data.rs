@@ -105,6 +105,9 @@ pub struct PerfOptions {
     /// time in the samples, the AUXTRACE buffer belongs to the thread (CPU -1). Linux perf
     /// then decodes "timeless", in file order.
     pub per_thread: bool,
+    /// A per-CPU recording whose trace units have timestamps off (as simpleperf's are): the
+    /// samples still carry a time, but the trace has none, so perf decodes "timeless".
+    pub untimed: bool,
 }
 
 impl Default for PerfOptions {
@@ -119,6 +122,7 @@ impl Default for PerfOptions {
             min_aux_bytes: 0,
             elf_path: "/tmp/trc_gen_prog".into(),
             per_thread: false,
+            untimed: false,
         }
     }
 }
@@ -269,8 +273,10 @@ fn pick_unit(o: &PerfOptions, rng: &mut Rng) -> Unit {
     etm.exceptions = Choice::Off;
     etm.context_changes = Choice::Off;
     // Linux perf 6.1 orders the CPUs' trace by its timestamps (and needs one to start
-    // decoding) unless the recording is per-thread.
-    if !o.per_thread {
+    // decoding) unless the recording is per-thread or untimed.
+    if o.untimed {
+        etm.timestamps = Choice::Off;
+    } else if !o.per_thread {
         etm.timestamps = Choice::On;
     }
     let (mut cfg, revision, core) = match o.protocol {

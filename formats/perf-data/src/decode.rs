@@ -266,6 +266,8 @@ pub struct Pacing {
     pub chans: Vec<ChanPacing>,
     /// The stream and estimated time of the stop, taken by the front end.
     pub pending: Option<(usize, u64)>,
+    /// Timeless decoding: no stop at timestamps (only when the packets queue up).
+    pub timeless: bool,
 }
 
 impl Pacing {
@@ -279,6 +281,9 @@ impl Pacing {
             c.queued >= PERF_MAX_QUEUED
         };
         match e.elem_type {
+            ElemType::InstrRange | ElemType::Timestamp if self.timeless => {
+                e.elem_type == ElemType::InstrRange && queue(c)
+            }
             ElemType::InstrRange => {
                 if queue(c) {
                     return true;
@@ -421,6 +426,11 @@ impl PerfQueue {
     /// The buffer being decoded.
     pub fn buffer(&self) -> Option<usize> {
         self.current.and_then(|c| self.buffers.get(c).copied())
+    }
+
+    /// Decodes without stopping at timestamps (perf's timeless decoding).
+    pub fn set_timeless(&self) {
+        self.pacing.borrow_mut().timeless = true;
     }
 
     /// The front end took every packet queued for stream `s`.
@@ -930,6 +940,7 @@ impl<'r, 'a> RecordingDecoder<'r, 'a> {
             let pacing = shared(Pacing {
                 chans: vec![ChanPacing::default(); self.cpus.len()],
                 pending: None,
+                timeless: false,
             });
             let tree = self.make_paced_tree(single, Some(pacing.clone()))?;
             out.push(PerfQueue {

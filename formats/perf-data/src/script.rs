@@ -21,7 +21,7 @@ use std::fmt::Write as _;
 use std::io::{self, Write};
 use std::str::FromStr;
 
-use coresight_decode::arch::{InstrType, Isa};
+use coresight_decode::arch::{InstrSubType, InstrType, Isa};
 use coresight_decode::element::{ElemType, TraceElement};
 
 use crate::decode::RecordingDecoder;
@@ -40,6 +40,9 @@ pub struct Itrace {
     pub instructions: Option<u64>,
     /// Branch samples.
     pub branches: bool,
+    /// `Z`: decode without time even when the trace has timestamps (perf's "timeless"
+    /// decoding: each AUX queue in file order, no time in the samples).
+    pub timeless: bool,
 }
 
 impl Default for Itrace {
@@ -48,6 +51,7 @@ impl Default for Itrace {
         Itrace {
             instructions: Some(DEFAULT_PERIOD),
             branches: true,
+            timeless: false,
         }
     }
 }
@@ -62,6 +66,7 @@ impl FromStr for Itrace {
         let mut it = Itrace {
             instructions: None,
             branches: false,
+            timeless: false,
         };
         let b = s.as_bytes();
         let mut i = 0;
@@ -92,13 +97,19 @@ impl FromStr for Itrace {
                     }
                     it.instructions = Some(period);
                 }
-                b'b' => {
+                // `c` (calls) gives perf's cs_etm branch samples too: it has no call-only
+                // samples.
+                b'b' | b'c' => {
                     it.branches = true;
                     i += 1;
                 }
+                b'Z' => {
+                    it.timeless = true;
+                    i += 1;
+                }
                 // Accepted, and nothing to do with ETM instruction trace.
-                b'c' | b'r' | b'x' | b'w' | b'p' | b'e' | b'd' | b'f' | b'm' | b't' | b'a' | b'g' | b'l' | b's'
-                | b'q' | b'o' | b'A' | b'Z' | b'I' | b'L' | b'M' | b'T' | b'E' => {
+                b'r' | b'x' | b'w' | b'p' | b'e' | b'd' | b'f' | b'm' | b't' | b'a' | b'g' | b'l' | b's'
+                | b'q' | b'o' | b'A' | b'I' | b'L' | b'M' | b'T' | b'E' => {
                     i += 1;
                     while i < b.len() && b[i].is_ascii_digit() {
                         i += 1;
@@ -128,6 +139,8 @@ pub struct Fields {
     pub period: bool,
     /// Event name.
     pub event: bool,
+    /// Sample flags (`call`, `return`, `jcc`, `tr strt`...).
+    pub flags: bool,
     /// Address.
     pub ip: bool,
     /// Symbol.
@@ -136,8 +149,83 @@ pub struct Fields {
     pub symoff: bool,
     /// Binary.
     pub dso: bool,
-    /// Branch target.
+    /// The sample's address field: a branch's target, 0 in an instruction sample.
     pub addr: bool,
+    /// The instruction bytes at `ip` (`insn: c0 03 5f d6`).
+    pub insn: bool,
+    /// The fields named in `-F` (other than `flags`): perf then prints a branch's target
+    /// only when `addr` is among them, and refuses a named `time` or `cpu` the samples lack.
+    named: u32,
+}
+
+const NAMES: [&str; 14] = [
+    "comm", "pid", "tid", "cpu", "time", "period", "event", "flags", "ip", "sym", "symoff", "dso", "addr", "insn",
+];
+const NAMED_TIME: u32 = 1 << 4;
+const NAMED_CPU: u32 = 1 << 3;
+const NAMED_REMOVED: u32 = 1 << 31;
+const NAMED_ANY_BUT_FLAGS: u32 = !(1 << 7);
+
+impl Fields {
+    fn slot(&mut self, i: usize) -> &mut bool {
+        match i {
+            0 => &mut self.comm,
+            1 => &mut self.pid,
+            2 => &mut self.tid,
+            3 => &mut self.cpu,
+            4 => &mut self.time,
+            5 => &mut self.period,
+            6 => &mut self.event,
+            7 => &mut self.flags,
+            8 => &mut self.ip,
+            9 => &mut self.sym,
+            10 => &mut self.symoff,
+            11 => &mut self.dso,
+            12 => &mut self.addr,
+            _ => &mut self.insn,
+        }
+    }
+
+    const NONE: Fields = Fields {
+        comm: false,
+        pid: false,
+        tid: false,
+        cpu: false,
+        time: false,
+        period: false,
+        event: false,
+        flags: false,
+        ip: false,
+        sym: false,
+        symoff: false,
+        dso: false,
+        addr: false,
+        insn: false,
+        named: 0,
+    };
+
+    /// Whether a branch sample prints `=> target`: asked for, or no field named.
+    pub fn branch_target(&self) -> bool {
+        self.addr || self.named & NAMED_ANY_BUT_FLAGS == 0
+    }
+
+    /// The fields for samples that lack a time or a CPU, as perf settles them: a default
+    /// field the samples lack is dropped; a named one is refused with perf's message, which
+    /// names the first event without it (`no_time`, `no_cpu`: that event, None when the
+    /// samples have the field).
+    pub fn for_samples(mut self, no_time: Option<&str>, no_cpu: Option<&str>) -> Result<Fields, String> {
+        for (missing, bit, field, attr) in [(no_time, NAMED_TIME, "time", "TIME"), (no_cpu, NAMED_CPU, "cpu", "CPU")] {
+            let Some(event) = missing else { continue };
+            if self.named & bit != 0 {
+                return Err(format!(
+                    "Samples for '{event}' event do not have {attr} attribute set. Cannot print '{field}' field."
+                ));
+            }
+            let i = bit.trailing_zeros() as usize;
+            *self.slot(i) = false;
+        }
+        Ok(self)
+    }
 }
 
 impl Default for Fields {
@@ -145,7 +233,6 @@ impl Default for Fields {
     fn default() -> Self {
         Fields {
             comm: true,
-            pid: false,
             tid: true,
             cpu: true,
             time: true,
@@ -155,7 +242,7 @@ impl Default for Fields {
             sym: true,
             symoff: true,
             dso: true,
-            addr: true,
+            ..Fields::NONE
         }
     }
 }
@@ -164,28 +251,12 @@ impl FromStr for Fields {
     type Err = String;
 
     /// perf's `-F` spelling: `comm,tid,ip,sym` replaces the defaults; `+field` and `-field`
-    /// change them. `event` may be written `evname`.
+    /// change them. `event` may be written `evname`; a `TYPE:` prefix is ignored (the
+    /// fields apply to the synthesised samples).
     fn from_str(s: &str) -> Result<Self, String> {
         let s = s.split_once(':').map_or(s, |(_, f)| f);
         let modify = s.starts_with('+') || s.starts_with('-');
-        let mut f = if modify {
-            Fields::default()
-        } else {
-            Fields {
-                comm: false,
-                pid: false,
-                tid: false,
-                cpu: false,
-                time: false,
-                period: false,
-                event: false,
-                ip: false,
-                sym: false,
-                symoff: false,
-                dso: false,
-                addr: false,
-            }
-        };
+        let mut f = if modify { Fields::default() } else { Fields::NONE };
         let mut on = true;
         for tok in s.split(',').filter(|t| !t.is_empty()) {
             let name = if let Some(n) = tok.strip_prefix('+') {
@@ -197,29 +268,78 @@ impl FromStr for Fields {
             } else {
                 tok
             };
-            let slot = match name {
-                "comm" => &mut f.comm,
-                "pid" => &mut f.pid,
-                "tid" => &mut f.tid,
-                "cpu" => &mut f.cpu,
-                "time" => &mut f.time,
-                "period" => &mut f.period,
-                "event" | "evname" => &mut f.event,
-                "ip" => &mut f.ip,
-                "sym" => &mut f.sym,
-                "symoff" => &mut f.symoff,
-                "dso" => &mut f.dso,
-                "addr" => &mut f.addr,
-                other => {
-                    return Err(format!(
-                        "-F field '{other}' is not supported (known: comm, pid, tid, cpu, time, period, event, ip, sym, symoff, dso, addr)"
-                    ));
-                }
+            let name = if name == "evname" { "event" } else { name };
+            let Some(i) = NAMES.iter().position(|&n| n == name) else {
+                return Err(format!(
+                    "-F field '{name}' is not supported (known: {})",
+                    NAMES.join(", ")
+                ));
             };
-            *slot = on;
+            *f.slot(i) = on;
+            if on {
+                f.named |= 1 << i;
+            } else if i != 7 {
+                // Removing a field (but flags) is a choice of fields too.
+                f.named |= NAMED_REMOVED;
+            }
         }
         Ok(f)
     }
+}
+
+/// The packets perf's decoder queues before it stops to make samples of them
+/// (`CS_ETM_PACKET_MAX_BUFFER` - 1).
+const PACKET_QUEUE: usize = 1023;
+
+/// perf's sample flags (`PERF_IP_FLAG_*`).
+const FLAG_BRANCH: u32 = 1 << 0;
+const FLAG_CALL: u32 = 1 << 1;
+const FLAG_RETURN: u32 = 1 << 2;
+const FLAG_CONDITIONAL: u32 = 1 << 3;
+const FLAG_SYSCALLRET: u32 = 1 << 4;
+const FLAG_ASYNC: u32 = 1 << 5;
+const FLAG_INTERRUPT: u32 = 1 << 6;
+const FLAG_TRACE_BEGIN: u32 = 1 << 8;
+const FLAG_TRACE_END: u32 = 1 << 9;
+
+/// The names perf gives combinations of sample flags.
+const FLAG_NAMES: [(u32, &str); 11] = [
+    (FLAG_BRANCH | FLAG_CALL, "call"),
+    (FLAG_BRANCH | FLAG_RETURN, "return"),
+    (FLAG_BRANCH | FLAG_CONDITIONAL, "jcc"),
+    (FLAG_BRANCH, "jmp"),
+    (FLAG_BRANCH | FLAG_CALL | FLAG_INTERRUPT, "int"),
+    (FLAG_BRANCH | FLAG_RETURN | FLAG_INTERRUPT, "iret"),
+    (FLAG_BRANCH | FLAG_CALL | FLAG_SYSCALLRET, "syscall"),
+    (FLAG_BRANCH | FLAG_RETURN | FLAG_SYSCALLRET, "sysret"),
+    (FLAG_BRANCH | FLAG_CALL | FLAG_ASYNC | FLAG_INTERRUPT, "hw int"),
+    (FLAG_BRANCH | FLAG_TRACE_BEGIN, "tr strt"),
+    (FLAG_BRANCH | FLAG_TRACE_END, "tr end"),
+];
+
+/// Sample flags as perf script's `flags` field shows them, 21 characters wide.
+fn write_flags(l: &mut String, flags: u32) {
+    let name = |f: u32| FLAG_NAMES.iter().find(|(v, _)| *v == f).map(|(_, n)| *n);
+    let text = if let Some(n) = name(flags) {
+        format!("{n:<21}")
+    } else if let Some(n) = (flags & FLAG_TRACE_BEGIN != 0)
+        .then(|| name(flags & !FLAG_TRACE_BEGIN))
+        .flatten()
+    {
+        format!("tr strt {n:<13}")
+    } else if let Some(n) = (flags & FLAG_TRACE_END != 0)
+        .then(|| name(flags & !FLAG_TRACE_END))
+        .flatten()
+    {
+        format!("tr end  {n:<13}")
+    } else {
+        // One letter a flag, in perf's order.
+        (0..16)
+            .filter(|b| flags >> b & 1 == 1)
+            .map(|b| b"bcrosyiABExghDtm".get(b).map_or('?', |&c| c as char))
+            .collect::<String>()
+    };
+    let _ = write!(l, "  {text:<21} ");
 }
 
 /// perf's invalid address (`CS_ETM_INVAL_ADDR`), in the packets that carry none.
@@ -246,6 +366,14 @@ struct Packet {
     instructions: u64,
     taken: bool,
     thumb: bool,
+    /// How the range's last instruction changed the flow (for the sample flags).
+    last_type: InstrType,
+    last_subtype: InstrSubType,
+    last_cond: bool,
+    /// An exception packet's number.
+    exception: u32,
+    /// perf's sample flags (`PERF_IP_FLAG_*`), set as the packets are taken.
+    flags: u32,
     cpu: u32,
     /// File offset of its buffer's AUXTRACE record (picks the maps).
     position: u64,
@@ -259,6 +387,11 @@ const EMPTY: Packet = Packet {
     instructions: 0,
     taken: false,
     thumb: false,
+    last_type: InstrType::Other,
+    last_subtype: InstrSubType::None,
+    last_cond: false,
+    exception: 0,
+    flags: 0,
     cpu: 0,
     position: 0,
 };
@@ -323,6 +456,10 @@ pub struct ScriptWriter<'m, W: Write> {
     fields: Fields,
     sample_time: u64,
     streams: usize,
+    /// perf 6.1's timeless decoding: every trace ID of a queue in one channel (one packet
+    /// queue, one previous packet, one thread), its packets made into samples when 1023
+    /// are queued or the buffer ends.
+    one_channel: bool,
     chans: Vec<Chan>,
     positions: Vec<u64>,
     line: String,
@@ -371,6 +508,7 @@ impl<'m, W: Write> ScriptWriter<'m, W> {
             fields,
             sample_time: sample_time.unwrap_or(0),
             streams,
+            one_channel: false,
             chans: vec![Chan::new(); streams],
             positions: vec![0],
             line: String::with_capacity(256),
@@ -396,10 +534,28 @@ impl<'m, W: Write> ScriptWriter<'m, W> {
     /// Takes one event of a decode in file order, making its samples at once.
     pub fn event(&mut self, ev: &Event<'_, '_>) -> io::Result<()> {
         self.queue_event(0, ev);
-        if let Event::Element(info, _) = ev
+        if self.one_channel {
+            let full = self.chans.first().is_some_and(|c| c.queued.len() >= PACKET_QUEUE);
+            if full || matches!(ev, Event::BufferEnd { .. }) {
+                self.process(0, 0)?;
+            }
+        } else if let Event::Element(info, _) = ev
             && info.stream < self.streams
         {
             self.process(0, info.stream)?;
+        }
+        Ok(())
+    }
+
+    /// Takes one event of AUX queue `queue` of a timeless decode: its samples made at once,
+    /// or, with one channel, queued until the decoder stops.
+    fn timeless_event(&mut self, queue: usize, ev: &Event<'_, '_>) -> io::Result<()> {
+        self.queue_event(queue, ev);
+        if !self.one_channel
+            && let Event::Element(info, _) = ev
+            && info.stream < self.streams
+        {
+            self.process(queue, info.stream)?;
         }
         Ok(())
     }
@@ -419,7 +575,8 @@ impl<'m, W: Write> ScriptWriter<'m, W> {
 
     fn element(&mut self, queue: usize, info: &ElementInfo, e: &TraceElement) {
         let position = self.positions.get(queue).copied().unwrap_or(0);
-        let Some(c) = self.chans.get_mut(queue * self.streams + info.stream) else {
+        let stream = if self.one_channel { 0 } else { info.stream };
+        let Some(c) = self.chans.get_mut(queue * self.streams + stream) else {
             return;
         };
         if !c.seen {
@@ -441,7 +598,10 @@ impl<'m, W: Write> ScriptWriter<'m, W> {
         };
         match e.elem_type {
             ElemType::NoSync | ElemType::TraceOn | ElemType::EoTrace => p.kind = Kind::Discontinuity,
-            ElemType::Exception => p.kind = Kind::Exception,
+            ElemType::Exception => {
+                p.kind = Kind::Exception;
+                p.exception = e.exception_number;
+            }
             ElemType::ExceptionRet => p.kind = Kind::ExceptionRet,
             ElemType::InstrRange => {
                 p.kind = Kind::Range;
@@ -451,6 +611,9 @@ impl<'m, W: Write> ScriptWriter<'m, W> {
                 p.last_size = u64::from(e.last_instr_sz);
                 p.taken = matches!(e.last_i_type, InstrType::Branch | InstrType::BranchIndirect) && e.last_instr_exec;
                 p.thumb = e.isa == Isa::Thumb2;
+                p.last_type = e.last_i_type;
+                p.last_subtype = e.last_i_subtype;
+                p.last_cond = e.last_instr_cond;
             }
             _ => return,
         }
@@ -463,6 +626,7 @@ impl<'m, W: Write> ScriptWriter<'m, W> {
         let k = queue * self.streams + stream;
         while let Some(p) = self.chans.get_mut(k).and_then(|c| c.queued.pop_front()) {
             self.chans[k].packet = p;
+            self.set_flags(k);
             match p.kind {
                 Kind::Range => self.sample(k)?,
                 Kind::Exception | Kind::ExceptionRet => {
@@ -477,6 +641,57 @@ impl<'m, W: Write> ScriptWriter<'m, W> {
             }
         }
         Ok(())
+    }
+
+    /// perf's sample flags for the packet just taken, and the previous packet's mended by
+    /// it (its branch is the one a sample reports): a range is a jump, call or return by
+    /// its last instruction; a range after a gap begins trace and one before a gap ends it;
+    /// a range before an exception or its return takes that as its branch.
+    fn set_flags(&mut self, k: usize) {
+        let c = &mut self.chans[k];
+        let (p, prev) = (&mut c.packet, &mut c.prev);
+        match p.kind {
+            Kind::Range => {
+                let ty = p.last_type;
+                p.flags = match (ty, p.last_subtype) {
+                    (InstrType::Branch, InstrSubType::None) => {
+                        FLAG_BRANCH | if p.last_cond { FLAG_CONDITIONAL } else { 0 }
+                    }
+                    (InstrType::Branch | InstrType::BranchIndirect, InstrSubType::BranchLink) => FLAG_BRANCH | FLAG_CALL,
+                    (
+                        InstrType::BranchIndirect,
+                        InstrSubType::None | InstrSubType::V8Ret | InstrSubType::V7ImpliedRet,
+                    ) => FLAG_BRANCH | FLAG_RETURN,
+                    _ => p.flags,
+                };
+                if prev.kind == Kind::Discontinuity {
+                    prev.flags |= FLAG_BRANCH | FLAG_TRACE_BEGIN;
+                }
+            }
+            Kind::Discontinuity => {
+                if prev.kind == Kind::Range {
+                    prev.flags |= FLAG_BRANCH | FLAG_TRACE_END;
+                }
+            }
+            Kind::Exception => {
+                // ETMv4 exception types: calls (SVC, HVC, SMC); resets, halts, errors,
+                // debug events and interrupts come from outside; the rest are traps and faults.
+                p.flags = match p.exception {
+                    0x2 => FLAG_BRANCH | FLAG_CALL | FLAG_SYSCALLRET,
+                    0x0 | 0x1 | 0x4 | 0x6 | 0x7 | 0xe | 0xf => FLAG_BRANCH | FLAG_CALL | FLAG_ASYNC | FLAG_INTERRUPT,
+                    _ => FLAG_BRANCH | FLAG_CALL | FLAG_INTERRUPT,
+                };
+                if prev.kind == Kind::Range {
+                    prev.flags = p.flags;
+                }
+            }
+            Kind::ExceptionRet => {
+                if prev.kind == Kind::Range {
+                    prev.flags = FLAG_BRANCH | FLAG_RETURN | FLAG_INTERRUPT;
+                }
+            }
+            Kind::Empty => {}
+        }
     }
 
     fn swap(&mut self, k: usize) {
@@ -610,15 +825,27 @@ impl<'m, W: Write> ScriptWriter<'m, W> {
             };
             let _ = write!(l, "{name:>w$}: ", w = self.name_width);
         }
+        if f.flags {
+            // The flags of the packet whose branch the sample reports.
+            write_flags(l, self.chans[k].prev.flags);
+        }
     }
 
     fn instruction_sample(&mut self, k: usize, addr: u64, period: u64) -> io::Result<()> {
         self.start(k, period, false);
+        let (pid, position) = (self.chans[k].pid, self.chans[k].packet.position);
+        if self.fields.addr {
+            // Instruction samples have no address: perf prints its 0.
+            let _ = write!(self.line, "{:>16x}", 0);
+        }
         if self.fields.ip {
             self.line.push(' ');
             let _ = write!(self.line, "{addr:>16x}");
-            let (pid, position) = (self.chans[k].pid, self.chans[k].packet.position);
             self.symbolise(pid, addr, position);
+        }
+        if self.fields.insn {
+            let thumb = self.chans[k].packet.thumb;
+            self.write_insn(pid, addr, position, thumb);
         }
         self.finish_line()
     }
@@ -631,11 +858,41 @@ impl<'m, W: Write> ScriptWriter<'m, W> {
             let _ = write!(self.line, "{from:>16x}");
             self.symbolise(pid, from, position);
         }
-        if self.fields.addr {
+        if self.fields.branch_target() {
             let _ = write!(self.line, " => {to:>16x}");
             self.symbolise(pid, to, position);
         }
+        let prev = self.chans[k].prev;
+        if self.fields.insn && prev.kind == Kind::Range {
+            self.write_insn(pid, from, position, prev.thumb);
+        }
         self.finish_line()
+    }
+
+    /// ` insn: xx xx xx xx`: the bytes of the instruction at `addr` (none when its code is
+    /// not available).
+    fn write_insn(&mut self, pid: i32, addr: u64, position: u64, thumb: bool) {
+        let Some(m) = self.model.find_map(pid, addr, position) else {
+            return;
+        };
+        let mut b = [0u8; 4];
+        let mut len = 4;
+        if thumb {
+            let got = self.model.read_loaded(m, addr, &mut b[..2]);
+            if got != 2 {
+                return;
+            }
+            if !coresight_decode::instr::is_wide_thumb(u16::from_le_bytes([b[0], b[1]])) {
+                len = 2;
+            }
+        }
+        if self.model.read_loaded(m, addr, &mut b[..len]) != len {
+            return;
+        }
+        self.line.push_str(" insn:");
+        for x in &b[..len] {
+            let _ = write!(self.line, " {x:02x}");
+        }
     }
 
     /// ` sym+0xoff (dso)` of `addr` in the process `pid`.
@@ -667,11 +924,46 @@ impl<'m, W: Write> ScriptWriter<'m, W> {
     }
 }
 
-/// perf 6.1 decodes "timeless" (each AUX queue in file order, no time in the samples) when no
-/// recorded event samples the time (`PERF_SAMPLE_TIME`), as in per-thread recordings.
+/// perf 6.1 decodes "timeless" (each AUX queue in file order, no time in the samples) when
+/// the CoreSight event was recorded without timestamps (its config lacks `ETM_OPT_TS`, bit
+/// 28), as simpleperf's recordings and per-thread ones are: the trace then has no timestamp
+/// to order the queues by. A recording without the event's attribute falls back to whether
+/// any event samples the time.
 pub fn is_timeless(rec: &Recording<'_>) -> bool {
+    const ETM_OPT_TS: u64 = 1 << 28;
     const PERF_SAMPLE_TIME: u64 = 1 << 2;
-    !rec.attrs().iter().any(|a| a.sample_type & PERF_SAMPLE_TIME != 0)
+    let pmu = rec.cs_etm.as_ref().map(|c| c.pmu_type);
+    match rec.attrs().iter().find(|a| Some(a.kind) == pmu) {
+        Some(a) => a.config & ETM_OPT_TS == 0,
+        None => !rec.attrs().iter().any(|a| a.sample_type & PERF_SAMPLE_TIME != 0),
+    }
+}
+
+/// Whether the recorded CoreSight event samples `bit` (`PERF_SAMPLE_*`).
+pub fn event_samples(rec: &Recording<'_>, bit: u64) -> bool {
+    let pmu = rec.cs_etm.as_ref().map(|c| c.pmu_type);
+    let attrs = rec.attrs();
+    attrs
+        .iter()
+        .find(|a| Some(a.kind) == pmu)
+        .or(attrs.first())
+        .is_some_and(|a| a.sample_type & bit != 0)
+}
+
+/// The names perf gives the recorded events (they set the width of the event column):
+/// from the EVENT_DESC feature, or, without it, perf's name for an event type it does not
+/// know (`unknown attr type: 8`), as a CoreSight PMU's dynamic type is on another machine.
+pub fn event_names(rec: &Recording<'_>) -> Vec<String> {
+    if let Ok(Some(d)) = rec.file.event_desc()
+        && !d.is_empty()
+    {
+        return d.into_iter().map(|d| d.name).collect();
+    }
+    rec.attrs()
+        .iter()
+        .filter(|a| a.kind >= 6)
+        .map(|a| format!("unknown attr type: {}", a.kind))
+        .collect()
 }
 
 /// The time perf 6.1 gives every synthesised sample: not the trace's timestamps but the
@@ -698,6 +990,12 @@ pub struct PerfOrder {
     /// does (it moves to the next buffer without flushing the decoder: the last 1 to 9
     /// branches of a buffer can be lost). Off: they are decoded.
     pub drop_held_at_buffer_end: bool,
+    /// Decode timeless even if the recording has timestamps (`--itrace=Z`).
+    pub timeless: bool,
+    /// Timeless decoding as perf 6.1 does it: the trace IDs of a buffer share one channel
+    /// (see [`ScriptWriter`]), so on a formatted buffer of several CPUs a branch can join
+    /// two CPUs' code and samples take the thread last seen on any of them.
+    pub one_channel_when_timeless: bool,
 }
 
 /// perf's `auxtrace_heap`: a binary min-heap of (queue, trace ID) on estimated time, whose
@@ -780,21 +1078,37 @@ pub fn write_in_perf_order<W: Write>(
 ) -> io::Result<()> {
     let rec = dec.recording();
     let mut err: Option<io::Error> = None;
-    if is_timeless(rec) {
-        dec.run(&mut |ev| {
-            if err.is_some() {
-                return;
-            }
-            if let Event::BufferEnd { buffer } = ev {
-                progress(rec.buffers.get(buffer).map_or(0, |b| b.data.len() as u64));
-            }
-            if let Err(e) = w.event(&ev) {
-                err = Some(e);
-            }
-        });
-        return err.map_or(Ok(()), Err);
-    }
     let keep = !order.drop_held_at_buffer_end;
+    if order.timeless || is_timeless(rec) {
+        // perf's cs_etm__process_timeless_queues: each queue decoded whole, in queue order.
+        w.one_channel = order.one_channel_when_timeless;
+        let mut queues = dec.perf_queues().map_err(io::Error::other)?;
+        w.set_queues(queues.len());
+        for (qi, q) in queues.iter_mut().enumerate() {
+            q.set_timeless();
+            let mut take = |w: &mut ScriptWriter<'_, W>, ev: Event<'_, '_>| {
+                if let Event::BufferEnd { buffer } = ev {
+                    progress(rec.buffers.get(buffer).map_or(0, |b| b.data.len() as u64));
+                }
+                if err.is_none()
+                    && let Err(e) = w.timeless_event(qi, &ev)
+                {
+                    err = Some(e);
+                }
+            };
+            while dec.next_block(q, keep, &mut |ev| take(w, ev)) {
+                dec.decode_block(q, keep, &mut |ev| take(w, ev));
+                if w.one_channel {
+                    w.process(qi, 0)?;
+                }
+                q.drained_all();
+            }
+            if let Some(e) = err.take() {
+                return Err(e);
+            }
+        }
+        return Ok(());
+    }
     let mut queues = dec.perf_queues().map_err(io::Error::other)?;
     w.set_queues(queues.len());
     let mut heap = TimeHeap::default();

@@ -293,9 +293,10 @@ fn perf_script_lines_of_a_hand_made_trace() {
     }
     let text = String::from_utf8(sw.into_inner()).unwrap();
     let expected = concat!(
-        "            prog    42 [000]          3 instructions:            400008 [unknown] (/tmp/prog)\n",
+        // perf prints an instruction sample's address (0) when -F has addr.
+        "            prog    42 [000]          3 instructions:                0           400008 [unknown] (/tmp/prog)\n",
         "            prog    42 [000]          1     branches:                 0 [unknown] ([unknown]) =>           400000 [unknown] (/tmp/prog)\n",
-        "            prog    42 [000]          3 instructions:            400104 [unknown] (/tmp/prog)\n",
+        "            prog    42 [000]          3 instructions:                0           400104 [unknown] (/tmp/prog)\n",
         "            prog    42 [000]          1     branches:            40000c [unknown] (/tmp/prog) =>           400100 [unknown] (/tmp/prog)\n",
         "            prog    42 [000]          1     branches:            400104 [unknown] (/tmp/prog) =>                0 [unknown] ([unknown])\n",
     );

@@ -33,7 +33,7 @@
 //! as they are made, in memory bounded by the program rather than the trace.
 //!
 //! ```text
-//! trc_gen --protocol etmv4 --seed 7 --perf-data FILE [--cpus N] [--unformatted] [--size 64M] [--per-thread]
+//! trc_gen --protocol etmv4 --seed 7 --perf-data FILE [--cpus N] [--unformatted] [--size 64M] [--per-thread] [--untimed]
 //! ```
 //! writes the generated executions as a Linux `perf.data` (what `perf record -e cs_etm//u -a`
 //! writes on an Arm64 machine: ETMv4 or ETE, formatted ETR frames interleaving every CPU's
@@ -129,6 +129,10 @@ struct Cli {
     /// With --perf-data: a per-thread recording (one CPU, no CPU or time in samples).
     #[arg(long, requires = "perf_data")]
     per_thread: bool,
+    /// With --perf-data: trace units without timestamps (as simpleperf records), so that
+    /// perf decodes the CPUs' buffers one after the other, without time.
+    #[arg(long, requires = "perf_data")]
+    untimed: bool,
     /// With --perf-data: the ELF's path as the recording gives it (default: the absolute
     /// path of FILE.elf).
     #[arg(long, value_name = "PATH", requires = "perf_data")]
@@ -215,6 +219,7 @@ fn write_perf_data(a: &Cli, opts: &GenOptions, etmv4_opts: &Etmv4Options, file: 
         min_aux_bytes: a.size.unwrap_or(0),
         elf_path,
         per_thread: a.per_thread,
+        untimed: a.untimed,
     };
     let r = match (&a.tarmac, &a.elf) {
         (Some(t), Some(e)) => {

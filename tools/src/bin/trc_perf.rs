@@ -31,7 +31,10 @@ use coresight_perf_data::binaries::{Kallsyms, SymbolSearch};
 use coresight_perf_data::decode::ElementInfo;
 use coresight_perf_data::decode::{DecodeOptions, Event, RecordingDecoder, describe_cpus};
 use coresight_perf_data::memory::{Model, ProcessMemory};
-use coresight_perf_data::script::{Fields, Itrace, PerfOrder, ScriptWriter, perf_sample_time, write_in_perf_order};
+use coresight_perf_data::script::{
+    Fields, Itrace, PerfOrder, ScriptWriter, event_names, is_timeless, perf_sample_time, event_samples,
+    write_in_perf_order,
+};
 use coresight_perf_data::{AuxFormat, MappedFile, Recording};
 use coresight_tarmac::writer::{TarmacWriter, WriterOptions as TarmacOptions};
 use coresight_tools::cli::{self, Progress};
@@ -435,6 +438,29 @@ fn script(a: &ScriptArgs) -> Result<(), Failure> {
     for w in &rec.warnings {
         warn(&a.input, w);
     }
+    // perf's synthesised events carry a time only when it decodes with time, and a CPU
+    // when the recorded event samples it: a default field they lack is left out, a named
+    // one refused (as perf script does).
+    let timeless = itrace.timeless || is_timeless(&rec);
+    // The modifier perf gives the synthesised events: from the recorded event's attribute.
+    let modifier = rec.attrs().first().map(|a| event_modifier(a.flags)).unwrap_or_default();
+    let suffix = if modifier.is_empty() { String::new() } else { format!(":{modifier}") };
+    let names = event_names(&rec);
+    // perf names the first event without the field: the recorded one, else the first
+    // synthesised one.
+    let synthesised = format!("{}{suffix}", if itrace.branches { "branches" } else { "instructions" });
+    let recorded = names.first().cloned().unwrap_or_else(|| synthesised.clone());
+    const PERF_SAMPLE_TIME: u64 = 1 << 2;
+    const PERF_SAMPLE_CPU: u64 = 1 << 7;
+    let no_time = if !event_samples(&rec, PERF_SAMPLE_TIME) {
+        Some(recorded.as_str())
+    } else if timeless {
+        Some(synthesised.as_str())
+    } else {
+        None
+    };
+    let no_cpu = (!event_samples(&rec, PERF_SAMPLE_CPU)).then_some(recorded.as_str());
+    let fields = fields.for_samples(no_time, no_cpu).map_err(usage)?;
     let model = Arc::new(Model::new(&rec, search(&a.symbols)?));
     let opts = DecodeOptions {
         raw_with_first_config: a.as_perf_61,
@@ -443,15 +469,6 @@ fn script(a: &ScriptArgs) -> Result<(), Failure> {
     };
     let mut dec =
         RecordingDecoder::new(&rec, model.clone(), opts).map_err(|e| failure(format!("{}: {e}", a.input.display())))?;
-    let names: Vec<String> = rec
-        .file
-        .event_desc()
-        .ok()
-        .flatten()
-        .map(|v| v.into_iter().map(|d| d.name).collect())
-        .unwrap_or_default();
-    // The modifier perf gives the synthesised events: from the recorded event's attribute.
-    let modifier = rec.attrs().first().map(|a| event_modifier(a.flags)).unwrap_or_default();
     let (out, name) = output(&a.output)?;
     let mut w = ScriptWriter::new(
         &model,
@@ -461,11 +478,13 @@ fn script(a: &ScriptArgs) -> Result<(), Failure> {
         fields,
         &modifier,
         &names,
-        perf_sample_time(&rec),
+        if timeless { None } else { perf_sample_time(&rec) },
     );
     let bar = cli::progress_bar(aux_bytes(&rec), a.symbols.progress);
     let order = PerfOrder {
         drop_held_at_buffer_end: a.as_perf_61,
+        timeless,
+        one_channel_when_timeless: a.as_perf_61,
     };
     let r = write_in_perf_order(&mut dec, &mut w, order, &mut |n| bar.inc(n));
     bar.finish_and_clear();
