@@ -11,7 +11,14 @@ use crate::record::Records;
 /// A perf.data file mapped into memory. Records and AUX payloads borrow from it.
 #[derive(Debug)]
 pub struct MappedFile {
-    map: memmap2::Mmap,
+    bytes: Bytes,
+}
+
+/// A recording's bytes: a file mapped, or bytes read from a stream.
+#[derive(Debug)]
+enum Bytes {
+    Mapped(memmap2::Mmap),
+    Owned(Vec<u8>),
 }
 
 impl MappedFile {
@@ -26,12 +33,24 @@ impl MappedFile {
         // SAFETY: the map is read-only; like any reader of perf.data we assume the file is not
         // truncated or rewritten while it is mapped (a recording that is finished).
         let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
-        Ok(MappedFile { map })
+        Ok(MappedFile {
+            bytes: Bytes::Mapped(map),
+        })
+    }
+
+    /// Bytes read from elsewhere (standard input, a pipe).
+    pub fn from_bytes(bytes: Vec<u8>) -> Self {
+        MappedFile {
+            bytes: Bytes::Owned(bytes),
+        }
     }
 
     /// The file's bytes.
     pub fn bytes(&self) -> &[u8] {
-        &self.map
+        match &self.bytes {
+            Bytes::Mapped(m) => m,
+            Bytes::Owned(v) => v,
+        }
     }
 }
 

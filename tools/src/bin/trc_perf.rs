@@ -79,16 +79,38 @@ enum Command {
 
 #[derive(Args)]
 struct OneInput {
-    /// The recording.
-    #[arg(short = 'i', long = "input", value_name = "FILE", default_value = "perf.data")]
-    input: PathBuf,
+    #[command(flatten)]
+    input: Input,
+}
+
+/// The recording: a positional FILE as the other tools take it, or perf's `-i FILE`; `-` is
+/// standard input; perf.data when neither is given.
+#[derive(Args, Clone)]
+struct Input {
+    /// The recording (`-`: standard input) [default: perf.data].
+    #[arg(value_name = "FILE", conflicts_with = "input_opt")]
+    file: Option<PathBuf>,
+    /// The recording, in perf's spelling.
+    #[arg(short = 'i', long = "input", value_name = "FILE", id = "input_opt")]
+    input_opt: Option<PathBuf>,
+}
+
+impl Input {
+    fn path(&self) -> &Path {
+        self.file
+            .as_deref()
+            .or(self.input_opt.as_deref())
+            .unwrap_or(Path::new("perf.data"))
+    }
 }
 
 #[derive(Args, Clone)]
 struct Symbols {
     /// A folder searched (recursively) for the recorded binaries, by build id or by name;
     /// repeat for more.
-    #[arg(long = "symdir", value_name = "DIR")]
+    /// `--symfs DIR` (perf's spelling) is taken the same way: a binary recorded as
+    /// /data/local/tmp/prog is found at DIR/data/local/tmp/prog.
+    #[arg(long = "symdir", visible_alias = "symfs", value_name = "DIR")]
     symdirs: Vec<PathBuf>,
     /// perf's build-id cache folder (default: ~/.debug, when it exists).
     #[arg(long = "buildid-dir", value_name = "DIR")]
@@ -114,13 +136,11 @@ struct Symbols {
 struct AutofdoArgs {
     /// Recordings: repeat, or separate with commas; @FILE reads a list of names (separated by
     /// white space) from FILE.
-    #[arg(
-        short = 'i',
-        long = "input",
-        value_name = "FILE[,FILE…]",
-        default_value = "perf.data"
-    )]
+    #[arg(short = 'i', long = "input", value_name = "FILE[,FILE…]")]
     inputs: Vec<String>,
+    /// Recordings, as positional arguments (the same forms as -i) [default: perf.data].
+    #[arg(value_name = "FILE")]
+    files: Vec<String>,
     /// Keep only binaries whose recorded path matches this regular expression.
     #[arg(long = "binary", value_name = "REGEX")]
     binary: Option<String>,
@@ -133,9 +153,8 @@ struct AutofdoArgs {
 
 #[derive(Args)]
 struct ScriptArgs {
-    /// The recording.
-    #[arg(short = 'i', long = "input", value_name = "FILE", default_value = "perf.data")]
-    input: PathBuf,
+    #[command(flatten)]
+    input: Input,
     /// Samples to make, in perf's spelling: i or iPERIOD (an instruction sample every PERIOD
     /// instructions, default 100000), b (branch samples).
     #[arg(long, value_name = "OPTS", default_value = "ib")]
@@ -169,9 +188,8 @@ enum DecodeFormat {
 
 #[derive(Args)]
 struct DecodeArgs {
-    /// The recording.
-    #[arg(short = 'i', long = "input", value_name = "FILE", default_value = "perf.data")]
-    input: PathBuf,
+    #[command(flatten)]
+    input: Input,
     /// Write to FILE (default: standard output).
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     output: Option<PathBuf>,
@@ -195,9 +213,8 @@ enum CoverageFormat {
 
 #[derive(Args)]
 struct CoverageArgs {
-    /// The recording.
-    #[arg(short = 'i', long = "input", value_name = "FILE", default_value = "perf.data")]
-    input: PathBuf,
+    #[command(flatten)]
+    input: Input,
     /// The folder the files go to (created if needed): one per binary and format, named
     /// after the binary's file.
     #[arg(short = 'o', long = "output-dir", value_name = "DIR")]
@@ -231,7 +248,17 @@ fn output_error(e: io::Error, name: &str) -> Failure {
     }
 }
 
+/// The recording's bytes: mapped, or read whole from standard input for `-`.
 fn open(path: &Path) -> Result<MappedFile, Failure> {
+    if path == Path::new("-") {
+        use std::io::Read;
+        let mut v = Vec::new();
+        io::stdin()
+            .lock()
+            .read_to_end(&mut v)
+            .map_err(|e| failure(format!("standard input: {e}")))?;
+        return Ok(MappedFile::from_bytes(v));
+    }
     MappedFile::open(path).map_err(failure)
 }
 
@@ -320,15 +347,15 @@ fn report_missing(path: &Path, missing: &[(String, u64, String)]) {
 }
 
 fn info(a: &OneInput) -> Result<(), Failure> {
-    let f = open(&a.input)?;
-    let rec = parse(&a.input, &f)?;
+    let f = open(a.input.path())?;
+    let rec = parse(a.input.path(), &f)?;
     let mut out = io::stdout().lock();
     let mut s = String::new();
     use std::fmt::Write as _;
     let _ = writeln!(
         s,
         "file: {} ({} bytes, {})",
-        a.input.display(),
+        a.input.path().display(),
         f.bytes().len(),
         if rec.file.is_simpleperf() { "simpleperf" } else { "perf" }
     );
@@ -396,7 +423,11 @@ fn autofdo(a: &AutofdoArgs) -> Result<(), Failure> {
         Some(r) => Some(coresight_perf_data::autofdo::Regex::new(r).map_err(|e| usage(format!("--binary {r}: {e}")))?),
         None => None,
     };
-    let inputs = input_list(&a.inputs)?;
+    let mut given: Vec<String> = a.inputs.iter().chain(&a.files).cloned().collect();
+    if given.is_empty() {
+        given.push("perf.data".into());
+    }
+    let inputs = input_list(&given)?;
     let search = search(&a.symbols)?;
     let mut profile = AutoFdoProfile::new(filter);
     for path in &inputs {
@@ -433,10 +464,10 @@ fn script(a: &ScriptArgs) -> Result<(), Failure> {
         Some(f) => f.parse().map_err(usage)?,
         None => Fields::default(),
     };
-    let f = open(&a.input)?;
-    let rec = parse(&a.input, &f)?;
+    let f = open(a.input.path())?;
+    let rec = parse(a.input.path(), &f)?;
     for w in &rec.warnings {
-        warn(&a.input, w);
+        warn(a.input.path(), w);
     }
     // perf's synthesised events carry a time only when it decodes with time, and a CPU
     // when the recorded event samples it: a default field they lack is left out, a named
@@ -468,7 +499,7 @@ fn script(a: &ScriptArgs) -> Result<(), Failure> {
         ..Default::default()
     };
     let mut dec =
-        RecordingDecoder::new(&rec, model.clone(), opts).map_err(|e| failure(format!("{}: {e}", a.input.display())))?;
+        RecordingDecoder::new(&rec, model.clone(), opts).map_err(|e| failure(format!("{}: {e}", a.input.path().display())))?;
     let (out, name) = output(&a.output)?;
     let mut w = ScriptWriter::new(
         &model,
@@ -490,9 +521,9 @@ fn script(a: &ScriptArgs) -> Result<(), Failure> {
     bar.finish_and_clear();
     r.map_err(|e| output_error(e, &name))?;
     for x in &dec.warnings {
-        warn(&a.input, x);
+        warn(a.input.path(), x);
     }
-    report_missing(&a.input, &dec.missing_binaries());
+    report_missing(a.input.path(), &dec.missing_binaries());
     w.into_inner().flush().map_err(|e| output_error(e, &name))
 }
 
@@ -609,14 +640,14 @@ impl ElementWriter {
 }
 
 fn decode(a: &DecodeArgs) -> Result<(), Failure> {
-    let f = open(&a.input)?;
-    let rec = parse(&a.input, &f)?;
+    let f = open(a.input.path())?;
+    let rec = parse(a.input.path(), &f)?;
     for w in &rec.warnings {
-        warn(&a.input, w);
+        warn(a.input.path(), w);
     }
     let model = Arc::new(Model::new(&rec, search(&a.symbols)?));
     let mut dec = RecordingDecoder::new(&rec, model.clone(), DecodeOptions::default())
-        .map_err(|e| failure(format!("{}: {e}", a.input.display())))?;
+        .map_err(|e| failure(format!("{}: {e}", a.input.path().display())))?;
     let (mut out, name) = output(&a.output)?;
     let bar = cli::progress_bar(aux_bytes(&rec), a.symbols.progress);
     let mut err: Option<io::Error> = None;
@@ -640,9 +671,9 @@ fn decode(a: &DecodeArgs) -> Result<(), Failure> {
         return Err(output_error(e, &name));
     }
     for x in &dec.warnings {
-        warn(&a.input, x);
+        warn(a.input.path(), x);
     }
-    report_missing(&a.input, &dec.missing_binaries());
+    report_missing(a.input.path(), &dec.missing_binaries());
     out.flush().map_err(|e| output_error(e, &name))
 }
 
@@ -654,14 +685,14 @@ struct BinaryCoverage {
 }
 
 fn coverage(a: &CoverageArgs) -> Result<(), Failure> {
-    let f = open(&a.input)?;
-    let rec = parse(&a.input, &f)?;
+    let f = open(a.input.path())?;
+    let rec = parse(a.input.path(), &f)?;
     for w in &rec.warnings {
-        warn(&a.input, w);
+        warn(a.input.path(), w);
     }
     let model = Arc::new(Model::new(&rec, search(&a.symbols)?));
     let mut dec = RecordingDecoder::new(&rec, model.clone(), DecodeOptions::default())
-        .map_err(|e| failure(format!("{}: {e}", a.input.display())))?;
+        .map_err(|e| failure(format!("{}: {e}", a.input.path().display())))?;
     let bar = cli::progress_bar(aux_bytes(&rec), a.symbols.progress);
     let mut bins: std::collections::BTreeMap<usize, BinaryCoverage> = std::collections::BTreeMap::new();
     // The binary of each stream's last range: the other elements of the stream go to it.
@@ -713,12 +744,12 @@ fn coverage(a: &CoverageArgs) -> Result<(), Failure> {
     });
     bar.finish_and_clear();
     for x in &dec.warnings {
-        warn(&a.input, x);
+        warn(a.input.path(), x);
     }
-    report_missing(&a.input, &dec.missing_binaries());
+    report_missing(a.input.path(), &dec.missing_binaries());
     if unmapped > 0 {
         warn(
-            &a.input,
+            a.input.path(),
             format!("{unmapped} instruction ranges in no binary found: not in the coverage"),
         );
     }
@@ -780,7 +811,7 @@ fn coverage(a: &CoverageArgs) -> Result<(), Failure> {
                 Ok(l) => l,
                 Err(e) => {
                     warn(
-                        &a.input,
+                        a.input.path(),
                         format!("{} ({}): no lcov tracefile: {e}", b.path, img.path().display()),
                     );
                     continue;
@@ -799,10 +830,10 @@ fn coverage(a: &CoverageArgs) -> Result<(), Failure> {
 }
 
 fn dump(a: &OneInput) -> Result<(), Failure> {
-    let f = open(&a.input)?;
-    let rec = parse(&a.input, &f)?;
+    let f = open(a.input.path())?;
+    let rec = parse(a.input.path(), &f)?;
     for w in &rec.warnings {
-        warn(&a.input, w);
+        warn(a.input.path(), w);
     }
     let packets = shared(MsgLogger::capture());
     let opts = DecodeOptions {
@@ -812,7 +843,7 @@ fn dump(a: &OneInput) -> Result<(), Failure> {
     };
     let model = Arc::new(Model::new(&rec, SymbolSearch::default()));
     let mut dec =
-        RecordingDecoder::new(&rec, model, opts).map_err(|e| failure(format!("{}: {e}", a.input.display())))?;
+        RecordingDecoder::new(&rec, model, opts).map_err(|e| failure(format!("{}: {e}", a.input.path().display())))?;
     let mut out = io::BufWriter::new(io::stdout().lock());
     let mut err: Option<io::Error> = None;
     dec.run(&mut |ev| {
@@ -847,7 +878,7 @@ fn dump(a: &OneInput) -> Result<(), Failure> {
         return Err(output_error(e, "standard output"));
     }
     for x in &dec.warnings {
-        warn(&a.input, x);
+        warn(a.input.path(), x);
     }
     out.flush().map_err(|e| output_error(e, "standard output"))
 }
