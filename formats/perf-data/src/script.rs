@@ -460,6 +460,8 @@ pub struct ScriptWriter<'m, W: Write> {
     /// queue, one previous packet, one thread), its packets made into samples when 1023
     /// are queued or the buffer ends.
     one_channel: bool,
+    /// Flush a queue whose data ended towards the stale packet, as perf 6.1 does.
+    stale_flush: bool,
     chans: Vec<Chan>,
     positions: Vec<u64>,
     line: String,
@@ -509,6 +511,7 @@ impl<'m, W: Write> ScriptWriter<'m, W> {
             sample_time: sample_time.unwrap_or(0),
             streams,
             one_channel: false,
+            stale_flush: false,
             chans: vec![Chan::new(); streams],
             positions: vec![0],
             line: String::with_capacity(256),
@@ -748,7 +751,17 @@ impl<'m, W: Write> ScriptWriter<'m, W> {
         order.sort_unstable();
         for (_, s) in order {
             self.process(queue, s)?;
-            self.flush(queue * self.streams + s)?;
+            let k = queue * self.streams + s;
+            if !self.stale_flush {
+                // The data ended: a gap. perf flushes with whatever packet it last swapped
+                // out, so its branch can go to a range that ran before (an invented branch).
+                self.chans[k].packet = Packet {
+                    kind: Kind::Discontinuity,
+                    ..EMPTY
+                };
+                self.set_flags(k);
+            }
+            self.flush(k)?;
         }
         Ok(())
     }
@@ -1111,6 +1124,7 @@ pub fn write_in_perf_order<W: Write>(
     }
     let mut queues = dec.perf_queues().map_err(io::Error::other)?;
     w.set_queues(queues.len());
+    w.stale_flush = order.drop_held_at_buffer_end;
     let mut heap = TimeHeap::default();
     let mut take = |w: &mut ScriptWriter<'_, W>, qi: usize, ev: Event<'_, '_>| {
         if let Event::BufferEnd { buffer } = ev {
