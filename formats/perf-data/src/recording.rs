@@ -213,6 +213,7 @@ impl<'a> Recording<'a> {
         if rec.lost > 0 {
             rec.warn(0, format!("{} records were lost (LOST records)", rec.lost));
         }
+        rec.check_aux_data();
         if rec.truncated_aux > 0 {
             rec.warn(
                 0,
@@ -223,6 +224,40 @@ impl<'a> Recording<'a> {
             );
         }
         Ok(rec)
+    }
+
+    /// Warns of AUX data the AUX records announce and no AUXTRACE record holds (a recording
+    /// cut short, or written without its AUX area): per CPU (or for the one buffer of a
+    /// per-thread recording), the bytes announced against the bytes there. Snapshot
+    /// recordings announce the whole area each time and are left out.
+    fn check_aux_data(&mut self) {
+        if self.cs_etm.as_ref().is_some_and(|c| c.snapshot) {
+            return;
+        }
+        let mut announced: BTreeMap<Option<u32>, (u64, u64)> = BTreeMap::new();
+        for (at, a) in &self.aux_records {
+            let e = announced.entry(a.sample_id.cpu).or_insert((0, *at));
+            e.0 = e.0.saturating_add(a.aux_size);
+        }
+        let per_cpu = announced.keys().any(Option::is_some);
+        let mut found: BTreeMap<Option<u32>, u64> = BTreeMap::new();
+        for b in &self.buffers {
+            let key = if per_cpu { b.cpu } else { None };
+            *found.entry(key).or_default() += b.data.len() as u64;
+        }
+        for (cpu, (bytes, first)) in announced {
+            let have = found.get(&cpu).copied().unwrap_or(0);
+            if bytes > have {
+                let whose = cpu.map_or_else(|| "the recording".to_string(), |c| format!("CPU {c}"));
+                self.warn(
+                    first,
+                    format!(
+                        "AUX records announce {bytes} bytes of trace for {whose}, AUXTRACE records hold {have}: {} bytes are missing",
+                        bytes - have
+                    ),
+                );
+            }
+        }
     }
 
     fn warn(&mut self, offset: u64, message: String) {

@@ -171,6 +171,49 @@ fn round_trip() {
     assert_eq!(auxtrace, 3);
 }
 
+/// AUX records that announce trace no AUXTRACE record holds (a recording cut short, or
+/// written without its AUX data) are named with the bytes missing, per CPU; a complete
+/// recording has no such warning.
+#[test]
+fn aux_data_announced_and_missing_is_warned_of() {
+    let bytes = sample_file();
+    let complete = Recording::parse(&bytes).unwrap();
+    assert!(!complete.warnings.iter().any(|w| w.message.contains("missing")));
+
+    let mut w = Writer::new(WriterOptions {
+        pmu_type: 9,
+        cpus: vec![0, 1],
+        nr_cpus: 2,
+        ..Default::default()
+    });
+    let s = |cpu, time| SampleFields {
+        pid: 42,
+        tid: 43,
+        time,
+        cpu,
+    };
+    w.auxtrace_info(&info());
+    w.aux(0, 1_500_000, 0, s(0, 20));
+    w.aux(0, 4096, 0, s(1, 21));
+    w.auxtrace(0, 21, 1, 43, 1, &[0xbb; 4096]);
+    w.finished_round();
+    let bytes = w.finish();
+    let rec = Recording::parse(&bytes).unwrap();
+    let missing: Vec<String> = rec
+        .warnings
+        .iter()
+        .filter(|w| w.message.contains("missing"))
+        .map(|w| w.to_string())
+        .collect();
+    assert_eq!(missing.len(), 1, "{missing:?}");
+    assert!(
+        missing[0].contains("AUX records announce 1500000 bytes of trace for CPU 0, AUXTRACE records hold 0: 1500000 bytes are missing"),
+        "{}",
+        missing[0]
+    );
+    assert!(missing[0].starts_with("at file offset 0x"), "{}", missing[0]);
+}
+
 #[test]
 fn every_truncation_is_an_error_or_warning() {
     let bytes = sample_file();
