@@ -356,18 +356,34 @@ fn script_prints_what_debian_perf_prints() {
         let data = kdir.join("perf.data");
         let o = Command::new(env!("CARGO_BIN_EXE_trc_gen"))
             .args(args.split_whitespace())
-            .args(["--seed", "5", "--length", "40", "--elf-path", "/trc_gen/prog", "--perf-data"])
+            .args([
+                "--seed",
+                "5",
+                "--length",
+                "40",
+                "--elf-path",
+                "/trc_gen/prog",
+                "--perf-data",
+            ])
             .arg(&data)
             .output()
             .unwrap();
-        assert!(o.status.success(), "trc_gen {args}: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(
+            o.status.success(),
+            "trc_gen {args}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
         std::fs::rename(kdir.join("perf.data.elf"), kdir.join("symfs/trc_gen/prog")).unwrap();
         let single_cpu = kind.ends_with("1cpu") || kind.ends_with("perthread");
         for (n, (itrace, fields)) in cases.iter().enumerate() {
             let n = n + 1;
             let run = |as_perf: bool| {
                 let mut c = trc_perf();
-                c.arg("script").arg("-i").arg(&data).arg("--symdir").arg(kdir.join("symfs"));
+                c.arg("script")
+                    .arg("-i")
+                    .arg(&data)
+                    .arg("--symdir")
+                    .arg(kdir.join("symfs"));
                 c.args(["--no-recorded-paths", &format!("--itrace={itrace}")]);
                 if fields != "-" {
                     c.args(["-F", fields]);
@@ -397,7 +413,9 @@ fn script_prints_what_debian_perf_prints() {
             let got = String::from_utf8_lossy(&o.stdout);
             if is_known(&kind, n) {
                 if got == want {
-                    failures.push(format!("{what}: now the same as perf: take it out of known_differences.txt"));
+                    failures.push(format!(
+                        "{what}: now the same as perf: take it out of known_differences.txt"
+                    ));
                 }
                 still_known += 1;
             } else if got != want {
@@ -417,7 +435,9 @@ fn script_prints_what_debian_perf_prints() {
                 let ours = String::from_utf8_lossy(&o.stdout);
                 let mut it = ours.lines();
                 if let Some(missing) = want.lines().find(|l| !it.any(|m| m == *l)) {
-                    failures.push(format!("{what}: perf's line not in trc_perf's output, in order: {missing}"));
+                    failures.push(format!(
+                        "{what}: perf's line not in trc_perf's output, in order: {missing}"
+                    ));
                 }
             }
         }
@@ -511,4 +531,56 @@ fn every_branch_sample_is_a_branch_the_program_took() {
     }
     std::fs::remove_dir_all(&dir).ok();
     assert!(checked > 1000, "{checked}");
+}
+
+/// Every `trc_perf` command of the perf sections of README.md and formats/perf-data/README.md
+/// runs as written (in a folder holding the perf.data, ./prog and symbols/prog they name) and
+/// exits 0; .ci/run also runs the AutoFDO tools' commands there
+/// (formats/perf-data/scripts/readme_check.sh).
+#[test]
+fn readme_perf_commands_run_as_written() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut commands = Vec::new();
+    for readme in ["README.md", "formats/perf-data/README.md"] {
+        let text = std::fs::read_to_string(root.join(readme)).unwrap();
+        let mut in_sh = false;
+        for line in text.lines() {
+            if line.starts_with("```") {
+                in_sh = line == "```sh";
+                continue;
+            }
+            if in_sh && line.starts_with("trc_perf ") {
+                commands.push(line.to_string());
+            }
+        }
+    }
+    assert!(commands.len() >= 8, "{commands:?}");
+    let dir = scratch("readme");
+    let o = Command::new(env!("CARGO_BIN_EXE_trc_gen"))
+        .args(["--protocol", "etmv4", "--seed", "2", "--perf-data", "perf.data"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    std::fs::create_dir_all(dir.join("symbols")).unwrap();
+    std::fs::copy(dir.join("perf.data.elf"), dir.join("prog")).unwrap();
+    std::fs::copy(dir.join("perf.data.elf"), dir.join("symbols/prog")).unwrap();
+    let bin_dir = PathBuf::from(env!("CARGO_BIN_EXE_trc_perf"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
+    for c in &commands {
+        let o = Command::new("sh")
+            .arg("-c")
+            .arg(c)
+            .env("PATH", &path)
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{c}: {}", String::from_utf8_lossy(&o.stderr));
+    }
+    assert!(std::fs::metadata(dir.join("prog.afdo.txt")).unwrap().len() > 100);
+    assert!(std::fs::metadata(dir.join("elements.jsonl")).unwrap().len() > 100);
+    std::fs::remove_dir_all(&dir).ok();
 }

@@ -207,7 +207,9 @@ fn aux_data_announced_and_missing_is_warned_of() {
         .collect();
     assert_eq!(missing.len(), 1, "{missing:?}");
     assert!(
-        missing[0].contains("AUX records announce 1500000 bytes of trace for CPU 0, AUXTRACE records hold 0: 1500000 bytes are missing"),
+        missing[0].contains(
+            "AUX records announce 1500000 bytes of trace for CPU 0, AUXTRACE records hold 0: 1500000 bytes are missing"
+        ),
         "{}",
         missing[0]
     );
