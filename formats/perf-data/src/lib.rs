@@ -11,6 +11,7 @@
 
 pub mod autofdo;
 pub mod binaries;
+pub mod branch_list;
 mod bytes;
 pub mod cs_etm;
 pub mod decode;

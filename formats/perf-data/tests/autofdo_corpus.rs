@@ -57,3 +57,43 @@ fn binary_filter() {
     let dropped = profile(&["perf_etm.data"], Some("no_etm_test_loop"));
     assert!(!dropped.contains("etm_test_loop"), "{dropped}");
 }
+
+/// simpleperf's fleet route: each recording to a branch list file, the files merged, then
+/// AutoFDO text from the merged lists (walking the binary's code): the same text as the
+/// direct route, as simpleperf's own tests require (`output_option`), and the two
+/// recordings add up through their branch lists too.
+#[test]
+#[ignore = "needs ../shared/corpus/simpleperf; .ci/run runs it with --ignored"]
+fn branch_lists_give_the_same_profile() {
+    use coresight_perf_data::branch_list::{self, BranchList};
+    let search = || {
+        let mut s = SymbolSearch::new();
+        s.recorded_paths = false;
+        s.add_symdir(&dir()).unwrap();
+        s
+    };
+    let list_of = |f: &str| {
+        let m = MappedFile::open(dir().join(f)).unwrap();
+        let rec = Recording::parse(m.bytes()).unwrap();
+        let mut l = BranchList::default();
+        branch_list::add_recording(&rec, search(), DecodeOptions::default(), &mut l, |_| true, &mut |_| {}).unwrap();
+        // Through the file's bytes, as it travels.
+        BranchList::parse(&l.to_bytes()).unwrap()
+    };
+    let text = |l: &BranchList| {
+        let mut p = AutoFdoProfile::new(None);
+        assert!(l.add_to_profile(&search(), &mut p).is_empty());
+        p.to_text()
+    };
+    let a = list_of("perf_etm.data");
+    let b = list_of("perf_with_unformatted_trace.data");
+    assert_eq!(text(&a), expected());
+    assert_eq!(text(&b), expected());
+    let mut merged = a.clone();
+    merged.merge(&b);
+    assert!(text(&merged).contains("106c->1074:200\n"));
+    assert_eq!(
+        text(&merged),
+        profile(&["perf_etm.data", "perf_with_unformatted_trace.data"], None)
+    );
+}

@@ -2,7 +2,8 @@
 //!
 //! ```text
 //! trc_perf info     [-i perf.data]
-//! trc_perf autofdo  -i FILE[,FILE…] [-i @LIST] [--symdir DIR]… [--binary REGEX] [-o FILE]
+//! trc_perf autofdo  [FILE…] [-i FILE[,FILE…]] [-i @LIST] [--symdir DIR]… [--binary REGEX]
+//!                   [--output autofdo|branch-list] [-o FILE]
 //! trc_perf script   [-i perf.data] [--itrace ib] [-F FIELDS] [--symdir DIR]…
 //! trc_perf decode   [-i perf.data] [--symdir DIR]… [--format json|text|tarmac]
 //! trc_perf coverage [-i perf.data] [--symdir DIR]… -o DIR [--format gnatcov|lcov|both]
@@ -28,6 +29,7 @@ use coresight_gnatcov::export::{ExecSignature, FlatTraceBuilder, Merge};
 use coresight_gnatcov::format::{DateTime, Endian, Entry, Record as TraceRecord};
 use coresight_perf_data::autofdo::{AutoFdoProfile, add_recording};
 use coresight_perf_data::binaries::{Kallsyms, SymbolSearch};
+use coresight_perf_data::branch_list::{BranchList, is_branch_list};
 use coresight_perf_data::decode::ElementInfo;
 use coresight_perf_data::decode::{DecodeOptions, Event, RecordingDecoder, describe_cpus};
 use coresight_perf_data::memory::{Model, ProcessMemory};
@@ -144,11 +146,24 @@ struct AutofdoArgs {
     /// Keep only binaries whose recorded path matches this regular expression.
     #[arg(long = "binary", value_name = "REGEX")]
     binary: Option<String>,
-    /// Write the profile to FILE (default: standard output).
-    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    /// Write to FILE (default: standard output; a branch list only to a file).
+    #[arg(short = 'o', long = "output-file", value_name = "FILE")]
     output: Option<PathBuf>,
+    /// What to write, in simpleperf inject's spelling: the AutoFDO text, or simpleperf's
+    /// branch list (ETMBranchList protocol buffer), compact, for merging many later.
+    #[arg(long = "output", value_enum, default_value_t = AutofdoOutput::Autofdo, value_name = "KIND")]
+    kind: AutofdoOutput,
     #[command(flatten)]
     symbols: Symbols,
+}
+
+/// What `autofdo` writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum AutofdoOutput {
+    /// AutoFDO's text profile.
+    Autofdo,
+    /// simpleperf's branch list file.
+    BranchList,
 }
 
 #[derive(Args)]
@@ -429,23 +444,62 @@ fn autofdo(a: &AutofdoArgs) -> Result<(), Failure> {
     }
     let inputs = input_list(&given)?;
     let search = search(&a.symbols)?;
-    let mut profile = AutoFdoProfile::new(filter);
+    let mut profile = AutoFdoProfile::new(filter.clone());
+    // Branch lists given as inputs, and those made when writing branch lists.
+    let mut lists = BranchList::default();
+    let keep = |p: &str| filter.as_ref().is_none_or(|r| r.is_match(p));
     for path in &inputs {
         let f = open(path)?;
+        if is_branch_list(f.bytes()) {
+            let l = BranchList::parse(f.bytes()).map_err(|e| failure(format!("{}: {e}", path.display())))?;
+            lists.merge(&l);
+            continue;
+        }
         let rec = parse(path, &f)?;
         for w in &rec.warnings {
             warn(path, w);
         }
         let bar = cli::progress_bar(aux_bytes(&rec), a.symbols.progress);
-        let report = add_recording(&rec, search.clone(), DecodeOptions::default(), &mut profile, &mut |n| {
-            bar.inc(n)
-        })
+        let report = match a.kind {
+            AutofdoOutput::Autofdo => {
+                add_recording(&rec, search.clone(), DecodeOptions::default(), &mut profile, &mut |n| {
+                    bar.inc(n)
+                })
+            }
+            AutofdoOutput::BranchList => coresight_perf_data::branch_list::add_recording(
+                &rec,
+                search.clone(),
+                DecodeOptions::default(),
+                &mut lists,
+                keep,
+                &mut |n| bar.inc(n),
+            ),
+        }
         .map_err(|e| failure(format!("{}: {e}", path.display())))?;
         bar.finish_and_clear();
         for w in &report.warnings {
             warn(path, w);
         }
         report_missing(path, &report.missing);
+    }
+    let overflows = profile.overflows + lists.overflows;
+    if a.kind == AutofdoOutput::BranchList {
+        lists.retain(keep);
+        if overflows > 0 {
+            eprintln!("{PROGRAM}: warning: {overflows} counts reached 2^64-1 and were kept there (saturated)");
+        }
+        if lists.binaries.is_empty() {
+            // As simpleperf: no file for no data.
+            eprintln!("{PROGRAM}: warning: no branch list for any binary: no file written");
+            return Ok(());
+        }
+        let Some(p) = &a.output else {
+            return Err(usage("--output branch-list writes a binary file: name it with -o FILE"));
+        };
+        return std::fs::write(p, lists.to_bytes()).map_err(|e| failure(format!("cannot write {}: {e}", p.display())));
+    }
+    for (bin, why) in lists.add_to_profile(&search, &mut profile) {
+        eprintln!("{PROGRAM}: warning: branch lists of {bin} not used: its code is needed ({why})");
     }
     if profile.overflows > 0 {
         eprintln!(
