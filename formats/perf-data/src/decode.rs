@@ -1065,6 +1065,10 @@ impl<'r, 'a> RecordingDecoder<'r, 'a> {
     }
 
     fn take_errors(&mut self) {
+        // Most blocks log nothing: no text taken, nothing allocated.
+        if self.errors.borrow().captured().is_empty() {
+            return;
+        }
         let text = self.errors.borrow_mut().take_captured();
         for line in text.lines().filter(|l| !l.trim().is_empty()) {
             self.summary.decoder_errors += 1;

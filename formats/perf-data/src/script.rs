@@ -287,6 +287,30 @@ impl FromStr for Fields {
     }
 }
 
+/// Entries of the symbol text cache.
+const SYM_CACHE: usize = 4096;
+
+/// A symbolised address as the line shows it.
+#[derive(Debug, Clone, Default)]
+struct SymText {
+    valid: bool,
+    pid: i32,
+    addr: u64,
+    position: u64,
+    text: String,
+}
+
+/// Appends `v` in hex, right-aligned in `width` characters (perf's `%16lx`).
+fn push_hex(l: &mut String, v: u64, width: usize) {
+    let digits = ((64 - v.leading_zeros() as usize).div_ceil(4)).max(1);
+    for _ in digits..width {
+        l.push(' ');
+    }
+    for i in (0..digits).rev() {
+        l.push(char::from(b"0123456789abcdef"[(v >> (4 * i) & 0xf) as usize]));
+    }
+}
+
 /// The packets perf's decoder queues before it stops to make samples of them
 /// (`CS_ETM_PACKET_MAX_BUFFER` - 1).
 const PACKET_QUEUE: usize = 1023;
@@ -460,6 +484,10 @@ pub struct ScriptWriter<'m, W: Write> {
     /// queue, one previous packet, one thread), its packets made into samples when 1023
     /// are queued or the buffer ends.
     one_channel: bool,
+    /// The line's start for the last (pid, tid, cpu, period, event) seen, and that key.
+    prefix: String,
+    prefix_key: Option<(i32, i32, u32, u64, bool)>,
+    sym_cache: Vec<SymText>,
     /// Flush a queue whose data ended towards the stale packet, as perf 6.1 does.
     stale_flush: bool,
     chans: Vec<Chan>,
@@ -511,6 +539,9 @@ impl<'m, W: Write> ScriptWriter<'m, W> {
             sample_time: sample_time.unwrap_or(0),
             streams,
             one_channel: false,
+            prefix: String::with_capacity(96),
+            prefix_key: None,
+            sym_cache: vec![SymText::default(); SYM_CACHE],
             stale_flush: false,
             chans: vec![Chan::new(); streams],
             positions: vec![0],
@@ -794,12 +825,29 @@ impl<'m, W: Write> ScriptWriter<'m, W> {
         a
     }
 
+    /// Starts a sample's line: the fields before the address (comm, pid/tid, cpu, time,
+    /// period, event, flags). All but the flags are the same for the samples of one thread,
+    /// CPU and period: they are made once and copied while they stay the same.
     fn start(&mut self, k: usize, period: u64, name_is_branch: bool) {
+        let c = &self.chans[k];
+        let key = (c.pid, c.tid, c.packet.cpu, period, name_is_branch);
+        if self.prefix_key != Some(key) {
+            self.prefix_key = Some(key);
+            self.make_prefix(key);
+        }
+        let l = &mut self.line;
+        l.clear();
+        l.push_str(&self.prefix);
+        if self.fields.flags {
+            // The flags of the packet whose branch the sample reports.
+            write_flags(l, self.chans[k].prev.flags);
+        }
+    }
+
+    fn make_prefix(&mut self, (pid, tid, cpu, period, name_is_branch): (i32, i32, u32, u64, bool)) {
         let f = self.fields;
         let t = self.sample_time;
-        let c = &self.chans[k];
-        let (pid, tid, cpu) = (c.pid, c.tid, c.packet.cpu);
-        let l = &mut self.line;
+        let l = &mut self.prefix;
         l.clear();
         if f.comm {
             // perf names a thread it has no COMM for ":<tid>".
@@ -840,10 +888,6 @@ impl<'m, W: Write> ScriptWriter<'m, W> {
             };
             let _ = write!(l, "{name:>w$}: ", w = self.name_width);
         }
-        if f.flags {
-            // The flags of the packet whose branch the sample reports.
-            write_flags(l, self.chans[k].prev.flags);
-        }
     }
 
     fn instruction_sample(&mut self, k: usize, addr: u64, period: u64) -> io::Result<()> {
@@ -851,11 +895,11 @@ impl<'m, W: Write> ScriptWriter<'m, W> {
         let (pid, position) = (self.chans[k].pid, self.chans[k].packet.position);
         if self.fields.addr {
             // Instruction samples have no address: perf prints its 0.
-            let _ = write!(self.line, "{:>16x}", 0);
+            push_hex(&mut self.line, 0, 16);
         }
         if self.fields.ip {
             self.line.push(' ');
-            let _ = write!(self.line, "{addr:>16x}");
+            push_hex(&mut self.line, addr, 16);
             self.symbolise(pid, addr, position);
         }
         if self.fields.insn {
@@ -870,11 +914,12 @@ impl<'m, W: Write> ScriptWriter<'m, W> {
         let (pid, position) = (self.chans[k].pid, self.chans[k].packet.position);
         if self.fields.ip {
             self.line.push(' ');
-            let _ = write!(self.line, "{from:>16x}");
+            push_hex(&mut self.line, from, 16);
             self.symbolise(pid, from, position);
         }
         if self.fields.branch_target() {
-            let _ = write!(self.line, " => {to:>16x}");
+            self.line.push_str(" => ");
+            push_hex(&mut self.line, to, 16);
             self.symbolise(pid, to, position);
         }
         let prev = self.chans[k].prev;
@@ -910,26 +955,40 @@ impl<'m, W: Write> ScriptWriter<'m, W> {
         }
     }
 
-    /// ` sym+0xoff (dso)` of `addr` in the process `pid`.
+    /// ` sym+0xoff (dso)` of `addr` in the process `pid`, from a direct-mapped cache of
+    /// the texts made (hot code is symbolised once, not at every sample).
     fn symbolise(&mut self, pid: i32, addr: u64, position: u64) {
         let f = self.fields;
-        let (sym, dso) = self.model.symbolize(pid, addr, position);
-        let l = &mut self.line;
-        if f.sym {
-            l.push(' ');
-            match sym {
-                Some((name, off)) => {
-                    l.push_str(name);
-                    if f.symoff {
-                        let _ = write!(l, "+{off:#x}");
+        if !f.sym && !f.dso {
+            return;
+        }
+        let slot = (addr ^ (addr >> 12) ^ position) as usize % SYM_CACHE;
+        let e = &mut self.sym_cache[slot];
+        if !(e.valid && e.addr == addr && e.pid == pid && e.position == position) {
+            e.valid = true;
+            e.addr = addr;
+            e.pid = pid;
+            e.position = position;
+            let l = &mut e.text;
+            l.clear();
+            let (sym, dso) = self.model.symbolize(pid, addr, position);
+            if f.sym {
+                l.push(' ');
+                match sym {
+                    Some((name, off)) => {
+                        l.push_str(name);
+                        if f.symoff {
+                            let _ = write!(l, "+{off:#x}");
+                        }
                     }
+                    None => l.push_str("[unknown]"),
                 }
-                None => l.push_str("[unknown]"),
+            }
+            if f.dso {
+                let _ = write!(l, " ({})", dso.unwrap_or("[unknown]"));
             }
         }
-        if f.dso {
-            let _ = write!(l, " ({})", dso.unwrap_or("[unknown]"));
-        }
+        self.line.push_str(&e.text);
     }
 
     fn finish_line(&mut self) -> io::Result<()> {
