@@ -11,7 +11,16 @@
 //!   records and the symbol folder, every AUXTRACE buffer decoded from a
 //!   reset (`RecordingDecoder`), as `trc_perf` does;
 //! - `snapshot`: the snapshot loaded, its tree built, the buffer file read
-//!   and decoded, as `trc_pkt_lister -decode` does.
+//!   and decoded, as `trc_pkt_lister -decode` does;
+//! - `autofdo`: the recording's AutoFDO profile made, as `trc_perf autofdo`
+//!   does (goal: within 10 % of `snapshot`);
+//! - `script_branches` and `script_instructions`: `trc_perf script
+//!   --itrace=b` and `--itrace=i100` lines written to nowhere (goal: 5 times
+//!   fewer instructions than Debian's `perf script`).
+//!
+//! For instruction counts: `PERF_BENCH_MIB=8 PERF_BENCH_ONLY=autofdo
+//! valgrind --tool=callgrind target/release/deps/decode-… --bench` (see
+//! `PERF_BENCH_ONLY` below).
 //!
 //! `cargo bench -p coresight-perf-data --bench decode`. Throughput is in AUX
 //! bytes per second.
@@ -35,7 +44,24 @@ use coresight_perf_data::memory::Model;
 use divan::Bencher;
 use divan::counter::BytesCount;
 
+/// `PERF_BENCH_ONLY=NAME` runs only that bench's work once on the formatted
+/// recording, outside divan, for a callgrind count of one path (with
+/// `--toggle-collect='decode::NAME'` the generation is left out):
+/// perf_data, snapshot, autofdo, script_branches or script_instructions.
 fn main() {
+    if let Ok(name) = std::env::var("PERF_BENCH_ONLY") {
+        let c = case(BufferLayout::Formatted);
+        let n = match name.as_str() {
+            "perf_data" => decode_perf_data(c),
+            "snapshot" => decode_snapshot(c),
+            "autofdo" => autofdo(c) as u64,
+            "script_branches" => script_lines(c, "b"),
+            "script_instructions" => script_lines(c, "i100"),
+            other => panic!("PERF_BENCH_ONLY={other}: not a bench"),
+        };
+        println!("{name}: {n}");
+        return;
+    }
     divan::main();
 }
 
@@ -168,6 +194,47 @@ fn decode_perf_data(c: &Case) -> u64 {
     n
 }
 
+/// The recording's AutoFDO profile, as text.
+#[inline(never)]
+fn autofdo(c: &Case) -> usize {
+    let rec = Recording::parse(&c.perf_data).unwrap();
+    let mut search = SymbolSearch::new();
+    search.add_symdir(&c.symdir).unwrap();
+    let mut p = coresight_perf_data::autofdo::AutoFdoProfile::new(None);
+    coresight_perf_data::autofdo::add_recording(&rec, search, DecodeOptions::default(), &mut p, &mut |_| {}).unwrap();
+    p.binaries.values().map(|b| b.ranges.len()).sum()
+}
+
+/// `trc_perf script` lines of the recording, written to nowhere.
+#[inline(never)]
+fn script_lines(c: &Case, itrace: &str) -> u64 {
+    use coresight_perf_data::script::{
+        Fields, PerfOrder, ScriptWriter, event_names, is_timeless, perf_sample_time, write_in_perf_order,
+    };
+    let rec = Recording::parse(&c.perf_data).unwrap();
+    let mut search = SymbolSearch::new();
+    search.add_symdir(&c.symdir).unwrap();
+    let model = Arc::new(Model::new(&rec, search));
+    let mut dec = RecordingDecoder::new(&rec, model.clone(), DecodeOptions::default()).unwrap();
+    let timeless = is_timeless(&rec);
+    let mut w = ScriptWriter::new(
+        &model,
+        dec.cpus().len(),
+        std::io::sink(),
+        itrace.parse().unwrap(),
+        Fields::default(),
+        "u",
+        &event_names(&rec),
+        if timeless { None } else { perf_sample_time(&rec) },
+    );
+    let order = PerfOrder {
+        timeless,
+        ..Default::default()
+    };
+    write_in_perf_order(&mut dec, &mut w, order, &mut |_| {}).unwrap();
+    w.lines
+}
+
 /// Instructions decoded from the snapshot.
 #[inline(never)]
 fn decode_snapshot(c: &Case) -> u64 {
@@ -212,6 +279,40 @@ fn perf_data(bencher: Bencher, layout: &str) {
     bencher
         .counter(BytesCount::new(c.aux_bytes))
         .bench(|| decode_perf_data(c));
+}
+
+#[divan::bench(args = ["formatted", "raw"], sample_count = 3, sample_size = 1)]
+fn autofdo_profile(bencher: Bencher, layout: &str) {
+    let c = case(if layout == "raw" {
+        BufferLayout::Unformatted
+    } else {
+        BufferLayout::Formatted
+    });
+    bencher.counter(BytesCount::new(c.aux_bytes)).bench(|| autofdo(c));
+}
+
+#[divan::bench(args = ["formatted", "raw"], sample_count = 3, sample_size = 1)]
+fn script_branches(bencher: Bencher, layout: &str) {
+    let c = case(if layout == "raw" {
+        BufferLayout::Unformatted
+    } else {
+        BufferLayout::Formatted
+    });
+    bencher
+        .counter(BytesCount::new(c.aux_bytes))
+        .bench(|| script_lines(c, "b"));
+}
+
+#[divan::bench(args = ["formatted", "raw"], sample_count = 3, sample_size = 1)]
+fn script_instructions(bencher: Bencher, layout: &str) {
+    let c = case(if layout == "raw" {
+        BufferLayout::Unformatted
+    } else {
+        BufferLayout::Formatted
+    });
+    bencher
+        .counter(BytesCount::new(c.aux_bytes))
+        .bench(|| script_lines(c, "i100"));
 }
 
 #[divan::bench(args = ["formatted", "raw"], sample_count = 3, sample_size = 1)]

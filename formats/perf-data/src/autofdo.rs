@@ -191,6 +191,40 @@ struct Pending {
     branch_to: u64,
     taken: bool,
     wait_for_target: bool,
+    /// For a taken direct branch: where to read it to find its encoded target, needed only
+    /// when no range follows to give the target (map, runtime address, ISA, size).
+    direct: Option<(usize, u64, Isa, u8)>,
+}
+
+/// The runtime addresses `lo..hi` of a stream's last range that one map and one segment
+/// hold: there an address's virtual address in the file is `addr + delta`.
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    pid: i32,
+    lo: u64,
+    hi: u64,
+    delta: u64,
+    map: usize,
+    binary: usize,
+    first_load_vaddr: u64,
+}
+
+/// Entries of each count cache (a power of two).
+const COUNT_CACHE: usize = 4096;
+
+/// One slot of a direct-mapped cache of counts: hot ranges and branches are counted here,
+/// and reach the hash map only when another key takes their slot.
+#[derive(Debug, Clone, Copy, Default)]
+struct CountSlot {
+    binary: usize,
+    a: u64,
+    b: u64,
+    count: u64,
+}
+
+fn slot_of(binary: usize, a: u64, b: u64) -> usize {
+    let h = (a ^ b.rotate_left(17) ^ (binary as u64).rotate_left(40)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    (h >> 52) as usize % COUNT_CACHE
 }
 
 /// Turns decoded elements into AutoFDO counts: feed it every [`Event`] of a decode.
@@ -204,6 +238,13 @@ pub struct AutoFdoBuilder<'m> {
     /// Counts per binary of the model (by its index), keyed by path only when finished:
     /// nothing is allocated per range.
     local: Vec<Option<BinaryProfile>>,
+    /// The count caches in front of `local`: ranges, and branches taken.
+    range_cache: Vec<CountSlot>,
+    branch_cache: Vec<CountSlot>,
+    /// The first loadable segment's address of each binary seen.
+    first_load: Vec<u64>,
+    /// Per stream, where the last range was (most ranges fall in the same segment).
+    windows: Vec<Option<Window>>,
     overflows: u64,
     /// Ranges in code of no known map, dropped.
     pub unmapped_ranges: u64,
@@ -219,6 +260,10 @@ impl<'m> AutoFdoBuilder<'m> {
             position: 0,
             instr: ArmInstrDecoder::default(),
             local: vec![None; model.binaries.len()],
+            range_cache: vec![CountSlot::default(); COUNT_CACHE],
+            branch_cache: vec![CountSlot::default(); COUNT_CACHE],
+            first_load: vec![0; model.binaries.len()],
+            windows: vec![None; streams],
             overflows: 0,
             unmapped_ranges: 0,
         }
@@ -231,6 +276,9 @@ impl<'m> AutoFdoBuilder<'m> {
                 self.position = aux.record_offset;
                 for m in &mut self.last_map {
                     *m = None;
+                }
+                for w in &mut self.windows {
+                    *w = None;
                 }
             }
             Event::Element(info, e) => self.element(info, e),
@@ -271,91 +319,195 @@ impl<'m> AutoFdoBuilder<'m> {
             }
             _ => return,
         }
-        let Some(mi) = self.find_map(s, info.pid, e.st_addr) else {
-            self.unmapped_ranges += 1;
-            self.flush(s);
-            return;
+        let last = e.en_addr.wrapping_sub(u64::from(e.last_instr_sz));
+        let inside = |w: &Window| w.pid == info.pid && e.st_addr >= w.lo && last >= e.st_addr && last < w.hi;
+        let w = match self.windows.get(s).copied().flatten().filter(inside) {
+            Some(w) => w,
+            None => match self.window(s, info.pid, e.st_addr) {
+                Some(w) => w,
+                None => {
+                    self.unmapped_ranges += 1;
+                    self.flush(s);
+                    return;
+                }
+            },
         };
-        let model = self.model;
-        let map = &model.maps[mi];
-        let img = model.binary(map.binary).and_then(|b| b.image(&model.search));
-        let vaddr = |a: u64| match img {
-            Some(i) => i.offset_to_vaddr(map.file_offset(a)),
-            None => map.file_offset(a),
-        };
-        let start = vaddr(e.st_addr);
+        let start = e.st_addr.wrapping_add(w.delta);
         if let Some(Some(p)) = self.pending.get_mut(s)
             && p.wait_for_target
         {
             p.branch_to = start;
+            p.wait_for_target = false;
         }
         self.flush(s);
-        let last = e.en_addr.wrapping_sub(u64::from(e.last_instr_sz));
         let end_with_branch = matches!(e.last_i_type, InstrType::Branch | InstrType::BranchIndirect);
         let taken = end_with_branch && e.last_instr_exec;
-        let mut branch_to = 0;
-        let mut wait_for_target = false;
-        if e.last_i_type == InstrType::Branch && taken {
-            // The encoded target, in case no range follows to give it.
-            branch_to = self.direct_target(e, last, img, map).map_or(0, vaddr);
-            wait_for_target = true;
-        }
+        let direct = e.last_i_type == InstrType::Branch && taken;
+        // A range leaving the window (rare) takes the slow way for its end.
+        let end = if last < w.hi {
+            last.wrapping_add(w.delta)
+        } else {
+            self.vaddr(w.map, last)
+        };
         self.pending[s] = Some(Pending {
-            binary: map.binary,
-            first_load_vaddr: img.map_or(0, |i| i.first_load_vaddr()),
+            binary: w.binary,
+            first_load_vaddr: w.first_load_vaddr,
             start,
-            end: vaddr(last),
-            branch_to,
+            end,
+            branch_to: 0,
             taken,
-            wait_for_target,
+            wait_for_target: direct,
+            direct: direct.then_some((w.map, last, e.isa, e.last_instr_sz)),
         });
     }
 
-    /// The target of the direct branch at `addr` (the last instruction of `e`).
-    fn direct_target(
-        &mut self,
-        e: &TraceElement,
-        addr: u64,
-        img: Option<&std::sync::Arc<crate::elf::ElfImage>>,
-        map: &crate::memory::Map,
-    ) -> Option<u64> {
-        let img = img?;
+    /// The virtual address in its binary's file of runtime address `a` of map `mi`.
+    fn vaddr(&self, mi: usize, a: u64) -> u64 {
+        let model = self.model;
+        let map = &model.maps[mi];
+        match model.binary(map.binary).and_then(|b| b.image(&model.search)) {
+            Some(i) => i.offset_to_vaddr(map.file_offset(a)),
+            None => map.file_offset(a),
+        }
+    }
+
+    /// Finds the map of `addr` and makes the stream's window around it.
+    fn window(&mut self, s: usize, pid: i32, addr: u64) -> Option<Window> {
+        let mi = self.find_map(s, pid, addr)?;
+        let model = self.model;
+        let map = &model.maps[mi];
+        let img = model.binary(map.binary).and_then(|b| b.image(&model.search));
+        let off = map.file_offset(addr);
+        // The runtime addresses of the map whose file offsets one segment holds.
+        let (lo, hi, delta) = match img.and_then(|i| i.segment_at_offset(off)) {
+            Some((seg_off, seg_size, seg_vaddr)) => {
+                let lo = map.start.max(seg_off.wrapping_sub(map.pgoff).wrapping_add(map.start));
+                let hi = map.end.min(
+                    seg_off
+                        .wrapping_add(seg_size)
+                        .wrapping_sub(map.pgoff)
+                        .wrapping_add(map.start),
+                );
+                let delta = seg_vaddr
+                    .wrapping_sub(seg_off)
+                    .wrapping_add(map.pgoff)
+                    .wrapping_sub(map.start);
+                (lo, hi, delta)
+            }
+            None if img.is_some() => {
+                // Not in any segment: the slow way for this range, no window.
+                (addr, addr, 0)
+            }
+            None => (map.start, map.end, map.pgoff.wrapping_sub(map.start)),
+        };
+        let mut w = Window {
+            pid,
+            lo,
+            hi,
+            delta,
+            map: mi,
+            binary: map.binary,
+            first_load_vaddr: img.map_or(0, |i| i.first_load_vaddr()),
+        };
+        if lo >= hi || addr < lo || addr >= hi {
+            // The window is empty: this range's start alone, the slow way.
+            w.lo = addr;
+            w.hi = addr;
+            w.delta = self.vaddr(mi, addr).wrapping_sub(addr);
+            if let Some(slot) = self.windows.get_mut(s) {
+                *slot = None;
+            }
+            // `inside` fails on an empty window, so only this range uses it.
+            w.hi = addr.wrapping_add(1);
+            return Some(w);
+        }
+        if let Some(slot) = self.windows.get_mut(s) {
+            *slot = Some(w);
+        }
+        Some(w)
+    }
+
+    /// The encoded target of the direct branch at `addr` (a virtual address of its binary).
+    fn direct_target(&mut self, mi: usize, addr: u64, isa: Isa, size: u8) -> Option<u64> {
+        let model = self.model;
+        let map = &model.maps[mi];
+        let img = model.binary(map.binary).and_then(|b| b.image(&model.search))?;
         let mut b = [0u8; 4];
-        let n = img.read_at(
-            map.file_offset(addr),
-            &mut b[..usize::from(e.last_instr_sz.clamp(2, 4))],
-        );
+        let n = img.read_at(map.file_offset(addr), &mut b[..usize::from(size.clamp(2, 4))]);
         if n < 2 {
             return None;
         }
         let mut info = InstrInfo {
             pe_type: ArchProfile::new(ArchVersion::V8, CoreProfile::CortexA),
-            isa: e.isa,
+            isa,
             instr_addr: addr,
             opcode: u32::from_le_bytes(b),
             ..Default::default()
         };
-        if e.isa == Isa::Aarch64 {
+        if isa == Isa::Aarch64 {
             info.pe_type = ArchProfile::new(ArchVersion::Aa64, CoreProfile::CortexA);
         }
         self.instr.decode_instruction(&mut info).ok()?;
-        (info.instr_type == InstrType::Branch).then_some(info.branch_addr)
+        if info.instr_type != InstrType::Branch {
+            return None;
+        }
+        Some(img.offset_to_vaddr(map.file_offset(info.branch_addr)))
+    }
+
+    /// Counts one more of `(a, b)` of `binary` in `cache` (ranges or branches), moving the
+    /// slot's previous key to the binary's map.
+    fn count(&mut self, branches: bool, binary: usize, a: u64, b: u64) {
+        let i = slot_of(binary, a, b);
+        let cache = if branches {
+            &mut self.branch_cache
+        } else {
+            &mut self.range_cache
+        };
+        let slot = &mut cache[i];
+        if slot.count > 0 && slot.binary == binary && slot.a == a && slot.b == b {
+            if let Some(c) = slot.count.checked_add(1) {
+                slot.count = c;
+                return;
+            }
+        }
+        let old = std::mem::replace(slot, CountSlot { binary, a, b, count: 1 });
+        self.spill(branches, old);
+    }
+
+    /// Adds a cache slot's count to its binary's map.
+    fn spill(&mut self, branches: bool, slot: CountSlot) {
+        if slot.count == 0 {
+            return;
+        }
+        let first = self.first_load.get(slot.binary).copied().unwrap_or(0);
+        let Some(b) = self.local.get_mut(slot.binary) else {
+            return;
+        };
+        let b = b.get_or_insert_with(|| BinaryProfile {
+            first_load_vaddr: first,
+            ..Default::default()
+        });
+        let map = if branches { &mut b.branches } else { &mut b.ranges };
+        self.overflows += u64::from(add_sat(map.entry((slot.a, slot.b)).or_default(), slot.count));
     }
 
     fn flush(&mut self, s: usize) {
-        let Some(p) = self.pending.get_mut(s).and_then(Option::take) else {
+        let Some(mut p) = self.pending.get_mut(s).and_then(Option::take) else {
             return;
         };
-        let Some(b) = self.local.get_mut(p.binary) else { return };
-        let b = b.get_or_insert_with(|| BinaryProfile {
-            first_load_vaddr: p.first_load_vaddr,
-            ..Default::default()
-        });
-        let mut sat = add_sat(b.ranges.entry((p.start, p.end)).or_default(), 1);
-        if p.taken {
-            sat |= add_sat(b.branches.entry((p.end, p.branch_to)).or_default(), 1);
+        if let Some(f) = self.first_load.get_mut(p.binary) {
+            *f = p.first_load_vaddr;
         }
-        self.overflows += u64::from(sat);
+        if p.wait_for_target
+            && let Some((mi, addr, isa, size)) = p.direct
+        {
+            // No range followed to give the target: the instruction's own.
+            p.branch_to = self.direct_target(mi, addr, isa, size).unwrap_or(0);
+        }
+        self.count(false, p.binary, p.start, p.end);
+        if p.taken {
+            self.count(true, p.binary, p.end, p.branch_to);
+        }
     }
 
     /// Flushes the ranges still waiting (at the end of a recording) and adds the counts of
@@ -363,6 +515,12 @@ impl<'m> AutoFdoBuilder<'m> {
     pub fn finish(&mut self, profile: &mut AutoFdoProfile) {
         for s in 0..self.pending.len() {
             self.flush(s);
+        }
+        for i in 0..COUNT_CACHE {
+            let r = std::mem::take(&mut self.range_cache[i]);
+            self.spill(false, r);
+            let b = std::mem::take(&mut self.branch_cache[i]);
+            self.spill(true, b);
         }
         let mut part = AutoFdoProfile {
             overflows: self.overflows,

@@ -239,6 +239,15 @@ impl ElfImage {
         self.segments.first().map_or(0, |s| s.vaddr)
     }
 
+    /// The segment whose file bytes hold file offset `offset`: its file offset, file size and
+    /// virtual address.
+    pub fn segment_at_offset(&self, offset: u64) -> Option<(u64, u64, u64)> {
+        self.segments
+            .iter()
+            .find(|s| offset >= s.file_offset && offset - s.file_offset < s.file_size)
+            .map(|s| (s.file_offset, s.file_size, s.vaddr))
+    }
+
     /// The virtual address (in the file) of the byte at file offset `offset`: through the
     /// segment holding it, else as if it followed the first segment.
     pub fn offset_to_vaddr(&self, offset: u64) -> u64 {
