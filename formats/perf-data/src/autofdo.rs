@@ -464,11 +464,14 @@ impl<'m> AutoFdoBuilder<'m> {
             &mut self.range_cache
         };
         let slot = &mut cache[i];
-        if slot.count > 0 && slot.binary == binary && slot.a == a && slot.b == b {
-            if let Some(c) = slot.count.checked_add(1) {
-                slot.count = c;
-                return;
-            }
+        if slot.count > 0
+            && slot.binary == binary
+            && slot.a == a
+            && slot.b == b
+            && let Some(c) = slot.count.checked_add(1)
+        {
+            slot.count = c;
+            return;
         }
         let old = std::mem::replace(slot, CountSlot { binary, a, b, count: 1 });
         self.spill(branches, old);
