@@ -263,11 +263,20 @@ fn open(path: &Path) -> Result<MappedFile, Failure> {
 }
 
 fn parse<'a>(path: &Path, f: &'a MappedFile) -> Result<Recording<'a>, Failure> {
-    Recording::parse(f.bytes()).map_err(|e| failure(format!("{}: {e}", path.display())))
+    Recording::parse(f.bytes()).map_err(|e| failure(format!("{}: {e}", shown(path))))
+}
+
+/// The input as messages name it: `-` is standard input.
+fn shown(path: &Path) -> String {
+    if path == Path::new("-") {
+        "standard input".into()
+    } else {
+        path.display().to_string()
+    }
 }
 
 fn warn(path: &Path, msg: impl std::fmt::Display) {
-    eprintln!("{PROGRAM}: {}: warning: {msg}", path.display());
+    eprintln!("{PROGRAM}: {}: warning: {msg}", shown(path));
 }
 
 fn search(s: &Symbols) -> Result<SymbolSearch, Failure> {
