@@ -215,3 +215,123 @@ fn damaged_pipe_streams_never_panic() {
         }
     }
 }
+
+/// A reader that gives at most `step` bytes a call, as a pipe does.
+struct Trickle<'a> {
+    data: &'a [u8],
+    step: usize,
+}
+
+impl std::io::Read for Trickle<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = buf.len().min(self.step).min(self.data.len());
+        buf[..n].copy_from_slice(&self.data[..n]);
+        self.data = &self.data[n..];
+        Ok(n)
+    }
+}
+
+fn segments(bytes: &[u8], step: usize) -> (Vec<(coresight_perf_data::AuxBuffer<'static>, Vec<u8>)>, Vec<String>) {
+    use coresight_perf_data::stream::{Opened, open_stream};
+    let Opened::Pipe(mut s) = open_stream(Trickle { data: bytes, step }).unwrap() else {
+        panic!("not pipe mode");
+    };
+    let mut out = Vec::new();
+    while let Some(seg) = s.next_segment() {
+        let seg = seg.unwrap();
+        let mut rec = Recording::parse(&seg.bytes).unwrap();
+        seg.to_stream_offsets(&mut rec);
+        assert_eq!(rec.buffers.len(), 1);
+        let b = rec.buffers[0];
+        out.push((coresight_perf_data::AuxBuffer { data: &[], ..b }, b.data.to_vec()));
+    }
+    (out, s.warnings.iter().map(|w| w.to_string()).collect())
+}
+
+#[test]
+fn streamed_segments_are_the_buffers_one_at_a_time() {
+    for o in cases() {
+        let (_, pipe) = pair(&o);
+        let whole = Recording::parse(&pipe).unwrap();
+        for step in [1, 7, 4096, usize::MAX] {
+            if step == 1 && pipe.len() > 200_000 {
+                continue;
+            }
+            let (segs, warnings) = segments(&pipe, step);
+            assert!(warnings.is_empty(), "{warnings:?}");
+            assert_eq!(segs.len(), whole.buffers.len());
+            for ((b, data), w) in segs.iter().zip(&whole.buffers) {
+                // Offsets are the stream's; the format comes from the AUX records so far.
+                assert_eq!(*b, coresight_perf_data::AuxBuffer { data: &[], ..*w });
+                assert_eq!(data.as_slice(), w.data);
+            }
+        }
+    }
+    // A file-mode recording on a stream is read whole.
+    let (file, _) = pair(&cases()[0]);
+    let opened = coresight_perf_data::stream::open_stream(Trickle { data: &file, step: 5 }).unwrap();
+    assert!(matches!(opened, coresight_perf_data::stream::Opened::File(ref b) if *b == file));
+}
+
+#[test]
+fn cut_and_damaged_streams_never_panic() {
+    use coresight_perf_data::stream::{Opened, open_stream};
+    let (_, pipe) = pair(&PerfOptions {
+        cpus: 2,
+        length: 60,
+        elf_path: "/tmp/pipe_test_prog".into(),
+        ..PerfOptions::default()
+    });
+    let n_buffers = Recording::parse(&pipe).unwrap().buffers.len();
+    let mut next = rng(7);
+    for round in 0..1500 {
+        let mut b = pipe.clone();
+        if round % 2 == 0 {
+            b.truncate(next() as usize % (b.len() + 1));
+        } else {
+            for _ in 0..1 + next() % 6 {
+                let at = next() as usize % b.len().min(2500);
+                b[at] = next() as u8;
+            }
+        }
+        let opened = match open_stream(Trickle {
+            data: &b,
+            step: 1 + next() as usize % 5000,
+        }) {
+            Err(e) => {
+                assert!(e.offset() <= 16, "{e}");
+                continue;
+            }
+            Ok(o) => o,
+        };
+        let Opened::Pipe(mut s) = opened else { continue };
+        let mut got = 0;
+        while let Some(seg) = s.next_segment() {
+            match seg {
+                Ok(seg) => {
+                    got += 1;
+                    if let Ok(mut r) = Recording::parse(&seg.bytes) {
+                        seg.to_stream_offsets(&mut r);
+                        for w in &r.warnings {
+                            assert!(w.offset <= b.len() as u64 + 64, "{w}");
+                        }
+                    }
+                }
+                Err(e) => {
+                    assert!(e.offset() <= b.len() as u64, "{e}");
+                    break;
+                }
+            }
+        }
+        for w in &s.warnings {
+            assert!(w.offset <= b.len() as u64, "{w}");
+        }
+        if round % 2 == 0 {
+            assert!(got <= n_buffers);
+            if b.len() < pipe.len() && got < n_buffers {
+                // Cut: said where, unless the cut fell between records.
+                assert!(s.warnings.len() <= 1);
+            }
+        }
+    }
+}

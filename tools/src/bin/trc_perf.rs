@@ -35,6 +35,7 @@ use coresight_perf_data::script::{
     Fields, Itrace, PerfOrder, ScriptWriter, event_names, is_timeless, perf_sample_time, event_samples,
     write_in_perf_order,
 };
+use coresight_perf_data::stream::{Opened, PipeStream, open_stream};
 use coresight_perf_data::{AuxFormat, MappedFile, Recording};
 use coresight_tarmac::writer::{TarmacWriter, WriterOptions as TarmacOptions};
 use coresight_tools::cli::{self, Progress};
@@ -440,7 +441,14 @@ fn autofdo(a: &AutofdoArgs) -> Result<(), Failure> {
     let search = search(&a.symbols)?;
     let mut profile = AutoFdoProfile::new(filter);
     for path in &inputs {
-        let f = open(path)?;
+        let f = match open_stdin_stream(path)? {
+            Some(Opened::Pipe(stream)) => {
+                autofdo_stream(path, &search, &mut profile, stream)?;
+                continue;
+            }
+            Some(Opened::File(bytes)) => MappedFile::from_bytes(bytes),
+            None => open(path)?,
+        };
         let rec = parse(path, &f)?;
         for w in &rec.warnings {
             warn(path, w);
@@ -473,7 +481,11 @@ fn script(a: &ScriptArgs) -> Result<(), Failure> {
         Some(f) => f.parse().map_err(usage)?,
         None => Fields::default(),
     };
-    let f = open(a.input.path())?;
+    let f = match open_stdin_stream(a.input.path())? {
+        Some(Opened::Pipe(stream)) => return script_stream(a, itrace, fields, stream),
+        Some(Opened::File(bytes)) => MappedFile::from_bytes(bytes),
+        None => open(a.input.path())?,
+    };
     let rec = parse(a.input.path(), &f)?;
     for w in &rec.warnings {
         warn(a.input.path(), w);
@@ -890,6 +902,173 @@ fn dump(a: &OneInput) -> Result<(), Failure> {
         warn(a.input.path(), x);
     }
     out.flush().map_err(|e| output_error(e, "standard output"))
+}
+
+/// Standard input (`-`): a pipe-mode recording to read as it arrives, else a file-mode one
+/// read whole. None for a named file.
+fn open_stdin_stream(path: &Path) -> Result<Option<Opened<io::StdinLock<'static>>>, Failure> {
+    if path != Path::new("-") {
+        return Ok(None);
+    }
+    open_stream(io::stdin().lock())
+        .map(Some)
+        .map_err(|e| failure(format!("standard input: {e}")))
+}
+
+/// Warnings of a stream's segments, each said once (the records kept before a buffer are
+/// read again with every buffer); counts said at the end.
+#[derive(Default)]
+struct StreamWarnings {
+    said: std::collections::HashSet<(u64, String)>,
+    missing: std::collections::BTreeMap<(String, String), u64>,
+}
+
+impl StreamWarnings {
+    fn say(&mut self, path: &Path, w: &coresight_perf_data::Warning) {
+        // Offset 0: the recording's totals (lost records, truncated AUX), said at the end.
+        if w.offset != 0 && self.said.insert((w.offset, w.message.clone())) {
+            warn(path, w);
+        }
+    }
+
+    fn missing(&mut self, missing: &[(String, u64, String)]) {
+        for (bin, n, why) in missing {
+            *self.missing.entry((bin.clone(), why.clone())).or_default() += n;
+        }
+    }
+
+    /// The end of the stream: its own warnings, the totals of everything kept, and the
+    /// binaries that were missing.
+    fn finish<R: io::Read>(self, path: &Path, stream: &PipeStream<R>) {
+        for w in &stream.warnings {
+            warn(path, w);
+        }
+        let kept = stream.kept();
+        if let Ok(rec) = Recording::parse(&kept.bytes) {
+            for w in rec.warnings.iter().filter(|w| w.offset == 0) {
+                warn(path, w);
+            }
+        }
+        let missing: Vec<(String, u64, String)> =
+            self.missing.into_iter().map(|((bin, why), n)| (bin, n, why)).collect();
+        report_missing(path, &missing);
+    }
+}
+
+/// `script -` on a pipe-mode recording: each AUXTRACE buffer decoded and printed when it
+/// has arrived (in the order of the stream, each buffer on its own), holding one buffer.
+/// What it cannot know before the end differs from `script FILE` on the same recording:
+/// with time, perf 6.1's sample time is the latest AUX record's of the whole recording (here:
+/// of the stream so far), and CPUs' buffers come in stream order rather than merged by time;
+/// and the branch perf flushes at the start of a CPU's next buffer is not printed, since
+/// each buffer is decoded on its own.
+fn script_stream(
+    a: &ScriptArgs,
+    itrace: Itrace,
+    fields: Fields,
+    mut stream: PipeStream<io::StdinLock<'static>>,
+) -> Result<(), Failure> {
+    let path = a.input.path();
+    let search = search(&a.symbols)?;
+    let (mut out, name) = output(&a.output)?;
+    let mut said = StreamWarnings::default();
+    let mut fields_checked: Option<Fields> = None;
+    while let Some(seg) = stream.next_segment() {
+        let seg = seg.map_err(|e| failure(format!("standard input: {e}")))?;
+        let mut rec = Recording::parse(&seg.bytes).map_err(|e| failure(format!("standard input: {e}")))?;
+        seg.to_stream_offsets(&mut rec);
+        for w in &rec.warnings {
+            said.say(path, w);
+        }
+        // As script() does for a whole recording.
+        let timeless = itrace.timeless || is_timeless(&rec);
+        let modifier = rec.attrs().first().map(|a| event_modifier(a.flags)).unwrap_or_default();
+        let suffix = if modifier.is_empty() {
+            String::new()
+        } else {
+            format!(":{modifier}")
+        };
+        let names = event_names(&rec);
+        let synthesised = format!("{}{suffix}", if itrace.branches { "branches" } else { "instructions" });
+        let recorded = names.first().cloned().unwrap_or_else(|| synthesised.clone());
+        const PERF_SAMPLE_TIME: u64 = 1 << 2;
+        const PERF_SAMPLE_CPU: u64 = 1 << 7;
+        let no_time = if !event_samples(&rec, PERF_SAMPLE_TIME) {
+            Some(recorded.as_str())
+        } else if timeless {
+            Some(synthesised.as_str())
+        } else {
+            None
+        };
+        let no_cpu = (!event_samples(&rec, PERF_SAMPLE_CPU)).then_some(recorded.as_str());
+        let seg_fields = match &fields_checked {
+            Some(f) => *f,
+            None => {
+                let f = fields.for_samples(no_time, no_cpu).map_err(usage)?;
+                fields_checked = Some(f);
+                f
+            }
+        };
+        let model = Arc::new(Model::new(&rec, search.clone()));
+        let opts = DecodeOptions {
+            raw_with_first_config: a.as_perf_61,
+            opencsd_flow: a.as_perf_61,
+            ..Default::default()
+        };
+        let mut dec =
+            RecordingDecoder::new(&rec, model.clone(), opts).map_err(|e| failure(format!("standard input: {e}")))?;
+        let mut w = ScriptWriter::new(
+            &model,
+            dec.cpus().len(),
+            out,
+            itrace,
+            seg_fields,
+            &modifier,
+            &names,
+            if timeless { None } else { perf_sample_time(&rec) },
+        );
+        let order = PerfOrder {
+            drop_held_at_buffer_end: a.as_perf_61,
+            timeless,
+            one_channel_when_timeless: a.as_perf_61,
+        };
+        let r = write_in_perf_order(&mut dec, &mut w, order, &mut |_| {});
+        r.map_err(|e| output_error(e, &name))?;
+        for x in &dec.warnings {
+            said.say(path, x);
+        }
+        said.missing(&dec.missing_binaries());
+        out = w.into_inner();
+    }
+    said.finish(path, &stream);
+    out.flush().map_err(|e| output_error(e, &name))
+}
+
+/// `autofdo -` on a pipe-mode recording: each AUXTRACE buffer's counts added when it has
+/// arrived, holding one buffer.
+fn autofdo_stream(
+    path: &Path,
+    search: &SymbolSearch,
+    profile: &mut AutoFdoProfile,
+    mut stream: PipeStream<io::StdinLock<'static>>,
+) -> Result<(), Failure> {
+    let mut said = StreamWarnings::default();
+    while let Some(seg) = stream.next_segment() {
+        let seg = seg.map_err(|e| failure(format!("standard input: {e}")))?;
+        let mut rec = Recording::parse(&seg.bytes).map_err(|e| failure(format!("standard input: {e}")))?;
+        seg.to_stream_offsets(&mut rec);
+        for w in &rec.warnings {
+            said.say(path, w);
+        }
+        let report = add_recording(&rec, search.clone(), DecodeOptions::default(), profile, &mut |_| {})
+            .map_err(|e| failure(format!("standard input: {e}")))?;
+        for w in &report.warnings {
+            said.say(path, w);
+        }
+        said.missing(&report.missing);
+    }
+    said.finish(path, &stream);
+    Ok(())
 }
 
 fn main() -> ExitCode {
