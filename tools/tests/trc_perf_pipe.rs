@@ -171,6 +171,23 @@ fn debian_perf_reads_the_pipe_form_as_the_file_form() {
             f.lines().count(),
             p.lines().count()
         );
+        // perf's own pipe form of the file (perf inject -o -): trc_perf prints the same on it.
+        let injected = kdir.join("injected.data");
+        let mut c = Command::new("perf");
+        c.args(["inject", "-o", "-", "-i"]).arg(&file);
+        c.stdout(std::fs::File::create(&injected).unwrap());
+        assert!(c.status().unwrap().success(), "{args}: perf inject -o -");
+        let bytes = std::fs::read(&injected).unwrap();
+        assert_eq!(
+            bytes.get(8..16),
+            Some(&16u64.to_le_bytes()[..]),
+            "perf inject -o - writes pipe mode"
+        );
+        let ours = |input: &Path| run(trc_perf(&["script"], input.to_str().unwrap(), &symfs), None, &what);
+        assert!(
+            ours(&file) == ours(&injected),
+            "{args}: trc_perf script on perf inject's pipe form differs"
+        );
     }
 }
 
