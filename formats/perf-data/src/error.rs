@@ -52,6 +52,29 @@ impl Error {
         }
     }
 
+    /// The same error with its offset mapped by `f` (from one byte stream to another).
+    pub(crate) fn map_offset(self, f: impl Fn(u64) -> u64) -> Self {
+        match self {
+            Error::Truncated {
+                offset,
+                what,
+                needed,
+                available,
+            } => Error::Truncated {
+                offset: f(offset),
+                what,
+                needed,
+                available,
+            },
+            Error::Malformed { offset, what, detail } => Error::Malformed {
+                offset: f(offset),
+                what,
+                detail,
+            },
+            other => other,
+        }
+    }
+
     pub(crate) fn malformed(offset: u64, what: &'static str, detail: impl Into<String>) -> Self {
         Error::Malformed {
             offset,

@@ -63,6 +63,13 @@ impl Segment {
         }
     }
 
+    /// The segment as a recording, its offsets (and an error's) those of the stream.
+    pub fn recording(&self) -> Result<Recording<'_>> {
+        let mut rec = Recording::parse(&self.bytes).map_err(|e| e.map_offset(|o| self.stream_offset(o)))?;
+        self.to_stream_offsets(&mut rec);
+        Ok(rec)
+    }
+
     /// Rewrites the offsets `rec` (parsed from [`Self::bytes`]) gives as offsets in the stream.
     pub fn to_stream_offsets(&self, rec: &mut Recording<'_>) {
         for b in &mut rec.buffers {

@@ -975,8 +975,7 @@ fn script_stream(
     let mut fields_checked: Option<Fields> = None;
     while let Some(seg) = stream.next_segment() {
         let seg = seg.map_err(|e| failure(format!("standard input: {e}")))?;
-        let mut rec = Recording::parse(&seg.bytes).map_err(|e| failure(format!("standard input: {e}")))?;
-        seg.to_stream_offsets(&mut rec);
+        let rec = seg.recording().map_err(|e| failure(format!("standard input: {e}")))?;
         for w in &rec.warnings {
             said.say(path, w);
         }
@@ -1055,8 +1054,7 @@ fn autofdo_stream(
     let mut said = StreamWarnings::default();
     while let Some(seg) = stream.next_segment() {
         let seg = seg.map_err(|e| failure(format!("standard input: {e}")))?;
-        let mut rec = Recording::parse(&seg.bytes).map_err(|e| failure(format!("standard input: {e}")))?;
-        seg.to_stream_offsets(&mut rec);
+        let rec = seg.recording().map_err(|e| failure(format!("standard input: {e}")))?;
         for w in &rec.warnings {
             said.say(path, w);
         }
