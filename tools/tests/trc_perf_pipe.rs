@@ -191,6 +191,26 @@ fn debian_perf_reads_the_pipe_form_as_the_file_form() {
     }
 }
 
+/// An untimed per-CPU recording of several buffers streamed through standard input: script
+/// prints what it prints on the whole file (each queue's state kept from buffer to buffer).
+#[test]
+fn streamed_script_of_an_untimed_recording_of_many_buffers_is_the_whole_file_s() {
+    let dir = scratch("many-untimed");
+    let (file, pipe) = generate(&dir, "--protocol etmv4 --untimed --cpus 2 --size 9M");
+    let symfs = dir.join("symfs");
+    for cmd in [
+        &["script", "--itrace=i1000"][..],
+        &["script", "--itrace=i997", "--as-perf-6.1"],
+    ] {
+        let what = format!("trc_perf {cmd:?}");
+        let f = run(trc_perf(cmd, file.to_str().unwrap(), &symfs), None, &what);
+        assert!(f.lines().count() > 1000, "{what}: {} lines", f.lines().count());
+        let s = run(trc_perf(cmd, "-", &symfs), Some(&pipe), &what);
+        assert!(f == s, "{what}: streamed lines differ");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Recordings of several AUXTRACE buffers (the generator writes 4 MiB ones) streamed through
 /// standard input, one buffer held at a time: autofdo's counts are those of the whole file.
 /// (script's lines differ at buffer boundaries and in perf 6.1's sample time: see the

@@ -955,13 +955,70 @@ impl StreamWarnings {
     }
 }
 
+/// Output shared by the script writers of a stream's queues.
+#[derive(Clone)]
+struct SharedOut(std::rc::Rc<std::cell::RefCell<Box<dyn Write>>>);
+
+impl Write for SharedOut {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        self.0.borrow_mut().write(b)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.borrow_mut().flush()
+    }
+}
+
+/// What the script of a stream's segment is printed with: the same for every segment.
+struct StreamScript {
+    timeless: bool,
+    modifier: String,
+    names: Vec<String>,
+    fields: Fields,
+}
+
+impl StreamScript {
+    /// As script() decides for a whole recording.
+    fn of(rec: &Recording<'_>, itrace: Itrace, fields: Fields) -> Result<Self, Failure> {
+        let timeless = itrace.timeless || is_timeless(rec);
+        let modifier = rec.attrs().first().map(|a| event_modifier(a.flags)).unwrap_or_default();
+        let suffix = if modifier.is_empty() {
+            String::new()
+        } else {
+            format!(":{modifier}")
+        };
+        let names = event_names(rec);
+        let synthesised = format!("{}{suffix}", if itrace.branches { "branches" } else { "instructions" });
+        let recorded = names.first().cloned().unwrap_or_else(|| synthesised.clone());
+        const PERF_SAMPLE_TIME: u64 = 1 << 2;
+        const PERF_SAMPLE_CPU: u64 = 1 << 7;
+        let no_time = if !event_samples(rec, PERF_SAMPLE_TIME) {
+            Some(recorded.as_str())
+        } else if timeless {
+            Some(synthesised.as_str())
+        } else {
+            None
+        };
+        let no_cpu = (!event_samples(rec, PERF_SAMPLE_CPU)).then_some(recorded.as_str());
+        let fields = fields.for_samples(no_time, no_cpu).map_err(usage)?;
+        Ok(StreamScript {
+            timeless,
+            modifier,
+            names,
+            fields,
+        })
+    }
+}
+
 /// `script -` on a pipe-mode recording: each AUXTRACE buffer decoded and printed when it
-/// has arrived (in the order of the stream, each buffer on its own), holding one buffer.
-/// What it cannot know before the end differs from `script FILE` on the same recording:
-/// with time, perf 6.1's sample time is the latest AUX record's of the whole recording (here:
-/// of the stream so far), and CPUs' buffers come in stream order rather than merged by time;
-/// and the branch perf flushes at the start of a CPU's next buffer is not printed, since
-/// each buffer is decoded on its own.
+/// has arrived, holding one buffer. When timeless, each AUX queue keeps its script state from
+/// one buffer to its next, as perf's queues do, while no map or thread event comes between
+/// buffers (one that does rebuilds the memory model, and the queues start afresh): untimed
+/// per-CPU recordings print what `script FILE` prints; per-thread ones lack the branch to 0
+/// that a whole-file decode flushes where one buffer meets the next (each buffer's decoder
+/// starts at trace index 0 here). With time, what only the end of the recording can say
+/// differs: perf 6.1's sample time is the latest AUX record's of the whole recording (here:
+/// of the stream so far), CPUs' buffers come in stream order rather than merged by time,
+/// and each buffer is decoded on its own.
 fn script_stream(
     a: &ScriptArgs,
     itrace: Itrace,
@@ -970,77 +1027,89 @@ fn script_stream(
 ) -> Result<(), Failure> {
     let path = a.input.path();
     let search = search(&a.symbols)?;
-    let (mut out, name) = output(&a.output)?;
+    let (out, name) = output(&a.output)?;
+    let out = SharedOut(std::rc::Rc::new(std::cell::RefCell::new(out)));
     let mut said = StreamWarnings::default();
-    let mut fields_checked: Option<Fields> = None;
-    while let Some(seg) = stream.next_segment() {
-        let seg = seg.map_err(|e| failure(format!("standard input: {e}")))?;
-        let rec = seg.recording().map_err(|e| failure(format!("standard input: {e}")))?;
-        for w in &rec.warnings {
-            said.say(path, w);
-        }
-        // As script() does for a whole recording.
-        let timeless = itrace.timeless || is_timeless(&rec);
-        let modifier = rec.attrs().first().map(|a| event_modifier(a.flags)).unwrap_or_default();
-        let suffix = if modifier.is_empty() {
-            String::new()
-        } else {
-            format!(":{modifier}")
-        };
-        let names = event_names(&rec);
-        let synthesised = format!("{}{suffix}", if itrace.branches { "branches" } else { "instructions" });
-        let recorded = names.first().cloned().unwrap_or_else(|| synthesised.clone());
-        const PERF_SAMPLE_TIME: u64 = 1 << 2;
-        const PERF_SAMPLE_CPU: u64 = 1 << 7;
-        let no_time = if !event_samples(&rec, PERF_SAMPLE_TIME) {
-            Some(recorded.as_str())
-        } else if timeless {
-            Some(synthesised.as_str())
-        } else {
-            None
-        };
-        let no_cpu = (!event_samples(&rec, PERF_SAMPLE_CPU)).then_some(recorded.as_str());
-        let seg_fields = match &fields_checked {
-            Some(f) => *f,
-            None => {
-                let f = fields.for_samples(no_time, no_cpu).map_err(usage)?;
-                fields_checked = Some(f);
-                f
+    let mut how: Option<StreamScript> = None;
+    let opts = DecodeOptions {
+        raw_with_first_config: a.as_perf_61,
+        opencsd_flow: a.as_perf_61,
+        ..Default::default()
+    };
+    let next = |stream: &mut PipeStream<_>| -> Result<Option<coresight_perf_data::stream::Segment>, Failure> {
+        stream
+            .next_segment()
+            .transpose()
+            .map_err(|e| failure(format!("standard input: {e}")))
+    };
+    // The maps and thread events a model was made from: more of them make a new model.
+    let known = |rec: &Recording<'_>| (rec.maps.len(), rec.thread_events.len());
+    let mut pending = next(&mut stream)?;
+    // One model (and one script writer per AUX queue, when timeless) while no new map or
+    // thread event arrives.
+    while let Some(first) = pending.take() {
+        let (model, model_of) = {
+            let rec = first.recording().map_err(|e| failure(format!("standard input: {e}")))?;
+            if how.is_none() {
+                how = Some(StreamScript::of(&rec, itrace, fields)?);
             }
+            (Arc::new(Model::new(&rec, search.clone())), known(&rec))
         };
-        let model = Arc::new(Model::new(&rec, search.clone()));
-        let opts = DecodeOptions {
-            raw_with_first_config: a.as_perf_61,
-            opencsd_flow: a.as_perf_61,
-            ..Default::default()
-        };
-        let mut dec =
-            RecordingDecoder::new(&rec, model.clone(), opts).map_err(|e| failure(format!("standard input: {e}")))?;
-        let mut w = ScriptWriter::new(
-            &model,
-            dec.cpus().len(),
-            out,
-            itrace,
-            seg_fields,
-            &modifier,
-            &names,
-            if timeless { None } else { perf_sample_time(&rec) },
-        );
-        let order = PerfOrder {
-            drop_held_at_buffer_end: a.as_perf_61,
-            timeless,
-            one_channel_when_timeless: a.as_perf_61,
-        };
-        let r = write_in_perf_order(&mut dec, &mut w, order, &mut |_| {});
-        r.map_err(|e| output_error(e, &name))?;
-        for x in &dec.warnings {
-            said.say(path, x);
+        let how = how.as_ref().expect("set above");
+        let mut writers: std::collections::HashMap<u32, ScriptWriter<'_, SharedOut>> = std::collections::HashMap::new();
+        let mut seg = first;
+        loop {
+            let rec = seg.recording().map_err(|e| failure(format!("standard input: {e}")))?;
+            if known(&rec) != model_of {
+                drop(rec);
+                pending = Some(seg);
+                break;
+            }
+            for w in &rec.warnings {
+                said.say(path, w);
+            }
+            let mut dec = RecordingDecoder::new(&rec, model.clone(), opts.clone())
+                .map_err(|e| failure(format!("standard input: {e}")))?;
+            let new_writer = |dec: &RecordingDecoder<'_, '_>| {
+                ScriptWriter::new(
+                    &model,
+                    dec.cpus().len(),
+                    out.clone(),
+                    itrace,
+                    how.fields,
+                    &how.modifier,
+                    &how.names,
+                    if how.timeless { None } else { perf_sample_time(&rec) },
+                )
+            };
+            let order = PerfOrder {
+                drop_held_at_buffer_end: a.as_perf_61,
+                timeless: how.timeless,
+                one_channel_when_timeless: a.as_perf_61,
+            };
+            let queue = rec.buffers.first().map_or(0, |b| b.idx);
+            let r = if how.timeless {
+                let w = writers.entry(queue).or_insert_with(|| new_writer(&dec));
+                write_in_perf_order(&mut dec, w, order, &mut |_| {})
+            } else {
+                let mut w = new_writer(&dec);
+                write_in_perf_order(&mut dec, &mut w, order, &mut |_| {})
+            };
+            r.map_err(|e| output_error(e, &name))?;
+            for x in &dec.warnings {
+                said.say(path, x);
+            }
+            said.missing(&dec.missing_binaries());
+            drop(dec);
+            drop(rec);
+            match next(&mut stream)? {
+                Some(s) => seg = s,
+                None => break,
+            }
         }
-        said.missing(&dec.missing_binaries());
-        out = w.into_inner();
     }
     said.finish(path, &stream);
-    out.flush().map_err(|e| output_error(e, &name))
+    out.0.borrow_mut().flush().map_err(|e| output_error(e, &name))
 }
 
 /// `autofdo -` on a pipe-mode recording: each AUXTRACE buffer's counts added when it has
