@@ -108,6 +108,9 @@ pub struct PerfOptions {
     /// A per-CPU recording whose trace units have timestamps off (as simpleperf's are): the
     /// samples still carry a time, but the trace has none, so perf decodes "timeless".
     pub untimed: bool,
+    /// Write pipe mode (what `perf record -o -` writes) instead of file mode: the same
+    /// records, with the attribute, features and build ids as records at the start.
+    pub pipe: bool,
 }
 
 impl Default for PerfOptions {
@@ -123,6 +126,7 @@ impl Default for PerfOptions {
             elf_path: "/tmp/trc_gen_prog".into(),
             per_thread: false,
             untimed: false,
+            pipe: false,
         }
     }
 }
@@ -646,7 +650,7 @@ fn record(o: &PerfOptions, cpus: Vec<PerfCpu>, elf: ElfImage) -> PerfRecording {
         }
     }
     PerfRecording {
-        perf_data: w.finish(),
+        perf_data: if o.pipe { w.finish_pipe() } else { w.finish() },
         elf,
         cpus,
         buffers,

@@ -19,12 +19,6 @@ pub enum Error {
         /// The bytes found (fewer than eight if the file is that short).
         found: Vec<u8>,
     },
-    /// A pipe-mode file (`perf record -o -`): it has no attribute or feature sections to seek to.
-    #[error("pipe-mode perf.data (header size {header_size} at offset 8) is not supported: record to a file")]
-    PipeMode {
-        /// The header size found.
-        header_size: u64,
-    },
     /// Something needs more bytes than the file (or the enclosing section or record) has.
     #[error("at file offset {offset:#x}: {what} needs {needed} bytes, only {available} are there")]
     Truncated {
@@ -54,8 +48,30 @@ impl Error {
     pub fn offset(&self) -> u64 {
         match self {
             Error::Io { .. } | Error::BadMagic { .. } => 0,
-            Error::PipeMode { .. } => 8,
             Error::Truncated { offset, .. } | Error::Malformed { offset, .. } => *offset,
+        }
+    }
+
+    /// The same error with its offset mapped by `f` (from one byte stream to another).
+    pub(crate) fn map_offset(self, f: impl Fn(u64) -> u64) -> Self {
+        match self {
+            Error::Truncated {
+                offset,
+                what,
+                needed,
+                available,
+            } => Error::Truncated {
+                offset: f(offset),
+                what,
+                needed,
+                available,
+            },
+            Error::Malformed { offset, what, detail } => Error::Malformed {
+                offset: f(offset),
+                what,
+                detail,
+            },
+            other => other,
         }
     }
 
@@ -85,10 +101,12 @@ impl std::fmt::Display for Warning {
 
 impl From<Error> for Warning {
     fn from(e: Error) -> Self {
-        Warning {
-            offset: e.offset(),
-            message: e.to_string(),
-        }
+        let offset = e.offset();
+        let text = e.to_string();
+        // The warning's own display names the offset: not twice.
+        let prefix = format!("at file offset {offset:#x}: ");
+        let message = text.strip_prefix(&prefix).map(str::to_string).unwrap_or(text);
+        Warning { offset, message }
     }
 }
 

@@ -5,8 +5,8 @@ use std::path::Path;
 use crate::bytes::{Reader, slice_at};
 use crate::error::{Error, Result, Warning};
 use crate::features::{self, AuxtraceIndexEntry, BuildIdEntry, EventDesc, SimpleperfFile, feature};
-use crate::header::{Attr, FileHeader, Section, parse_attrs};
-use crate::record::Records;
+use crate::header::{Attr, FileHeader, Section, parse_attrs, parse_pipe_attr};
+use crate::record::{Records, kind};
 
 /// A perf.data file mapped into memory. Records and AUX payloads borrow from it.
 #[derive(Debug)]
@@ -78,12 +78,17 @@ pub struct PerfFile<'a> {
     pub data: Section,
     /// Problems met while reading the header and tables that did not stop it.
     pub warnings: Vec<Warning>,
+    /// Pipe mode: the HEADER_BUILD_ID records (each a build-id entry, header included).
+    pub pipe_build_ids: Vec<Section>,
 }
 
 impl<'a> PerfFile<'a> {
     /// Reads the header, the attributes and the feature table of `bytes`.
     pub fn parse(bytes: &'a [u8]) -> Result<Self> {
         let header = FileHeader::parse(bytes)?;
+        if header.pipe {
+            return Self::parse_pipe(bytes, header);
+        }
         let attrs = parse_attrs(bytes, &header)?;
         let mut warnings = Vec::new();
         let len = bytes.len() as u64;
@@ -138,6 +143,67 @@ impl<'a> PerfFile<'a> {
             features,
             data,
             warnings,
+            pipe_build_ids: Vec::new(),
+        })
+    }
+
+    /// Pipe mode: one pass over the records gathers the attributes, the feature sections and
+    /// the build ids that file mode keeps in its header's sections. A framing error ends the
+    /// pass quietly: [`Self::records`] meets it again and reports it.
+    fn parse_pipe(bytes: &'a [u8], mut header: FileHeader) -> Result<Self> {
+        let mut attrs: Vec<Attr> = Vec::new();
+        let mut features = Vec::new();
+        let mut pipe_build_ids = Vec::new();
+        let mut warnings = Vec::new();
+        let data = header.data;
+        let mut frames = Records::new(bytes, data.offset, data.end(), header.endian, &[]);
+        while frames.position() < data.end() {
+            let Ok((at, k, _, body, _)) = frames.frame() else {
+                break;
+            };
+            match k {
+                kind::HEADER_ATTR => attrs.push(parse_pipe_attr(body, at + 8, header.endian)?),
+                kind::HEADER_FEATURE => {
+                    let mut r = Reader::new(body, at + 8, header.endian);
+                    let id = match r.u64("HEADER_FEATURE feature number") {
+                        Ok(id) => id,
+                        Err(e) => {
+                            warnings.push(e.into());
+                            continue;
+                        }
+                    };
+                    if id >= 256 {
+                        warnings.push(Warning {
+                            offset: at + 8,
+                            message: format!("HEADER_FEATURE record for feature {id} (expected below 256) skipped"),
+                        });
+                        continue;
+                    }
+                    let feature = id as u32;
+                    header.features[feature as usize / 64] |= 1 << (feature % 64);
+                    features.push(FeatureSection {
+                        feature,
+                        section: Section {
+                            offset: at + 16,
+                            size: body.len() as u64 - 8,
+                        },
+                    });
+                }
+                kind::HEADER_BUILD_ID => pipe_build_ids.push(Section {
+                    offset: at,
+                    size: body.len() as u64 + 8,
+                }),
+                _ => {}
+            }
+        }
+        Ok(PerfFile {
+            bytes,
+            header,
+            attrs,
+            features,
+            data,
+            warnings,
+            pipe_build_ids,
         })
     }
 
@@ -172,6 +238,14 @@ impl<'a> PerfFile<'a> {
 
     /// The build-id feature (empty when absent).
     pub fn build_ids(&self) -> Result<Vec<BuildIdEntry>> {
+        if self.header.pipe {
+            let mut out = Vec::new();
+            for s in &self.pipe_build_ids {
+                let b = &self.bytes[s.offset as usize..s.end() as usize];
+                out.extend(features::parse_build_ids(b, s.offset, self.reader())?);
+            }
+            return Ok(out);
+        }
         Ok(self
             .with(feature::BUILD_ID, features::parse_build_ids)?
             .unwrap_or_default())

@@ -9,6 +9,8 @@ use crate::error::{Error, Result};
 
 /// Size of the file-mode header.
 pub const FILE_HEADER_SIZE: u64 = 104;
+/// Size of the pipe-mode header (`perf record -o -`): magic and size, then records.
+pub const PIPE_HEADER_SIZE: u64 = 16;
 /// Smallest `perf_event_attr` (`PERF_ATTR_SIZE_VER0`).
 pub const ATTR_SIZE_VER0: u64 = 64;
 
@@ -33,7 +35,11 @@ impl Section {
 pub struct FileHeader {
     /// Byte order of everything in the file.
     pub endian: Endian,
-    /// Header size (104).
+    /// Pipe mode: the header is only magic and size; attributes, features and build ids come
+    /// as records in the stream, and the sections below are empty (`data` is the rest of the
+    /// input, from offset 16).
+    pub pipe: bool,
+    /// Header size (104, or 16 in pipe mode).
     pub header_size: u64,
     /// Size of one entry of the attribute section (`perf_event_attr` plus a 16-byte ids section).
     pub attr_entry_size: u64,
@@ -59,14 +65,27 @@ impl FileHeader {
         let mut r = Reader::new(data, 0, endian);
         r.bytes(8, "magic")?;
         let header_size = r.u64("header size")?;
-        if header_size == 16 {
-            return Err(Error::PipeMode { header_size });
+        if header_size == PIPE_HEADER_SIZE {
+            let len = data.len() as u64;
+            return Ok(FileHeader {
+                endian,
+                pipe: true,
+                header_size,
+                attr_entry_size: 0,
+                attrs: Section::default(),
+                data: Section {
+                    offset: PIPE_HEADER_SIZE,
+                    size: len.saturating_sub(PIPE_HEADER_SIZE),
+                },
+                event_types: Section::default(),
+                features: [0; 4],
+            });
         }
         if header_size < FILE_HEADER_SIZE {
             return Err(Error::malformed(
                 8,
                 "header size",
-                format!("{header_size}, expected at least {FILE_HEADER_SIZE}"),
+                format!("{header_size}, expected {PIPE_HEADER_SIZE} (pipe mode) or at least {FILE_HEADER_SIZE}"),
             ));
         }
         let attr_entry_size = r.u64("attr entry size")?;
@@ -85,6 +104,7 @@ impl FileHeader {
         }
         Ok(FileHeader {
             endian,
+            pipe: false,
             header_size,
             attr_entry_size,
             attrs,
@@ -150,6 +170,12 @@ impl Attr {
     /// Parses one attribute of `len` bytes at `offset`.
     pub(crate) fn parse(file: &[u8], offset: u64, len: u64, endian: Endian) -> Result<Self> {
         let bytes = slice_at(file, offset, len, "perf_event_attr")?;
+        Self::parse_bytes(bytes, offset, endian)
+    }
+
+    /// Parses the attribute in `bytes` (its whole entry), whose first byte is at file `offset`.
+    pub(crate) fn parse_bytes(bytes: &[u8], offset: u64, endian: Endian) -> Result<Self> {
+        let len = bytes.len() as u64;
         let mut r = Reader::new(bytes, offset, endian);
         let kind = r.u32("attr type")?;
         let size = r.u32("attr size")?;
@@ -244,6 +270,29 @@ pub(crate) fn parse_attrs(file: &[u8], header: &FileHeader) -> Result<Vec<Attr>>
         attrs.push(attr);
     }
     Ok(attrs)
+}
+
+/// A pipe-mode HEADER_ATTR record's body (at file offset `at`): the attribute, then its ids.
+pub(crate) fn parse_pipe_attr(body: &[u8], at: u64, endian: Endian) -> Result<Attr> {
+    let mut r = Reader::new(body, at, endian);
+    r.u32("HEADER_ATTR attr type")?;
+    let size = u64::from(r.u32("HEADER_ATTR attr size")?);
+    let len = body.len() as u64;
+    if !(ATTR_SIZE_VER0..=len).contains(&size) {
+        return Err(Error::malformed(
+            at + 4,
+            "HEADER_ATTR attr size",
+            format!("{size}, expected {ATTR_SIZE_VER0} to {len} (the record body)"),
+        ));
+    }
+    let attr_bytes = &body[..size as usize];
+    let mut attr = Attr::parse_bytes(attr_bytes, at, endian)?;
+    let ids = &body[size as usize..];
+    let mut r = Reader::new(ids, at + size, endian);
+    attr.ids = (0..ids.len() / 8)
+        .map(|_| r.u64("HEADER_ATTR id"))
+        .collect::<Result<_>>()?;
+    Ok(attr)
 }
 
 /// Which attribute a record belongs to, found from its event id.

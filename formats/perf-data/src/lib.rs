@@ -24,6 +24,7 @@ pub mod memory;
 pub mod record;
 mod recording;
 pub mod script;
+pub mod stream;
 mod writer;
 
 pub use bytes::Endian;

@@ -25,11 +25,22 @@ pub mod kind {
     pub const SWITCH: u32 = 14;
     pub const SWITCH_CPU_WIDE: u32 = 15;
     pub const AUX_OUTPUT_HW_ID: u32 = 21;
+    /// Pipe mode: an attribute and its ids.
+    pub const HEADER_ATTR: u32 = 64;
+    /// Pipe mode: an event type name (obsolete).
+    pub const HEADER_EVENT_TYPE: u32 = 65;
+    /// Pipe mode: tracepoint formats; that many bytes follow the record.
+    pub const HEADER_TRACING_DATA: u32 = 66;
+    /// Pipe mode: one build-id entry.
     pub const HEADER_BUILD_ID: u32 = 67;
     pub const FINISHED_ROUND: u32 = 68;
     pub const AUXTRACE_INFO: u32 = 70;
     pub const AUXTRACE: u32 = 71;
+    pub const ID_INDEX: u32 = 69;
+    pub const EVENT_UPDATE: u32 = 78;
     pub const TIME_CONV: u32 = 79;
+    /// Pipe mode: one feature section (a `u64` feature number, then the section's bytes).
+    pub const HEADER_FEATURE: u32 = 80;
     pub const FINISHED_INIT: u32 = 82;
     /// simpleperf's own record types start here (kernel symbols, dsos, split records, ...).
     pub const SIMPLEPERF_FIRST: u32 = 32768;
@@ -461,7 +472,7 @@ pub struct RecordEntry<'a> {
 }
 
 /// One framed record: offset, kind, misc, body, and an AUXTRACE payload with its offset.
-type Frame<'a> = (u64, u32, u16, &'a [u8], Option<(&'a [u8], u64)>);
+pub(crate) type Frame<'a> = (u64, u32, u16, &'a [u8], Option<(&'a [u8], u64)>);
 
 /// The parts of the attributes the iterator needs.
 #[derive(Debug, Clone)]
@@ -509,7 +520,7 @@ impl<'a> Records<'a> {
         self.pos
     }
 
-    fn frame(&mut self) -> Result<Frame<'a>> {
+    pub(crate) fn frame(&mut self) -> Result<Frame<'a>> {
         let at = self.pos;
         let avail = self.end - at;
         if avail < 8 {
@@ -542,9 +553,32 @@ impl<'a> Records<'a> {
         let body = &self.file[(at + 8) as usize..(at + size) as usize];
         let mut next = at + size;
         let mut payload = None;
-        if kind == kind::AUXTRACE {
-            let mut r = Reader::new(body, at + 8, self.endian);
-            let psize = r.u64("AUXTRACE size")?;
+        if let Some((psize, what)) = trailing_size(kind, body, at, self.endian)? {
+            let left = self.end - next;
+            if psize > left {
+                return Err(Error::Truncated {
+                    offset: next,
+                    what,
+                    needed: psize,
+                    available: left,
+                });
+            }
+            if kind == kind::AUXTRACE {
+                payload = Some((&self.file[next as usize..(next + psize) as usize], next));
+            }
+            next += psize;
+        }
+        self.pos = next;
+        Ok((at, kind, misc_bits, body, payload))
+    }
+}
+
+/// The bytes that follow a record outside its size: an AUXTRACE record's payload, a pipe-mode
+/// HEADER_TRACING_DATA record's tracepoint data. `body` is the record without its header,
+/// which is at file offset `at`.
+pub(crate) fn trailing_size(kind: u32, body: &[u8], at: u64, endian: Endian) -> Result<Option<(u64, &'static str)>> {
+    match kind {
+        kind::AUXTRACE => {
             if body.len() < 40 {
                 return Err(Error::Truncated {
                     offset: at + 8,
@@ -553,20 +587,14 @@ impl<'a> Records<'a> {
                     available: body.len() as u64,
                 });
             }
-            let left = self.end - next;
-            if psize > left {
-                return Err(Error::Truncated {
-                    offset: next,
-                    what: "AUXTRACE payload",
-                    needed: psize,
-                    available: left,
-                });
-            }
-            payload = Some((&self.file[next as usize..(next + psize) as usize], next));
-            next += psize;
+            let psize = Reader::new(body, at + 8, endian).u64("AUXTRACE size")?;
+            Ok(Some((psize, "AUXTRACE payload")))
         }
-        self.pos = next;
-        Ok((at, kind, misc_bits, body, payload))
+        kind::HEADER_TRACING_DATA => {
+            let psize = Reader::new(body, at + 8, endian).u32("HEADER_TRACING_DATA size")?;
+            Ok(Some((u64::from(psize), "HEADER_TRACING_DATA payload")))
+        }
+        _ => Ok(None),
     }
 }
 

@@ -124,6 +124,19 @@ pub struct ThreadEvent {
     pub kind: ThreadEventKind,
 }
 
+/// The record kinds that carry, in pipe mode, what file mode keeps in its header sections.
+pub(crate) fn is_pipe_header(k: u32) -> bool {
+    use crate::record::kind;
+    matches!(
+        k,
+        kind::HEADER_ATTR
+            | kind::HEADER_EVENT_TYPE
+            | kind::HEADER_TRACING_DATA
+            | kind::HEADER_BUILD_ID
+            | kind::HEADER_FEATURE
+    )
+}
+
 /// Everything from one pass over a recording.
 #[derive(Debug, Clone)]
 pub struct Recording<'a> {
@@ -279,6 +292,10 @@ impl<'a> Recording<'a> {
                     continue;
                 }
             };
+            if is_pipe_header(entry.kind) {
+                // Pipe mode's header records: PerfFile has read them.
+                continue;
+            }
             self.records += 1;
             let at = entry.offset;
             let thread = |sid: crate::record::SampleId, pid: i32, tid: i32, kind| ThreadEvent {

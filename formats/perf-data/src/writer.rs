@@ -4,7 +4,7 @@
 
 use crate::cs_etm::CsEtmInfo;
 use crate::features::feature;
-use crate::header::{ATTR_FLAG_SAMPLE_ID_ALL, FILE_HEADER_SIZE};
+use crate::header::{ATTR_FLAG_SAMPLE_ID_ALL, FILE_HEADER_SIZE, PIPE_HEADER_SIZE};
 use crate::record::{AUXTRACE_CS_ETM, BuildId, kind, misc};
 
 /// `perf_event_attr` size written (`PERF_ATTR_SIZE_VER7`, as simpleperf writes).
@@ -20,6 +20,22 @@ const SAMPLE_CPU: u64 = 0x80;
 const SAMPLE_IDENTIFIER: u64 = 0x1_0000;
 /// perf aligns strings in feature sections to this.
 const NAME_ALIGN: usize = 64;
+
+/// The feature sections written, in the order of their bits.
+const FEATURES: [u32; 12] = [
+    feature::BUILD_ID,
+    feature::HOSTNAME,
+    feature::OSRELEASE,
+    feature::VERSION,
+    feature::ARCH,
+    feature::NRCPUS,
+    feature::CPUDESC,
+    feature::CPUID,
+    feature::CMDLINE,
+    feature::EVENT_DESC,
+    feature::PMU_MAPPINGS,
+    feature::AUXTRACE,
+];
 
 /// What to write in the header, attribute and feature sections.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -390,22 +406,48 @@ impl Writer {
         v
     }
 
+    /// The same recording in pipe mode, as `perf record -o -` writes it: the 16-byte header,
+    /// the attribute as a HEADER_ATTR record, the feature sections as HEADER_FEATURE records,
+    /// the build ids as HEADER_BUILD_ID records, then the records of the data section. There is
+    /// no auxtrace index: readers find each AUXTRACE payload right after its record.
+    pub fn finish_pipe(self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.data.len() + 4096);
+        out.extend_from_slice(b"PERFILE2");
+        put_u64(&mut out, PIPE_HEADER_SIZE);
+        let record = |out: &mut Vec<u8>, k: u32, body: &[u8]| {
+            let at = out.len();
+            put_u32(out, k);
+            put_u16(out, 0);
+            put_u16(out, 0);
+            out.extend_from_slice(body);
+            pad_to(out, 8);
+            let size = (out.len() - at) as u16;
+            out[at + 6..at + 8].copy_from_slice(&size.to_le_bytes());
+        };
+        // The attribute first: perf names events from EVENT_DESC only when the attribute
+        // (matched by id) is already known.
+        let mut body = self.attr_bytes();
+        for &id in &self.ids {
+            put_u64(&mut body, id);
+        }
+        record(&mut out, kind::HEADER_ATTR, &body);
+        for f in FEATURES {
+            if f == feature::BUILD_ID || f == feature::AUXTRACE {
+                continue;
+            }
+            let mut body = Vec::new();
+            put_u64(&mut body, u64::from(f));
+            body.extend_from_slice(&self.feature_bytes(f));
+            record(&mut out, kind::HEADER_FEATURE, &body);
+        }
+        // The build-id feature's entries are whole HEADER_BUILD_ID records already.
+        out.extend_from_slice(&self.feature_bytes(feature::BUILD_ID));
+        out.extend_from_slice(&self.data);
+        out
+    }
+
     /// The file.
     pub fn finish(self) -> Vec<u8> {
-        const FEATURES: [u32; 12] = [
-            feature::BUILD_ID,
-            feature::HOSTNAME,
-            feature::OSRELEASE,
-            feature::VERSION,
-            feature::ARCH,
-            feature::NRCPUS,
-            feature::CPUDESC,
-            feature::CPUID,
-            feature::CMDLINE,
-            feature::EVENT_DESC,
-            feature::PMU_MAPPINGS,
-            feature::AUXTRACE,
-        ];
         let ids_offset = FILE_HEADER_SIZE;
         let attrs_offset = ids_offset + 8 * self.ids.len() as u64;
         let data_size = self.data.len() as u64;

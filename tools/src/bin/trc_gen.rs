@@ -133,6 +133,10 @@ struct Cli {
     /// perf decodes the CPUs' buffers one after the other, without time.
     #[arg(long, requires = "perf_data")]
     untimed: bool,
+    /// With --perf-data: write pipe mode, as `perf record -o -` does (the same recording;
+    /// `perf script -i FILE` and `trc_perf script FILE` or `- < FILE` read it).
+    #[arg(long, requires = "perf_data")]
+    pipe: bool,
     /// With --perf-data: the ELF's path as the recording gives it (default: the absolute
     /// path of FILE.elf).
     #[arg(long, value_name = "PATH", requires = "perf_data")]
@@ -220,6 +224,7 @@ fn write_perf_data(a: &Cli, opts: &GenOptions, etmv4_opts: &Etmv4Options, file: 
         elf_path,
         per_thread: a.per_thread,
         untimed: a.untimed,
+        pipe: a.pipe,
     };
     let r = match (&a.tarmac, &a.elf) {
         (Some(t), Some(e)) => {

@@ -37,6 +37,7 @@ use coresight_perf_data::script::{
     Fields, Itrace, PerfOrder, ScriptWriter, event_names, event_samples, is_timeless, perf_sample_time,
     write_in_perf_order,
 };
+use coresight_perf_data::stream::{Opened, PipeStream, open_stream};
 use coresight_perf_data::{AuxFormat, MappedFile, Recording};
 use coresight_tarmac::writer::{TarmacWriter, WriterOptions as TarmacOptions};
 use coresight_tools::cli::{self, Progress};
@@ -278,11 +279,20 @@ fn open(path: &Path) -> Result<MappedFile, Failure> {
 }
 
 fn parse<'a>(path: &Path, f: &'a MappedFile) -> Result<Recording<'a>, Failure> {
-    Recording::parse(f.bytes()).map_err(|e| failure(format!("{}: {e}", path.display())))
+    Recording::parse(f.bytes()).map_err(|e| failure(format!("{}: {e}", shown(path))))
+}
+
+/// The input as messages name it: `-` is standard input.
+fn shown(path: &Path) -> String {
+    if path == Path::new("-") {
+        "standard input".into()
+    } else {
+        path.display().to_string()
+    }
 }
 
 fn warn(path: &Path, msg: impl std::fmt::Display) {
-    eprintln!("{PROGRAM}: {}: warning: {msg}", path.display());
+    eprintln!("{PROGRAM}: {}: warning: {msg}", shown(path));
 }
 
 fn search(s: &Symbols) -> Result<SymbolSearch, Failure> {
@@ -449,7 +459,19 @@ fn autofdo(a: &AutofdoArgs) -> Result<(), Failure> {
     let mut lists = BranchList::default();
     let keep = |p: &str| filter.as_ref().is_none_or(|r| r.is_match(p));
     for path in &inputs {
-        let f = open(path)?;
+        let f = match open_stdin_stream(path)? {
+            Some(Opened::Pipe(stream)) if a.kind == AutofdoOutput::Autofdo => {
+                autofdo_stream(path, &search, &mut profile, stream)?;
+                continue;
+            }
+            Some(Opened::Pipe(_)) => {
+                return Err(usage(
+                    "--output branch-list takes a pipe-mode recording from a file, not from standard input",
+                ));
+            }
+            Some(Opened::File(bytes)) => MappedFile::from_bytes(bytes),
+            None => open(path)?,
+        };
         if is_branch_list(f.bytes()) {
             let l = BranchList::parse(f.bytes()).map_err(|e| failure(format!("{}: {e}", path.display())))?;
             lists.merge(&l);
@@ -518,7 +540,11 @@ fn script(a: &ScriptArgs) -> Result<(), Failure> {
         Some(f) => f.parse().map_err(usage)?,
         None => Fields::default(),
     };
-    let f = open(a.input.path())?;
+    let f = match open_stdin_stream(a.input.path())? {
+        Some(Opened::Pipe(stream)) => return script_stream(a, itrace, fields, stream),
+        Some(Opened::File(bytes)) => MappedFile::from_bytes(bytes),
+        None => open(a.input.path())?,
+    };
     let rec = parse(a.input.path(), &f)?;
     for w in &rec.warnings {
         warn(a.input.path(), w);
@@ -939,6 +965,240 @@ fn dump(a: &OneInput) -> Result<(), Failure> {
         warn(a.input.path(), x);
     }
     out.flush().map_err(|e| output_error(e, "standard output"))
+}
+
+/// Standard input (`-`): a pipe-mode recording to read as it arrives, else a file-mode one
+/// read whole. None for a named file.
+fn open_stdin_stream(path: &Path) -> Result<Option<Opened<io::StdinLock<'static>>>, Failure> {
+    if path != Path::new("-") {
+        return Ok(None);
+    }
+    open_stream(io::stdin().lock())
+        .map(Some)
+        .map_err(|e| failure(format!("standard input: {e}")))
+}
+
+/// Warnings of a stream's segments, each said once (the records kept before a buffer are
+/// read again with every buffer); counts said at the end.
+#[derive(Default)]
+struct StreamWarnings {
+    said: std::collections::HashSet<(u64, String)>,
+    missing: std::collections::BTreeMap<(String, String), u64>,
+}
+
+impl StreamWarnings {
+    fn say(&mut self, path: &Path, w: &coresight_perf_data::Warning) {
+        // Offset 0: the recording's totals (lost records, truncated AUX), said at the end.
+        if w.offset != 0 && self.said.insert((w.offset, w.message.clone())) {
+            warn(path, w);
+        }
+    }
+
+    fn missing(&mut self, missing: &[(String, u64, String)]) {
+        for (bin, n, why) in missing {
+            *self.missing.entry((bin.clone(), why.clone())).or_default() += n;
+        }
+    }
+
+    /// The end of the stream: its own warnings, the totals of everything kept, and the
+    /// binaries that were missing.
+    fn finish<R: io::Read>(self, path: &Path, stream: &PipeStream<R>) {
+        for w in &stream.warnings {
+            warn(path, w);
+        }
+        let kept = stream.kept();
+        if let Ok(rec) = Recording::parse(&kept.bytes) {
+            for w in rec.warnings.iter().filter(|w| w.offset == 0) {
+                warn(path, w);
+            }
+        }
+        let missing: Vec<(String, u64, String)> =
+            self.missing.into_iter().map(|((bin, why), n)| (bin, n, why)).collect();
+        report_missing(path, &missing);
+    }
+}
+
+/// Output shared by the script writers of a stream's queues.
+#[derive(Clone)]
+struct SharedOut(std::rc::Rc<std::cell::RefCell<Box<dyn Write>>>);
+
+impl Write for SharedOut {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        self.0.borrow_mut().write(b)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.borrow_mut().flush()
+    }
+}
+
+/// What the script of a stream's segment is printed with: the same for every segment.
+struct StreamScript {
+    timeless: bool,
+    modifier: String,
+    names: Vec<String>,
+    fields: Fields,
+}
+
+impl StreamScript {
+    /// As script() decides for a whole recording.
+    fn of(rec: &Recording<'_>, itrace: Itrace, fields: Fields) -> Result<Self, Failure> {
+        let timeless = itrace.timeless || is_timeless(rec);
+        let modifier = rec.attrs().first().map(|a| event_modifier(a.flags)).unwrap_or_default();
+        let suffix = if modifier.is_empty() {
+            String::new()
+        } else {
+            format!(":{modifier}")
+        };
+        let names = event_names(rec);
+        let synthesised = format!("{}{suffix}", if itrace.branches { "branches" } else { "instructions" });
+        let recorded = names.first().cloned().unwrap_or_else(|| synthesised.clone());
+        const PERF_SAMPLE_TIME: u64 = 1 << 2;
+        const PERF_SAMPLE_CPU: u64 = 1 << 7;
+        let no_time = if !event_samples(rec, PERF_SAMPLE_TIME) {
+            Some(recorded.as_str())
+        } else if timeless {
+            Some(synthesised.as_str())
+        } else {
+            None
+        };
+        let no_cpu = (!event_samples(rec, PERF_SAMPLE_CPU)).then_some(recorded.as_str());
+        let fields = fields.for_samples(no_time, no_cpu).map_err(usage)?;
+        Ok(StreamScript {
+            timeless,
+            modifier,
+            names,
+            fields,
+        })
+    }
+}
+
+/// `script -` on a pipe-mode recording: each AUXTRACE buffer decoded and printed when it
+/// has arrived, holding one buffer. When timeless, each AUX queue keeps its script state from
+/// one buffer to its next, as perf's queues do, while no map or thread event comes between
+/// buffers (one that does rebuilds the memory model, and the queues start afresh): untimed
+/// per-CPU recordings print what `script FILE` prints; per-thread ones lack the branch to 0
+/// that a whole-file decode flushes where one buffer meets the next (each buffer's decoder
+/// starts at trace index 0 here). With time, what only the end of the recording can say
+/// differs: perf 6.1's sample time is the latest AUX record's of the whole recording (here:
+/// of the stream so far), CPUs' buffers come in stream order rather than merged by time,
+/// and each buffer is decoded on its own.
+fn script_stream(
+    a: &ScriptArgs,
+    itrace: Itrace,
+    fields: Fields,
+    mut stream: PipeStream<io::StdinLock<'static>>,
+) -> Result<(), Failure> {
+    let path = a.input.path();
+    let search = search(&a.symbols)?;
+    let (out, name) = output(&a.output)?;
+    let out = SharedOut(std::rc::Rc::new(std::cell::RefCell::new(out)));
+    let mut said = StreamWarnings::default();
+    let mut how: Option<StreamScript> = None;
+    let opts = DecodeOptions {
+        raw_with_first_config: a.as_perf_61,
+        opencsd_flow: a.as_perf_61,
+        ..Default::default()
+    };
+    let next = |stream: &mut PipeStream<_>| -> Result<Option<coresight_perf_data::stream::Segment>, Failure> {
+        stream
+            .next_segment()
+            .transpose()
+            .map_err(|e| failure(format!("standard input: {e}")))
+    };
+    // The maps and thread events a model was made from: more of them make a new model.
+    let known = |rec: &Recording<'_>| (rec.maps.len(), rec.thread_events.len());
+    let mut pending = next(&mut stream)?;
+    // One model (and one script writer per AUX queue, when timeless) while no new map or
+    // thread event arrives.
+    while let Some(first) = pending.take() {
+        let (model, model_of) = {
+            let rec = first.recording().map_err(|e| failure(format!("standard input: {e}")))?;
+            if how.is_none() {
+                how = Some(StreamScript::of(&rec, itrace, fields)?);
+            }
+            (Arc::new(Model::new(&rec, search.clone())), known(&rec))
+        };
+        let how = how.as_ref().expect("set above");
+        let mut writers: std::collections::HashMap<u32, ScriptWriter<'_, SharedOut>> = std::collections::HashMap::new();
+        let mut seg = first;
+        loop {
+            let rec = seg.recording().map_err(|e| failure(format!("standard input: {e}")))?;
+            if known(&rec) != model_of {
+                drop(rec);
+                pending = Some(seg);
+                break;
+            }
+            for w in &rec.warnings {
+                said.say(path, w);
+            }
+            let mut dec = RecordingDecoder::new(&rec, model.clone(), opts.clone())
+                .map_err(|e| failure(format!("standard input: {e}")))?;
+            let new_writer = |dec: &RecordingDecoder<'_, '_>| {
+                ScriptWriter::new(
+                    &model,
+                    dec.cpus().len(),
+                    out.clone(),
+                    itrace,
+                    how.fields,
+                    &how.modifier,
+                    &how.names,
+                    if how.timeless { None } else { perf_sample_time(&rec) },
+                )
+            };
+            let order = PerfOrder {
+                drop_held_at_buffer_end: a.as_perf_61,
+                timeless: how.timeless,
+                one_channel_when_timeless: a.as_perf_61,
+            };
+            let queue = rec.buffers.first().map_or(0, |b| b.idx);
+            let r = if how.timeless {
+                let w = writers.entry(queue).or_insert_with(|| new_writer(&dec));
+                write_in_perf_order(&mut dec, w, order, &mut |_| {})
+            } else {
+                let mut w = new_writer(&dec);
+                write_in_perf_order(&mut dec, &mut w, order, &mut |_| {})
+            };
+            r.map_err(|e| output_error(e, &name))?;
+            for x in &dec.warnings {
+                said.say(path, x);
+            }
+            said.missing(&dec.missing_binaries());
+            drop(dec);
+            drop(rec);
+            match next(&mut stream)? {
+                Some(s) => seg = s,
+                None => break,
+            }
+        }
+    }
+    said.finish(path, &stream);
+    out.0.borrow_mut().flush().map_err(|e| output_error(e, &name))
+}
+
+/// `autofdo -` on a pipe-mode recording: each AUXTRACE buffer's counts added when it has
+/// arrived, holding one buffer.
+fn autofdo_stream(
+    path: &Path,
+    search: &SymbolSearch,
+    profile: &mut AutoFdoProfile,
+    mut stream: PipeStream<io::StdinLock<'static>>,
+) -> Result<(), Failure> {
+    let mut said = StreamWarnings::default();
+    while let Some(seg) = stream.next_segment() {
+        let seg = seg.map_err(|e| failure(format!("standard input: {e}")))?;
+        let rec = seg.recording().map_err(|e| failure(format!("standard input: {e}")))?;
+        for w in &rec.warnings {
+            said.say(path, w);
+        }
+        let report = add_recording(&rec, search.clone(), DecodeOptions::default(), profile, &mut |_| {})
+            .map_err(|e| failure(format!("standard input: {e}")))?;
+        for w in &report.warnings {
+            said.say(path, w);
+        }
+        said.missing(&report.missing);
+    }
+    said.finish(path, &stream);
+    Ok(())
 }
 
 fn main() -> ExitCode {
