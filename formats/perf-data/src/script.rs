@@ -300,6 +300,26 @@ struct SymText {
     text: String,
 }
 
+/// A mangled symbol name as perf 6.1 shows it: C++ names (`_Z…`) without their parameter
+/// list or return type (`_ZN1AC2Ev` is `A::A`); Rust's legacy names also without their hash
+/// (`core::fmt::write`). None when `name` is not mangled or does not demangle.
+pub fn demangle(name: &str) -> Option<String> {
+    if !name.starts_with("_Z") {
+        return None;
+    }
+    let sym = cpp_demangle::Symbol::new(name).ok()?;
+    let opts = cpp_demangle::DemangleOptions::new().no_params().no_return_type();
+    let mut d = sym.demangle(&opts).ok()?;
+    // A Rust legacy name ends in `::h` and 16 hex digits.
+    if let Some(i) = d.rfind("::h")
+        && d.len() - i == 19
+        && d[i + 3..].bytes().all(|b| b.is_ascii_hexdigit())
+    {
+        d.truncate(i);
+    }
+    Some(d)
+}
+
 /// Appends `v` in hex, right-aligned in `width` characters (perf's `%16lx`).
 fn push_hex(l: &mut String, v: u64, width: usize) {
     let digits = ((64 - v.leading_zeros() as usize).div_ceil(4)).max(1);
@@ -488,6 +508,8 @@ pub struct ScriptWriter<'m, W: Write> {
     prefix: String,
     prefix_key: Option<(i32, i32, u32, u64, bool)>,
     sym_cache: Vec<SymText>,
+    /// Show C++ and Rust symbol names demangled, as perf does by default.
+    pub demangle: bool,
     /// Flush a queue whose data ended towards the stale packet, as perf 6.1 does.
     stale_flush: bool,
     chans: Vec<Chan>,
@@ -543,6 +565,7 @@ impl<'m, W: Write> ScriptWriter<'m, W> {
             prefix_key: None,
             sym_cache: vec![SymText::default(); SYM_CACHE],
             stale_flush: false,
+            demangle: true,
             chans: vec![Chan::new(); streams],
             positions: vec![0],
             line: String::with_capacity(256),
@@ -976,7 +999,10 @@ impl<'m, W: Write> ScriptWriter<'m, W> {
                 l.push(' ');
                 match sym {
                     Some((name, off)) => {
-                        l.push_str(name);
+                        match self.demangle.then(|| demangle(name)).flatten() {
+                            Some(d) => l.push_str(&d),
+                            None => l.push_str(name),
+                        }
                         if f.symoff {
                             let _ = write!(l, "+{off:#x}");
                         }
@@ -1226,4 +1252,27 @@ pub fn write_in_perf_order<W: Write>(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::demangle;
+
+    /// The names Debian's perf 6.1 printed for these symbols (an ELF whose symbols were
+    /// renamed to them, decoded by `perf script -F ip,sym`): no parameters, no return type.
+    #[test]
+    fn demangled_as_perf_shows_them() {
+        for (mangled, shown) in [
+            ("_ZN1a1b1cEi", "a::b::c"),
+            ("_Z1fPKc", "f"),
+            ("_ZN1AC2Ev", "A::A"),
+            ("_ZN1aIiE1fE", "a<int>::f"),
+            ("_ZN1A1gEv", "A::g"),
+            ("_ZN4core3fmt5write17h0123456789abcdefE", "core::fmt::write"),
+        ] {
+            assert_eq!(demangle(mangled).as_deref(), Some(shown), "{mangled}");
+        }
+        assert_eq!(demangle("main"), None);
+        assert_eq!(demangle("_Zgarbage"), None);
+    }
 }

@@ -187,6 +187,10 @@ struct ScriptArgs {
     /// its CPU; the branches the decoder still holds at a buffer's end dropped.
     #[arg(long = "as-perf-6.1")]
     as_perf_61: bool,
+    /// Show C++ and Rust symbol names as the binary has them (perf demangles by default:
+    /// `_ZN1AC2Ev` is shown `A::A`).
+    #[arg(long)]
+    no_demangle: bool,
     #[command(flatten)]
     symbols: Symbols,
 }
@@ -595,6 +599,7 @@ fn script(a: &ScriptArgs) -> Result<(), Failure> {
         &names,
         if timeless { None } else { perf_sample_time(&rec) },
     );
+    w.demangle = !a.no_demangle;
     let bar = cli::progress_bar(aux_bytes(&rec), a.symbols.progress);
     let order = PerfOrder {
         drop_held_at_buffer_end: a.as_perf_61,
@@ -1134,7 +1139,7 @@ fn script_stream(
             let mut dec = RecordingDecoder::new(&rec, model.clone(), opts.clone())
                 .map_err(|e| failure(format!("standard input: {e}")))?;
             let new_writer = |dec: &RecordingDecoder<'_, '_>| {
-                ScriptWriter::new(
+                let mut w = ScriptWriter::new(
                     &model,
                     dec.cpus().len(),
                     out.clone(),
@@ -1143,7 +1148,9 @@ fn script_stream(
                     &how.modifier,
                     &how.names,
                     if how.timeless { None } else { perf_sample_time(&rec) },
-                )
+                );
+                w.demangle = !a.no_demangle;
+                w
             };
             let order = PerfOrder {
                 drop_held_at_buffer_end: a.as_perf_61,
