@@ -7,14 +7,27 @@
 //! cheapest cell that allows it: an exclusive flag taken with one atomic
 //! swap and released with one store. On the data path it is never
 //! contended; when it is (a sink shared by trees on two threads), a
-//! borrow waits, yielding, until the other thread lets go.
+//! borrow waits, yielding, until the other thread lets go. A second borrow
+//! on the thread that holds the first would wait for ever: it panics
+//! instead, naming the mistake, as `RefCell` does.
 
 use std::cell::UnsafeCell;
 use std::fmt;
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+thread_local! {
+    /// A byte whose address tells the threads apart (unique while its thread lives).
+    static THREAD_TAG: u8 = const { 0 };
+}
+
+/// This thread's tag: never 0.
+#[inline]
+fn thread_tag() -> usize {
+    THREAD_TAG.with(|t| t as *const u8 as usize)
+}
 
 /// A shared component: see the [module docs](self).
 pub type Shared<T> = Arc<Lock<T>>;
@@ -25,11 +38,14 @@ pub fn shared<T>(v: T) -> Shared<T> {
 }
 
 /// A cell giving one borrower at a time exclusive access to its value, on
-/// any thread. Like a mutex without poisoning; unlike `RefCell`, a second
-/// borrow waits for the first to end instead of panicking, so a borrow
-/// must not be taken again by the thread that holds it.
+/// any thread. Like a mutex without poisoning: a borrow on another thread
+/// waits for the first to end. Like `RefCell`, a second borrow on the
+/// thread that holds one panics (it could never be granted).
 pub struct Lock<T: ?Sized> {
     locked: AtomicBool,
+    /// The tag of the thread holding the value (0 while the holder has not
+    /// said yet, and when free): set after taking, cleared before releasing.
+    owner: AtomicUsize,
     value: UnsafeCell<T>,
 }
 
@@ -47,6 +63,7 @@ impl<T> Lock<T> {
     pub const fn new(value: T) -> Lock<T> {
         Lock {
             locked: AtomicBool::new(false),
+            owner: AtomicUsize::new(0),
             value: UnsafeCell::new(value),
         }
     }
@@ -62,7 +79,11 @@ impl<T: ?Sized> Lock<T> {
     /// lock is held).
     #[cfg(test)]
     pub(crate) fn try_borrow_mut(&self) -> Option<LockGuard<'_, T>> {
-        (!self.locked.swap(true, Ordering::Acquire)).then_some(LockGuard {
+        if self.locked.swap(true, Ordering::Acquire) {
+            return None;
+        }
+        self.owner.store(thread_tag(), Ordering::Relaxed);
+        Some(LockGuard {
             lock: self,
             _value: PhantomData,
         })
@@ -70,11 +91,16 @@ impl<T: ?Sized> Lock<T> {
 
     /// Borrows the value exclusively until the guard is dropped, waiting
     /// while another thread holds it.
+    ///
+    /// # Panics
+    /// When this thread holds it already (a guard kept across another
+    /// borrow of the same value), which would otherwise never return.
     #[inline]
     pub fn borrow_mut(&self) -> LockGuard<'_, T> {
         if self.locked.swap(true, Ordering::Acquire) {
             self.wait();
         }
+        self.owner.store(thread_tag(), Ordering::Relaxed);
         LockGuard {
             lock: self,
             _value: PhantomData,
@@ -90,6 +116,14 @@ impl<T: ?Sized> Lock<T> {
 
     #[cold]
     fn wait(&self) {
+        // Only this thread writes its tag, and it clears it before letting go:
+        // the tag there now means this thread holds the value.
+        if self.owner.load(Ordering::Relaxed) == thread_tag() {
+            panic!(
+                "coresight_decode::shared::Lock: already borrowed on this thread \
+                 (a guard is still held where the value is borrowed again)"
+            );
+        }
         loop {
             std::thread::yield_now();
             if !self.locked.load(Ordering::Relaxed) && !self.locked.swap(true, Ordering::Acquire) {
@@ -161,6 +195,7 @@ impl<T: ?Sized> DerefMut for LockGuard<'_, T> {
 impl<T: ?Sized> Drop for LockGuard<'_, T> {
     #[inline]
     fn drop(&mut self) {
+        self.lock.owner.store(0, Ordering::Relaxed);
         self.lock.locked.store(false, Ordering::Release);
     }
 }
@@ -178,6 +213,16 @@ mod tests {
             assert!(s.try_borrow_mut().is_none());
         }
         assert_eq!(*s.try_borrow_mut().unwrap(), 6);
+    }
+
+    /// Borrowing again on the thread that holds the value panics with the
+    /// reason, as `RefCell` does, instead of waiting for ever.
+    #[test]
+    #[should_panic(expected = "already borrowed on this thread")]
+    fn a_second_borrow_on_one_thread_panics() {
+        let c = shared((1, 2));
+        let s = format!("{} {}", c.borrow().0, c.borrow().1);
+        assert_eq!(s, "never");
     }
 
     #[test]
