@@ -356,18 +356,34 @@ fn script_prints_what_debian_perf_prints() {
         let data = kdir.join("perf.data");
         let o = Command::new(env!("CARGO_BIN_EXE_trc_gen"))
             .args(args.split_whitespace())
-            .args(["--seed", "5", "--length", "40", "--elf-path", "/trc_gen/prog", "--perf-data"])
+            .args([
+                "--seed",
+                "5",
+                "--length",
+                "40",
+                "--elf-path",
+                "/trc_gen/prog",
+                "--perf-data",
+            ])
             .arg(&data)
             .output()
             .unwrap();
-        assert!(o.status.success(), "trc_gen {args}: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(
+            o.status.success(),
+            "trc_gen {args}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
         std::fs::rename(kdir.join("perf.data.elf"), kdir.join("symfs/trc_gen/prog")).unwrap();
         let single_cpu = kind.ends_with("1cpu") || kind.ends_with("perthread");
         for (n, (itrace, fields)) in cases.iter().enumerate() {
             let n = n + 1;
             let run = |as_perf: bool| {
                 let mut c = trc_perf();
-                c.arg("script").arg("-i").arg(&data).arg("--symdir").arg(kdir.join("symfs"));
+                c.arg("script")
+                    .arg("-i")
+                    .arg(&data)
+                    .arg("--symdir")
+                    .arg(kdir.join("symfs"));
                 c.args(["--no-recorded-paths", &format!("--itrace={itrace}")]);
                 if fields != "-" {
                     c.args(["-F", fields]);
@@ -397,7 +413,9 @@ fn script_prints_what_debian_perf_prints() {
             let got = String::from_utf8_lossy(&o.stdout);
             if is_known(&kind, n) {
                 if got == want {
-                    failures.push(format!("{what}: now the same as perf: take it out of known_differences.txt"));
+                    failures.push(format!(
+                        "{what}: now the same as perf: take it out of known_differences.txt"
+                    ));
                 }
                 still_known += 1;
             } else if got != want {
@@ -417,7 +435,9 @@ fn script_prints_what_debian_perf_prints() {
                 let ours = String::from_utf8_lossy(&o.stdout);
                 let mut it = ours.lines();
                 if let Some(missing) = want.lines().find(|l| !it.any(|m| m == *l)) {
-                    failures.push(format!("{what}: perf's line not in trc_perf's output, in order: {missing}"));
+                    failures.push(format!(
+                        "{what}: perf's line not in trc_perf's output, in order: {missing}"
+                    ));
                 }
             }
         }

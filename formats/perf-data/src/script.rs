@@ -108,8 +108,8 @@ impl FromStr for Itrace {
                     i += 1;
                 }
                 // Accepted, and nothing to do with ETM instruction trace.
-                b'r' | b'x' | b'w' | b'p' | b'e' | b'd' | b'f' | b'm' | b't' | b'a' | b'g' | b'l' | b's'
-                | b'q' | b'o' | b'A' | b'I' | b'L' | b'M' | b'T' | b'E' => {
+                b'r' | b'x' | b'w' | b'p' | b'e' | b'd' | b'f' | b'm' | b't' | b'a' | b'g' | b'l' | b's' | b'q'
+                | b'o' | b'A' | b'I' | b'L' | b'M' | b'T' | b'E' => {
                     i += 1;
                     while i < b.len() && b[i].is_ascii_digit() {
                         i += 1;
@@ -657,7 +657,9 @@ impl<'m, W: Write> ScriptWriter<'m, W> {
                     (InstrType::Branch, InstrSubType::None) => {
                         FLAG_BRANCH | if p.last_cond { FLAG_CONDITIONAL } else { 0 }
                     }
-                    (InstrType::Branch | InstrType::BranchIndirect, InstrSubType::BranchLink) => FLAG_BRANCH | FLAG_CALL,
+                    (InstrType::Branch | InstrType::BranchIndirect, InstrSubType::BranchLink) => {
+                        FLAG_BRANCH | FLAG_CALL
+                    }
                     (
                         InstrType::BranchIndirect,
                         InstrSubType::None | InstrSubType::V8Ret | InstrSubType::V7ImpliedRet,

@@ -32,7 +32,7 @@ use coresight_perf_data::decode::ElementInfo;
 use coresight_perf_data::decode::{DecodeOptions, Event, RecordingDecoder, describe_cpus};
 use coresight_perf_data::memory::{Model, ProcessMemory};
 use coresight_perf_data::script::{
-    Fields, Itrace, PerfOrder, ScriptWriter, event_names, is_timeless, perf_sample_time, event_samples,
+    Fields, Itrace, PerfOrder, ScriptWriter, event_names, event_samples, is_timeless, perf_sample_time,
     write_in_perf_order,
 };
 use coresight_perf_data::{AuxFormat, MappedFile, Recording};
@@ -475,7 +475,11 @@ fn script(a: &ScriptArgs) -> Result<(), Failure> {
     let timeless = itrace.timeless || is_timeless(&rec);
     // The modifier perf gives the synthesised events: from the recorded event's attribute.
     let modifier = rec.attrs().first().map(|a| event_modifier(a.flags)).unwrap_or_default();
-    let suffix = if modifier.is_empty() { String::new() } else { format!(":{modifier}") };
+    let suffix = if modifier.is_empty() {
+        String::new()
+    } else {
+        format!(":{modifier}")
+    };
     let names = event_names(&rec);
     // perf names the first event without the field: the recorded one, else the first
     // synthesised one.
@@ -498,8 +502,8 @@ fn script(a: &ScriptArgs) -> Result<(), Failure> {
         opencsd_flow: a.as_perf_61,
         ..Default::default()
     };
-    let mut dec =
-        RecordingDecoder::new(&rec, model.clone(), opts).map_err(|e| failure(format!("{}: {e}", a.input.path().display())))?;
+    let mut dec = RecordingDecoder::new(&rec, model.clone(), opts)
+        .map_err(|e| failure(format!("{}: {e}", a.input.path().display())))?;
     let (out, name) = output(&a.output)?;
     let mut w = ScriptWriter::new(
         &model,
