@@ -20,6 +20,7 @@ use coresight_decode::deformatter::DeformatterConfig;
 use coresight_decode::element::{ElemType, TraceElement};
 use coresight_decode::interfaces::{TargetMemAccess, TrcDataIn, TrcGenElemIn};
 use coresight_decode::logger::MsgLogger;
+use coresight_decode::printers::PacketPrinter;
 use coresight_decode::shared::{Shared, shared};
 use coresight_decode::tree::{DecodeTree, SourceFormat};
 
@@ -72,6 +73,13 @@ pub struct DecodeOptions {
     /// block's end (see [`DecoderOptions::opencsd_flow`]): for matching a perf that
     /// drops what a decoder holds when it waits at a buffer's end (6.1).
     pub opencsd_flow: bool,
+    /// Number the bytes of each buffer from its start (the packet indexes `perf report -D`
+    /// prints), not on from the buffers decoded before it.
+    pub index_per_buffer: bool,
+    /// Write the decoders' error messages among the packets, each on its own line where it
+    /// arose (to `packet_out`, as `perf report -D` shows them), rather than keeping them as
+    /// warnings.
+    pub errors_with_packets: bool,
 }
 
 /// Where an element came from.
@@ -86,7 +94,8 @@ pub struct ElementInfo {
     /// Its trace ID.
     pub trace_id: u8,
     /// Index of the packet's first byte: its offset in the buffer plus the sizes of the
-    /// buffers decoded before it (unique across the decode).
+    /// buffers decoded before it (unique across the decode), or only its offset in the
+    /// buffer with [`DecodeOptions::index_per_buffer`].
     pub index: TrcIndex,
     /// The process traced when it was made (-1: unknown).
     pub pid: i32,
@@ -575,7 +584,13 @@ impl<'r, 'a> RecordingDecoder<'r, 'a> {
             opencsd_flow: self.opts.opencsd_flow,
             ..DecoderOptions::default()
         });
-        tree.set_error_output(Some(self.errors.clone()));
+        match &self.opts.packet_out {
+            Some(out) if self.opts.errors_with_packets => {
+                tree.set_error_output(Some(out.clone()));
+                tree.error_logger().borrow_mut().set_line_breaks(true);
+            }
+            _ => tree.set_error_output(Some(self.errors.clone())),
+        }
         let stream_of = match single {
             Some(s) => StreamOf::Fixed(s),
             None => {
@@ -635,7 +650,10 @@ impl<'r, 'a> RecordingDecoder<'r, 'a> {
             tree.add_decoder(slot, c.protocol, component)
                 .map_err(|e| err(format!("{e:?}")))?;
             if let Some(out) = &self.opts.packet_out {
-                tree.attach_packet_printer(slot, out.clone(), !self.opts.packets_only, 0)
+                // Labelled with the trace unit's ID, also in a raw buffer's tree (whose one
+                // decoder sits in slot 0), as perf labels them.
+                let printer = PacketPrinter::new(c.trace_id & 0x7f, out.clone());
+                tree.attach_printer(slot, printer, !self.opts.packets_only)
                     .map_err(|e| err(format!("{e:?}")))?;
             }
         }
@@ -749,9 +767,10 @@ impl<'r, 'a> RecordingDecoder<'r, 'a> {
             f(Event::BufferStart { buffer: bi, aux: b });
             self.summary.buffers += 1;
             let pieces = self.pieces(b);
+            let base = if self.opts.index_per_buffer { 0 } else { index };
             for (from, to) in pieces {
                 let data = &b.data[from..to];
-                self.feed(bi, single, index + from as u64, data, f);
+                self.feed(bi, single, base + from as u64, data, f);
             }
             index += b.data.len() as u64;
             self.summary.bytes += b.data.len() as u64;
