@@ -73,9 +73,10 @@ pub struct DecodeOptions {
     /// block's end (see [`DecoderOptions::opencsd_flow`]): for matching a perf that
     /// drops what a decoder holds when it waits at a buffer's end (6.1).
     pub opencsd_flow: bool,
-    /// Number the bytes of each buffer from its start (the packet indexes `perf report -D`
-    /// prints), not on from the buffers decoded before it.
-    pub index_per_buffer: bool,
+    /// Number the bytes of each buffer from its offset in its AUX area (the AUXTRACE
+    /// record's `offset`: a CPU's first buffer from 0, its next one on from there), as the
+    /// packet indexes `perf report -D` prints go; not on from the buffers decoded before it.
+    pub index_at_aux_offset: bool,
     /// Write the decoders' error messages among the packets, each on its own line where it
     /// arose (to `packet_out`, as `perf report -D` shows them), rather than keeping them as
     /// warnings.
@@ -94,8 +95,8 @@ pub struct ElementInfo {
     /// Its trace ID.
     pub trace_id: u8,
     /// Index of the packet's first byte: its offset in the buffer plus the sizes of the
-    /// buffers decoded before it (unique across the decode), or only its offset in the
-    /// buffer with [`DecodeOptions::index_per_buffer`].
+    /// buffers decoded before it (unique across the decode), or plus the buffer's AUX offset
+    /// instead with [`DecodeOptions::index_at_aux_offset`].
     pub index: TrcIndex,
     /// The process traced when it was made (-1: unknown).
     pub pid: i32,
@@ -767,7 +768,11 @@ impl<'r, 'a> RecordingDecoder<'r, 'a> {
             f(Event::BufferStart { buffer: bi, aux: b });
             self.summary.buffers += 1;
             let pieces = self.pieces(b);
-            let base = if self.opts.index_per_buffer { 0 } else { index };
+            let base = if self.opts.index_at_aux_offset {
+                b.aux_offset
+            } else {
+                index
+            };
             for (from, to) in pieces {
                 let data = &b.data[from..to];
                 self.feed(bi, single, base + from as u64, data, f);

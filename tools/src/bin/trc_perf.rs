@@ -78,7 +78,7 @@ enum Command {
     ///
     /// For each AUXTRACE record, in file order: a blank line, the record's line, a blank line,
     /// the `CoreSight DECODER Trace data` line and a tab-indented line per packet (`Idx:` its
-    /// offset in the buffer; decoder errors among them where they arise), each as `perf
+    /// offset in the CPU's AUX area; decoder errors among them where they arise), each as `perf
     /// report -D` prints it. perf also dumps the other records and every record's bytes in
     /// hex: those lines are not printed. Packets are described in OpenCSD 1.8's words
     /// (--as-perf-6.1: in 1.3.3's, as Debian's perf 6.1).
@@ -858,9 +858,9 @@ fn coverage(a: &CoverageArgs) -> Result<(), Failure> {
 /// printed here, which equals perf's byte for byte, is what it prints for each AUXTRACE
 /// record: a blank line, the record's line (`[CPU TIME ]OFFSET [SIZE]: PERF_RECORD_AUXTRACE
 /// size: … cpu: …`), a blank line, `. ... CoreSight DECODER Trace data: size … bytes` and
-/// one tab-indented line per packet (`Idx:` its offset in the buffer, `ID:` its trace ID), in
-/// file order, with the decoders' error messages among them where they arise (as perf shows
-/// them). perf 6.1 is built with OpenCSD 1.3.3, whose packet descriptions differ from
+/// one tab-indented line per packet (`Idx:` its offset in the CPU's AUX area, `ID:` its trace
+/// ID), in file order, with the decoders' error messages among them where they arise (as perf
+/// shows them). perf 6.1 is built with OpenCSD 1.3.3, whose packet descriptions differ from
 /// 1.8's in places: 1.8's are printed, 1.3.3's with `--as-perf-6.1` (which also decodes raw
 /// buffers as perf 6.1 does, with the first CPU's configuration and trace ID).
 ///
@@ -886,7 +886,7 @@ fn dump(a: &DumpArgs) -> Result<(), Failure> {
     let opts = DecodeOptions {
         packets_only: true,
         packet_out: Some(packets.clone()),
-        index_per_buffer: true,
+        index_at_aux_offset: true,
         errors_with_packets: true,
         raw_with_first_config: a.as_perf_61,
         ..Default::default()
