@@ -11,7 +11,7 @@
 
 use std::fmt::Write as _;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use coresight_decode::arch::{ArchProfile, ArchVersion, CoreProfile};
 use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
@@ -81,6 +81,9 @@ pub struct DecodeOptions {
     /// arose (to `packet_out`, as `perf report -D` shows them), rather than keeping them as
     /// warnings.
     pub errors_with_packets: bool,
+    /// Set (by the caller, from its callback) to end [`RecordingDecoder::run`] early: it
+    /// stops feeding at the next piece of data (a reader that is gone, a closed pipe).
+    pub stop: Option<Arc<AtomicBool>>,
 }
 
 /// Where an element came from.
@@ -732,6 +735,9 @@ impl<'r, 'a> RecordingDecoder<'r, 'a> {
         let rec = self.rec;
         let mut index: TrcIndex = 0;
         for (bi, b) in rec.buffers.iter().enumerate() {
+            if self.stopped() {
+                break;
+            }
             if !self.opts.cpus.is_empty() && !b.cpu.is_some_and(|c| self.opts.cpus.contains(&c)) {
                 continue;
             }
@@ -813,6 +819,11 @@ impl<'r, 'a> RecordingDecoder<'r, 'a> {
         out
     }
 
+    /// Whether the caller asked [`run`](Self::run) to end (see [`DecodeOptions::stop`]).
+    fn stopped(&self) -> bool {
+        self.opts.stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed))
+    }
+
     fn tree(&mut self, single: Option<usize>) -> Option<&mut DecodeTree> {
         match single {
             Some(s) => self.raw.get_mut(s).and_then(Option::as_mut),
@@ -842,7 +853,7 @@ impl<'r, 'a> RecordingDecoder<'r, 'a> {
         let mut done = 0usize;
         let mut resp = DatapathResp::Cont;
         let mut retries = 0;
-        while done < data.len() || resp.is_wait() {
+        while (done < data.len() || resp.is_wait()) && !self.stopped() {
             if resp.is_wait() {
                 resp = op(self, DatapathOp::Flush, 0, &[]).0;
             } else {

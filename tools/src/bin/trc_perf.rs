@@ -874,9 +874,11 @@ fn dump(a: &DumpArgs) -> Result<(), Failure> {
     for w in &rec.warnings {
         warn(path, w);
     }
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let out = shared(DumpOut {
         out: io::BufWriter::with_capacity(64 << 10, io::stdout()),
         error: None,
+        stop: stop.clone(),
         as_perf_61: a.as_perf_61,
         partial: Vec::new(),
     });
@@ -889,6 +891,7 @@ fn dump(a: &DumpArgs) -> Result<(), Failure> {
         index_at_aux_offset: true,
         errors_with_packets: true,
         raw_with_first_config: a.as_perf_61,
+        stop: Some(stop),
         ..Default::default()
     };
     let model = Arc::new(Model::new(&rec, SymbolSearch::default()));
@@ -955,6 +958,8 @@ fn dump(a: &DumpArgs) -> Result<(), Failure> {
 struct DumpOut {
     out: io::BufWriter<io::Stdout>,
     error: Option<io::Error>,
+    /// Set with the error: the decoding stops (nobody reads what it would print).
+    stop: Arc<std::sync::atomic::AtomicBool>,
     as_perf_61: bool,
     /// The start of a line whose end is still to come (the printers write whole lines, so
     /// in practice nothing).
@@ -977,6 +982,7 @@ impl DumpOut {
             && self.error.is_none()
         {
             self.error = Some(e);
+            self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
         }
     }
 
