@@ -47,12 +47,13 @@ pub struct MsgLogger {
 pub(crate) type TextMark = (SerialKey, usize);
 
 /// Where a logger's text goes out: any of standard output, standard
-/// error and a file.
+/// error, a file and a writer of the user's.
 #[derive(Default)]
 pub struct Destinations {
     stdout: Option<io::Stdout>,
     stderr: bool,
     file: Option<File>,
+    writer: Option<Box<dyn Write + Send>>,
 }
 
 impl Destinations {
@@ -70,6 +71,9 @@ impl Destinations {
         if let Some(f) = self.file.as_mut() {
             let _ = f.write_all(b);
         }
+        if let Some(w) = self.writer.as_mut() {
+            let _ = w.write_all(b);
+        }
     }
 
     /// Flushes the destinations that buffer.
@@ -79,6 +83,9 @@ impl Destinations {
         }
         if let Some(f) = self.file.as_mut() {
             let _ = f.flush();
+        }
+        if let Some(w) = self.writer.as_mut() {
+            let _ = w.flush();
         }
     }
 }
@@ -146,6 +153,15 @@ impl MsgLogger {
         self.dest.file = Some(File::create(path)?);
         self.make_room();
         Ok(())
+    }
+
+    /// Writes to `writer` too (None: no longer), in pieces of up to about
+    /// a chunk (64 KiB) as the text is made; a printer's line is never
+    /// split between two pieces. Its errors are not reported here: a
+    /// writer that must report them keeps them for its owner.
+    pub fn set_writer(&mut self, writer: Option<Box<dyn Write + Send>>) {
+        self.dest.writer = writer;
+        self.make_room();
     }
 
     /// Sizes the buffer for the first lines. It grows (doubling) to a
@@ -282,6 +298,7 @@ pub struct ErrorLogger {
     out: Option<Shared<MsgLogger>>,
     last: Option<TraceError>,
     count: usize,
+    line_breaks: bool,
 }
 
 impl Default for ErrorLogger {
@@ -292,6 +309,7 @@ impl Default for ErrorLogger {
             out: None,
             last: None,
             count: 0,
+            line_breaks: false,
         }
     }
 }
@@ -309,6 +327,14 @@ impl ErrorLogger {
     /// Sets where logged errors are written (`None`: only to the `log` crate).
     pub fn set_output(&mut self, out: Option<Shared<MsgLogger>>) {
         self.out = out;
+    }
+
+    /// Ends each message written with a line break when `on`. OpenCSD's
+    /// logger writes none (a message runs on into the text written after
+    /// it); a program that shows each message on its own line, as perf's
+    /// dump does, turns this on.
+    pub fn set_line_breaks(&mut self, on: bool) {
+        self.line_breaks = on;
     }
 
     /// Registers a component by name (e.g. `DCD_ETMV4_0016`).
@@ -332,6 +358,9 @@ impl ErrorLogger {
             s.push_str(self.name(src));
             s.push_str(" : ");
             err.write_details(&mut s);
+            if self.line_breaks {
+                s.push('\n');
+            }
             out.borrow_mut().log_msg(&s);
         }
         log::debug!("{} : {}", self.name(src), err);
@@ -343,7 +372,10 @@ impl ErrorLogger {
         if sev <= self.verbosity
             && let Some(out) = &self.out
         {
-            let line = format!("{} : {}", self.name(src), msg);
+            let mut line = format!("{} : {}", self.name(src), msg);
+            if self.line_breaks {
+                line.push('\n');
+            }
             out.borrow_mut().log_msg(&line);
         }
     }

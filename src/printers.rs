@@ -334,6 +334,51 @@ impl TrcRawFrameIn for RawFramePrinter {
     }
 }
 
+/// Where a listing line (a packet's or an element's, as these printers write
+/// them: OpenCSD 1.8.0's wording) says more than OpenCSD 1.3.3's printers
+/// did: the bytes to leave out for 1.3.3's line, or `None` when the two
+/// versions print the same. Three descriptions differ between the versions
+/// (measured against Debian's 1.3.3 `trc_pkt_lister` and perf 6.1, which
+/// is built on it): 1.3.3 gives no memory space with ADDR_NACC elements,
+/// no commit count with ETMv4 cycle count packets and no sync-point note
+/// with trace info packets.
+pub fn opencsd_1_3_cut(line: &str) -> Option<std::ops::Range<usize>> {
+    if let Some(at) = line.find("OCSD_GEN_TRC_ELEM_ADDR_NACC(")
+        && let Some(ms) = line[at..].find("; Memspace [")
+    {
+        let start = at + ms;
+        // Up to the `]`, keeping the space before the element's `)`.
+        return line[start..].find("] )").map(|close| start..start + close + 1);
+    }
+    if line.contains("I_TRACE_INFO") {
+        const NOTE: &str = "; Decoder Sync point TINFO";
+        if let Some(at) = line.find(NOTE) {
+            return Some(at..at + NOTE.len());
+        }
+    }
+    if line.contains("I_CCNT_F")
+        && let Some(at) = line.rfind("; Commit(")
+        && line[at..].trim_end().ends_with(')')
+        && let Some(close) = line[at..].find(')')
+    {
+        return Some(at..at + close + 1);
+    }
+    None
+}
+
+/// `line` in OpenCSD 1.3.3's wording (see [`opencsd_1_3_cut`]).
+pub fn opencsd_1_3_text(line: &str) -> std::borrow::Cow<'_, str> {
+    match opencsd_1_3_cut(line) {
+        Some(cut) => {
+            let mut s = String::with_capacity(line.len());
+            s.push_str(&line[..cut.start]);
+            s.push_str(&line[cut.end..]);
+            std::borrow::Cow::Owned(s)
+        }
+        None => std::borrow::Cow::Borrowed(line),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -401,5 +446,32 @@ mod tests {
              Frame Data; Index      4;   ID_DATA[0x01]; 00 80 \n\
              Frame Data; Index      4;   ID_DATA[????]; d4 \n"
         );
+    }
+
+    #[test]
+    fn opencsd_1_3_wording() {
+        assert_eq!(
+            opencsd_1_3_text("Idx:1; ID:10; OCSD_GEN_TRC_ELEM_ADDR_NACC( 0xffffffc000081000; Memspace [0x4:EL2N] )\n"),
+            "Idx:1; ID:10; OCSD_GEN_TRC_ELEM_ADDR_NACC( 0xffffffc000081000 )\n"
+        );
+        assert_eq!(
+            opencsd_1_3_text(
+                "Idx:1; ID:10; [0x01 0x01 0x00 ];\tI_TRACE_INFO : Trace Info.; INFO=0x0 { CC.0 }; Decoder Sync point TINFO\n"
+            ),
+            "Idx:1; ID:10; [0x01 0x01 0x00 ];\tI_TRACE_INFO : Trace Info.; INFO=0x0 { CC.0 }\n"
+        );
+        assert_eq!(
+            opencsd_1_3_text("Idx:9; ID:10;\tI_CCNT_F2 : Cycle Count format 2.; Count=0x1; Commit(1)"),
+            "Idx:9; ID:10;\tI_CCNT_F2 : Cycle Count format 2.; Count=0x1"
+        );
+        assert_eq!(
+            opencsd_1_3_cut("Idx:9; ID:10;\tI_CCNT_F1 : Cycle Count format 1.; Commit(2"),
+            None
+        );
+        assert_eq!(
+            opencsd_1_3_cut("Idx:0; ID:10;\tI_ASYNC : Alignment Synchronisation."),
+            None
+        );
+        assert_eq!(opencsd_1_3_text("plain\n"), "plain\n");
     }
 }

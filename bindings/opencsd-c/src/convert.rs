@@ -659,44 +659,11 @@ pub fn elem_text(e: &TraceElement) -> String {
 }
 
 /// Rewrites one line of 1.8.0 printer text (packet or element) into
-/// 1.3.3's. Only three descriptions differ between the two versions on the
-/// corpus (measured against Debian's 1.3.3 `trc_pkt_lister`): 1.3.3 gives
-/// no memory space with ADDR_NACC, no commit count with ETMv4 cycle count
-/// packets, and no sync-point note with trace info packets.
+/// 1.3.3's: the library's own rewrite,
+/// [`coresight_decode::printers::opencsd_1_3_text`] (which says what
+/// differs).
 pub fn to_1_3_text(line: &str) -> std::borrow::Cow<'_, str> {
-    use std::borrow::Cow;
-    if let Some(at) = line.find("OCSD_GEN_TRC_ELEM_ADDR_NACC(")
-        && let Some(ms) = line[at..].find("; Memspace [")
-    {
-        let start = at + ms;
-        if let Some(close) = line[start..].find("] )") {
-            let mut s = String::with_capacity(line.len());
-            s.push_str(&line[..start]);
-            s.push(' ');
-            s.push_str(&line[start + close + 2..]);
-            return Cow::Owned(s);
-        }
-    }
-    if line.contains("I_TRACE_INFO") {
-        const NOTE: &str = "; Decoder Sync point TINFO";
-        if let Some(at) = line.find(NOTE) {
-            let mut s = String::with_capacity(line.len());
-            s.push_str(&line[..at]);
-            s.push_str(&line[at + NOTE.len()..]);
-            return Cow::Owned(s);
-        }
-    }
-    if line.contains("I_CCNT_F")
-        && let Some(at) = line.rfind("; Commit(")
-        && line[at..].trim_end().ends_with(')')
-    {
-        let end = at + line[at..].find(')').map_or(0, |p| p + 1);
-        let mut s = String::with_capacity(line.len());
-        s.push_str(&line[..at]);
-        s.push_str(&line[end..]);
-        return Cow::Owned(s);
-    }
-    Cow::Borrowed(line)
+    coresight_decode::printers::opencsd_1_3_text(line)
 }
 
 /// [`to_1_3_text`] in a 1.3.x build; the line unchanged in a 1.8.x one.

@@ -11,7 +11,7 @@
 
 use std::fmt::Write as _;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use coresight_decode::arch::{ArchProfile, ArchVersion, CoreProfile};
 use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
@@ -20,6 +20,7 @@ use coresight_decode::deformatter::DeformatterConfig;
 use coresight_decode::element::{ElemType, TraceElement};
 use coresight_decode::interfaces::{TargetMemAccess, TrcDataIn, TrcGenElemIn};
 use coresight_decode::logger::MsgLogger;
+use coresight_decode::printers::PacketPrinter;
 use coresight_decode::shared::{Shared, shared};
 use coresight_decode::tree::{DecodeTree, SourceFormat};
 
@@ -72,6 +73,17 @@ pub struct DecodeOptions {
     /// block's end (see [`DecoderOptions::opencsd_flow`]): for matching a perf that
     /// drops what a decoder holds when it waits at a buffer's end (6.1).
     pub opencsd_flow: bool,
+    /// Number the bytes of each buffer from its offset in its AUX area (the AUXTRACE
+    /// record's `offset`: a CPU's first buffer from 0, its next one on from there), as the
+    /// packet indexes `perf report -D` prints go; not on from the buffers decoded before it.
+    pub index_at_aux_offset: bool,
+    /// Write the decoders' error messages among the packets, each on its own line where it
+    /// arose (to `packet_out`, as `perf report -D` shows them), rather than keeping them as
+    /// warnings.
+    pub errors_with_packets: bool,
+    /// Set (by the caller, from its callback) to end [`RecordingDecoder::run`] early: it
+    /// stops feeding at the next piece of data (a reader that is gone, a closed pipe).
+    pub stop: Option<Arc<AtomicBool>>,
 }
 
 /// Where an element came from.
@@ -86,7 +98,8 @@ pub struct ElementInfo {
     /// Its trace ID.
     pub trace_id: u8,
     /// Index of the packet's first byte: its offset in the buffer plus the sizes of the
-    /// buffers decoded before it (unique across the decode).
+    /// buffers decoded before it (unique across the decode), or plus the buffer's AUX offset
+    /// instead with [`DecodeOptions::index_at_aux_offset`].
     pub index: TrcIndex,
     /// The process traced when it was made (-1: unknown).
     pub pid: i32,
@@ -575,7 +588,13 @@ impl<'r, 'a> RecordingDecoder<'r, 'a> {
             opencsd_flow: self.opts.opencsd_flow,
             ..DecoderOptions::default()
         });
-        tree.set_error_output(Some(self.errors.clone()));
+        match &self.opts.packet_out {
+            Some(out) if self.opts.errors_with_packets => {
+                tree.set_error_output(Some(out.clone()));
+                tree.error_logger().borrow_mut().set_line_breaks(true);
+            }
+            _ => tree.set_error_output(Some(self.errors.clone())),
+        }
         let stream_of = match single {
             Some(s) => StreamOf::Fixed(s),
             None => {
@@ -635,7 +654,10 @@ impl<'r, 'a> RecordingDecoder<'r, 'a> {
             tree.add_decoder(slot, c.protocol, component)
                 .map_err(|e| err(format!("{e:?}")))?;
             if let Some(out) = &self.opts.packet_out {
-                tree.attach_packet_printer(slot, out.clone(), !self.opts.packets_only, 0)
+                // Labelled with the trace unit's ID, also in a raw buffer's tree (whose one
+                // decoder sits in slot 0), as perf labels them.
+                let printer = PacketPrinter::new(c.trace_id & 0x7f, out.clone());
+                tree.attach_printer(slot, printer, !self.opts.packets_only)
                     .map_err(|e| err(format!("{e:?}")))?;
             }
         }
@@ -713,6 +735,9 @@ impl<'r, 'a> RecordingDecoder<'r, 'a> {
         let rec = self.rec;
         let mut index: TrcIndex = 0;
         for (bi, b) in rec.buffers.iter().enumerate() {
+            if self.stopped() {
+                break;
+            }
             if !self.opts.cpus.is_empty() && !b.cpu.is_some_and(|c| self.opts.cpus.contains(&c)) {
                 continue;
             }
@@ -749,9 +774,14 @@ impl<'r, 'a> RecordingDecoder<'r, 'a> {
             f(Event::BufferStart { buffer: bi, aux: b });
             self.summary.buffers += 1;
             let pieces = self.pieces(b);
+            let base = if self.opts.index_at_aux_offset {
+                b.aux_offset
+            } else {
+                index
+            };
             for (from, to) in pieces {
                 let data = &b.data[from..to];
-                self.feed(bi, single, index + from as u64, data, f);
+                self.feed(bi, single, base + from as u64, data, f);
             }
             index += b.data.len() as u64;
             self.summary.bytes += b.data.len() as u64;
@@ -789,6 +819,11 @@ impl<'r, 'a> RecordingDecoder<'r, 'a> {
         out
     }
 
+    /// Whether the caller asked [`run`](Self::run) to end (see [`DecodeOptions::stop`]).
+    fn stopped(&self) -> bool {
+        self.opts.stop.as_ref().is_some_and(|s| s.load(Ordering::Relaxed))
+    }
+
     fn tree(&mut self, single: Option<usize>) -> Option<&mut DecodeTree> {
         match single {
             Some(s) => self.raw.get_mut(s).and_then(Option::as_mut),
@@ -818,7 +853,7 @@ impl<'r, 'a> RecordingDecoder<'r, 'a> {
         let mut done = 0usize;
         let mut resp = DatapathResp::Cont;
         let mut retries = 0;
-        while done < data.len() || resp.is_wait() {
+        while (done < data.len() || resp.is_wait()) && !self.stopped() {
             if resp.is_wait() {
                 resp = op(self, DatapathOp::Flush, 0, &[]).0;
             } else {

@@ -52,6 +52,32 @@ impl MappedFile {
             Bytes::Owned(v) => v,
         }
     }
+
+    /// Says that the `len` bytes at `offset` will not be read again soon: the pages of a
+    /// mapped file that hold them leave the process's resident memory (the system's file
+    /// cache keeps them, and reading them again brings them back), so that reading a large
+    /// recording once from end to end keeps only what is being read. Nothing for bytes read
+    /// from a stream, or where the system declines.
+    pub fn done_with(&self, offset: u64, len: u64) {
+        let Bytes::Mapped(m) = &self.bytes else {
+            return;
+        };
+        let (Ok(at), Ok(len)) = (usize::try_from(offset), usize::try_from(len)) else {
+            return;
+        };
+        if len == 0 || at.checked_add(len).is_none_or(|end| end > m.len()) {
+            return;
+        }
+        #[cfg(unix)]
+        {
+            // SAFETY: the map is read-only and of a file: pages let go are read from the file
+            // again when next touched, with the same bytes (the file is not rewritten while
+            // mapped, as `open` assumes); no byte of the map is lost or changed.
+            let _ = unsafe { m.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, at, len) };
+        }
+        #[cfg(not(unix))]
+        let _ = (m, at, len);
+    }
 }
 
 /// One feature section.

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use crate::cs_etm::CsEtmInfo;
 use crate::error::{Result, Warning};
 use crate::features::{AuxtraceIndexEntry, BuildIdEntry};
-use crate::file::PerfFile;
+use crate::file::{MappedFile, PerfFile};
 use crate::header::Attr;
 use crate::record::{AUXTRACE_CS_ETM, Aux, AuxtraceInfo, BuildId, MmapFileId, Record, TimeConv};
 
@@ -187,6 +187,23 @@ impl<'a> Recording<'a> {
     /// error; damage further on becomes a warning and the rest is read where possible. Safe to
     /// call on arbitrary bytes (the fuzzing entry point).
     pub fn parse(bytes: &'a [u8]) -> Result<Self> {
+        Self::parse_with(bytes, &|_, _| {})
+    }
+
+    /// Parses a mapped recording as [`parse`](Self::parse) does, letting go of the pages of
+    /// the file it has read as it goes (see [`MappedFile::done_with`]): reading the records of
+    /// a large recording does not leave all of it resident (on Linux, touching a record's
+    /// header can bring in the megabytes of trace around it). The buffers' bytes are read
+    /// again from the file when used.
+    pub fn parse_mapped(file: &'a MappedFile) -> Result<Self> {
+        let rec = Self::parse_with(file.bytes(), &|at, len| file.done_with(at, len))?;
+        file.done_with(0, file.bytes().len() as u64);
+        Ok(rec)
+    }
+
+    /// [`parse`](Self::parse), calling `done(offset, len)` for the bytes behind it as it
+    /// reads the records.
+    fn parse_with(bytes: &'a [u8], done: &dyn Fn(u64, u64)) -> Result<Self> {
         let file = PerfFile::parse(bytes)?;
         let mut warnings = file.warnings.clone();
         let mut build_ids = file.build_ids().unwrap_or_else(|e| {
@@ -220,7 +237,7 @@ impl<'a> Recording<'a> {
             unknown_records: BTreeMap::new(),
             warnings,
         };
-        rec.read_records();
+        rec.read_records(done);
         rec.resolve_buffers();
         rec.thread_events.sort_by_key(|e| e.time);
         if rec.lost > 0 {
@@ -277,13 +294,16 @@ impl<'a> Recording<'a> {
         self.warnings.push(Warning { offset, message });
     }
 
-    fn read_records(&mut self) {
+    fn read_records(&mut self, done: &dyn Fn(u64, u64)) {
+        /// Bytes read before those behind are let go.
+        const DONE_STEP: u64 = 8 << 20;
         let by_path: HashMap<String, BuildId> = self
             .build_ids
             .iter()
             .map(|b| (b.filename.clone(), b.build_id))
             .collect();
         let mut maps = Vec::new();
+        let mut done_to = 0u64;
         for entry in self.file.records() {
             let entry = match entry {
                 Ok(e) => e,
@@ -298,6 +318,10 @@ impl<'a> Recording<'a> {
             }
             self.records += 1;
             let at = entry.offset;
+            if at.saturating_sub(done_to) >= DONE_STEP {
+                done(done_to, at - done_to);
+                done_to = at;
+            }
             let thread = |sid: crate::record::SampleId, pid: i32, tid: i32, kind| ThreadEvent {
                 offset: at,
                 time: sid.time,

@@ -7,7 +7,7 @@
 //! trc_perf script   [-i perf.data] [--itrace ib] [-F FIELDS] [--symdir DIR]…
 //! trc_perf decode   [-i perf.data] [--symdir DIR]… [--format json|text|tarmac]
 //! trc_perf coverage [-i perf.data] [--symdir DIR]… -o DIR [--format gnatcov|lcov|both]
-//! trc_perf dump     [-i perf.data]                   (packets of each AUX buffer)
+//! trc_perf dump     [-i perf.data] [--as-perf-6.1]   (packets of each AUX buffer)
 //! ```
 //! Kernel code: `--vmlinux FILE` (relocated by the KASLR offset the recording gives),
 //! `--kallsyms FILE` (symbols only); modules are found as other binaries.
@@ -23,7 +23,8 @@ use clap::{Args, Parser, Subcommand};
 use coresight_decode::element::{ElemType, TraceElement};
 use coresight_decode::interfaces::TrcGenElemIn;
 use coresight_decode::logger::MsgLogger;
-use coresight_decode::shared::shared;
+use coresight_decode::printers;
+use coresight_decode::shared::{Shared, shared};
 use coresight_gnatcov::coverage::{CodeImage, Coverage, Execution};
 use coresight_gnatcov::export::{ExecSignature, FlatTraceBuilder, Merge};
 use coresight_gnatcov::format::{DateTime, Endian, Entry, Record as TraceRecord};
@@ -77,7 +78,25 @@ enum Command {
     /// (source lines from the binary's DWARF), at the addresses of the binaries' files.
     Coverage(CoverageArgs),
     /// The packets of each AUX buffer, as `perf report -D` lists them.
-    Dump(OneInput),
+    ///
+    /// For each AUXTRACE record, in file order: a blank line, the record's line, a blank line,
+    /// the `CoreSight DECODER Trace data` line and a tab-indented line per packet (`Idx:` its
+    /// offset in the CPU's AUX area; decoder errors among them where they arise), each as `perf
+    /// report -D` prints it. perf also dumps the other records and every record's bytes in
+    /// hex: those lines are not printed. Packets are described in OpenCSD 1.8's words
+    /// (--as-perf-6.1: in 1.3.3's, as Debian's perf 6.1).
+    Dump(DumpArgs),
+}
+
+#[derive(Args)]
+struct DumpArgs {
+    #[command(flatten)]
+    input: Input,
+    /// Print what Linux perf 6.1 (built with OpenCSD 1.3.3, as Debian's) prints: 1.3.3's
+    /// packet descriptions, and raw (TRBE) buffers decoded with the first CPU's trace unit
+    /// configuration and labelled with its trace ID (a perf bug, fixed in 6.7).
+    #[arg(long = "as-perf-6.1")]
+    as_perf_61: bool,
 }
 
 #[derive(Args)]
@@ -918,58 +937,238 @@ fn coverage(a: &CoverageArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-fn dump(a: &OneInput) -> Result<(), Failure> {
-    let f = open(a.input.path())?;
-    let rec = parse(a.input.path(), &f)?;
+/// `dump`: the packets of each AUXTRACE buffer as `perf report -D` prints them, streamed.
+///
+/// perf's dump lists every record of the file, with each record's bytes in hex; the part
+/// printed here, which equals perf's byte for byte, is what it prints for each AUXTRACE
+/// record: a blank line, the record's line (`[CPU TIME ]OFFSET [SIZE]: PERF_RECORD_AUXTRACE
+/// size: … cpu: …`), a blank line, `. ... CoreSight DECODER Trace data: size … bytes` and
+/// one tab-indented line per packet (`Idx:` its offset in the CPU's AUX area, `ID:` its trace
+/// ID), in file order, with the decoders' error messages among them where they arise (as perf
+/// shows them). perf 6.1 is built with OpenCSD 1.3.3, whose packet descriptions differ from
+/// 1.8's in places: 1.8's are printed, 1.3.3's with `--as-perf-6.1` (which also decodes raw
+/// buffers as perf 6.1 does, with the first CPU's configuration and trace ID).
+///
+/// The packet printers' text goes out in pieces of at most about 64 KiB as it is made, and the
+/// pages of each buffer are let go once it is decoded: memory stays small at any recording
+/// size (a recording read from standard input is held whole).
+fn dump(a: &DumpArgs) -> Result<(), Failure> {
+    let path = a.input.path();
+    let f = open(path)?;
+    let rec = Recording::parse_mapped(&f).map_err(|e| failure(format!("{}: {e}", path.display())))?;
     for w in &rec.warnings {
-        warn(a.input.path(), w);
+        warn(path, w);
     }
-    let packets = shared(MsgLogger::capture());
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let out = shared(DumpOut {
+        out: io::BufWriter::with_capacity(64 << 10, io::stdout()),
+        error: None,
+        stop: stop.clone(),
+        as_perf_61: a.as_perf_61,
+        partial: Vec::new(),
+    });
+    let mut printer_text = MsgLogger::none();
+    printer_text.set_writer(Some(Box::new(PacketLines(out.clone()))));
+    let packets = shared(printer_text);
     let opts = DecodeOptions {
         packets_only: true,
         packet_out: Some(packets.clone()),
+        index_at_aux_offset: true,
+        errors_with_packets: true,
+        raw_with_first_config: a.as_perf_61,
+        stop: Some(stop),
         ..Default::default()
     };
     let model = Arc::new(Model::new(&rec, SymbolSearch::default()));
-    let mut dec =
-        RecordingDecoder::new(&rec, model, opts).map_err(|e| failure(format!("{}: {e}", a.input.path().display())))?;
-    let mut out = io::BufWriter::new(io::stdout().lock());
-    let mut err: Option<io::Error> = None;
-    dec.run(&mut |ev| {
-        if err.is_some() {
+    let mut dec = RecordingDecoder::new(&rec, model, opts).map_err(|e| failure(format!("{}: {e}", path.display())))?;
+    let names: Vec<&str> = dec.cpus().iter().map(|c| c.protocol).collect();
+    let cpus: Vec<u32> = dec.cpus().iter().map(|c| c.cpu).collect();
+    let prefix = perf_user_record_prefix(&rec);
+    dec.run(&mut |ev| match ev {
+        Event::BufferStart { aux, .. } => {
+            // What the printers wrote before (the previous buffer's last lines) goes first.
+            packets.borrow_mut().flush();
+            // perf names the buffer after its decoder: for a raw buffer its CPU's (6.1: the
+            // first CPU's); for formatted trace the last CPU's configuration it set up (the
+            // CPUs of a recording have the same kind of trace unit).
+            let own = aux.cpu.and_then(|c| cpus.iter().position(|&x| x == c));
+            let decoder = match aux.format {
+                AuxFormat::Raw if a.as_perf_61 => names.first(),
+                AuxFormat::Raw => own.and_then(|i| names.get(i)).or(names.first()),
+                _ => names.last(),
+            };
+            let mut o = out.borrow_mut();
+            o.end_partial_line();
+            let r = writeln!(
+                o.out,
+                "\n{prefix}{} [{}]: PERF_RECORD_AUXTRACE size: {}  offset: {}  ref: {}  idx: {}  tid: {}  cpu: {}\n\n\
+                 . ... CoreSight {} Trace data: size {} bytes",
+                CHex(aux.record_offset),
+                CHex(aux.data_offset.saturating_sub(aux.record_offset)),
+                CHex(aux.size),
+                CHex(aux.aux_offset),
+                CHex(aux.reference),
+                aux.idx,
+                aux.tid.map_or(-1, |t| t as i32),
+                aux.cpu.map_or(-1, |c| c as i32),
+                decoder.copied().unwrap_or("ETM"),
+                CHex(aux.size),
+            );
+            o.keep(r);
+        }
+        Event::BufferEnd { buffer } => {
+            packets.borrow_mut().flush();
+            if let Some(b) = rec.buffers.get(buffer) {
+                f.done_with(b.data_offset, b.data.len() as u64);
+            }
+        }
+        Event::Element(..) => {}
+    });
+    packets.borrow_mut().flush();
+    for x in &dec.warnings {
+        warn(path, x);
+    }
+    let mut o = out.borrow_mut();
+    o.end_partial_line();
+    let r = o.out.flush();
+    o.keep(r);
+    match o.error.take() {
+        Some(e) => Err(output_error(e, "standard output")),
+        None => Ok(()),
+    }
+}
+
+/// `dump`'s standard output, shared by the buffer headers and the packet lines; the first
+/// write error is kept (and nothing more written).
+struct DumpOut {
+    out: io::BufWriter<io::Stdout>,
+    error: Option<io::Error>,
+    /// Set with the error: the decoding stops (nobody reads what it would print).
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    as_perf_61: bool,
+    /// The start of a line whose end is still to come (the printers write whole lines, so
+    /// in practice nothing).
+    partial: Vec<u8>,
+}
+
+impl DumpOut {
+    /// Writes out the start of a line whose end never came (nothing, in practice).
+    fn end_partial_line(&mut self) {
+        if !self.partial.is_empty() && self.error.is_none() {
+            let line = std::mem::take(&mut self.partial);
+            let r = self.packet_line(&line);
+            self.keep(r);
+        }
+        self.partial.clear();
+    }
+
+    fn keep(&mut self, r: io::Result<()>) {
+        if let Err(e) = r
+            && self.error.is_none()
+        {
+            self.error = Some(e);
+            self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// Writes the packet lines of `text` as perf does: each after a tab, in OpenCSD 1.3.3's
+    /// words with --as-perf-6.1. The printers' notes of resets and ends of trace (`ID:…`
+    /// lines) are left out: perf prints none.
+    fn packet_text(&mut self, mut text: &[u8]) {
+        if self.error.is_some() {
             return;
         }
-        let r = match ev {
-            Event::BufferStart { aux, .. } => write!(
-                out,
-                "\n{:#x} [{:#x}]: PERF_RECORD_AUXTRACE size: {:#x}  offset: {:#x}  ref: {:#x}  idx: {}  tid: {}  cpu: {}\n\n. ... CoreSight ETM Trace data: size {} bytes\n",
-                aux.record_offset,
-                aux.data_offset - aux.record_offset,
-                aux.size,
-                aux.aux_offset,
-                aux.reference,
-                aux.idx,
-                aux.tid.map_or(-1, |t| t as i64),
-                aux.cpu.map_or(-1, |c| c as i64),
-                aux.size
-            ),
-            Event::BufferEnd { .. } => {
-                let text = packets.borrow_mut().take_captured();
-                text.lines().try_for_each(|l| writeln!(out, "\t{l}"))
-            }
-            Event::Element(..) => Ok(()),
-        };
-        if let Err(e) = r {
-            err = Some(e);
+        if !self.partial.is_empty() {
+            let Some(nl) = text.iter().position(|&b| b == b'\n') else {
+                self.partial.extend_from_slice(text);
+                return;
+            };
+            let mut line = std::mem::take(&mut self.partial);
+            line.extend_from_slice(&text[..nl]);
+            let r = self.packet_line(&line);
+            self.keep(r);
+            line.clear();
+            self.partial = line;
+            text = &text[nl + 1..];
         }
-    });
-    if let Some(e) = err {
-        return Err(output_error(e, "standard output"));
+        let mut lines = text.split_inclusive(|&b| b == b'\n');
+        for l in lines.by_ref() {
+            let Some(line) = l.strip_suffix(b"\n") else {
+                self.partial.extend_from_slice(l);
+                break;
+            };
+            if let Err(e) = self.packet_line(line) {
+                self.keep(Err(e));
+                return;
+            }
+        }
     }
-    for x in &dec.warnings {
-        warn(a.input.path(), x);
+
+    fn packet_line(&mut self, line: &[u8]) -> io::Result<()> {
+        if line.starts_with(b"ID:") {
+            return Ok(());
+        }
+        let cut = if self.as_perf_61 {
+            std::str::from_utf8(line).ok().and_then(printers::opencsd_1_3_cut)
+        } else {
+            None
+        };
+        self.out.write_all(b"\t")?;
+        match cut {
+            Some(c) => {
+                self.out.write_all(&line[..c.start])?;
+                self.out.write_all(&line[c.end..])?;
+            }
+            None => self.out.write_all(line)?,
+        }
+        self.out.write_all(b"\n")
     }
-    out.flush().map_err(|e| output_error(e, "standard output"))
+}
+
+/// The packet printers' writer: their text on to [`DumpOut`] as it comes.
+struct PacketLines(Shared<DumpOut>);
+
+impl Write for PacketLines {
+    fn write(&mut self, text: &[u8]) -> io::Result<usize> {
+        self.0.borrow_mut().packet_text(text);
+        Ok(text.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A number as C's `%#x` prints it: `0x` and lower-case hex digits, 0 alone as `0`.
+struct CHex(u64);
+
+impl std::fmt::Display for CHex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.0 == 0 {
+            f.write_str("0")
+        } else {
+            write!(f, "{:#x}", self.0)
+        }
+    }
+}
+
+/// What perf's dump prints before the line of a record perf makes itself (AUXTRACE and the
+/// other user records, which carry no sample fields): the CPU and the time of their empty
+/// sample, `0 ` each, when the events' samples have them; `-1 -1 ` when records other than
+/// samples carry no sample fields (`sample_id_all` off).
+fn perf_user_record_prefix(rec: &Recording<'_>) -> &'static str {
+    const SAMPLE_TIME: u64 = 1 << 2;
+    const SAMPLE_CPU: u64 = 1 << 7;
+    let attrs = rec.attrs();
+    if attrs.first().is_some_and(|a| !a.sample_id_all()) {
+        return "-1 -1 ";
+    }
+    let all = attrs.iter().fold(0, |t, a| t | a.sample_type);
+    match (all & SAMPLE_CPU != 0, all & SAMPLE_TIME != 0) {
+        (true, true) => "0 0 ",
+        (true, false) | (false, true) => "0 ",
+        (false, false) => "",
+    }
 }
 
 /// Standard input (`-`): a pipe-mode recording to read as it arrives, else a file-mode one
