@@ -18,14 +18,13 @@ use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-thread_local! {
-    /// A byte whose address tells the threads apart (unique while its thread lives).
-    static THREAD_TAG: u8 = const { 0 };
-}
-
 /// This thread's tag: never 0.
 #[inline]
 fn thread_tag() -> usize {
+    thread_local! {
+        /// A byte whose address tells the threads apart (unique while its thread lives).
+        static THREAD_TAG: u8 = const { 0 };
+    }
     THREAD_TAG.with(|t| t as *const u8 as usize)
 }
 

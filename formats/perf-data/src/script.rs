@@ -1179,9 +1179,14 @@ pub fn write_in_perf_order<W: Write>(
     let rec = dec.recording();
     let mut err: Option<io::Error> = None;
     let keep = !order.drop_held_at_buffer_end;
-    if order.timeless || is_timeless(rec) {
+    let timeless = order.timeless || is_timeless(rec);
+    // One trace unit: its samples come in decode order whatever the timestamps, so the
+    // decoder need not stop at each of them to merge queues by time (that costs more than
+    // the decode itself). perf 6.1's way of losing what a stop leaves held is not kept then.
+    let single = !timeless && keep && dec.cpus().len() == 1;
+    if timeless || single {
         // perf's cs_etm__process_timeless_queues: each queue decoded whole, in queue order.
-        w.one_channel = order.one_channel_when_timeless;
+        w.one_channel = timeless && order.one_channel_when_timeless;
         let mut queues = dec.perf_queues().map_err(io::Error::other)?;
         w.set_queues(queues.len());
         for (qi, q) in queues.iter_mut().enumerate() {
@@ -1205,6 +1210,10 @@ pub fn write_in_perf_order<W: Write>(
             }
             if let Some(e) = err.take() {
                 return Err(e);
+            }
+            if single {
+                // The end of the queue's data, as the timed way ends it.
+                w.process_all(qi)?;
             }
         }
         return Ok(());
