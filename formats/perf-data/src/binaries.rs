@@ -205,6 +205,9 @@ pub struct Binary {
     pub missing_reads: AtomicU64,
     /// Why its file could not be used, once tried.
     problem: OnceLock<String>,
+    /// A kernel module's: how far its text was from its start in memory, as the recording
+    /// says (simpleperf's `memory_offset_of_min_vaddr`).
+    pub module_text_offset: Option<u64>,
 }
 
 impl Binary {
@@ -215,6 +218,7 @@ impl Binary {
             image: OnceLock::new(),
             missing_reads: AtomicU64::new(0),
             problem: OnceLock::new(),
+            module_text_offset: None,
         }
     }
 
@@ -307,6 +311,14 @@ impl Binaries {
         self.list.push(Binary::new(path.to_string(), build_id));
         self.index.insert(key, self.list.len() - 1);
         self.list.len() - 1
+    }
+
+    /// Records where the text of the modules recorded at `path` was (see
+    /// [`Binary::module_text_offset`]).
+    pub fn set_module_text_offset(&mut self, path: &str, offset: u64) {
+        for b in self.list.iter_mut().filter(|b| b.path == path) {
+            b.module_text_offset = Some(offset);
+        }
     }
 
     /// Binary `i`.

@@ -86,6 +86,17 @@ impl Model {
         for ev in &rec.maps {
             m.add_map(ev);
         }
+        // simpleperf says where each module's text was from the module's start (the loader
+        // grows `.plt` before it by what the module needs, which its file does not say).
+        let files = rec.file.simpleperf_files().unwrap_or_default();
+        for f in files
+            .iter()
+            .filter(|f| f.dso_type == crate::features::DSO_KERNEL_MODULE)
+        {
+            if let Some(off) = f.memory_offset_of_min_vaddr {
+                m.binaries.set_module_text_offset(&f.path, off);
+            }
+        }
         for e in &rec.thread_events {
             if e.tid >= 0 && e.pid >= 0 {
                 m.tid_pid.insert(e.tid, e.pid);
@@ -300,12 +311,15 @@ fn by_vaddr(bin: &Binary, img: &ElfImage) -> bool {
 }
 
 /// The virtual address in the file of `addr` of map `m`: a kernel image's less the KASLR
-/// offset; a module's from its first text section; else through the file offset.
+/// offset; a module's counted from its first byte (the map's start, plus its page offset),
+/// or from its text when the recording says where that was; else through the file offset.
 fn vaddr_of(m: &Map, bin: &Binary, img: &ElfImage, addr: u64) -> u64 {
     if img.relocatable {
-        addr.wrapping_sub(m.start)
-            .wrapping_add(m.pgoff)
-            .wrapping_add(img.first_exec_vaddr())
+        let in_module = addr.wrapping_sub(m.start).wrapping_add(m.pgoff);
+        match (bin.module_text_offset, img.module_text()) {
+            (Some(recorded), Some(text)) => in_module.wrapping_sub(recorded).wrapping_add(text.addr),
+            _ => in_module.wrapping_add(img.module_base()),
+        }
     } else if bin.is_kernel() {
         addr.wrapping_sub(kernel_slide(m, bin, img))
     } else {

@@ -120,6 +120,8 @@ pub struct Writer {
     data: Vec<u8>,
     index: Vec<(u64, u64)>,
     build_ids: Vec<(i32, String, BuildId)>,
+    /// simpleperf's FILE2 entries of kernel modules: (path, memory offset of the text).
+    simpleperf_modules: Vec<(String, u64)>,
 }
 
 fn pad_to(v: &mut Vec<u8>, align: usize) {
@@ -159,6 +161,7 @@ impl Writer {
             data: Vec::new(),
             index: Vec::new(),
             build_ids: Vec::new(),
+            simpleperf_modules: Vec::new(),
         }
     }
 
@@ -325,6 +328,12 @@ impl Writer {
         self.build_ids.push((pid, filename.to_string(), build_id));
     }
 
+    /// Describes a kernel module as simpleperf's FILE2 feature does: its text was `offset`
+    /// bytes from the module's start in memory (`memory_offset_of_min_vaddr`).
+    pub fn simpleperf_module(&mut self, path: &str, offset: u64) {
+        self.simpleperf_modules.push((path.to_string(), offset));
+    }
+
     fn feature_bytes(&self, f: u32) -> Vec<u8> {
         let o = &self.opts;
         let mut v = Vec::new();
@@ -385,6 +394,24 @@ impl Writer {
                     put_u64(&mut v, size);
                 }
             }
+            feature::SIMPLEPERF_FILE2 => {
+                use linux_perf_data::prost::Message;
+                use linux_perf_data::{SimpleperfFileRecord, SimpleperfKernelModuleInfo, SimpleperfTypeSpecificInfo};
+                for (path, offset) in &self.simpleperf_modules {
+                    let m = SimpleperfFileRecord {
+                        path: path.clone(),
+                        r#type: crate::features::DSO_KERNEL_MODULE,
+                        min_vaddr: 0,
+                        symbol: Vec::new(),
+                        type_specific_msg: Some(SimpleperfTypeSpecificInfo::KernelModule(SimpleperfKernelModuleInfo {
+                            memory_offset_of_min_vaddr: *offset,
+                        })),
+                    };
+                    let b = m.encode_to_vec();
+                    put_u32(&mut v, b.len() as u32);
+                    v.extend_from_slice(&b);
+                }
+            }
             _ => {}
         }
         v
@@ -392,7 +419,7 @@ impl Writer {
 
     /// The file.
     pub fn finish(self) -> Vec<u8> {
-        const FEATURES: [u32; 12] = [
+        let mut features = vec![
             feature::BUILD_ID,
             feature::HOSTNAME,
             feature::OSRELEASE,
@@ -406,6 +433,9 @@ impl Writer {
             feature::PMU_MAPPINGS,
             feature::AUXTRACE,
         ];
+        if !self.simpleperf_modules.is_empty() {
+            features.push(feature::SIMPLEPERF_FILE2);
+        }
         let ids_offset = FILE_HEADER_SIZE;
         let attrs_offset = ids_offset + 8 * self.ids.len() as u64;
         let data_size = self.data.len() as u64;
@@ -420,7 +450,7 @@ impl Writer {
         put_u64(&mut out, 0);
         put_u64(&mut out, 0);
         let mut bitmap = [0u64; 4];
-        for f in FEATURES {
+        for &f in &features {
             bitmap[f as usize / 64] |= 1 << (f % 64);
         }
         for w in bitmap {
@@ -434,8 +464,8 @@ impl Writer {
         put_u64(&mut out, 8 * self.ids.len() as u64);
         debug_assert_eq!(out.len() as u64, self.data_offset);
         out.extend_from_slice(&self.data);
-        let bodies: Vec<Vec<u8>> = FEATURES.iter().map(|&f| self.feature_bytes(f)).collect();
-        let mut at = out.len() as u64 + 16 * FEATURES.len() as u64;
+        let bodies: Vec<Vec<u8>> = features.iter().map(|&f| self.feature_bytes(f)).collect();
+        let mut at = out.len() as u64 + 16 * features.len() as u64;
         for b in &bodies {
             put_u64(&mut out, at);
             put_u64(&mut out, b.len() as u64);
