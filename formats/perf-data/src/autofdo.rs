@@ -279,10 +279,9 @@ impl<'m> AutoFdoBuilder<'m> {
         let model = self.model;
         let map = &model.maps[mi];
         let img = model.binary(map.binary).and_then(|b| b.image(&model.search));
-        let vaddr = |a: u64| match img {
-            Some(i) => i.offset_to_vaddr(map.file_offset(a)),
-            None => map.file_offset(a),
-        };
+        // The binary's own address: through the file offset, or a module's layout, or a
+        // kernel image's link address; the file offset when the file is missing.
+        let vaddr = |a: u64| model.vaddr_in_file(mi, a).unwrap_or_else(|| map.file_offset(a));
         let start = vaddr(e.st_addr);
         if let Some(Some(p)) = self.pending.get_mut(s)
             && p.wait_for_target
