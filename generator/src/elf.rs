@@ -369,11 +369,20 @@ pub struct ModFunction {
     pub size: u64,
 }
 
+/// A relocatable file made by [`write_module`].
+#[derive(Clone, Debug)]
+pub struct ModuleImage {
+    /// The file's bytes.
+    pub bytes: Vec<u8>,
+    /// Its GNU build id (20 bytes).
+    pub build_id: [u8; 20],
+}
+
 /// Writes an AArch64 relocatable file (`ET_REL`, as a kernel module's `.ko` is): the
 /// `sections` in that order (all allocated, at address 0), a GNU build-id note, then a
 /// `.symtab` with the `functions`, `.strtab` and `.shstrtab`. Errors if a function lies
 /// outside its section.
-pub fn write_module(sections: &[ModSection], functions: &[ModFunction]) -> Result<Vec<u8>, String> {
+pub fn write_module(sections: &[ModSection], functions: &[ModFunction]) -> Result<ModuleImage, String> {
     const SHT_PROGBITS: u32 = 1;
     const SHT_SYMTAB: u32 = 2;
     const SHT_STRTAB: u32 = 3;
@@ -518,5 +527,56 @@ pub fn write_module(sections: &[ModSection], functions: &[ModFunction]) -> Resul
         u16le(&mut h, x);
     }
     out[..EHDR_SIZE].copy_from_slice(&h);
-    Ok(out)
+    Ok(ModuleImage { bytes: out, build_id })
+}
+
+/// Writes an ELF core file as the kernel's `/proc/kcore` reads (and as `perf record --kcore`
+/// copies it): one `PT_LOAD` program header for each `(address, bytes)` piece of memory, its
+/// bytes at their virtual address, and no sections.
+pub fn write_core(pieces: &[(u64, &[u8])]) -> Vec<u8> {
+    const PT_LOAD: u32 = 1;
+    const PF_R: u32 = 4;
+    const PF_W: u32 = 2;
+    const PF_X: u32 = 1;
+    let headers = EHDR_SIZE + PHDR_SIZE * pieces.len();
+    let mut offsets = Vec::with_capacity(pieces.len());
+    let mut at = (headers as u64).next_multiple_of(PAGE);
+    for (_, b) in pieces {
+        offsets.push(at);
+        at = (at + b.len() as u64).next_multiple_of(PAGE);
+    }
+    let mut out = Vec::with_capacity(at as usize);
+    out.extend_from_slice(b"\x7fELF\x02\x01\x01\0\0\0\0\0\0\0\0\0");
+    u16le(&mut out, 4); // ET_CORE
+    u16le(&mut out, EM_AARCH64);
+    u32le(&mut out, 1);
+    u64le(&mut out, 0); // entry
+    u64le(&mut out, EHDR_SIZE as u64); // phoff
+    u64le(&mut out, 0); // shoff
+    u32le(&mut out, 0);
+    for x in [
+        EHDR_SIZE as u16,
+        PHDR_SIZE as u16,
+        pieces.len() as u16,
+        SHDR_SIZE as u16,
+        0,
+        0,
+    ] {
+        u16le(&mut out, x);
+    }
+    for ((addr, b), &off) in pieces.iter().zip(&offsets) {
+        u32le(&mut out, PT_LOAD);
+        u32le(&mut out, PF_R | PF_W | PF_X);
+        u64le(&mut out, off);
+        u64le(&mut out, *addr);
+        u64le(&mut out, 0); // paddr
+        u64le(&mut out, b.len() as u64);
+        u64le(&mut out, b.len() as u64);
+        u64le(&mut out, PAGE);
+    }
+    for ((_, b), &off) in pieces.iter().zip(&offsets) {
+        out.resize(off as usize, 0);
+        out.extend_from_slice(b);
+    }
+    out
 }
