@@ -52,9 +52,112 @@ pub struct SymbolSearch {
     /// The kernel's symbols from `/proc/kallsyms` text (`--kallsyms`), for kernel addresses
     /// whose image is not available.
     pub kallsyms: Option<Arc<Kallsyms>>,
+    /// The kernel's memory as `perf record --kcore` copied it (`kcore_dir/kcore`): the code of
+    /// the kernel and its modules at their run-time addresses.
+    pub kcore: Option<Arc<ElfImage>>,
+}
+
+/// The kernel-code files of a `perf record --kcore` folder (`kcore_dir`).
+#[derive(Debug, Clone)]
+pub struct KcoreDir {
+    /// `kcore`: an ELF core file whose loadable segments hold kernel memory at its addresses.
+    pub kcore: Arc<ElfImage>,
+    /// `kallsyms`, when the folder has it.
+    pub kallsyms: Option<Kallsyms>,
+    /// `modules` (`/proc/modules`): each module's name, size and address.
+    pub modules: Vec<LoadedModule>,
+}
+
+/// A module of `/proc/modules`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadedModule {
+    /// Its name (as kallsyms writes it in brackets).
+    pub name: String,
+    /// Its first address.
+    pub start: u64,
+    /// Bytes from there.
+    pub size: u64,
+}
+
+/// Reads `/proc/modules` text: `NAME SIZE REFS DEPS STATE ADDRESS` lines; lines that do not
+/// parse, and modules at address 0 (hidden), are skipped.
+pub fn parse_modules(text: &str) -> Vec<LoadedModule> {
+    text.lines()
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let name = f.first()?;
+            let size = f.get(1)?.parse().ok()?;
+            let addr = f.get(5)?;
+            let start = u64::from_str_radix(addr.trim_start_matches("0x"), 16).ok()?;
+            (start != 0).then(|| LoadedModule {
+                name: name.to_string(),
+                start,
+                size,
+            })
+        })
+        .collect()
+}
+
+impl KcoreDir {
+    /// Reads the folder `dir`: `kcore` must be there and be an ELF file with loadable
+    /// segments; `kallsyms` and `modules` are read when present. Errors name the file and
+    /// what was wrong.
+    pub fn open(dir: &Path) -> Result<KcoreDir, String> {
+        let path = dir.join("kcore");
+        let kcore = ElfImage::open(&path).map_err(|e| e.to_string())?;
+        if kcore.segments.is_empty() {
+            return Err(format!(
+                "{}: no loadable segment (expected an ELF core file holding kernel memory)",
+                path.display()
+            ));
+        }
+        let kallsyms = match std::fs::read_to_string(dir.join("kallsyms")) {
+            Ok(text) => Some(Kallsyms::parse(&text).map_err(|e| format!("{}: {e}", dir.join("kallsyms").display()))?),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(format!("cannot read {}: {e}", dir.join("kallsyms").display())),
+        };
+        let modules = std::fs::read_to_string(dir.join("modules"))
+            .map(|t| parse_modules(&t))
+            .unwrap_or_default();
+        Ok(KcoreDir {
+            kcore: Arc::new(kcore),
+            kallsyms,
+            modules,
+        })
+    }
+
+    /// The folder perf leaves for the recording at `recording`: `DIR/kcore_dir` when the
+    /// recording is `DIR/data` (perf's directory output, which `--kcore` makes), else
+    /// `RECORDING.kcore_dir`; `None` when neither holds a `kcore`.
+    pub fn beside(recording: &Path) -> Option<PathBuf> {
+        let mut candidates = Vec::new();
+        if recording.is_dir() {
+            candidates.push(recording.join("kcore_dir"));
+        }
+        if recording.file_name().is_some_and(|n| n == "data")
+            && let Some(d) = recording.parent()
+        {
+            candidates.push(d.join("kcore_dir"));
+        }
+        let mut s = recording.as_os_str().to_owned();
+        s.push(".kcore_dir");
+        candidates.push(PathBuf::from(s));
+        candidates.into_iter().find(|d| d.join("kcore").is_file())
+    }
 }
 
 impl SymbolSearch {
+    /// Takes kernel code from `dir`'s `kcore`, and its symbols from its `kallsyms` unless
+    /// some were given.
+    pub fn use_kcore(&mut self, dir: &KcoreDir) {
+        self.kcore = Some(dir.kcore.clone());
+        if self.kallsyms.is_none()
+            && let Some(k) = &dir.kallsyms
+        {
+            self.kallsyms = Some(Arc::new(k.clone()));
+        }
+    }
+
     /// No folders; recorded paths are tried.
     pub fn new() -> Self {
         SymbolSearch {

@@ -239,10 +239,13 @@ impl Model {
             return 0;
         };
         let room = m.end.saturating_sub(addr).min(buf.len() as u64) as usize;
-        let n = match bin.image(&self.search) {
-            Some(img) => read_code(m, bin, img, addr, &mut buf[..room]),
-            None => 0,
-        };
+        let mut n = self.read_kcore(m, bin, addr, &mut buf[..room]);
+        if n == 0 {
+            n = match bin.image(&self.search) {
+                Some(img) => read_code(m, bin, img, addr, &mut buf[..room]),
+                None => 0,
+            };
+        }
         if n == 0 && room > 0 {
             bin.count_missing();
         }
@@ -257,8 +260,21 @@ impl Model {
             return 0;
         };
         let room = m.end.saturating_sub(addr).min(buf.len() as u64) as usize;
-        bin.loaded()
-            .map_or(0, |img| read_code(m, bin, img, addr, &mut buf[..room]))
+        match self.read_kcore(m, bin, addr, &mut buf[..room]) {
+            0 => bin
+                .loaded()
+                .map_or(0, |img| read_code(m, bin, img, addr, &mut buf[..room])),
+            n => n,
+        }
+    }
+
+    /// Kernel code (a map of pid -1, or the kernel's image) from `kcore`, when given: the
+    /// memory as it ran (a module's veneers filled in), as perf prefers it.
+    fn read_kcore(&self, m: &Map, bin: &Binary, addr: u64, buf: &mut [u8]) -> usize {
+        match &self.search.kcore {
+            Some(k) if m.pid == -1 || bin.is_kernel() => k.read_vaddr(addr, buf),
+            _ => 0,
+        }
     }
 
     /// The function symbol at `addr` in process `pid` (as at file position `at`), with the

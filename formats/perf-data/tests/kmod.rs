@@ -7,10 +7,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use coresight_generator::elf::{ModFunction, ModSection, write_module};
-use coresight_generator::perf_data::{PerfOptions, PerfRecording, generate_perf_data};
+use coresight_generator::perf_data::{
+    MODULE_BASE, PerfOptions, PerfRecording, PerfSpace, check_perf_data, generate_perf_data,
+};
 use coresight_perf_data::Recording;
 use coresight_perf_data::autofdo::{AutoFdoProfile, add_recording};
-use coresight_perf_data::binaries::SymbolSearch;
+use coresight_perf_data::binaries::{KcoreDir, SymbolSearch};
 use coresight_perf_data::decode::{DecodeOptions, RecordingDecoder};
 use coresight_perf_data::elf::ElfImage;
 use coresight_perf_data::memory::Model;
@@ -178,7 +180,7 @@ fn script(rec: &Recording<'_>, model: Model) -> (String, Vec<(String, u64, Strin
     let fields: Fields = "tid,ip,sym,symoff,dso,addr".parse().unwrap();
     let mut sw = ScriptWriter::new(
         &model,
-        1,
+        dec.cpus().len(),
         Vec::new(),
         "b".parse::<Itrace>().unwrap(),
         fields,
@@ -220,7 +222,7 @@ fn module_of(r: &PerfRecording) -> Vec<u8> {
             size: f.size,
         })
         .collect();
-    write_module(&sections, &fns).unwrap()
+    write_module(&sections, &fns).unwrap().bytes
 }
 
 #[test]
@@ -287,4 +289,110 @@ fn generated_trace_through_a_module_decodes_to_the_users_lines() {
             user_bin.branches.iter().map(|(&(s, e), &n)| ((shift(s), if e == 0 { 0 } else { shift(e) }), n)).collect();
         assert_eq!(got.branches, moved);
     }
+}
+
+/// The generator's recording of `space`, its files written to a fresh folder: the kernel
+/// image or module memory as `prog`, the module under its recorded name, and `kcore_dir`.
+fn kernel_recording(space: PerfSpace, seed: u64, name: &str) -> (PerfRecording, PathBuf) {
+    let r = generate_perf_data(&PerfOptions {
+        seed,
+        length: 150,
+        cpus: 2,
+        elf_path: "/lib/modules/6.1.0/extra/kgen.ko".into(),
+        space,
+        ..Default::default()
+    })
+    .unwrap();
+    let dir = scratch(name);
+    let k = r.kernel.as_ref().unwrap();
+    let kd = dir.join("kcore_dir");
+    std::fs::create_dir_all(&kd).unwrap();
+    std::fs::write(kd.join("kcore"), &k.kcore).unwrap();
+    std::fs::write(kd.join("kallsyms"), &k.kallsyms).unwrap();
+    std::fs::write(kd.join("modules"), &k.modules).unwrap();
+    (r, dir)
+}
+
+/// How many script lines (branches) were written.
+fn decoded_pairs(lines: &str) -> usize {
+    lines.lines().filter(|l| !l.trim().is_empty()).count()
+}
+
+#[test]
+fn kernel_trace_decodes_through_vmlinux_and_through_kcore_alike() {
+    let (r, dir) = kernel_recording(PerfSpace::Kernel, 41, "kcore-kernel");
+    check_perf_data(&r).unwrap();
+    let rec = Recording::parse(&r.perf_data).unwrap();
+    let vmlinux = dir.join("vmlinux");
+    std::fs::write(&vmlinux, &r.elf.bytes).unwrap();
+    let mut s = SymbolSearch::new();
+    s.recorded_paths = false;
+    s.vmlinux = Some(vmlinux);
+    let (want, missing) = script(&rec, Model::new(&rec, s));
+    assert!(missing.is_empty(), "{missing:?}");
+    assert!(decoded_pairs(&want) > 40, "{want}");
+    assert!(want.contains("([kernel.kallsyms])"));
+    assert!(want.contains(" cpu0_") && want.contains(" cpu1_"), "{want}");
+
+    // No image: kcore's code, kallsyms' names.
+    let kd = KcoreDir::open(&dir.join("kcore_dir")).unwrap();
+    assert!(kd.modules.is_empty());
+    let mut s = SymbolSearch::new();
+    s.recorded_paths = false;
+    s.use_kcore(&kd);
+    let (got, missing) = script(&rec, Model::new(&rec, s));
+    assert!(missing.is_empty(), "{missing:?}");
+    assert_eq!(got, want);
+
+    // Without either, the code is missing.
+    let mut s = SymbolSearch::new();
+    s.recorded_paths = false;
+    let (none, missing) = script(&rec, Model::new(&rec, s));
+    assert_eq!(none, "");
+    assert_eq!(missing.len(), 1);
+}
+
+#[test]
+fn module_trace_decodes_through_its_file_and_through_kcore() {
+    let (r, dir) = kernel_recording(PerfSpace::Module, 43, "kcore-module");
+    check_perf_data(&r).unwrap();
+    let k = r.kernel.as_ref().unwrap();
+    let m = k.module.as_ref().unwrap();
+    let symdir = dir.join("sym");
+    std::fs::create_dir_all(&symdir).unwrap();
+    std::fs::write(symdir.join("kgen.ko"), &m.bytes).unwrap();
+    let rec = Recording::parse(&r.perf_data).unwrap();
+    let search = || {
+        let mut s = SymbolSearch::new();
+        s.recorded_paths = false;
+        s.add_symdir(&symdir).unwrap();
+        s
+    };
+    // The module's file: its layout puts the code where it ran.
+    let (want, missing) = script(&rec, Model::new(&rec, search()));
+    assert!(missing.is_empty(), "{missing:?}");
+    assert!(decoded_pairs(&want) > 40, "{want}");
+    assert!(want.contains("(/lib/modules/6.1.0/extra/kgen.ko)"));
+    assert!(want.contains(" cpu0_") && want.contains(" cpu1_"), "{want}");
+
+    // kcore's code with the module's symbols: the same.
+    let kd = KcoreDir::open(&dir.join("kcore_dir")).unwrap();
+    assert_eq!(kd.modules.len(), 1);
+    assert_eq!(
+        (kd.modules[0].name.as_str(), kd.modules[0].start),
+        ("kgen", MODULE_BASE)
+    );
+    let mut s = search();
+    s.use_kcore(&kd);
+    let (got, missing) = script(&rec, Model::new(&rec, s));
+    assert!(missing.is_empty(), "{missing:?}");
+    assert_eq!(got, want);
+
+    // kcore alone: kallsyms names the functions and the module.
+    let mut s = SymbolSearch::new();
+    s.recorded_paths = false;
+    s.use_kcore(&kd);
+    let (got, missing) = script(&rec, Model::new(&rec, s));
+    assert!(missing.is_empty(), "kcore gave the code: {missing:?}");
+    assert_eq!(got, want.replace("(/lib/modules/6.1.0/extra/kgen.ko)", "([kgen])"));
 }
