@@ -311,6 +311,8 @@ pub struct Binary {
     /// A kernel module's: how far its text was from its start in memory, as the recording
     /// says (simpleperf's `memory_offset_of_min_vaddr`).
     pub module_text_offset: Option<u64>,
+    /// A kernel module's text offset as kallsyms shows it, found on first use.
+    pub(crate) kallsyms_text_offset: OnceLock<Option<u64>>,
 }
 
 impl Binary {
@@ -322,6 +324,7 @@ impl Binary {
             missing_reads: AtomicU64::new(0),
             problem: OnceLock::new(),
             module_text_offset: None,
+            kallsyms_text_offset: OnceLock::new(),
         }
     }
 
@@ -377,6 +380,19 @@ impl Binary {
             out.push_str(&format!("{x:02x}"));
         }
         out
+    }
+
+    /// The module name kallsyms gives a module recorded at this path: `name` of `[name]`, or
+    /// the file name less `.ko` (and compression suffixes) with `-` written `_`.
+    pub fn module_name(&self) -> Option<String> {
+        if let Some(m) = self.path.strip_prefix('[').and_then(|r| r.strip_suffix(']')) {
+            return (!m.is_empty() && !self.is_kernel()).then(|| m.to_string());
+        }
+        let file = Path::new(&self.path).file_name()?.to_str()?;
+        let stem = [".ko.xz", ".ko.gz", ".ko.zst", ".ko"]
+            .iter()
+            .find_map(|s| file.strip_suffix(s))?;
+        (!stem.is_empty()).then(|| stem.replace('-', "_"))
     }
 
     /// A kernel image (perf's `[kernel.kallsyms]` maps, simpleperf's `[kernel.kallsyms]`).

@@ -16,7 +16,7 @@ use coresight_decode::error::ErrCode;
 use coresight_decode::interfaces::TargetMemAccess;
 use coresight_decode::memory::MemSpace;
 
-use crate::binaries::{Binaries, Binary, KERNEL_PREFIX, SymbolSearch};
+use crate::binaries::{Binaries, Binary, KERNEL_PREFIX, Kallsyms, SymbolSearch};
 use crate::elf::ElfImage;
 use crate::recording::{MapEvent, Recording, ThreadEventKind};
 
@@ -228,7 +228,7 @@ impl Model {
         let m = self.maps.get(map)?;
         let bin = self.binaries.get(m.binary)?;
         let img = bin.image(&self.search)?;
-        Some(vaddr_of(m, bin, img, addr))
+        Some(vaddr_of(m, bin, img, self.search.kallsyms.as_deref(), addr))
     }
 
     /// Copies the code at `addr` of map `map` into `buf` (not past the map's end); returns
@@ -242,7 +242,7 @@ impl Model {
         let mut n = self.read_kcore(m, bin, addr, &mut buf[..room]);
         if n == 0 {
             n = match bin.image(&self.search) {
-                Some(img) => read_code(m, bin, img, addr, &mut buf[..room]),
+                Some(img) => read_code(m, bin, img, self.search.kallsyms.as_deref(), addr, &mut buf[..room]),
                 None => 0,
             };
         }
@@ -261,9 +261,9 @@ impl Model {
         };
         let room = m.end.saturating_sub(addr).min(buf.len() as u64) as usize;
         match self.read_kcore(m, bin, addr, &mut buf[..room]) {
-            0 => bin
-                .loaded()
-                .map_or(0, |img| read_code(m, bin, img, addr, &mut buf[..room])),
+            0 => bin.loaded().map_or(0, |img| {
+                read_code(m, bin, img, self.search.kallsyms.as_deref(), addr, &mut buf[..room])
+            }),
             n => n,
         }
     }
@@ -289,7 +289,7 @@ impl Model {
         let bin = map.and_then(|i| self.binary(self.maps[i].binary));
         let sym = map.zip(bin).and_then(|(i, b)| {
             let img = b.image(&self.search)?;
-            img.symbol_at(vaddr_of(&self.maps[i], b, img, addr))
+            img.symbol_at(vaddr_of(&self.maps[i], b, img, self.search.kallsyms.as_deref(), addr))
                 .map(|(s, off)| (s.name.as_str(), off))
         });
         if sym.is_some() {
@@ -329,10 +329,10 @@ fn by_vaddr(bin: &Binary, img: &ElfImage) -> bool {
 /// The virtual address in the file of `addr` of map `m`: a kernel image's less the KASLR
 /// offset; a module's counted from its first byte (the map's start, plus its page offset),
 /// or from its text when the recording says where that was; else through the file offset.
-fn vaddr_of(m: &Map, bin: &Binary, img: &ElfImage, addr: u64) -> u64 {
+fn vaddr_of(m: &Map, bin: &Binary, img: &ElfImage, kallsyms: Option<&Kallsyms>, addr: u64) -> u64 {
     if img.relocatable {
         let in_module = addr.wrapping_sub(m.start).wrapping_add(m.pgoff);
-        match (bin.module_text_offset, img.module_text()) {
+        match (module_text_offset(m, bin, img, kallsyms), img.module_text()) {
             (Some(recorded), Some(text)) => in_module.wrapping_sub(recorded).wrapping_add(text.addr),
             _ => in_module.wrapping_add(img.module_base()),
         }
@@ -343,9 +343,42 @@ fn vaddr_of(m: &Map, bin: &Binary, img: &ElfImage, addr: u64) -> u64 {
     }
 }
 
-fn read_code(m: &Map, bin: &Binary, img: &ElfImage, addr: u64, buf: &mut [u8]) -> usize {
+/// Where a module's text was from the start of its map, as the recording says: simpleperf's
+/// `memory_offset_of_min_vaddr`, else the run-time address kallsyms (perf's `--kcore` copy, or
+/// `--kallsyms`) gives one of the module's text functions. `None`: the file's layout is all
+/// there is.
+fn module_text_offset(m: &Map, bin: &Binary, img: &ElfImage, kallsyms: Option<&Kallsyms>) -> Option<u64> {
+    if let Some(o) = bin.module_text_offset {
+        return Some(o);
+    }
+    let k = kallsyms?;
+    *bin.kallsyms_text_offset.get_or_init(|| {
+        let text = img.module_text()?;
+        let module = format!("[{}]", bin.module_name()?);
+        let at: HashMap<&str, u64> = k
+            .symbols()
+            .iter()
+            .filter(|s| s.module.as_deref() == Some(module.as_str()))
+            .map(|s| (s.name.as_str(), s.start))
+            .collect();
+        let end = text.addr.saturating_add(text.size);
+        img.symbols()
+            .iter()
+            .filter(|s| s.start >= text.addr && s.start < end)
+            .find_map(|s| {
+                let run = *at.get(s.name.as_str())?;
+                Some(
+                    run.wrapping_sub(m.start)
+                        .wrapping_add(m.pgoff)
+                        .wrapping_sub(s.start - text.addr),
+                )
+            })
+    })
+}
+
+fn read_code(m: &Map, bin: &Binary, img: &ElfImage, kallsyms: Option<&Kallsyms>, addr: u64, buf: &mut [u8]) -> usize {
     if by_vaddr(bin, img) {
-        img.read_vaddr(vaddr_of(m, bin, img, addr), buf)
+        img.read_vaddr(vaddr_of(m, bin, img, kallsyms, addr), buf)
     } else {
         img.read_at(m.file_offset(addr), buf)
     }

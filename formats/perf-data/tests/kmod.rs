@@ -12,7 +12,7 @@ use coresight_generator::perf_data::{
 };
 use coresight_perf_data::Recording;
 use coresight_perf_data::autofdo::{AutoFdoProfile, add_recording};
-use coresight_perf_data::binaries::{KcoreDir, SymbolSearch};
+use coresight_perf_data::binaries::{Kallsyms, KcoreDir, SymbolSearch};
 use coresight_perf_data::decode::{DecodeOptions, RecordingDecoder};
 use coresight_perf_data::elf::ElfImage;
 use coresight_perf_data::memory::Model;
@@ -170,6 +170,33 @@ fn a_module_map_names_the_functions_where_the_loader_put_them() {
     let mut code = [0u8; 8];
     assert_eq!(model.read(m, BASE + 0x100, &mut code), 8);
     assert_eq!(&code[..], &std::fs::read(dir.join("kmod_demo.ko")).unwrap()[0x50..0x58]);
+
+    // perf records no such offset, but kallsyms (its --kcore copy) has the functions where
+    // they ran: kmod_helper 0xc0 bytes in, kmod_work 0x40 after it as in the file.
+    let text = format!(
+        "{:016x} t kmod_helper\t[kmod_demo]\n{:016x} T kmod_work\t[kmod_demo]\n{:016x} T other\t[other_mod]\n",
+        BASE + 0xc0,
+        BASE + 0x100,
+        BASE + 0x40,
+    );
+    for recorded in ["[kmod_demo]", "/lib/modules/6.1/extra/kmod-demo.ko"] {
+        if recorded.ends_with(".ko") {
+            std::fs::copy(dir.join("kmod_demo.ko"), dir.join("kmod-demo.ko")).unwrap();
+        }
+        let bytes = module_recording(recorded, BASE, None);
+        let rec = Recording::parse(&bytes).unwrap();
+        let mut s = search();
+        s.kallsyms = Some(Arc::new(Kallsyms::parse(&text).unwrap()));
+        let model = Model::new(&rec, s);
+        assert_eq!(
+            model.symbolize(-1, BASE + 0x104, 0),
+            (Some(("kmod_work", 4)), Some(recorded)),
+            "{recorded}"
+        );
+        let m = model.find_map(-1, BASE + 0xc0, 0).unwrap();
+        assert_eq!(model.read(m, BASE + 0xc0, &mut code), 8);
+        assert_eq!(&code[..], &std::fs::read(dir.join("kmod_demo.ko")).unwrap()[0x50..0x58]);
+    }
 }
 
 /// perf script lines (`ip,sym,symoff,dso,addr`, branches) of a recording, decoded with
