@@ -295,6 +295,16 @@ impl SymbolSearch {
     }
 }
 
+/// Where a module ran, as simpleperf records it: file address `min_vaddr` was
+/// `memory_offset` bytes from the module's start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ModuleAnchor {
+    /// Distance from the module's first byte in memory.
+    pub memory_offset: u64,
+    /// The file's virtual address there (a `.text` address: section offset plus `sh_addr`).
+    pub min_vaddr: u64,
+}
+
 /// One binary of the recording: its recorded path and build id, the file found for it (loaded
 /// on first use) and how often its code was wanted but not there.
 #[derive(Debug)]
@@ -308,11 +318,12 @@ pub struct Binary {
     pub missing_reads: AtomicU64,
     /// Why its file could not be used, once tried.
     problem: OnceLock<String>,
-    /// A kernel module's: how far its text was from its start in memory, as the recording
-    /// says (simpleperf's `memory_offset_of_min_vaddr`).
-    pub module_text_offset: Option<u64>,
-    /// A kernel module's text offset as kallsyms shows it, found on first use.
-    pub(crate) kallsyms_text_offset: OnceLock<Option<u64>>,
+    /// A kernel module's anchor as the recording gives it (simpleperf's FILE2): the byte
+    /// `memory_offset_of_min_vaddr` bytes from the module's start held the file's virtual
+    /// address `min_vaddr` (a text symbol's, in `.text`'s addresses).
+    pub module_anchor: Option<ModuleAnchor>,
+    /// A kernel module's anchor as kallsyms shows it, found on first use.
+    pub(crate) kallsyms_anchor: OnceLock<Option<(u64, u64)>>,
 }
 
 impl Binary {
@@ -323,8 +334,8 @@ impl Binary {
             image: OnceLock::new(),
             missing_reads: AtomicU64::new(0),
             problem: OnceLock::new(),
-            module_text_offset: None,
-            kallsyms_text_offset: OnceLock::new(),
+            module_anchor: None,
+            kallsyms_anchor: OnceLock::new(),
         }
     }
 
@@ -432,11 +443,10 @@ impl Binaries {
         self.list.len() - 1
     }
 
-    /// Records where the text of the modules recorded at `path` was (see
-    /// [`Binary::module_text_offset`]).
-    pub fn set_module_text_offset(&mut self, path: &str, offset: u64) {
+    /// Records where the modules recorded at `path` were (see [`Binary::module_anchor`]).
+    pub fn set_module_anchor(&mut self, path: &str, anchor: ModuleAnchor) {
         for b in self.list.iter_mut().filter(|b| b.path == path) {
-            b.module_text_offset = Some(offset);
+            b.module_anchor = Some(anchor);
         }
     }
 

@@ -234,9 +234,12 @@ impl ElfImage {
 
     /// The virtual address of the first loadable segment: AutoFDO's text profile counts
     /// addresses from it.
+    ///
+    /// A module's profile counts, as simpleperf's does, in its `.text`'s own addresses: the
+    /// layout address of `.text` less its file address.
     pub fn first_load_vaddr(&self) -> u64 {
         if self.relocatable {
-            return 0;
+            return self.module_text().map_or(0, |t| t.addr.wrapping_sub(t.file_addr));
         }
         self.segments.first().map_or(0, |s| s.vaddr)
     }
@@ -284,9 +287,8 @@ impl ElfImage {
         self.module_sections.iter().map(|s| s.addr).min().unwrap_or(0)
     }
 
-    /// Where a module's `.text` is (else its first executable section with file bytes): the
-    /// section simpleperf's `min_vaddr` names, whose distance from the module's first byte
-    /// simpleperf records (`memory_offset_of_min_vaddr`).
+    /// A module's `.text` (else its first core executable section with file bytes): the
+    /// section whose addresses simpleperf's `min_vaddr` and AutoFDO profiles give.
     pub fn module_text(&self) -> Option<&ModuleSection> {
         let core_text = || {
             self.module_sections
@@ -334,6 +336,9 @@ pub struct ModuleSection {
     pub name: String,
     /// Address counted from the module's first byte (its core text).
     pub addr: u64,
+    /// Its address in the file (`sh_addr`: 0 in a `.ko`), which symbol values and simpleperf's
+    /// addresses count from.
+    pub file_addr: u64,
     /// Bytes it takes in memory.
     pub size: u64,
     /// Offset of its bytes in the file (meaningless for `nobits`).
@@ -391,6 +396,7 @@ fn module_layout(elf: &Elf) -> Vec<ModuleSection> {
                 init: name.starts_with(".init"),
                 name,
                 addr: s.sh_addr,
+                file_addr: s.sh_addr,
                 size: s.sh_size,
                 file_offset: s.sh_offset,
                 nobits: s.sh_type == section_header::SHT_NOBITS,

@@ -16,7 +16,7 @@ use coresight_decode::error::ErrCode;
 use coresight_decode::interfaces::TargetMemAccess;
 use coresight_decode::memory::MemSpace;
 
-use crate::binaries::{Binaries, Binary, KERNEL_PREFIX, Kallsyms, SymbolSearch};
+use crate::binaries::{Binaries, Binary, KERNEL_PREFIX, Kallsyms, ModuleAnchor, SymbolSearch};
 use crate::elf::ElfImage;
 use crate::recording::{MapEvent, Recording, ThreadEventKind};
 
@@ -86,15 +86,20 @@ impl Model {
         for ev in &rec.maps {
             m.add_map(ev);
         }
-        // simpleperf says where each module's text was from the module's start (the loader
-        // grows `.plt` before it by what the module needs, which its file does not say).
+        // simpleperf says where each module was: a text address of the file and its distance
+        // from the module's start (the loader grows `.plt` before the text by what the module
+        // needs, which its file does not say).
         let files = rec.file.simpleperf_files().unwrap_or_default();
         for f in files
             .iter()
             .filter(|f| f.dso_type == crate::features::DSO_KERNEL_MODULE)
         {
             if let Some(off) = f.memory_offset_of_min_vaddr {
-                m.binaries.set_module_text_offset(&f.path, off);
+                let anchor = ModuleAnchor {
+                    memory_offset: off,
+                    min_vaddr: f.min_vaddr,
+                };
+                m.binaries.set_module_anchor(&f.path, anchor);
             }
         }
         for e in &rec.thread_events {
@@ -327,14 +332,15 @@ fn by_vaddr(bin: &Binary, img: &ElfImage) -> bool {
 }
 
 /// The virtual address in the file of `addr` of map `m`: a kernel image's less the KASLR
-/// offset; a module's counted from its first byte (the map's start, plus its page offset),
-/// or from its text when the recording says where that was; else through the file offset.
+/// offset; a module's in its layout, counted from a point whose place the recording gives
+/// (else from its first byte, the map's start plus its page offset); else through the file
+/// offset.
 fn vaddr_of(m: &Map, bin: &Binary, img: &ElfImage, kallsyms: Option<&Kallsyms>, addr: u64) -> u64 {
     if img.relocatable {
         let in_module = addr.wrapping_sub(m.start).wrapping_add(m.pgoff);
-        match (module_text_offset(m, bin, img, kallsyms), img.module_text()) {
-            (Some(recorded), Some(text)) => in_module.wrapping_sub(recorded).wrapping_add(text.addr),
-            _ => in_module.wrapping_add(img.module_base()),
+        match module_anchor(m, bin, img, kallsyms) {
+            Some((memory_offset, laid_at)) => in_module.wrapping_sub(memory_offset).wrapping_add(laid_at),
+            None => in_module.wrapping_add(img.module_base()),
         }
     } else if bin.is_kernel() {
         addr.wrapping_sub(kernel_slide(m, bin, img))
@@ -343,17 +349,19 @@ fn vaddr_of(m: &Map, bin: &Binary, img: &ElfImage, kallsyms: Option<&Kallsyms>, 
     }
 }
 
-/// Where a module's text was from the start of its map, as the recording says: simpleperf's
-/// `memory_offset_of_min_vaddr`, else the run-time address kallsyms (perf's `--kcore` copy, or
-/// `--kallsyms`) gives one of the module's text functions. `None`: the file's layout is all
-/// there is.
-fn module_text_offset(m: &Map, bin: &Binary, img: &ElfImage, kallsyms: Option<&Kallsyms>) -> Option<u64> {
-    if let Some(o) = bin.module_text_offset {
-        return Some(o);
+/// A point of a module whose place the recording gives: (its distance from the start of the
+/// module's map, its address in the layout). From simpleperf's FILE2 record (`min_vaddr`, a
+/// `.text` address, at `memory_offset_of_min_vaddr`), else from kallsyms (perf's `--kcore`
+/// copy, or `--kallsyms`): the first of the module's text functions it lists. `None`: the
+/// file's layout is all there is.
+fn module_anchor(m: &Map, bin: &Binary, img: &ElfImage, kallsyms: Option<&Kallsyms>) -> Option<(u64, u64)> {
+    let text = img.module_text()?;
+    if let Some(a) = bin.module_anchor {
+        let laid_at = text.addr.wrapping_add(a.min_vaddr.wrapping_sub(text.file_addr));
+        return Some((a.memory_offset, laid_at));
     }
     let k = kallsyms?;
-    *bin.kallsyms_text_offset.get_or_init(|| {
-        let text = img.module_text()?;
+    *bin.kallsyms_anchor.get_or_init(|| {
         let module = format!("[{}]", bin.module_name()?);
         let at: HashMap<&str, u64> = k
             .symbols()
@@ -367,11 +375,7 @@ fn module_text_offset(m: &Map, bin: &Binary, img: &ElfImage, kallsyms: Option<&K
             .filter(|s| s.start >= text.addr && s.start < end)
             .find_map(|s| {
                 let run = *at.get(s.name.as_str())?;
-                Some(
-                    run.wrapping_sub(m.start)
-                        .wrapping_add(m.pgoff)
-                        .wrapping_sub(s.start - text.addr),
-                )
+                Some((run.wrapping_sub(m.start).wrapping_add(m.pgoff), s.start))
             })
     })
 }

@@ -120,8 +120,8 @@ pub struct Writer {
     data: Vec<u8>,
     index: Vec<(u64, u64)>,
     build_ids: Vec<(i32, String, BuildId)>,
-    /// simpleperf's FILE2 entries of kernel modules: (path, memory offset of the text).
-    simpleperf_modules: Vec<(String, u64)>,
+    /// simpleperf's FILE2 entries of kernel modules: (path, min_vaddr, its memory offset).
+    simpleperf_modules: Vec<(String, u64, u64)>,
 }
 
 fn pad_to(v: &mut Vec<u8>, align: usize) {
@@ -328,10 +328,11 @@ impl Writer {
         self.build_ids.push((pid, filename.to_string(), build_id));
     }
 
-    /// Describes a kernel module as simpleperf's FILE2 feature does: its text was `offset`
-    /// bytes from the module's start in memory (`memory_offset_of_min_vaddr`).
-    pub fn simpleperf_module(&mut self, path: &str, offset: u64) {
-        self.simpleperf_modules.push((path.to_string(), offset));
+    /// Describes a kernel module as simpleperf's FILE2 feature does: the file's (text)
+    /// address `min_vaddr` was `offset` bytes from the module's start in memory
+    /// (`memory_offset_of_min_vaddr`).
+    pub fn simpleperf_module(&mut self, path: &str, min_vaddr: u64, offset: u64) {
+        self.simpleperf_modules.push((path.to_string(), min_vaddr, offset));
     }
 
     fn feature_bytes(&self, f: u32) -> Vec<u8> {
@@ -397,11 +398,11 @@ impl Writer {
             feature::SIMPLEPERF_FILE2 => {
                 use linux_perf_data::prost::Message;
                 use linux_perf_data::{SimpleperfFileRecord, SimpleperfKernelModuleInfo, SimpleperfTypeSpecificInfo};
-                for (path, offset) in &self.simpleperf_modules {
+                for (path, min_vaddr, offset) in &self.simpleperf_modules {
                     let m = SimpleperfFileRecord {
                         path: path.clone(),
                         r#type: crate::features::DSO_KERNEL_MODULE,
-                        min_vaddr: 0,
+                        min_vaddr: *min_vaddr,
                         symbol: Vec::new(),
                         type_specific_msg: Some(SimpleperfTypeSpecificInfo::KernelModule(SimpleperfKernelModuleInfo {
                             memory_offset_of_min_vaddr: *offset,

@@ -114,8 +114,9 @@ fn a_module_object_is_laid_out_as_the_loader_lays_it_out() {
     assert_eq!(syms, [("small_one", 0x40), ("small_two", 0x60)]);
 }
 
-/// A recording holding one map of the kernel (pid -1) for `path` at `start`.
-fn module_recording(path: &str, start: u64, text_offset: Option<u64>) -> Vec<u8> {
+/// A recording holding one map of the kernel (pid -1) for `path` at `start`, and simpleperf's
+/// (min_vaddr, memory offset) for it if given.
+fn module_recording(path: &str, start: u64, anchor: Option<(u64, u64)>) -> Vec<u8> {
     let mut w = Writer::new(WriterOptions::default());
     let at = SampleFields {
         pid: u32::MAX,
@@ -124,8 +125,8 @@ fn module_recording(path: &str, start: u64, text_offset: Option<u64>) -> Vec<u8>
         cpu: 0,
     };
     w.mmap2(u32::MAX, u32::MAX, start, 0x1000, 0, path, None, at);
-    if let Some(off) = text_offset {
-        w.simpleperf_module(path, off);
+    if let Some((min_vaddr, off)) = anchor {
+        w.simpleperf_module(path, min_vaddr, off);
     }
     w.finish()
 }
@@ -155,17 +156,26 @@ fn a_module_map_names_the_functions_where_the_loader_put_them() {
         (Some(("kmod_helper", 8)), Some("[kmod_demo]"))
     );
     // simpleperf says the loader grew .plt: the text (kmod_helper's section, the first one
-    // with code) was 0x100 bytes in, not 0x40; everything follows it.
-    let bytes = module_recording("[kmod_demo]", BASE, Some(0x100));
+    // with code: its addresses are the "file" ones) was 0x100 bytes in, not 0x40; everything
+    // follows it. Said of its start, or of a point 8 bytes in.
+    for (min_vaddr, offset) in [(0, 0x100), (8, 0x108)] {
+        let bytes = module_recording("[kmod_demo]", BASE, Some((min_vaddr, offset)));
+        let rec = Recording::parse(&bytes).unwrap();
+        let files = rec.file.simpleperf_files().unwrap();
+        assert_eq!(files.len(), 1);
+        assert_eq!(
+            (files[0].min_vaddr, files[0].memory_offset_of_min_vaddr),
+            (min_vaddr, Some(offset))
+        );
+        let model = Model::new(&rec, search());
+        assert_eq!(
+            model.symbolize(-1, BASE + 0x100 + 0x40 + 4, 0),
+            (Some(("kmod_work", 4)), Some("[kmod_demo]"))
+        );
+    }
+    let bytes = module_recording("[kmod_demo]", BASE, Some((0, 0x100)));
     let rec = Recording::parse(&bytes).unwrap();
-    let files = rec.file.simpleperf_files().unwrap();
-    assert_eq!(files.len(), 1);
-    assert_eq!(files[0].memory_offset_of_min_vaddr, Some(0x100));
     let model = Model::new(&rec, search());
-    assert_eq!(
-        model.symbolize(-1, BASE + 0x100 + 0x40 + 4, 0),
-        (Some(("kmod_work", 4)), Some("[kmod_demo]"))
-    );
     let m = model.find_map(-1, BASE + 0x100, 0).unwrap();
     let mut code = [0u8; 8];
     assert_eq!(model.read(m, BASE + 0x100, &mut code), 8);
@@ -299,6 +309,8 @@ fn generated_trace_through_a_module_decodes_to_the_users_lines() {
         let keys: Vec<&str> = p.binaries.keys().map(|k| k.path.as_str()).collect();
         assert_eq!(keys, [name]);
         let got = p.binaries.values().next().unwrap();
+        // Written in `.text.gen`'s own addresses, as simpleperf counts a module's.
+        assert_eq!(got.first_load_vaddr, 0x40);
         let mut u = AutoFdoProfile::new(None);
         add_recording(&user, search(), DecodeOptions::default(), &mut u, &mut |_| {}).unwrap();
         let user_bin = u.binaries.values().next().unwrap();
