@@ -435,3 +435,32 @@ fn module_trace_decodes_through_its_file_and_through_kcore() {
     assert!(missing.is_empty(), "kcore gave the code: {missing:?}");
     assert_eq!(got, want.replace("(/lib/modules/6.1.0/extra/kgen.ko)", "([kgen])"));
 }
+
+#[test]
+fn damaged_module_files_do_not_panic() {
+    // Every truncation, and a byte changed at each place, of a real module object: parsing,
+    // laying out, reading and looking up either works or fails with an error.
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kmod/kmod_demo.o");
+    let bytes = std::fs::read(p).unwrap();
+    let probe = |b: Vec<u8>| {
+        if let Ok(img) = ElfImage::from_bytes(Path::new("damaged.ko"), b) {
+            let mut buf = [0u8; 16];
+            for a in [0u64, 0x40, 0x80, 0x1000, 0x4000, u64::MAX - 4] {
+                let _ = img.read_vaddr(a, &mut buf);
+                let _ = img.symbol_at(a);
+            }
+            let _ = img.first_load_vaddr();
+            let _ = img.module_base();
+        }
+    };
+    for n in 0..bytes.len() {
+        probe(bytes[..n].to_vec());
+    }
+    for i in 0..bytes.len() {
+        for x in [0u8, 0xff, 0x80] {
+            let mut b = bytes.clone();
+            b[i] = x;
+            probe(b);
+        }
+    }
+}
