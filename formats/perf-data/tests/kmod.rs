@@ -464,3 +464,33 @@ fn damaged_module_files_do_not_panic() {
         }
     }
 }
+
+#[test]
+fn perfs_directory_output_opens_and_its_kcore_dir_is_found() {
+    let (r, dir) = kernel_recording(PerfSpace::Kernel, 47, "directory");
+    // As `perf record --kcore -o DIR` leaves it: DIR/data and DIR/kcore_dir.
+    std::fs::write(dir.join("data"), &r.perf_data).unwrap();
+    let f = coresight_perf_data::MappedFile::open(&dir).unwrap();
+    assert_eq!(f.bytes(), &r.perf_data[..]);
+    assert_eq!(KcoreDir::beside(&dir), Some(dir.join("kcore_dir")));
+    assert_eq!(KcoreDir::beside(&dir.join("data")), Some(dir.join("kcore_dir")));
+    // trc_gen's layout: FILE and FILE.kcore_dir.
+    let flat = scratch("flat");
+    std::fs::write(flat.join("k.data"), &r.perf_data).unwrap();
+    assert_eq!(KcoreDir::beside(&flat.join("k.data")), None);
+    std::fs::rename(dir.join("kcore_dir"), flat.join("k.data.kcore_dir")).unwrap();
+    assert_eq!(
+        KcoreDir::beside(&flat.join("k.data")),
+        Some(flat.join("k.data.kcore_dir"))
+    );
+    // A directory without data: the error names what was looked for.
+    let empty = scratch("empty");
+    let e = coresight_perf_data::MappedFile::open(&empty).unwrap_err().to_string();
+    assert!(e.contains(&empty.join("data").display().to_string()), "{e}");
+    // A kcore folder without kcore, or with a kcore that is no ELF file.
+    let e = KcoreDir::open(&empty).unwrap_err();
+    assert!(e.contains(&empty.join("kcore").display().to_string()), "{e}");
+    std::fs::write(empty.join("kcore"), b"not an ELF file").unwrap();
+    let e = KcoreDir::open(&empty).unwrap_err();
+    assert!(e.contains("kcore") && e.contains("ELF"), "{e}");
+}
