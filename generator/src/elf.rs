@@ -342,3 +342,241 @@ mod tests {
         );
     }
 }
+
+/// A section of a relocatable module written by [`write_module`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModSection {
+    pub name: String,
+    /// `SHF_EXECINSTR`.
+    pub exec: bool,
+    /// `SHF_WRITE`.
+    pub write: bool,
+    /// `sh_addralign` (0 or a power of two).
+    pub align: u64,
+    /// The section's bytes; `None`: `SHT_NOBITS` of `size` bytes.
+    pub bytes: Option<Vec<u8>>,
+    /// Size of a `SHT_NOBITS` section (ignored when `bytes` is given).
+    pub size: u64,
+}
+
+/// A function of a module: `size` bytes at `offset` in section `section` (an index into the
+/// sections given to [`write_module`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModFunction {
+    pub name: String,
+    pub section: usize,
+    pub offset: u64,
+    pub size: u64,
+}
+
+/// A relocatable file made by [`write_module`].
+#[derive(Clone, Debug)]
+pub struct ModuleImage {
+    /// The file's bytes.
+    pub bytes: Vec<u8>,
+    /// Its GNU build id (20 bytes).
+    pub build_id: [u8; 20],
+}
+
+/// Writes an AArch64 relocatable file (`ET_REL`, as a kernel module's `.ko` is): the
+/// `sections` in that order (all allocated, at address 0), a GNU build-id note, then a
+/// `.symtab` with the `functions`, `.strtab` and `.shstrtab`. Errors if a function lies
+/// outside its section.
+pub fn write_module(sections: &[ModSection], functions: &[ModFunction]) -> Result<ModuleImage, String> {
+    const SHT_PROGBITS: u32 = 1;
+    const SHT_SYMTAB: u32 = 2;
+    const SHT_STRTAB: u32 = 3;
+    const SHT_NOTE: u32 = 7;
+    const SHT_NOBITS: u32 = 8;
+    const SHF_WRITE: u64 = 1;
+    const SHF_ALLOC: u64 = 2;
+    const SHF_EXECINSTR: u64 = 4;
+    let size_of = |s: &ModSection| s.bytes.as_ref().map_or(s.size, |b| b.len() as u64);
+    for f in functions {
+        let s = sections
+            .get(f.section)
+            .ok_or_else(|| format!("function {} is in section {}, of {}", f.name, f.section, sections.len()))?;
+        if f.offset.saturating_add(f.size) > size_of(s) {
+            return Err(format!(
+                "function {} at {:#x}+{:#x} is outside section {} ({:#x} bytes)",
+                f.name,
+                f.offset,
+                f.size,
+                s.name,
+                size_of(s)
+            ));
+        }
+    }
+    // Names: section names, then the fixed ones.
+    let mut shstr = vec![0u8];
+    let name_at = |n: &str, t: &mut Vec<u8>| {
+        let at = t.len() as u32;
+        t.extend_from_slice(n.as_bytes());
+        t.push(0);
+        at
+    };
+    let sec_names: Vec<u32> = sections.iter().map(|s| name_at(&s.name, &mut shstr)).collect();
+    let note_name = name_at(".note.gnu.build-id", &mut shstr);
+    let symtab_name = name_at(".symtab", &mut shstr);
+    let strtab_name = name_at(".strtab", &mut shstr);
+    let shstrtab_name = name_at(".shstrtab", &mut shstr);
+    let mut strtab = vec![0u8];
+    let mut symtab = vec![0u8; SYM_SIZE];
+    for f in functions {
+        let n = name_at(&f.name, &mut strtab);
+        u32le(&mut symtab, n);
+        symtab.push(0x12); // global function
+        symtab.push(0);
+        u16le(&mut symtab, (f.section + 1) as u16);
+        u64le(&mut symtab, f.offset);
+        u64le(&mut symtab, f.size);
+    }
+    // The build id: from the sections' bytes and the symbols.
+    let mut content = Vec::new();
+    for s in sections {
+        content.extend_from_slice(s.name.as_bytes());
+        content.extend_from_slice(s.bytes.as_deref().unwrap_or(&[]));
+        content.extend_from_slice(&size_of(s).to_le_bytes());
+    }
+    content.extend_from_slice(&symtab);
+    content.extend_from_slice(&strtab);
+    let build_id = content_id(&[&content]);
+    let mut note = Vec::new();
+    u32le(&mut note, 4);
+    u32le(&mut note, 20);
+    u32le(&mut note, NT_GNU_BUILD_ID);
+    note.extend_from_slice(b"GNU\0");
+    note.extend_from_slice(&build_id);
+
+    let mut out = vec![0u8; EHDR_SIZE];
+    let place = |out: &mut Vec<u8>, data: &[u8], align: u64| {
+        let a = align.max(1) as usize;
+        while !out.len().is_multiple_of(a) {
+            out.push(0);
+        }
+        let at = out.len() as u64;
+        out.extend_from_slice(data);
+        at
+    };
+    // (name, type, flags, offset, size, link, info, align, entsize)
+    type Shdr = (u32, u32, u64, u64, u64, u32, u32, u64, u64);
+    let mut shdrs: Vec<Shdr> = vec![(0, 0, 0, 0, 0, 0, 0, 0, 0)];
+    for (s, &n) in sections.iter().zip(&sec_names) {
+        let flags = SHF_ALLOC | if s.exec { SHF_EXECINSTR } else { 0 } | if s.write { SHF_WRITE } else { 0 };
+        match &s.bytes {
+            Some(b) => {
+                let at = place(&mut out, b, s.align);
+                shdrs.push((n, SHT_PROGBITS, flags, at, b.len() as u64, 0, 0, s.align, 0));
+            }
+            None => {
+                let at = out.len() as u64;
+                shdrs.push((n, SHT_NOBITS, flags, at, s.size, 0, 0, s.align, 0));
+            }
+        }
+    }
+    let at = place(&mut out, &note, 4);
+    shdrs.push((note_name, SHT_NOTE, SHF_ALLOC, at, note.len() as u64, 0, 0, 4, 0));
+    let strtab_index = shdrs.len() as u32 + 1;
+    let at = place(&mut out, &symtab, 8);
+    // sh_info: one past the last local symbol (only the null one is local).
+    shdrs.push((
+        symtab_name,
+        SHT_SYMTAB,
+        0,
+        at,
+        symtab.len() as u64,
+        strtab_index,
+        1,
+        8,
+        SYM_SIZE as u64,
+    ));
+    let at = place(&mut out, &strtab, 1);
+    shdrs.push((strtab_name, SHT_STRTAB, 0, at, strtab.len() as u64, 0, 0, 1, 0));
+    let at = place(&mut out, &shstr, 1);
+    shdrs.push((shstrtab_name, SHT_STRTAB, 0, at, shstr.len() as u64, 0, 0, 1, 0));
+    let shoff = place(&mut out, &[], 8);
+    for &(name, kind, flags, off, size, link, info, align, ent) in &shdrs {
+        u32le(&mut out, name);
+        u32le(&mut out, kind);
+        u64le(&mut out, flags);
+        u64le(&mut out, 0);
+        u64le(&mut out, off);
+        u64le(&mut out, size);
+        u32le(&mut out, link);
+        u32le(&mut out, info);
+        u64le(&mut out, align);
+        u64le(&mut out, ent);
+    }
+    let mut h = Vec::with_capacity(EHDR_SIZE);
+    h.extend_from_slice(b"\x7fELF\x02\x01\x01\0\0\0\0\0\0\0\0\0");
+    u16le(&mut h, 1); // ET_REL
+    u16le(&mut h, EM_AARCH64);
+    u32le(&mut h, 1);
+    u64le(&mut h, 0); // entry
+    u64le(&mut h, 0); // phoff
+    u64le(&mut h, shoff);
+    u32le(&mut h, 0);
+    for x in [
+        EHDR_SIZE as u16,
+        0,
+        0,
+        SHDR_SIZE as u16,
+        shdrs.len() as u16,
+        shdrs.len() as u16 - 1,
+    ] {
+        u16le(&mut h, x);
+    }
+    out[..EHDR_SIZE].copy_from_slice(&h);
+    Ok(ModuleImage { bytes: out, build_id })
+}
+
+/// Writes an ELF core file as the kernel's `/proc/kcore` reads (and as `perf record --kcore`
+/// copies it): one `PT_LOAD` program header for each `(address, bytes)` piece of memory, its
+/// bytes at their virtual address, and no sections.
+pub fn write_core(pieces: &[(u64, &[u8])]) -> Vec<u8> {
+    const PT_LOAD: u32 = 1;
+    const PF_R: u32 = 4;
+    const PF_W: u32 = 2;
+    const PF_X: u32 = 1;
+    let headers = EHDR_SIZE + PHDR_SIZE * pieces.len();
+    let mut offsets = Vec::with_capacity(pieces.len());
+    let mut at = (headers as u64).next_multiple_of(PAGE);
+    for (_, b) in pieces {
+        offsets.push(at);
+        at = (at + b.len() as u64).next_multiple_of(PAGE);
+    }
+    let mut out = Vec::with_capacity(at as usize);
+    out.extend_from_slice(b"\x7fELF\x02\x01\x01\0\0\0\0\0\0\0\0\0");
+    u16le(&mut out, 4); // ET_CORE
+    u16le(&mut out, EM_AARCH64);
+    u32le(&mut out, 1);
+    u64le(&mut out, 0); // entry
+    u64le(&mut out, EHDR_SIZE as u64); // phoff
+    u64le(&mut out, 0); // shoff
+    u32le(&mut out, 0);
+    for x in [
+        EHDR_SIZE as u16,
+        PHDR_SIZE as u16,
+        pieces.len() as u16,
+        SHDR_SIZE as u16,
+        0,
+        0,
+    ] {
+        u16le(&mut out, x);
+    }
+    for ((addr, b), &off) in pieces.iter().zip(&offsets) {
+        u32le(&mut out, PT_LOAD);
+        u32le(&mut out, PF_R | PF_W | PF_X);
+        u64le(&mut out, off);
+        u64le(&mut out, *addr);
+        u64le(&mut out, 0); // paddr
+        u64le(&mut out, b.len() as u64);
+        u64le(&mut out, b.len() as u64);
+        u64le(&mut out, PAGE);
+    }
+    for ((_, b), &off) in pieces.iter().zip(&offsets) {
+        out.resize(off as usize, 0);
+        out.extend_from_slice(b);
+    }
+    out
+}

@@ -80,6 +80,46 @@ impl PerfProtocol {
     }
 }
 
+/// Where the kernel's image is linked and runs (no KASLR offset) in kernel recordings.
+pub const KERNEL_TEXT: u64 = 0xffff_8000_0801_0000;
+/// Where the module of module recordings is loaded (its first byte).
+pub const MODULE_BASE: u64 = 0xffff_8000_7a00_0000;
+/// Where the module's `.text` is from its first byte: after its NOBITS `.plt` (0x28 bytes) and
+/// `.text.ftrace_trampoline` (0xc), at `.text`'s 64-byte alignment, as the module loader lays
+/// them out.
+pub const MODULE_TEXT_OFFSET: u64 = 0x40;
+/// The module's name (`/proc/modules`, kallsyms' `[kgen]`).
+pub const MODULE_NAME: &str = "kgen";
+
+/// Where the traced code runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PerfSpace {
+    /// Processes at EL0, each mapping the executable (`cs_etm//u`).
+    #[default]
+    User,
+    /// The kernel at EL1: the programs are the kernel image's code, mapped as
+    /// `[kernel.kallsyms]_text` for pid -1 (`cs_etm//k`).
+    Kernel,
+    /// A loadable module at EL1: the programs are the `.text` of a relocatable module
+    /// ([`KernelFiles::module`]), mapped for pid -1 at [`MODULE_BASE`] under
+    /// [`PerfOptions::elf_path`].
+    Module,
+}
+
+/// What `perf record --kcore` leaves beside a kernel recording (its `kcore_dir`), and the
+/// module's file.
+#[derive(Clone, Debug)]
+pub struct KernelFiles {
+    /// `kcore`: an ELF core file whose `PT_LOAD` segments hold the code at its addresses.
+    pub kcore: Vec<u8>,
+    /// `kallsyms`: `/proc/kallsyms` text naming the functions (a module's with `[kgen]`).
+    pub kallsyms: String,
+    /// `modules`: `/proc/modules` text (the module's name, size and address).
+    pub modules: String,
+    /// The module (ET_REL) for [`PerfSpace::Module`].
+    pub module: Option<crate::elf::ModuleImage>,
+}
+
 /// What to generate.
 #[derive(Clone, Debug)]
 pub struct PerfOptions {
@@ -111,6 +151,8 @@ pub struct PerfOptions {
     /// Write pipe mode (what `perf record -o -` writes) instead of file mode: the same
     /// records, with the attribute, features and build ids as records at the start.
     pub pipe: bool,
+    /// Where the code runs: user space, the kernel or a module.
+    pub space: PerfSpace,
 }
 
 impl Default for PerfOptions {
@@ -127,6 +169,7 @@ impl Default for PerfOptions {
             per_thread: false,
             untimed: false,
             pipe: false,
+            space: PerfSpace::User,
         }
     }
 }
@@ -168,8 +211,11 @@ pub struct PerfBuffer {
 pub struct PerfRecording {
     /// The perf.data file.
     pub perf_data: Vec<u8>,
-    /// The ELF executable (write it where [`PerfOptions::elf_path`] says).
+    /// The ELF executable (write it where [`PerfOptions::elf_path`] says); in kernel
+    /// recordings, the kernel image (a vmlinux) or the module's memory as an executable.
     pub elf: ElfImage,
+    /// Kernel recordings: the kcore folder's files and the module.
+    pub kernel: Option<KernelFiles>,
     pub cpus: Vec<PerfCpu>,
     pub buffers: Vec<PerfBuffer>,
     pub layout: BufferLayout,
@@ -239,7 +285,7 @@ fn generate_cpu(o: &PerfOptions, cpu: u32, base: u64) -> (PerfCpu, flow::Program
     let n_blocks = 20 + rng.below(60) as usize;
     let prog = a64::flow_program(&mut rng, base, n_blocks, None, false);
     let start = Ctx {
-        el: 0,
+        el: if o.space == PerfSpace::User { 0 } else { 1 },
         secure: false,
         nse: false,
         aarch64: true,
@@ -407,13 +453,18 @@ pub fn generate_perf_data(o: &PerfOptions) -> Result<PerfRecording, String> {
     if o.cpus > 47 {
         return Err(format!("{} CPUs: at most 47 have trace IDs", o.cpus));
     }
+    let code_base = match o.space {
+        PerfSpace::User => TEXT_ADDR,
+        PerfSpace::Kernel => KERNEL_TEXT,
+        PerfSpace::Module => MODULE_BASE + MODULE_TEXT_OFFSET,
+    };
     let mut cpus = Vec::new();
     let mut text = Vec::new();
-    let mut base = TEXT_ADDR;
+    let mut base = code_base;
     for cpu in 0..o.cpus {
         let (c, prog, end) = generate_cpu(o, cpu, base);
         for (addr, code) in &prog.images {
-            let off = (addr - TEXT_ADDR) as usize;
+            let off = (addr - code_base) as usize;
             if text.len() < off + code.len() {
                 text.resize(off + code.len(), 0);
             }
@@ -424,8 +475,88 @@ pub fn generate_perf_data(o: &PerfOptions) -> Result<PerfRecording, String> {
         cpus.push(c);
     }
     let funcs: Vec<Function> = cpus.iter().flat_map(|c| c.functions.iter().cloned()).collect();
-    let elf = elf::write_elf(TEXT_ADDR, &text, &funcs, TEXT_ADDR)?;
-    Ok(record(o, cpus, elf))
+    let (elf, kernel) = match o.space {
+        PerfSpace::User => (elf::write_elf(TEXT_ADDR, &text, &funcs, TEXT_ADDR)?, None),
+        PerfSpace::Kernel => {
+            let mut with_text = funcs.clone();
+            with_text.push(Function {
+                name: "_text".into(),
+                addr: KERNEL_TEXT,
+                size: 0,
+            });
+            let image = elf::write_elf(KERNEL_TEXT, &text, &with_text, KERNEL_TEXT)?;
+            // The first function is at `_text`: listed first, so that it names the address.
+            let mut kallsyms = String::new();
+            for f in &funcs {
+                kallsyms.push_str(&format!("{:016x} T {}\n", f.addr, f.name));
+            }
+            kallsyms.push_str(&format!("{KERNEL_TEXT:016x} T _text\n"));
+            let files = KernelFiles {
+                kcore: elf::write_core(&[(KERNEL_TEXT, &text)]),
+                kallsyms,
+                modules: String::new(),
+                module: None,
+            };
+            (image, Some(files))
+        }
+        PerfSpace::Module => {
+            let module = module_of(&text, &funcs)?;
+            // The module's memory: the loader's veneers (never run here) then the text.
+            let mut memory = vec![0u8; MODULE_TEXT_OFFSET as usize];
+            memory.extend_from_slice(&text);
+            let image = elf::write_elf(MODULE_BASE, &memory, &funcs, MODULE_BASE)?;
+            let mut kallsyms = format!("{KERNEL_TEXT:016x} T _text\n{KERNEL_TEXT:016x} T _stext\n");
+            for f in &funcs {
+                kallsyms.push_str(&format!("{:016x} t {}\t[{MODULE_NAME}]\n", f.addr, f.name));
+            }
+            let modules = format!(
+                "{MODULE_NAME} {} 0 - Live 0x{MODULE_BASE:016x}\n",
+                (memory.len() as u64).next_multiple_of(0x1000)
+            );
+            let files = KernelFiles {
+                kcore: elf::write_core(&[(KERNEL_TEXT, &[0u8; 0x1000]), (MODULE_BASE, &memory)]),
+                kallsyms,
+                modules,
+                module: Some(module),
+            };
+            (image, Some(files))
+        }
+    };
+    let mut r = record(o, cpus, elf, kernel.as_ref().and_then(|k| k.module.as_ref()));
+    r.kernel = kernel;
+    Ok(r)
+}
+
+/// The module of [`PerfSpace::Module`]: an empty `.text` first (as a compiler leaves it), a
+/// NOBITS `.plt` (0x28 bytes, 16-aligned) and `.text.ftrace_trampoline` (0xc, 8-aligned), then
+/// the code in `.text.kgen` (64-aligned: at [`MODULE_TEXT_OFFSET`]), its functions named.
+fn module_of(text: &[u8], funcs: &[Function]) -> Result<crate::elf::ModuleImage, String> {
+    use crate::elf::{ModFunction, ModSection};
+    let sec = |name: &str, align: u64, bytes: Option<Vec<u8>>, size: u64| ModSection {
+        name: name.into(),
+        exec: true,
+        write: false,
+        align,
+        bytes,
+        size,
+    };
+    let sections = [
+        sec(".text", 1, Some(Vec::new()), 0),
+        sec(".plt", 16, None, 0x28),
+        sec(".text.ftrace_trampoline", 8, None, 0xc),
+        sec(".text.kgen", 64, Some(text.to_vec()), 0),
+    ];
+    let base = MODULE_BASE + MODULE_TEXT_OFFSET;
+    let fns: Vec<ModFunction> = funcs
+        .iter()
+        .map(|f| ModFunction {
+            name: f.name.clone(),
+            section: 3,
+            offset: f.addr - base,
+            size: f.size,
+        })
+        .collect();
+    elf::write_module(&sections, &fns)
 }
 
 /// A recording of a real execution: `insns` (A64 code, from
@@ -463,7 +594,7 @@ pub fn generate_perf_data_from_execution(
     let mut rng = cpu_rng(o, 0);
     let unit = pick_unit(o, &mut rng);
     let c = encode_cpu(o, 0, &mut rng, &unit, &segs, image.1);
-    Ok(record(o, vec![c], image.0))
+    Ok(record(o, vec![c], image.0, None))
 }
 
 /// A real executable as [`ElfImage`] (its executable segment as the code, page aligned) and
@@ -516,8 +647,14 @@ fn real_elf(data: &[u8]) -> Result<(ElfImage, Vec<Function>), String> {
     Ok((image, functions))
 }
 
-/// The perf.data of the CPUs' traces, all running in `elf` (mapped at its code's page).
-fn record(o: &PerfOptions, cpus: Vec<PerfCpu>, elf: ElfImage) -> PerfRecording {
+/// The perf.data of the CPUs' traces, all running in `elf` (mapped at its code's page), or in
+/// the kernel (`elf` its image) or in `module` (`elf` its memory), as `o.space` says.
+fn record(
+    o: &PerfOptions,
+    cpus: Vec<PerfCpu>,
+    elf: ElfImage,
+    module: Option<&crate::elf::ModuleImage>,
+) -> PerfRecording {
     let mut rng = Rng::new(o.seed ^ 0x9e2f_0f0f);
     // What goes in the AUX areas: (cpu, one copy's bytes).
     let per_cpu: Vec<(u32, Vec<u8>)> = match o.layout {
@@ -535,13 +672,18 @@ fn record(o: &PerfOptions, cpus: Vec<PerfCpu>, elf: ElfImage) -> PerfRecording {
             | if r & 1 << 11 != 0 { ETM_OPT_TS } else { 0 }
             | if r & 1 << 12 != 0 { ETM_OPT_RETSTK } else { 0 }
     });
+    let event = if o.space == PerfSpace::User {
+        "cs_etm//u"
+    } else {
+        "cs_etm//k"
+    };
     let cmdline: Vec<String> = if o.per_thread {
-        ["perf", "record", "-e", "cs_etm//u", "--", COMM]
+        ["perf", "record", "-e", event, "--", COMM]
             .iter()
             .map(|s| s.to_string())
             .collect()
     } else {
-        ["perf", "record", "-e", "cs_etm//u", "-a"]
+        ["perf", "record", "-e", event, "-a"]
             .iter()
             .map(|s| s.to_string())
             .collect()
@@ -562,7 +704,7 @@ fn record(o: &PerfOptions, cpus: Vec<PerfCpu>, elf: ElfImage) -> PerfRecording {
         sample_time: !o.per_thread,
         sample_cpu: !o.per_thread,
         cmdline,
-        event_name: "cs_etm//u".into(),
+        event_name: event.into(),
         ..WriterOptions::default()
     });
     let mut info = CsEtmInfo {
@@ -578,6 +720,44 @@ fn record(o: &PerfOptions, cpus: Vec<PerfCpu>, elf: ElfImage) -> PerfRecording {
     let build_id = BuildId::new(&elf.build_id);
     let map_len = (elf.text_size).next_multiple_of(0x1000);
     let mut time = 1_000_000u64;
+    // The kernel's map, for every process (pid -1), recorded before the trace.
+    let kernel_at = SampleFields {
+        pid: u32::MAX,
+        tid: u32::MAX,
+        time: time - 1,
+        cpu: cpus[0].cpu,
+    };
+    match (o.space, module) {
+        (PerfSpace::Kernel, _) => {
+            // Its page offset is the runtime address of `_text`.
+            w.mmap2(
+                u32::MAX,
+                u32::MAX,
+                elf.text_addr,
+                map_len,
+                KERNEL_TEXT,
+                "[kernel.kallsyms]_text",
+                Some(build_id),
+                kernel_at,
+            );
+            w.build_id(-1, "[kernel.kallsyms]", build_id);
+        }
+        (PerfSpace::Module, Some(m)) => {
+            let id = BuildId::new(&m.build_id);
+            w.mmap2(
+                u32::MAX,
+                u32::MAX,
+                MODULE_BASE,
+                map_len,
+                0,
+                &o.elf_path,
+                Some(id),
+                kernel_at,
+            );
+            w.build_id(-1, &o.elf_path, id);
+        }
+        _ => {}
+    }
     for c in &cpus {
         let at = SampleFields {
             pid: c.pid,
@@ -586,17 +766,19 @@ fn record(o: &PerfOptions, cpus: Vec<PerfCpu>, elf: ElfImage) -> PerfRecording {
             cpu: c.cpu,
         };
         w.comm(c.pid, c.pid, COMM, true, at);
-        w.mmap2(
-            c.pid,
-            c.pid,
-            elf.text_addr,
-            map_len,
-            elf.text_offset,
-            &o.elf_path,
-            Some(build_id),
-            SampleFields { time: time + 1, ..at },
-        );
-        w.build_id(c.pid as i32, &o.elf_path, build_id);
+        if o.space == PerfSpace::User {
+            w.mmap2(
+                c.pid,
+                c.pid,
+                elf.text_addr,
+                map_len,
+                elf.text_offset,
+                &o.elf_path,
+                Some(build_id),
+                SampleFields { time: time + 1, ..at },
+            );
+            w.build_id(c.pid as i32, &o.elf_path, build_id);
+        }
         w.itrace_start(c.pid, c.pid, SampleFields { time: time + 2, ..at });
         time += 10;
     }
@@ -652,6 +834,7 @@ fn record(o: &PerfOptions, cpus: Vec<PerfCpu>, elf: ElfImage) -> PerfRecording {
     PerfRecording {
         perf_data: if o.pipe { w.finish_pipe() } else { w.finish() },
         elf,
+        kernel: None,
         cpus,
         buffers,
         layout: o.layout,

@@ -288,3 +288,56 @@ fn debian_perf_script_decodes_generated_files() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn kernel_and_module_recordings_decode_to_the_truth() {
+    use coresight_generator::perf_data::{KERNEL_TEXT, MODULE_BASE, MODULE_NAME, PerfSpace};
+    for (space, path) in [
+        (PerfSpace::Kernel, "/tmp/unused"),
+        (PerfSpace::Module, "/lib/modules/6.1.0/extra/kgen.ko"),
+    ] {
+        for (protocol, layout) in KINDS {
+            let o = PerfOptions {
+                space,
+                elf_path: path.into(),
+                ..opts(protocol, layout, 2, 31)
+            };
+            let r = generate_perf_data(&o).unwrap();
+            let n = check_perf_data(&r).unwrap_or_else(|e| panic!("{space:?} {protocol:?} {layout:?}: {e}"));
+            assert!(n > 100);
+            let rec = Recording::parse(&r.perf_data).unwrap();
+            // One map, the kernel's (pid -1), before the trace.
+            let maps: Vec<_> = rec.maps.iter().filter(|m| m.executable).collect();
+            assert_eq!(maps.len(), 1);
+            assert_eq!(maps[0].pid, -1);
+            let k = r.kernel.as_ref().unwrap();
+            match space {
+                PerfSpace::Kernel => {
+                    assert_eq!(maps[0].filename, "[kernel.kallsyms]_text");
+                    assert_eq!((maps[0].start, maps[0].pgoff), (KERNEL_TEXT, KERNEL_TEXT));
+                    assert!(k.module.is_none());
+                }
+                _ => {
+                    assert_eq!(maps[0].filename, path);
+                    assert_eq!((maps[0].start, maps[0].pgoff), (MODULE_BASE, 0));
+                    assert!(k.modules.starts_with(&format!("{MODULE_NAME} ")));
+                    assert!(k.kallsyms.contains(&format!("\t[{MODULE_NAME}]")));
+                    let m = k.module.as_ref().unwrap();
+                    assert_eq!(
+                        maps[0].build_id.map(|b| b.as_bytes().to_vec()),
+                        Some(m.build_id.to_vec())
+                    );
+                }
+            }
+            // kcore holds the code at its addresses.
+            let segs = elf_images(&k.kcore).unwrap();
+            let f = &r.cpus[0].functions[0];
+            assert!(
+                segs.iter()
+                    .any(|(a, b)| *a <= f.addr && f.addr + f.size <= a + b.len() as u64),
+                "{space:?}: {:#x} not in kcore",
+                f.addr
+            );
+        }
+    }
+}

@@ -361,14 +361,14 @@ impl<'m> AutoFdoBuilder<'m> {
         });
     }
 
-    /// The virtual address in its binary's file of runtime address `a` of map `mi`.
+    /// The binary's own address of runtime address `a` of map `mi`: through the file offset,
+    /// or a module's layout, or a kernel image's link address; the file offset when the file
+    /// is missing.
     fn vaddr(&self, mi: usize, a: u64) -> u64 {
         let model = self.model;
-        let map = &model.maps[mi];
-        match model.binary(map.binary).and_then(|b| b.image(&model.search)) {
-            Some(i) => i.offset_to_vaddr(map.file_offset(a)),
-            None => map.file_offset(a),
-        }
+        model
+            .vaddr_in_file(mi, a)
+            .unwrap_or_else(|| model.maps[mi].file_offset(a))
     }
 
     /// Finds the map of `addr` and makes the stream's window around it.
@@ -378,8 +378,16 @@ impl<'m> AutoFdoBuilder<'m> {
         let map = &model.maps[mi];
         let img = model.binary(map.binary).and_then(|b| b.image(&model.search));
         let off = map.file_offset(addr);
-        // The runtime addresses of the map whose file offsets one segment holds.
-        let (lo, hi, delta) = match img.and_then(|i| i.segment_at_offset(off)) {
+        let linear = img.is_some_and(|i| i.relocatable) || model.binary(map.binary).is_some_and(|b| b.is_kernel());
+        // The runtime addresses of the map whose file offsets one segment holds; a module
+        // or kernel image is moved whole, so its whole map.
+        let segment = if linear {
+            None
+        } else {
+            img.and_then(|i| i.segment_at_offset(off))
+        };
+        let (lo, hi, delta) = match segment {
+            None if linear => (map.start, map.end, self.vaddr(mi, map.start).wrapping_sub(map.start)),
             Some((seg_off, seg_size, seg_vaddr)) => {
                 let lo = map.start.max(seg_off.wrapping_sub(map.pgoff).wrapping_add(map.start));
                 let hi = map.end.min(
@@ -429,11 +437,11 @@ impl<'m> AutoFdoBuilder<'m> {
 
     /// The encoded target of the direct branch at `addr` (a virtual address of its binary).
     fn direct_target(&mut self, mi: usize, addr: u64, isa: Isa, size: u8) -> Option<u64> {
-        let model = self.model;
-        let map = &model.maps[mi];
-        let img = model.binary(map.binary).and_then(|b| b.image(&model.search))?;
         let mut b = [0u8; 4];
-        let n = img.read_at(map.file_offset(addr), &mut b[..usize::from(size.clamp(2, 4))]);
+        // Through the model: a module's or kernel's code is not at its file offset.
+        let n = self
+            .model
+            .read_loaded(mi, addr, &mut b[..usize::from(size.clamp(2, 4))]);
         if n < 2 {
             return None;
         }
@@ -451,7 +459,7 @@ impl<'m> AutoFdoBuilder<'m> {
         if info.instr_type != InstrType::Branch {
             return None;
         }
-        Some(img.offset_to_vaddr(map.file_offset(info.branch_addr)))
+        Some(self.vaddr(mi, info.branch_addr))
     }
 
     /// Counts one more of `(a, b)` of `binary` in `cache` (ranges or branches), moving the

@@ -52,9 +52,112 @@ pub struct SymbolSearch {
     /// The kernel's symbols from `/proc/kallsyms` text (`--kallsyms`), for kernel addresses
     /// whose image is not available.
     pub kallsyms: Option<Arc<Kallsyms>>,
+    /// The kernel's memory as `perf record --kcore` copied it (`kcore_dir/kcore`): the code of
+    /// the kernel and its modules at their run-time addresses.
+    pub kcore: Option<Arc<ElfImage>>,
+}
+
+/// The kernel-code files of a `perf record --kcore` folder (`kcore_dir`).
+#[derive(Debug, Clone)]
+pub struct KcoreDir {
+    /// `kcore`: an ELF core file whose loadable segments hold kernel memory at its addresses.
+    pub kcore: Arc<ElfImage>,
+    /// `kallsyms`, when the folder has it.
+    pub kallsyms: Option<Kallsyms>,
+    /// `modules` (`/proc/modules`): each module's name, size and address.
+    pub modules: Vec<LoadedModule>,
+}
+
+/// A module of `/proc/modules`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadedModule {
+    /// Its name (as kallsyms writes it in brackets).
+    pub name: String,
+    /// Its first address.
+    pub start: u64,
+    /// Bytes from there.
+    pub size: u64,
+}
+
+/// Reads `/proc/modules` text: `NAME SIZE REFS DEPS STATE ADDRESS` lines; lines that do not
+/// parse, and modules at address 0 (hidden), are skipped.
+pub fn parse_modules(text: &str) -> Vec<LoadedModule> {
+    text.lines()
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let name = f.first()?;
+            let size = f.get(1)?.parse().ok()?;
+            let addr = f.get(5)?;
+            let start = u64::from_str_radix(addr.trim_start_matches("0x"), 16).ok()?;
+            (start != 0).then(|| LoadedModule {
+                name: name.to_string(),
+                start,
+                size,
+            })
+        })
+        .collect()
+}
+
+impl KcoreDir {
+    /// Reads the folder `dir`: `kcore` must be there and be an ELF file with loadable
+    /// segments; `kallsyms` and `modules` are read when present. Errors name the file and
+    /// what was wrong.
+    pub fn open(dir: &Path) -> Result<KcoreDir, String> {
+        let path = dir.join("kcore");
+        let kcore = ElfImage::open(&path).map_err(|e| e.to_string())?;
+        if kcore.segments.is_empty() {
+            return Err(format!(
+                "{}: no loadable segment (expected an ELF core file holding kernel memory)",
+                path.display()
+            ));
+        }
+        let kallsyms = match std::fs::read_to_string(dir.join("kallsyms")) {
+            Ok(text) => Some(Kallsyms::parse(&text).map_err(|e| format!("{}: {e}", dir.join("kallsyms").display()))?),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(format!("cannot read {}: {e}", dir.join("kallsyms").display())),
+        };
+        let modules = std::fs::read_to_string(dir.join("modules"))
+            .map(|t| parse_modules(&t))
+            .unwrap_or_default();
+        Ok(KcoreDir {
+            kcore: Arc::new(kcore),
+            kallsyms,
+            modules,
+        })
+    }
+
+    /// The folder perf leaves for the recording at `recording`: `DIR/kcore_dir` when the
+    /// recording is `DIR/data` (perf's directory output, which `--kcore` makes), else
+    /// `RECORDING.kcore_dir`; `None` when neither holds a `kcore`.
+    pub fn beside(recording: &Path) -> Option<PathBuf> {
+        let mut candidates = Vec::new();
+        if recording.is_dir() {
+            candidates.push(recording.join("kcore_dir"));
+        }
+        if recording.file_name().is_some_and(|n| n == "data")
+            && let Some(d) = recording.parent()
+        {
+            candidates.push(d.join("kcore_dir"));
+        }
+        let mut s = recording.as_os_str().to_owned();
+        s.push(".kcore_dir");
+        candidates.push(PathBuf::from(s));
+        candidates.into_iter().find(|d| d.join("kcore").is_file())
+    }
 }
 
 impl SymbolSearch {
+    /// Takes kernel code from `dir`'s `kcore`, and its symbols from its `kallsyms` unless
+    /// some were given.
+    pub fn use_kcore(&mut self, dir: &KcoreDir) {
+        self.kcore = Some(dir.kcore.clone());
+        if self.kallsyms.is_none()
+            && let Some(k) = &dir.kallsyms
+        {
+            self.kallsyms = Some(Arc::new(k.clone()));
+        }
+    }
+
     /// No folders; recorded paths are tried.
     pub fn new() -> Self {
         SymbolSearch {
@@ -192,6 +295,16 @@ impl SymbolSearch {
     }
 }
 
+/// Where a module ran, as simpleperf records it: file address `min_vaddr` was
+/// `memory_offset` bytes from the module's start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ModuleAnchor {
+    /// Distance from the module's first byte in memory.
+    pub memory_offset: u64,
+    /// The file's virtual address there (a `.text` address: section offset plus `sh_addr`).
+    pub min_vaddr: u64,
+}
+
 /// One binary of the recording: its recorded path and build id, the file found for it (loaded
 /// on first use) and how often its code was wanted but not there.
 #[derive(Debug)]
@@ -205,6 +318,12 @@ pub struct Binary {
     pub missing_reads: AtomicU64,
     /// Why its file could not be used, once tried.
     problem: OnceLock<String>,
+    /// A kernel module's anchor as the recording gives it (simpleperf's FILE2): the byte
+    /// `memory_offset_of_min_vaddr` bytes from the module's start held the file's virtual
+    /// address `min_vaddr` (a text symbol's, in `.text`'s addresses).
+    pub module_anchor: Option<ModuleAnchor>,
+    /// A kernel module's anchor as kallsyms shows it, found on first use.
+    pub(crate) kallsyms_anchor: OnceLock<Option<(u64, u64)>>,
 }
 
 impl Binary {
@@ -215,6 +334,8 @@ impl Binary {
             image: OnceLock::new(),
             missing_reads: AtomicU64::new(0),
             problem: OnceLock::new(),
+            module_anchor: None,
+            kallsyms_anchor: OnceLock::new(),
         }
     }
 
@@ -272,6 +393,19 @@ impl Binary {
         out
     }
 
+    /// The module name kallsyms gives a module recorded at this path: `name` of `[name]`, or
+    /// the file name less `.ko` (and compression suffixes) with `-` written `_`.
+    pub fn module_name(&self) -> Option<String> {
+        if let Some(m) = self.path.strip_prefix('[').and_then(|r| r.strip_suffix(']')) {
+            return (!m.is_empty() && !self.is_kernel()).then(|| m.to_string());
+        }
+        let file = Path::new(&self.path).file_name()?.to_str()?;
+        let stem = [".ko.xz", ".ko.gz", ".ko.zst", ".ko"]
+            .iter()
+            .find_map(|s| file.strip_suffix(s))?;
+        (!stem.is_empty()).then(|| stem.replace('-', "_"))
+    }
+
     /// A kernel image (perf's `[kernel.kallsyms]` maps, simpleperf's `[kernel.kallsyms]`).
     pub fn is_kernel(&self) -> bool {
         self.path.starts_with(KERNEL_PREFIX)
@@ -307,6 +441,13 @@ impl Binaries {
         self.list.push(Binary::new(path.to_string(), build_id));
         self.index.insert(key, self.list.len() - 1);
         self.list.len() - 1
+    }
+
+    /// Records where the modules recorded at `path` were (see [`Binary::module_anchor`]).
+    pub fn set_module_anchor(&mut self, path: &str, anchor: ModuleAnchor) {
+        for b in self.list.iter_mut().filter(|b| b.path == path) {
+            b.module_anchor = Some(anchor);
+        }
     }
 
     /// Binary `i`.

@@ -1,12 +1,12 @@
 //! The recorded binaries: an ELF file's loadable segments (to turn a file offset into the
 //! virtual address a profile names), its build id and its function symbols.
 //!
-//! A relocatable kernel module (`.ko`) has no program headers: its executable sections are
-//! used as segments at their section addresses, as simpleperf does for modules. When several
-//! executable sections share one address (in a `.ko` they are all 0), they are laid out one
-//! after the other in section order, each at its alignment, as the kernel's module loader
-//! places them (its core text first: `.init` sections after the others), and their function
-//! symbols are moved with them.
+//! A relocatable kernel module (`.ko`) has no program headers, and all its sections are at
+//! address 0. Its allocated sections are laid out as the kernel's module loader lays them
+//! out ([`ModuleSection`]): addresses count from the module's first byte (where its map in a
+//! recording starts), and its function symbols are moved with their sections. Sections with
+//! file bytes become the segments; sections without (`.plt`, `.text.ftrace_trampoline`, `.bss`)
+//! take room but hold no code the file can give.
 
 use std::path::{Path, PathBuf};
 
@@ -71,6 +71,9 @@ pub struct ElfImage {
     pub is_64: bool,
     /// A relocatable file (kernel module).
     pub relocatable: bool,
+    /// A relocatable file's allocated sections where the module loader puts them (empty for
+    /// other files).
+    pub module_sections: Vec<ModuleSection>,
     symbols: Vec<Symbol>,
     /// `_text` and `_stext` (any symbol type): where a kernel image is relocated from.
     anchors: Vec<(String, u64)>,
@@ -152,19 +155,16 @@ impl ElfImage {
             detail: e.to_string(),
         })?;
         let relocatable = elf.header.e_type == goblin::elf::header::ET_REL;
-        // A module's executable sections: (section index, address given).
-        let section_vaddr = if relocatable { module_layout(&elf) } else { Vec::new() };
+        let module_sections = if relocatable { module_layout(&elf) } else { Vec::new() };
         let mut segments: Vec<Segment> = if relocatable {
-            section_vaddr
+            module_sections
                 .iter()
-                .filter_map(|&(i, vaddr)| {
-                    let s = elf.section_headers.get(i)?;
-                    Some(Segment {
-                        vaddr,
-                        file_offset: s.sh_offset,
-                        file_size: s.sh_size,
-                        executable: true,
-                    })
+                .filter(|s| !s.nobits && s.size > 0)
+                .map(|s| Segment {
+                    vaddr: s.addr,
+                    file_offset: s.file_offset,
+                    file_size: s.size,
+                    executable: s.executable,
                 })
                 .collect()
         } else {
@@ -183,7 +183,8 @@ impl ElfImage {
         let len = bytes.len() as u64;
         segments.retain(|s| s.file_offset <= len);
         let build_id = build_id_of(&elf, bytes);
-        let symbols = symbols_of(&elf, relocatable.then_some(section_vaddr.as_slice()));
+        let placed: Vec<(usize, u64)> = module_sections.iter().map(|s| (s.index, s.addr)).collect();
+        let symbols = symbols_of(&elf, relocatable.then_some(placed.as_slice()));
         let anchors = elf
             .syms
             .iter()
@@ -200,6 +201,7 @@ impl ElfImage {
             segments,
             is_64,
             relocatable,
+            module_sections,
             symbols,
             anchors,
             data,
@@ -232,9 +234,12 @@ impl ElfImage {
 
     /// The virtual address of the first loadable segment: AutoFDO's text profile counts
     /// addresses from it.
+    ///
+    /// A module's profile counts, as simpleperf's does, in its `.text`'s own addresses: the
+    /// layout address of `.text` less its file address.
     pub fn first_load_vaddr(&self) -> u64 {
         if self.relocatable {
-            return 0;
+            return self.module_text().map_or(0, |t| t.addr.wrapping_sub(t.file_addr));
         }
         self.segments.first().map_or(0, |s| s.vaddr)
     }
@@ -285,6 +290,23 @@ impl ElfImage {
         self.read_at(off, &mut buf[..n])
     }
 
+    /// A module's first byte (0 when its sections are laid out here; the lowest section
+    /// address when the file placed them); 0 for other files.
+    pub fn module_base(&self) -> u64 {
+        self.module_sections.iter().map(|s| s.addr).min().unwrap_or(0)
+    }
+
+    /// A module's `.text` (else its first core executable section with file bytes): the
+    /// section whose addresses simpleperf's `min_vaddr` and AutoFDO profiles give.
+    pub fn module_text(&self) -> Option<&ModuleSection> {
+        let core_text = || {
+            self.module_sections
+                .iter()
+                .filter(|s| s.executable && !s.nobits && !s.init && s.size > 0)
+        };
+        core_text().find(|s| s.name == ".text").or_else(|| core_text().next())
+    }
+
     /// The lowest address of an executable segment (a module's first text section).
     pub fn first_exec_vaddr(&self) -> u64 {
         self.segments
@@ -314,40 +336,120 @@ impl ElfImage {
     }
 }
 
-/// A module's executable sections (index, address): at their own addresses, or laid out in
-/// section order (core text first, then `.init` text) at their alignments when several share
-/// an address.
-fn module_layout(elf: &Elf) -> Vec<(usize, u64)> {
-    let exec: Vec<(usize, &section_header::SectionHeader)> = elf
+/// Where the module loader puts one allocated section of a relocatable file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModuleSection {
+    /// Index in the section header table.
+    pub index: usize,
+    /// Name (empty when the name table does not give one).
+    pub name: String,
+    /// Address counted from the module's first byte (its core text).
+    pub addr: u64,
+    /// Its address in the file (`sh_addr`: 0 in a `.ko`), which symbol values and simpleperf's
+    /// addresses count from.
+    pub file_addr: u64,
+    /// Bytes it takes in memory.
+    pub size: u64,
+    /// Offset of its bytes in the file (meaningless for `nobits`).
+    pub file_offset: u64,
+    /// `SHT_NOBITS`: room without file bytes.
+    pub nobits: bool,
+    /// Executable (`SHF_EXECINSTR`).
+    pub executable: bool,
+    /// In the init allocation (`.init*`), which the loader frees after the module's init: laid
+    /// out here after the core, at no address a recording gives.
+    pub init: bool,
+}
+
+/// `SHF_RO_AFTER_INIT`, the flag the loader gives `.data..ro_after_init`.
+const SHF_RO_AFTER_INIT: u64 = 0x0020_0000;
+/// The page size the loader rounds each group of a module's memory to.
+const MODULE_PAGE: u64 = 4096;
+
+/// A relocatable file's allocated sections as the kernel's module loader lays them out.
+///
+/// The loader makes two allocations, core and init (the sections named `.init*`). Each is
+/// filled in groups: executable sections, then read-only ones, then read-only-after-init
+/// (`.data..ro_after_init`), then writable ones; within a group, sections follow the section
+/// header order, each at its `sh_addralign`, `SHT_NOBITS` ones (`.plt`,
+/// `.text.ftrace_trampoline`, `.bss`) taking their room as the others do. The sections the
+/// loader does not keep as such (`.modinfo`, `__versions`, `.data..percpu`, whose
+/// `SHF_ALLOC` it clears) are left out.
+///
+/// The core's text group starts at 0: the module's address (`/proc/modules`, and so its map in
+/// a recording). Each later group starts on a new page, as kernels with strict module memory
+/// protection place them before 6.4; from 6.4 on, those groups are separate allocations, but
+/// they hold no code, so only the text group's offsets matter to a trace. The init allocation
+/// comes after the core here: its run-time address is in no recording.
+///
+/// The sizes are the file's: the arm64 loader grows `.plt` (and sets the size of
+/// `.text.ftrace_trampoline`) for the veneers it needs, which only the recording knows (see
+/// simpleperf's `memory_offset_of_min_vaddr`, used by [`crate::memory::Model`]).
+///
+/// When the sections already have distinct addresses (a linked or pre-placed file), those are
+/// kept.
+fn module_layout(elf: &Elf) -> Vec<ModuleSection> {
+    let name_of = |s: &section_header::SectionHeader| elf.shdr_strtab.get_at(s.sh_name).unwrap_or("").to_string();
+    let alloc = u64::from(section_header::SHF_ALLOC);
+    let exec = u64::from(section_header::SHF_EXECINSTR);
+    let write = u64::from(section_header::SHF_WRITE);
+    let mut kept: Vec<ModuleSection> = elf
         .section_headers
         .iter()
         .enumerate()
-        .filter(|(_, s)| {
-            s.sh_type == section_header::SHT_PROGBITS && s.sh_flags & u64::from(section_header::SHF_EXECINSTR) != 0
+        .filter(|(_, s)| s.sh_flags & alloc != 0 && s.sh_type != section_header::SHT_NULL)
+        .map(|(index, s)| {
+            let name = name_of(s);
+            ModuleSection {
+                index,
+                init: name.starts_with(".init"),
+                name,
+                addr: s.sh_addr,
+                file_addr: s.sh_addr,
+                size: s.sh_size,
+                file_offset: s.sh_offset,
+                nobits: s.sh_type == section_header::SHT_NOBITS,
+                executable: s.sh_flags & exec != 0,
+            }
         })
+        .filter(|s| !matches!(s.name.as_str(), ".modinfo" | "__versions" | ".data..percpu"))
         .collect();
-    let mut addrs: Vec<u64> = exec.iter().map(|(_, s)| s.sh_addr).collect();
+    let mut addrs: Vec<u64> = kept.iter().map(|s| s.addr).collect();
     addrs.sort_unstable();
     addrs.dedup();
-    if addrs.len() == exec.len() {
-        return exec.iter().map(|&(i, s)| (i, s.sh_addr)).collect();
+    if addrs.len() == kept.len() {
+        return kept;
     }
-    let is_init = |s: &section_header::SectionHeader| {
-        elf.shdr_strtab
-            .get_at(s.sh_name)
-            .is_some_and(|n| n.starts_with(".init"))
+    let group = |i: usize| -> u8 {
+        let flags = elf.section_headers.get(i).map_or(0, |s| s.sh_flags);
+        let name = elf.section_headers.get(i).map(name_of).unwrap_or_default();
+        if flags & exec != 0 {
+            0
+        } else if flags & write == 0 {
+            1
+        } else if flags & SHF_RO_AFTER_INIT != 0 || name == ".data..ro_after_init" {
+            2
+        } else {
+            3
+        }
     };
-    let mut out = Vec::with_capacity(exec.len());
+    let groups: Vec<u8> = kept.iter().map(|s| group(s.index)).collect();
     let mut at = 0u64;
     for init in [false, true] {
-        for &(i, s) in exec.iter().filter(|(_, s)| is_init(s) == init) {
-            let align = s.sh_addralign.max(1);
-            at = at.checked_next_multiple_of(align).unwrap_or(at);
-            out.push((i, at));
-            at = at.saturating_add(s.sh_size);
+        for g in 0..4u8 {
+            if (init || g > 0) && at > 0 {
+                at = at.checked_next_multiple_of(MODULE_PAGE).unwrap_or(at);
+            }
+            for (s, _) in kept.iter_mut().zip(&groups).filter(|(s, k)| s.init == init && **k == g) {
+                let align = elf.section_headers.get(s.index).map_or(1, |h| h.sh_addralign.max(1));
+                at = at.checked_next_multiple_of(align).unwrap_or(at);
+                s.addr = at;
+                at = at.saturating_add(s.size);
+            }
         }
     }
-    out
+    kept.sort_by_key(|s| s.addr);
+    kept
 }
 
 /// Function symbols from `.symtab` and `.dynsym`, sorted, one per address; a symbol without

@@ -1,8 +1,8 @@
 //! Feature sections: build ids, the auxtrace index, perf's strings and tables, and
 //! simpleperf's meta info and file tables.
 
-use linux_perf_data::SimpleperfFileRecord;
 use linux_perf_data::prost::Message;
+use linux_perf_data::{SimpleperfFileRecord, SimpleperfTypeSpecificInfo};
 
 use crate::bytes::{Reader, until_nul};
 use crate::error::{Error, Result};
@@ -256,7 +256,13 @@ pub struct SimpleperfFile {
     pub min_vaddr: u64,
     /// How many symbols simpleperf stored for it.
     pub symbol_count: usize,
+    /// A kernel module's: how far from the module's start its text (`min_vaddr`) was in
+    /// memory (FILE2 only; `None` when not recorded).
+    pub memory_offset_of_min_vaddr: Option<u64>,
 }
+
+/// simpleperf's dso type of a kernel module.
+pub const DSO_KERNEL_MODULE: u32 = 1;
 
 /// simpleperf's file features: each entry is a `u32` size and then, in FILE2, a protobuf
 /// `FileFeature` message (decoded by linux-perf-data), or in the old FILE layout a path,
@@ -276,6 +282,12 @@ pub(crate) fn parse_simpleperf_files(bytes: &[u8], base: u64, r0: Reader<'_>, v2
                 dso_type: m.r#type,
                 min_vaddr: m.min_vaddr,
                 symbol_count: m.symbol.len(),
+                memory_offset_of_min_vaddr: match m.type_specific_msg {
+                    Some(SimpleperfTypeSpecificInfo::KernelModule(k)) if k.memory_offset_of_min_vaddr != u64::MAX => {
+                        Some(k.memory_offset_of_min_vaddr)
+                    }
+                    _ => None,
+                },
             });
         } else {
             let end = entry
@@ -292,6 +304,7 @@ pub(crate) fn parse_simpleperf_files(bytes: &[u8], base: u64, r0: Reader<'_>, v2
                 dso_type,
                 min_vaddr,
                 symbol_count,
+                memory_offset_of_min_vaddr: None,
             });
         }
     }

@@ -22,9 +22,12 @@ enum Bytes {
 }
 
 impl MappedFile {
-    /// Maps `path` read-only.
+    /// Maps `path` read-only: a file, or perf's directory output (`perf record --kcore`
+    /// writes `perf.data/` holding `data` and `kcore_dir/`), whose `data` is mapped.
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
+        let inside = path.join("data");
+        let path = if path.is_dir() { inside.as_path() } else { path };
         let io = |source| Error::Io {
             path: path.to_path_buf(),
             source,

@@ -16,7 +16,7 @@ use coresight_decode::error::ErrCode;
 use coresight_decode::interfaces::TargetMemAccess;
 use coresight_decode::memory::MemSpace;
 
-use crate::binaries::{Binaries, Binary, KERNEL_PREFIX, SymbolSearch};
+use crate::binaries::{Binaries, Binary, KERNEL_PREFIX, Kallsyms, ModuleAnchor, SymbolSearch};
 use crate::elf::ElfImage;
 use crate::recording::{MapEvent, Recording, ThreadEventKind};
 
@@ -85,6 +85,22 @@ impl Model {
         };
         for ev in &rec.maps {
             m.add_map(ev);
+        }
+        // simpleperf says where each module was: a text address of the file and its distance
+        // from the module's start (the loader grows `.plt` before the text by what the module
+        // needs, which its file does not say).
+        let files = rec.file.simpleperf_files().unwrap_or_default();
+        for f in files
+            .iter()
+            .filter(|f| f.dso_type == crate::features::DSO_KERNEL_MODULE)
+        {
+            if let Some(off) = f.memory_offset_of_min_vaddr {
+                let anchor = ModuleAnchor {
+                    memory_offset: off,
+                    min_vaddr: f.min_vaddr,
+                };
+                m.binaries.set_module_anchor(&f.path, anchor);
+            }
         }
         for e in &rec.thread_events {
             if e.tid >= 0 && e.pid >= 0 {
@@ -217,7 +233,7 @@ impl Model {
         let m = self.maps.get(map)?;
         let bin = self.binaries.get(m.binary)?;
         let img = bin.image(&self.search)?;
-        Some(vaddr_of(m, bin, img, addr))
+        Some(vaddr_of(m, bin, img, self.search.kallsyms.as_deref(), addr))
     }
 
     /// Copies the code at `addr` of map `map` into `buf` (not past the map's end); returns
@@ -228,10 +244,13 @@ impl Model {
             return 0;
         };
         let room = m.end.saturating_sub(addr).min(buf.len() as u64) as usize;
-        let n = match bin.image(&self.search) {
-            Some(img) => read_code(m, bin, img, addr, &mut buf[..room]),
-            None => 0,
-        };
+        let mut n = self.read_kcore(m, bin, addr, &mut buf[..room]);
+        if n == 0 {
+            n = match bin.image(&self.search) {
+                Some(img) => read_code(m, bin, img, self.search.kallsyms.as_deref(), addr, &mut buf[..room]),
+                None => 0,
+            };
+        }
         if n == 0 && room > 0 {
             bin.count_missing();
         }
@@ -246,8 +265,21 @@ impl Model {
             return 0;
         };
         let room = m.end.saturating_sub(addr).min(buf.len() as u64) as usize;
-        bin.loaded()
-            .map_or(0, |img| read_code(m, bin, img, addr, &mut buf[..room]))
+        match self.read_kcore(m, bin, addr, &mut buf[..room]) {
+            0 => bin.loaded().map_or(0, |img| {
+                read_code(m, bin, img, self.search.kallsyms.as_deref(), addr, &mut buf[..room])
+            }),
+            n => n,
+        }
+    }
+
+    /// Kernel code (a map of pid -1, or the kernel's image) from `kcore`, when given: the
+    /// memory as it ran (a module's veneers filled in), as perf prefers it.
+    fn read_kcore(&self, m: &Map, bin: &Binary, addr: u64, buf: &mut [u8]) -> usize {
+        match &self.search.kcore {
+            Some(k) if m.pid == -1 || bin.is_kernel() => k.read_vaddr(addr, buf),
+            _ => 0,
+        }
     }
 
     /// The function symbol at `addr` in process `pid` (as at file position `at`), with the
@@ -262,7 +294,7 @@ impl Model {
         let bin = map.and_then(|i| self.binary(self.maps[i].binary));
         let sym = map.zip(bin).and_then(|(i, b)| {
             let img = b.image(&self.search)?;
-            img.symbol_at(vaddr_of(&self.maps[i], b, img, addr))
+            img.symbol_at(vaddr_of(&self.maps[i], b, img, self.search.kallsyms.as_deref(), addr))
                 .map(|(s, off)| (s.name.as_str(), off))
         });
         if sym.is_some() {
@@ -300,12 +332,16 @@ fn by_vaddr(bin: &Binary, img: &ElfImage) -> bool {
 }
 
 /// The virtual address in the file of `addr` of map `m`: a kernel image's less the KASLR
-/// offset; a module's from its first text section; else through the file offset.
-fn vaddr_of(m: &Map, bin: &Binary, img: &ElfImage, addr: u64) -> u64 {
+/// offset; a module's in its layout, counted from a point whose place the recording gives
+/// (else from its first byte, the map's start plus its page offset); else through the file
+/// offset.
+fn vaddr_of(m: &Map, bin: &Binary, img: &ElfImage, kallsyms: Option<&Kallsyms>, addr: u64) -> u64 {
     if img.relocatable {
-        addr.wrapping_sub(m.start)
-            .wrapping_add(m.pgoff)
-            .wrapping_add(img.first_exec_vaddr())
+        let in_module = addr.wrapping_sub(m.start).wrapping_add(m.pgoff);
+        match module_anchor(m, bin, img, kallsyms) {
+            Some((memory_offset, laid_at)) => in_module.wrapping_sub(memory_offset).wrapping_add(laid_at),
+            None => in_module.wrapping_add(img.module_base()),
+        }
     } else if bin.is_kernel() {
         addr.wrapping_sub(kernel_slide(m, bin, img))
     } else {
@@ -313,9 +349,40 @@ fn vaddr_of(m: &Map, bin: &Binary, img: &ElfImage, addr: u64) -> u64 {
     }
 }
 
-fn read_code(m: &Map, bin: &Binary, img: &ElfImage, addr: u64, buf: &mut [u8]) -> usize {
+/// A point of a module whose place the recording gives: (its distance from the start of the
+/// module's map, its address in the layout). From simpleperf's FILE2 record (`min_vaddr`, a
+/// `.text` address, at `memory_offset_of_min_vaddr`), else from kallsyms (perf's `--kcore`
+/// copy, or `--kallsyms`): the first of the module's text functions it lists. `None`: the
+/// file's layout is all there is.
+fn module_anchor(m: &Map, bin: &Binary, img: &ElfImage, kallsyms: Option<&Kallsyms>) -> Option<(u64, u64)> {
+    let text = img.module_text()?;
+    if let Some(a) = bin.module_anchor {
+        let laid_at = text.addr.wrapping_add(a.min_vaddr.wrapping_sub(text.file_addr));
+        return Some((a.memory_offset, laid_at));
+    }
+    let k = kallsyms?;
+    *bin.kallsyms_anchor.get_or_init(|| {
+        let module = format!("[{}]", bin.module_name()?);
+        let at: HashMap<&str, u64> = k
+            .symbols()
+            .iter()
+            .filter(|s| s.module.as_deref() == Some(module.as_str()))
+            .map(|s| (s.name.as_str(), s.start))
+            .collect();
+        let end = text.addr.saturating_add(text.size);
+        img.symbols()
+            .iter()
+            .filter(|s| s.start >= text.addr && s.start < end)
+            .find_map(|s| {
+                let run = *at.get(s.name.as_str())?;
+                Some((run.wrapping_sub(m.start).wrapping_add(m.pgoff), s.start))
+            })
+    })
+}
+
+fn read_code(m: &Map, bin: &Binary, img: &ElfImage, kallsyms: Option<&Kallsyms>, addr: u64, buf: &mut [u8]) -> usize {
     if by_vaddr(bin, img) {
-        img.read_vaddr(vaddr_of(m, bin, img, addr), buf)
+        img.read_vaddr(vaddr_of(m, bin, img, kallsyms, addr), buf)
     } else {
         img.read_at(m.file_offset(addr), buf)
     }

@@ -136,6 +136,8 @@ pub struct Writer {
     data: Vec<u8>,
     index: Vec<(u64, u64)>,
     build_ids: Vec<(i32, String, BuildId)>,
+    /// simpleperf's FILE2 entries of kernel modules: (path, min_vaddr, its memory offset).
+    simpleperf_modules: Vec<(String, u64, u64)>,
 }
 
 fn pad_to(v: &mut Vec<u8>, align: usize) {
@@ -175,6 +177,7 @@ impl Writer {
             data: Vec::new(),
             index: Vec::new(),
             build_ids: Vec::new(),
+            simpleperf_modules: Vec::new(),
         }
     }
 
@@ -341,6 +344,13 @@ impl Writer {
         self.build_ids.push((pid, filename.to_string(), build_id));
     }
 
+    /// Describes a kernel module as simpleperf's FILE2 feature does: the file's (text)
+    /// address `min_vaddr` was `offset` bytes from the module's start in memory
+    /// (`memory_offset_of_min_vaddr`).
+    pub fn simpleperf_module(&mut self, path: &str, min_vaddr: u64, offset: u64) {
+        self.simpleperf_modules.push((path.to_string(), min_vaddr, offset));
+    }
+
     fn feature_bytes(&self, f: u32) -> Vec<u8> {
         let o = &self.opts;
         let mut v = Vec::new();
@@ -401,9 +411,37 @@ impl Writer {
                     put_u64(&mut v, size);
                 }
             }
+            feature::SIMPLEPERF_FILE2 => {
+                use linux_perf_data::prost::Message;
+                use linux_perf_data::{SimpleperfFileRecord, SimpleperfKernelModuleInfo, SimpleperfTypeSpecificInfo};
+                for (path, min_vaddr, offset) in &self.simpleperf_modules {
+                    let m = SimpleperfFileRecord {
+                        path: path.clone(),
+                        r#type: crate::features::DSO_KERNEL_MODULE,
+                        min_vaddr: *min_vaddr,
+                        symbol: Vec::new(),
+                        type_specific_msg: Some(SimpleperfTypeSpecificInfo::KernelModule(SimpleperfKernelModuleInfo {
+                            memory_offset_of_min_vaddr: *offset,
+                        })),
+                    };
+                    let b = m.encode_to_vec();
+                    put_u32(&mut v, b.len() as u32);
+                    v.extend_from_slice(&b);
+                }
+            }
             _ => {}
         }
         v
+    }
+
+    /// The feature sections written: [`FEATURES`], and simpleperf's FILE2 when module
+    /// placements were given.
+    fn features(&self) -> Vec<u32> {
+        let mut f = FEATURES.to_vec();
+        if !self.simpleperf_modules.is_empty() {
+            f.push(feature::SIMPLEPERF_FILE2);
+        }
+        f
     }
 
     /// The same recording in pipe mode, as `perf record -o -` writes it: the 16-byte header,
@@ -431,7 +469,7 @@ impl Writer {
             put_u64(&mut body, id);
         }
         record(&mut out, kind::HEADER_ATTR, &body);
-        for f in FEATURES {
+        for f in self.features() {
             if f == feature::BUILD_ID || f == feature::AUXTRACE {
                 continue;
             }
@@ -448,6 +486,7 @@ impl Writer {
 
     /// The file.
     pub fn finish(self) -> Vec<u8> {
+        let features = self.features();
         let ids_offset = FILE_HEADER_SIZE;
         let attrs_offset = ids_offset + 8 * self.ids.len() as u64;
         let data_size = self.data.len() as u64;
@@ -462,7 +501,7 @@ impl Writer {
         put_u64(&mut out, 0);
         put_u64(&mut out, 0);
         let mut bitmap = [0u64; 4];
-        for f in FEATURES {
+        for &f in &features {
             bitmap[f as usize / 64] |= 1 << (f % 64);
         }
         for w in bitmap {
@@ -476,8 +515,8 @@ impl Writer {
         put_u64(&mut out, 8 * self.ids.len() as u64);
         debug_assert_eq!(out.len() as u64, self.data_offset);
         out.extend_from_slice(&self.data);
-        let bodies: Vec<Vec<u8>> = FEATURES.iter().map(|&f| self.feature_bytes(f)).collect();
-        let mut at = out.len() as u64 + 16 * FEATURES.len() as u64;
+        let bodies: Vec<Vec<u8>> = features.iter().map(|&f| self.feature_bytes(f)).collect();
+        let mut at = out.len() as u64 + 16 * features.len() as u64;
         for b in &bodies {
             put_u64(&mut out, at);
             put_u64(&mut out, b.len() as u64);

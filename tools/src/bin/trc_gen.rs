@@ -34,6 +34,7 @@
 //!
 //! ```text
 //! trc_gen --protocol etmv4 --seed 7 --perf-data FILE [--cpus N] [--unformatted] [--size 64M] [--per-thread] [--untimed]
+//!         [--space user|kernel|module]
 //! ```
 //! writes the generated executions as a Linux `perf.data` (what `perf record -e cs_etm//u -a`
 //! writes on an Arm64 machine: ETMv4 or ETE, formatted ETR frames interleaving every CPU's
@@ -55,7 +56,7 @@ use clap::Parser;
 use coresight_generator::etmv4::{self, Etmv4Options};
 use coresight_generator::execution::{ExecInsn, ExecProtocol, elf_images, generate_from_execution, insns_from_tarmac};
 use coresight_generator::perf_data::{
-    PerfOptions, PerfProtocol, generate_perf_data, generate_perf_data_from_execution,
+    PerfOptions, PerfProtocol, PerfSpace, generate_perf_data, generate_perf_data_from_execution,
 };
 use coresight_generator::stream::{Streamed, write_ete, write_etmv4};
 use coresight_generator::truth_file::{TRUTH_FILE, TRUTH_FILE_GZ, TruthFile, remove_truth};
@@ -141,6 +142,13 @@ struct Cli {
     /// path of FILE.elf).
     #[arg(long, value_name = "PATH", requires = "perf_data")]
     elf_path: Option<String>,
+    /// With --perf-data: where the code runs: user (processes), kernel (the kernel image:
+    /// FILE.elf is its vmlinux) or module (a loadable module: the module written beside FILE
+    /// as kgen.ko, or under the file name of --elf-path, which the recording gives). Kernel
+    /// recordings come with perf's --kcore folder FILE.kcore_dir (kcore, kallsyms, modules).
+    #[arg(long, value_name = "SPACE", requires = "perf_data", conflicts_with = "tarmac", default_value = "user",
+          value_parser = ["user", "kernel", "module"])]
+    space: String,
     /// Approximate number of waypoints (branches) or messages.
     #[arg(long, value_name = "N", default_value_t = 200)]
     length: usize,
@@ -196,6 +204,11 @@ fn write_perf_data(a: &Cli, opts: &GenOptions, etmv4_opts: &Etmv4Options, file: 
     let mut elf_file = file.as_os_str().to_owned();
     elf_file.push(".elf");
     let elf_file = PathBuf::from(elf_file);
+    let space = match a.space.as_str() {
+        "kernel" => PerfSpace::Kernel,
+        "module" => PerfSpace::Module,
+        _ => PerfSpace::User,
+    };
     let elf_path = match &a.elf_path {
         Some(p) => p.clone(),
         None => {
@@ -205,7 +218,10 @@ fn write_perf_data(a: &Cli, opts: &GenOptions, etmv4_opts: &Etmv4Options, file: 
                 None => PathBuf::from("."),
             };
             let dir = std::fs::canonicalize(&dir).map_err(|e| failed(format!("cannot find {}: {e}", dir.display())))?;
-            let name = elf_file.file_name().unwrap_or_default();
+            let name = match space {
+                PerfSpace::Module => std::ffi::OsStr::new("kgen.ko"),
+                _ => elf_file.file_name().unwrap_or_default(),
+            };
             dir.join(name).to_string_lossy().into_owned()
         }
     };
@@ -225,6 +241,7 @@ fn write_perf_data(a: &Cli, opts: &GenOptions, etmv4_opts: &Etmv4Options, file: 
         per_thread: a.per_thread,
         untimed: a.untimed,
         pipe: a.pipe,
+        space,
     };
     let r = match (&a.tarmac, &a.elf) {
         (Some(t), Some(e)) => {
@@ -238,6 +255,22 @@ fn write_perf_data(a: &Cli, opts: &GenOptions, etmv4_opts: &Etmv4Options, file: 
         |p: &Path, b: &[u8]| std::fs::write(p, b).map_err(|e| failed(format!("cannot write {}: {e}", p.display())));
     write(file, &r.perf_data)?;
     write(&elf_file, &r.elf.bytes)?;
+    if let Some(k) = &r.kernel {
+        let mut d = file.as_os_str().to_owned();
+        d.push(".kcore_dir");
+        let d = PathBuf::from(d);
+        std::fs::create_dir_all(&d).map_err(|e| failed(format!("cannot make {}: {e}", d.display())))?;
+        write(&d.join("kcore"), &k.kcore)?;
+        write(&d.join("kallsyms"), k.kallsyms.as_bytes())?;
+        write(&d.join("modules"), k.modules.as_bytes())?;
+        if let Some(m) = &k.module {
+            let name = Path::new(&po.elf_path)
+                .file_name()
+                .unwrap_or(std::ffi::OsStr::new("kgen.ko"));
+            let dir = file.parent().unwrap_or(Path::new(""));
+            write(&dir.join(name), &m.bytes)?;
+        }
+    }
     for c in &r.cpus {
         let mut t = file.as_os_str().to_owned();
         t.push(format!(".cpu{}.truth.txt", c.cpu));

@@ -148,6 +148,11 @@ struct Symbols {
     /// not available: its trace is skipped and counted as missing).
     #[arg(long, value_name = "FILE")]
     kallsyms: Option<PathBuf>,
+    /// perf's `--kcore` folder (`kcore_dir`: kcore, kallsyms, modules): kernel and module code
+    /// from its kcore, as it ran, and kernel symbols from its kallsyms unless --kallsyms is
+    /// given.
+    #[arg(long, value_name = "DIR")]
+    kcore: Option<PathBuf>,
     /// Progress bar on stderr: auto shows it when stderr is a terminal and there is 1 MiB of
     /// trace or more.
     #[arg(long, value_enum, default_value_t = Progress::Auto, value_name = "WHEN")]
@@ -336,6 +341,10 @@ fn search(s: &Symbols) -> Result<SymbolSearch, Failure> {
         let text = std::fs::read_to_string(k).map_err(|e| failure(format!("--kallsyms {}: {e}", k.display())))?;
         let syms = Kallsyms::parse(&text).map_err(|e| failure(format!("--kallsyms {}: {e}", k.display())))?;
         search.kallsyms = Some(Arc::new(syms));
+    }
+    if let Some(d) = &s.kcore {
+        let dir = coresight_perf_data::binaries::KcoreDir::open(d).map_err(|e| failure(format!("--kcore: {e}")))?;
+        search.use_kcore(&dir);
     }
     match &s.buildid_dir {
         Some(d) => search.add_build_id_cache(d),
