@@ -66,7 +66,11 @@ fn kernel_recording_through_vmlinux_and_kcore() {
     assert!(want.contains(" cpu0_") && want.contains(" cpu1_") && want.contains("([kernel.kallsyms])"));
     let got = script(&file, &["--kcore".as_ref(), kcore.as_os_str()]);
     assert_eq!(got, want);
+    // The folder beside the recording (FILE.kcore_dir) is found without --kcore, as perf
+    // finds it.
+    assert_eq!(script(&file, &[]), want);
     // Nothing to read the kernel's code from: no lines.
+    std::fs::rename(&kcore, dir.join("elsewhere")).unwrap();
     assert_eq!(script(&file, &[]), "");
 }
 
@@ -94,7 +98,7 @@ fn module_recording_through_its_file_and_kcore() {
     assert_eq!(o.status.code(), Some(1));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
-        err.contains("--kcore") && err.contains("/no/such/kcore_dir/kcore"),
+        err.contains("kcore folder /no/such/kcore_dir") && err.contains("/no/such/kcore_dir/kcore"),
         "{err}"
     );
 }

@@ -148,7 +148,9 @@ struct Symbols {
     /// not available: its trace is skipped and counted as missing).
     #[arg(long, value_name = "FILE")]
     kallsyms: Option<PathBuf>,
-    /// perf's `--kcore` folder (`kcore_dir`: kcore, kallsyms, modules): kernel and module code
+    /// perf's `--kcore` folder (`kcore_dir`: kcore, kallsyms, modules; found by default beside
+    /// the recording, as perf finds it: DIR/kcore_dir for DIR/data, or FILE.kcore_dir): kernel
+    /// and module code
     /// from its kcore, as it ran, and kernel symbols from its kallsyms unless --kallsyms is
     /// given.
     #[arg(long, value_name = "DIR")]
@@ -323,7 +325,9 @@ fn warn(path: &Path, msg: impl std::fmt::Display) {
     eprintln!("{PROGRAM}: {}: warning: {msg}", shown(path));
 }
 
-fn search(s: &Symbols) -> Result<SymbolSearch, Failure> {
+/// The binaries' search of a command; `recording`: its recording's path, beside which perf's
+/// kcore folder is found when `--kcore` is not given (as perf finds it).
+fn search(s: &Symbols, recording: Option<&Path>) -> Result<SymbolSearch, Failure> {
     let mut search = SymbolSearch::new();
     search.recorded_paths = !s.no_recorded_paths;
     for d in &s.symdirs {
@@ -342,8 +346,12 @@ fn search(s: &Symbols) -> Result<SymbolSearch, Failure> {
         let syms = Kallsyms::parse(&text).map_err(|e| failure(format!("--kallsyms {}: {e}", k.display())))?;
         search.kallsyms = Some(Arc::new(syms));
     }
-    if let Some(d) = &s.kcore {
-        let dir = coresight_perf_data::binaries::KcoreDir::open(d).map_err(|e| failure(format!("--kcore: {e}")))?;
+    let beside = recording
+        .filter(|p| *p != Path::new("-"))
+        .and_then(coresight_perf_data::binaries::KcoreDir::beside);
+    if let Some(d) = s.kcore.as_ref().or(beside.as_ref()) {
+        let dir = coresight_perf_data::binaries::KcoreDir::open(d)
+            .map_err(|e| failure(format!("kcore folder {}: {e}", d.display())))?;
         search.use_kcore(&dir);
     }
     match &s.buildid_dir {
@@ -485,7 +493,11 @@ fn autofdo(a: &AutofdoArgs) -> Result<(), Failure> {
         given.push("perf.data".into());
     }
     let inputs = input_list(&given)?;
-    let search = search(&a.symbols)?;
+    let one = match inputs.as_slice() {
+        [p] => Some(p.as_path()),
+        _ => None,
+    };
+    let search = search(&a.symbols, one)?;
     let mut profile = AutoFdoProfile::new(filter.clone());
     // Branch lists given as inputs, and those made when writing branch lists.
     let mut lists = BranchList::default();
@@ -608,7 +620,7 @@ fn script(a: &ScriptArgs) -> Result<(), Failure> {
     };
     let no_cpu = (!event_samples(&rec, PERF_SAMPLE_CPU)).then_some(recorded.as_str());
     let fields = fields.for_samples(no_time, no_cpu).map_err(usage)?;
-    let model = Arc::new(Model::new(&rec, search(&a.symbols)?));
+    let model = Arc::new(Model::new(&rec, search(&a.symbols, Some(a.input.path()))?));
     let opts = DecodeOptions {
         raw_with_first_config: a.as_perf_61,
         opencsd_flow: a.as_perf_61,
@@ -762,7 +774,7 @@ fn decode(a: &DecodeArgs) -> Result<(), Failure> {
     for w in &rec.warnings {
         warn(a.input.path(), w);
     }
-    let model = Arc::new(Model::new(&rec, search(&a.symbols)?));
+    let model = Arc::new(Model::new(&rec, search(&a.symbols, Some(a.input.path()))?));
     let mut dec = RecordingDecoder::new(&rec, model.clone(), DecodeOptions::default())
         .map_err(|e| failure(format!("{}: {e}", a.input.path().display())))?;
     let (mut out, name) = output(&a.output)?;
@@ -807,7 +819,7 @@ fn coverage(a: &CoverageArgs) -> Result<(), Failure> {
     for w in &rec.warnings {
         warn(a.input.path(), w);
     }
-    let model = Arc::new(Model::new(&rec, search(&a.symbols)?));
+    let model = Arc::new(Model::new(&rec, search(&a.symbols, Some(a.input.path()))?));
     let mut dec = RecordingDecoder::new(&rec, model.clone(), DecodeOptions::default())
         .map_err(|e| failure(format!("{}: {e}", a.input.path().display())))?;
     let bar = cli::progress_bar(aux_bytes(&rec), a.symbols.progress);
@@ -1302,7 +1314,7 @@ fn script_stream(
     mut stream: PipeStream<io::StdinLock<'static>>,
 ) -> Result<(), Failure> {
     let path = a.input.path();
-    let search = search(&a.symbols)?;
+    let search = search(&a.symbols, None)?;
     let (out, name) = output(&a.output)?;
     let out = SharedOut(std::rc::Rc::new(std::cell::RefCell::new(out)));
     let mut said = StreamWarnings::default();
