@@ -303,10 +303,17 @@ fn kallsyms_that_hide_addresses_are_refused() {
     );
 }
 
-/// The kinds and cases of the perf script fixtures (tools/tests/fixtures/perf_script): lines
-/// that are not blank or comments, split at white space into the first word and the rest.
+/// The kinds and cases of the perf script fixtures (tools/tests/fixtures/perf_script).
 fn fixture_lines(name: &str) -> Vec<(String, String)> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/perf_script");
+    listed("perf_script", name)
+}
+
+/// The lines of tools/tests/fixtures/FOLDER/NAME that are not blank or comments, split at
+/// white space into the first word and the rest.
+fn listed(folder: &str, name: &str) -> Vec<(String, String)> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(folder);
     std::fs::read_to_string(dir.join(name))
         .unwrap()
         .lines()
@@ -317,6 +324,30 @@ fn fixture_lines(name: &str) -> Vec<(String, String)> {
             None => (l.to_string(), String::new()),
         })
         .collect()
+}
+
+/// The recording of a fixture kind (`args`: its trc_gen options) as the fixture scripts make
+/// it: seed 5, 40 waypoints, the ELF recorded as /trc_gen/prog.
+fn fixture_recording(args: &str, data: &std::path::Path) {
+    let o = Command::new(env!("CARGO_BIN_EXE_trc_gen"))
+        .args(args.split_whitespace())
+        .args([
+            "--seed",
+            "5",
+            "--length",
+            "40",
+            "--elf-path",
+            "/trc_gen/prog",
+            "--perf-data",
+        ])
+        .arg(data)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "trc_gen {args}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
 
 fn unxz(path: &std::path::Path) -> String {
@@ -354,25 +385,7 @@ fn script_prints_what_debian_perf_prints() {
         let kdir = dir.join(&kind);
         std::fs::create_dir_all(kdir.join("symfs/trc_gen")).unwrap();
         let data = kdir.join("perf.data");
-        let o = Command::new(env!("CARGO_BIN_EXE_trc_gen"))
-            .args(args.split_whitespace())
-            .args([
-                "--seed",
-                "5",
-                "--length",
-                "40",
-                "--elf-path",
-                "/trc_gen/prog",
-                "--perf-data",
-            ])
-            .arg(&data)
-            .output()
-            .unwrap();
-        assert!(
-            o.status.success(),
-            "trc_gen {args}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
+        fixture_recording(&args, &data);
         std::fs::rename(kdir.join("perf.data.elf"), kdir.join("symfs/trc_gen/prog")).unwrap();
         let single_cpu = kind.ends_with("1cpu") || kind.ends_with("perthread");
         for (n, (itrace, fields)) in cases.iter().enumerate() {
@@ -600,17 +613,7 @@ fn buffers(dump: &str) -> Vec<(&str, Vec<&str>)> {
 
 /// The kinds of the perf dump fixtures (tools/tests/fixtures/perf_dump/kinds.txt).
 fn dump_kinds() -> Vec<(String, String)> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/perf_dump");
-    std::fs::read_to_string(dir.join("kinds.txt"))
-        .unwrap()
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .map(|l| match l.split_once(char::is_whitespace) {
-            Some((a, b)) => (a.to_string(), b.trim().to_string()),
-            None => (l.to_string(), String::new()),
-        })
-        .collect()
+    listed("perf_dump", "kinds.txt")
 }
 
 /// Debian perf 6.1's `perf report -D` on trc_gen's recordings (the AUXTRACE part of it, kept
@@ -627,25 +630,7 @@ fn dump_prints_what_debian_perf_prints() {
     let (mut kinds, mut lines, mut own_ids) = (0, 0, 0);
     for (kind, args) in dump_kinds() {
         let data = dir.join(format!("{kind}.data"));
-        let o = Command::new(env!("CARGO_BIN_EXE_trc_gen"))
-            .args(args.split_whitespace())
-            .args([
-                "--seed",
-                "5",
-                "--length",
-                "40",
-                "--elf-path",
-                "/trc_gen/prog",
-                "--perf-data",
-            ])
-            .arg(&data)
-            .output()
-            .unwrap();
-        assert!(
-            o.status.success(),
-            "trc_gen {args}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
+        fixture_recording(&args, &data);
         let want = unxz(&fixtures.join(format!("{kind}.txt.xz")));
         let run = |as_perf: bool| {
             let mut c = trc_perf();

@@ -94,6 +94,15 @@ fn case(layout: BufferLayout) -> &'static Case {
     cell.get_or_init(|| make_case(layout))
 }
 
+/// The case of a bench argument: "raw" or "formatted".
+fn case_named(layout: &str) -> &'static Case {
+    case(if layout == "raw" {
+        BufferLayout::Unformatted
+    } else {
+        BufferLayout::Formatted
+    })
+}
+
 fn make_case(layout: BufferLayout) -> Case {
     let name = if layout == BufferLayout::Unformatted {
         "raw"
@@ -270,11 +279,7 @@ fn check(c: &Case) {
 
 #[divan::bench(args = ["formatted", "raw"], sample_count = 3, sample_size = 1)]
 fn perf_data(bencher: Bencher, layout: &str) {
-    let c = case(if layout == "raw" {
-        BufferLayout::Unformatted
-    } else {
-        BufferLayout::Formatted
-    });
+    let c = case_named(layout);
     check(c);
     bencher
         .counter(BytesCount::new(c.aux_bytes))
@@ -283,21 +288,13 @@ fn perf_data(bencher: Bencher, layout: &str) {
 
 #[divan::bench(args = ["formatted", "raw"], sample_count = 3, sample_size = 1)]
 fn autofdo_profile(bencher: Bencher, layout: &str) {
-    let c = case(if layout == "raw" {
-        BufferLayout::Unformatted
-    } else {
-        BufferLayout::Formatted
-    });
+    let c = case_named(layout);
     bencher.counter(BytesCount::new(c.aux_bytes)).bench(|| autofdo(c));
 }
 
 #[divan::bench(args = ["formatted", "raw"], sample_count = 3, sample_size = 1)]
 fn script_branches(bencher: Bencher, layout: &str) {
-    let c = case(if layout == "raw" {
-        BufferLayout::Unformatted
-    } else {
-        BufferLayout::Formatted
-    });
+    let c = case_named(layout);
     bencher
         .counter(BytesCount::new(c.aux_bytes))
         .bench(|| script_lines(c, "b"));
@@ -305,11 +302,7 @@ fn script_branches(bencher: Bencher, layout: &str) {
 
 #[divan::bench(args = ["formatted", "raw"], sample_count = 3, sample_size = 1)]
 fn script_instructions(bencher: Bencher, layout: &str) {
-    let c = case(if layout == "raw" {
-        BufferLayout::Unformatted
-    } else {
-        BufferLayout::Formatted
-    });
+    let c = case_named(layout);
     bencher
         .counter(BytesCount::new(c.aux_bytes))
         .bench(|| script_lines(c, "i100"));
@@ -317,11 +310,7 @@ fn script_instructions(bencher: Bencher, layout: &str) {
 
 #[divan::bench(args = ["formatted", "raw"], sample_count = 3, sample_size = 1)]
 fn snapshot(bencher: Bencher, layout: &str) {
-    let c = case(if layout == "raw" {
-        BufferLayout::Unformatted
-    } else {
-        BufferLayout::Formatted
-    });
+    let c = case_named(layout);
     check(c);
     bencher
         .counter(BytesCount::new(c.aux_bytes))

@@ -564,20 +564,26 @@ pub fn add_recording(
     let model = std::sync::Arc::new(Model::new(rec, search));
     let mut dec = crate::decode::RecordingDecoder::new(rec, model.clone(), opts)?;
     let mut b = AutoFdoBuilder::new(&model, dec.cpus().len());
-    let summary = dec.run(&mut |ev| {
+    let summary = run_with_progress(&mut dec, progress, &mut |ev| b.event(ev));
+    b.finish(profile);
+    Ok(RecordingReport::of(&dec, summary, b.unmapped_ranges))
+}
+
+/// Decodes every buffer of `dec`'s recording, telling `progress` the bytes of each buffer done
+/// and handing every event to `f`.
+pub(crate) fn run_with_progress(
+    dec: &mut crate::decode::RecordingDecoder<'_, '_>,
+    progress: &mut dyn FnMut(u64),
+    f: &mut dyn FnMut(&Event<'_, '_>),
+) -> crate::decode::DecodeSummary {
+    let rec = dec.recording();
+    dec.run(&mut |ev| {
         if let Event::BufferEnd { buffer } = ev
             && let Some(buf) = rec.buffers.get(buffer)
         {
             progress(buf.data.len() as u64);
         }
-        b.event(&ev)
-    });
-    b.finish(profile);
-    Ok(RecordingReport {
-        summary,
-        warnings: dec.warnings.clone(),
-        missing: dec.missing_binaries(),
-        unmapped_ranges: b.unmapped_ranges,
+        f(&ev)
     })
 }
 
@@ -592,4 +598,20 @@ pub struct RecordingReport {
     pub missing: Vec<(String, u64, String)>,
     /// Ranges in code of no known map.
     pub unmapped_ranges: u64,
+}
+
+impl RecordingReport {
+    /// The report of a decode that ended with `summary`.
+    pub(crate) fn of(
+        dec: &crate::decode::RecordingDecoder<'_, '_>,
+        summary: crate::decode::DecodeSummary,
+        unmapped_ranges: u64,
+    ) -> Self {
+        RecordingReport {
+            summary,
+            warnings: dec.warnings.clone(),
+            missing: dec.missing_binaries(),
+            unmapped_ranges,
+        }
+    }
 }

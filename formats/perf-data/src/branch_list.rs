@@ -597,19 +597,7 @@ pub fn add_recording(
     let model = std::sync::Arc::new(Model::new(rec, search));
     let mut dec = crate::decode::RecordingDecoder::new(rec, model.clone(), opts)?;
     let mut b = BranchListBuilder::new(&model, dec.cpus().len());
-    let summary = dec.run(&mut |ev| {
-        if let Event::BufferEnd { buffer } = ev
-            && let Some(buf) = rec.buffers.get(buffer)
-        {
-            progress(buf.data.len() as u64);
-        }
-        b.event(&ev)
-    });
+    let summary = crate::autofdo::run_with_progress(&mut dec, progress, &mut |ev| b.event(ev));
     b.finish(out, keep);
-    Ok(crate::autofdo::RecordingReport {
-        summary,
-        warnings: dec.warnings.clone(),
-        missing: dec.missing_binaries(),
-        unmapped_ranges: b.unmapped_ranges,
-    })
+    Ok(crate::autofdo::RecordingReport::of(&dec, summary, b.unmapped_ranges))
 }

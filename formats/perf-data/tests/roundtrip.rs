@@ -53,19 +53,28 @@ fn build_id() -> BuildId {
 
 /// A small two-CPU recording: formatted trace on CPU 0 (two buffers with a gap between them),
 /// raw trace on CPU 1.
-fn sample_file() -> Vec<u8> {
-    let mut w = Writer::new(WriterOptions {
+/// A writer of a two-CPU recording with PMU type 9.
+fn two_cpu_writer() -> Writer {
+    Writer::new(WriterOptions {
         pmu_type: 9,
         cpus: vec![0, 1],
         nr_cpus: 2,
         ..Default::default()
-    });
-    let s = |cpu, time| SampleFields {
+    })
+}
+
+/// The sample id fields of process 42, thread 43, on `cpu` at `time`.
+fn s(cpu: u32, time: u64) -> SampleFields {
+    SampleFields {
         pid: 42,
         tid: 43,
         time,
         cpu,
-    };
+    }
+}
+
+fn sample_file() -> Vec<u8> {
+    let mut w = two_cpu_writer();
     w.auxtrace_info(&info());
     w.comm(42, 43, "etm_test_loop", true, s(0, 10));
     w.mmap2(42, 43, 0x5000_1000, 0x1000, 0x1000, LOOP, Some(build_id()), s(0, 11));
@@ -180,18 +189,7 @@ fn aux_data_announced_and_missing_is_warned_of() {
     let complete = Recording::parse(&bytes).unwrap();
     assert!(!complete.warnings.iter().any(|w| w.message.contains("missing")));
 
-    let mut w = Writer::new(WriterOptions {
-        pmu_type: 9,
-        cpus: vec![0, 1],
-        nr_cpus: 2,
-        ..Default::default()
-    });
-    let s = |cpu, time| SampleFields {
-        pid: 42,
-        tid: 43,
-        time,
-        cpu,
-    };
+    let mut w = two_cpu_writer();
     w.auxtrace_info(&info());
     w.aux(0, 1_500_000, 0, s(0, 20));
     w.aux(0, 4096, 0, s(1, 21));
