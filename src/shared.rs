@@ -16,7 +16,7 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// This thread's tag: never 0.
 #[inline]
@@ -41,15 +41,15 @@ pub fn shared<T>(v: T) -> Shared<T> {
 /// waits for the first to end. Like `RefCell`, a second borrow on the
 /// thread that holds one panics (it could never be granted).
 pub struct Lock<T: ?Sized> {
-    locked: AtomicBool,
-    /// The tag of the thread holding the value (0 while the holder has not
-    /// said yet, and when free): set after taking, cleared before releasing.
-    owner: AtomicUsize,
+    /// 0 when free, else the tag of the thread holding the value: taken and
+    /// named in one atomic step, so a waiter that finds its own tag there is
+    /// the holder.
+    holder: AtomicUsize,
     value: UnsafeCell<T>,
 }
 
 // SAFETY: the value is only reached through a `LockGuard`, and at most one
-// guard exists at a time (the `locked` flag, taken with Acquire and
+// guard exists at a time (the `holder` word, taken with Acquire and
 // released with Release, orders each borrower's accesses after the
 // previous one's). So sharing a `Lock` between threads hands the value
 // from thread to thread, which needs `T: Send`, never `T: Sync`.
@@ -61,8 +61,7 @@ impl<T> Lock<T> {
     /// A new, unlocked cell.
     pub const fn new(value: T) -> Lock<T> {
         Lock {
-            locked: AtomicBool::new(false),
-            owner: AtomicUsize::new(0),
+            holder: AtomicUsize::new(0),
             value: UnsafeCell::new(value),
         }
     }
@@ -78,14 +77,18 @@ impl<T: ?Sized> Lock<T> {
     /// lock is held).
     #[cfg(test)]
     pub(crate) fn try_borrow_mut(&self) -> Option<LockGuard<'_, T>> {
-        if self.locked.swap(true, Ordering::Acquire) {
-            return None;
-        }
-        self.owner.store(thread_tag(), Ordering::Relaxed);
-        Some(LockGuard {
+        self.take(thread_tag()).then_some(LockGuard {
             lock: self,
             _value: PhantomData,
         })
+    }
+
+    /// Takes the value for the thread tagged `tag` if it is free.
+    #[inline]
+    fn take(&self, tag: usize) -> bool {
+        self.holder
+            .compare_exchange(0, tag, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
     }
 
     /// Borrows the value exclusively until the guard is dropped, waiting
@@ -96,10 +99,10 @@ impl<T: ?Sized> Lock<T> {
     /// borrow of the same value), which would otherwise never return.
     #[inline]
     pub fn borrow_mut(&self) -> LockGuard<'_, T> {
-        if self.locked.swap(true, Ordering::Acquire) {
-            self.wait();
+        let tag = thread_tag();
+        if !self.take(tag) {
+            self.wait(tag);
         }
-        self.owner.store(thread_tag(), Ordering::Relaxed);
         LockGuard {
             lock: self,
             _value: PhantomData,
@@ -114,10 +117,10 @@ impl<T: ?Sized> Lock<T> {
     }
 
     #[cold]
-    fn wait(&self) {
-        // Only this thread writes its tag, and it clears it before letting go:
-        // the tag there now means this thread holds the value.
-        if self.owner.load(Ordering::Relaxed) == thread_tag() {
+    fn wait(&self, tag: usize) {
+        // Only this thread puts its tag there, in the step that takes the
+        // value: finding it means this thread holds the value already.
+        if self.holder.load(Ordering::Relaxed) == tag {
             panic!(
                 "coresight_decode::shared::Lock: already borrowed on this thread \
                  (a guard is still held where the value is borrowed again)"
@@ -125,7 +128,7 @@ impl<T: ?Sized> Lock<T> {
         }
         loop {
             std::thread::yield_now();
-            if !self.locked.load(Ordering::Relaxed) && !self.locked.swap(true, Ordering::Acquire) {
+            if self.holder.load(Ordering::Relaxed) == 0 && self.take(tag) {
                 return;
             }
         }
@@ -194,8 +197,7 @@ impl<T: ?Sized> DerefMut for LockGuard<'_, T> {
 impl<T: ?Sized> Drop for LockGuard<'_, T> {
     #[inline]
     fn drop(&mut self) {
-        self.lock.owner.store(0, Ordering::Relaxed);
-        self.lock.locked.store(false, Ordering::Release);
+        self.lock.holder.store(0, Ordering::Release);
     }
 }
 
