@@ -102,3 +102,33 @@ fn module_recording_through_its_file_and_kcore() {
         "{err}"
     );
 }
+
+/// Through a module, branch lists give the direct route's AutoFDO text: their start addresses
+/// are the module's own (its layout), as the direct route's are.
+#[test]
+fn module_branch_lists_give_the_direct_profile() {
+    let dir = scratch("module-branch-list");
+    let file = generate(&dir, "module");
+    let autofdo = |args: &[&std::ffi::OsStr]| {
+        let o = Command::new(env!("CARGO_BIN_EXE_trc_perf"))
+            .arg("autofdo")
+            .args(args)
+            .arg("--symdir")
+            .arg(&dir)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let direct = autofdo(&[file.as_os_str()]);
+    assert!(direct.contains("kgen.ko"), "{direct}");
+    let lists = dir.join("k.branches");
+    autofdo(&[
+        file.as_os_str(),
+        "--output".as_ref(),
+        "branch-list".as_ref(),
+        "-o".as_ref(),
+        lists.as_os_str(),
+    ]);
+    assert_eq!(autofdo(&[lists.as_os_str()]), direct);
+}

@@ -514,12 +514,14 @@ impl<'m> BranchListBuilder<'m> {
             return;
         };
         let map = &model.maps[mi];
-        let Some(img) = model.binary(map.binary).and_then(|b| b.image(&model.search)) else {
+        // The binary's own address, as the direct route takes it (a module's layout, a
+        // kernel image's link address); none when its file is not loaded.
+        let Some(vaddr) = model.vaddr_in_file(mi, e.st_addr) else {
             self.unmapped_ranges += 1;
             self.close(s);
             return;
         };
-        let start = img.offset_to_vaddr(map.file_offset(e.st_addr)) | u64::from(e.isa == Isa::Thumb2);
+        let start = vaddr | u64::from(e.isa == Isa::Thumb2);
         if self.open[s].as_ref().is_some_and(|o| o.binary != map.binary) {
             self.close(s);
         }
