@@ -364,26 +364,31 @@ const FLAG_NAMES: [(u32, &str); 11] = [
 /// Sample flags as perf script's `flags` field shows them, 21 characters wide.
 fn write_flags(l: &mut String, flags: u32) {
     let name = |f: u32| FLAG_NAMES.iter().find(|(v, _)| *v == f).map(|(_, n)| *n);
-    let text = if let Some(n) = name(flags) {
-        format!("{n:<21}")
+    l.push_str("  ");
+    let start = l.len();
+    if let Some(n) = name(flags) {
+        l.push_str(n);
     } else if let Some(n) = (flags & FLAG_TRACE_BEGIN != 0)
         .then(|| name(flags & !FLAG_TRACE_BEGIN))
         .flatten()
     {
-        format!("tr strt {n:<13}")
+        let _ = write!(l, "tr strt {n}");
     } else if let Some(n) = (flags & FLAG_TRACE_END != 0)
         .then(|| name(flags & !FLAG_TRACE_END))
         .flatten()
     {
-        format!("tr end  {n:<13}")
+        let _ = write!(l, "tr end  {n}");
     } else {
         // One letter a flag, in perf's order.
-        (0..16)
-            .filter(|b| flags >> b & 1 == 1)
-            .map(|b| b"bcrosyiABExghDtm".get(b).map_or('?', |&c| c as char))
-            .collect::<String>()
-    };
-    let _ = write!(l, "  {text:<21} ");
+        for b in (0..16).filter(|b| flags >> b & 1 == 1) {
+            l.push(b"bcrosyiABExghDtm".get(b).map_or('?', |&c| c as char));
+        }
+    }
+    // Padded to 21 characters (the text is ASCII), then a space.
+    while l.len() - start < 21 {
+        l.push(' ');
+    }
+    l.push(' ');
 }
 
 /// perf's invalid address (`CS_ETM_INVAL_ADDR`), in the packets that carry none.
