@@ -185,7 +185,6 @@ impl AutoFdoProfile {
 #[derive(Debug, Clone, Copy)]
 struct Pending {
     binary: usize,
-    first_load_vaddr: u64,
     start: u64,
     end: u64,
     branch_to: u64,
@@ -206,7 +205,6 @@ struct Window {
     delta: u64,
     map: usize,
     binary: usize,
-    first_load_vaddr: u64,
 }
 
 /// Entries of each count cache (a power of two).
@@ -241,8 +239,6 @@ pub struct AutoFdoBuilder<'m> {
     /// The count caches in front of `local`: ranges, and branches taken.
     range_cache: Vec<CountSlot>,
     branch_cache: Vec<CountSlot>,
-    /// The first loadable segment's address of each binary seen.
-    first_load: Vec<u64>,
     /// Per stream, where the last range was (most ranges fall in the same segment).
     windows: Vec<Option<Window>>,
     overflows: u64,
@@ -262,7 +258,6 @@ impl<'m> AutoFdoBuilder<'m> {
             local: vec![None; model.binaries.len()],
             range_cache: vec![CountSlot::default(); COUNT_CACHE],
             branch_cache: vec![CountSlot::default(); COUNT_CACHE],
-            first_load: vec![0; model.binaries.len()],
             windows: vec![None; streams],
             overflows: 0,
             unmapped_ranges: 0,
@@ -351,7 +346,6 @@ impl<'m> AutoFdoBuilder<'m> {
         };
         self.pending[s] = Some(Pending {
             binary: w.binary,
-            first_load_vaddr: w.first_load_vaddr,
             start,
             end,
             branch_to: 0,
@@ -415,7 +409,6 @@ impl<'m> AutoFdoBuilder<'m> {
             delta,
             map: mi,
             binary: map.binary,
-            first_load_vaddr: img.map_or(0, |i| i.first_load_vaddr()),
         };
         if lo >= hi || addr < lo || addr >= hi {
             // The window is empty: this range's start alone, the slow way.
@@ -490,7 +483,13 @@ impl<'m> AutoFdoBuilder<'m> {
         if slot.count == 0 {
             return;
         }
-        let first = self.first_load.get(slot.binary).copied().unwrap_or(0);
+        let model = self.model;
+        // The address the binary's counts are written from (its image is loaded: its code
+        // was read to make them).
+        let first = model
+            .binary(slot.binary)
+            .and_then(|b| b.image(&model.search))
+            .map_or(0, |i| i.first_load_vaddr());
         let Some(b) = self.local.get_mut(slot.binary) else {
             return;
         };
@@ -506,9 +505,6 @@ impl<'m> AutoFdoBuilder<'m> {
         let Some(mut p) = self.pending.get_mut(s).and_then(Option::take) else {
             return;
         };
-        if let Some(f) = self.first_load.get_mut(p.binary) {
-            *f = p.first_load_vaddr;
-        }
         if p.wait_for_target
             && let Some((mi, addr, isa, size)) = p.direct
         {
