@@ -161,13 +161,16 @@ fn add_sat(dest: &mut u64, add: u64) -> bool {
     }
 }
 
-/// Whether `bytes` look like a branch list file rather than a perf.data (which starts with
-/// its magic `PERFILE2`).
-pub fn is_branch_list(bytes: &[u8]) -> bool {
-    !bytes.starts_with(b"PERFILE2") && !bytes.starts_with(b"2ELIFREP") && BranchList::parse(bytes).is_ok()
-}
-
 impl BranchList {
+    /// The branch list `bytes` hold, if they are one rather than a perf.data (which starts
+    /// with its magic `PERFILE2`): read once, for the caller to use.
+    pub fn sniff(bytes: &[u8]) -> Option<BranchList> {
+        if bytes.starts_with(b"PERFILE2") || bytes.starts_with(b"2ELIFREP") {
+            return None;
+        }
+        BranchList::parse(bytes).ok()
+    }
+
     /// Reads a branch list file.
     pub fn parse(bytes: &[u8]) -> Result<BranchList, BranchListError> {
         let pb = PbBranchList::decode(bytes)?;

@@ -7,7 +7,7 @@ use coresight_generator::perf_data::{PerfOptions, generate_perf_data};
 use coresight_perf_data::Recording;
 use coresight_perf_data::autofdo::{AutoFdoProfile, add_recording};
 use coresight_perf_data::binaries::SymbolSearch;
-use coresight_perf_data::branch_list::{self, BinaryKind, BranchList, BranchListError, EtmBinary, is_branch_list};
+use coresight_perf_data::branch_list::{self, BinaryKind, BranchList, BranchListError, EtmBinary};
 use coresight_perf_data::decode::DecodeOptions;
 
 fn sample() -> BranchList {
@@ -32,7 +32,7 @@ fn sample() -> BranchList {
 fn round_trip_and_merge() {
     let l = sample();
     let bytes = l.to_bytes();
-    assert!(is_branch_list(&bytes));
+    assert!(BranchList::sniff(&bytes).is_some());
     assert_eq!(BranchList::parse(&bytes).unwrap(), l);
     // Field 1 (magic), length-delimited, comes first.
     assert_eq!(bytes[0], 0x0a);
@@ -64,7 +64,7 @@ fn round_trip_and_merge() {
 fn damaged_files_are_refused_with_a_reason() {
     let bytes = sample().to_bytes();
     // A perf.data is not a branch list.
-    assert!(!is_branch_list(b"PERFILE2\x68\0\0\0\0\0\0\0"));
+    assert!(BranchList::sniff(b"PERFILE2\x68\0\0\0\0\0\0\0").is_none());
     // Another magic.
     let mut other = bytes.clone();
     other[2] = b'X';

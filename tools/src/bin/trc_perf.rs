@@ -30,7 +30,7 @@ use coresight_gnatcov::export::{ExecSignature, FlatTraceBuilder, Merge};
 use coresight_gnatcov::format::{DateTime, Endian, Entry, Record as TraceRecord};
 use coresight_perf_data::autofdo::{AutoFdoProfile, add_recording};
 use coresight_perf_data::binaries::{Kallsyms, SymbolSearch};
-use coresight_perf_data::branch_list::{BranchList, is_branch_list};
+use coresight_perf_data::branch_list::BranchList;
 use coresight_perf_data::decode::ElementInfo;
 use coresight_perf_data::decode::{DecodeOptions, Event, RecordingDecoder, describe_cpus};
 use coresight_perf_data::memory::{Model, ProcessMemory};
@@ -516,8 +516,7 @@ fn autofdo(a: &AutofdoArgs) -> Result<(), Failure> {
             Some(Opened::File(bytes)) => MappedFile::from_bytes(bytes),
             None => open(path)?,
         };
-        if is_branch_list(f.bytes()) {
-            let l = BranchList::parse(f.bytes()).map_err(|e| failure(format!("{}: {e}", path.display())))?;
+        if let Some(l) = BranchList::sniff(f.bytes()) {
             lists.merge(&l);
             continue;
         }
