@@ -500,7 +500,7 @@ pub fn generate_perf_data(o: &PerfOptions) -> Result<PerfRecording, String> {
             (image, Some(files))
         }
         PerfSpace::Module => {
-            let module = module_of(&text, &funcs)?;
+            let module = module_of(&text, &funcs, MODULE_BASE + MODULE_TEXT_OFFSET)?;
             // The module's memory: the loader's veneers (never run here) then the text.
             let mut memory = vec![0u8; MODULE_TEXT_OFFSET as usize];
             memory.extend_from_slice(&text);
@@ -527,10 +527,12 @@ pub fn generate_perf_data(o: &PerfOptions) -> Result<PerfRecording, String> {
     Ok(r)
 }
 
-/// The module of [`PerfSpace::Module`]: an empty `.text` first (as a compiler leaves it), a
-/// NOBITS `.plt` (0x28 bytes, 16-aligned) and `.text.ftrace_trampoline` (0xc, 8-aligned), then
-/// the code in `.text.kgen` (64-aligned: at [`MODULE_TEXT_OFFSET`]), its functions named.
-fn module_of(text: &[u8], funcs: &[Function]) -> Result<crate::elf::ModuleImage, String> {
+/// A module holding `text` as [`PerfSpace::Module`] writes it: an empty `.text` first (as a
+/// compiler leaves it), a NOBITS `.plt` (0x28 bytes, 16-aligned) and
+/// `.text.ftrace_trampoline` (0xc, 8-aligned), then the code in `.text.kgen` (64-aligned: at
+/// [`MODULE_TEXT_OFFSET`] of the module), with `funcs` named at their addresses less
+/// `text_base`, the address `text` was generated at.
+pub fn module_of(text: &[u8], funcs: &[Function], text_base: u64) -> Result<crate::elf::ModuleImage, String> {
     use crate::elf::{ModFunction, ModSection};
     let sec = |name: &str, align: u64, bytes: Option<Vec<u8>>, size: u64| ModSection {
         name: name.into(),
@@ -546,13 +548,12 @@ fn module_of(text: &[u8], funcs: &[Function]) -> Result<crate::elf::ModuleImage,
         sec(".text.ftrace_trampoline", 8, None, 0xc),
         sec(".text.kgen", 64, Some(text.to_vec()), 0),
     ];
-    let base = MODULE_BASE + MODULE_TEXT_OFFSET;
     let fns: Vec<ModFunction> = funcs
         .iter()
         .map(|f| ModFunction {
             name: f.name.clone(),
             section: 3,
-            offset: f.addr - base,
+            offset: f.addr - text_base,
             size: f.size,
         })
         .collect();

@@ -6,7 +6,6 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use coresight_generator::elf::{ModFunction, ModSection, write_module};
 use coresight_generator::perf_data::{
     MODULE_BASE, PerfOptions, PerfRecording, PerfSpace, check_perf_data, generate_perf_data,
 };
@@ -229,37 +228,15 @@ fn script(rec: &Recording<'_>, model: Model) -> (String, Vec<(String, u64, Strin
     (String::from_utf8(sw.into_inner()).unwrap(), dec.missing_binaries())
 }
 
-/// The generated program's code as a module: empty `.text`, a NOBITS `.plt` (0x28, align 16)
-/// and `.text.ftrace_trampoline` (0xc, align 8), then the code in `.text.gen` (align 64: at
-/// 0x40 of the module), its functions named as in the program.
+/// The generated program's code as a module, laid out as trc_gen's kernel modules are (see
+/// `coresight_generator::perf_data::module_of`: the code in `.text.kgen`, at 0x40 of the
+/// module), its functions named as in the program.
 fn module_of(r: &PerfRecording) -> Vec<u8> {
     let e = &r.elf;
-    let text = e.bytes[e.text_offset as usize..(e.text_offset + e.text_size) as usize].to_vec();
-    let sec = |name: &str, align: u64, bytes: Option<Vec<u8>>, size: u64| ModSection {
-        name: name.into(),
-        exec: true,
-        write: false,
-        align,
-        bytes,
-        size,
-    };
-    let sections = [
-        sec(".text", 1, Some(Vec::new()), 0),
-        sec(".plt", 16, None, 0x28),
-        sec(".text.ftrace_trampoline", 8, None, 0xc),
-        sec(".text.gen", 64, Some(text), 0),
-    ];
-    let fns: Vec<ModFunction> = r.cpus[0]
-        .functions
-        .iter()
-        .map(|f| ModFunction {
-            name: f.name.clone(),
-            section: 3,
-            offset: f.addr - e.text_addr,
-            size: f.size,
-        })
-        .collect();
-    write_module(&sections, &fns).unwrap().bytes
+    let text = &e.bytes[e.text_offset as usize..(e.text_offset + e.text_size) as usize];
+    coresight_generator::perf_data::module_of(text, &r.cpus[0].functions, e.text_addr)
+        .unwrap()
+        .bytes
 }
 
 #[test]
@@ -309,7 +286,7 @@ fn generated_trace_through_a_module_decodes_to_the_users_lines() {
         let keys: Vec<&str> = p.binaries.keys().map(|k| k.path.as_str()).collect();
         assert_eq!(keys, [name]);
         let got = p.binaries.values().next().unwrap();
-        // Written in `.text.gen`'s own addresses, as simpleperf counts a module's.
+        // Written in `.text.kgen`'s own addresses, as simpleperf counts a module's.
         assert_eq!(got.first_load_vaddr, 0x40);
         let mut u = AutoFdoProfile::new(None);
         add_recording(&user, search(), DecodeOptions::default(), &mut u, &mut |_| {}).unwrap();
