@@ -35,7 +35,7 @@ while IFS= read -r line; do
   echo "ran: $line"
 done < <(awk '/^```sh/ { on = 1; next } /^```/ { on = 0 } on && /^(trc_perf|create_llvm_prof|create_gcov) / { print }' \
   "$root/README.md" "$here/README.md")
-for f in prog.afdo.txt prog.prof prog.gcov elements.jsonl; do
+for f in prog.afdo.txt prog.prof prog.gcov elements.jsonl inj.data prog.lbr.prof prog.lbr.gcov; do
   [ -s "$f" ] || { echo "README commands: $f missing or empty"; exit 1; }
 done
 echo "README perf commands: $n ran as written"

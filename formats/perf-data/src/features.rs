@@ -22,6 +22,8 @@ pub mod feature {
     pub const TOTAL_MEM: u32 = 10;
     pub const CMDLINE: u32 = 11;
     pub const EVENT_DESC: u32 = 12;
+    /// The file has samples with branch stacks (no body).
+    pub const BRANCH_STACK: u32 = 15;
     pub const PMU_MAPPINGS: u32 = 16;
     pub const AUXTRACE: u32 = 18;
     /// simpleperf: file table with symbols (old layout).

@@ -20,6 +20,7 @@ mod error;
 pub mod features;
 mod file;
 mod header;
+pub mod inject;
 pub mod memory;
 pub mod record;
 mod recording;

@@ -26,6 +26,7 @@ use coresight_decode::element::{ElemType, TraceElement};
 
 use crate::decode::RecordingDecoder;
 use crate::decode::{ElementInfo, Event};
+use crate::inject::{SampleRecords, SampleValues};
 use crate::memory::Model;
 use crate::recording::Recording;
 
@@ -43,7 +44,15 @@ pub struct Itrace {
     /// `Z`: decode without time even when the trace has timestamps (perf's "timeless"
     /// decoding: each AUX queue in file order, no time in the samples).
     pub timeless: bool,
+    /// `l[N]`: instruction samples carry the last N taken branches (a branch stack, as
+    /// hardware LBR gives; what `perf inject --itrace=il64` writes for AutoFDO).
+    pub last_branch: Option<usize>,
 }
+
+/// perf's default branch stack size for `--itrace=l`.
+pub const DEFAULT_LAST_BRANCH: usize = 64;
+/// perf's largest `--itrace=lN`.
+pub const MAX_LAST_BRANCH: usize = 1024;
 
 impl Default for Itrace {
     /// perf's default for `perf script` on an AUX trace: `ib` with the default period.
@@ -52,6 +61,7 @@ impl Default for Itrace {
             instructions: Some(DEFAULT_PERIOD),
             branches: true,
             timeless: false,
+            last_branch: None,
         }
     }
 }
@@ -59,61 +69,80 @@ impl Default for Itrace {
 impl FromStr for Itrace {
     type Err = String;
 
-    /// Parses perf's spelling: `i100`, `i1000i`, `b`, `ib`, `i10ib`...; a period unit of
-    /// `i` means instructions (time units are taken as instruction counts, as perf's cs_etm
-    /// does).
+    /// Parses perf's spelling: `i100`, `i1000i`, `b`, `ib`, `i10ib`, `i100il64`...; a number
+    /// must be followed by its unit (`i` instructions, `t` ticks, `ms`, `us`, `ns`) unless it
+    /// ends the string, as perf requires. Time periods are taken as instruction counts in
+    /// nanoseconds, as perf's cs_etm does.
     fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || format!("Bad Instruction Tracing options '{s}'");
         let mut it = Itrace {
             instructions: None,
             branches: false,
             timeless: false,
+            last_branch: None,
         };
         let b = s.as_bytes();
+        let digits = |i: &mut usize| {
+            let st = *i;
+            while *i < b.len() && b[*i].is_ascii_digit() {
+                *i += 1;
+            }
+            (st != *i).then(|| s[st..*i].parse::<u64>().map_err(|_| bad()))
+        };
         let mut i = 0;
         while i < b.len() {
-            match b[i] {
+            let c = b[i];
+            i += 1;
+            match c {
                 b'i' => {
-                    i += 1;
-                    let st = i;
-                    while i < b.len() && b[i].is_ascii_digit() {
-                        i += 1;
+                    let mut period = DEFAULT_PERIOD;
+                    if let Some(n) = digits(&mut i) {
+                        period = n?;
+                        let scale: u64 = match &s[i..] {
+                            "" => 1,
+                            r if r.starts_with('i') || r.starts_with('t') => {
+                                i += 1;
+                                1
+                            }
+                            r if r.starts_with("ns") => {
+                                i += 2;
+                                1
+                            }
+                            r if r.starts_with("us") => {
+                                i += 2;
+                                1_000
+                            }
+                            r if r.starts_with("ms") => {
+                                i += 2;
+                                1_000_000
+                            }
+                            _ => return Err(bad()),
+                        };
+                        period = period.saturating_mul(scale);
                     }
-                    let period = if st == i {
-                        DEFAULT_PERIOD
-                    } else {
-                        s[st..i]
-                            .parse::<u64>()
-                            .map_err(|e| format!("bad period in --itrace={s}: {e}"))?
-                    };
                     if period == 0 {
                         return Err(format!("--itrace={s}: the period must be at least 1"));
-                    }
-                    // A unit after the number: instructions, ticks or time.
-                    for unit in ["ms", "us", "ns", "i", "t"] {
-                        if st != i && s[i..].starts_with(unit) {
-                            i += unit.len();
-                            break;
-                        }
                     }
                     it.instructions = Some(period);
                 }
                 // `c` (calls) gives perf's cs_etm branch samples too: it has no call-only
                 // samples.
-                b'b' | b'c' => {
-                    it.branches = true;
-                    i += 1;
-                }
-                b'Z' => {
-                    it.timeless = true;
-                    i += 1;
+                b'b' | b'c' => it.branches = true,
+                b'Z' => it.timeless = true,
+                b'l' => {
+                    let n = match digits(&mut i) {
+                        Some(n) => usize::try_from(n?).map_err(|_| bad())?,
+                        None => DEFAULT_LAST_BRANCH,
+                    };
+                    if n == 0 || n > MAX_LAST_BRANCH {
+                        return Err(bad());
+                    }
+                    it.last_branch = Some(n);
                 }
                 // Accepted, and nothing to do with ETM instruction trace.
-                b'r' | b'x' | b'w' | b'p' | b'e' | b'd' | b'f' | b'm' | b't' | b'a' | b'g' | b'l' | b's' | b'q'
-                | b'o' | b'A' | b'I' | b'L' | b'M' | b'T' | b'E' => {
-                    i += 1;
-                    while i < b.len() && b[i].is_ascii_digit() {
-                        i += 1;
-                    }
+                b'r' | b'x' | b'w' | b'p' | b'e' | b'd' | b'f' | b'm' | b't' | b'a' | b'g' | b's' | b'q' | b'o'
+                | b'A' | b'I' | b'L' | b'M' | b'T' | b'E' => {
+                    let _ = digits(&mut i);
                 }
                 c => return Err(format!("unknown --itrace option '{}' in {s}", c as char)),
             }
@@ -153,13 +182,17 @@ pub struct Fields {
     pub addr: bool,
     /// The instruction bytes at `ip` (`insn: c0 03 5f d6`).
     pub insn: bool,
+    /// The sample's branch stack (`--itrace=l`): ` 0xFROM/0xTO/P/-/-/0/ ` for each branch,
+    /// the newest first.
+    pub brstack: bool,
     /// The fields named in `-F` (other than `flags`): perf then prints a branch's target
     /// only when `addr` is among them, and refuses a named `time` or `cpu` the samples lack.
     named: u32,
 }
 
-const NAMES: [&str; 14] = [
+const NAMES: [&str; 15] = [
     "comm", "pid", "tid", "cpu", "time", "period", "event", "flags", "ip", "sym", "symoff", "dso", "addr", "insn",
+    "brstack",
 ];
 const NAMED_TIME: u32 = 1 << 4;
 const NAMED_CPU: u32 = 1 << 3;
@@ -182,7 +215,8 @@ impl Fields {
             10 => &mut self.symoff,
             11 => &mut self.dso,
             12 => &mut self.addr,
-            _ => &mut self.insn,
+            13 => &mut self.insn,
+            _ => &mut self.brstack,
         }
     }
 
@@ -201,6 +235,7 @@ impl Fields {
         dso: false,
         addr: false,
         insn: false,
+        brstack: false,
         named: 0,
     };
 
@@ -475,6 +510,8 @@ struct Chan {
     period_instructions: u64,
     pid: i32,
     tid: i32,
+    /// The last taken branches (from, to), newest first (`--itrace=l`).
+    lbr: VecDeque<(u64, u64)>,
 }
 
 impl Chan {
@@ -488,6 +525,7 @@ impl Chan {
             period_instructions: 0,
             pid: -1,
             tid: -1,
+            lbr: VecDeque::new(),
         }
     }
 }
@@ -517,6 +555,10 @@ pub struct ScriptWriter<'m, W: Write> {
     pub demangle: bool,
     /// Flush a queue whose data ended towards the stale packet, as perf 6.1 does.
     stale_flush: bool,
+    /// Decoding timeless: each buffer's end is a block's end (perf's `cs_etm__end_block`).
+    timeless: bool,
+    /// Samples made into perf.data records instead of lines (`perf inject`).
+    records: Option<SampleRecords>,
     chans: Vec<Chan>,
     positions: Vec<u64>,
     line: String,
@@ -570,6 +612,8 @@ impl<'m, W: Write> ScriptWriter<'m, W> {
             prefix_key: None,
             sym_cache: vec![SymText::default(); SYM_CACHE],
             stale_flush: false,
+            timeless: false,
+            records: None,
             demangle: true,
             chans: vec![Chan::new(); streams],
             positions: vec![0],
@@ -584,6 +628,38 @@ impl<'m, W: Write> ScriptWriter<'m, W> {
     /// The output, back.
     pub fn into_inner(self) -> W {
         self.out
+    }
+
+    /// Makes the samples into perf.data records added to `records` instead of writing lines
+    /// (what `perf inject` does with them).
+    pub fn make_records(&mut self, records: SampleRecords) {
+        self.records = Some(records);
+    }
+
+    /// The records made, back (see [`Self::make_records`]).
+    pub fn take_records(&mut self) -> Option<SampleRecords> {
+        self.records.take()
+    }
+
+    /// A sample as a record, when records are made: true then.
+    fn record(&mut self, k: usize, branch: bool, ip: u64, addr: u64, period: u64) -> bool {
+        let Some(r) = &mut self.records else {
+            return false;
+        };
+        let c = &self.chans[k];
+        let v = SampleValues {
+            position: c.packet.position,
+            pid: c.pid,
+            tid: c.tid,
+            time: self.sample_time,
+            cpu: c.packet.cpu,
+            ip,
+            addr,
+            period,
+        };
+        r.push(branch, v, c.lbr.iter());
+        self.lines += 1;
+        true
     }
 
     /// Room for `n` AUX queues.
@@ -612,6 +688,12 @@ impl<'m, W: Write> ScriptWriter<'m, W> {
     /// Takes one event of AUX queue `queue` of a timeless decode: its samples made at once,
     /// or, with one channel, queued until the decoder stops.
     fn timeless_event(&mut self, queue: usize, ev: &Event<'_, '_>) -> io::Result<()> {
+        if let Event::BufferEnd { .. } = ev
+            && self.timeless
+        {
+            // Everything of the buffer is processed by now (its last block was).
+            self.end_blocks(queue)?;
+        }
         self.queue_event(queue, ev);
         if !self.one_channel
             && let Event::Element(info, _) = ev
@@ -770,6 +852,16 @@ impl<'m, W: Write> ScriptWriter<'m, W> {
         let (p, prev) = (c.packet, c.prev);
         let before = c.period_instructions;
         let mut total = before.saturating_add(p.instructions);
+        if let Some(n) = self.itrace.last_branch
+            && prev.kind == Kind::Range
+            && prev.taken
+        {
+            let lbr = &mut self.chans[k].lbr;
+            if lbr.len() >= n {
+                lbr.pop_back();
+            }
+            lbr.push_front((prev.last_executed(), p.first_executed()));
+        }
         if let Some(period) = self.itrace.instructions
             && total >= period
         {
@@ -795,10 +887,36 @@ impl<'m, W: Write> ScriptWriter<'m, W> {
     fn flush(&mut self, k: usize) -> io::Result<()> {
         let c = &self.chans[k];
         let (p, prev) = (c.packet, c.prev);
+        // With a branch stack, the branches not yet reported go in one more instruction
+        // sample, at the last range's last instruction, for the instructions since the last.
+        self.end_block(k)?;
         if prev.kind != Kind::Empty && self.itrace.branches && prev.kind == Kind::Range {
             self.branch_sample(k, prev.last_executed(), p.first_executed())?;
         }
         self.swap(k);
+        self.chans[k].lbr.clear();
+        Ok(())
+    }
+
+    /// perf's `cs_etm__end_block`: with a branch stack, an instruction sample of what the
+    /// last range left (at its last instruction) when the trace or a buffer ends.
+    fn end_block(&mut self, k: usize) -> io::Result<()> {
+        let prev = self.chans[k].prev;
+        if self.itrace.last_branch.is_some() && self.itrace.instructions.is_some() && prev.kind == Kind::Range {
+            let period = self.chans[k].period_instructions;
+            self.instruction_sample(k, prev.last_executed(), period)?;
+            self.chans[k].period_instructions = 0;
+        }
+        Ok(())
+    }
+
+    /// [`Self::end_block`] for every trace ID of `queue`.
+    fn end_blocks(&mut self, queue: usize) -> io::Result<()> {
+        if self.itrace.last_branch.is_some() {
+            for s in 0..self.streams {
+                self.end_block(queue * self.streams + s)?;
+            }
+        }
         Ok(())
     }
 
@@ -816,8 +934,12 @@ impl<'m, W: Write> ScriptWriter<'m, W> {
             if !self.stale_flush {
                 // The data ended: a gap. perf flushes with whatever packet it last swapped
                 // out, so its branch can go to a range that ran before (an invented branch).
+                // The gap is on the same CPU and buffer as the packet before it.
+                let last = self.chans[k].packet;
                 self.chans[k].packet = Packet {
                     kind: Kind::Discontinuity,
+                    cpu: last.cpu,
+                    position: last.position,
                     ..EMPTY
                 };
                 self.set_flags(k);
@@ -919,6 +1041,9 @@ impl<'m, W: Write> ScriptWriter<'m, W> {
     }
 
     fn instruction_sample(&mut self, k: usize, addr: u64, period: u64) -> io::Result<()> {
+        if self.record(k, false, addr, 0, period) {
+            return Ok(());
+        }
         self.start(k, period, false);
         let (pid, position) = (self.chans[k].pid, self.chans[k].packet.position);
         if self.fields.addr {
@@ -930,7 +1055,11 @@ impl<'m, W: Write> ScriptWriter<'m, W> {
             push_hex(&mut self.line, addr, 16);
             self.symbolise(pid, addr, position);
         }
-        if self.fields.insn {
+        if self.fields.brstack {
+            self.write_brstack(k, pid, position);
+        }
+        // perf reads the instruction through the current packet: none at a gap.
+        if self.fields.insn && self.chans[k].packet.kind != Kind::Discontinuity {
             let thumb = self.chans[k].packet.thumb;
             self.write_insn(pid, addr, position, thumb);
         }
@@ -938,6 +1067,9 @@ impl<'m, W: Write> ScriptWriter<'m, W> {
     }
 
     fn branch_sample(&mut self, k: usize, from: u64, to: u64) -> io::Result<()> {
+        if self.record(k, true, from, to, 1) {
+            return Ok(());
+        }
         self.start(k, 1, true);
         let (pid, position) = (self.chans[k].pid, self.chans[k].packet.position);
         if self.fields.ip {
@@ -955,6 +1087,24 @@ impl<'m, W: Write> ScriptWriter<'m, W> {
             self.write_insn(pid, from, position, prev.thumb);
         }
         self.finish_line()
+    }
+
+    /// The branch stack as perf prints it: ` 0xFROM/0xTO/P/-/-/0/ ` a branch (predicted, not in a
+    /// transaction, no abort, no cycle count, no type), with `(dso)` after each address when
+    /// the binary is shown.
+    fn write_brstack(&mut self, k: usize, pid: i32, position: u64) {
+        for i in 0..self.chans[k].lbr.len() {
+            let (from, to) = self.chans[k].lbr[i];
+            for (pre, a) in [(" 0x", from), ("/0x", to)] {
+                self.line.push_str(pre);
+                let _ = write!(self.line, "{a:x}");
+                if self.fields.dso {
+                    let dso = self.model.symbolize(pid, a, position).1;
+                    let _ = write!(self.line, "({})", dso.unwrap_or("[unknown]"));
+                }
+            }
+            self.line.push_str("/P/-/-/0/ ");
+        }
     }
 
     /// ` insn: xx xx xx xx`: the bytes of the instruction at `addr` (none when its code is
@@ -1027,6 +1177,29 @@ impl<'m, W: Write> ScriptWriter<'m, W> {
         self.lines += 1;
         self.out.write_all(self.line.as_bytes())
     }
+}
+
+/// perf's event name modifier for an attribute's flags: `u`, `k`, `h` for the privilege
+/// levels counted when some are excluded, then `H` or `G` when only the host or the guest is.
+pub fn event_modifier(flags: u64) -> String {
+    let bit = |n: u32| flags >> n & 1 == 1;
+    let (x_user, x_kernel, x_hv, x_host, x_guest) = (bit(4), bit(5), bit(6), bit(19), bit(20));
+    let mut m = String::new();
+    if x_user || x_kernel || x_hv {
+        if !x_user {
+            m.push('u');
+        }
+        if !x_kernel {
+            m.push('k');
+        }
+        if !x_hv {
+            m.push('h');
+        }
+    }
+    if x_host != x_guest {
+        m.push(if x_host { 'G' } else { 'H' });
+    }
+    m
 }
 
 /// perf 6.1 decodes "timeless" (each AUX queue in file order, no time in the samples) when
@@ -1192,6 +1365,7 @@ pub fn write_in_perf_order<W: Write>(
     if timeless || single {
         // perf's cs_etm__process_timeless_queues: each queue decoded whole, in queue order.
         w.one_channel = timeless && order.one_channel_when_timeless;
+        w.timeless = timeless;
         let mut queues = dec.perf_queues().map_err(io::Error::other)?;
         w.set_queues(queues.len());
         for (qi, q) in queues.iter_mut().enumerate() {
@@ -1264,6 +1438,11 @@ pub fn write_in_perf_order<W: Write>(
                 }
             }
         }
+    }
+    // perf ends the timed decode with each queue's `cs_etm__end_block`: the branch stack
+    // left after the last flush goes in one more instruction sample.
+    for qi in 0..queues.len() {
+        w.end_blocks(qi)?;
     }
     Ok(())
 }

@@ -35,7 +35,7 @@ use coresight_perf_data::decode::ElementInfo;
 use coresight_perf_data::decode::{DecodeOptions, Event, RecordingDecoder, describe_cpus};
 use coresight_perf_data::memory::{Model, ProcessMemory};
 use coresight_perf_data::script::{
-    Fields, Itrace, PerfOrder, ScriptWriter, event_names, event_samples, is_timeless, perf_sample_time,
+    Fields, Itrace, PerfOrder, ScriptWriter, event_modifier, event_names, event_samples, is_timeless, perf_sample_time,
     write_in_perf_order,
 };
 use coresight_perf_data::stream::{Opened, PipeStream, open_stream};
@@ -86,6 +86,33 @@ enum Command {
     /// hex: those lines are not printed. Packets are described in OpenCSD 1.8's words
     /// (--as-perf-6.1: in 1.3.3's, as Debian's perf 6.1).
     Dump(DumpArgs),
+    /// The trace replaced by its samples, as `perf inject --itrace=… -o FILE` writes it:
+    /// with `l`, instruction samples carry the last branches taken (a branch stack), for
+    /// AutoFDO's `create_llvm_prof --profiler=perf` and `create_gcov`.
+    Inject(InjectArgs),
+}
+
+#[derive(Args)]
+struct InjectArgs {
+    #[command(flatten)]
+    input: Input,
+    /// Samples to make, in perf's spelling: i or iPERIODi (an instruction sample every PERIOD
+    /// instructions, default 100000), b (branch samples), lN (a branch stack of the last N
+    /// branches in each instruction sample, default 64).
+    #[arg(long, value_name = "OPTS", default_value = "il64")]
+    itrace: String,
+    /// The perf.data file to write.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    output: PathBuf,
+    /// Make the samples `perf inject` 6.1 makes (see `script --as-perf-6.1`).
+    #[arg(long = "as-perf-6.1")]
+    as_perf_61: bool,
+    /// Start each branch stack with a hardware index, as perf 5.7 and later write it
+    /// (AutoFDO's create_llvm_prof and create_gcov cannot read that layout).
+    #[arg(long)]
+    hw_index: bool,
+    #[command(flatten)]
+    symbols: Symbols,
 }
 
 #[derive(Args)]
@@ -655,27 +682,39 @@ fn script(a: &ScriptArgs) -> Result<(), Failure> {
     w.into_inner().flush().map_err(|e| output_error(e, &name))
 }
 
-/// perf's event name modifier for an attribute's flags: `u`, `k`, `h` for the privilege
-/// levels counted when some are excluded, then `H` or `G` when only the host or the guest is.
-fn event_modifier(flags: u64) -> String {
-    let bit = |n: u32| flags >> n & 1 == 1;
-    let (x_user, x_kernel, x_hv, x_host, x_guest) = (bit(4), bit(5), bit(6), bit(19), bit(20));
-    let mut m = String::new();
-    if x_user || x_kernel || x_hv {
-        if !x_user {
-            m.push('u');
-        }
-        if !x_kernel {
-            m.push('k');
-        }
-        if !x_hv {
-            m.push('h');
-        }
+fn inject(a: &InjectArgs) -> Result<(), Failure> {
+    let itrace: Itrace = a.itrace.parse().map_err(usage)?;
+    let f = open(a.input.path())?;
+    let rec = parse(a.input.path(), &f)?;
+    for w in &rec.warnings {
+        warn(a.input.path(), w);
     }
-    if x_host != x_guest {
-        m.push(if x_host { 'G' } else { 'H' });
+    let model = Arc::new(Model::new(&rec, search(&a.symbols, Some(a.input.path()))?));
+    let opts = DecodeOptions {
+        raw_with_first_config: a.as_perf_61,
+        opencsd_flow: a.as_perf_61,
+        ..Default::default()
+    };
+    let in_error = |e: &dyn std::fmt::Display| failure(format!("{}: {e}", a.input.path().display()));
+    let mut dec = RecordingDecoder::new(&rec, model, opts).map_err(|e| in_error(&e))?;
+    let bar = cli::progress_bar(aux_bytes(&rec), a.symbols.progress);
+    let order = PerfOrder {
+        drop_held_at_buffer_end: a.as_perf_61,
+        timeless: itrace.timeless,
+        one_channel_when_timeless: a.as_perf_61,
+    };
+    let r = coresight_perf_data::inject::inject(&mut dec, itrace, order, a.hw_index, &mut |n| bar.inc(n));
+    bar.finish_and_clear();
+    let (bytes, samples) = r.map_err(|e| in_error(&e))?;
+    for x in &dec.warnings {
+        warn(a.input.path(), x);
     }
-    m
+    report_missing(a.input.path(), &dec.missing_binaries());
+    if samples == 0 {
+        eprintln!("{PROGRAM}: warning: no sample made (is the period longer than the trace?)");
+    }
+    let p = &a.output;
+    std::fs::write(p, bytes).map_err(|e| failure(format!("cannot write {}: {e}", p.display())))
 }
 
 /// Bytes a Tarmac writer wrote, taken after each element.
@@ -1437,6 +1476,7 @@ fn main() -> ExitCode {
         Command::Decode(a) => decode(a),
         Command::Coverage(a) => coverage(a),
         Command::Dump(a) => dump(a),
+        Command::Inject(a) => inject(a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
