@@ -153,13 +153,16 @@ pub struct Fields {
     pub addr: bool,
     /// The instruction bytes at `ip` (`insn: c0 03 5f d6`).
     pub insn: bool,
+    /// The source file and line of `ip`, on a line of its own (`  prog.c:13`).
+    pub srcline: bool,
     /// The fields named in `-F` (other than `flags`): perf then prints a branch's target
     /// only when `addr` is among them, and refuses a named `time` or `cpu` the samples lack.
     named: u32,
 }
 
-const NAMES: [&str; 14] = [
+const NAMES: [&str; 15] = [
     "comm", "pid", "tid", "cpu", "time", "period", "event", "flags", "ip", "sym", "symoff", "dso", "addr", "insn",
+    "srcline",
 ];
 const NAMED_TIME: u32 = 1 << 4;
 const NAMED_CPU: u32 = 1 << 3;
@@ -182,7 +185,8 @@ impl Fields {
             10 => &mut self.symoff,
             11 => &mut self.dso,
             12 => &mut self.addr,
-            _ => &mut self.insn,
+            13 => &mut self.insn,
+            _ => &mut self.srcline,
         }
     }
 
@@ -201,6 +205,7 @@ impl Fields {
         dso: false,
         addr: false,
         insn: false,
+        srcline: false,
         named: 0,
     };
 
@@ -214,6 +219,11 @@ impl Fields {
     /// names the first event without it (`no_time`, `no_cpu`: that event, None when the
     /// samples have the field).
     pub fn for_samples(mut self, no_time: Option<&str>, no_cpu: Option<&str>) -> Result<Fields, String> {
+        if self.srcline && !self.ip {
+            return Err("Display of source line number requested but sample IP is not\n\
+                        selected. Hence, no address to lookup the source line number."
+                .into());
+        }
         for (missing, bit, field, attr) in [(no_time, NAMED_TIME, "time", "TIME"), (no_cpu, NAMED_CPU, "cpu", "CPU")] {
             let Some(event) = missing else { continue };
             if self.named & bit != 0 {
@@ -513,6 +523,7 @@ pub struct ScriptWriter<'m, W: Write> {
     prefix: String,
     prefix_key: Option<(i32, i32, u32, u64, bool)>,
     sym_cache: Vec<SymText>,
+    srclines: crate::srcline::SourceLines,
     /// Show C++ and Rust symbol names demangled, as perf does by default.
     pub demangle: bool,
     /// Flush a queue whose data ended towards the stale packet, as perf 6.1 does.
@@ -569,6 +580,7 @@ impl<'m, W: Write> ScriptWriter<'m, W> {
             prefix: String::with_capacity(96),
             prefix_key: None,
             sym_cache: vec![SymText::default(); SYM_CACHE],
+            srclines: Default::default(),
             stale_flush: false,
             demangle: true,
             chans: vec![Chan::new(); streams],
@@ -930,6 +942,7 @@ impl<'m, W: Write> ScriptWriter<'m, W> {
             push_hex(&mut self.line, addr, 16);
             self.symbolise(pid, addr, position);
         }
+        self.write_srcline(pid, addr, position);
         if self.fields.insn {
             let thumb = self.chans[k].packet.thumb;
             self.write_insn(pid, addr, position, thumb);
@@ -950,11 +963,24 @@ impl<'m, W: Write> ScriptWriter<'m, W> {
             push_hex(&mut self.line, to, 16);
             self.symbolise(pid, to, position);
         }
+        self.write_srcline(pid, from, position);
         let prev = self.chans[k].prev;
         if self.fields.insn && prev.kind == Kind::Range {
             self.write_insn(pid, from, position, prev.thumb);
         }
         self.finish_line()
+    }
+
+    /// `\n  file:line` of `addr`, after the addresses and before the instruction, where
+    /// perf puts it; nothing when the line is unknown.
+    fn write_srcline(&mut self, pid: i32, addr: u64, position: u64) {
+        if !self.fields.srcline {
+            return;
+        }
+        if let Some(l) = self.srclines.get(self.model, pid, addr, position) {
+            self.line.push_str("\n  ");
+            self.line.push_str(l);
+        }
     }
 
     /// ` insn: xx xx xx xx`: the bytes of the instruction at `addr` (none when its code is
