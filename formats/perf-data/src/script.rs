@@ -155,14 +155,31 @@ pub struct Fields {
     pub insn: bool,
     /// The source file and line of `ip`, on a line of its own (`  prog.c:13`).
     pub srcline: bool,
+    /// Branch samples: the function called (or started in), returned from (or ended in),
+    /// padded to a column.
+    pub callindent: bool,
     /// The fields named in `-F` (other than `flags`): perf then prints a branch's target
     /// only when `addr` is among them, and refuses a named `time` or `cpu` the samples lack.
     named: u32,
 }
 
-const NAMES: [&str; 15] = [
-    "comm", "pid", "tid", "cpu", "time", "period", "event", "flags", "ip", "sym", "symoff", "dso", "addr", "insn",
+const NAMES: [&str; 16] = [
+    "comm",
+    "pid",
+    "tid",
+    "cpu",
+    "time",
+    "period",
+    "event",
+    "flags",
+    "ip",
+    "sym",
+    "symoff",
+    "dso",
+    "addr",
+    "insn",
     "srcline",
+    "callindent",
 ];
 const NAMED_TIME: u32 = 1 << 4;
 const NAMED_CPU: u32 = 1 << 3;
@@ -186,7 +203,8 @@ impl Fields {
             11 => &mut self.dso,
             12 => &mut self.addr,
             13 => &mut self.insn,
-            _ => &mut self.srcline,
+            14 => &mut self.srcline,
+            _ => &mut self.callindent,
         }
     }
 
@@ -206,6 +224,7 @@ impl Fields {
         addr: false,
         insn: false,
         srcline: false,
+        callindent: false,
         named: 0,
     };
 
@@ -524,6 +543,9 @@ pub struct ScriptWriter<'m, W: Write> {
     prefix_key: Option<(i32, i32, u32, u64, bool)>,
     sym_cache: Vec<SymText>,
     srclines: crate::srcline::SourceLines,
+    /// The column `callindent` pads to, as perf keeps it: it grows with a longer name and
+    /// shrinks only for a much shorter one, so that lines stay aligned.
+    callindent_spacing: usize,
     /// Show C++ and Rust symbol names demangled, as perf does by default.
     pub demangle: bool,
     /// Flush a queue whose data ended towards the stale packet, as perf 6.1 does.
@@ -581,6 +603,7 @@ impl<'m, W: Write> ScriptWriter<'m, W> {
             prefix_key: None,
             sym_cache: vec![SymText::default(); SYM_CACHE],
             srclines: Default::default(),
+            callindent_spacing: 0,
             stale_flush: false,
             demangle: true,
             chans: vec![Chan::new(); streams],
@@ -953,6 +976,9 @@ impl<'m, W: Write> ScriptWriter<'m, W> {
     fn branch_sample(&mut self, k: usize, from: u64, to: u64) -> io::Result<()> {
         self.start(k, 1, true);
         let (pid, position) = (self.chans[k].pid, self.chans[k].packet.position);
+        if self.fields.callindent {
+            self.write_callindent(pid, from, to, position, self.chans[k].prev.flags);
+        }
         if self.fields.ip {
             self.line.push(' ');
             push_hex(&mut self.line, from, 16);
@@ -969,6 +995,47 @@ impl<'m, W: Write> ScriptWriter<'m, W> {
             self.write_insn(pid, from, position, prev.thumb);
         }
         self.finish_line()
+    }
+
+    /// perf's `callindent` of a branch sample: the function entered (a call's or a trace
+    /// start's target) or left (a return's or trace end's source), by name or else address,
+    /// padded to the current column. perf indents by the depth of its thread stack, which
+    /// its CoreSight decoder does not keep for `perf script`: the depth is always 0.
+    fn write_callindent(&mut self, pid: i32, from: u64, to: u64, position: u64, flags: u32) {
+        let f = self.fields;
+        if f.dso && !(f.ip || f.addr) {
+            let (_, dso) = self.model.symbolize(pid, from, position);
+            let l = &mut self.line;
+            l.push('(');
+            l.push_str(dso.unwrap_or("[unknown]"));
+            l.push_str(")\t");
+        }
+        let at = if flags & (FLAG_CALL | FLAG_TRACE_BEGIN) != 0 {
+            Some(to)
+        } else if flags & (FLAG_RETURN | FLAG_TRACE_END) != 0 {
+            Some(from)
+        } else {
+            None
+        };
+        let start = self.line.len();
+        if let Some(a) = at {
+            match self.model.symbolize(pid, a, position).0 {
+                Some((name, _)) => match self.demangle.then(|| demangle(name)).flatten() {
+                    Some(d) => self.line.push_str(&d),
+                    None => self.line.push_str(name),
+                },
+                None if a != 0 => push_hex(&mut self.line, a, 16),
+                None => {}
+            }
+        }
+        let len = self.line.len() - start;
+        let spacing = &mut self.callindent_spacing;
+        if len > *spacing || (len > 0 && len + 52 < *spacing) {
+            *spacing = (len + 4).div_ceil(32) * 32;
+        }
+        for _ in len..*spacing {
+            self.line.push(' ');
+        }
     }
 
     /// `\n  file:line` of `addr`, after the addresses and before the instruction, where

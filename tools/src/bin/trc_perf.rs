@@ -202,7 +202,8 @@ struct ScriptArgs {
     #[arg(long, value_name = "OPTS", default_value = "ib")]
     itrace: String,
     /// Fields, in perf's spelling: comm,pid,tid,cpu,time,period,event,flags,ip,sym,symoff,
-    /// dso,addr,insn,srcline (replacing the defaults), or +FIELD / -FIELD to change them.
+    /// dso,addr,insn,srcline,callindent (replacing the defaults), or +FIELD / -FIELD to change
+    /// them.
     #[arg(short = 'F', long = "fields", value_name = "FIELDS", allow_hyphen_values = true)]
     fields: Option<String>,
     /// Write to FILE (default: standard output).
