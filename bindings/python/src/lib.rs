@@ -23,6 +23,7 @@ use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyCapsule, PyDict, PyTuple};
 
 mod batches;
+mod branch_list;
 mod fields;
 mod profile;
 mod push;
@@ -641,6 +642,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<BatchIter>()?;
     m.add_class::<ArrowBatch>()?;
     m.add_class::<ArrowSchema>()?;
+    m.add_class::<branch_list::PyBranchList>()?;
     m.add_function(wrap_pyfunction!(schema, m)?)?;
     m.add_function(wrap_pyfunction!(pull_count, m)?)?;
     m.add("KINDS", Kind::ALL.map(|k| k.name()).to_vec())?;

@@ -19,12 +19,13 @@ def snapshot_dirs():
 
 @pytest.fixture(scope="session")
 def tools():
-    """``{"trc_gen": path, "trc_decode": path}``."""
+    """``{"trc_gen": path, "trc_decode": path, "trc_perf": path}``."""
     d = os.environ.get("CSD_TOOLS_DIR")
     if d:
-        return {n: str(Path(d) / n) for n in ("trc_gen", "trc_decode")}
+        return {n: str(Path(d) / n) for n in ("trc_gen", "trc_decode", "trc_perf")}
     out = subprocess.run(
         ["cargo", "build", "--release", "-p", "coresight-tools", "--bin", "trc_gen", "--bin", "trc_decode",
+         "--bin", "trc_perf",
          "--message-format=json-render-diagnostics"],
         cwd=ROOT, check=True, stdout=subprocess.PIPE, text=True,
     ).stdout

@@ -222,6 +222,11 @@ impl Model {
         before.or(after)
     }
 
+    /// Map `i`.
+    pub fn map(&self, i: usize) -> Option<&Map> {
+        self.maps.get(i)
+    }
+
     /// Binary `i`.
     pub fn binary(&self, i: usize) -> Option<&Binary> {
         self.binaries.get(i)

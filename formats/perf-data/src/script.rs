@@ -185,14 +185,34 @@ pub struct Fields {
     /// The sample's branch stack (`--itrace=l`): ` 0xFROM/0xTO/P/-/-/0/ ` for each branch,
     /// the newest first.
     pub brstack: bool,
+    /// The source file and line of `ip`, on a line of its own (`  prog.c:13`).
+    pub srcline: bool,
+    /// Branch samples: the function called (or started in), returned from (or ended in),
+    /// padded to a column.
+    pub callindent: bool,
     /// The fields named in `-F` (other than `flags`): perf then prints a branch's target
     /// only when `addr` is among them, and refuses a named `time` or `cpu` the samples lack.
     named: u32,
 }
 
-const NAMES: [&str; 15] = [
-    "comm", "pid", "tid", "cpu", "time", "period", "event", "flags", "ip", "sym", "symoff", "dso", "addr", "insn",
+const NAMES: [&str; 17] = [
+    "comm",
+    "pid",
+    "tid",
+    "cpu",
+    "time",
+    "period",
+    "event",
+    "flags",
+    "ip",
+    "sym",
+    "symoff",
+    "dso",
+    "addr",
+    "insn",
     "brstack",
+    "srcline",
+    "callindent",
 ];
 const NAMED_TIME: u32 = 1 << 4;
 const NAMED_CPU: u32 = 1 << 3;
@@ -216,7 +236,9 @@ impl Fields {
             11 => &mut self.dso,
             12 => &mut self.addr,
             13 => &mut self.insn,
-            _ => &mut self.brstack,
+            14 => &mut self.brstack,
+            15 => &mut self.srcline,
+            _ => &mut self.callindent,
         }
     }
 
@@ -236,6 +258,8 @@ impl Fields {
         addr: false,
         insn: false,
         brstack: false,
+        srcline: false,
+        callindent: false,
         named: 0,
     };
 
@@ -249,6 +273,11 @@ impl Fields {
     /// names the first event without it (`no_time`, `no_cpu`: that event, None when the
     /// samples have the field).
     pub fn for_samples(mut self, no_time: Option<&str>, no_cpu: Option<&str>) -> Result<Fields, String> {
+        if self.srcline && !self.ip {
+            return Err("Display of source line number requested but sample IP is not\n\
+                        selected. Hence, no address to lookup the source line number."
+                .into());
+        }
         for (missing, bit, field, attr) in [(no_time, NAMED_TIME, "time", "TIME"), (no_cpu, NAMED_CPU, "cpu", "CPU")] {
             let Some(event) = missing else { continue };
             if self.named & bit != 0 {
@@ -551,6 +580,10 @@ pub struct ScriptWriter<'m, W: Write> {
     prefix: String,
     prefix_key: Option<(i32, i32, u32, u64, bool)>,
     sym_cache: Vec<SymText>,
+    srclines: crate::srcline::SourceLines,
+    /// The column `callindent` pads to, as perf keeps it: it grows with a longer name and
+    /// shrinks only for a much shorter one, so that lines stay aligned.
+    callindent_spacing: usize,
     /// Show C++ and Rust symbol names demangled, as perf does by default.
     pub demangle: bool,
     /// Flush a queue whose data ended towards the stale packet, as perf 6.1 does.
@@ -611,6 +644,8 @@ impl<'m, W: Write> ScriptWriter<'m, W> {
             prefix: String::with_capacity(96),
             prefix_key: None,
             sym_cache: vec![SymText::default(); SYM_CACHE],
+            srclines: Default::default(),
+            callindent_spacing: 0,
             stale_flush: false,
             timeless: false,
             records: None,
@@ -1055,6 +1090,7 @@ impl<'m, W: Write> ScriptWriter<'m, W> {
             push_hex(&mut self.line, addr, 16);
             self.symbolise(pid, addr, position);
         }
+        self.write_srcline(pid, addr, position);
         if self.fields.brstack {
             self.write_brstack(k, pid, position);
         }
@@ -1072,6 +1108,9 @@ impl<'m, W: Write> ScriptWriter<'m, W> {
         }
         self.start(k, 1, true);
         let (pid, position) = (self.chans[k].pid, self.chans[k].packet.position);
+        if self.fields.callindent {
+            self.write_callindent(pid, from, to, position, self.chans[k].prev.flags);
+        }
         if self.fields.ip {
             self.line.push(' ');
             push_hex(&mut self.line, from, 16);
@@ -1082,6 +1121,7 @@ impl<'m, W: Write> ScriptWriter<'m, W> {
             push_hex(&mut self.line, to, 16);
             self.symbolise(pid, to, position);
         }
+        self.write_srcline(pid, from, position);
         let prev = self.chans[k].prev;
         if self.fields.insn && prev.kind == Kind::Range {
             self.write_insn(pid, from, position, prev.thumb);
@@ -1104,6 +1144,59 @@ impl<'m, W: Write> ScriptWriter<'m, W> {
                 }
             }
             self.line.push_str("/P/-/-/0/ ");
+        }
+    }
+
+    /// perf's `callindent` of a branch sample: the function entered (a call's or a trace
+    /// start's target) or left (a return's or trace end's source), by name or else address,
+    /// padded to the current column. perf indents by the depth of its thread stack, which
+    /// its CoreSight decoder does not keep for `perf script`: the depth is always 0.
+    fn write_callindent(&mut self, pid: i32, from: u64, to: u64, position: u64, flags: u32) {
+        let f = self.fields;
+        if f.dso && !(f.ip || f.addr) {
+            let (_, dso) = self.model.symbolize(pid, from, position);
+            let l = &mut self.line;
+            l.push('(');
+            l.push_str(dso.unwrap_or("[unknown]"));
+            l.push_str(")\t");
+        }
+        let at = if flags & (FLAG_CALL | FLAG_TRACE_BEGIN) != 0 {
+            Some(to)
+        } else if flags & (FLAG_RETURN | FLAG_TRACE_END) != 0 {
+            Some(from)
+        } else {
+            None
+        };
+        let start = self.line.len();
+        if let Some(a) = at {
+            match self.model.symbolize(pid, a, position).0 {
+                Some((name, _)) => match self.demangle.then(|| demangle(name)).flatten() {
+                    Some(d) => self.line.push_str(&d),
+                    None => self.line.push_str(name),
+                },
+                None if a != 0 => push_hex(&mut self.line, a, 16),
+                None => {}
+            }
+        }
+        let len = self.line.len() - start;
+        let spacing = &mut self.callindent_spacing;
+        if len > *spacing || (len > 0 && len + 52 < *spacing) {
+            *spacing = (len + 4).div_ceil(32) * 32;
+        }
+        for _ in len..*spacing {
+            self.line.push(' ');
+        }
+    }
+
+    /// `\n  file:line` of `addr`, after the addresses and before the instruction, where
+    /// perf puts it; nothing when the line is unknown.
+    fn write_srcline(&mut self, pid: i32, addr: u64, position: u64) {
+        if !self.fields.srcline {
+            return;
+        }
+        if let Some(l) = self.srclines.get(self.model, pid, addr, position) {
+            self.line.push_str("\n  ");
+            self.line.push_str(l);
         }
     }
 

@@ -228,8 +228,9 @@ struct ScriptArgs {
     /// instructions, default 100000), b (branch samples).
     #[arg(long, value_name = "OPTS", default_value = "ib")]
     itrace: String,
-    /// Fields, in perf's spelling: comm,pid,tid,cpu,time,period,event,ip,sym,symoff,dso,addr
-    /// (replacing the defaults), or +FIELD / -FIELD to change them.
+    /// Fields, in perf's spelling: comm,pid,tid,cpu,time,period,event,flags,ip,sym,symoff,
+    /// dso,addr,insn,srcline,callindent (replacing the defaults), or +FIELD / -FIELD to change
+    /// them.
     #[arg(short = 'F', long = "fields", value_name = "FIELDS", allow_hyphen_values = true)]
     fields: Option<String>,
     /// Write to FILE (default: standard output).

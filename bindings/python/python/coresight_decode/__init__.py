@@ -21,7 +21,7 @@ import os
 from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 from . import _native
-from ._native import KINDS, CoreSightError, DecodeError, Element, OpenError
+from ._native import KINDS, BranchList, CoreSightError, DecodeError, Element, OpenError
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas
@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "KINDS",
+    "BranchList",
     "CoreSightError",
     "DecodeError",
     "Element",

@@ -95,6 +95,37 @@ class Trace:
     def profile(self) -> Dict[str, Any]: ...
     def count(self) -> Dict[str, int]: ...
 
+class BranchList:
+    """simpleperf's ETM branch list file: per binary, start addresses and the taken (1) / not
+    taken (0) outcomes of the branches met from each, with counts. Mergeable; pickled as its
+    file's bytes."""
+
+    def __init__(self) -> None: ...
+    @staticmethod
+    def from_bytes(data: bytes) -> BranchList:
+        """Raises :class:`OpenError` if ``data`` is not a branch list file."""
+    @staticmethod
+    def read(path: _Path) -> BranchList:
+        """Raises :class:`OpenError` naming ``path`` if it cannot be read or is not one."""
+    @staticmethod
+    def from_perf(paths: Sequence[_Path], symdirs: Sequence[_Path] = ..., binary: Optional[str] = None) -> BranchList:
+        """The branch lists of perf.data recordings, as ``trc_perf autofdo --output branch-list``;
+        ``binary``: keep binaries whose path this regular expression matches."""
+    def to_bytes(self) -> bytes: ...
+    def write(self, path: _Path) -> None: ...
+    def merge(self, other: BranchList) -> None:
+        """Adds ``other``'s counts into this list."""
+    def to_autofdo(self, symdirs: Sequence[_Path] = ..., binary: Optional[str] = None) -> str:
+        """The AutoFDO text profile, as ``trc_perf autofdo`` writes it; a binary whose code is not
+        found is left out with a ``UserWarning``."""
+    def binaries(self) -> List[Dict[str, Any]]:
+        """``[{"path", "build_id", "kind", "branches": {start: {"0110": count}}}]``"""
+    @property
+    def overflows(self) -> int: ...
+    @property
+    def warnings(self) -> List[str]: ...
+    def __len__(self) -> int: ...
+
 def schema(kind: str) -> ArrowSchema: ...
 def pull_count(path: str, buffer: Optional[str] = None) -> Tuple[int, float]:
     """Benchmark reference: ``(elements, seconds)`` of the Rust pull API over the snapshot ``path``

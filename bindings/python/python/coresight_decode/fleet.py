@@ -15,6 +15,14 @@ Local cluster (worker processes on this machine)::
         result = fleet.run(paths, client)
     result.profile.write_autofdo("merged.afdo.txt")
 
+Branch lists (simpleperf's compact form, as a fleet of devices sends them home): each device's
+recordings are decoded by one task into one :class:`~coresight_decode.BranchList`, the lists are
+merged on the client and turned into one AutoFDO profile, the same text as ``trc_perf autofdo``
+on all the recordings::
+
+    result = fleet.run_branch_lists({"phone-a": [a1, a2], "phone-b": [b1]}, client, symdirs=[syms])
+    text = result.autofdo(symdirs=[syms])
+
 Multi-node: start ``dask scheduler`` on one machine and ``dask worker tcp://HOST:8786`` on each
 of the others (all with this package installed and the captures at the same paths, e.g. a shared
 file system), then ``Client("tcp://HOST:8786")`` in place of the local cluster: no other change.
@@ -29,7 +37,16 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
-__all__ = ["Profile", "FleetResult", "profile_capture", "run", "run_serial"]
+__all__ = [
+    "Profile",
+    "FleetResult",
+    "BranchListResult",
+    "profile_capture",
+    "run",
+    "run_serial",
+    "device_branch_list",
+    "run_branch_lists",
+]
 
 
 @dataclass
@@ -197,3 +214,121 @@ def run(
             on_progress(finished, len(futures))
     done.sort()
     return FleetResult(total, done, failures)
+
+
+@dataclass
+class BranchListResult:
+    """The branch lists of a fleet run: per device, merged, and the recordings that failed."""
+
+    merged: Any
+    """The :class:`~coresight_decode.BranchList` of all devices."""
+    devices: Dict[str, Any]
+    """``{device: its BranchList}``"""
+    done: List[str]
+    failures: Dict[str, str]
+    """``{path: error message}``"""
+    warnings: List[str]
+
+    def autofdo(self, symdirs: Sequence[str] = (), binary: Optional[str] = None) -> str:
+        """The AutoFDO text profile of the merged lists (binaries' code found under ``symdirs``,
+        then at their recorded paths), as ``trc_perf autofdo`` writes it."""
+        return self.merged.to_autofdo([os.fspath(d) for d in symdirs], binary)
+
+    def write(self, out_dir: str, symdirs: Sequence[str] = (), binary: Optional[str] = None) -> str:
+        """Writes ``merged.branch_list``, ``failures.json`` and ``autofdo.txt`` (the profile)
+        into ``out_dir``; returns the profile's path."""
+        os.makedirs(out_dir, exist_ok=True)
+        self.merged.write(os.path.join(out_dir, "merged.branch_list"))
+        with open(os.path.join(out_dir, "failures.json"), "w") as f:
+            json.dump(self.failures, f, indent=1, sort_keys=True)
+        p = os.path.join(out_dir, "autofdo.txt")
+        with open(p, "w") as f:
+            f.write(self.autofdo(symdirs, binary))
+        return p
+
+
+def device_branch_list(
+    device: str, paths: Tuple[str, ...], symdirs: Tuple[str, ...], binary: Optional[str]
+) -> Tuple[str, Any, List[str], Dict[str, str], List[str]]:
+    """A task: one device's recordings into one branch list, as the device would send it home.
+    Never raises: a recording that fails is in the failures and the others still count.
+    Returns ``(device, list, done, failures, warnings)``."""
+    import coresight_decode as csd
+
+    merged, done, failures, warnings = csd.BranchList(), [], {}, []
+    for p in paths:
+        try:
+            one = csd.BranchList.from_perf([p], list(symdirs), binary)
+        except Exception as e:  # noqa: BLE001 - reported, not raised
+            failures[p] = f"{type(e).__name__}: {e}"
+            continue
+        merged.merge(one)
+        done.append(p)
+    warnings.extend(merged.warnings)
+    return device, merged, done, failures, warnings
+
+
+def run_branch_lists(
+    devices: Any,
+    client: Any = None,
+    symdirs: Sequence[str] = (),
+    binary: Optional[str] = None,
+    retries: int = 2,
+    on_progress: Optional[Callable[[int, int], None]] = None,
+) -> BranchListResult:
+    """Decodes each device's perf.data recordings into a branch list, one task per device on a
+    Dask ``distributed.Client`` (default: the current one; ``client=False``: in this process),
+    and merges the lists as they complete.
+
+    ``devices``: ``{device name: [recording paths]}``, or a list of paths (each its own device,
+    named by its path). ``binary``: keep only binaries whose path this regular expression
+    matches. A recording that cannot be read or decoded is reported in ``failures``; a task lost
+    with its worker runs again, ``retries`` times, then its recordings are reported."""
+    if isinstance(devices, dict):
+        groups = {str(d): tuple(os.fspath(p) for p in ps) for d, ps in devices.items()}
+    else:
+        groups = {os.fspath(p): (os.fspath(p),) for p in devices}
+    sym = tuple(os.fspath(d) for d in symdirs)
+    import coresight_decode as csd
+
+    merged, per_device, done, failures, warnings = csd.BranchList(), {}, [], {}, []
+
+    def take(part: Tuple[str, Any, List[str], Dict[str, str], List[str]]) -> None:
+        device, bl, d, f, w = part
+        per_device[device] = bl
+        merged.merge(bl)
+        done.extend(d)
+        failures.update(f)
+        warnings.extend(w)
+
+    if client is False:
+        for i, (device, paths) in enumerate(groups.items()):
+            take(device_branch_list(device, paths, sym, binary))
+            if on_progress is not None:
+                on_progress(i + 1, len(groups))
+    else:
+        from dask.distributed import as_completed, get_client
+
+        client = client or get_client()
+        futures = []
+        for device, paths in groups.items():
+            digest = hashlib.sha1("\n".join((device,) + paths + ("",) + sym + (binary or "",)).encode()).hexdigest()[:16]
+            futures.append(client.submit(device_branch_list, device, paths, sym, binary,
+                                         key=f"coresight-branch-list-{digest}", retries=retries, pure=False))
+        group_of = {f.key: d for f, d in zip(futures, groups)}
+        finished = 0
+        for fut in as_completed(futures):
+            device = group_of[fut.key]
+            try:
+                part = fut.result()
+            except Exception as e:  # noqa: BLE001 - the task failed on every try: reported
+                for path in groups[device]:
+                    failures[path] = f"task failed: {type(e).__name__}: {e}"
+            else:
+                take(part)
+            fut.release()
+            finished += 1
+            if on_progress is not None:
+                on_progress(finished, len(futures))
+    done.sort()
+    return BranchListResult(merged, per_device, done, failures, warnings)
