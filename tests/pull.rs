@@ -573,6 +573,36 @@ fn a_fatal_error_carries_its_reason_where_the_listing_shows_none() {
 }
 
 #[test]
+fn stm_end_of_trace_index_does_not_depend_on_waits() {
+    // A wait on the element of a packet ending in a byte's low nibble left
+    // the high nibble (a NULL packet here) unprocessed at the end of
+    // trace: EO_TRACE took the previous packet's index (seeds 4 to 9).
+    for seed in 1..=10 {
+        let g = generate(&GenOptions {
+            seed,
+            protocol: GenProtocol::Stm,
+            layout: BufferLayout::Formatted,
+            length: 60,
+        });
+        let dir = common::temp_dir(&format!("stm-eot-waits-{seed}"));
+        g.spec.write_to(&dir).unwrap();
+        let ss = Snapshot::load(&dir).unwrap();
+        let (plain, _) = push_decode(&ss, 0);
+        let (waiting, _) = push_decode(&ss, 1);
+        assert!(
+            waiting == plain,
+            "seed {seed}: {:?} vs {:?}",
+            waiting.last(),
+            plain.last()
+        );
+        let mut decoder = Decoder::from_snapshot(&ss, "ETB_0").unwrap();
+        decoder.set_queue_capacity(1);
+        let pulled: Vec<Decoded> = decoder.decode(&read_buffer(&ss)).collect::<Result<_, _>>().unwrap();
+        assert_same(&format!("seed {seed} capacity 1"), &pulled, &plain);
+    }
+}
+
+#[test]
 fn sources_can_be_listed_and_picked_by_trace_id() {
     let g = generate(&GenOptions {
         seed: 3,
