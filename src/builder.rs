@@ -97,11 +97,10 @@ impl<'a> TreeBuilder<'a> {
             }
         }
         let mut tree = DecodeTree::with_registry(format, mode, self.registry.clone());
-        // A snapshot decodes as OpenCSD decodes it on every path (lister,
-        // pull API, indexes...): a frame's empty block for a trace ID
-        // stops the data path there, as in OpenCSD's listing. `tree_setup`
-        // may turn this off.
-        tree.set_opencsd_empty_blocks(true);
+        // A frame's empty block for a trace ID is dropped, as in any tree:
+        // OpenCSD's fatal stop on it is an artefact of its packet
+        // processors, which only its lister's users (and the C API) want
+        // reproduced; `tree_setup` turns it on for them.
         tree_setup(&mut tree);
         let log = ErrLink::new(tree.error_logger(), "ss2_dcdtree");
         let log_err = |code: ErrCode, msg: String| log.log(&TraceError::new(Severity::Error, code).with_message(msg));

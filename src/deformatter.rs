@@ -157,7 +157,11 @@ fn unpack_single_id(f: &[u8; FRAME_SIZE], out: &mut [u8; FRAME_SIZE]) {
     out[8..15].copy_from_slice(&hi.to_le_bytes()[..7]);
 }
 
-struct Fault(TraceError, DatapathResp);
+/// A fault, with the bytes of the block it leaves used (`ALL`: the whole
+/// block).
+struct Fault(TraceError, DatapathResp, usize);
+
+const ALL: usize = usize::MAX;
 
 /// The frame deformatter (OpenCSD's `TraceFormatterFrameDecoder`).
 pub struct FrameDeformatter {
@@ -200,6 +204,9 @@ pub struct FrameDeformatter {
     partial_len: usize,
     /// The incomplete frame the trace ended with: (index, bytes).
     tail: Option<(TrcIndex, usize)>,
+    /// Behave as OpenCSD's deformatter (see
+    /// [`FrameDeformatter::set_opencsd_behaviour`]).
+    opencsd: bool,
 }
 
 impl FrameDeformatter {
@@ -228,7 +235,22 @@ impl FrameDeformatter {
             partial_len: 0,
             tail: None,
             indexer: None,
+            opencsd: false,
         }
+    }
+
+    /// Reproduces OpenCSD 1.8.0's deformatter (off by default;
+    /// `trc_pkt_lister` and the C API turn it on). Its search for the
+    /// first FSYNC takes a block without one but for its last three
+    /// bytes, which cannot make an aligned block on their own, so the
+    /// next call fails as a fatal `Input block incorrect size` error; and
+    /// its errors reach no logger (its lister shows none), so they are
+    /// kept only as the tree's last reason
+    /// ([`ErrorLogger::last_reason`](crate::logger::ErrorLogger::last_reason)).
+    /// Off, an FSYNC may straddle blocks, trace that ends with none at
+    /// all is a fatal error at the end of trace, and errors are logged.
+    pub fn set_opencsd_behaviour(&mut self, on: bool) {
+        self.opencsd = on;
     }
 
     /// Attaches the source indexer (the design's attachment point at frame
@@ -301,8 +323,10 @@ impl FrameDeformatter {
     }
 
     fn log(&self, e: TraceError) {
-        if let Some(l) = &self.err {
-            l.log(&e);
+        match &self.err {
+            Some(l) if self.opencsd => l.note(&e),
+            Some(l) => l.log(&e),
+            None => {}
         }
     }
 
@@ -350,6 +374,16 @@ impl FrameDeformatter {
                     self.curr_idx += self.partial_len as TrcIndex;
                     self.partial_len = 0;
                 }
+                if self.first_data && !self.synced && self.cfg.fsyncs {
+                    // Nothing was decoded: say so rather than end as if
+                    // the trace were empty.
+                    self.log(
+                        TraceError::new(Severity::Error, ErrCode::DfmtrBadFhSync)
+                            .at(self.curr_idx)
+                            .with_message("No frame sync (FSYNC) found before the end of trace: nothing decoded."),
+                    );
+                    return (DatapathResp::FatalInvalidData, 0);
+                }
                 (sink.all_ids_op(DatapathOp::Eot, 0), 0)
             }
             DatapathOp::Data => {
@@ -367,11 +401,18 @@ impl FrameDeformatter {
                 };
                 match done {
                     Ok(used) => (self.highest, used),
-                    Err(Fault(e, resp)) => {
+                    Err(Fault(e, resp, used)) => {
                         sink.error_position(self.curr_idx);
                         self.log(e);
                         self.collate(resp);
-                        (self.highest, data.len())
+                        // What was taken before the fault, as OpenCSD
+                        // counts it: the bytes before the frame at fault.
+                        let used = if used == ALL {
+                            self.curr_idx.saturating_sub(index) as usize
+                        } else {
+                            used
+                        };
+                        (self.highest, used.min(data.len()))
                     }
                 }
             }
@@ -404,6 +445,7 @@ impl FrameDeformatter {
             return Err(Fault(
                 TraceError::new(Severity::Error, ErrCode::DfmtrNotContTrace).at(index),
                 DatapathResp::FatalInvalidData,
+                0,
             ));
         }
         let mut used = 0;
@@ -444,6 +486,7 @@ impl FrameDeformatter {
             return Err(Fault(
                 TraceError::new(Severity::Error, ErrCode::DfmtrNotContTrace).at(index),
                 DatapathResp::FatalInvalidData,
+                0,
             ));
         }
         self.first_data = true;
@@ -453,6 +496,7 @@ impl FrameDeformatter {
                 TraceError::new(Severity::Error, ErrCode::InvalidParamVal)
                     .with_message(format!("Input block incorrect size, must be {align} byte multiple")),
                 DatapathResp::FatalInvalidData,
+                0,
             ));
         }
 
@@ -559,6 +603,9 @@ impl FrameDeformatter {
             self.synced = true;
             return p;
         }
+        if self.opencsd {
+            return data.len().saturating_sub(3);
+        }
         // Keep the longest tail that could start an FSYNC.
         self.stash_len = (1..=3.min(data.len()))
             .rev()
@@ -597,6 +644,7 @@ impl FrameDeformatter {
                                 .at(self.curr_idx)
                                 .with_message("Incorrect FSYNC frame reset pattern"),
                             DatapathResp::FatalInvalidData,
+                            ALL,
                         ));
                     }
                 }
@@ -663,6 +711,7 @@ impl FrameDeformatter {
                             .at(self.curr_idx)
                             .with_message("Bad FSYNC in frame."),
                         DatapathResp::FatalInvalidData,
+                        ALL,
                     ));
                 }
                 if self.frame_len == 0 {
@@ -680,6 +729,7 @@ impl FrameDeformatter {
                                 .at(self.curr_idx)
                                 .with_message("Bad HSYNC in frame."),
                             DatapathResp::FatalInvalidData,
+                            ALL,
                         ));
                     }
                     hsync_bytes += 2;

@@ -72,7 +72,7 @@ pub enum Error {
         log: String,
     },
     /// A component of the tree reported a fatal error: the decode stopped.
-    #[error("decode stopped at trace index {index}: {}{}", response_text(*response), error.as_ref().map(|e| format!(" ({e})")).unwrap_or_default())]
+    #[error("decode stopped at trace index {index}: {}{}", response_text(*response), error.as_ref().map(|e| format!(" ({})", e.to_string().trim_end())).unwrap_or_default())]
     Fatal {
         /// Trace index of the block being decoded when it stopped.
         index: TrcIndex,

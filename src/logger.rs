@@ -299,6 +299,11 @@ pub struct ErrorLogger {
     last: Option<TraceError>,
     count: usize,
     line_breaks: bool,
+    /// The latest error a link counted without logging, and whether it is
+    /// newer than `last`: a fatal error's reason even when OpenCSD's
+    /// listing would not show it.
+    unlogged: Option<TraceError>,
+    unlogged_newer: bool,
 }
 
 impl Default for ErrorLogger {
@@ -308,6 +313,8 @@ impl Default for ErrorLogger {
             verbosity: Severity::Info,
             out: None,
             last: None,
+            unlogged: None,
+            unlogged_newer: false,
             count: 0,
             line_breaks: false,
         }
@@ -365,6 +372,26 @@ impl ErrorLogger {
         }
         log::debug!("{} : {}", self.name(src), err);
         self.last = Some(err.clone());
+        self.unlogged_newer = false;
+    }
+
+    /// Keeps an error a link counted without logging (see
+    /// [`ErrLink::unlogged`]) as the latest reason, printing nothing.
+    fn note_unlogged(&mut self, err: &TraceError) {
+        // The message's buffer is reused: a damaged trace can raise one
+        // of these per packet.
+        match &mut self.unlogged {
+            Some(u) => {
+                u.severity = err.severity;
+                u.code = err.code;
+                u.index = err.index;
+                u.trace_id = err.trace_id;
+                u.message.clear();
+                u.message.push_str(&err.message);
+            }
+            None => self.unlogged = Some(err.clone()),
+        }
+        self.unlogged_newer = true;
     }
 
     /// Logs a message at a severity.
@@ -380,9 +407,22 @@ impl ErrorLogger {
         }
     }
 
-    /// The most recent error.
+    /// The most recent error logged (what OpenCSD's logger calls its last
+    /// error, and its lister prints after a fatal error).
     pub fn last_error(&self) -> Option<&TraceError> {
         self.last.as_ref()
+    }
+
+    /// The most recent error, also one that was not logged: in full
+    /// decode a packet processor's errors are counted, not logged (as in
+    /// OpenCSD), yet one of them (`Zero length data block`) can be what
+    /// stopped the data path. The reason to give for a fatal response.
+    pub fn last_reason(&self) -> Option<&TraceError> {
+        if self.unlogged_newer {
+            self.unlogged.as_ref()
+        } else {
+            self.last.as_ref()
+        }
     }
 
     /// How many errors were logged.
@@ -430,9 +470,17 @@ impl ErrLink {
             ErrCode::BadPacketSeq => self.counts[1].fetch_add(1, Ordering::Relaxed),
             _ => 0,
         };
-        if !self.unlogged {
+        if self.unlogged {
+            self.logger.borrow_mut().note_unlogged(err);
+        } else {
             self.logger.borrow_mut().log_error(self.src, err);
         }
+    }
+
+    /// Keeps an error as the latest reason without logging it (see
+    /// [`ErrorLogger::last_reason`]).
+    pub(crate) fn note(&self, err: &TraceError) {
+        self.logger.borrow_mut().note_unlogged(err);
     }
 
     /// Packet errors logged so far: (invalid headers, bad sequences).

@@ -68,8 +68,14 @@ pub struct ParallelOutcome {
     pub resp: DatapathResp,
     /// Bytes of the capture processed (where a fatal error stopped it).
     pub processed: u64,
-    /// With a fatal error: the last error the failing decoder logged.
+    /// With a fatal error: the last error the failing decoder logged
+    /// (what OpenCSD's lister prints).
     pub last_error: Option<String>,
+    /// With a fatal error: its reason, the last error the failing tree
+    /// raised, logged or not (see [`ErrorLogger::last_reason`]).
+    ///
+    /// [`ErrorLogger::last_reason`]: crate::logger::ErrorLogger::last_reason
+    pub reason: Option<String>,
 }
 
 /// Options of a parallel decode.
@@ -106,6 +112,10 @@ enum Event {
     Elem(usize),
 }
 
+/// A worker's fatal stop: where, the response, the bytes processed, the
+/// last error logged and the reason (see [`ParallelOutcome`]).
+type FatalStop = (SerialKey, DatapathResp, u64, Option<String>, Option<String>);
+
 /// A worker's output for one round.
 #[derive(Default)]
 struct Batch {
@@ -114,8 +124,8 @@ struct Batch {
     marks: Vec<TextMark>,
     /// Elements with their position and where they stand in `text`.
     elems: Vec<KeyedElement>,
-    /// A fatal response: where, the bytes processed, the last error.
-    fatal: Option<(SerialKey, DatapathResp, u64, Option<String>)>,
+    /// A fatal response (see [`FatalStop`]).
+    fatal: Option<FatalStop>,
 }
 
 impl Batch {
@@ -328,6 +338,7 @@ where
             resp: DatapathResp::Cont,
             processed: 0,
             last_error: None,
+            reason: None,
         };
         let mut start = 0u64;
         let mut in_flight = 0usize;
@@ -375,11 +386,12 @@ where
             for (b, tx) in batches.into_iter().zip(&recycle) {
                 let _ = tx.send(b);
             }
-            if let Some((_, resp, processed, err)) = fatal {
+            if let Some((_, resp, processed, err, reason)) = fatal {
                 outcome = ParallelOutcome {
                     resp,
                     processed,
                     last_error: err,
+                    reason,
                 };
                 break;
             }
@@ -522,8 +534,11 @@ fn worker<B>(
                                 }
                             }
                             if resp.is_fatal() {
-                                let err = tree.error_logger().borrow().last_error().map(|e| e.to_string());
-                                fatal = Some((*tree_position.borrow(), resp, start + done as u64, err));
+                                let log = tree.error_logger().borrow();
+                                let err = log.last_error().map(|e| e.to_string());
+                                let reason = log.last_reason().map(|e| e.to_string());
+                                drop(log);
+                                fatal = Some((*tree_position.borrow(), resp, start + done as u64, err, reason));
                                 stopped = true;
                                 break 'blocks;
                             }

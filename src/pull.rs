@@ -190,10 +190,11 @@ impl Decoder {
         &mut self.tree
     }
 
-    /// The last error the tree's components logged (bad packets, memory
-    /// that could not be read...), if any.
+    /// The last error the tree's components raised (bad packets, memory
+    /// that could not be read...), if any, logged or not: a fatal
+    /// response's reason.
     pub(crate) fn last_error(&self) -> Option<TraceError> {
-        self.tree.error_logger().borrow().last_error().cloned()
+        self.tree.error_logger().borrow().last_reason().cloned()
     }
 
     /// How many errors the tree's components have logged.
@@ -881,7 +882,7 @@ impl DecodeTree {
         Error::Fatal {
             index,
             response,
-            error: self.error_logger().borrow().last_error().cloned(),
+            error: self.error_logger().borrow().last_reason().cloned(),
         }
     }
 }

@@ -490,9 +490,9 @@ impl DecodeTree {
         e.component.attach_packet_printer(printer, monitor)
     }
 
-    /// Reproduces an OpenCSD 1.8.0 behaviour (on in a tree built from a
-    /// snapshot, so that every path gives OpenCSD's stream; off in a tree
-    /// made with [`DecodeTree::new`]): when a
+    /// Reproduces an OpenCSD 1.8.0 behaviour (off by default, also in a
+    /// tree built from a snapshot; `trc_pkt_lister` and the C API turn it
+    /// on): when a
     /// formatter frame switches to a trace ID and away again with no data
     /// byte between, OpenCSD hands that ID's decoder a zero-length block,
     /// which its packet processor rejects as a fatal invalid parameter
@@ -501,6 +501,16 @@ impl DecodeTree {
     /// decoding carries on.
     pub fn set_opencsd_empty_blocks(&mut self, on: bool) {
         self.elements.opencsd_empty_blocks = on;
+    }
+
+    /// Makes the deformatter behave as OpenCSD 1.8.0's: a fatal error
+    /// when the first block has no frame sync, and its errors not logged
+    /// (see [`FrameDeformatter::set_opencsd_behaviour`]; no effect without
+    /// a deformatter).
+    pub fn set_opencsd_deformatter(&mut self, on: bool) {
+        if let Some(d) = self.deformatter.as_mut() {
+            d.set_opencsd_behaviour(on);
+        }
     }
 
     /// Attaches a trace-ID stream indexer to the decoder on `id` (see
@@ -609,7 +619,16 @@ impl TrcDataIn for DecodeTree {
                         None => (DatapathResp::Cont, data.len()),
                     },
                 },
-                _ => (self.elements.all_ids_op(op, index), 0),
+                _ => {
+                    // A single source has no trace IDs to filter (OpenCSD
+                    // filters in the deformatter only): its data reaches
+                    // the decoder whatever the filter, so must the end of
+                    // trace and flushes.
+                    let filter = self.elements.filter.take();
+                    let r = self.elements.all_ids_op(op, index);
+                    self.elements.filter = filter;
+                    (r, 0)
+                }
             },
         }
     }

@@ -11,6 +11,7 @@ use coresight_decode::arch::ArchProfile;
 use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use coresight_decode::decoder::{CoreConfig, DecoderRegistry, SourceConfig};
 use coresight_decode::element::{ElemType, TraceElement, UnsyncInfo};
+use coresight_decode::error::ErrCode;
 use coresight_decode::interfaces::{TrcDataIn, TrcGenElemIn};
 use coresight_decode::memory::MemSpace;
 use coresight_decode::shared::{Shared, shared};
@@ -518,6 +519,87 @@ fn corrupted_trace_ends_in_elements_or_one_error_whatever_the_waits() {
         with_errors > 0 && with_errors < 30,
         "{with_errors} of 30 decodes stopped on an error"
     );
+}
+
+#[test]
+fn a_fatal_error_carries_its_reason_where_the_listing_shows_none() {
+    // A frame that switches to ID 0x15 in its last pair and away again in
+    // byte 14 leaves that ID an empty block. With OpenCSD's behaviour on,
+    // the packet processor refuses it; in full decode that error is not
+    // logged (OpenCSD's listing shows none), yet it is the reason.
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("snapshots/etmv4-a64");
+    let dir = common::temp_dir("pull-fatal-reason");
+    for e in std::fs::read_dir(&src).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), dir.join(e.file_name())).unwrap();
+    }
+    let mut trace = std::fs::read(dir.join("trace.bin")).unwrap();
+    trace.extend_from_slice(&[0x21, 0x00, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x2b, 0x00, 0x21, 0x40]);
+    std::fs::write(dir.join("trace.bin"), &trace).unwrap();
+    let ss = Snapshot::load(&dir).unwrap();
+    let mut decoder = Decoder::from_snapshot(&ss, "ETB_0").unwrap();
+    decoder.tree_mut().set_opencsd_empty_blocks(true);
+    let last = decoder.decode(&trace).last().unwrap();
+    let e = last.unwrap_err();
+    let Error::Fatal {
+        index,
+        error: Some(reason),
+        ..
+    } = &e
+    else {
+        panic!("no reason: {e:?}")
+    };
+    assert_eq!(reason.code, ErrCode::InvalidParamVal);
+    assert_eq!(
+        reason.message,
+        "Packet Processor: Zero length data block or NULL pointer error\n"
+    );
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "decode stopped at trace index {index}: invalid parameter (0x0006 (OCSD_ERR_INVALID_PARAM_VAL) \
+             [Invalid value parameter passed to component.]; Packet Processor: Zero length data block or NULL pointer error)"
+        )
+    );
+    // A tree built from a snapshot drops the empty block by default (as
+    // the README says) and decodes to the end of trace.
+    let mut decoder = Decoder::from_snapshot(&ss, "ETB_0").unwrap();
+    let items: Vec<Result<Decoded, Error>> = decoder.decode(&trace).collect();
+    assert!(items.iter().all(Result::is_ok), "{:?}", items.last());
+    assert!(matches!(
+        items.last().unwrap().as_ref().unwrap().element,
+        Element::EoTrace { .. }
+    ));
+}
+
+#[test]
+fn stm_end_of_trace_index_does_not_depend_on_waits() {
+    // A wait on the element of a packet ending in a byte's low nibble left
+    // the high nibble (a NULL packet here) unprocessed at the end of
+    // trace: EO_TRACE took the previous packet's index (seeds 4 to 9).
+    for seed in 1..=10 {
+        let g = generate(&GenOptions {
+            seed,
+            protocol: GenProtocol::Stm,
+            layout: BufferLayout::Formatted,
+            length: 60,
+        });
+        let dir = common::temp_dir(&format!("stm-eot-waits-{seed}"));
+        g.spec.write_to(&dir).unwrap();
+        let ss = Snapshot::load(&dir).unwrap();
+        let (plain, _) = push_decode(&ss, 0);
+        let (waiting, _) = push_decode(&ss, 1);
+        assert!(
+            waiting == plain,
+            "seed {seed}: {:?} vs {:?}",
+            waiting.last(),
+            plain.last()
+        );
+        let mut decoder = Decoder::from_snapshot(&ss, "ETB_0").unwrap();
+        decoder.set_queue_capacity(1);
+        let pulled: Vec<Decoded> = decoder.decode(&read_buffer(&ss)).collect::<Result<_, _>>().unwrap();
+        assert_same(&format!("seed {seed} capacity 1"), &pulled, &plain);
+    }
 }
 
 #[test]

@@ -266,6 +266,22 @@ fn source_address_packets() {
 }
 
 #[test]
+fn source_address_match_before_any_address_is_zero() {
+    // No trace info after the async: the first packets are bad sequences,
+    // then an exact match reads an address history nothing has filled.
+    // OpenCSD starts the history at zero with all 64 bits known.
+    let t = list_packets(ete_cfg(), &with_sync(&[0xb1]));
+    let line = t
+        .lines()
+        .find(|l| l.contains("I_SRC_ADDR_MATCH"))
+        .unwrap_or_else(|| panic!("{t}"));
+    assert_eq!(
+        line, "Idx:12; [0xb1 ];\tI_SRC_ADDR_MATCH : Exact Source Address Match., [1]; Addr=0x0000000000000000; ",
+        "{t}"
+    );
+}
+
+#[test]
 fn context_packets_with_realm_root_and_32_bit_vmid() {
     let t = list_packets(
         ete_cfg(),

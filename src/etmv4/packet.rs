@@ -477,6 +477,16 @@ impl EtmV4Packet {
         self.trace_info = TraceInfo::default();
         self.spec_depth = 0;
         self.spec_depth_valid = true;
+        self.reset_addr_stack();
+        self.addr = self.addr_stack[0].0;
+        self.addr_is = 0;
+    }
+
+    /// Empties the address history to zero addresses, all 64 bits known:
+    /// what a processor starts with, so that an exact match before any
+    /// address (after a bad sequence) prints a zero address, not an
+    /// unknown one.
+    pub(crate) fn reset_addr_stack(&mut self) {
         let reset = VAddr {
             val: 0,
             pkt_bits: 0,
@@ -484,8 +494,6 @@ impl EtmV4Packet {
             is_64: true,
         };
         self.addr_stack = [(reset, 0); 3];
-        self.addr = reset;
-        self.addr_is = 0;
     }
 
     /// Sets the INFO section of the trace info.

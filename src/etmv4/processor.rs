@@ -137,6 +137,7 @@ impl EtmV4PktProc {
         let trace_id = cfg.trace_id();
         let mut pkt = EtmV4Packet::default();
         pkt.protocol_version = cfg.full_version();
+        pkt.reset_addr_stack();
         pkt.init_start_state();
         let mut p = EtmV4PktProc {
             cfg,

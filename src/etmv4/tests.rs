@@ -581,6 +581,9 @@ pub(crate) struct DecodeRun {
     /// given taken: the bytes taken, and how many elements the sink had
     /// been given.
     pub(crate) waits_at_block_end: Vec<(usize, usize)>,
+    /// The fatal response that stopped the decode (with no end of trace
+    /// after it), when one did.
+    pub(crate) fatal: Option<DatapathResp>,
 }
 
 /// Decodes `trace` for `cfg` against `images` (address, bytes), with the
@@ -637,6 +640,22 @@ fn decode_as(
     feed: Feed,
     block: usize,
 ) -> DecodeRun {
+    let run = decode_run(cfg, images, trace, options, waits, feed, block);
+    assert_eq!(run.fatal, None, "{:?}\n{}", run.elems, run.errors);
+    run
+}
+
+/// [`decode_as`], stopping at a fatal response as a decode tree's user
+/// does (no end of trace after it).
+fn decode_run(
+    cfg: EtmV4Config,
+    images: &[(u64, Vec<u8>)],
+    trace: &[u8],
+    options: DecoderOptions,
+    waits: u32,
+    feed: Feed,
+    block: usize,
+) -> DecodeRun {
     let mut mapper = MemAccMapper::default();
     for (addr, bytes) in images {
         mapper
@@ -675,6 +694,7 @@ fn decode_as(
     }
     let mut done = 0;
     let mut waits_at_block_end = Vec::new();
+    let mut fatal = None;
     while done < trace.len() {
         let end = trace.len().min(done.saturating_add(block));
         let (r, used) = comp.trace_data_in(DatapathOp::Data, done as u64, &trace[done..end]);
@@ -686,9 +706,16 @@ fn decode_as(
         while r.is_wait() {
             r = comp.trace_data_in(DatapathOp::Flush, 0, &[]).0;
         }
-        assert!(!r.is_fatal());
+        if r.is_fatal() {
+            fatal = Some(r);
+            break;
+        }
     }
-    let mut r = comp.trace_data_in(DatapathOp::Eot, 0, &[]).0;
+    let mut r = if fatal.is_some() {
+        DatapathResp::Cont
+    } else {
+        comp.trace_data_in(DatapathOp::Eot, 0, &[]).0
+    };
     while r.is_wait() {
         r = comp.trace_data_in(DatapathOp::Flush, 0, &[]).0;
         if r.is_cont() {
@@ -703,6 +730,7 @@ fn decode_as(
         errors,
         sink_calls,
         waits_at_block_end,
+        fatal,
     }
 }
 
@@ -1004,6 +1032,40 @@ fn decode_range_limit() {
         run.errors,
         "DCD_ETMV4_0016 : 0x002d (OCSD_ERR_I_RANGE_LIMIT_OVERRUN) [An optional limit on consecutive instructions in range during decode has been exceeded.]; Decode Instruction Range Limit Overrun\
          DCD_ETMV4_0016 : 0x002d (OCSD_ERR_I_RANGE_LIMIT_OVERRUN) [An optional limit on consecutive instructions in range during decode has been exceeded.]; TrcIdx=27; CS ID=10; Error processing atom packet."
+    );
+}
+
+#[test]
+fn decode_range_limit_in_an_exception_stops_the_decode() {
+    // Walking from 0x1030 to the exception's return address 0x1038 takes
+    // two instructions, past a limit of one. OpenCSD gives up the data
+    // path there (an atom's overrun only resynchronises).
+    let mut t = preamble();
+    t.extend_from_slice(&[
+        0x95, 0x0c, // address 0x1030
+        0x06, 0x05, // exception: call, address follows
+        0x95, 0x0e, // preferred return address 0x1038
+        0xf7, // E: never reached
+    ]);
+    let opts = DecoderOptions {
+        instr_range_limit: 1,
+        ..Default::default()
+    };
+    let run = decode_run(
+        cfg_dec(),
+        &[(0x1000, a64_program())],
+        &t,
+        opts,
+        0,
+        Feed::Bytes,
+        usize::MAX,
+    );
+    assert_eq!(run.fatal, Some(DatapathResp::FatalInvalidData), "{:?}", run.elems);
+    assert_eq!(run.elems.len(), 3, "nothing after the exception: {:?}", run.elems);
+    assert_eq!(
+        run.errors,
+        "DCD_ETMV4_0016 : 0x002d (OCSD_ERR_I_RANGE_LIMIT_OVERRUN) [An optional limit on consecutive instructions in range during decode has been exceeded.]; Decode Instruction Range Limit Overrun\
+         DCD_ETMV4_0016 : 0x002d (OCSD_ERR_I_RANGE_LIMIT_OVERRUN) [An optional limit on consecutive instructions in range during decode has been exceeded.]; TrcIdx=27; CS ID=10; Error processing exception packet."
     );
 }
 

@@ -258,7 +258,7 @@ fn feed_range(
             let msg = tree
                 .error_logger()
                 .borrow()
-                .last_error()
+                .last_reason()
                 .map(|e| e.to_string())
                 .unwrap_or_default();
             return Err(Error::code(

@@ -774,6 +774,15 @@ impl PacketProcessor for StmProcessor {
     }
 
     fn eot(&mut self, out: &mut PacketOut<'_, StmPacket>) -> DatapathResp {
+        // A high nibble still held when a wait stopped the last block is
+        // processed now, as it would have been without the wait: its
+        // packet, and the end of trace's index, must not depend on waits.
+        if self.nibble_2nd_valid {
+            let (r, _) = self.process(self.held_nibble_index.unwrap_or(0), &[], out);
+            if !r.is_cont() {
+                return r;
+            }
+        }
         self.mon = out.mon.is_some();
         if self.num_nibbles > 0 {
             self.pkt.set_err(StmPktType::IncompleteEot);

@@ -370,10 +370,11 @@ impl Lister<'_> {
         Parsed::Run
     }
 
-    /// A fatal decode error, on standard error.
-    fn fatal_echo(&self, index: TrcIndex, last_error: Option<&str>) {
+    /// A fatal decode error, on standard error, with its reason (which
+    /// the listing may not show: see `ErrorLogger::last_reason`).
+    fn fatal_echo(&self, index: TrcIndex, reason: Option<&str>) {
         self.failed.set(true);
-        match last_error {
+        match reason.map(str::trim_end) {
             Some(e) => self.echo_line(&format!(
                 "decode stopped by a fatal error after {index} bytes of trace: {e}"
             )),
@@ -671,7 +672,7 @@ impl Lister<'_> {
             if let Some(e) = &outcome.last_error {
                 self.msg(e);
             }
-            self.fatal_echo(outcome.processed, outcome.last_error.as_deref());
+            self.fatal_echo(outcome.processed, outcome.reason.as_deref());
         }
         self.buffer_done(&input, outcome.processed, start);
         if count_here && let Some(p) = printer {
@@ -811,11 +812,17 @@ impl Lister<'_> {
         }
         if resp.is_fatal() {
             self.msg("Trace Packet Lister : Data Path fatal error\n");
-            let last = tree.error_logger().borrow().last_error().map(|e| e.to_string());
+            let (last, reason) = {
+                let log = tree.error_logger().borrow();
+                (
+                    log.last_error().map(|e| e.to_string()),
+                    log.last_reason().map(|e| e.to_string()),
+                )
+            };
             if let Some(e) = &last {
                 self.msg(e);
             }
-            self.fatal_echo(index, last.as_deref());
+            self.fatal_echo(index, reason.as_deref());
         } else {
             // Let a decoder that asked to wait on the last block finish it
             // before the end of trace goes in.
@@ -963,6 +970,7 @@ fn setup_tree(
         // The lister reproduces OpenCSD's listing, empty frame blocks
         // included.
         t.set_opencsd_empty_blocks(true);
+        t.set_opencsd_deformatter(true);
         if let Some(m) = t.mem_mapper() {
             m.borrow_mut().set_cache_config(cache);
         }

@@ -273,9 +273,9 @@ fn empty_block_after_an_id_switch_stops_the_data_path_as_in_opencsd() {
         "{text}"
     );
 
-    // Every path decodes a snapshot as the lister does: a tree built from
-    // it stops there too. Turned off, the empty block is dropped and the
-    // decode carries on to the end of trace.
+    // Only the lister (and the C API) reproduce this: a tree built from
+    // the snapshot for other uses drops the empty block and decodes on to
+    // the end of trace, as the README says; turned on, it stops there.
     use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
     use coresight_decode::decoder::DecodeMode;
     use coresight_decode::element::{ElemType, TraceElement};
@@ -290,12 +290,12 @@ fn empty_block_after_an_id_switch_stops_the_data_path_as_in_opencsd() {
         }
     }
     let ss = coresight_decode::snapshot::Snapshot::load(&dir).unwrap();
-    let mut tree = ss.build_tree("ETB_0", DecodeMode::FullDecode, |_| {}).unwrap();
+    let mut tree = ss
+        .build_tree("ETB_0", DecodeMode::FullDecode, |t| t.set_opencsd_empty_blocks(true))
+        .unwrap();
     let (r, used) = tree.trace_data_in(DatapathOp::Data, 0, &trace);
     assert!(r.is_fatal(), "{r:?} {used}");
-    let mut tree = ss
-        .build_tree("ETB_0", DecodeMode::FullDecode, |t| t.set_opencsd_empty_blocks(false))
-        .unwrap();
+    let mut tree = ss.build_tree("ETB_0", DecodeMode::FullDecode, |_| {}).unwrap();
     let eots = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
     tree.set_gen_elem_out(Box::new(Eot(eots.clone())));
     let (r, used) = tree.trace_data_in(DatapathOp::Data, 0, &trace);

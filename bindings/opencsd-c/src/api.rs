@@ -137,8 +137,11 @@ pub extern "C" fn ocsd_create_dcd_tree(src_type: c_int, deformatter_cfg_flags: u
         // (OpenCSD's create flags), so the tree is made for full decode:
         // it then has the memory map that full decoders need.
         let mut tree = DecodeTree::new(format, DecodeMode::FullDecode);
-        // OpenCSD hands empty frame blocks to decoders; so must a drop-in.
+        // OpenCSD hands empty frame blocks to decoders, fails on a first
+        // block without a frame sync and logs no deformatter error; so
+        // must a drop-in.
         tree.set_opencsd_empty_blocks(true);
+        tree.set_opencsd_deformatter(true);
         let verbosity = default_log().verbosity;
         let text = TextOut {
             capture: shared(MsgLogger::capture()),

@@ -255,7 +255,7 @@ impl PushBatches {
     }
 
     fn last_error(&self) -> Option<coresight_decode::TraceError> {
-        self.tree.error_logger().borrow().last_error().cloned()
+        self.tree.error_logger().borrow().last_reason().cloned()
     }
 
     /// Ends the decode on `e`: the rows before it still make batches.

@@ -226,7 +226,7 @@ pub fn decode_snapshot(input: SnapshotInput, stacks: &mut ElementStacks) -> Resu
         }
     }
     if resp.is_fatal() {
-        let last = tree.error_logger().borrow().last_error().map(|e| e.to_string());
+        let last = tree.error_logger().borrow().last_reason().map(|e| e.to_string());
         cap.error(
             index,
             format!(

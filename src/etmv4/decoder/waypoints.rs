@@ -77,7 +77,18 @@ impl EtmV4Decoder {
                     );
                     return Ok(());
                 }
-                Err(code) => return self.seq_err(code, Some(excep_index), "Error processing exception packet."),
+                // Unlike an atom's, an exception's walk error (a range
+                // limit overrun, a bad opcode...) ends the decode, as
+                // OpenCSD's does.
+                Err(code) => {
+                    self.log(
+                        Severity::Error,
+                        code,
+                        Some(excep_index),
+                        "Error processing exception packet.",
+                    );
+                    return Err(Fault::Fatal(code));
+                }
             };
             wp = w;
             if wp == WpResult::Found {

@@ -734,7 +734,7 @@ fn decode_serial(
         }
     }
     if resp.is_fatal() {
-        let last = tree.error_logger().borrow().last_error().map(|e| e.to_string());
+        let last = tree.error_logger().borrow().last_reason().map(|e| e.to_string());
         return Err(fatal(index, last.as_deref()));
     }
     let mut r = tree.trace_data_in(DatapathOp::Eot, 0, &[]).0;
@@ -746,7 +746,7 @@ fn decode_serial(
     }
     drain(printer)?;
     if r.is_fatal() {
-        let last = tree.error_logger().borrow().last_error().map(|e| e.to_string());
+        let last = tree.error_logger().borrow().last_reason().map(|e| e.to_string());
         return Err(fatal(index, last.as_deref()));
     }
     Ok(())
@@ -837,7 +837,7 @@ fn decode_threads(
         return Err(f);
     }
     if outcome.resp.is_fatal() {
-        return Err(fatal(outcome.processed, outcome.last_error.as_deref()));
+        return Err(fatal(outcome.processed, outcome.reason.as_deref()));
     }
     Ok(())
 }
