@@ -25,6 +25,7 @@ pub mod memory;
 pub mod record;
 mod recording;
 pub mod script;
+mod script_options;
 pub mod srcline;
 pub mod stream;
 mod writer;
