@@ -161,7 +161,10 @@ fn a_failed_graph_leaves_the_earlier_file_as_it_was() {
     let svg = dir.join("out.svg");
     std::fs::write(&svg, "earlier").unwrap();
     // Nothing to draw: a failure, and the file given is not touched.
-    let out = tool("trc_viz", &["flamegraph", dir.to_str().unwrap(), "-o", svg.to_str().unwrap()]);
+    let out = tool(
+        "trc_viz",
+        &["flamegraph", dir.to_str().unwrap(), "-o", svg.to_str().unwrap()],
+    );
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(std::fs::read_to_string(&svg).unwrap(), "earlier");
     let names: Vec<String> = std::fs::read_dir(&dir)

@@ -493,7 +493,16 @@ fn a_fatal_error_keeps_what_was_decoded_before_it() {
 fn count_includes_the_stm_end_of_trace() {
     let dir = tmp("trc-index-stm-eot");
     let out = Command::new(env!("CARGO_BIN_EXE_trc_gen"))
-        .args(["--protocol", "stm", "--seed", "1", "--length", "50", "--unformatted", "--out"])
+        .args([
+            "--protocol",
+            "stm",
+            "--seed",
+            "1",
+            "--length",
+            "50",
+            "--unformatted",
+            "--out",
+        ])
         .arg(&dir)
         .output()
         .unwrap();
