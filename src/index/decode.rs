@@ -501,6 +501,9 @@ where
     Ok((acc, fed.err()))
 }
 
+/// A piece's result, with the fatal decode error that stopped it, if one did.
+type PieceOutcome<R> = (R, Option<Error>);
+
 /// Decodes `pieces` on up to `threads` worker threads, the largest pieces
 /// first, each to the next free worker, with the tree `tree(k)` gives for
 /// piece `k` (called on the worker). Results in the order of `pieces`,
@@ -515,7 +518,7 @@ fn run_pieces<R, F, T>(
     tree: &T,
     fold: F,
     stop_on_error: bool,
-) -> Result<Vec<(R, Option<Error>)>, Error>
+) -> Result<Vec<PieceOutcome<R>>, Error>
 where
     R: Default + Send + 'static,
     F: Fn(&mut R, TrcIndex, &TraceElement) + Send + Sync + 'static,
@@ -525,7 +528,7 @@ where
     let mut order: Vec<usize> = (0..pieces.len()).collect();
     order.sort_by_key(|&i| std::cmp::Reverse(pieces[i].end.saturating_sub(pieces[i].start)));
     let next = AtomicUsize::new(0);
-    let work = || -> Result<Vec<(usize, (R, Option<Error>))>, Error> {
+    let work = || -> Result<Vec<(usize, PieceOutcome<R>)>, Error> {
         let mut done = Vec::new();
         loop {
             let k = next.fetch_add(1, Ordering::Relaxed);
@@ -563,7 +566,7 @@ where
         }
         Ok::<_, Error>(all)
     })?;
-    let mut slots: Vec<Option<(R, Option<Error>)>> = (0..pieces.len()).map(|_| None).collect();
+    let mut slots: Vec<Option<PieceOutcome<R>>> = (0..pieces.len()).map(|_| None).collect();
     for (i, r) in results {
         slots[i] = Some(r);
     }

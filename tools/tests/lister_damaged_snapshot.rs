@@ -81,7 +81,8 @@ fn damage_opencsd_reads_past_lists_as_the_whole_snapshot() {
     let reg = ss.devices.iter().find(|d| d.class == "trace_source").unwrap().regs[0]
         .name
         .clone();
-    let cases: [(&str, &str, Box<dyn Fn(String) -> String>); 4] = [
+    type Edit = Box<dyn Fn(String) -> String>;
+    let cases: [(&str, &str, Edit); 4] = [
         (
             "no-format",
             "trace.ini",
@@ -103,7 +104,7 @@ fn damage_opencsd_reads_past_lists_as_the_whole_snapshot() {
             Box::new(move |t: String| {
                 t.lines()
                     .map(|l| {
-                        if l.starts_with(&format!("{reg}")) && l.contains('=') {
+                        if l.starts_with(reg.as_str()) && l.contains('=') {
                             format!("{l}zz\n")
                         } else {
                             format!("{l}\n")
@@ -140,7 +141,7 @@ fn an_unreadable_device_file_leaves_its_source_out() {
     let (status, whole, _) = list(&dir);
     assert_eq!(status, 0);
     let ss = Snapshot::load(&dir).unwrap();
-    let (src, _) = ss.sources_of(&ss.buffer_names()[0])[0];
+    let (src, _) = ss.sources_of(ss.buffer_names()[0])[0];
     let dev = ss.device(src).unwrap().file.clone();
     let gone_id = ss
         .device(src)
@@ -180,7 +181,7 @@ fn an_unreadable_device_file_leaves_its_source_out() {
     assert_eq!(elements(&listing), want);
 
     // Nothing left to decode: a failure.
-    for (s, _) in ss.sources_of(&ss.buffer_names()[0]) {
+    for (s, _) in ss.sources_of(ss.buffer_names()[0]) {
         let _ = std::fs::remove_file(dir.join(&ss.device(s).unwrap().file));
     }
     let (status, _, echo) = list(&dir);

@@ -389,7 +389,7 @@ fn run(cli: Cli) -> Result<String, Failed> {
                 let _ = writeln!(out, "Idx:{index}; ID:{id:x}; {e}");
             }
             if let Some(e) = d.error {
-                return Err(Failed { out, error: e }.into());
+                return Err(Failed { out, error: e });
             }
         }
         Cmd::Correlate { target, ids } => {
@@ -406,7 +406,7 @@ fn run(cli: Cli) -> Result<String, Failed> {
                     .map(|(id, e)| format!("trace ID 0x{id:02x}: {e}"))
                     .collect::<Vec<_>>()
                     .join("\n");
-                return Err(Failed { out, error }.into());
+                return Err(Failed { out, error });
             }
         }
         Cmd::Count {
