@@ -126,6 +126,52 @@ pub enum WarningKind {
         /// Bytes of the incomplete frame.
         length: u64,
     },
+    /// A device file of `[device_list]` cannot be read: the device is left
+    /// out, and the sources it describes (or traces) are not decoded.
+    UnreadableDevice {
+        /// The device file, relative to the snapshot directory.
+        file: String,
+        /// Its path as the snapshot forms it.
+        path: PathBuf,
+        /// Why it cannot be read.
+        reason: String,
+    },
+    /// A device file is malformed (the warning's line is where): the
+    /// device is left out, as with [`WarningKind::UnreadableDevice`].
+    InvalidDevice {
+        /// The device file, relative to the snapshot directory.
+        file: String,
+        /// What is wrong and what was expected.
+        reason: String,
+    },
+    /// Two device files describe a device of the same name: the later one
+    /// is used (OpenCSD keeps the last), in the place of the first.
+    DuplicateDevice {
+        /// The device name.
+        name: String,
+        /// The file that gave it first.
+        first_file: String,
+        /// The file that gives it again.
+        file: String,
+    },
+    /// A buffer's `format=` is missing or names no known format: the
+    /// buffer is decoded as `coresight` (16-byte frames), as OpenCSD does.
+    BufferFormat {
+        /// The buffer section (`buffer0`).
+        section: String,
+        /// The value as written; `None` when there is no `format=`.
+        format: Option<String>,
+    },
+    /// A register's value is not a number: it is read as C's `strtoul`
+    /// reads it (the number its text starts with, else 0), as OpenCSD does.
+    UnparsableRegister {
+        /// The register name (`TRCIDR0`).
+        register: String,
+        /// The value as written.
+        value: String,
+        /// The value used.
+        read_as: u64,
+    },
 }
 
 /// A problem in a snapshot that does not stop it loading, with the file
@@ -192,6 +238,41 @@ impl fmt::Display for SnapshotWarning {
             WarningKind::PartialFrame { buffer, offset, length } => write!(
                 f,
                 "trace buffer {buffer} ends with {length} bytes at byte {offset} that are not a whole 16-byte frame; the frames before them are decoded, these bytes are not"
+            ),
+            WarningKind::UnreadableDevice { file, path, reason } => write!(
+                f,
+                "device file '{file}' cannot be read ({}: {reason}); its device is left out and the sources it describes are not decoded",
+                path.display()
+            ),
+            WarningKind::InvalidDevice { file, reason } => write!(
+                f,
+                "{reason}; device file '{file}' is left out and the sources it describes are not decoded"
+            ),
+            WarningKind::DuplicateDevice { name, first_file, file } if first_file == file => write!(
+                f,
+                "device file '{file}' is listed again; its device '{name}' is read once (expected each device once)"
+            ),
+            WarningKind::DuplicateDevice { name, first_file, file } => write!(
+                f,
+                "device '{name}' of '{file}' was already given by '{first_file}'; the later one is used (expected each device once)"
+            ),
+            WarningKind::BufferFormat { section, format } => match format {
+                None => write!(
+                    f,
+                    "[{section}] has no 'format=' (expected coresight, dstream_coresight or source_data); the buffer is decoded as coresight"
+                ),
+                Some(v) => write!(
+                    f,
+                    "[{section}] format={v}: unknown buffer format (expected coresight, dstream_coresight or source_data); the buffer is decoded as coresight"
+                ),
+            },
+            WarningKind::UnparsableRegister {
+                register,
+                value,
+                read_as,
+            } => write!(
+                f,
+                "register {register}: expected a number (decimal or 0x hex), found '{value}'; read as 0x{read_as:x}"
             ),
         }
     }
@@ -546,6 +627,39 @@ impl IniText {
     }
 }
 
+/// The number C's `strtoul(s, 0, 0)` reads from the start of `s` (the
+/// longest run of digits after an optional sign and `0x`/`0` prefix; 0
+/// when there is none; `u64::MAX` on overflow), as OpenCSD reads
+/// register values.
+fn strtoul(s: &str) -> u64 {
+    let s = s.trim_start();
+    let (neg, s) = match s.as_bytes().first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let b = s.as_bytes();
+    let (radix, digits) = if b.len() > 2 && b[0] == b'0' && (b[1] | 0x20) == b'x' && b[2].is_ascii_hexdigit() {
+        (16, &s[2..])
+    } else if b.first() == Some(&b'0') {
+        (8, s)
+    } else {
+        (10, s)
+    };
+    let mut n: u64 = 0;
+    for c in digits.chars() {
+        let Some(d) = c.to_digit(radix) else { break };
+        match n
+            .checked_mul(u64::from(radix))
+            .and_then(|v| v.checked_add(u64::from(d)))
+        {
+            Some(v) => n = v,
+            None => return u64::MAX,
+        }
+    }
+    if neg { n.wrapping_neg() } else { n }
+}
+
 /// Parses a number as C's `strtoull(s, 0, 0)` reads a whole field:
 /// `0x` hex, leading `0` octal, or decimal.
 pub fn parse_number(s: &str) -> Option<u64> {
@@ -657,10 +771,15 @@ impl Snapshot {
     /// Reads the snapshot in `dir`.
     ///
     /// Fails with a [`SnapshotError`] naming the file, the line and what
-    /// was expected when a file cannot be read or is malformed. Problems
-    /// that leave the snapshot usable (repeated sections or keys, a memory
-    /// dump that cannot be read, a trace buffer that ends inside a frame)
-    /// are kept in [`Snapshot::warnings`] and logged with `log::warn!`.
+    /// was expected when `snapshot.ini` or the trace metadata cannot be
+    /// read or is malformed. Problems that leave the rest usable are kept
+    /// in [`Snapshot::warnings`] and logged with `log::warn!`: repeated
+    /// sections, keys or devices, a device file that cannot be read or is
+    /// malformed (the device is left out), a register that is not a
+    /// number, a buffer format missing or unknown (decoded as
+    /// `coresight`), a memory dump that cannot be read, a trace buffer
+    /// that ends inside a frame. OpenCSD's reader decodes these snapshots
+    /// too.
     pub fn load(dir: impl AsRef<Path>) -> Result<Snapshot, SnapshotError> {
         let dir_str = dir.as_ref().to_string_lossy().into_owned();
         let prefix = if dir_str.ends_with('/') || dir_str.is_empty() {
@@ -696,29 +815,64 @@ impl Snapshot {
         let devlist = main
             .section("device_list")
             .ok_or_else(|| main.err(None, "missing [device_list] section: expected the list of device files"))?;
-        let mut names = std::collections::HashSet::new();
+        // Device name -> index in `self.devices`.
+        let mut names: HashMap<String, usize> = HashMap::new();
         for e in devlist {
             let (key, file) = (e.key(), e.value());
+            // A device that cannot be read is left out, as OpenCSD leaves
+            // it out: the other sources still decode.
             if file.is_empty() {
-                return Err(main.err(
+                warnings.push(main.warning(
                     Some(e.line),
-                    format!("device '{key}' names no file: expected '{key}=FILE.ini'"),
+                    WarningKind::InvalidDevice {
+                        file: String::new(),
+                        reason: format!("device '{key}' names no file (expected '{key}=FILE.ini')"),
+                    },
                 ));
+                continue;
             }
-            let dev = self.load_device(file, warnings).map_err(|err| match err.io {
-                Some(_) if err.path == self.path_of(file) => main.err(
-                    Some(e.line),
-                    format!("cannot read device file '{file}': {}", err.message),
-                ),
-                _ => err,
-            })?;
-            if !names.insert(dev.name.clone()) {
-                return Err(main.err(
-                    Some(e.line),
-                    format!("device name '{}' used twice: expected each device once", dev.name),
-                ));
+            let dev = match self.load_device(file, warnings) {
+                Ok(dev) => dev,
+                Err(err) if err.io.is_some() && err.path == self.path_of(file) => {
+                    warnings.push(main.warning(
+                        Some(e.line),
+                        WarningKind::UnreadableDevice {
+                            file: file.to_string(),
+                            path: err.path,
+                            reason: err.message,
+                        },
+                    ));
+                    continue;
+                }
+                Err(err) => {
+                    warnings.push(SnapshotWarning {
+                        path: err.path,
+                        line: err.line,
+                        kind: WarningKind::InvalidDevice {
+                            file: file.to_string(),
+                            reason: err.message,
+                        },
+                    });
+                    continue;
+                }
+            };
+            match names.get(&dev.name) {
+                Some(&i) => {
+                    warnings.push(main.warning(
+                        Some(e.line),
+                        WarningKind::DuplicateDevice {
+                            name: dev.name.clone(),
+                            first_file: self.devices[i].file.clone(),
+                            file: file.to_string(),
+                        },
+                    ));
+                    self.devices[i] = dev;
+                }
+                None => {
+                    names.insert(dev.name.clone(), self.devices.len());
+                    self.devices.push(dev);
+                }
             }
-            self.devices.push(dev);
         }
 
         if let Some(trace) = main.section("trace")
@@ -774,12 +928,21 @@ impl Snapshot {
                         Some((n, rest)) => (n.trim().to_string(), Some(rest.trim_end_matches(')').to_string())),
                         None => (k.to_string(), None),
                     };
-                    let value = parse_number(v).ok_or_else(|| {
-                        f.err(
-                            Some(e.line),
-                            format!("register {name}: expected a number (decimal or 0x hex), found '{v}'"),
-                        )
-                    })?;
+                    let value = match parse_number(v) {
+                        Some(n) => n,
+                        None => {
+                            let read_as = strtoul(v);
+                            warnings.push(f.warning(
+                                Some(e.line),
+                                WarningKind::UnparsableRegister {
+                                    register: name.clone(),
+                                    value: v.to_string(),
+                                    read_as,
+                                },
+                            ));
+                            read_as
+                        }
+                    };
                     dev.regs.push(RegValue {
                         name,
                         decoration,
@@ -905,13 +1068,21 @@ impl Snapshot {
                     format!("[{id}] file= names no file: expected one or more file names, separated by commas"),
                 ));
             }
-            let format = get("format", "coresight, dstream_coresight or source_data")?.to_string();
-            if !matches!(format.as_str(), "coresight" | "dstream_coresight" | "source_data") {
-                return Err(t.err(
-                    t.key_line(id, "format"),
-                    format!("buffer format '{format}': expected coresight, dstream_coresight or source_data"),
-                ));
-            }
+            // OpenCSD decodes any other format, or none, as coresight.
+            let format = match IniText::value(sec, "format") {
+                Some(v @ ("coresight" | "dstream_coresight" | "source_data")) => v.to_string(),
+                other => {
+                    let line = other.and(t.key_line(id, "format")).or(line);
+                    warnings.push(t.warning(
+                        line,
+                        WarningKind::BufferFormat {
+                            section: id.to_string(),
+                            format: other.map(str::to_string),
+                        },
+                    ));
+                    "coresight".to_string()
+                }
+            };
             let buffer = BufferInfo {
                 id: id.to_string(),
                 name,

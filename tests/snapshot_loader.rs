@@ -185,38 +185,6 @@ fn assert_snapshot_err(e: SnapshotError, file: &str, line: Option<usize>, text: 
 fn broken_files_name_file_line_and_problem() {
     assert_snapshot_err(
         broken(
-            "ss_bad_reg",
-            "etm_0.ini",
-            "[device]\nname=etm_0\nclass=trace_source\ntype=ETM4\n[regs]\nTRCIDR0=0x12\nTRCIDR1=banana\n",
-        ),
-        "etm_0.ini",
-        Some(7),
-        "register TRCIDR1: expected a number (decimal or 0x hex), found 'banana'",
-    );
-    assert_snapshot_err(
-        broken(
-            "ss_no_addr",
-            "cpu_0.ini",
-            "[device]\nname=cpu_0\nclass=core\ntype=Cortex-A53\n\n[dump1]\nfile=mem.bin\n",
-        ),
-        "cpu_0.ini",
-        Some(6),
-        "[dump1] has no 'address='",
-    );
-    assert_snapshot_err(
-        broken("ss_no_device", "stm.ini", "[regs]\nA=1\n"),
-        "stm.ini",
-        None,
-        "missing [device] section",
-    );
-    assert_snapshot_err(
-        broken("ss_no_type", "stm.ini", "[device]\nname=STM_0\nclass=trace_source\n"),
-        "stm.ini",
-        Some(1),
-        "[device] has no 'type='",
-    );
-    assert_snapshot_err(
-        broken(
             "ss_missing_buf",
             "trace.ini",
             "[trace_buffers]\nbuffers=buffer0,buffer9\n[buffer0]\nname=B\nfile=a.bin\nformat=coresight\n",
@@ -224,16 +192,6 @@ fn broken_files_name_file_line_and_problem() {
         "trace.ini",
         Some(2),
         "buffer 'buffer9' is listed but has no [buffer9] section",
-    );
-    assert_snapshot_err(
-        broken(
-            "ss_bad_format",
-            "trace.ini",
-            "[trace_buffers]\nbuffers=buffer0\n[buffer0]\nname=B\nfile=a.bin\nformat=tpiu_magic\n",
-        ),
-        "trace.ini",
-        Some(6),
-        "buffer format 'tpiu_magic': expected coresight, dstream_coresight or source_data",
     );
     assert_snapshot_err(
         broken(
@@ -246,27 +204,190 @@ fn broken_files_name_file_line_and_problem() {
         "source 'etm_0' writes to unknown buffer 'NOPE'",
     );
     assert_snapshot_err(
-        broken(
-            "ss_missing_dev",
-            "snapshot.ini",
-            "[device_list]\ndevice0=cpu_0.ini\ndevice1=gone.ini\n",
-        ),
-        "snapshot.ini",
-        Some(3),
-        "cannot read device file 'gone.ini'",
-    );
-    assert_snapshot_err(
-        broken("ss_syntax", "etm_0.ini", "[device\nname=x\n"),
-        "etm_0.ini",
-        Some(1),
-        "expected a section header '[name]', found '[device' (no closing ']')",
-    );
-    assert_snapshot_err(
         broken("ss_no_list", "snapshot.ini", "[snapshot]\nversion=1\n"),
         "snapshot.ini",
         None,
         "missing [device_list]",
     );
+}
+
+/// The snapshot `good_snapshot` makes with `file` replaced, loaded: it must
+/// load, with warnings.
+fn damaged(name: &str, file: &str, contents: &str) -> Snapshot {
+    let dir = good_snapshot(name);
+    write_files(&dir, &[(file, contents.as_bytes())]);
+    Snapshot::load(&dir).expect("a snapshot with one bad device file loads the others")
+}
+
+/// The warnings as `file:line: warning: message` with the directory left
+/// out.
+fn warning_lines(ss: &Snapshot) -> Vec<String> {
+    ss.warnings()
+        .iter()
+        .map(|w| w.to_string().replacen(&ss.dir, "", 2))
+        .collect()
+}
+
+fn device_names(ss: &Snapshot) -> Vec<&str> {
+    ss.devices.iter().map(|d| d.name.as_str()).collect()
+}
+
+#[test]
+fn a_bad_device_file_leaves_that_device_out_with_a_warning() {
+    // OpenCSD's reader logs a device file it cannot open and reads the
+    // others; the sources they describe still decode.
+    for (name, file, contents, want) in [
+        (
+            "ss_no_addr",
+            "cpu_0.ini",
+            "[device]\nname=cpu_0\nclass=core\ntype=Cortex-A53\n\n[dump1]\nfile=mem.bin\n",
+            "cpu_0.ini:6: warning: [dump1] has no 'address=': expected the dump's address; device file 'cpu_0.ini' is left out and the sources it describes are not decoded",
+        ),
+        (
+            "ss_no_device",
+            "stm.ini",
+            "[regs]\nA=1\n",
+            "stm.ini: warning: missing [device] section: expected name, class and type; device file 'stm.ini' is left out and the sources it describes are not decoded",
+        ),
+        (
+            "ss_no_type",
+            "stm.ini",
+            "[device]\nname=STM_0\nclass=trace_source\n",
+            "stm.ini:1: warning: [device] has no 'type=': expected the device's type; device file 'stm.ini' is left out and the sources it describes are not decoded",
+        ),
+        (
+            "ss_syntax",
+            "stm.ini",
+            "[device\nname=x\n",
+            "stm.ini:1: warning: expected a section header '[name]', found '[device' (no closing ']'); device file 'stm.ini' is left out and the sources it describes are not decoded",
+        ),
+    ] {
+        let ss = damaged(name, file, contents);
+        assert_eq!(warning_lines(&ss), [want], "{name}");
+        let left = match file {
+            "cpu_0.ini" => ["etm_0", "STM_0"],
+            _ => ["cpu_0", "etm_0"],
+        };
+        assert_eq!(device_names(&ss), left, "{name}");
+    }
+}
+
+#[test]
+fn an_unreadable_device_file_is_a_warning_naming_the_device_list_line() {
+    let ss = damaged(
+        "ss_missing_dev",
+        "snapshot.ini",
+        "[device_list]\ndevice0=cpu_0.ini\ndevice1=gone.ini\ndevice2=etm_0.ini\n[trace]\nmetadata=trace.ini\n",
+    );
+    let w = &ss.warnings()[0];
+    assert_eq!(w.line, Some(3));
+    let WarningKind::UnreadableDevice { file, path, .. } = &w.kind else {
+        panic!("{w}")
+    };
+    assert_eq!((file.as_str(), path.clone()), ("gone.ini", ss.path_of("gone.ini")));
+    let text = w.to_string();
+    assert!(
+        text.starts_with(&format!(
+            "{}snapshot.ini:3: warning: device file 'gone.ini' cannot be read ({}gone.ini: ",
+            ss.dir, ss.dir
+        )) && text.ends_with("; its device is left out and the sources it describes are not decoded"),
+        "{text}"
+    );
+    assert_eq!(ss.warnings().len(), 1, "{:?}", warning_lines(&ss));
+    assert_eq!(device_names(&ss), ["cpu_0", "etm_0"]);
+    // The ETM still decodes: its tree builds.
+    assert!(ss.build_tree("ETB_0", DecodeMode::FullDecode, |_| {}).is_ok());
+}
+
+#[test]
+fn a_device_given_twice_keeps_the_later_as_opencsd_does() {
+    let dir = good_snapshot("ss_dup_device");
+    write_files(
+        &dir,
+        &[
+            (
+                "snapshot.ini",
+                "[device_list]\ndevice0=cpu_0.ini\ndevice1=etm_0.ini\ndevice2=etm_b.ini\ndevice3=stm.ini\n[trace]\nmetadata=trace.ini\n".as_bytes(),
+            ),
+            ("etm_b.ini", ETM_INI.replace("=0x10\n", "=0x22\n").as_bytes()),
+        ],
+    );
+    let ss = Snapshot::load(&dir).unwrap();
+    assert_eq!(
+        warning_lines(&ss),
+        [
+            "snapshot.ini:4: warning: device 'etm_0' of 'etm_b.ini' was already given by 'etm_0.ini'; the later one is used (expected each device once)"
+        ]
+    );
+    assert_eq!(device_names(&ss), ["cpu_0", "etm_0", "STM_0"]);
+    let etm = ss.device("etm_0").unwrap();
+    assert_eq!(etm.file, "etm_b.ini");
+    assert_eq!(etm.regs.iter().find(|r| r.name == "TRCTRACEIDR").unwrap().value, 0x22);
+}
+
+#[test]
+fn a_register_that_is_not_a_number_is_read_as_strtoul_reads_it() {
+    let ss = damaged(
+        "ss_bad_reg",
+        "etm_0.ini",
+        "[device]\nname=etm_0\nclass=trace_source\ntype=ETM4\n[regs]\nTRCIDR0=0x12\nTRCIDR1=banana\nTRCIDR2=0x4100zz\nTRCIDR3= -1\nTRCIDR4=0x\nTRCIDR5=99999999999999999999\n",
+    );
+    let regs: Vec<(&str, u64)> = ss
+        .device("etm_0")
+        .unwrap()
+        .regs
+        .iter()
+        .map(|r| (r.name.as_str(), r.value))
+        .collect();
+    assert_eq!(
+        regs,
+        [
+            ("TRCIDR0", 0x12),
+            ("TRCIDR1", 0),
+            ("TRCIDR2", 0x4100),
+            ("TRCIDR3", u64::MAX),
+            ("TRCIDR4", 0),
+            ("TRCIDR5", u64::MAX)
+        ]
+    );
+    assert_eq!(
+        warning_lines(&ss),
+        [
+            "etm_0.ini:7: warning: register TRCIDR1: expected a number (decimal or 0x hex), found 'banana'; read as 0x0",
+            "etm_0.ini:8: warning: register TRCIDR2: expected a number (decimal or 0x hex), found '0x4100zz'; read as 0x4100",
+            "etm_0.ini:9: warning: register TRCIDR3: expected a number (decimal or 0x hex), found '-1'; read as 0xffffffffffffffff",
+            "etm_0.ini:10: warning: register TRCIDR4: expected a number (decimal or 0x hex), found '0x'; read as 0x0",
+            "etm_0.ini:11: warning: register TRCIDR5: expected a number (decimal or 0x hex), found '99999999999999999999'; read as 0xffffffffffffffff",
+        ]
+    );
+}
+
+#[test]
+fn a_missing_or_unknown_buffer_format_is_read_as_coresight() {
+    for (format, line, want) in [
+        (
+            "",
+            3,
+            "trace.ini:3: warning: [buffer0] has no 'format=' (expected coresight, dstream_coresight or source_data); the buffer is decoded as coresight",
+        ),
+        (
+            "format=tpiu_magic\n",
+            6,
+            "trace.ini:6: warning: [buffer0] format=tpiu_magic: unknown buffer format (expected coresight, dstream_coresight or source_data); the buffer is decoded as coresight",
+        ),
+    ] {
+        let ss = damaged(
+            &format!("ss_format_{line}"),
+            "trace.ini",
+            &format!(
+                "[trace_buffers]\nbuffers=buffer0\n[buffer0]\nname=ETB_0\nfile=a.bin,b.bin\n{format}[source_buffers]\netm_0=ETB_0\n[core_trace_sources]\ncpu_0=etm_0\n"
+            ),
+        );
+        assert_eq!(warning_lines(&ss), [want]);
+        assert_eq!(ss.warnings()[0].line, Some(line));
+        assert_eq!(ss.buffer("ETB_0").unwrap().format, "coresight");
+        assert!(ss.build_tree("ETB_0", DecodeMode::FullDecode, |_| {}).is_ok());
+    }
 }
 
 #[test]
@@ -386,36 +507,47 @@ fn ini_that_is_not_a_regular_file_is_refused() {
     assert!(status.success());
     let e = Snapshot::load(&dir).unwrap_err().to_string();
     assert!(e.contains("trace.ini") && e.contains("FIFO"), "{e}");
+    // A device file that is not a regular file leaves its device out.
+    std::fs::remove_file(dir.join("trace.ini")).unwrap();
+    write_files(&dir, &[("trace.ini", TRACE_INI.as_bytes())]);
     std::fs::remove_file(dir.join("cpu_0.ini")).unwrap();
     std::fs::create_dir(dir.join("cpu_0.ini")).unwrap();
-    let e = Snapshot::load(&dir).unwrap_err().to_string();
-    assert!(e.contains("cpu_0.ini") && e.contains("directory"), "{e}");
+    let ss = Snapshot::load(&dir).unwrap();
+    let w = ss.warnings()[0].to_string();
+    assert!(
+        w.contains("device file 'cpu_0.ini' cannot be read") && w.contains("directory"),
+        "{w}"
+    );
+    assert!(ss.device("cpu_0").is_none());
 }
 
 #[test]
 fn malformed_line_names_file_line_and_what_was_expected() {
-    let e = broken(
+    // In a device file: a warning, the device left out.
+    let ss = damaged(
         "ss_bad_line",
         "cpu_0.ini",
         "[device]\nname=cpu_0\nclass core\ntype=Cortex-A53\n",
     );
-    let path = e.path.display().to_string();
+    let path = ss.path_of("cpu_0.ini").display().to_string();
     assert!(path.ends_with("ss_bad_line/cpu_0.ini"), "{path}");
     assert_eq!(
-        e.to_string(),
-        format!("{path}:3: expected 'key=value', a '[section]' header or a comment (';' or '#'), found 'class core'")
+        ss.warnings()[0].to_string(),
+        format!(
+            "{path}:3: warning: expected 'key=value', a '[section]' header or a comment (';' or '#'), found 'class core'; device file 'cpu_0.ini' is left out and the sources it describes are not decoded"
+        )
     );
     let e = broken("ss_no_key", "trace.ini", "[trace_buffers]\n=buffer0\n");
     assert_eq!(
         e.to_string(),
         format!("{}:2: expected a key before '=', found '=buffer0'", e.path.display())
     );
-    let e = broken("ss_after_header", "stm.ini", "[device] name=STM_0\n");
+    let ss = damaged("ss_after_header", "stm.ini", "[device] name=STM_0\n");
     assert_eq!(
-        e.to_string(),
+        ss.warnings()[0].to_string(),
         format!(
-            "{}:1: expected nothing after the section header [device], found 'name=STM_0'",
-            e.path.display()
+            "{}:1: warning: expected nothing after the section header [device], found 'name=STM_0'; device file 'stm.ini' is left out and the sources it describes are not decoded",
+            ss.path_of("stm.ini").display()
         )
     );
 }

@@ -100,6 +100,9 @@ pub struct WindowDecode {
     /// Set when the answer is empty for a reason other than the stream
     /// having no elements there; `None` for a window that was decoded.
     pub note: Option<WindowNote>,
+    /// The fatal decode error that stopped the decode inside the window,
+    /// in words: `elements` are those decoded before it.
+    pub error: Option<String>,
 }
 
 /// Why [`decode_window`] decoded nothing: not an error, an empty answer.
@@ -338,6 +341,7 @@ pub fn decode_window(
                     },
                     elements: Vec::new(),
                     note,
+                    error: None,
                 });
             }
         },
@@ -355,7 +359,8 @@ pub fn decode_window(
         .map_or(ix.indexed.end, |e| e.index.max(w.end));
     let mut elements = Vec::new();
     let mut now: Option<u64> = None;
-    decode_range(ix, data, id, w.start, feed_end, tree, &mut |e: &Element| {
+    // A fatal error ends the decode; what came before it is the answer's.
+    let decoded = decode_range(ix, data, id, w.start, feed_end, tree, &mut |e: &Element| {
         if let Some(t) = element_time(&e.2) {
             now = Some(t);
         }
@@ -366,11 +371,12 @@ pub fn decode_window(
         if keep && e.2.elem_type != ElemType::EoTrace {
             elements.push(*e);
         }
-    })?;
+    });
     Ok(WindowDecode {
         window: w,
         elements,
         note: None,
+        error: decoded.err().map(|e| e.to_string()),
     })
 }
 
@@ -406,7 +412,12 @@ impl<R: Default, F> FoldSink<R, F> {
         if std::mem::replace(&mut self.first, false) && self.drop_start_no_sync && elem.elem_type == ElemType::NoSync {
             return false;
         }
-        index.wrapping_sub(self.from) < self.len && (self.keep_eot || elem.elem_type != ElemType::EoTrace)
+        // The end of trace is the last piece's wherever the decoder puts
+        // it: at the end of the data, past the piece's last byte (STM).
+        if elem.elem_type == ElemType::EoTrace {
+            return self.keep_eot;
+        }
+        index.wrapping_sub(self.from) < self.len
     }
 }
 
@@ -437,14 +448,16 @@ where
     }
 }
 
-/// Decodes `piece` with `tree`, folding its elements into a fresh `R`.
+/// Decodes `piece` with `tree`, folding its elements into a fresh `R`;
+/// with the fatal error that stopped it, if one did (`R` then holds the
+/// elements before it).
 fn decode_piece<R, F>(
     ix: &CaptureIndex,
     data: &[u8],
     piece: Piece,
     mut tree: DecodeTree,
     fold: &Arc<F>,
-) -> Result<R, Error>
+) -> Result<(R, Option<Error>), Error>
 where
     R: Default + Send + 'static,
     F: Fn(&mut R, TrcIndex, &TraceElement) + Send + Sync + 'static,
@@ -471,7 +484,7 @@ where
         .syncs_from(piece.id, piece.end)
         .find(|e| e.index > piece.end)
         .map_or(ix.indexed.end, |e| e.index);
-    feed_range(
+    let fed = feed_range(
         ix,
         data,
         piece.id,
@@ -480,16 +493,23 @@ where
         &mut tree,
         usize::MAX,
         &mut || {},
-    )?;
+    );
     // Dropping the tree drops the sink, which hands the result over.
     drop(tree);
     let acc = done.borrow_mut().take();
-    acc.ok_or_else(|| Error::code(ErrCode::Fail, "a piece's result was not handed over"))
+    let acc = acc.ok_or_else(|| Error::code(ErrCode::Fail, "a piece's result was not handed over"))?;
+    Ok((acc, fed.err()))
 }
+
+/// A piece's result, with the fatal decode error that stopped it, if one did.
+type PieceOutcome<R> = (R, Option<Error>);
 
 /// Decodes `pieces` on up to `threads` worker threads, the largest pieces
 /// first, each to the next free worker, with the tree `tree(k)` gives for
-/// piece `k` (called on the worker). Results in the order of `pieces`.
+/// piece `k` (called on the worker). Results in the order of `pieces`,
+/// each with the fatal decode error that stopped it, if one did; with
+/// `stop_on_error`, a decode error stops the work as a tree that cannot
+/// be built does (the error is returned).
 fn run_pieces<R, F, T>(
     ix: &CaptureIndex,
     data: &[u8],
@@ -497,7 +517,8 @@ fn run_pieces<R, F, T>(
     threads: usize,
     tree: &T,
     fold: F,
-) -> Result<Vec<R>, Error>
+    stop_on_error: bool,
+) -> Result<Vec<PieceOutcome<R>>, Error>
 where
     R: Default + Send + 'static,
     F: Fn(&mut R, TrcIndex, &TraceElement) + Send + Sync + 'static,
@@ -507,12 +528,17 @@ where
     let mut order: Vec<usize> = (0..pieces.len()).collect();
     order.sort_by_key(|&i| std::cmp::Reverse(pieces[i].end.saturating_sub(pieces[i].start)));
     let next = AtomicUsize::new(0);
-    let work = || -> Result<Vec<(usize, R)>, Error> {
+    let work = || -> Result<Vec<(usize, PieceOutcome<R>)>, Error> {
         let mut done = Vec::new();
         loop {
             let k = next.fetch_add(1, Ordering::Relaxed);
             let Some(&i) = order.get(k) else { break };
-            match tree(i).and_then(|t| decode_piece(ix, data, pieces[i], t, &fold)) {
+            let r = tree(i).and_then(|t| decode_piece(ix, data, pieces[i], t, &fold));
+            let r = match r {
+                Ok((_, Some(e))) if stop_on_error => Err(e),
+                r => r,
+            };
+            match r {
                 Ok(r) => done.push((i, r)),
                 Err(e) => {
                     // The other workers take no more pieces.
@@ -540,7 +566,7 @@ where
         }
         Ok::<_, Error>(all)
     })?;
-    let mut slots: Vec<Option<R>> = (0..pieces.len()).map(|_| None).collect();
+    let mut slots: Vec<Option<PieceOutcome<R>>> = (0..pieces.len()).map(|_| None).collect();
     for (i, r) in results {
         slots[i] = Some(r);
     }
@@ -588,7 +614,8 @@ where
             format!("trace ID 0x{id:02x} has no sync point to split at"),
         ));
     }
-    run_pieces(ix, data, &pieces, pieces.len(), &|_| build(), fold)
+    let results = run_pieces(ix, data, &pieces, pieces.len(), &|_| build(), fold, true)?;
+    Ok(results.into_iter().map(|(r, _)| r).collect())
 }
 
 /// Decodes `pieces` (from [`CaptureIndex::split_pieces`], of one trace ID
@@ -623,7 +650,8 @@ where
         let t = trees[k].lock().unwrap_or_else(|e| e.into_inner()).take();
         t.ok_or_else(|| Error::code(ErrCode::Fail, "a piece's tree was used twice"))
     };
-    run_pieces(ix, data, pieces, threads, &take, fold)
+    let results = run_pieces(ix, data, pieces, threads, &take, fold, true)?;
+    Ok(results.into_iter().map(|(r, _)| r).collect())
 }
 
 /// Decodes several trace IDs of a capture, each split into up to
@@ -650,8 +678,38 @@ where
         .iter()
         .flat_map(|&id| ix.split_pieces(id, pieces_per_id.max(1)))
         .collect();
-    let results = run_pieces(ix, data, &pieces, threads, &|_| build(), fold)?;
-    Ok(pieces.iter().map(|p| p.id).zip(results).collect())
+    let results = run_pieces(ix, data, &pieces, threads, &|_| build(), fold, true)?;
+    Ok(pieces
+        .iter()
+        .map(|p| p.id)
+        .zip(results.into_iter().map(|(r, _)| r))
+        .collect())
+}
+
+/// [`decode_split_ids`], going on past fatal decode errors: each piece's
+/// result comes with the fatal error that stopped its decode, if one did
+/// (the result then folds the elements before it), and the other pieces
+/// are decoded all the same. Only a tree that cannot be built is an error.
+pub fn decode_split_ids_partial<B, R, F>(
+    ix: &CaptureIndex,
+    data: &[u8],
+    ids: &[u8],
+    pieces_per_id: usize,
+    threads: usize,
+    build: &B,
+    fold: F,
+) -> Result<Vec<(u8, R, Option<Error>)>, Error>
+where
+    B: Fn() -> Result<DecodeTree, Error> + Sync,
+    R: Default + Send + 'static,
+    F: Fn(&mut R, TrcIndex, &TraceElement) + Send + Sync + 'static,
+{
+    let pieces: Vec<Piece> = ids
+        .iter()
+        .flat_map(|&id| ix.split_pieces(id, pieces_per_id.max(1)))
+        .collect();
+    let results = run_pieces(ix, data, &pieces, threads, &|_| build(), fold, false)?;
+    Ok(pieces.iter().zip(results).map(|(p, (r, e))| (p.id, r, e)).collect())
 }
 
 /// Merges the elements of `ids` in timestamp order (what perf does for
@@ -664,14 +722,36 @@ pub fn correlate<B>(ix: &CaptureIndex, data: &[u8], ids: &[u8], build: &B) -> Re
 where
     B: Fn() -> Result<DecodeTree, Error>,
 {
+    let (merged, mut errors) = correlate_partial(ix, data, ids, build)?;
+    match errors.drain(..).next() {
+        Some((_, e)) => Err(e),
+        None => Ok(merged),
+    }
+}
+
+/// [`correlate`], going on past fatal decode errors: a stream stopped by
+/// one is merged with the elements decoded before it, and the error is
+/// returned with its trace ID. Only a tree that cannot be built is an
+/// error.
+#[allow(clippy::type_complexity)]
+pub fn correlate_partial<B>(
+    ix: &CaptureIndex,
+    data: &[u8],
+    ids: &[u8],
+    build: &B,
+) -> Result<(Vec<(u64, Element)>, Vec<(u8, Error)>), Error>
+where
+    B: Fn() -> Result<DecodeTree, Error>,
+{
     let mut streams: Vec<Vec<(u64, Element)>> = Vec::new();
+    let mut errors = Vec::new();
     for &id in ids {
         let Some(first) = ix.syncs_from(id, 0).next() else {
             continue;
         };
         let mut v: Vec<(Option<u64>, Element)> = Vec::new();
         let mut now = None;
-        decode_range(
+        let decoded = decode_range(
             ix,
             data,
             id,
@@ -684,11 +764,14 @@ where
                 }
                 v.push((now, *e));
             },
-        )?;
+        );
+        if let Err(e) = decoded {
+            errors.push((id, e));
+        }
         let first_ts = v.iter().find_map(|(t, _)| *t).unwrap_or(0);
         streams.push(v.into_iter().map(|(t, e)| (t.unwrap_or(first_ts), e)).collect());
     }
-    Ok(merge_by_time(&streams))
+    Ok((merge_by_time(&streams), errors))
 }
 
 /// Merges streams each in time order into one, by time, then index, then

@@ -40,8 +40,8 @@ mod stream;
 pub use crate::hooks::{EntryKind, FrameRecord, FrameRun, SourceIndexer, StreamEntry, StreamIndexer};
 pub use build::{Capture, IndexOptions, IndexWritten, build_index};
 pub use decode::{
-    Element, Window, WindowDecode, WindowNote, correlate, decode_pieces, decode_split, decode_split_ids, decode_window,
-    element_time,
+    Element, Window, WindowDecode, WindowNote, correlate, correlate_partial, decode_pieces, decode_split,
+    decode_split_ids, decode_split_ids_partial, decode_window, element_time,
 };
 pub use file::{INDEX_VERSION, IndexFileError, check_capture, from_bytes, to_bytes};
 pub use reader::{ByteWindow, EventHit, Piece};

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::str::FromStr;
 
-use coresight_decode::memory::{MemAccMapper, MemSpace};
+use coresight_decode::memory::{MemAccMapper, MemSpace, MemoryError};
 
 /// Exit status: done.
 pub const EXIT_OK: u8 = 0;
@@ -50,6 +50,17 @@ pub fn parse_u64(s: &str) -> Result<u64, String> {
         None => t.parse(),
     };
     r.map_err(|_| format!("'{s}' is not a number (decimal, or hex with 0x)"))
+}
+
+/// A trace ID to select in decoded output: 0x00 to 0x6f. 0 is the ID of
+/// a source with no trace ID register set, alone in an unformatted buffer
+/// (OpenCSD lists its elements under ID 0).
+pub fn parse_selected_id(s: &str) -> Result<u8, String> {
+    let n = parse_u64(s)?;
+    match n {
+        0..=0x6f => Ok(n as u8),
+        _ => Err(format!("trace ID {s} is out of range: trace IDs are 0x0 to 0x6f")),
+    }
 }
 
 /// A CoreSight trace ID (`--id`): 7 bits, 0x01 to 0x6f (0x00 and 0x70 to
@@ -108,63 +119,110 @@ impl FromStr for ImageArg {
 impl ImageArg {
     /// Maps the image into `mapper` (any memory space). Returns the number
     /// of regions mapped; the error names the file and what is wrong.
-    pub fn map_into(&self, mapper: &mut MemAccMapper) -> Result<usize, String> {
+    ///
+    /// A region over memory already mapped (a snapshot's dump of the same
+    /// program) is left to that memory: silently when it holds the same
+    /// bytes (it is the same image), with a warning through `warn` when
+    /// it does not. The image's symbols are then still the ELF file's.
+    pub fn map_into(&self, mapper: &mut MemAccMapper, warn: &mut dyn FnMut(String)) -> Result<usize, String> {
         let p = &self.path;
         let meta = std::fs::metadata(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
         if !meta.is_file() {
             return Err(format!("cannot read {}: not a regular file", p.display()));
         }
-        match self.addr {
-            Some(addr) => {
-                if let Some(n) = map_elf_at(mapper, p, addr)? {
-                    return Ok(n);
-                }
-                if meta.len() == 0 {
-                    return Err(format!("{}: the file is empty", p.display()));
-                }
-                mapper
-                    .add_file_region(p, addr, 0, meta.len(), MemSpace::ANY)
-                    .map_err(|e| {
-                        format!(
-                            "{}: cannot map at 0x{addr:x}: {e:?} (does it overlap another image?)",
-                            p.display()
-                        )
-                    })?;
-                Ok(1)
-            }
-            None => {
-                if !is_elf(p) {
-                    return Err(format!(
-                        "{} is not an ELF file; for a raw binary give its load address: {}@0xADDRESS",
-                        p.display(),
-                        p.display()
-                    ));
-                }
-                let n = mapper.add_elf_file(p, MemSpace::ANY).map_err(|e| e.to_string())?;
-                if n == 0 {
-                    return Err(format!(
-                        "{}: the ELF file has no loadable segment with contents",
-                        p.display()
-                    ));
-                }
-                Ok(n)
-            }
+        if let Some(n) = map_elf(mapper, p, self.addr, warn)? {
+            return Ok(n);
         }
+        let Some(addr) = self.addr else {
+            return Err(if is_elf(p) {
+                format!("{}: the ELF file has no loadable segment with contents", p.display())
+            } else {
+                format!(
+                    "{} is not an ELF file; for a raw binary give its load address: {}@0xADDRESS",
+                    p.display(),
+                    p.display()
+                )
+            });
+        };
+        if meta.len() == 0 {
+            return Err(format!("{}: the file is empty", p.display()));
+        }
+        let data = std::fs::read(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
+        map_region(mapper, p, addr, 0, &data, warn)?;
+        Ok(1)
     }
 }
 
-/// Maps the loadable segments of the ELF file `p` moved so that the
-/// lowest one starts at `load` (position-independent code, a shared
-/// library). `None`: `p` is not an ELF file with loadable segments (a raw
-/// memory dump may start with ELF's magic number), to be mapped raw.
-fn map_elf_at(mapper: &mut MemAccMapper, p: &Path, load: u64) -> Result<Option<usize>, String> {
+/// Maps `bytes` (at `offset` in file `p`) at `at`, or leaves them to the
+/// memory already mapped there (see [`ImageArg::map_into`]).
+fn map_region(
+    mapper: &mut MemAccMapper,
+    p: &Path,
+    at: u64,
+    offset: u64,
+    bytes: &[u8],
+    warn: &mut dyn FnMut(String),
+) -> Result<(), String> {
+    match mapper.add_file_region(p, at, offset, bytes.len() as u64, MemSpace::ANY) {
+        Ok(()) => Ok(()),
+        Err(MemoryError::Overlap { .. }) => {
+            if let Some(diff) = first_difference(mapper, at, bytes) {
+                warn(format!(
+                    "{}: {} bytes at 0x{at:x} overlap memory already mapped, which differs at 0x{diff:x}; the memory already mapped is decoded, the file gives symbols only",
+                    p.display(),
+                    bytes.len()
+                ));
+            }
+            Ok(())
+        }
+        Err(e) => Err(format!(
+            "{}: cannot map {} bytes at 0x{at:x}: {e}",
+            p.display(),
+            bytes.len()
+        )),
+    }
+}
+
+/// The first address from `at` where the mapped memory differs from
+/// `bytes` (or is not mapped); `None` when it holds them all.
+fn first_difference(mapper: &mut MemAccMapper, at: u64, bytes: &[u8]) -> Option<u64> {
+    let mut buf = [0u8; 4096];
+    let mut done = 0;
+    while done < bytes.len() {
+        let addr = at.checked_add(done as u64)?;
+        let want = &bytes[done..(done + buf.len()).min(bytes.len())];
+        let n = mapper.read(addr, MemSpace::ANY, &mut buf[..want.len()]);
+        if let Some(i) = want[..n].iter().zip(&buf[..n]).position(|(a, b)| a != b) {
+            return Some(addr + i as u64);
+        }
+        if n < want.len() {
+            return Some(addr + n as u64);
+        }
+        done += n;
+    }
+    None
+}
+
+/// Maps the loadable segments of the ELF file `p` at their addresses or,
+/// with `load`, moved so that the lowest one starts there
+/// (position-independent code, a shared library). `None`: `p` is not an
+/// ELF file with loadable segments (a raw memory dump may start with
+/// ELF's magic number), to be mapped raw.
+fn map_elf(
+    mapper: &mut MemAccMapper,
+    p: &Path,
+    load: Option<u64>,
+    warn: &mut dyn FnMut(String),
+) -> Result<Option<usize>, String> {
     use goblin::elf::program_header::PT_LOAD;
     if !is_elf(p) {
         return Ok(None);
     }
     let data = std::fs::read(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
-    let Ok(elf) = goblin::elf::Elf::parse(&data) else {
-        return Ok(None);
+    let elf = match goblin::elf::Elf::parse(&data) {
+        Ok(elf) => elf,
+        Err(_) if load.is_some() => return Ok(None),
+        Err(e) => return Err(format!("{}: not an ELF file this program can read: {e}", p.display())),
     };
     let segments: Vec<_> = elf
         .program_headers
@@ -175,15 +233,22 @@ fn map_elf_at(mapper: &mut MemAccMapper, p: &Path, load: u64) -> Result<Option<u
         return Ok(None);
     };
     for h in &segments {
-        let at = h.p_vaddr.wrapping_sub(lowest).wrapping_add(load);
-        mapper
-            .add_file_region(p, at, h.p_offset, h.p_filesz, MemSpace::ANY)
-            .map_err(|e| {
+        let at = match load {
+            Some(load) => h.p_vaddr.wrapping_sub(lowest).wrapping_add(load),
+            None => h.p_vaddr,
+        };
+        let bytes = usize::try_from(h.p_offset)
+            .ok()
+            .zip(usize::try_from(h.p_filesz).ok())
+            .and_then(|(o, n)| data.get(o..o.checked_add(n)?))
+            .ok_or_else(|| {
                 format!(
-                    "{}: cannot map the segment at 0x{at:x}: {e:?} (does it overlap another image?)",
-                    p.display()
+                    "{}: the segment at 0x{:x} runs past the end of the file",
+                    p.display(),
+                    h.p_vaddr
                 )
             })?;
+        map_region(mapper, p, at, h.p_offset, bytes, warn)?;
     }
     Ok(Some(segments.len()))
 }
@@ -285,10 +350,25 @@ impl<R> ProgressReader<R> {
     }
 }
 
+/// What the bar says once the input is all read but decoding threads may
+/// still be at work: no time left to guess.
+pub const PROGRESS_FINISHING: &str = "input read; finishing the decode";
+
 impl<R: std::io::Read> std::io::Read for ProgressReader<R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         let n = self.inner.read(buf)?;
         self.bar.inc(n as u64);
+        // The end of the input is not the end of the work (worker threads
+        // decode behind the reader): the estimate of time left ("0s")
+        // gives way to a spinner that says so.
+        if n == 0 && !buf.is_empty() && self.bar.message() != PROGRESS_FINISHING {
+            if let Ok(style) =
+                indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bytes}/{total_bytes} {msg}")
+            {
+                self.bar.set_style(style);
+            }
+            self.bar.set_message(PROGRESS_FINISHING);
+        }
         Ok(n)
     }
 }
@@ -421,6 +501,32 @@ mod tests {
             );
         }
         assert!(parse_trace_id("zz").unwrap_err().contains("'zz' is not a number"));
+    }
+
+    #[test]
+    fn progress_says_finishing_once_the_input_is_read_not_zero_seconds_left() {
+        use std::io::Read as _;
+        let bar = indicatif::ProgressBar::hidden();
+        bar.set_length(6);
+        let mut r = ProgressReader::new(&b"abcdef"[..], bar.clone());
+        let mut buf = [0u8; 4];
+        assert_eq!(r.read(&mut buf).unwrap(), 4);
+        assert_eq!(bar.message(), "");
+        let mut rest = Vec::new();
+        r.read_to_end(&mut rest).unwrap();
+        assert_eq!((bar.position(), bar.message().as_ref()), (6, PROGRESS_FINISHING));
+    }
+
+    #[test]
+    fn selected_ids_take_zero_and_not_reserved() {
+        assert_eq!(parse_selected_id("0"), Ok(0));
+        assert_eq!(parse_selected_id("0x6f"), Ok(0x6f));
+        for bad in ["0x70", "0x7f", "256"] {
+            assert_eq!(
+                parse_selected_id(bad).unwrap_err(),
+                format!("trace ID {bad} is out of range: trace IDs are 0x0 to 0x6f")
+            );
+        }
     }
 
     #[test]

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
+use coresight_decode::error::{ErrCode, Severity, TraceError};
 use std::sync::Arc;
 
 use coresight_decode::builder::TreeBuilder;
@@ -20,7 +21,7 @@ use coresight_decode::memory::CacheConfig;
 use coresight_decode::parallel::{ParallelOptions, ParallelSink, WorkerSetup, decode_parallel, worth_sharing};
 use coresight_decode::printers::{GenElemPrinter, PacketPrinter, RawFramePrinter};
 use coresight_decode::shared::{Shared, shared};
-use coresight_decode::snapshot::Snapshot;
+use coresight_decode::snapshot::{Snapshot, WarningKind};
 use coresight_decode::tree::{DecodeTree, SourceFormat};
 
 /// The log file OpenCSD's lister writes by default.
@@ -417,8 +418,15 @@ impl Lister<'_> {
                 return;
             }
         };
-        // Not in the listing (OpenCSD's has no such lines): on stderr only.
         for w in ss.warnings() {
+            // OpenCSD's reader logs a device file it cannot open, and goes
+            // on; it has no line for the other warnings, which go to
+            // stderr only.
+            if let WarningKind::UnreadableDevice { path, .. } = &w.kind {
+                let err = TraceError::new(Severity::Error, ErrCode::TestSnapshotRead)
+                    .with_message(format!("Failed to open device file : {}\n", path.display()));
+                self.msg(&format!("snapshot_reader : {err}"));
+            }
             self.echo_line(&w.to_string());
         }
         let names: Vec<String> = ss.buffer_names().into_iter().map(str::to_string).collect();

@@ -302,7 +302,7 @@ fn bad_usage_exits_2_with_a_message_on_stderr() {
     let cases: &[(&str, &[&str], &str)] = &[
         (DECODE, &["--bogus", snap], "--bogus"),
         (DECODE, &[snap, "--format", "xml"], "xml"),
-        (DECODE, &[snap, "--id", "0x105"], "trace IDs are 0x1 to 0x6f"),
+        (DECODE, &[snap, "--id", "0x105"], "trace IDs are 0x0 to 0x6f"),
         (DECODE, &[snap, "--threads", "0"], "--threads"),
         (DECODE, &[], "SNAPSHOT"),
         (GEN, &["--bogus"], "--bogus"),

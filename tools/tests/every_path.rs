@@ -139,7 +139,12 @@ fn index_windows(dir: &Path, full: &Stream, stopped: bool) -> Result<Vec<(String
         }
         let tree = cap.tree(DecodeMode::FullDecode, |_| {}).unwrap();
         let w = match decode_window(&ix, cap.data().unwrap(), s.id, Window::Bytes { from, to }, tree) {
-            Ok(w) => w,
+            // A fatal error ends the window as it ends the full decode.
+            Ok(w) if w.error.is_some() && stopped => return Ok(Vec::new()),
+            Ok(w) => match w.error {
+                Some(e) => return Err(format!("{}: index window of ID {:#x}: {e}", dir.display(), s.id)),
+                None => w,
+            },
             Err(_) if stopped => return Ok(Vec::new()),
             Err(e) => return Err(format!("{}: index window of ID {:#x}: {e}", dir.display(), s.id)),
         };

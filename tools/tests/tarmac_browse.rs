@@ -330,3 +330,29 @@ fn browser_shows_memory_as_the_trace_wrote_it_and_folds_calls() {
     keys(&["q"]);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn browse_without_a_terminal_fails_with_a_message_not_a_panic() {
+    let trace = std::fs::read_dir(fixture(""))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "tarmac"))
+        .expect("a Tarmac trace among the fixtures");
+    let out = Command::new(env!("CARGO_BIN_EXE_tarmac"))
+        .arg("browse")
+        .arg(&trace)
+        .arg(format!(
+            "--index={}",
+            std::env::temp_dir()
+                .join(format!("browse-no-tty-{}.idx", std::process::id()))
+                .display()
+        ))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "tarmac: browse is interactive: it needs a terminal on standard input and output (`tarmac dump` prints the records)\n"
+    );
+}

@@ -407,3 +407,119 @@ fn a_window_before_the_first_sync_point_is_empty() {
         "{got}"
     );
 }
+
+/// A generated capture with a frame that gives one trace ID an empty block
+/// in the middle: OpenCSD's packet processors reject that as fatal.
+fn snapshot_with_fatal_error(name: &str) -> PathBuf {
+    let dir = snapshot(name);
+    let bin = dir.join("trace.bin");
+    let mut data = std::fs::read(&bin).unwrap();
+    // Data for 0x13, a switch to 0x3b whose next byte (flag bit 6) goes
+    // back to 0x13: 0x3b gets an empty block.
+    let (a, b) = ((0x13 << 1) | 1, (0x3b << 1) | 1);
+    let frame = [a, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, b, 0, a, 0x40];
+    let at = (data.len() / 2) & !15;
+    data.splice(at..at, frame);
+    std::fs::write(&bin, data).unwrap();
+    dir
+}
+
+#[test]
+fn a_fatal_error_keeps_what_was_decoded_before_it() {
+    let dir = snapshot_with_fatal_error("trc-index-fatal");
+    let d = dir.to_str().unwrap();
+    // The index stops where the decode does (its count says how far).
+    let built = ok(&["build", d]);
+    let size = built
+        .split(" entries, ")
+        .nth(1)
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap()
+        .to_string();
+    let whole = std::fs::metadata(dir.join("trace.bin")).unwrap().len();
+    assert!(size.parse::<u64>().unwrap() < whole, "{built}");
+    // The full decode stops at the error: the window has its elements.
+    let want = lister_elements(d, "3b", 0, u64::MAX);
+    assert!(want.len() > 20, "{want:?}");
+    let out = run(&["decode", d, "--id", "0x3b", "--from", "0", "--to", &size]);
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let got: Vec<&str> = stdout.lines().filter(|l| l.starts_with("Idx:")).collect();
+    assert_eq!(got, want, "{stderr}");
+    assert!(
+        stderr.starts_with("trc_index: decoding trace ID 0x3b from byte ") && stderr.contains(": fatal error at byte "),
+        "{stderr}"
+    );
+    // The other ID counts in full; the stopped one counts what came
+    // before the error, then the error.
+    let out = run(&["count", d, "--pieces", "1", "--threads", "1"]);
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let total = |id: &str| {
+        let l = stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("0x{id} total: ")))
+            .unwrap();
+        l.split(' ').nth(2).unwrap().parse::<usize>().unwrap()
+    };
+    assert_eq!(total("3b"), want.len(), "{stdout}");
+    assert!(total("13") > 20, "{stdout}");
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("0x3b bytes ") && l.contains(" (stopped by a fatal error): ")),
+        "{stdout}"
+    );
+    assert!(stderr.starts_with("trc_index: trace ID 0x3b, bytes "), "{stderr}");
+    // correlate merges both streams, the stopped one up to its error.
+    let out = run(&["correlate", d, "--ids", "0x13,0x3b"]);
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let n3b = stdout.lines().filter(|l| l.contains("; ID:3b; ")).count();
+    let n13 = stdout.lines().filter(|l| l.contains("; ID:13; ")).count();
+    assert!(n3b >= want.len() && n13 > 20, "{n3b} {n13}");
+    assert!(
+        stderr.starts_with("trc_index: trace ID 0x3b: decoding trace ID 0x3b"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn count_includes_the_stm_end_of_trace() {
+    let dir = tmp("trc-index-stm-eot");
+    let out = Command::new(env!("CARGO_BIN_EXE_trc_gen"))
+        .args([
+            "--protocol",
+            "stm",
+            "--seed",
+            "1",
+            "--length",
+            "50",
+            "--unformatted",
+            "--out",
+        ])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let d = dir.to_str().unwrap();
+    ok(&["build", d]);
+    let listing = Command::new(env!("CARGO_BIN_EXE_trc_pkt_lister"))
+        .args(["-ss_dir", d, "-decode", "-no_time_print", "-logstdout"])
+        .output()
+        .unwrap();
+    let listing = String::from_utf8(listing.stdout).unwrap();
+    let elements = listing.lines().filter(|l| l.contains("; OCSD_GEN_TRC_ELEM_")).count();
+    assert!(listing.contains("OCSD_GEN_TRC_ELEM_EO_TRACE"), "{listing}");
+    let counted = ok(&["count", d, "--pieces", "1", "--threads", "1"]);
+    let total = counted.lines().find(|l| l.contains(" total: ")).unwrap();
+    assert!(
+        total.contains(&format!(": {elements} elements, ")),
+        "{counted}\n{listing}"
+    );
+}

@@ -246,3 +246,65 @@ fn perf_data_stacks_by_thread_with_symbols() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Sets the type of the ELF64 file's symbol tables to SHT_PROGBITS: the
+/// file then has no symbols a reader looks for.
+fn strip_symbols(path: &Path) {
+    let mut b = std::fs::read(path).unwrap();
+    assert_eq!(&b[..5], b"\x7fELF\x02", "an ELF64 file");
+    let u64_at = |b: &[u8], o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap()) as usize;
+    let u16_at = |b: &[u8], o: usize| u16::from_le_bytes(b[o..o + 2].try_into().unwrap()) as usize;
+    let (shoff, shentsize, shnum) = (u64_at(&b, 0x28), u16_at(&b, 0x3a), u16_at(&b, 0x3c));
+    let mut stripped = 0;
+    for i in 0..shnum {
+        let t = shoff + i * shentsize + 4;
+        // SHT_SYMTAB (2) and SHT_DYNSYM (11).
+        if matches!(b[t], 2 | 11) && b[t + 1..t + 4] == [0, 0, 0] {
+            b[t] = 1;
+            stripped += 1;
+        }
+    }
+    assert!(stripped > 0, "no symbol table in {}", path.display());
+    std::fs::write(path, b).unwrap();
+}
+
+/// A perf.data whose binary has no symbols: each function is named by the
+/// binary and the offset in its file.
+#[test]
+fn perf_data_without_symbols_names_binary_and_offset() {
+    let dir = std::env::temp_dir().join(format!("trc_viz_perf_nosym_{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let data = dir.join("p.data");
+    let out = Command::new(env!("CARGO_BIN_EXE_trc_gen"))
+        .args(["--protocol", "etmv4", "--seed", "7", "--perf-data"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let elf = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "elf"))
+        .expect("trc_gen writes the program's ELF beside the recording");
+    strip_symbols(&elf);
+    let (code, out, err) = run(&[
+        "folded",
+        &data.display().to_string(),
+        "--symdir",
+        &dir.display().to_string(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let name = elf.file_name().unwrap().to_string_lossy().into_owned();
+    let frames: Vec<&str> = out
+        .lines()
+        .flat_map(|l| l.rsplit_once(' ').unwrap().0.split(';').skip(1))
+        .collect();
+    assert!(!frames.is_empty(), "{out}");
+    for f in frames {
+        let off = f
+            .strip_prefix(&format!("{name}+0x"))
+            .unwrap_or_else(|| panic!("{f} in {out}"));
+        assert!(u64::from_str_radix(off, 16).is_ok(), "{f}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

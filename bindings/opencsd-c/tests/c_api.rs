@@ -404,3 +404,28 @@ fn elements_through_the_c_struct_describe_as_listed() {
         }
     }
 }
+
+#[test]
+fn manifest_helper_answers_help_and_version_and_refuses_other_options() {
+    let run = |arg: &str| {
+        Command::new(env!("CARGO_BIN_EXE_ocsd_snapshot_manifest"))
+            .arg(arg)
+            .output()
+            .unwrap()
+    };
+    let v = run("--version");
+    assert_eq!(v.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8_lossy(&v.stdout),
+        format!("ocsd_snapshot_manifest {}\n", env!("CARGO_PKG_VERSION"))
+    );
+    let h = run("--help");
+    assert_eq!(h.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&h.stdout).starts_with("usage: ocsd_snapshot_manifest <snapshot directory>\n"));
+    let bad = run("--frobnicate");
+    assert_eq!(bad.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&bad.stderr),
+        "usage: ocsd_snapshot_manifest <snapshot directory>\n"
+    );
+}

@@ -76,6 +76,9 @@ pub struct Counts {
     pub timestamps: u64,
     /// The first and last timestamp.
     pub ts_span: Option<(u64, u64)>,
+    /// `ADDR_NACC` elements: the program went where no memory image was
+    /// mapped, and its instructions there could not be followed.
+    pub addr_nacc: u64,
 }
 
 /// Builds a [`Profile`] from trace elements.
@@ -235,8 +238,11 @@ impl ElementStacks {
                 };
                 self.gap(i, offset, what)
             }
-            ElemType::AddrNacc if self.states[i].synced => {
-                self.gap(i, offset, "memory image missing at the traced address: path lost");
+            ElemType::AddrNacc => {
+                self.counts.addr_nacc += 1;
+                if self.states[i].synced {
+                    self.gap(i, offset, "memory image missing at the traced address: path lost");
+                }
             }
             ElemType::EoTrace => {
                 // The end of a buffer: what follows (another session) starts anew.

@@ -193,6 +193,16 @@ pub fn write_report(
          missing memory images); call stacks are kept across gaps and marked broken.</p>",
         cap.errors_total, p.gap_count
     );
+    // Without the program's code the decoder follows no instruction: the
+    // gaps above cannot show it, this count does.
+    if let Some(c) = counts.filter(|c| c.addr_nacc > 0) {
+        let _ = writeln!(
+            h,
+            "<p id=\"missing-memory\">{} ADDR_NACC elements: the trace went to addresses no memory image holds, \
+             and the instructions there could not be followed. Give the program's images (--elf FILE).</p>",
+            c.addr_nacc
+        );
+    }
     if !cap.warnings.is_empty() {
         h.push_str("<ul id=\"warnings\">");
         for w in cap.warnings.iter().take(o.max_rows) {
@@ -274,12 +284,21 @@ pub fn write_report(
         no_javascript: true,
         count_name: axis.unit().into(),
     };
-    let mut svg = Vec::new();
-    flamegraph_svg(&lines, &fo, &mut svg)?;
-    // Inline: the XML declaration and doctype belong to a file, not a page.
-    let svg = String::from_utf8_lossy(&svg);
-    let start = svg.find("<svg").unwrap_or(0);
-    out.write_all(svg[start..].as_bytes())?;
+    if lines.is_empty() {
+        // inferno refuses an empty graph; the report says why there is none.
+        let why = match counts {
+            Some(c) if c.addr_nacc > 0 => "the code the trace runs through is not mapped (see Errors and gaps)",
+            _ => "the trace holds no instructions that were followed",
+        };
+        let _ = write!(out, "<p class=\"note\" id=\"no-stacks\">No call stacks: {why}.</p>");
+    } else {
+        let mut svg = Vec::new();
+        flamegraph_svg(&lines, &fo, &mut svg)?;
+        // Inline: the XML declaration and doctype belong to a file, not a page.
+        let svg = String::from_utf8_lossy(&svg);
+        let start = svg.find("<svg").unwrap_or(0);
+        out.write_all(svg[start..].as_bytes())?;
+    }
     out.write_all(b"</div>\n")?;
 
     // Timeline.

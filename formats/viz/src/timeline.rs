@@ -104,6 +104,11 @@ impl Timeline {
             return t;
         };
         let ev: Vec<Event> = p.events.iter().filter(|e| e.ctx == ctx as u32).copied().collect();
+        // Contexts without a call or return (code that was not followed):
+        // an empty timeline.
+        if ev.is_empty() {
+            return t;
+        }
         let k = axis.slot();
         let max = max.max(2);
         let (start, end) = if ev.len() <= max {

@@ -139,6 +139,59 @@ fn run_once(ss: &Snapshot, source: &str, data: &[u8], block: usize) -> Result<Ru
     })
 }
 
+/// A buffer's bytes, held once: one file without DSTREAM footers mapped
+/// (its pages are the page cache's, not a copy), other buffers read
+/// straight into one block of their total size.
+enum Capture {
+    Mapped(memmap2::Mmap),
+    Read(Vec<u8>),
+}
+
+impl std::ops::Deref for Capture {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Capture::Mapped(m) => m,
+            Capture::Read(d) => d,
+        }
+    }
+}
+
+fn capture(paths: &[std::path::PathBuf], dstream: bool) -> Result<Capture, String> {
+    use std::io::Read as _;
+    let open = |p: &std::path::Path| {
+        std::fs::File::open(p).map_err(|e| format!("cannot read trace file {}: {e}", p.display()))
+    };
+    if let [p] = paths
+        && !dstream
+    {
+        let f = open(p)?;
+        // SAFETY: a read-only map of a file this process does not write;
+        // a file changed under it gives wrong trace bytes, which the
+        // decoder checks like any other.
+        if let Ok(m) = unsafe { memmap2::Mmap::map(&f) } {
+            return Ok(Capture::Mapped(m));
+        }
+    }
+    let total: u64 = paths
+        .iter()
+        .filter_map(|p| std::fs::metadata(p).ok())
+        .map(|m| m.len())
+        .sum();
+    let mut data = Vec::new();
+    data.try_reserve_exact(usize::try_from(total).unwrap_or(usize::MAX))
+        .map_err(|_| format!("the trace files ({total} bytes) do not fit in memory"))?;
+    for p in paths {
+        open(p)?
+            .read_to_end(&mut data)
+            .map_err(|e| format!("cannot read trace file {}: {e}", p.display()))?;
+    }
+    if dstream {
+        coresight_decode::dstream::strip_footers(&mut data);
+    }
+    Ok(Capture::Read(data))
+}
+
 fn main() -> ExitCode {
     let args = cli::renamed_options(PROGRAM, std::env::args_os(), RENAMED);
     let a = Cli::parse_from(args);
@@ -174,18 +227,10 @@ fn main() -> ExitCode {
             ),
         );
     };
-    let mut data = Vec::new();
-    for p in ss.buffer_paths(buf) {
-        match std::fs::read(&p) {
-            Ok(d) => data.extend_from_slice(&d),
-            Err(e) => {
-                return cli::fail(PROGRAM, format!("cannot read trace file {}: {e}", p.display()));
-            }
-        }
-    }
-    if buf.has_dstream_footers() {
-        coresight_decode::dstream::strip_footers(&mut data);
-    }
+    let data = match capture(&ss.buffer_paths(buf), buf.has_dstream_footers()) {
+        Ok(d) => d,
+        Err(e) => return cli::fail(PROGRAM, e),
+    };
 
     let mut best: Option<Run> = None;
     for _ in 0..iters {

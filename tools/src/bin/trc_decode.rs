@@ -88,10 +88,10 @@ struct Cli {
     /// (default: the first).
     #[arg(long, value_name = "NAME")]
     source: Option<String>,
-    /// Decode only this trace ID (0x1 to 0x6f, decimal or hex); repeat for
+    /// Decode only this trace ID (0x0 to 0x6f, decimal or hex); repeat for
     /// more IDs (default: all). An ID the trace does not have is an error.
     /// With --raw, also the trace ID of a source whose registers give none.
-    #[arg(long = "id", value_name = "ID", value_parser = cli::parse_trace_id)]
+    #[arg(long = "id", value_name = "ID", value_parser = cli::parse_selected_id)]
     ids: Vec<u8>,
     /// Decode the trace bytes in FILE (`-`: standard input). With a
     /// snapshot, they replace its trace buffer's files; without, the
@@ -332,7 +332,7 @@ impl Setup {
         if let Some(m) = tree.mem_mapper() {
             let mut m = m.borrow_mut();
             for img in images {
-                img.map_into(&mut m)?;
+                img.map_into(&mut m, &mut |w| eprintln!("{PROGRAM}: warning: {w}"))?;
             }
         }
         Ok(tree)
@@ -394,8 +394,9 @@ fn raw_setup(cli: &Cli) -> Result<Setup, Failure> {
         }
     }
     let registry = DecoderRegistry::builtin();
+    // ID 0 is no ID to give a source (it is what a source without one has).
     let default_id = match cli.ids.as_slice() {
-        [id] => Some(*id),
+        [id] if *id != 0 => Some(*id),
         _ => None,
     };
     let mut sources = Vec::new();
@@ -420,9 +421,19 @@ fn usage(msg: impl std::fmt::Display) -> Failure {
     Failure(msg.to_string(), cli::EXIT_USAGE)
 }
 
+/// Set when the snapshot's warnings said that the buffer ends inside a
+/// frame: the deformatter's line saying it again is left out.
+static PARTIAL_FRAME_WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// Writes what the decoders logged (errors they recovered from) to stderr.
 fn report_logged(errors: &Shared<MsgLogger>, bar: &indicatif::ProgressBar) {
-    let text = errors.borrow_mut().take_captured();
+    let mut text = errors.borrow_mut().take_captured();
+    if PARTIAL_FRAME_WARNED.load(std::sync::atomic::Ordering::Relaxed) {
+        text = text
+            .split_inclusive('\n')
+            .filter(|l| !l.contains("Incomplete frame at end of trace"))
+            .collect();
+    }
     if !text.is_empty() {
         bar.suspend(|| {
             let mut e = io::stderr().lock();
@@ -505,6 +516,9 @@ fn snapshot_setup(cli: &Cli, dir: &std::path::Path) -> Result<Setup, Failure> {
     // The error names the file, the line and what was expected.
     let ss = Snapshot::load(dir).map_err(failure)?;
     for w in ss.warnings() {
+        if matches!(w.kind, WarningKind::PartialFrame { .. }) {
+            PARTIAL_FRAME_WARNED.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         eprintln!("{PROGRAM}: {w}");
     }
     let names: Vec<String> = ss.buffer_names().into_iter().map(str::to_string).collect();
@@ -592,7 +606,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
         .collect();
     // One unformatted source has no IDs to filter (its decoder sits on 0).
     if !cli.ids.is_empty() && matches!(tree.format(), SourceFormat::Formatted(_)) {
-        // --id takes 0x1 to 0x6f only, so the filter cannot be refused.
+        // --id takes 0x0 to 0x6f only, so the filter cannot be refused.
         let _ = tree.set_id_filter(Some(&cli.ids));
     }
     let mem = tree
@@ -784,6 +798,16 @@ struct Sink<'a> {
 
 impl ParallelSink for Sink<'_> {
     fn text(&mut self, text: &str) {
+        if PARTIAL_FRAME_WARNED.load(std::sync::atomic::Ordering::Relaxed)
+            && text.contains("Incomplete frame at end of trace")
+        {
+            let kept: String = text
+                .split_inclusive('\n')
+                .filter(|l| !l.contains("Incomplete frame at end of trace"))
+                .collect();
+            self.bar.suspend(|| eprint!("{kept}"));
+            return;
+        }
         self.bar.suspend(|| eprint!("{text}"));
     }
     fn element(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp {

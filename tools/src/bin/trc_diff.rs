@@ -327,6 +327,18 @@ const M_PROFILE_CLASS: &str = "opencsd-m-profile-isa (OpenCSD follows an M-profi
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    // Asked-for help and version are answers, not errors: stdout, status 0.
+    if let Some(a) = args
+        .iter()
+        .find(|a| matches!(a.as_str(), "-h" | "--help" | "-V" | "--version"))
+    {
+        if a.starts_with("-h") || a == "--help" {
+            print!("{USAGE}");
+        } else {
+            println!("trc_diff {}", env!("CARGO_PKG_VERSION"));
+        }
+        return ExitCode::SUCCESS;
+    }
     match run(&args) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
@@ -377,7 +389,6 @@ fn parse(args: &[String]) -> Result<Opts, String> {
                 protocols.push(*p);
             }
             "--keep-all" => keep_all = true,
-            "-h" | "--help" => return Err(USAGE.to_string()),
             _ => return Err(format!("unknown option {a}\n{USAGE}")),
         }
     }

@@ -26,7 +26,8 @@ use coresight_decode::decoder::DecodeMode;
 use coresight_decode::element::{ElemType, TraceElement};
 use coresight_decode::index::Capture;
 use coresight_decode::index::{
-    CaptureIndex, EntryKind, IndexOptions, IndexedFormat, Window, correlate, decode_split_ids, decode_window,
+    CaptureIndex, EntryKind, IndexOptions, IndexedFormat, Window, correlate_partial, decode_split_ids_partial,
+    decode_window,
 };
 
 #[derive(Parser)]
@@ -219,24 +220,48 @@ fn parse_id(s: &str) -> Result<u8, String> {
     Ok(v)
 }
 
+/// A failure, with what was done before it: decoded output is written
+/// before the error that stopped the decode is reported.
+struct Failed {
+    out: String,
+    error: String,
+}
+
+impl From<String> for Failed {
+    fn from(error: String) -> Failed {
+        Failed {
+            out: String::new(),
+            error,
+        }
+    }
+}
+
+impl From<&str> for Failed {
+    fn from(error: &str) -> Failed {
+        Failed::from(error.to_string())
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match run(cli) {
-        Ok(text) => {
-            use std::io::Write as _;
-            // A reader that stops early (`| head`) is not a failure.
-            match std::io::stdout().lock().write_all(text.as_bytes()) {
-                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-                    eprintln!("trc_index: writing the output: {e}");
-                    ExitCode::FAILURE
-                }
-                _ => ExitCode::SUCCESS,
-            }
-        }
-        Err(e) => {
+    let (text, error) = match run(cli) {
+        Ok(text) => (text, None),
+        Err(f) => (f.out, Some(f.error)),
+    };
+    use std::io::Write as _;
+    // A reader that stops early (`| head`) is not a failure.
+    if let Err(e) = std::io::stdout().lock().write_all(text.as_bytes())
+        && e.kind() != std::io::ErrorKind::BrokenPipe
+    {
+        eprintln!("trc_index: writing the output: {e}");
+        return ExitCode::FAILURE;
+    }
+    match error {
+        Some(e) => {
             eprintln!("trc_index: {e}");
             ExitCode::FAILURE
         }
+        None => ExitCode::SUCCESS,
     }
 }
 
@@ -297,7 +322,7 @@ fn load_index(t: &Target) -> Result<(Capture, CaptureIndex), String> {
     Ok((cap, ix))
 }
 
-fn run(cli: Cli) -> Result<String, String> {
+fn run(cli: Cli) -> Result<String, Failed> {
     let mut out = String::new();
     match cli.cmd {
         Cmd::Build {
@@ -363,14 +388,25 @@ fn run(cli: Cli) -> Result<String, String> {
             for (index, id, e) in &d.elements {
                 let _ = writeln!(out, "Idx:{index}; ID:{id:x}; {e}");
             }
+            if let Some(e) = d.error {
+                return Err(Failed { out, error: e });
+            }
         }
         Cmd::Correlate { target, ids } => {
             let (cap, ix) = load_index(&target)?;
             let build = || cap.tree(DecodeMode::FullDecode, |_| {});
-            for (ts, (index, id, e)) in
-                correlate(&ix, &capture_bytes(&cap)?, &ids, &build).map_err(|e| e.to_string())?
-            {
+            let (merged, errors) =
+                correlate_partial(&ix, &capture_bytes(&cap)?, &ids, &build).map_err(|e| e.to_string())?;
+            for (ts, (index, id, e)) in merged {
                 let _ = writeln!(out, "TS:{ts}; Idx:{index}; ID:{id:x}; {e}");
+            }
+            if !errors.is_empty() {
+                let error = errors
+                    .iter()
+                    .map(|(id, e)| format!("trace ID 0x{id:02x}: {e}"))
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                return Err(Failed { out, error });
             }
         }
         Cmd::Count {
@@ -380,7 +416,9 @@ fn run(cli: Cli) -> Result<String, String> {
             pieces,
         } => {
             let (cap, ix) = load_index(&target)?;
-            count(&mut out, &cap, &ix, ids, threads, pieces)?;
+            if let Err(error) = count(&mut out, &cap, &ix, ids, threads, pieces) {
+                return Err(Failed { out, error });
+            }
         }
     }
     Ok(out)
@@ -415,7 +453,7 @@ fn count(
     let per_id = pieces.map_or(threads, usize::from);
     let build = || cap.tree(DecodeMode::FullDecode, |_| {});
     let start = std::time::Instant::now();
-    let parts = decode_split_ids(ix, &capture_bytes(cap)?, &ids, per_id, threads, &build, count_elem)
+    let parts = decode_split_ids_partial(ix, &capture_bytes(cap)?, &ids, per_id, threads, &build, count_elem)
         .map_err(|e| e.to_string())?;
     let secs = start.elapsed().as_secs_f64();
     let line = |out: &mut String, what: String, c: &Counts| {
@@ -431,15 +469,22 @@ fn count(
         parts.len()
     );
     let mut all = Counts::default();
+    // A piece stopped by a fatal error counts what came before it; the
+    // errors follow the counts.
+    let mut errors = Vec::new();
     for &id in &ids {
         let mut total = Counts::default();
-        for (p, (_, c)) in ix
+        for (p, (_, c, e)) in ix
             .split_pieces(id, per_id)
             .iter()
-            .zip(parts.iter().filter(|(i, _)| *i == id))
+            .zip(parts.iter().filter(|(i, _, _)| *i == id))
         {
-            line(out, format!("0x{id:02x} bytes {}..{}", p.start, p.end), c);
+            let stopped = if e.is_some() { " (stopped by a fatal error)" } else { "" };
+            line(out, format!("0x{id:02x} bytes {}..{}{stopped}", p.start, p.end), c);
             total.add(c);
+            if let Some(e) = e {
+                errors.push(format!("trace ID 0x{id:02x}, bytes {}..{}: {e}", p.start, p.end));
+            }
         }
         line(out, format!("0x{id:02x} total"), &total);
         all.add(&total);
@@ -447,7 +492,10 @@ fn count(
     if ids.len() > 1 {
         line(out, "total".into(), &all);
     }
-    Ok(())
+    match errors.is_empty() {
+        true => Ok(()),
+        false => Err(errors.join("\n")),
+    }
 }
 
 fn show(out: &mut String, cap: &Capture, ix: &CaptureIndex) {

@@ -193,7 +193,7 @@ fn load(c: &Common) -> Result<Loaded, String> {
             let images = c.images.clone();
             let map = move |m: &mut coresight_decode::memory::MemAccMapper| -> Result<(), String> {
                 for i in &images {
-                    i.map_into(m)?;
+                    i.map_into(m, &mut |w| eprintln!("{PROGRAM}: warning: {w}"))?;
                 }
                 Ok(())
             };
@@ -209,8 +209,12 @@ fn load(c: &Common) -> Result<Loaded, String> {
                 &mut stacks,
             )?;
             bar.finish_and_clear();
+            // Snapshot warnings say "warning:" themselves.
             for w in &cap.warnings {
-                eprintln!("{PROGRAM}: warning: {w}");
+                match w.contains(": warning: ") {
+                    true => eprintln!("{PROGRAM}: {w}"),
+                    false => eprintln!("{PROGRAM}: warning: {w}"),
+                }
             }
             Ok(Loaded {
                 profile: stacks.profile,
@@ -309,10 +313,26 @@ fn load_perf(c: &Common, limits: Limits) -> Result<Loaded, String> {
     let m = model.clone();
     syms.set_resolver(Box::new(move |pid, addr| {
         let map = m.find_map(pid as i32, addr, u64::MAX)?;
-        let vaddr = m.vaddr_in_file(map, addr)?;
-        let bin = m.binary(m.maps.get(map)?.binary)?;
-        let img = bin.image(&m.search)?;
-        img.symbol_at(vaddr).map(|(s, _)| s.name.clone())
+        let mm = m.maps.get(map)?;
+        let bin = m.binary(mm.binary)?;
+        let named = m
+            .vaddr_in_file(map, addr)
+            .and_then(|vaddr| bin.image(&m.search)?.symbol_at(vaddr).map(|(s, _)| s.name.clone()));
+        // Without its symbols (or its file) an address is still in a
+        // binary: named by the binary and the offset in its file, as
+        // symbolizers take it.
+        named.or_else(|| {
+            let name = bin
+                .path
+                .rsplit('/')
+                .next()
+                .filter(|n| !n.is_empty())
+                .unwrap_or(&bin.path);
+            Some(format!(
+                "{name}+0x{:x}",
+                addr.wrapping_sub(mm.start).wrapping_add(mm.pgoff)
+            ))
+        })
     }));
     let mut stacks = ElementStacks::new(syms, limits);
     stacks.contexts_from_elements = false;
@@ -368,24 +388,37 @@ fn load_perf(c: &Common, limits: Limits) -> Result<Loaded, String> {
     })
 }
 
+/// Writes the output: to standard output, or to a temporary file beside
+/// `path` renamed to it once complete, so that a failure leaves no
+/// partial file (and an earlier file stays as it was).
 fn with_output(path: &Option<PathBuf>, f: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Result<(), String> {
-    let (mut w, name): (Box<dyn Write>, String) = match path {
-        Some(p) => (
-            Box::new(io::BufWriter::with_capacity(
-                1 << 16,
-                std::fs::File::create(p).map_err(|e| format!("cannot create {}: {e}", p.display()))?,
-            )),
-            p.display().to_string(),
-        ),
-        None => (
-            Box::new(io::BufWriter::with_capacity(1 << 16, io::stdout().lock())),
-            "standard output".into(),
-        ),
+    let Some(p) = path else {
+        let mut w = io::BufWriter::with_capacity(1 << 16, io::stdout().lock());
+        return match f(&mut w).and_then(|()| w.flush()) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+            Err(e) => Err(format!("standard output: {e}")),
+        };
     };
-    match f(&mut w).and_then(|()| w.flush()) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
-        Err(e) => Err(format!("{name}: {e}")),
+    let mut tmp_name = p.file_name().unwrap_or_default().to_os_string();
+    tmp_name.push(format!(".{}.tmp", std::process::id()));
+    let tmp = TempFile(p.with_file_name(tmp_name));
+    let file = std::fs::File::create(&tmp.0).map_err(|e| format!("cannot create {}: {e}", tmp.0.display()))?;
+    let mut w = io::BufWriter::with_capacity(1 << 16, file);
+    f(&mut w)
+        .and_then(|()| w.flush())
+        .map_err(|e| format!("{}: {e}", p.display()))?;
+    drop(w);
+    std::fs::rename(&tmp.0, p).map_err(|e| format!("cannot rename {} to {}: {e}", tmp.0.display(), p.display()))
+}
+
+/// A temporary output file, removed when dropped (after an error or a
+/// panic; after the rename there is nothing left to remove).
+struct TempFile(PathBuf);
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
     }
 }
 
@@ -450,6 +483,14 @@ fn svg(c: &Common, icicle: bool) -> Result<(), String> {
     let l = load(c)?;
     let axis = l.profile.axis();
     let lines = folded_lines(&l.profile, axis);
+    if lines.is_empty() {
+        return Err(match l.counts.as_ref().map_or(0, |c| c.addr_nacc) {
+            0 => "no call stacks to draw: the trace holds no instructions that were followed".to_string(),
+            n => format!(
+                "no call stacks to draw: the code the trace runs through is not mapped ({n} ADDR_NACC elements); give the program's images with --elf FILE"
+            ),
+        });
+    }
     let o = FlameOptions {
         title: title(c, if icicle { "Icicle graph" } else { "Flame graph" }),
         subtitle: Some(axis.describe().to_string()),

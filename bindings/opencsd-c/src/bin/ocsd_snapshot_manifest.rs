@@ -38,10 +38,26 @@ fn arch_c(p: ArchProfile) -> (u32, u32) {
     (arch, prof)
 }
 
+const USAGE: &str = "usage: ocsd_snapshot_manifest <snapshot directory>";
+
 fn main() -> ExitCode {
-    let Some(dir) = std::env::args().nth(1) else {
-        eprintln!("usage: ocsd_snapshot_manifest <snapshot directory>");
-        return ExitCode::from(2);
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    // An option is never a directory: help and version answer, others
+    // are usage errors.
+    let dir = match args.as_slice() {
+        [a] if a == "-h" || a == "--help" => {
+            println!("{USAGE}\nWrites what the C API test program needs to decode the snapshot, one item a line.");
+            return ExitCode::SUCCESS;
+        }
+        [a] if a == "-V" || a == "--version" => {
+            println!("ocsd_snapshot_manifest {}", env!("CARGO_PKG_VERSION"));
+            return ExitCode::SUCCESS;
+        }
+        [a] if !a.starts_with('-') => a.clone(),
+        _ => {
+            eprintln!("{USAGE}");
+            return ExitCode::from(2);
+        }
     };
     let ss = match Snapshot::load(&dir) {
         Ok(ss) => ss,

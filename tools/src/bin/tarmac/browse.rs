@@ -669,7 +669,16 @@ impl Browser {
 
     /// Runs the browser in the terminal until `q`.
     pub fn run(mut self) -> Result<(), String> {
-        let mut term = ratatui::init();
+        use std::io::IsTerminal;
+        // Without a terminal there are no keys to read nor a screen to
+        // draw on: say so rather than fail inside the terminal library.
+        if !(std::io::stdin().is_terminal() && std::io::stdout().is_terminal()) {
+            return Err(
+                "browse is interactive: it needs a terminal on standard input and output (`tarmac dump` prints the records)"
+                    .into(),
+            );
+        }
+        let mut term = ratatui::try_init().map_err(|e| format!("cannot set the terminal up: {e}"))?;
         let res = (|| -> Result<(), String> {
             loop {
                 term.draw(|f| self.draw(f)).map_err(|e| format!("terminal: {e}"))?;
