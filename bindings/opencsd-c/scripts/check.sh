@@ -96,7 +96,9 @@ only = sys.argv[4] if len(sys.argv) > 4 else ''
 def to13(l):
     if v18:
         return l
-    # OpenCSD 1.3.3's wording of the three descriptions that differ from 1.8.0's.
+    # OpenCSD 1.3.3's wording of the four descriptions that differ from 1.8.0's.
+    l = l.replace('I_ADDR_CTXT_L_32IS1 : Address & Context, Long, 32 bit, IS1.',
+                  'I_ADDR_CTXT_L_32IS1 : Address & Context, Long, 32 bit, IS0.')
     l = re.sub(r'(OCSD_GEN_TRC_ELEM_ADDR_NACC\( 0x[0-9a-f]+); Memspace \[[^\]]*\] \)', r'\1 )', l)
     if 'I_TRACE_INFO' in l:
         l = l.replace('; Decoder Sync point TINFO', '')
