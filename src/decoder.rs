@@ -645,6 +645,8 @@ pub struct Pipeline<PP: PacketProcessor> {
     indexer: Option<Box<dyn StreamIndexer>>,
     /// End of trace fully delivered (a repeated EOT is ignored).
     eot_done: bool,
+    /// The monitor has been told of the end of trace.
+    mon_eot_done: bool,
     /// Bytes taken in.
     total: u64,
 }
@@ -664,6 +666,7 @@ impl<PP: PacketProcessor> Pipeline<PP> {
             sink: decoder,
             indexer: None,
             eot_done: false,
+            mon_eot_done: false,
             total: 0,
         }
     }
@@ -718,6 +721,7 @@ impl<PP: PacketProcessor> TrcDataIn for Pipeline<PP> {
             }
             DatapathOp::Data => {
                 self.eot_done = false;
+                self.mon_eot_done = false;
                 let (resp, used) = self.with_out(|proc, out| proc.process(index, data, out));
                 self.total += used as u64;
                 (resp, used)
@@ -741,11 +745,18 @@ impl<PP: PacketProcessor> TrcDataIn for Pipeline<PP> {
                 {
                     r = r.worst(s.packet_data_in(DatapathOp::Eot, index, None));
                 }
+                // Every packet has gone to the monitor: it sees the end of
+                // trace now even if the decoder waits on its last elements
+                // (the client may only flush them out, never send EOT again),
+                // as OpenCSD's processors tell it.
+                if !self.mon_eot_done {
+                    if let Some(m) = self.mon.as_mut() {
+                        m.raw_packet_data_mon(DatapathOp::Eot, index, None, &[]);
+                    }
+                    self.mon_eot_done = true;
+                }
                 if r.is_wait() {
                     return (r, 0);
-                }
-                if let Some(m) = self.mon.as_mut() {
-                    m.raw_packet_data_mon(DatapathOp::Eot, index, None, &[]);
                 }
                 self.eot_done = true;
                 (r, 0)
@@ -759,6 +770,7 @@ impl<PP: PacketProcessor> TrcDataIn for Pipeline<PP> {
             }
             DatapathOp::Reset => {
                 self.eot_done = false;
+                self.mon_eot_done = false;
                 self.proc.reset(index);
                 let mut r = DatapathResp::Cont;
                 if let Some(s) = self.sink.as_mut() {

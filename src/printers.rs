@@ -366,8 +366,19 @@ pub fn opencsd_1_3_cut(line: &str) -> Option<std::ops::Range<usize>> {
     None
 }
 
-/// `line` in OpenCSD 1.3.3's wording (see [`opencsd_1_3_cut`]).
+/// `line` in OpenCSD 1.3.3's wording (see [`opencsd_1_3_cut`]). Besides
+/// the cuts, 1.3.3 describes an `I_ADDR_CTXT_L_32IS1` packet with the
+/// IS0 packet's words ("32 bit, IS0.").
 pub fn opencsd_1_3_text(line: &str) -> std::borrow::Cow<'_, str> {
+    const IS1: &str = "I_ADDR_CTXT_L_32IS1 : Address & Context, Long, 32 bit, IS1.";
+    if let Some(at) = line.find(IS1) {
+        let digit = at + IS1.len() - 2;
+        let mut s = String::with_capacity(line.len());
+        s.push_str(&line[..digit]);
+        s.push('0');
+        s.push_str(&line[digit + 1..]);
+        return std::borrow::Cow::Owned(s);
+    }
     match opencsd_1_3_cut(line) {
         Some(cut) => {
             let mut s = String::with_capacity(line.len());
@@ -471,6 +482,12 @@ mod tests {
         assert_eq!(
             opencsd_1_3_cut("Idx:0; ID:10;\tI_ASYNC : Alignment Synchronisation."),
             None
+        );
+        assert_eq!(
+            opencsd_1_3_text(
+                "Idx:14; [0x83 0x01 0x9a 0x4f 0x00 0x00 ];\tI_ADDR_CTXT_L_32IS1 : Address & Context, Long, 32 bit, IS1.; Addr=0x00000000004F9A02; "
+            ),
+            "Idx:14; [0x83 0x01 0x9a 0x4f 0x00 0x00 ];\tI_ADDR_CTXT_L_32IS1 : Address & Context, Long, 32 bit, IS0.; Addr=0x00000000004F9A02; "
         );
         assert_eq!(opencsd_1_3_text("plain\n"), "plain\n");
     }

@@ -22,6 +22,8 @@ use coresight_decode::tree::{DecodeTree, SourceFormat};
 use crate::abi::*;
 use crate::convert::{self, code_from_c, copy_out, resp_to_c};
 use crate::tree::{CTree, ElemCallback, PrintCb, TextOut, default_log, is_handle, register_handle, unregister_handle};
+use coresight_decode::error::TraceError;
+use coresight_decode::logger::ErrLink;
 
 /// Runs `f` on the tree behind `handle`, or returns `bad` for a null,
 /// unknown or poisoned handle. A panic inside is caught (and poisons the
@@ -115,7 +117,6 @@ pub extern "C" fn ocsd_get_version_str() -> *const c_char {
 pub extern "C" fn ocsd_create_dcd_tree(src_type: c_int, deformatter_cfg_flags: u32) -> TreeHandle {
     guarded(std::ptr::null_mut(), || {
         let format = match src_type {
-            OCSD_TRC_SRC_SINGLE => SourceFormat::Single,
             OCSD_TRC_SRC_FRAME_FORMATTED => {
                 let f = deformatter_cfg_flags;
                 let cfg = DeformatterConfig {
@@ -131,7 +132,9 @@ pub extern "C" fn ocsd_create_dcd_tree(src_type: c_int, deformatter_cfg_flags: u
                 }
                 SourceFormat::Formatted(cfg)
             }
-            _ => return std::ptr::null_mut(),
+            // OpenCSD makes a tree without a frame deformatter for any
+            // type but the formatted one.
+            _ => SourceFormat::Single,
         };
         // Every decoder chooses packets-only or full decode when created
         // (OpenCSD's create flags), so the tree is made for full decode:
@@ -155,6 +158,8 @@ pub extern "C" fn ocsd_create_dcd_tree(src_type: c_int, deformatter_cfg_flags: u
             single_id: shared(0),
             stats: Box::default(),
             poisoned: false,
+            mem_mapped: Arc::default(),
+            dfmt_err: None,
             decoders: Vec::new(),
         });
         let p = Box::into_raw(t);
@@ -202,6 +207,27 @@ pub unsafe extern "C" fn ocsd_dt_process_data(
         &[]
     };
     let (resp, used) = with_tree(handle, (OCSD_RESP_FATAL_NOT_INIT, 0), |t| {
+        if op == DatapathOp::Data
+            && let SourceFormat::Formatted(cfg) = t.tree.format()
+            && cfg.mem_aligned
+            && !data.len().is_multiple_of(16)
+        {
+            // OpenCSD's deformatter takes memory-aligned frames in whole
+            // frames only (the library's would keep the cut frame for the
+            // next block).
+            let link = t
+                .dfmt_err
+                .get_or_insert_with(|| ErrLink::new(t.tree.error_logger(), "DFMT_CSFRAMES"));
+            link.log(
+                &TraceError::new(Severity::Error, ErrCode::InvalidParamVal)
+                    .with_message("Input block incorrect size, must be 16 byte multiple"),
+            );
+            t.text.flush();
+            if let Some(e) = t.tree.error_logger().borrow().last_error() {
+                default_log().last_error = Some(e.clone());
+            }
+            return (resp_to_c(coresight_decode::datapath::DatapathResp::FatalInvalidData), 0);
+        }
         let (r, used) = coresight_decode::interfaces::TrcDataIn::trace_data_in(&mut t.tree, op, u64::from(index), data);
         t.text.flush();
         if let Some(e) = t.tree.error_logger().borrow().last_error() {
@@ -367,7 +393,14 @@ pub unsafe extern "C" fn ocsd_dt_create_decoder(
     let Some(name) = (unsafe { c_str(decoder_name) }) else {
         return OCSD_ERR_INVALID_PARAM_VAL;
     };
-    if decoder_cfg.is_null() {
+    // OpenCSD writes the ID through `p_csid` unchecked (a null one
+    // crashes it): refused here before anything is made.
+    if decoder_cfg.is_null() || p_csid.is_null() {
+        return OCSD_ERR_INVALID_PARAM_VAL;
+    }
+    // Neither a packet processor nor a full decoder: OpenCSD's managers
+    // make nothing.
+    if create_flags & (OCSD_CREATE_FLG_PACKET_PROC | OCSD_CREATE_FLG_FULL_DECODER) == 0 {
         return OCSD_ERR_INVALID_PARAM_VAL;
     }
     let cfg = if crate::custom::is_custom(name) {
@@ -401,7 +434,8 @@ pub unsafe extern "C" fn ocsd_dt_create_decoder(
         } else {
             DecodeMode::PacketsOnly
         };
-        let (component, attach) = match crate::pktcb::build_builtin(factory.protocol_name(), &cfg, &ctx) {
+        let (component, attach) = match crate::pktcb::build_builtin(factory.protocol_name(), &cfg, &ctx, &t.mem_mapped)
+        {
             Some((c, a)) => (c, Some(a)),
             None => {
                 let c = factory.create(&cfg, &ctx).map_err(|e| err_code(e.code))?;
@@ -422,10 +456,8 @@ pub unsafe extern "C" fn ocsd_dt_create_decoder(
     });
     match r {
         Ok(id) => {
-            if !p_csid.is_null() {
-                // SAFETY: non-null output pointer from the client.
-                unsafe { *p_csid = id };
-            }
+            // SAFETY: non-null output pointer from the client.
+            unsafe { *p_csid = id };
             OCSD_OK
         }
         Err(e) => e,
@@ -496,11 +528,12 @@ pub extern "C" fn ocsd_dt_attach_packet_callback(
 /// reset).
 fn fill_stats(t: &mut CTree, csid: u8) -> Result<(), OcsdErr> {
     let slot = slot_of(t, csid);
+    // No decoder there: OpenCSD finds no packet processor, an invalid value.
     let (_, e) = t
         .tree
         .elements()
         .find(|(id, _)| *id == slot)
-        .ok_or(OCSD_ERR_INVALID_ID)?;
+        .ok_or(OCSD_ERR_INVALID_PARAM_VAL)?;
     let s = e.component.stats().ok_or(OCSD_ERR_NOT_INIT)?;
     let demux = t.tree.deformatter().map(|d| d.stats()).unwrap_or_default();
     let base = t
@@ -561,7 +594,7 @@ pub extern "C" fn ocsd_dt_reset_decode_stats(handle: TreeHandle, csid: u8) -> Oc
         }
         let now = *t.stats;
         let Some(d) = t.decoders.iter_mut().find(|d| d.csid == csid) else {
-            return OCSD_ERR_INVALID_ID;
+            return OCSD_ERR_INVALID_PARAM_VAL;
         };
         let b = &mut d.stats_base;
         b.channel_total = b.channel_total.wrapping_add(now.channel_total);
@@ -597,6 +630,7 @@ pub unsafe extern "C" fn ocsd_dt_add_binfile_mem_acc(
         return OCSD_ERR_INVALID_PARAM_VAL;
     };
     with_tree(handle, OCSD_ERR_BAD_HANDLE, |t| {
+        map_memory(t);
         match t
             .tree
             .add_file_region(Path::new(path), address, 0, 0, space_from_c(mem_space))
@@ -625,6 +659,7 @@ pub unsafe extern "C" fn ocsd_dt_add_binfile_region_mem_acc(
     // SAFETY: the client passes `num_regions` regions.
     let regions = unsafe { std::slice::from_raw_parts(region_array, num_regions as usize) };
     with_tree(handle, OCSD_ERR_BAD_HANDLE, |t| {
+        map_memory(t);
         for r in regions {
             if let Err(e) = t.tree.add_file_region(
                 Path::new(path),
@@ -655,6 +690,7 @@ pub unsafe extern "C" fn ocsd_dt_add_buffer_mem_acc(
     // library's accessors own their bytes.
     let bytes = unsafe { std::slice::from_raw_parts(p_mem_buffer, mem_length as usize) }.to_vec();
     with_tree(handle, OCSD_ERR_BAD_HANDLE, |t| {
+        map_memory(t);
         let Some(m) = t.tree.mem_mapper() else {
             return OCSD_ERR_NOT_INIT;
         };
@@ -666,6 +702,18 @@ pub unsafe extern "C" fn ocsd_dt_add_buffer_mem_acc(
             Err(e) => mem_err(e),
         }
     })
+}
+
+/// Makes the tree's memory map, as OpenCSD does at the first call adding
+/// memory (whether or not the accessor is then taken): its full decoders
+/// can start and the memory calls work from then on.
+fn map_memory(t: &CTree) {
+    t.mem_mapped.store(true, Ordering::Relaxed);
+}
+
+/// Whether the tree has its memory map (see [`map_memory`]).
+fn memory_mapped(t: &CTree) -> bool {
+    t.mem_mapped.load(Ordering::Relaxed)
 }
 
 /// A C memory callback, with or without the trace ID argument.
@@ -688,6 +736,7 @@ fn add_callback_acc(
         _ => {}
     }
     with_tree(handle, OCSD_ERR_BAD_HANDLE, |t| {
+        map_memory(t);
         let position = t.tree.serial_position();
         let single = matches!(t.tree.format(), SourceFormat::Single).then(|| t.single_id.clone());
         let read = move |addr: u64, space: MemSpace, buf: &mut [u8]| -> usize {
@@ -773,6 +822,9 @@ pub extern "C" fn ocsd_dt_remove_mem_acc(handle: TreeHandle, st_address: VAddr, 
     // OpenCSD removes the image holding the address (any address of it)
     // in a matching memory space; none there is OCSD_ERR_INVALID_PARAM_VAL.
     with_tree(handle, OCSD_ERR_BAD_HANDLE, |t| {
+        if !memory_mapped(t) {
+            return OCSD_ERR_NOT_INIT;
+        }
         t.tree
             .remove_mem_acc(st_address, space_from_c(mem_space))
             .map_or_else(mem_err, |()| OCSD_OK)
@@ -782,6 +834,10 @@ pub extern "C" fn ocsd_dt_remove_mem_acc(handle: TreeHandle, st_address: VAddr, 
 #[unsafe(no_mangle)]
 pub extern "C" fn ocsd_tl_log_mapped_mem_ranges(handle: TreeHandle) {
     with_tree(handle, (), |t| {
+        // No memory map, nothing listed (not even the heading).
+        if !memory_mapped(t) {
+            return;
+        }
         let mut s = String::new();
         t.tree.describe_mapped_ranges(&mut s);
         t.text.capture.borrow_mut().log_msg(&s);
@@ -799,7 +855,7 @@ pub extern "C" fn ocsd_dt_set_mem_acc_cacheing(
     nr_pages: c_int,
 ) -> OcsdErr {
     with_tree(handle, OCSD_ERR_BAD_HANDLE, |t| {
-        let Some(m) = t.tree.mem_mapper() else {
+        let Some(m) = t.tree.mem_mapper().filter(|_| memory_mapped(t)) else {
             return OCSD_ERR_NOT_INIT;
         };
         let d = CacheConfig::default();
@@ -826,9 +882,18 @@ pub extern "C" fn ocsd_dt_set_mem_acc_cacheing(
 // ------------------------------------------------------------ error logger
 
 #[unsafe(no_mangle)]
-pub extern "C" fn ocsd_def_errlog_init(verbosity: c_int, _create_output_logger: c_int) -> OcsdErr {
+pub extern "C" fn ocsd_def_errlog_init(verbosity: c_int, create_output_logger: c_int) -> OcsdErr {
     guarded(OCSD_ERR_FAIL, || {
-        default_log().verbosity = severity_from_c(verbosity);
+        let mut log = default_log();
+        log.verbosity = severity_from_c(verbosity);
+        if create_output_logger != 0 {
+            // OpenCSD makes a new output logger, writing to stderr until
+            // configured otherwise.
+            log.output_logger = true;
+            log.out_flags = C_API_MSGLOGOUT_FLG_STDERR;
+            log.file = None;
+            crate::tree::DEFAULT_OUTPUT_ON.store(true, Ordering::Relaxed);
+        }
         OCSD_OK
     })
 }
@@ -839,6 +904,10 @@ pub unsafe extern "C" fn ocsd_def_errlog_config_output(output_flags: c_int, log_
     let name = unsafe { c_str(log_file_name) }.map(str::to_owned);
     guarded(OCSD_ERR_FAIL, || {
         let mut log = default_log();
+        // No output logger made by `ocsd_def_errlog_init`: nothing to set.
+        if !log.output_logger {
+            return OCSD_ERR_NOT_INIT;
+        }
         log.out_flags = output_flags & C_API_MSGLOGOUT_MASK;
         crate::tree::DEFAULT_OUTPUT_ON.store(log.out_flags != 0, Ordering::Relaxed);
         if output_flags & C_API_MSGLOGOUT_FLG_FILE != 0 {
@@ -888,9 +957,12 @@ pub unsafe extern "C" fn ocsd_def_errlog_msgout(msg: *const c_char) {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ocsd_err_str(err: c_int, buffer: *mut c_char, buffer_size: c_int) {
-    let text = guarded(String::new(), || match code_from_c(err) {
-        Some(c) => format!("{c}"),
-        None => format!("0x{err:04x} (unknown error)"),
+    // OpenCSD's error string: the code, then "; " before a message (none here).
+    // 1.3.x has no code from 44 on (OCSD_ERR_INVALID_OPCODE is 1.8's).
+    let last_known = if cfg!(feature = "opencsd-1-8") { c_int::MAX } else { 43 };
+    let text = guarded(String::new(), || match code_from_c(err).filter(|_| err <= last_known) {
+        Some(c) => format!("{c}; "),
+        None => format!("0x{err:04x} (unknown); "),
     });
     // SAFETY: the client's buffer of `buffer_size` bytes.
     unsafe { copy_out(&text, buffer, buffer_size) };

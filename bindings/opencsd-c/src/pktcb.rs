@@ -4,12 +4,14 @@
 //! pipeline and can attach a C packet sink or monitor to it later.
 
 use std::ffi::{c_int, c_void};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use coresight_decode::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use coresight_decode::decoder::{DecodeContext, DecodeStats, PacketProcessor, Pipeline, SourceConfig, TraceComponent};
-use coresight_decode::error::ErrCode;
+use coresight_decode::error::{ErrCode, Severity, TraceError};
 use coresight_decode::index::StreamIndexer;
-use coresight_decode::interfaces::{PktDataIn, PktRawDataMon, TrcDataIn};
+use coresight_decode::interfaces::{PktDataIn, PktRawDataMon, ResumeState, RunAddr, TrcDataIn};
 use coresight_decode::logger::ErrLink;
 use coresight_decode::printers::PacketPrinter;
 use coresight_decode::shared::{Shared, shared};
@@ -104,6 +106,85 @@ impl<P: CPacket> PktRawDataMon<P> for CPktMon<P> {
             )
         };
     }
+}
+
+/// A full decoder that reads memory, on a tree with no memory map yet:
+/// until one is made (the first `ocsd_dt_add_*_mem_acc` call), it refuses
+/// every packet operation with `OCSD_RESP_FATAL_NOT_INIT`, as OpenCSD's
+/// decoders do when no memory access interface is attached.
+struct NeedsMemory<P> {
+    inner: Box<dyn PktDataIn<P>>,
+    mapped: Arc<AtomicBool>,
+    err: ErrLink,
+    ready: bool,
+}
+
+impl<P> NeedsMemory<P> {
+    /// Whether the decoder may go on; logs the error when it may not.
+    fn check(&mut self) -> bool {
+        if !self.ready {
+            if !self.mapped.load(Ordering::Relaxed) {
+                self.err.log(
+                    &TraceError::new(Severity::Error, ErrCode::NotInit)
+                        .with_message("No memory access interface attached and enabled"),
+                );
+                return false;
+            }
+            self.ready = true;
+        }
+        true
+    }
+}
+
+impl<P> PktDataIn<P> for NeedsMemory<P> {
+    fn packet_data_in(&mut self, op: DatapathOp, index: TrcIndex, pkt: Option<&P>) -> DatapathResp {
+        if !self.check() {
+            return DatapathResp::FatalNotInit;
+        }
+        self.inner.packet_data_in(op, index, pkt)
+    }
+    fn packet_in(&mut self, index: TrcIndex, pkt: &P) -> DatapathResp {
+        if !self.check() {
+            return DatapathResp::FatalNotInit;
+        }
+        self.inner.packet_in(index, pkt)
+    }
+    // Until ready, runs are left to `packet_in`, which checks.
+    fn packet_bytes_in(&mut self, index: TrcIndex, run: &[u8]) -> (DatapathResp, usize) {
+        if !self.ready {
+            return (DatapathResp::Cont, 0);
+        }
+        self.inner.packet_bytes_in(index, run)
+    }
+    fn packet_run_in(&mut self, index: TrcIndex, run: &[u8], addrs: &[RunAddr]) -> (DatapathResp, usize) {
+        if !self.ready {
+            return (DatapathResp::Cont, 0);
+        }
+        self.inner.packet_run_in(index, run, addrs)
+    }
+    fn resume(&mut self, state: &ResumeState) -> bool {
+        self.inner.resume(state)
+    }
+}
+
+/// `dec` behind a [`NeedsMemory`] gate named `name` when the tree has no
+/// memory map yet.
+fn gated<P: 'static>(
+    dec: Option<Box<dyn PktDataIn<P>>>,
+    ctx: &DecodeContext,
+    name: &str,
+    mapped: &Arc<AtomicBool>,
+) -> Option<Box<dyn PktDataIn<P>>> {
+    let dec = dec?;
+    if mapped.load(Ordering::Relaxed) {
+        return Some(dec);
+    }
+    Some(Box::new(NeedsMemory {
+        inner: dec,
+        mapped: mapped.clone(),
+        err: ErrLink::new(&ctx.err_log, ctx.component_name(name)),
+        ready: false,
+    }))
 }
 
 /// One packet pipeline, shared between the tree (as its component) and
@@ -215,7 +296,8 @@ where
 /// Builds the decoder of the built-in protocol `name` for `cfg`, as the
 /// registry's factory for it would, keeping a handle for packet
 /// callbacks. `None` for a protocol that is not built in here.
-pub fn build_builtin(name: &str, cfg: &SourceConfig, ctx: &DecodeContext) -> Option<Built> {
+/// `mapped` says whether the tree has a memory map (see [`NeedsMemory`]).
+pub fn build_builtin(name: &str, cfg: &SourceConfig, ctx: &DecodeContext, mapped: &Arc<AtomicBool>) -> Option<Built> {
     use coresight_decode::decoder::DecodeMode;
     use coresight_decode::{ete, etmv3, etmv4, itm, ptm, stm};
     let full = ctx.mode == DecodeMode::FullDecode;
@@ -229,12 +311,22 @@ pub fn build_builtin(name: &str, cfg: &SourceConfig, ctx: &DecodeContext) -> Opt
             let err = ErrLink::new(&ctx.err_log, ctx.component_name("PKTP_ETMV4I"));
             let mut proc = etmv4::EtmV4PktProc::new(c.clone(), Some(err));
             proc.set_opencsd_flow(ctx.options.opencsd_flow);
-            let dec = ctx.decoder_for_mode(|| etmv4::EtmV4Decoder::new(c, ctx));
+            let dec = gated(
+                ctx.decoder_for_mode(|| etmv4::EtmV4Decoder::new(c, ctx)),
+                ctx,
+                "DCD_ETMV4",
+                mapped,
+            );
             share(pname, Pipeline::new(pname, proc, dec), full)
         }
         "ETMV3" => {
             let c = etmv3::Etmv3Config::from_source(cfg);
-            let dec = ctx.decoder_for_mode(|| etmv3::Etmv3Decoder::new(c, ctx));
+            let dec = gated(
+                ctx.decoder_for_mode(|| etmv3::Etmv3Decoder::new(c, ctx)),
+                ctx,
+                "DCD_ETMV3",
+                mapped,
+            );
             share(
                 "ETMV3",
                 Pipeline::new("ETMV3", etmv3::Etmv3Processor::new(c, ctx), dec),
@@ -243,7 +335,12 @@ pub fn build_builtin(name: &str, cfg: &SourceConfig, ctx: &DecodeContext) -> Opt
         }
         "PTM" => {
             let c = ptm::PtmConfig::from_source(cfg);
-            let dec = ctx.decoder_for_mode(|| ptm::PtmDecoder::new(c, ctx));
+            let dec = gated(
+                ctx.decoder_for_mode(|| ptm::PtmDecoder::new(c, ctx)),
+                ctx,
+                "DCD_PTM",
+                mapped,
+            );
             share("PTM", Pipeline::new("PTM", ptm::PtmProcessor::new(c, ctx), dec), full)
         }
         "STM" => {

@@ -21,6 +21,9 @@ use crate::convert;
 /// verbosity, where its text goes, and the last error it saw.
 pub struct DefaultLog {
     pub verbosity: Severity,
+    /// `ocsd_def_errlog_init` has made the output logger (OpenCSD has none
+    /// until then, and configuring its output is `OCSD_ERR_NOT_INIT`).
+    pub output_logger: bool,
     pub out_flags: c_int,
     pub file: Option<std::fs::File>,
     pub last_error: Option<TraceError>,
@@ -28,6 +31,7 @@ pub struct DefaultLog {
 
 static DEFAULT_LOG: Mutex<DefaultLog> = Mutex::new(DefaultLog {
     verbosity: Severity::Error,
+    output_logger: false,
     out_flags: 0,
     file: None,
     last_error: None,
@@ -72,6 +76,35 @@ pub fn is_handle(p: usize) -> bool {
         .unwrap_or_else(|e| e.into_inner())
         .as_ref()
         .is_some_and(|s| s.contains(&p))
+}
+
+// C's stdio, which the client's own printf shares: library text written
+// through it keeps its place among the client's lines whatever the
+// buffering (Rust's stdout has a buffer of its own).
+unsafe extern "C" {
+    static mut stdout: *mut c_void;
+    static mut stderr: *mut c_void;
+    fn fwrite(ptr: *const c_void, size: usize, n: usize, stream: *mut c_void) -> usize;
+    fn fflush(stream: *mut c_void) -> c_int;
+}
+
+/// Writes `text` to C's `stdout` (or `stderr`) and flushes it, as
+/// OpenCSD's logger does after each message. Before stderr, stdout is
+/// flushed: OpenCSD writes to C++'s `cerr`, tied to `cout`.
+fn c_stdio_write(to_stderr: bool, text: &[u8]) {
+    // SAFETY: libc's streams, read afresh (a client may reopen them);
+    // `text` is valid for its length.
+    unsafe {
+        let out = stdout;
+        let f = if to_stderr {
+            fflush(out);
+            stderr
+        } else {
+            out
+        };
+        fwrite(text.as_ptr().cast(), 1, text.len(), f);
+        fflush(f);
+    }
 }
 
 /// A C string-print callback (`ocsd_def_errlog_set_strprint_cb`).
@@ -132,19 +165,16 @@ impl TextOut {
                 unsafe { cb(print.ctx as *const c_void, c.as_ptr(), line.len() as c_int) };
             }
             if log.out_flags & abi::C_API_MSGLOGOUT_FLG_STDOUT != 0 {
-                let _ = std::io::stdout().write_all(line.as_bytes());
+                c_stdio_write(false, line.as_bytes());
             }
             if log.out_flags & abi::C_API_MSGLOGOUT_FLG_STDERR != 0 {
-                let _ = std::io::stderr().write_all(line.as_bytes());
+                c_stdio_write(true, line.as_bytes());
             }
             if log.out_flags & abi::C_API_MSGLOGOUT_FLG_FILE != 0
                 && let Some(f) = log.file.as_mut()
             {
                 let _ = f.write_all(line.as_bytes());
             }
-        }
-        if log.out_flags & abi::C_API_MSGLOGOUT_FLG_STDOUT != 0 {
-            let _ = std::io::stdout().flush();
         }
     }
 }
@@ -159,6 +189,13 @@ pub struct CTree {
     pub stats: Box<abi::OcsdDecodeStats>,
     /// Set when a panic was caught inside the tree: it is not used again.
     pub poisoned: bool,
+    /// The tree has a memory map: OpenCSD makes one at the first
+    /// `ocsd_dt_add_*_mem_acc` call, and until then memory calls are
+    /// `OCSD_ERR_NOT_INIT` and full decoders cannot start.
+    pub mem_mapped: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// The frame deformatter's name for errors the C API finds in its
+    /// input (made at the first).
+    pub dfmt_err: Option<coresight_decode::logger::ErrLink>,
     /// The decoders this library built, by trace ID (CSID): a handle for
     /// packet callbacks, and the statistics at the last reset.
     pub decoders: Vec<DecoderEntry>,

@@ -257,7 +257,12 @@ fn bad_handles_and_pointers_give_opencsd_codes() {
     ocsd_destroy_dcd_tree(t);
     // A freed handle is refused, not used.
     assert_eq!(ocsd_dt_set_gen_elem_printer(t), OCSD_ERR_BAD_HANDLE);
-    assert!(ocsd_create_dcd_tree(7, 0).is_null());
+    // An unknown source type makes a tree without a frame deformatter, as
+    // OpenCSD's (tests/opencsd_diffs.rs); bad deformatter flags make none.
+    let t = ocsd_create_dcd_tree(7, 0);
+    assert!(!t.is_null());
+    ocsd_destroy_dcd_tree(t);
+    assert!(ocsd_create_dcd_tree(OCSD_TRC_SRC_FRAME_FORMATTED, 0).is_null());
 }
 
 #[test]

@@ -1168,18 +1168,16 @@ impl DumpOut {
         if line.starts_with(b"ID:") {
             return Ok(());
         }
-        let cut = if self.as_perf_61 {
-            std::str::from_utf8(line).ok().and_then(printers::opencsd_1_3_cut)
+        self.out.write_all(b"\t")?;
+        // 1.3.3's words where they differ (a new line only then).
+        let as_1_3 = if self.as_perf_61 {
+            std::str::from_utf8(line).ok().map(printers::opencsd_1_3_text)
         } else {
             None
         };
-        self.out.write_all(b"\t")?;
-        match cut {
-            Some(c) => {
-                self.out.write_all(&line[..c.start])?;
-                self.out.write_all(&line[c.end..])?;
-            }
-            None => self.out.write_all(line)?,
+        match as_1_3 {
+            Some(std::borrow::Cow::Owned(l)) => self.out.write_all(l.as_bytes())?,
+            _ => self.out.write_all(line)?,
         }
         self.out.write_all(b"\n")
     }
