@@ -272,7 +272,7 @@ fn perf_script_lines_of_a_hand_made_trace() {
         TraceElement::new(ElemType::EoTrace),
     ];
     let fields: Fields = "comm,tid,cpu,period,event,ip,sym,dso,addr".parse().unwrap();
-    let itrace: Itrace = "i3b".parse().unwrap();
+    let itrace: Itrace = "bi3".parse().unwrap();
     let mut sw = ScriptWriter::new(&model, 1, Vec::new(), itrace, fields, "", &[], None);
     sw.event(&Event::BufferStart {
         buffer: 0,
