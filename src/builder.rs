@@ -106,6 +106,8 @@ impl<'a> TreeBuilder<'a> {
         let log_err = |code: ErrCode, msg: String| log.log(&TraceError::new(Severity::Error, code).with_message(msg));
 
         let mut created = 0;
+        // Why a decoder refused its source, one line a source, for the error.
+        let mut refused = String::new();
         for (src, core) in self.ss.sources_of(buffer_name) {
             match self.ss.device(src) {
                 None => log_err(
@@ -119,7 +121,7 @@ impl<'a> TreeBuilder<'a> {
                             format!("Failed to get device data for source {src}.\n"),
                         ),
                         Some(core_dev) => {
-                            if self.create(&mut tree, &log, dev, Some(core_dev)) {
+                            if self.create(&mut tree, &log, dev, Some(core_dev), &mut refused) {
                                 created += 1;
                                 if mode == DecodeMode::FullDecode {
                                     self.map_dumps(&mut tree, &log, core_dev);
@@ -133,7 +135,7 @@ impl<'a> TreeBuilder<'a> {
                         }
                     },
                     None => {
-                        if self.create(&mut tree, &log, dev, None) {
+                        if self.create(&mut tree, &log, dev, None, &mut refused) {
                             created += 1;
                         } else {
                             log_err(
@@ -151,13 +153,20 @@ impl<'a> TreeBuilder<'a> {
         if created == 0 {
             return Err(Error::NoDecoder {
                 buffer: buffer_name.to_string(),
-                log: String::new(),
+                log: refused,
             });
         }
         Ok(tree)
     }
 
-    fn create(&self, tree: &mut DecodeTree, log: &ErrLink, dev: &Device, core: Option<&Device>) -> bool {
+    fn create(
+        &self,
+        tree: &mut DecodeTree,
+        log: &ErrLink,
+        dev: &Device,
+        core: Option<&Device>,
+        refused: &mut String,
+    ) -> bool {
         let Some(mut factory) = tree.registry().for_device_type(&dev.device_type) else {
             return false;
         };
@@ -203,6 +212,9 @@ impl<'a> TreeBuilder<'a> {
         match tree.create_decoder(factory.protocol_name(), &cfg) {
             Ok(_) => true,
             Err(e) => {
+                if e.code == ErrCode::HwCfgUnsupp {
+                    refused.push_str(&format!("{}: {}\n", dev.name, e.message));
+                }
                 log.log(&TraceError::new(Severity::Error, e.code).with_message(format!(
                     "Snapshot processor : failed to create {} decoder on decode tree.",
                     factory.protocol_name()

@@ -60,6 +60,13 @@ pub struct DecoderOptions {
     /// OpenCSD. Elements come out in the same order either way. The
     /// OpenCSD C API sets it.
     pub opencsd_flow: bool,
+    /// OpenCSD's handling of an ETMv4/ETE configuration the decoder does
+    /// not implement (see `EtmV4Config::check_decode_support`): the
+    /// decoder is made, and its first packet stops the data path with
+    /// OCSD_ERR_NOT_INIT, as in OpenCSD 1.8.0's listing. Off, making the
+    /// decoder fails with OCSD_ERR_HW_CFG_UNSUPP naming the register
+    /// field. The lister sets it.
+    pub opencsd_cfg_unsupp: bool,
 }
 
 /// A trace source's register values, resolved for one protocol.

@@ -192,7 +192,9 @@ pub enum MemoryError {
         size: u64,
     },
     /// The image overlaps one already mapped in an overlapping memory space.
-    #[error("image at 0x{start:x}-0x{end:x} ({space}) overlaps an image already mapped in that memory space")]
+    #[error(
+        "image at 0x{start:x}-0x{end:x} ({space}) overlaps the image at 0x{mapped_start:x}-0x{mapped_end:x} ({mapped_space}) already mapped"
+    )]
     Overlap {
         /// First address of the new image.
         start: u64,
@@ -200,6 +202,12 @@ pub enum MemoryError {
         end: u64,
         /// Memory space of the new image.
         space: MemSpace,
+        /// First address of the mapped image it overlaps.
+        mapped_start: u64,
+        /// Last address of the mapped image it overlaps.
+        mapped_end: u64,
+        /// Memory space of the mapped image it overlaps.
+        mapped_space: MemSpace,
     },
     /// The address range is empty or runs past the end of the address
     /// space.
@@ -908,17 +916,22 @@ impl MemAccMapper {
         if acc.ranges().is_empty() {
             return Err(MemoryError::InvalidRange { start: 0, size: 0 });
         }
-        let clash = acc.ranges().iter().find(|n| {
+        // The first pair that clashes, to name both ranges.
+        let clash = acc.ranges().iter().find_map(|n| {
             self.images
                 .iter()
                 .map(Image::acc)
-                .any(|a| a.mem_space().intersects(acc.mem_space()) && a.ranges().iter().any(|r| r.overlaps(n)))
+                .filter(|a| a.mem_space().intersects(acc.mem_space()))
+                .find_map(|a| a.ranges().iter().find(|r| r.overlaps(n)).map(|r| (n, r, a.mem_space())))
         });
         match clash {
-            Some(n) => Err(MemoryError::Overlap {
+            Some((n, r, mapped_space)) => Err(MemoryError::Overlap {
                 start: n.start,
                 end: n.end,
                 space: acc.mem_space(),
+                mapped_start: r.start,
+                mapped_end: r.end,
+                mapped_space,
             }),
             None => Ok(()),
         }

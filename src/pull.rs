@@ -128,7 +128,9 @@ impl Decoder {
                 t.set_error_output(Some(log.clone()))
             })
             .map_err(|e| match e {
-                Error::NoDecoder { buffer, .. } => Error::NoDecoder {
+                // A refused configuration's reason is the error; otherwise
+                // all the builder logged.
+                Error::NoDecoder { buffer, log: refused } if refused.is_empty() => Error::NoDecoder {
                     buffer,
                     log: log.borrow_mut().take_captured(),
                 },

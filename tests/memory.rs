@@ -46,13 +46,16 @@ fn overlapping_images_in_overlapping_spaces_are_refused() {
         MemoryError::Overlap {
             start: 0x10ff,
             end: 0x1102,
-            space: MemSpace::EL1N
+            space: MemSpace::EL1N,
+            mapped_start: 0x1000,
+            mapped_end: 0x10ff,
+            mapped_space: MemSpace::ANY,
         }
     );
     assert_eq!(e.code(), ErrCode::MemAccOverlap);
     assert_eq!(
         e.to_string(),
-        "image at 0x10ff-0x1102 (EL1N) overlaps an image already mapped in that memory space"
+        "image at 0x10ff-0x1102 (EL1N) overlaps the image at 0x1000-0x10ff (Any) already mapped"
     );
     assert_eq!(
         m.add_accessor(buf(0x0ff0, &[0; 0x20], MemSpace::ANY))

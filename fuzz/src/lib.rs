@@ -270,6 +270,7 @@ pub fn run_protocol(protocol: Protocol, data: &[u8]) {
         range_cont: opts & 32 != 0,
         halt_on_error: opts & 64 != 0,
         opencsd_flow: opts & 128 != 0,
+        ..DecoderOptions::default()
     });
     let cfg = SourceConfig {
         name: "src_0".into(),

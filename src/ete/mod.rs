@@ -43,6 +43,6 @@ pub fn config_from_source(cfg: &SourceConfig) -> EtmV4Config {
 /// The protocol's factory for the decoder registry.
 pub(crate) fn factory() -> Arc<dyn DecoderFactory> {
     Arc::new(ProtocolFactory::new(&ETE, |info, cfg, ctx| {
-        Ok(create_component(info.name, config_from_source(cfg), ctx))
+        create_component(info.name, config_from_source(cfg), ctx)
     }))
 }

@@ -830,7 +830,7 @@ fn decode_sessions(cfg: EtmV4Config, sessions: &[&[u8]]) -> Vec<String> {
         err_log: shared(ErrorLogger::new(Severity::Info, Some(err_out))),
         options: DecoderOptions::default(),
     };
-    let mut comp = create_component("ETE", cfg, &ctx);
+    let mut comp = create_component("ETE", cfg, &ctx).unwrap();
     for (n, s) in sessions.iter().enumerate() {
         if n > 0 {
             comp.trace_data_in(DatapathOp::Reset, 0, &[]);

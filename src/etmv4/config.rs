@@ -3,9 +3,34 @@
 //! The packet processor and decoder only ever look at the interpreted
 //! values held here; everything is worked out once, when the decoder is
 //! created. ETE shares this structure (its major version is 5).
+//!
+//! What the decoder does with each register field it reads
+//! ([`EtmV4Config::check_decode_support`] refuses the "no" rows, for
+//! ETMv4 and ETE alike; ETE has INSTP0, COND, DA and DV as RES0):
+//!
+//! | field | meaning | decoded |
+//! |---|---|---|
+//! | TRCCONFIGR.INSTP0 [2:1] | loads/stores traced as P0 elements (atoms stand for them too) | no: refused when non-zero |
+//! | TRCCONFIGR.BB [3] | branch broadcast: direct branches traced too | yes |
+//! | TRCCONFIGR.CCI [4] | cycle counting | yes |
+//! | TRCCONFIGR.CID [6], VMID [7], VMIDOPT [15] | context ID and VMID in context packets | yes |
+//! | TRCCONFIGR.COND [10:8] | conditional non-branch instructions traced | no: refused when non-zero |
+//! | TRCCONFIGR.TS [11] | timestamps | yes |
+//! | TRCCONFIGR.RS [12] | return stack | yes |
+//! | TRCCONFIGR.QE [14:13] | Q elements | yes |
+//! | TRCCONFIGR.DA [16], DV [17] | data address / value trace (only with INSTP0) | no: refused |
+//! | TRCIDR0.TRCDATA [4:3], TRCCOND [6], CONDTYPE [13:12], TRCEXDATA [17] | data / conditional trace implemented | only read to refuse the above |
+//! | TRCIDR0.TRCCCI [7], QSUPP [16:15], TSSIZE [28:24], COMMOPT [29] | packet forms | yes |
+//! | TRCIDR0.TSMARK [23], COMMTRANS [30] (ETE) | timestamp markers, transaction start as P0 | yes |
+//! | TRCIDR1.TRCARCHMAJ/MIN, TRCDEVARCH (ETE) | version: which packets exist | yes |
+//! | TRCIDR2.IASIZE, CIDSIZE, VMIDSIZE, CCSIZE, WFXMODE | field sizes, WFI/WFE as branches | yes |
+//! | TRCIDR2.DASIZE, DVSIZE | data trace sizes | not needed (data trace refused) |
+//! | TRCIDR8.MAXSPEC | speculation depth | yes (held depth capped, see `SPEC_DEPTH_LIMIT`) |
+//! | TRCIDR9..13 (P0/P1/cond keys) | keys of data and conditional trace | not needed (both refused) |
 
 use crate::arch::{ArchProfile, ArchVersion, CoreProfile};
 use crate::decoder::SourceConfig;
+use crate::errcode::{ErrCode, Severity, TraceError};
 
 /// TRCDEVARCH of an ETE when the snapshot does not give it (ETE v1.0).
 pub(crate) const ETE_DEFAULT_DEVARCH: u32 = 0x4770_5A13;
@@ -283,6 +308,39 @@ impl EtmV4Config {
     /// Return stack enabled (TRCCONFIGR.RS).
     pub(crate) fn enabled_ret_stack(&self) -> bool {
         self.configr & (1 << 12) != 0
+    }
+
+    /// Refuses, with [`ErrCode::HwCfgUnsupp`] and a message naming the
+    /// register field, a TRCCONFIGR the decoder would decode wrongly:
+    /// load/store P0 tracing (INSTP0, with or without data trace DA/DV)
+    /// and conditional non-branch tracing (COND). In such trace atoms and
+    /// elements also stand for loads, stores and conditional instructions,
+    /// so branch-only decoding would give wrong ranges without a word.
+    /// Packets alone are listed whatever the configuration.
+    pub fn check_decode_support(&self) -> Result<(), TraceError> {
+        let unsupp = |msg: String| Err(TraceError::new(Severity::Error, ErrCode::HwCfgUnsupp).with_message(msg));
+        let instp0 = (self.configr >> 1) & 0x3;
+        let da_dv = (self.configr >> 16) & 0x3;
+        if self.enabled_data_trace() {
+            return unsupp(format!(
+                "TRCCONFIGR = 0x{:08x}: data trace (DA/DV, bits [17:16] = 0b{da_dv:02b}, with INSTP0 bits [2:1] = 0b{instp0:02b}) is not decoded",
+                self.configr
+            ));
+        }
+        if instp0 != 0 {
+            return unsupp(format!(
+                "TRCCONFIGR = 0x{:08x}: INSTP0 (bits [2:1]) = 0b{instp0:02b} traces loads and stores as P0 elements, which are not decoded (atoms would be taken for branches); only INSTP0 = 0b00 is",
+                self.configr
+            ));
+        }
+        let cond = (self.configr >> 8) & 0x7;
+        if cond != 0 {
+            return unsupp(format!(
+                "TRCCONFIGR = 0x{:08x}: COND (bits [10:8]) = 0b{cond:03b} traces conditional non-branch instructions, which are not decoded; only COND = 0b000 is",
+                self.configr
+            ));
+        }
+        Ok(())
     }
 
     // ---- core ----

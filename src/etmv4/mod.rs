@@ -20,9 +20,13 @@ pub(crate) mod tests;
 
 use std::sync::Arc;
 
+use crate::datapath::{DatapathOp, DatapathResp, TrcIndex};
 use crate::decoder::RegSpec;
-use crate::decoder::{DecodeContext, DecoderFactory, Pipeline, TraceComponent};
+use crate::decoder::{DecodeContext, DecodeMode, DecoderFactory, Pipeline, TraceComponent};
+use crate::errcode::{ErrCode, Severity, TraceError};
 use crate::factory::{ProtocolFactory, ProtocolInfo};
+use crate::interfaces::PktDataIn;
+use crate::logger::ErrLink;
 
 pub use config::EtmV4Config;
 pub use decoder::{EtmV4Decoder, SPEC_DEPTH_LIMIT};
@@ -55,18 +59,52 @@ pub(crate) const ETMV4: ProtocolInfo = ProtocolInfo {
 /// Builds the component for one source: the packet processor, and in full
 /// decode mode the decoder behind it. `name` is the protocol name; ETE
 /// shares ETMv4's processor and decoder, and so (as in OpenCSD) their
-/// error-log names, `PKTP_ETMV4I_nnnn` and `DCD_ETMV4_nnnn`.
-pub(crate) fn create_component(name: &'static str, cfg: EtmV4Config, ctx: &DecodeContext) -> Box<dyn TraceComponent> {
+/// error-log names, `PKTP_ETMV4I_nnnn` and `DCD_ETMV4_nnnn`. A full decode
+/// of a configuration the decoder does not implement
+/// ([`EtmV4Config::check_decode_support`]) fails here, its reason logged,
+/// unless the options ask for OpenCSD's behaviour.
+pub(crate) fn create_component(
+    name: &'static str,
+    cfg: EtmV4Config,
+    ctx: &DecodeContext,
+) -> Result<Box<dyn TraceComponent>, TraceError> {
     let pkt_err = ctx.packet_processor_err_link("PKTP_ETMV4I");
     let mut proc = EtmV4PktProc::new(cfg.clone(), Some(pkt_err));
     proc.set_opencsd_flow(ctx.options.opencsd_flow);
+    if ctx.mode == DecodeMode::FullDecode
+        && let Err(e) = cfg.check_decode_support()
+    {
+        let err = ErrLink::new(&ctx.err_log, ctx.component_name("DCD_ETMV4"));
+        if ctx.options.opencsd_cfg_unsupp {
+            let dec: Box<dyn PktDataIn<EtmV4Packet>> = Box::new(Unconfigured { err });
+            return Ok(Box::new(Pipeline::new(name, proc, Some(dec))));
+        }
+        err.log(&e);
+        return Err(e);
+    }
     let decoder = ctx.decoder_for_mode(|| EtmV4Decoder::new(cfg, ctx));
-    Box::new(Pipeline::new(name, proc, decoder))
+    Ok(Box::new(Pipeline::new(name, proc, decoder)))
+}
+
+/// OpenCSD's decoder for a configuration it refuses: made all the same
+/// (its refusal is not returned to the tree), it stops the data path at
+/// its first packet.
+struct Unconfigured {
+    err: ErrLink,
+}
+
+impl PktDataIn<EtmV4Packet> for Unconfigured {
+    fn packet_data_in(&mut self, _op: DatapathOp, _index: TrcIndex, _pkt: Option<&EtmV4Packet>) -> DatapathResp {
+        self.err.log(
+            &TraceError::new(Severity::Error, ErrCode::NotInit).with_message("No decoder configuration information"),
+        );
+        DatapathResp::FatalNotInit
+    }
 }
 
 /// The protocol's factory for the decoder registry.
 pub(crate) fn factory() -> Arc<dyn DecoderFactory> {
     Arc::new(ProtocolFactory::new(&ETMV4, |info, cfg, ctx| {
-        Ok(create_component(info.name, EtmV4Config::from_source(cfg), ctx))
+        create_component(info.name, EtmV4Config::from_source(cfg), ctx)
     }))
 }

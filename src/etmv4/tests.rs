@@ -681,7 +681,7 @@ fn decode_run(
         err_log,
         options,
     };
-    let mut comp = create_component("ETMV4I", cfg.clone(), &ctx);
+    let mut comp = create_component("ETMV4I", cfg.clone(), &ctx).unwrap();
     if feed != Feed::Bytes {
         let dec: Box<dyn PktDataIn<EtmV4Packet>> = Box::new(decoder::EtmV4Decoder::new(cfg.clone(), &ctx));
         let err = ctx.packet_processor_err_link("PKTP_ETMV4I");
@@ -1217,7 +1217,7 @@ fn packets_only_component_lists_packets() {
         options: DecoderOptions::default(),
     };
     let out = shared(MsgLogger::capture());
-    let mut comp = create_component("ETMV4I", a_cfg(), &ctx);
+    let mut comp = create_component("ETMV4I", a_cfg(), &ctx).unwrap();
     comp.attach_packet_printer(crate::printers::PacketPrinter::new(1, out.clone()), false)
         .unwrap();
     let data = with_sync(&[0x01, 0x00, 0xf7]);

@@ -12,31 +12,15 @@
 //! small numbers are JSON numbers. Optional fields are left out when the
 //! trace did not give them.
 //!
-//! The object for each kind:
-//!
-//! | `type` | fields |
-//! | --- | --- |
-//! | `no_sync`, `eo_trace` | `reason` |
-//! | `trace_on` | `reason`, `cycle_count`? |
-//! | `pe_context` | `isa`, `security`, `exception_level`?, `bits64`, `context_id`?, `vmid`?, `hart`?, `interrupts_enabled`?, `cycle_count`? |
-//! | `instr_range` | `isa`, `start`, `end`, `num_instr`, `last` (`executed`, `size`, `kind`, `subtype`, `conditional`), `cycle_count`? |
-//! | `i_range_nopath` | `isa`, `start`, `next`, `num_instr` |
-//! | `addr_nacc` | `addr`, `mem_space`, `cycle_count`? |
-//! | `addr_unknown`, `exception_ret`, `cycle_count` | `cycle_count`? |
-//! | `exception` | `number`, `preferred_return`?, `return_is_branch_target`, `cycle_count`? |
-//! | `timestamp` | `timestamp`, `cycle_count`? |
-//! | `event` | `event` (`trigger`, `numbered`, `unknown`), `number`? |
-//! | `swtrace` | `master`?, `channel`?, `payload`? (`bits`, `value`, `packets`), `marker`, `trigger`, `frequency`, `global_error`, `master_error`, `timestamp`? |
-//! | `sync_marker` | `value` |
-//! | `mem_trans` | `op` |
-//! | `instrumentation` | `el`, `value` |
-//! | `itm_trace` | `message` (`software`, `hardware`, `local_timestamp`, `global_timestamp`) and its fields, `overflow` |
-//! | `custom` | `text`? |
-//! | `data_access` | `kind`, `addr`?, `value`? |
+//! The schema, every kind with its fields, is `docs/json-lines.md`
+//! (checked against these writers by `tests/json_schema.rs`). Every JSON
+//! writer of the project goes through [`write_element`] (the tree's
+//! elements) or [`write_decoded`] (the pull API's), one serialiser.
 
 use std::fmt;
 use std::io::{self, Write};
 
+use coresight_decode::Decoded;
 use coresight_decode::arch::{InstrSubType, InstrType, Isa, SecurityState};
 use coresight_decode::element::{self, Element, Event, ItmMessage};
 use coresight_decode::element::{DataAccessKind, MemTrans, TraceElement, TraceOnReason, UnsyncInfo};
@@ -163,201 +147,217 @@ impl Serialize for Payload {
 
 impl Serialize for JsonElement<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let el = Element::from_generic(self.elem);
-        let mut m = s.serialize_map(None)?;
-        m.serialize_entry("index", &self.index)?;
-        m.serialize_entry("trace_id", &self.trace_id)?;
-        m.serialize_entry("type", el.kind_name())?;
-        match el {
-            Element::Unknown
-            | Element::AddrUnknown { .. }
-            | Element::ExceptionRet { .. }
-            | Element::CycleCount { .. } => {}
-            Element::NoSync { reason } | Element::EoTrace { reason } => {
-                m.serialize_entry("reason", unsync_name(reason))?
-            }
-            Element::TraceOn { reason, .. } => {
-                let reason = match reason {
-                    TraceOnReason::Normal => "normal",
-                    TraceOnReason::Overflow => "overflow",
-                    TraceOnReason::ExDebug => "debug_restart",
-                    _ => "other",
-                };
-                m.serialize_entry("reason", reason)?;
-            }
-            Element::PeContext { isa, context: c, .. } => {
-                m.serialize_entry("isa", isa_name(isa))?;
-                if isa != Isa::RiscV {
-                    m.serialize_entry("security", security_name(c.security))?;
-                }
-                if let Some(n) = c.exception_level.and_then(|l| l.number()) {
-                    m.serialize_entry("exception_level", &n)?;
-                }
-                m.serialize_entry("bits64", &c.bits64)?;
-                if let Some(v) = c.context_id {
-                    m.serialize_entry("context_id", &Hex(v as u64))?;
-                }
-                if let Some(v) = c.vmid {
-                    m.serialize_entry("vmid", &Hex(v as u64))?;
-                }
-                if let Some(h) = c.hart {
-                    m.serialize_entry("hart", &h)?;
-                }
-                if let Some(ie) = c.interrupts_enabled {
-                    m.serialize_entry("interrupts_enabled", &ie)?;
-                }
-            }
-            Element::InstrRange {
-                isa,
-                start,
-                end,
-                num_instr,
-                last,
-                ..
-            } => {
-                m.serialize_entry("isa", isa_name(isa))?;
-                m.serialize_entry("start", &Hex(start))?;
-                m.serialize_entry("end", &Hex(end))?;
-                m.serialize_entry("num_instr", &num_instr)?;
-                m.serialize_entry("last", &Last(last))?;
-            }
-            Element::IRangeNoPath {
-                isa,
-                start,
-                next,
-                num_instr,
-            } => {
-                m.serialize_entry("isa", isa_name(isa))?;
-                m.serialize_entry("start", &Hex(start))?;
-                m.serialize_entry("next", &Hex(next))?;
-                m.serialize_entry("num_instr", &num_instr)?;
-            }
-            Element::AddrNacc { addr, mem_space, .. } => {
-                m.serialize_entry("addr", &Hex(addr))?;
-                m.serialize_entry("mem_space", &mem_space.to_string())?;
-            }
-            Element::Exception {
-                number,
-                preferred_return,
-                return_is_branch_target,
-                ..
-            } => {
-                m.serialize_entry("number", &number)?;
-                if let Some(a) = preferred_return {
-                    m.serialize_entry("preferred_return", &Hex(a))?;
-                }
-                m.serialize_entry("return_is_branch_target", &return_is_branch_target)?;
-            }
-            Element::Timestamp { timestamp, .. } => m.serialize_entry("timestamp", &Hex(timestamp))?,
-            Element::Event(ev) => match ev {
-                Event::Trigger => m.serialize_entry("event", "trigger")?,
-                Event::Numbered(n) => {
-                    m.serialize_entry("event", "numbered")?;
-                    m.serialize_entry("number", &n)?;
-                }
-                // A kind added later reads as unknown here until it is named.
-                _ => m.serialize_entry("event", "unknown")?,
-            },
-            Element::SwTrace(sw) => {
-                if let Some(src) = sw.source {
-                    m.serialize_entry("master", &src.master)?;
-                    m.serialize_entry("channel", &src.channel)?;
-                }
-                if let Some(p) = sw.payload {
-                    m.serialize_entry("payload", &Payload(p))?;
-                }
-                m.serialize_entry("marker", &sw.marker)?;
-                m.serialize_entry("trigger", &sw.trigger)?;
-                m.serialize_entry("frequency", &sw.frequency)?;
-                m.serialize_entry("global_error", &sw.global_error)?;
-                m.serialize_entry("master_error", &sw.master_error)?;
-                if let Some(t) = sw.timestamp {
-                    m.serialize_entry("timestamp", &Hex(t))?;
-                }
-            }
-            Element::SyncMarker { value } => m.serialize_entry("value", &Hex(value as u64))?,
-            Element::MemTrans { op } => {
-                let op = match op {
-                    MemTrans::TraceInit => "init",
-                    MemTrans::Start => "start",
-                    MemTrans::Commit => "commit",
-                    MemTrans::Fail => "fail",
-                };
-                m.serialize_entry("op", op)?;
-            }
-            Element::Instrumentation { el, value } => {
-                m.serialize_entry("el", &el)?;
-                m.serialize_entry("value", &Hex(value))?;
-            }
-            Element::ItmTrace(itm) => {
-                match itm.message {
-                    ItmMessage::Software { port, size, value } => {
-                        m.serialize_entry("message", "software")?;
-                        m.serialize_entry("port", &port)?;
-                        m.serialize_entry("size", &size)?;
-                        m.serialize_entry("value", &Hex(value as u64))?;
-                    }
-                    ItmMessage::Hardware {
-                        discriminator,
-                        size,
-                        value,
-                    } => {
-                        m.serialize_entry("message", "hardware")?;
-                        m.serialize_entry("discriminator", &discriminator)?;
-                        m.serialize_entry("size", &size)?;
-                        m.serialize_entry("value", &Hex(value as u64))?;
-                    }
-                    ItmMessage::LocalTimestamp {
-                        delta,
-                        relation,
-                        timestamp,
-                        ..
-                    } => {
-                        m.serialize_entry("message", "local_timestamp")?;
-                        m.serialize_entry("delta", &Hex(delta as u64))?;
-                        let rel = ["sync", "timestamp_delayed", "packet_delayed", "both_delayed"]
-                            [(relation.bits() & 3) as usize];
-                        m.serialize_entry("relation", rel)?;
-                        m.serialize_entry("timestamp", &Hex(timestamp))?;
-                    }
-                    ItmMessage::GlobalTimestamp { timestamp } => {
-                        m.serialize_entry("message", "global_timestamp")?;
-                        m.serialize_entry("timestamp", &Hex(timestamp))?;
-                    }
-                }
-                m.serialize_entry("overflow", &itm.overflow)?;
-            }
-            Element::Custom { kind, value, text } => {
-                m.serialize_entry("custom_kind", &kind)?;
-                m.serialize_entry("value", &Hex(value))?;
-                if let Some(t) = text {
-                    m.serialize_entry("text", t)?;
-                }
-            }
-            Element::DataAccess(d) => {
-                m.serialize_entry(
-                    "kind",
-                    if d.kind == DataAccessKind::Load {
-                        "load"
-                    } else {
-                        "store"
-                    },
-                )?;
-                if let Some(a) = d.addr {
-                    m.serialize_entry("addr", &Hex(a))?;
-                }
-                if let Some(v) = d.value {
-                    m.serialize_entry("value", &Hex(v))?;
-                }
-            }
-            // A kind added to the library later: its type name only.
-            _ => {}
-        }
-        if let Some(cc) = el.cycle_count() {
-            m.serialize_entry("cycle_count", &cc)?;
-        }
-        m.end()
+        serialize_element(self.index, self.trace_id, Element::from_generic(self.elem), s)
     }
+}
+
+/// A typed element from the pull API, serialised as the module says
+/// (the same object as [`JsonElement`] of its generic form).
+pub struct JsonDecoded<'a>(pub &'a Decoded);
+
+impl Serialize for JsonDecoded<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        serialize_element(self.0.index, self.0.trace_id, self.0.element, s)
+    }
+}
+
+/// Writes one element of the pull API as a JSON object and a newline.
+pub fn write_decoded(out: &mut dyn Write, d: &Decoded) -> io::Result<()> {
+    let mut w = &mut *out;
+    serde_json::to_writer(&mut w, &JsonDecoded(d)).map_err(io::Error::from)?;
+    out.write_all(b"\n")
+}
+
+/// The one serialiser every JSON writer goes through.
+fn serialize_element<S: Serializer>(index: u64, trace_id: u8, el: Element, s: S) -> Result<S::Ok, S::Error> {
+    let mut m = s.serialize_map(None)?;
+    m.serialize_entry("index", &index)?;
+    m.serialize_entry("trace_id", &trace_id)?;
+    m.serialize_entry("type", el.kind_name())?;
+    match el {
+        Element::Unknown | Element::AddrUnknown { .. } | Element::ExceptionRet { .. } | Element::CycleCount { .. } => {}
+        Element::NoSync { reason } | Element::EoTrace { reason } => m.serialize_entry("reason", unsync_name(reason))?,
+        Element::TraceOn { reason, .. } => {
+            let reason = match reason {
+                TraceOnReason::Normal => "normal",
+                TraceOnReason::Overflow => "overflow",
+                TraceOnReason::ExDebug => "debug_restart",
+                _ => "other",
+            };
+            m.serialize_entry("reason", reason)?;
+        }
+        Element::PeContext { isa, context: c, .. } => {
+            m.serialize_entry("isa", isa_name(isa))?;
+            if isa != Isa::RiscV {
+                m.serialize_entry("security", security_name(c.security))?;
+            }
+            if let Some(n) = c.exception_level.and_then(|l| l.number()) {
+                m.serialize_entry("exception_level", &n)?;
+            }
+            m.serialize_entry("bits64", &c.bits64)?;
+            if let Some(v) = c.context_id {
+                m.serialize_entry("context_id", &Hex(v as u64))?;
+            }
+            if let Some(v) = c.vmid {
+                m.serialize_entry("vmid", &Hex(v as u64))?;
+            }
+            if let Some(h) = c.hart {
+                m.serialize_entry("hart", &h)?;
+            }
+            if let Some(ie) = c.interrupts_enabled {
+                m.serialize_entry("interrupts_enabled", &ie)?;
+            }
+        }
+        Element::InstrRange {
+            isa,
+            start,
+            end,
+            num_instr,
+            last,
+            ..
+        } => {
+            m.serialize_entry("isa", isa_name(isa))?;
+            m.serialize_entry("start", &Hex(start))?;
+            m.serialize_entry("end", &Hex(end))?;
+            m.serialize_entry("num_instr", &num_instr)?;
+            m.serialize_entry("last", &Last(last))?;
+        }
+        Element::IRangeNoPath {
+            isa,
+            start,
+            next,
+            num_instr,
+        } => {
+            m.serialize_entry("isa", isa_name(isa))?;
+            m.serialize_entry("start", &Hex(start))?;
+            m.serialize_entry("next", &Hex(next))?;
+            m.serialize_entry("num_instr", &num_instr)?;
+        }
+        Element::AddrNacc { addr, mem_space, .. } => {
+            m.serialize_entry("addr", &Hex(addr))?;
+            m.serialize_entry("mem_space", &mem_space.to_string())?;
+        }
+        Element::Exception {
+            number,
+            preferred_return,
+            return_is_branch_target,
+            ..
+        } => {
+            m.serialize_entry("number", &number)?;
+            if let Some(a) = preferred_return {
+                m.serialize_entry("preferred_return", &Hex(a))?;
+            }
+            m.serialize_entry("return_is_branch_target", &return_is_branch_target)?;
+        }
+        Element::Timestamp { timestamp, .. } => m.serialize_entry("timestamp", &Hex(timestamp))?,
+        Element::Event(ev) => match ev {
+            Event::Trigger => m.serialize_entry("event", "trigger")?,
+            Event::Numbered(n) => {
+                m.serialize_entry("event", "numbered")?;
+                m.serialize_entry("number", &n)?;
+            }
+            // A kind added later reads as unknown here until it is named.
+            _ => m.serialize_entry("event", "unknown")?,
+        },
+        Element::SwTrace(sw) => {
+            if let Some(src) = sw.source {
+                m.serialize_entry("master", &src.master)?;
+                m.serialize_entry("channel", &src.channel)?;
+            }
+            if let Some(p) = sw.payload {
+                m.serialize_entry("payload", &Payload(p))?;
+            }
+            m.serialize_entry("marker", &sw.marker)?;
+            m.serialize_entry("trigger", &sw.trigger)?;
+            m.serialize_entry("frequency", &sw.frequency)?;
+            m.serialize_entry("global_error", &sw.global_error)?;
+            m.serialize_entry("master_error", &sw.master_error)?;
+            if let Some(t) = sw.timestamp {
+                m.serialize_entry("timestamp", &Hex(t))?;
+            }
+        }
+        Element::SyncMarker { value } => m.serialize_entry("value", &Hex(value as u64))?,
+        Element::MemTrans { op } => {
+            let op = match op {
+                MemTrans::TraceInit => "init",
+                MemTrans::Start => "start",
+                MemTrans::Commit => "commit",
+                MemTrans::Fail => "fail",
+            };
+            m.serialize_entry("op", op)?;
+        }
+        Element::Instrumentation { el, value } => {
+            m.serialize_entry("el", &el)?;
+            m.serialize_entry("value", &Hex(value))?;
+        }
+        Element::ItmTrace(itm) => {
+            match itm.message {
+                ItmMessage::Software { port, size, value } => {
+                    m.serialize_entry("message", "software")?;
+                    m.serialize_entry("port", &port)?;
+                    m.serialize_entry("size", &size)?;
+                    m.serialize_entry("value", &Hex(value as u64))?;
+                }
+                ItmMessage::Hardware {
+                    discriminator,
+                    size,
+                    value,
+                } => {
+                    m.serialize_entry("message", "hardware")?;
+                    m.serialize_entry("discriminator", &discriminator)?;
+                    m.serialize_entry("size", &size)?;
+                    m.serialize_entry("value", &Hex(value as u64))?;
+                }
+                ItmMessage::LocalTimestamp {
+                    delta,
+                    relation,
+                    timestamp,
+                    ..
+                } => {
+                    m.serialize_entry("message", "local_timestamp")?;
+                    m.serialize_entry("delta", &Hex(delta as u64))?;
+                    let rel =
+                        ["sync", "timestamp_delayed", "packet_delayed", "both_delayed"][(relation.bits() & 3) as usize];
+                    m.serialize_entry("relation", rel)?;
+                    m.serialize_entry("timestamp", &Hex(timestamp))?;
+                }
+                ItmMessage::GlobalTimestamp { timestamp } => {
+                    m.serialize_entry("message", "global_timestamp")?;
+                    m.serialize_entry("timestamp", &Hex(timestamp))?;
+                }
+            }
+            m.serialize_entry("overflow", &itm.overflow)?;
+        }
+        Element::Custom { kind, value, text } => {
+            m.serialize_entry("custom_kind", &kind)?;
+            m.serialize_entry("value", &Hex(value))?;
+            if let Some(t) = text {
+                m.serialize_entry("text", t)?;
+            }
+        }
+        Element::DataAccess(d) => {
+            m.serialize_entry(
+                "kind",
+                if d.kind == DataAccessKind::Load {
+                    "load"
+                } else {
+                    "store"
+                },
+            )?;
+            if let Some(a) = d.addr {
+                m.serialize_entry("addr", &Hex(a))?;
+            }
+            if let Some(v) = d.value {
+                m.serialize_entry("value", &Hex(v))?;
+            }
+        }
+        // A kind added to the library later: its type name only.
+        _ => {}
+    }
+    if let Some(cc) = el.cycle_count() {
+        m.serialize_entry("cycle_count", &cc)?;
+    }
+    m.end()
 }
 
 impl fmt::Display for JsonElement<'_> {

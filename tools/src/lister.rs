@@ -970,7 +970,13 @@ fn setup_tree(
     } else {
         DecodeMode::PacketsOnly
     };
-    let (dec_opts, cache) = (opts.dec, opts.cache);
+    // A configuration the decoder does not implement is listed as OpenCSD
+    // lists it: the decoder stops at its first packet.
+    let dec_opts = coresight_decode::decoder::DecoderOptions {
+        opencsd_cfg_unsupp: true,
+        ..opts.dec
+    };
+    let cache = opts.cache;
     let err_out = out.clone();
     let tree = TreeBuilder::with_registry(ss, registry).build(source, mode, |t| {
         t.set_error_output(Some(err_out));

@@ -304,6 +304,34 @@ fn empty_block_after_an_id_switch_stops_the_data_path_as_in_opencsd() {
     assert_eq!(eots.load(std::sync::atomic::Ordering::Relaxed), 1);
 }
 
+#[test]
+fn unsupported_configuration_is_listed_as_opencsd_lists_it() {
+    // TRCCONFIGR.INSTP0 = 0b01 (load/store P0 elements): OpenCSD 1.8.0
+    // makes the decoder all the same and it stops the data path at its
+    // first packet; the listing, from its real trc_pkt_lister, is this.
+    let ini = std::fs::read_to_string(format!("{SNAPSHOT}/etm_0.ini")).unwrap();
+    let ini = ini.replace("TRCCONFIGR=0x00001081", "TRCCONFIGR=0x00001083");
+    let trace = std::fs::read(format!("{SNAPSHOT}/trace.bin")).unwrap();
+    let dir = snapshot_with_buffer_files("instp0", &[("trace.bin".into(), trace)]);
+    std::fs::write(dir.join("etm_0.ini"), ini).unwrap();
+    let (s, text) = run(&["-ss_dir", dir.to_str().unwrap(), "-decode", "-no_time_print"]);
+    assert_eq!(s, 1, "a fatal data path error is a failure");
+    let (_, listing) = text.split_once("Gen_Info : ========================\n").unwrap();
+    assert_eq!(
+        listing,
+        "Idx:0; ID:15; [0x00 0x00 0x00 0x00 0x00 0x00 0x00 0x00 0x00 0x00 0x00 0x80 ];\tI_ASYNC : Alignment Synchronisation.\n\
+         DCD_ETMV4_0021 : 0x0003 (OCSD_ERR_NOT_INIT) [Component not initialised.]; No decoder configuration \
+         informationTrace Packet Lister : Data Path fatal error\n\
+         0x0003 (OCSD_ERR_NOT_INIT) [Component not initialised.]; No decoder configuration informationTrace \
+         Packet Lister : Trace buffer done, processed 16 bytes.\n"
+    );
+    // The packets list as the supported configuration's do.
+    let (s, pkts) = run(&["-ss_dir", dir.to_str().unwrap(), "-no_time_print"]);
+    let (_, plain) = run(&["-ss_dir", SNAPSHOT, "-no_time_print"]);
+    assert_eq!(s, 0);
+    assert_eq!(pkts.replace(dir.to_str().unwrap(), "SS"), plain.replace(SNAPSHOT, "SS"));
+}
+
 // ---------------------------------------------------------------------------
 // Trace IDs on worker threads (-threads): the same listing.
 

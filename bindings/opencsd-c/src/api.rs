@@ -436,7 +436,8 @@ pub unsafe extern "C" fn ocsd_dt_create_decoder(
         };
         let (component, attach) = match crate::pktcb::build_builtin(factory.protocol_name(), &cfg, &ctx, &t.mem_mapped)
         {
-            Some((c, a)) => (c, Some(a)),
+            Some(Ok((c, a))) => (c, Some(a)),
+            Some(Err(e)) => return Err(err_code(e.code)),
             None => {
                 let c = factory.create(&cfg, &ctx).map_err(|e| err_code(e.code))?;
                 let handle = crate::custom::take_last_created().map(|h| Box::new(h) as Box<dyn crate::tree::PktAttach>);

@@ -295,19 +295,30 @@ where
 
 /// Builds the decoder of the built-in protocol `name` for `cfg`, as the
 /// registry's factory for it would, keeping a handle for packet
-/// callbacks. `None` for a protocol that is not built in here.
-/// `mapped` says whether the tree has a memory map (see [`NeedsMemory`]).
-pub fn build_builtin(name: &str, cfg: &SourceConfig, ctx: &DecodeContext, mapped: &Arc<AtomicBool>) -> Option<Built> {
+/// callbacks. `None` for a protocol that is not built in here; an error
+/// for a configuration the decoder refuses. `mapped` says whether the tree
+/// has a memory map (see [`NeedsMemory`]).
+pub fn build_builtin(
+    name: &str,
+    cfg: &SourceConfig,
+    ctx: &DecodeContext,
+    mapped: &Arc<AtomicBool>,
+) -> Option<Result<Built, TraceError>> {
     use coresight_decode::decoder::DecodeMode;
     use coresight_decode::{ete, etmv3, etmv4, itm, ptm, stm};
     let full = ctx.mode == DecodeMode::FullDecode;
-    Some(match name {
+    Some(Ok(match name {
         "ETMV4I" | "ETE" => {
             let (pname, c) = if name == "ETE" {
                 ("ETE", ete::config_from_source(cfg))
             } else {
                 ("ETMV4I", etmv4::EtmV4Config::from_source(cfg))
             };
+            // Refused as the registry's factory refuses it (the reason logged).
+            if full && let Err(e) = c.check_decode_support() {
+                ErrLink::new(&ctx.err_log, ctx.component_name("DCD_ETMV4")).log(&e);
+                return Some(Err(e));
+            }
             let err = ErrLink::new(&ctx.err_log, ctx.component_name("PKTP_ETMV4I"));
             let mut proc = etmv4::EtmV4PktProc::new(c.clone(), Some(err));
             proc.set_opencsd_flow(ctx.options.opencsd_flow);
@@ -352,5 +363,5 @@ pub fn build_builtin(name: &str, cfg: &SourceConfig, ctx: &DecodeContext, mapped
             share("ITM", itm::create_pipeline(itm::ItmConfig { tcr }, ctx), full)
         }
         _ => return None,
-    })
+    }))
 }

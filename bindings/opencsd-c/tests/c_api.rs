@@ -434,3 +434,60 @@ fn manifest_helper_answers_help_and_version_and_refuses_other_options() {
         "usage: ocsd_snapshot_manifest <snapshot directory>\n"
     );
 }
+
+#[test]
+fn an_unsupported_etmv4_configuration_is_refused_at_creation() {
+    // TRCCONFIGR.COND = 0b001: conditional loads traced. OpenCSD 1.8.0
+    // returns OCSD_OK here and fails the first packet with
+    // OCSD_ERR_NOT_INIT; the creation itself says what is wrong.
+    let cfg = |configr: u32| OcsdEtmv4Cfg {
+        reg_idr0: 0x2800_0EA1,
+        reg_idr1: 0x4100_F403,
+        reg_idr2: 0x488,
+        reg_idr8: 0,
+        reg_idr9: 0,
+        reg_idr10: 0,
+        reg_idr11: 0,
+        reg_idr12: 0,
+        reg_idr13: 0,
+        reg_configr: configr,
+        reg_traceidr: 0x10,
+        arch_ver: 4,
+        core_prof: 1,
+    };
+    let name = CString::new("ETMV4I").unwrap();
+    let mut text = String::new();
+    for (flags, configr, want) in [
+        (OCSD_CREATE_FLG_FULL_DECODER, 0x1C1, 0x17),
+        (OCSD_CREATE_FLG_PACKET_PROC, 0x1C1, OCSD_OK),
+        (OCSD_CREATE_FLG_FULL_DECODER, 0xC1, OCSD_OK),
+    ] {
+        let tree = ocsd_create_dcd_tree(OCSD_TRC_SRC_FRAME_FORMATTED, OCSD_DFRMTR_FRAME_MEM_ALIGN);
+        assert!(!tree.is_null());
+        let ctx: *mut String = &mut text;
+        assert_eq!(
+            ocsd_def_errlog_set_strprint_cb(tree, ctx.cast(), Some(collect)),
+            OCSD_OK
+        );
+        let c = cfg(configr);
+        let mut csid = 0u8;
+        // SAFETY: an ETMv4 config struct for the ETMv4 decoder.
+        let err = unsafe {
+            ocsd_dt_create_decoder(
+                tree,
+                name.as_ptr(),
+                flags,
+                (&c as *const OcsdEtmv4Cfg).cast(),
+                &mut csid,
+            )
+        };
+        assert_eq!(err, want, "flags {flags:#x} TRCCONFIGR {configr:#x}");
+        ocsd_destroy_dcd_tree(tree);
+    }
+    assert_eq!(
+        text,
+        "DCD_ETMV4_0016 : 0x0017 (OCSD_ERR_HW_CFG_UNSUPP) [Programmed trace configuration not supported by decoder.]; \
+         TRCCONFIGR = 0x000001c1: COND (bits [10:8]) = 0b001 traces conditional non-branch instructions, which are \
+         not decoded; only COND = 0b000 is"
+    );
+}

@@ -234,3 +234,34 @@ def test_state_columns_follow_each_source(snapshot, batch_size):
     cols = t.to_arrow("instr_range", batch_size=batch_size).to_pydict()
     names = ["context_id", "vmid", "exception_level", "security", "timestamp"]
     assert list(zip(*(cols[n] for n in names))) == expect
+
+
+def test_pandas_integer_columns_stay_exact_and_nullable():
+    """Nullable integer columns are pandas' nullable dtypes, not float64 (which rounds 64-bit values)."""
+    import pandas as pd
+
+    t = csd.open(csd_snapshot("etmv4-a64-all-options"))
+    table = t.to_arrow("instr_range")
+    df = t.to_pandas("instr_range")
+    assert None in table.column("cpu").to_pylist()
+    for col, dtype in (("timestamp", "UInt64"), ("context_id", "UInt32"), ("cycle_count", "UInt32"),
+                       ("start", "UInt64"), ("cpu", "Int32"), ("pid", "Int32"), ("tid", "Int32")):
+        assert str(df[col].dtype) == dtype, col
+        assert [None if v is pd.NA else int(v) for v in df[col]] == table.column(col).to_pylist(), col
+    # A value past 2**53 survives (float64 would make it 2**64).
+    import pyarrow as pa
+    got = pa.table({"ts": pa.array([2**64 - 1, None], pa.uint64())}).to_pandas(types_mapper=csd._pandas_int_dtype)
+    assert got["ts"][0] == 2**64 - 1 and got["ts"][1] is pd.NA
+
+
+def test_unsupported_etmv4_configuration_is_refused():
+    """TRCCONFIGR.INSTP0 (load/store P0 elements) is not decoded: opening says so, naming the field."""
+    regs = dict(ETM["registers"], TRCCONFIGR=0x3)
+    with pytest.raises(csd.OpenError, match=r"TRCCONFIGR = 0x00000003: INSTP0 \(bits \[2:1\]\) = 0b01 traces loads"):
+        csd.from_bytes(b"", [dict(ETM, registers=regs)], formatted=False)
+
+
+def test_overlapping_memory_is_refused_naming_both_ranges():
+    with pytest.raises(csd.OpenError, match=r"image at 0x80000002-0x80000005 \(Any\) overlaps the image at "
+                                            r"0x80000000-0x80000003 \(Any\) already mapped"):
+        csd.from_bytes(b"", [ETM], formatted=False, memory=[(0x8000_0000, bytes(4)), (0x8000_0002, bytes(4))])

@@ -297,7 +297,7 @@ impl Setup {
                         t.set_error_output(Some(errors.clone()))
                     })
                     .map_err(|e| match e {
-                        coresight_decode::Error::NoDecoder { .. } => {
+                        coresight_decode::Error::NoDecoder { log, .. } if log.is_empty() => {
                             format!("no trace source of buffer {source} has a supported protocol")
                         }
                         e => e.to_string(),

@@ -99,14 +99,31 @@ class Trace:
         return self.record_batch_reader(kind, batch_size).read_all()
 
     def to_pandas(self, kind: str) -> "pandas.DataFrame":
-        """All the elements of one kind as a ``pandas.DataFrame``."""
-        return self.to_arrow(kind).to_pandas()
+        """All the elements of one kind as a ``pandas.DataFrame``. Integer columns are pandas'
+        nullable integer dtypes (``UInt64``, ``Int32``...): a missing value is ``pd.NA``, and a
+        64-bit timestamp or address is exact (numpy's float64, pandas' default for an integer
+        column with nulls, rounds past 2**53). Dictionary columns are categoricals."""
+        return self.to_arrow(kind).to_pandas(types_mapper=_pandas_int_dtype)
 
     def to_polars(self, kind: str) -> Any:
         """All the elements of one kind as a ``polars.DataFrame`` (polars must be installed)."""
         import polars as pl
 
         return pl.from_arrow(self.to_arrow(kind))
+
+
+def _pandas_int_dtype(arrow_type: Any) -> Any:
+    """The pandas nullable dtype of an Arrow integer type; None (pyarrow's default) for others."""
+    import pandas as pd
+    import pyarrow as pa
+
+    if not pa.types.is_integer(arrow_type):
+        return None
+    return {
+        pa.int8(): pd.Int8Dtype(), pa.int16(): pd.Int16Dtype(), pa.int32(): pd.Int32Dtype(),
+        pa.int64(): pd.Int64Dtype(), pa.uint8(): pd.UInt8Dtype(), pa.uint16(): pd.UInt16Dtype(),
+        pa.uint32(): pd.UInt32Dtype(), pa.uint64(): pd.UInt64Dtype(),
+    }[arrow_type]
 
 
 def schema(kind: str) -> "pyarrow.Schema":
