@@ -11,6 +11,9 @@ use std::process::Command;
 
 use coresight_perf_data::PerfFile;
 
+mod perf_fixtures;
+use perf_fixtures::{fixture_recording, unxz};
+
 fn trc_perf() -> Command {
     Command::new(env!("CARGO_BIN_EXE_trc_perf"))
 }
@@ -26,52 +29,16 @@ fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/perf_script")
 }
 
-/// The non-comment lines of a fixture list, split into first word and rest.
+/// The non-comment lines of a perf_script fixture list, split into first word and rest.
 fn listed(name: &str) -> Vec<(String, String)> {
-    std::fs::read_to_string(fixtures().join(name))
-        .unwrap()
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .map(|l| match l.split_once(char::is_whitespace) {
-            Some((a, b)) => (a.to_string(), b.trim().to_string()),
-            None => (l.to_string(), String::new()),
-        })
-        .collect()
-}
-
-fn unxz(path: &Path) -> String {
-    use std::io::Read;
-    let f = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let mut r = lzma_rust2::XzReader::new(f, false);
-    let mut s = String::new();
-    r.read_to_string(&mut s).unwrap();
-    s
+    perf_fixtures::listed("perf_script", name)
 }
 
 /// A fixture kind's recording (as make.sh makes it) in `dir`, its ELF under `dir/symfs`.
 fn recording(args: &str, dir: &Path) -> PathBuf {
     std::fs::create_dir_all(dir.join("symfs/trc_gen")).unwrap();
     let data = dir.join("perf.data");
-    let o = Command::new(env!("CARGO_BIN_EXE_trc_gen"))
-        .args(args.split_whitespace())
-        .args([
-            "--seed",
-            "5",
-            "--length",
-            "40",
-            "--elf-path",
-            "/trc_gen/prog",
-            "--perf-data",
-        ])
-        .arg(&data)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "trc_gen {args}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    fixture_recording(args, &data);
     std::fs::rename(dir.join("perf.data.elf"), dir.join("symfs/trc_gen/prog")).unwrap();
     data
 }
