@@ -1,13 +1,19 @@
 //! One element stream on every path. Generated captures of every protocol
 //! (one source, and many ETMv4 sources interleaved in frames), clean and
 //! with damaged bytes, decoded by `trc_pkt_lister -decode` (a packet
-//! monitor attached), `-decode_only`, both with one and two threads,
-//! `trc_decode` (text), the pull API, the push tree with a packet monitor
-//! and without, and an index window from each stream's first sync point:
-//! each must give the same elements (index, trace ID, element text) in the
-//! same order. A failure prints the first difference with the lines
-//! around it. The ignored tests (run by .ci/run) add 500 more damaged
-//! captures and every snapshot of OpenCSD's reference corpus.
+//! monitor attached), `-decode_only`, with one, two and four threads,
+//! `-id` for each trace ID (the reference's elements of that ID),
+//! `trc_decode` (text, and JSON Lines compared by index, trace ID and
+//! kind), the pull API at its default queue capacity and at capacity 1,
+//! the push tree with a packet monitor and without, with a sink that
+//! answers WAIT after every element, and fed one byte at a time, and an
+//! index window from each stream's first sync point: each must give the
+//! same elements (index, trace ID, element text) in the same order. A
+//! failure prints the first difference with the lines around it. The
+//! only exceptions are listed, with the reason, in `KNOWN_DIFFERENCES`,
+//! and each listed one must still differ. The ignored tests (run by
+//! .ci/run) add 500 more damaged captures and every snapshot of OpenCSD's
+//! reference corpus.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -69,10 +75,55 @@ fn trc_decode(dir: &Path, extra: &[&str]) -> Stream {
     element_lines(&String::from_utf8_lossy(&out.stdout))
 }
 
+/// `trc_decode --format json`: each object as `Idx:N; ID:H; KIND`, KIND
+/// the `type` without underscores (compared with [`kinds`] of the
+/// reference: the JSON has the fields, not the text).
+fn trc_decode_json(dir: &Path) -> Stream {
+    let out = Command::new(env!("CARGO_BIN_EXE_trc_decode"))
+        .arg(dir)
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .map(|v| {
+            format!(
+                "Idx:{}; ID:{:x}; {}",
+                v["index"].as_u64().unwrap_or(u64::MAX),
+                v["trace_id"].as_u64().unwrap_or(u64::MAX),
+                v["type"].as_str().unwrap_or("?").replace('_', "")
+            )
+        })
+        .collect()
+}
+
+/// A stream with each element's text cut to its kind, as
+/// [`trc_decode_json`] writes it: `OCSD_GEN_TRC_ELEM_INSTR_RANGE(...)`
+/// is `instrrange`.
+fn kinds(s: &Stream) -> Stream {
+    s.iter()
+        .map(|l| {
+            let at = l.find("OCSD_GEN_TRC_ELEM_").unwrap_or(0);
+            let kind = l[at..]
+                .trim_start_matches("OCSD_GEN_TRC_ELEM_")
+                .split('(')
+                .next()
+                .unwrap_or("")
+                .to_lowercase()
+                .replace('_', "");
+            format!("{}{kind}", &l[..at])
+        })
+        .collect()
+}
+
 /// The pull API's elements, and whether the decode stopped on an error
 /// (after giving its elements).
-fn pull(dir: &Path) -> (Stream, bool) {
+fn pull(dir: &Path, capacity: Option<usize>) -> (Stream, bool) {
     let mut trace = Trace::open(dir).unwrap();
+    if let Some(c) = capacity {
+        trace.decoder_mut().set_queue_capacity(c);
+    }
     let mut out = Vec::new();
     for d in trace.elements() {
         match d {
@@ -83,20 +134,46 @@ fn pull(dir: &Path) -> (Stream, bool) {
     (out, false)
 }
 
-struct Lines(Shared<Stream>);
+/// The elements a push sink saw; answers WAIT after every one if `wait`.
+struct Lines(Shared<Stream>, bool);
 
 impl TrcGenElemIn for Lines {
     fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp {
         self.0
             .borrow_mut()
             .push(format!("Idx:{index}; ID:{trace_id:x}; {elem}"));
-        DatapathResp::Cont
+        if self.1 { DatapathResp::Wait } else { DatapathResp::Cont }
     }
+}
+
+/// How the push tree is driven: a sink that waits after every element
+/// (`wait`), and the data in blocks of `chunk` bytes (0: all at once, by
+/// `push_all`).
+#[derive(Clone, Copy)]
+struct PushOptions {
+    monitor: bool,
+    wait: bool,
+    chunk: usize,
 }
 
 /// The push tree of the snapshot's first buffer, with a packet printer as
 /// monitor on every source or none.
 fn push(dir: &Path, monitor: bool) -> Stream {
+    push_with(
+        dir,
+        PushOptions {
+            monitor,
+            wait: false,
+            chunk: 0,
+        },
+    )
+}
+
+/// The push tree driven as `o` says. With `chunk` > 0 the driver follows
+/// the flow control as `tests/pull.rs` does: on a WAIT, flush until the
+/// tree answers otherwise, then send the bytes not yet taken.
+fn push_with(dir: &Path, o: PushOptions) -> Stream {
+    let monitor = o.monitor;
     let ss = Snapshot::load(dir).unwrap();
     let data = coresight_decode::index::Capture::load(dir, None)
         .unwrap()
@@ -113,10 +190,54 @@ fn push(dir: &Path, monitor: bool) -> Stream {
         }
     }
     let got = shared(Vec::new());
-    tree.set_gen_elem_out(Box::new(Lines(got.clone())));
-    let _ = tree.push_all(&data);
+    tree.set_gen_elem_out(Box::new(Lines(got.clone(), o.wait)));
+    if o.chunk == 0 {
+        let _ = tree.push_all(&data);
+    } else {
+        push_chunked(&mut tree, &data, o.chunk);
+    }
     drop(tree);
     got.borrow().clone()
+}
+
+/// Sends `data` to `tree` `chunk` bytes at a time, flushing while the
+/// tree waits; stops at a fatal answer (as `push_all` does).
+fn push_chunked(tree: &mut coresight_decode::DecodeTree, data: &[u8], chunk: usize) {
+    use coresight_decode::datapath::DatapathOp;
+    use coresight_decode::interfaces::TrcDataIn;
+    // Flushes until the tree answers other than WAIT; false on a fatal
+    // answer or a tree that never stops waiting.
+    let flush = |tree: &mut coresight_decode::DecodeTree, mut r: DatapathResp| -> Option<DatapathResp> {
+        let mut n = 0usize;
+        while r.is_wait() {
+            n += 1;
+            if n > 1_000_000 {
+                return None;
+            }
+            r = tree.trace_data_in(DatapathOp::Flush, 0, &[]).0;
+        }
+        (!r.is_fatal()).then_some(r)
+    };
+    let mut pos = 0;
+    while pos < data.len() {
+        let end = pos.saturating_add(chunk).min(data.len());
+        while pos < end {
+            let (r, used) = tree.trace_data_in(DatapathOp::Data, pos as TrcIndex, &data[pos..end]);
+            pos += used.min(end - pos);
+            match flush(tree, r) {
+                None => return,
+                Some(r) if r.is_cont() && used == 0 => return,
+                Some(_) => {}
+            }
+        }
+    }
+    // End of trace is sent again after each wait, until the tree takes it.
+    loop {
+        let r = tree.trace_data_in(DatapathOp::Eot, 0, &[]).0;
+        if !r.is_wait() || flush(tree, r).is_none() {
+            return;
+        }
+    }
 }
 
 /// Each stream decoded from one byte past its first indexed sync point to
@@ -192,43 +313,139 @@ fn first_difference(a: &Stream, b: &Stream) -> Option<String> {
     ))
 }
 
+/// (protocol, path, why): paths known to give a different element stream
+/// on some captures of that protocol (the protocol as [`run_one`] names
+/// it). A listed path that differs is not a failure; each listed pair must
+/// still differ on at least one capture of the test that decodes that
+/// protocol, so the list stays true (remove an entry when its defect is
+/// fixed). Any other difference fails.
+/// `EVERY_PATH_REPORT=1` prints every difference and fails on none (to
+/// survey a change).
+const KNOWN_DIFFERENCES: &[(&str, &str, &str)] = &[
+    // `DecodeTree::push_all` sends end of trace once and then flushes
+    // while the sink waits; a tree that answered WAIT to end of trace
+    // wants it sent again (as `push_chunked` and tests/pull.rs do), so
+    // with a sink that waits after every element the sources after the
+    // first lose their end of trace (their EO_TRACE elements and what
+    // was still pending). Open defect in src/pull.rs.
+    (
+        "etmv4",
+        "push_all waiting after every element",
+        "push_all does not resend end of trace after a WAIT",
+    ),
+    (
+        "ptm",
+        "push_all waiting after every element",
+        "push_all does not resend end of trace after a WAIT",
+    ),
+    (
+        "tc2",
+        "push_all waiting after every element",
+        "push_all does not resend end of trace after a WAIT",
+    ),
+    (
+        "etmv4x32",
+        "push_all waiting after every element",
+        "push_all does not resend end of trace after a WAIT",
+    ),
+];
+
 /// Decodes `dir` on every path; the error names the first path that
 /// differs from the lister's `-decode` and shows where.
-fn check_every_path(dir: &Path) -> Result<usize, String> {
-    check_every_path_with(dir, &[])
+fn check_every_path(dir: &Path, protocol: &str) -> Result<(usize, Vec<String>), String> {
+    check_every_path_with(dir, protocol, &[])
 }
 
 /// [`check_every_path`] with `extra` options for each lister run (a
 /// DSTREAM capture's `-dstream_format`: the other paths read the format
 /// from the snapshot, the lister from its options, as OpenCSD's does).
-fn check_every_path_with(dir: &Path, extra: &[&str]) -> Result<usize, String> {
+/// Gives the reference's element count and the paths that differed and
+/// are listed in [`KNOWN_DIFFERENCES`] for `protocol`.
+fn check_every_path_with(dir: &Path, protocol: &str, extra: &[&str]) -> Result<(usize, Vec<String>), String> {
     let with = |args: &[&str]| -> Vec<String> { args.iter().chain(extra).map(|s| s.to_string()).collect() };
     let lister = |args: &[&str]| {
         let a = with(args);
         lister(dir, &a.iter().map(String::as_str).collect::<Vec<_>>())
     };
     let reference = lister(&["-decode"]);
-    let (pulled, stopped) = pull(dir);
-    let mut paths: Vec<(String, Stream)> = vec![
-        ("trc_pkt_lister -decode_only".into(), lister(&["-decode_only"])),
+    let (pulled, stopped) = pull(dir, None);
+    let (pulled_1, _) = pull(dir, Some(1));
+    let push_o = |wait, chunk| {
+        push_with(
+            dir,
+            PushOptions {
+                monitor: false,
+                wait,
+                chunk,
+            },
+        )
+    };
+    let mut paths: Vec<(String, Stream, Stream)> = vec![
+        (
+            "trc_pkt_lister -decode_only".into(),
+            lister(&["-decode_only"]),
+            reference.clone(),
+        ),
         (
             "trc_pkt_lister -decode -threads 1".into(),
             lister(&["-decode", "-threads", "1"]),
+            reference.clone(),
         ),
         (
             "trc_pkt_lister -decode -threads 2".into(),
             lister(&["-decode", "-threads", "2"]),
+            reference.clone(),
+        ),
+        (
+            "trc_pkt_lister -decode -threads 4".into(),
+            lister(&["-decode", "-threads", "4"]),
+            reference.clone(),
         ),
         (
             "trc_pkt_lister -decode_only -threads 2".into(),
             lister(&["-decode_only", "-threads", "2"]),
+            reference.clone(),
         ),
-        ("trc_decode".into(), trc_decode(dir, &[])),
-        ("trc_decode --threads 2".into(), trc_decode(dir, &["--threads", "2"])),
-        ("pull API".into(), pulled),
-        ("push tree with a packet monitor".into(), push(dir, true)),
-        ("push tree".into(), push(dir, false)),
+        ("trc_decode".into(), trc_decode(dir, &[]), reference.clone()),
+        (
+            "trc_decode --threads 2".into(),
+            trc_decode(dir, &["--threads", "2"]),
+            reference.clone(),
+        ),
+        (
+            "trc_decode --format json".into(),
+            trc_decode_json(dir),
+            kinds(&reference),
+        ),
+        ("pull API".into(), pulled, reference.clone()),
+        ("pull API at queue capacity 1".into(), pulled_1, reference.clone()),
+        (
+            "push tree with a packet monitor".into(),
+            push(dir, true),
+            reference.clone(),
+        ),
+        ("push tree".into(), push(dir, false), reference.clone()),
+        (
+            "push tree waiting after every element".into(),
+            push_o(true, usize::MAX),
+            reference.clone(),
+        ),
+        (
+            "push_all waiting after every element".into(),
+            push_o(true, 0),
+            reference.clone(),
+        ),
+        ("push tree 1 byte at a time".into(), push_o(false, 1), reference.clone()),
     ];
+    // Each trace ID on its own: the reference's elements of that ID.
+    let mut ids: Vec<u8> = reference.iter().map(|l| idx_id(l).1).filter(|&id| id != 0).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    for id in ids {
+        let want: Stream = reference.iter().filter(|l| idx_id(l).1 == id).cloned().collect();
+        let got = lister(&["-decode", "-id", &format!("{id:#x}")]);
+        paths.push((format!("trc_pkt_lister -decode -id {id:#x}"), got, want));
+    }
     for (what, got, want) in index_windows(dir, &reference, stopped)? {
         if let Some(d) = first_difference(&got, &want) {
             return Err(format!(
@@ -237,15 +454,53 @@ fn check_every_path_with(dir: &Path, extra: &[&str]) -> Result<usize, String> {
             ));
         }
     }
-    for (what, got) in paths.drain(..) {
-        if let Some(d) = first_difference(&got, &reference) {
+    let mut known = Vec::new();
+    for (what, got, want) in paths.drain(..) {
+        // `-id` decodes only that ID (as OpenCSD's filter does), so a fatal
+        // error of another ID that stopped the full decode does not stop
+        // it: then the reference's elements of the ID are a prefix of it.
+        if stopped && what.starts_with("trc_pkt_lister -decode -id ") && got.starts_with(&want) {
+            continue;
+        }
+        if let Some(d) = first_difference(&got, &want) {
+            let path = if what.starts_with("trc_pkt_lister -decode -id ") {
+                "trc_pkt_lister -decode -id"
+            } else {
+                what.as_str()
+            };
+            if std::env::var_os("EVERY_PATH_REPORT").is_some() {
+                eprintln!(
+                    "DIFF {protocol} | {path} | {}: {}",
+                    dir.display(),
+                    d.lines().take(1).collect::<String>()
+                );
+            }
+            if std::env::var_os("EVERY_PATH_REPORT").is_some()
+                || KNOWN_DIFFERENCES.iter().any(|&(p, w, _)| p == protocol && w == path)
+            {
+                known.push(path.to_string());
+                continue;
+            }
             return Err(format!(
                 "{}: {what} and trc_pkt_lister -decode differ at {d}",
                 dir.display()
             ));
         }
     }
-    Ok(reference.len())
+    Ok((reference.len(), known))
+}
+
+/// Asserts that each entry of [`KNOWN_DIFFERENCES`] for one of
+/// `protocols` was seen to differ (`seen`: protocol and path).
+fn assert_known_differences_still_differ(protocols: &[&str], seen: &[(String, String)]) {
+    for &(p, w, why) in KNOWN_DIFFERENCES {
+        if protocols.contains(&p) {
+            assert!(
+                seen.iter().any(|(sp, sw)| sp == p && sw == w),
+                "{p}: {w} is listed as a known difference ({why}) but gave the reference's stream on every capture: remove it from KNOWN_DIFFERENCES"
+            );
+        }
+    }
 }
 
 /// Damages `g`'s buffer: a few bytes changed, whole frames kept.
@@ -274,13 +529,23 @@ fn protocols() -> Vec<GenProtocol> {
     ]
 }
 
-fn run_one(name: &str, mut g: Generated, damage: usize, seed: u64) -> usize {
+/// Writes and checks one capture of `protocol`; the element count, and
+/// the known differences seen are added to `seen`.
+fn run_one(
+    name: &str,
+    protocol: &str,
+    mut g: Generated,
+    damage: usize,
+    seed: u64,
+    seen: &mut Vec<(String, String)>,
+) -> usize {
     if damage > 0 {
         damage_bytes(&mut g, &mut Rng::new(seed ^ 0xd0d0), damage);
     }
     let dir = temp_dir(name);
     g.spec.write_to(&dir).unwrap();
-    let n = check_every_path(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let (n, known) = check_every_path(&dir, protocol).unwrap_or_else(|e| panic!("{e}"));
+    seen.extend(known.into_iter().map(|w| (protocol.to_string(), w)));
     // EVERY_PATH_KEEP=1 keeps the captures (to give other decoders).
     if std::env::var_os("EVERY_PATH_KEEP").is_none() {
         let _ = std::fs::remove_dir_all(&dir);
@@ -291,6 +556,7 @@ fn run_one(name: &str, mut g: Generated, damage: usize, seed: u64) -> usize {
 #[test]
 fn every_protocol_gives_one_stream_on_every_path() {
     let mut elements = 0;
+    let mut seen = Vec::new();
     for p in protocols() {
         for seed in 1..4u64 {
             let layout = if seed == 2 && !matches!(p, GenProtocol::Tc2) {
@@ -306,25 +572,36 @@ fn every_protocol_gives_one_stream_on_every_path() {
                     length: 80,
                 });
                 let name = format!("{}-{seed}-{damage}", p.name());
-                elements += run_one(&name, g, damage, seed);
+                elements += run_one(&name, p.name(), g, damage, seed, &mut seen);
             }
         }
     }
     assert!(elements > 5000, "only {elements} elements decoded");
+    let names: Vec<&str> = protocols().iter().map(|p| p.name()).collect();
+    assert_known_differences_still_differ(&names, &seen);
 }
 
 #[test]
 fn interleaved_etmv4_sources_give_one_stream_on_every_path() {
     let rs = Etmv4Options::default().with("rs", Choice::On).with("exc", Choice::On);
     let mut elements = 0;
+    let mut seen = Vec::new();
     for seed in 1..4u64 {
         for damage in [0, 1, 2] {
             let (g, truths) = interleaved::generate(seed, 32, 40, &rs).unwrap();
             assert_eq!(truths.len(), 32);
-            elements += run_one(&format!("etmv4x32-{seed}-{damage}"), g, damage, seed);
+            elements += run_one(
+                &format!("etmv4x32-{seed}-{damage}"),
+                "etmv4x32",
+                g,
+                damage,
+                seed,
+                &mut seen,
+            );
         }
     }
     assert!(elements > 5000, "only {elements} elements decoded");
+    assert_known_differences_still_differ(&["etmv4x32"], &seen);
 }
 
 /// A longer run: `EVERY_PATH_SEEDS=N` captures of 32 interleaved ETMv4
@@ -345,7 +622,14 @@ fn every_path_soak() {
     let o = Etmv4Options::default().with("rs", Choice::On).with("exc", Choice::On);
     for seed in first..first + n {
         let (g, _) = interleaved::generate(seed, 32, 30, &o).unwrap();
-        run_one(&format!("soak-{seed}"), g, 1 + (seed % 3) as usize, seed);
+        run_one(
+            &format!("soak-{seed}"),
+            "etmv4x32",
+            g,
+            1 + (seed % 3) as usize,
+            seed,
+            &mut Vec::new(),
+        );
     }
 }
 
@@ -377,8 +661,8 @@ fn every_corpus_snapshot_gives_one_stream_on_every_path() {
         } else {
             &[]
         };
-        match check_every_path_with(dir, extra) {
-            Ok(n) => elements += n,
+        match check_every_path_with(dir, "corpus", extra) {
+            Ok((n, _)) => elements += n,
             Err(e) => failed.push(e),
         }
     }
