@@ -57,6 +57,8 @@ pub const CHUNK_SIZE: usize = 1 << 20;
 /// How many flushes in a row may make no progress before the decode is
 /// reported as stalled (a sink other than the queue is waiting).
 const MAX_IDLE_FLUSHES: u32 = 1000;
+/// Ends of trace sent again after waits: one a source (trace IDs are 7 bits), and a margin.
+const MAX_EOT_ROUNDS: usize = 256;
 
 /// The queue between the tree's element output and the iterator.
 struct Queue {
@@ -832,9 +834,16 @@ impl DecodeTree {
     ///             return false;
     ///         }
     ///     }
+    ///     // A wait stops the end of trace at the source whose output waits:
+    ///     // once that is drained, the end of trace goes again, to the rest.
     ///     let mut resp = tree.trace_data_in(DatapathOp::Eot, 0, &[]).0;
     ///     while resp.is_wait() {
-    ///         resp = tree.trace_data_in(DatapathOp::Flush, 0, &[]).0;
+    ///         while resp.is_wait() {
+    ///             resp = tree.trace_data_in(DatapathOp::Flush, 0, &[]).0;
+    ///         }
+    ///         if !resp.is_fatal() {
+    ///             resp = tree.trace_data_in(DatapathOp::Eot, 0, &[]).0;
+    ///         }
     ///     }
     ///     !resp.is_fatal()
     /// }
@@ -850,8 +859,23 @@ impl DecodeTree {
                 return Err(self.fatal(pos as TrcIndex, resp));
             }
         }
-        let resp = self.trace_data_in(DatapathOp::Eot, 0, &[]).0;
-        self.flush_while_waiting(resp, data.len() as TrcIndex, 0)?;
+        // A wait stops the end of trace at the source whose output waits:
+        // once that is drained, the end of trace is sent again, for the
+        // sources after it (each round ends at least one more).
+        let end = data.len() as TrcIndex;
+        let mut resp = self.trace_data_in(DatapathOp::Eot, 0, &[]).0;
+        let mut rounds = 0usize;
+        while resp.is_wait() {
+            self.flush_while_waiting(resp, end, 0)?;
+            rounds += 1;
+            if rounds > MAX_EOT_ROUNDS {
+                return Err(Error::Stalled { index: end });
+            }
+            resp = self.trace_data_in(DatapathOp::Eot, 0, &[]).0;
+        }
+        if resp.is_fatal() {
+            return Err(self.fatal(end, resp));
+        }
         Ok(())
     }
 
