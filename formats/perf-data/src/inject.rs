@@ -12,14 +12,11 @@
 //! but the AUXTRACE index, the new events named in EVENT_DESC, and HEADER_BRANCH_STACK set
 //! when samples carry branch stacks.
 
-use crate::decode::RecordingDecoder;
 use crate::error::{Error, Result};
 use crate::features::feature;
 use crate::record::kind;
 use crate::recording::Recording;
-use crate::script::{
-    Fields, Itrace, PerfOrder, ScriptWriter, event_modifier, is_timeless, perf_sample_time, write_in_perf_order,
-};
+use crate::script_options::Itrace;
 use crate::{Endian, FileHeader};
 
 const SAMPLE_IDENTIFIER: u64 = 1 << 16;
@@ -532,41 +529,4 @@ fn event_desc(body: &[u8], attr_size: usize, events: &[&SynthEvent]) -> Result<V
         v.extend_from_slice(&e.id.to_le_bytes());
     }
     Ok(v)
-}
-
-/// Decodes `dec`'s recording as `perf script` would for `itrace` (in perf's order, see
-/// [`write_in_perf_order`]) and returns the injected file with the number of samples made
-/// (`hw_index`: see [`SampleLayout::new`]).
-/// `modifier` names the new events (`uH` gives `instructions:uH`), as perf names them from
-/// the trace event's attribute (see [`crate::script::event_modifier`]).
-pub fn inject(
-    dec: &mut RecordingDecoder<'_, '_>,
-    itrace: Itrace,
-    order: PerfOrder,
-    hw_index: bool,
-    progress: &mut dyn FnMut(u64),
-) -> Result<(Vec<u8>, usize)> {
-    let rec = dec.recording();
-    let timeless = order.timeless || is_timeless(rec);
-    let modifier = rec.attrs().first().map(|a| event_modifier(a.flags)).unwrap_or_default();
-    let layout = SampleLayout::new(rec, &itrace, timeless, &modifier, hw_index)?;
-    let model = dec.model().clone();
-    let mut w = ScriptWriter::new(
-        &model,
-        dec.cpus().len(),
-        std::io::sink(),
-        itrace,
-        Fields::default(),
-        &modifier,
-        &[],
-        if timeless { None } else { perf_sample_time(rec) },
-    );
-    w.make_records(SampleRecords::new(layout.clone()));
-    let order = PerfOrder { timeless, ..order };
-    write_in_perf_order(dec, &mut w, order, progress).map_err(|e| Error::Io {
-        path: "(samples)".into(),
-        source: e,
-    })?;
-    let samples = w.take_records().unwrap_or_else(|| SampleRecords::new(layout));
-    Ok((write_injected(dec.recording(), &samples)?, samples.len()))
 }

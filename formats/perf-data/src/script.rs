@@ -1220,6 +1220,43 @@ pub fn write_in_perf_order<W: Write>(
     Ok(())
 }
 
+/// Decodes `dec`'s recording as `perf script` would for `itrace` (in perf's order, see
+/// [`write_in_perf_order`]) and returns the injected file with the number of samples made
+/// (`hw_index`: see [`crate::inject::SampleLayout::new`]).
+/// `modifier` names the new events (`uH` gives `instructions:uH`), as perf names them from
+/// the trace event's attribute (see [`event_modifier`]).
+pub fn inject(
+    dec: &mut RecordingDecoder<'_, '_>,
+    itrace: Itrace,
+    order: PerfOrder,
+    hw_index: bool,
+    progress: &mut dyn FnMut(u64),
+) -> crate::error::Result<(Vec<u8>, usize)> {
+    let rec = dec.recording();
+    let timeless = order.timeless || is_timeless(rec);
+    let modifier = rec.attrs().first().map(|a| event_modifier(a.flags)).unwrap_or_default();
+    let layout = crate::inject::SampleLayout::new(rec, &itrace, timeless, &modifier, hw_index)?;
+    let model = dec.model().clone();
+    let mut w = ScriptWriter::new(
+        &model,
+        dec.cpus().len(),
+        std::io::sink(),
+        itrace,
+        Fields::default(),
+        &modifier,
+        &[],
+        if timeless { None } else { perf_sample_time(rec) },
+    );
+    w.make_records(SampleRecords::new(layout.clone()));
+    let order = PerfOrder { timeless, ..order };
+    write_in_perf_order(dec, &mut w, order, progress).map_err(|e| crate::error::Error::Io {
+        path: "(samples)".into(),
+        source: e,
+    })?;
+    let samples = w.take_records().unwrap_or_else(|| SampleRecords::new(layout));
+    Ok((crate::inject::write_injected(dec.recording(), &samples)?, samples.len()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::demangle;

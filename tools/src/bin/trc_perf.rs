@@ -704,7 +704,7 @@ fn inject(a: &InjectArgs) -> Result<(), Failure> {
         timeless: itrace.timeless,
         one_channel_when_timeless: a.as_perf_61,
     };
-    let r = coresight_perf_data::inject::inject(&mut dec, itrace, order, a.hw_index, &mut |n| bar.inc(n));
+    let r = coresight_perf_data::script::inject(&mut dec, itrace, order, a.hw_index, &mut |n| bar.inc(n));
     bar.finish_and_clear();
     let (bytes, samples) = r.map_err(|e| in_error(&e))?;
     for x in &dec.warnings {
