@@ -435,6 +435,24 @@ impl Capture {
         Ok(ix)
     }
 
+    /// [`load_index`](Self::load_index) for one split decode: the index
+    /// holds of each stream only the entries that splitting it into
+    /// `pieces` pieces and decoding them read, so it takes memory by the
+    /// pieces, not by the capture (a full index has an entry per sync
+    /// point, timestamp and context). [`CaptureIndex::split_pieces`] with
+    /// the same `pieces` and the `decode_split` functions with
+    /// `pieces` pieces per ID answer as with the full index; its other
+    /// answers (counts, events, windows) are of the entries kept only.
+    pub fn load_index_for_split(&self, path: &std::path::Path, pieces: usize) -> Result<CaptureIndex, Error> {
+        let now = match self.data.get() {
+            Some(d) => CaptureId::of(d),
+            None => CaptureId::read(&mut self.reader()?)?,
+        };
+        let ix = CaptureIndex::load_split_checked(path, now, pieces)?;
+        crate::index::file::check_config(&ix, self.config_hash())?;
+        Ok(ix)
+    }
+
     /// Where the index is saved by default: beside the buffer's first
     /// file, with `.csidx` added to its name.
     pub fn default_index_path(&self) -> std::path::PathBuf {

@@ -198,14 +198,27 @@ fn list_start<W: std::io::Write>(
     Ok(())
 }
 
+/// Where a [`Reader`]'s bytes come from.
+enum Src<'a> {
+    Slice(&'a [u8]),
+    /// A file read as it is parsed: the file is never whole in memory.
+    File {
+        file: std::io::BufReader<std::fs::File>,
+        path: &'a Path,
+        /// The field last read.
+        buf: Vec<u8>,
+    },
+}
+
 struct Reader<'a> {
-    data: &'a [u8],
+    src: Src<'a>,
+    len: usize,
     pos: usize,
 }
 
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], IndexFileError> {
-        let left = self.data.len() - self.pos;
+impl Reader<'_> {
+    fn take(&mut self, n: usize, what: &'static str) -> Result<&[u8], IndexFileError> {
+        let left = self.len - self.pos;
         if n > left {
             return Err(IndexFileError::Truncated {
                 what,
@@ -214,9 +227,20 @@ impl<'a> Reader<'a> {
                 left,
             });
         }
-        let s = &self.data[self.pos..self.pos + n];
+        let at = self.pos;
         self.pos += n;
-        Ok(s)
+        match &mut self.src {
+            Src::Slice(d) => Ok(&d[at..at + n]),
+            Src::File { file, path, buf } => {
+                use std::io::Read;
+                buf.resize(n, 0);
+                file.read_exact(buf).map_err(|e| IndexFileError::Io {
+                    path: path.display().to_string(),
+                    msg: e.to_string(),
+                })?;
+                Ok(buf)
+            }
+        }
     }
     fn u8(&mut self, what: &'static str) -> Result<u8, IndexFileError> {
         Ok(self.take(1, what)?[0])
@@ -232,7 +256,7 @@ impl<'a> Reader<'a> {
     fn count(&mut self, size: usize, what: &'static str) -> Result<usize, IndexFileError> {
         let at = self.pos;
         let n = self.u64(what)?;
-        let left = (self.data.len() - self.pos).saturating_sub(8);
+        let left = (self.len - self.pos).saturating_sub(8);
         if n > (left / size) as u64 {
             return Err(self.corrupt(
                 at,
@@ -249,10 +273,103 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// What a parse keeps of the file's lists: everything ([`KeepAll`]), or
+/// what one use needs (`super::split_load`).
+pub(crate) trait Keep {
+    /// Stream `n` (in file order), of trace ID `id`, begins; the indexed
+    /// bytes end at `indexed_end`.
+    fn stream(&mut self, _n: usize, _indexed_end: u64) {}
+    /// The next entry of the stream.
+    fn entry(&mut self, e: StreamEntry, out: &mut Vec<StreamEntry>) {
+        out.push(e);
+    }
+    /// The stream's entries have all been given.
+    fn stream_end(&mut self, _out: &mut Vec<StreamEntry>) {}
+    /// Whether to keep item `k` of the source's frame syncs or triggers.
+    fn list_item(&mut self, _k: usize) -> bool {
+        true
+    }
+    /// How many of the source's `n` blocks to merge into one (a decoder
+    /// then starts deformatting at an earlier checkpoint).
+    fn merge_blocks(&mut self, _n: usize) -> usize {
+        1
+    }
+    /// Whether lists are allocated at their whole size up front.
+    fn whole(&self) -> bool {
+        true
+    }
+}
+
+/// Keeps every list whole: the index as saved.
+pub(crate) struct KeepAll;
+impl Keep for KeepAll {}
+
 /// Reads an index from the saved format, checking it throughout (not
 /// against a capture: see [`check_capture`]).
 pub fn from_bytes(data: &[u8]) -> Result<CaptureIndex, IndexFileError> {
-    let mut r = Reader { data, pos: 0 };
+    let mut r = Reader {
+        src: Src::Slice(data),
+        len: data.len(),
+        pos: 0,
+    };
+    check_magic(&mut r)?;
+    // The checksum first: a damaged file is reported as such rather than
+    // by whatever field the damage happens to hit.
+    if data.len() >= 20 {
+        let body = &data[..data.len() - 8];
+        let found = u64::from_le_bytes(data[data.len() - 8..].try_into().expect("8 bytes"));
+        check_sum(found, capture_hash(body))?;
+    }
+    parse(&mut r, &mut KeepAll)
+}
+
+fn check_sum(found: u64, expected: u64) -> Result<(), IndexFileError> {
+    match found == expected {
+        true => Ok(()),
+        false => Err(IndexFileError::Checksum { found, expected }),
+    }
+}
+
+/// Reads the index file at `path` a buffer at a time, keeping of its lists
+/// what `keep` keeps; checked as [`from_bytes`] checks.
+pub(crate) fn read_file(path: &Path, keep: &mut dyn Keep) -> Result<CaptureIndex, IndexFileError> {
+    use std::io::Read;
+    let io = |e: std::io::Error| IndexFileError::Io {
+        path: path.display().to_string(),
+        msg: e.to_string(),
+    };
+    let file = std::fs::File::open(path).map_err(io)?;
+    let len = file.metadata().map_err(io)?.len() as usize;
+    let mut r = Reader {
+        src: Src::File {
+            file: std::io::BufReader::with_capacity(64 * 1024, file),
+            path,
+            buf: Vec::new(),
+        },
+        len,
+        pos: 0,
+    };
+    check_magic(&mut r)?;
+    if len >= 20 {
+        // Opened again: its own offset, apart from the parse's.
+        let mut file = std::fs::File::open(path).map_err(io)?;
+        let mut h = super::CaptureHasher::new();
+        let mut buf = vec![0u8; 1 << 16];
+        let mut left = len - 8;
+        while left > 0 {
+            let n = left.min(buf.len());
+            file.read_exact(&mut buf[..n]).map_err(io)?;
+            h.update(&buf[..n]);
+            left -= n;
+        }
+        let mut sum = [0u8; 8];
+        file.read_exact(&mut sum).map_err(io)?;
+        check_sum(u64::from_le_bytes(sum), h.finish())?;
+    }
+    parse(&mut r, keep)
+}
+
+fn check_magic(r: &mut Reader) -> Result<(), IndexFileError> {
     if r.take(8, "magic").map_err(|_| IndexFileError::BadMagic)? != MAGIC {
         return Err(IndexFileError::BadMagic);
     }
@@ -263,16 +380,11 @@ pub fn from_bytes(data: &[u8]) -> Result<CaptureIndex, IndexFileError> {
             supported: INDEX_VERSION,
         });
     }
-    // The checksum first: a damaged file is reported as such rather than
-    // by whatever field the damage happens to hit.
-    if data.len() >= 20 {
-        let body = &data[..data.len() - 8];
-        let found = u64::from_le_bytes(data[data.len() - 8..].try_into().expect("8 bytes"));
-        let expected = capture_hash(body);
-        if found != expected {
-            return Err(IndexFileError::Checksum { found, expected });
-        }
-    }
+    Ok(())
+}
+
+/// Parses the fields after the version.
+fn parse(r: &mut Reader, keep: &mut dyn Keep) -> Result<CaptureIndex, IndexFileError> {
     let capture = CaptureId {
         size: r.u64("capture size")?,
         hash: r.u64("capture hash")?,
@@ -312,7 +424,10 @@ pub fn from_bytes(data: &[u8]) -> Result<CaptureIndex, IndexFileError> {
                 return Err(r.corrupt(at, "granularity 0"));
             }
             let n = r.count(25, "source blocks")?;
-            let mut blocks = Vec::with_capacity(n);
+            // Blocks kept merged `merge` to one, each with the first
+            // checkpoint of those merged.
+            let merge = keep.merge_blocks(n).clamp(1, (u32::MAX / granularity).max(1) as usize);
+            let mut blocks: Vec<SourceBlock> = Vec::with_capacity(n.div_ceil(merge));
             let mut last = None;
             for b in 0..n {
                 let ids = u128::from_le_bytes(r.take(16, "block ID mask")?.try_into().expect("16 bytes"));
@@ -334,19 +449,32 @@ pub fn from_bytes(data: &[u8]) -> Result<CaptureIndex, IndexFileError> {
                     }
                     last = Some(c.frame);
                 }
-                blocks.push(SourceBlock { ids, checkpoint });
+                match blocks.get_mut(b / merge) {
+                    Some(m) => {
+                        m.ids |= ids;
+                        m.checkpoint = m.checkpoint.or(checkpoint);
+                    }
+                    None => blocks.push(SourceBlock { ids, checkpoint }),
+                }
             }
+            let granularity = granularity * merge as u32;
             let mut lists = [Vec::new(), Vec::new()];
             for (list, what) in lists.iter_mut().zip(["frame syncs", "triggers"]) {
                 let n = r.count(8, what)?;
-                list.reserve(n);
-                for _ in 0..n {
+                if keep.whole() {
+                    list.reserve(n);
+                }
+                let mut last = None;
+                for k in 0..n {
                     let at = r.pos;
                     let i = r.u64(what)?;
-                    if list.last().is_some_and(|&l| l > i) {
+                    if last.is_some_and(|l| l > i) {
                         return Err(r.corrupt(at, format!("{what} out of order")));
                     }
-                    list.push(i);
+                    last = Some(i);
+                    if keep.list_item(k) {
+                        list.push(i);
+                    }
                 }
             }
             let [frame_syncs, triggers] = lists;
@@ -361,7 +489,7 @@ pub fn from_bytes(data: &[u8]) -> Result<CaptureIndex, IndexFileError> {
     };
     let n = r.u32("stream count")? as usize;
     let mut streams: Vec<StreamIndex> = Vec::new();
-    for _ in 0..n {
+    for k in 0..n {
         let at = r.pos;
         let id = r.u8("trace ID")?;
         if id > 0x7f || streams.last().is_some_and(|s| s.id >= id) {
@@ -369,12 +497,12 @@ pub fn from_bytes(data: &[u8]) -> Result<CaptureIndex, IndexFileError> {
         }
         let len = r.u8("protocol name length")? as usize;
         let at = r.pos;
-        let name = r.take(len, "protocol name")?;
-        let protocol = std::str::from_utf8(name)
-            .map_err(|_| r.corrupt(at, "protocol name not text"))?
-            .to_string();
+        let name = r.take(len, "protocol name")?.to_vec();
+        let protocol = String::from_utf8(name).map_err(|_| r.corrupt(at, "protocol name not text"))?;
         let count = r.count(17, "stream entries")?;
-        let mut entries = Vec::with_capacity(count);
+        let mut entries = Vec::with_capacity(if keep.whole() { count } else { 0 });
+        keep.stream(k, indexed.end);
+        let mut last = None;
         for _ in 0..count {
             let at = r.pos;
             let index = r.u64("entry index")?;
@@ -382,19 +510,21 @@ pub fn from_bytes(data: &[u8]) -> Result<CaptureIndex, IndexFileError> {
             let value = r.u64("entry value")?;
             let kind =
                 EntryKind::from_code(code).ok_or_else(|| r.corrupt(at + 8, format!("unknown entry kind {code}")))?;
-            if entries.last().is_some_and(|e: &StreamEntry| e.index > index) || index >= indexed.end {
+            if last.is_some_and(|l| l > index) || index >= indexed.end {
                 return Err(r.corrupt(
                     at,
                     format!("entry index {index} out of order or past the indexed bytes"),
                 ));
             }
-            entries.push(StreamEntry { index, kind, value });
+            last = Some(index);
+            keep.entry(StreamEntry { index, kind, value }, &mut entries);
         }
+        keep.stream_end(&mut entries);
         streams.push(StreamIndex { id, protocol, entries });
     }
     r.u64("checksum")?;
-    if r.pos != data.len() {
-        return Err(r.corrupt(r.pos, format!("{} bytes after the checksum", data.len() - r.pos)));
+    if r.pos != r.len {
+        return Err(r.corrupt(r.pos, format!("{} bytes after the checksum", r.len - r.pos)));
     }
     Ok(CaptureIndex {
         capture,
@@ -459,11 +589,24 @@ impl CaptureIndex {
     /// Reads the index at `path` and checks it against the identity of
     /// the capture (hashed as it was read).
     pub(crate) fn load_checked(path: &Path, now: CaptureId) -> Result<CaptureIndex, IndexFileError> {
-        let data = std::fs::read(path).map_err(|e| IndexFileError::Io {
-            path: path.display().to_string(),
-            msg: e.to_string(),
-        })?;
-        let ix = from_bytes(&data)?;
+        let ix = read_file(path, &mut KeepAll)?;
+        check_id(&ix, now)?;
+        Ok(ix)
+    }
+
+    /// Reads the index at `path` keeping only what a split decode into
+    /// `pieces` pieces per trace ID needs (`super::split_load`), and checks
+    /// it against the identity of the capture.
+    pub(crate) fn load_split_checked(
+        path: &Path,
+        now: CaptureId,
+        pieces: usize,
+    ) -> Result<CaptureIndex, IndexFileError> {
+        // A first pass learns which streams have trace info entries, which
+        // decides which sync points are clean.
+        let mut info = super::split_load::HasInfo::default();
+        read_file(path, &mut info)?;
+        let ix = read_file(path, &mut super::split_load::SplitKeep::new(pieces, info.0))?;
         check_id(&ix, now)?;
         Ok(ix)
     }

@@ -35,6 +35,7 @@ mod file;
 mod reader;
 mod source;
 mod spill;
+mod split_load;
 mod stream;
 
 pub use crate::hooks::{EntryKind, FrameRecord, FrameRun, SourceIndexer, StreamEntry, StreamIndexer};

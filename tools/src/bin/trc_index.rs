@@ -17,7 +17,7 @@
 //! (unreadable or stale index, bad snapshot...), 2 bad usage.
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
@@ -310,6 +310,15 @@ impl std::ops::Deref for Bytes<'_> {
 }
 
 fn load_index(t: &Target) -> Result<(Capture, CaptureIndex), String> {
+    load_index_with(t, |cap, path| cap.load_index(path))
+}
+
+/// [`load_index`] loading with `load` (the whole index, or what one use of
+/// it needs).
+fn load_index_with(
+    t: &Target,
+    load: impl FnOnce(&Capture, &Path) -> Result<CaptureIndex, coresight_decode::Error>,
+) -> Result<(Capture, CaptureIndex), String> {
     let (cap, path) = load_capture(t)?;
     if !path.exists() {
         return Err(format!(
@@ -318,7 +327,7 @@ fn load_index(t: &Target) -> Result<(Capture, CaptureIndex), String> {
             t.snapshot.display()
         ));
     }
-    let ix = cap.load_index(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let ix = load(&cap, &path).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok((cap, ix))
 }
 
@@ -415,8 +424,16 @@ fn run(cli: Cli) -> Result<String, Failed> {
             threads,
             pieces,
         } => {
-            let (cap, ix) = load_index(&target)?;
-            if let Err(error) = count(&mut out, &cap, &ix, ids, threads, pieces) {
+            let threads = threads.map_or_else(
+                || std::thread::available_parallelism().map_or(1, |n| n.get()),
+                usize::from,
+            );
+            let per_id = pieces.map_or(threads, usize::from);
+            // Only the entries the split reads: the whole index has an
+            // entry per sync point, timestamp and context, and grows with
+            // the capture.
+            let (cap, ix) = load_index_with(&target, |cap, path| cap.load_index_for_split(path, per_id))?;
+            if let Err(error) = count(&mut out, &cap, &ix, ids, threads, per_id) {
                 return Err(Failed { out, error });
             }
         }
@@ -429,8 +446,8 @@ fn count(
     cap: &Capture,
     ix: &CaptureIndex,
     ids: Vec<u8>,
-    threads: Option<u16>,
-    pieces: Option<u16>,
+    threads: usize,
+    per_id: usize,
 ) -> Result<(), String> {
     let ids = if ids.is_empty() {
         ix.streams
@@ -446,11 +463,6 @@ fn count(
             return Err(format!("trace ID 0x{id:02x} has no indexed sync point to decode from"));
         }
     }
-    let threads = threads.map_or_else(
-        || std::thread::available_parallelism().map_or(1, |n| n.get()),
-        usize::from,
-    );
-    let per_id = pieces.map_or(threads, usize::from);
     let build = || cap.tree(DecodeMode::FullDecode, |_| {});
     let start = std::time::Instant::now();
     let parts = decode_split_ids_partial(ix, &capture_bytes(cap)?, &ids, per_id, threads, &build, count_elem)
