@@ -67,6 +67,12 @@ pub struct DecoderOptions {
     /// decoder fails with OCSD_ERR_HW_CFG_UNSUPP naming the register
     /// field. The lister sets it.
     pub opencsd_cfg_unsupp: bool,
+    /// ETMv4/ETE: take no commit from cycle count packets (which carry
+    /// one when TRCIDR0.COMMOPT is 0), as OpenCSD before 1.6 did (1.3.3,
+    /// which Debian's Linux perf 6.1 uses). A decoder configured with
+    /// COMMOPT 0 for trace made with COMMOPT 1 then goes on where the
+    /// commit would overrun: for matching that perf only.
+    pub ccnt_without_commit: bool,
 }
 
 /// A trace source's register values, resolved for one protocol.

@@ -870,7 +870,7 @@ impl EtmV4Decoder {
             T::CcntF1 | T::CcntF2 | T::CcntF3 => {
                 let e = self.push(P0Kind::Cc, false);
                 e.params[0] = if pkt.cc_valid { pkt.cycle_count } else { 0 };
-                if pkt.commit_valid {
+                if pkt.commit_valid && !self.options.ccnt_without_commit {
                     self.res.commit = pkt.commit_elements as i64;
                 }
             }

@@ -1094,6 +1094,40 @@ fn decode_speculation_commit_cancel_mispredict() {
 }
 
 #[test]
+fn cycle_count_commit_ignored_as_opencsd_1_3() {
+    // COMMOPT 0: the CCNT_F3 packet commits 2 elements, and none is there.
+    let mut cfg = cfg_dec();
+    cfg.idr0 &= !0x2000_0000;
+    let mut t = preamble();
+    t.extend_from_slice(&[0x17, 0xf7]); // CCNT_F3 (count 3, commit 2), E
+    let run = decode(
+        cfg.clone(),
+        &[(0x1000, a64_program())],
+        &t,
+        DecoderOptions::default(),
+        0,
+    );
+    assert_eq!(
+        run.errors,
+        "DCD_ETMV4_0016 : 0x001a (OCSD_ERR_COMMIT_PKT_OVERRUN) [Overrun in commit packet stack - tried to commit more than available]; TrcIdx=25; CS ID=10; Not enough elements to commit"
+    );
+    let opts = DecoderOptions {
+        ccnt_without_commit: true,
+        ..Default::default()
+    };
+    let run = decode(cfg, &[(0x1000, a64_program())], &t, opts, 0);
+    assert_eq!(run.errors, "");
+    assert_eq!(
+        &run.elems[3..],
+        [
+            "Idx:25; ID:10; OCSD_GEN_TRC_ELEM_CYCLE_COUNT( [CC=3]; )",
+            "Idx:26; ID:10; OCSD_GEN_TRC_ELEM_INSTR_RANGE(exec range=0x1000:[0x100c] num_i(3) last_sz(4) (ISA=A64) E BR  )",
+            "Idx:26; ID:10; OCSD_GEN_TRC_ELEM_EO_TRACE( [end-of-trace])",
+        ]
+    );
+}
+
+#[test]
 fn decode_overflow_discards_and_resyncs() {
     let mut cfg = cfg_dec();
     cfg.idr8 = 8;
