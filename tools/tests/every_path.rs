@@ -8,7 +8,10 @@
 //! the push tree with a packet monitor and without, with a sink that
 //! answers WAIT after every element, and fed one byte at a time, and an
 //! index window from each stream's first sync point: each must give the
-//! same elements (index, trace ID, element text) in the same order. A
+//! same elements (index, trace ID, element text) in the same order; and
+//! the index's split decode (what `trc_index count` runs, one piece and
+//! three) must count each stream's elements, instruction ranges and
+//! instructions from its first split point as that stream gives them. A
 //! failure prints the first difference with the lines around it. The
 //! only exceptions are listed, with the reason, in `KNOWN_DIFFERENCES`,
 //! and each listed one must still differ. The ignored tests (run by
@@ -298,6 +301,91 @@ fn index_windows(dir: &Path, full: &Stream, stopped: bool) -> Result<Vec<(String
     Ok(out)
 }
 
+/// How many index counts were compared (so a test can show it compared some).
+static COUNTS_COMPARED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Elements, instruction ranges and instructions, as `trc_index count`
+/// counts them.
+type Counts = (u64, u64, u64);
+
+fn count_elem(c: &mut Counts, _index: TrcIndex, e: &TraceElement) {
+    c.0 += 1;
+    if e.elem_type == coresight_decode::element::ElemType::InstrRange {
+        c.1 += 1;
+        c.2 += u64::from(e.num_instr_range);
+    }
+}
+
+/// The counts of listing lines: `num_i(N)` of each instruction range.
+fn count_lines<'a>(lines: impl Iterator<Item = &'a String>) -> Counts {
+    let mut c = (0, 0, 0);
+    for l in lines {
+        c.0 += 1;
+        if l.contains("OCSD_GEN_TRC_ELEM_INSTR_RANGE(") {
+            c.1 += 1;
+            let n = l.split("num_i(").nth(1).and_then(|r| r.split(')').next());
+            c.2 += n.and_then(|n| n.parse::<u64>().ok()).unwrap_or(u64::MAX / 4);
+        }
+    }
+    c
+}
+
+/// Each stream's counts through the index (`decode_split_ids_partial`,
+/// what `trc_index count` runs), in one piece and in three on two
+/// threads, against the lines of `full` of that ID from the first
+/// piece's start: (what, got, want). A decode stopped by a fatal error
+/// (`stopped`) is not compared (a piece goes on past another ID's error).
+fn index_counts(dir: &Path, full: &Stream, stopped: bool) -> Result<Vec<(String, Counts, Counts)>, String> {
+    use coresight_decode::index::decode_split_ids_partial;
+    if stopped {
+        return Ok(Vec::new());
+    }
+    let cap = Capture::load(dir, None).unwrap();
+    let ix = cap.index(&IndexOptions::default()).unwrap();
+    let data = cap.data().unwrap();
+    let build = || cap.tree(DecodeMode::FullDecode, |_| {});
+    let mut out = Vec::new();
+    for s in &ix.streams {
+        let pieces = ix.split_pieces(s.id, 1);
+        let Some(first) = pieces.first() else {
+            continue;
+        };
+        let of_id = |l: &&String| {
+            let id = idx_id(l).1;
+            id == s.id || s.id == 0
+        };
+        let mut want = count_lines(full.iter().filter(of_id).filter(|l| idx_id(l).0 >= first.start));
+        // The piece at the first sync point reports its decoder's NO_SYNC
+        // there; a decode from the start of the capture reports it at the
+        // stream's first packet, which may come earlier (documented in
+        // `index::decode`).
+        if full
+            .iter()
+            .find(of_id)
+            .is_some_and(|l| idx_id(l).0 < first.start && l.contains("OCSD_GEN_TRC_ELEM_NO_SYNC("))
+        {
+            want.0 += 1;
+        }
+        for (n, threads) in [(1usize, 1usize), (3, 2)] {
+            let parts = decode_split_ids_partial(&ix, data, &[s.id], n, threads, &build, count_elem)
+                .map_err(|e| format!("{}: index count of ID {:#x}: {e}", dir.display(), s.id))?;
+            let mut got = (0, 0, 0);
+            for (_, c, e) in &parts {
+                if let Some(e) = e {
+                    return Err(format!("{}: index count of ID {:#x}: {e}", dir.display(), s.id));
+                }
+                got = (got.0 + c.0, got.1 + c.1, got.2 + c.2);
+            }
+            out.push((
+                format!("index count of ID {:#x} from {} in {n} pieces", s.id, first.start),
+                got,
+                want,
+            ));
+        }
+    }
+    Ok(out)
+}
+
 fn idx_id(line: &str) -> (u64, u8) {
     let rest = line.strip_prefix("Idx:").unwrap_or("");
     let (i, rest) = rest.split_once("; ID:").unwrap_or(("0", "0;"));
@@ -453,6 +541,15 @@ fn check_every_path_with(dir: &Path, protocol: &str, extra: &[&str]) -> Result<(
             return Err(format!("{}: {what} and trc_decode differ at {d}", dir.display()));
         }
     }
+    for (what, got, want) in index_counts(dir, &library, stopped)? {
+        COUNTS_COMPARED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if got != want {
+            return Err(format!(
+                "{}: {what}: (elements, ranges, instructions) {got:?}, trc_decode's {want:?}",
+                dir.display()
+            ));
+        }
+    }
     let lister_stopped = stopped || reference.len() < library.len();
     let mut known = Vec::new();
     for (what, got, want) in paths.drain(..) {
@@ -579,6 +676,8 @@ fn every_protocol_gives_one_stream_on_every_path() {
         }
     }
     assert!(elements > 5000, "only {elements} elements decoded");
+    let counted = COUNTS_COMPARED.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(counted >= 100, "only {counted} index counts compared");
     let names: Vec<&str> = protocols().iter().map(|p| p.name()).collect();
     assert_known_differences_still_differ(&names, &seen);
 }
