@@ -761,26 +761,62 @@ fn push_path(data: &[u8], monitor: bool, block: usize, wait_every: u32) -> Vec<S
     std::mem::take(&mut *out.borrow_mut())
 }
 
+/// `DecodeTree::push_all` (the library's own driver of the flow control)
+/// with a sink answering WAIT after every element.
+fn push_all_path(data: &[u8]) -> Vec<String> {
+    let mut tree = paths_tree();
+    let out = shared(Vec::new());
+    tree.set_gen_elem_out(Box::new(Lines {
+        out: out.clone(),
+        wait_every: 1,
+        calls: 0,
+    }));
+    let _ = tree.push_all(data);
+    drop(tree);
+    std::mem::take(&mut *out.borrow_mut())
+}
+
 /// The pull API's elements of `data` with the fixed configuration, up to
-/// the error that stops it, if any.
-fn pull_path(data: &[u8]) -> Vec<String> {
+/// the error that stops it, if any; at the queue capacity given (None:
+/// the default).
+fn pull_path(data: &[u8], capacity: Option<usize>) -> Vec<String> {
     let mut dec = coresight_decode::Decoder::new(paths_tree());
+    if let Some(c) = capacity {
+        dec.set_queue_capacity(c);
+    }
     dec.decode(data).map_while(Result::ok).map(|d| d.to_string()).collect()
 }
 
 /// The differential target: arbitrary bytes as a formatted capture of two
-/// ETMv4 sources (see `paths_tree`), decoded on every in-process path —
-/// with and without packet monitors, whole and in odd-sized blocks, with
-/// a sink that waits, and through the pull API — must give one element
-/// stream. Panics with the first difference.
+/// ETMv4 sources (see `paths_tree`), decoded on every in-process path that
+/// `tools/tests/every_path.rs` compares on generated captures — with and
+/// without packet monitors; whole, in odd-sized blocks and one byte at a
+/// time (memory-aligned frames take any block); with a sink that waits
+/// after every element (driven by hand, and by `push_all`) or now and
+/// then; through the pull API at its default queue capacity and at 1 —
+/// must give one element stream. Panics with the first difference.
 pub fn run_paths(data: &[u8]) {
     let reference = push_path(data, true, usize::MAX, 0);
     let others = [
         ("no monitor", push_path(data, false, usize::MAX, 0)),
         ("no monitor, 7-byte blocks", push_path(data, false, 7, 0)),
         ("monitor, 16-byte blocks", push_path(data, true, 16, 0)),
-        ("no monitor, sink waits", push_path(data, false, usize::MAX, 3)),
-        ("pull API", pull_path(data)),
+        ("no monitor, 1-byte blocks", push_path(data, false, 1, 0)),
+        (
+            "no monitor, sink waits now and then",
+            push_path(data, false, usize::MAX, 3),
+        ),
+        (
+            "no monitor, sink waits after every element",
+            push_path(data, false, usize::MAX, 1),
+        ),
+        (
+            "1-byte blocks, sink waits after every element",
+            push_path(data, false, 1, 1),
+        ),
+        ("push_all, sink waits after every element", push_all_path(data)),
+        ("pull API", pull_path(data, None)),
+        ("pull API at queue capacity 1", pull_path(data, Some(1))),
     ];
     for (what, got) in &others {
         if let Some(i) = (0..reference.len().max(got.len())).find(|&i| reference.get(i) != got.get(i)) {
