@@ -22,21 +22,20 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use coresight_decode::Trace;
-use coresight_decode::datapath::{DatapathResp, TrcIndex};
+use coresight_decode::datapath::TrcIndex;
 use coresight_decode::decoder::DecodeMode;
 use coresight_decode::element::TraceElement;
 use coresight_decode::index::Capture;
 use coresight_decode::index::{IndexOptions, Window, decode_window};
-use coresight_decode::interfaces::TrcGenElemIn;
 use coresight_decode::logger::MsgLogger;
-use coresight_decode::shared::{Shared, shared};
+use coresight_decode::shared::shared;
 use coresight_decode::snapshot::Snapshot;
 use coresight_generator::etmv4::{Choice, Etmv4Options};
 use coresight_generator::{BufferLayout, GenOptions, GenProtocol, Generated, Rng, generate, interleaved};
 use coresight_tools::lister;
 
-/// One element as the listing prints it: `Idx:N; ID:H; ELEMENT`.
-type Stream = Vec<String>;
+mod paths_common;
+use paths_common::{Lines, Stream, first_difference, pulled};
 
 fn temp_dir(name: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("every_path").join(name);
@@ -127,26 +126,7 @@ fn pull(dir: &Path, capacity: Option<usize>) -> (Stream, bool) {
     if let Some(c) = capacity {
         trace.decoder_mut().set_queue_capacity(c);
     }
-    let mut out = Vec::new();
-    for d in trace.elements() {
-        match d {
-            Ok(d) => out.push(d.to_string()),
-            Err(_) => return (out, true),
-        }
-    }
-    (out, false)
-}
-
-/// The elements a push sink saw; answers WAIT after every one if `wait`.
-struct Lines(Shared<Stream>, bool);
-
-impl TrcGenElemIn for Lines {
-    fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp {
-        self.0
-            .borrow_mut()
-            .push(format!("Idx:{index}; ID:{trace_id:x}; {elem}"));
-        if self.1 { DatapathResp::Wait } else { DatapathResp::Cont }
-    }
+    pulled(trace.elements())
 }
 
 /// How the push tree is driven: a sink that waits after every element
@@ -172,9 +152,8 @@ fn push(dir: &Path, monitor: bool) -> Stream {
     )
 }
 
-/// The push tree driven as `o` says. With `chunk` > 0 the driver follows
-/// the flow control as `tests/pull.rs` does: on a WAIT, flush until the
-/// tree answers otherwise, then send the bytes not yet taken.
+/// The push tree driven as `o` says (by [`paths_common::push`], the
+/// driver the `paths` fuzz target uses too).
 fn push_with(dir: &Path, o: PushOptions) -> Stream {
     let monitor = o.monitor;
     let ss = Snapshot::load(dir).unwrap();
@@ -193,12 +172,8 @@ fn push_with(dir: &Path, o: PushOptions) -> Stream {
         }
     }
     let got = shared(Vec::new());
-    tree.set_gen_elem_out(Box::new(Lines(got.clone(), o.wait)));
-    if o.chunk == 0 {
-        let _ = tree.push_all(&data);
-    } else {
-        push_chunked(&mut tree, &data, o.chunk);
-    }
+    tree.set_gen_elem_out(Box::new(Lines::new(got.clone(), u32::from(o.wait))));
+    paths_common::push(&mut tree, &data, o.chunk);
     drop(tree);
     got.borrow().clone()
 }
@@ -210,46 +185,6 @@ fn smallest_block(dir: &Path) -> usize {
     match ss.buffers[0].format.as_str() {
         "dstream_coresight" => 4,
         _ => 1,
-    }
-}
-
-/// Sends `data` to `tree` `chunk` bytes at a time, flushing while the
-/// tree waits; stops at a fatal answer (as `push_all` does).
-fn push_chunked(tree: &mut coresight_decode::DecodeTree, data: &[u8], chunk: usize) {
-    use coresight_decode::datapath::DatapathOp;
-    use coresight_decode::interfaces::TrcDataIn;
-    // Flushes until the tree answers other than WAIT; false on a fatal
-    // answer or a tree that never stops waiting.
-    let flush = |tree: &mut coresight_decode::DecodeTree, mut r: DatapathResp| -> Option<DatapathResp> {
-        let mut n = 0usize;
-        while r.is_wait() {
-            n += 1;
-            if n > 1_000_000 {
-                return None;
-            }
-            r = tree.trace_data_in(DatapathOp::Flush, 0, &[]).0;
-        }
-        (!r.is_fatal()).then_some(r)
-    };
-    let mut pos = 0;
-    while pos < data.len() {
-        let end = pos.saturating_add(chunk).min(data.len());
-        while pos < end {
-            let (r, used) = tree.trace_data_in(DatapathOp::Data, pos as TrcIndex, &data[pos..end]);
-            pos += used.min(end - pos);
-            match flush(tree, r) {
-                None => return,
-                Some(r) if r.is_cont() && used == 0 => return,
-                Some(_) => {}
-            }
-        }
-    }
-    // End of trace is sent again after each wait, until the tree takes it.
-    loop {
-        let r = tree.trace_data_in(DatapathOp::Eot, 0, &[]).0;
-        if !r.is_wait() || flush(tree, r).is_none() {
-            return;
-        }
     }
 }
 
@@ -391,24 +326,6 @@ fn idx_id(line: &str) -> (u64, u8) {
     let (i, rest) = rest.split_once("; ID:").unwrap_or(("0", "0;"));
     let id = rest.split(';').next().unwrap_or("0");
     (i.parse().unwrap_or(0), u8::from_str_radix(id, 16).unwrap_or(0))
-}
-
-/// The first difference of two streams, with two lines of context.
-fn first_difference(a: &Stream, b: &Stream) -> Option<String> {
-    let i = (0..a.len().max(b.len())).find(|&i| a.get(i) != b.get(i))?;
-    let show = |s: &Stream| {
-        (i.saturating_sub(2)..(i + 3).min(s.len()))
-            .map(|k| format!("  {}{}", if k == i { "> " } else { "  " }, s[k]))
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
-    Some(format!(
-        "element {i} (of {} and {}):\n{}\n---\n{}",
-        a.len(),
-        b.len(),
-        show(a),
-        show(b)
-    ))
 }
 
 /// (protocol, path, why): paths known to give a different element stream
