@@ -645,27 +645,11 @@ pub fn run_perf_data(data: &[u8]) {
     }
 }
 
-/// Collects elements as the lister prints them (`Idx:N; ID:H; ELEMENT`),
-/// answering WAIT to every `wait_every`-th when non-zero.
-struct Lines {
-    out: coresight_decode::shared::Shared<Vec<String>>,
-    wait_every: u32,
-    calls: u32,
-}
-
-impl TrcGenElemIn for Lines {
-    fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp {
-        self.out
-            .borrow_mut()
-            .push(format!("Idx:{index}; ID:{trace_id:x}; {elem}"));
-        self.calls += 1;
-        if self.wait_every != 0 && self.calls.is_multiple_of(self.wait_every) {
-            DatapathResp::Wait
-        } else {
-            DatapathResp::Cont
-        }
-    }
-}
+// The sink, push driver, pull collector and comparison every_path uses: one code for the
+// test and this target.
+#[path = "../../tools/tests/paths_common/mod.rs"]
+mod paths_common;
+use paths_common::{Lines, first_difference, pulled};
 
 /// The fixed configuration of [`run_paths`]: two ETMv4 sources on an A64
 /// core in CoreSight frames, trace IDs 0x10 (return stack on) and 0x11
@@ -710,8 +694,9 @@ fn paths_tree() -> DecodeTree {
 }
 
 /// One way of decoding `data` with the fixed configuration: a packet
-/// monitor on each source or none, the bytes in blocks of `block`, the
-/// sink waiting on every `wait_every`-th element (0: never).
+/// monitor on each source or none, the bytes in blocks of `block` (0: all
+/// at once by `push_all`), the sink waiting on every `wait_every`-th
+/// element (0: never).
 fn push_path(data: &[u8], monitor: bool, block: usize, wait_every: u32) -> Vec<String> {
     let mut tree = paths_tree();
     if monitor {
@@ -720,83 +705,57 @@ fn push_path(data: &[u8], monitor: bool, block: usize, wait_every: u32) -> Vec<S
         }
     }
     let out = shared(Vec::new());
-    tree.set_gen_elem_out(Box::new(Lines {
-        out: out.clone(),
-        wait_every,
-        calls: 0,
-    }));
-    let mut at = 0;
-    while at < data.len() {
-        let end = data.len().min(at + block);
-        let mut piece = &data[at..end];
-        let mut index = at;
-        // Each block through the whole loop (waits, end of trace only at
-        // the last).
-        while !piece.is_empty() {
-            let (mut r, used) = tree.trace_data_in(DatapathOp::Data, index as TrcIndex, piece);
-            let mut flushes = 0;
-            while r.is_wait() && flushes < 100_000 {
-                r = tree.trace_data_in(DatapathOp::Flush, 0, &[]).0;
-                flushes += 1;
-            }
-            if r.is_fatal() || (used == 0 && r.is_cont()) {
-                drop(tree);
-                return std::mem::take(&mut *out.borrow_mut());
-            }
-            piece = &piece[used.min(piece.len())..];
-            index += used;
-        }
-        at = end;
-    }
-    let mut r = tree.trace_data_in(DatapathOp::Eot, data.len() as TrcIndex, &[]).0;
-    let mut rounds = 0;
-    while r.is_wait() && rounds < 100_000 {
-        rounds += 1;
-        r = tree.trace_data_in(DatapathOp::Flush, 0, &[]).0;
-        if r.is_cont() {
-            r = tree.trace_data_in(DatapathOp::Eot, data.len() as TrcIndex, &[]).0;
-        }
-    }
+    tree.set_gen_elem_out(Box::new(Lines::new(out.clone(), wait_every)));
+    paths_common::push(&mut tree, data, block);
     drop(tree);
     std::mem::take(&mut *out.borrow_mut())
 }
 
 /// The pull API's elements of `data` with the fixed configuration, up to
-/// the error that stops it, if any.
-fn pull_path(data: &[u8]) -> Vec<String> {
+/// the error that stops it, if any; at the queue capacity given (None:
+/// the default).
+fn pull_path(data: &[u8], capacity: Option<usize>) -> Vec<String> {
     let mut dec = coresight_decode::Decoder::new(paths_tree());
-    dec.decode(data).map_while(Result::ok).map(|d| d.to_string()).collect()
+    if let Some(c) = capacity {
+        dec.set_queue_capacity(c);
+    }
+    pulled(dec.decode(data)).0
 }
 
 /// The differential target: arbitrary bytes as a formatted capture of two
-/// ETMv4 sources (see `paths_tree`), decoded on every in-process path —
-/// with and without packet monitors, whole and in odd-sized blocks, with
-/// a sink that waits, and through the pull API — must give one element
-/// stream. Panics with the first difference.
+/// ETMv4 sources (see `paths_tree`), decoded on every in-process path that
+/// `tools/tests/every_path.rs` compares on generated captures — with and
+/// without packet monitors; whole, in odd-sized blocks and one byte at a
+/// time (memory-aligned frames take any block); with a sink that waits
+/// after every element (driven by hand, and by `push_all`) or now and
+/// then; through the pull API at its default queue capacity and at 1 —
+/// must give one element stream. Panics with the first difference.
 pub fn run_paths(data: &[u8]) {
     let reference = push_path(data, true, usize::MAX, 0);
     let others = [
         ("no monitor", push_path(data, false, usize::MAX, 0)),
         ("no monitor, 7-byte blocks", push_path(data, false, 7, 0)),
         ("monitor, 16-byte blocks", push_path(data, true, 16, 0)),
-        ("no monitor, sink waits", push_path(data, false, usize::MAX, 3)),
-        ("pull API", pull_path(data)),
+        ("no monitor, 1-byte blocks", push_path(data, false, 1, 0)),
+        (
+            "no monitor, sink waits now and then",
+            push_path(data, false, usize::MAX, 3),
+        ),
+        (
+            "no monitor, sink waits after every element",
+            push_path(data, false, usize::MAX, 1),
+        ),
+        (
+            "1-byte blocks, sink waits after every element",
+            push_path(data, false, 1, 1),
+        ),
+        ("push_all, sink waits after every element", push_path(data, false, 0, 1)),
+        ("pull API", pull_path(data, None)),
+        ("pull API at queue capacity 1", pull_path(data, Some(1))),
     ];
     for (what, got) in &others {
-        if let Some(i) = (0..reference.len().max(got.len())).find(|&i| reference.get(i) != got.get(i)) {
-            let show = |s: &[String]| {
-                (i.saturating_sub(2)..(i + 3).min(s.len()))
-                    .map(|k| format!("  {}{}", if k == i { "> " } else { "  " }, s[k]))
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            };
-            panic!(
-                "{what} differs from the monitor's path at element {i} ({} and {}):\n{}\n---\n{}",
-                got.len(),
-                reference.len(),
-                show(got),
-                show(&reference)
-            );
+        if let Some(d) = first_difference(got, &reference) {
+            panic!("{what} differs from the monitor's path at {d}");
         }
     }
 }

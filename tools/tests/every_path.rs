@@ -8,7 +8,10 @@
 //! the push tree with a packet monitor and without, with a sink that
 //! answers WAIT after every element, and fed one byte at a time, and an
 //! index window from each stream's first sync point: each must give the
-//! same elements (index, trace ID, element text) in the same order. A
+//! same elements (index, trace ID, element text) in the same order; and
+//! the index's split decode (what `trc_index count` runs, one piece and
+//! three) must count each stream's elements, instruction ranges and
+//! instructions from its first split point as that stream gives them. A
 //! failure prints the first difference with the lines around it. The
 //! only exceptions are listed, with the reason, in `KNOWN_DIFFERENCES`,
 //! and each listed one must still differ. The ignored tests (run by
@@ -19,21 +22,20 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use coresight_decode::Trace;
-use coresight_decode::datapath::{DatapathResp, TrcIndex};
+use coresight_decode::datapath::TrcIndex;
 use coresight_decode::decoder::DecodeMode;
 use coresight_decode::element::TraceElement;
 use coresight_decode::index::Capture;
 use coresight_decode::index::{IndexOptions, Window, decode_window};
-use coresight_decode::interfaces::TrcGenElemIn;
 use coresight_decode::logger::MsgLogger;
-use coresight_decode::shared::{Shared, shared};
+use coresight_decode::shared::shared;
 use coresight_decode::snapshot::Snapshot;
 use coresight_generator::etmv4::{Choice, Etmv4Options};
 use coresight_generator::{BufferLayout, GenOptions, GenProtocol, Generated, Rng, generate, interleaved};
 use coresight_tools::lister;
 
-/// One element as the listing prints it: `Idx:N; ID:H; ELEMENT`.
-type Stream = Vec<String>;
+mod paths_common;
+use paths_common::{Lines, Stream, first_difference, pulled};
 
 fn temp_dir(name: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("every_path").join(name);
@@ -124,26 +126,7 @@ fn pull(dir: &Path, capacity: Option<usize>) -> (Stream, bool) {
     if let Some(c) = capacity {
         trace.decoder_mut().set_queue_capacity(c);
     }
-    let mut out = Vec::new();
-    for d in trace.elements() {
-        match d {
-            Ok(d) => out.push(d.to_string()),
-            Err(_) => return (out, true),
-        }
-    }
-    (out, false)
-}
-
-/// The elements a push sink saw; answers WAIT after every one if `wait`.
-struct Lines(Shared<Stream>, bool);
-
-impl TrcGenElemIn for Lines {
-    fn trace_elem_in(&mut self, index: TrcIndex, trace_id: u8, elem: &TraceElement) -> DatapathResp {
-        self.0
-            .borrow_mut()
-            .push(format!("Idx:{index}; ID:{trace_id:x}; {elem}"));
-        if self.1 { DatapathResp::Wait } else { DatapathResp::Cont }
-    }
+    pulled(trace.elements())
 }
 
 /// How the push tree is driven: a sink that waits after every element
@@ -169,9 +152,8 @@ fn push(dir: &Path, monitor: bool) -> Stream {
     )
 }
 
-/// The push tree driven as `o` says. With `chunk` > 0 the driver follows
-/// the flow control as `tests/pull.rs` does: on a WAIT, flush until the
-/// tree answers otherwise, then send the bytes not yet taken.
+/// The push tree driven as `o` says (by [`paths_common::push`], the
+/// driver the `paths` fuzz target uses too).
 fn push_with(dir: &Path, o: PushOptions) -> Stream {
     let monitor = o.monitor;
     let ss = Snapshot::load(dir).unwrap();
@@ -190,12 +172,8 @@ fn push_with(dir: &Path, o: PushOptions) -> Stream {
         }
     }
     let got = shared(Vec::new());
-    tree.set_gen_elem_out(Box::new(Lines(got.clone(), o.wait)));
-    if o.chunk == 0 {
-        let _ = tree.push_all(&data);
-    } else {
-        push_chunked(&mut tree, &data, o.chunk);
-    }
+    tree.set_gen_elem_out(Box::new(Lines::new(got.clone(), u32::from(o.wait))));
+    paths_common::push(&mut tree, &data, o.chunk);
     drop(tree);
     got.borrow().clone()
 }
@@ -207,46 +185,6 @@ fn smallest_block(dir: &Path) -> usize {
     match ss.buffers[0].format.as_str() {
         "dstream_coresight" => 4,
         _ => 1,
-    }
-}
-
-/// Sends `data` to `tree` `chunk` bytes at a time, flushing while the
-/// tree waits; stops at a fatal answer (as `push_all` does).
-fn push_chunked(tree: &mut coresight_decode::DecodeTree, data: &[u8], chunk: usize) {
-    use coresight_decode::datapath::DatapathOp;
-    use coresight_decode::interfaces::TrcDataIn;
-    // Flushes until the tree answers other than WAIT; false on a fatal
-    // answer or a tree that never stops waiting.
-    let flush = |tree: &mut coresight_decode::DecodeTree, mut r: DatapathResp| -> Option<DatapathResp> {
-        let mut n = 0usize;
-        while r.is_wait() {
-            n += 1;
-            if n > 1_000_000 {
-                return None;
-            }
-            r = tree.trace_data_in(DatapathOp::Flush, 0, &[]).0;
-        }
-        (!r.is_fatal()).then_some(r)
-    };
-    let mut pos = 0;
-    while pos < data.len() {
-        let end = pos.saturating_add(chunk).min(data.len());
-        while pos < end {
-            let (r, used) = tree.trace_data_in(DatapathOp::Data, pos as TrcIndex, &data[pos..end]);
-            pos += used.min(end - pos);
-            match flush(tree, r) {
-                None => return,
-                Some(r) if r.is_cont() && used == 0 => return,
-                Some(_) => {}
-            }
-        }
-    }
-    // End of trace is sent again after each wait, until the tree takes it.
-    loop {
-        let r = tree.trace_data_in(DatapathOp::Eot, 0, &[]).0;
-        if !r.is_wait() || flush(tree, r).is_none() {
-            return;
-        }
     }
 }
 
@@ -298,29 +236,96 @@ fn index_windows(dir: &Path, full: &Stream, stopped: bool) -> Result<Vec<(String
     Ok(out)
 }
 
+/// How many index counts were compared (so a test can show it compared some).
+static COUNTS_COMPARED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Elements, instruction ranges and instructions, as `trc_index count`
+/// counts them.
+type Counts = (u64, u64, u64);
+
+fn count_elem(c: &mut Counts, _index: TrcIndex, e: &TraceElement) {
+    c.0 += 1;
+    if e.elem_type == coresight_decode::element::ElemType::InstrRange {
+        c.1 += 1;
+        c.2 += u64::from(e.num_instr_range);
+    }
+}
+
+/// The counts of listing lines: `num_i(N)` of each instruction range.
+fn count_lines<'a>(lines: impl Iterator<Item = &'a String>) -> Counts {
+    let mut c = (0, 0, 0);
+    for l in lines {
+        c.0 += 1;
+        if l.contains("OCSD_GEN_TRC_ELEM_INSTR_RANGE(") {
+            c.1 += 1;
+            let n = l.split("num_i(").nth(1).and_then(|r| r.split(')').next());
+            c.2 += n.and_then(|n| n.parse::<u64>().ok()).unwrap_or(u64::MAX / 4);
+        }
+    }
+    c
+}
+
+/// Each stream's counts through the index (`decode_split_ids_partial`,
+/// what `trc_index count` runs), in one piece and in three on two
+/// threads, against the lines of `full` of that ID from the first
+/// piece's start: (what, got, want). A decode stopped by a fatal error
+/// (`stopped`) is not compared (a piece goes on past another ID's error).
+fn index_counts(dir: &Path, full: &Stream, stopped: bool) -> Result<Vec<(String, Counts, Counts)>, String> {
+    use coresight_decode::index::decode_split_ids_partial;
+    if stopped {
+        return Ok(Vec::new());
+    }
+    let cap = Capture::load(dir, None).unwrap();
+    let ix = cap.index(&IndexOptions::default()).unwrap();
+    let data = cap.data().unwrap();
+    let build = || cap.tree(DecodeMode::FullDecode, |_| {});
+    let mut out = Vec::new();
+    for s in &ix.streams {
+        let pieces = ix.split_pieces(s.id, 1);
+        let Some(first) = pieces.first() else {
+            continue;
+        };
+        let of_id = |l: &&String| {
+            let id = idx_id(l).1;
+            id == s.id || s.id == 0
+        };
+        let mut want = count_lines(full.iter().filter(of_id).filter(|l| idx_id(l).0 >= first.start));
+        // The piece at the first sync point reports its decoder's NO_SYNC
+        // there; a decode from the start of the capture reports it at the
+        // stream's first packet, which may come earlier (documented in
+        // `index::decode`).
+        if full
+            .iter()
+            .find(of_id)
+            .is_some_and(|l| idx_id(l).0 < first.start && l.contains("OCSD_GEN_TRC_ELEM_NO_SYNC("))
+        {
+            want.0 += 1;
+        }
+        for (n, threads) in [(1usize, 1usize), (3, 2)] {
+            let parts = decode_split_ids_partial(&ix, data, &[s.id], n, threads, &build, count_elem)
+                .map_err(|e| format!("{}: index count of ID {:#x}: {e}", dir.display(), s.id))?;
+            let mut got = (0, 0, 0);
+            for (_, c, e) in &parts {
+                if let Some(e) = e {
+                    return Err(format!("{}: index count of ID {:#x}: {e}", dir.display(), s.id));
+                }
+                got = (got.0 + c.0, got.1 + c.1, got.2 + c.2);
+            }
+            out.push((
+                format!("index count of ID {:#x} from {} in {n} pieces", s.id, first.start),
+                got,
+                want,
+            ));
+        }
+    }
+    Ok(out)
+}
+
 fn idx_id(line: &str) -> (u64, u8) {
     let rest = line.strip_prefix("Idx:").unwrap_or("");
     let (i, rest) = rest.split_once("; ID:").unwrap_or(("0", "0;"));
     let id = rest.split(';').next().unwrap_or("0");
     (i.parse().unwrap_or(0), u8::from_str_radix(id, 16).unwrap_or(0))
-}
-
-/// The first difference of two streams, with two lines of context.
-fn first_difference(a: &Stream, b: &Stream) -> Option<String> {
-    let i = (0..a.len().max(b.len())).find(|&i| a.get(i) != b.get(i))?;
-    let show = |s: &Stream| {
-        (i.saturating_sub(2)..(i + 3).min(s.len()))
-            .map(|k| format!("  {}{}", if k == i { "> " } else { "  " }, s[k]))
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
-    Some(format!(
-        "element {i} (of {} and {}):\n{}\n---\n{}",
-        a.len(),
-        b.len(),
-        show(a),
-        show(b)
-    ))
 }
 
 /// (protocol, path, why): paths known to give a different element stream
@@ -453,6 +458,15 @@ fn check_every_path_with(dir: &Path, protocol: &str, extra: &[&str]) -> Result<(
             return Err(format!("{}: {what} and trc_decode differ at {d}", dir.display()));
         }
     }
+    for (what, got, want) in index_counts(dir, &library, stopped)? {
+        COUNTS_COMPARED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if got != want {
+            return Err(format!(
+                "{}: {what}: (elements, ranges, instructions) {got:?}, trc_decode's {want:?}",
+                dir.display()
+            ));
+        }
+    }
     let lister_stopped = stopped || reference.len() < library.len();
     let mut known = Vec::new();
     for (what, got, want) in paths.drain(..) {
@@ -579,6 +593,8 @@ fn every_protocol_gives_one_stream_on_every_path() {
         }
     }
     assert!(elements > 5000, "only {elements} elements decoded");
+    let counted = COUNTS_COMPARED.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(counted >= 100, "only {counted} index counts compared");
     let names: Vec<&str> = protocols().iter().map(|p| p.name()).collect();
     assert_known_differences_still_differ(&names, &seen);
 }

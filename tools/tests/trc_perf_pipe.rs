@@ -237,3 +237,75 @@ fn streamed_autofdo_of_many_buffers_is_the_whole_file_s() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// trc_perf's standard error on `args` with `input` as the recording: a file's path, or
+/// `-` fed from `stdin`; the input's name replaced by INPUT, the lines sorted.
+fn warnings(args: &[&str], input: &Path, from_stdin: bool, symfs: &Path) -> Vec<String> {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_trc_perf"));
+    c.args(args).arg("--symfs").arg(symfs);
+    let (name, stdin) = if from_stdin {
+        c.arg("-").stdin(std::fs::File::open(input).unwrap());
+        ("standard input".to_string(), true)
+    } else {
+        c.arg(input).stdin(Stdio::null());
+        (input.display().to_string(), false)
+    };
+    let o = c.output().unwrap();
+    assert!(
+        o.status.success(),
+        "{args:?} (stdin {stdin}): {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let mut v: Vec<String> = String::from_utf8_lossy(&o.stderr)
+        .lines()
+        .map(|l| l.replace(&name, "INPUT"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// Streamed from standard input, a pipe-mode recording warns as the same bytes read from a
+/// file do. Of per-CPU buffers, each streamed segment holds one CPU's buffer and once warned
+/// that the AUX data the other CPUs' AUX records announce was missing: a whole recording
+/// warns of nothing. Without its last AUXTRACE record, both say the bytes missing, at the
+/// same offset.
+#[test]
+fn streamed_warnings_are_those_of_the_file() {
+    use coresight_perf_data::{PerfFile, Record};
+    let dir = scratch("warnings");
+    let (_, pipe) = generate(&dir, "--protocol etmv4 --unformatted --cpus 2");
+    let symfs = dir.join("symfs");
+    let bytes = std::fs::read(&pipe).unwrap();
+    let (at, end, size, cpu) = PerfFile::parse(&bytes)
+        .unwrap()
+        .records()
+        .filter_map(|r| {
+            let r = r.ok()?;
+            match r.record {
+                Record::Auxtrace(a) => Some((r.offset as usize, (a.data_offset + a.size) as usize, a.size, a.cpu)),
+                _ => None,
+            }
+        })
+        .last()
+        .unwrap();
+    let cut = dir.join("cut.data");
+    std::fs::write(&cut, [&bytes[..at], &bytes[end..]].concat()).unwrap();
+    for cmd in [&["script"][..], &["autofdo"]] {
+        for (input, want) in [(&pipe, 0), (&cut, 1)] {
+            let from_file = warnings(cmd, input, false, &symfs);
+            let streamed = warnings(cmd, input, true, &symfs);
+            assert_eq!(streamed, from_file, "{cmd:?} {}", input.display());
+            assert_eq!(from_file.len(), want, "{cmd:?} {}: {from_file:?}", input.display());
+            if want == 1 {
+                assert!(
+                    from_file[0].starts_with("trc_perf: INPUT: warning: at file offset 0x")
+                        && from_file[0].ends_with(&format!(
+                            "AUX records announce {size} bytes of trace for CPU {cpu}, AUXTRACE records hold 0: {size} bytes are missing"
+                        )),
+                    "{from_file:?}"
+                );
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

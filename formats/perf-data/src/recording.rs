@@ -187,7 +187,15 @@ impl<'a> Recording<'a> {
     /// error; damage further on becomes a warning and the rest is read where possible. Safe to
     /// call on arbitrary bytes (the fuzzing entry point).
     pub fn parse(bytes: &'a [u8]) -> Result<Self> {
-        Self::parse_with(bytes, &|_, _| {})
+        Self::parse_with(bytes, &|_, _| {}, true)
+    }
+
+    /// [`parse`](Self::parse) of one segment of a pipe-mode stream (its kept records and one
+    /// buffer): the AUX data the AUX records announce is not checked against its one buffer
+    /// (the other CPUs' buffers are in other segments); the stream's reader checks the totals
+    /// with [`missing_aux_data`](Self::missing_aux_data).
+    pub(crate) fn parse_segment(bytes: &'a [u8]) -> Result<Self> {
+        Self::parse_with(bytes, &|_, _| {}, false)
     }
 
     /// Parses a mapped recording as [`parse`](Self::parse) does, letting go of the pages of
@@ -196,14 +204,14 @@ impl<'a> Recording<'a> {
     /// header can bring in the megabytes of trace around it). The buffers' bytes are read
     /// again from the file when used.
     pub fn parse_mapped(file: &'a MappedFile) -> Result<Self> {
-        let rec = Self::parse_with(file.bytes(), &|at, len| file.done_with(at, len))?;
+        let rec = Self::parse_with(file.bytes(), &|at, len| file.done_with(at, len), true)?;
         file.done_with(0, file.bytes().len() as u64);
         Ok(rec)
     }
 
     /// [`parse`](Self::parse), calling `done(offset, len)` for the bytes behind it as it
     /// reads the records.
-    fn parse_with(bytes: &'a [u8], done: &dyn Fn(u64, u64)) -> Result<Self> {
+    fn parse_with(bytes: &'a [u8], done: &dyn Fn(u64, u64), check_aux: bool) -> Result<Self> {
         let file = PerfFile::parse(bytes)?;
         let mut warnings = file.warnings.clone();
         let mut build_ids = file.build_ids().unwrap_or_else(|e| {
@@ -243,7 +251,11 @@ impl<'a> Recording<'a> {
         if rec.lost > 0 {
             rec.warn(0, format!("{} records were lost (LOST records)", rec.lost));
         }
-        rec.check_aux_data();
+        if check_aux {
+            let held: Vec<(Option<u32>, u64)> = rec.buffers.iter().map(|b| (b.cpu, b.data.len() as u64)).collect();
+            let missing = rec.missing_aux_data(&held);
+            rec.warnings.extend(missing);
+        }
         if rec.truncated_aux > 0 {
             rec.warn(
                 0,
@@ -260,9 +272,12 @@ impl<'a> Recording<'a> {
     /// cut short, or written without its AUX area): per CPU (or for the one buffer of a
     /// per-thread recording), the bytes announced against the bytes there. Snapshot
     /// recordings announce the whole area each time and are left out.
-    fn check_aux_data(&mut self) {
+    /// `held`: the AUX bytes of each buffer, with its CPU (those of the recording's buffers,
+    /// or of every segment of a stream).
+    pub fn missing_aux_data(&self, held: &[(Option<u32>, u64)]) -> Vec<Warning> {
+        let mut out = Vec::new();
         if self.cs_etm.as_ref().is_some_and(|c| c.snapshot) {
-            return;
+            return out;
         }
         let mut announced: BTreeMap<Option<u32>, (u64, u64)> = BTreeMap::new();
         for (at, a) in &self.aux_records {
@@ -271,23 +286,24 @@ impl<'a> Recording<'a> {
         }
         let per_cpu = announced.keys().any(Option::is_some);
         let mut found: BTreeMap<Option<u32>, u64> = BTreeMap::new();
-        for b in &self.buffers {
-            let key = if per_cpu { b.cpu } else { None };
-            *found.entry(key).or_default() += b.data.len() as u64;
+        for &(cpu, bytes) in held {
+            let key = if per_cpu { cpu } else { None };
+            *found.entry(key).or_default() += bytes;
         }
         for (cpu, (bytes, first)) in announced {
             let have = found.get(&cpu).copied().unwrap_or(0);
             if bytes > have {
                 let whose = cpu.map_or_else(|| "the recording".to_string(), |c| format!("CPU {c}"));
-                self.warn(
-                    first,
-                    format!(
+                out.push(Warning {
+                    offset: first,
+                    message: format!(
                         "AUX records announce {bytes} bytes of trace for {whose}, AUXTRACE records hold {have}: {} bytes are missing",
                         bytes - have
                     ),
-                );
+                });
             }
         }
+        out
     }
 
     fn warn(&mut self, offset: u64, message: String) {

@@ -64,8 +64,10 @@ impl Segment {
     }
 
     /// The segment as a recording, its offsets (and an error's) those of the stream.
+    /// The AUX data is not checked against the AUX records here (a segment holds one
+    /// buffer): see [`Recording::missing_aux_data`].
     pub fn recording(&self) -> Result<Recording<'_>> {
-        let mut rec = Recording::parse(&self.bytes).map_err(|e| e.map_offset(|o| self.stream_offset(o)))?;
+        let mut rec = Recording::parse_segment(&self.bytes).map_err(|e| e.map_offset(|o| self.stream_offset(o)))?;
         self.to_stream_offsets(&mut rec);
         Ok(rec)
     }

@@ -1246,9 +1246,21 @@ fn open_stdin_stream(path: &Path) -> Result<Option<Opened<io::StdinLock<'static>
 struct StreamWarnings {
     said: std::collections::HashSet<(u64, String)>,
     missing: std::collections::BTreeMap<(String, String), u64>,
+    /// The AUX bytes of each buffer read, with its CPU: checked at the end against what the
+    /// AUX records announce (a segment holds one buffer, so cannot check it).
+    held: Vec<(Option<u32>, u64)>,
 }
 
 impl StreamWarnings {
+    /// A segment's warnings, and its buffer counted.
+    fn segment(&mut self, path: &Path, rec: &Recording<'_>) {
+        for w in &rec.warnings {
+            self.say(path, w);
+        }
+        self.held
+            .extend(rec.buffers.iter().map(|b| (b.cpu, b.data.len() as u64)));
+    }
+
     fn say(&mut self, path: &Path, w: &coresight_perf_data::Warning) {
         // Offset 0: the recording's totals (lost records, truncated AUX), said at the end.
         if w.offset != 0 && self.said.insert((w.offset, w.message.clone())) {
@@ -1269,9 +1281,13 @@ impl StreamWarnings {
             warn(path, w);
         }
         let kept = stream.kept();
-        if let Ok(rec) = Recording::parse(&kept.bytes) {
+        if let Ok(rec) = kept.recording() {
             for w in rec.warnings.iter().filter(|w| w.offset == 0) {
                 warn(path, w);
+            }
+            for mut w in rec.missing_aux_data(&self.held) {
+                w.offset = kept.stream_offset(w.offset);
+                warn(path, &w);
             }
         }
         let missing: Vec<(String, u64, String)> =
@@ -1390,9 +1406,7 @@ fn script_stream(
                 pending = Some(seg);
                 break;
             }
-            for w in &rec.warnings {
-                said.say(path, w);
-            }
+            said.segment(path, &rec);
             let mut dec = RecordingDecoder::new(&rec, model.clone(), opts.clone())
                 .map_err(|e| failure(format!("standard input: {e}")))?;
             let new_writer = |dec: &RecordingDecoder<'_, '_>| {
@@ -1451,9 +1465,7 @@ fn autofdo_stream(
     while let Some(seg) = stream.next_segment() {
         let seg = seg.map_err(|e| failure(format!("standard input: {e}")))?;
         let rec = seg.recording().map_err(|e| failure(format!("standard input: {e}")))?;
-        for w in &rec.warnings {
-            said.say(path, w);
-        }
+        said.segment(path, &rec);
         let report = add_recording(&rec, search.clone(), DecodeOptions::default(), profile, &mut |_| {})
             .map_err(|e| failure(format!("standard input: {e}")))?;
         for w in &report.warnings {
