@@ -5,65 +5,14 @@
 //! source block per 4 KiB) took 690 MB. Ignored by default (it writes
 //! 256 MiB and reads /proc); .ci/run runs it.
 
-use std::io::Write as _;
-use std::path::Path;
-use std::process::{Command, Stdio};
+mod anon_memory;
+
+use std::process::Command;
+
+use anon_memory::{peak_anon_kib, snapshot};
 
 /// Allocated memory `trc_index count` may use on any capture.
 const CEILING_KIB: u64 = 16 * 1024;
-
-/// The most anonymous memory (RssAnon, KiB) seen while `cmd` runs,
-/// sampled every few milliseconds: an index loaded whole is held for the
-/// whole decode, so sampling cannot miss it.
-fn peak_anon_kib(cmd: &mut Command) -> u64 {
-    let mut child = cmd.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
-    let status_file = format!("/proc/{}/status", child.id());
-    let mut peak = 0;
-    loop {
-        if let Ok(s) = std::fs::read_to_string(&status_file)
-            && let Some(kb) = s
-                .lines()
-                .find_map(|l| l.strip_prefix("RssAnon:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        {
-            peak = peak.max(kb);
-        }
-        if child.try_wait().unwrap().is_some() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    peak
-}
-
-/// A generated snapshot whose buffer is its trace repeated to `bytes`.
-fn snapshot(dir: &Path, bytes: u64) {
-    let _ = std::fs::remove_dir_all(dir);
-    let out = Command::new(env!("CARGO_BIN_EXE_trc_gen"))
-        .args([
-            "--protocol",
-            "etmv4",
-            "--seed",
-            "3",
-            "--length",
-            "20000",
-            "--no-truth",
-            "--out",
-        ])
-        .arg(dir)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let bin = dir.join("trace.bin");
-    let one = std::fs::read(&bin).unwrap();
-    let mut f = std::io::BufWriter::new(std::fs::File::create(&bin).unwrap());
-    for _ in 0..bytes / one.len() as u64 {
-        f.write_all(&one).unwrap();
-    }
-    f.flush().unwrap();
-}
 
 #[test]
 #[ignore = "writes a 256 MiB capture and its index and reads /proc; run by .ci/run"]
